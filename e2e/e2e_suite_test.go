@@ -1,0 +1,120 @@
+//go:build e2e
+
+// Package e2e is Cellstore's end-to-end suite. It runs against the cluster of $KUBECONFIG (the local
+// cluster that hack/test.sh brings up, kind, or any other) into which the images of bin/images/ have
+// been loaded. On a failed spec it prints the pods, events and logs of the spec's namespace.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var (
+	kube kubernetes.Interface
+	// netcheckImage is the suite's test workload (e2e/netcheck), built by hack/images.sh.
+	netcheckImage = envOr("E2E_NETCHECK_IMAGE", "docker.io/cellstore/netcheck:v1")
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Cellstore end-to-end")
+}
+
+var _ = BeforeSuite(func() {
+	path := os.Getenv("KUBECONFIG")
+	Expect(path).NotTo(BeEmpty(), "set KUBECONFIG (make e2e brings up the local cluster and sets it)")
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	Expect(err).NotTo(HaveOccurred())
+	kube, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	v, err := kube.Discovery().ServerVersion()
+	Expect(err).NotTo(HaveOccurred(), "the API server of %s does not answer", path)
+	GinkgoWriter.Printf("cluster: Kubernetes %s\n", v.GitVersion)
+})
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// newNamespace makes a namespace for one spec; it is deleted when the spec ends, after its contents
+// have been dumped if the spec failed.
+func newNamespace(prefix string) string {
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{"cellstore.io/e2e": "true"}},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			dumpNamespace(ns.Name)
+		}
+		err := kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			Fail(fmt.Sprintf("delete namespace %s: %v", ns.Name, err))
+		}
+	})
+	return ns.Name
+}
+
+// dumpNamespace prints what a person debugging a failure looks at first.
+func dumpNamespace(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := GinkgoWriter
+	fmt.Fprintf(w, "\n===== namespace %s =====\n", ns)
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(w, "list pods: %v\n", err)
+		return
+	}
+	for _, p := range pods.Items {
+		fmt.Fprintf(w, "--- pod %s phase=%s node=%s ip=%s\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.PodIP)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(w, "    condition %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			fmt.Fprintf(w, "    container %s ready=%v restarts=%d state=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State)
+			logs, _ := podLogs(ctx, ns, p.Name, cs.Name)
+			fmt.Fprintf(w, "    logs of %s:\n%s\n", cs.Name, indent(logs))
+		}
+	}
+	events, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		fmt.Fprintln(w, "--- events")
+		for _, e := range events.Items {
+			fmt.Fprintf(w, "    %s %s/%s %s: %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+func podLogs(ctx context.Context, ns, pod, container string) (string, error) {
+	r, err := kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).Stream(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	var b bytes.Buffer
+	_, err = io.Copy(&b, io.LimitReader(r, 64<<10))
+	return b.String(), err
+}
+
+func indent(s string) string {
+	return "      " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runs Cellstore's test stages; `make test` runs them all and is what CI runs (.ci/run).
+#
+#   hack/test.sh lint      gofmt, go vet and staticcheck (make lint)
+#   hack/test.sh unit      unit tests of every package, with -race and the invariants build tag
+#   hack/test.sh envtest   integration tests (build tag envtest) against a real kube-apiserver + etcd
+#   hack/test.sh e2e       the ginkgo end-to-end suite (build tag e2e) against $KUBECONFIG; without
+#                          one it brings up the local cluster (hack/local-cluster.sh) and stops it after,
+#                          also when the tests fail. E2E_IMAGE_LOADER="CMD" loads image tarballs into a
+#                          cluster of your own (e.g. "kind load image-archive --name cellstore").
+#   hack/test.sh all       the four, in that order; each runs even if an earlier one failed
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+GOTESTSUM=${GOTESTSUM:-}
+GINKGO=${GINKGO:-}
+T0=$(date +%s)
+say() { printf '[test %5ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
+
+gotest() { # go test, through gotestsum when installed (make installs it)
+  if [ -n "$GOTESTSUM" ]; then "$GOTESTSUM" --format pkgname-and-test-fails --format-hide-empty-pkg -- "$@"
+  else go test "$@"; fi
+}
+# packages that have test files with the given build tag
+tagged_pkgs() { grep -rl --include='*_test.go' "^//go:build .*\b$1\b" . | xargs -r -n1 dirname | sort -u; }
+
+lint() { make --no-print-directory lint; }
+
+unit() { gotest -race -tags invariants -timeout 20m ./...; }
+
+envtest() {
+  "$ROOT/hack/k8s-binaries.sh" envtest || return 1
+  KUBEBUILDER_ASSETS=$("$ROOT/hack/k8s-binaries.sh" --print-dir)
+  export KUBEBUILDER_ASSETS
+  mapfile -t pkgs < <(tagged_pkgs envtest)
+  [ ${#pkgs[@]} -gt 0 ] || { say "no envtest packages"; return 0; }
+  gotest -tags envtest -timeout 30m "${pkgs[@]}"
+}
+
+e2e() {
+  local managed=no rc images=(netcheck)
+  "$ROOT/hack/images.sh" "${images[@]}" || return 1
+  if [ -z "${KUBECONFIG:-}" ]; then
+    managed=yes
+    "$ROOT/hack/local-cluster.sh" up || { "$ROOT/hack/local-cluster.sh" down; return 1; }
+    KUBECONFIG=$("$ROOT/hack/local-cluster.sh" kubeconfig)
+    export KUBECONFIG
+  fi
+  local img
+  for img in "${images[@]}"; do
+    if [ $managed = yes ]; then "$ROOT/hack/local-cluster.sh" load "bin/images/$img.tar"
+    elif [ -n "${E2E_IMAGE_LOADER:-}" ]; then $E2E_IMAGE_LOADER "bin/images/$img.tar"
+    else say "KUBECONFIG is set and E2E_IMAGE_LOADER is not: assuming bin/images/$img.tar is already in the cluster"; fi
+  done
+  if [ -n "$GINKGO" ]; then
+    "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s ./e2e
+  else
+    go test -tags e2e -timeout 60m ./e2e -ginkgo.v
+  fi
+  rc=$?
+  [ $managed = yes ] && "$ROOT/hack/local-cluster.sh" down
+  return $rc
+}
+
+stages=("$@")
+[ "${stages[0]:-all}" = all ] && stages=(lint unit envtest e2e)
+summary=() failed=0
+for s in "${stages[@]}"; do
+  case $s in lint|unit|envtest|e2e) ;; *) echo "usage: $0 lint|unit|envtest|e2e|all" >&2; exit 2 ;; esac
+  say "=== $s"
+  t=$(date +%s)
+  if $s; then summary+=("$s passed ($(( $(date +%s) - t ))s)"); else summary+=("$s FAILED ($(( $(date +%s) - t ))s)"); failed=$((failed + 1)); fi
+done
+say "summary: $(IFS=,; echo "${summary[*]}" | sed 's/,/, /g'); wall time $(( $(date +%s) - T0 ))s"
+exit $(( failed > 0 ))
