@@ -1,0 +1,264 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+type recordPos struct {
+	file string
+	off  int64
+	seq  uint64
+}
+
+// writeWAL writes n edits with the given segment size and returns the
+// record positions.
+func writeWAL(t *testing.T, mem *storage.Mem, n int, segSize int64) []recordPos {
+	t.Helper()
+	w := mustOpen(t, Options{FS: mem, Dir: "wal/rs1", SegmentSize: segSize})
+	for i := 0; i < n; i++ {
+		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(mem, "wal/rs1", ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var pos []recordPos
+	for r.Next() {
+		f, off := r.Position()
+		pos = append(pos, recordPos{f, off, r.Edit().Seq})
+	}
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	// A roll right after the last append leaves an empty last segment;
+	// drop it so the last record is in the last segment.
+	names, _ := mem.List("wal/rs1")
+	for _, n := range names {
+		if p := path.Join("wal/rs1", n); p > pos[len(pos)-1].file {
+			if err := mem.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return pos
+}
+
+// rewrite replaces a file's content through fn.
+func rewrite(t *testing.T, mem *storage.Mem, name string, fn func([]byte) []byte) {
+	t.Helper()
+	data, err := storage.ReadFile(mem, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.WriteFile(mem, name, fn(slices.Clone(data))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastFile(pos []recordPos) string { return pos[len(pos)-1].file }
+
+func TestTornTail(t *testing.T) {
+	cases := []struct {
+		name    string
+		damage  func(data []byte, lastRec int64) []byte
+		lost    int // edits lost from the end
+		tornOff func(lastRec int64, size int) int64
+	}{
+		{"partial record", func(d []byte, last int64) []byte { return d[:last+20] }, 1, func(last int64, _ int) int64 { return last }},
+		{"partial header", func(d []byte, last int64) []byte { return d[:last+5] }, 1, func(last int64, _ int) int64 { return last }},
+		{"bad checksum at the end", func(d []byte, last int64) []byte { d[len(d)-1] ^= 0x40; return d }, 1, func(last int64, _ int) int64 { return last }},
+		{"zero-filled tail", func(d []byte, _ int64) []byte { return append(d, make([]byte, 4096)...) }, 0, func(_ int64, size int) int64 { return int64(size) }},
+		{"zeroed last record", func(d []byte, last int64) []byte { clear(d[last:]); return d }, 1, func(last int64, _ int) int64 { return last }},
+		{"garbage length", func(d []byte, _ int64) []byte { return append(d, 1, 2, 3, 4, 0xff, 0xff, 0xff, 0x7f, 9) }, 0, func(_ int64, size int) int64 { return int64(size) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := storage.NewMem()
+			pos := writeWAL(t, mem, 30, 1024)
+			last := pos[len(pos)-1]
+			var size int
+			rewrite(t, mem, last.file, func(d []byte) []byte { size = len(d); return tc.damage(d, last.off) })
+			edits, r, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+			if err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if len(edits) != 30-tc.lost {
+				t.Fatalf("replayed %d, want %d", len(edits), 30-tc.lost)
+			}
+			for i, e := range edits {
+				if want := testEdit("r", i); e.Seq != uint64(i+1) || !slices.EqualFunc(e.Cells, want.Cells, func(a, b cell.KeyValue) bool { return string(a) == string(b) }) {
+					t.Fatalf("edit %d damaged", i)
+				}
+			}
+			torn, ok := r.TornTail()
+			if !ok || torn.File != last.file || torn.Offset != tc.tornOff(last.off, size) {
+				t.Fatalf("TornTail = %+v, %v (last record at %d, size %d)", torn, ok, last.off, size)
+			}
+			// Open repairs the tail and continues; the repaired segment
+			// is no longer last and must read cleanly.
+			w := mustOpen(t, Options{FS: mem, Dir: "wal/rs1"})
+			seq, err := w.Append(testEdit("r", 1000), SyncWAL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq != uint64(30-tc.lost+1) {
+				t.Fatalf("seq after repair = %d", seq)
+			}
+			w.Close()
+			edits, r, err = replayAll(t, mem, "wal/rs1", ReplayOptions{})
+			if err != nil {
+				t.Fatalf("replay after repair: %v", err)
+			}
+			if len(edits) != 30-tc.lost+1 {
+				t.Fatalf("after repair: %d edits", len(edits))
+			}
+			if _, torn := r.TornTail(); torn {
+				t.Fatal("torn tail still there after repair")
+			}
+		})
+	}
+}
+
+func TestTornHeaderOfLastSegment(t *testing.T) {
+	for _, keep := range []int{0, 7, headerSize - 1} {
+		mem := storage.NewMem()
+		pos := writeWAL(t, mem, 5, 1<<20)
+		// A crash right after creating the next segment.
+		next := path.Join("wal/rs1", segmentName(99))
+		data := appendHeader(nil, kindSegment, 99)[:keep]
+		if err := storage.WriteFile(mem, next, data); err != nil {
+			t.Fatal(err)
+		}
+		edits, r, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+		if err != nil || len(edits) != 5 {
+			t.Fatalf("keep %d: %d edits, %v", keep, len(edits), err)
+		}
+		if torn, ok := r.TornTail(); !ok || torn.File != next || torn.Offset != 0 {
+			t.Fatalf("keep %d: torn %+v %v", keep, torn, ok)
+		}
+		w := mustOpen(t, Options{FS: mem, Dir: "wal/rs1"})
+		w.Append(testEdit("r", 5), SyncWAL)
+		w.Close()
+		if ok, _ := storage.Exists(mem, next); ok {
+			t.Fatal("torn segment not removed by Open")
+		}
+		if got := mustReplay(t, mem, "wal/rs1"); len(got) != 6 {
+			t.Fatalf("after reopen: %d", len(got))
+		}
+		_ = pos
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	cases := []struct {
+		name   string
+		pick   func(pos []recordPos) recordPos // record to damage
+		damage func(d []byte, off int64) []byte
+		reason string
+	}{
+		{"flipped byte in a non-last segment", func(p []recordPos) recordPos { return p[3] },
+			func(d []byte, off int64) []byte { d[off+30] ^= 1; return d }, "checksum mismatch"},
+		{"flipped byte mid last segment", func(p []recordPos) recordPos {
+			i := len(p) - 1
+			for i > 0 && p[i-1].file == lastFile(p) {
+				i--
+			}
+			if i == len(p)-1 {
+				panic("the last segment holds a single record")
+			}
+			return p[i]
+		},
+			func(d []byte, off int64) []byte { d[off+30] ^= 1; return d }, "valid records follow"},
+		{"bad length in a non-last segment", func(p []recordPos) recordPos { return p[1] },
+			func(d []byte, off int64) []byte { d[off+4] = 0xff; d[off+5] = 0xff; return d }, "overruns"},
+		{"zeroed record in a non-last segment", func(p []recordPos) recordPos { return p[2] },
+			func(d []byte, off int64) []byte { clear(d[off : off+8]); return d }, "zeroed"},
+		{"truncated non-last segment", func(p []recordPos) recordPos { return p[4] },
+			func(d []byte, off int64) []byte { return d[:off+10] }, "overruns"},
+		{"bad header of a non-last segment", func(p []recordPos) recordPos { return recordPos{file: p[0].file, off: 0} },
+			func(d []byte, _ int64) []byte { d[3] ^= 1; return d }, "bad header"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := storage.NewMem()
+			pos := writeWAL(t, mem, 45, 2048)
+			if pos[0].file == lastFile(pos) {
+				t.Fatal("need several segments")
+			}
+			target := tc.pick(pos)
+			if strings.Contains(tc.name, "non-last") && target.file == lastFile(pos) {
+				t.Fatal("target in the last segment")
+			}
+			rewrite(t, mem, target.file, func(d []byte) []byte { return tc.damage(d, target.off) })
+			edits, _, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
+				t.Fatalf("replay error %v, want corruption", err)
+			}
+			if ce.File != target.file || ce.Offset != target.off || !strings.Contains(ce.Reason, tc.reason) {
+				t.Fatalf("corruption %+v, want file %s offset %d reason %q", ce, target.file, target.off, tc.reason)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, target.file) || !strings.Contains(msg, fmt.Sprintf("offset %d", target.off)) {
+				t.Fatalf("error does not name file and offset: %s", msg)
+			}
+			// Replay stops at the damage: everything before is intact.
+			for _, e := range edits {
+				if e.Seq >= target.seq && target.off != 0 {
+					t.Fatalf("replay went past the corruption (seq %d)", e.Seq)
+				}
+			}
+			// Open refuses the directory with the same error.
+			if _, err := Open(Options{FS: mem, Dir: "wal/rs1"}); !errors.As(err, &ce) {
+				t.Fatalf("Open: %v", err)
+			}
+		})
+	}
+}
+
+func TestSequenceOrderViolation(t *testing.T) {
+	mem := storage.NewMem()
+	mem.MkdirAll("wal/rs1")
+	data := appendHeader(nil, kindSegment, 1)
+	e := testEdit("r", 1)
+	data = appendRecord(data, e, 5, 1, payloadSize(e))
+	off := len(data)
+	data = appendRecord(data, e, 5, 1, payloadSize(e))
+	storage.WriteFile(mem, "wal/rs1/"+segmentName(1), data)
+	_, _, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != int64(off) || !strings.Contains(ce.Reason, "not above") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestUndecodablePayload(t *testing.T) {
+	mem := storage.NewMem()
+	mem.MkdirAll("wal/rs1")
+	data := appendHeader(nil, kindSegment, 1)
+	// A record with a valid checksum whose payload is garbage: not a torn
+	// write, so corruption even at the end of the last segment.
+	rec := make([]byte, 8, 20)
+	rec = append(rec, 9, 9, 9, 9)
+	putRecordHeader(rec)
+	data = append(data, rec...)
+	storage.WriteFile(mem, "wal/rs1/"+segmentName(1), data)
+	_, _, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "undecodable") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,273 @@
+package wal
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
+)
+
+// crashLog records what a workload was told.
+type crashLog struct {
+	mu      sync.Mutex
+	acked   []Edit            // acknowledged as durable
+	flushed map[string]uint64 // regions' flush marks (their edits may be archived)
+}
+
+func (l *crashLog) ack(e ...Edit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acked = append(l.acked, e...)
+}
+
+var crashOpts = Options{Dir: "wal/rs1", ArchiveDir: "archive/rs1", SegmentSize: 1024, SyncInterval: time.Hour, RollInterval: -1}
+
+// sequentialWorkload appends 40 edits (SYNC and ASYNC), rolls, and marks
+// flushes. It stops at the first error.
+func sequentialWorkload(fs storage.FS, log *crashLog) error {
+	opts := crashOpts
+	opts.FS = fs
+	w, err := Open(opts)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	var async []Edit
+	for i := 0; i < 40; i++ {
+		region := fmt.Sprintf("region-%d", i%3)
+		e := testEdit(region, i)
+		d := SyncWAL
+		if i%4 == 1 {
+			d = AsyncWAL
+		}
+		if _, err := w.Append(e, d); err != nil {
+			return err
+		}
+		if d == AsyncWAL {
+			async = append(async, cloneEdit(e))
+		} else {
+			// A synced record makes every earlier one durable.
+			log.ack(async...)
+			log.ack(cloneEdit(e))
+			async = nil
+		}
+		if i%10 == 9 {
+			if err := w.Roll(); err != nil {
+				return err
+			}
+		}
+		if i == 24 || i == 35 {
+			// Regions flushed everything so far: all of them at 24,
+			// region-0 only at 35.
+			seq := w.LastSeq()
+			for r := 0; r < 3; r++ {
+				if r > 0 && i == 35 {
+					break
+				}
+				region := fmt.Sprintf("region-%d", r)
+				log.mu.Lock()
+				log.flushed[region] = seq
+				log.mu.Unlock()
+				if err := w.MarkFlushed(region, seq); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return w.Close()
+}
+
+// concurrentWorkload appends from 4 goroutines with SYNC_WAL.
+func concurrentWorkload(fs storage.FS, log *crashLog) error {
+	opts := crashOpts
+	opts.FS = fs
+	w, err := Open(opts)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				e := testEdit(fmt.Sprintf("region-%d", g), g*100+i)
+				if _, err := w.Append(e, SyncWAL); err != nil {
+					return
+				}
+				log.ack(cloneEdit(e))
+			}
+		}()
+	}
+	wg.Wait()
+	return w.Close()
+}
+
+// checkWholeEdit checks that a replayed edit is exactly one that the
+// workload built: a record is whole or absent, never half-visible.
+func checkWholeEdit(t *testing.T, e *Edit) {
+	t.Helper()
+	if len(e.Cells) != 1 {
+		t.Fatalf("seq %d: %d cells", e.Seq, len(e.Cells))
+	}
+	row := cell.KeyValue(e.Cells[0]).Key().Row()
+	i, err := strconv.Atoi(string(row[3:]))
+	if err != nil {
+		t.Fatalf("seq %d: bad row %q", e.Seq, row)
+	}
+	want := testEdit(string(e.Region), i)
+	if !bytes.Equal(e.Cells[0], want.Cells[0]) || e.HasNonce != want.HasNonce || e.Nonce != want.Nonce {
+		t.Fatalf("seq %d: record differs from what was appended", e.Seq)
+	}
+}
+
+// checkRecovered replays a crashed filesystem and checks it.
+func checkRecovered(t *testing.T, fs storage.FS, log *crashLog, what string) {
+	t.Helper()
+	if ok, _ := storage.Exists(fs, crashOpts.Dir); !ok {
+		if len(log.acked) > 0 {
+			t.Fatalf("%s: WAL directory lost with %d acknowledged edits", what, len(log.acked))
+		}
+		return
+	}
+	edits, _, err := replayAll(t, fs, crashOpts.Dir, ReplayOptions{})
+	if err != nil {
+		t.Fatalf("%s: replay after crash: %v\n%v", what, err, fs)
+	}
+	bySeq := map[uint64]*Edit{}
+	for i := range edits {
+		checkWholeEdit(t, &edits[i])
+		bySeq[edits[i].Seq] = &edits[i]
+	}
+	for i := range log.acked {
+		a := &log.acked[i]
+		if a.Seq <= log.flushed[string(a.Region)] {
+			continue // flushed: its segment may have been archived
+		}
+		if r, ok := bySeq[a.Seq]; !ok || !sameEdit(r, a) {
+			t.Fatalf("%s: acknowledged edit seq %d (%s) missing after crash\n%v", what, a.Seq, a.Region, fs)
+		}
+	}
+	// The WAL reopens on the crashed state (repairing a torn tail) and
+	// keeps working; everything replays again afterwards.
+	opts := crashOpts
+	opts.FS = fs
+	w, err := Open(opts)
+	if err != nil {
+		t.Fatalf("%s: reopen after crash: %v", what, err)
+	}
+	seq, err := w.Append(testEdit("region-new", 1), SyncWAL)
+	if err != nil {
+		t.Fatalf("%s: append after reopen: %v", what, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := replayAll(t, fs, crashOpts.Dir, ReplayOptions{})
+	if err != nil {
+		t.Fatalf("%s: replay after reopen: %v", what, err)
+	}
+	if len(again) == 0 || again[len(again)-1].Seq != seq {
+		t.Fatalf("%s: edit appended after reopen not replayed last", what)
+	}
+	for i := range edits {
+		if !sameEdit(&edits[i], &again[i]) {
+			t.Fatalf("%s: reopen changed edit %d", what, i)
+		}
+	}
+}
+
+// TestCrashAtEveryOperation crashes the workload at its 1st, 2nd, ...
+// mutating filesystem operation (create, write, sync, rename, remove,
+// mkdir, truncate, dir sync), drops every unsynced byte and namespace
+// change, and checks recovery. A second pass keeps random parts of the
+// unsynced tails (torn writes).
+func TestCrashAtEveryOperation(t *testing.T) {
+	dry := faultfs.New(storage.NewMem())
+	if err := sequentialWorkload(dry, &crashLog{flushed: map[string]uint64{}}); err != nil {
+		t.Fatal(err)
+	}
+	total := dry.Count(faultfs.OpsMutating)
+	if dry.Count(faultfs.OpRename) == 0 || dry.Count(faultfs.OpSyncDir) == 0 {
+		t.Fatal("the workload must archive and roll")
+	}
+	t.Logf("workload: %d mutating operations", total)
+	rng := rand.New(rand.NewPCG(42, 42))
+	for n := int64(1); n <= total+1; n++ {
+		for _, torn := range []bool{false, true} {
+			ffs := faultfs.New(storage.NewMem())
+			ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
+			log := &crashLog{flushed: map[string]uint64{}}
+			err := sequentialWorkload(ffs, log)
+			if n <= total && err == nil {
+				t.Fatalf("crash at op %d: workload did not notice", n)
+			}
+			opts := storage.CrashOptions{}
+			if torn {
+				opts.Rand = rng
+			}
+			after, cerr := ffs.CrashClone(opts)
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			checkRecovered(t, after, log, fmt.Sprintf("crash at op %d (torn=%v)", n, torn))
+		}
+	}
+}
+
+// TestCrashDuringConcurrentAppends crashes concurrent SYNC_WAL appenders at
+// random operations.
+func TestCrashDuringConcurrentAppends(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	dry := faultfs.New(storage.NewMem())
+	concurrentWorkload(dry, &crashLog{flushed: map[string]uint64{}})
+	total := dry.Count(faultfs.OpsMutating)
+	for iter := 0; iter < 60; iter++ {
+		n := 1 + rng.Int64N(total)
+		ffs := faultfs.New(storage.NewMem())
+		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
+		log := &crashLog{flushed: map[string]uint64{}}
+		concurrentWorkload(ffs, log)
+		after, _ := ffs.CrashClone(storage.CrashOptions{Rand: rng})
+		checkRecovered(t, after, log, fmt.Sprintf("iteration %d, crash at op %d", iter, n))
+	}
+}
+
+// TestCrashAfterFailedSync: a sync fails, the WAL recovers with Roll, then
+// the machine crashes; acknowledged edits from before and after survive.
+func TestCrashAfterFailedSync(t *testing.T) {
+	for n := int64(1); n <= 12; n++ {
+		mem := storage.NewMem()
+		ffs := faultfs.New(mem)
+		opts := crashOpts
+		opts.FS = ffs
+		w := mustOpen(t, opts)
+		log := &crashLog{flushed: map[string]uint64{}}
+		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync | faultfs.OpWrite, Path: "wal/rs1/*.wal", Nth: n, Action: faultfs.ShortWrite})
+		failures := 0
+		for i := 0; i < 30; i++ {
+			e := testEdit("r", i)
+			if _, err := w.Append(e, SyncWAL); err != nil {
+				failures++
+				if err := w.Roll(); err != nil {
+					t.Fatalf("roll after failure: %v", err)
+				}
+				continue
+			}
+			log.ack(cloneEdit(e))
+		}
+		if failures != 1 {
+			t.Fatalf("op %d: %d failures", n, failures)
+		}
+		after, _ := ffs.CrashClone(storage.CrashOptions{})
+		checkRecovered(t, after, log, fmt.Sprintf("failed op %d then crash", n))
+	}
+}

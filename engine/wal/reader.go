@@ -1,0 +1,394 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	iofs "io/fs"
+	"path"
+	"slices"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// ReplayOptions selects the edits a Reader yields.
+type ReplayOptions struct {
+	// FromSeq skips edits with a sequence id below it (a region replays
+	// from its flushed sequence id + 1).
+	FromSeq uint64
+	// Filter, if set, yields only edits whose region it accepts.
+	Filter func(region []byte) bool
+}
+
+// TornTail describes where a Reader stopped reading the last file because
+// its end was torn (a crash during a write): the bytes from Offset on hold
+// no complete record and were ignored.
+type TornTail struct {
+	File   string
+	Offset int64
+	Reason string
+}
+
+// Reader iterates over the edits of a WAL directory or of a region's
+// recovered edits, in file order. Sequence ids must increase strictly
+// across the whole iteration; a violation is reported as corruption.
+//
+//	r, err := wal.NewReader(fs, "wal/rs1-splitting", wal.ReplayOptions{FromSeq: 100})
+//	...
+//	defer r.Close()
+//	for r.Next() {
+//		e := r.Edit() // valid until the next call to Next
+//	}
+//	if err := r.Err(); err != nil { ... }
+//
+// In a WAL directory, a torn tail of the last segment (a partial record, a
+// record with a bad checksum, zeros) is ignored and reported by TornTail,
+// provided no valid record follows it. Damage anywhere else stops the
+// iteration with a *CorruptionError naming the file and byte offset.
+// Recovered-edits files are written whole and synced before they are
+// renamed into place, so no torn tail is tolerated there.
+type Reader struct {
+	fs           storage.FS
+	files        []string
+	tolerateTail bool
+	kind         byte
+	opts         ReplayOptions
+
+	idx     int
+	cur     *fileReader
+	edit    Edit
+	raw     []byte // the current record, header included
+	buf     []byte // read window, reused across files
+	haveSeq bool
+	lastSeq uint64
+	err     error
+	torn    *TornTail
+}
+
+// NewReader returns a Reader over the segments of a WAL directory.
+func NewReader(fs storage.FS, dir string, opts ReplayOptions) (*Reader, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	var files []string
+	for _, n := range names {
+		if _, ok := parseSegmentName(n); ok {
+			files = append(files, path.Join(dir, n))
+		}
+	}
+	slices.Sort(files) // zero-padded numbers: lexical order is numeric order
+	return &Reader{fs: fs, files: files, tolerateTail: true, kind: kindSegment, opts: opts}, nil
+}
+
+// NewRecoveredEditsReader returns a Reader over the recovered-edits files
+// that Split wrote into dir (one region's directory). A missing directory
+// holds no edits.
+func NewRecoveredEditsReader(fs storage.FS, dir string, opts ReplayOptions) (*Reader, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			names = nil
+		} else {
+			return nil, fmt.Errorf("wal: list %s: %w", dir, err)
+		}
+	}
+	var files []string
+	for _, n := range names {
+		if _, ok := parseNumbered(n, recoveredSuffix); ok {
+			files = append(files, path.Join(dir, n))
+		}
+	}
+	slices.Sort(files)
+	return &Reader{fs: fs, files: files, kind: kindRecovered, opts: opts}, nil
+}
+
+// Files returns the files the Reader reads, in order.
+func (r *Reader) Files() []string { return slices.Clone(r.files) }
+
+// Next advances to the next edit that matches the options. It returns false
+// at the end or on error (see Err).
+func (r *Reader) Next() bool {
+	for r.err == nil {
+		if r.cur == nil {
+			if r.idx >= len(r.files) {
+				return false
+			}
+			if !r.openFile() {
+				continue
+			}
+		}
+		payload, raw, off, err := r.cur.next()
+		if err == io.EOF {
+			r.closeFile()
+			continue
+		}
+		if err != nil {
+			var bad *badRecord
+			if !errors.As(err, &bad) {
+				r.err = err
+				return false
+			}
+			if r.handleBad(off, bad.reason) {
+				r.closeFile()
+				continue
+			}
+			return false
+		}
+		if err := decodeEdit(payload, &r.edit); err != nil {
+			r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: "undecodable record: " + err.Error()}
+			return false
+		}
+		if r.haveSeq && r.edit.Seq <= r.lastSeq {
+			r.err = &CorruptionError{File: r.cur.name, Offset: off,
+				Reason: fmt.Sprintf("sequence id %d is not above the previous %d", r.edit.Seq, r.lastSeq)}
+			return false
+		}
+		r.haveSeq, r.lastSeq = true, r.edit.Seq
+		r.raw = raw
+		if r.edit.Seq < r.opts.FromSeq || (r.opts.Filter != nil && !r.opts.Filter(r.edit.Region)) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// Edit returns the current edit. It and the slices it holds are valid until
+// the next call to Next.
+func (r *Reader) Edit() *Edit { return &r.edit }
+
+// Position returns the file and byte offset of the current record.
+func (r *Reader) Position() (file string, offset int64) {
+	if r.cur == nil {
+		return "", 0
+	}
+	return r.cur.name, r.cur.recOff
+}
+
+// LastSeq returns the highest sequence id read so far (including edits
+// skipped by the options), and whether any edit was read.
+func (r *Reader) LastSeq() (uint64, bool) { return r.lastSeq, r.haveSeq }
+
+// TornTail reports whether the last segment had a torn tail and where.
+func (r *Reader) TornTail() (TornTail, bool) {
+	if r.torn == nil {
+		return TornTail{}, false
+	}
+	return *r.torn, true
+}
+
+// Err returns the error that stopped the iteration, if any.
+func (r *Reader) Err() error { return r.err }
+
+// Close releases the open file.
+func (r *Reader) Close() error {
+	if r.cur != nil {
+		r.cur.f.Close()
+		r.cur = nil
+	}
+	return nil
+}
+
+func (r *Reader) isLast() bool { return r.idx == len(r.files)-1 }
+
+func (r *Reader) openFile() bool {
+	name := r.files[r.idx]
+	f, err := r.fs.Open(name)
+	if err != nil {
+		r.err = fmt.Errorf("wal: open %s: %w", name, err)
+		return false
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		r.err = fmt.Errorf("wal: size of %s: %w", name, err)
+		return false
+	}
+	fr := &fileReader{f: f, name: name, size: size, buf: r.buf[:0]}
+	r.cur = fr
+	h, err := fr.read(0, headerSize)
+	if err == errShort {
+		err = &badRecord{reason: fmt.Sprintf("truncated header (file of %d bytes)", size)}
+	} else if err == nil {
+		var kind byte
+		kind, _, err = checkHeader(h)
+		if err == nil && kind != r.kind {
+			err = fmt.Errorf("file kind %d, expected %d", kind, r.kind)
+		}
+		if err != nil {
+			err = &badRecord{reason: "bad header: " + err.Error()}
+		}
+	}
+	if err != nil {
+		var bad *badRecord
+		if !errors.As(err, &bad) {
+			r.err = err
+			return false
+		}
+		if r.handleBad(0, bad.reason) {
+			r.closeFile()
+		}
+		return false
+	}
+	fr.off = headerSize
+	return true
+}
+
+// handleBad decides whether a bad record (or header) at off is a torn tail
+// (returns true: stop reading this file) or corruption (sets r.err).
+func (r *Reader) handleBad(off int64, reason string) bool {
+	if r.tolerateTail && r.isLast() {
+		found, err := r.cur.validRecordAfter(off)
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if !found {
+			r.torn = &TornTail{File: r.cur.name, Offset: off, Reason: reason}
+			return true
+		}
+		reason += " (valid records follow)"
+	}
+	r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: reason}
+	return false
+}
+
+func (r *Reader) closeFile() {
+	if r.cur != nil {
+		r.cur.f.Close()
+		r.buf = r.cur.buf // keep the window buffer for the next file
+		r.cur = nil
+	}
+	r.idx++
+}
+
+// badRecord describes bytes that do not hold a valid record.
+type badRecord struct{ reason string }
+
+func (b *badRecord) Error() string { return b.reason }
+
+// fileReader reads records through a window buffer.
+type fileReader struct {
+	f      storage.ReadableFile
+	name   string
+	size   int64
+	buf    []byte
+	bufOff int64
+	off    int64 // offset of the next record
+	recOff int64 // offset of the current record
+}
+
+const readWindow = 256 << 10
+
+var errShort = errors.New("short")
+
+// read returns n bytes at off (aliasing the window), errShort if the file
+// ends before, or an I/O error.
+func (r *fileReader) read(off int64, n int) ([]byte, error) {
+	if off < 0 || int64(n) > r.size-off {
+		return nil, errShort
+	}
+	if off >= r.bufOff && off+int64(n) <= r.bufOff+int64(len(r.buf)) {
+		s := off - r.bufOff
+		return r.buf[s : s+int64(n)], nil
+	}
+	want := max(n, readWindow)
+	if rest := r.size - off; int64(want) > rest {
+		want = int(rest)
+	}
+	if cap(r.buf) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	m, err := r.f.ReadAt(r.buf, off)
+	if err != nil && !(err == io.EOF && m == want) {
+		r.buf, r.bufOff = r.buf[:0], 0
+		if err == io.EOF { // the file shrank under us
+			return nil, errShort
+		}
+		return nil, fmt.Errorf("wal: read %s at %d: %w", r.name, off, err)
+	}
+	r.bufOff = off
+	return r.buf[:n], nil
+}
+
+// next returns the payload and raw bytes of the record at r.off, io.EOF at
+// the end of the file, a *badRecord, or an I/O error.
+func (r *fileReader) next() (payload, raw []byte, off int64, err error) {
+	off = r.off
+	r.recOff = off
+	if off == r.size {
+		return nil, nil, off, io.EOF
+	}
+	h, err := r.read(off, recordHeaderSize)
+	if err == errShort {
+		return nil, nil, off, &badRecord{reason: fmt.Sprintf("truncated record header (%d bytes left)", r.size-off)}
+	}
+	if err != nil {
+		return nil, nil, off, err
+	}
+	crc := binary.LittleEndian.Uint32(h)
+	n := int64(binary.LittleEndian.Uint32(h[4:]))
+	switch {
+	case n == 0 && crc == 0:
+		return nil, nil, off, &badRecord{reason: "zeroed bytes"}
+	case n == 0:
+		return nil, nil, off, &badRecord{reason: "zero record length"}
+	case n > MaxRecordSize:
+		return nil, nil, off, &badRecord{reason: fmt.Sprintf("record length %d exceeds %d", n, MaxRecordSize)}
+	case off+recordHeaderSize+n > r.size:
+		return nil, nil, off, &badRecord{reason: fmt.Sprintf("record of %d bytes overruns the end of the file (%d bytes left)", n, r.size-off-recordHeaderSize)}
+	}
+	rec, err := r.read(off, recordHeaderSize+int(n))
+	if err == errShort {
+		return nil, nil, off, &badRecord{reason: "truncated record"}
+	}
+	if err != nil {
+		return nil, nil, off, err
+	}
+	if got := crc32.Checksum(rec[4:], castagnoli); got != crc {
+		return nil, nil, off, &badRecord{reason: fmt.Sprintf("checksum mismatch (stored %#08x, computed %#08x)", crc, got)}
+	}
+	r.off = off + recordHeaderSize + n
+	return rec[recordHeaderSize:], rec, off, nil
+}
+
+// validRecordAt reports whether a record with a valid checksum starts at off.
+func (r *fileReader) validRecordAt(off int64) (bool, error) {
+	h, err := r.read(off, recordHeaderSize)
+	if err != nil {
+		if err == errShort {
+			return false, nil
+		}
+		return false, err
+	}
+	n := int64(binary.LittleEndian.Uint32(h[4:]))
+	if n == 0 || n > MaxRecordSize || off+recordHeaderSize+n > r.size {
+		return false, nil
+	}
+	crc := binary.LittleEndian.Uint32(h)
+	rec, err := r.read(off, recordHeaderSize+int(n))
+	if err != nil {
+		if err == errShort {
+			return false, nil
+		}
+		return false, err
+	}
+	return crc32.Checksum(rec[4:], castagnoli) == crc, nil
+}
+
+// validRecordAfter reports whether a valid record starts anywhere after
+// off: if so, the damage at off is not a torn tail.
+func (r *fileReader) validRecordAfter(off int64) (bool, error) {
+	start := max(off+1, headerSize)
+	for o := start; o+recordHeaderSize < r.size; o++ {
+		ok, err := r.validRecordAt(o)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,920 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"path"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// Durability is the durability level of a mutation (HBase's Durability).
+type Durability int
+
+const (
+	// DurabilityDefault means the table's default, SyncWAL.
+	DurabilityDefault Durability = iota
+	// SkipWAL writes no WAL record: the mutation is lost if the server
+	// dies before its memstore is flushed. Append with SkipWAL writes
+	// nothing and only allocates a sequence id (as NextSeq).
+	SkipWAL
+	// AsyncWAL acknowledges once the record is buffered; the record is
+	// written and synced within Options.SyncInterval.
+	AsyncWAL
+	// SyncWAL acknowledges once the record is synced to the storage
+	// backend (the default).
+	SyncWAL
+	// FsyncWAL is SyncWAL: backends have one sync. Kept for API
+	// compatibility.
+	FsyncWAL
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DurabilityDefault:
+		return "USE_DEFAULT"
+	case SkipWAL:
+		return "SKIP_WAL"
+	case AsyncWAL:
+		return "ASYNC_WAL"
+	case SyncWAL:
+		return "SYNC_WAL"
+	case FsyncWAL:
+		return "FSYNC_WAL"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
+// Options configures a WAL.
+type Options struct {
+	// FS is the storage backend. Required.
+	FS storage.FS
+	// Dir is the WAL directory of the region server, e.g. "wal/rs1".
+	// Required.
+	Dir string
+	// ArchiveDir receives segments whose edits are all flushed. Empty
+	// means delete them instead.
+	ArchiveDir string
+	// SegmentSize rolls to a new segment once the current one reaches
+	// this many bytes. Default 64 MiB.
+	SegmentSize int64
+	// RollInterval rolls a non-empty segment older than this. Default
+	// 1 hour; negative disables.
+	RollInterval time.Duration
+	// SyncInterval bounds how long an AsyncWAL record stays unsynced.
+	// Default 1 second.
+	SyncInterval time.Duration
+	// MaxRecordSize limits the payload of one record (one edit). Default
+	// 64 MiB, at most MaxRecordSize.
+	MaxRecordSize int
+	// FlushThreshold is the amount of buffered data that triggers a
+	// write even when no appender waits. Default 1 MiB.
+	FlushThreshold int
+	// InitialSeq makes the first sequence id above it (on top of the
+	// highest sequence id found in existing segments).
+	InitialSeq uint64
+}
+
+func (o *Options) fillDefaults() error {
+	if o.FS == nil {
+		return errors.New("wal: Options.FS is required")
+	}
+	d, err := storage.Clean(o.Dir)
+	if err != nil || d == "." {
+		return fmt.Errorf("wal: bad Options.Dir %q", o.Dir)
+	}
+	o.Dir = d
+	if o.ArchiveDir != "" {
+		a, err := storage.Clean(o.ArchiveDir)
+		if err != nil || a == "." || a == d {
+			return fmt.Errorf("wal: bad Options.ArchiveDir %q", o.ArchiveDir)
+		}
+		o.ArchiveDir = a
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = 64 << 20
+	}
+	if o.RollInterval == 0 {
+		o.RollInterval = time.Hour
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = time.Second
+	}
+	if o.MaxRecordSize <= 0 {
+		o.MaxRecordSize = 64 << 20
+	}
+	o.MaxRecordSize = min(o.MaxRecordSize, MaxRecordSize)
+	if o.FlushThreshold <= 0 {
+		o.FlushThreshold = 1 << 20
+	}
+	return nil
+}
+
+// WAL is the write-ahead log of one region server: a directory of segments
+// written by one goroutine (the syncer) from a shared buffer.
+//
+// Appenders encode their record into the buffer under a short lock and get
+// a sequence id; the syncer swaps the buffer out, writes it with one Write
+// and one Sync, and wakes every appender whose record that sync covered
+// (group commit). Rolling, archiving and closing also run on the syncer, so
+// they never race with writes.
+//
+// Sequence ids are assigned here, strictly increasing, one per edit; the
+// region uses the returned id as its MVCC write number. A region that opens
+// calls AdvanceSeq with its highest persisted sequence id first, so that its
+// ids keep increasing across servers.
+type WAL struct {
+	opts Options
+	fs   storage.FS
+
+	// Append side, guarded by amu.
+	amu     sync.Mutex
+	buf     *batch
+	epoch   uint64
+	nextSeq uint64
+	closed  bool
+	broken  error // non-nil: appends are refused until Roll
+	regions map[string]*regionState
+	// lastAppended is the sequence id of the last appended record.
+	lastAppended uint64
+
+	lastAssigned atomic.Uint64
+
+	// Sync side, guarded by smu.
+	smu     sync.Mutex
+	scond   sync.Cond
+	synced  uint64     // every record with a sequence id <= synced is durable
+	serr    error      // sticky sync error (until Roll)
+	lost    []seqRange // sequence ids dropped by failures
+	stopped bool
+
+	kick chan struct{}
+	reqs chan *request
+	done chan struct{}
+
+	// Owned by the syncer goroutine.
+	spare    *batch
+	seg      *activeSegment
+	segs     []*segmentMeta // closed segments, oldest first
+	flushed  map[string]uint64
+	isBroken bool
+	goodOff  int64 // size of the active segment before the failed write
+
+	stats counters
+}
+
+type batch struct {
+	data    []byte
+	epoch   uint64
+	regions []*regionState // regions with records in this batch
+	maxes   []regionSeq    // snapshot of their highest sequence ids
+}
+
+func (b *batch) reset() {
+	if cap(b.data) > 16<<20 {
+		b.data = nil // do not pin a huge buffer after a burst
+	}
+	b.data = b.data[:0]
+	clear(b.regions)
+	b.regions = b.regions[:0]
+	b.maxes = b.maxes[:0]
+}
+
+type regionState struct {
+	name  string
+	epoch uint64 // epoch of the batch the region was last added to
+	max   uint64 // highest sequence id of the region in that batch
+}
+
+type regionSeq struct {
+	name string
+	seq  uint64
+}
+
+type seqRange struct{ from, to uint64 }
+
+type segmentMeta struct {
+	num     uint64
+	path    string
+	size    int64
+	maxSeq  uint64
+	regions map[string]uint64 // highest sequence id of each region in the segment
+}
+
+type activeSegment struct {
+	meta    *segmentMeta
+	f       storage.File
+	closed  bool
+	created time.Time
+}
+
+type reqKind int
+
+const (
+	reqRoll reqKind = iota
+	reqFlushed
+	reqClose
+	reqInspect
+)
+
+type request struct {
+	kind   reqKind
+	region string
+	seq    uint64
+	fn     func()
+	reply  chan error
+}
+
+// Open opens the WAL in opts.Dir, creating the directory if needed.
+// Existing segments (a restart on the same directory) are checked and kept:
+// a torn tail of the last segment is truncated, corruption elsewhere fails
+// Open, sequence ids continue above the highest one found, and the old
+// segments are archived once their regions report flushes past them. New
+// records always go to a new segment.
+func Open(opts Options) (*WAL, error) {
+	if err := opts.fillDefaults(); err != nil {
+		return nil, err
+	}
+	w := &WAL{
+		opts:    opts,
+		fs:      opts.FS,
+		buf:     &batch{epoch: 1},
+		epoch:   1,
+		regions: map[string]*regionState{},
+		kick:    make(chan struct{}, 1),
+		reqs:    make(chan *request),
+		done:    make(chan struct{}),
+		spare:   &batch{},
+		flushed: map[string]uint64{},
+	}
+	w.scond.L = &w.smu
+	if err := w.fs.MkdirAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("wal: create %s: %w", opts.Dir, err)
+	}
+	if opts.ArchiveDir != "" {
+		if err := w.fs.MkdirAll(opts.ArchiveDir); err != nil {
+			return nil, fmt.Errorf("wal: create %s: %w", opts.ArchiveDir, err)
+		}
+	}
+	lastSeq, lastNum, err := w.recover()
+	if err != nil {
+		return nil, err
+	}
+	w.nextSeq = max(lastSeq, opts.InitialSeq) + 1
+	w.lastAssigned.Store(w.nextSeq - 1)
+	w.synced = w.nextSeq - 1
+	w.stats.syncedSeq.Store(w.synced)
+	f, p, err := w.createSegment(lastNum + 1)
+	if err != nil {
+		return nil, err
+	}
+	w.seg = &activeSegment{meta: &segmentMeta{num: lastNum + 1, path: p, size: headerSize, regions: map[string]uint64{}}, f: f, created: time.Now()}
+	w.stats.segments.Store(int64(len(w.segs) + 1))
+	if err := w.archive(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go w.run()
+	return w, nil
+}
+
+// recover scans the existing segments, repairs a torn tail and returns the
+// highest sequence id and segment number found.
+func (w *WAL) recover() (lastSeq, lastNum uint64, err error) {
+	r, err := NewReader(w.fs, w.opts.Dir, ReplayOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Close()
+	metas := map[string]*segmentMeta{}
+	for _, f := range r.files {
+		num, _ := parseSegmentName(path.Base(f))
+		m := &segmentMeta{num: num, path: f, regions: map[string]uint64{}}
+		metas[f] = m
+		w.segs = append(w.segs, m)
+		lastNum = max(lastNum, num)
+	}
+	for r.Next() {
+		file, _ := r.Position()
+		m := metas[file]
+		e := r.Edit()
+		m.regions[string(e.Region)] = e.Seq
+		m.maxSeq = e.Seq
+	}
+	if err := r.Err(); err != nil {
+		return 0, 0, fmt.Errorf("wal: open %s: %w", w.opts.Dir, err)
+	}
+	lastSeq, _ = r.LastSeq()
+	if torn, ok := r.TornTail(); ok {
+		if torn.Offset < headerSize {
+			if err := w.fs.Remove(torn.File); err != nil {
+				return 0, 0, fmt.Errorf("wal: remove torn segment %s: %w", torn.File, err)
+			}
+			if err := w.fs.SyncDir(w.opts.Dir); err != nil {
+				return 0, 0, fmt.Errorf("wal: %w", err)
+			}
+			w.segs = slices.DeleteFunc(w.segs, func(m *segmentMeta) bool { return m.path == torn.File })
+		} else if err := w.fs.Truncate(torn.File, torn.Offset); err != nil {
+			return 0, 0, fmt.Errorf("wal: truncate torn tail of %s at %d: %w", torn.File, torn.Offset, err)
+		}
+	}
+	for _, m := range w.segs {
+		if fi, err := w.fs.Stat(m.path); err == nil {
+			m.size = fi.Size
+		}
+	}
+	return lastSeq, lastNum, nil
+}
+
+// createSegment creates segment num durably: header written and synced,
+// directory synced.
+func (w *WAL) createSegment(num uint64) (storage.File, string, error) {
+	p := path.Join(w.opts.Dir, segmentName(num))
+	// A failed roll may have left a partial file with this number.
+	if err := w.fs.RemoveAll(p); err != nil {
+		return nil, "", fmt.Errorf("wal: create segment: %w", err)
+	}
+	f, err := w.fs.Create(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("wal: create segment: %w", err)
+	}
+	_, err = f.Write(appendHeader(nil, kindSegment, num))
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = w.fs.SyncDir(w.opts.Dir)
+	}
+	if err != nil {
+		f.Close()
+		w.fs.RemoveAll(p) // best effort; a leftover is removed by the next attempt
+		return nil, "", fmt.Errorf("wal: create segment %s: %w", p, err)
+	}
+	return f, p, nil
+}
+
+// Append logs e with durability d and returns its sequence id (also stored
+// in e.Seq). SyncWAL and FsyncWAL (and DurabilityDefault) return once the
+// record is durable; AsyncWAL returns at once; SkipWAL logs nothing and
+// only allocates a sequence id. An error means the edit must not be
+// acknowledged.
+func (w *WAL) Append(e *Edit, d Durability) (uint64, error) {
+	switch d {
+	case SkipWAL:
+		seq, err := w.NextSeq()
+		e.Seq = seq
+		return seq, err
+	case AsyncWAL:
+		return w.AppendNoWait(e)
+	case DurabilityDefault, SyncWAL, FsyncWAL:
+		seq, err := w.AppendNoWait(e)
+		if err != nil {
+			return 0, err
+		}
+		return seq, w.WaitDurable(seq)
+	}
+	return 0, fmt.Errorf("wal: unknown durability %d", int(d))
+}
+
+// AppendNoWait buffers the record of e, assigns its sequence id (also
+// stored in e.Seq) and returns without waiting. Call WaitDurable to wait for
+// the record to be synced. This lets a region insert into its memstore
+// while the sync is under way, as HBase does.
+func (w *WAL) AppendNoWait(e *Edit) (uint64, error) {
+	if len(e.Region) == 0 {
+		return 0, fmt.Errorf("%w: empty region name", ErrInvalidEdit)
+	}
+	for i, c := range e.Cells {
+		if _, n, err := cell.ParseKeyValue(c); err != nil || n != len(c) {
+			if err == nil {
+				err = fmt.Errorf("%d trailing bytes", len(c)-n)
+			}
+			return 0, fmt.Errorf("%w: cell %d: %w", ErrInvalidEdit, i, err)
+		}
+	}
+	size := payloadSize(e)
+	if size > w.opts.MaxRecordSize {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, w.opts.MaxRecordSize)
+	}
+	wt := e.WriteTime
+	if wt == 0 {
+		wt = time.Now().UnixNano()
+	}
+
+	w.amu.Lock()
+	if w.closed {
+		w.amu.Unlock()
+		return 0, ErrClosed
+	}
+	if w.broken != nil {
+		err := w.broken
+		w.amu.Unlock()
+		return 0, err
+	}
+	seq := w.nextSeq
+	w.nextSeq++
+	checkSeqIncreasing(w.lastAppended, seq)
+	w.lastAppended = seq
+	b := w.buf
+	start := len(b.data)
+	b.data = appendRecord(b.data, e, seq, wt, size)
+	checkAppended(b.data[start:], e, seq)
+	rs := w.regions[string(e.Region)]
+	if rs == nil {
+		rs = &regionState{name: string(e.Region)}
+		w.regions[rs.name] = rs
+	}
+	if rs.epoch != b.epoch {
+		rs.epoch = b.epoch
+		b.regions = append(b.regions, rs)
+	}
+	rs.max = seq
+	w.lastAssigned.Store(seq)
+	full := len(b.data) >= w.opts.FlushThreshold
+	w.amu.Unlock()
+
+	w.stats.appends.Add(1)
+	w.stats.appendedBytes.Add(uint64(size + recordHeaderSize))
+	if full {
+		w.signal()
+	}
+	e.Seq = seq
+	return seq, nil
+}
+
+// WaitDurable waits until the record with sequence id seq (and every
+// earlier one) is durable. It returns an error if the record was lost by a
+// failed write or sync, or if the WAL closed before syncing it.
+func (w *WAL) WaitDurable(seq uint64) error {
+	if seq > w.lastAssigned.Load() {
+		return fmt.Errorf("wal: sequence id %d was never assigned", seq)
+	}
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	kicked := false
+	for {
+		for _, r := range w.lost {
+			if seq >= r.from && seq <= r.to {
+				if w.serr != nil {
+					return w.serr
+				}
+				return ErrLost
+			}
+		}
+		if w.synced >= seq {
+			return nil
+		}
+		if w.serr != nil {
+			return w.serr
+		}
+		if w.stopped {
+			return ErrClosed
+		}
+		if !kicked {
+			w.signal()
+			kicked = true
+		}
+		w.scond.Wait()
+	}
+}
+
+// Sync makes every record appended so far durable.
+func (w *WAL) Sync() error {
+	seq := w.lastAssigned.Load()
+	if seq == 0 {
+		return nil
+	}
+	return w.WaitDurable(seq)
+}
+
+// NextSeq allocates a sequence id without writing a record (for SkipWAL
+// mutations).
+func (w *WAL) NextSeq() (uint64, error) {
+	w.amu.Lock()
+	defer w.amu.Unlock()
+	if w.closed {
+		return 0, ErrClosed
+	}
+	seq := w.nextSeq
+	w.nextSeq++
+	w.lastAssigned.Store(seq)
+	return seq, nil
+}
+
+// AdvanceSeq makes every later sequence id greater than seq. A region
+// calls it when it opens, with the highest sequence id in its store files
+// and recovered edits.
+func (w *WAL) AdvanceSeq(seq uint64) {
+	w.amu.Lock()
+	defer w.amu.Unlock()
+	if w.nextSeq <= seq {
+		w.nextSeq = seq + 1
+		w.lastAssigned.Store(seq)
+	}
+}
+
+// LastSeq returns the highest sequence id assigned so far.
+func (w *WAL) LastSeq() uint64 { return w.lastAssigned.Load() }
+
+// MarkFlushed records that region has flushed every edit with a sequence
+// id <= seq to store files, and archives (or deletes) the segments that no
+// longer hold unflushed edits. HBase calls this completeCacheFlush.
+func (w *WAL) MarkFlushed(region string, seq uint64) error {
+	return w.request(&request{kind: reqFlushed, region: region, seq: seq})
+}
+
+// Roll closes the current segment and starts a new one. After a failed
+// write or sync it is also the way back: it truncates the failed segment to
+// its last good record and, if that works, accepts appends again.
+func (w *WAL) Roll() error { return w.request(&request{kind: reqRoll}) }
+
+func (w *WAL) request(r *request) error {
+	r.reply = make(chan error, 1)
+	select {
+	case w.reqs <- r:
+	case <-w.done:
+		return ErrClosed
+	}
+	return <-r.reply
+}
+
+// Close writes and syncs the buffered records, closes the current segment
+// and stops the WAL. Later appends fail with ErrClosed. It returns the error
+// that broke the WAL, if any.
+func (w *WAL) Close() error {
+	w.amu.Lock()
+	if w.closed {
+		w.amu.Unlock()
+		return ErrClosed
+	}
+	w.closed = true
+	w.amu.Unlock()
+	err := w.request(&request{kind: reqClose})
+	<-w.done
+	return err
+}
+
+func (w *WAL) signal() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the syncer goroutine.
+func (w *WAL) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		var req *request
+		tick := false
+		select {
+		case <-w.kick:
+		case <-t.C:
+			tick = true
+		case req = <-w.reqs:
+		}
+		w.flush()
+		if req != nil {
+			switch req.kind {
+			case reqClose:
+				req.reply <- w.finish()
+				return
+			case reqRoll:
+				req.reply <- w.roll()
+			case reqFlushed:
+				if req.seq > w.flushed[req.region] {
+					w.flushed[req.region] = req.seq
+				}
+				req.reply <- w.archive()
+			case reqInspect:
+				req.fn()
+				req.reply <- nil
+			}
+			continue
+		}
+		if w.isBroken {
+			continue
+		}
+		m := w.seg.meta
+		if m.size >= w.opts.SegmentSize ||
+			(tick && w.opts.RollInterval > 0 && m.maxSeq > 0 && time.Since(w.seg.created) >= w.opts.RollInterval) {
+			if err := w.roll(); err != nil {
+				w.stats.rollErrors.Add(1) // retried at the next trigger
+			}
+		}
+	}
+}
+
+// flush writes and syncs the buffered records and wakes their waiters.
+func (w *WAL) flush() {
+	w.amu.Lock()
+	b := w.buf
+	upTo := w.nextSeq - 1
+	if len(b.data) > 0 {
+		for _, rs := range b.regions {
+			b.maxes = append(b.maxes, regionSeq{rs.name, rs.max})
+		}
+		w.epoch++
+		w.spare.epoch = w.epoch
+		w.buf = w.spare
+		w.spare = nil
+	} else {
+		b = nil
+	}
+	w.amu.Unlock()
+	if w.isBroken {
+		if b != nil { // unreachable: appends are refused while broken
+			b.reset()
+			w.spare = b
+		}
+		return
+	}
+	if b != nil {
+		defer func() { b.reset(); w.spare = b }()
+		s := w.seg
+		good := s.meta.size
+		n, err := s.f.Write(b.data)
+		s.meta.size += int64(n)
+		w.stats.bytesWritten.Add(uint64(n))
+		if err == nil {
+			start := time.Now()
+			err = s.f.Sync()
+			w.stats.observeSync(time.Since(start))
+		}
+		if err != nil {
+			w.fail(err, good)
+			return
+		}
+		for _, m := range b.maxes {
+			s.meta.regions[m.name] = m.seq
+		}
+		for _, m := range b.maxes {
+			s.meta.maxSeq = max(s.meta.maxSeq, m.seq)
+		}
+	}
+	w.smu.Lock()
+	if upTo > w.synced {
+		w.synced = upTo
+		w.stats.syncedSeq.Store(upTo)
+		w.scond.Broadcast()
+	}
+	w.smu.Unlock()
+}
+
+// fail puts the WAL in the broken state after a failed write or sync of
+// the active segment: buffered records are dropped, their waiters get the
+// error, appends are refused until Roll.
+func (w *WAL) fail(cause error, goodOff int64) {
+	err := fmt.Errorf("%w: %w", ErrBroken, cause)
+	w.isBroken = true
+	w.goodOff = goodOff
+	w.stats.failures.Add(1)
+	w.amu.Lock()
+	w.broken = err
+	lostTo := w.nextSeq - 1
+	w.buf.reset()
+	w.epoch++
+	w.buf.epoch = w.epoch // regions of the dropped records must be re-added
+	w.amu.Unlock()
+	w.smu.Lock()
+	if lostTo > w.synced {
+		w.lost = append(w.lost, seqRange{w.synced + 1, lostTo})
+	}
+	w.serr = err
+	w.scond.Broadcast()
+	w.smu.Unlock()
+}
+
+// roll switches to a new segment (on the syncer).
+func (w *WAL) roll() error {
+	old := w.seg
+	if w.isBroken && !old.closed {
+		old.f.Close()
+		old.closed = true
+	}
+	if w.isBroken {
+		// Cut the failed segment back to its last good record so it
+		// stays a clean, non-last segment.
+		if err := w.fs.Truncate(old.meta.path, w.goodOff); err != nil {
+			return fmt.Errorf("wal: truncate %s to %d after a failed write: %w", old.meta.path, w.goodOff, err)
+		}
+		old.meta.size = w.goodOff
+	}
+	f, p, err := w.createSegment(old.meta.num + 1)
+	if err != nil {
+		return err
+	}
+	if !old.closed {
+		old.f.Close() // its data is synced; a close error changes nothing
+		old.closed = true
+	}
+	w.segs = append(w.segs, old.meta)
+	w.seg = &activeSegment{meta: &segmentMeta{num: old.meta.num + 1, path: p, size: headerSize, regions: map[string]uint64{}}, f: f, created: time.Now()}
+	w.stats.rolls.Add(1)
+	w.stats.segments.Store(int64(len(w.segs) + 1))
+	if w.isBroken {
+		w.isBroken = false
+		w.amu.Lock()
+		w.broken = nil
+		w.amu.Unlock()
+		w.smu.Lock()
+		w.serr = nil
+		w.smu.Unlock()
+	}
+	return w.archive()
+}
+
+// archive moves closed segments whose regions have all flushed past their
+// edits to the archive directory (or deletes them).
+func (w *WAL) archive() error {
+	var firstErr error
+	moved := false
+	kept := w.segs[:0]
+	for _, m := range w.segs {
+		if firstErr == nil && w.archivable(m) {
+			var err error
+			if w.opts.ArchiveDir != "" {
+				err = w.fs.Rename(m.path, path.Join(w.opts.ArchiveDir, path.Base(m.path)))
+			} else {
+				err = w.fs.Remove(m.path)
+			}
+			if err == nil {
+				moved = true
+				w.stats.archived.Add(1)
+				continue
+			}
+			firstErr = fmt.Errorf("wal: archive %s: %w", m.path, err)
+		}
+		kept = append(kept, m)
+	}
+	clear(w.segs[len(kept):])
+	w.segs = kept
+	w.stats.segments.Store(int64(len(w.segs) + 1))
+	if moved {
+		if err := w.fs.SyncDir(w.opts.Dir); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("wal: %w", err)
+		}
+		if w.opts.ArchiveDir != "" {
+			if err := w.fs.SyncDir(w.opts.ArchiveDir); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("wal: %w", err)
+			}
+		}
+	}
+	return firstErr
+}
+
+func (w *WAL) archivable(m *segmentMeta) bool {
+	for r, seq := range m.regions {
+		if w.flushed[r] < seq {
+			return false
+		}
+	}
+	return true
+}
+
+// finish runs on the syncer when the WAL closes: the final flush has run.
+func (w *WAL) finish() error {
+	var err error
+	if w.isBroken {
+		w.smu.Lock()
+		err = w.serr
+		w.smu.Unlock()
+	}
+	if !w.seg.closed {
+		if cerr := w.seg.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: close %s: %w", w.seg.meta.path, cerr)
+		}
+		w.seg.closed = true
+	}
+	w.smu.Lock()
+	w.stopped = true
+	w.scond.Broadcast()
+	w.smu.Unlock()
+	return err
+}
+
+// SegmentInfo describes a live segment.
+type SegmentInfo struct {
+	Path   string
+	Size   int64
+	MaxSeq uint64
+	// Regions maps each region with edits in the segment to its highest
+	// sequence id there.
+	Regions map[string]uint64
+	Active  bool
+}
+
+// Segments lists the live segments, oldest first (the last is active).
+func (w *WAL) Segments() ([]SegmentInfo, error) {
+	var out []SegmentInfo
+	err := w.onSyncer(func() {
+		for _, m := range append(slices.Clone(w.segs), w.seg.meta) {
+			out = append(out, SegmentInfo{Path: m.path, Size: m.size, MaxSeq: m.maxSeq, Regions: maps(m.regions), Active: m == w.seg.meta})
+		}
+	})
+	return out, err
+}
+
+// RegionsPinningOldest returns the regions whose unflushed edits keep the
+// oldest closed segment alive: flushing them lets it be archived (HBase
+// forces such flushes when there are too many WAL files).
+func (w *WAL) RegionsPinningOldest() ([]string, error) {
+	var out []string
+	err := w.onSyncer(func() {
+		if len(w.segs) == 0 {
+			return
+		}
+		for r, seq := range w.segs[0].regions {
+			if w.flushed[r] < seq {
+				out = append(out, r)
+			}
+		}
+		slices.Sort(out)
+	})
+	return out, err
+}
+
+// onSyncer runs fn on the syncer goroutine, which owns the segment state.
+func (w *WAL) onSyncer(fn func()) error { return w.request(&request{kind: reqInspect, fn: fn}) }
+
+func maps(m map[string]uint64) map[string]uint64 {
+	c := make(map[string]uint64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Stats are counters of a WAL.
+type Stats struct {
+	Appends          uint64 // records appended
+	AppendedBytes    uint64 // bytes of appended records
+	BytesWritten     uint64 // bytes written to segments (headers excluded)
+	Syncs            uint64 // syncs of segment data
+	SyncNanos        uint64 // total time spent in those syncs
+	Rolls            uint64
+	RollErrors       uint64
+	Failures         uint64 // failed writes or syncs
+	SegmentsArchived uint64
+	Segments         int64  // live segments, including the active one
+	LastSeq          uint64 // highest sequence id assigned
+	SyncedSeq        uint64 // every record up to this sequence id is durable
+	// SyncLatency counts syncs by latency: bucket i holds syncs that took
+	// less than SyncLatencyBound(i) (the last bucket: the rest).
+	SyncLatency [NumLatencyBuckets]uint64
+}
+
+// NumLatencyBuckets is the number of sync latency buckets.
+const NumLatencyBuckets = 16
+
+// SyncLatencyBound returns the exclusive upper bound of latency bucket i:
+// 16µs << i (16µs ... 262ms); the last bucket has no bound.
+func SyncLatencyBound(i int) time.Duration { return 16 * time.Microsecond << i }
+
+type counters struct {
+	appends, appendedBytes, bytesWritten, syncs, syncNanos atomic.Uint64
+	rolls, rollErrors, failures, archived, syncedSeq       atomic.Uint64
+	segments                                               atomic.Int64
+	latency                                                [NumLatencyBuckets]atomic.Uint64
+}
+
+func (c *counters) observeSync(d time.Duration) {
+	c.syncs.Add(1)
+	c.syncNanos.Add(uint64(d))
+	us := uint64(d / (16 * time.Microsecond))
+	i := bits.Len64(us)
+	if i >= NumLatencyBuckets {
+		i = NumLatencyBuckets - 1
+	}
+	c.latency[i].Add(1)
+}
+
+// Stats returns the current counters. It takes no locks.
+func (w *WAL) Stats() Stats {
+	s := Stats{
+		Appends:          w.stats.appends.Load(),
+		AppendedBytes:    w.stats.appendedBytes.Load(),
+		BytesWritten:     w.stats.bytesWritten.Load(),
+		Syncs:            w.stats.syncs.Load(),
+		SyncNanos:        w.stats.syncNanos.Load(),
+		Rolls:            w.stats.rolls.Load(),
+		RollErrors:       w.stats.rollErrors.Load(),
+		Failures:         w.stats.failures.Load(),
+		SegmentsArchived: w.stats.archived.Load(),
+		Segments:         w.stats.segments.Load(),
+		LastSeq:          w.lastAssigned.Load(),
+		SyncedSeq:        w.stats.syncedSeq.Load(),
+	}
+	for i := range s.SyncLatency {
+		s.SyncLatency[i] = w.stats.latency[i].Load()
+	}
+	return s
+}
