@@ -1,0 +1,41 @@
+package cell
+
+// Scanner iterates over cells in store order: Compare order of the keys, and for equal keys the
+// higher sequence id first (CompareWithSeq). The memstore, store-file readers and the region's
+// merging scanners all implement it, so the region can merge them into one sorted stream (as HBase's
+// KeyValueHeap merges KeyValueScanners).
+//
+// A new Scanner is unpositioned: call Seek, SeekToLastRow or SeekToPreviousRow first. The methods
+// that move it return true when it is positioned on a cell and false when there is none left; a
+// false return may be an error, reported by Err. Key, Value and Seq are valid only while the scanner
+// is positioned and only until the next call that moves or closes it: they may point into a memstore
+// chunk or a cached block in off-heap memory, so a caller that keeps a cell must copy it.
+//
+// A Scanner is used by one goroutine at a time. Close releases what it holds (block references,
+// chunk references) and is safe to call more than once.
+type Scanner interface {
+	// Seek positions the scanner at the first cell whose key is at or after key (Compare order;
+	// for equal keys, at the first such cell). key may be a seek key built with the
+	// AppendFirstOn*/AppendLastOn* functions.
+	Seek(key Key) bool
+	// Next moves to the following cell.
+	Next() bool
+	// SeekToPreviousRow positions the scanner at the first cell of the last row that sorts
+	// before the row of key. Reversed scans use it to step back one row at a time.
+	SeekToPreviousRow(key Key) bool
+	// SeekToLastRow positions the scanner at the first cell of the last row.
+	SeekToLastRow() bool
+
+	// Key is the current cell's key.
+	Key() Key
+	// Value is the current cell's value.
+	Value() []byte
+	// Seq is the current cell's sequence id (the MVCC write number of the write that made it; 0
+	// for cells whose sequence id a major compaction dropped because no reader can need it).
+	Seq() uint64
+
+	// Err is the error that ended the iteration, if any (I/O, checksum, corrupt block).
+	Err() error
+	// Close releases the scanner's resources.
+	Close() error
+}

@@ -1,0 +1,277 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// start serves handlers on a loopback port; the server stops when the test ends.
+func start(t testing.TB, handlers map[uint32]Handler) (*Server, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(handlers, ServerOptions{})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, lis.Addr().String()
+}
+
+func dial(t testing.TB, addr string) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), addr, ClientOptions{User: "tester", Name: "rpc_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func echo(_ context.Context, c *Call) {
+	var req pb.PingRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	// Echo the payload, the user, and the cells reversed in two blocks (tests multi-block replies).
+	half := len(c.Cells) / 2
+	c.Reply(&pb.PingResponse{Payload: append(req.Payload, c.User...)}, c.Cells[half:], c.Cells[:half])
+}
+
+func TestCallRoundTrip(t *testing.T) {
+	_, addr := start(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo})
+	c := dial(t, addr)
+	var resp pb.PingResponse
+	cells, err := c.Call(context.Background(), pb.Method_METHOD_PING, &pb.PingRequest{Payload: []byte("hi ")}, []byte("abcdef"), &resp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Payload); got != "hi tester" {
+		t.Errorf("payload %q, want %q", got, "hi tester")
+	}
+	if string(cells) != "defabc" {
+		t.Errorf("cells %q, want %q", cells, "defabc")
+	}
+}
+
+func TestConcurrentCallsPipelineAndMatch(t *testing.T) {
+	// Replies come out of order: each call waits until the next one has arrived (the last is
+	// released by the test), so a mismatched call id would give a wrong payload.
+	const n = 64
+	arrived := make(chan struct{}, n)
+	release := make(chan struct{})
+	_, addr := start(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(ctx context.Context, c *Call) {
+		var req pb.PingRequest
+		_ = proto.Unmarshal(c.Message, &req)
+		arrived <- struct{}{}
+		<-release
+		c.Reply(&pb.PingResponse{Payload: req.Payload}, c.Cells)
+	}})
+	conn := dial(t, addr)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want := fmt.Sprintf("call-%d", i)
+			var resp pb.PingResponse
+			cells, err := conn.Call(context.Background(), pb.Method_METHOD_PING, &pb.PingRequest{Payload: []byte(want)}, []byte(want), &resp, nil)
+			switch {
+			case err != nil:
+				errs <- err
+			case string(resp.Payload) != want || string(cells) != want:
+				errs <- fmt.Errorf("call %s got payload %q cells %q", want, resp.Payload, cells)
+			}
+		}()
+	}
+	for range n { // all n are in the server at once: they pipelined on one connection
+		<-arrived
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestRemoteErrors(t *testing.T) {
+	_, addr := start(t, map[uint32]Handler{
+		uint32(pb.Method_METHOD_GET): func(_ context.Context, c *Call) {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, Message: "over quota", RetryAfterMs: 250, Retryable: true})
+		},
+		uint32(pb.Method_METHOD_MUTATE): func(context.Context, *Call) {}, // forgets to answer
+	})
+	c := dial(t, addr)
+	_, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, &pb.GetResponse{}, nil)
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_THROTTLED || re.Detail.RetryAfterMs != 250 {
+		t.Fatalf("want THROTTLED with retry-after 250 ms, got %v", err)
+	}
+	_, err = c.Call(context.Background(), pb.Method_METHOD_SCAN, &pb.ScanRequest{}, nil, nil, nil)
+	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		t.Fatalf("unknown method: want INVALID_ARGUMENT, got %v", err)
+	}
+	_, err = c.Call(context.Background(), pb.Method_METHOD_MUTATE, &pb.MutateRequest{}, nil, nil, nil)
+	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_UNKNOWN {
+		t.Fatalf("handler without answer: want UNKNOWN, got %v", err)
+	}
+	// The connection still works after errors.
+	if _, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, nil, nil); !errors.As(err, &re) {
+		t.Fatalf("connection broken after remote errors: %v", err)
+	}
+}
+
+func TestDeadlinePropagatesAndCancelLeavesConnUsable(t *testing.T) {
+	gotDeadline := make(chan bool, 1)
+	block := make(chan struct{})
+	_, addr := start(t, map[uint32]Handler{
+		uint32(pb.Method_METHOD_GET): func(ctx context.Context, c *Call) {
+			_, ok := ctx.Deadline()
+			gotDeadline <- ok
+			select {
+			case <-ctx.Done():
+			case <-block:
+			}
+			c.Reply(&pb.GetResponse{})
+		},
+		uint32(pb.Method_METHOD_PING): echo,
+	})
+	defer close(block)
+	c := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{}, nil, &pb.GetResponse{}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want deadline exceeded, got %v", err)
+	}
+	if !<-gotDeadline {
+		t.Error("the handler's context had no deadline")
+	}
+	if _, err := c.Call(context.Background(), pb.Method_METHOD_PING, &pb.PingRequest{}, nil, &pb.PingResponse{}, nil); err != nil {
+		t.Fatalf("connection unusable after a timed-out call: %v", err)
+	}
+}
+
+func TestServerCloseFailsPendingCalls(t *testing.T) {
+	arrived := make(chan struct{})
+	s, addr := start(t, map[uint32]Handler{uint32(pb.Method_METHOD_GET): func(ctx context.Context, c *Call) {
+		close(arrived)
+		c.Reply(&pb.GetResponse{}) // answered after the connection is gone: dropped
+	}})
+	c := dial(t, addr)
+	// Close the server's side of the connection while a call is pending.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(context.Background(), pb.Method_METHOD_SCAN, &pb.ScanRequest{}, nil, nil, nil)
+		errc <- err
+	}()
+	// METHOD_SCAN is unknown here, so that call gets an answer; now a pending one:
+	if err := <-errc; err == nil {
+		t.Fatal("unknown method answered without error")
+	}
+	go func() {
+		_, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, nil, nil)
+		errc <- err
+	}()
+	<-arrived
+	s.mu.Lock()
+	for sc := range s.conns {
+		sc.nc.Close()
+	}
+	s.mu.Unlock()
+	err := <-errc
+	if err != nil && !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("want nil (answer raced the close) or ErrConnClosed, got %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("client did not notice the closed connection")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, nil, nil); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("call on a broken connection: want ErrConnClosed, got %v", err)
+	}
+}
+
+// rawConn writes bytes the way a broken or hostile client would.
+func rawConn(t *testing.T, addr string, b []byte) error {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(b); err != nil {
+		return err
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(nc) // the server must close the connection
+	return err
+}
+
+func TestBadInputClosesConnectionOnly(t *testing.T) {
+	s, addr := start(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo})
+	hello, _ := appendFrame(append([]byte(nil), Preamble[:]...), nil, &pb.ConnectionHeader{}, nil)
+	huge := binary.BigEndian.AppendUint32(bytes.Clone(hello), 1<<31-1)
+	garbage := append(bytes.Clone(hello), 0, 0, 0, 3, 0xff, 0xff, 0xff)
+	badHeader, _ := appendFrame(bytes.Clone(hello), []byte{0x08}, nil, nil) // call id tag without value
+	for name, b := range map[string][]byte{
+		"bad preamble":    []byte("GET / HTTP/1.1\r\n\r\n"),
+		"frame too large": huge,
+		"garbage frame":   garbage,
+		"bad header":      badHeader,
+	} {
+		if err := rawConn(t, addr, b); err != nil {
+			t.Errorf("%s: server did not close the connection cleanly: %v", name, err)
+		}
+	}
+	// The server still serves well-behaved clients.
+	c := dial(t, addr)
+	if _, err := c.Call(context.Background(), pb.Method_METHOD_PING, &pb.PingRequest{}, nil, &pb.PingResponse{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.Calls.Load() != 1 {
+		t.Errorf("served %d calls, want 1", s.Calls.Load())
+	}
+}
+
+func FuzzParseFrame(f *testing.F) {
+	req := appendRequestHeader(nil, &header{callID: 7, method: 2, timeoutMS: 100})
+	fr, _ := appendFrame(nil, req, &pb.PingRequest{Payload: []byte("x")}, nil, []byte("cells"))
+	f.Add(fr[4:])
+	f.Add(appendResponseHeader(nil, 9, []byte{8, 5}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if fr, err := splitFrame(b); err == nil {
+			_, _ = parseHeader(fr.header, true)
+			_, _ = parseHeader(fr.header, false)
+		}
+		_, _ = parseHeader(b, true)
+		_, _ = parseHeader(b, false)
+	})
+}
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
