@@ -18,20 +18,6 @@ import (
 // answered. Such a call may or may not have run on the server.
 var ErrConnClosed = errors.New("rpc: connection closed")
 
-// RemoteError is an error the server returned for a call.
-type RemoteError struct{ Detail *pb.ErrorDetail }
-
-func (e *RemoteError) Error() string {
-	msg := e.Detail.GetMessage()
-	if e.Detail.GetRegion() != "" {
-		msg += " (region " + e.Detail.GetRegion() + ")"
-	}
-	return fmt.Sprintf("%s: %s", e.Detail.GetCode(), msg)
-}
-
-// Code is the error's code.
-func (e *RemoteError) Code() pb.ErrorCode { return e.Detail.GetCode() }
-
 // ClientOptions tune a connection.
 type ClientOptions struct {
 	// User is presented to the server (unauthenticated).
@@ -121,7 +107,7 @@ func (c *Conn) Err() error {
 
 // Call sends a request and waits for its response. The response message is unmarshalled into resp
 // and the response's cell block appended to cellsDst, which Call returns. A server-side failure is a
-// *RemoteError.
+// *pb.ErrorDetail (an error).
 func (c *Conn) Call(ctx context.Context, method pb.Method, req proto.Message, reqCells []byte, resp proto.Message, cellsDst []byte) ([]byte, error) {
 	p := pendingPool.Get().(*pendingCall)
 	c.pmu.Lock()
@@ -180,7 +166,7 @@ func (c *Conn) Call(ctx context.Context, method pb.Method, req proto.Message, re
 		if err := proto.Unmarshal(rh.errBytes, d); err != nil {
 			return cellsDst, fmt.Errorf("rpc: undecodable error from server: %w", err)
 		}
-		return cellsDst, &RemoteError{Detail: d}
+		return cellsDst, d
 	}
 	if resp != nil {
 		if err := proto.Unmarshal(f.msg, resp); err != nil {

@@ -124,16 +124,16 @@ func TestRemoteErrors(t *testing.T) {
 	})
 	c := dial(t, addr)
 	_, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, &pb.GetResponse{}, nil)
-	var re *RemoteError
-	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_THROTTLED || re.Detail.RetryAfterMs != 250 {
+	var re *pb.ErrorDetail
+	if !errors.As(err, &re) || re.GetCode() != pb.ErrorCode_ERROR_CODE_THROTTLED || re.GetRetryAfterMs() != 250 {
 		t.Fatalf("want THROTTLED with retry-after 250 ms, got %v", err)
 	}
 	_, err = c.Call(context.Background(), pb.Method_METHOD_SCAN, &pb.ScanRequest{}, nil, nil, nil)
-	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+	if !errors.As(err, &re) || re.GetCode() != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
 		t.Fatalf("unknown method: want INVALID_ARGUMENT, got %v", err)
 	}
 	_, err = c.Call(context.Background(), pb.Method_METHOD_MUTATE, &pb.MutateRequest{}, nil, nil, nil)
-	if !errors.As(err, &re) || re.Code() != pb.ErrorCode_ERROR_CODE_UNKNOWN {
+	if !errors.As(err, &re) || re.GetCode() != pb.ErrorCode_ERROR_CODE_UNKNOWN {
 		t.Fatalf("handler without answer: want UNKNOWN, got %v", err)
 	}
 	// The connection still works after errors.

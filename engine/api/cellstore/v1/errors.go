@@ -1,0 +1,78 @@
+package cellstorev1
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Error makes an ErrorDetail usable as a Go error.
+func (d *ErrorDetail) Error() string {
+	msg := d.GetMessage()
+	if d.GetRegion() != "" {
+		msg += " (region " + d.GetRegion() + ")"
+	}
+	return fmt.Sprintf("%s: %s", d.GetCode(), msg)
+}
+
+// grpcCodes maps error codes to the closest gRPC status codes, for gRPC clients that only look at
+// the status code. The ErrorDetail rides along as a status detail.
+var grpcCodes = map[ErrorCode]codes.Code{
+	ErrorCode_ERROR_CODE_NOT_SERVING_REGION:        codes.Unavailable,
+	ErrorCode_ERROR_CODE_REGION_MOVED:              codes.Unavailable,
+	ErrorCode_ERROR_CODE_REGION_OPENING:            codes.Unavailable,
+	ErrorCode_ERROR_CODE_TOO_BUSY:                  codes.ResourceExhausted,
+	ErrorCode_ERROR_CODE_THROTTLED:                 codes.ResourceExhausted,
+	ErrorCode_ERROR_CODE_TABLE_NOT_FOUND:           codes.NotFound,
+	ErrorCode_ERROR_CODE_NAMESPACE_NOT_FOUND:       codes.NotFound,
+	ErrorCode_ERROR_CODE_TABLE_EXISTS:              codes.AlreadyExists,
+	ErrorCode_ERROR_CODE_TABLE_DISABLED:            codes.FailedPrecondition,
+	ErrorCode_ERROR_CODE_FAILED_PRECONDITION:       codes.FailedPrecondition,
+	ErrorCode_ERROR_CODE_NO_SUCH_FAMILY:            codes.InvalidArgument,
+	ErrorCode_ERROR_CODE_INVALID_ARGUMENT:          codes.InvalidArgument,
+	ErrorCode_ERROR_CODE_BAD_VALUE:                 codes.InvalidArgument,
+	ErrorCode_ERROR_CODE_WRITES_BLOCKED:            codes.ResourceExhausted,
+	ErrorCode_ERROR_CODE_READ_ONLY_REPLICA:         codes.FailedPrecondition,
+	ErrorCode_ERROR_CODE_SERVER_STOPPING:           codes.Unavailable,
+	ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER:         codes.Unavailable,
+	ErrorCode_ERROR_CODE_TIMEOUT:                   codes.DeadlineExceeded,
+	ErrorCode_ERROR_CODE_LEASE_EXPIRED:             codes.Unavailable,
+	ErrorCode_ERROR_CODE_CORRUPTION:                codes.DataLoss,
+	ErrorCode_ERROR_CODE_UNKNOWN_SCANNER:           codes.NotFound,
+	ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT: codes.Aborted,
+	ErrorCode_ERROR_CODE_WRONG_REGION:              codes.InvalidArgument,
+}
+
+// Status converts d into a gRPC status error carrying d as a detail.
+func (d *ErrorDetail) Status() error {
+	c, ok := grpcCodes[d.GetCode()]
+	if !ok {
+		c = codes.Unknown
+	}
+	st, err := status.New(c, d.GetMessage()).WithDetails(d)
+	if err != nil {
+		return status.Error(c, d.GetMessage())
+	}
+	return st.Err()
+}
+
+// DetailOf finds the ErrorDetail in err: err itself, one it wraps, or the detail of a gRPC status.
+func DetailOf(err error) (*ErrorDetail, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var d *ErrorDetail
+	if errors.As(err, &d) {
+		return d, true
+	}
+	if st, ok := status.FromError(err); ok {
+		for _, det := range st.Details() {
+			if d, ok := det.(*ErrorDetail); ok {
+				return d, true
+			}
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,38 @@
+package client
+
+import (
+	"context"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// CreateTable creates a table, pre-split at splitKeys (regions begin at each key).
+func (c *Client) CreateTable(ctx context.Context, td *pb.TableDescriptor, splitKeys [][]byte) ([]*pb.RegionInfo, error) {
+	var resp *pb.CreateTableResponse
+	err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.CreateTable(ctx, &pb.CreateTableRequest{Table: td, SplitKeys: splitKeys})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetRegions(), nil
+}
+
+// DeleteTable disables (if needed) and drops a table.
+func (c *Client) DeleteTable(ctx context.Context, name string) error {
+	tn := ParseTableName(name)
+	err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DisableTable(ctx, &pb.TableRequest{Table: tn})
+		return err
+	})
+	if d, ok := pb.DetailOf(err); err != nil && !(ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_DISABLED) {
+		return err
+	}
+	c.cache.forgetTable(name)
+	return c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: tn})
+		return err
+	})
+}

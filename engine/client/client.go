@@ -1,0 +1,288 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Masters are the masters' gRPC addresses (host:port); any of them, the client finds the active one.
+	Masters []string
+	// User is the identity presented to servers (quotas are per user). Unauthenticated.
+	User string
+	// OperationTimeout bounds one operation with all its retries when the context has no deadline.
+	// Default 60 s.
+	OperationTimeout time.Duration
+	// RPCTimeout bounds one attempt. Default 10 s.
+	RPCTimeout time.Duration
+	// Pause is the base of the retry backoff (HBase's hbase.client.pause). Default 100 ms.
+	Pause time.Duration
+	// MaxPause caps one backoff. Default 5 s.
+	MaxPause time.Duration
+	// HedgeDelay is how long a TIMELINE read waits for the primary before also asking the
+	// replicas. Default 10 ms.
+	HedgeDelay time.Duration
+}
+
+func (c *Config) fill() error {
+	if len(c.Masters) == 0 {
+		return errors.New("client: no master address given (Config.Masters)")
+	}
+	if c.OperationTimeout <= 0 {
+		c.OperationTimeout = 60 * time.Second
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = 10 * time.Second
+	}
+	if c.Pause <= 0 {
+		c.Pause = 100 * time.Millisecond
+	}
+	if c.MaxPause <= 0 {
+		c.MaxPause = 5 * time.Second
+	}
+	if c.HedgeDelay <= 0 {
+		c.HedgeDelay = 10 * time.Millisecond
+	}
+	return nil
+}
+
+// Client is a connection to a Cellstore cluster: it finds regions through the master, caches their
+// locations and talks to region servers over the data-path protocol, retrying on the errors that
+// say a retry can succeed. It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	cache *locationCache
+
+	mmu     sync.Mutex
+	masters map[string]*grpc.ClientConn
+	active  string // the master address that last answered
+
+	cmu   sync.Mutex
+	conns map[string]*rpc.Conn
+	dials map[string]*dialing
+
+	nonceGroup uint64
+}
+
+type dialing struct {
+	done chan struct{}
+	conn *rpc.Conn
+	err  error
+}
+
+// New makes a client. It does not connect until the first call.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		cfg:        cfg,
+		cache:      newLocationCache(),
+		masters:    map[string]*grpc.ClientConn{},
+		active:     cfg.Masters[0],
+		conns:      map[string]*rpc.Conn{},
+		dials:      map[string]*dialing{},
+		nonceGroup: rand.Uint64() | 1,
+	}, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mmu.Lock()
+	for _, cc := range c.masters {
+		cc.Close()
+	}
+	c.masters = map[string]*grpc.ClientConn{}
+	c.mmu.Unlock()
+	c.cmu.Lock()
+	conns := c.conns
+	c.conns = map[string]*rpc.Conn{}
+	c.cmu.Unlock()
+	for _, conn := range conns {
+		conn.Close()
+	}
+	return nil
+}
+
+// Master calls fn against the active master, following NOT_ACTIVE_MASTER answers and trying the
+// other masters when one does not answer.
+func (c *Client) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	ctx, cancel := c.opContext(ctx)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		c.mmu.Lock()
+		addr := c.active
+		cc := c.masters[addr]
+		if cc == nil {
+			var err error
+			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				c.mmu.Unlock()
+				return fmt.Errorf("client: master address %q: %w", addr, err)
+			}
+			c.masters[addr] = cc
+		}
+		c.mmu.Unlock()
+		actx, acancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		err := fn(actx, pb.NewMasterClient(cc))
+		acancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		d, typed := pb.DetailOf(err)
+		switch {
+		case typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER:
+			c.mmu.Lock()
+			if d.GetNewMaster() != "" {
+				c.active = d.GetNewMaster()
+			} else {
+				c.active = c.nextMaster(addr)
+			}
+			c.mmu.Unlock()
+			if d.GetNewMaster() != "" {
+				continue // no pause: we know where to go
+			}
+		case typed && !retryable(d):
+			return d
+		case !typed && !transient(err):
+			return err
+		default: // unreachable or busy master: try the next
+			c.mmu.Lock()
+			c.active = c.nextMaster(addr)
+			c.mmu.Unlock()
+		}
+		if err := c.backoff(ctx, attempt, d); err != nil {
+			return fmt.Errorf("client: master unreachable: %w (last error: %v)", err, lastErr)
+		}
+	}
+}
+
+func (c *Client) nextMaster(cur string) string {
+	for i, m := range c.cfg.Masters {
+		if m == cur {
+			return c.cfg.Masters[(i+1)%len(c.cfg.Masters)]
+		}
+	}
+	return c.cfg.Masters[0]
+}
+
+// conn returns the data-path connection to addr, dialling it once however many callers want it.
+func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
+	c.cmu.Lock()
+	if conn := c.conns[addr]; conn != nil && conn.Err() == nil {
+		c.cmu.Unlock()
+		return conn, nil
+	}
+	d := c.dials[addr]
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		c.dials[addr] = d
+		go func() {
+			dctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
+			defer cancel()
+			d.conn, d.err = rpc.Dial(dctx, addr, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client"})
+			c.cmu.Lock()
+			if d.err == nil {
+				if old := c.conns[addr]; old != nil {
+					old.Close()
+				}
+				c.conns[addr] = d.conn
+			}
+			delete(c.dials, addr)
+			c.cmu.Unlock()
+			close(d.done)
+		}()
+	}
+	c.cmu.Unlock()
+	select {
+	case <-d.done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// opContext applies the operation timeout when ctx has no deadline.
+func (c *Client) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.OperationTimeout)
+}
+
+// backoff waits before retry number attempt (0-based): the server's retry-after when it gave one,
+// else an exponential pause with jitter, capped by MaxPause. It fails when ctx ends first.
+func (c *Client) backoff(ctx context.Context, attempt int, d *pb.ErrorDetail) error {
+	wait := c.cfg.Pause << min(attempt, 10)
+	if wait > c.cfg.MaxPause || wait <= 0 {
+		wait = c.cfg.MaxPause
+	}
+	wait = wait/2 + rand.N(wait/2+1)
+	if ra := time.Duration(d.GetRetryAfterMs()) * time.Millisecond; ra > 0 {
+		wait = ra
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retryable says whether an error answer from a server can succeed when retried (after
+// relocating or waiting).
+func retryable(d *pb.ErrorDetail) bool {
+	switch d.GetCode() {
+	case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_REGION_MOVED,
+		pb.ErrorCode_ERROR_CODE_REGION_OPENING, pb.ErrorCode_ERROR_CODE_TOO_BUSY,
+		pb.ErrorCode_ERROR_CODE_THROTTLED, pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED,
+		pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER,
+		pb.ErrorCode_ERROR_CODE_WRONG_REGION, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:
+		return true
+	}
+	return d.GetRetryable()
+}
+
+// transient says whether a transport error may pass (the server is restarting, the connection
+// broke).
+func transient(err error) bool {
+	if errors.Is(err, rpc.ErrConnClosed) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+func joinHostPort(host string, port int32) string {
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}

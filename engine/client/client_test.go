@@ -1,0 +1,640 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+// The client's retry and routing logic is tested against small fake servers over real sockets: they
+// produce, on demand, the answers (moved, not serving, throttled, a dead primary) that real servers
+// give only in failure scenarios. End-to-end tests against real servers live with the cluster.
+
+type fakeRegion struct {
+	info   *pb.RegionInfo
+	server *fakeServer
+}
+
+type fakeMaster struct {
+	pb.UnimplementedMasterServer
+	mu      sync.Mutex
+	regions []*fakeRegion // sorted by start key; replicas have ReplicaId > 0
+	locates atomic.Int64
+}
+
+func (m *fakeMaster) LocateRegion(_ context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+	m.locates.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var primary *fakeRegion
+	for _, r := range m.regions {
+		if r.info.ReplicaId != 0 {
+			continue
+		}
+		in := bytes.Compare(req.Row, r.info.StartKey) >= 0 && (len(r.info.EndKey) == 0 || bytes.Compare(req.Row, r.info.EndKey) < 0)
+		if req.Before {
+			in = (len(req.Row) == 0 && len(r.info.EndKey) == 0) ||
+				(len(req.Row) > 0 && bytes.Compare(r.info.StartKey, req.Row) < 0 && (len(r.info.EndKey) == 0 || bytes.Compare(req.Row, r.info.EndKey) <= 0))
+		}
+		if in {
+			primary = r
+		}
+	}
+	if primary == nil {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND, Message: "no region"}).Status()
+	}
+	resp := &pb.LocateRegionResponse{}
+	for _, r := range m.regions {
+		if bytes.Equal(r.info.StartKey, primary.info.StartKey) {
+			resp.Locations = append(resp.Locations, &pb.RegionLocation{Region: r.info, Server: r.server.name()})
+		}
+	}
+	return resp, nil
+}
+
+func (m *fakeMaster) setServer(region string, s *fakeServer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.regions {
+		if r.info.Name == region {
+			r.server = s
+		}
+	}
+}
+
+// fakeServer is a region server holding rows in memory (latest value per column only).
+type fakeServer struct {
+	addr  string
+	srv   *rpc.Server
+	stale bool // a replica: answers are marked stale
+
+	mu      sync.Mutex
+	rows    map[string][]cell.Cell // by row
+	regions map[string]*pb.RegionInfo
+	// fail answers the next calls with this error (count in failN).
+	fail  *pb.ErrorDetail
+	failN int
+	block chan struct{} // when set, GETs wait on it (a hung server)
+	// partialRows sends each scanned row as two partial results.
+	partialRows bool
+	scanners    map[uint64]*fakeScanner
+	nextID      uint64
+	calls       atomic.Int64
+	increments  atomic.Int64
+	nonces      map[uint64]bool
+}
+
+type fakeScanner struct {
+	region *pb.RegionInfo
+	rows   []string
+	pos    int
+}
+
+func (s *fakeServer) name() *pb.ServerName {
+	host, port, _ := net.SplitHostPort(s.addr)
+	p, _ := strconv.Atoi(port)
+	return &pb.ServerName{Host: host, Port: int32(p)}
+}
+
+func newFakeServer(t *testing.T) *fakeServer {
+	s := &fakeServer{rows: map[string][]cell.Cell{}, regions: map[string]*pb.RegionInfo{}, scanners: map[uint64]*fakeScanner{}, nonces: map[uint64]bool{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = lis.Addr().String()
+	s.srv = rpc.NewServer(map[uint32]rpc.Handler{
+		uint32(pb.Method_METHOD_GET):    s.get,
+		uint32(pb.Method_METHOD_MUTATE): s.mutate,
+		uint32(pb.Method_METHOD_MULTI):  s.multi,
+		uint32(pb.Method_METHOD_SCAN):   s.scan,
+	}, rpc.ServerOptions{})
+	go s.srv.Serve(lis)
+	t.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+func (s *fakeServer) failNext(n int, d *pb.ErrorDetail) {
+	s.mu.Lock()
+	s.fail, s.failN = d, n
+	s.mu.Unlock()
+}
+
+// check answers for the region or returns the injected/not-serving error.
+func (s *fakeServer) check(region string) (*pb.RegionInfo, *pb.ErrorDetail) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failN > 0 {
+		s.failN--
+		return nil, s.fail
+	}
+	ri := s.regions[region]
+	if ri == nil {
+		return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: region, Message: "not here"}
+	}
+	return ri, nil
+}
+
+func (s *fakeServer) get(_ context.Context, c *rpc.Call) {
+	var req pb.GetRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	if _, d := s.check(req.Region.Name); d != nil {
+		c.Fail(d)
+		return
+	}
+	if s.block != nil {
+		<-s.block
+	}
+	s.mu.Lock()
+	cells := s.rows[string(req.Get.Row)]
+	var block []byte
+	for i := range cells {
+		block = cells[i].AppendKeyValue(block)
+	}
+	s.mu.Unlock()
+	c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: int32(len(cells)), Stale: s.stale}}, block)
+}
+
+func (s *fakeServer) apply(m *pb.MutationProto, block []byte, nonceGroup uint64) ([]cell.Cell, []byte, error) {
+	cells, rest, err := decodeCells(block, int(m.CellCount))
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row := string(m.Row)
+	if m.Type == pb.MutationProto_TYPE_INCREMENT && m.Nonce != 0 {
+		if s.nonces[nonceGroup^m.Nonce] {
+			return nil, rest, nil // a retry of an applied increment
+		}
+		s.nonces[nonceGroup^m.Nonce] = true
+	}
+	for _, nc := range cells {
+		nc.Row, nc.Family, nc.Qualifier, nc.Value = bytes.Clone(nc.Row), bytes.Clone(nc.Family), bytes.Clone(nc.Qualifier), bytes.Clone(nc.Value)
+		if m.Type == pb.MutationProto_TYPE_INCREMENT {
+			s.increments.Add(1)
+		}
+		replaced := false
+		for i, old := range s.rows[row] {
+			if bytes.Equal(old.Family, nc.Family) && bytes.Equal(old.Qualifier, nc.Qualifier) {
+				s.rows[row][i], replaced = nc, true
+			}
+		}
+		if !replaced {
+			s.rows[row] = append(s.rows[row], nc)
+		}
+	}
+	if m.Type == pb.MutationProto_TYPE_DELETE {
+		delete(s.rows, row)
+	}
+	return s.rows[row], rest, nil
+}
+
+func (s *fakeServer) mutate(_ context.Context, c *rpc.Call) {
+	var req pb.MutateRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	if _, d := s.check(req.Region.Name); d != nil {
+		c.Fail(d)
+		return
+	}
+	if _, _, err := s.apply(req.Mutation, c.Cells, req.NonceGroup); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	c.Reply(&pb.MutateResponse{Result: &pb.Result{}})
+}
+
+func (s *fakeServer) multi(_ context.Context, c *rpc.Call) {
+	var req pb.MultiRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	block := c.Cells
+	resp := &pb.MultiResponse{}
+	var out []byte
+	for _, ra := range req.RegionActions {
+		rr := &pb.RegionActionResult{Processed: true}
+		resp.Results = append(resp.Results, rr)
+		_, d := s.check(ra.Region.Name)
+		for _, a := range ra.Actions {
+			if a.Mutation != nil {
+				_, rest, _ := decodeCells(block, int(a.Mutation.CellCount))
+				if d == nil {
+					_, _, _ = s.apply(a.Mutation, block, req.NonceGroup)
+				}
+				block = rest
+			}
+			if d != nil {
+				continue
+			}
+			roe := &pb.ResultOrException{Index: a.Index, Result: &pb.Result{}}
+			if a.Get != nil {
+				s.mu.Lock()
+				cells := s.rows[string(a.Get.Row)]
+				for i := range cells {
+					out = cells[i].AppendKeyValue(out)
+				}
+				roe.Result.CellCount = int32(len(cells))
+				s.mu.Unlock()
+			}
+			rr.Results = append(rr.Results, roe)
+		}
+		if d != nil {
+			rr.Exception = d
+		}
+	}
+	c.Reply(resp, out)
+}
+
+func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
+	var req pb.ScanRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
+		return
+	}
+	s.mu.Lock()
+	sc := s.scanners[req.ScannerId]
+	s.mu.Unlock()
+	if req.ScannerId != 0 && sc == nil {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, Message: "no such scanner"})
+		return
+	}
+	if req.CloseScanner {
+		s.mu.Lock()
+		delete(s.scanners, req.ScannerId)
+		s.mu.Unlock()
+		c.Reply(&pb.ScanResponse{})
+		return
+	}
+	ri, d := s.check(req.Region.Name)
+	if d != nil {
+		c.Fail(d)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc == nil {
+		var rows []string
+		for r := range s.rows {
+			in := r >= string(ri.StartKey) && (len(ri.EndKey) == 0 || r < string(ri.EndKey))
+			sr := string(req.Scan.StartRow)
+			if req.Scan.Reversed {
+				in = in && (sr == "" || r < sr || (r == sr && !req.Scan.ExcludeStartRow))
+				in = in && (len(req.Scan.StopRow) == 0 || r > string(req.Scan.StopRow))
+			} else {
+				in = in && (r > sr || (r == sr && !req.Scan.ExcludeStartRow))
+				in = in && (len(req.Scan.StopRow) == 0 || r < string(req.Scan.StopRow))
+			}
+			if in {
+				rows = append(rows, r)
+			}
+		}
+		sort.Strings(rows)
+		if req.Scan.Reversed {
+			sort.Sort(sort.Reverse(sort.StringSlice(rows)))
+		}
+		s.nextID++
+		sc = &fakeScanner{region: ri, rows: rows}
+		s.scanners[s.nextID] = sc
+		req.ScannerId = s.nextID
+	}
+	resp := &pb.ScanResponse{ScannerId: req.ScannerId, MoreResults: true, Stale: s.stale}
+	var out []byte
+	for n := 0; n < int(req.NumberOfRows) && sc.pos < len(sc.rows); n++ {
+		cells := s.rows[sc.rows[sc.pos]]
+		sc.pos++
+		parts := [][]cell.Cell{cells}
+		if s.partialRows && len(cells) > 1 {
+			parts = [][]cell.Cell{cells[:1], cells[1:]}
+		}
+		for i, p := range parts {
+			for j := range p {
+				out = p[j].AppendKeyValue(out)
+			}
+			resp.CellsPerResult = append(resp.CellsPerResult, int32(len(p)))
+			resp.PartialFlagPerResult = append(resp.PartialFlagPerResult, i < len(parts)-1)
+		}
+	}
+	resp.MoreResultsInRegion = sc.pos < len(sc.rows)
+	if !resp.MoreResultsInRegion {
+		delete(s.scanners, req.ScannerId)
+		resp.ScannerId = 0
+	}
+	c.Reply(resp, out)
+}
+
+// cluster: a master and servers; regions split at "m" (and "t" when three regions are asked for).
+func newCluster(t *testing.T, servers int, splits ...string) (*fakeMaster, []*fakeServer, *Client) {
+	t.Helper()
+	m := &fakeMaster{}
+	var ss []*fakeServer
+	for range servers {
+		ss = append(ss, newFakeServer(t))
+	}
+	bounds := append(append([]string{""}, splits...), "")
+	for i := 0; i+1 < len(bounds); i++ {
+		info := &pb.RegionInfo{RegionId: uint64(i + 1), Name: fmt.Sprintf("r%d", i+1), StartKey: []byte(bounds[i]), EndKey: []byte(bounds[i+1])}
+		s := ss[i%len(ss)]
+		s.regions[info.Name] = info
+		m.regions = append(m.regions, &fakeRegion{info: info, server: s})
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterMasterServer(gs, m)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	c, err := New(Config{Masters: []string{lis.Addr().String()}, Pause: 5 * time.Millisecond, RPCTimeout: 2 * time.Second, OperationTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return m, ss, c
+}
+
+func put(t *testing.T, tb *Table, row, value string) {
+	t.Helper()
+	if err := tb.Put(context.Background(), NewPut([]byte(row)).Add("f", "q", 1, []byte(value))); err != nil {
+		t.Fatalf("put %s: %v", row, err)
+	}
+}
+
+func get(t *testing.T, tb *Table, row string) string {
+	t.Helper()
+	r, err := tb.Get(context.Background(), &pb.Get{Row: []byte(row)})
+	if err != nil {
+		t.Fatalf("get %s: %v", row, err)
+	}
+	return string(r.Value("f", "q"))
+}
+
+func TestPutGetAcrossRegions(t *testing.T) {
+	m, ss, c := newCluster(t, 2, "m")
+	tb := c.Table("t")
+	put(t, tb, "apple", "1")
+	put(t, tb, "zebra", "2")
+	if got := get(t, tb, "apple"); got != "1" {
+		t.Errorf("apple = %q", got)
+	}
+	if got := get(t, tb, "zebra"); got != "2" {
+		t.Errorf("zebra = %q", got)
+	}
+	if len(ss[0].rows) != 1 || len(ss[1].rows) != 1 {
+		t.Errorf("rows not routed by region: server0 %d rows, server1 %d rows", len(ss[0].rows), len(ss[1].rows))
+	}
+	if n := m.locates.Load(); n != 2 {
+		t.Errorf("master asked %d times, want 2 (one per region, then cached)", n)
+	}
+}
+
+func TestRegionMovedIsFollowedWithoutTheMaster(t *testing.T) {
+	m, ss, c := newCluster(t, 2, "m")
+	tb := c.Table("t")
+	put(t, tb, "apple", "1")
+	// r1 moves from server 0 to server 1; server 0 answers REGION_MOVED with the new place.
+	ss[1].regions["r1"] = ss[0].regions["r1"]
+	ss[1].rows["apple"] = ss[0].rows["apple"]
+	ss[0].failNext(1, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: "r1", NewLocation: ss[1].name()})
+	before := m.locates.Load()
+	if got := get(t, tb, "apple"); got != "1" {
+		t.Fatalf("apple = %q", got)
+	}
+	if m.locates.Load() != before {
+		t.Error("the client asked the master although the answer said where the region went")
+	}
+	put(t, tb, "banana", "2")
+	if ss[1].rows["banana"] == nil {
+		t.Error("the write after the move did not go to the new server")
+	}
+}
+
+func TestNotServingRegionRelocates(t *testing.T) {
+	m, ss, c := newCluster(t, 2, "m")
+	tb := c.Table("t")
+	put(t, tb, "apple", "1")
+	// The region moves without a forwarding answer: server 0 forgets it, the master knows.
+	ss[1].regions["r1"] = ss[0].regions["r1"]
+	ss[1].rows["apple"] = ss[0].rows["apple"]
+	delete(ss[0].regions, "r1")
+	m.setServer("r1", ss[1])
+	if got := get(t, tb, "apple"); got != "1" {
+		t.Fatalf("apple = %q", got)
+	}
+}
+
+func TestRetryAfterAndPermanentErrors(t *testing.T) {
+	_, ss, c := newCluster(t, 1)
+	tb := c.Table("t")
+	ss[0].failNext(2, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, RetryAfterMs: 30, Message: "over quota"})
+	start := time.Now()
+	put(t, tb, "a", "1")
+	if waited := time.Since(start); waited < 60*time.Millisecond {
+		t.Errorf("two THROTTLED answers with retry-after 30 ms took only %v", waited)
+	}
+	ss[0].failNext(1, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY, Message: "no family x"})
+	calls := ss[0].calls.Load()
+	err := tb.Put(context.Background(), NewPut([]byte("a")).Add("x", "q", 1, nil))
+	var d *pb.ErrorDetail
+	if !errors.As(err, &d) || d.Code != pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY {
+		t.Fatalf("want NO_SUCH_FAMILY, got %v", err)
+	}
+	if n := ss[0].calls.Load() - calls; n != 1 {
+		t.Errorf("a permanent error was retried: %d calls", n)
+	}
+	if err := tb.Put(context.Background(), NewPut(nil).Add("f", "q", 1, nil)); err == nil {
+		t.Error("a put of an empty row was accepted")
+	}
+}
+
+func TestOperationDeadline(t *testing.T) {
+	_, ss, c := newCluster(t, 1)
+	ss[0].failNext(1<<30, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_OPENING, Message: "opening"})
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	err := c.Table("t").Put(ctx, NewPut([]byte("a")).Add("f", "q", 1, nil))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the deadline, got %v", err)
+	}
+}
+
+func TestIncrementRetryAppliesOnce(t *testing.T) {
+	_, ss, c := newCluster(t, 1)
+	tb := c.Table("t")
+	inc := NewIncrement([]byte("ctr")).AddAmount("f", "q", 5)
+	msg, block := inc.encode(nil, c.nonce(inc))
+	// The same request twice, as after a lost answer: applied once.
+	for range 2 {
+		if _, _, err := ss[0].apply(msg, block, c.nonceGroup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ss[0].increments.Load(); n != 1 {
+		t.Errorf("increment applied %d times", n)
+	}
+	if msg.Nonce == 0 {
+		t.Error("increment sent without a nonce")
+	}
+	if _, err := tb.Mutate(context.Background(), NewIncrement([]byte("ctr")).AddAmount("f", "q", 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBatchAcrossRegionsWithRetries(t *testing.T) {
+	_, ss, c := newCluster(t, 2, "h", "p")
+	tb := c.Table("t")
+	var ops []BatchOp
+	for _, r := range []string{"a", "i", "q", "b", "z"} {
+		ops = append(ops, BatchOp{Mutation: NewPut([]byte(r)).Add("f", "q", 1, []byte("v-"+r))})
+	}
+	ss[1].failNext(1, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TOO_BUSY, Message: "busy"})
+	for i, r := range tb.Batch(context.Background(), ops) {
+		if r.Err != nil {
+			t.Errorf("op %d: %v", i, r.Err)
+		}
+	}
+	gets := []BatchOp{{Get: &pb.Get{Row: []byte("z")}}, {Get: &pb.Get{Row: []byte("a")}}, {Get: &pb.Get{Row: []byte("i")}}}
+	for i, r := range tb.Batch(context.Background(), gets) {
+		if r.Err != nil {
+			t.Fatalf("get %d: %v", i, r.Err)
+		}
+		want := "v-" + string(gets[i].Get.Row)
+		if got := string(r.Result.Value("f", "q")); got != want {
+			t.Errorf("get %d = %q, want %q", i, got, want)
+		}
+	}
+}
+
+func scanRows(t *testing.T, tb *Table, s *pb.Scan) []string {
+	t.Helper()
+	sc := tb.Scan(context.Background(), s)
+	defer sc.Close()
+	var rows []string
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		rows = append(rows, fmt.Sprintf("%s:%d", r.Row, len(r.Cells)))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func TestScanAcrossRegions(t *testing.T) {
+	_, ss, c := newCluster(t, 2, "h", "p")
+	tb := c.Table("t")
+	for _, r := range []string{"a", "c", "i", "k", "q", "z"} {
+		if err := tb.Put(context.Background(), NewPut([]byte(r)).Add("f", "q1", 1, []byte("1")).Add("f", "q2", 1, []byte("2"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a:2", "c:2", "i:2", "k:2", "q:2", "z:2"}
+	if got := scanRows(t, tb, &pb.Scan{Caching: 1}); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("scan = %v, want %v", got, want)
+	}
+	rev := []string{"z:2", "q:2", "k:2", "i:2", "c:2", "a:2"}
+	if got := scanRows(t, tb, &pb.Scan{Reversed: true, Caching: 2}); fmt.Sprint(got) != fmt.Sprint(rev) {
+		t.Errorf("reversed scan = %v, want %v", got, rev)
+	}
+	if got := scanRows(t, tb, &pb.Scan{StartRow: []byte("c"), StopRow: []byte("q"), Limit: 2}); fmt.Sprint(got) != "[c:2 i:2]" {
+		t.Errorf("ranged scan with limit = %v", got)
+	}
+	// Partial results are assembled into whole rows.
+	for _, s := range ss {
+		s.partialRows = true
+	}
+	if got := scanRows(t, tb, &pb.Scan{Caching: 3}); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("scan of partial results = %v, want %v", got, want)
+	}
+	// A scanner lost mid-region (server restarted) is reopened after the last row.
+	ss[0].partialRows, ss[1].partialRows = false, false
+	sc := tb.Scan(context.Background(), &pb.Scan{Caching: 1})
+	defer sc.Close()
+	var rows []string
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		rows = append(rows, string(r.Row))
+		if string(r.Row) == "a" {
+			for _, s := range ss {
+				s.mu.Lock()
+				s.scanners = map[uint64]*fakeScanner{}
+				s.mu.Unlock()
+			}
+		}
+	}
+	if sc.Err() != nil || fmt.Sprint(rows) != "[a c i k q z]" {
+		t.Errorf("scan across a lost scanner = %v, err %v", rows, sc.Err())
+	}
+}
+
+func TestTimelineGetHedgesToReplica(t *testing.T) {
+	m, ss, c := newCluster(t, 1)
+	replica := newFakeServer(t)
+	replica.stale = true
+	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
+	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
+	replica.regions["r1_1"] = rinfo
+	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	tb := c.Table("t")
+	put(t, tb, "a", "primary")
+	replica.rows["a"] = []cell.Cell{{Row: []byte("a"), Family: []byte("f"), Qualifier: []byte("q"), Timestamp: 1, Type: cell.Put, Value: []byte("replica")}}
+
+	r, err := tb.Get(context.Background(), &pb.Get{Row: []byte("a"), Consistency: pb.Consistency_CONSISTENCY_TIMELINE})
+	if err != nil || string(r.Value("f", "q")) != "primary" || r.Stale {
+		t.Fatalf("healthy primary: got %v stale=%v err=%v", r, r != nil && r.Stale, err)
+	}
+	// The primary hangs: the replica answers after the hedge delay, marked stale.
+	ss[0].block = make(chan struct{})
+	defer close(ss[0].block)
+	r, err = tb.Get(context.Background(), &pb.Get{Row: []byte("a"), Consistency: pb.Consistency_CONSISTENCY_TIMELINE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Value("f", "q")) != "replica" || !r.Stale {
+		t.Errorf("hung primary: got %q stale=%v, want the replica's stale answer", r.Value("f", "q"), r.Stale)
+	}
+}
+
+func TestDeadServerIsRetriedElsewhere(t *testing.T) {
+	m, ss, c := newCluster(t, 2, "m")
+	tb := c.Table("t")
+	put(t, tb, "a", "1")
+	// Server 0 dies; the master reassigns its region to server 1 (which has the data).
+	ss[1].regions["r1"] = ss[0].regions["r1"]
+	ss[1].rows["a"] = ss[0].rows["a"]
+	ss[0].srv.Close()
+	m.setServer("r1", ss[1])
+	if got := get(t, tb, "a"); got != "1" {
+		t.Fatalf("after failover a = %q", got)
+	}
+}

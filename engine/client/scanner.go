@@ -1,0 +1,281 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+// Defaults of a scan that sets none.
+const (
+	DefaultScanCaching       = 100
+	DefaultScanMaxResultSize = 2 << 20
+)
+
+// Scanner streams a scan's rows across regions. It fetches Caching rows (or MaxResultSize bytes)
+// per call, moves from region to region, assembles partial results into rows unless the scan allows
+// partial results, and after a retryable error (a region moved, a server died) reopens the scan
+// just after the last row it returned. Use Next until it returns false, then check Err; Close
+// releases the server-side scanner early.
+type Scanner struct {
+	t    *Table
+	ctx  context.Context
+	scan *pb.Scan
+
+	loc       *location
+	conn      *rpc.Conn
+	scannerID uint64
+	nextSeq   uint64
+
+	queue   []*Result
+	partial *Result // a row being assembled from partial results
+	// Where to reopen: after the last whole row received (exclusive), or at a region boundary.
+	resume          []byte
+	resumeExclusive bool
+	rows            int
+	done            bool
+	err             error
+}
+
+// Scan starts a scan; nothing is sent until the first Next.
+func (t *Table) Scan(ctx context.Context, s *pb.Scan) *Scanner {
+	s = proto.Clone(s).(*pb.Scan)
+	if s.Caching <= 0 {
+		s.Caching = DefaultScanCaching
+	}
+	if s.MaxResultSize <= 0 {
+		s.MaxResultSize = DefaultScanMaxResultSize
+	}
+	return &Scanner{t: t, ctx: ctx, scan: s}
+}
+
+// Next returns the next row (or part of a row when the scan allows partial results).
+func (s *Scanner) Next() (*Result, bool) {
+	for len(s.queue) == 0 {
+		if s.done || s.err != nil {
+			return nil, false
+		}
+		s.err = s.fetch()
+	}
+	r := s.queue[0]
+	s.queue = s.queue[1:]
+	if !r.Partial {
+		s.rows++
+		if s.scan.Limit > 0 && s.rows >= int(s.scan.Limit) {
+			s.queue = nil
+			s.finish()
+		}
+	}
+	return r, true
+}
+
+// Err is the error that ended the scan early, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// Close ends the scan and releases its server-side scanner.
+func (s *Scanner) Close() error {
+	s.finish()
+	return nil
+}
+
+func (s *Scanner) finish() {
+	s.done = true
+	s.closeRemote()
+}
+
+func (s *Scanner) closeRemote() {
+	if s.scannerID != 0 && s.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.t.c.cfg.RPCTimeout)
+		_, _ = s.conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: s.loc.region},
+			ScannerId: s.scannerID, CloseScanner: true}, nil, nil, nil)
+		cancel()
+	}
+	s.scannerID, s.conn = 0, nil
+}
+
+// fetch gets the next batch of results, opening a scanner on the right region when needed and
+// retrying what can be retried until the context's deadline.
+func (s *Scanner) fetch() error {
+	c := s.t.c
+	ctx, cancel := c.opContext(s.ctx)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		err := s.fetchOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		d, typed := pb.DetailOf(err)
+		switch {
+		case typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER,
+			typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT:
+			// The server lost the scanner (lease expired, region moved, a retried next): reopen.
+		case typed && !retryable(d):
+			return d
+		case typed:
+			if s.loc != nil {
+				c.noteRegionError(s.t, s.loc, d)
+			}
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		case !transient(err):
+			return err
+		default:
+			if s.loc != nil {
+				c.cache.invalidateServer(s.loc.addr)
+			}
+		}
+		s.reset()
+		if err := c.backoff(ctx, attempt, d); err != nil {
+			return fmt.Errorf("client: scan of %s gave up: %w (last error: %v)", s.t.name, err, lastErr)
+		}
+	}
+}
+
+// reset forgets the server-side scanner and any half-assembled row: the scan reopens after the
+// last whole row received.
+func (s *Scanner) reset() {
+	s.scannerID, s.conn, s.loc, s.partial = 0, nil, nil, nil
+}
+
+func (s *Scanner) fetchOnce(ctx context.Context) error {
+	c := s.t.c
+	req := &pb.ScanRequest{NumberOfRows: s.scan.Caching, ClientHandlesPartials: true, ClientHandlesHeartbeats: true}
+	if s.scannerID == 0 {
+		open, ok, err := s.openRequest(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		req.Scan = open
+	} else {
+		req.ScannerId = s.scannerID
+		req.NextCallSeq = s.nextSeq
+	}
+	req.Region = &pb.RegionSpecifier{Name: s.loc.region}
+	if s.conn == nil {
+		conn, err := c.conn(ctx, s.loc.addr)
+		if err != nil {
+			return err
+		}
+		s.conn = conn
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+	defer cancel()
+	var resp pb.ScanResponse
+	cells, err := s.conn.Call(actx, pb.Method_METHOD_SCAN, req, nil, &resp, nil)
+	if err != nil {
+		return err
+	}
+	if s.scannerID == 0 {
+		s.scannerID, s.nextSeq = resp.ScannerId, 0
+	}
+	s.nextSeq++
+	if err := s.take(&resp, cells); err != nil {
+		return err
+	}
+	if !resp.MoreResultsInRegion || resp.ScannerId == 0 {
+		// The region is done: the server closed the scanner. Move on, unless the table is.
+		regionEnd := s.loc
+		s.scannerID, s.conn = 0, nil
+		if !resp.MoreResults || s.lastRegion(regionEnd) {
+			s.done = true
+		} else {
+			s.loc = nil
+			s.nextRegionAfter(regionEnd)
+		}
+	}
+	return nil
+}
+
+// take queues the response's results, assembling partial ones unless the scan allows them.
+func (s *Scanner) take(resp *pb.ScanResponse, block []byte) error {
+	for i, n := range resp.CellsPerResult {
+		cells, rest, err := decodeCells(block, int(n))
+		if err != nil {
+			return err
+		}
+		block = rest
+		if len(cells) == 0 {
+			continue
+		}
+		partial := i < len(resp.PartialFlagPerResult) && resp.PartialFlagPerResult[i]
+		r := &Result{Row: cells[0].Row, Cells: cells, Stale: resp.Stale, Partial: partial}
+		if s.scan.AllowPartialResults {
+			s.queue = append(s.queue, r)
+			if !partial {
+				s.resume, s.resumeExclusive = r.Row, true
+			}
+			continue
+		}
+		if s.partial != nil && !bytes.Equal(s.partial.Row, r.Row) {
+			return fmt.Errorf("client: server sent row %q before finishing partial row %q", r.Row, s.partial.Row)
+		}
+		if s.partial != nil {
+			s.partial.Cells = append(s.partial.Cells, r.Cells...)
+			r = s.partial
+		}
+		if partial {
+			r.Partial = true
+			s.partial = r
+			continue
+		}
+		r.Partial = false
+		s.partial = nil
+		s.queue = append(s.queue, r)
+		s.resume, s.resumeExclusive = r.Row, true
+	}
+	if len(block) != 0 {
+		return fmt.Errorf("client: %d stray bytes after a scan response's cells", len(block))
+	}
+	return nil
+}
+
+// openRequest positions the scan on its next region and returns the Scan to open it with; ok is
+// false when the scan is over.
+func (s *Scanner) openRequest(ctx context.Context) (*pb.Scan, bool, error) {
+	open := proto.Clone(s.scan).(*pb.Scan)
+	if s.resume != nil {
+		open.StartRow, open.ExcludeStartRow = s.resume, s.resumeExclusive
+	}
+	if s.loc == nil {
+		// Reversed scans look for the region holding the rows below the start: below a region
+		// boundary (exclusive) or the table's end (empty start row).
+		before := s.scan.Reversed && (len(open.StartRow) == 0 || open.ExcludeStartRow)
+		loc, err := s.t.c.locate(ctx, s.t, open.StartRow, before)
+		if err != nil {
+			return nil, false, err
+		}
+		s.loc = loc
+	}
+	if s.scan.Limit > 0 {
+		open.Limit = s.scan.Limit - int32(s.rows+len(s.queue))
+		if open.Limit <= 0 {
+			return nil, false, nil
+		}
+	}
+	return open, true, nil
+}
+
+// lastRegion says whether loc is the last region the scan needs.
+func (s *Scanner) lastRegion(loc *location) bool {
+	if s.scan.Reversed {
+		return len(loc.start) == 0 || (len(s.scan.StopRow) > 0 && bytes.Compare(s.scan.StopRow, loc.start) >= 0)
+	}
+	return len(loc.end) == 0 || (len(s.scan.StopRow) > 0 && bytes.Compare(s.scan.StopRow, loc.end) <= 0)
+}
+
+// nextRegionAfter points the scan at the region after loc (before it, for reversed scans).
+func (s *Scanner) nextRegionAfter(loc *location) {
+	if s.scan.Reversed {
+		// Continue just below this region: its start row belongs to it, so it is excluded.
+		s.resume, s.resumeExclusive = loc.start, true
+	} else {
+		s.resume, s.resumeExclusive = loc.end, false
+	}
+}

@@ -1,0 +1,388 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+// Result is one row's cells as a server returned them, in store order.
+type Result struct {
+	Row   []byte
+	Cells []cell.Cell
+	// Exists answers an existence-only Get.
+	Exists bool
+	// Stale is set when a read replica answered a TIMELINE read: it may lag the primary.
+	Stale bool
+	// Partial is set on scan results that hold only part of a row (when the scan allows them).
+	Partial bool
+}
+
+// Value is the newest value of family:qualifier, or nil.
+func (r *Result) Value(family, qualifier string) []byte {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if string(c.Family) == family && string(c.Qualifier) == qualifier && c.Type == cell.Put {
+			return c.Value
+		}
+	}
+	return nil
+}
+
+// Int64 is the newest value of family:qualifier as an 8-byte counter (Increment); ok is false
+// when the cell is missing or not 8 bytes.
+func (r *Result) Int64(family, qualifier string) (v int64, ok bool) {
+	b := r.Value(family, qualifier)
+	if len(b) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}
+
+// Mutation is one row's change: a Put, Delete, Increment or Append.
+type Mutation struct {
+	Type       pb.MutationProto_Type
+	Row        []byte
+	Cells      []cell.Cell
+	Durability pb.Durability
+	// TimeRange limits which versions count as current for increments and appends.
+	TimeRange *pb.TimeRange
+	// ReturnResults asks increments and appends for the new values.
+	ReturnResults bool
+}
+
+// NewPut starts a Put of row.
+func NewPut(row []byte) *Mutation { return &Mutation{Type: pb.MutationProto_TYPE_PUT, Row: row} }
+
+// Add adds a cell; ts cell.LatestTimestamp lets the server stamp it.
+func (m *Mutation) Add(family, qualifier string, ts int64, value []byte) *Mutation {
+	m.Cells = append(m.Cells, cell.Cell{Row: m.Row, Family: []byte(family), Qualifier: []byte(qualifier), Timestamp: ts, Type: cell.Put, Value: value})
+	return m
+}
+
+// NewDelete starts a Delete of row. With no cells added it deletes the whole row (every family,
+// every version up to now), as HBase's deleteall.
+func NewDelete(row []byte) *Mutation { return &Mutation{Type: pb.MutationProto_TYPE_DELETE, Row: row} }
+
+// AddMarker adds a delete marker: cell.Delete (one version; LatestTimestamp = the newest),
+// cell.DeleteColumn (versions up to ts), cell.DeleteFamily (the family up to ts; qualifier
+// ignored) or cell.DeleteFamilyVersion (the family's cells at exactly ts).
+func (m *Mutation) AddMarker(t cell.Type, family, qualifier string, ts int64) *Mutation {
+	m.Cells = append(m.Cells, cell.Cell{Row: m.Row, Family: []byte(family), Qualifier: []byte(qualifier), Timestamp: ts, Type: t})
+	return m
+}
+
+// NewIncrement starts an Increment of row.
+func NewIncrement(row []byte) *Mutation {
+	return &Mutation{Type: pb.MutationProto_TYPE_INCREMENT, Row: row, ReturnResults: true}
+}
+
+// AddAmount adds amount to the 8-byte big-endian counter at family:qualifier.
+func (m *Mutation) AddAmount(family, qualifier string, amount int64) *Mutation {
+	return m.Add(family, qualifier, cell.LatestTimestamp, binary.BigEndian.AppendUint64(nil, uint64(amount)))
+}
+
+// NewAppend starts an Append of row (values appended to the current ones).
+func NewAppend(row []byte) *Mutation {
+	return &Mutation{Type: pb.MutationProto_TYPE_APPEND, Row: row, ReturnResults: true}
+}
+
+func (m *Mutation) validate() error {
+	if len(m.Row) == 0 {
+		return errors.New("client: mutation of an empty row")
+	}
+	if len(m.Row) > cell.MaxRowLength {
+		return fmt.Errorf("client: row of %d bytes exceeds %d", len(m.Row), cell.MaxRowLength)
+	}
+	if m.Type != pb.MutationProto_TYPE_DELETE && len(m.Cells) == 0 {
+		return fmt.Errorf("client: %s of row %q has no cells", m.Type, m.Row)
+	}
+	return nil
+}
+
+// encode makes the mutation's message and appends its cells to block.
+func (m *Mutation) encode(block []byte, nonce uint64) (*pb.MutationProto, []byte) {
+	for i := range m.Cells {
+		c := &m.Cells[i]
+		block = cell.AppendKeyValue(block, m.Row, c.Family, c.Qualifier, c.Timestamp, c.Type, c.Value)
+	}
+	return &pb.MutationProto{Type: m.Type, Row: m.Row, CellCount: int32(len(m.Cells)), Durability: m.Durability,
+		TimeRange: m.TimeRange, Nonce: nonce, ReturnResults: m.ReturnResults}, block
+}
+
+func (m *Mutation) idempotent() bool {
+	return m.Type == pb.MutationProto_TYPE_PUT || m.Type == pb.MutationProto_TYPE_DELETE
+}
+
+// Table is a handle on one table ("namespace:name" or "name" in the default namespace).
+type Table struct {
+	c    *Client
+	name string
+	pb   *pb.TableName
+}
+
+// Table returns a handle; it does not check that the table exists.
+func (c *Client) Table(name string) *Table {
+	return &Table{c: c, name: name, pb: ParseTableName(name)}
+}
+
+// ParseTableName splits "namespace:name"; the namespace is "default" when none is given.
+func ParseTableName(s string) *pb.TableName {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			return &pb.TableName{Namespace: s[:i], Name: s[i+1:]}
+		}
+	}
+	return &pb.TableName{Namespace: "default", Name: s}
+}
+
+// Name is the table's name as given.
+func (t *Table) Name() string { return t.name }
+
+var nonceCounter atomic.Uint64
+
+func (c *Client) nonce(m *Mutation) uint64 {
+	if m.idempotent() {
+		return 0
+	}
+	return nonceCounter.Add(1)
+}
+
+// Get reads one row.
+func (t *Table) Get(ctx context.Context, g *pb.Get) (*Result, error) {
+	if len(g.GetRow()) == 0 {
+		return nil, errors.New("client: Get of an empty row")
+	}
+	if g.GetConsistency() == pb.Consistency_CONSISTENCY_TIMELINE {
+		return t.timelineGet(ctx, g)
+	}
+	var res *Result
+	err := t.c.withRegion(ctx, t, g.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+		var resp pb.GetResponse
+		cells, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: loc.region}, Get: g}, nil, &resp, nil)
+		if err != nil {
+			return err
+		}
+		res, err = decodeResult(g.Row, resp.GetResult(), cells)
+		return err
+	})
+	return res, err
+}
+
+// Mutate applies one mutation. Increments and appends return the new values when asked.
+func (t *Table) Mutate(ctx context.Context, m *Mutation) (*Result, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	msg, block := m.encode(nil, t.c.nonce(m))
+	var res *Result
+	err := t.c.withRegion(ctx, t, m.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+		var resp pb.MutateResponse
+		req := &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: loc.region}, Mutation: msg, NonceGroup: t.c.nonceGroup}
+		cells, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, req, block, &resp, nil)
+		if err != nil {
+			return err
+		}
+		res, err = decodeResult(m.Row, resp.GetResult(), cells)
+		return err
+	})
+	return res, err
+}
+
+// Put writes a Put.
+func (t *Table) Put(ctx context.Context, m *Mutation) error { _, err := t.Mutate(ctx, m); return err }
+
+// CheckAndMutate applies the mutations (one row) when cond holds; it reports whether it did.
+func (t *Table) CheckAndMutate(ctx context.Context, cond *pb.Condition, ms ...*Mutation) (bool, error) {
+	if len(ms) == 0 {
+		return false, errors.New("client: CheckAndMutate without a mutation")
+	}
+	if len(cond.GetRow()) == 0 {
+		cond.Row = ms[0].Row
+	}
+	var processed bool
+	err := t.rowAction(ctx, cond, ms, &processed)
+	return processed, err
+}
+
+// MutateRow applies mutations of one row atomically (HBase's RowMutations).
+func (t *Table) MutateRow(ctx context.Context, ms ...*Mutation) error {
+	return t.rowAction(ctx, nil, ms, nil)
+}
+
+func (t *Table) rowAction(ctx context.Context, cond *pb.Condition, ms []*Mutation, processed *bool) error {
+	row := ms[0].Row
+	var block []byte
+	actions := make([]*pb.Action, len(ms))
+	for i, m := range ms {
+		if err := m.validate(); err != nil {
+			return err
+		}
+		if string(m.Row) != string(row) {
+			return fmt.Errorf("client: atomic row mutations must share one row (%q and %q)", row, m.Row)
+		}
+		var msg *pb.MutationProto
+		msg, block = m.encode(block, t.c.nonce(m))
+		actions[i] = &pb.Action{Index: uint32(i), Mutation: msg}
+	}
+	return t.c.withRegion(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+		var resp pb.MultiResponse
+		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{{
+			Region: &pb.RegionSpecifier{Name: loc.region}, Atomic: true, Actions: actions, Condition: cond}}}
+		if _, err := conn.Call(ctx, pb.Method_METHOD_MULTI, req, block, &resp, nil); err != nil {
+			return err
+		}
+		if len(resp.Results) != 1 {
+			return fmt.Errorf("client: server answered %d region results for 1 region action", len(resp.Results))
+		}
+		r := resp.Results[0]
+		if r.Exception != nil {
+			return r.Exception
+		}
+		for _, a := range r.Results {
+			if a.Exception != nil {
+				return a.Exception
+			}
+		}
+		if processed != nil {
+			*processed = r.Processed
+		}
+		return nil
+	})
+}
+
+// withRegion runs fn against the primary of the region holding row, relocating and retrying on
+// the answers that say a retry can succeed, until the operation's deadline.
+func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(context.Context, *rpc.Conn, *location) error) error {
+	ctx, cancel := c.opContext(ctx)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		loc, err := c.locate(ctx, t, row, false)
+		if err == nil {
+			var conn *rpc.Conn
+			if conn, err = c.conn(ctx, loc.addr); err == nil {
+				actx, acancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+				err = fn(actx, conn, loc)
+				acancel()
+				if err == nil {
+					return nil
+				}
+			} else {
+				c.cache.invalidateServer(loc.addr)
+			}
+			lastErr = err
+			d, typed := pb.DetailOf(err)
+			switch {
+			case typed && !retryable(d):
+				return d
+			case typed:
+				switch d.GetCode() {
+				case pb.ErrorCode_ERROR_CODE_REGION_MOVED:
+					if a := serverAddr(d.GetNewLocation()); a != "" {
+						c.cache.moved(t.name, loc.region, a)
+						continue // retry at once where the region went
+					}
+					c.cache.invalidate(t.name, loc.region)
+				case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION:
+					c.cache.invalidate(t.name, loc.region)
+					if attempt == 0 {
+						continue // the first relocation needs no pause
+					}
+				}
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+				// One attempt timed out; the operation has time left.
+			case !transient(err):
+				if ctx.Err() != nil {
+					return fmt.Errorf("client: %w (last error: %v)", ctx.Err(), lastErr)
+				}
+				return err
+			default:
+				c.cache.invalidateServer(loc.addr)
+			}
+		} else {
+			lastErr = err
+			if d, ok := pb.DetailOf(err); ok && !retryable(d) {
+				return d
+			}
+		}
+		d, _ := pb.DetailOf(lastErr)
+		if err := c.backoff(ctx, attempt, d); err != nil {
+			return fmt.Errorf("client: gave up on table %s row %q: %w (last error: %v)", t.name, row, err, lastErr)
+		}
+	}
+}
+
+// locate finds the region holding row (or, with before, the rows just before it), from the cache
+// or the master.
+func (c *Client) locate(ctx context.Context, t *Table, row []byte, before bool) (*location, error) {
+	cached := func() *location {
+		if before {
+			return c.cache.lookupBefore(t.name, row)
+		}
+		return c.cache.lookup(t.name, row)
+	}
+	l := cached()
+	if l == nil {
+		var resp *pb.LocateRegionResponse
+		err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			resp, err = m.LocateRegion(ctx, &pb.LocateRegionRequest{Table: t.pb, Row: row, AllReplicas: true, Before: before})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.cache.add(t.name, resp.GetLocations())
+		if l = cached(); l == nil {
+			return nil, fmt.Errorf("client: the master returned no region of table %s for row %q", t.name, row)
+		}
+	}
+	if l.addr == "" { // known region, not assigned right now: ask again next time
+		c.cache.invalidate(t.name, l.region)
+		return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: l.region,
+			Message: "region is not assigned to a server yet", Retryable: true}
+	}
+	return l, nil
+}
+
+// decodeResult turns a Result message and its cell block into a Result.
+func decodeResult(row []byte, r *pb.Result, block []byte) (*Result, error) {
+	res := &Result{Row: row, Exists: r.GetExists(), Stale: r.GetStale(), Partial: r.GetPartial()}
+	cells, rest, err := decodeCells(block, int(r.GetCellCount()))
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("client: %d stray bytes after the result's cells", len(rest))
+	}
+	res.Cells = cells
+	if len(cells) > 0 {
+		res.Row = cells[0].Row
+	}
+	return res, nil
+}
+
+// decodeCells reads n cells from a cell block and returns the rest of the block. The cells point
+// into block.
+func decodeCells(block []byte, n int) ([]cell.Cell, []byte, error) {
+	if n < 0 {
+		return nil, nil, fmt.Errorf("client: negative cell count %d", n)
+	}
+	cells := make([]cell.Cell, 0, n)
+	for range n {
+		kv, used, err := cell.ParseKeyValue(block)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client: bad cell block from server: %w", err)
+		}
+		cells = append(cells, kv.Decode())
+		block = block[used:]
+	}
+	return cells, block, nil
+}
