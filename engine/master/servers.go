@@ -1,0 +1,265 @@
+package master
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Lease timing. A region server's lease runs Lease from the master's receipt of each heartbeat.
+// The server stops acknowledging writes Lease - SelfFenceMargin after it sent the heartbeat the
+// master last acknowledged (its own clock, measured from before the send, so it stops first even
+// if the master received that heartbeat instantly); the master declares it dead only
+// Lease + DeadMargin after the last heartbeat it received. Between the two, no write can be
+// acknowledged by a server the master is about to fence.
+type LeaseConfig struct {
+	Lease             time.Duration
+	HeartbeatInterval time.Duration
+	SelfFenceMargin   time.Duration
+	DeadMargin        time.Duration
+}
+
+// DefaultLeaseConfig: a server that misses heartbeats for about 6 s is declared dead, which keeps
+// its regions' recovery within the 10 s the cluster aims for.
+var DefaultLeaseConfig = LeaseConfig{
+	Lease:             4 * time.Second,
+	HeartbeatInterval: 1 * time.Second,
+	SelfFenceMargin:   1 * time.Second,
+	DeadMargin:        2 * time.Second,
+}
+
+// Validate checks that the margins keep a fenced server from acknowledging writes.
+func (c LeaseConfig) Validate() error {
+	switch {
+	case c.HeartbeatInterval <= 0 || c.Lease <= 0:
+		return fmt.Errorf("master: lease %v and heartbeat interval %v must be positive", c.Lease, c.HeartbeatInterval)
+	case c.HeartbeatInterval*2 > c.Lease:
+		return fmt.Errorf("master: heartbeat interval %v must be at most half the lease %v, or one lost heartbeat fences a server", c.HeartbeatInterval, c.Lease)
+	case c.SelfFenceMargin <= 0 || c.SelfFenceMargin >= c.Lease:
+		return fmt.Errorf("master: self-fence margin %v must be in (0, lease %v)", c.SelfFenceMargin, c.Lease)
+	case c.DeadMargin <= 0:
+		return fmt.Errorf("master: dead margin %v must be positive", c.DeadMargin)
+	}
+	return nil
+}
+
+// ServerState is the registry's record of one region server.
+type ServerState struct {
+	Name         string // host:port of its data path; the server's identity
+	StartCode    int64  // tells a restarted process from its predecessor
+	AdminAddress string
+	Zone         string
+	Draining     bool
+	Live         bool
+	LastSeen     time.Time // the master's clock
+	Regions      int
+}
+
+// Registry tracks region servers and their leases. Clock is injectable for tests.
+type Registry struct {
+	cfg   LeaseConfig
+	clock func() time.Time
+
+	mu      sync.Mutex
+	servers map[string]*ServerState
+}
+
+// NewRegistry makes an empty registry.
+func NewRegistry(cfg LeaseConfig, clock func() time.Time) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Registry{cfg: cfg, clock: clock, servers: map[string]*ServerState{}}, nil
+}
+
+// Register records a server that started. A new start code for a known name means the old process
+// is gone: the caller must treat its regions as those of a dead server (returned as replaced).
+func (r *Registry) Register(name string, startCode int64, adminAddr, zone string) (replaced *ServerState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	if old := r.servers[name]; old != nil {
+		if old.StartCode == startCode && old.Live {
+			old.LastSeen, old.AdminAddress = now, adminAddr
+			if zone != "" {
+				old.Zone = zone
+			}
+			return nil
+		}
+		if old.Live && old.StartCode != startCode {
+			c := *old
+			replaced = &c
+		}
+		if zone == "" {
+			zone = old.Zone // a zone the operator set survives a restart
+		}
+		// Draining is an operator's decision about the server name: it survives restarts.
+		r.servers[name] = &ServerState{Name: name, StartCode: startCode, AdminAddress: adminAddr, Zone: zone,
+			Draining: old.Draining, Live: true, LastSeen: now}
+		return replaced
+	}
+	r.servers[name] = &ServerState{Name: name, StartCode: startCode, AdminAddress: adminAddr, Zone: zone, Live: true, LastSeen: now}
+	return nil
+}
+
+// Heartbeat renews a live server's lease. false means the master does not know this process (it
+// was declared dead, or restarted): it must stop serving and register again.
+func (r *Registry) Heartbeat(name string, startCode int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	if s == nil || !s.Live || s.StartCode != startCode {
+		return false
+	}
+	s.LastSeen = r.clock()
+	return true
+}
+
+// Expire declares dead every live server whose lease plus the dead margin has passed, and returns
+// them. The caller fences and recovers them.
+func (r *Registry) Expire() []ServerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	var dead []ServerState
+	for _, s := range r.servers {
+		if s.Live && now.Sub(s.LastSeen) > r.cfg.Lease+r.cfg.DeadMargin {
+			s.Live = false
+			dead = append(dead, *s)
+		}
+	}
+	slices.SortFunc(dead, func(a, b ServerState) int { return compareStrings(a.Name, b.Name) })
+	return dead
+}
+
+// MarkDead declares a server dead now (it said it stopped, or was replaced).
+func (r *Registry) MarkDead(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.servers[name]; s != nil {
+		s.Live = false
+	}
+}
+
+// SetDraining marks a server draining (no regions assigned to it; the balancer moves its regions
+// away) or not.
+func (r *Registry) SetDraining(name string, draining bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	if s == nil {
+		return fmt.Errorf("master: unknown region server %q", name)
+	}
+	s.Draining = draining
+	return nil
+}
+
+// SetZone records a server's zone (the operator reports it from the node's topology label).
+func (r *Registry) SetZone(name, zone string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	if s == nil {
+		return fmt.Errorf("master: unknown region server %q", name)
+	}
+	s.Zone = zone
+	return nil
+}
+
+// Get returns a copy of a server's record.
+func (r *Registry) Get(name string) (ServerState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	if s == nil {
+		return ServerState{}, false
+	}
+	return *s, true
+}
+
+// All returns copies of every record, sorted by name.
+func (r *Registry) All() []ServerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ServerState, 0, len(r.servers))
+	for _, s := range r.servers {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b ServerState) int { return compareStrings(a.Name, b.Name) })
+	return out
+}
+
+// Forget removes a dead server's record once its recovery is complete.
+func (r *Registry) Forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.servers[name]; s != nil && !s.Live {
+		delete(r.servers, name)
+	}
+}
+
+// BalancerServers is the live servers as the balancer sees them.
+func (r *Registry) BalancerServers() []BalancerServer {
+	var out []BalancerServer
+	for _, s := range r.All() {
+		if s.Live {
+			out = append(out, BalancerServer{Name: s.Name, Zone: s.Zone, Draining: s.Draining})
+		}
+	}
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Fence is a region server's side of the lease: it may acknowledge writes only until its fence
+// time, which each acknowledged heartbeat moves to (send time + Lease - SelfFenceMargin).
+type Fence struct {
+	cfg   LeaseConfig
+	clock func() time.Time
+
+	mu    sync.Mutex
+	until time.Time
+}
+
+// NewFence makes a fence that is closed until the first acknowledged heartbeat.
+func NewFence(cfg LeaseConfig, clock func() time.Time) *Fence {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Fence{cfg: cfg, clock: clock}
+}
+
+// Renewed records that the heartbeat sent at sentAt was acknowledged.
+func (f *Fence) Renewed(sentAt time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := sentAt.Add(f.cfg.Lease - f.cfg.SelfFenceMargin); t.After(f.until) {
+		f.until = t
+	}
+}
+
+// Open says whether writes may be acknowledged now.
+func (f *Fence) Open() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clock().Before(f.until)
+}
+
+// Close shuts the fence at once (the master said this server is unknown).
+func (f *Fence) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = time.Time{}
+}
