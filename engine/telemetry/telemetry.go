@@ -1,0 +1,128 @@
+// Package telemetry serves a process's HTTP endpoint: Prometheus metrics (/metrics), liveness
+// (/healthz), readiness (/readyz, which a Kubernetes readiness probe reads: for a region server,
+// registered with the master and serving) and pprof profiles (/debug/pprof/). It also registers the
+// Go runtime's metrics (GC pauses, heap) under the cellstore_ prefix.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports a component's state: nil when fine, else why not.
+type Check func() error
+
+// Server is the HTTP endpoint. Register checks before or after Start.
+type Server struct {
+	Registry *prometheus.Registry
+
+	mu        sync.Mutex
+	liveness  map[string]Check
+	readiness map[string]Check
+	srv       *http.Server
+	lis       net.Listener
+}
+
+// New makes a server with a fresh registry holding the Go runtime and process collectors.
+func New() *Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "cellstore"}),
+	)
+	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}}
+}
+
+// Live adds a liveness check (/healthz).
+func (s *Server) Live(name string, c Check) {
+	s.mu.Lock()
+	s.liveness[name] = c
+	s.mu.Unlock()
+}
+
+// Ready adds a readiness check (/readyz).
+func (s *Server) Ready(name string, c Check) {
+	s.mu.Lock()
+	s.readiness[name] = c
+	s.mu.Unlock()
+}
+
+func (s *Server) checks(m map[string]Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		var failed []string
+		for name, c := range m {
+			if err := c(); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+			}
+		}
+		s.mu.Unlock()
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			for _, f := range failed {
+				fmt.Fprintln(w, f)
+			}
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
+}
+
+// Start listens on addr (":16030") and serves until Stop.
+func (s *Server) Start(addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("telemetry: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	mux.Handle("/healthz", s.checks(s.liveness))
+	mux.Handle("/readyz", s.checks(s.readiness))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.mu.Lock()
+	s.lis = lis
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.srv
+	s.mu.Unlock()
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener was closed under us: Stop reports nothing more useful
+		}
+	}()
+	return nil
+}
+
+// Addr is the address listened on (after Start).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Stop shuts the endpoint down.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}

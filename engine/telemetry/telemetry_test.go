@@ -1,0 +1,53 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestEndpoints(t *testing.T) {
+	s := New()
+	var ready atomic.Bool
+	s.Ready("master", func() error {
+		if !ready.Load() {
+			return errors.New("not registered with the master yet")
+		}
+		return nil
+	})
+	s.Live("loop", func() error { return nil })
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	base := "http://" + s.Addr()
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "not registered") {
+		t.Errorf("/readyz before ready: %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz when ready: %d", code)
+	}
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	code, body := get(t, base+"/metrics")
+	if code != 200 || !strings.Contains(body, "go_gc_") || !strings.Contains(body, "cellstore_process_resident_memory_bytes") {
+		t.Errorf("/metrics: %d, missing runtime or process metrics", code)
+	}
+}
