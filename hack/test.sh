@@ -35,6 +35,21 @@ envtest() {
   mapfile -t pkgs < <(tagged_pkgs envtest)
   [ ${#pkgs[@]} -gt 0 ] || { say "no envtest packages"; return 0; }
   gotest -tags envtest -timeout 30m "${pkgs[@]}"
+  local rc=$?
+  reap_envtest
+  return $rc
+}
+
+# A test binary killed by its timeout cannot stop the kube-apiserver and etcd it started: stop the
+# envtest processes of our binaries that lost their parent, so nothing outlives the stage.
+reap_envtest() {
+  local p
+  for p in $(pgrep -f "^$KUBEBUILDER_ASSETS/(etcd|kube-apiserver) .*k8s_test_framework" || true); do
+    if [ "$(ps -o ppid= -p "$p" | tr -d ' ')" = 1 ]; then
+      say "stopping envtest process $p left behind by a killed test"
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
 }
 
 e2e() {
