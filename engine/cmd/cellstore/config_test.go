@@ -42,3 +42,16 @@ func TestConfigFile(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+func TestSplitStatements(t *testing.T) {
+	got := splitStatements(`put 't', 'a;b', 'f:q', "x\";y"; get 't', 'a;b' ;list`)
+	want := []string{`put 't', 'a;b', 'f:q', "x\";y"`, ` get 't', 'a;b' `, `list`}
+	if len(got) != len(want) {
+		t.Fatalf("got %q", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("statement %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}

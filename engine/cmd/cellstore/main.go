@@ -20,7 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCommand())
+	root.AddCommand(versionCommand(), shellCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
 		os.Exit(1)

@@ -2515,7 +2515,10 @@ type SetQuotaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Quota *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
 	// Remove the quota of this subject and type instead (LIMIT => NONE).
-	Remove        bool `protobuf:"varint,2,opt,name=remove,proto3" json:"remove,omitempty"`
+	Remove bool `protobuf:"varint,2,opt,name=remove,proto3" json:"remove,omitempty"`
+	// With remove: the throttle types to remove from the subject (LIMIT => NONE removes every type,
+	// with THROTTLE_TYPE => READ both READ types); empty means quota.type only.
+	RemoveTypes   []ThrottleType `protobuf:"varint,3,rep,packed,name=remove_types,json=removeTypes,proto3,enum=cellstore.v1.ThrottleType" json:"remove_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2562,6 +2565,13 @@ func (x *SetQuotaRequest) GetRemove() bool {
 		return x.Remove
 	}
 	return false
+}
+
+func (x *SetQuotaRequest) GetRemoveTypes() []ThrottleType {
+	if x != nil {
+		return x.RemoveTypes
+	}
+	return nil
 }
 
 type SetQuotaResponse struct {
@@ -2850,10 +2860,11 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x04type\x18\x04 \x01(\x0e2\x1a.cellstore.v1.ThrottleTypeR\x04type\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x03R\x05limit\x12*\n" +
 	"\x11time_unit_seconds\x18\x06 \x01(\x03R\x0ftimeUnitSecondsB\t\n" +
-	"\asubject\"T\n" +
+	"\asubject\"\x93\x01\n" +
 	"\x0fSetQuotaRequest\x12)\n" +
 	"\x05quota\x18\x01 \x01(\v2\x13.cellstore.v1.QuotaR\x05quota\x12\x16\n" +
-	"\x06remove\x18\x02 \x01(\bR\x06remove\"\x12\n" +
+	"\x06remove\x18\x02 \x01(\bR\x06remove\x12=\n" +
+	"\fremove_types\x18\x03 \x03(\x0e2\x1a.cellstore.v1.ThrottleTypeR\vremoveTypes\"\x12\n" +
 	"\x10SetQuotaResponse\"\x13\n" +
 	"\x11ListQuotasRequest\"[\n" +
 	"\x12ListQuotasResponse\x12+\n" +
@@ -3020,60 +3031,61 @@ var file_cellstore_v1_master_proto_depIdxs = []int32{
 	55, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 34: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
 	44, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	44, // 36: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	3,  // 37: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	5,  // 38: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	7,  // 39: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	7,  // 40: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	7,  // 41: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	9,  // 42: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	10, // 43: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	7,  // 44: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	15, // 45: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	7,  // 46: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	18, // 47: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	22, // 48: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	24, // 49: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	26, // 50: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	28, // 51: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	30, // 52: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	32, // 53: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	32, // 54: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	34, // 55: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	36, // 56: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	40, // 57: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	42, // 58: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	45, // 59: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	47, // 60: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	4,  // 61: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	6,  // 62: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	8,  // 63: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 64: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 65: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	8,  // 66: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	12, // 67: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	13, // 68: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	16, // 69: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	17, // 70: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	19, // 71: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	23, // 72: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	25, // 73: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	27, // 74: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	29, // 75: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	31, // 76: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	33, // 77: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	33, // 78: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	35, // 79: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	37, // 80: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	41, // 81: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	43, // 82: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	46, // 83: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	48, // 84: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	2,  // 36: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	44, // 37: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	3,  // 38: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	5,  // 39: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	7,  // 40: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	7,  // 41: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	7,  // 42: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	9,  // 43: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	10, // 44: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	7,  // 45: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	15, // 46: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	7,  // 47: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	18, // 48: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	22, // 49: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	24, // 50: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	26, // 51: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	28, // 52: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	30, // 53: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	32, // 54: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	32, // 55: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	34, // 56: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	36, // 57: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	40, // 58: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	42, // 59: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	45, // 60: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	47, // 61: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	4,  // 62: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	6,  // 63: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	8,  // 64: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	8,  // 65: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	8,  // 66: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	8,  // 67: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	12, // 68: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	13, // 69: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	16, // 70: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	17, // 71: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	19, // 72: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	23, // 73: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	25, // 74: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	27, // 75: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	29, // 76: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	31, // 77: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	33, // 78: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	33, // 79: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	35, // 80: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	37, // 81: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	41, // 82: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	43, // 83: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	46, // 84: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	48, // 85: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	62, // [62:86] is the sub-list for method output_type
+	38, // [38:62] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }

@@ -1,0 +1,999 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/quota"
+)
+
+// Shell runs commands against a cluster.
+type Shell struct {
+	Client *client.Client
+	Out    io.Writer
+	// Timeout bounds one command. Default 60 s.
+	Timeout time.Duration
+}
+
+// UsageError is a command used the wrong way; its message says the right way.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usage(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
+
+type verb struct {
+	run  func(s *Shell, ctx context.Context, args []Value) error
+	help string
+}
+
+var verbs map[string]verb
+
+func init() {
+	verbs = map[string]verb{
+		"create":         {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
+		"put":            {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp]"},
+		"get":            {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE'}]"},
+		"scan":           {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE'}]"},
+		"delete":         {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp]"},
+		"deleteall":      {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]]"},
+		"incr":           {(*Shell).incr, "incr 't', 'row', 'f:q'[, amount]"},
+		"count":          {(*Shell).count, "count 't'[, {INTERVAL => n}]"},
+		"list":           {(*Shell).list, "list['regex']"},
+		"describe":       {(*Shell).describe, "describe 't'"},
+		"alter":          {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2}"},
+		"disable":        {tableOp("disable"), "disable 't'"},
+		"enable":         {tableOp("enable"), "enable 't'"},
+		"drop":           {tableOp("drop"), "drop 't' (the table must be disabled)"},
+		"truncate":       {tableOp("truncate"), "truncate 't' (disables, empties and enables the table, keeping its splits)"},
+		"move":           {(*Shell).move, "move 'region'[, 'host:port']"},
+		"balancer":       {(*Shell).balancer, "balancer"},
+		"balance_switch": {(*Shell).balanceSwitch, "balance_switch true|false"},
+		"status":         {(*Shell).status, "status['simple' | 'detailed']"},
+		"set_quota":      {(*Shell).setQuota, "set_quota TYPE => THROTTLE, USER => 'u' | TABLE => 't' | NAMESPACE => 'ns', LIMIT => '100req/sec' | NONE[, THROTTLE_TYPE => READ | WRITE]"},
+		"list_quotas":    {(*Shell).listQuotas, "list_quotas"},
+	}
+}
+
+// Verbs lists the commands with their usage.
+func Verbs() map[string]string {
+	out := map[string]string{}
+	for k, v := range verbs {
+		out[k] = v.help
+	}
+	return out
+}
+
+// Run parses and runs one line, printing its output and how long it took.
+func (s *Shell) Run(ctx context.Context, line string) error {
+	cmd, err := Parse(line)
+	if err != nil {
+		return err
+	}
+	if cmd.Verb == "" {
+		return nil
+	}
+	if cmd.Verb == "help" {
+		names := make([]string, 0, len(verbs))
+		for n := range verbs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(s.Out, "  %s\n", verbs[n].help)
+		}
+		return nil
+	}
+	v, ok := verbs[cmd.Verb]
+	if !ok {
+		return usage("unknown command %q (type 'help' for the list)", cmd.Verb)
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	if err := v.run(s, ctx, cmd.Args); err != nil {
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			return fmt.Errorf("%s\nusage: %s", ue.Msg, v.help)
+		}
+		return err
+	}
+	fmt.Fprintf(s.Out, "Took %.4f seconds\n", time.Since(start).Seconds())
+	return nil
+}
+
+// ---- argument helpers ----
+
+func str(args []Value, i int, what string) (string, error) {
+	if i >= len(args) {
+		return "", usage("missing %s", what)
+	}
+	if args[i].Kind != String && args[i].Kind != Const {
+		return "", usage("%s must be a string, got %s", what, args[i])
+	}
+	return args[i].Str, nil
+}
+
+func optHash(args []Value, i int) (Value, error) {
+	if i >= len(args) {
+		return Value{Kind: Hash, Map: map[string]Value{}}, nil
+	}
+	if args[i].Kind != Hash {
+		return Value{}, usage("argument %d must be a {KEY => value} hash, got %s", i+1, args[i])
+	}
+	return args[i], nil
+}
+
+func column(spec string) (family, qualifier string, err error) {
+	f, q, ok := strings.Cut(spec, ":")
+	if f == "" {
+		return "", "", usage("bad column %q: want 'family:qualifier'", spec)
+	}
+	if !ok {
+		return f, "", nil
+	}
+	return f, q, nil
+}
+
+func intOf(v Value, what string) (int64, error) {
+	switch v.Kind {
+	case Int:
+		return v.Int, nil
+	case String, Const:
+		var n int64
+		if _, err := fmt.Sscan(v.Str, &n); err == nil {
+			return n, nil
+		}
+	}
+	return 0, usage("%s must be a number, got %s", what, v)
+}
+
+func boolOf(v Value) bool {
+	return v.Kind == Const && strings.EqualFold(v.Str, "true") || v.Kind == String && strings.EqualFold(v.Str, "true") || v.Kind == Int && v.Int != 0
+}
+
+func columns(v Value) ([]*pb.Column, error) {
+	var specs []string
+	switch v.Kind {
+	case String:
+		specs = []string{v.Str}
+	case Array:
+		for _, it := range v.Items {
+			specs = append(specs, it.Text())
+		}
+	default:
+		return nil, usage("COLUMNS must be a string or an array of strings")
+	}
+	byFam := map[string]*pb.Column{}
+	var out []*pb.Column
+	for _, sp := range specs {
+		f, q, err := column(sp)
+		if err != nil {
+			return nil, err
+		}
+		c := byFam[f]
+		if c == nil {
+			c = &pb.Column{Family: []byte(f)}
+			byFam[f] = c
+			out = append(out, c)
+		}
+		if q != "" {
+			c.Qualifiers = append(c.Qualifiers, []byte(q))
+		}
+	}
+	return out, nil
+}
+
+func timeRange(v Value) (*pb.TimeRange, error) {
+	if v.Kind != Array || len(v.Items) != 2 {
+		return nil, usage("TIMERANGE must be [from, to]")
+	}
+	from, err := intOf(v.Items[0], "TIMERANGE start")
+	if err != nil {
+		return nil, err
+	}
+	to, err := intOf(v.Items[1], "TIMERANGE end")
+	if err != nil {
+		return nil, err
+	}
+	if to <= from {
+		return nil, usage("TIMERANGE [%d, %d] is empty", from, to)
+	}
+	return &pb.TimeRange{From: from, To: to}, nil
+}
+
+func consistency(v Value) (pb.Consistency, error) {
+	switch strings.ToUpper(v.Text()) {
+	case "STRONG":
+		return pb.Consistency_CONSISTENCY_STRONG, nil
+	case "TIMELINE":
+		return pb.Consistency_CONSISTENCY_TIMELINE, nil
+	}
+	return 0, usage("CONSISTENCY must be 'STRONG' or 'TIMELINE'")
+}
+
+// ---- data commands ----
+
+func (s *Shell) put(ctx context.Context, args []Value) error {
+	if len(args) < 4 || len(args) > 5 {
+		return usage("put takes a table, a row, a column and a value")
+	}
+	t, _ := str(args, 0, "table")
+	row, _ := str(args, 1, "row")
+	col, err := str(args, 2, "column")
+	if err != nil {
+		return err
+	}
+	f, q, err := column(col)
+	if err != nil {
+		return err
+	}
+	ts := cell.LatestTimestamp
+	if len(args) == 5 {
+		if ts, err = intOf(args[4], "timestamp"); err != nil {
+			return err
+		}
+	}
+	return s.Client.Table(t).Put(ctx, client.NewPut(ParseBinary(row)).Add(f, q, ts, ParseBinary(args[3].Text())))
+}
+
+func (s *Shell) get(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	row, err := str(args, 1, "row")
+	if err != nil {
+		return err
+	}
+	g := &pb.Get{Row: ParseBinary(row)}
+	if len(args) > 2 {
+		if args[2].Kind == String || args[2].Kind == Array {
+			if g.Columns, err = columns(args[2]); err != nil {
+				return err
+			}
+		} else {
+			h := args[2]
+			if h.Kind != Hash {
+				return usage("the third argument must be a column or a {KEY => value} hash")
+			}
+			for _, k := range h.Keys {
+				v := h.Map[k]
+				switch k {
+				case "COLUMN", "COLUMNS":
+					g.Columns, err = columns(v)
+				case "VERSIONS":
+					var n int64
+					n, err = intOf(v, k)
+					g.MaxVersions = int32(n)
+				case "TIMESTAMP":
+					var ts int64
+					ts, err = intOf(v, k)
+					g.TimeRange = &pb.TimeRange{From: ts, To: ts + 1}
+				case "TIMERANGE":
+					g.TimeRange, err = timeRange(v)
+				case "CONSISTENCY":
+					g.Consistency, err = consistency(v)
+				default:
+					err = usage("get does not know %s", k)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	r, err := s.Client.Table(t).Get(ctx, g)
+	if err != nil {
+		return err
+	}
+	tb := newTable(s.Out, "COLUMN", "CELL")
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		tb.row(Binary(c.Family)+":"+Binary(c.Qualifier), cellText(c, false))
+	}
+	tb.done()
+	n := 0
+	if len(r.Cells) > 0 {
+		n = 1
+	}
+	stale := ""
+	if r.Stale {
+		stale = " (STALE: answered by a read replica)"
+	}
+	fmt.Fprintf(s.Out, "%d row(s)%s\n", n, stale)
+	return nil
+}
+
+func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
+	h, err := optHash(args, 1)
+	if err != nil {
+		return nil, err
+	}
+	sc := &pb.Scan{}
+	for _, k := range h.Keys {
+		v := h.Map[k]
+		var n int64
+		switch k {
+		case "STARTROW":
+			sc.StartRow = ParseBinary(v.Text())
+		case "STOPROW", "ENDROW":
+			sc.StopRow = ParseBinary(v.Text())
+		case "LIMIT":
+			n, err = intOf(v, k)
+			sc.Limit = int32(n)
+		case "COLUMNS", "COLUMN":
+			sc.Columns, err = columns(v)
+		case "REVERSED":
+			sc.Reversed = boolOf(v)
+		case "RAW":
+			sc.Raw = boolOf(v)
+		case "VERSIONS":
+			n, err = intOf(v, k)
+			sc.MaxVersions = int32(n)
+		case "CACHE", "CACHING":
+			n, err = intOf(v, k)
+			sc.Caching = int32(n)
+		case "TIMERANGE":
+			sc.TimeRange, err = timeRange(v)
+		case "CONSISTENCY":
+			sc.Consistency, err = consistency(v)
+		case "INTERVAL":
+			// count's option: ignored by the scan itself
+		default:
+			err = usage("scan does not know %s", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+func (s *Shell) scan(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	sc, err := s.scanOf(args)
+	if err != nil {
+		return err
+	}
+	scanner := s.Client.Table(t).Scan(ctx, sc)
+	defer scanner.Close()
+	tb := newTable(s.Out, "ROW", "COLUMN+CELL")
+	rows, stale := 0, false
+	for {
+		r, ok := scanner.Next()
+		if !ok {
+			break
+		}
+		rows++
+		stale = stale || r.Stale
+		for i := range r.Cells {
+			tb.row(Binary(r.Cells[i].Row), cellText(&r.Cells[i], true))
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return err
+	}
+	tb.done()
+	note := ""
+	if stale {
+		note = " (STALE: some rows were answered by a read replica)"
+	}
+	fmt.Fprintf(s.Out, "%d row(s)%s\n", rows, note)
+	return nil
+}
+
+func (s *Shell) count(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	sc, err := s.scanOf(args)
+	if err != nil {
+		return err
+	}
+	interval := int64(1000)
+	if h, _ := optHash(args, 1); h.Map["INTERVAL"].Kind == Int {
+		interval = max(1, h.Map["INTERVAL"].Int)
+	}
+	if sc.Caching == 0 {
+		sc.Caching = 1000
+	}
+	scanner := s.Client.Table(t).Scan(ctx, sc)
+	defer scanner.Close()
+	var n int64
+	for {
+		r, ok := scanner.Next()
+		if !ok {
+			break
+		}
+		n++
+		if n%interval == 0 {
+			fmt.Fprintf(s.Out, "Current count: %d, row: %s\n", n, Binary(r.Row))
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "%d row(s)\n", n)
+	return nil
+}
+
+func (s *Shell) delete(ctx context.Context, args []Value) error {
+	if len(args) < 3 || len(args) > 4 {
+		return usage("delete takes a table, a row, a column and optionally a timestamp")
+	}
+	return s.deleteall(ctx, args)
+}
+
+func (s *Shell) deleteall(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	row, err := str(args, 1, "row")
+	if err != nil {
+		return err
+	}
+	m := client.NewDelete(ParseBinary(row))
+	ts := cell.LatestTimestamp
+	if len(args) == 4 {
+		if ts, err = intOf(args[3], "timestamp"); err != nil {
+			return err
+		}
+	}
+	if len(args) >= 3 {
+		col, err := str(args, 2, "column")
+		if err != nil {
+			return err
+		}
+		f, q, err := column(col)
+		if err != nil {
+			return err
+		}
+		// As HBase's shell: every version up to the timestamp of the column (or family).
+		if q == "" && !strings.Contains(col, ":") {
+			m.AddMarker(cell.DeleteFamily, f, "", ts)
+		} else {
+			m.AddMarker(cell.DeleteColumn, f, q, ts)
+		}
+	}
+	_, err = s.Client.Table(t).Mutate(ctx, m)
+	return err
+}
+
+func (s *Shell) incr(ctx context.Context, args []Value) error {
+	if len(args) < 3 || len(args) > 4 {
+		return usage("incr takes a table, a row, a column and optionally an amount")
+	}
+	t, _ := str(args, 0, "table")
+	row, _ := str(args, 1, "row")
+	col, err := str(args, 2, "column")
+	if err != nil {
+		return err
+	}
+	f, q, err := column(col)
+	if err != nil {
+		return err
+	}
+	amount := int64(1)
+	if len(args) == 4 {
+		if amount, err = intOf(args[3], "amount"); err != nil {
+			return err
+		}
+	}
+	r, err := s.Client.Table(t).Mutate(ctx, client.NewIncrement(ParseBinary(row)).AddAmount(f, q, amount))
+	if err != nil {
+		return err
+	}
+	if v, ok := r.Int64(f, q); ok {
+		fmt.Fprintf(s.Out, "COUNTER VALUE = %d\n", v)
+	}
+	return nil
+}
+
+// ---- DDL and admin ----
+
+func (s *Shell) master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return s.Client.Master(ctx, fn)
+}
+
+var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
+	"VERSIONS": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		n, err := intOf(v, "VERSIONS")
+		d.MaxVersions = int32(n)
+		return err
+	},
+	"MIN_VERSIONS": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		n, err := intOf(v, "MIN_VERSIONS")
+		d.MinVersions = int32(n)
+		return err
+	},
+	"TTL": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		if strings.EqualFold(v.Text(), "FOREVER") {
+			d.TtlSeconds = 0
+			return nil
+		}
+		n, err := intOf(v, "TTL")
+		d.TtlSeconds = n
+		return err
+	},
+	"BLOCKSIZE": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		n, err := intOf(v, "BLOCKSIZE")
+		d.BlockSize = int32(n)
+		return err
+	},
+	"IN_MEMORY": func(d *pb.ColumnFamilyDescriptor, v Value) error { d.InMemory = boolOf(v); return nil },
+	"BLOCKCACHE": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		d.BlockCacheDisabled = !boolOf(v)
+		return nil
+	},
+	"KEEP_DELETED_CELLS": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		switch strings.ToUpper(v.Text()) {
+		case "FALSE":
+			d.KeepDeletedCells = pb.KeepDeletedCells_KEEP_DELETED_CELLS_FALSE
+		case "TRUE":
+			d.KeepDeletedCells = pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE
+		case "TTL":
+			d.KeepDeletedCells = pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL
+		default:
+			return usage("KEEP_DELETED_CELLS must be FALSE, TRUE or TTL")
+		}
+		return nil
+	},
+	"BLOOMFILTER": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		x, ok := pb.BloomType_value["BLOOM_TYPE_"+strings.ToUpper(v.Text())]
+		if !ok {
+			return usage("BLOOMFILTER must be NONE, ROW or ROWCOL")
+		}
+		d.BloomFilter = pb.BloomType(x)
+		return nil
+	},
+	"COMPRESSION": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		x, ok := pb.Compression_value["COMPRESSION_"+strings.ToUpper(v.Text())]
+		if !ok {
+			return usage("COMPRESSION must be NONE, SNAPPY, LZ4 or ZSTD")
+		}
+		d.Compression = pb.Compression(x)
+		return nil
+	},
+	"DATA_BLOCK_ENCODING": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		x, ok := pb.DataBlockEncoding_value["DATA_BLOCK_ENCODING_"+strings.ToUpper(v.Text())]
+		if !ok {
+			return usage("DATA_BLOCK_ENCODING must be NONE, PREFIX or DIFF")
+		}
+		d.DataBlockEncoding = pb.DataBlockEncoding(x)
+		return nil
+	},
+}
+
+func familyOf(h Value, d *pb.ColumnFamilyDescriptor) error {
+	for _, k := range h.Keys {
+		if k == "NAME" || k == "METHOD" {
+			continue
+		}
+		set, ok := families[k]
+		if !ok {
+			return usage("unknown family attribute %s", k)
+		}
+		if err := set(d, h.Map[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Shell) create(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	td := &pb.TableDescriptor{Name: client.ParseTableName(t)}
+	req := &pb.CreateTableRequest{Table: td}
+	for i, a := range args[1:] {
+		switch a.Kind {
+		case String, Const:
+			td.Families = append(td.Families, &pb.ColumnFamilyDescriptor{Name: []byte(a.Str)})
+		case Hash:
+			if name, ok := a.Map["NAME"]; ok {
+				fd := &pb.ColumnFamilyDescriptor{Name: []byte(name.Text())}
+				if err := familyOf(a, fd); err != nil {
+					return err
+				}
+				td.Families = append(td.Families, fd)
+				continue
+			}
+			for _, k := range a.Keys {
+				v := a.Map[k]
+				switch k {
+				case "SPLITS":
+					if v.Kind != Array {
+						return usage("SPLITS must be an array of row keys")
+					}
+					for _, it := range v.Items {
+						req.SplitKeys = append(req.SplitKeys, ParseBinary(it.Text()))
+					}
+				case "NUMREGIONS":
+					n, err := intOf(v, k)
+					if err != nil {
+						return err
+					}
+					req.NumRegions = int32(n)
+				case "SPLITALGO":
+					// Regions are spread evenly over the byte space whatever the algorithm.
+				case "REGION_REPLICATION":
+					n, err := intOf(v, k)
+					if err != nil {
+						return err
+					}
+					td.RegionReplication = int32(n)
+				case "MAX_FILESIZE":
+					if td.MaxFileSize, err = intOf(v, k); err != nil {
+						return err
+					}
+				case "MEMSTORE_FLUSHSIZE":
+					if td.MemstoreFlushSize, err = intOf(v, k); err != nil {
+						return err
+					}
+				default:
+					return usage("argument %d: unknown table attribute %s", i+2, k)
+				}
+			}
+		default:
+			return usage("argument %d: want a family name or a {KEY => value} hash", i+2)
+		}
+	}
+	if len(td.Families) == 0 {
+		return usage("a table needs at least one column family")
+	}
+	err = s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.CreateTable(ctx, req)
+		return err
+	})
+	if err == nil {
+		fmt.Fprintf(s.Out, "Created table %s\n", t)
+	}
+	return err
+}
+
+func (s *Shell) alter(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	var desc *pb.DescribeTableResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		desc, err = m.DescribeTable(ctx, &pb.TableRequest{Table: client.ParseTableName(t)})
+		return err
+	}); err != nil {
+		return err
+	}
+	td := desc.GetTable()
+	for _, a := range args[1:] {
+		if a.Kind == String {
+			a = Value{Kind: Hash, Keys: []string{"NAME"}, Map: map[string]Value{"NAME": a}}
+		}
+		if a.Kind != Hash {
+			return usage("alter takes hashes: {NAME => 'f', ...}")
+		}
+		if name, ok := a.Map["NAME"]; ok {
+			var fd *pb.ColumnFamilyDescriptor
+			idx := -1
+			for i, f := range td.Families {
+				if string(f.Name) == name.Text() {
+					fd, idx = f, i
+				}
+			}
+			if strings.EqualFold(a.Map["METHOD"].Text(), "delete") {
+				if idx < 0 {
+					return fmt.Errorf("table %s has no family %s", t, name.Text())
+				}
+				td.Families = append(td.Families[:idx], td.Families[idx+1:]...)
+				continue
+			}
+			if fd == nil {
+				fd = &pb.ColumnFamilyDescriptor{Name: []byte(name.Text())}
+				td.Families = append(td.Families, fd)
+			}
+			if err := familyOf(a, fd); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, k := range a.Keys {
+			switch k {
+			case "REGION_REPLICATION":
+				n, err := intOf(a.Map[k], k)
+				if err != nil {
+					return err
+				}
+				td.RegionReplication = int32(n)
+			case "MAX_FILESIZE":
+				if td.MaxFileSize, err = intOf(a.Map[k], k); err != nil {
+					return err
+				}
+			default:
+				return usage("unknown table attribute %s", k)
+			}
+		}
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+		return err
+	})
+}
+
+func tableOp(op string) func(*Shell, context.Context, []Value) error {
+	return func(s *Shell, ctx context.Context, args []Value) error {
+		t, err := str(args, 0, "table")
+		if err != nil {
+			return err
+		}
+		tn := client.ParseTableName(t)
+		return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			switch op {
+			case "disable":
+				_, err = m.DisableTable(ctx, &pb.TableRequest{Table: tn})
+			case "enable":
+				_, err = m.EnableTable(ctx, &pb.TableRequest{Table: tn})
+			case "drop":
+				_, err = m.DeleteTable(ctx, &pb.TableRequest{Table: tn})
+			case "truncate":
+				_, err = m.TruncateTable(ctx, &pb.TruncateTableRequest{Table: tn, PreserveSplits: true})
+			}
+			return err
+		})
+	}
+}
+
+func (s *Shell) list(ctx context.Context, args []Value) error {
+	pattern := ""
+	if len(args) > 0 {
+		pattern = args[0].Text()
+	}
+	var resp *pb.ListTablesResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.ListTables(ctx, &pb.ListTablesRequest{Pattern: pattern})
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(s.Out, "TABLE")
+	for _, t := range resp.Tables {
+		state := ""
+		if t.State != pb.TableState_TABLE_STATE_ENABLED {
+			state = " (" + strings.TrimPrefix(t.State.String(), "TABLE_STATE_") + ")"
+		}
+		fmt.Fprintf(s.Out, "%s%s\n", tableName(t.Table.GetName()), state)
+	}
+	fmt.Fprintf(s.Out, "%d row(s)\n", len(resp.Tables))
+	return nil
+}
+
+func tableName(tn *pb.TableName) string {
+	if tn.GetNamespace() == "" || tn.GetNamespace() == "default" {
+		return tn.GetName()
+	}
+	return tn.GetNamespace() + ":" + tn.GetName()
+}
+
+func (s *Shell) describe(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	var resp *pb.DescribeTableResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err = m.DescribeTable(ctx, &pb.TableRequest{Table: client.ParseTableName(t)})
+		return err
+	}); err != nil {
+		return err
+	}
+	td := resp.Table
+	fmt.Fprintf(s.Out, "Table %s is %s\n", t, strings.TrimPrefix(resp.State.String(), "TABLE_STATE_"))
+	fmt.Fprintf(s.Out, "%s, {TABLE_ATTRIBUTES => {REGION_REPLICATION => '%d'}}\n", t, max(td.RegionReplication, 1))
+	fmt.Fprintln(s.Out, "COLUMN FAMILIES DESCRIPTION")
+	for _, f := range td.Families {
+		ttl := "'FOREVER'"
+		if f.TtlSeconds > 0 {
+			ttl = fmt.Sprintf("'%d SECONDS'", f.TtlSeconds)
+		}
+		bs := f.BlockSize
+		if bs == 0 {
+			bs = 65536
+		}
+		fmt.Fprintf(s.Out, "{NAME => '%s', VERSIONS => '%d', MIN_VERSIONS => '%d', TTL => %s, KEEP_DELETED_CELLS => '%s', "+
+			"BLOOMFILTER => '%s', BLOCKSIZE => '%d', COMPRESSION => '%s', DATA_BLOCK_ENCODING => '%s', IN_MEMORY => '%v', BLOCKCACHE => '%v'}\n",
+			Binary(f.Name), max(f.MaxVersions, 1), f.MinVersions, ttl,
+			strings.TrimPrefix(f.KeepDeletedCells.String(), "KEEP_DELETED_CELLS_"),
+			strings.TrimPrefix(f.BloomFilter.String(), "BLOOM_TYPE_"), bs,
+			strings.TrimPrefix(f.Compression.String(), "COMPRESSION_"),
+			strings.TrimPrefix(f.DataBlockEncoding.String(), "DATA_BLOCK_ENCODING_"),
+			f.InMemory, !f.BlockCacheDisabled)
+	}
+	fmt.Fprintf(s.Out, "%d row(s)\n", len(td.Families))
+	return nil
+}
+
+func (s *Shell) move(ctx context.Context, args []Value) error {
+	region, err := str(args, 0, "region")
+	if err != nil {
+		return err
+	}
+	dest := ""
+	if len(args) > 1 {
+		dest = args[1].Text()
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: region, Destination: dest})
+		return err
+	})
+}
+
+func (s *Shell) balancer(ctx context.Context, _ []Value) error {
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.Balance(ctx, &pb.BalanceRequest{})
+		if err == nil {
+			fmt.Fprintf(s.Out, "true (%d region moves)\n", resp.Moves)
+		}
+		return err
+	})
+}
+
+func (s *Shell) balanceSwitch(ctx context.Context, args []Value) error {
+	if len(args) != 1 {
+		return usage("balance_switch takes true or false")
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.SetBalancerRunning(ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
+		if err == nil {
+			fmt.Fprintf(s.Out, "Previous balancer state : %v\n", resp.Previous)
+		}
+		return err
+	})
+}
+
+func (s *Shell) status(ctx context.Context, args []Value) error {
+	var st *pb.ClusterStatusResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		return err
+	}); err != nil {
+		return err
+	}
+	live := 0
+	for _, sv := range st.Servers {
+		if sv.Live {
+			live++
+		}
+	}
+	fmt.Fprintf(s.Out, "1 active master, %d backup masters, %d servers, %d dead, %d regions, %d in transition\n",
+		len(st.StandbyMasters), live, len(st.DeadServers), st.Regions, len(st.RegionsInTransition))
+	if len(args) > 0 && strings.EqualFold(args[0].Text(), "simple") || len(args) > 0 && strings.EqualFold(args[0].Text(), "detailed") {
+		fmt.Fprintf(s.Out, "active master: %s\n", st.ActiveMaster)
+		for _, sv := range st.Servers {
+			flags := ""
+			if sv.Draining {
+				flags += " draining"
+			}
+			if !sv.Live {
+				flags += " dead"
+			}
+			fmt.Fprintf(s.Out, "    %s zone=%s regions=%d%s\n", serverName(sv.Server), sv.Zone, sv.Regions, flags)
+		}
+		for _, r := range st.RegionsInTransition {
+			fmt.Fprintf(s.Out, "    in transition: %s %s on %s for %d ms\n", r.Region, strings.TrimPrefix(r.State.String(), "REGION_STATE_"), r.Server, r.SinceMsAgo)
+		}
+	}
+	return nil
+}
+
+func serverName(sn *pb.ServerName) string {
+	return fmt.Sprintf("%s:%d", sn.GetHost(), sn.GetPort())
+}
+
+func (s *Shell) setQuota(ctx context.Context, args []Value) error {
+	h, err := optHash(args, 0)
+	if err != nil || len(args) != 1 {
+		return usage("set_quota takes TYPE => THROTTLE, a USER, TABLE or NAMESPACE, and a LIMIT")
+	}
+	if !strings.EqualFold(h.Map["TYPE"].Text(), "THROTTLE") {
+		return usage("only TYPE => THROTTLE quotas exist")
+	}
+	q := &pb.Quota{}
+	switch {
+	case h.Map["USER"].Text() != "":
+		q.Subject = &pb.Quota_User{User: h.Map["USER"].Text()}
+	case h.Map["TABLE"].Text() != "":
+		q.Subject = &pb.Quota_Table{Table: client.ParseTableName(h.Map["TABLE"].Text())}
+	case h.Map["NAMESPACE"].Text() != "":
+		q.Subject = &pb.Quota_Namespace{Namespace: h.Map["NAMESPACE"].Text()}
+	default:
+		return usage("set_quota needs USER, TABLE or NAMESPACE")
+	}
+	req := &pb.SetQuotaRequest{Quota: q}
+	throttleType := h.Map["THROTTLE_TYPE"].Text()
+	lim, err := quota.ParseLimit(h.Map["LIMIT"].Text())
+	switch {
+	case errors.Is(err, quota.ErrNoLimit):
+		// LIMIT => NONE removes the subject's throttles: all of them, or those of THROTTLE_TYPE.
+		req.Remove = true
+		for _, unit := range []quota.Unit{quota.Requests, quota.Bytes} {
+			types := []string{throttleType}
+			if throttleType == "" {
+				types = []string{"", "READ", "WRITE"}
+			}
+			for _, t := range types {
+				tt, err := quota.ThrottleType(t, quota.Limit{Unit: unit})
+				if err != nil {
+					return err
+				}
+				req.RemoveTypes = append(req.RemoveTypes, tt)
+			}
+		}
+		q.Type = req.RemoveTypes[0]
+	case err != nil:
+		return err
+	default:
+		tt, err := quota.ThrottleType(throttleType, lim)
+		if err != nil {
+			return err
+		}
+		p := quota.ToProto(lim, tt)
+		q.Type, q.Limit, q.TimeUnitSeconds = p.Type, p.Limit, p.TimeUnitSeconds
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetQuota(ctx, req)
+		return err
+	})
+}
+
+func (s *Shell) listQuotas(ctx context.Context, _ []Value) error {
+	var resp *pb.ListQuotasResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.ListQuotas(ctx, &pb.ListQuotasRequest{})
+		return err
+	}); err != nil {
+		return err
+	}
+	tb := newTable(s.Out, "OWNER", "QUOTAS")
+	for _, q := range resp.Quotas {
+		owner := ""
+		switch sub := q.Subject.(type) {
+		case *pb.Quota_User:
+			owner = "USER => " + sub.User
+		case *pb.Quota_Table:
+			owner = "TABLE => " + tableName(sub.Table)
+		case *pb.Quota_Namespace:
+			owner = "NAMESPACE => " + sub.Namespace
+		}
+		lim, err := quota.FromProto(q)
+		limit := "?"
+		if err == nil {
+			limit = lim.String()
+		}
+		tb.row(owner, fmt.Sprintf("TYPE => THROTTLE, THROTTLE_TYPE => %s, LIMIT => %s", strings.TrimPrefix(q.Type.String(), "THROTTLE_TYPE_"), limit))
+	}
+	tb.done()
+	fmt.Fprintf(s.Out, "%d row(s)\n", len(resp.Quotas))
+	return nil
+}

@@ -1,0 +1,54 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/quick"
+
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+func TestBinaryRoundTrip(t *testing.T) {
+	if got := Binary([]byte("ab\x00\\\xff")); got != `ab\x00\x5C\xFF` {
+		t.Errorf("Binary = %s", got)
+	}
+	f := func(b []byte) bool { return bytes.Equal(ParseBinary(Binary(b)), b) }
+	if err := quick.Check(f, nil); err != nil {
+		t.Error(err)
+	}
+}
+
+// Argument mistakes are caught before anything is sent, with the verb's usage.
+func TestUsageErrors(t *testing.T) {
+	c, err := client.New(client.Config{Masters: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out bytes.Buffer
+	sh := &Shell{Client: c, Out: &out}
+	for line, want := range map[string]string{
+		`put 't', 'r'`:                "usage: put",
+		`nosuch 't'`:                  "unknown command",
+		`get 't', 'r', {NOPE => 1}`:   "get does not know NOPE",
+		`scan 't', {LIMIT => 'many'}`: "LIMIT must be a number",
+		`create 't'`:                  "at least one column family",
+		`create 't', {NAME => 'f', BLOOMFILTER => 'X'}`:                  "BLOOMFILTER must be",
+		`set_quota TYPE => SPACE, USER => 'u', LIMIT => '1G/sec'`:        "only TYPE => THROTTLE",
+		`set_quota TYPE => THROTTLE, USER => 'u', LIMIT => '10 per sec'`: "bad limit",
+		`get 't', 'r', {TIMERANGE => [5, 1]}`:                            "is empty",
+		`put 't', 'r', ':q', 'v'`:                                        "bad column",
+	} {
+		err := sh.Run(context.Background(), line)
+		var ue *UsageError
+		if err == nil || !strings.Contains(err.Error(), want) || (errors.As(err, &ue) && ue == nil) {
+			t.Errorf("%s: want an error containing %q, got %v", line, want, err)
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("output for failed commands: %q", out.String())
+	}
+}
