@@ -20,7 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCommand(), shellCommand())
+	root.AddCommand(versionCommand(), shellCommand(), peCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
 		os.Exit(1)

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/pe"
+)
+
+func peCommand() *cobra.Command {
+	var masters []string
+	var user, durability, consistency string
+	o := pe.Options{}
+	cmd := &cobra.Command{
+		Use:   "pe [options] COMMAND THREADS",
+		Short: "Performance evaluation (HBase PE's commands)",
+		Long:  "Commands: " + strings.Join(pe.Commands, ", ") + ".\nRow keys and the default table (TestTable, family info) are PE's; the table is created when missing.",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			threads, err := strconv.Atoi(args[1])
+			if err != nil {
+				return fmt.Errorf("THREADS must be a number, got %q", args[1])
+			}
+			d, ok := pb.Durability_value["DURABILITY_"+strings.ToUpper(durability)]
+			if !ok {
+				return fmt.Errorf("--durability must be USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL")
+			}
+			o.Durability = pb.Durability(d)
+			cs, ok := pb.Consistency_value["CONSISTENCY_"+strings.ToUpper(consistency)]
+			if !ok {
+				return fmt.Errorf("--consistency must be STRONG or TIMELINE")
+			}
+			o.Consistency = pb.Consistency(cs)
+			o.Progress = cmd.ErrOrStderr()
+			o.Terminal = term.IsTerminal(int(os.Stderr.Fd()))
+			c, err := client.New(client.Config{Masters: masters, User: user})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			rep, err := pe.Run(ctx, c, args[0], threads, o)
+			if rep != nil {
+				if o.JSON {
+					enc := json.NewEncoder(cmd.OutOrStdout())
+					enc.SetIndent("", "  ")
+					_ = enc.Encode(rep)
+				} else {
+					rep.Print(cmd.OutOrStdout())
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&masters, "masters", []string{"127.0.0.1:16000"}, "master addresses")
+	f.StringVar(&user, "user", "pe", "user presented to the cluster")
+	f.StringVar(&o.Table, "table", "TestTable", "table")
+	f.IntVar(&o.Rows, "rows", 1_000_000, "rows per thread")
+	f.IntVar(&o.ValueSize, "valueSize", 1000, "value size in bytes")
+	f.BoolVar(&o.ValueRandom, "valueRandom", false, "random value sizes in [0, 2*valueSize)")
+	f.IntVar(&o.Families, "families", 1, "column families")
+	f.IntVar(&o.Columns, "columns", 1, "columns per family")
+	f.IntVar(&o.Presplit, "presplit", 0, "regions to pre-split a new table into")
+	f.BoolVar(&o.AutoFlush, "autoFlush", false, "send each write on its own (false: batch writes in the client)")
+	f.IntVar(&o.BatchSize, "batchSize", 100, "rows per client batch when autoFlush is false")
+	f.StringVar(&durability, "durability", "USE_DEFAULT", "USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL")
+	f.StringVar(&consistency, "consistency", "STRONG", "STRONG or TIMELINE (reads)")
+	f.IntVar(&o.MultiGet, "multiGet", 0, "randomRead: rows per multi-get (0: single gets)")
+	f.IntVar(&o.Caching, "caching", 100, "scanner caching")
+	f.DurationVar(&o.Duration, "duration", 0, "run for this long instead of --rows")
+	f.DurationVar(&o.Warmup, "warmup", 0, "run this long before measuring")
+	f.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "random seed")
+	f.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	return cmd
+}

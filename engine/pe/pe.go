@@ -1,0 +1,440 @@
+// Package pe is `cellstore pe`, Cellstore's performance evaluation tool: HBase PerformanceEvaluation's
+// commands and options against any cluster, with latency percentiles from an HDR histogram, live
+// progress, and JSON output for scripts.
+package pe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+// Options are PE's options (HBase names).
+type Options struct {
+	Table       string
+	Rows        int // per thread
+	ValueSize   int
+	ValueRandom bool
+	Families    int
+	Columns     int
+	Presplit    int
+	AutoFlush   bool // false: writes are batched in the client
+	BatchSize   int  // rows per batch when AutoFlush is false
+	Durability  pb.Durability
+	Consistency pb.Consistency
+	MultiGet    int // >0: randomRead reads this many rows per batch
+	Caching     int
+	Duration    time.Duration // >0: run for this long instead of Rows per thread
+	Warmup      time.Duration
+	Seed        uint64
+	JSON        bool
+	// Progress is where live progress goes (nil: none); Terminal selects a redrawn bar over lines.
+	Progress io.Writer
+	Terminal bool
+}
+
+// Commands lists PE's commands.
+var Commands = []string{
+	"sequentialWrite", "randomWrite", "sequentialRead", "randomRead", "randomSeekScan", "scan",
+	"scanRange10", "scanRange100", "scanRange1000", "scanRange10000",
+	"increment", "append", "checkAndPut", "checkAndMutate", "filterScan",
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Command    string           `json:"command"`
+	Threads    int              `json:"threads"`
+	Operations int64            `json:"operations"`
+	Rows       int64            `json:"rows"`
+	Errors     map[string]int64 `json:"errors"`
+	Seconds    float64          `json:"seconds"`
+	OpsPerSec  float64          `json:"ops_per_sec"`
+	RowsPerSec float64          `json:"rows_per_sec"`
+	LatencyUs  Latency          `json:"latency_us"`
+}
+
+// Latency percentiles in microseconds.
+type Latency struct {
+	Min, P50, P95, P99, P999, Max int64
+}
+
+// MarshalJSON writes the percentiles with conventional names.
+func (l Latency) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]int64{"min": l.Min, "p50": l.P50, "p95": l.P95, "p99": l.P99, "p99.9": l.P999, "max": l.Max})
+}
+
+// Row keys: zero-padded decimal, as PE's format of the row number (sorts like the numbers).
+func rowKey(i int) []byte { return []byte(fmt.Sprintf("%026d", i)) }
+
+const family = "info"
+
+func familyName(i int) string {
+	if i == 0 {
+		return family
+	}
+	return fmt.Sprintf("info%d", i)
+}
+
+func column(i int) string { return fmt.Sprintf("%d", i) }
+
+// worker is one client thread's state.
+type worker struct {
+	id    int
+	opts  *Options
+	table *client.Table
+	rng   *rand.Rand
+	value []byte
+	rows  int // this thread's share of the key space
+	total int // all threads' rows
+	batch []client.BatchOp
+}
+
+func (w *worker) makeValue() []byte {
+	if !w.opts.ValueRandom {
+		return w.value
+	}
+	n := max(1, w.rng.IntN(w.opts.ValueSize*2))
+	v := make([]byte, n)
+	for i := range v {
+		v[i] = byte('a' + w.rng.IntN(26))
+	}
+	return v
+}
+
+func (w *worker) put(row int) *client.Mutation {
+	m := client.NewPut(rowKey(row))
+	m.Durability = w.opts.Durability
+	for f := 0; f < w.opts.Families; f++ {
+		for c := 0; c < w.opts.Columns; c++ {
+			m.Add(familyName(f), column(c), cell.LatestTimestamp, w.makeValue())
+		}
+	}
+	return m
+}
+
+// op runs one operation of command number i and returns the rows it touched.
+func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
+	t := w.table
+	random := func() int { return w.rng.IntN(w.total) }
+	switch cmd {
+	case "sequentialWrite", "randomWrite":
+		row := w.id*w.rows + i%w.rows
+		if cmd == "randomWrite" {
+			row = random()
+		}
+		if w.opts.AutoFlush {
+			return 1, t.Put(ctx, w.put(row))
+		}
+		w.batch = append(w.batch, client.BatchOp{Mutation: w.put(row)})
+		if len(w.batch) < w.opts.BatchSize {
+			return 0, nil
+		}
+		return w.flush(ctx)
+	case "sequentialRead", "randomRead":
+		row := w.id*w.rows + i%w.rows
+		if cmd == "randomRead" {
+			row = random()
+		}
+		if w.opts.MultiGet > 0 {
+			ops := make([]client.BatchOp, w.opts.MultiGet)
+			for j := range ops {
+				ops[j] = client.BatchOp{Get: &pb.Get{Row: rowKey(random()), Consistency: w.opts.Consistency}}
+			}
+			for _, r := range t.Batch(ctx, ops) {
+				if r.Err != nil {
+					return 0, r.Err
+				}
+			}
+			return len(ops), nil
+		}
+		r, err := t.Get(ctx, &pb.Get{Row: rowKey(row), Consistency: w.opts.Consistency})
+		if err == nil && len(r.Cells) == 0 {
+			err = errMissing
+		}
+		return 1, err
+	case "scan":
+		return w.scan(ctx, &pb.Scan{StartRow: rowKey(w.id * w.rows), StopRow: rowKey((w.id + 1) * w.rows), Caching: int32(w.caching())}, 0)
+	case "randomSeekScan":
+		return w.scan(ctx, &pb.Scan{StartRow: rowKey(random()), Caching: 30, Consistency: w.opts.Consistency}, 25)
+	case "scanRange10", "scanRange100", "scanRange1000", "scanRange10000":
+		n := map[string]int{"scanRange10": 10, "scanRange100": 100, "scanRange1000": 1000, "scanRange10000": 10000}[cmd]
+		start := w.rng.IntN(max(1, w.total-n))
+		return w.scan(ctx, &pb.Scan{StartRow: rowKey(start), StopRow: rowKey(start + n), Caching: int32(min(n, w.caching())), Consistency: w.opts.Consistency}, 0)
+	case "filterScan":
+		// A value filter that matches nothing: the server reads every row of the range.
+		f := &pb.Filter{Filter: &pb.Filter_Value{Value: &pb.CompareFilter{Op: pb.CompareOp_COMPARE_OP_EQUAL,
+			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("no such value")}}}}}
+		start := w.rng.IntN(max(1, w.total-1000))
+		return w.scan(ctx, &pb.Scan{StartRow: rowKey(start), StopRow: rowKey(start + 1000), Filter: f, Caching: 1000}, 0)
+	case "increment":
+		m := client.NewIncrement(rowKey(random())).AddAmount(family, "counter", 1)
+		m.Durability = w.opts.Durability
+		_, err := t.Mutate(ctx, m)
+		return 1, err
+	case "append":
+		m := client.NewAppend(rowKey(random())).Add(family, "appended", cell.LatestTimestamp, []byte("x"))
+		m.Durability, m.ReturnResults = w.opts.Durability, false
+		_, err := t.Mutate(ctx, m)
+		return 1, err
+	case "checkAndPut", "checkAndMutate":
+		row := rowKey(random())
+		cond := &pb.Condition{Row: row, Family: []byte(family), Qualifier: []byte("cas"), Op: pb.CompareOp_COMPARE_OP_NOT_EQUAL,
+			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("never")}}}
+		ms := []*client.Mutation{client.NewPut(row).Add(family, "cas", cell.LatestTimestamp, w.makeValue())}
+		if cmd == "checkAndMutate" {
+			ms = append(ms, client.NewDelete(row).AddMarker(cell.DeleteColumn, family, "cas-old", cell.LatestTimestamp))
+		}
+		_, err := t.CheckAndMutate(ctx, cond, ms...)
+		return 1, err
+	}
+	return 0, fmt.Errorf("unknown command %q (known: %s)", cmd, strings.Join(Commands, ", "))
+}
+
+var errMissing = errors.New("row not found (load the table first, e.g. with sequentialWrite)")
+
+func (w *worker) caching() int {
+	if w.opts.Caching > 0 {
+		return w.opts.Caching
+	}
+	return 100
+}
+
+func (w *worker) flush(ctx context.Context) (int, error) {
+	if len(w.batch) == 0 {
+		return 0, nil
+	}
+	n := len(w.batch)
+	var firstErr error
+	for _, r := range w.table.Batch(ctx, w.batch) {
+		if r.Err != nil && firstErr == nil {
+			firstErr = r.Err
+		}
+	}
+	w.batch = w.batch[:0]
+	return n, firstErr
+}
+
+func (w *worker) scan(ctx context.Context, s *pb.Scan, limit int) (int, error) {
+	if limit > 0 {
+		s.Limit = int32(limit)
+	}
+	sc := w.table.Scan(ctx, s)
+	defer sc.Close()
+	n := 0
+	for {
+		if _, ok := sc.Next(); !ok {
+			break
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// errorKind names an error for the per-kind counts.
+func errorKind(err error) string {
+	if d, ok := pb.DetailOf(err); ok {
+		return strings.TrimPrefix(d.GetCode().String(), "ERROR_CODE_")
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "TIMEOUT"
+	case errors.Is(err, errMissing):
+		return "MISSING_ROW"
+	}
+	return "OTHER"
+}
+
+// Run runs command with threads client threads and returns the report.
+func Run(ctx context.Context, c *client.Client, command string, threads int, opts Options) (*Report, error) {
+	known := false
+	for _, k := range Commands {
+		known = known || k == command
+	}
+	if !known {
+		return nil, fmt.Errorf("unknown command %q; known: %s", command, strings.Join(Commands, ", "))
+	}
+	if threads <= 0 {
+		return nil, fmt.Errorf("threads must be positive, got %d", threads)
+	}
+	if opts.Rows <= 0 && opts.Duration <= 0 {
+		return nil, errors.New("give --rows (per thread) or --duration")
+	}
+	if opts.Rows <= 0 {
+		opts.Rows = 1_000_000
+	}
+	if opts.Families <= 0 {
+		opts.Families = 1
+	}
+	if opts.Columns <= 0 {
+		opts.Columns = 1
+	}
+	if opts.ValueSize <= 0 {
+		opts.ValueSize = 1000
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 100
+	}
+	if err := ensureTable(ctx, c, &opts, threads); err != nil {
+		return nil, err
+	}
+	hists := make([]*hdrhistogram.Histogram, threads)
+	var ops, rows atomic.Int64
+	errs := make([]map[string]int64, threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	measureFrom := start.Add(opts.Warmup)
+	deadline := time.Time{}
+	if opts.Duration > 0 {
+		deadline = measureFrom.Add(opts.Duration)
+	}
+	stopProgress := progress(opts, threads, &ops, &rows, start)
+	for id := range threads {
+		hists[id] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		errs[id] = map[string]int64{}
+		w := &worker{id: id, opts: &opts, table: c.Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
+			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize)}
+		for i := range w.value {
+			w.value[i] = byte('a' + i%26)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if ctx.Err() != nil || deadline.IsZero() && i >= opts.Rows || !deadline.IsZero() && time.Now().After(deadline) {
+					break
+				}
+				t0 := time.Now()
+				n, err := w.op(ctx, command, i)
+				if n == 0 && err == nil {
+					continue // a buffered write
+				}
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					errs[id][errorKind(err)]++
+				}
+				_ = hists[id].RecordValue(max(1, time.Since(t0).Microseconds()))
+				ops.Add(1)
+				rows.Add(int64(n))
+			}
+			if n, err := w.flush(ctx); n > 0 {
+				if err != nil {
+					errs[id][errorKind(err)]++
+				}
+				ops.Add(1)
+				rows.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(measureFrom).Seconds()
+	all := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	rep := &Report{Command: command, Threads: threads, Operations: ops.Load(), Rows: rows.Load(), Errors: map[string]int64{}, Seconds: elapsed}
+	for id := range threads {
+		all.Merge(hists[id])
+		for k, v := range errs[id] {
+			rep.Errors[k] += v
+		}
+	}
+	if elapsed > 0 {
+		rep.OpsPerSec = float64(rep.Operations) / elapsed
+		rep.RowsPerSec = float64(rep.Rows) / elapsed
+	}
+	rep.LatencyUs = Latency{Min: all.Min(), P50: all.ValueAtQuantile(50), P95: all.ValueAtQuantile(95), P99: all.ValueAtQuantile(99),
+		P999: all.ValueAtQuantile(99.9), Max: all.Max()}
+	return rep, ctx.Err()
+}
+
+// ensureTable creates the table (pre-split when asked) when it does not exist yet.
+func ensureTable(ctx context.Context, c *client.Client, opts *Options, threads int) error {
+	td := &pb.TableDescriptor{Name: client.ParseTableName(opts.Table), Durability: opts.Durability}
+	for f := 0; f < opts.Families; f++ {
+		td.Families = append(td.Families, &pb.ColumnFamilyDescriptor{Name: []byte(familyName(f))})
+	}
+	var splits [][]byte
+	if opts.Presplit > 1 {
+		total := opts.Rows * threads
+		for i := 1; i < opts.Presplit; i++ {
+			splits = append(splits, rowKey(total*i/opts.Presplit))
+		}
+	}
+	_, err := c.CreateTable(ctx, td, splits)
+	if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
+		return nil
+	}
+	return err
+}
+
+// progress prints live throughput until the returned function is called.
+func progress(opts Options, threads int, ops, rows *atomic.Int64, start time.Time) func() {
+	if opts.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	total := int64(opts.Rows * threads)
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last, lastT := int64(0), start
+		for {
+			select {
+			case <-done:
+				if opts.Terminal {
+					fmt.Fprintln(opts.Progress)
+				}
+				return
+			case now := <-tick.C:
+				r := rows.Load()
+				rate := float64(r-last) / now.Sub(lastT).Seconds()
+				last, lastT = r, now
+				if opts.Terminal && opts.Duration == 0 && total > 0 {
+					pct := min(100, float64(r)*100/float64(total))
+					bar := strings.Repeat("#", int(pct/4)) + strings.Repeat(".", 25-int(pct/4))
+					fmt.Fprintf(opts.Progress, "\r[%s] %5.1f%% %d rows, %.0f rows/s   ", bar, pct, r, rate)
+				} else {
+					fmt.Fprintf(opts.Progress, "%6.0fs: %d ops, %d rows, %.0f rows/s\n", now.Sub(start).Seconds(), ops.Load(), r, rate)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// Print writes the report for people.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "%s, %d threads: %d operations (%d rows) in %.2f s\n", r.Command, r.Threads, r.Operations, r.Rows, r.Seconds)
+	fmt.Fprintf(w, "throughput: %.0f ops/s, %.0f rows/s\n", r.OpsPerSec, r.RowsPerSec)
+	l := r.LatencyUs
+	fmt.Fprintf(w, "latency (us): min %d, p50 %d, p95 %d, p99 %d, p99.9 %d, max %d\n", l.Min, l.P50, l.P95, l.P99, l.P999, l.Max)
+	if len(r.Errors) == 0 {
+		fmt.Fprintln(w, "errors: none")
+		return
+	}
+	kinds := make([]string, 0, len(r.Errors))
+	for k := range r.Errors {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "errors %s: %d\n", k, r.Errors[k])
+	}
+}
+

@@ -1,0 +1,63 @@
+package pe
+
+import (
+	"bytes"
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+func TestRowKeysSortLikeNumbers(t *testing.T) {
+	keys := []string{string(rowKey(10)), string(rowKey(9)), string(rowKey(100)), string(rowKey(0))}
+	sort.Strings(keys)
+	want := []string{string(rowKey(0)), string(rowKey(9)), string(rowKey(10)), string(rowKey(100))}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Fatalf("row keys sort as %q", keys)
+		}
+	}
+}
+
+func TestRunRejectsBadArguments(t *testing.T) {
+	c, err := client.New(client.Config{Masters: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		cmd     string
+		threads int
+		opts    Options
+		want    string
+	}{
+		{"randomReed", 1, Options{Rows: 1}, "unknown command"},
+		{"randomRead", 0, Options{Rows: 1}, "threads must be positive"},
+		{"randomRead", 1, Options{}, "--rows"},
+	} {
+		_, err := Run(context.Background(), c, tc.cmd, tc.threads, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s/%d: want %q, got %v", tc.cmd, tc.threads, tc.want, err)
+		}
+	}
+}
+
+func TestErrorKindsAndReport(t *testing.T) {
+	if k := errorKind(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED}); k != "THROTTLED" {
+		t.Errorf("kind %q", k)
+	}
+	if k := errorKind(errMissing); k != "MISSING_ROW" {
+		t.Errorf("kind %q", k)
+	}
+	var b bytes.Buffer
+	(&Report{Command: "randomRead", Threads: 4, Operations: 10, Rows: 10, Seconds: 1, OpsPerSec: 10, RowsPerSec: 10,
+		Errors: map[string]int64{"TIMEOUT": 2}, LatencyUs: Latency{Min: 1, P50: 2, P95: 3, P99: 4, P999: 5, Max: 6}}).Print(&b)
+	for _, want := range []string{"randomRead, 4 threads", "p99 4", "errors TIMEOUT: 2"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
