@@ -3,7 +3,7 @@
 # registry (hack/tools/imagetar packs static binaries into a single-layer image that runs as non-root).
 # hack/local-cluster.sh load bin/images/NAME.tar puts one into the local cluster.
 #
-# Usage: hack/images.sh NAME...      NAME: pause coredns netcheck
+# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck
 #        hack/images.sh --ref NAME   prints the image reference of NAME
 #        hack/images.sh --list       prints the names
 set -euo pipefail
@@ -12,27 +12,39 @@ OUT=$ROOT/bin/images
 TOOLS=$ROOT/bin/tools
 mkdir -p "$OUT" "$TOOLS"
 
+# Engine and operator images carry the version of the checkout (never :latest).
+VERSION=${VERSION:-$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)}
+VERSION=${VERSION//+/-}
+
 ref() {
   case $1 in
+    engine) echo "docker.io/cellstore/engine:$VERSION" ;;
+    operator) echo "docker.io/cellstore/operator:$VERSION" ;;
     pause) echo docker.io/cellstore/pause:3.10 ;;
     coredns) echo docker.io/cellstore/coredns:v1.12.4 ;;
     netcheck) echo docker.io/cellstore/netcheck:v1 ;;
     *) echo "images: unknown image '$1' (known: $NAMES)" >&2; return 2 ;;
   esac
 }
-NAMES="pause coredns netcheck"
+NAMES="engine operator pause coredns netcheck"
 if [ "${1:-}" = --ref ]; then ref "${2:?image name}"; exit; fi
 if [ "${1:-}" = --list ]; then echo "$NAMES"; exit; fi
 [ $# -gt 0 ] || { echo "usage: $0 NAME... (pause coredns netcheck) | --ref NAME" >&2; exit 2; }
 
 gobuild() { # OUT PKG: a static linux binary
-  (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' -o "$1" "$2")
+  (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$1" "$2")
 }
 gobuild "$TOOLS/imagetar" ./hack/tools/imagetar
 
 for name in "$@"; do
   r=$(ref "$name")
   case $name in
+    engine)
+      gobuild "$TOOLS/cellstore" ./engine/cmd/cellstore
+      "$TOOLS/imagetar" --ref "$r" --out "$OUT/engine.tar" --file "$TOOLS/cellstore:/usr/local/bin/cellstore" --entrypoint /usr/local/bin/cellstore ;;
+    operator)
+      gobuild "$TOOLS/manager" ./operator/cmd
+      "$TOOLS/imagetar" --ref "$r" --out "$OUT/operator.tar" --file "$TOOLS/manager:/manager" --entrypoint /manager ;;
     pause)
       gobuild "$TOOLS/pause" ./hack/tools/pause
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/pause.tar" --file "$TOOLS/pause:/pause" --entrypoint /pause ;;
