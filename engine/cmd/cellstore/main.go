@@ -20,7 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCommand(), shellCommand(), peCommand())
+	root.AddCommand(versionCommand(), shellCommand(), peCommand(), sfileCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
 		os.Exit(1)
