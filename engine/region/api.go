@@ -1,0 +1,257 @@
+package region
+
+import (
+	"math"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// Op is one cell of a mutation: a Put or a delete marker.
+type Op struct {
+	Type      cell.Type
+	Family    []byte
+	Qualifier []byte
+	// Timestamp in ms; cell.LatestTimestamp means "now" (the region's
+	// clock). For a Delete (one version) LatestTimestamp means "the newest
+	// version", as in HBase.
+	Timestamp int64
+	Value     []byte
+}
+
+// Mutation is a Put or Delete of one row (HBase's Put/Delete): all its
+// cells are applied atomically with one sequence id.
+type Mutation struct {
+	Row        []byte
+	Ops        []Op
+	Durability wal.Durability
+	// NonceGroup and Nonce, if Nonce != 0, identify the client operation
+	// (logged with the edit).
+	NonceGroup, Nonce uint64
+}
+
+// NewMutation returns an empty mutation of row.
+func NewMutation(row []byte) *Mutation { return &Mutation{Row: row} }
+
+// Put adds a cell.
+func (m *Mutation) Put(family, qualifier []byte, ts int64, value []byte) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.Put, Family: family, Qualifier: qualifier, Timestamp: ts, Value: value})
+	return m
+}
+
+// DeleteVersion deletes the version of a column at exactly ts
+// (LatestTimestamp: the newest version).
+func (m *Mutation) DeleteVersion(family, qualifier []byte, ts int64) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.Delete, Family: family, Qualifier: qualifier, Timestamp: ts})
+	return m
+}
+
+// DeleteColumn deletes all versions of a column with a timestamp <= ts.
+func (m *Mutation) DeleteColumn(family, qualifier []byte, ts int64) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.DeleteColumn, Family: family, Qualifier: qualifier, Timestamp: ts})
+	return m
+}
+
+// DeleteFamily deletes all columns of a family with a timestamp <= ts.
+func (m *Mutation) DeleteFamily(family []byte, ts int64) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.DeleteFamily, Family: family, Timestamp: ts})
+	return m
+}
+
+// DeleteFamilyVersion deletes all columns of a family at exactly ts.
+func (m *Mutation) DeleteFamilyVersion(family []byte, ts int64) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.DeleteFamilyVersion, Family: family, Timestamp: ts})
+	return m
+}
+
+// DeleteRow deletes every family of the row with a timestamp <= ts (a
+// DeleteFamily marker per family, added when the mutation is applied).
+func (m *Mutation) DeleteRow(ts int64) *Mutation {
+	m.Ops = append(m.Ops, Op{Type: cell.DeleteFamily, Family: nil, Timestamp: ts})
+	return m
+}
+
+// TimeRange is a half-open timestamp range [Min, Max). The zero value is
+// "all time".
+type TimeRange struct {
+	Min int64
+	Max int64 // 0 means unbounded (math.MaxInt64)
+}
+
+func (t TimeRange) max() int64 {
+	if t.Max == 0 {
+		return math.MaxInt64
+	}
+	return t.Max
+}
+
+func (t TimeRange) all() bool { return t.Min <= 0 && (t.Max == 0 || t.Max == math.MaxInt64) }
+
+// Column selects a family, or one column of it when Qualifier is not nil.
+type Column struct {
+	Family    []byte
+	Qualifier []byte // nil: the whole family
+}
+
+// Get reads one row (HBase's Get).
+type Get struct {
+	Row     []byte
+	Columns []Column
+	// TimeRange restricts versions by timestamp.
+	TimeRange TimeRange
+	// MaxVersions per column (0: 1), capped by the family's VERSIONS.
+	MaxVersions int
+	Filter      filter.Filter
+	// NoCache: do not cache the data blocks read.
+	NoCache bool
+}
+
+// Scan reads a range of rows (HBase's Scan).
+type Scan struct {
+	// StartRow is the first row (inclusive unless ExcludeStartRow); for a
+	// reversed scan, the highest row. Empty: the region's start (end).
+	StartRow        []byte
+	ExcludeStartRow bool
+	// StopRow bounds the scan (exclusive unless IncludeStopRow); for a
+	// reversed scan, the lowest row. Empty: unbounded.
+	StopRow        []byte
+	IncludeStopRow bool
+	Reversed       bool
+	Columns        []Column
+	TimeRange      TimeRange
+	// MaxVersions per column (0: 1), capped by the family's VERSIONS
+	// (raw scans are not capped by VERSIONS).
+	MaxVersions int
+	Filter      filter.Filter
+	// Raw returns delete markers and deleted cells.
+	Raw bool
+	// Limit is the number of rows to return in total (0: unlimited).
+	Limit int
+	// Caching is the number of rows per batch returned by Next (0: 100).
+	Caching int
+	// Batch is the maximum number of cells per Result (HBase's setBatch;
+	// a row with more cells comes in several Results). 0: unlimited.
+	Batch int
+	// MaxResultSize bounds the bytes of cells returned per Next call
+	// (0: unlimited). With AllowPartialResults a row may be cut into
+	// partial Results at this size; otherwise a batch ends after the row
+	// that crossed it.
+	MaxResultSize       int64
+	AllowPartialResults bool
+	// TimeLimit bounds the time one Next call spends; when it runs out the
+	// call returns what it has, possibly a heartbeat with no rows, and the
+	// scan continues on the next call. 0: none.
+	TimeLimit time.Duration
+	// NoCache: do not cache the data blocks read.
+	NoCache bool
+	// ReadUncommitted reads every cell in the memstore, including writes
+	// still in flight (used by read-modify-write operations under the row
+	// lock).
+	ReadUncommitted bool
+}
+
+// KV is one cell of a result, copied out of the region: its encoded key,
+// value and sequence id. The accessors decode the key in place.
+type KV struct {
+	Key   cell.Key
+	Value []byte
+	Seq   uint64
+}
+
+func (c *KV) Row() []byte       { return c.Key.Row() }
+func (c *KV) Family() []byte    { return c.Key.Family() }
+func (c *KV) Qualifier() []byte { return c.Key.Qualifier() }
+func (c *KV) Timestamp() int64  { return c.Key.Timestamp() }
+func (c *KV) Type() cell.Type   { return c.Key.Type() }
+
+// Result is the cells of one row (or part of it).
+type Result struct {
+	Row   []byte
+	Cells []KV
+	// Partial means more cells of this row follow in the next Result
+	// (max result size or Batch reached).
+	Partial bool
+}
+
+// Value returns the value of the newest cell of family:qualifier, or nil.
+func (r *Result) Value(family, qualifier []byte) []byte {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if string(c.Family()) == string(family) && string(c.Qualifier()) == string(qualifier) {
+			return c.Value
+		}
+	}
+	return nil
+}
+
+// ScanBatch is what one Next call of a RegionScanner returns.
+type ScanBatch struct {
+	Results []Result
+	// More says the scan has more rows in this region.
+	More bool
+	// Heartbeat says the call ended on its time limit (Results may be
+	// empty); Cursor is then the row the scan was working on.
+	Heartbeat bool
+	Cursor    []byte
+}
+
+// Increment adds to 8-byte big-endian counters of one row atomically.
+type Increment struct {
+	Row        []byte
+	Columns    []IncrementColumn
+	Durability wal.Durability
+	NonceGroup uint64
+	Nonce      uint64 // 0: no nonce
+	// ReturnResults (default true in HBase) returns the new values.
+	NoReturnResults bool
+}
+
+// IncrementColumn is one counter of an Increment.
+type IncrementColumn struct {
+	Family    []byte
+	Qualifier []byte
+	Amount    int64
+}
+
+// Append appends bytes to columns of one row atomically.
+type Append struct {
+	Row             []byte
+	Columns         []AppendColumn
+	Durability      wal.Durability
+	NonceGroup      uint64
+	Nonce           uint64
+	NoReturnResults bool
+}
+
+// AppendColumn is one column of an Append.
+type AppendColumn struct {
+	Family    []byte
+	Qualifier []byte
+	Value     []byte
+}
+
+// CheckAndMutate applies Mutations to Row only if a condition on the row
+// holds, atomically under the row lock. The condition is either a column
+// comparison (Family, Qualifier, Op, Value: HBase's semantics "Value Op
+// current value", so LESS passes when Value is less than the stored value;
+// a nil Value with EQUAL passes when the column is absent, with NOT_EQUAL
+// when it is present) or, if Filter is set, "the row read with Filter (and
+// TimeRange) is not empty".
+type CheckAndMutate struct {
+	Row       []byte
+	Family    []byte
+	Qualifier []byte
+	Op        filter.CompareOp
+	Value     []byte
+	Filter    filter.Filter
+	TimeRange TimeRange
+	// Mutations of Row, applied as one atomic edit if the check passes.
+	Mutations []*Mutation
+	// Durability of the edit (the strongest of the mutations' otherwise).
+	Durability wal.Durability
+}

@@ -1,0 +1,245 @@
+//go:build linux
+
+package region
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/sfile"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// A flipped byte in a store file's data block is reported as an error
+// naming the file and the offset; nothing panics.
+func TestCorruptStoreFile(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	for i := 0; i < 200; i++ {
+		m := NewMutation(fmt.Appendf(nil, "row%04d", i)).Put([]byte("f"), []byte("q"), 1, bytes.Repeat([]byte("v"), 50))
+		if err := e.r.Mutate(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	set := e.r.files.Load()
+	p := set.byFamily[0][0].path
+	e.r.Close()
+	data, err := storage.ReadFile(e.fs, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[100] ^= 0x40 // inside the first data block
+	if err := e.fs.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.WriteFile(e.fs, p, data); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	_, err = e.r.Get(&Get{Row: []byte("row0000")})
+	if err == nil {
+		t.Fatal("read of a corrupt block succeeded")
+	}
+	var ce *sfile.CorruptionError
+	if !errors.As(err, &ce) || !errors.Is(err, sfile.ErrCorruption) || !strings.Contains(err.Error(), path.Base(p)) || !strings.Contains(err.Error(), "offset") {
+		t.Fatalf("error does not name the file and offset: %v", err)
+	}
+	sc, _ := e.r.Scanner(&Scan{})
+	if _, err := sc.Next(); err == nil || !errors.Is(err, sfile.ErrCorruption) {
+		t.Fatalf("scan: %v", err)
+	}
+	sc.Close()
+}
+
+// Concurrent writers of whole rows and scanners: a scan never sees a
+// partially applied row mutation, and the read point only moves forward.
+func TestMVCCConcurrentWritersAndScanners(t *testing.T) {
+	e := newEnv(t, fam("f"), fam("g"))
+	const writers, rows, perWriter = 3, 20, 300
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	var writeErr atomic.Value
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				row := fmt.Appendf(nil, "row%02d", (i*7+w)%rows)
+				v := fmt.Appendf(nil, "w%d-%d", w, i)
+				m := NewMutation(row)
+				for _, q := range []string{"a", "b", "c"} {
+					m.Put([]byte("f"), []byte(q), cell.LatestTimestamp, v)
+					m.Put([]byte("g"), []byte(q), cell.LatestTimestamp, v)
+				}
+				if err := e.r.Mutate(m); err != nil {
+					writeErr.Store(err)
+					return
+				}
+			}
+		}(w)
+	}
+	var rwg sync.WaitGroup
+	var scanErr atomic.Value
+	for s := 0; s < 2; s++ {
+		rwg.Add(1)
+		go func(s int) {
+			defer rwg.Done()
+			last := uint64(0)
+			for !stop.Load() {
+				rp := e.r.ReadPoint()
+				if rp < last {
+					scanErr.Store(fmt.Errorf("read point went back from %d to %d", last, rp))
+					return
+				}
+				last = rp
+				sc, err := e.r.Scanner(&Scan{Reversed: s == 1, Caching: 3})
+				if err != nil {
+					scanErr.Store(err)
+					return
+				}
+				for {
+					b, err := sc.Next()
+					if err != nil {
+						scanErr.Store(err)
+						break
+					}
+					for _, res := range b.Results {
+						if len(res.Cells) != 6 {
+							scanErr.Store(fmt.Errorf("row %s has %d cells", res.Row, len(res.Cells)))
+						}
+						for _, c := range res.Cells {
+							if !bytes.Equal(c.Value, res.Cells[0].Value) {
+								scanErr.Store(fmt.Errorf("row %s: partial mutation visible: %s vs %s", res.Row, c.Value, res.Cells[0].Value))
+							}
+						}
+					}
+					if !b.More {
+						break
+					}
+				}
+				sc.Close()
+			}
+		}(s)
+	}
+	// Flush and compact while all this runs.
+	for i := 0; i < 5; i++ {
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.r.Compact(i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	stop.Store(true)
+	rwg.Wait()
+	if err := writeErr.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := scanErr.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.r.mvcc.pending(); p != 0 {
+		t.Fatalf("%d writes still pending", p)
+	}
+}
+
+// Writes block (with ErrWritesBlocked) instead of exceeding the memstore
+// limit, and resume after a flush.
+func TestWritesBlockedUntilFlush(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	e.r.cfg.FlushSize = 4 << 10
+	e.r.cfg.BlockingMultiplier = 2
+	e.r.cfg.BlockingWait = 50 * 1e6
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = e.r.Mutate(NewMutation(fmt.Appendf(nil, "r%d", i)).Put([]byte("f"), []byte("q"), 1, make([]byte, 200)))
+	}
+	if !errors.Is(err, ErrWritesBlocked) {
+		t.Fatalf("want ErrWritesBlocked, got %v", err)
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Mutate(NewMutation([]byte("after")).Put([]byte("f"), []byte("q"), 1, []byte("x"))); err != nil {
+		t.Fatalf("write after flush: %v", err)
+	}
+}
+
+// A daughter region serves its half through references and compacts them
+// away.
+func TestSplitDaughters(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	for i := 0; i < 100; i++ {
+		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%03d", i)).Put([]byte("f"), []byte("q"), 1, fmt.Appendf(nil, "v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := e.r.SplitPoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, err := e.r.Split(mid, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = nil
+	count := func(r *Region) int {
+		sc, _ := r.Scanner(&Scan{})
+		defer sc.Close()
+		n := 0
+		for {
+			b, err := sc.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(b.Results)
+			if !b.More {
+				return n
+			}
+		}
+	}
+	rl, err := Open(e.cfg, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	rh, err := Open(e.cfg, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rh.Close()
+	if nl, nh := count(rl), count(rh); nl+nh != 100 || nl == 0 || nh == 0 {
+		t.Fatalf("daughters hold %d + %d rows", nl, nh)
+	}
+	if !rl.HasReferences() {
+		t.Fatal("daughter has no references")
+	}
+	if _, err := rl.Compact(false); err != nil {
+		t.Fatal(err)
+	}
+	if rl.HasReferences() {
+		t.Fatal("compaction left references")
+	}
+	if _, err := rl.SplitPoint(); err != nil && !errors.Is(err, ErrCannotSplit) {
+		t.Fatal(err)
+	}
+	if err := rl.Mutate(NewMutation(fmt.Appendf(nil, "row%03d", 1)).Put([]byte("f"), []byte("q"), 2, []byte("new"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Mutate(NewMutation(hi.StartKey).Put([]byte("f"), []byte("q"), 2, []byte("x"))); !errors.Is(err, ErrWrongRegion) {
+		t.Fatalf("write outside the daughter: %v", err)
+	}
+}

@@ -1,0 +1,152 @@
+package region
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/blockcache"
+	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// Errors of the region. Errors returned by the region wrap one of these
+// where one applies (errors.Is).
+var (
+	// ErrClosed: the region is closed (or closing).
+	ErrClosed = errors.New("region: closed")
+	// ErrBroken: a WAL write failed after the mutation entered the
+	// memstore; the region refuses further work and must be reopened
+	// (which replays the WAL).
+	ErrBroken = errors.New("region: broken by a WAL failure; reopen it")
+	// ErrWrongRegion: the row is outside the region's key range.
+	ErrWrongRegion = errors.New("region: row not in region")
+	// ErrNoSuchFamily: the mutation or read names an unknown family.
+	ErrNoSuchFamily = errors.New("region: no such column family")
+	// ErrWritesBlocked: the memstore is over its blocking size (or the
+	// off-heap budget is exhausted) and a flush did not free enough in
+	// time (HBase's RegionTooBusyException).
+	ErrWritesBlocked = errors.New("region: writes blocked: memstore over its limit")
+	// ErrRowLockTimeout: a row lock could not be taken in time.
+	ErrRowLockTimeout = errors.New("region: timed out waiting for a row lock")
+	// ErrNotALong: an increment found a value that is not 8 bytes.
+	ErrNotALong = errors.New("region: field is not a long")
+	// ErrInvalid: a malformed request (empty row, bad timestamp, ...).
+	ErrInvalid = errors.New("region: invalid request")
+	// ErrCorrupt: a damaged region file (manifest, reference, store file).
+	ErrCorrupt = errors.New("region: corrupt file")
+	// ErrCannotSplit: no valid split point or the region holds references.
+	ErrCannotSplit = errors.New("region: cannot split")
+)
+
+// Requester is called when the region wants a flush or a compaction; the
+// region server queues the work and calls Region.Flush / Region.Compact.
+// Without one the region runs the work on its own background goroutine.
+type Requester interface {
+	RequestFlush(r *Region)
+	RequestCompaction(r *Region, major bool)
+}
+
+// Config is what a region needs from its region server.
+type Config struct {
+	// FS is the storage root (required).
+	FS storage.FS
+	// WAL is the region server's WAL (required): sequence ids and logging.
+	WAL *wal.WAL
+	// Pool supplies memstore chunks (required).
+	Pool *offheap.ChunkPool
+	// Cache is the block cache (optional).
+	Cache *blockcache.Combined
+	// Clock returns the current time (cell timestamps, TTL, time limits);
+	// nil means time.Now.
+	Clock func() time.Time
+	// FlushSize triggers a flush when the memstore holds this many data
+	// bytes (default 128 MiB).
+	FlushSize int64
+	// BlockingMultiplier: writes block when the memstore holds
+	// FlushSize*BlockingMultiplier bytes (default 4).
+	BlockingMultiplier int64
+	// BlockingWait is how long a blocked write waits for a flush before
+	// failing with ErrWritesBlocked (default 10 s).
+	BlockingWait time.Duration
+	// RowLockTimeout (default 30 s).
+	RowLockTimeout time.Duration
+	// Requester receives flush and compaction requests (nil: the region's
+	// own background goroutine does the work).
+	Requester Requester
+	// DisableAutoFlush and DisableAutoCompaction turn the automatic
+	// triggers off (tests drive flushes and compactions explicitly).
+	DisableAutoFlush      bool
+	DisableAutoCompaction bool
+	// Compaction policy.
+	Compaction CompactionConfig
+	// ReplayWALDirs are WAL directories (of this or a dead server) to
+	// replay this region's edits from on open, besides the region's
+	// recovered.edits. Used by standalone restarts and tests.
+	ReplayWALDirs []string
+	// NonceTTL is how long a nonce's result is remembered (default 30 min).
+	NonceTTL time.Duration
+	// Logger (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// CompactionConfig tunes compaction selection (HBase's exploring policy)
+// and throughput.
+type CompactionConfig struct {
+	// MinFiles: a minor compaction needs at least this many files
+	// (hbase.hstore.compaction.min, default 3).
+	MinFiles int
+	// MaxFiles: at most this many files per minor compaction (default 10).
+	MaxFiles int
+	// Ratio: a file joins a selection only if it is at most Ratio times
+	// the total of the other selected files (default 1.2).
+	Ratio float64
+	// MaxFileSize: larger files are never minor-compacted (0: no limit).
+	MaxFileSize int64
+	// ThroughputLimit in bytes per second written (0: unlimited).
+	ThroughputLimit int64
+	// Sleep is used by the throughput limiter (nil: time.Sleep).
+	Sleep func(time.Duration)
+}
+
+func (c *Config) fill() error {
+	if c.FS == nil || c.WAL == nil || c.Pool == nil {
+		return errors.New("region: Config needs FS, WAL and Pool")
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.FlushSize <= 0 {
+		c.FlushSize = 128 << 20
+	}
+	if c.BlockingMultiplier <= 0 {
+		c.BlockingMultiplier = 4
+	}
+	if c.BlockingWait <= 0 {
+		c.BlockingWait = 10 * time.Second
+	}
+	if c.RowLockTimeout <= 0 {
+		c.RowLockTimeout = 30 * time.Second
+	}
+	if c.NonceTTL <= 0 {
+		c.NonceTTL = 30 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	cc := &c.Compaction
+	if cc.MinFiles <= 1 {
+		cc.MinFiles = 3
+	}
+	if cc.MaxFiles < cc.MinFiles {
+		cc.MaxFiles = max(10, cc.MinFiles)
+	}
+	if cc.Ratio <= 0 {
+		cc.Ratio = 1.2
+	}
+	if cc.Sleep == nil {
+		cc.Sleep = time.Sleep
+	}
+	return nil
+}

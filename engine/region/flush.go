@@ -1,0 +1,289 @@
+package region
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/memstore"
+	"github.com/cellstore/cellstore/engine/sfile"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// FlushResult describes a flush.
+type FlushResult struct {
+	Flushed bool
+	Seq     uint64 // the flushed sequence id
+	Files   int
+	Bytes   int64
+	Cells   int64
+}
+
+// Flush writes the memstore to new store files (one per family with
+// cells) and commits them: a snapshot of the memstore is written to
+// temporary files, synced, renamed into the family directories, and the
+// manifest naming them (and the new flushed sequence id) replaces the old
+// one atomically; then the WAL is told (MarkFlushed) and the snapshot's
+// memory is released once no scanner reads it.
+func (r *Region) Flush() (FlushResult, error) {
+	if err := r.checkOpen(); err != nil {
+		return FlushResult{}, err
+	}
+	return r.flush(false)
+}
+
+func (r *Region) flush(closing bool) (FlushResult, error) {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	if err := r.brokenErr(); err != nil {
+		return FlushResult{}, err
+	}
+	snap := r.ms.CurrentSnapshot() // a previous attempt failed: retry it
+	if snap == nil {
+		r.updatesLock.Lock()
+		if r.ms.ActiveStats().Cells == 0 {
+			r.updatesLock.Unlock()
+			return FlushResult{}, nil
+		}
+		var err error
+		snap, err = r.ms.Snapshot()
+		r.updatesLock.Unlock()
+		if err != nil {
+			return FlushResult{}, err
+		}
+	}
+	st := snap.Stats()
+	flushSeq := st.MaxSeq
+	// Every write in the snapshot must be complete (its WAL record
+	// durable) before its cells go to a store file.
+	if err := r.mvcc.waitBefore(flushSeq); err != nil {
+		return FlushResult{}, err
+	}
+	written, err := r.writeSegment(snap)
+	if err != nil {
+		return FlushResult{}, fmt.Errorf("region %s: flush: %w", r.name, err)
+	}
+	res := FlushResult{Flushed: true, Seq: flushSeq, Files: len(written), Cells: st.Cells}
+	for _, w := range written {
+		res.Bytes += w.size
+	}
+	if err := r.commitFiles(written, nil, -1, func(m *manifest) {
+		m.FlushedSeq = max(m.FlushedSeq, flushSeq)
+		m.MaxSeq = max(m.MaxSeq, flushSeq)
+	}, func() { r.ms.ClearSnapshot(snap) }); err != nil {
+		return FlushResult{}, fmt.Errorf("region %s: flush commit: %w", r.name, err)
+	}
+	if err := r.wal.MarkFlushed(r.name, flushSeq); err != nil && !closing {
+		r.log.Warn("MarkFlushed failed", "error", err)
+	}
+	r.metrics.Flushes.Add(1)
+	r.metrics.FlushedBytes.Add(res.Bytes)
+	r.metrics.FlushedCells.Add(res.Cells)
+	r.flushed()
+	if !closing {
+		set := r.files.Load()
+		for _, fs := range set.byFamily {
+			if len(fs) >= r.cfg.Compaction.MinFiles {
+				r.requestCompaction()
+				break
+			}
+		}
+	}
+	return res, nil
+}
+
+// newFileName returns a unique store file name.
+func newFileName() string {
+	return fmt.Sprintf("%016x%08x", time.Now().UnixNano(), rand.Uint32())
+}
+
+// fileWriter writes one new store file under the region's .tmp directory.
+type fileWriter struct {
+	fam     int
+	name    string
+	tmp     string
+	w       *sfile.Writer
+	meta    sfile.Meta
+	size    int64
+	written int64
+}
+
+func (r *Region) newFileWriter(fam int, expected int) (*fileWriter, error) {
+	f := &r.fams[fam]
+	tmpDir := path.Join(r.dir, ".tmp")
+	if err := r.fs.MkdirAll(tmpDir); err != nil {
+		return nil, err
+	}
+	fw := &fileWriter{fam: fam, name: newFileName()}
+	fw.tmp = path.Join(tmpDir, fw.name)
+	file, err := r.fs.Create(fw.tmp)
+	if err != nil {
+		return nil, err
+	}
+	bloom := f.Bloom
+	w, err := sfile.NewWriter(file, sfile.WriterOptions{BlockSize: f.BlockSize, Encoding: f.Encoding,
+		Compression: f.Compression, Bloom: bloom, ExpectedEntries: expected, InMemory: f.InMemory})
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	fw.w = w
+	return fw, nil
+}
+
+// finish completes the file and moves it into the family directory.
+func (r *Region) finishFile(fw *fileWriter) error {
+	meta, err := fw.w.Finish()
+	if err != nil {
+		return err
+	}
+	fw.meta = meta
+	fw.size = meta.Size
+	famDir := path.Join(r.dir, r.fams[fw.fam].Name)
+	if err := r.fs.Rename(fw.tmp, path.Join(famDir, fw.name)); err != nil {
+		return err
+	}
+	return r.fs.SyncDir(famDir)
+}
+
+// writeSegment writes a memstore snapshot to one file per family.
+func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
+	sc, err := seg.NewScanner(math.MaxUint64)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	now := r.nowMs()
+	writers := make([]*fileWriter, len(r.fams))
+	abort := func() {
+		for _, w := range writers {
+			if w != nil {
+				w.w.Abort()
+				_ = r.fs.Remove(w.tmp)
+			}
+		}
+	}
+	expected := int(seg.Stats().Cells)
+	last := -1
+	var lastFam []byte
+	for ok := sc.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = sc.Next() {
+		k := sc.Key()
+		fam := k.Family()
+		if last < 0 || string(fam) != string(lastFam) {
+			last = r.familyIndex(fam)
+			lastFam = append(lastFam[:0], fam...)
+			if last < 0 {
+				abort()
+				return nil, fmt.Errorf("%w: memstore cell of unknown family %q", ErrCorrupt, fam)
+			}
+		}
+		f := &r.fams[last]
+		if ttl := f.ttlMillis(); ttl > 0 && f.MinVersions == 0 && k.Timestamp() < now-ttl {
+			continue // expired: no read can see it
+		}
+		w := writers[last]
+		if w == nil {
+			if w, err = r.newFileWriter(last, expected); err != nil {
+				abort()
+				return nil, err
+			}
+			writers[last] = w
+		}
+		if err := w.w.Append(k, sc.Value(), sc.Seq()); err != nil {
+			abort()
+			return nil, err
+		}
+	}
+	var out []*fileWriter
+	for _, w := range writers {
+		if w == nil {
+			continue
+		}
+		if err := r.finishFile(w); err != nil {
+			abort()
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// commitFiles opens the new files and commits them to the manifest and the
+// live file set, removing the replaced files of family fam (compaction).
+// edit adjusts the manifest; swapped runs with the new set in place, under
+// the view lock (the flush clears its snapshot there, so no scanner sees
+// the cells twice or not at all).
+func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam int, edit func(*manifest), swapped func()) error {
+	var opened []*storeFile
+	closeOpened := func() {
+		for _, f := range opened {
+			f.release()
+		}
+	}
+	for _, w := range written {
+		sf, err := r.openStoreFile(w.fam, manifestFile{Name: w.name})
+		if err != nil {
+			closeOpened()
+			return err
+		}
+		opened = append(opened, sf)
+	}
+	r.filesMu.Lock()
+	defer r.filesMu.Unlock()
+	m := &manifest{Version: 1, FlushedSeq: r.man.FlushedSeq, MaxSeq: r.man.MaxSeq, Families: map[string][]manifestFile{}}
+	cur := r.files.Load()
+	next := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
+	for i := range r.fams {
+		for _, f := range cur.byFamily[i] {
+			if i == fam && slices.Contains(replaced, f) {
+				continue
+			}
+			next.byFamily[i] = append(next.byFamily[i], f)
+		}
+	}
+	for _, f := range opened {
+		next.byFamily[f.family] = append(next.byFamily[f.family], f)
+	}
+	for i, fs := range next.byFamily {
+		slices.SortStableFunc(fs, func(a, b *storeFile) int {
+			switch {
+			case a.meta.MaxSeq < b.meta.MaxSeq:
+				return -1
+			case a.meta.MaxSeq > b.meta.MaxSeq:
+				return 1
+			}
+			return 0
+		})
+		name := r.fams[i].Name
+		for _, f := range fs {
+			m.Families[name] = append(m.Families[name], manifestFile{Name: f.name, Reference: f.ref != nil,
+				Size: f.size, MaxSeq: f.meta.MaxSeq, Entries: f.meta.EntryCount})
+		}
+	}
+	if edit != nil {
+		edit(m)
+	}
+	if err := writeManifest(r.fs, r.dir, m); err != nil {
+		closeOpened()
+		return err
+	}
+	r.man = m
+	r.viewMu.Lock()
+	r.files.Store(next)
+	if swapped != nil {
+		swapped()
+	}
+	r.viewMu.Unlock()
+	for _, f := range replaced {
+		f.compacted.Store(true)
+		f.release() // the live set's reference
+	}
+	r.updateFileMetrics()
+	return nil
+}
+
+var _ = storage.Exists

@@ -1,0 +1,79 @@
+package region
+
+import (
+	"sync/atomic"
+
+	"github.com/cellstore/cellstore/engine/memstore"
+)
+
+// Metrics are the region's counters (HBase's per-region metrics), plain
+// atomics: the hot paths never lock or look up maps to count. The region
+// server exports them (readRequestCount, writeRequestCount,
+// storeFileCount, ...).
+type Metrics struct {
+	ReadRequests         atomic.Int64 // scanners and gets opened
+	WriteRequests        atomic.Int64 // atomic writes applied
+	FilteredReadRequests atomic.Int64 // rows dropped by filters
+	BlockedWrites        atomic.Int64 // writes that had to wait for a flush
+	NonceDuplicates      atomic.Int64 // retried operations answered from the nonce table
+
+	Flushes      atomic.Int64
+	FlushedBytes atomic.Int64 // store file bytes written by flushes
+	FlushedCells atomic.Int64
+
+	Compactions            atomic.Int64
+	MajorCompactions       atomic.Int64
+	CompactedFiles         atomic.Int64 // input files
+	CompactionBytesRead    atomic.Int64
+	CompactionBytesWritten atomic.Int64
+
+	StoreFiles     atomic.Int64
+	StoreFileBytes atomic.Int64
+}
+
+// Metrics returns the region's counters.
+func (r *Region) Metrics() *Metrics { return &r.metrics }
+
+// MemstoreStats returns the memstore's size accounting (data bytes, chunk
+// bytes, cells, timestamps, sequence ids).
+func (r *Region) MemstoreStats() memstore.Stats { return r.ms.Stats() }
+
+// ReadPoint returns the MVCC read point.
+func (r *Region) ReadPoint() uint64 { return r.mvcc.readPoint.Load() }
+
+// FlushedSeq returns the highest sequence id whose edits are all in store
+// files.
+func (r *Region) FlushedSeq() uint64 {
+	r.filesMu.Lock()
+	defer r.filesMu.Unlock()
+	return r.man.FlushedSeq
+}
+
+// StoreFileCount returns the number of live store files per family name.
+func (r *Region) StoreFileCount() map[string]int {
+	set := r.files.Load()
+	out := map[string]int{}
+	for i, fs := range set.byFamily {
+		out[r.fams[i].Name] = len(fs)
+	}
+	return out
+}
+
+// HasReferences reports whether any store is still made of reference
+// files (a daughter not yet compacted).
+func (r *Region) HasReferences() bool {
+	for _, fs := range r.files.Load().byFamily {
+		for _, f := range fs {
+			if f.ref != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Region) updateFileMetrics() {
+	n, size := r.files.Load().count()
+	r.metrics.StoreFiles.Store(int64(n))
+	r.metrics.StoreFileBytes.Store(size)
+}

@@ -1,0 +1,534 @@
+package region
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/memstore"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// Region is an open region: a key range of a table with a store per column
+// family (a shared memstore and per-family store files), MVCC, row locks,
+// and the read, write, flush, compaction and split machinery. All methods
+// are safe for concurrent use.
+type Region struct {
+	info     Info
+	name     string
+	dir      string
+	table    TableDescriptor
+	fams     []Family // sorted by name
+	famNames [][]byte
+	fs       storage.FS
+	wal      *wal.WAL
+	cfg      Config
+	log      *slog.Logger
+
+	ms    *memstore.Memstore
+	mvcc  *mvcc
+	locks *rowLocks
+
+	// updatesLock: writers hold it shared from the memstore reservation to
+	// the last insert; a flush takes it exclusively to snapshot.
+	updatesLock sync.RWMutex
+	// viewMu: scanners open under it shared; flush and compaction commits
+	// swap the file set and clear the snapshot under it exclusively.
+	viewMu  sync.RWMutex
+	files   atomic.Pointer[fileSet]
+	filesMu sync.Mutex // manifest changes
+	man     *manifest  // under filesMu
+
+	flushMu   sync.Mutex
+	compactMu sync.Mutex
+
+	closed atomic.Bool
+	broken atomic.Pointer[error]
+
+	nonces *nonceTable
+
+	blockMu   sync.Mutex
+	blockCond *sync.Cond
+	flushGen  atomic.Uint64
+
+	flushRequested   atomic.Bool
+	compactRequested atomic.Bool
+	bgReq            chan bgRequest
+	bgDone           chan struct{}
+	bgWG             sync.WaitGroup
+
+	metrics Metrics
+}
+
+type bgRequest struct {
+	flush, compact, major bool
+}
+
+// fileSet is an immutable snapshot of the live store files per family.
+type fileSet struct {
+	byFamily [][]*storeFile
+}
+
+func (s *fileSet) count() (n int, size int64) {
+	for _, fs := range s.byFamily {
+		for _, f := range fs {
+			n++
+			size += f.size
+		}
+	}
+	return
+}
+
+// Info returns the region's descriptor.
+func (r *Region) Info() Info { return r.info }
+
+// Name returns the encoded region name.
+func (r *Region) Name() string { return r.name }
+
+// Table returns the table descriptor.
+func (r *Region) Table() TableDescriptor { return r.table }
+
+// Create writes a new region's directory and .regioninfo (idempotent for
+// the same info).
+func Create(fsys storage.FS, table TableDescriptor, info Info) error {
+	if err := table.Validate(); err != nil {
+		return err
+	}
+	if info.Namespace != table.Namespace || info.Table != table.Name {
+		return fmt.Errorf("%w: region %s does not belong to table %s:%s", ErrInvalid, info.String(), table.Namespace, table.Name)
+	}
+	if len(info.EndKey) > 0 && bytes.Compare(info.StartKey, info.EndKey) >= 0 {
+		return fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
+	}
+	dir := info.Dir()
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, f := range table.Families {
+		if err := fsys.MkdirAll(path.Join(dir, f.Name)); err != nil {
+			return err
+		}
+	}
+	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
+	if err != nil {
+		return err
+	}
+	if err := storage.WriteFile(fsys, path.Join(dir, ".regioninfo"), b); err != nil {
+		return err
+	}
+	// Make the region directory's entry durable in the table directory.
+	return fsys.SyncDir(path.Dir(dir))
+}
+
+// ReadRegionInfo reads a region's .regioninfo.
+func ReadRegionInfo(fsys storage.FS, dir string) (Info, TableDescriptor, error) {
+	b, err := storage.ReadFile(fsys, path.Join(dir, ".regioninfo"))
+	if err != nil {
+		return Info{}, TableDescriptor{}, err
+	}
+	var ri regionInfoFile
+	if err := decodeChecked(b, &ri); err != nil {
+		return Info{}, TableDescriptor{}, fmt.Errorf("%w: %s/.regioninfo: %w", ErrCorrupt, dir, err)
+	}
+	return ri.Info, ri.Table, nil
+}
+
+// Open opens a region created with Create: it reads the manifest, opens
+// the store files, archives leftovers of interrupted flushes and
+// compactions, replays edits newer than the flushed sequence id (from
+// recovered.edits and cfg.ReplayWALDirs), flushes them, and advances the
+// WAL's sequence ids past everything it found.
+func Open(cfg Config, info Info) (*Region, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	dir := info.Dir()
+	onDisk, table, err := ReadRegionInfo(cfg.FS, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	if onDisk.EncodedName() != info.EncodedName() {
+		return nil, fmt.Errorf("%w: %s/.regioninfo describes region %s", ErrCorrupt, dir, onDisk.String())
+	}
+	if err := table.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Region{
+		info:  onDisk,
+		name:  onDisk.EncodedName(),
+		dir:   dir,
+		table: table,
+		fams:  sortedFamilies(table.Families),
+		fs:    cfg.FS,
+		wal:   cfg.WAL,
+		cfg:   cfg,
+		log:   cfg.Logger.With("region", onDisk.EncodedName()),
+		locks: newRowLocks(),
+	}
+	r.blockCond = sync.NewCond(&r.blockMu)
+	r.nonces = newNonceTable(cfg.NonceTTL)
+	for _, f := range r.fams {
+		r.famNames = append(r.famNames, []byte(f.Name))
+	}
+	ms, err := memstore.New(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	r.ms = ms
+	if err := r.loadFiles(); err != nil {
+		r.releaseAll()
+		return nil, err
+	}
+	r.mvcc = newMVCC(r.man.MaxSeq)
+	maxSeq, replayed, err := r.replay()
+	if err != nil {
+		r.releaseAll()
+		return nil, err
+	}
+	maxSeq = max(maxSeq, r.man.MaxSeq, r.man.FlushedSeq)
+	r.wal.AdvanceSeq(maxSeq)
+	r.mvcc.advanceTo(maxSeq)
+	if replayed > 0 {
+		if _, err := r.Flush(); err != nil {
+			r.releaseAll()
+			return nil, fmt.Errorf("region %s: flushing replayed edits: %w", r.name, err)
+		}
+	}
+	if err := r.removeRecoveredEdits(); err != nil {
+		r.releaseAll()
+		return nil, err
+	}
+	r.updateFileMetrics()
+	r.bgReq = make(chan bgRequest, 4)
+	r.bgDone = make(chan struct{})
+	if cfg.Requester == nil {
+		r.bgWG.Add(1)
+		go r.background()
+	}
+	r.log.Debug("region opened", "files", len(r.files.Load().byFamily), "replayed", replayed, "seq", maxSeq)
+	return r, nil
+}
+
+// loadFiles reads the manifest, opens its files and archives the others.
+func (r *Region) loadFiles() error {
+	m, _, err := readManifest(r.fs, r.dir)
+	if err != nil {
+		return fmt.Errorf("region %s: %w", r.name, err)
+	}
+	r.man = m
+	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
+	r.files.Store(set)
+	_ = r.fs.RemoveAll(path.Join(r.dir, ".tmp"))
+	for i, f := range r.fams {
+		famDir := path.Join(r.dir, f.Name)
+		if err := r.fs.MkdirAll(famDir); err != nil {
+			return err
+		}
+		listed := map[string]bool{}
+		for _, mf := range m.Families[f.Name] {
+			listed[mf.Name] = true
+			sf, err := r.openStoreFile(i, mf)
+			if err != nil {
+				return err
+			}
+			set.byFamily[i] = append(set.byFamily[i], sf)
+		}
+		names, err := r.fs.List(famDir)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if !listed[n] {
+				// Left over by an interrupted flush or compaction.
+				r.archivePath(path.Join(famDir, n), f.Name, n)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Region) recoveredEditsDir() string { return path.Join(r.dir, "recovered.edits") }
+
+// replay applies edits newer than the flushed sequence id to the memstore.
+func (r *Region) replay() (maxSeq uint64, n int, err error) {
+	// Read from the start: edits already flushed are not applied again,
+	// but their nonces are remembered so that a retry after a reopen is
+	// still recognised (as long as the WAL still holds the edit).
+	from := uint64(0)
+	flushed := r.man.FlushedSeq
+	filter := func(region []byte) bool { return string(region) == r.name }
+	var readers []*wal.Reader
+	rd, err := wal.NewRecoveredEditsReader(r.fs, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})
+	if err != nil {
+		return 0, 0, err
+	}
+	readers = append(readers, rd)
+	for _, d := range r.cfg.ReplayWALDirs {
+		rd, err := wal.NewReader(r.fs, d, wal.ReplayOptions{FromSeq: from, Filter: filter})
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return 0, 0, err
+		}
+		readers = append(readers, rd)
+	}
+	seen := map[uint64]bool{}
+	for _, rd := range readers {
+		for rd.Next() {
+			e := rd.Edit()
+			if e.Seq <= flushed {
+				if e.HasNonce {
+					r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+				}
+				continue
+			}
+			if e.Seq > maxSeq {
+				maxSeq = e.Seq
+			}
+			if seen[e.Seq] {
+				continue // the same edit in recovered edits and a WAL
+			}
+			seen[e.Seq] = true
+			var size int64
+			for _, kv := range e.Cells {
+				size += memstore.EncodedCellSize(kv.KeyLen(), kv.ValueLen())
+			}
+			if err := r.ms.Reserve(size); err != nil {
+				rd.Close()
+				return 0, 0, fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
+			}
+			for _, kv := range e.Cells {
+				if err := r.ms.Add(kv.Key(), kv.Value(), e.Seq); err != nil {
+					r.ms.Unreserve(size)
+					rd.Close()
+					return 0, 0, err
+				}
+			}
+			r.ms.Unreserve(size)
+			if e.HasNonce {
+				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+			}
+			n++
+		}
+		err := rd.Err()
+		rd.Close()
+		if err != nil {
+			return 0, 0, fmt.Errorf("region %s: replay: %w", r.name, err)
+		}
+	}
+	return maxSeq, n, nil
+}
+
+func (r *Region) removeRecoveredEdits() error {
+	d := r.recoveredEditsDir()
+	ok, err := storage.Exists(r.fs, d)
+	if err != nil || !ok {
+		return err
+	}
+	names, err := r.fs.List(d)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := r.fs.Remove(path.Join(d, n)); err != nil {
+			return err
+		}
+	}
+	return r.fs.SyncDir(d)
+}
+
+// Close stops the background work, flushes the memstore (unless the
+// region is broken) and releases memory and files. Scanners still open
+// keep what they read until they close.
+func (r *Region) Close() error {
+	if r.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(r.bgDone)
+	r.bgWG.Wait()
+	r.compactMu.Lock() // wait for a compaction in flight
+	defer r.compactMu.Unlock()
+	var err error
+	if r.brokenErr() == nil {
+		_, err = r.flush(true)
+	}
+	r.blockMu.Lock()
+	r.blockCond.Broadcast()
+	r.blockMu.Unlock()
+	r.releaseAll()
+	return err
+}
+
+// Abort closes the region without flushing (the WAL keeps its edits).
+func (r *Region) Abort() {
+	if r.closed.Swap(true) {
+		return
+	}
+	if r.bgDone != nil {
+		close(r.bgDone)
+		r.bgWG.Wait()
+	}
+	r.releaseAll()
+}
+
+func (r *Region) releaseAll() {
+	r.viewMu.Lock()
+	set := r.files.Swap(&fileSet{byFamily: make([][]*storeFile, len(r.fams))})
+	r.viewMu.Unlock()
+	if set != nil {
+		for _, fs := range set.byFamily {
+			for _, f := range fs {
+				f.release()
+			}
+		}
+	}
+	if r.ms != nil {
+		r.ms.Close()
+	}
+}
+
+func (r *Region) brokenErr() error {
+	if p := r.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *Region) markBroken(cause error) {
+	err := fmt.Errorf("%w: %w", ErrBroken, cause)
+	r.broken.CompareAndSwap(nil, &err)
+	r.mvcc.breakWith(err)
+	r.log.Error("region broken: a WAL write failed after a memstore insert; reopen the region", "error", cause)
+}
+
+func (r *Region) checkOpen() error {
+	if r.closed.Load() {
+		return fmt.Errorf("%w: %s", ErrClosed, r.name)
+	}
+	return r.brokenErr()
+}
+
+// familyIndex returns the index of a family, or -1.
+func (r *Region) familyIndex(name []byte) int {
+	for i, f := range r.famNames {
+		if bytes.Equal(f, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Region) nowMs() int64 { return r.cfg.Clock().UnixMilli() }
+
+// background runs flushes and compactions when no Requester is set.
+func (r *Region) background() {
+	defer r.bgWG.Done()
+	for {
+		select {
+		case <-r.bgDone:
+			return
+		case req := <-r.bgReq:
+			if req.flush {
+				r.flushRequested.Store(false)
+				if _, err := r.flush(false); err != nil && !errors.Is(err, ErrClosed) {
+					r.log.Error("flush failed", "error", err)
+				}
+			}
+			if req.compact {
+				r.compactRequested.Store(false)
+				if _, err := r.Compact(req.major); err != nil && !errors.Is(err, ErrClosed) {
+					r.log.Error("compaction failed", "error", err)
+				}
+			}
+		}
+	}
+}
+
+func (r *Region) requestFlush() {
+	if r.cfg.DisableAutoFlush || r.flushRequested.Swap(true) {
+		return
+	}
+	if r.cfg.Requester != nil {
+		r.cfg.Requester.RequestFlush(r)
+		return
+	}
+	select {
+	case r.bgReq <- bgRequest{flush: true}:
+	default:
+		r.flushRequested.Store(false)
+	}
+}
+
+// FlushRequested reports whether a flush was requested and has not started
+// (for a region server's flush queue).
+func (r *Region) FlushRequested() bool { return r.flushRequested.Load() }
+
+func (r *Region) requestCompaction() {
+	if r.cfg.DisableAutoCompaction || r.compactRequested.Swap(true) {
+		return
+	}
+	if r.cfg.Requester != nil {
+		r.cfg.Requester.RequestCompaction(r, false)
+		return
+	}
+	select {
+	case r.bgReq <- bgRequest{compact: true}:
+	default:
+		r.compactRequested.Store(false)
+	}
+}
+
+// archivePath moves a file to archive/<same path> (best effort: a failure
+// is logged and the file stays; it is retried at the next open).
+func (r *Region) archivePath(p, family, name string) {
+	dst := path.Join("archive", p)
+	if err := r.fs.MkdirAll(path.Dir(dst)); err != nil {
+		r.log.Warn("archiving store file failed", "file", p, "error", err)
+		return
+	}
+	if err := r.fs.Rename(p, dst); err != nil {
+		r.log.Warn("archiving store file failed", "file", p, "error", err)
+		return
+	}
+	_ = r.fs.SyncDir(path.Dir(dst))
+	_ = r.fs.SyncDir(path.Dir(p))
+}
+
+func (r *Region) archiveFile(f *storeFile) {
+	r.archivePath(f.path, r.fams[f.family].Name, f.name)
+}
+
+// Families returns the family descriptors (sorted by name).
+func (r *Region) Families() []Family { return slices.Clone(r.fams) }
+
+// validRowRange checks a row against the region's range.
+func (r *Region) checkRow(row []byte) error {
+	if len(row) == 0 {
+		return fmt.Errorf("%w: empty row", ErrInvalid)
+	}
+	if len(row) > cell.MaxRowLength {
+		return fmt.Errorf("%w: row of %d bytes exceeds %d", ErrInvalid, len(row), cell.MaxRowLength)
+	}
+	if !r.info.ContainsRow(row) {
+		return fmt.Errorf("%w: row %q outside [%q, %q) of %s", ErrWrongRegion, row, r.info.StartKey, r.info.EndKey, r.name)
+	}
+	return nil
+}
+
+func famList(fams []Family) string {
+	var n []string
+	for _, f := range fams {
+		n = append(n, f.Name)
+	}
+	return strings.Join(n, ", ")
+}

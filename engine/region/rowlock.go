@@ -1,0 +1,91 @@
+package region
+
+import (
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// rowLocks are exclusive per-row locks (HBase's row locks), taken by every
+// mutation and by read-modify-write operations for the duration of the
+// read, the WAL append and the memstore insert.
+type rowLocks struct {
+	seed   maphash.Seed
+	shards [64]rowLockShard
+}
+
+type rowLockShard struct {
+	mu sync.Mutex
+	m  map[string]*rowLock
+}
+
+type rowLock struct {
+	row  string
+	ch   chan struct{} // holds a token while locked
+	refs int           // holders and waiters (under the shard lock)
+}
+
+// rowLockPool recycles lock entries (and their channels): a lock entry
+// lives only while its row is locked or awaited.
+var rowLockPool = sync.Pool{New: func() any { return &rowLock{ch: make(chan struct{}, 1)} }}
+
+func newRowLocks() *rowLocks {
+	l := &rowLocks{seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = map[string]*rowLock{}
+	}
+	return l
+}
+
+func (l *rowLocks) shard(row []byte) *rowLockShard {
+	return &l.shards[maphash.Bytes(l.seed, row)%uint64(len(l.shards))]
+}
+
+// lock takes the lock of row, waiting at most timeout.
+func (l *rowLocks) lock(row []byte, timeout time.Duration) (*rowLock, error) {
+	s := l.shard(row)
+	s.mu.Lock()
+	rl := s.m[string(row)]
+	if rl == nil {
+		rl = rowLockPool.Get().(*rowLock)
+		rl.row = string(row)
+		s.m[rl.row] = rl
+	}
+	rl.refs++
+	s.mu.Unlock()
+	select {
+	case rl.ch <- struct{}{}:
+		return rl, nil
+	default:
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case rl.ch <- struct{}{}:
+		return rl, nil
+	case <-t.C:
+		l.drop(rl)
+		return nil, fmt.Errorf("%w: row %q", ErrRowLockTimeout, row)
+	}
+}
+
+func (l *rowLocks) drop(rl *rowLock) {
+	s := l.shard([]byte(rl.row))
+	s.mu.Lock()
+	rl.refs--
+	free := rl.refs == 0
+	if free {
+		delete(s.m, rl.row)
+	}
+	s.mu.Unlock()
+	if free {
+		rl.row = ""
+		rowLockPool.Put(rl)
+	}
+}
+
+func (l *rowLocks) unlock(rl *rowLock) {
+	<-rl.ch
+	l.drop(rl)
+}

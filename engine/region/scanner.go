@@ -1,0 +1,933 @@
+package region
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/sfile"
+)
+
+// famScan is the per-family configuration of a scan.
+type famScan struct {
+	idx         int
+	name        []byte
+	quals       [][]byte // selected qualifiers, sorted; nil: all
+	maxVersions int      // version tracker limit
+	afterFilter int      // included cells per column when a filter is set
+	minVersions int
+	oldest      int64 // oldest unexpired timestamp; math.MinInt64 without TTL
+	kdc         KeepDeletedCells
+}
+
+func (f *famScan) expired(ts int64) bool { return ts < f.oldest }
+
+// deleteTracker remembers the delete markers seen in the current row and
+// family (HBase's ScanDeleteTracker).
+type deleteTracker struct {
+	hasFamily   bool
+	familyTs    int64
+	famVersions []int64
+	hasCol      bool
+	colQual     []byte
+	colType     cell.Type
+	colTs       int64
+}
+
+func (d *deleteTracker) reset() {
+	d.hasFamily = false
+	d.famVersions = d.famVersions[:0]
+	d.hasCol = false
+}
+
+func (d *deleteTracker) empty() bool {
+	return !d.hasFamily && len(d.famVersions) == 0 && !d.hasCol
+}
+
+func (d *deleteTracker) add(k cell.Key) {
+	ts, t := k.Timestamp(), k.Type()
+	if d.hasFamily && ts <= d.familyTs {
+		return
+	}
+	switch t {
+	case cell.DeleteFamily:
+		d.hasFamily, d.familyTs = true, ts
+		return
+	case cell.DeleteFamilyVersion:
+		d.famVersions = append(d.famVersions, ts)
+		return
+	}
+	q := k.Qualifier()
+	if d.hasCol && t < d.colType && bytes.Equal(q, d.colQual) {
+		return // a less specific marker of the same column
+	}
+	d.hasCol = true
+	d.colQual = append(d.colQual[:0], q...)
+	d.colType, d.colTs = t, ts
+}
+
+type deleteResult int
+
+const (
+	notDeleted deleteResult = iota
+	familyDeleted
+	familyVersionDeleted
+	columnDeleted
+	versionDeleted
+)
+
+func (d *deleteTracker) isDeleted(k cell.Key) deleteResult {
+	ts := k.Timestamp()
+	if d.hasFamily && ts <= d.familyTs {
+		return familyDeleted
+	}
+	if slices.Contains(d.famVersions, ts) {
+		return familyVersionDeleted
+	}
+	if d.hasCol {
+		c := bytes.Compare(k.Qualifier(), d.colQual)
+		if c == 0 {
+			if d.colType == cell.DeleteColumn {
+				return columnDeleted
+			}
+			if ts == d.colTs {
+				return versionDeleted
+			}
+			d.hasCol = false
+		} else if c > 0 {
+			d.hasCol = false
+		}
+	}
+	return notDeleted
+}
+
+// action is the scanner's next move after matching a cell.
+type action int
+
+const (
+	actInclude action = iota
+	actIncludeNextCol
+	actIncludeNextFam
+	actSkip
+	actNextCol
+	actNextFam
+	actSeek // to s.target
+	actHint // filter hint in s.target
+)
+
+// RegionScanner reads rows of a region (HBase's RegionScanner). Create it
+// with Region.Scanner; call Next until a batch says More is false, then
+// Close. It sees the MVCC snapshot of the moment it was opened.
+type RegionScanner struct {
+	r         *Region
+	s         Scan
+	fams      []*famScan // selected, sorted by name
+	it        *mergeIter
+	files     []*storeFile
+	readPoint uint64
+	filter    filter.Filter
+	rowFilter bool // filter has FilterRow (no partial results)
+	start     []byte
+	stop      []byte // forward: exclusive bound (unless IncludeStopRow); reverse: lower bound
+	trMin     int64
+	trMax     int64
+	versions  int
+	now       int64
+
+	done     bool
+	closed   bool
+	needPrev bool // reversed: step to the previous row before the next
+	rowsDone int
+
+	// Current row.
+	inRow          bool
+	row            []byte
+	pending        []filter.RowCell
+	pendingSeq     []uint64
+	arena          []byte
+	kvs            []KV
+	lastArena      int
+	lastKVs        int
+	partialEmitted bool
+
+	// Current family and column.
+	cur         *famScan
+	dt          deleteTracker
+	colQual     []byte
+	colSet      bool
+	colCount    int
+	colIncluded int
+	tsSet       bool
+	lastTs      int64
+	lastType    cell.Type
+
+	skipEmpty bool // skipping the puts of the empty-qualifier column
+	single    bool // a Get: one row, no need to move past it
+	rowOver   bool // the current row needs no more cells
+
+	target  []byte // seek target for actSeek / actHint
+	scratch []byte
+	cellsN  int
+	err     error
+}
+
+func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int64) ([]*famScan, error) {
+	if len(cols) == 0 {
+		// Every family: no maps.
+		slab := make([]famScan, len(r.fams))
+		out := make([]*famScan, len(r.fams))
+		for i := range r.fams {
+			r.initFamScan(&slab[i], i, raw, versions, now)
+			out[i] = &slab[i]
+		}
+		return out, nil
+	}
+	selected := map[int][][]byte{}
+	whole := map[int]bool{}
+	for _, c := range cols {
+		i := r.familyIndex(c.Family)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %q (table %s:%s has %s)", ErrNoSuchFamily, c.Family, r.table.Namespace, r.table.Name, famList(r.fams))
+		}
+		if c.Qualifier == nil {
+			whole[i] = true
+		} else {
+			selected[i] = append(selected[i], c.Qualifier)
+		}
+	}
+	var out []*famScan
+	for i, f := range r.fams {
+		quals, sel := selected[i]
+		if len(cols) > 0 && !sel && !whole[i] {
+			continue
+		}
+		_ = f
+		fs := &famScan{}
+		r.initFamScan(fs, i, raw, versions, now)
+		if !whole[i] && sel {
+			slices.SortFunc(quals, bytes.Compare)
+			fs.quals = slices.CompactFunc(quals, bytes.Equal)
+		}
+		out = append(out, fs)
+	}
+	return out, nil
+}
+
+func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int64) {
+	f := &r.fams[i]
+	*fs = famScan{idx: i, name: r.famNames[i], minVersions: f.MinVersions, kdc: f.KeepDeletedCells, oldest: math.MinInt64}
+	if raw {
+		fs.maxVersions = versions
+	} else {
+		fs.maxVersions = min(versions, f.maxVersions())
+	}
+	fs.afterFilter = fs.maxVersions
+	if ttl := f.ttlMillis(); ttl > 0 {
+		fs.oldest = now - ttl
+	}
+}
+
+// Scanner opens a scanner.
+func (r *Region) Scanner(s *Scan) (*RegionScanner, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	return r.newScanner(s, nil)
+}
+
+func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
+	s := &RegionScanner{r: r, s: *scan, filter: scan.Filter}
+	s.versions = scan.MaxVersions
+	if s.versions <= 0 {
+		s.versions = 1
+	}
+	if scan.TimeRange.Min < 0 || scan.TimeRange.max() <= scan.TimeRange.Min {
+		return nil, fmt.Errorf("%w: time range [%d, %d)", ErrInvalid, scan.TimeRange.Min, scan.TimeRange.Max)
+	}
+	s.trMin, s.trMax = scan.TimeRange.Min, scan.TimeRange.max()
+	s.now = r.nowMs()
+	fams, err := r.resolveFamilies(scan.Columns, scan.Raw, s.versions, s.now)
+	if err != nil {
+		return nil, err
+	}
+	s.fams = fams
+	if s.filter != nil {
+		s.filter.SetReversed(scan.Reversed)
+		s.rowFilter = s.filter.HasFilterRow()
+	}
+	// Row bounds.
+	lo, hi := r.info.StartKey, r.info.EndKey // region range [lo, hi)
+	if !scan.Reversed {
+		s.start = scan.StartRow
+		if bytes.Compare(s.start, lo) < 0 {
+			s.start = lo
+			s.s.ExcludeStartRow = false
+		}
+		s.stop = scan.StopRow
+		if len(hi) > 0 && (len(s.stop) == 0 || bytes.Compare(s.stop, hi) > 0 || bytes.Equal(s.stop, hi) && s.s.IncludeStopRow) {
+			s.stop = hi
+			s.s.IncludeStopRow = false
+		}
+	} else {
+		s.start = scan.StartRow
+		if len(hi) > 0 && (len(s.start) == 0 || bytes.Compare(s.start, hi) >= 0) {
+			s.start = hi
+			s.s.ExcludeStartRow = true
+		}
+		s.stop = scan.StopRow
+		if bytes.Compare(s.stop, lo) < 0 || len(s.stop) == 0 && len(lo) > 0 {
+			s.stop = lo
+			s.s.IncludeStopRow = true
+		}
+	}
+	s.single = getRow != nil
+	s.readPoint = r.mvcc.readPoint.Load()
+	if scan.ReadUncommitted {
+		s.readPoint = math.MaxUint64
+	}
+
+	// Sources: memstore segments and the selected families' files.
+	scanners := make([]cell.Scanner, 0, 8)
+	r.viewMu.RLock()
+	mss, err := r.ms.Scanners(s.readPoint)
+	if err != nil {
+		r.viewMu.RUnlock()
+		return nil, fmt.Errorf("region %s: %w", r.name, err)
+	}
+	for _, m := range mss {
+		scanners = append(scanners, m)
+	}
+	set := r.files.Load()
+	var keyLo, keyHi []byte // row range that can matter
+	if scan.Reversed {
+		keyLo, keyHi = s.stop, nil
+		if len(s.start) > 0 {
+			keyHi = append(slices.Clone(s.start), 0)
+		}
+	} else {
+		keyLo, keyHi = s.start, nil
+		if len(s.stop) > 0 {
+			keyHi = s.stop
+			if s.s.IncludeStopRow {
+				keyHi = append(slices.Clone(s.stop), 0)
+			}
+		}
+	}
+	for _, fs := range s.fams {
+		fam := &r.fams[fs.idx]
+		for _, f := range set.byFamily[fs.idx] {
+			if !f.mayOverlap(keyLo, keyHi) {
+				continue
+			}
+			if f.maxTs() < s.trMin {
+				continue // every cell is older than the range
+			}
+			if fs.minVersions == 0 && f.maxTs() < fs.oldest {
+				continue // every cell expired
+			}
+			if getRow != nil {
+				if len(fs.quals) == 1 && fam.Bloom == sfile.BloomRowCol {
+					if !f.mayContainRowCol(getRow, fs.name, fs.quals[0]) && !f.mayContainRowCol(getRow, fs.name, nil) {
+						continue
+					}
+				} else if !f.mayContainRow(getRow) {
+					continue
+				}
+			}
+			if !f.retain() {
+				continue
+			}
+			s.files = append(s.files, f)
+			scanners = append(scanners, f.newScanner(!scan.NoCache && !fam.NoBlockCache))
+		}
+	}
+	r.viewMu.RUnlock()
+
+	s.it = newMergeIter(scanners, scan.Reversed)
+	if !scan.Reversed {
+		if s.s.ExcludeStartRow {
+			s.scratch = cell.AppendLastOnRow(s.scratch[:0], s.start)
+		} else {
+			s.scratch = cell.AppendFirstOnRow(s.scratch[:0], s.start)
+		}
+		s.it.seekFirst(s.scratch)
+	} else {
+		if len(s.start) == 0 {
+			s.it.seekLastRowAtOrBefore(nil, true)
+		} else {
+			s.it.seekLastRowAtOrBefore(s.start, !s.s.ExcludeStartRow)
+		}
+	}
+	r.metrics.ReadRequests.Add(1)
+	return s, nil
+}
+
+// Close releases the scanner's memstore segments and store files.
+func (s *RegionScanner) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.it.close()
+	for _, f := range s.files {
+		f.release()
+	}
+	s.files = nil
+	return nil
+}
+
+// beyondStop reports whether row is past the scan's end.
+func (s *RegionScanner) beyondStop(row []byte) bool {
+	if !s.s.Reversed {
+		if len(s.stop) == 0 {
+			return false
+		}
+		c := bytes.Compare(row, s.stop)
+		return c > 0 || c == 0 && !s.s.IncludeStopRow
+	}
+	if s.stop == nil {
+		return false
+	}
+	c := bytes.Compare(row, s.stop)
+	return c < 0 || c == 0 && !s.s.IncludeStopRow
+}
+
+type rowStatus int
+
+const (
+	rowEnded rowStatus = iota
+	rowTimedOut
+	rowSizeLimit
+)
+
+// Next returns the next batch of rows.
+func (s *RegionScanner) Next() (ScanBatch, error) {
+	var b ScanBatch
+	if s.closed {
+		return b, fmt.Errorf("%w: scanner closed", ErrClosed)
+	}
+	if err := s.r.checkOpen(); err != nil {
+		return b, err
+	}
+	if s.err != nil {
+		return b, s.err
+	}
+	caching := s.s.Caching
+	if caching <= 0 {
+		caching = 100
+	}
+	var deadline time.Time
+	if s.s.TimeLimit > 0 {
+		deadline = s.r.cfg.Clock().Add(s.s.TimeLimit)
+	}
+	var size int64
+	// Results of this batch are carved from two slabs (cell bytes and
+	// KV headers), sized from the previous batch.
+	if s.lastArena == 0 {
+		s.lastArena = min(caching*128, 1<<20)
+		s.lastKVs = min(caching, 1<<14)
+	}
+	s.arena = make([]byte, 0, s.lastArena)
+	s.kvs = make([]KV, 0, s.lastKVs)
+	b.Results = make([]Result, 0, min(caching, 1<<14))
+	defer func() { s.lastArena, s.lastKVs = cap(s.arena), cap(s.kvs) }()
+	for !s.done && len(b.Results) < caching {
+		if !s.inRow {
+			if st := s.startRow(deadline); st == rowTimedOut {
+				b.Heartbeat = true
+				b.Cursor = slices.Clone(s.row)
+				break
+			}
+			if s.done {
+				break
+			}
+		}
+		st := s.processRow(&b, &size, deadline)
+		if s.err != nil {
+			return ScanBatch{}, s.err
+		}
+		if st == rowTimedOut {
+			b.Heartbeat = true
+			b.Cursor = slices.Clone(s.row)
+			break
+		}
+		if st == rowSizeLimit {
+			break
+		}
+		s.finishRow(&b)
+		if s.s.MaxResultSize > 0 && size >= s.s.MaxResultSize {
+			break
+		}
+	}
+	if !s.done && !s.inRow && !b.Heartbeat {
+		// Find the next row now, so that More is exact.
+		if st := s.startRow(deadline); st == rowTimedOut {
+			b.Heartbeat = true
+			b.Cursor = slices.Clone(s.row)
+		}
+	}
+	if err := s.it.err; err != nil {
+		s.err = fmt.Errorf("region %s: %w", s.r.name, err)
+		return ScanBatch{}, s.err
+	}
+	b.More = !s.done
+	return b, nil
+}
+
+func (s *RegionScanner) timeUp(deadline time.Time) bool {
+	return !deadline.IsZero() && !s.r.cfg.Clock().Before(deadline)
+}
+
+// startRow positions on the next row that may be returned.
+func (s *RegionScanner) startRow(deadline time.Time) rowStatus {
+	for {
+		if s.filter != nil && s.filter.FilterAllRemaining() {
+			s.done = true
+			return rowEnded
+		}
+		if s.needPrev {
+			s.it.prevRow()
+			s.needPrev = false
+		}
+		if !s.it.valid() {
+			s.done = true
+			return rowEnded
+		}
+		row := s.it.key().Row()
+		if s.beyondStop(row) {
+			s.done = true
+			return rowEnded
+		}
+		s.row = append(s.row[:0], row...)
+		s.cur = nil
+		s.pending = s.pending[:0]
+		s.pendingSeq = s.pendingSeq[:0]
+		s.partialEmitted = false
+		if s.filter != nil {
+			s.filter.Reset()
+			if s.filter.FilterRowKey(s.row) {
+				s.skipRow()
+				s.r.metrics.FilteredReadRequests.Add(1)
+				if s.timeUp(deadline) {
+					return rowTimedOut
+				}
+				continue
+			}
+		}
+		s.inRow = true
+		return rowEnded
+	}
+}
+
+func (s *RegionScanner) skipRow() {
+	if s.s.Reversed {
+		s.needPrev = true
+		return
+	}
+	s.scratch = cell.AppendLastOnRow(s.scratch[:0], s.row)
+	s.it.seek(s.scratch)
+}
+
+// processRow consumes the cells of the current row.
+func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time) rowStatus {
+	it := s.it
+	s.rowOver = false
+	for it.valid() && !s.rowOver {
+		k := it.key()
+		if !s.s.Reversed && cell.CompareRow(k, s.row) != 0 {
+			break
+		}
+		s.cellsN++
+		if s.cellsN&63 == 0 && s.timeUp(deadline) {
+			if len(s.pending) > 0 && s.s.AllowPartialResults && !s.rowFilter {
+				s.emitPartial(b)
+			}
+			return rowTimedOut
+		}
+		act := s.match(k, it.value(), it.seq())
+		switch act {
+		case actInclude, actIncludeNextCol, actIncludeNextFam:
+			s.include(b, k, it.value(), it.seq(), size)
+			switch act {
+			case actInclude:
+				it.next()
+			case actIncludeNextCol:
+				s.seekNextCol(k)
+			default:
+				s.seekNextFamily(k)
+			}
+			if s.s.MaxResultSize > 0 && *size >= s.s.MaxResultSize && s.s.AllowPartialResults && !s.rowFilter {
+				s.emitPartial(b)
+				return rowSizeLimit
+			}
+		case actSkip:
+			it.next()
+		case actNextCol:
+			s.seekNextCol(k)
+		case actNextFam:
+			s.seekNextFamily(k)
+		case actSeek:
+			it.seek(s.target)
+		case actHint:
+			s.seekHint(k)
+		}
+	}
+	return rowEnded
+}
+
+func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v []byte, seq uint64, size *int64) {
+	s.checkVisible(seq)
+	if s.s.Batch > 0 && len(s.pending) >= s.s.Batch && !s.rowFilter {
+		s.emitPartial(b)
+	}
+	if s.filter != nil {
+		v = s.filter.TransformCell(k, v)
+	}
+	off := len(s.arena)
+	s.arena = append(s.arena, k...)
+	s.arena = append(s.arena, v...)
+	kk := cell.Key(s.arena[off : off+len(k) : off+len(k)])
+	vv := s.arena[off+len(k) : len(s.arena) : len(s.arena)]
+	s.pending = append(s.pending, filter.RowCell{Key: kk, Value: vv})
+	s.pendingSeq = append(s.pendingSeq, seq)
+	*size += int64(len(k) + len(v) + 16)
+}
+
+func (s *RegionScanner) emitPartial(b *ScanBatch) {
+	if len(s.pending) == 0 {
+		return
+	}
+	b.Results = append(b.Results, s.makeResult(s.pending, s.pendingSeq, true))
+	s.pending = s.pending[:0]
+	s.pendingSeq = s.pendingSeq[:0]
+	s.partialEmitted = true
+}
+
+func (s *RegionScanner) finishRow(b *ScanBatch) {
+	s.inRow = false
+	if s.s.Reversed {
+		s.needPrev = true
+	}
+	cells := s.pending
+	seqs := s.pendingSeq
+	if s.filter != nil && s.rowFilter {
+		n := len(cells)
+		cells = s.filter.FilterRowCells(cells)
+		if len(cells) != n {
+			// Filters drop cells in order; recompute the seqs by key.
+			seqs = matchSeqs(s.pending[:n], s.pendingSeq, cells)
+		}
+		if s.filter.FilterRow() {
+			cells = nil
+			s.r.metrics.FilteredReadRequests.Add(1)
+		}
+	}
+	if len(cells) > 0 {
+		b.Results = append(b.Results, s.makeResult(cells, seqs, false))
+	}
+	if s.single {
+		s.done = true
+	}
+	if len(cells) > 0 || s.partialEmitted {
+		s.rowsDone++
+		if s.s.Limit > 0 && s.rowsDone >= s.s.Limit {
+			s.done = true
+		}
+	}
+	s.pending = s.pending[:0]
+	s.pendingSeq = s.pendingSeq[:0]
+}
+
+func matchSeqs(orig []filter.RowCell, seqs []uint64, kept []filter.RowCell) []uint64 {
+	out := make([]uint64, 0, len(kept))
+	j := 0
+	for _, c := range kept {
+		for j < len(orig) && &orig[j].Key[0] != &c.Key[0] {
+			j++
+		}
+		if j < len(orig) {
+			out = append(out, seqs[j])
+		} else {
+			out = append(out, 0)
+		}
+	}
+	return out
+}
+
+func (s *RegionScanner) makeResult(cells []filter.RowCell, seqs []uint64, partial bool) Result {
+	start := len(s.kvs)
+	for i, c := range cells {
+		kv := KV{Key: c.Key, Value: c.Value}
+		if i < len(seqs) {
+			kv.Seq = seqs[i]
+		}
+		s.kvs = append(s.kvs, kv)
+	}
+	res := Result{Cells: s.kvs[start:len(s.kvs):len(s.kvs)], Partial: partial}
+	if len(res.Cells) > 0 {
+		res.Row = res.Cells[0].Row()
+	} else {
+		res.Row = slices.Clone(s.row)
+	}
+	return res
+}
+
+// match decides what to do with a cell (HBase's UserScanQueryMatcher,
+// RawScanQueryMatcher and ScanWildcard/ExplicitColumnTracker).
+func (s *RegionScanner) match(k cell.Key, v []byte, seq uint64) action {
+	if seq > s.readPoint {
+		return actSkip
+	}
+	fam := k.Family()
+	if s.cur == nil || !bytes.Equal(fam, s.cur.name) {
+		s.cur = nil
+		for _, f := range s.fams {
+			if bytes.Equal(f.name, fam) {
+				s.cur = f
+				break
+			}
+		}
+		s.dt.reset()
+		s.colSet = false
+		s.skipEmpty = false
+		if s.cur == nil {
+			// Not a selected family: go to the next selected one.
+			for _, f := range s.fams {
+				if bytes.Compare(f.name, fam) > 0 {
+					s.target = cell.AppendFirstOnRowFamily(s.target[:0], s.row, f.name)
+					return actSeek
+				}
+			}
+			return s.endOfRow()
+		}
+	}
+	f := s.cur
+	ts := k.Timestamp()
+	t := k.Type()
+	if s.skipEmpty {
+		if len(k.Qualifier()) == 0 {
+			if !t.IsDelete() {
+				return actSkip
+			}
+		} else {
+			s.skipEmpty = false
+		}
+	}
+	if f.minVersions == 0 && f.expired(ts) {
+		return actNextCol
+	}
+	if t.IsDelete() && !s.s.Raw {
+		var use bool
+		if f.kdc != KeepDeletedFalse {
+			use = ts >= s.trMin && ts < s.trMax
+		} else {
+			use = ts >= s.trMin
+		}
+		if use {
+			s.dt.add(k)
+		}
+		return actSkip
+	}
+	if !s.s.Raw && !s.dt.empty() {
+		switch s.dt.isDeleted(k) {
+		case familyDeleted, columnDeleted:
+			return actNextCol
+		case versionDeleted, familyVersionDeleted:
+			return actSkip
+		}
+	}
+	if ts >= s.trMax {
+		return actSkip
+	}
+	if ts < s.trMin {
+		return actNextCol
+	}
+	q := k.Qualifier()
+	if f.quals != nil {
+		i, found := slices.BinarySearchFunc(f.quals, q, bytes.Compare)
+		if !found {
+			if len(q) == 0 && !s.s.Raw {
+				// Step through the empty-qualifier column: it holds the
+				// family markers.
+				s.skipEmpty = true
+				return actSkip
+			}
+			if i < len(f.quals) {
+				s.target = cell.AppendFirstOnColumn(s.target[:0], s.row, f.name, f.quals[i])
+				return actSeek
+			}
+			return actNextFam
+		}
+	}
+	// Versions.
+	if !s.colSet || !bytes.Equal(q, s.colQual) {
+		s.colQual = append(s.colQual[:0], q...)
+		s.colSet = true
+		s.colCount, s.colIncluded, s.tsSet = 0, 0, false
+	} else if s.tsSet && ts == s.lastTs && t == s.lastType {
+		return actSkip // an older write of the same cell
+	}
+	if !t.IsDelete() {
+		s.colCount++
+	}
+	if s.colCount > f.maxVersions {
+		return actNextCol
+	}
+	if !(s.colCount <= f.minVersions || !f.expired(ts)) {
+		return actNextCol
+	}
+	s.tsSet, s.lastTs, s.lastType = true, ts, t
+	act := actInclude
+	if s.filter != nil {
+		switch s.filter.FilterCell(k, v) {
+		case filter.Skip:
+			return actSkip
+		case filter.NextCol:
+			return actNextCol
+		case filter.NextRow:
+			return actNextFam
+		case filter.SeekNextUsingHint:
+			return actHint
+		case filter.IncludeAndNextCol:
+			act = actIncludeNextCol
+		case filter.IncludeAndSeekNextRow:
+			act = actIncludeNextFam
+		}
+		if s.colIncluded >= f.afterFilter {
+			return actNextCol
+		}
+		s.colIncluded++
+	}
+	if act == actInclude && !s.s.Raw && s.colCount >= f.maxVersions && f.quals != nil && !s.skipEmpty &&
+		bytes.Equal(q, f.quals[len(f.quals)-1]) {
+		return actIncludeNextFam // the last wanted column is complete
+	}
+	return act
+}
+
+// endOfRow finishes the row: forward by seeking past it, reversed by
+// parking the row's sources.
+func (s *RegionScanner) endOfRow() action {
+	if s.s.Reversed {
+		s.it.endRow()
+		return actSkipNone
+	}
+	s.target = cell.AppendLastOnRow(s.target[:0], s.row)
+	return actSeek
+}
+
+// actSkipNone: the iterator already moved (nothing to do).
+const actSkipNone action = -1
+
+func (s *RegionScanner) seekNextCol(k cell.Key) {
+	if len(k.Qualifier()) == 0 && !s.s.Raw {
+		// The empty-qualifier column also holds the family's
+		// DeleteFamily(Version) markers, which must still be seen: step
+		// through it, skipping its puts.
+		s.skipEmpty = true
+		s.it.next()
+		return
+	}
+	s.scratch = cell.AppendLastOnColumn(s.scratch[:0], k.Row(), k.Family(), k.Qualifier())
+	s.it.seek(s.scratch)
+}
+
+// nextFamilyKey returns the first key of the next selected family of the
+// row after fam, or nil.
+func (s *RegionScanner) nextFamilyKey(fam []byte) []byte {
+	for _, f := range s.fams {
+		if bytes.Compare(f.name, fam) > 0 {
+			s.scratch = cell.AppendFirstOnRowFamily(s.scratch[:0], s.row, f.name)
+			return s.scratch
+		}
+	}
+	return nil
+}
+
+func (s *RegionScanner) seekNextFamily(k cell.Key) {
+	if nk := s.nextFamilyKey(k.Family()); nk != nil {
+		s.it.seek(nk)
+		return
+	}
+	if s.single {
+		s.rowOver = true // a Get is done with its row: no seek needed
+		return
+	}
+	if s.s.Reversed {
+		s.it.endRow()
+		return
+	}
+	s.scratch = cell.AppendLastOnRow(s.scratch[:0], s.row)
+	s.it.seek(s.scratch)
+}
+
+func (s *RegionScanner) seekHint(k cell.Key) {
+	h := s.filter.NextCellHint(k)
+	if h == nil || cell.Compare(h, k) <= 0 {
+		s.it.next()
+		return
+	}
+	h = slices.Clone(h)
+	if len(k.Qualifier()) == 0 && !s.s.Raw && !cell.SameColumn(h, k) {
+		// Do not jump over the family markers of the empty-qualifier
+		// column: step through it; the filter hints again afterwards.
+		s.skipEmpty = true
+		s.it.next()
+		return
+	}
+	if nk := s.nextFamilyKey(k.Family()); nk != nil {
+		if cell.Compare(h, nk) > 0 {
+			s.it.seek(nk)
+			return
+		}
+		s.it.seek(h)
+		return
+	}
+	if s.s.Reversed && !cell.SameRow(h, k) {
+		s.it.endRow()
+		return
+	}
+	s.it.seek(h)
+}
+
+// Get reads one row.
+func (r *Region) Get(g *Get) (*Result, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	return r.get(g, false)
+}
+
+func (r *Region) get(g *Get, uncommitted bool) (*Result, error) {
+	if err := r.checkRow(g.Row); err != nil {
+		return nil, err
+	}
+	sc, err := r.newScanner(&Scan{StartRow: g.Row, StopRow: g.Row, IncludeStopRow: true, Columns: g.Columns,
+		TimeRange: g.TimeRange, MaxVersions: g.MaxVersions, Filter: g.Filter, Caching: 1, NoCache: g.NoCache,
+		ReadUncommitted: uncommitted}, g.Row)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	res := &Result{Row: g.Row}
+	for {
+		b, err := sc.Next()
+		if err != nil {
+			return nil, err
+		}
+		for _, rr := range b.Results {
+			if res.Cells == nil {
+				res.Cells = rr.Cells
+			} else {
+				res.Cells = append(res.Cells, rr.Cells...)
+			}
+		}
+		if !b.More {
+			return res, nil
+		}
+	}
+}

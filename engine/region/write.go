@@ -1,0 +1,435 @@
+package region
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/memstore"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// rowEdit is the resolved cells of one row of a write.
+type rowEdit struct {
+	row   []byte
+	cells []cell.KeyValue
+}
+
+// writeReq is one atomic write: the cells of one or more rows applied with
+// one sequence id (one WAL edit).
+type writeReq struct {
+	rows       []rowEdit
+	durability wal.Durability
+	nonceGroup uint64
+	nonce      uint64
+	hasNonce   bool
+}
+
+func strongest(a, b wal.Durability) wal.Durability {
+	rank := func(d wal.Durability) int {
+		switch d {
+		case wal.SkipWAL:
+			return 0
+		case wal.AsyncWAL:
+			return 1
+		}
+		return 2 // default, sync, fsync
+	}
+	if rank(a) >= rank(b) {
+		return a
+	}
+	return b
+}
+
+// Mutate applies one Put/Delete mutation atomically.
+func (r *Region) Mutate(m *Mutation) error {
+	errs := r.Batch([]*Mutation{m})
+	return errs[0]
+}
+
+// Put is Mutate for a mutation of Put ops.
+func (r *Region) Put(m *Mutation) error { return r.Mutate(m) }
+
+// Delete is Mutate for a mutation of delete ops.
+func (r *Region) Delete(m *Mutation) error { return r.Mutate(m) }
+
+// MutateRow applies several mutations of one row as one atomic edit
+// (HBase's RowMutations).
+func (r *Region) MutateRow(ms []*Mutation) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	row := ms[0].Row
+	for _, m := range ms[1:] {
+		if !bytes.Equal(m.Row, row) {
+			return fmt.Errorf("%w: RowMutations for different rows %q and %q", ErrInvalid, row, m.Row)
+		}
+	}
+	merged := &Mutation{Row: row}
+	for _, m := range ms {
+		merged.Ops = append(merged.Ops, m.Ops...)
+		merged.Durability = strongest(merged.Durability, m.Durability)
+	}
+	return r.Mutate(merged)
+}
+
+// Batch applies mutations of possibly many rows (HBase's multi). The
+// mutations that validate are applied together as one atomic edit (so each
+// row is atomic, and so is the batch); the returned slice has one error per
+// mutation (nil for applied ones).
+func (r *Region) Batch(ms []*Mutation) []error {
+	errs := make([]error, len(ms))
+	if err := r.checkOpen(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	var valid []*Mutation
+	var idx []int
+	for i, m := range ms {
+		if err := r.validateMutation(m); err != nil {
+			errs[i] = err
+			continue
+		}
+		valid = append(valid, m)
+		idx = append(idx, i)
+	}
+	if len(valid) == 0 {
+		return errs
+	}
+	err := r.applyMutations(valid)
+	for _, i := range idx {
+		errs[i] = err
+	}
+	return errs
+}
+
+func (r *Region) validateMutation(m *Mutation) error {
+	if m == nil {
+		return fmt.Errorf("%w: nil mutation", ErrInvalid)
+	}
+	if err := r.checkRow(m.Row); err != nil {
+		return err
+	}
+	if len(m.Ops) == 0 {
+		return fmt.Errorf("%w: mutation of row %q has no cells", ErrInvalid, m.Row)
+	}
+	for _, op := range m.Ops {
+		if !op.Type.IsCellType() {
+			return fmt.Errorf("%w: cell type %v", ErrInvalid, op.Type)
+		}
+		if op.Family == nil && op.Type == cell.DeleteFamily {
+			continue // delete row
+		}
+		if r.familyIndex(op.Family) < 0 {
+			return fmt.Errorf("%w: %q (table %s:%s has %s)", ErrNoSuchFamily, op.Family, r.table.Namespace, r.table.Name, famList(r.fams))
+		}
+		if op.Timestamp < 0 {
+			return fmt.Errorf("%w: negative timestamp %d", ErrInvalid, op.Timestamp)
+		}
+		if (op.Type == cell.DeleteFamily || op.Type == cell.DeleteFamilyVersion) && len(op.Qualifier) > 0 {
+			return fmt.Errorf("%w: %v marker with a qualifier", ErrInvalid, op.Type)
+		}
+		if err := cell.Validate(m.Row, op.Family, op.Qualifier, 0, op.Type, op.Value, r.table.MaxCellSize); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// applyMutations resolves and applies valid mutations as one edit.
+func (r *Region) applyMutations(ms []*Mutation) error {
+	rows := make([][]byte, 0, len(ms))
+	for _, m := range ms {
+		rows = append(rows, m.Row)
+	}
+	locks, err := r.lockRows(rows)
+	if err != nil {
+		return err
+	}
+	defer r.unlockRows(locks)
+	now := r.nowMs()
+	req := &writeReq{}
+	byRow := map[string]int{}
+	for _, m := range ms {
+		req.durability = strongest(req.durability, m.Durability)
+		if m.Nonce != 0 && !req.hasNonce {
+			req.hasNonce, req.nonceGroup, req.nonce = true, m.NonceGroup, m.Nonce
+		}
+		i, ok := byRow[string(m.Row)]
+		if !ok {
+			i = len(req.rows)
+			byRow[string(m.Row)] = i
+			req.rows = append(req.rows, rowEdit{row: m.Row})
+		}
+		cells, err := r.resolveOps(m.Row, m.Ops, now)
+		if err != nil {
+			return err
+		}
+		req.rows[i].cells = append(req.rows[i].cells, cells...)
+	}
+	_, err = r.write(req, true)
+	return err
+}
+
+// resolveOps turns ops into cells: "now" timestamps, delete-row
+// expansion, and Delete-latest-version lookups. Called under the row lock.
+func (r *Region) resolveOps(row []byte, ops []Op, now int64) ([]cell.KeyValue, error) {
+	// One buffer for all cells of the mutation.
+	size := 0
+	for _, op := range ops {
+		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
+	}
+	buf := make([]byte, 0, size)
+	out := make([]cell.KeyValue, 0, len(ops))
+	add := func(fam, q []byte, ts int64, t cell.Type, v []byte) {
+		start := len(buf)
+		buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
+		out = append(out, cell.KeyValue(buf[start:len(buf):len(buf)]))
+	}
+	for _, op := range ops {
+		ts := op.Timestamp
+		if op.Type == cell.DeleteFamily && op.Family == nil {
+			if ts == cell.LatestTimestamp {
+				ts = now
+			}
+			for _, f := range r.famNames {
+				out = append(out, cell.KeyValue(cell.AppendKeyValue(nil, row, f, nil, ts, cell.DeleteFamily, nil)))
+			}
+			continue
+		}
+		if ts == cell.LatestTimestamp {
+			ts = now
+			if op.Type == cell.Delete {
+				// Delete the newest visible version (HBase's
+				// prepareDeleteTimestamps): look it up.
+				if latest, ok, err := r.latestTimestamp(row, op.Family, op.Qualifier); err != nil {
+					return nil, err
+				} else if ok {
+					ts = latest
+				}
+			}
+		}
+		add(op.Family, op.Qualifier, ts, op.Type, op.Value)
+	}
+	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *Region) latestTimestamp(row, fam, q []byte) (int64, bool, error) {
+	res, err := r.get(&Get{Row: row, Columns: []Column{{Family: fam, Qualifier: nonNil(q)}}}, true)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(res.Cells) == 0 {
+		return 0, false, nil
+	}
+	return res.Cells[0].Timestamp(), true, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func (r *Region) lockRows(rows [][]byte) ([]*rowLock, error) {
+	sorted := slices.Clone(rows)
+	slices.SortFunc(sorted, bytes.Compare)
+	sorted = slices.CompactFunc(sorted, bytes.Equal)
+	locks := make([]*rowLock, 0, len(sorted))
+	for _, row := range sorted {
+		l, err := r.locks.lock(row, r.cfg.RowLockTimeout)
+		if err != nil {
+			r.unlockRows(locks)
+			return nil, err
+		}
+		locks = append(locks, l)
+	}
+	return locks, nil
+}
+
+func (r *Region) unlockRows(locks []*rowLock) {
+	for _, l := range locks {
+		r.locks.unlock(l)
+	}
+}
+
+// write logs req to the WAL and inserts it into the memstore, with the
+// region's MVCC. The caller holds the row locks. It returns the sequence
+// id. Unless wait is false the durable wait happens here too (callers
+// holding row locks pass wait=true; the WAL sync wait itself does not need
+// the locks but keeping the code simple costs little with group commit).
+func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
+	var size int64
+	var n int
+	for _, re := range req.rows {
+		for _, kv := range re.cells {
+			size += memstore.EncodedCellSize(kv.KeyLen(), kv.ValueLen())
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := r.reserve(size); err != nil {
+		return 0, err
+	}
+	// r.updatesLock is held shared from here to the last insert.
+	var edit wal.Edit
+	edit.Region = []byte(r.name)
+	edit.Cells = make([]cell.KeyValue, 0, n)
+	for _, re := range req.rows {
+		edit.Cells = append(edit.Cells, re.cells...)
+	}
+	if len(edit.Cells) > 1 && (len(req.rows) != len(edit.Cells)) {
+		// Some row has several cells: a mutation may write one cell twice.
+		edit.Cells = dedupeCells(edit.Cells)
+	}
+	if req.hasNonce {
+		edit.HasNonce, edit.NonceGroup, edit.Nonce = true, req.nonceGroup, req.nonce
+	}
+	d := req.durability
+	if d == wal.DurabilityDefault {
+		d = wal.SyncWAL
+	}
+	we, err := r.mvcc.begin(func() (uint64, error) {
+		if d == wal.SkipWAL {
+			return r.wal.NextSeq()
+		}
+		return r.wal.AppendNoWait(&edit)
+	})
+	if err != nil {
+		r.ms.Unreserve(size)
+		r.updatesLock.RUnlock()
+		return 0, fmt.Errorf("region %s: wal: %w", r.name, err)
+	}
+	seq := we.seq
+	for _, kv := range edit.Cells {
+		if err := r.ms.Add(kv.Key(), kv.Value(), seq); err != nil {
+			// Cannot happen after a successful Reserve; if it does the
+			// memstore no longer matches the WAL.
+			r.ms.Unreserve(size)
+			r.updatesLock.RUnlock()
+			r.markBroken(err)
+			return 0, r.brokenErr()
+		}
+	}
+	r.ms.Unreserve(size)
+	r.updatesLock.RUnlock()
+	if d == wal.SyncWAL || d == wal.FsyncWAL {
+		if err := r.wal.WaitDurable(seq); err != nil {
+			r.markBroken(err)
+			return 0, fmt.Errorf("region %s: wal sync: %w", r.name, err)
+		}
+	}
+	r.mvcc.complete(we)
+	r.metrics.WriteRequests.Add(1)
+	if r.ms.ActiveDataBytes() >= r.cfg.FlushSize {
+		r.requestFlush()
+	}
+	return seq, nil
+}
+
+// reserve waits for memstore room and reserves size bytes; on success the
+// updates lock is held shared.
+func (r *Region) reserve(size int64) error {
+	deadline := time.Time{}
+	for {
+		if err := r.checkOpen(); err != nil {
+			return err
+		}
+		blocking := r.cfg.FlushSize * r.cfg.BlockingMultiplier
+		var err error
+		if r.ms.Stats().DataBytes < blocking {
+			r.updatesLock.RLock()
+			err = r.ms.Reserve(size)
+			if err == nil {
+				return nil
+			}
+			r.updatesLock.RUnlock()
+			if !errors.Is(err, memstore.ErrFull) {
+				return err
+			}
+		}
+		// Blocked: ask for a flush and wait for one to finish.
+		r.metrics.BlockedWrites.Add(1)
+		r.requestFlush()
+		if deadline.IsZero() {
+			deadline = time.Now().Add(r.cfg.BlockingWait)
+		}
+		if !time.Now().Before(deadline) {
+			if err != nil {
+				return fmt.Errorf("%w: region %s: %w", ErrWritesBlocked, r.name, err)
+			}
+			return fmt.Errorf("%w: region %s holds %d bytes (blocking at %d)", ErrWritesBlocked, r.name, r.ms.Stats().DataBytes, blocking)
+		}
+		r.waitForFlush(time.Until(deadline))
+	}
+}
+
+// waitForFlush waits until a flush completes or d passes.
+func (r *Region) waitForFlush(d time.Duration) {
+	gen := r.flushGen.Load()
+	t := time.AfterFunc(d, func() {
+		r.blockMu.Lock()
+		r.blockCond.Broadcast()
+		r.blockMu.Unlock()
+	})
+	defer t.Stop()
+	start := time.Now()
+	r.blockMu.Lock()
+	for r.flushGen.Load() == gen && time.Since(start) < d && !r.closed.Load() {
+		r.blockCond.Wait()
+	}
+	r.blockMu.Unlock()
+}
+
+// flushed wakes writers waiting for memstore room.
+func (r *Region) flushed() {
+	r.blockMu.Lock()
+	r.flushGen.Add(1)
+	r.blockCond.Broadcast()
+	r.blockMu.Unlock()
+}
+
+// dedupeCells keeps the last of cells with equal keys (a mutation that
+// writes the same cell twice: the later one wins, as in HBase).
+func dedupeCells(cells []cell.KeyValue) []cell.KeyValue {
+	if len(cells) < 8 {
+		for i := 0; i < len(cells); i++ {
+			for j := i + 1; j < len(cells); j++ {
+				if bytes.Equal(cells[i].Key(), cells[j].Key()) {
+					out := slices.Delete(slices.Clone(cells), i, i+1)
+					return dedupeCells(out)
+				}
+			}
+		}
+		return cells
+	}
+	last := make(map[string]int, len(cells))
+	for i, c := range cells {
+		last[string(c.Key())] = i
+	}
+	if len(last) == len(cells) {
+		return cells
+	}
+	out := make([]cell.KeyValue, 0, len(last))
+	for i, c := range cells {
+		if last[string(c.Key())] == i {
+			out = append(out, c)
+		}
+	}
+	return out
+}
