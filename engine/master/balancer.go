@@ -100,10 +100,11 @@ type balancerState struct {
 	order   []string                     // live, non-draining servers, sorted
 	regions []*BalancerRegion            // sorted by name
 	on      map[string][]*BalancerRegion // by server
+	groups  map[string][]*BalancerRegion // by group
 }
 
 func newBalancerState(servers []BalancerServer, regions []BalancerRegion) *balancerState {
-	b := &balancerState{servers: map[string]*BalancerServer{}, on: map[string][]*BalancerRegion{}}
+	b := &balancerState{servers: map[string]*BalancerServer{}, on: map[string][]*BalancerRegion{}, groups: map[string][]*BalancerRegion{}}
 	for i := range servers {
 		s := servers[i]
 		b.servers[s.Name] = &s
@@ -121,6 +122,7 @@ func newBalancerState(servers []BalancerServer, regions []BalancerRegion) *balan
 		if b.servers[r.Server] != nil {
 			b.on[r.Server] = append(b.on[r.Server], r)
 		}
+		b.groups[r.Group] = append(b.groups[r.Group], r)
 	}
 	return b
 }
@@ -142,8 +144,8 @@ func (b *balancerState) fits(r *BalancerRegion, s string) bool {
 // zonesOfGroup counts the zones used by r's group, leaving r out.
 func (b *balancerState) zonesOfGroup(r *BalancerRegion) map[string]int {
 	zones := map[string]int{}
-	for _, o := range b.regions {
-		if o.Group == r.Group && o.Name != r.Name {
+	for _, o := range b.groups[r.Group] {
+		if o.Name != r.Name {
 			if s := b.servers[o.Server]; s != nil && s.Zone != "" {
 				zones[s.Zone]++
 			}
@@ -170,10 +172,15 @@ func (b *balancerState) worsensZones(r *BalancerRegion, s string) bool {
 
 // pick: the least loaded fitting server, preferring zones unused by the group; ties by name.
 func (b *balancerState) pick(r *BalancerRegion, exclude string) string {
+	return b.pickAvoiding(r, func(s string) bool { return s == exclude })
+}
+
+// pickAvoiding is pick leaving out the servers avoid says (avoid may be nil).
+func (b *balancerState) pickAvoiding(r *BalancerRegion, avoid func(string) bool) string {
 	zones := b.zonesOfGroup(r)
 	best, bestFree := "", false
 	for _, s := range b.order {
-		if s == exclude || !b.fits(r, s) {
+		if (avoid != nil && avoid(s)) || !b.fits(r, s) {
 			continue
 		}
 		z := b.servers[s].Zone
@@ -201,6 +208,28 @@ func (b *balancerState) pickOtherZone(r *BalancerRegion) string {
 		}
 	}
 	return best
+}
+
+// add puts a region that is not in the layout yet on server to (an assignment decided while
+// more are being decided from the same layout).
+func (b *balancerState) add(r BalancerRegion, to string) {
+	r.Server = to
+	nr := &r
+	b.regions = append(b.regions, nr)
+	b.groups[r.Group] = append(b.groups[r.Group], nr)
+	if b.servers[to] != nil {
+		b.on[to] = append(b.on[to], nr)
+	}
+}
+
+// moveTo moves the region named name to server to in the layout.
+func (b *balancerState) moveTo(name, to string) {
+	for _, r := range b.regions {
+		if r.Name == name {
+			b.place(r, to)
+			return
+		}
+	}
 }
 
 func (b *balancerState) place(r *BalancerRegion, to string) {

@@ -2,8 +2,18 @@
 // region servers, tracks their leases (no ZooKeeper: heartbeats to the active master, which is
 // elected through a Kubernetes Lease), recovers dead servers' regions, and balances.
 //
-// This package so far holds the pure parts the rest is built on: the balancer (Balance,
-// AssignmentFor) and the server registry with its lease rules (Registry on the master's side,
-// Fence on a region server's side). The catalog, the assignment procedures, crash recovery and the
-// gRPC service come with the rest of the cluster work (docs/architecture.md, "Master").
+//   - Master (New, Start, Stop, Register) serves the Master gRPC service; only the elected master
+//     is active, the others answer NOT_ACTIVE_MASTER naming it (Elector: NoElection,
+//     KubernetesElection).
+//   - Catalog is its durable state under meta/ (rows of catalog.proto messages, model.go).
+//   - Region procedures (assign.go) open, close, move and reopen regions, persisted with the
+//     region's state so a new active master resumes them; crash.go recovers dead servers (fence
+//     the WAL directory, split it into recovered edits, reassign); ops.go runs the balancer,
+//     drains and the table state machine; tables.go is the DDL.
+//   - Balance and AssignmentFor are the pure balancer; Registry and Fence the two sides of the
+//     region servers' lease.
+//
+// docs/master.md describes the design, the names and paths on shared storage (WALDirName,
+// RegionDir, RecoveredEditsDir) and what a region server must implement. Package mastertest runs
+// masters and fake region servers in-process for tests.
 package master

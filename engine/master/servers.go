@@ -54,6 +54,10 @@ type ServerState struct {
 	Live         bool
 	LastSeen     time.Time // the master's clock
 	Regions      int
+	// Expelled: the master stopped renewing the lease (the server did not answer its orders). Its
+	// heartbeats are answered "unknown server" and it is declared dead when the lease and margin
+	// pass since the last heartbeat the master accepted.
+	Expelled bool
 }
 
 // Registry tracks region servers and their leases. Clock is injectable for tests.
@@ -112,11 +116,56 @@ func (r *Registry) Heartbeat(name string, startCode int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.servers[name]
-	if s == nil || !s.Live || s.StartCode != startCode {
+	if s == nil || !s.Live || s.StartCode != startCode || s.Expelled {
 		return false
 	}
 	s.LastSeen = r.clock()
 	return true
+}
+
+// Reset forgets every server (a master becoming active starts from what its catalog says).
+func (r *Registry) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.servers = map[string]*ServerState{}
+}
+
+// Config returns the lease timing.
+func (r *Registry) Config() LeaseConfig { return r.cfg }
+
+// Restore records a server known from the catalog, after a master failover, as live with its
+// lease starting now: if the process is still there it goes on heartbeating with the same start
+// code; if not, it is declared dead when the lease and margin pass. Starting the lease now is
+// safe: the server's own fence can only have been renewed before this moment.
+func (r *Registry) Restore(name string, startCode int64, adminAddr, zone string, draining bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old := r.servers[name]; old != nil && old.Live {
+		return
+	}
+	r.servers[name] = &ServerState{Name: name, StartCode: startCode, AdminAddress: adminAddr, Zone: zone,
+		Draining: draining, Live: true, LastSeen: r.clock()}
+}
+
+// Expel stops renewing the lease of a live server process (see ServerState.Expelled). false when
+// that process is not live.
+func (r *Registry) Expel(name string, startCode int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	if s == nil || !s.Live || s.StartCode != startCode {
+		return false
+	}
+	s.Expelled = true
+	return true
+}
+
+// IsExpelled reports whether this process of the server was expelled and is not dead yet.
+func (r *Registry) IsExpelled(name string, startCode int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[name]
+	return s != nil && s.Live && s.StartCode == startCode && s.Expelled
 }
 
 // Expire declares dead every live server whose lease plus the dead margin has passed, and returns
@@ -202,11 +251,11 @@ func (r *Registry) Forget(name string) {
 	}
 }
 
-// BalancerServers is the live servers as the balancer sees them.
+// BalancerServers is the live servers as the balancer sees them (expelled ones left out).
 func (r *Registry) BalancerServers() []BalancerServer {
 	var out []BalancerServer
 	for _, s := range r.All() {
-		if s.Live {
+		if s.Live && !s.Expelled {
 			out = append(out, BalancerServer{Name: s.Name, Zone: s.Zone, Draining: s.Draining})
 		}
 	}

@@ -437,4 +437,3 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "errors %s: %d\n", k, r.Errors[k])
 	}
 }
-

@@ -87,8 +87,6 @@ func (t TimeRange) max() int64 {
 	return t.Max
 }
 
-func (t TimeRange) all() bool { return t.Min <= 0 && (t.Max == 0 || t.Max == math.MaxInt64) }
-
 // Column selects a family, or one column of it when Qualifier is not nil.
 type Column struct {
 	Family    []byte

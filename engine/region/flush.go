@@ -103,13 +103,12 @@ func newFileName() string {
 
 // fileWriter writes one new store file under the region's .tmp directory.
 type fileWriter struct {
-	fam     int
-	name    string
-	tmp     string
-	w       *sfile.Writer
-	meta    sfile.Meta
-	size    int64
-	written int64
+	fam  int
+	name string
+	tmp  string
+	w    *sfile.Writer
+	meta sfile.Meta
+	size int64
 }
 
 func (r *Region) newFileWriter(fam int, expected int) (*fileWriter, error) {

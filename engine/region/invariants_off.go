@@ -2,8 +2,6 @@
 
 package region
 
-const invariants = false
-
 func (m *mergeIter) checkForwardOrder()      {}
 func (m *mergeIter) resetOrder()             {}
 func (s *RegionScanner) checkVisible(uint64) {}

@@ -10,7 +10,6 @@ import (
 
 // invariants builds check the merged scan order and MVCC visibility on
 // every cell, and panic on a violation.
-const invariants = true
 
 // checkForwardOrder verifies that a forward merge moved to a key at or
 // after the previous one (CompareWithSeq order).

@@ -13,8 +13,6 @@ type source struct {
 	moved bool
 }
 
-func (s *source) key() cell.Key { return s.s.Key() }
-
 // mergeIter merges sorted sources (memstore segments and store files) into
 // one stream, like HBase's KeyValueHeap.
 //
@@ -31,10 +29,12 @@ type mergeIter struct {
 	heap     []*source
 	reversed bool
 	curRow   []byte
-	prevKey  []byte // invariants builds: the last key returned
-	prevSeq  uint64
-	err      error
-	scratch  []byte
+	//lint:ignore U1000 read and written by the checks of invariants builds
+	prevKey []byte // invariants builds: the last key returned
+	//lint:ignore U1000 read and written by the checks of invariants builds
+	prevSeq uint64
+	err     error
+	scratch []byte
 }
 
 func newMergeIter(scanners []cell.Scanner, reversed bool) *mergeIter {
@@ -85,8 +85,6 @@ func (m *mergeIter) noteErr(s *source) {
 
 // valid reports whether the iterator is positioned on a cell.
 func (m *mergeIter) valid() bool { return len(m.heap) > 0 && m.err == nil }
-
-func (m *mergeIter) top() *source { return m.heap[0] }
 
 func (m *mergeIter) key() cell.Key { return m.heap[0].s.Key() }
 func (m *mergeIter) value() []byte { return m.heap[0].s.Value() }

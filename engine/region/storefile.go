@@ -75,7 +75,6 @@ func (f *storeFile) release() {
 }
 
 // minTs/maxTs of the cells (for time range and TTL pruning).
-func (f *storeFile) minTs() int64 { return f.meta.MinTimestamp }
 func (f *storeFile) maxTs() int64 { return f.meta.MaxTimestamp }
 
 // rowInRange reports whether the file may hold rows in [start, stop).

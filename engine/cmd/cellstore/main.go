@@ -21,6 +21,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCommand(), shellCommand(), peCommand(), sfileCommand())
+	root.AddCommand(masterCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
 		os.Exit(1)

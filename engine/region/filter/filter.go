@@ -122,4 +122,3 @@ func (*Base) FilterRowCells(cells []RowCell) []RowCell      { return cells }
 func (*Base) FilterRow() bool                               { return false }
 func (*Base) NextCellHint(cell.Key) cell.Key                { return nil }
 func (b *Base) SetReversed(r bool)                          { b.reversed = r }
-func (b *Base) isReversed() bool                            { return b.reversed }

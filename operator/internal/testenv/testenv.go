@@ -69,6 +69,27 @@ func Start(opts Options) (*Env, error) {
 // Stop stops the API server and etcd and removes their data.
 func (e *Env) Stop() error { return e.env.Stop() }
 
+// InstallCRDs installs CRDs (directories or files of YAML) into the running API server and waits
+// until they are served, for tests that need a kind to appear while a controller runs.
+func (e *Env) InstallCRDs(paths ...string) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+	return err
+}
+
+// InstallMonitoringCRDs installs prometheus-operator's ServiceMonitor, PodMonitor and
+// PrometheusRule into the running API server.
+func (e *Env) InstallMonitoringCRDs() error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := MonitoringCRDDir(root)
+	if err != nil {
+		return err
+	}
+	return e.InstallCRDs(dir)
+}
+
 // RepoRoot is the directory of the module's go.mod, found from the working directory upwards.
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()

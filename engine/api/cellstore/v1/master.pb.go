@@ -2018,8 +2018,10 @@ type ServerStatus struct {
 	Regions            int32                  `protobuf:"varint,5,opt,name=regions,proto3" json:"regions,omitempty"`
 	LastHeartbeatMsAgo int64                  `protobuf:"varint,6,opt,name=last_heartbeat_ms_ago,json=lastHeartbeatMsAgo,proto3" json:"last_heartbeat_ms_ago,omitempty"`
 	Load               *ServerLoad            `protobuf:"bytes,7,opt,name=load,proto3" json:"load,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The server said it is shutting down (heartbeats with stopping): it takes no new regions.
+	Stopping      bool `protobuf:"varint,8,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerStatus) Reset() {
@@ -2099,6 +2101,13 @@ func (x *ServerStatus) GetLoad() *ServerLoad {
 		return x.Load
 	}
 	return nil
+}
+
+func (x *ServerStatus) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
 }
 
 type RegionInTransition struct {
@@ -2818,7 +2827,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x19SetBalancerRunningRequest\x12\x0e\n" +
 	"\x02on\x18\x01 \x01(\bR\x02on\"8\n" +
 	"\x1aSetBalancerRunningResponse\x12\x1a\n" +
-	"\bprevious\x18\x01 \x01(\bR\bprevious\"\xff\x01\n" +
+	"\bprevious\x18\x01 \x01(\bR\bprevious\"\x9b\x02\n" +
 	"\fServerStatus\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x1a\n" +
@@ -2826,7 +2835,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x04live\x18\x04 \x01(\bR\x04live\x12\x18\n" +
 	"\aregions\x18\x05 \x01(\x05R\aregions\x121\n" +
 	"\x15last_heartbeat_ms_ago\x18\x06 \x01(\x03R\x12lastHeartbeatMsAgo\x12,\n" +
-	"\x04load\x18\a \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\"\x97\x01\n" +
+	"\x04load\x18\a \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
+	"\bstopping\x18\b \x01(\bR\bstopping\"\x97\x01\n" +
 	"\x12RegionInTransition\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/telemetry"
+)
+
+// masterFlags are the `cellstore master` settings (flags, or lines of the --config file).
+type masterFlags struct {
+	storageDir, grpcAddr, httpAddr, advertiseHost   string
+	election, leaseName, leaseNamespace, kubeconfig string
+	leaseDuration, renewDeadline, retryPeriod       time.Duration
+	serverLease, heartbeatInterval                  time.Duration
+	selfFenceMargin, deadMargin                     time.Duration
+	defaultReplication                              int32
+	hedgeDelay                                      time.Duration
+	quotasDisabled                                  bool
+	balancerPeriod, openTimeout, closeTimeout       time.Duration
+	maxMoves                                        int
+	logLevel, configFile                            string
+	shutdownTimeout                                 time.Duration
+
+	// started, when set, is told the listening addresses (tests).
+	started func(grpcAddr, httpAddr string)
+}
+
+func masterCommand() *cobra.Command { return newMasterCommand(&masterFlags{}) }
+
+func newMasterCommand(f *masterFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "master",
+		Short: "Run a master: the catalog, assignment, crash recovery and balancing (active or standby)",
+		Long: `The master keeps the catalog under <storage-dir>/meta, assigns regions to region servers, recovers
+dead servers (fencing and splitting their logs) and balances. With --election=kubernetes several
+masters run and a coordination.k8s.io Lease elects the active one; the others answer every call
+with NOT_ACTIVE_MASTER naming it. A master that loses the Lease exits (its pod restarts as a
+standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := loadConfigFile(cmd.Flags(), f.configFile); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runMaster(ctx, *f)
+		},
+	}
+	d := master.DefaultLeaseConfig
+	fl := cmd.Flags()
+	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (a local directory or a shared volume): meta/, data/, wal/, archive/ (required)")
+	fl.StringVar(&f.grpcAddr, "grpc-addr", ":16000", "address of the Master gRPC service")
+	fl.StringVar(&f.httpAddr, "http-addr", ":16010", "address of the telemetry endpoint (/metrics, /healthz, /readyz, /debug/pprof)")
+	fl.StringVar(&f.advertiseHost, "advertise-host", "", "host name others reach this master by (default: the host name); with the gRPC port it is the master's identity")
+	fl.StringVar(&f.election, "election", "none", "how the active master is chosen: none (this one) or kubernetes (a coordination.k8s.io Lease)")
+	fl.StringVar(&f.leaseName, "lease-name", "", "name of the Lease (--election=kubernetes)")
+	fl.StringVar(&f.leaseNamespace, "lease-namespace", "", "namespace of the Lease (default: the pod's namespace)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for the election outside a cluster (default: in-cluster, then $KUBECONFIG)")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "election: a standby takes over this long after the last renewal it saw")
+	fl.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "election: the active master stops when it could not renew for this long")
+	fl.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "election: time between attempts to acquire or renew the Lease")
+	fl.DurationVar(&f.serverLease, "server-lease", d.Lease, "region servers' lease, from the master's receipt of each heartbeat")
+	fl.DurationVar(&f.heartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "how often region servers heartbeat (at most half the lease)")
+	fl.DurationVar(&f.selfFenceMargin, "self-fence-margin", d.SelfFenceMargin, "region servers stop acknowledging writes this long before their lease can expire")
+	fl.DurationVar(&f.deadMargin, "dead-margin", d.DeadMargin, "a server is declared dead this long after its lease expired")
+	fl.Int32Var(&f.defaultReplication, "default-region-replication", 1, "REGION_REPLICATION of tables that do not set one (SetClusterConfig overrides)")
+	fl.DurationVar(&f.hedgeDelay, "hedge-delay", 10*time.Millisecond, "TIMELINE reads ask replicas after this long (SetClusterConfig overrides)")
+	fl.BoolVar(&f.quotasDisabled, "quotas-disabled", false, "turn request throttling off (SetClusterConfig overrides)")
+	fl.DurationVar(&f.balancerPeriod, "balancer-period", 5*time.Minute, "period of the balancer (negative: only when asked)")
+	fl.IntVar(&f.maxMoves, "max-moves-in-flight", 16, "moves the balancer and drains run at once")
+	fl.DurationVar(&f.openTimeout, "open-timeout", 2*time.Minute, "an open not reported by then is aborted and retried elsewhere")
+	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for calls in flight")
+	return cmd
+}
+
+func runMaster(ctx context.Context, f masterFlags) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if f.storageDir == "" {
+		return errors.New("--storage-dir is required (the shared storage root)")
+	}
+	fs, err := storage.NewLocal(f.storageDir)
+	if err != nil {
+		return fmt.Errorf("--storage-dir: %w", err)
+	}
+	lis, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("--grpc-addr: %w", err)
+	}
+	defer lis.Close()
+	host := f.advertiseHost
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return fmt.Errorf("--advertise-host not given and no host name: %w", err)
+		}
+	}
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	identity := net.JoinHostPort(host, port)
+
+	var elector master.Elector
+	switch f.election {
+	case "none":
+		elector = master.NoElection{Identity: identity}
+	case "kubernetes":
+		ke, err := kubernetesElection(f, identity)
+		if err != nil {
+			return err
+		}
+		elector = ke
+	default:
+		return fmt.Errorf("--election must be none or kubernetes, got %q", f.election)
+	}
+
+	tel := telemetry.New()
+	m, err := master.New(master.Config{
+		FS: fs, Address: identity, Election: elector,
+		Lease: master.LeaseConfig{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
+			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
+		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
+		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves,
+		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
+		Logger: log, Registerer: tel.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	tel.Live("master", m.Live)
+	tel.Ready("master", m.Ready)
+	if err := tel.Start(f.httpAddr); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+		defer cancel()
+		_ = tel.Stop(sctx)
+	}()
+	gs := m.NewGRPCServer()
+	go func() { _ = gs.Serve(lis) }()
+	log.Info("master starting", "identity", identity, "election", f.election, "storage", f.storageDir,
+		"grpc", lis.Addr().String(), "http", tel.Addr())
+	if err := m.Start(context.Background()); err != nil {
+		gs.Stop()
+		return err
+	}
+	if f.started != nil {
+		f.started(lis.Addr().String(), tel.Addr())
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping (signal)")
+		_ = m.Stop()
+		stopGRPC(gs, f.shutdownTimeout)
+		return nil
+	case <-m.Done():
+		stopGRPC(gs, f.shutdownTimeout)
+		if err := m.Err(); err != nil {
+			return fmt.Errorf("master stopped: %w", err)
+		}
+		return nil
+	}
+}
+
+// stopGRPC stops gracefully, or at once after timeout.
+func stopGRPC(gs interface {
+	GracefulStop()
+	Stop()
+}, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		gs.Stop()
+	}
+}
+
+// kubernetesElection builds the Lease elector from the flags.
+func kubernetesElection(f masterFlags, identity string) (*master.KubernetesElection, error) {
+	if f.leaseName == "" {
+		return nil, errors.New("--election=kubernetes needs --lease-name")
+	}
+	ns := f.leaseNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		return nil, errors.New("--election=kubernetes needs --lease-namespace (no pod namespace found)")
+	}
+	var cfg *rest.Config
+	var err error
+	switch {
+	case f.kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	default:
+		cfg, err = rest.InClusterConfig()
+		if err != nil && os.Getenv("KUBECONFIG") != "" {
+			cfg, err = clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration for the election: %w", err)
+	}
+	e := &master.KubernetesElection{Config: cfg, Namespace: ns, Name: f.leaseName, Identity: identity,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}

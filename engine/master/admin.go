@@ -1,0 +1,80 @@
+package master
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// adminPool holds one gRPC connection per region server Admin address.
+type adminPool struct {
+	dial func(addr string) (pb.AdminClient, error)
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+	dials map[string]pb.AdminClient
+}
+
+func newAdminPool(dial func(addr string) (pb.AdminClient, error)) *adminPool {
+	return &adminPool{dial: dial, conns: map[string]*grpc.ClientConn{}, dials: map[string]pb.AdminClient{}}
+}
+
+func (a *adminPool) client(addr string) (pb.AdminClient, error) {
+	if addr == "" {
+		return nil, errors.New("region server registered no admin address")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dial != nil {
+		if c := a.dials[addr]; c != nil {
+			return c, nil
+		}
+		c, err := a.dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		a.dials[addr] = c
+		return c, nil
+	}
+	cc := a.conns[addr]
+	if cc == nil {
+		var err error
+		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		a.conns[addr] = cc
+	}
+	return pb.NewAdminClient(cc), nil
+}
+
+func (a *adminPool) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, cc := range a.conns {
+		cc.Close()
+	}
+	a.conns = map[string]*grpc.ClientConn{}
+	a.dials = map[string]pb.AdminClient{}
+}
+
+// answered says whether err is an answer of the region server (it received the order and
+// refused it) rather than a transport failure (it may not have received it, or may have acted
+// on it without the reply arriving).
+func answered(err error) bool {
+	if _, ok := pb.DetailOf(err); ok {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.AlreadyExists,
+		codes.Unimplemented, codes.PermissionDenied, codes.OutOfRange:
+		return true
+	}
+	return false
+}

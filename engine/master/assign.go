@@ -1,0 +1,469 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// Region procedures (docs/master.md, "Procedures"). Each region has at most one, persisted in
+// the row proc/<region> in the same catalog write as the region's state, so a new active master
+// resumes exactly where the last one stopped:
+//
+//	ASSIGN:   OPEN step: pick a server, persist OPENING@server, send OpenRegion, wait for OPENED
+//	UNASSIGN: CLOSE step: persist CLOSING@server, send CloseRegion, wait for CLOSED
+//	MOVE:     CLOSE step on the source, then the OPEN step on the destination
+//	REOPEN:   CLOSE step, then the OPEN step on the same server (new table descriptor)
+//
+// The master moves a region only after the server that had it confirmed the close (a CLOSED
+// report, or NOT_SERVING_REGION to CloseRegion) or was declared dead and fenced, so two servers
+// never both believe they may serve a region.
+
+const (
+	stateOffline    = pb.RegionState_REGION_STATE_OFFLINE
+	stateOpening    = pb.RegionState_REGION_STATE_OPENING
+	stateOpen       = pb.RegionState_REGION_STATE_OPEN
+	stateClosing    = pb.RegionState_REGION_STATE_CLOSING
+	stateClosed     = pb.RegionState_REGION_STATE_CLOSED
+	stateFailedOpen = pb.RegionState_REGION_STATE_FAILED_OPEN
+
+	stepOpen  = pb.ProcedureStep_PROCEDURE_STEP_OPEN
+	stepClose = pb.ProcedureStep_PROCEDURE_STEP_CLOSE
+
+	kindAssign   = pb.ProcedureKind_PROCEDURE_KIND_ASSIGN
+	kindUnassign = pb.ProcedureKind_PROCEDURE_KIND_UNASSIGN
+	kindMove     = pb.ProcedureKind_PROCEDURE_KIND_MOVE
+	kindReopen   = pb.ProcedureKind_PROCEDURE_KIND_REOPEN
+)
+
+// newProcLocked makes a procedure with a fresh id (counted in b's copy of the master state).
+func (m *Master) newProcLocked(b *batch, region string, kind pb.ProcedureKind, step pb.ProcedureStep) *pb.RegionProcedure {
+	st := b.counters(m.st)
+	st.LastProcedureId++
+	return &pb.RegionProcedure{Id: st.LastProcedureId, Region: region, Kind: kind, Step: step,
+		StartedMs: m.clock().UnixMilli(), Flush: true, FinalState: stateClosed}
+}
+
+// assignLocked starts an ASSIGN of a region that has no procedure and no server.
+func (m *Master) assignLocked(b *batch, r *pb.CatalogRegion) {
+	nr := proto.CloneOf(r)
+	nr.State, nr.Server, nr.ServerStartCode = stateOffline, "", 0
+	nr.StateSinceMs = m.clock().UnixMilli()
+	b.putRegion(nr)
+	b.putProc(m.newProcLocked(b, r.GetInfo().GetName(), kindAssign, stepOpen))
+}
+
+// closeOpts are the options of a procedure that begins with a close.
+type closeOpts struct {
+	target      string // where to open next (MOVE, REOPEN)
+	balancer    bool   // counts against MaxMovesInFlight
+	deleteAfter bool   // UNASSIGN: delete the region's row once closed
+}
+
+// closeLocked starts a procedure that begins by closing an OPEN region on its server.
+func (m *Master) closeLocked(b *batch, r *pb.CatalogRegion, kind pb.ProcedureKind, o closeOpts) *pb.RegionProcedure {
+	nr := proto.CloneOf(r)
+	nr.State = stateClosing
+	nr.StateSinceMs = m.clock().UnixMilli()
+	p := m.newProcLocked(b, r.GetInfo().GetName(), kind, stepClose)
+	p.Target, p.Balancer, p.DeleteAfterClose = o.target, o.balancer, o.deleteAfter
+	b.putRegion(nr)
+	b.putProc(p) // p is marshalled here: it must not change after
+	return p
+}
+
+// tableWantsOpenLocked: the region's table is enabled (or being enabled).
+func (m *Master) tableWantsOpenLocked(r *pb.CatalogRegion) bool {
+	t := m.st.tables[TableKey(r.GetInfo().GetTable())]
+	if t == nil || t.GetDeleting() {
+		return false
+	}
+	s := t.GetState()
+	return s == pb.TableState_TABLE_STATE_ENABLED || s == pb.TableState_TABLE_STATE_ENABLING
+}
+
+// serverLiveLocked: that process of the server holds a live lease.
+func (m *Master) serverLiveLocked(name string, startCode int64) bool {
+	s, ok := m.reg.Get(name)
+	return ok && s.Live && s.StartCode == startCode
+}
+
+// placerLocked is the current layout for picking servers: live servers (draining and stopping
+// ones cannot take regions) and every region at the server it is on or opening on.
+func (m *Master) placerLocked() *balancerState {
+	servers := m.reg.BalancerServers()
+	for i := range servers {
+		if _, ok := m.stoppingSrv[servers[i].Name]; ok {
+			servers[i].Draining = true
+		}
+	}
+	regions := make([]BalancerRegion, 0, len(m.st.regions))
+	for name, r := range m.st.regions {
+		if r.GetServer() != "" {
+			regions = append(regions, BalancerRegion{Name: name, Group: PrimaryName(name), Server: r.GetServer()})
+		}
+	}
+	return newBalancerState(servers, regions)
+}
+
+// chooseTargetLocked picks where to open a region: the procedure's target if it can take the
+// region, else the least loaded fitting server, avoiding the servers it failed on while others
+// exist.
+func (m *Master) chooseTargetLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure) string {
+	br := &BalancerRegion{Name: r.GetInfo().GetName(), Group: PrimaryName(r.GetInfo().GetName())}
+	if t := p.GetTarget(); t != "" && pl.fits(br, t) {
+		return t
+	}
+	tried := p.GetTried()
+	t := pl.pickAvoiding(br, func(s string) bool { return slices.Contains(tried, s) })
+	if t == "" && len(tried) > 0 {
+		t = pl.pick(br, "")
+	}
+	return t
+}
+
+// advanceProcsLocked moves every procedure on: picks targets, sends orders, retries and applies
+// timeouts. Procedures run in region-name order, so a primary is placed before its replicas.
+func (m *Master) advanceProcsLocked(now time.Time) error {
+	names := make([]string, 0, len(m.st.procs))
+	for name := range m.st.procs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b batch
+	var send []string
+	var pl *balancerState
+	for _, name := range names {
+		p, r := m.st.procs[name], m.st.regions[name]
+		if r == nil {
+			b.deleteProc(name)
+			continue
+		}
+		server, sc := r.GetServer(), r.GetServerStartCode()
+		if server == "" {
+			if p.p.GetStep() == stepClose { // nothing to close any more
+				m.closedLocked(&b, r, p.p)
+				continue
+			}
+			if !m.tableWantsOpenLocked(r) {
+				m.finishClosedLocked(&b, r)
+				continue
+			}
+			if pl == nil {
+				pl = m.placerLocked()
+			}
+			target := m.chooseTargetLocked(pl, r, p.p)
+			if target == "" {
+				continue // no server can take it now: retried every tick
+			}
+			s, _ := m.reg.Get(target)
+			nr := proto.CloneOf(r)
+			nr.State, nr.Server, nr.ServerStartCode, nr.StateSinceMs = stateOpening, target, s.StartCode, now.UnixMilli()
+			np := proto.CloneOf(p.p)
+			np.Target = target
+			b.putRegion(nr)
+			b.putProc(np)
+			pl.add(BalancerRegion{Name: name, Group: PrimaryName(name)}, target)
+			send = append(send, name)
+			continue
+		}
+		if m.deadPendingLocked(server, sc) {
+			continue // its server's recovery takes the region over
+		}
+		if !m.serverLiveLocked(server, sc) {
+			// The process is gone and nothing recovers it yet: recover it like a dead server.
+			if err := m.serverDiedLocked(server, sc); err != nil {
+				return err
+			}
+			continue
+		}
+		if p.sending {
+			continue
+		}
+		switch p.p.GetStep() {
+		case stepOpen:
+			if now.Sub(p.stepStart) > m.cfg.OpenTimeout {
+				m.log.Warn("region open timed out: aborting it on the server", "region", name, "server", server,
+					"after", now.Sub(p.stepStart).Round(time.Millisecond))
+				m.metrics.failedOpens.Inc()
+				nr := proto.CloneOf(r)
+				nr.State, nr.StateSinceMs = stateClosing, now.UnixMilli()
+				nr.LastError = fmt.Sprintf("open on %s timed out after %v", server, m.cfg.OpenTimeout)
+				np := proto.CloneOf(p.p)
+				np.Step, np.Aborting, np.Flush = stepClose, true, false
+				np.Attempts++
+				np.Tried = append(np.Tried, server)
+				b.putRegion(nr)
+				b.putProc(np)
+				continue
+			}
+		case stepClose:
+			if now.Sub(p.stepStart) > m.cfg.CloseTimeout {
+				if m.reg.Expel(server, sc) {
+					m.log.Error("region server did not close a region in time: expelling it (it will be declared dead and recovered)",
+						"region", name, "server", server, "after", now.Sub(p.stepStart).Round(time.Millisecond))
+				}
+				continue
+			}
+		}
+		if !p.accepted && (p.lastSend.IsZero() || now.Sub(p.lastSend) >= m.cfg.RetryDelay) {
+			send = append(send, name)
+		}
+	}
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	for _, name := range send {
+		if !m.primaryOpenSentLocked(name) {
+			continue // the primary's open goes first; accepting it wakes the loop
+		}
+		m.dispatchLocked(name)
+	}
+	return nil
+}
+
+// primaryOpenSentLocked: name is a primary, or a replica whose primary is not being opened or
+// whose primary's server accepted the open: a replica's open is never sent before its primary's.
+func (m *Master) primaryOpenSentLocked(name string) bool {
+	primary := PrimaryName(name)
+	if primary == name {
+		return true
+	}
+	p := m.st.procs[primary]
+	if p == nil || p.p.GetStep() != stepOpen {
+		return true
+	}
+	return p.accepted
+}
+
+// finishClosedLocked ends a region's procedure leaving it CLOSED (its table is disabled).
+func (m *Master) finishClosedLocked(b *batch, r *pb.CatalogRegion) {
+	nr := proto.CloneOf(r)
+	nr.State, nr.Server, nr.ServerStartCode, nr.StateSinceMs = stateClosed, "", 0, m.clock().UnixMilli()
+	b.putRegion(nr)
+	b.deleteProc(r.GetInfo().GetName())
+}
+
+// closedLocked applies "the region is closed on its server" to the region and its procedure.
+func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure) {
+	name := r.GetInfo().GetName()
+	prev := r.GetServer()
+	nr := proto.CloneOf(r)
+	nr.Server, nr.ServerStartCode, nr.StateSinceMs = "", 0, m.clock().UnixMilli()
+	switch {
+	case p == nil:
+		nr.State = stateClosed
+		b.putRegion(nr)
+		if m.tableWantsOpenLocked(r) {
+			m.assignLocked(b, nr)
+		}
+		return
+	case p.GetKind() == kindUnassign:
+		if p.GetDeleteAfterClose() {
+			b.deleteRegion(name)
+			b.deleteProc(name)
+			return
+		}
+		nr.State = p.GetFinalState()
+		b.putRegion(nr)
+		b.deleteProc(name)
+		return
+	case p.GetAborting() && int(p.GetAttempts()) >= m.cfg.MaxOpenAttempts:
+		nr.State = stateFailedOpen
+		b.putRegion(nr)
+		b.deleteProc(name)
+		m.log.Error("region failed to open: FAILED_OPEN", "region", name, "attempts", p.GetAttempts(), "last_error", nr.GetLastError())
+		return
+	case !m.tableWantsOpenLocked(r):
+		nr.State = stateClosed
+		b.putRegion(nr)
+		b.deleteProc(name)
+		return
+	}
+	nr.State = stateOffline
+	np := proto.CloneOf(p)
+	np.Step, np.Aborting, np.Flush = stepOpen, false, true
+	switch {
+	case p.GetAborting():
+		np.Target = ""
+	case p.GetKind() == kindReopen:
+		np.Target = prev
+	}
+	b.putRegion(nr)
+	b.putProc(np)
+}
+
+// failedOpenLocked records a failed open attempt on the region's server: retry elsewhere, or
+// FAILED_OPEN after MaxOpenAttempts.
+func (m *Master) failedOpenLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure, reason string) {
+	m.metrics.failedOpens.Inc()
+	name, server := r.GetInfo().GetName(), r.GetServer()
+	nr := proto.CloneOf(r)
+	nr.Server, nr.ServerStartCode, nr.StateSinceMs = "", 0, m.clock().UnixMilli()
+	nr.LastError = fmt.Sprintf("open on %s failed: %s", server, reason)
+	np := proto.CloneOf(p)
+	np.Attempts++
+	np.Tried = append(np.Tried, server)
+	np.Target = ""
+	if int(np.Attempts) >= m.cfg.MaxOpenAttempts {
+		nr.State = stateFailedOpen
+		b.putRegion(nr)
+		b.deleteProc(name)
+		m.log.Error("region failed to open: FAILED_OPEN", "region", name, "attempts", np.Attempts, "last_error", nr.LastError)
+		return
+	}
+	m.log.Warn("region open failed: retrying on another server", "region", name, "server", server, "reason", reason, "attempt", np.Attempts)
+	nr.State = stateOffline
+	b.putRegion(nr)
+	b.putProc(np)
+}
+
+// dispatchLocked sends the order of a procedure's current step to the region's server.
+func (m *Master) dispatchLocked(name string) {
+	p, r := m.st.procs[name], m.st.regions[name]
+	if p == nil || r == nil || r.GetServer() == "" || p.sending {
+		return
+	}
+	s, ok := m.reg.Get(r.GetServer())
+	if !ok || !s.Live || s.StartCode != r.GetServerStartCode() {
+		return
+	}
+	p.sending, p.lastSend = true, m.clock()
+	gen, step, addr := p.gen, p.p.GetStep(), s.AdminAddress
+	var call func(ctx context.Context, c pb.AdminClient) error
+	switch step {
+	case stepOpen:
+		t := m.st.tables[TableKey(r.GetInfo().GetTable())]
+		req := &pb.OpenRegionRequest{Region: proto.CloneOf(r.GetInfo()), Table: proto.CloneOf(t.GetTable()), ProcedureId: p.p.GetId()}
+		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.OpenRegion(ctx, req); return err }
+	case stepClose:
+		req := &pb.CloseRegionRequest{Region: name, Flush: p.p.GetFlush(), ProcedureId: p.p.GetId()}
+		if p.p.GetKind() == kindMove && p.p.GetTarget() != "" {
+			if sn, err := ParseServerName(p.p.GetTarget()); err == nil {
+				if ts, ok := m.reg.Get(p.p.GetTarget()); ok {
+					sn.StartCode = ts.StartCode
+				}
+				req.Destination = sn
+			}
+		}
+		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.CloseRegion(ctx, req); return err }
+	}
+	ctx := m.activeCtx
+	m.activeWG.Add(1)
+	go func() {
+		defer m.activeWG.Done()
+		select {
+		case m.rpcSem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.RPCTimeout)
+		c, err := m.admin.client(addr)
+		if err == nil {
+			err = call(cctx, c)
+		}
+		cancel()
+		<-m.rpcSem
+		m.dispatched(name, gen, step, r.GetServer(), err)
+	}()
+}
+
+// dispatched handles the reply to an Open/CloseRegion call.
+func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, server string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.activeLocked() {
+		return
+	}
+	p, r := m.st.procs[name], m.st.regions[name]
+	if p == nil || p.gen != gen || r == nil {
+		return
+	}
+	p.sending = false
+	if err == nil {
+		p.accepted = true
+		m.kick() // replicas may wait for this
+		return
+	}
+	var b batch
+	switch {
+	case step == stepClose && isNotServing(err):
+		m.closedLocked(&b, r, p.p) // it does not have the region: closed
+	case step == stepOpen && answered(err):
+		m.failedOpenLocked(&b, r, p.p, err.Error())
+	default:
+		m.log.Warn("region server did not take an order: resending it", "region", name, "server", server, "step", step, "err", err)
+		return
+	}
+	_ = m.commit(&b)
+}
+
+func isNotServing(err error) bool {
+	d, ok := pb.DetailOf(err)
+	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION
+}
+
+// reportLocked applies a region server's transition report.
+func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegionTransitionRequest) error {
+	name := req.GetRegion().GetName()
+	r := m.st.regions[name]
+	if r == nil {
+		if req.GetTransition() == pb.RegionTransition_REGION_TRANSITION_OPENED {
+			return errPrecondition("region %q is not in the catalog (its table was dropped or truncated): close it", name)
+		}
+		return nil
+	}
+	p := m.st.procs[name]
+	here := r.GetServer() == server && r.GetServerStartCode() == startCode
+	var b batch
+	switch req.GetTransition() {
+	case pb.RegionTransition_REGION_TRANSITION_OPENED:
+		if here && r.GetState() == stateOpen {
+			return nil // a repeated report
+		}
+		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen {
+			return errPrecondition("region %s is not being opened on %s (it is %s on %q): close it", name, server, r.GetState(), r.GetServer())
+		}
+		now := m.clock()
+		m.metrics.assignTime.Observe(now.Sub(p.stepStart).Seconds())
+		nr := proto.CloneOf(r)
+		nr.State, nr.StateSinceMs, nr.LastError = stateOpen, now.UnixMilli(), ""
+		nr.LocationSeq++
+		nr.OpenSeq = req.GetOpenSeq()
+		b.putRegion(nr)
+		b.deleteProc(name)
+		if !m.tableWantsOpenLocked(r) { // disabled while it opened: close it again
+			m.closeLocked(&b, nr, kindUnassign, closeOpts{})
+		}
+	case pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN:
+		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen {
+			return nil // stale
+		}
+		m.failedOpenLocked(&b, r, p.p, req.GetError())
+	case pb.RegionTransition_REGION_TRANSITION_CLOSED:
+		switch {
+		case here && r.GetState() == stateClosing:
+			var pp *pb.RegionProcedure
+			if p != nil {
+				pp = p.p
+			}
+			m.closedLocked(&b, r, pp)
+		case here && r.GetState() == stateOpen && p == nil:
+			// The server closed it on its own (it failed): open it again somewhere.
+			m.log.Warn("region server closed a region on its own: reassigning it", "region", name, "server", server, "error", req.GetError())
+			m.closedLocked(&b, r, nil)
+		default:
+			return nil // stale or repeated
+		}
+	case pb.RegionTransition_REGION_TRANSITION_SPLIT_READY:
+		return errPrecondition("region splits are not supported by this master yet")
+	default:
+		return errInvalid("unknown transition %v", req.GetTransition())
+	}
+	return m.commit(&b)
+}

@@ -1,0 +1,708 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// Config configures a Master.
+type Config struct {
+	// FS is the shared storage root holding meta/, data/, wal/ and archive/. Required.
+	FS storage.FS
+	// Address is this master's advertised gRPC address (host:port): its identity in the election,
+	// what ClusterStatus names as the active master, and what standbys send clients to.
+	Address string
+	// Election decides when this master is active. nil: NoElection (active at once).
+	Election Elector
+	// Lease is the region servers' lease timing. Zero: DefaultLeaseConfig.
+	Lease LeaseConfig
+
+	// DefaultRegionReplication is REGION_REPLICATION for tables that do not set it (default 1),
+	// HedgeDelay the TIMELINE hedge delay servers and clients are told (default 10 ms) and
+	// QuotasDisabled turns throttling off. Values set with SetClusterConfig (kept in the catalog)
+	// override these.
+	DefaultRegionReplication int32
+	HedgeDelay               time.Duration
+	QuotasDisabled           bool
+
+	// BalancerInterval is the period of the balancer (default 5 min; negative: only on Balance
+	// calls). MaxMovesInFlight bounds the balancer's and drains' concurrent moves (default 16).
+	BalancerInterval time.Duration
+	MaxMovesInFlight int
+	// MaxOpenAttempts: an open that fails this many times leaves the region FAILED_OPEN (default 3).
+	MaxOpenAttempts int
+	// OpenTimeout: a region server that has not reported an open after this long is told to
+	// abort it, and the open is retried elsewhere (default 2 min). CloseTimeout: a server that has
+	// not reported a close after this long is expelled (its lease is no longer renewed; it is
+	// declared dead and recovered) (default 2 min).
+	OpenTimeout  time.Duration
+	CloseTimeout time.Duration
+	// RPCTimeout bounds one call to a region server (default 10 s); RetryDelay is the pause
+	// before an order that did not get through is sent again (default 1 s).
+	RPCTimeout time.Duration
+	RetryDelay time.Duration
+	// TickInterval is the period of the master's housekeeping: lease expiry, procedure timeouts
+	// and retries (default 250 ms; events also wake it at once).
+	TickInterval time.Duration
+	// DDLWait bounds how long DDL, MoveRegion and drain calls wait for the regions to settle
+	// before they return (default 30 s; the work goes on after they return).
+	DDLWait time.Duration
+	// MaxConcurrentRPCs bounds the Open/CloseRegion calls in flight (default 64).
+	MaxConcurrentRPCs int
+
+	// Clock is the master's clock (tests inject one). Default time.Now.
+	Clock func() time.Time
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives the master's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// DialAdmin returns the Admin client of a region server address; nil dials gRPC without TLS.
+	DialAdmin func(addr string) (pb.AdminClient, error)
+}
+
+func (c *Config) fill() error {
+	if c.FS == nil {
+		return errors.New("master: Config.FS (the shared storage root) is required")
+	}
+	if c.Election == nil {
+		c.Election = NoElection{Identity: c.Address}
+	}
+	if c.Lease == (LeaseConfig{}) {
+		c.Lease = DefaultLeaseConfig
+	}
+	if err := c.Lease.Validate(); err != nil {
+		return err
+	}
+	if c.DefaultRegionReplication == 0 {
+		c.DefaultRegionReplication = 1
+	}
+	if c.DefaultRegionReplication < 1 || c.DefaultRegionReplication > maxReplication {
+		return fmt.Errorf("master: default region replication %d is not in [1, %d]", c.DefaultRegionReplication, maxReplication)
+	}
+	if c.HedgeDelay < 0 {
+		return fmt.Errorf("master: hedge delay %v is negative", c.HedgeDelay)
+	}
+	if c.HedgeDelay == 0 {
+		c.HedgeDelay = 10 * time.Millisecond
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.BalancerInterval, 5*time.Minute)
+	def(&c.OpenTimeout, 2*time.Minute)
+	def(&c.CloseTimeout, 2*time.Minute)
+	def(&c.RPCTimeout, 10*time.Second)
+	def(&c.RetryDelay, time.Second)
+	def(&c.TickInterval, 250*time.Millisecond)
+	def(&c.DDLWait, 30*time.Second)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"open timeout", c.OpenTimeout}, {"close timeout", c.CloseTimeout}, {"RPC timeout", c.RPCTimeout},
+		{"retry delay", c.RetryDelay}, {"tick interval", c.TickInterval}, {"DDL wait", c.DDLWait}} {
+		if d.v <= 0 {
+			return fmt.Errorf("master: %s %v must be positive", d.name, d.v)
+		}
+	}
+	if c.MaxMovesInFlight == 0 {
+		c.MaxMovesInFlight = 16
+	}
+	if c.MaxOpenAttempts == 0 {
+		c.MaxOpenAttempts = 3
+	}
+	if c.MaxConcurrentRPCs == 0 {
+		c.MaxConcurrentRPCs = 64
+	}
+	if c.MaxMovesInFlight < 0 || c.MaxOpenAttempts < 0 || c.MaxConcurrentRPCs < 0 {
+		return errors.New("master: MaxMovesInFlight, MaxOpenAttempts and MaxConcurrentRPCs must not be negative")
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Master states.
+const (
+	stateNew int32 = iota
+	stateStandby
+	stateActivating
+	stateActive
+	stateStopped
+)
+
+// ErrLostLeadership ends a master that was active and lost its election: the process should exit
+// (and restart as a standby).
+var ErrLostLeadership = errors.New("master: lost the leadership")
+
+// Master is Cellstore's master. It serves the Master gRPC service (Register it on a grpc.Server)
+// on every master process; only the elected one is active: it opens the catalog and does the
+// work, the others answer NOT_ACTIVE_MASTER naming the active one.
+type Master struct {
+	pb.UnimplementedMasterServer
+
+	cfg     Config
+	log     *slog.Logger
+	clock   func() time.Time
+	metrics *metrics
+	admin   *adminPool
+	rpcSem  chan struct{}
+
+	status atomic.Int32
+	leader atomic.Pointer[string]
+
+	lifeMu      sync.Mutex
+	stopping    bool
+	stopDone    chan struct{} // closed when Stop has finished
+	electCancel context.CancelFunc
+	electDone   chan struct{}
+	done        chan struct{}
+	doneOnce    sync.Once
+	err         error
+
+	// reg is the region servers' registry (its own lock; reset when the master becomes active).
+	reg *Registry
+
+	// The active phase. mu guards everything below and the model.
+	mu          sync.Mutex
+	cat         *Catalog
+	st          *model
+	activeCtx   context.Context
+	activeStop  context.CancelFunc
+	activeWG    sync.WaitGroup
+	kickCh      chan struct{}
+	changed     chan struct{}
+	loads       map[string]*pb.ServerLoad // by server, from heartbeats
+	stoppingSrv map[string]int64          // servers that said they are stopping: start code
+	moveQueue   []queuedMove
+	queued      map[string]bool
+	nextBalance time.Time
+	nextSweep   time.Time
+	busyTables  map[string]bool // tables whose delete or archive runs
+}
+
+// New makes a master. It does nothing until Start.
+func New(cfg Config) (*Master, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistry(cfg.Lease, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	m := &Master{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "master"),
+		clock:   cfg.Clock,
+		metrics: newMetrics(cfg.Registerer),
+		admin:   newAdminPool(cfg.DialAdmin),
+		rpcSem:  make(chan struct{}, cfg.MaxConcurrentRPCs),
+		done:    make(chan struct{}),
+		reg:     reg,
+	}
+	none := ""
+	m.leader.Store(&none)
+	return m, nil
+}
+
+// Register adds the Master gRPC service to s.
+func (m *Master) Register(s *grpc.Server) { pb.RegisterMasterServer(s, m) }
+
+// NewGRPCServer makes a gRPC server with the Master service registered.
+func (m *Master) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	s := grpc.NewServer(opts...)
+	m.Register(s)
+	return s
+}
+
+// Start begins campaigning; the master becomes active when elected. It returns at once. The
+// master runs until Stop, until ctx ends (which stops it as Stop does), or until it fails or
+// loses the leadership (Done is closed and Err says why).
+func (m *Master) Start(ctx context.Context) error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.status.Load() != stateNew {
+		return errors.New("master: Start called twice, or after Stop")
+	}
+	if v, ok := m.cfg.Election.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+	}
+	m.status.Store(stateStandby)
+	ectx, cancel := context.WithCancel(context.Background())
+	m.electCancel = cancel
+	m.electDone = make(chan struct{})
+	go func() {
+		defer close(m.electDone)
+		m.cfg.Election.Run(ectx, ElectionCallbacks{Elected: m.elected, Leader: m.observeLeader})
+		// The election ended: by Stop (the master is stopping) or because it was lost.
+		m.finish(ErrLostLeadership)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = m.Stop()
+		case <-m.done:
+		}
+	}()
+	return nil
+}
+
+// Stop stops the master: it ends the active phase (every loop and RPC it started), closes the
+// catalog, and only then gives up the leadership, so that the next master never overlaps it.
+func (m *Master) Stop() error {
+	m.lifeMu.Lock()
+	if m.stopDone != nil { // another Stop runs or ran
+		ch := m.stopDone
+		m.lifeMu.Unlock()
+		<-ch
+		return nil
+	}
+	m.stopDone = make(chan struct{})
+	defer close(m.stopDone)
+	m.stopping = true
+	cancel, electDone := m.electCancel, m.electDone
+	m.lifeMu.Unlock()
+	if cancel == nil { // never started
+		m.finish(nil)
+		return nil
+	}
+	m.deactivate()
+	m.finish(nil)
+	cancel()
+	<-electDone
+	m.admin.close()
+	return nil
+}
+
+// Done is closed when the master has stopped; Err then says why (nil after Stop).
+func (m *Master) Done() <-chan struct{} { return m.done }
+
+// Err is why the master stopped: nil after Stop, ErrLostLeadership, or a failure.
+func (m *Master) Err() error {
+	select {
+	case <-m.done:
+		return m.err
+	default:
+		return nil
+	}
+}
+
+// finish ends the master with err (the first call wins).
+func (m *Master) finish(err error) {
+	m.doneOnce.Do(func() {
+		m.lifeMu.Lock()
+		if m.stopping {
+			err = nil
+		}
+		m.lifeMu.Unlock()
+		m.err = err
+		m.status.Store(stateStopped)
+		m.metrics.isActive.Set(0)
+		close(m.done)
+	})
+}
+
+// fail stops an active master that cannot go on (its catalog failed, its leadership lapsed):
+// it stops at once and lets the election go, so another master takes over.
+func (m *Master) fail(err error) {
+	m.log.Error("master stopping", "err", err)
+	go func() {
+		m.deactivate()
+		m.finish(err)
+		m.lifeMu.Lock()
+		cancel := m.electCancel
+		m.lifeMu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}()
+}
+
+// Active reports whether this master is the active one and has loaded its catalog.
+func (m *Master) Active() bool { return m.status.Load() == stateActive }
+
+// Leader is the active master's address as last known ("" when unknown).
+func (m *Master) Leader() string { return *m.leader.Load() }
+
+// Ready is the readiness check: nil when active with the catalog loaded, or when a healthy
+// standby.
+func (m *Master) Ready() error {
+	switch m.status.Load() {
+	case stateActive, stateStandby:
+		return nil
+	case stateActivating:
+		return errors.New("elected, loading the catalog")
+	case stateNew:
+		return errors.New("not started")
+	}
+	if err := m.Err(); err != nil {
+		return err
+	}
+	return errors.New("stopped")
+}
+
+// Live is the liveness check: nil until the master has stopped.
+func (m *Master) Live() error {
+	if m.status.Load() == stateStopped {
+		if err := m.Err(); err != nil {
+			return err
+		}
+		return errors.New("stopped")
+	}
+	return nil
+}
+
+func (m *Master) observeLeader(id string) {
+	m.leader.Store(&id)
+	m.log.Info("active master", "leader", id, "self", id == m.cfg.Address)
+}
+
+// elected runs the active phase until ctx (the leadership) ends.
+func (m *Master) elected(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	addr := m.cfg.Address
+	m.leader.Store(&addr)
+	if err := m.activate(ctx); err != nil {
+		m.fail(err)
+		return
+	}
+	<-ctx.Done()
+	m.lifeMu.Lock()
+	stopping := m.stopping
+	m.lifeMu.Unlock()
+	m.deactivate()
+	if !stopping {
+		m.log.Error("lost the leadership: stopping")
+		m.finish(ErrLostLeadership)
+	}
+}
+
+// activate opens the catalog and starts the active phase.
+func (m *Master) activate(ctx context.Context) error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.stopping {
+		return nil
+	}
+	m.status.Store(stateActivating)
+	start := time.Now()
+	cat, err := OpenCatalog(m.cfg.FS, "meta")
+	if err != nil {
+		return fmt.Errorf("master: open the catalog: %w", err)
+	}
+	now := m.clock()
+	st, err := loadModel(cat, now)
+	if err != nil {
+		cat.Close()
+		return err
+	}
+	reg := m.reg
+	reg.Reset()
+	actx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.cat, m.st = cat, st
+	m.activeCtx, m.activeStop = actx, cancel
+	m.kickCh = make(chan struct{}, 1)
+	m.changed = make(chan struct{})
+	m.loads = map[string]*pb.ServerLoad{}
+	m.stoppingSrv = map[string]int64{}
+	m.moveQueue, m.queued = nil, map[string]bool{}
+	m.busyTables = map[string]bool{}
+	m.nextBalance = now.Add(m.cfg.BalancerInterval)
+	m.nextSweep = now
+	// Servers the catalog knows get a fresh lease: they go on heartbeating to this master, or
+	// are declared dead when it runs out.
+	for _, s := range st.servers {
+		if s.GetStartCode() != 0 && !m.deadPendingLocked(s.GetServer(), s.GetStartCode()) {
+			reg.Restore(s.GetServer(), s.GetStartCode(), s.GetAdminAddress(), s.GetZone(), s.GetDraining())
+		}
+	}
+	m.updateGaugesLocked()
+	m.mu.Unlock()
+	m.status.Store(stateActive)
+	m.metrics.isActive.Set(1)
+	m.log.Info("active: catalog loaded", "tables", len(st.tables), "regions", len(st.regions),
+		"procedures", len(st.procs), "dead_servers", len(st.dead), "took", time.Since(start).Round(time.Millisecond))
+	m.activeWG.Add(1)
+	go func() {
+		defer m.activeWG.Done()
+		m.loop(actx)
+	}()
+	return nil
+}
+
+// deactivate ends the active phase: handlers refuse, loops and RPCs stop, the catalog closes.
+func (m *Master) deactivate() {
+	m.mu.Lock()
+	if m.st == nil {
+		m.mu.Unlock()
+		return
+	}
+	if s := m.status.Load(); s == stateActive || s == stateActivating {
+		m.status.Store(stateStandby)
+	}
+	m.activeStop()
+	m.mu.Unlock()
+	m.activeWG.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return
+	}
+	if err := m.cat.Close(); err != nil {
+		m.log.Error("close the catalog", "err", err)
+	}
+	m.st, m.cat = nil, nil
+	close(m.changed)
+	m.metrics.isActive.Set(0)
+}
+
+// activeLocked reports whether the active phase is on (m.mu held).
+func (m *Master) activeLocked() bool {
+	return m.st != nil && m.activeCtx.Err() == nil && m.status.Load() == stateActive
+}
+
+// notActive is the answer of a master that is not the active one.
+func (m *Master) notActive() error {
+	leader := m.Leader()
+	if leader == m.cfg.Address {
+		leader = "" // elected but not serving yet (or any more): the client tries again
+	}
+	msg := "this master is a standby"
+	switch m.status.Load() {
+	case stateActivating:
+		msg = "this master was elected and is loading the catalog"
+	case stateStopped:
+		msg = "this master has stopped"
+	}
+	if leader != "" {
+		msg += "; the active master is " + leader
+	}
+	return (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER, Message: msg, NewMaster: leader, Retryable: true}).Status()
+}
+
+// lock takes m.mu for a handler if this master is active; otherwise it returns the answer.
+func (m *Master) lock() error {
+	if m.status.Load() != stateActive {
+		return m.notActive()
+	}
+	m.mu.Lock()
+	if !m.activeLocked() {
+		m.mu.Unlock()
+		return m.notActive()
+	}
+	return nil
+}
+
+// commit writes a batch to the catalog and applies it to the model (m.mu held). A master that
+// cannot write its catalog stops (fail-stop); the next one replays the catalog.
+func (m *Master) commit(b *batch) error {
+	if b.empty() {
+		return nil
+	}
+	if err := m.cfg.Election.Check(); err != nil {
+		m.fail(err)
+		return err
+	}
+	changes, err := b.catalogChanges()
+	if err != nil {
+		return errInvalid("%v", err)
+	}
+	if err := m.cat.Apply(changes...); err != nil {
+		err = fmt.Errorf("master: catalog write of %s failed: %w", b.rows(), err)
+		m.fail(err)
+		return err
+	}
+	now := m.clock()
+	for _, f := range b.apply {
+		f(m.st, now)
+	}
+	if b.state != nil {
+		m.st.state = b.state
+	}
+	checkModel(m.st)
+	m.notifyLocked()
+	return nil
+}
+
+// notifyLocked wakes the waiters on model changes and the loop.
+func (m *Master) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.kick()
+}
+
+// kick wakes the loop.
+func (m *Master) kick() {
+	select {
+	case m.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until cond (called with m.mu held) holds, ctx ends, or DDLWait passes (or most
+// of the time left before ctx's deadline, so the caller still gets the answer). It is called with
+// m.mu held and returns with it held; false when cond did not come true.
+func (m *Master) waitFor(ctx context.Context, cond func() bool) bool {
+	wait := m.cfg.DDLWait
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		wait = max(0, min(wait, left-left/10-50*time.Millisecond))
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		if !m.activeLocked() {
+			return false
+		}
+		if cond() {
+			return true
+		}
+		ch, actx := m.changed, m.activeCtx
+		m.mu.Unlock()
+		expired := false
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-actx.Done():
+		case <-t.C:
+			expired = true
+		}
+		m.mu.Lock()
+		if ctx.Err() != nil || actx.Err() != nil {
+			return false
+		}
+		if expired {
+			return m.activeLocked() && cond()
+		}
+	}
+}
+
+// loop is the active master's housekeeping.
+func (m *Master) loop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		m.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kickCh:
+		}
+	}
+}
+
+func (m *Master) tick(ctx context.Context) {
+	dead := m.reg.Expire()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.activeLocked() || ctx.Err() != nil {
+		return
+	}
+	now := m.clock()
+	for _, d := range dead {
+		m.log.Warn("region server lease expired: declaring it dead", "server", d.Name, "start_code", d.StartCode,
+			"last_heartbeat_ago", now.Sub(d.LastSeen).Round(time.Millisecond))
+		if err := m.serverDiedLocked(d.Name, d.StartCode); err != nil {
+			return
+		}
+	}
+	steps := []func(time.Time) error{
+		m.progressDeadLocked,
+		m.progressTablesLocked,
+		m.sweepLocked,
+		m.drainLocked,
+		m.advanceProcsLocked,
+		m.startMovesLocked,
+		m.balancerTickLocked,
+	}
+	for _, step := range steps {
+		if !m.activeLocked() {
+			return
+		}
+		if err := step(now); err != nil {
+			return
+		}
+	}
+	m.updateGaugesLocked()
+}
+
+// updateGaugesLocked sets the gauges from counts the model keeps.
+func (m *Master) updateGaugesLocked() {
+	st := m.st
+	m.metrics.ritCount.Set(float64(st.inTransition))
+	m.metrics.regionCount.Set(float64(len(st.regions)))
+	m.metrics.tableCount.Set(float64(len(st.tables)))
+	m.metrics.deadServers.Set(float64(len(st.dead)))
+	live, draining := 0, 0
+	for _, s := range m.reg.All() {
+		if s.Live {
+			live++
+			if s.Draining {
+				draining++
+			}
+		}
+	}
+	m.metrics.liveServers.Set(float64(live))
+	m.metrics.drainingServer.Set(float64(draining))
+	oldest := time.Duration(0)
+	now := m.clock()
+	for _, p := range st.procs {
+		oldest = max(oldest, now.Sub(time.UnixMilli(p.p.GetStartedMs())))
+	}
+	m.metrics.ritOldestAge.Set(oldest.Seconds())
+}
+
+// Cluster configuration keys (SetClusterConfig, RegisterServerResponse.cluster_config).
+const (
+	ConfigDefaultRegionReplication = "default_region_replication"
+	ConfigHedgeDelayMS             = "hedge_delay_ms"
+	ConfigQuotasEnabled            = "quotas_enabled"
+	// ConfigSelfFenceMarginMS is in RegisterServerResponse.cluster_config only: how long before
+	// its lease can expire a region server stops acknowledging writes (LeaseConfig.SelfFenceMargin).
+	ConfigSelfFenceMarginMS = "self_fence_margin_ms"
+)
+
+// clusterConfigLocked is the effective cluster configuration: the flags' values overridden by
+// the catalog's.
+func (m *Master) clusterConfigLocked() map[string]string {
+	out := map[string]string{
+		ConfigDefaultRegionReplication: strconv.Itoa(int(m.cfg.DefaultRegionReplication)),
+		ConfigHedgeDelayMS:             strconv.FormatInt(m.cfg.HedgeDelay.Milliseconds(), 10),
+		ConfigQuotasEnabled:            strconv.FormatBool(!m.cfg.QuotasDisabled),
+	}
+	for k, v := range m.st.config.GetConfig() {
+		out[k] = v
+	}
+	return out
+}
+
+func (m *Master) defaultReplicationLocked() int32 {
+	n, err := strconv.Atoi(m.clusterConfigLocked()[ConfigDefaultRegionReplication])
+	if err != nil || n < 1 {
+		return m.cfg.DefaultRegionReplication
+	}
+	return int32(n)
+}

@@ -1,0 +1,62 @@
+package master
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the master's Prometheus metrics: HBase's master metrics2 names in snake_case with
+// the cellstore_master_ prefix. Gauges are set where the state changes (or once per tick from
+// counts kept as changes happen): scraping takes no lock and counts nothing.
+type metrics struct {
+	isActive       prometheus.Gauge
+	ritCount       prometheus.Gauge
+	ritOldestAge   prometheus.Gauge
+	liveServers    prometheus.Gauge
+	deadServers    prometheus.Gauge
+	drainingServer prometheus.Gauge
+	regionCount    prometheus.Gauge
+	tableCount     prometheus.Gauge
+	balancerMoves  prometheus.Counter
+	balancerRuns   prometheus.Counter
+	assignTime     prometheus.Histogram
+	failedOpens    prometheus.Counter
+	serverCrashes  prometheus.Counter
+	recoveryTime   prometheus.Histogram
+	splitEdits     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "cellstore", Subsystem: "master", Name: name, Help: help})
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "cellstore", Subsystem: "master", Name: name, Help: help})
+	}
+	m := &metrics{
+		isActive:       g("is_active_master", "1 when this master is the active one (isActiveMaster)."),
+		ritCount:       g("rit_count", "Regions in transition: with a procedure in flight or between states (ritCount)."),
+		ritOldestAge:   g("rit_oldest_age_seconds", "Age of the oldest region transition (ritOldestAge)."),
+		liveServers:    g("num_region_servers", "Live region servers (numRegionServers)."),
+		deadServers:    g("num_dead_region_servers", "Dead region servers whose recovery is not finished (numDeadRegionServers)."),
+		drainingServer: g("num_draining_region_servers", "Region servers marked draining (numDrainingRegionServers)."),
+		regionCount:    g("region_count", "Regions in the catalog, replicas included (regionCount)."),
+		tableCount:     g("table_count", "Tables in the catalog."),
+		balancerMoves:  c("balancer_moves_total", "Region moves started by the balancer and by drains."),
+		balancerRuns:   c("balancer_runs_total", "Balancer runs (BalancerCluster_num_ops)."),
+		assignTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "master", Name: "assign_seconds",
+			Help:    "Time from sending OpenRegion to the OPENED report (AssignmentManager assign time).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
+		failedOpens:   c("failed_opens_total", "Open attempts reported failed or timed out."),
+		serverCrashes: c("server_crash_procedures_total", "Dead region servers whose recovery started (ServerCrashProcedure)."),
+		recoveryTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "master", Name: "server_crash_recovery_seconds",
+			Help:    "Time from declaring a server dead to every region it held being settled.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120, 300}}),
+		splitEdits: c("wal_split_edits_total", "WAL edits written to recovered edits by log splitting."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.liveServers, m.deadServers, m.drainingServer,
+			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
+			m.serverCrashes, m.recoveryTime, m.splitEdits)
+	}
+	return m
+}

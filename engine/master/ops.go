@@ -1,0 +1,324 @@
+package master
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// sweepEvery is the period of the safety-net sweep over every region.
+const sweepEvery = 10 * time.Second
+
+// queuedMove is a move decided by the balancer or a drain, started when the bound on moves in
+// flight allows (not persisted: a new master's balancer decides again).
+type queuedMove struct {
+	region, from, to string
+}
+
+// progressTablesLocked advances enabling, disabling, deleted and truncated tables.
+func (m *Master) progressTablesLocked(now time.Time) error {
+	keys := make([]string, 0, len(m.st.tables))
+	for k := range m.st.tables {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b batch
+	for _, key := range keys {
+		t := m.st.tables[key]
+		if t.GetDeleting() {
+			if !m.busyTables[key] {
+				m.busyTables[key] = true
+				m.runTableIO(key, nil, true)
+			}
+			continue
+		}
+		if len(t.GetArchiveDirs()) > 0 && !m.busyTables[key] {
+			m.busyTables[key] = true
+			m.runTableIO(key, slices.Clone(t.GetArchiveDirs()), false)
+		}
+		switch t.GetState() {
+		case pb.TableState_TABLE_STATE_ENABLING:
+			busy := false
+			for _, r := range m.st.tableRegions(key) {
+				if m.st.procs[r.GetInfo().GetName()] != nil {
+					busy = true
+					break
+				}
+			}
+			if !busy {
+				nt := proto.CloneOf(t)
+				nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLED, now.UnixMilli()
+				b.putTable(nt)
+				m.log.Info("table enabled", "table", key)
+			}
+		case pb.TableState_TABLE_STATE_DISABLING:
+			done := true
+			for _, r := range m.st.tableRegions(key) {
+				name := r.GetInfo().GetName()
+				if m.st.procs[name] != nil {
+					done = false
+					continue
+				}
+				switch r.GetState() {
+				case stateOpen, stateOpening, stateClosing:
+					if r.GetServer() != "" && !m.deadPendingLocked(r.GetServer(), r.GetServerStartCode()) {
+						m.closeLocked(&b, r, kindUnassign, closeOpts{})
+					}
+					done = false
+				case stateClosed:
+				default:
+					m.finishClosedLocked(&b, r)
+				}
+			}
+			if done {
+				nt := proto.CloneOf(t)
+				nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_DISABLED, now.UnixMilli()
+				b.putTable(nt)
+				m.log.Info("table disabled", "table", key)
+			}
+		}
+	}
+	return m.commit(&b)
+}
+
+// runTableIO archives a table's directory (drop) or replaced region directories (truncate) and
+// records it.
+func (m *Master) runTableIO(key string, dirs []string, drop bool) {
+	t := m.st.tables[key]
+	tn := proto.CloneOf(t.GetTable().GetName())
+	ctx := m.activeCtx
+	m.activeWG.Add(1)
+	go func() {
+		defer m.activeWG.Done()
+		var err error
+		if drop {
+			err = m.archiveDir(TableDir(tn), path.Join("archive", TableDir(tn), strconv.FormatInt(m.clock().UnixMilli(), 10)))
+		} else {
+			for _, d := range dirs {
+				if err = m.archiveDir(d, path.Join("archive", d)); err != nil {
+					break
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.activeLocked() {
+			return
+		}
+		delete(m.busyTables, key)
+		if err != nil {
+			m.log.Error("archiving table data failed: retrying", "table", key, "err", err)
+			return
+		}
+		cur := m.st.tables[key]
+		if cur == nil {
+			return
+		}
+		var b batch
+		if drop {
+			for _, r := range m.st.tableRegions(key) {
+				b.deleteRegion(r.GetInfo().GetName())
+				if m.st.procs[r.GetInfo().GetName()] != nil {
+					b.deleteProc(r.GetInfo().GetName())
+				}
+			}
+			b.deleteTable(key)
+			m.log.Info("table deleted; its data is in archive/", "table", key)
+		} else {
+			nt := proto.CloneOf(cur)
+			nt.ArchiveDirs = slices.DeleteFunc(nt.ArchiveDirs, func(d string) bool { return slices.Contains(dirs, d) })
+			b.putTable(nt)
+		}
+		_ = m.commit(&b)
+	}()
+}
+
+// archiveDir moves a directory under archive/ (nothing when it does not exist).
+func (m *Master) archiveDir(src, dst string) error {
+	fs := m.cfg.FS
+	ok, err := storage.Exists(fs, src)
+	if err != nil || !ok {
+		return err
+	}
+	if err := fs.MkdirAll(path.Dir(dst)); err != nil {
+		return err
+	}
+	if ok, _ := storage.Exists(fs, dst); ok {
+		dst += "." + strconv.FormatInt(m.clock().UnixNano(), 10)
+	}
+	if err := fs.Rename(src, dst); err != nil {
+		return err
+	}
+	if err := fs.SyncDir(path.Dir(src)); err != nil {
+		return err
+	}
+	return fs.SyncDir(path.Dir(dst))
+}
+
+// sweepLocked is a safety net run every sweepEvery: regions of enabled tables that are offline
+// without a procedure get one, and regions on servers nobody recovers get their server recovered.
+func (m *Master) sweepLocked(now time.Time) error {
+	if now.Before(m.nextSweep) {
+		return nil
+	}
+	m.nextSweep = now.Add(sweepEvery)
+	var b batch
+	type proc struct {
+		name string
+		sc   int64
+	}
+	var orphans []proc
+	for _, r := range m.st.regions {
+		name := r.GetInfo().GetName()
+		if srv := r.GetServer(); srv != "" {
+			if !m.serverLiveLocked(srv, r.GetServerStartCode()) && m.st.dead[WALDirName(srv, r.GetServerStartCode())] == nil {
+				orphans = append(orphans, proc{srv, r.GetServerStartCode()})
+			}
+			continue
+		}
+		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) {
+			continue
+		}
+		if t := m.st.tables[TableKey(r.GetInfo().GetTable())]; t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
+			continue
+		}
+		if r.GetState() == stateOffline || r.GetState() == stateClosed {
+			m.assignLocked(&b, r)
+		}
+	}
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	for _, o := range orphans {
+		if err := m.serverDiedLocked(o.name, o.sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainLocked queues moves for the regions still on draining servers.
+func (m *Master) drainLocked(time.Time) error {
+	draining := map[string]bool{}
+	for _, s := range m.reg.All() {
+		if s.Live && s.Draining {
+			draining[s.Name] = true
+		}
+	}
+	if len(draining) == 0 {
+		return nil
+	}
+	var front []queuedMove
+	for name, r := range m.st.regions {
+		if draining[r.GetServer()] && r.GetState() == stateOpen && m.st.procs[name] == nil && !m.queued[name] {
+			front = append(front, queuedMove{region: name, from: r.GetServer()})
+			m.queued[name] = true
+		}
+	}
+	slices.SortFunc(front, func(a, b queuedMove) int { return compareStrings(a.region, b.region) })
+	m.moveQueue = append(front, m.moveQueue...)
+	return nil
+}
+
+// startMovesLocked starts queued moves while fewer than MaxMovesInFlight run.
+func (m *Master) startMovesLocked(time.Time) error {
+	if len(m.moveQueue) == 0 {
+		return nil
+	}
+	inFlight := 0
+	for _, p := range m.st.procs {
+		if p.p.GetBalancer() {
+			inFlight++
+		}
+	}
+	var b batch
+	var started []string
+	var pl *balancerState
+	for inFlight < m.cfg.MaxMovesInFlight && len(m.moveQueue) > 0 {
+		mv := m.moveQueue[0]
+		m.moveQueue = m.moveQueue[1:]
+		delete(m.queued, mv.region)
+		r := m.st.regions[mv.region]
+		if r == nil || r.GetState() != stateOpen || r.GetServer() != mv.from || m.st.procs[mv.region] != nil {
+			continue
+		}
+		if pl == nil {
+			pl = m.placerLocked()
+		}
+		br := &BalancerRegion{Name: mv.region, Group: PrimaryName(mv.region), Server: mv.from}
+		to := mv.to
+		if to == "" || to == mv.from || !pl.fits(br, to) {
+			to = pl.pick(br, mv.from)
+		}
+		if to == "" {
+			continue // nowhere to go now; a drain queues it again
+		}
+		m.closeLocked(&b, r, kindMove, closeOpts{target: to, balancer: true})
+		pl.moveTo(mv.region, to)
+		started = append(started, mv.region)
+		inFlight++
+	}
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.metrics.balancerMoves.Add(float64(len(started)))
+	for _, name := range started {
+		m.dispatchLocked(name)
+	}
+	return nil
+}
+
+// balancerTickLocked runs the balancer every BalancerInterval while it is on and the cluster is
+// quiet (no region in transition, no recovery, no queued move).
+func (m *Master) balancerTickLocked(now time.Time) error {
+	if m.cfg.BalancerInterval < 0 || m.st.state.GetBalancerOff() || now.Before(m.nextBalance) {
+		return nil
+	}
+	m.nextBalance = now.Add(m.cfg.BalancerInterval)
+	if len(m.st.procs) > 0 || len(m.st.dead) > 0 || len(m.moveQueue) > 0 {
+		m.log.Info("balancer skipped: regions in transition or servers being recovered",
+			"procedures", len(m.st.procs), "dead_servers", len(m.st.dead))
+		return nil
+	}
+	m.balanceLocked()
+	return nil
+}
+
+// balanceLocked runs Balance over the live servers and queues its moves; it returns how many.
+func (m *Master) balanceLocked() int {
+	m.metrics.balancerRuns.Inc()
+	pl := m.placerLocked()
+	var servers []BalancerServer
+	for _, s := range pl.servers {
+		servers = append(servers, *s)
+	}
+	var regions []BalancerRegion
+	for _, r := range pl.regions {
+		regions = append(regions, *r)
+	}
+	n := 0
+	for _, mv := range Balance(servers, regions) {
+		r := m.st.regions[mv.Region]
+		if mv.From == "" || r == nil || r.GetState() != stateOpen || r.GetServer() != mv.From ||
+			m.st.procs[mv.Region] != nil || m.queued[mv.Region] || !m.serverLiveLocked(mv.From, r.GetServerStartCode()) {
+			continue
+		}
+		m.moveQueue = append(m.moveQueue, queuedMove{region: mv.Region, from: mv.From, to: mv.To})
+		m.queued[mv.Region] = true
+		n++
+	}
+	if n > 0 {
+		m.log.Info("balancer queued moves", "moves", n)
+		m.kick()
+	}
+	return n
+}

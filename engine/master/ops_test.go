@@ -1,0 +1,361 @@
+package master_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/master/mastertest"
+)
+
+func (c *cluster) serverStatus(name string) *pb.ServerStatus {
+	for _, s := range c.status().GetServers() {
+		if master.ServerName(s.GetServer()) == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func TestDrainEmptiesAServerAndUndrainBalanceRefillsIt(t *testing.T) {
+	c := newCluster(t, 3, nil, func(cfg *master.Config) { cfg.MaxMovesInFlight = 2 })
+	c.createTable("t1", 9, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	target := c.servers[2]
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: target.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the drained server empty", 10*time.Second, func() (bool, string) {
+		s := c.serverStatus(target.Name())
+		return s.GetDraining() && s.GetRegions() == 0 && len(target.Regions()) == 0 && len(c.status().GetRegionsInTransition()) == 0,
+			fmt.Sprintf("status %v, fake holds %v", s, target.Regions())
+	})
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if counts := perServer(locs); counts[target.Name()] != 0 || len(counts) != 2 {
+		t.Fatalf("after the drain: %v", counts)
+	}
+	// New regions never go to a draining server.
+	c.createTable("t2", 4, 0)
+	for _, l := range c.waitAllOpen("t2", 10*time.Second) {
+		if master.ServerName(l.GetServer()) == target.Name() {
+			t.Errorf("region %s of a new table assigned to the draining server", l.GetRegion().GetName())
+		}
+	}
+	// The moves closed with a flush and named their destination.
+	for _, call := range target.Calls() {
+		if !call.Open && (!call.Flush || call.Destination == "") {
+			t.Errorf("drain close %+v: want a flush and a destination", call)
+		}
+	}
+	if _, err := c.mc.UndrainServer(c.ctx(), &pb.DrainServerRequest{Server: target.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.mc.Balance(c.ctx(), &pb.BalanceRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMoves() != 4 {
+		t.Errorf("balance queued %d moves, want 4 (13 regions: 7/6/0 → 5/4/4)", resp.GetMoves())
+	}
+	c.waitFor("the undrained server refilled", 10*time.Second, func() (bool, string) {
+		s := c.serverStatus(target.Name())
+		return !s.GetDraining() && s.GetRegions() == 4 && len(target.Regions()) == 4,
+			fmt.Sprintf("status %v, fake holds %v", s, target.Regions())
+	})
+	// Undraining a server the master never saw is not an error (the operator's contract).
+	if _, err := c.mc.UndrainServer(c.ctx(), &pb.DrainServerRequest{Server: "gone.example:16020"}); err != nil {
+		t.Errorf("undrain of an unknown server: %v", err)
+	}
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: "not a name"}); errCode(err) != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		t.Errorf("drain of a malformed name: %v", err)
+	}
+}
+
+func TestMoveRegion(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 3, 0)
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	l := locs[0]
+	name, from := l.GetRegion().GetName(), master.ServerName(l.GetServer())
+	var to *mastertest.FakeServer
+	for _, s := range c.servers {
+		if s.Name() != from {
+			to = s
+			break
+		}
+	}
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name, Destination: to.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	after := c.waitAllOpen("t1", 10*time.Second)
+	if got := master.ServerName(after[0].GetServer()); got != to.Name() {
+		t.Fatalf("region %s on %s after the move, want %s", name, got, to.Name())
+	}
+	if after[0].GetSeq() != l.GetSeq()+1 {
+		t.Errorf("location seq %d after a move from seq %d", after[0].GetSeq(), l.GetSeq())
+	}
+	src := c.server(from)
+	if slices.Contains(src.Regions(), name) {
+		t.Error("the source still serves the region")
+	}
+	calls := src.Calls()
+	last := calls[len(calls)-1]
+	if last.Open || last.Region != name || !last.Flush || last.Destination != to.Name() {
+		t.Errorf("source's last order %+v, want a flushing close naming the destination", last)
+	}
+	// Without a destination the master picks one.
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name}); err != nil {
+		t.Fatal(err)
+	}
+	if got := master.ServerName(c.waitAllOpen("t1", 10*time.Second)[0].GetServer()); got == to.Name() {
+		t.Error("a move without destination left the region where it was")
+	}
+	// Bad moves.
+	for _, tc := range []struct {
+		req  *pb.MoveRegionRequest
+		code pb.ErrorCode
+	}{
+		{&pb.MoveRegionRequest{Region: "nosuchregion"}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
+		{&pb.MoveRegionRequest{Region: name, Destination: "bad name"}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
+		{&pb.MoveRegionRequest{Region: name, Destination: "127.0.0.1:1"}, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION},
+	} {
+		if _, err := c.mc.MoveRegion(c.ctx(), tc.req); errCode(err) != tc.code {
+			t.Errorf("move %v: %v, want %v", tc.req, err, tc.code)
+		}
+	}
+}
+
+// Replicas of a region never share a server, and spread over zones; the primary is placed first.
+func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
+	c := newCluster(t, 4, []string{"z1", "z2"}, nil)
+	c.createTable("t1", 4, 2)
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if len(locs) != 8 {
+		t.Fatalf("%d region replicas, want 8", len(locs))
+	}
+	zoneOf := map[string]string{}
+	for _, s := range c.status().GetServers() {
+		zoneOf[master.ServerName(s.GetServer())] = s.GetZone()
+	}
+	check := func(locs []*pb.RegionLocation) {
+		t.Helper()
+		byGroup := map[string][]string{}
+		for _, l := range locs {
+			g := master.PrimaryName(l.GetRegion().GetName())
+			byGroup[g] = append(byGroup[g], master.ServerName(l.GetServer()))
+		}
+		for g, servers := range byGroup {
+			if len(servers) != 2 || servers[0] == servers[1] {
+				t.Errorf("replicas of %s on %v", g, servers)
+			} else if zoneOf[servers[0]] == zoneOf[servers[1]] {
+				t.Errorf("replicas of %s both in zone %s", g, zoneOf[servers[0]])
+			}
+		}
+	}
+	check(locs)
+	for _, l := range locs {
+		if l.GetRegion().GetReplicaId() == 1 && l.GetRegion().GetName() != master.ReplicaName(l.GetRegion().GetRegionId(), 1) {
+			t.Errorf("replica named %q", l.GetRegion().GetName())
+		}
+	}
+	// LocateRegion with all_replicas returns both.
+	resp, err := c.mc.LocateRegion(c.ctx(), &pb.LocateRegionRequest{Table: tableName("t1"), Row: []byte("x"), AllReplicas: true})
+	if err != nil || len(resp.GetLocations()) != 2 || resp.GetLocations()[1].GetRegion().GetReplicaId() != 1 {
+		t.Fatalf("locate with replicas: %v, %v", resp, err)
+	}
+	// Primaries first: in each group the primary's open was sent before its replica's.
+	firstOpen := map[string]time.Time{}
+	for _, s := range c.servers {
+		for _, call := range s.Calls() {
+			if call.Open {
+				if t0, ok := firstOpen[call.Region]; !ok || call.At.Before(t0) {
+					firstOpen[call.Region] = call.At
+				}
+			}
+		}
+	}
+	for _, l := range locs {
+		if ri := l.GetRegion(); ri.GetReplicaId() == 1 {
+			if p := master.RegionName(ri.GetRegionId()); firstOpen[ri.GetName()].Before(firstOpen[p]) {
+				t.Errorf("replica %s opened before its primary", ri.GetName())
+			}
+		}
+	}
+	// Draining one server keeps replicas apart.
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: c.servers[0].Name()}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("drained", 10*time.Second, func() (bool, string) {
+		return len(c.servers[0].Regions()) == 0 && len(c.status().GetRegionsInTransition()) == 0, fmt.Sprint(c.servers[0].Regions())
+	})
+	byGroup := map[string][]string{}
+	for _, l := range c.waitAllOpen("t1", 10*time.Second) {
+		g := master.PrimaryName(l.GetRegion().GetName())
+		byGroup[g] = append(byGroup[g], master.ServerName(l.GetServer()))
+	}
+	for g, servers := range byGroup {
+		if servers[0] == servers[1] {
+			t.Errorf("after the drain replicas of %s share %s", g, servers[0])
+		}
+	}
+}
+
+// An open the server reports failed is retried on another server; after three failures the
+// region is FAILED_OPEN.
+func TestFailedOpensRetryElsewhereThenFailedOpen(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	bad := c.servers[0]
+	bad.SetFailOpens(true)
+	c.createTable("t1", 6, 0)
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if n := perServer(locs)[bad.Name()]; n != 0 {
+		t.Errorf("%d regions on the server that fails opens", n)
+	}
+	if len(bad.Calls()) == 0 {
+		t.Error("the failing server was never asked to open a region")
+	}
+	for _, s := range c.servers {
+		s.SetFailOpens(true)
+	}
+	_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: descriptor("t2", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("FAILED_OPEN", 10*time.Second, func() (bool, string) {
+		l := c.regions("t2")[0]
+		return l.GetState() == pb.RegionState_REGION_STATE_FAILED_OPEN, l.GetState().String()
+	})
+	opens := 0
+	for _, s := range c.servers {
+		for _, call := range s.Calls() {
+			if call.Open && !slices.ContainsFunc(locs, func(l *pb.RegionLocation) bool { return l.GetRegion().GetName() == call.Region }) {
+				opens++
+			}
+		}
+	}
+	if opens != 3 {
+		t.Errorf("%d open attempts before FAILED_OPEN, want 3", opens)
+	}
+	// Moving a FAILED_OPEN region assigns it again.
+	good := c.servers[2]
+	good.SetFailOpens(false)
+	failed := c.regions("t2")[0].GetRegion().GetName()
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: failed, Destination: good.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.waitAllOpen("t2", 10*time.Second)[0]; master.ServerName(l.GetServer()) != good.Name() {
+		t.Errorf("reassigned FAILED_OPEN region on %s, want %s", master.ServerName(l.GetServer()), good.Name())
+	}
+}
+
+// A server that accepts an open but never reports is told to abort it after the open timeout,
+// and the region opens elsewhere.
+func TestHungOpenTimesOutAndRetriesElsewhere(t *testing.T) {
+	c := newCluster(t, 2, nil, func(cfg *master.Config) { cfg.OpenTimeout = 300 * time.Millisecond })
+	hung := c.servers[0]
+	hung.SetHangOpens(true)
+	c.createTable("t1", 4, 0)
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if n := perServer(locs)[hung.Name()]; n != 0 {
+		t.Errorf("%d regions on the hung server", n)
+	}
+	if len(hung.Hung()) != 0 {
+		t.Errorf("regions still hung on the server after the aborts: %v", hung.Hung())
+	}
+	aborts := 0
+	for _, call := range hung.Calls() {
+		if !call.Open && !call.Flush {
+			aborts++
+		}
+	}
+	if aborts == 0 {
+		t.Error("no abort (close without flush) sent to the hung server")
+	}
+}
+
+// The master restarts (closed and reopened on the same storage) while an open hangs: the new
+// master resumes the procedure, sends the open again and completes it.
+func TestMasterRestartResumesAnAssignment(t *testing.T) {
+	c := newCluster(t, 2, nil, func(cfg *master.Config) { cfg.DDLWait = 200 * time.Millisecond })
+	hung := c.servers[0]
+	hung.SetHangOpens(true)
+	infos := c.createTable("t1", 4, 0)
+	c.waitFor("opens hanging", 10*time.Second, func() (bool, string) {
+		return len(hung.Hung()) == 2, fmt.Sprint("hung ", hung.Hung())
+	})
+	before := hung.Calls()
+	c.m.Close()
+
+	c.startMaster() // same storage, new address; the fakes follow
+	c.waitFor("the open sent again by the new master", 10*time.Second, func() (bool, string) {
+		return len(hung.Calls()) >= len(before)+2, fmt.Sprintf("%d calls", len(hung.Calls()))
+	})
+	// The same procedures (ids) were resumed.
+	ids := map[string]uint64{}
+	for _, call := range before {
+		ids[call.Region] = call.ProcedureID
+	}
+	for _, call := range hung.Calls()[len(before):] {
+		if call.Open && ids[call.Region] != call.ProcedureID {
+			t.Errorf("region %s reopened under procedure %d, was %d", call.Region, call.ProcedureID, ids[call.Region])
+		}
+	}
+	hung.SetHangOpens(false)
+	hung.ReleaseHung()
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if len(locs) != len(infos) {
+		t.Fatalf("%d regions, want %d", len(locs), len(infos))
+	}
+	if n := perServer(locs)[hung.Name()]; n != 2 {
+		t.Errorf("%d regions opened on the resumed server, want 2", n)
+	}
+}
+
+// A master restart with nothing in flight keeps the servers: they go on heartbeating to the new
+// master without re-registering and keep their regions.
+func TestMasterRestartKeepsServersAndRegions(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 6, 0)
+	before := perServer(c.waitAllOpen("t1", 10*time.Second))
+	c.m.Close()
+	c.startMaster()
+	hb := c.servers[0].Heartbeats()
+	c.waitFor("heartbeats to the new master", 10*time.Second, func() (bool, string) {
+		return c.servers[0].Heartbeats() > hb+3, "waiting"
+	})
+	after := perServer(c.waitAllOpen("t1", 10*time.Second))
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("layout changed over a master restart: %v → %v", before, after)
+	}
+	for _, s := range c.servers {
+		if s.Reregistrations() != 0 {
+			t.Errorf("server %s had to register again", s.Name())
+		}
+	}
+}
+
+// A server that dies while no master is active is restored by the new master with a fresh
+// lease, declared dead when it runs out, and recovered.
+func TestServerDeadDuringMasterRestartIsRecovered(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 6, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	c.m.Close()
+	victim := c.servers[0]
+	victim.Kill()
+	c.startMaster()
+	c.waitFor("the victim's regions reassigned", 20*time.Second, func() (bool, string) {
+		for _, l := range c.regions("t1") {
+			if master.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
+				return false, l.GetRegion().GetName() + " not moved"
+			}
+		}
+		return true, ""
+	})
+	if n := len(c.waitAllOpen("t1", 10*time.Second)); n != 6 {
+		t.Fatalf("%d regions", n)
+	}
+}

@@ -1,0 +1,297 @@
+package master_test
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"testing"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/master/mastertest"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// newClusterOn is newCluster over the given storage.
+func newClusterOn(t *testing.T, fs storage.FS, n int, tweak func(*master.Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, fs: fs}
+	c.cfg = testConfig(fs)
+	if tweak != nil {
+		tweak(&c.cfg)
+	}
+	c.startMaster()
+	for range n {
+		c.addServer("")
+	}
+	c.waitFor("servers registered", 10*time.Second, func() (bool, string) {
+		n2 := 0
+		for _, s := range c.status().GetServers() {
+			if s.GetLive() {
+				n2++
+			}
+		}
+		return n2 == n, fmt.Sprintf("%d live", n2)
+	})
+	return c
+}
+
+func walEdit(region string, i int) *wal.Edit {
+	kv := cell.AppendKeyValue(nil, fmt.Appendf(nil, "row%04d", i), []byte("f"), []byte("q"), int64(i+1), cell.Put, fmt.Appendf(nil, "v%d", i))
+	return &wal.Edit{Region: []byte(region), Cells: []cell.KeyValue{kv}}
+}
+
+// A region server dies with unflushed edits in its WAL: after its lease and the margin the master
+// declares it dead, fences its WAL directory, splits it into recovered edits (skipping what a
+// region flushed), reassigns its regions to the others, then archives the log and forgets it.
+func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
+	fs, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, fs, 3, nil)
+	c.createTable("t1", 8, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	victim := c.servers[0]
+	infos := victim.RegionInfos()
+	if len(infos) < 2 {
+		t.Fatalf("victim holds %d regions", len(infos))
+	}
+	// The victim's WAL: edits for each of its regions, in a few segments.
+	walDir := master.WALDir(victim.Name(), victim.StartCode())
+	w, err := wal.Open(wal.Options{FS: fs, Dir: walDir, SegmentSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string][]uint64{}
+	for i := range 60 {
+		region := infos[i%len(infos)].GetName()
+		seq, err := w.Append(walEdit(region, i), wal.SyncWAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[region] = append(seqs[region], seq)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The first region flushed its first three edits (reported in heartbeats).
+	flushedRegion := infos[0].GetName()
+	flushedSeq := seqs[flushedRegion][2]
+	victim.SetFlushedSeq(flushedRegion, flushedSeq)
+	hb := victim.Heartbeats()
+	c.waitFor("two heartbeats carrying the flushed seq", 5*time.Second, func() (bool, string) {
+		return victim.Heartbeats() >= hb+2, "waiting"
+	})
+
+	start := time.Now()
+	victim.Kill()
+	var declared time.Duration
+	c.waitFor("every region open on the survivors", 20*time.Second, func() (bool, string) {
+		st := c.status()
+		if declared == 0 && slices.Contains(st.GetDeadServers(), victim.Name()) {
+			declared = time.Since(start)
+		}
+		for _, l := range c.regions("t1") {
+			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || master.ServerName(l.GetServer()) == victim.Name() {
+				return false, fmt.Sprintf("region %s is %s on %s", l.GetRegion().GetName(), l.GetState(), master.ServerName(l.GetServer()))
+			}
+		}
+		return true, ""
+	})
+	recovered := time.Since(start)
+	t.Logf("killed server declared dead after %v (lease %v + margin %v); all its %d regions open elsewhere %v after the kill",
+		declared.Round(time.Millisecond), testLease.Lease, testLease.DeadMargin, len(infos), recovered.Round(time.Millisecond))
+	if recovered < testLease.Lease+testLease.DeadMargin {
+		t.Errorf("regions reassigned %v after the kill, before lease + margin %v: the dead server was not given its lease", recovered, testLease.Lease+testLease.DeadMargin)
+	}
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if counts := perServer(locs); len(counts) != 2 {
+		t.Errorf("regions on %v, want the two survivors", counts)
+	}
+	// The split wrote each region's unflushed edits, in order.
+	for _, ri := range infos {
+		dir := path.Join("data", "default", "t1", ri.GetName(), "recovered.edits")
+		r, err := wal.NewRecoveredEditsReader(fs, dir, wal.ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for r.Next() {
+			e := r.Edit()
+			if string(e.Region) != ri.GetName() {
+				t.Errorf("recovered edits of %s hold an edit of %s", ri.GetName(), e.Region)
+			}
+			got = append(got, e.Seq)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		want := seqs[ri.GetName()]
+		if ri.GetName() == flushedRegion {
+			want = want[3:]
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("region %s: recovered edits %v, want %v", ri.GetName(), got, want)
+		}
+	}
+	// The recovery ends: the fenced log is archived and the server forgotten.
+	c.waitFor("the dead server forgotten", 10*time.Second, func() (bool, string) {
+		st := c.status()
+		for _, s := range st.GetServers() {
+			if master.ServerName(s.GetServer()) == victim.Name() {
+				return false, "still listed"
+			}
+		}
+		return len(st.GetDeadServers()) == 0, fmt.Sprint("dead servers ", st.GetDeadServers())
+	})
+	for name, want := range map[string]bool{walDir: false, walDir + master.SplittingSuffix: false,
+		path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode())): true} {
+		if ok, err := storage.Exists(fs, name); err != nil || ok != want {
+			t.Errorf("%s exists: %v (err %v), want %v", name, ok, err, want)
+		}
+	}
+}
+
+// A server that stops heartbeating but keeps running is declared dead; when it comes back, its
+// heartbeat is answered "unknown server": it drops its regions and registers as a new process.
+func TestCutOffServerIsToldItIsUnknownAndRegistersAgain(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 6, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	victim := c.servers[1]
+	oldStart := victim.StartCode()
+	victim.PauseHeartbeats(true)
+	c.waitFor("its regions reassigned", 20*time.Second, func() (bool, string) {
+		for _, l := range c.regions("t1") {
+			if master.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
+				return false, l.GetRegion().GetName() + " not moved yet"
+			}
+		}
+		return true, ""
+	})
+	victim.PauseHeartbeats(false)
+	c.waitFor("the server back as a new process", 10*time.Second, func() (bool, string) {
+		return victim.Reregistrations() == 1 && victim.Registered() && victim.StartCode() != oldStart && len(victim.Regions()) == 0,
+			fmt.Sprintf("reregistrations %d, regions %v", victim.Reregistrations(), victim.Regions())
+	})
+	// Balancing gives it its share again.
+	if _, err := c.mc.Balance(c.ctx(), &pb.BalanceRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("balanced", 10*time.Second, func() (bool, string) {
+		return len(victim.Regions()) == 2, fmt.Sprint("victim holds ", victim.Regions())
+	})
+}
+
+// mastertest's fake is what the region-server contract asks: keep it honest.
+var _ pb.AdminServer = (*mastertest.FakeServer)(nil)
+
+// The recovery of a dead server resumes after a master restart at whichever step it was: the
+// fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
+// for the reassigned regions to open (their new servers hung).
+func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
+	for _, step := range []string{"fence", "split", "wait"} {
+		t.Run(step, func(t *testing.T) {
+			ffs := faultfs.New(storage.NewMem())
+			c := newClusterOn(t, ffs, 3, nil)
+			c.createTable("t1", 6, 0)
+			c.waitAllOpen("t1", 10*time.Second)
+			victim := c.servers[0]
+			infos := victim.RegionInfos()
+			walDir := master.WALDir(victim.Name(), victim.StartCode())
+			w, err := wal.Open(wal.Options{FS: ffs, Dir: walDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				if _, err := w.Append(walEdit(infos[i%len(infos)].GetName(), i), wal.SyncWAL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			var blocked func() (bool, string)
+			switch step {
+			case "fence":
+				ffs.AddRule(faultfs.Rule{Ops: faultfs.OpRename, Path: "wal/*"})
+				blocked = func() (bool, string) {
+					ok, _ := storage.Exists(ffs, walDir)
+					return ok && ffs.Count(faultfs.OpRename) > 0, "no failed fence yet"
+				}
+			case "split":
+				ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/t1/*/recovered.edits/*"})
+				blocked = func() (bool, string) {
+					fenced, _ := storage.Exists(ffs, walDir+master.SplittingSuffix)
+					return fenced, "not fenced yet"
+				}
+			case "wait":
+				for _, s := range c.servers[1:] {
+					s.SetHangOpens(true)
+				}
+				blocked = func() (bool, string) {
+					n := 0
+					for _, s := range c.servers[1:] {
+						n += len(s.Hung())
+					}
+					return n == len(infos), fmt.Sprintf("%d opens hang", n)
+				}
+			}
+			victim.Kill()
+			c.waitFor("the recovery blocked at the "+step, 20*time.Second, func() (bool, string) {
+				if !slices.Contains(c.status().GetDeadServers(), victim.Name()) {
+					return false, "not declared dead yet"
+				}
+				return blocked()
+			})
+			// Whatever was blocked, no region left the dead server before its logs were split.
+			if step != "wait" {
+				for _, l := range c.regions("t1") {
+					if slices.ContainsFunc(infos, func(ri *pb.RegionInfo) bool { return ri.GetName() == l.GetRegion().GetName() }) &&
+						l.GetState() == pb.RegionState_REGION_STATE_OPEN && master.ServerName(l.GetServer()) != victim.Name() {
+						t.Fatalf("region %s reopened before the split", l.GetRegion().GetName())
+					}
+				}
+			}
+			c.m.Close()
+			ffs.ClearRules()
+			c.startMaster()
+			if step == "wait" {
+				for _, s := range c.servers[1:] {
+					s.SetHangOpens(false)
+				}
+				c.waitFor("the opens resent", 10*time.Second, func() (bool, string) {
+					for _, s := range c.servers[1:] {
+						s.ReleaseHung()
+					}
+					return len(c.servers[1].Regions())+len(c.servers[2].Regions()) == 6, "waiting"
+				})
+			}
+			c.waitAllOpen("t1", 20*time.Second)
+			c.waitFor("the recovery finished", 10*time.Second, func() (bool, string) {
+				return len(c.status().GetDeadServers()) == 0, fmt.Sprint(c.status().GetDeadServers())
+			})
+			for _, ri := range infos {
+				r, err := wal.NewRecoveredEditsReader(ffs, master.RecoveredEditsDir(ri), wal.ReplayOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for r.Next() {
+					n++
+				}
+				r.Close()
+				if want := 10 / len(infos); n < want {
+					t.Errorf("region %s: %d recovered edits, want at least %d", ri.GetName(), n, want)
+				}
+			}
+			if ok, _ := storage.Exists(ffs, path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode()))); !ok {
+				t.Error("the split log was not archived")
+			}
+		})
+	}
+}

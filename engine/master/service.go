@@ -1,0 +1,659 @@
+package master
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// The Master gRPC service. Every handler answers NOT_ACTIVE_MASTER unless this master is active,
+// and returns typed errors (pb.ErrorDetail in the status details).
+
+// CreateTable implements pb.MasterServer.
+func (m *Master) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	resp, err := m.createTable(ctx, req)
+	return resp, toStatus(err)
+}
+
+// ModifyTable implements pb.MasterServer.
+func (m *Master) ModifyTable(ctx context.Context, req *pb.ModifyTableRequest) (*pb.ModifyTableResponse, error) {
+	return &pb.ModifyTableResponse{}, toStatus(m.modifyTable(ctx, req))
+}
+
+// EnableTable implements pb.MasterServer.
+func (m *Master) EnableTable(ctx context.Context, req *pb.TableRequest) (*pb.TableResponse, error) {
+	return &pb.TableResponse{}, toStatus(m.enableTable(ctx, req))
+}
+
+// DisableTable implements pb.MasterServer.
+func (m *Master) DisableTable(ctx context.Context, req *pb.TableRequest) (*pb.TableResponse, error) {
+	return &pb.TableResponse{}, toStatus(m.disableTable(ctx, req))
+}
+
+// DeleteTable implements pb.MasterServer.
+func (m *Master) DeleteTable(ctx context.Context, req *pb.TableRequest) (*pb.TableResponse, error) {
+	return &pb.TableResponse{}, toStatus(m.deleteTable(ctx, req))
+}
+
+// TruncateTable implements pb.MasterServer.
+func (m *Master) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest) (*pb.TableResponse, error) {
+	return &pb.TableResponse{}, toStatus(m.truncateTable(ctx, req))
+}
+
+// ListTables implements pb.MasterServer.
+func (m *Master) ListTables(_ context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	resp, err := m.listTables(req)
+	return resp, toStatus(err)
+}
+
+// DescribeTable implements pb.MasterServer.
+func (m *Master) DescribeTable(_ context.Context, req *pb.TableRequest) (*pb.DescribeTableResponse, error) {
+	resp, err := m.describeTable(req)
+	return resp, toStatus(err)
+}
+
+// LocateRegion implements pb.MasterServer.
+func (m *Master) LocateRegion(_ context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+	resp, err := m.locateRegion(req)
+	return resp, toStatus(err)
+}
+
+// GetTableRegions implements pb.MasterServer.
+func (m *Master) GetTableRegions(_ context.Context, req *pb.TableRequest) (*pb.GetTableRegionsResponse, error) {
+	resp, err := m.getTableRegions(req)
+	return resp, toStatus(err)
+}
+
+// checkServer validates a ServerName from a region server.
+func checkServer(sn *pb.ServerName) (string, error) {
+	if sn == nil || sn.GetHost() == "" || sn.GetPort() <= 0 || sn.GetPort() > 65535 {
+		return "", errInvalid("server name must have a host and a port in [1, 65535], got %v", sn)
+	}
+	if sn.GetStartCode() <= 0 {
+		return "", errInvalid("server %s: start code must be positive (the process's start time in ms)", ServerName(sn))
+	}
+	return ServerName(sn), nil
+}
+
+// RegisterServer implements pb.MasterServer.
+func (m *Master) RegisterServer(_ context.Context, req *pb.RegisterServerRequest) (*pb.RegisterServerResponse, error) {
+	resp, err := m.registerServer(req)
+	return resp, toStatus(err)
+}
+
+func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServerResponse, error) {
+	name, err := checkServer(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
+	sc := req.GetServer().GetStartCode()
+	if req.GetAdminAddress() == "" {
+		return nil, errInvalid("server %s registered no admin address", name)
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if m.reg.IsExpelled(name, sc) {
+		return nil, errPrecondition("server %s (start code %d) was expelled for not answering the master: restart it (a new start code)", name, sc)
+	}
+	if m.st.dead[WALDirName(name, sc)] != nil {
+		return nil, errPrecondition("server %s (start code %d) was declared dead and its WAL fenced: restart it (a new start code)", name, sc)
+	}
+	if cur, ok := m.reg.Get(name); ok && cur.Live && cur.StartCode > sc {
+		return nil, errPrecondition("a newer process of server %s is registered (start code %d > %d): this one must stop", name, cur.StartCode, sc)
+	}
+	row := m.st.servers[name]
+	zone := req.GetZone()
+	if zone == "" {
+		zone = row.GetZone()
+	}
+	replaced := m.reg.Register(name, sc, req.GetAdminAddress(), zone)
+	if row.GetDraining() {
+		_ = m.reg.SetDraining(name, true)
+	}
+	if replaced != nil {
+		m.log.Warn("region server restarted: recovering its previous process", "server", name, "old_start_code", replaced.StartCode, "start_code", sc)
+		if err := m.serverDiedLocked(replaced.Name, replaced.StartCode); err != nil {
+			return nil, err
+		}
+	}
+	nr := &pb.CatalogServer{Server: name, StartCode: sc, AdminAddress: req.GetAdminAddress(), Zone: zone, Draining: row.GetDraining()}
+	if !proto.Equal(nr, row) {
+		var b batch
+		b.putServer(nr)
+		if err := m.commit(&b); err != nil {
+			return nil, err
+		}
+	}
+	delete(m.stoppingSrv, name)
+	m.log.Info("region server registered", "server", name, "start_code", sc, "admin", req.GetAdminAddress(), "zone", zone)
+	m.kick()
+	lease := m.reg.Config()
+	cc := m.clusterConfigLocked()
+	cc[ConfigSelfFenceMarginMS] = strconv.FormatInt(lease.SelfFenceMargin.Milliseconds(), 10)
+	return &pb.RegisterServerResponse{LeaseMs: lease.Lease.Milliseconds(), HeartbeatIntervalMs: lease.HeartbeatInterval.Milliseconds(),
+		ClusterConfig: cc}, nil
+}
+
+// Heartbeat implements pb.MasterServer.
+func (m *Master) Heartbeat(_ context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	resp, err := m.heartbeat(req)
+	return resp, toStatus(err)
+}
+
+func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	name, err := checkServer(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
+	sc := req.GetServer().GetStartCode()
+	if m.status.Load() != stateActive {
+		return nil, m.notActive()
+	}
+	// Renew first, outside the master's lock: the lease is measured from the receipt.
+	known := m.reg.Heartbeat(name, sc)
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	lease := m.reg.Config().Lease.Milliseconds()
+	if !known {
+		return &pb.HeartbeatResponse{LeaseMs: lease, UnknownServer: true}, nil
+	}
+	load := req.GetLoad()
+	m.loads[name] = load
+	var b batch
+	for _, rl := range load.GetRegions() {
+		r := m.st.regions[rl.GetRegion()]
+		if r == nil || r.GetInfo().GetReplicaId() != 0 || r.GetServer() != name || r.GetServerStartCode() != sc ||
+			r.GetState() != stateOpen || rl.GetMaxFlushedSeq() <= r.GetMaxFlushedSeq() {
+			continue
+		}
+		nr := proto.CloneOf(r)
+		nr.MaxFlushedSeq = rl.GetMaxFlushedSeq()
+		b.putRegion(nr)
+	}
+	if err := m.commit(&b); err != nil {
+		return nil, err
+	}
+	if req.GetStopping() {
+		if _, ok := m.stoppingSrv[name]; !ok {
+			m.log.Info("region server is stopping: no more regions go to it", "server", name)
+		}
+		m.stoppingSrv[name] = sc
+		if len(load.GetRegions()) == 0 && !m.holdsRegionsLocked(name, sc) {
+			// It holds nothing and acknowledges no write any more: recover it now (fence its log,
+			// which has nothing unflushed, and forget it) instead of waiting for its lease.
+			m.reg.MarkDead(name)
+			if err := m.serverDiedLocked(name, sc); err != nil {
+				return nil, err
+			}
+			return &pb.HeartbeatResponse{LeaseMs: lease, UnknownServer: true}, nil
+		}
+	}
+	return &pb.HeartbeatResponse{LeaseMs: lease, QuotaVersion: m.st.quotas.GetVersion(), ClusterConfig: m.clusterConfigLocked()}, nil
+}
+
+func (m *Master) holdsRegionsLocked(name string, sc int64) bool {
+	for _, r := range m.st.regions {
+		if r.GetServer() == name && r.GetServerStartCode() == sc {
+			return true
+		}
+	}
+	return false
+}
+
+// ReportRegionTransition implements pb.MasterServer.
+func (m *Master) ReportRegionTransition(_ context.Context, req *pb.ReportRegionTransitionRequest) (*pb.ReportRegionTransitionResponse, error) {
+	name, err := checkServer(req.GetServer())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if req.GetRegion().GetName() == "" {
+		return nil, toStatus(errInvalid("transition report names no region"))
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	sc := req.GetServer().GetStartCode()
+	if !m.serverLiveLocked(name, sc) {
+		return nil, toStatus(errDetail(pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, false,
+			"server %s (start code %d) is not a live region server of this master: stop serving and register again", name, sc))
+	}
+	return &pb.ReportRegionTransitionResponse{}, toStatus(m.reportLocked(name, sc, req))
+}
+
+// SetServerZone implements pb.MasterServer.
+func (m *Master) SetServerZone(_ context.Context, req *pb.SetServerZoneRequest) (*pb.SetServerZoneResponse, error) {
+	return &pb.SetServerZoneResponse{}, toStatus(m.updateServerRow(req.GetServer(), func(s *pb.CatalogServer) { s.Zone = req.GetZone() },
+		func() { _ = m.reg.SetZone(req.GetServer(), req.GetZone()) }))
+}
+
+// updateServerRow changes (or creates) a server's catalog row and applies the change to the
+// registry.
+func (m *Master) updateServerRow(name string, change func(*pb.CatalogServer), apply func()) error {
+	if _, err := ParseServerName(name); err != nil {
+		return errInvalid("%v", err)
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	row := m.st.servers[name]
+	nr := &pb.CatalogServer{Server: name}
+	if row != nil {
+		nr = proto.CloneOf(row)
+	}
+	change(nr)
+	var b batch
+	switch {
+	case proto.Equal(nr, row):
+	case nr.GetStartCode() == 0 && !nr.GetDraining() && nr.GetZone() == "":
+		if row != nil {
+			b.deleteServer(name) // nothing left to remember
+		}
+	default:
+		b.putServer(nr)
+	}
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	apply()
+	m.kick()
+	return nil
+}
+
+// MoveRegion implements pb.MasterServer.
+func (m *Master) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb.MoveRegionResponse, error) {
+	return &pb.MoveRegionResponse{}, toStatus(m.moveRegion(ctx, req))
+}
+
+func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) error {
+	name, dest := req.GetRegion(), req.GetDestination()
+	if dest != "" {
+		if _, err := ParseServerName(dest); err != nil {
+			return errInvalid("destination: %v", err)
+		}
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r := m.st.regions[name]
+	if r == nil {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Region: name, Message: "unknown region " + strconv.Quote(name)}
+	}
+	if m.st.procs[name] == nil && r.GetServer() == "" && m.tableWantsOpenLocked(r) {
+		// Not on any server (FAILED_OPEN, or offline): "move" assigns it (HBase's assign).
+		return m.assignTo(ctx, r, dest)
+	}
+	if m.st.procs[name] != nil || r.GetState() != stateOpen {
+		msg := "region is " + r.GetState().String()
+		if m.st.procs[name] != nil {
+			msg += " with a procedure in flight"
+		}
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Retryable: true,
+			Message: msg + ": move it when it is open"}
+	}
+	pl := m.placerLocked()
+	br := &BalancerRegion{Name: name, Group: PrimaryName(name), Server: r.GetServer()}
+	if dest == "" {
+		dest = pl.pick(br, r.GetServer())
+		if dest == "" {
+			return errPrecondition("no other live, non-draining server can take region %s", name)
+		}
+	} else {
+		if dest == r.GetServer() {
+			return nil
+		}
+		s, ok := m.reg.Get(dest)
+		switch {
+		case !ok || !s.Live || s.Expelled:
+			return errPrecondition("destination %s is not a live region server", dest)
+		case s.Draining:
+			return errPrecondition("destination %s is draining", dest)
+		case !pl.fits(br, dest):
+			return errInvalid("destination %s holds another replica of region %s: replicas never share a server", dest, PrimaryName(name))
+		}
+	}
+	var b batch
+	p := m.closeLocked(&b, r, kindMove, closeOpts{target: dest})
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.log.Info("moving region", "region", name, "from", r.GetServer(), "to", dest)
+	m.dispatchLocked(name)
+	m.waitFor(ctx, func() bool {
+		cur := m.st.procs[name]
+		return cur == nil || cur.p.GetId() != p.GetId()
+	})
+	if cur := m.st.regions[name]; cur != nil && cur.GetState() == stateFailedOpen {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Message: "the move failed: " + cur.GetLastError()}
+	}
+	return nil
+}
+
+// assignTo assigns a region that is on no server, to dest if given (m.mu held).
+func (m *Master) assignTo(ctx context.Context, r *pb.CatalogRegion, dest string) error {
+	name := r.GetInfo().GetName()
+	if dest != "" {
+		if s, ok := m.reg.Get(dest); !ok || !s.Live || s.Expelled || s.Draining {
+			return errPrecondition("destination %s is not a live, non-draining region server", dest)
+		}
+	}
+	var b batch
+	nr := proto.CloneOf(r)
+	nr.State, nr.StateSinceMs = stateOffline, m.clock().UnixMilli()
+	pr := m.newProcLocked(&b, name, kindAssign, stepOpen)
+	pr.Target = dest
+	b.putRegion(nr)
+	b.putProc(pr)
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.log.Info("assigning region", "region", name, "to", dest, "was", r.GetState())
+	m.kick()
+	m.waitFor(ctx, func() bool { return m.st.procs[name] == nil })
+	if cur := m.st.regions[name]; cur != nil && cur.GetState() == stateFailedOpen {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Message: "the assignment failed: " + cur.GetLastError()}
+	}
+	return nil
+}
+
+// SplitRegion implements pb.MasterServer.
+func (m *Master) SplitRegion(_ context.Context, req *pb.SplitRegionRequest) (*pb.SplitRegionResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	return nil, toStatus(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: req.GetRegion(),
+		Message: "region splits are not supported by this master yet: pre-split tables at creation (split keys or a number of regions)"})
+}
+
+// DrainServer implements pb.MasterServer.
+func (m *Master) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb.DrainServerResponse, error) {
+	name := req.GetServer()
+	err := m.updateServerRow(name, func(s *pb.CatalogServer) { s.Draining = true }, func() {
+		if m.reg.SetDraining(name, true) == nil {
+			m.log.Info("draining region server", "server", name)
+		}
+	})
+	return &pb.DrainServerResponse{}, toStatus(err)
+}
+
+// UndrainServer implements pb.MasterServer.
+func (m *Master) UndrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb.DrainServerResponse, error) {
+	name := req.GetServer()
+	err := m.updateServerRow(name, func(s *pb.CatalogServer) { s.Draining = false }, func() {
+		if m.reg.SetDraining(name, false) == nil {
+			m.log.Info("region server no longer draining", "server", name)
+		}
+		m.moveQueue = slices.DeleteFunc(m.moveQueue, func(mv queuedMove) bool {
+			if mv.from == name && mv.to == "" {
+				delete(m.queued, mv.region)
+				return true
+			}
+			return false
+		})
+	})
+	return &pb.DrainServerResponse{}, toStatus(err)
+}
+
+// Balance implements pb.MasterServer: it runs the balancer now (whether or not the periodic
+// balancer is on) and returns the number of moves it queued.
+func (m *Master) Balance(context.Context, *pb.BalanceRequest) (*pb.BalanceResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	return &pb.BalanceResponse{Moves: int32(m.balanceLocked())}, nil
+}
+
+// SetBalancerRunning implements pb.MasterServer.
+func (m *Master) SetBalancerRunning(_ context.Context, req *pb.SetBalancerRunningRequest) (*pb.SetBalancerRunningResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	prev := !m.st.state.GetBalancerOff()
+	if prev != req.GetOn() {
+		var b batch
+		b.counters(m.st).BalancerOff = !req.GetOn()
+		if err := m.commit(&b); err != nil {
+			return nil, toStatus(err)
+		}
+		m.nextBalance = m.clock().Add(m.cfg.BalancerInterval)
+		m.log.Info("balancer switched", "on", req.GetOn())
+	}
+	return &pb.SetBalancerRunningResponse{Previous: prev}, nil
+}
+
+// ClusterStatus implements pb.MasterServer.
+func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := m.clock()
+	resp := &pb.ClusterStatusResponse{ActiveMaster: m.cfg.Address, BalancerOn: !m.st.state.GetBalancerOff(),
+		ClusterConfig: m.clusterConfigLocked(), Regions: int32(len(m.st.regions))}
+	count := map[string]int32{}
+	for name, r := range m.st.regions {
+		if r.GetServer() != "" {
+			count[r.GetServer()]++
+		}
+		if m.st.regionInTransition(r) {
+			since := time.UnixMilli(r.GetStateSinceMs())
+			if p := m.st.procs[name]; p != nil {
+				since = time.UnixMilli(p.p.GetStartedMs())
+			}
+			resp.RegionsInTransition = append(resp.RegionsInTransition, &pb.RegionInTransition{Region: name, State: r.GetState(),
+				Server: r.GetServer(), SinceMsAgo: max(0, now.Sub(since).Milliseconds())})
+		}
+	}
+	slices.SortFunc(resp.RegionsInTransition, func(a, b *pb.RegionInTransition) int { return strings.Compare(a.Region, b.Region) })
+	seen := map[string]bool{}
+	for _, s := range m.reg.All() {
+		seen[s.Name] = true
+		ss := &pb.ServerStatus{Zone: s.Zone, Draining: s.Draining, Live: s.Live, Regions: count[s.Name],
+			LastHeartbeatMsAgo: max(0, now.Sub(s.LastSeen).Milliseconds()), Load: m.loads[s.Name]}
+		if sc, ok := m.stoppingSrv[s.Name]; ok && sc == s.StartCode && s.Live {
+			ss.Stopping = true
+		}
+		if sn, err := ParseServerName(s.Name); err == nil {
+			sn.StartCode = s.StartCode
+			ss.Server = sn
+		}
+		resp.Servers = append(resp.Servers, ss)
+	}
+	// Servers the catalog remembers (drained or zoned ones that left).
+	names := make([]string, 0, len(m.st.servers))
+	for name := range m.st.servers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		row := m.st.servers[name]
+		if seen[name] || !row.GetDraining() {
+			continue
+		}
+		ss := &pb.ServerStatus{Zone: row.GetZone(), Draining: true, Regions: count[name]}
+		if sn, err := ParseServerName(name); err == nil {
+			ss.Server = sn
+		}
+		resp.Servers = append(resp.Servers, ss)
+	}
+	slices.SortFunc(resp.Servers, func(a, b *pb.ServerStatus) int { return strings.Compare(ServerName(a.Server), ServerName(b.Server)) })
+	for _, d := range m.st.dead {
+		resp.DeadServers = append(resp.DeadServers, d.d.GetServer())
+	}
+	slices.Sort(resp.DeadServers)
+	resp.DeadServers = slices.Compact(resp.DeadServers)
+	return resp, nil
+}
+
+// SetClusterConfig implements pb.MasterServer. An empty value removes the override (the flag's
+// value applies again).
+func (m *Master) SetClusterConfig(_ context.Context, req *pb.SetClusterConfigRequest) (*pb.SetClusterConfigResponse, error) {
+	for k, v := range req.GetConfig() {
+		if v == "" {
+			continue
+		}
+		switch k {
+		case ConfigDefaultRegionReplication:
+			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > maxReplication {
+				return nil, toStatus(errInvalid("%s must be an integer in [1, %d], got %q", k, maxReplication, v))
+			}
+		case ConfigHedgeDelayMS:
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+				return nil, toStatus(errInvalid("%s must be a non-negative integer (milliseconds), got %q", k, v))
+			}
+		case ConfigQuotasEnabled:
+			if _, err := strconv.ParseBool(v); err != nil {
+				return nil, toStatus(errInvalid("%s must be true or false, got %q", k, v))
+			}
+		default:
+			return nil, toStatus(errInvalid("unknown cluster setting %q (known: %s, %s, %s)", k,
+				ConfigDefaultRegionReplication, ConfigHedgeDelayMS, ConfigQuotasEnabled))
+		}
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	nc := proto.CloneOf(m.st.config)
+	if nc.Config == nil {
+		nc.Config = map[string]string{}
+	}
+	for k, v := range req.GetConfig() {
+		if v == "" {
+			delete(nc.Config, k)
+		} else {
+			nc.Config[k] = v
+		}
+	}
+	if !proto.Equal(nc, m.st.config) {
+		var b batch
+		b.putConfig(nc)
+		if err := m.commit(&b); err != nil {
+			return nil, toStatus(err)
+		}
+		m.log.Info("cluster configuration changed", "config", nc.GetConfig())
+	}
+	return &pb.SetClusterConfigResponse{}, nil
+}
+
+// SetQuota implements pb.MasterServer.
+func (m *Master) SetQuota(_ context.Context, req *pb.SetQuotaRequest) (*pb.SetQuotaResponse, error) {
+	q, err := checkQuota(req.GetQuota(), req.GetRemove())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	cur := m.st.quotas
+	nq := &pb.CatalogQuotas{Version: cur.GetVersion() + 1}
+	changed := false
+	for _, old := range cur.GetQuotas() {
+		if sameQuotaKey(old, q) {
+			changed = changed || req.GetRemove() || !proto.Equal(old, q)
+			continue
+		}
+		nq.Quotas = append(nq.Quotas, old)
+	}
+	if !req.GetRemove() {
+		if len(nq.Quotas) == len(cur.GetQuotas()) {
+			changed = true // a new one
+		}
+		nq.Quotas = append(nq.Quotas, q)
+	}
+	if !changed {
+		return &pb.SetQuotaResponse{}, nil
+	}
+	var b batch
+	b.putQuotas(nq)
+	if err := m.commit(&b); err != nil {
+		return nil, toStatus(err)
+	}
+	m.log.Info("quota changed", "quota", q.String(), "removed", req.GetRemove(), "version", nq.GetVersion())
+	return &pb.SetQuotaResponse{}, nil
+}
+
+// ListQuotas implements pb.MasterServer.
+func (m *Master) ListQuotas(context.Context, *pb.ListQuotasRequest) (*pb.ListQuotasResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	resp := &pb.ListQuotasResponse{Version: m.st.quotas.GetVersion()}
+	for _, q := range m.st.quotas.GetQuotas() {
+		resp.Quotas = append(resp.Quotas, proto.CloneOf(q))
+	}
+	return resp, nil
+}
+
+// checkQuota validates and normalises a quota of a request.
+func checkQuota(q *pb.Quota, remove bool) (*pb.Quota, error) {
+	if q == nil {
+		return nil, errInvalid("no quota given")
+	}
+	q = proto.CloneOf(q)
+	switch s := q.GetSubject().(type) {
+	case *pb.Quota_User:
+		if s.User == "" {
+			return nil, errInvalid("quota: the user is empty")
+		}
+	case *pb.Quota_Table:
+		tn, err := checkTableName(s.Table)
+		if err != nil {
+			return nil, errInvalid("quota: %v", err)
+		}
+		s.Table = tn
+	case *pb.Quota_Namespace:
+		if err := validNamespace(s.Namespace); err != nil {
+			return nil, errInvalid("quota: %v", err)
+		}
+	default:
+		return nil, errInvalid("quota: give a user, a table or a namespace")
+	}
+	if _, ok := pb.ThrottleType_name[int32(q.GetType())]; !ok {
+		return nil, errInvalid("quota: unknown throttle type %d", q.GetType())
+	}
+	if remove {
+		q.Limit, q.TimeUnitSeconds = 0, 0
+		return q, nil
+	}
+	if q.GetLimit() <= 0 {
+		return nil, errInvalid("quota: limit must be positive, got %d (remove the quota instead)", q.GetLimit())
+	}
+	switch q.GetTimeUnitSeconds() {
+	case 1, 60, 3600, 86400:
+	default:
+		return nil, errInvalid("quota: time unit must be 1, 60, 3600 or 86400 seconds (sec, min, hour, day), got %d", q.GetTimeUnitSeconds())
+	}
+	return q, nil
+}
+
+// sameQuotaKey: same subject and throttle type.
+func sameQuotaKey(a, b *pb.Quota) bool {
+	if a.GetType() != b.GetType() {
+		return false
+	}
+	switch {
+	case a.GetUser() != "" || b.GetUser() != "":
+		return a.GetUser() == b.GetUser()
+	case a.GetNamespace() != "" || b.GetNamespace() != "":
+		return a.GetNamespace() == b.GetNamespace()
+	}
+	return proto.Equal(a.GetTable(), b.GetTable())
+}

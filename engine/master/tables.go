@@ -1,0 +1,475 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// DDL (HBase's table procedures). Each call makes one catalog write that changes the table and
+// starts the region procedures; the loop finishes the work (enabling → enabled, disabling →
+// disabled, archive and forget a dropped table) and the call waits up to DDLWait for it.
+
+// checkTableDescriptor normalises and checks a descriptor from a request.
+func checkTableDescriptor(td *pb.TableDescriptor) (*pb.TableDescriptor, error) {
+	if td == nil {
+		return nil, errInvalid("no table descriptor given")
+	}
+	td = proto.CloneOf(td)
+	td.Name = normTableName(td.GetName())
+	if err := validTableName(td.GetName()); err != nil {
+		return nil, errInvalid("%v", err)
+	}
+	if err := validDescriptor(td); err != nil {
+		return nil, errInvalid("%v", err)
+	}
+	return td, nil
+}
+
+// checkTableName normalises and checks a table name from a request.
+func checkTableName(t *pb.TableName) (*pb.TableName, error) {
+	t = normTableName(t)
+	if err := validTableName(t); err != nil {
+		return nil, errInvalid("%v", err)
+	}
+	return t, nil
+}
+
+// newRegionsLocked makes the regions of a table split at keys (OFFLINE, with ASSIGN procedures
+// when assign), and returns their infos.
+func (m *Master) newRegionsLocked(b *batch, td *pb.TableDescriptor, keys [][]byte, assign bool) []*pb.RegionInfo {
+	st := b.counters(m.st)
+	base := max(st.GetLastRegionId()+1, uint64(m.clock().UnixMilli()))
+	n := len(keys) + 1
+	st.LastRegionId = base + uint64(n) - 1
+	now := m.clock().UnixMilli()
+	var infos []*pb.RegionInfo
+	for i := range n {
+		id := base + uint64(i)
+		var start, end []byte
+		if i > 0 {
+			start = keys[i-1]
+		}
+		if i < len(keys) {
+			end = keys[i]
+		}
+		for rep := range td.GetRegionReplication() {
+			info := &pb.RegionInfo{RegionId: id, Table: proto.CloneOf(td.GetName()), StartKey: bytes.Clone(start),
+				EndKey: bytes.Clone(end), ReplicaId: rep, Name: ReplicaName(id, rep)}
+			infos = append(infos, info)
+			b.putRegion(&pb.CatalogRegion{Info: info, State: stateOffline, StateSinceMs: now})
+			if assign {
+				b.putProc(m.newProcLocked(b, info.Name, kindAssign, stepOpen))
+			}
+		}
+	}
+	return infos
+}
+
+func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	td, err := checkTableDescriptor(req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	keys, err := splitKeysFor(req.GetSplitKeys(), req.GetNumRegions())
+	if err != nil {
+		return nil, errInvalid("table %s: %v", TableKey(td.GetName()), err)
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(td.GetName())
+	if t := m.st.tables[key]; t != nil {
+		if t.GetDeleting() {
+			return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, true, "table %s is being deleted: retry shortly", key)
+		}
+		return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, false, "table %s already exists", key)
+	}
+	if td.GetRegionReplication() == 0 {
+		td.RegionReplication = m.defaultReplicationLocked()
+	}
+	var b batch
+	infos := m.newRegionsLocked(&b, td, keys, true)
+	now := m.clock().UnixMilli()
+	b.putTable(&pb.CatalogTable{Table: td, State: pb.TableState_TABLE_STATE_ENABLING, CreatedMs: now, StateSinceMs: now})
+	if err := m.commit(&b); err != nil {
+		return nil, err
+	}
+	m.log.Info("table created", "table", key, "regions", len(keys)+1, "replication", td.GetRegionReplication())
+	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
+	return &pb.CreateTableResponse{Regions: infos}, nil
+}
+
+// waitTableState waits (m.mu held) until the table reaches state or is gone.
+func (m *Master) waitTableState(ctx context.Context, key string, state pb.TableState) {
+	m.waitFor(ctx, func() bool {
+		t := m.st.tables[key]
+		return t == nil || (t.GetState() == state && !t.GetDeleting())
+	})
+}
+
+// tableRegionsBusyLocked: some region of the table has a procedure.
+func (m *Master) tableRegionsBusyLocked(key string) bool {
+	for _, r := range m.st.tableRegions(key) {
+		if m.st.procs[r.GetInfo().GetName()] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) error {
+	td, err := checkTableDescriptor(req.GetTable())
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(td.GetName())
+	t := m.st.table(td.GetName())
+	if t == nil {
+		return errTableNotFound(key)
+	}
+	if s := t.GetState(); s == pb.TableState_TABLE_STATE_ENABLING || s == pb.TableState_TABLE_STATE_DISABLING {
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "table %s is %s: retry when that is done", key, tableStateName(s))
+	}
+	if m.tableRegionsBusyLocked(key) {
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "regions of table %s are in transition: retry when they settle", key)
+	}
+	old := t.GetTable()
+	if td.GetRegionReplication() == 0 {
+		td.RegionReplication = old.GetRegionReplication()
+	}
+	oldRepl, newRepl := old.GetRegionReplication(), td.GetRegionReplication()
+	a, c := proto.CloneOf(old), proto.CloneOf(td)
+	a.RegionReplication, c.RegionReplication = 0, 0
+	reopen := !proto.Equal(a, c)
+	enabled := t.GetState() == pb.TableState_TABLE_STATE_ENABLED
+
+	var b batch
+	nt := proto.CloneOf(t)
+	nt.Table = td
+	b.putTable(nt)
+	now := m.clock().UnixMilli()
+	for _, p := range m.st.index[key] {
+		for rep := newRepl; rep < oldRepl; rep++ { // replicas removed
+			name := ReplicaName(p.GetInfo().GetRegionId(), rep)
+			r := m.st.regions[name]
+			switch {
+			case r == nil:
+			case r.GetState() == stateOpen && r.GetServer() != "":
+				m.closeLocked(&b, r, kindUnassign, closeOpts{deleteAfter: true})
+			default:
+				b.deleteRegion(name)
+			}
+		}
+		for rep := oldRepl; rep < newRepl; rep++ { // replicas added
+			info := proto.CloneOf(p.GetInfo())
+			info.ReplicaId, info.Name = rep, ReplicaName(info.GetRegionId(), rep)
+			b.putRegion(&pb.CatalogRegion{Info: info, State: stateOffline, StateSinceMs: now})
+			if enabled {
+				b.putProc(m.newProcLocked(&b, info.Name, kindAssign, stepOpen))
+			}
+		}
+		if !reopen || !enabled {
+			continue
+		}
+		for rep := range min(oldRepl, newRepl) {
+			r := m.st.regions[ReplicaName(p.GetInfo().GetRegionId(), rep)]
+			if r != nil && r.GetState() == stateOpen && r.GetServer() != "" {
+				m.closeLocked(&b, r, kindReopen, closeOpts{target: r.GetServer()})
+			}
+		}
+	}
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.log.Info("table modified", "table", key, "reopen", reopen && enabled, "replication", newRepl)
+	m.waitFor(ctx, func() bool { return !m.tableRegionsBusyLocked(key) })
+	return nil
+}
+
+func (m *Master) enableTable(ctx context.Context, req *pb.TableRequest) error {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		return errTableNotFound(key)
+	}
+	switch t.GetState() {
+	case pb.TableState_TABLE_STATE_ENABLED:
+		return errPrecondition("table %s is already enabled", key)
+	case pb.TableState_TABLE_STATE_DISABLING:
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "table %s is being disabled: enable it when that is done", key)
+	case pb.TableState_TABLE_STATE_DISABLED:
+		var b batch
+		nt := proto.CloneOf(t)
+		nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLING, m.clock().UnixMilli()
+		b.putTable(nt)
+		for _, r := range m.st.tableRegions(key) {
+			if m.st.procs[r.GetInfo().GetName()] == nil && r.GetServer() == "" {
+				m.assignLocked(&b, r)
+			}
+		}
+		if err := m.commit(&b); err != nil {
+			return err
+		}
+		m.log.Info("enabling table", "table", key)
+	}
+	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
+	return nil
+}
+
+func (m *Master) disableTable(ctx context.Context, req *pb.TableRequest) error {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		return errTableNotFound(key)
+	}
+	switch t.GetState() {
+	case pb.TableState_TABLE_STATE_DISABLED:
+		return errDetail(pb.ErrorCode_ERROR_CODE_TABLE_DISABLED, false, "table %s is already disabled", key)
+	case pb.TableState_TABLE_STATE_ENABLING:
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "table %s is being enabled: disable it when that is done", key)
+	case pb.TableState_TABLE_STATE_ENABLED:
+		var b batch
+		nt := proto.CloneOf(t)
+		nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_DISABLING, m.clock().UnixMilli()
+		b.putTable(nt)
+		if err := m.commit(&b); err != nil {
+			return err
+		}
+		m.log.Info("disabling table", "table", key)
+		m.kick()
+	}
+	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_DISABLED)
+	return nil
+}
+
+func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		return errTableNotFound(key)
+	}
+	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
+		return errPrecondition("table %s is %s: disable it before deleting it", key, tableStateName(t.GetState()))
+	}
+	var b batch
+	nt := proto.CloneOf(t)
+	nt.Deleting = true
+	b.putTable(nt)
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.log.Info("deleting table", "table", key)
+	m.waitFor(ctx, func() bool { return m.st.tables[key] == nil })
+	return nil
+}
+
+func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest) error {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		return errTableNotFound(key)
+	}
+	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
+		return errPrecondition("table %s is %s: disable it before truncating it", key, tableStateName(t.GetState()))
+	}
+	var keys [][]byte
+	var b batch
+	nt := proto.CloneOf(t)
+	for _, p := range m.st.index[key] {
+		if req.GetPreserveSplits() && len(p.GetInfo().GetStartKey()) > 0 {
+			keys = append(keys, p.GetInfo().GetStartKey())
+		}
+		nt.ArchiveDirs = append(nt.ArchiveDirs, RegionDir(p.GetInfo()))
+	}
+	for _, r := range m.st.tableRegions(key) {
+		b.deleteRegion(r.GetInfo().GetName())
+	}
+	m.newRegionsLocked(&b, t.GetTable(), keys, true)
+	nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLING, m.clock().UnixMilli()
+	b.putTable(nt)
+	if err := m.commit(&b); err != nil {
+		return err
+	}
+	m.log.Info("table truncated", "table", key, "regions", len(keys)+1)
+	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
+	return nil
+}
+
+func tableStateName(s pb.TableState) string {
+	switch s {
+	case pb.TableState_TABLE_STATE_ENABLED:
+		return "enabled"
+	case pb.TableState_TABLE_STATE_DISABLED:
+		return "disabled"
+	case pb.TableState_TABLE_STATE_ENABLING:
+		return "being enabled"
+	case pb.TableState_TABLE_STATE_DISABLING:
+		return "being disabled"
+	}
+	return s.String()
+}
+
+func (m *Master) listTables(req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	var re *regexp.Regexp
+	if p := req.GetPattern(); p != "" {
+		var err error
+		if re, err = regexp.Compile("^(?:" + p + ")$"); err != nil {
+			return nil, errInvalid("pattern %q is not a regular expression: %v", p, err)
+		}
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	resp := &pb.ListTablesResponse{}
+	keys := make([]string, 0, len(m.st.tables))
+	for k, t := range m.st.tables {
+		if !t.GetDeleting() {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t := m.st.tables[k]
+		tn := t.GetTable().GetName()
+		if re != nil && !re.MatchString(k) && !(tn.GetNamespace() == DefaultNamespace && re.MatchString(tn.GetName())) {
+			continue
+		}
+		resp.Tables = append(resp.Tables, &pb.TableSummary{Table: proto.CloneOf(t.GetTable()), State: t.GetState(),
+			Regions: int32(len(m.st.index[k]))})
+	}
+	return resp, nil
+}
+
+func (m *Master) describeTable(req *pb.TableRequest) (*pb.DescribeTableResponse, error) {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	t := m.st.table(tn)
+	if t == nil {
+		return nil, errTableNotFound(TableKey(tn))
+	}
+	return &pb.DescribeTableResponse{Table: proto.CloneOf(t.GetTable()), State: t.GetState()}, nil
+}
+
+// locationLocked is a region's location as clients see it: the server only while it is OPEN.
+func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
+	loc := &pb.RegionLocation{Region: proto.CloneOf(r.GetInfo()), State: r.GetState(), Seq: r.GetLocationSeq()}
+	if r.GetState() == stateOpen && r.GetServer() != "" {
+		if sn, err := ParseServerName(r.GetServer()); err == nil {
+			sn.StartCode = r.GetServerStartCode()
+			loc.Server = sn
+		}
+	}
+	return loc
+}
+
+func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		return nil, errTableNotFound(key)
+	}
+	if s := t.GetState(); s == pb.TableState_TABLE_STATE_DISABLED || s == pb.TableState_TABLE_STATE_DISABLING {
+		return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_DISABLED, false, "table %s is %s", key, tableStateName(s))
+	}
+	idx := m.st.index[key]
+	row := req.GetRow()
+	var i int
+	if req.GetBefore() {
+		if len(row) == 0 {
+			i = len(idx) - 1 // the rows before the end of the table
+		} else { // the last region starting before row
+			i = sort.Search(len(idx), func(i int) bool { return bytes.Compare(idx[i].GetInfo().GetStartKey(), row) >= 0 }) - 1
+		}
+	} else { // the last region starting at or before row
+		i = sort.Search(len(idx), func(i int) bool { return bytes.Compare(idx[i].GetInfo().GetStartKey(), row) > 0 }) - 1
+	}
+	if i < 0 || i >= len(idx) {
+		return nil, errInvalid("no region of table %s holds the rows before %q", key, row)
+	}
+	p := idx[i]
+	resp := &pb.LocateRegionResponse{Locations: []*pb.RegionLocation{m.locationLocked(p)}}
+	if req.GetAllReplicas() {
+		for _, r := range m.st.replicas(p) {
+			resp.Locations = append(resp.Locations, m.locationLocked(r))
+		}
+	}
+	return resp, nil
+}
+
+func (m *Master) getTableRegions(req *pb.TableRequest) (*pb.GetTableRegionsResponse, error) {
+	tn, err := checkTableName(req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	key := TableKey(tn)
+	if m.st.table(tn) == nil {
+		return nil, errTableNotFound(key)
+	}
+	resp := &pb.GetTableRegionsResponse{}
+	for _, r := range m.st.tableRegions(key) {
+		resp.Locations = append(resp.Locations, m.locationLocked(r))
+	}
+	return resp, nil
+}

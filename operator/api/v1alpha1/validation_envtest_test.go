@@ -1,0 +1,275 @@
+//go:build envtest
+
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cellstore/cellstore/operator/internal/testenv"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The CRD's schema (types, defaults, CEL rules) runs in a real kube-apiserver: every bad spec must
+// be refused with a message a person understands.
+
+var (
+	env *testenv.Env
+	ctx = context.Background()
+	seq int
+)
+
+func TestValidation(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "StoreCluster validation (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	env, err = testenv.Start(testenv.Options{CRDDirs: []string{filepath.Join("..", "..", "..", "config", "crd", "bases")}})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// cluster is a valid StoreCluster as unstructured YAML, changed by the given edits.
+func cluster(edits ...func(spec map[string]any)) *unstructured.Unstructured {
+	seq++
+	u := &unstructured.Unstructured{}
+	Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: cellstore.io/v1alpha1
+kind: StoreCluster
+metadata: {name: c%d, namespace: default}
+spec:
+  image: docker.io/cellstore/engine:v0.1.0
+  storage: {existingClaim: {claimName: data}}
+`, seq)), &u.Object)).To(Succeed())
+	spec := u.Object["spec"].(map[string]any)
+	for _, e := range edits {
+		e(spec)
+	}
+	return u
+}
+
+// set puts a YAML value at a dotted path of the spec.
+func set(path, value string) func(map[string]any) {
+	return func(spec map[string]any) {
+		var v any
+		Expect(yaml.Unmarshal([]byte(value), &v)).To(Succeed())
+		parts := strings.Split(path, ".")
+		m := spec
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		m[parts[len(parts)-1]] = v
+	}
+}
+
+func del(key string) func(map[string]any) {
+	return func(spec map[string]any) { delete(spec, key) }
+}
+
+var _ = Describe("StoreCluster validation", func() {
+	It("accepts a minimal StoreCluster and fills in the defaults", func() {
+		u := cluster()
+		Expect(env.Client.Create(ctx, u)).To(Succeed())
+		spec := u.Object["spec"].(map[string]any)
+		Expect(spec).To(HaveKeyWithValue("defaultRegionReplication", BeNumerically("==", 1)))
+		Expect(spec).To(HaveKeyWithValue("hedgeDelay", "10ms"))
+		Expect(spec["master"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)))
+		Expect(spec["regionServers"]).To(And(HaveKeyWithValue("replicas", BeNumerically("==", 3)),
+			HaveKeyWithValue("memory", HaveKeyWithValue("limit", "2Gi"))))
+		Expect(spec["rollout"]).To(Equal(map[string]any{"drainTimeout": "10m", "onDrainTimeout": "Wait"}))
+		Expect(spec["monitoring"]).To(Equal(map[string]any{"serviceMonitor": true, "prometheusRule": true}))
+	})
+
+	It("accepts the samples in config/samples", func() {
+		files, err := filepath.Glob(filepath.Join("..", "..", "..", "config", "samples", "cellstore_*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).To(HaveLen(2))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal(b, &u.Object)).To(Succeed())
+			u.SetNamespace("default")
+			Expect(env.Client.Create(ctx, u)).To(Succeed(), f)
+		}
+	})
+
+	DescribeTable("refuses a bad spec with a clear message",
+		func(message string, edits ...func(map[string]any)) {
+			err := env.Client.Create(ctx, cluster(edits...))
+			Expect(err).To(HaveOccurred(), "the spec was accepted")
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("no storage", "storage: set exactly one of existingClaim, volume or s3", set("storage", "{}")),
+		Entry("two storage kinds", "storage: set exactly one of existingClaim, volume or s3",
+			set("storage.volume", "{size: 1Gi}")),
+		Entry("S3 endpoint not a URL", "storage.s3.endpoint must be an http or https URL",
+			set("storage", "{s3: {endpoint: 'ftp://x', bucket: bkt, credentialsSecret: {name: s}}}")),
+		Entry("volume size zero", "storage.volume.size must be positive",
+			set("storage", "{volume: {size: '0'}}")),
+		Entry("a size that is not a size", "must be an amount of bytes such as 512Mi, 8Gi or 1073741824",
+			set("regionServers.memory.limit", "lots")),
+		Entry("heap limit and percent", "set memory.heapLimit or memory.heapPercent, not both",
+			set("regionServers.memory", "{limit: 4Gi, heapLimit: 1Gi, heapPercent: 30}")),
+		Entry("memory limit below 1Gi", "memory.limit must be at least 1Gi",
+			set("regionServers.memory", "{limit: 512Mi}")),
+		Entry("budgets over the limit, with the numbers",
+			"region server memory budgets exceed memory.limit (4096Mi): heap 3072Mi + off-heap memstore and block cache outside hugepages 1024Mi + overhead 409Mi (the larger of 256Mi and 10% of the limit) = 4505Mi",
+			set("regionServers.memory", "{limit: 4Gi, heapLimit: 3Gi, memstoreOffHeapSize: 1Gi}")),
+		Entry("heap percent over the limit", "heap 3686Mi + off-heap memstore and block cache outside hugepages 512Mi",
+			set("regionServers.memory", "{limit: 4Gi, heapPercent: 90, blockCacheOffHeapSize: 512Mi}")),
+		Entry("no room left for the heap",
+			"region server memory budgets leave no room for the Go heap in memory.limit (2048Mi): off-heap memstore and block cache outside hugepages 1792Mi + on-heap block cache 0Mi + 64Mi minimum heap + overhead 256Mi",
+			set("regionServers.memory", "{limit: 2Gi, memstoreOffHeapSize: 1Gi, blockCacheOffHeapSize: 768Mi}")),
+		Entry("on-heap cache too big for the heap",
+			"memory.blockCacheOnHeapSize (900Mi) is part of the Go heap (1024Mi): it may use at most 80% of it and must leave at least 64Mi for requests",
+			set("regionServers.memory", "{limit: 4Gi, heapLimit: 1Gi, blockCacheOnHeapSize: 900Mi}")),
+		Entry("hugepages too small for the off-heap budgets",
+			"memory.hugePages.amount (1Gi) must hold the off-heap memstore and block cache, 1536Mi together",
+			set("regionServers.memory", "{limit: 4Gi, memstoreOffHeapSize: 1Gi, blockCacheOffHeapSize: 512Mi, hugePages: {pageSize: 2Mi, amount: 1Gi}}")),
+		Entry("hugepage amount not a multiple of the page", "memory.hugePages.amount (1536Mi) must be a positive multiple of the page size 1Gi",
+			set("regionServers.memory.hugePages", "{pageSize: 1Gi, amount: 1536Mi}")),
+		Entry("hugepage size not 2Mi or 1Gi", `Unsupported value: "4Ki": supported values: "2Mi", "1Gi"`,
+			set("regionServers.memory.hugePages", "{pageSize: 4Ki, amount: 1Gi}")),
+		Entry("memory in resources", "set the region servers' memory with regionServers.memory.limit and hugepages with regionServers.memory.hugePages, not in resources.limits",
+			set("regionServers.resources", "{limits: {memory: 8Gi}}")),
+		Entry("hugepages in resources", "not in resources.requests",
+			set("regionServers.resources", "{requests: {hugepages-2Mi: 1Gi}}")),
+		Entry("no masters", "spec.master.replicas: Invalid value: 0: spec.master.replicas in body should be greater than or equal to 1",
+			set("master.replicas", "0")),
+		Entry("too many region servers", "spec.regionServers.replicas in body should be less than or equal to 500",
+			set("regionServers.replicas", "501")),
+		Entry("replication beyond the servers", "defaultRegionReplication (3) needs at least as many region servers, but regionServers.replicas is 2",
+			set("regionServers.replicas", "2"), set("defaultRegionReplication", "3")),
+		Entry("hedge delay too long", "hedgeDelay must be between 0s and 10s", set("hedgeDelay", "1m")),
+		Entry("drain timeout zero", "rollout.drainTimeout must be between 1s and 24h", set("rollout.drainTimeout", "0s")),
+		Entry("unknown drain timeout action", `Unsupported value: "Later"`, set("rollout.onDrainTimeout", "Later")),
+		Entry("quota limit syntax",
+			"quota limit 100 req/sec is not valid: write a positive number, then req (requests) or a size unit B, K, M, G, T or P (bytes), then /sec, /min, /hour or /day, e.g. 100req/sec or 10M/sec",
+			set("quotas", "[{user: alice, limit: 100 req/sec}]")),
+		Entry("quota time unit", "quota limit 10M/week is not valid", set("quotas", "[{user: alice, limit: 10M/week}]")),
+		Entry("quota of nobody", "a quota names exactly one of user, table or namespace", set("quotas", "[{limit: 1req/sec}]")),
+		Entry("quota of two subjects", "a quota names exactly one of user, table or namespace",
+			set("quotas", "[{user: alice, table: t, limit: 1req/sec}]")),
+		Entry("quota table name", "quota table must be 'namespace:table' or 'table'", set("quotas", "[{table: 'a:b:c', limit: 1req/sec}]")),
+		Entry("quota throttle type", `Unsupported value: "SCAN"`, set("quotas", "[{user: a, throttleType: SCAN, limit: 1req/sec}]")),
+		Entry("config of a managed flag", "config must not set flags the operator manages",
+			set("config", "{heap-limit: 1Gi}")),
+		Entry("config of a managed flag, per group", "config must not set flags the operator manages",
+			set("regionServers.config", "{masters: x}")),
+		Entry("config key syntax", "config keys are engine flag names without the leading '--'", set("config", "{'--flush-size': '1'}")),
+		Entry("config value on two lines", "config values must be on one line", set("config", "{flush-size: \"1\\n2\"}")),
+		Entry("the operator's labels", "podTemplate.labels must not set app.kubernetes.io/name, instance, component or managed-by",
+			set("podTemplate.labels", "{app.kubernetes.io/instance: other}")),
+		Entry("the operator's annotations", "podTemplate.annotations must not set cellstore.io/ annotations",
+			set("podTemplate.annotations", "{cellstore.io/template-hash: x}")),
+		Entry("no image", "spec.image: Required value", del("image")),
+	)
+
+	DescribeTable("refuses a bad name",
+		func(name, message string) {
+			u := cluster()
+			u.SetName(name)
+			err := env.Client.Create(ctx, u)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("too long", strings.Repeat("a", 41), "metadata.name must be at most 40 characters"),
+		Entry("a dot", "a.b", "metadata.name must start with a letter and must not contain '.'"),
+		Entry("a digit first", "1abc", "metadata.name must start with a letter and must not contain '.'"),
+	)
+
+	DescribeTable("refuses storage changes that would lose the data",
+		func(initial, change, message string) {
+			u := cluster(set("storage", initial))
+			Expect(env.Client.Create(ctx, u)).To(Succeed())
+			set("storage", change)(u.Object["spec"].(map[string]any))
+			err := env.Client.Update(ctx, u)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("kind", "{existingClaim: {claimName: a}}", "{volume: {size: 1Gi}}", "the kind of storage cannot change"),
+		Entry("claim", "{existingClaim: {claimName: a}}", "{existingClaim: {claimName: b}}", "storage.existingClaim.claimName cannot change"),
+		Entry("shrink", "{volume: {size: 2Gi}}", "{volume: {size: 1Gi}}", "storage.volume.size can only grow"),
+		Entry("class", "{volume: {size: 1Gi, storageClassName: a}}", "{volume: {size: 1Gi, storageClassName: b}}", "storage.volume.storageClassName cannot change"),
+	)
+
+	It("installs: config/default renders and the API server accepts every object", func() {
+		root, err := testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		assets, err := testenv.AssetsDir(root)
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "default")).Output()
+		Expect(err).NotTo(HaveOccurred(), "kubectl kustomize config/default")
+		var kinds []string
+		for _, doc := range strings.Split(string(out), "\n---\n") {
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+			kinds = append(kinds, u.GetKind())
+			switch u.GetKind() {
+			case "Namespace":
+				Expect(env.Client.Create(ctx, u)).To(Succeed())
+			case "CustomResourceDefinition":
+				// Installed by the suite already: the rendered one must be the same file.
+				Expect(u.GetName()).To(Equal("storeclusters.cellstore.io"))
+			default:
+				Expect(env.Client.Create(ctx, u, client.DryRunAll)).To(Succeed(), "%s %s", u.GetKind(), u.GetName())
+			}
+		}
+		Expect(kinds).To(ContainElements("Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+			"Role", "RoleBinding", "Service", "Deployment"))
+	})
+
+	It("lets a volume grow", func() {
+		u := cluster(set("storage", "{volume: {size: 1Gi}}"))
+		Expect(env.Client.Create(ctx, u)).To(Succeed())
+		set("storage.volume.size", "2Gi")(u.Object["spec"].(map[string]any))
+		Expect(env.Client.Update(ctx, u)).To(Succeed())
+	})
+
+	It("accepts S3 in the API (the operator refuses it at reconcile time)", func() {
+		Expect(env.Client.Create(ctx, cluster(set("storage", "{s3: {endpoint: 'https://s3.example.com', bucket: bkt, credentialsSecret: {name: s}}}")))).To(Succeed())
+	})
+
+	It("has the short name cstore and the printer columns", func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := dc.ServerResourcesForGroupVersion("cellstore.io/v1alpha1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.APIResources).To(ContainElement(And(
+			HaveField("Name", "storeclusters"), HaveField("ShortNames", ConsistOf("cstore")), HaveField("Namespaced", true))))
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "storeclusters.cellstore.io"}, crd)).To(Succeed())
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		var columns []string
+		for _, c := range versions[0].(map[string]any)["additionalPrinterColumns"].([]any) {
+			columns = append(columns, c.(map[string]any)["name"].(string))
+		}
+		Expect(columns).To(Equal([]string{"Phase", "Masters", "RegionServers", "Regions", "Active", "InTransition", "Age"}))
+	})
+})

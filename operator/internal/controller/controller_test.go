@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type trace struct{ ran []string }
+
+func TestRunTasksStopsAtTheFirstBlockedTask(t *testing.T) {
+	step := func(name string, res Result) Task[*trace] {
+		return Task[*trace]{Name: name, Run: func(_ context.Context, s *trace) Result { s.ran = append(s.ran, name); return res }}
+	}
+	s := &trace{}
+	rep := RunTasks(context.Background(), s, []Task[*trace]{
+		step("a", Done()), step("b", Waiting("Pods", "waiting for %d pods", 2)), step("c", Done()),
+	})
+	if rep.Complete() || rep.Blocked != "b" || rep.Result.Outcome != Wait || rep.Result.Message != "waiting for 2 pods" {
+		t.Errorf("report %+v", rep)
+	}
+	if strings.Join(s.ran, ",") != "a,b" {
+		t.Errorf("ran %v", s.ran)
+	}
+	s = &trace{}
+	if rep := RunTasks(context.Background(), s, []Task[*trace]{step("a", Done()), step("b", Done())}); !rep.Complete() {
+		t.Errorf("report %+v", rep)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if rep := RunTasks(ctx, &trace{}, []Task[*trace]{step("a", Done())}); rep.Blocked != "a" || rep.Result.Err == nil {
+		t.Errorf("cancelled: %+v", rep)
+	}
+}
+
+func TestCheckSpec(t *testing.T) {
+	base := func() *v1alpha1.StoreCluster {
+		return &v1alpha1.StoreCluster{Spec: v1alpha1.StoreClusterSpec{Image: "x",
+			Storage: v1alpha1.StorageSpec{ExistingClaim: &v1alpha1.ExistingClaimStorage{ClaimName: "d"}}}}
+	}
+	if _, p := checkSpec(base()); p != nil {
+		t.Fatalf("valid spec refused: %+v", p)
+	}
+	c := base()
+	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{Endpoint: "https://x", Bucket: "b"}}
+	if _, p := checkSpec(c); p == nil || p.Reason != ReasonStorageNotSupported {
+		t.Errorf("S3: %+v", p)
+	}
+	c = base()
+	big := v1alpha1.ByteSize("3Gi")
+	c.Spec.RegionServers.Memory.HeapLimit = &big
+	if _, p := checkSpec(c); p == nil || p.Reason != ReasonMemoryBudgetExceeded || !strings.Contains(p.Message, "exceed") {
+		t.Errorf("memory: %+v", p)
+	}
+	c = base()
+	c.Spec.Quotas = []v1alpha1.QuotaSpec{{User: "a", Limit: "1req/sec"}, {User: "a", Limit: "2req/sec"}}
+	if _, p := checkSpec(c); p == nil || p.Reason != ReasonInvalidSpec {
+		t.Errorf("duplicate quotas: %+v", p)
+	}
+}
+
+func TestRestartReason(t *testing.T) {
+	hist, _ := json.Marshal([]templateChange{
+		{From: "h1", To: "h2", Changed: []string{"spec.template.spec.containers[engine].image"}},
+		{From: "h2", To: "h3", Changed: []string{"spec.template.spec.containers[engine].args[--heap-limit]", "spec.template.spec.containers[engine].image"}},
+	})
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{resources.AnnotationRestartHistory: string(hist)}},
+		Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+			Annotations: map[string]string{resources.AnnotationTemplateHash: "h3"}}}},
+	}
+	for hash, want := range map[string]string{
+		"h1": "pod template changed: spec.template.spec.containers[engine].image, spec.template.spec.containers[engine].args[--heap-limit]",
+		"h2": "pod template changed: spec.template.spec.containers[engine].args[--heap-limit], spec.template.spec.containers[engine].image",
+		"h0": "pod template changed since revision h0 (the changed fields were not recorded)",
+		"":   "pod template changed (the pod carries no template hash)",
+	} {
+		if got := restartReason(sts, hash); got != want {
+			t.Errorf("restartReason(%q) = %q, want %q", hash, got, want)
+		}
+	}
+}
+
+func TestRolloutStateAndPods(t *testing.T) {
+	if parseRollout(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{resources.AnnotationRollout: "{bad"}}}) != nil {
+		t.Error("a broken annotation must read as no rollout")
+	}
+	for name, want := range map[string]int{"c-regionserver-12": 12, "c-regionserver-x": -1, "nodash": -1} {
+		if got := podOrdinal(name); got != want {
+			t.Errorf("podOrdinal(%q) = %d, want %d", name, got, want)
+		}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, UpdateRevision: "r"}}
+	if revisionKnown(sts) {
+		t.Error("a revision of an older generation is not known")
+	}
+	sts.Status.ObservedGeneration = 3
+	if !revisionKnown(sts) {
+		t.Error("revision of the observed generation")
+	}
+}

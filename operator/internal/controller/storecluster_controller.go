@@ -1,0 +1,443 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/master"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// StoreClusterReconciler makes and keeps the Kubernetes objects of a StoreCluster and reports what
+// it observes in the status.
+type StoreClusterReconciler struct {
+	Client client.Client
+	// APIReader reads from the API server, bypassing the cache, where a decision must not rest on
+	// a stale object (the StatefulSets whose template changes are recorded).
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Options   Options
+
+	monMu     sync.Mutex
+	monAbsent map[schema.GroupVersionKind]time.Time
+}
+
+// SetupWithManager registers the controller.
+func (r *StoreClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.Options = r.Options.withDefaults()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("storecluster").
+		WithOptions(controllerOptions(r.Options)).
+		For(&v1alpha1.StoreCluster{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, podToCluster()).
+		Complete(r)
+}
+
+// clusterState is what one reconcile of a StoreCluster computes and observes; tasks fill it in.
+type clusterState struct {
+	r          *StoreClusterReconciler
+	c          *v1alpha1.StoreCluster
+	memory     resources.MemoryPlan
+	configHash map[resources.Group]string
+	sts        map[resources.Group]*appsv1.StatefulSet
+	monitoring string
+}
+
+func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
+	return []Task[*clusterState]{
+		{Name: "validate", Run: r.taskValidate},
+		{Name: "storage", Run: r.taskStorage},
+		{Name: "config", Run: r.taskConfig},
+		{Name: "rbac", Run: r.taskRBAC},
+		{Name: "services", Run: r.taskServices},
+		{Name: "disruption-budgets", Run: r.taskPDBs},
+		{Name: "statefulsets", Run: r.taskStatefulSets},
+		{Name: "monitoring", Run: r.taskMonitoring},
+	}
+}
+
+// Reconcile runs the tasks, then records the status from what it observes.
+func (r *StoreClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &v1alpha1.StoreCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		// The objects have the StoreCluster as owner: the garbage collector removes them.
+		return ctrl.Result{}, nil
+	}
+	s := &clusterState{r: r, c: c, sts: map[resources.Group]*appsv1.StatefulSet{}}
+	rep := RunTasks(ctx, s, r.tasks())
+	if ctx.Err() != nil {
+		// The operator is stopping: report nothing from an interrupted reconcile.
+		return ctrl.Result{}, nil
+	}
+	if rep.Result.Err != nil {
+		log.FromContext(ctx).Info("task failed", "task", rep.Blocked, "error", rep.Result.Err.Error())
+	}
+	next, err := r.updateStatus(ctx, s, rep)
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if rep.Result.Err != nil && !apierrors.IsConflict(rep.Result.Err) {
+		return ctrl.Result{}, rep.Result.Err
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+func (r *StoreClusterReconciler) event(c *v1alpha1.StoreCluster, typ, reason, format string, args ...any) {
+	r.Recorder.Eventf(c, typ, reason, format, args...)
+}
+
+// report turns an apply result into an event.
+func (r *StoreClusterReconciler) report(c *v1alpha1.StoreCluster, res applyResult, obj client.Object) {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	switch res {
+	case applyCreated:
+		r.event(c, corev1.EventTypeNormal, "Created", "created %s %s", kind, obj.GetName())
+	case applyUpdated:
+		r.event(c, corev1.EventTypeNormal, "Updated", "updated %s %s", kind, obj.GetName())
+	}
+}
+
+func (r *StoreClusterReconciler) applyAll(ctx context.Context, c *v1alpha1.StoreCluster, objs ...client.Object) Result {
+	for _, o := range objs {
+		res, err := applyTracked(ctx, r.Client, r.APIReader, o)
+		if err != nil {
+			if apierrors.IsConflict(err) {
+				return conflict(o, r.Options.PollInterval)
+			}
+			return Errored(ReasonApplyFailed, err)
+		}
+		r.report(c, res, o)
+	}
+	return Done()
+}
+
+// conflict is the result of an apply that raced another writer: it is retried at once.
+func conflict(obj client.Object, after time.Duration) Result {
+	return Result{Outcome: Wait, Reason: ReasonConflict, RequeueAfter: after,
+		Message: fmt.Sprintf("%s %s changed while it was being updated; retrying", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())}
+}
+
+func (r *StoreClusterReconciler) taskValidate(_ context.Context, s *clusterState) Result {
+	plan, prob := checkSpec(s.c)
+	if prob != nil {
+		return Failed(prob.Reason, "%s; the operator changed no object", prob.Message)
+	}
+	s.memory = plan
+	return Done()
+}
+
+func (r *StoreClusterReconciler) taskStorage(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	switch {
+	case c.Spec.Storage.Volume != nil:
+		n, err := resources.ParseBytes("spec.storage.volume.size", c.Spec.Storage.Volume.Size)
+		if err != nil {
+			return Failed(ReasonInvalidSpec, "%v", err)
+		}
+		size := *resource.NewQuantity(n, resource.BinarySI)
+		existing := &corev1.PersistentVolumeClaim{}
+		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, existing)
+		switch {
+		case err == nil:
+			// Never ask for less than the claim has (it may have been expanded by hand).
+			if cur, ok := existing.Spec.Resources.Requests[corev1.ResourceStorage]; ok && cur.Cmp(size) > 0 {
+				size = cur
+			}
+		case !apierrors.IsNotFound(err):
+			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
+		}
+		return r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion))
+	case c.Spec.Storage.ExistingClaim != nil:
+		name := c.Spec.Storage.ExistingClaim.ClaimName
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				res := Failed(ReasonStorageClaimMissing,
+					"PersistentVolumeClaim %s (spec.storage.existingClaim.claimName) does not exist in namespace %s: create it with access mode ReadWriteMany, or name an existing one",
+					name, c.Namespace)
+				res.RequeueAfter = r.Options.PollInterval
+				return res
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", name, err))
+		}
+	}
+	return Done()
+}
+
+func (r *StoreClusterReconciler) taskConfig(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	cm, hashes := resources.ConfigMap(c, r.Options.OperatorVersion)
+	existing := &corev1.ConfigMap{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), existing); {
+	case err == nil:
+		for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+			f := resources.ConfigFileName(g)
+			if old, cur := existing.Data[f], cm.Data[f]; old != cur {
+				r.event(c, corev1.EventTypeNormal, "ConfigChanged",
+					"%s configuration (ConfigMap %s, %s) changed: %s; the pods restart one at a time to read it",
+					groupTitle(g), cm.Name, f, strings.Join(resources.ConfigKeysChanged(old, cur), ", "))
+			}
+		}
+	case !apierrors.IsNotFound(err):
+		return Errored(ReasonApplyFailed, fmt.Errorf("read ConfigMap %s: %w", cm.Name, err))
+	}
+	s.configHash = hashes
+	return r.applyAll(ctx, c, cm)
+}
+
+func (r *StoreClusterReconciler) taskRBAC(ctx context.Context, s *clusterState) Result {
+	v := r.Options.OperatorVersion
+	return r.applyAll(ctx, s.c, resources.MasterServiceAccount(s.c, v), resources.MasterLeaseRole(s.c, v), resources.MasterLeaseRoleBinding(s.c, v))
+}
+
+func (r *StoreClusterReconciler) taskServices(ctx context.Context, s *clusterState) Result {
+	v := r.Options.OperatorVersion
+	return r.applyAll(ctx, s.c,
+		resources.HeadlessService(s.c, resources.GroupMaster, v),
+		resources.HeadlessService(s.c, resources.GroupRegionServer, v),
+		resources.ClientService(s.c, v))
+}
+
+func (r *StoreClusterReconciler) taskPDBs(ctx context.Context, s *clusterState) Result {
+	v := r.Options.OperatorVersion
+	return r.applyAll(ctx, s.c,
+		resources.PodDisruptionBudget(s.c, resources.GroupMaster, v),
+		resources.PodDisruptionBudget(s.c, resources.GroupRegionServer, v))
+}
+
+func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory}
+	if res := r.applyStatefulSet(ctx, s, resources.GroupMaster, resources.MasterStatefulSet(c, in)); res.Outcome != Complete {
+		return res
+	}
+	in.ConfigHash = s.configHash[resources.GroupRegionServer]
+	in.Replicas = c.Spec.RegionServerReplicas()
+	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
+}
+
+// applyStatefulSet applies a group's StatefulSet. When the pod template changes it records which
+// fields changed (restart-history annotation, RestartRequired event); the pods themselves restart
+// later, one at a time, through the region-assignment controller (updateStrategy OnDelete).
+func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *clusterState, g resources.Group, desired *appsv1.StatefulSet) Result {
+	c := s.c
+	existing := &appsv1.StatefulSet{}
+	exists := true
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return Errored(ReasonApplyFailed, fmt.Errorf("read StatefulSet %s: %w", desired.Name, err))
+		}
+		exists = false
+	}
+	if exists && g == resources.GroupRegionServer && existing.Spec.Replicas != nil && *existing.Spec.Replicas > *desired.Spec.Replicas {
+		// Scale-in: the region-assignment controller lowers the replicas one pod at a time, after
+		// draining it.
+		desired.Spec.Replicas = existing.Spec.Replicas
+	}
+	rendered, err := json.Marshal(desired.Spec.Template)
+	if err != nil {
+		return Errored(ReasonApplyFailed, fmt.Errorf("encode the pod template of %s: %w", desired.Name, err))
+	}
+	if desired.Annotations == nil {
+		desired.Annotations = map[string]string{}
+	}
+	desired.Annotations[resources.AnnotationRenderedTemplate] = string(rendered)
+	config := resources.ConfigFile(c, g)
+	desired.Annotations[resources.AnnotationRenderedConfig] = config
+	var history []templateChange
+	var restartPaths []string // set when the pod template changes
+	newHash := desired.Spec.Template.Annotations[resources.AnnotationTemplateHash]
+	if exists {
+		history = parseHistory(existing.Annotations[resources.AnnotationRestartHistory])
+		if oldHash := existing.Spec.Template.Annotations[resources.AnnotationTemplateHash]; oldHash != newHash {
+			paths := r.templateChanges(existing, desired, resources.ConfigKeysChanged(existing.Annotations[resources.AnnotationRenderedConfig], config))
+			history = append(history, templateChange{From: oldHash, To: newHash, Changed: paths, At: metav1.NewTime(r.Options.Now())})
+			if len(history) > maxHistory {
+				history = history[len(history)-maxHistory:]
+			}
+			restartPaths = paths
+		}
+	}
+	if len(history) > 0 {
+		b, err := json.Marshal(history)
+		if err != nil {
+			return Errored(ReasonApplyFailed, err)
+		}
+		desired.Annotations[resources.AnnotationRestartHistory] = string(b)
+	}
+	rv := ""
+	if exists {
+		rv = existing.ResourceVersion
+	}
+	out, err := applyObject(ctx, r.Client, desired, rv)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return conflict(desired, r.Options.PollInterval)
+		}
+		return Errored(ReasonApplyFailed, err)
+	}
+	r.report(c, classify(rv, out.GetResourceVersion()), desired)
+	if restartPaths != nil {
+		r.event(c, corev1.EventTypeNormal, "RestartRequired", "%s pod template changed: %s; the pods restart one at a time (region servers are drained first)",
+			groupTitle(g), strings.Join(restartPaths, ", "))
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(out.Object, sts); err == nil {
+		s.sts[g] = sts
+	}
+	return Done()
+}
+
+// templateChanges lists the changed fields between the template last applied to a StatefulSet and
+// the desired one.
+func (r *StoreClusterReconciler) templateChanges(existing, desired *appsv1.StatefulSet, configKeys []string) []string {
+	var paths []string
+	var prev corev1.PodTemplateSpec
+	if raw := existing.Annotations[resources.AnnotationRenderedTemplate]; raw != "" && json.Unmarshal([]byte(raw), &prev) == nil {
+		paths = resources.DiffTemplates(&prev, &desired.Spec.Template)
+	} else {
+		// Made by something else than this operator: compare with the stored template.
+		paths = resources.DiffTemplates(&existing.Spec.Template, &desired.Spec.Template)
+	}
+	cfgPath := "spec.template.metadata.annotations[" + resources.AnnotationConfigHash + "]"
+	for i, p := range paths {
+		if p == cfgPath && len(configKeys) > 0 {
+			paths[i] = p + " (engine config: " + strings.Join(configKeys, ", ") + ")"
+		}
+	}
+	if len(paths) == 0 {
+		paths = []string{"spec.template"}
+	}
+	return paths
+}
+
+func groupTitle(g resources.Group) string {
+	if g == resources.GroupMaster {
+		return "master"
+	}
+	return "region server"
+}
+
+func (r *StoreClusterReconciler) taskMonitoring(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	v := r.Options.OperatorVersion
+	type want struct {
+		gvk     schema.GroupVersionKind
+		enabled bool
+		build   func() *unstructured.Unstructured
+	}
+	var made, skipped []string
+	for _, w := range []want{
+		{resources.ServiceMonitorGVK, c.Spec.ServiceMonitorEnabled(), func() *unstructured.Unstructured { return resources.ServiceMonitor(c, v) }},
+		{resources.PrometheusRuleGVK, c.Spec.PrometheusRuleEnabled(), func() *unstructured.Unstructured { return resources.PrometheusRule(c, v) }},
+	} {
+		served, err := r.served(w.gvk)
+		if err != nil {
+			return Errored(ReasonApplyFailed, err)
+		}
+		switch {
+		case !served:
+			if w.enabled {
+				skipped = append(skipped, w.gvk.Kind)
+			}
+		case w.enabled:
+			if res := r.applyAll(ctx, c, w.build()); res.Outcome != Complete {
+				return res
+			}
+			made = append(made, w.gvk.Kind)
+		default:
+			old := &unstructured.Unstructured{}
+			old.SetGroupVersionKind(w.gvk)
+			old.SetNamespace(c.Namespace)
+			old.SetName(resources.MonitoringName(c))
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(old), old); err == nil && metav1.IsControlledBy(old, c) {
+				if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+					return Errored(ReasonApplyFailed, fmt.Errorf("delete %s %s: %w", w.gvk.Kind, old.GetName(), err))
+				}
+				r.event(c, corev1.EventTypeNormal, "Deleted", "deleted %s %s (disabled in spec.monitoring)", w.gvk.Kind, old.GetName())
+			}
+		}
+	}
+	var msg []string
+	if len(made) > 0 {
+		msg = append(msg, strings.Join(made, " and ")+" "+resources.MonitoringName(c))
+	}
+	if len(skipped) > 0 {
+		msg = append(msg, "no "+strings.Join(skipped, " or ")+": prometheus-operator's CRDs are not installed")
+	}
+	if len(msg) == 0 {
+		msg = append(msg, "disabled")
+	}
+	s.monitoring = strings.Join(msg, "; ")
+	return Done()
+}
+
+// served says whether the cluster serves a kind, asking discovery (through the RESTMapper, which
+// refreshes on a miss) at most every MonitoringRecheck while it is absent.
+func (r *StoreClusterReconciler) served(gvk schema.GroupVersionKind) (bool, error) {
+	r.monMu.Lock()
+	if t, ok := r.monAbsent[gvk]; ok && r.Options.Now().Sub(t) < r.Options.MonitoringRecheck {
+		r.monMu.Unlock()
+		return false, nil
+	}
+	r.monMu.Unlock()
+	_, err := r.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		r.monMu.Lock()
+		if r.monAbsent == nil {
+			r.monAbsent = map[schema.GroupVersionKind]time.Time{}
+		}
+		r.monAbsent[gvk] = r.Options.Now()
+		r.monMu.Unlock()
+		return false, nil
+	}
+	return false, fmt.Errorf("discover %s: %w", gvk.Kind, err)
+}
+
+// masterStatus asks the master for the cluster status.
+func masterStatus(ctx context.Context, o Options, c *v1alpha1.StoreCluster) (*master.ClusterStatus, error) {
+	mc, err := o.Masters(c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = mc.Close() }()
+	cctx, cancel := context.WithTimeout(ctx, o.MasterTimeout)
+	defer cancel()
+	return mc.ClusterStatus(cctx)
+}

@@ -1,0 +1,133 @@
+//go:build envtest
+
+package controller_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/controller"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var _ = Describe("StoreCluster controller", func() {
+	It("makes the objects, owned by the StoreCluster, and reports what it observes", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+
+		owned := func(obj client.Object, name string) {
+			GinkgoHelper()
+			Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed(), "%T %s", obj, name)
+			Expect(obj.GetOwnerReferences()).To(ContainElement(HaveField("Name", "store")), "%T %s", obj, name)
+		}
+		owned(&corev1.ConfigMap{}, "store-config")
+		owned(&corev1.Service{}, "store")
+		owned(&corev1.Service{}, "store-master")
+		owned(&corev1.Service{}, "store-regionserver")
+		owned(&appsv1.StatefulSet{}, "store-master")
+		owned(&appsv1.StatefulSet{}, "store-regionserver")
+		owned(&policyv1.PodDisruptionBudget{}, "store-master")
+		owned(&policyv1.PodDisruptionBudget{}, "store-regionserver")
+		owned(&corev1.ServiceAccount{}, "store-master")
+		owned(&rbacv1.Role{}, "store-master")
+		owned(&rbacv1.RoleBinding{}, "store-master")
+
+		rs := statefulSet(c, resources.GroupRegionServer)
+		Expect(rs.Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteStatefulSetStrategyType))
+		Expect(*rs.Spec.Replicas).To(BeEquivalentTo(3))
+		Expect(rs.Annotations).To(HaveKey(resources.AnnotationRenderedTemplate))
+
+		cur := get(c)
+		Expect(cur.Status.Masters).To(Equal(v1alpha1.MastersStatus{Replicas: 2, Ready: 2, Updated: 2, Active: "store-master-0"}))
+		Expect(cur.Status.RegionServers).To(Equal(v1alpha1.RegionServersStatus{Replicas: 3, Ready: 3, Updated: 3}))
+		Expect(cur.Status.Regions.PerServer).To(HaveLen(3))
+		Expect(cond(cur, v1alpha1.ConditionAvailable)).To(haveCondition(metav1.ConditionTrue, controller.ReasonServing, "active master store-master-0"))
+		Expect(cond(cur, v1alpha1.ConditionProgressing)).To(haveCondition(metav1.ConditionFalse, controller.ReasonComplete))
+		Expect(cond(cur, v1alpha1.ConditionDegraded)).To(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
+		Eventually(eventsOf(c, "Created"), timeout, poll).Should(ContainElement(ContainSubstring("created StatefulSet store-regionserver")))
+		// The first time every region server serves, the operator asks for a balance.
+		Eventually(func() int { return fakeOf(c).Count("Balance") }, timeout, poll).Should(BeNumerically(">=", 1))
+	})
+})
+
+var _ = Describe("StoreCluster controller: refused specs", func() {
+	It("refuses S3 storage with a condition and an event, and makes no workload", func() {
+		ns := newNamespace()
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
+			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{
+				Endpoint: "https://s3.example.com", Bucket: "data", CredentialsSecret: corev1.LocalObjectReference{Name: "s3"},
+			}}},
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageNotSupported, "task validate: spec.storage.s3 is accepted by the API but not supported yet"))
+		Eventually(eventsOf(c, controller.ReasonStorageNotSupported), timeout, poll).Should(ContainElement(HavePrefix("Warning: task validate: spec.storage.s3")))
+		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
+		err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "s3-regionserver"}, &appsv1.StatefulSet{})
+		Expect(err).To(HaveOccurred(), "no StatefulSet for a refused spec")
+	})
+
+	It("waits for a missing existing claim and goes on once it exists", func() {
+		ns := newNamespace()
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+			Spec:       v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{ExistingClaim: &v1alpha1.ExistingClaimStorage{ClaimName: "later"}}},
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageClaimMissing, "task storage: PersistentVolumeClaim later (spec.storage.existingClaim.claimName) does not exist"))
+		sharedClaim(ns, "later")
+		waitRunning(c)
+	})
+
+	It("makes a ReadWriteMany claim for spec.storage.volume", func() {
+		ns := newNamespace()
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol"},
+			Spec:       v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{Size: "10Gi"}}},
+		})
+		pvc := &corev1.PersistentVolumeClaim{}
+		Eventually(func() error { return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "vol-shared"}, pvc) }, timeout, poll).Should(Succeed())
+		Expect(pvc.Spec.AccessModes).To(ConsistOf(corev1.ReadWriteMany))
+		Expect(pvc.OwnerReferences).To(BeEmpty(), "reclaimPolicy Retain: the data outlives the StoreCluster")
+		waitRunning(c)
+		Expect(statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec.Volumes).To(ContainElement(
+			HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "vol-shared")))
+	})
+
+	It("refuses memory that does not fit, changes nothing, and recovers when fixed", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		before := statefulSet(c, resources.GroupRegionServer)
+		// The CRD's rule accepts 3Mi + 3Mi <= 6Mi; with each budget rounded up to whole 2Mi pages the
+		// operator needs 8Mi.
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.RegionServers.Memory.MemstoreOffHeapSize = ptrSize("3Mi")
+			c.Spec.RegionServers.Memory.BlockCacheOffHeapSize = ptrSize("3Mi")
+			c.Spec.RegionServers.Memory.HugePages = &v1alpha1.HugePagesSpec{PageSize: "2Mi", Amount: "6Mi"}
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonMemoryBudgetExceeded, "each rounded up to whole 2Mi pages, need 8Mi but memory.hugePages.amount is 6Mi", "the operator changed no object"))
+		Eventually(eventsOf(c, controller.ReasonMemoryBudgetExceeded), timeout, poll).Should(ContainElement(HavePrefix("Warning: task validate:")))
+		after := statefulSet(c, resources.GroupRegionServer)
+		Expect(after.Generation).To(Equal(before.Generation), "a refused spec must not roll the StatefulSet")
+		Expect(after.Spec.Template.Annotations[resources.AnnotationTemplateHash]).To(Equal(before.Spec.Template.Annotations[resources.AnnotationTemplateHash]))
+
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Memory.HugePages.Amount = "8Mi" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
+		waitRunning(c)
+		ctr := statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec.Containers[0]
+		Expect(ctr.Args).To(ContainElements("--hugepages=2Mi", "--memstore-offheap-size=3Mi"))
+		Expect(ctr.Resources.Limits).To(HaveKey(corev1.ResourceName("hugepages-2Mi")))
+	})
+})
+
+func ptrSize(s string) *v1alpha1.ByteSize { b := v1alpha1.ByteSize(s); return &b }

@@ -1,0 +1,107 @@
+// Package master is the operator's view of a Cellstore master: the calls the operator makes
+// (cluster status, drain, balance, zones, quotas, region replication) behind an interface, so that
+// the controllers are tested against a fake (package masterfake) and the engine's gRPC client
+// plugs in later. docs/operator.md ("Engine contract") describes what the engine implements.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+)
+
+// Client talks to the active master of one StoreCluster. Every call takes a context (deadline) and
+// returns an error a person can act on. Mutating calls are idempotent: the operator repeats them
+// after a restart without knowing whether the first attempt landed.
+type Client interface {
+	// ClusterStatus is the master's view: active master, servers, regions.
+	ClusterStatus(ctx context.Context) (*ClusterStatus, error)
+	// Drain marks a region server draining: the master moves its regions to other servers and
+	// assigns it none. Draining a drained server does nothing.
+	Drain(ctx context.Context, server string) error
+	// Undrain clears the mark, also for a server that is not registered (so that a server that
+	// comes back under the same name is not born drained).
+	Undrain(ctx context.Context, server string) error
+	// Balance asks the balancer to even out regions across the servers that are not draining.
+	Balance(ctx context.Context) error
+	// SetServerZone tells the master a server's zone; replicas of a region go to different zones
+	// when it can.
+	SetServerZone(ctx context.Context, server, zone string) error
+	// SetQuota creates or replaces the throttle of q's identity (Subject and Type).
+	SetQuota(ctx context.Context, q Quota) error
+	// RemoveQuota removes a throttle; removing a missing one does nothing.
+	RemoveQuota(ctx context.Context, key QuotaKey) error
+	// ListQuotas returns every throttle.
+	ListQuotas(ctx context.Context) ([]Quota, error)
+	// SetDefaultRegionReplication sets REGION_REPLICATION for tables that do not set one.
+	SetDefaultRegionReplication(ctx context.Context, n int32) error
+	// Close releases the connection.
+	Close() error
+}
+
+// Factory makes a Client for a StoreCluster; the reconcilers get one injected (tests pass the
+// fake's). The real one connects to the masters' headless Service, NAME-master.NAMESPACE.svc:16000.
+type Factory func(cluster *v1alpha1.StoreCluster) (Client, error)
+
+// ServerState is a region server's state as the master sees it.
+type ServerState string
+
+// Server states.
+const (
+	// ServerOnline: registered, heartbeating and serving.
+	ServerOnline ServerState = "Online"
+	// ServerStarting: registered, not yet serving (opening regions, replaying WALs).
+	ServerStarting ServerState = "Starting"
+	// ServerStopping: shutting down.
+	ServerStopping ServerState = "Stopping"
+	// ServerDead: lease expired; its WALs are being split.
+	ServerDead ServerState = "Dead"
+)
+
+// ServerStatus is one region server.
+type ServerStatus struct {
+	// Name is the server's identity: advertise host and data port,
+	// POD.NAME-regionserver.NAMESPACE.svc:16020.
+	Name     string
+	State    ServerState
+	Draining bool
+	Zone     string
+	// Regions the server holds (primaries and replicas), including those opening on it.
+	Regions int32
+}
+
+// ClusterStatus is the master's view of the cluster.
+type ClusterStatus struct {
+	// ActiveMaster is the active master's identity, POD.NAME-master.NAMESPACE.svc:16000.
+	ActiveMaster string
+	// Servers are the registered region servers (and drained ones that left, while marked).
+	Servers []ServerStatus
+	// RegionsTotal counts every region replica in the catalog.
+	RegionsTotal int32
+	// RegionsInTransition counts regions opening, closing or moving.
+	RegionsInTransition int32
+	// DefaultRegionReplication in effect.
+	DefaultRegionReplication int32
+}
+
+// Server returns the server with the name, if the master knows it.
+func (s *ClusterStatus) Server(name string) (ServerStatus, bool) {
+	for _, sv := range s.Servers {
+		if sv.Name == name {
+			return sv, true
+		}
+	}
+	return ServerStatus{}, false
+}
+
+// ErrNoEngineClient is what the placeholder client returns: this build has no engine client yet.
+var ErrNoEngineClient = errors.New("this operator build has no Cellstore master client yet (the engine's gRPC API is not released): " +
+	"the operator manages the Kubernetes objects but cannot drain, balance or read the master's status")
+
+// Unavailable is the Factory of operator builds without an engine client: every call fails with
+// ErrNoEngineClient (wrapped with the address it would have used).
+func Unavailable(cluster *v1alpha1.StoreCluster) (Client, error) {
+	return nil, fmt.Errorf("master of StoreCluster %s/%s: %w", cluster.Namespace, cluster.Name, ErrNoEngineClient)
+}

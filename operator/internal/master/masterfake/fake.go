@@ -1,0 +1,389 @@
+// Package masterfake is an in-memory Cellstore master for the operator's tests: it records every
+// call in a journal, and tests control its servers, their region counts and how drains progress.
+package masterfake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/master"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Registry holds one fake master per StoreCluster.
+type Registry struct {
+	mu    sync.Mutex
+	fakes map[types.NamespacedName]*Fake
+}
+
+// NewRegistry makes an empty registry.
+func NewRegistry() *Registry { return &Registry{fakes: map[types.NamespacedName]*Fake{}} }
+
+// For returns the fake master of a cluster, making it on first use.
+func (r *Registry) For(key types.NamespacedName) *Fake {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.fakes[key]
+	if !ok {
+		f = New()
+		r.fakes[key] = f
+	}
+	return f
+}
+
+// Factory is the master.Factory the reconcilers get in tests.
+func (r *Registry) Factory(c *v1alpha1.StoreCluster) (master.Client, error) {
+	f := r.For(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unreachable != nil {
+		return nil, f.unreachable
+	}
+	return client{f}, nil
+}
+
+type server struct {
+	state   master.ServerState
+	zone    string
+	regions int32
+}
+
+// Fake is one in-memory master.
+type Fake struct {
+	mu          sync.Mutex
+	active      string
+	servers     map[string]*server
+	draining    map[string]bool
+	quotas      map[master.QuotaKey]master.Quota
+	replication int32
+	inTransit   int32
+	manualDrain bool
+	unreachable error
+	journal     []string
+	statusCalls int
+}
+
+// New makes a fake master with no servers.
+func New() *Fake {
+	return &Fake{
+		servers:     map[string]*server{},
+		draining:    map[string]bool{},
+		quotas:      map[master.QuotaKey]master.Quota{},
+		replication: 1,
+	}
+}
+
+func (f *Fake) note(format string, args ...any) {
+	f.journal = append(f.journal, fmt.Sprintf(format, args...))
+}
+
+// Note adds a test's own event to the journal (e.g. "delete pod x"), to check ordering.
+func (f *Fake) Note(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note(format, args...)
+}
+
+// Journal returns the calls and notes so far, in order.
+func (f *Fake) Journal() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.journal)
+}
+
+// Count returns how many journal entries start with prefix.
+func (f *Fake) Count(prefix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, e := range f.journal {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// StatusCalls is the number of ClusterStatus calls, a measure of reconciles that reached the master.
+func (f *Fake) StatusCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.statusCalls
+}
+
+// SetUnreachable makes the factory fail with err (nil: reachable again).
+func (f *Fake) SetUnreachable(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unreachable = err
+}
+
+// SetActiveMaster sets the active master's identity.
+func (f *Fake) SetActiveMaster(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.active = name
+}
+
+// ActiveMaster returns the active master's identity.
+func (f *Fake) ActiveMaster() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.active
+}
+
+// RegisterServer makes a server Online (keeping its drain mark, if any) with no regions.
+func (f *Fake) RegisterServer(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[name]; ok {
+		s.state = master.ServerOnline
+		return
+	}
+	f.servers[name] = &server{state: master.ServerOnline}
+}
+
+// ServerGone removes a server (its pod was deleted): what it held is reassigned to the others, as
+// crash recovery does.
+func (f *Fake) ServerGone(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[name]
+	if !ok {
+		return
+	}
+	delete(f.servers, name)
+	f.spread(s.regions)
+}
+
+// SetRegions sets how many regions a server holds.
+func (f *Fake) SetRegions(name string, n int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[name]; ok {
+		s.regions = n
+	}
+}
+
+// Regions returns how many regions a server holds (-1 if unknown).
+func (f *Fake) Regions(name string) int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[name]; ok {
+		return s.regions
+	}
+	return -1
+}
+
+// Zone returns the zone the master was told for a server.
+func (f *Fake) Zone(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[name]; ok {
+		return s.zone
+	}
+	return ""
+}
+
+// Draining says whether a server is marked draining.
+func (f *Fake) Draining(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.draining[name]
+}
+
+// SetManualDrain: when true, Drain only marks the server and its regions stay until
+// MoveRegionsAway (a slow or stuck drain); when false (the default) they move at once.
+func (f *Fake) SetManualDrain(manual bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.manualDrain = manual
+}
+
+// MoveRegionsAway finishes a drain: the server's regions go to the other servers.
+func (f *Fake) MoveRegionsAway(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moveAway(name)
+}
+
+// SetRegionsInTransition sets the reported regions in transition.
+func (f *Fake) SetRegionsInTransition(n int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inTransit = n
+}
+
+// Quotas returns the throttles by identity string.
+func (f *Fake) Quotas() map[string]master.Quota {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]master.Quota{}
+	for k, q := range f.quotas {
+		out[k.String()] = q
+	}
+	return out
+}
+
+// PutQuota sets a throttle directly, as a person with the shell would (not journaled).
+func (f *Fake) PutQuota(q master.Quota) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.quotas[q.Key()] = q
+}
+
+// Replication returns the default region replication.
+func (f *Fake) Replication() int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replication
+}
+
+func (f *Fake) moveAway(name string) {
+	s, ok := f.servers[name]
+	if !ok || s.regions == 0 {
+		return
+	}
+	if len(f.targets(name)) == 0 {
+		return // nowhere to go: the drain is stuck
+	}
+	n := s.regions
+	s.regions = 0
+	f.spread(n)
+}
+
+// targets are the servers that can take regions: Online, not draining, not except.
+func (f *Fake) targets(except string) []string {
+	var out []string
+	for name, s := range f.servers {
+		if name != except && s.state == master.ServerOnline && !f.draining[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *Fake) spread(n int32) {
+	t := f.targets("")
+	if len(t) == 0 {
+		return
+	}
+	for i := int32(0); i < n; i++ {
+		f.servers[t[int(i)%len(t)]].regions++
+	}
+}
+
+type client struct{ f *Fake }
+
+func (c client) ClusterStatus(context.Context) (*master.ClusterStatus, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusCalls++
+	st := &master.ClusterStatus{ActiveMaster: f.active, RegionsInTransition: f.inTransit, DefaultRegionReplication: f.replication}
+	for name, s := range f.servers {
+		st.Servers = append(st.Servers, master.ServerStatus{Name: name, State: s.state, Draining: f.draining[name], Zone: s.zone, Regions: s.regions})
+		st.RegionsTotal += s.regions
+	}
+	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].Name < st.Servers[j].Name })
+	return st, nil
+}
+
+func (c client) Drain(_ context.Context, name string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("Drain %s", name)
+	f.draining[name] = true
+	if !f.manualDrain {
+		f.moveAway(name)
+	}
+	return nil
+}
+
+func (c client) Undrain(_ context.Context, name string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("Undrain %s", name)
+	delete(f.draining, name)
+	return nil
+}
+
+func (c client) Balance(context.Context) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("Balance")
+	t := f.targets("")
+	if len(t) == 0 {
+		return nil
+	}
+	var total int32
+	for _, name := range t {
+		total += f.servers[name].regions
+		f.servers[name].regions = 0
+	}
+	f.spread(total)
+	return nil
+}
+
+func (c client) SetServerZone(_ context.Context, name, zone string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("SetServerZone %s %s", name, zone)
+	s, ok := f.servers[name]
+	if !ok {
+		return fmt.Errorf("server %s is not registered", name)
+	}
+	s.zone = zone
+	return nil
+}
+
+func (c client) SetQuota(_ context.Context, q master.Quota) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("SetQuota %s %d/%s", q.Key(), q.Limit, q.TimeUnit)
+	f.quotas[q.Key()] = q
+	return nil
+}
+
+func (c client) RemoveQuota(_ context.Context, k master.QuotaKey) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("RemoveQuota %s", k)
+	delete(f.quotas, k)
+	return nil
+}
+
+func (c client) ListQuotas(context.Context) ([]master.Quota, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]master.Quota, 0, len(f.quotas))
+	for _, q := range f.quotas {
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key().String() < out[j].Key().String() })
+	return out, nil
+}
+
+func (c client) SetDefaultRegionReplication(_ context.Context, n int32) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("SetDefaultRegionReplication %d", n)
+	f.replication = n
+	return nil
+}
+
+func (c client) Close() error { return nil }

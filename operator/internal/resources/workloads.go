@@ -1,0 +1,357 @@
+package resources
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// WorkloadInputs is what a StatefulSet needs beyond the StoreCluster.
+type WorkloadInputs struct {
+	// ConfigHash is the hash of the engine configuration file (ConfigMap).
+	ConfigHash string // of the group's configuration file
+	// Replicas of the group (for region servers, what the scale-in protocol allows).
+	Replicas int32
+	// OperatorVersion labels the StatefulSet (never its pod template).
+	OperatorVersion string
+	// Memory is the region servers' memory plan.
+	Memory MemoryPlan
+}
+
+// MasterStatefulSet is the masters' StatefulSet.
+func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.StatefulSet {
+	spec := &c.Spec
+	res := spec.MasterResources()
+	election := "none"
+	if spec.MasterReplicas() > 1 {
+		election = "kubernetes"
+	}
+	args := []string{
+		"master",
+		"--storage-dir=" + SharedMountPath,
+		"--config=" + ConfigMountPath + "/" + ConfigFileName(GroupMaster),
+		fmt.Sprintf("--http-addr=:%d", MasterHTTPPort),
+		fmt.Sprintf("--grpc-addr=:%d", MasterGRPCPort),
+		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupMaster), c.Namespace),
+		"--election=" + election,
+	}
+	if election == "kubernetes" {
+		args = append(args, "--lease-name="+LeaseName(c), "--lease-namespace=$(POD_NAMESPACE)")
+	}
+	args = append(args, "--hedge-delay="+spec.HedgeDelayDuration().String())
+	env := downwardEnv()
+	if lim, ok := res.Limits[corev1.ResourceMemory]; ok {
+		if h := MasterHeapLimit(lim.Value()); h > 0 {
+			env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: fmt.Sprint(h)})
+		}
+	}
+	ctr := engineContainer(c, args, env, res, []corev1.ContainerPort{
+		{Name: portNameGRPC, ContainerPort: MasterGRPCPort, Protocol: corev1.ProtocolTCP},
+		{Name: portNameHTTP, ContainerPort: MasterHTTPPort, Protocol: corev1.ProtocolTCP},
+	}, MasterHTTPPort, (masterGracePeriod - 10))
+	tpl := podTemplate(c, GroupMaster, ctr, nil, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash)
+	tpl.Spec.ServiceAccountName = MasterAccountName(c)
+	setTemplateHash(&tpl)
+	return statefulSet(c, GroupMaster, spec.MasterReplicas(), tpl, in.OperatorVersion)
+}
+
+// RegionServerStatefulSet is the region servers' StatefulSet.
+func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.StatefulSet {
+	spec := &c.Spec
+	m := in.Memory
+	args := []string{
+		"regionserver",
+		"--storage-dir=" + SharedMountPath,
+		"--config=" + ConfigMountPath + "/" + ConfigFileName(GroupRegionServer),
+		fmt.Sprintf("--http-addr=:%d", RegionServerHTTPPort),
+		fmt.Sprintf("--data-addr=:%d", RegionServerDataPort),
+		fmt.Sprintf("--admin-addr=:%d", RegionServerAdmin),
+		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupRegionServer), c.Namespace),
+		"--masters=" + MasterList(c),
+		"--heap-limit=" + FormatBytes(m.Heap),
+		"--memstore-offheap-size=" + FormatBytes(m.MemstoreOffHeap),
+		"--blockcache-offheap-size=" + FormatBytes(m.BlockCacheOffHeap),
+		"--blockcache-onheap-size=" + FormatBytes(m.BlockCacheOnHeap),
+		"--memory-overhead=" + FormatBytes(m.Overhead),
+		"--hugepages=" + m.HugepagesFlag(),
+	}
+	res := spec.RegionServerResources()
+	if res.Requests == nil {
+		res.Requests = corev1.ResourceList{}
+	}
+	if res.Limits == nil {
+		res.Limits = corev1.ResourceList{}
+	}
+	mem := *resource.NewQuantity(m.Limit, resource.BinarySI)
+	res.Requests[corev1.ResourceMemory], res.Limits[corev1.ResourceMemory] = mem, mem
+	var extra []corev1.Volume
+	if m.HugePageSize > 0 {
+		name := corev1.ResourceName(corev1.ResourceHugePagesPrefix + m.HugePageName)
+		hp := *resource.NewQuantity(m.HugePages, resource.BinarySI)
+		res.Requests[name], res.Limits[name] = hp, hp
+		extra = append(extra, corev1.Volume{Name: volumeHugePages, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(string(corev1.StorageMediumHugePagesPrefix) + m.HugePageName)},
+		}})
+	}
+	drain := spec.DrainTimeoutDuration()
+	ctr := engineContainer(c, args, downwardEnv(), res, []corev1.ContainerPort{
+		{Name: portNameData, ContainerPort: RegionServerDataPort, Protocol: corev1.ProtocolTCP},
+		{Name: portNameAdmin, ContainerPort: RegionServerAdmin, Protocol: corev1.ProtocolTCP},
+		{Name: portNameHTTP, ContainerPort: RegionServerHTTPPort, Protocol: corev1.ProtocolTCP},
+	}, RegionServerHTTPPort, int64(drain.Seconds()))
+	if m.HugePageSize > 0 {
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volumeHugePages, MountPath: HugePagesPath})
+	}
+	tpl := podTemplate(c, GroupRegionServer, ctr, extra, spec.RegionServers.Scheduling, RegionServerGracePeriod(c), in.ConfigHash)
+	// Region servers do not call the Kubernetes API.
+	tpl.Spec.AutomountServiceAccountToken = ptr.To(false)
+	setTemplateHash(&tpl)
+	return statefulSet(c, GroupRegionServer, in.Replicas, tpl, in.OperatorVersion)
+}
+
+// RegionServerGracePeriod is the region servers' terminationGracePeriodSeconds: the drain timeout
+// (the preStop hook drains the server when something other than the operator deletes the pod) plus
+// 30s to close.
+func RegionServerGracePeriod(c *v1alpha1.StoreCluster) int64 {
+	return int64(c.Spec.DrainTimeoutDuration().Seconds()) + shutdownMargin
+}
+
+func statefulSet(c *v1alpha1.StoreCluster, g Group, replicas int32, tpl corev1.PodTemplateSpec, operatorVersion string) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(c, StatefulSetName(c, g), g, operatorVersion),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			Selector:            &metav1.LabelSelector{MatchLabels: SelectorLabels(c, g)},
+			ServiceName:         StatefulSetName(c, g),
+			Template:            tpl,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			// The operator decides when each pod restarts (after draining it).
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+		},
+	}
+}
+
+func setTemplateHash(t *corev1.PodTemplateSpec) {
+	h := TemplateHash(t)
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	t.Annotations[AnnotationTemplateHash] = h
+}
+
+func downwardEnv() []corev1.EnvVar {
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}}
+	}
+	return []corev1.EnvVar{
+		field("POD_NAME", "metadata.name"),
+		field("POD_NAMESPACE", "metadata.namespace"),
+		field("POD_IP", "status.podIP"),
+		field("NODE_NAME", "spec.nodeName"),
+	}
+}
+
+func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVar, res corev1.ResourceRequirements, ports []corev1.ContainerPort, httpPort int32, prestopSeconds int64) corev1.Container {
+	httpGet := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portNameHTTP), Scheme: corev1.URISchemeHTTP}}
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: volumeConfig, MountPath: ConfigMountPath, ReadOnly: true},
+		{Name: volumeTmp, MountPath: TmpPath},
+	}
+	if SharedClaimName(c) != "" {
+		mounts = append([]corev1.VolumeMount{{Name: volumeShared, MountPath: SharedMountPath}}, mounts...)
+	}
+	return corev1.Container{
+		Name:            EngineContainer,
+		Image:           c.Spec.Image,
+		ImagePullPolicy: c.Spec.PullPolicy(),
+		Command:         []string{EngineBinary},
+		Args:            args,
+		Ports:           ports,
+		Env:             env,
+		Resources:       res,
+		VolumeMounts:    mounts,
+		// Started: the process answers; it may replay WALs for a while first.
+		StartupProbe:  &corev1.Probe{ProbeHandler: httpGet(livenessPath), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 120},
+		LivenessProbe: &corev1.Probe{ProbeHandler: httpGet(livenessPath), PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3},
+		// Ready: registered with the master and serving (the engine's /readyz).
+		ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet(readinessPath), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2, SuccessThreshold: 1},
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
+			EngineBinary, "prestop", fmt.Sprintf("--http-addr=127.0.0.1:%d", httpPort), fmt.Sprintf("--timeout=%ds", prestopSeconds),
+		}}}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraVolumes []corev1.Volume, sched v1alpha1.Scheduling, grace int64, configHash string) corev1.PodTemplateSpec {
+	spec := &c.Spec
+	overrides := v1alpha1.PodTemplateOverrides{}
+	if spec.PodTemplate != nil {
+		overrides = *spec.PodTemplate
+	}
+	labels := map[string]string{}
+	maps.Copy(labels, overrides.Labels)
+	maps.Copy(labels, SelectorLabels(c, g))
+	labels[LabelManagedBy] = ManagedBy
+	annotations := map[string]string{}
+	maps.Copy(annotations, overrides.Annotations)
+	annotations["kubectl.kubernetes.io/default-container"] = EngineContainer
+	if configHash != "" {
+		annotations[AnnotationConfigHash] = configHash
+	}
+	if v := c.Annotations[v1alpha1.AnnotationRestartedAt]; v != "" {
+		annotations[v1alpha1.AnnotationRestartedAt] = v
+	}
+
+	volumes := []corev1.Volume{
+		{Name: volumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+		}}},
+		{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if claim := SharedClaimName(c); claim != "" {
+		volumes = append([]corev1.Volume{{Name: volumeShared, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}}}, volumes...)
+	}
+	volumes = append(volumes, extraVolumes...)
+
+	affinity := sched.Affinity
+	if affinity == nil {
+		affinity = overrides.Affinity
+	}
+	if affinity == nil {
+		affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(c, g)},
+					TopologyKey:   corev1.LabelHostname,
+				},
+			}},
+		}}
+	}
+	tolerations := sched.Tolerations
+	if len(tolerations) == 0 {
+		tolerations = overrides.Tolerations
+	}
+	spread := sched.TopologySpreadConstraints
+	if len(spread) == 0 {
+		spread = overrides.TopologySpreadConstraints
+	}
+	priority := sched.PriorityClassName
+	if priority == "" {
+		priority = overrides.PriorityClassName
+	}
+
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{ctr},
+			Volumes:                       volumes,
+			TerminationGracePeriodSeconds: ptr.To(grace),
+			ImagePullSecrets:              spec.ImagePullSecrets,
+			NodeSelector:                  sched.NodeSelector,
+			Affinity:                      affinity,
+			Tolerations:                   tolerations,
+			TopologySpreadConstraints:     spread,
+			PriorityClassName:             priority,
+			EnableServiceLinks:            ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:        ptr.To(true),
+				RunAsUser:           ptr.To(int64(EngineUID)),
+				RunAsGroup:          ptr.To(int64(EngineUID)),
+				FSGroup:             ptr.To(int64(EngineUID)),
+				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+		},
+	}
+}
+
+// ConfigFileName is a group's engine configuration file in the ConfigMap.
+func ConfigFileName(g Group) string { return string(g) + ".conf" }
+
+// ConfigMap holds the engine configuration files of both groups; it returns the hash of each
+// file, which goes into that group's pod template (so a change restarts only that group).
+func ConfigMap(c *v1alpha1.StoreCluster, operatorVersion string) (*corev1.ConfigMap, map[Group]string) {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(c, ConfigMapName(c), "", operatorVersion),
+		Data:       map[string]string{},
+	}
+	hashes := map[Group]string{}
+	for _, g := range []Group{GroupMaster, GroupRegionServer} {
+		content := ConfigFile(c, g)
+		cm.Data[ConfigFileName(g)] = content
+		hashes[g] = shortHash([]byte(content))
+	}
+	return cm, hashes
+}
+
+// ConfigFile renders a group's engine configuration file: spec.config overlaid with the group's
+// config, as sorted "flag-name = value" lines.
+func ConfigFile(c *v1alpha1.StoreCluster, g Group) string {
+	merged := map[string]v1alpha1.ConfigValue{}
+	maps.Copy(merged, c.Spec.Config)
+	if g == GroupMaster {
+		maps.Copy(merged, c.Spec.Master.Config)
+	} else {
+		maps.Copy(merged, c.Spec.RegionServers.Config)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Cellstore %s configuration of StoreCluster %s/%s, written by the operator from spec.config and spec.%s.config.\n",
+		g, c.Namespace, c.Name, map[Group]string{GroupMaster: "master", GroupRegionServer: "regionServers"}[g])
+	b.WriteString("# One \"flag-name = value\" per line; flags on the command line win.\n")
+	for _, k := range slices.Sorted(maps.Keys(merged)) {
+		fmt.Fprintf(&b, "%s = %s\n", k, strings.ReplaceAll(string(merged[k]), "\n", " "))
+	}
+	return b.String()
+}
+
+// ConfigKeysChanged lists the flags whose lines differ between two configuration files.
+func ConfigKeysChanged(old, cur string) []string {
+	parse := func(s string) map[string]string {
+		m := map[string]string{}
+		for _, line := range strings.Split(s, "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, _ := strings.Cut(line, " = ")
+			m[k] = v
+		}
+		return m
+	}
+	a, b := parse(old), parse(cur)
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
