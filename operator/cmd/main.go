@@ -93,7 +93,7 @@ func run() error {
 		return fmt.Errorf("start the manager: %w", err)
 	}
 	opts := controller.DefaultOptions()
-	opts.Masters = master.Unavailable // the engine's gRPC client plugs in here (docs/operator.md, "Engine contract")
+	opts.Masters = master.Engine
 	opts.OperatorVersion = operatorVersion()
 	opts.PollInterval, opts.ResyncInterval, opts.MasterTimeout = pollInterval, resyncInterval, masterTimeout
 	if err := controller.Setup(mgr, opts); err != nil {
