@@ -59,6 +59,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the operator's API t
 	  $(CONTROLLER_GEN) crd rbac:roleName=cellstore-operator paths=./operator/... \
 	    output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac; \
 	  else echo "manifests: no operator/api yet, nothing to generate"; fi
+	cp config/crd/bases/*.yaml charts/cellstore-operator/crds/
+	cp config/rbac/role.yaml charts/cellstore-operator/files/role.yaml
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -87,14 +89,14 @@ images: ## Build the images as tarballs into bin/images/ (no Docker daemon neede
 
 ##@ Test
 
-export GOTESTSUM GINKGO
+export GOTESTSUM GINKGO HELM
 
 .PHONY: test
-test: $(GOTESTSUM) $(GINKGO) ## Run everything CI runs: lint, unit, envtest and end-to-end tests (brings up the local cluster).
+test: $(GOTESTSUM) $(GINKGO) $(HELM) ## Run everything CI runs: lint, unit, envtest and end-to-end tests (brings up the local cluster).
 	hack/test.sh all
 
 .PHONY: test-unit
-test-unit: $(GOTESTSUM) ## Unit tests with -race and the invariants build tag.
+test-unit: $(GOTESTSUM) $(HELM) ## Unit tests with -race and the invariants build tag.
 	hack/test.sh unit
 
 .PHONY: test-envtest
@@ -102,7 +104,7 @@ test-envtest: $(GOTESTSUM) ## Integration tests against a real kube-apiserver an
 	hack/test.sh envtest
 
 .PHONY: e2e
-e2e: $(GOTESTSUM) $(GINKGO) ## End-to-end suite; uses KUBECONFIG when set, else brings up (and tears down) the local cluster.
+e2e: $(GOTESTSUM) $(GINKGO) $(HELM) ## End-to-end suite; uses KUBECONFIG when set, else brings up (and tears down) the local cluster.
 	hack/test.sh e2e
 
 ##@ Local cluster

@@ -1,0 +1,226 @@
+package charts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chart = "cellstore-operator"
+	// kubeVersion is what templates render for (helm built with go install reports v1.20 otherwise).
+	kubeVersion = "v1.34.4"
+)
+
+// helm finds the helm binary: $HELM, else the one the Makefile installs into bin/.
+func helm(t *testing.T) string {
+	t.Helper()
+	if h := os.Getenv("HELM"); h != "" {
+		return h
+	}
+	matches, _ := filepath.Glob("../bin/helm-*")
+	if len(matches) == 0 {
+		t.Fatal("helm not found: run the tests with make (it installs helm into bin/), or set HELM")
+	}
+	return matches[len(matches)-1]
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helm(t), args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errb.String(), errors.New(errb.String())
+	}
+	return out.String(), nil
+}
+
+// render runs helm template with --set values and returns the objects by kind/name.
+func render(t *testing.T, sets ...string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", "ops", chart, "--namespace", "cellstore-system", "--include-crds", "--kube-version", kubeVersion}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v", sets, err)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("rendered YAML does not parse: %v", err)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		objs[u.GetKind()+"/"+u.GetName()] = u
+	}
+	return objs
+}
+
+func get(t *testing.T, objs map[string]*unstructured.Unstructured, key string) *unstructured.Unstructured {
+	t.Helper()
+	o, ok := objs[key]
+	if !ok {
+		keys := make([]string, 0, len(objs))
+		for k := range objs {
+			keys = append(keys, k)
+		}
+		t.Fatalf("%s not rendered; rendered: %v", key, keys)
+	}
+	return o
+}
+
+func TestLint(t *testing.T) {
+	for _, sets := range [][]string{nil, {"metrics.serviceMonitor.enabled=true", "dashboards.enabled=true", "watchNamespaces={a,b}", "replicaCount=1"}} {
+		args := []string{"lint", chart, "--strict"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if out, err := run(t, args...); err != nil {
+			t.Errorf("helm lint %v:\n%s", sets, out)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	objs := render(t)
+	d := get(t, objs, "Deployment/ops-cellstore-operator")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if img := c["image"]; img != "docker.io/cellstore/operator:v0.1.0" {
+		t.Errorf("image %v", img)
+	}
+	sc := c["securityContext"].(map[string]any)
+	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
+		t.Errorf("container security context %v", sc)
+	}
+	if nonRoot, _, _ := unstructured.NestedBool(d.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); !nonRoot {
+		t.Error("pod does not run as non-root")
+	}
+	args := strings.Join(toStrings(c["args"]), " ")
+	for _, want := range []string{"--leader-elect=true", "--leader-election-namespace=cellstore-system"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if strings.Contains(args, "--watch-namespaces") {
+		t.Error("watches namespaces by default")
+	}
+	if c["livenessProbe"] == nil || c["readinessProbe"] == nil {
+		t.Error("probes missing")
+	}
+	// RBAC is controller-gen's, unchanged.
+	role := get(t, objs, "ClusterRole/ops-cellstore-operator")
+	want := readYAML(t, "../config/rbac/role.yaml")
+	if !reflect.DeepEqual(role.Object["rules"], want["rules"]) {
+		t.Error("the chart's ClusterRole rules differ from config/rbac/role.yaml: run make manifests")
+	}
+	get(t, objs, "Role/ops-cellstore-operator-leader-election")
+	get(t, objs, "Service/ops-cellstore-operator-metrics")
+	get(t, objs, "CustomResourceDefinition/storeclusters.cellstore.io")
+	for k := range objs {
+		if strings.HasPrefix(k, "ServiceMonitor/") || strings.HasPrefix(k, "ConfigMap/") {
+			t.Errorf("%s rendered although not enabled", k)
+		}
+	}
+}
+
+func TestNonDefaults(t *testing.T) {
+	objs := render(t, "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom",
+		"dashboards.enabled=true", "watchNamespaces={team-a,team-b}", "image.tag=v9.9.9", "serviceAccount.name=opsa")
+	d := get(t, objs, "Deployment/ops-cellstore-operator")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["image"] != "docker.io/cellstore/operator:v9.9.9" {
+		t.Errorf("image %v", c["image"])
+	}
+	if args := strings.Join(toStrings(c["args"]), " "); !strings.Contains(args, "--watch-namespaces=team-a,team-b") {
+		t.Errorf("args %q", args)
+	}
+	if sa, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "serviceAccountName"); sa != "opsa" {
+		t.Errorf("service account %q", sa)
+	}
+	get(t, objs, "ServiceAccount/opsa")
+	sm := get(t, objs, "ServiceMonitor/ops-cellstore-operator")
+	svc := get(t, objs, "Service/ops-cellstore-operator-metrics")
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, v := range sel {
+		if svc.GetLabels()[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s, the metrics Service has %q", k, v, svc.GetLabels()[k])
+		}
+	}
+	if sm.GetLabels()["release"] != "prom" {
+		t.Error("ServiceMonitor labels not applied")
+	}
+	cm := get(t, objs, "ConfigMap/ops-cellstore-operator-dashboards")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "cellstore.json")
+	var dash map[string]any
+	if err := json.Unmarshal([]byte(data), &dash); err != nil || len(dash["panels"].([]any)) < 10 {
+		t.Errorf("dashboard JSON: %v", err)
+	}
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}"} {
+		out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", set)
+		if err == nil || !strings.Contains(out, "don't meet the specifications of the schema") {
+			t.Errorf("--set %s: want a schema error, got:\n%.300s", set, out)
+		}
+	}
+}
+
+func TestCRDsMatchConfig(t *testing.T) {
+	gen, _ := filepath.Glob("../config/crd/bases/*.yaml")
+	if len(gen) == 0 {
+		t.Fatal("no generated CRDs in config/crd/bases")
+	}
+	for _, g := range gen {
+		a, _ := os.ReadFile(g)
+		b, err := os.ReadFile(filepath.Join(chart, "crds", filepath.Base(g)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the chart's copy: run make manifests", g)
+		}
+	}
+}
+
+func readYAML(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
