@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/regionserver"
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// regionServerFlags are the `cellstore regionserver` settings.
+type regionServerFlags struct {
+	storageDir, masters, dataAddr, adminAddr, httpAddr string
+	advertiseHost, zone, logLevel, configFile          string
+	flushSize                                          int64
+	mem                                                offheap.MemoryConfig
+}
+
+func regionServerCommand() *cobra.Command {
+	f := &regionServerFlags{mem: offheap.DefaultMemoryConfig()}
+	cmd := &cobra.Command{
+		Use:   "regionserver",
+		Short: "Run a region server: serves regions over the data path, obeys the master",
+		Long: `The region server registers with the active master (found among --masters), heartbeats to keep
+its lease, opens and closes regions when told, and serves gets, mutations, multi requests and
+scans on --data-addr. Its WAL is <storage-dir>/wal/<server>_<start code>/. SIGTERM stops it
+gracefully: regions are flushed and closed and the master is told.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := loadConfigFile(cmd.Flags(), f.configFile); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runRegionServer(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (the master's): data/, wal/, archive/ (required)")
+	fl.StringVar(&f.masters, "masters", "127.0.0.1:16000", "masters' gRPC addresses, comma-separated; the active one is found")
+	fl.StringVar(&f.dataAddr, "data-addr", ":16020", "address of the data path (get, mutate, multi, scan)")
+	fl.StringVar(&f.adminAddr, "admin-addr", ":16021", "address of the Admin gRPC service (the master's orders)")
+	fl.StringVar(&f.httpAddr, "http-addr", ":16030", "address of /metrics, /healthz and /readyz")
+	fl.StringVar(&f.advertiseHost, "advertise-host", "", "host name clients and the master reach this server by (default: the host name)")
+	fl.StringVar(&f.zone, "zone", "", "zone of this server (replicas of a region go to different zones)")
+	fl.Int64Var(&f.flushSize, "memstore-flush-size", 128<<20, "a region's memstore is flushed at this many bytes")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
+	f.mem.AddFlags(fl)
+	return cmd
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// memoryPlan validates the memory flags and applies the heap limit.
+func memoryPlan(mem *offheap.MemoryConfig, log *slog.Logger) (*offheap.MemoryPlan, error) {
+	plan, err := mem.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("memory budgets: %w", err)
+	}
+	for _, n := range plan.Notes {
+		log.Info("memory", "note", n)
+	}
+	if plan.HeapLimit > 0 {
+		debug.SetMemoryLimit(plan.HeapLimit)
+	}
+	return plan, nil
+}
+
+func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.MemoryPlan, log *slog.Logger) regionserver.Config {
+	var masters []string
+	for _, m := range strings.Split(f.masters, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			masters = append(masters, m)
+		}
+	}
+	return regionserver.Config{FS: fs, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
+		AdvertiseHost: f.advertiseHost, Zone: f.zone, MemstoreBytes: plan.MemstoreOffheap, BlockCacheOffheap: plan.BlockCacheOffheap,
+		NoL2: plan.BlockCacheOffheap == 0, BlockCacheOnheap: plan.BlockCacheOnheap, Hugepages: plan.Hugepages,
+		FlushSize: f.flushSize, Logger: log}
+}
+
+func runRegionServer(ctx context.Context, f *regionServerFlags) error {
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	if f.storageDir == "" {
+		return errors.New("--storage-dir is required (the shared storage root)")
+	}
+	fs, err := storage.NewLocal(f.storageDir)
+	if err != nil {
+		return fmt.Errorf("--storage-dir: %w", err)
+	}
+	plan, err := memoryPlan(&f.mem, log)
+	if err != nil {
+		return err
+	}
+	s, err := regionserver.New(regionServerConfig(f, fs, plan, log))
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		s.Abort()
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping (signal): flushing and closing regions")
+		return s.Stop()
+	case <-s.Done():
+		return nil
+	}
+}

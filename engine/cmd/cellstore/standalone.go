@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/regionserver"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/telemetry"
+)
+
+type standaloneFlags struct {
+	dir, masterAddr, masterHTTP string
+	rs                          regionServerFlags
+}
+
+func standaloneCommand() *cobra.Command {
+	f := &standaloneFlags{}
+	f.rs.mem = offheap.DefaultMemoryConfig()
+	f.rs.mem.MemstoreOffheap = 256 << 20
+	f.rs.mem.BlockCacheOffheap = 128 << 20
+	f.rs.mem.BlockCacheOnheap = 64 << 20
+	cmd := &cobra.Command{
+		Use:   "standalone",
+		Short: "Run a master and one region server in one process over a local directory",
+		Long: `standalone runs the master (no election) and one region server in one process, storing
+everything under --dir. Ctrl-C (or SIGTERM) flushes every region and exits; starting again on the
+same directory recovers the tables.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := loadConfigFile(cmd.Flags(), f.rs.configFile); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runStandalone(ctx, cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", "", "directory holding all the data (required)")
+	fl.StringVar(&f.masterAddr, "master-addr", "127.0.0.1:16000", "address of the Master gRPC service")
+	fl.StringVar(&f.masterHTTP, "master-http-addr", "127.0.0.1:16010", "the master's /metrics, /healthz, /readyz")
+	fl.StringVar(&f.rs.dataAddr, "data-addr", "127.0.0.1:16020", "address of the region server's data path")
+	fl.StringVar(&f.rs.adminAddr, "admin-addr", "127.0.0.1:16021", "address of the region server's Admin gRPC service")
+	fl.StringVar(&f.rs.httpAddr, "http-addr", "127.0.0.1:16030", "the region server's /metrics, /healthz, /readyz")
+	fl.StringVar(&f.rs.advertiseHost, "advertise-host", "127.0.0.1", "host name clients reach the servers by")
+	fl.Int64Var(&f.rs.flushSize, "memstore-flush-size", 128<<20, "a region's memstore is flushed at this many bytes")
+	fl.StringVar(&f.rs.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.rs.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
+	f.rs.mem.AddFlags(fl)
+	return cmd
+}
+
+func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) error {
+	log, err := newLogger(f.rs.logLevel)
+	if err != nil {
+		return err
+	}
+	if f.dir == "" {
+		return errors.New("--dir is required (where the data lives)")
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	fs, err := storage.NewLocal(f.dir)
+	if err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	plan, err := memoryPlan(&f.rs.mem, log)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", f.masterAddr)
+	if err != nil {
+		return fmt.Errorf("--master-addr: %w", err)
+	}
+	defer lis.Close()
+	maddr := lis.Addr().String()
+	if host, port, err := net.SplitHostPort(maddr); err == nil && (host == "::" || host == "0.0.0.0" || host == "") {
+		maddr = net.JoinHostPort(f.rs.advertiseHost, port)
+	}
+	mtel := telemetry.New()
+	m, err := master.New(master.Config{FS: fs, Address: maddr, Election: master.NoElection{Identity: maddr},
+		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	mtel.Live("master", m.Live)
+	mtel.Ready("master", m.Ready)
+	if f.masterHTTP != "" {
+		if err := mtel.Start(f.masterHTTP); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = mtel.Stop(sctx)
+		}()
+	}
+	gs := m.NewGRPCServer()
+	go func() { _ = gs.Serve(lis) }()
+	if err := m.Start(context.Background()); err != nil {
+		gs.Stop()
+		return err
+	}
+	stopMaster := func() {
+		_ = m.Stop()
+		stopGRPC(gs, 5*time.Second)
+	}
+	f.rs.masters = maddr
+	s, err := regionserver.New(regionServerConfig(&f.rs, fs, plan, log.With("process", "regionserver")))
+	if err != nil {
+		stopMaster()
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = s.Start(sctx)
+	cancel()
+	if err != nil {
+		s.Abort()
+		stopMaster()
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "cellstore standalone is running over %s\n  master %s, region server %s\n  connect with: cellstore shell --masters %s\n",
+		f.dir, maddr, s.DataAddr(), maddr)
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: flushing and closing regions")
+	case <-s.Done():
+	case <-m.Done():
+	}
+	serr := s.Stop()
+	stopMaster()
+	if serr != nil {
+		return serr
+	}
+	if err := m.Err(); err != nil {
+		return fmt.Errorf("master stopped: %w", err)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), "cellstore standalone stopped")
+	return nil
+}

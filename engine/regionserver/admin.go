@@ -1,0 +1,210 @@
+package regionserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+// adminService is the Admin gRPC service: the master's orders.
+type adminService struct {
+	pb.UnimplementedAdminServer
+	s *Server
+}
+
+func (a *adminService) Ping(_ context.Context, req *pb.PingRequest) (*pb.PingResponse, error) {
+	return &pb.PingResponse{Payload: req.GetPayload()}, nil
+}
+
+func (a *adminService) StopServer(_ context.Context, req *pb.StopServerRequest) (*pb.StopServerResponse, error) {
+	a.s.log.Info("stop requested", "reason", req.GetReason())
+	go a.s.Stop()
+	return &pb.StopServerResponse{}, nil
+}
+
+func (a *adminService) GetOnlineRegions(context.Context, *pb.GetOnlineRegionsRequest) (*pb.GetOnlineRegionsResponse, error) {
+	resp := &pb.GetOnlineRegionsResponse{}
+	a.s.regions.Range(func(_, v any) bool {
+		or := v.(*onlineRegion)
+		if or.state.Load() == stateOpen {
+			resp.Regions = append(resp.Regions, or.info)
+		}
+		return true
+	})
+	return resp, nil
+}
+
+func (a *adminService) FlushRegion(_ context.Context, req *pb.RegionRequest) (*pb.RegionResponse, error) {
+	_, r, d := a.s.lookup(req.GetRegion())
+	if d != nil {
+		return nil, d.Status()
+	}
+	if _, err := r.Flush(); err != nil {
+		return nil, a.s.errDetail(err, req.GetRegion()).Status()
+	}
+	return &pb.RegionResponse{}, nil
+}
+
+func (a *adminService) CompactRegion(_ context.Context, req *pb.CompactRegionRequest) (*pb.RegionResponse, error) {
+	_, r, d := a.s.lookup(req.GetRegion())
+	if d != nil {
+		return nil, d.Status()
+	}
+	// engine/region compacts every family; a family restriction is not supported yet.
+	if _, err := r.Compact(req.GetMajor()); err != nil {
+		return nil, a.s.errDetail(err, req.GetRegion()).Status()
+	}
+	return &pb.RegionResponse{}, nil
+}
+
+func (a *adminService) ReplicateEdits(context.Context, *pb.ReplicateEditsRequest) (*pb.ReplicateEditsResponse, error) {
+	return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION,
+		Message: "read replicas are not supported by this region server yet"}).Status()
+}
+
+// regionInfo converts the master's region to engine/region's.
+func regionInfo(ri *pb.RegionInfo) region.Info {
+	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(),
+		StartKey: ri.GetStartKey(), EndKey: ri.GetEndKey(), ID: ri.GetRegionId()}
+}
+
+func tableDescriptor(t *pb.TableDescriptor, ri *pb.RegionInfo) (region.TableDescriptor, error) {
+	fams, err := familyDescriptors(t)
+	if err != nil {
+		return region.TableDescriptor{}, err
+	}
+	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(), Families: fams}
+	return td, td.Validate()
+}
+
+func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
+	s := a.s
+	ri := req.GetRegion()
+	if ri == nil || ri.GetName() == "" || ri.GetTable() == nil || req.GetTable() == nil {
+		return nil, invalid("OpenRegion needs a region with a name, its table and the table descriptor").Status()
+	}
+	if s.stopping.Load() {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
+	}
+	// Orders may arrive before RegisterServer's answer has been processed here: the master
+	// assigns as soon as it registered the server, so they are accepted while registering.
+	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: master.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace()}
+	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
+		ex := v.(*onlineRegion)
+		if ex.state.Load() == stateOpen {
+			r := ex.r.Load()
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_ = s.report(ctx, ex.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), "")
+			}()
+		}
+		return &pb.OpenRegionResponse{}, nil // opening: it reports when done
+	}
+	s.movedMu.Lock()
+	delete(s.moved, ri.GetName())
+	s.movedMu.Unlock()
+	go s.openRegion(or)
+	return &pb.OpenRegionResponse{}, nil
+}
+
+// openRegion opens a region in the background and reports the outcome.
+func (s *Server) openRegion(or *onlineRegion) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r, err := s.doOpen(or)
+	if err != nil {
+		s.regions.CompareAndDelete(or.name, or)
+		s.log.Warn("opening region failed", "region", or.name, "error", err)
+		s.m.failedOpens.Add(1)
+		if or.cancel.Load() {
+			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+			return
+		}
+		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN, 0, err.Error())
+		return
+	}
+	or.r.Store(r)
+	if or.cancel.Load() {
+		r.Abort()
+		s.regions.CompareAndDelete(or.name, or)
+		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		return
+	}
+	if err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), ""); err != nil {
+		// The master did not want it here (or could not be told): close without serving.
+		s.log.Warn("the master refused the OPENED report; closing the region", "region", or.name, "error", err)
+		or.state.Store(stateClosing)
+		s.regions.CompareAndDelete(or.name, or)
+		if cerr := r.Close(); cerr != nil && !errors.Is(cerr, region.ErrClosed) {
+			r.Abort()
+		}
+		return
+	}
+	// A close may have arrived while reporting.
+	if !or.state.CompareAndSwap(stateOpening, stateOpen) {
+		return
+	}
+	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds())
+}
+
+func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
+	if or.info.GetReplicaId() > 0 {
+		return nil, errors.New("read replicas (replica_id > 0) are not supported by this region server yet")
+	}
+	info := regionInfo(or.info)
+	td, err := tableDescriptor(or.table, or.info)
+	if err != nil {
+		return nil, err
+	}
+	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
+	// master's table descriptor, so a reopen after ModifyTable sees the new families.
+	if err := region.Create(s.cfg.FS, td, info); err != nil {
+		return nil, err
+	}
+	return region.Open(s.regionConfig(or.table), info)
+}
+
+func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) (*pb.CloseRegionResponse, error) {
+	s := a.s
+	name := req.GetRegion()
+	v, ok := s.regions.Load(name)
+	if !ok {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name,
+			Message: "region is not on " + s.nameStr}).Status()
+	}
+	or := v.(*onlineRegion)
+	if req.GetDestination() != nil {
+		s.rememberMoved(name, req.GetDestination())
+	}
+	switch {
+	case or.state.CompareAndSwap(stateOpening, stateClosing):
+		// The opener sees the cancel, aborts and reports CLOSED.
+		or.cancel.Store(true)
+		return &pb.CloseRegionResponse{}, nil
+	case or.state.CompareAndSwap(stateOpen, stateClosing):
+	default:
+		return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
+	}
+	s.regions.CompareAndDelete(name, or)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if r := or.r.Load(); r != nil {
+			if req.GetFlush() {
+				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
+					s.log.Warn("closing region", "region", name, "error", err)
+				}
+			} else {
+				r.Abort()
+			}
+		}
+		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+	}()
+	return &pb.CloseRegionResponse{}, nil
+}

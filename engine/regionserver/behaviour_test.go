@@ -1,0 +1,441 @@
+package regionserver
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+func createTable(t *testing.T, c *cluster, name string, splits [][]byte) {
+	t.Helper()
+	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+	if _, err := c.client.CreateTable(context.Background(), td, splits); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen(name, len(splits)+1, "", 30*time.Second)
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+}
+
+func TestMovedRegionAnswersRegionMoved(t *testing.T) {
+	c := startCluster(t, 2)
+	ctx := context.Background()
+	createTable(t, c, "mv", nil)
+	tbl := c.client.Table("mv")
+	if err := tbl.Put(ctx, client.NewPut([]byte("a")).Add("f", "q", cell.LatestTimestamp, []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	regionName, conn := locate(t, c, "mv", []byte("a"))
+	var src, dst *Server
+	for _, s := range c.servers {
+		if len(s.OnlineRegions()) == 1 {
+			src = s
+		} else {
+			dst = s
+		}
+	}
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: dst.Name()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("mv", 1, src.Name(), 30*time.Second)
+	_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
+	wantCode(t, "get from the old server", err, pb.ErrorCode_ERROR_CODE_REGION_MOVED)
+	d, _ := pb.DetailOf(err)
+	if master.ServerName(d.GetNewLocation()) != dst.Name() {
+		t.Fatalf("REGION_MOVED names %v, want %s", d.GetNewLocation(), dst.Name())
+	}
+	// The client follows it; the write before the move (flushed on close) is there.
+	r, err := tbl.Get(ctx, &pb.Get{Row: []byte("a")})
+	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "1" {
+		t.Fatalf("get after move: %v %v", r, err)
+	}
+}
+
+func TestScannerLeaseExpires(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "sl", nil)
+	tbl := c.client.Table("sl")
+	for _, r := range []string{"a", "b", "c"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "sl", []byte("a"))
+	var open pb.ScanResponse
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &open, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := c.servers[0]
+	waitFor(t, "scanner lease expiry", 10*time.Second, func() bool { _, ok := s.scanners.Load(open.GetScannerId()); return !ok })
+	_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, ScannerId: open.GetScannerId(), NextCallSeq: 1}, nil, &pb.ScanResponse{}, nil)
+	wantCode(t, "next on an expired scanner", err, pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER)
+}
+
+func TestWritesRefusedWhenFenceCloses(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "fe", nil)
+	regionName, conn := locate(t, c, "fe", []byte("a"))
+	c.master.Close() // no more heartbeats are acknowledged
+	s := c.servers[0]
+	waitFor(t, "fence closing", 10*time.Second, func() bool { return !s.fence.Load().Open() })
+	block := cell.AppendKeyValue(nil, []byte("a"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("x"))
+	_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
+		Mutation: &pb.MutationProto{Row: []byte("a"), CellCount: 1}}, block, &pb.MutateResponse{}, nil)
+	wantCode(t, "write with the fence closed", err, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED)
+	// Reads still work.
+	if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFilterConversion maps every pb.Filter kind.
+func TestFilterConversion(t *testing.T) {
+	bin := &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("x")}}
+	cf := &pb.CompareFilter{Op: pb.CompareOp_COMPARE_OP_EQUAL, Comparator: bin}
+	kf := &pb.Filter{Filter: &pb.Filter_KeyOnly{KeyOnly: &pb.KeyOnlyFilter{}}}
+	cases := []struct {
+		f    *pb.Filter
+		want string
+	}{
+		{&pb.Filter{Filter: &pb.Filter_Prefix{Prefix: &pb.PrefixFilter{Prefix: []byte("p")}}}, "*filter.PrefixFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Row{Row: cf}}, "*filter.RowFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Family{Family: cf}}, "*filter.FamilyFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Qualifier{Qualifier: cf}}, "*filter.QualifierFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Value{Value: cf}}, "*filter.ValueFilter"},
+		{&pb.Filter{Filter: &pb.Filter_SingleColumnValue{SingleColumnValue: &pb.SingleColumnValueFilter{Family: []byte("f"), Comparator: bin}}}, "*filter.SingleColumnValueFilter"},
+		{&pb.Filter{Filter: &pb.Filter_SingleColumnValue{SingleColumnValue: &pb.SingleColumnValueFilter{Family: []byte("f"), Comparator: bin, Exclude: true}}}, "*filter.SingleColumnValueExcludeFilter"},
+		{kf, "*filter.KeyOnlyFilter"},
+		{&pb.Filter{Filter: &pb.Filter_FirstKeyOnly{FirstKeyOnly: &pb.FirstKeyOnlyFilter{}}}, "*filter.FirstKeyOnlyFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Page{Page: &pb.PageFilter{PageSize: 3}}}, "*filter.PageFilter"},
+		{&pb.Filter{Filter: &pb.Filter_ColumnPrefix{ColumnPrefix: &pb.ColumnPrefixFilter{Prefix: []byte("c")}}}, "*filter.ColumnPrefixFilter"},
+		{&pb.Filter{Filter: &pb.Filter_MultipleColumnPrefix{MultipleColumnPrefix: &pb.MultipleColumnPrefixFilter{Prefixes: [][]byte{[]byte("a")}}}}, "*filter.MultipleColumnPrefixFilter"},
+		{&pb.Filter{Filter: &pb.Filter_ColumnRange{ColumnRange: &pb.ColumnRangeFilter{MinColumn: []byte("a")}}}, "*filter.ColumnRangeFilter"},
+		{&pb.Filter{Filter: &pb.Filter_ColumnPagination{ColumnPagination: &pb.ColumnPaginationFilter{Limit: 2}}}, "*filter.ColumnPaginationFilter"},
+		{&pb.Filter{Filter: &pb.Filter_ColumnCountGet{ColumnCountGet: &pb.ColumnCountGetFilter{Limit: 2}}}, "*filter.ColumnCountGetFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Timestamps{Timestamps: &pb.TimestampsFilter{Timestamps: []int64{1}}}}, "*filter.TimestampsFilter"},
+		{&pb.Filter{Filter: &pb.Filter_FuzzyRow{FuzzyRow: &pb.FuzzyRowFilter{Keys: []*pb.FuzzyKey{{Key: []byte("ab"), Mask: []byte{0, 1}}}}}}, "*filter.FuzzyRowFilter"},
+		{&pb.Filter{Filter: &pb.Filter_MultiRowRange{MultiRowRange: &pb.MultiRowRangeFilter{Ranges: []*pb.RowRange{{StartRow: []byte("a")}}}}}, "*filter.MultiRowRangeFilter"},
+		{&pb.Filter{Filter: &pb.Filter_InclusiveStop{InclusiveStop: &pb.InclusiveStopFilter{StopRow: []byte("z")}}}, "*filter.InclusiveStopFilter"},
+		{&pb.Filter{Filter: &pb.Filter_Skip{Skip: &pb.SkipFilter{Filter: kf}}}, "*filter.SkipFilter"},
+		{&pb.Filter{Filter: &pb.Filter_WhileMatch{WhileMatch: &pb.WhileMatchFilter{Filter: kf}}}, "*filter.WhileMatchFilter"},
+		{&pb.Filter{Filter: &pb.Filter_DependentColumn{DependentColumn: &pb.DependentColumnFilter{Family: []byte("f"), Qualifier: []byte("q")}}}, "*filter.DependentColumnFilter"},
+		{&pb.Filter{Filter: &pb.Filter_List{List: &pb.FilterList{Operator: pb.FilterList_OPERATOR_MUST_PASS_ONE, Filters: []*pb.Filter{kf}}}}, "*filter.FilterList"},
+	}
+	for _, tc := range cases {
+		f, err := convertFilter(tc.f)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.f, err)
+		}
+		if got := typeName(f); got != tc.want {
+			t.Fatalf("%v: got %s, want %s", tc.f, got, tc.want)
+		}
+	}
+	// Malformed ones are INVALID_ARGUMENT, never a panic.
+	for _, bad := range []*pb.Filter{
+		{},
+		{Filter: &pb.Filter_Row{Row: &pb.CompareFilter{}}},
+		{Filter: &pb.Filter_Row{Row: &pb.CompareFilter{Op: 99, Comparator: bin}}},
+		{Filter: &pb.Filter_Value{Value: &pb.CompareFilter{Comparator: &pb.Comparator{Kind: &pb.Comparator_Regex{Regex: "("}}}}},
+		{Filter: &pb.Filter_FuzzyRow{FuzzyRow: &pb.FuzzyRowFilter{Keys: []*pb.FuzzyKey{{Key: []byte("ab"), Mask: []byte{0}}}}}},
+		{Filter: &pb.Filter_Skip{Skip: &pb.SkipFilter{}}},
+		{Filter: &pb.Filter_List{List: &pb.FilterList{Operator: 7}}},
+		{Filter: &pb.Filter_Page{Page: &pb.PageFilter{PageSize: -1}}},
+	} {
+		if _, err := convertFilter(bad); err == nil {
+			t.Fatalf("%v: accepted", bad)
+		} else if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+			t.Fatalf("%v: %v", bad, err)
+		}
+	}
+}
+
+func typeName(f filter.Filter) string {
+	switch f.(type) {
+	case *filter.PrefixFilter:
+		return "*filter.PrefixFilter"
+	case *filter.RowFilter:
+		return "*filter.RowFilter"
+	case *filter.FamilyFilter:
+		return "*filter.FamilyFilter"
+	case *filter.QualifierFilter:
+		return "*filter.QualifierFilter"
+	case *filter.ValueFilter:
+		return "*filter.ValueFilter"
+	case *filter.SingleColumnValueFilter:
+		return "*filter.SingleColumnValueFilter"
+	case *filter.SingleColumnValueExcludeFilter:
+		return "*filter.SingleColumnValueExcludeFilter"
+	case *filter.KeyOnlyFilter:
+		return "*filter.KeyOnlyFilter"
+	case *filter.FirstKeyOnlyFilter:
+		return "*filter.FirstKeyOnlyFilter"
+	case *filter.PageFilter:
+		return "*filter.PageFilter"
+	case *filter.ColumnPrefixFilter:
+		return "*filter.ColumnPrefixFilter"
+	case *filter.MultipleColumnPrefixFilter:
+		return "*filter.MultipleColumnPrefixFilter"
+	case *filter.ColumnRangeFilter:
+		return "*filter.ColumnRangeFilter"
+	case *filter.ColumnPaginationFilter:
+		return "*filter.ColumnPaginationFilter"
+	case *filter.ColumnCountGetFilter:
+		return "*filter.ColumnCountGetFilter"
+	case *filter.TimestampsFilter:
+		return "*filter.TimestampsFilter"
+	case *filter.FuzzyRowFilter:
+		return "*filter.FuzzyRowFilter"
+	case *filter.MultiRowRangeFilter:
+		return "*filter.MultiRowRangeFilter"
+	case *filter.InclusiveStopFilter:
+		return "*filter.InclusiveStopFilter"
+	case *filter.SkipFilter:
+		return "*filter.SkipFilter"
+	case *filter.WhileMatchFilter:
+		return "*filter.WhileMatchFilter"
+	case *filter.DependentColumnFilter:
+		return "*filter.DependentColumnFilter"
+	case *filter.FilterList:
+		return "*filter.FilterList"
+	}
+	return "?"
+}
+
+func TestQuotaThrottles(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "q", nil)
+	regionName, _ := locate(t, c, "q", []byte("a"))
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: "alice"},
+			Type: pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER, Limit: 3, TimeUnitSeconds: 3600}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := c.servers[0]
+	waitFor(t, "quota refresh from a heartbeat", 10*time.Second, func() bool { return s.limiters.Version() > 0 })
+	conn, err := rpc.Dial(ctx, s.DataAddr(), rpc.ClientOptions{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var last error
+	for range 10 {
+		_, last = conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
+		if last != nil {
+			break
+		}
+	}
+	wantCode(t, "get over the quota", last, pb.ErrorCode_ERROR_CODE_THROTTLED)
+	if d, _ := pb.DetailOf(last); d.GetRetryAfterMs() <= 0 {
+		t.Fatalf("THROTTLED without retry_after_ms: %v", d)
+	}
+}
+
+// TestReincarnation: when the master no longer knows the process (unknown_server), the server
+// drops its regions unflushed and registers again under a new start code and WAL directory; the
+// master recovers the old process's log and every acknowledged write is back.
+func TestReincarnation(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "re", [][]byte{[]byte("m")})
+	tbl := c.client.Table("re")
+	for _, r := range []string{"a", "n", "z"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.servers[0]
+	oldCode := s.serverName().GetStartCode()
+	s.reincarnate()
+	if s.serverName().GetStartCode() == oldCode || !s.registered.Load() {
+		t.Fatalf("not re-registered under a new start code")
+	}
+	c.waitOpen("re", 2, "", 30*time.Second)
+	for _, r := range []string{"a", "n", "z"} {
+		res, err := tbl.Get(ctx, &pb.Get{Row: []byte(r)})
+		if err != nil || len(res.Cells) != 1 || string(res.Cells[0].Value) != r {
+			t.Fatalf("row %s after reincarnation: %v %v", r, res, err)
+		}
+	}
+}
+
+func TestScanPartialResults(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "pr", nil)
+	tbl := c.client.Table("pr")
+	for _, r := range []string{"a", "b"} {
+		m := client.NewPut([]byte(r))
+		for _, q := range []string{"1", "2", "3", "4", "5"} {
+			m.Add("f", q, cell.LatestTimestamp, []byte(q))
+		}
+		if err := tbl.Put(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "pr", []byte("a"))
+	var resp pb.ScanResponse
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+		Scan: &pb.Scan{Batch: 2}, NumberOfRows: 100, ClientHandlesPartials: true}, nil, &resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{2, 2, 1, 2, 2, 1}
+	wantPartial := []bool{true, true, false, true, true, false}
+	if len(resp.CellsPerResult) != len(want) {
+		t.Fatalf("cells per result %v, want %v", resp.CellsPerResult, want)
+	}
+	for i := range want {
+		if resp.CellsPerResult[i] != want[i] || resp.PartialFlagPerResult[i] != wantPartial[i] {
+			t.Fatalf("result %d: %d cells partial %v; want %v %v", i, resp.CellsPerResult[i], resp.PartialFlagPerResult[i], want, wantPartial)
+		}
+	}
+	if resp.MoreResultsInRegion || resp.MoreResults || resp.ScannerId != 0 {
+		t.Fatalf("the only region is done: %v", &resp)
+	}
+	// The client reassembles the rows.
+	sc := tbl.Scan(ctx, &pb.Scan{Batch: 2})
+	n := 0
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		if len(r.Cells) != 5 {
+			t.Fatalf("row %q: %d cells", r.Row, len(r.Cells))
+		}
+		n++
+	}
+	if sc.Err() != nil || n != 2 {
+		t.Fatalf("client scan: %d rows, %v", n, sc.Err())
+	}
+}
+
+// TestMalformedRequestsNeverPanic sends random messages and cell blocks (valid region names,
+// random everything else) to every method; no call may hit the panic guard.
+func TestMalformedRequestsNeverPanic(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "fz", nil)
+	regionName, conn := locate(t, c, "fz", []byte("a"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	randBytes := func(n int) []byte {
+		b := make([]byte, rng.IntN(n+1))
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		return b
+	}
+	region := &pb.RegionSpecifier{Name: regionName}
+	block := func() []byte {
+		if rng.IntN(2) == 0 {
+			return randBytes(64)
+		}
+		return cell.AppendKeyValue(nil, randBytes(4), []byte("f"), randBytes(3), int64(rng.Uint64()), cell.Type(rng.UintN(256)), randBytes(9))
+	}
+	msgs := func() (pb.Method, proto.Message) {
+		row := randBytes(4)
+		switch rng.IntN(5) {
+		case 0:
+			return pb.Method_METHOD_GET, &pb.GetRequest{Region: region, Get: &pb.Get{Row: row, MaxVersions: int32(rng.Uint32()),
+				StoreLimit: int32(rng.Uint32()), TimeRange: &pb.TimeRange{From: int64(rng.Uint64()), To: int64(rng.Uint64())}}}
+		case 1:
+			return pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{Type: pb.MutationProto_Type(rng.IntN(6)),
+				Row: row, CellCount: int32(rng.IntN(4)) - 1, Durability: pb.Durability(rng.IntN(6)), Nonce: rng.Uint64()},
+				Condition: []*pb.Condition{nil, {Row: row, Family: randBytes(2), Op: pb.CompareOp(rng.IntN(9))}}[rng.IntN(2)]}
+		case 2:
+			return pb.Method_METHOD_MULTI, &pb.MultiRequest{RegionActions: []*pb.RegionAction{{Region: region, Atomic: rng.IntN(2) == 0,
+				Actions: []*pb.Action{{Mutation: &pb.MutationProto{Row: row, CellCount: int32(rng.IntN(3))}}, {Get: &pb.Get{Row: row}}, {}}}}}
+		case 3:
+			return pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, ScannerId: uint64(rng.IntN(3)), NextCallSeq: uint64(rng.IntN(3)),
+				Scan: &pb.Scan{StartRow: row, StopRow: randBytes(4), Reversed: rng.IntN(2) == 0, Batch: int32(rng.IntN(5)) - 1,
+					MaxResultSize: int64(rng.IntN(100)) - 1, Limit: int32(rng.IntN(5)) - 1}, NumberOfRows: int32(rng.IntN(5)) - 1}
+		default:
+			return pb.Method(rng.IntN(8)), &pb.PingRequest{Payload: randBytes(32)}
+		}
+	}
+	for i := 0; i < 3000; i++ {
+		m, req := msgs()
+		_, err := conn.Call(ctx, m, req, block(), &pb.PingResponse{}, nil)
+		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN && d.GetMessage() == "internal error serving the request" {
+			t.Fatalf("call %d (%v %v) panicked in the handler", i, m, req)
+		}
+	}
+	var pong pb.PingResponse
+	if _, err := conn.Call(ctx, pb.Method_METHOD_PING, &pb.PingRequest{Payload: []byte("ok")}, nil, &pong, nil); err != nil || string(pong.Payload) != "ok" {
+		t.Fatalf("ping after the fuzzing: %v", err)
+	}
+}
+
+// TestScanHeartbeats: a scan whose filter drops every row answers heartbeats (no rows, a cursor)
+// within its time limit instead of running through the region in one call.
+func TestScanHeartbeats(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "hb", nil)
+	tbl := c.client.Table("hb")
+	var ops []client.BatchOp
+	for i := range 20000 {
+		ops = append(ops, client.BatchOp{Mutation: client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))})
+	}
+	for _, r := range tbl.Batch(ctx, ops) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	regionName, conn := locate(t, c, "hb", []byte("a"))
+	none := &pb.Filter{Filter: &pb.Filter_Value{Value: &pb.CompareFilter{Op: pb.CompareOp_COMPARE_OP_EQUAL,
+		Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("nomatch")}}}}}
+	req := &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, Scan: &pb.Scan{Filter: none}, NumberOfRows: 100,
+		ClientHandlesHeartbeats: true, ClientHandlesPartials: true, TimeLimitMs: 1}
+	heartbeats, calls := 0, 0
+	for {
+		var resp pb.ScanResponse
+		if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, req, nil, &resp, nil); err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		if len(resp.CellsPerResult) != 0 {
+			t.Fatalf("filtered scan returned %d results", len(resp.CellsPerResult))
+		}
+		if resp.Heartbeat {
+			heartbeats++
+			if len(resp.CursorRow) == 0 {
+				t.Fatalf("heartbeat without a cursor row")
+			}
+		}
+		if !resp.MoreResultsInRegion {
+			break
+		}
+		req = &pb.ScanRequest{Region: req.Region, ScannerId: resp.ScannerId, NextCallSeq: uint64(calls), NumberOfRows: 100}
+	}
+	if heartbeats == 0 {
+		t.Fatalf("no heartbeat in %d calls", calls)
+	}
+	t.Logf("%d calls, %d heartbeats", calls, heartbeats)
+}

@@ -1,0 +1,474 @@
+package regionserver
+
+import (
+	"fmt"
+	"math"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/sfile"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// maxFilterDepth bounds nested filters (SkipFilter, WhileMatchFilter, FilterList) so that a
+// malicious request cannot exhaust the stack.
+const maxFilterDepth = 32
+
+// invalid makes an INVALID_ARGUMENT error.
+func invalid(format string, args ...any) *pb.ErrorDetail {
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: fmt.Sprintf(format, args...)}
+}
+
+func convertOp(op pb.CompareOp) (filter.CompareOp, error) {
+	switch op {
+	case pb.CompareOp_COMPARE_OP_LESS:
+		return filter.Less, nil
+	case pb.CompareOp_COMPARE_OP_LESS_OR_EQUAL:
+		return filter.LessOrEqual, nil
+	case pb.CompareOp_COMPARE_OP_EQUAL:
+		return filter.Equal, nil
+	case pb.CompareOp_COMPARE_OP_NOT_EQUAL:
+		return filter.NotEqual, nil
+	case pb.CompareOp_COMPARE_OP_GREATER_OR_EQUAL:
+		return filter.GreaterOrEqual, nil
+	case pb.CompareOp_COMPARE_OP_GREATER:
+		return filter.Greater, nil
+	case pb.CompareOp_COMPARE_OP_NO_OP:
+		return filter.NoOp, nil
+	}
+	return 0, invalid("unknown compare operator %d", int32(op))
+}
+
+func convertComparator(c *pb.Comparator) (filter.Comparator, error) {
+	if c == nil {
+		return nil, invalid("a comparator is required")
+	}
+	switch k := c.Kind.(type) {
+	case *pb.Comparator_Binary:
+		return &filter.BinaryComparator{Value: k.Binary}, nil
+	case *pb.Comparator_BinaryPrefix:
+		return &filter.BinaryPrefixComparator{Value: k.BinaryPrefix}, nil
+	case *pb.Comparator_Substring:
+		return &filter.SubstringComparator{Substr: k.Substring}, nil
+	case *pb.Comparator_Regex:
+		rc, err := filter.NewRegexStringComparator(k.Regex)
+		if err != nil {
+			return nil, invalid("bad regular expression %q: %v", k.Regex, err)
+		}
+		return rc, nil
+	case *pb.Comparator_Null:
+		return filter.NullComparator{}, nil
+	case *pb.Comparator_Long:
+		return &filter.LongComparator{Value: k.Long}, nil
+	}
+	return nil, invalid("comparator of no known kind")
+}
+
+func compareParts(op pb.CompareOp, c *pb.Comparator) (filter.CompareOp, filter.Comparator, error) {
+	o, err := convertOp(op)
+	if err != nil {
+		return 0, nil, err
+	}
+	cmp, err := convertComparator(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return o, cmp, nil
+}
+
+// convertFilter maps a pb.Filter to the region's filter; nil stays nil.
+func convertFilter(f *pb.Filter) (filter.Filter, error) { return convertFilterDepth(f, 0) }
+
+func convertFilterDepth(f *pb.Filter, depth int) (filter.Filter, error) {
+	if f == nil {
+		return nil, nil
+	}
+	if depth > maxFilterDepth {
+		return nil, invalid("filters nested deeper than %d", maxFilterDepth)
+	}
+	switch k := f.Filter.(type) {
+	case *pb.Filter_Prefix:
+		return &filter.PrefixFilter{Prefix: k.Prefix.GetPrefix()}, nil
+	case *pb.Filter_Row:
+		op, c, err := compareParts(k.Row.GetOp(), k.Row.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		return &filter.RowFilter{Op: op, Comparator: c}, nil
+	case *pb.Filter_Family:
+		op, c, err := compareParts(k.Family.GetOp(), k.Family.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		return &filter.FamilyFilter{Op: op, Comparator: c}, nil
+	case *pb.Filter_Qualifier:
+		op, c, err := compareParts(k.Qualifier.GetOp(), k.Qualifier.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		return &filter.QualifierFilter{Op: op, Comparator: c}, nil
+	case *pb.Filter_Value:
+		op, c, err := compareParts(k.Value.GetOp(), k.Value.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		return &filter.ValueFilter{Op: op, Comparator: c}, nil
+	case *pb.Filter_SingleColumnValue:
+		s := k.SingleColumnValue
+		op, c, err := compareParts(s.GetOp(), s.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		if len(s.GetFamily()) == 0 {
+			return nil, invalid("SingleColumnValueFilter needs a family")
+		}
+		scv := filter.SingleColumnValueFilter{Family: s.GetFamily(), Qualifier: s.GetQualifier(), Op: op, Comparator: c,
+			FilterIfMissing: s.GetFilterIfMissing(), LatestVersionOnly: !s.GetAllVersions()}
+		if s.GetExclude() {
+			return &filter.SingleColumnValueExcludeFilter{SingleColumnValueFilter: scv}, nil
+		}
+		return &scv, nil
+	case *pb.Filter_KeyOnly:
+		return &filter.KeyOnlyFilter{LenAsValue: k.KeyOnly.GetLengthAsValue()}, nil
+	case *pb.Filter_FirstKeyOnly:
+		return &filter.FirstKeyOnlyFilter{}, nil
+	case *pb.Filter_Page:
+		if k.Page.GetPageSize() < 0 {
+			return nil, invalid("PageFilter page size %d is negative", k.Page.GetPageSize())
+		}
+		return &filter.PageFilter{PageSize: k.Page.GetPageSize()}, nil
+	case *pb.Filter_ColumnPrefix:
+		return &filter.ColumnPrefixFilter{Prefix: k.ColumnPrefix.GetPrefix()}, nil
+	case *pb.Filter_MultipleColumnPrefix:
+		return &filter.MultipleColumnPrefixFilter{Prefixes: k.MultipleColumnPrefix.GetPrefixes()}, nil
+	case *pb.Filter_ColumnRange:
+		c := k.ColumnRange
+		return &filter.ColumnRangeFilter{MinColumn: c.GetMinColumn(), MinColumnInclusive: c.GetMinColumnInclusive(),
+			MaxColumn: c.GetMaxColumn(), MaxColumnInclusive: c.GetMaxColumnInclusive()}, nil
+	case *pb.Filter_ColumnPagination:
+		c := k.ColumnPagination
+		if c.GetLimit() < 0 || c.GetOffset() < 0 {
+			return nil, invalid("ColumnPaginationFilter limit and offset must not be negative")
+		}
+		return &filter.ColumnPaginationFilter{Limit: int(c.GetLimit()), Offset: int(c.GetOffset()), ColumnOffset: c.GetColumnOffset()}, nil
+	case *pb.Filter_ColumnCountGet:
+		if k.ColumnCountGet.GetLimit() < 0 {
+			return nil, invalid("ColumnCountGetFilter limit must not be negative")
+		}
+		return &filter.ColumnCountGetFilter{Limit: int(k.ColumnCountGet.GetLimit())}, nil
+	case *pb.Filter_Timestamps:
+		return &filter.TimestampsFilter{Timestamps: k.Timestamps.GetTimestamps(), CanHint: k.Timestamps.GetCanHint()}, nil
+	case *pb.Filter_FuzzyRow:
+		var rules []filter.FuzzyRule
+		for _, fk := range k.FuzzyRow.GetKeys() {
+			if len(fk.GetKey()) != len(fk.GetMask()) {
+				return nil, invalid("FuzzyRowFilter key and mask lengths differ (%d, %d)", len(fk.GetKey()), len(fk.GetMask()))
+			}
+			for _, m := range fk.GetMask() {
+				if m > 1 {
+					return nil, invalid("FuzzyRowFilter mask bytes must be 0 or 1")
+				}
+			}
+			rules = append(rules, filter.FuzzyRule{Key: fk.GetKey(), Mask: fk.GetMask()})
+		}
+		return &filter.FuzzyRowFilter{Rules: rules}, nil
+	case *pb.Filter_MultiRowRange:
+		var rs []filter.RowRange
+		for _, r := range k.MultiRowRange.GetRanges() {
+			rs = append(rs, filter.RowRange{StartRow: r.GetStartRow(), StartRowInclusive: r.GetStartRowInclusive(),
+				StopRow: r.GetStopRow(), StopRowInclusive: r.GetStopRowInclusive()})
+		}
+		return &filter.MultiRowRangeFilter{Ranges: rs}, nil
+	case *pb.Filter_InclusiveStop:
+		return &filter.InclusiveStopFilter{StopRow: k.InclusiveStop.GetStopRow()}, nil
+	case *pb.Filter_Skip:
+		inner, err := convertFilterDepth(k.Skip.GetFilter(), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if inner == nil {
+			return nil, invalid("SkipFilter needs a filter")
+		}
+		return &filter.SkipFilter{Filter: inner}, nil
+	case *pb.Filter_WhileMatch:
+		inner, err := convertFilterDepth(k.WhileMatch.GetFilter(), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if inner == nil {
+			return nil, invalid("WhileMatchFilter needs a filter")
+		}
+		return &filter.WhileMatchFilter{Filter: inner}, nil
+	case *pb.Filter_DependentColumn:
+		d := k.DependentColumn
+		df := &filter.DependentColumnFilter{Family: d.GetFamily(), Qualifier: d.GetQualifier(), DropDependentColumn: d.GetDropDependentColumn()}
+		if d.GetComparator() != nil {
+			op, c, err := compareParts(d.GetOp(), d.GetComparator())
+			if err != nil {
+				return nil, err
+			}
+			df.Op, df.Comparator = op, c
+		}
+		return df, nil
+	case *pb.Filter_List:
+		l := &filter.FilterList{}
+		switch k.List.GetOperator() {
+		case pb.FilterList_OPERATOR_MUST_PASS_ALL:
+			l.Operator = filter.MustPassAll
+		case pb.FilterList_OPERATOR_MUST_PASS_ONE:
+			l.Operator = filter.MustPassOne
+		default:
+			return nil, invalid("unknown FilterList operator %d", int32(k.List.GetOperator()))
+		}
+		for _, sub := range k.List.GetFilters() {
+			ff, err := convertFilterDepth(sub, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if ff != nil {
+				l.Filters = append(l.Filters, ff)
+			}
+		}
+		return l, nil
+	}
+	return nil, invalid("filter of no known kind")
+}
+
+func convertTimeRange(t *pb.TimeRange) (region.TimeRange, error) {
+	if t == nil {
+		return region.TimeRange{}, nil
+	}
+	if t.GetFrom() < 0 || t.GetTo() < 0 {
+		return region.TimeRange{}, invalid("time range [%d, %d) has a negative bound", t.GetFrom(), t.GetTo())
+	}
+	if t.GetTo() != 0 && t.GetTo() < t.GetFrom() {
+		return region.TimeRange{}, invalid("time range [%d, %d) ends before it starts", t.GetFrom(), t.GetTo())
+	}
+	return region.TimeRange{Min: t.GetFrom(), Max: t.GetTo()}, nil
+}
+
+func convertColumns(cols []*pb.Column) ([]region.Column, error) {
+	var out []region.Column
+	for _, c := range cols {
+		if len(c.GetFamily()) == 0 {
+			return nil, invalid("a column names no family")
+		}
+		if len(c.GetQualifiers()) == 0 {
+			out = append(out, region.Column{Family: c.GetFamily()})
+			continue
+		}
+		for _, q := range c.GetQualifiers() {
+			if q == nil {
+				q = []byte{}
+			}
+			out = append(out, region.Column{Family: c.GetFamily(), Qualifier: q})
+		}
+	}
+	return out, nil
+}
+
+func convertDurability(d pb.Durability) (wal.Durability, error) {
+	switch d {
+	case pb.Durability_DURABILITY_USE_DEFAULT:
+		return wal.DurabilityDefault, nil
+	case pb.Durability_DURABILITY_SKIP_WAL:
+		return wal.SkipWAL, nil
+	case pb.Durability_DURABILITY_ASYNC_WAL:
+		return wal.AsyncWAL, nil
+	case pb.Durability_DURABILITY_SYNC_WAL:
+		return wal.SyncWAL, nil
+	case pb.Durability_DURABILITY_FSYNC_WAL:
+		return wal.FsyncWAL, nil
+	}
+	return 0, invalid("unknown durability %d", int32(d))
+}
+
+func convertGet(g *pb.Get) (*region.Get, error) {
+	if g == nil {
+		return nil, invalid("request has no Get")
+	}
+	if len(g.GetRow()) == 0 {
+		return nil, invalid("Get of an empty row")
+	}
+	if len(g.GetRow()) > cell.MaxRowLength {
+		return nil, invalid("row of %d bytes exceeds %d", len(g.GetRow()), cell.MaxRowLength)
+	}
+	if g.GetMaxVersions() < 0 || g.GetStoreLimit() < 0 || g.GetStoreOffset() < 0 {
+		return nil, invalid("Get has a negative max_versions, store_limit or store_offset")
+	}
+	tr, err := convertTimeRange(g.GetTimeRange())
+	if err != nil {
+		return nil, err
+	}
+	cols, err := convertColumns(g.GetColumns())
+	if err != nil {
+		return nil, err
+	}
+	f, err := convertFilter(g.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	f = withStoreLimits(f, g.GetStoreLimit(), g.GetStoreOffset())
+	return &region.Get{Row: g.GetRow(), Columns: cols, TimeRange: tr, MaxVersions: int(g.GetMaxVersions()),
+		Filter: f, NoCache: g.GetNoCacheBlocks()}, nil
+}
+
+// withStoreLimits expresses HBase's storeLimit/storeOffset (cells per row and family) with a
+// ColumnPaginationFilter; this counts per row rather than per family, which is the same for
+// single-family reads.
+func withStoreLimits(f filter.Filter, limit, offset int32) filter.Filter {
+	if limit <= 0 && offset <= 0 {
+		return f
+	}
+	l := int(limit)
+	if l <= 0 {
+		l = math.MaxInt32
+	}
+	p := &filter.ColumnPaginationFilter{Limit: l, Offset: int(offset)}
+	if f == nil {
+		return p
+	}
+	return &filter.FilterList{Operator: filter.MustPassAll, Filters: []filter.Filter{f, p}}
+}
+
+func convertScan(s *pb.Scan) (*region.Scan, error) {
+	if s == nil {
+		return nil, invalid("scanner open request has no Scan")
+	}
+	if s.GetMaxVersions() < 0 || s.GetBatch() < 0 || s.GetMaxResultSize() < 0 || s.GetCaching() < 0 || s.GetLimit() < 0 ||
+		s.GetStoreLimit() < 0 || s.GetStoreOffset() < 0 {
+		return nil, invalid("Scan has a negative max_versions, batch, max_result_size, caching, limit, store_limit or store_offset")
+	}
+	tr, err := convertTimeRange(s.GetTimeRange())
+	if err != nil {
+		return nil, err
+	}
+	cols, err := convertColumns(s.GetColumns())
+	if err != nil {
+		return nil, err
+	}
+	f, err := convertFilter(s.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	f = withStoreLimits(f, s.GetStoreLimit(), s.GetStoreOffset())
+	return &region.Scan{StartRow: s.GetStartRow(), ExcludeStartRow: s.GetExcludeStartRow(), StopRow: s.GetStopRow(),
+		IncludeStopRow: s.GetIncludeStopRow(), Reversed: s.GetReversed(), Columns: cols, TimeRange: tr,
+		MaxVersions: int(s.GetMaxVersions()), Filter: f, Raw: s.GetRaw(), Limit: int(s.GetLimit()),
+		Caching: int(s.GetCaching()), Batch: int(s.GetBatch()), MaxResultSize: s.GetMaxResultSize(),
+		AllowPartialResults: s.GetAllowPartialResults(), NoCache: s.GetNoCacheBlocks()}, nil
+}
+
+// takeCells reads n cells of row from the request's cell block and returns the rest.
+func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
+	if n < 0 {
+		return nil, nil, invalid("negative cell count %d", n)
+	}
+	if int(n) > len(block) {
+		return nil, nil, invalid("cell count %d exceeds the cell block", n)
+	}
+	cells := make([]cell.Cell, 0, n)
+	for range n {
+		kv, used, err := cell.ParseKeyValue(block)
+		if err != nil {
+			return nil, nil, invalid("bad cell block: %v", err)
+		}
+		c := kv.Decode()
+		if string(c.Row) != string(row) {
+			return nil, nil, invalid("cell of row %q in a mutation of row %q", c.Row, row)
+		}
+		cells = append(cells, c)
+		block = block[used:]
+	}
+	return cells, block, nil
+}
+
+// mutationOf converts a put or delete.
+func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, tableDefault pb.Durability) (*region.Mutation, error) {
+	d, err := convertDurability(effectiveDurability(m.GetDurability(), tableDefault))
+	if err != nil {
+		return nil, err
+	}
+	mu := &region.Mutation{Row: m.GetRow(), Durability: d}
+	if m.GetNonce() != 0 {
+		mu.NonceGroup, mu.Nonce = nonceGroup, m.GetNonce()
+	}
+	switch m.GetType() {
+	case pb.MutationProto_TYPE_PUT:
+		if len(cells) == 0 {
+			return nil, invalid("Put of row %q has no cells", m.GetRow())
+		}
+		for _, c := range cells {
+			if c.Type != cell.Put {
+				return nil, invalid("Put of row %q carries a %v cell", m.GetRow(), c.Type)
+			}
+			mu.Put(c.Family, c.Qualifier, c.Timestamp, c.Value)
+		}
+	case pb.MutationProto_TYPE_DELETE:
+		if len(cells) == 0 {
+			mu.DeleteRow(cell.LatestTimestamp)
+		}
+		for _, c := range cells {
+			switch c.Type {
+			case cell.DeleteFamily, cell.DeleteFamilyVersion:
+				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Timestamp: c.Timestamp})
+			case cell.Delete, cell.DeleteColumn:
+				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.Timestamp})
+			default:
+				return nil, invalid("Delete of row %q carries a %v cell", m.GetRow(), c.Type)
+			}
+		}
+	default:
+		return nil, invalid("%v is not a put or delete", m.GetType())
+	}
+	return mu, nil
+}
+
+func familyDescriptors(t *pb.TableDescriptor) ([]region.Family, error) {
+	var fams []region.Family
+	for _, f := range t.GetFamilies() {
+		rf := region.Family{Name: string(f.GetName()), MaxVersions: int(f.GetMaxVersions()), MinVersions: int(f.GetMinVersions()),
+			TTL: f.GetTtlSeconds(), BlockSize: int(f.GetBlockSize()), InMemory: f.GetInMemory(), NoBlockCache: f.GetBlockCacheDisabled()}
+		switch f.GetKeepDeletedCells() {
+		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE:
+			rf.KeepDeletedCells = region.KeepDeletedTrue
+		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL:
+			rf.KeepDeletedCells = region.KeepDeletedTTL
+		}
+		switch f.GetBloomFilter() {
+		case pb.BloomType_BLOOM_TYPE_NONE:
+			rf.Bloom = sfile.BloomNone
+		case pb.BloomType_BLOOM_TYPE_ROWCOL:
+			rf.Bloom = sfile.BloomRowCol
+		default:
+			rf.Bloom = sfile.BloomRow
+		}
+		switch f.GetCompression() {
+		case pb.Compression_COMPRESSION_SNAPPY:
+			rf.Compression = sfile.CompressionSnappy
+		case pb.Compression_COMPRESSION_LZ4:
+			rf.Compression = sfile.CompressionLZ4
+		case pb.Compression_COMPRESSION_ZSTD:
+			rf.Compression = sfile.CompressionZstd
+		}
+		switch f.GetDataBlockEncoding() {
+		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_PREFIX:
+			rf.Encoding = sfile.EncodingPrefix
+		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF:
+			rf.Encoding = sfile.EncodingDiff
+		}
+		fams = append(fams, rf)
+	}
+	return fams, nil
+}
+
+// effectiveDurability is the mutation's durability, or the table's when the mutation uses the
+// default.
+func effectiveDurability(d, tableDefault pb.Durability) pb.Durability {
+	if d == pb.Durability_DURABILITY_USE_DEFAULT {
+		return tableDefault
+	}
+	return d
+}

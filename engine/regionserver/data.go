@@ -1,0 +1,832 @@
+package regionserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/quota"
+	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+func (s *Server) handlers() map[uint32]rpc.Handler {
+	return map[uint32]rpc.Handler{
+		uint32(pb.Method_METHOD_PING):   s.handlePing,
+		uint32(pb.Method_METHOD_GET):    s.handleGet,
+		uint32(pb.Method_METHOD_MUTATE): s.handleMutate,
+		uint32(pb.Method_METHOD_MULTI):  s.handleMulti,
+		uint32(pb.Method_METHOD_SCAN):   s.handleScan,
+	}
+}
+
+// safe turns a panic in a handler into an error answer, so that a malformed request the checks
+// missed cannot take the server down.
+func (s *Server) safe(c *rpc.Call, answered *bool) {
+	if p := recover(); p != nil {
+		s.log.Error("panic serving a call", "method", c.Method, "panic", p)
+		if !*answered {
+			*answered = true
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN, Message: "internal error serving the request"})
+		}
+	}
+}
+
+func fail(c *rpc.Call, answered *bool, d *pb.ErrorDetail) {
+	*answered = true
+	c.Fail(d)
+}
+
+func reply(c *rpc.Call, answered *bool, m proto.Message, cells ...[]byte) {
+	*answered = true
+	c.Reply(m, cells...)
+}
+
+func (s *Server) handlePing(_ context.Context, c *rpc.Call) {
+	var req pb.PingRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		c.Fail(invalid("bad PingRequest: %v", err))
+		return
+	}
+	c.Reply(&pb.PingResponse{Payload: req.GetPayload()})
+}
+
+// errDetail maps a region error to a typed error.
+func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
+	var d *pb.ErrorDetail
+	if errors.As(err, &d) {
+		if d.Region == "" && regionName != "" {
+			d = proto.Clone(d).(*pb.ErrorDetail)
+			d.Region = regionName
+		}
+		return d
+	}
+	var th *quota.Throttled
+	if errors.As(err, &th) {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, Message: th.Error(), Region: regionName,
+			RetryAfterMs: max(th.RetryAfter.Milliseconds(), 1), Retryable: true}
+	}
+	mk := func(code pb.ErrorCode, retry bool) *pb.ErrorDetail {
+		return &pb.ErrorDetail{Code: code, Message: err.Error(), Region: regionName, Retryable: retry}
+	}
+	switch {
+	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrBroken):
+		return s.notServing(regionName)
+	case errors.Is(err, region.ErrWrongRegion):
+		return mk(pb.ErrorCode_ERROR_CODE_WRONG_REGION, true)
+	case errors.Is(err, region.ErrNoSuchFamily):
+		return mk(pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY, false)
+	case errors.Is(err, region.ErrWritesBlocked):
+		d := mk(pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED, true)
+		d.RetryAfterMs = 500
+		return d
+	case errors.Is(err, region.ErrRowLockTimeout):
+		return mk(pb.ErrorCode_ERROR_CODE_TOO_BUSY, true)
+	case errors.Is(err, region.ErrNotALong):
+		return mk(pb.ErrorCode_ERROR_CODE_BAD_VALUE, false)
+	case errors.Is(err, region.ErrCorrupt):
+		return mk(pb.ErrorCode_ERROR_CODE_CORRUPTION, false)
+	case errors.Is(err, region.ErrInvalid), errors.Is(err, cell.ErrCellTooLarge), errors.Is(err, cell.ErrRowTooLong),
+		errors.Is(err, cell.ErrEmptyRow), errors.Is(err, cell.ErrEmptyFamily), errors.Is(err, cell.ErrFamilyTooLong),
+		errors.Is(err, cell.ErrInvalidType), errors.Is(err, cell.ErrNegativeTimestamp), errors.Is(err, cell.ErrMalformed):
+		return mk(pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, false)
+	}
+	return mk(pb.ErrorCode_ERROR_CODE_UNKNOWN, false)
+}
+
+// checkWrite refuses writes this server may not acknowledge.
+func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
+	if s.stopping.Load() {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Region: or.name,
+			Message: "region server is stopping", Retryable: true, RetryAfterMs: 200}
+	}
+	if or.info.GetReplicaId() > 0 {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, Region: or.name,
+			Message: "read replicas refuse writes; write to the primary"}
+	}
+	if or.table.GetReadOnly() {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
+			Message: "table " + or.tkey + " is read-only"}
+	}
+	return s.fenceClosed(or.name)
+}
+
+// fenceClosed is LEASE_EXPIRED when the fence is closed: writes may not be acknowledged.
+func (s *Server) fenceClosed(regionName string) *pb.ErrorDetail {
+	if f := s.fence.Load(); f == nil || !f.Open() {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, Region: regionName,
+			Message: "this server's lease at the master may have expired: it does not acknowledge writes", Retryable: true, RetryAfterMs: 500}
+	}
+	return nil
+}
+
+func hasWrites(ras []*pb.RegionAction) bool {
+	for _, ra := range ras {
+		for _, a := range ra.GetActions() {
+			if a.GetMutation() != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// admit applies the quotas.
+func (s *Server) admit(c *rpc.Call, or *onlineRegion, write bool, size int64) *pb.ErrorDetail {
+	if th := s.limiters.Check(quota.Request{User: c.User, Table: or.tkey, Namespace: or.ns, Write: write, Size: size}); th != nil {
+		s.m.throttled.Add(1)
+		return s.errDetail(th, or.name)
+	}
+	return nil
+}
+
+func appendResultCells(block []byte, res *region.Result) []byte {
+	if res == nil {
+		return block
+	}
+	for i := range res.Cells {
+		block = cell.AppendKeyValueFromKey(block, res.Cells[i].Key, res.Cells[i].Value)
+	}
+	return block
+}
+
+func resultSize(res *region.Result) int64 {
+	var n int64
+	if res != nil {
+		for i := range res.Cells {
+			n += int64(len(res.Cells[i].Key) + len(res.Cells[i].Value))
+		}
+	}
+	return n
+}
+
+func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
+	start := time.Now()
+	answered := false
+	defer s.safe(c, &answered)
+	var req pb.GetRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		fail(c, &answered, invalid("bad GetRequest: %v", err))
+		return
+	}
+	name := req.GetRegion().GetName()
+	or, r, d := s.lookup(name)
+	if d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	res, d := s.get(c, or, r, req.GetGet())
+	if d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	out := &pb.Result{CellCount: int32(len(res.Cells)), Exists: len(res.Cells) > 0}
+	var block []byte
+	if req.GetGet().GetExistenceOnly() {
+		out.CellCount = 0
+	} else {
+		block = appendResultCells(nil, res)
+	}
+	reply(c, &answered, &pb.GetResponse{Result: out}, block)
+	s.m.gets.Add(1)
+	s.m.getLatency.Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get) (*region.Result, *pb.ErrorDetail) {
+	rg, err := convertGet(g)
+	if err != nil {
+		return nil, s.errDetail(err, or.name)
+	}
+	if d := s.admit(c, or, false, 0); d != nil {
+		return nil, d
+	}
+	res, err := r.Get(rg)
+	if err != nil {
+		return nil, s.errDetail(err, or.name)
+	}
+	if res == nil {
+		res = &region.Result{Row: g.GetRow()}
+	}
+	s.limiters.Charge(quota.Request{User: c.User, Table: or.tkey, Namespace: or.ns}, resultSize(res))
+	s.m.readRequests.Add(1)
+	return res, nil
+}
+
+func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
+	start := time.Now()
+	answered := false
+	defer s.safe(c, &answered)
+	var req pb.MutateRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		fail(c, &answered, invalid("bad MutateRequest: %v", err))
+		return
+	}
+	name := req.GetRegion().GetName()
+	or, r, d := s.lookup(name)
+	if d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	m := req.GetMutation()
+	if m == nil {
+		fail(c, &answered, invalid("MutateRequest has no mutation"))
+		return
+	}
+	cells, rest, err := takeCells(c.Cells, m.GetCellCount(), m.GetRow())
+	if err != nil {
+		fail(c, &answered, s.errDetail(err, name))
+		return
+	}
+	if len(rest) != 0 {
+		fail(c, &answered, invalid("%d stray bytes after the mutation's cells", len(rest)))
+		return
+	}
+	if d := s.checkWrite(or); d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	if d := s.admit(c, or, true, int64(len(c.Cells))); d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	var resp pb.MutateResponse
+	var block []byte
+	if req.GetCondition() != nil {
+		if m.GetType() != pb.MutationProto_TYPE_PUT && m.GetType() != pb.MutationProto_TYPE_DELETE {
+			fail(c, &answered, invalid("check-and-mutate supports puts and deletes, not %v", m.GetType()))
+			return
+		}
+		mu, err := mutationOf(m, cells, req.GetNonceGroup(), or.table.GetDurability())
+		if err != nil {
+			fail(c, &answered, s.errDetail(err, name))
+			return
+		}
+		ok, d := s.checkAndMutate(r, or, req.GetCondition(), []*region.Mutation{mu})
+		if d != nil {
+			fail(c, &answered, d)
+			return
+		}
+		resp.Processed = ok
+		resp.Result = &pb.Result{}
+	} else {
+		res, d := s.mutate(r, or, m, cells, req.GetNonceGroup())
+		if d != nil {
+			fail(c, &answered, d)
+			return
+		}
+		resp.Result = &pb.Result{}
+		if res != nil && m.GetReturnResults() {
+			resp.Result.CellCount = int32(len(res.Cells))
+			resp.Result.Exists = len(res.Cells) > 0
+			block = appendResultCells(nil, res)
+		}
+		resp.Processed = true
+	}
+	if d := s.fenceClosed(or.name); d != nil {
+		// The write is in the WAL but the lease may have run out meanwhile: do not acknowledge it.
+		fail(c, &answered, d)
+		return
+	}
+	reply(c, &answered, &resp, block)
+	s.m.mutates.Add(1)
+	s.m.mutateLatency.Observe(time.Since(start).Seconds())
+}
+
+// mutate applies one non-conditional mutation.
+func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64) (*region.Result, *pb.ErrorDetail) {
+	s.m.writeRequests.Add(1)
+	switch m.GetType() {
+	case pb.MutationProto_TYPE_PUT, pb.MutationProto_TYPE_DELETE:
+		mu, err := mutationOf(m, cells, nonceGroup, or.table.GetDurability())
+		if err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
+		if err := r.Mutate(mu); err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
+		return nil, nil
+	case pb.MutationProto_TYPE_INCREMENT, pb.MutationProto_TYPE_APPEND:
+		d, err := convertDurability(effectiveDurability(m.GetDurability(), or.table.GetDurability()))
+		if err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
+		if len(cells) == 0 {
+			return nil, invalid("%v of row %q has no cells", m.GetType(), m.GetRow())
+		}
+		var nonce uint64
+		if m.GetNonce() != 0 {
+			nonce = m.GetNonce()
+		}
+		var res *region.Result
+		if m.GetType() == pb.MutationProto_TYPE_INCREMENT {
+			inc := &region.Increment{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults()}
+			for _, c := range cells {
+				if len(c.Value) != 8 {
+					return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_BAD_VALUE, Region: or.name,
+						Message: "increment amount of " + string(c.Family) + ":" + string(c.Qualifier) + " is not an 8-byte big-endian long"}
+				}
+				inc.Columns = append(inc.Columns, region.IncrementColumn{Family: c.Family, Qualifier: c.Qualifier,
+					Amount: int64(binary.BigEndian.Uint64(c.Value))})
+			}
+			res, err = r.Increment(inc)
+		} else {
+			app := &region.Append{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults()}
+			for _, c := range cells {
+				app.Columns = append(app.Columns, region.AppendColumn{Family: c.Family, Qualifier: c.Qualifier, Value: c.Value})
+			}
+			res, err = r.Append(app)
+		}
+		if err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
+		return res, nil
+	}
+	return nil, invalid("unknown mutation type %d", int32(m.GetType()))
+}
+
+// checkAndMutate applies ms when cond holds.
+func (s *Server) checkAndMutate(r *region.Region, or *onlineRegion, cond *pb.Condition, ms []*region.Mutation) (bool, *pb.ErrorDetail) {
+	row := ms[0].Row
+	if len(cond.GetRow()) > 0 && !bytes.Equal(cond.GetRow(), row) {
+		return false, invalid("condition row %q differs from the mutation row %q", cond.GetRow(), row)
+	}
+	tr, err := convertTimeRange(cond.GetTimeRange())
+	if err != nil {
+		return false, s.errDetail(err, or.name)
+	}
+	cm := &region.CheckAndMutate{Row: row, TimeRange: tr, Mutations: ms}
+	if cond.GetFilter() != nil {
+		f, err := convertFilter(cond.GetFilter())
+		if err != nil {
+			return false, s.errDetail(err, or.name)
+		}
+		cm.Filter = f
+	} else {
+		if len(cond.GetFamily()) == 0 {
+			return false, invalid("condition names no family and no filter")
+		}
+		op, err := convertOp(cond.GetOp())
+		if err != nil {
+			return false, s.errDetail(err, or.name)
+		}
+		cm.Family, cm.Qualifier, cm.Op = cond.GetFamily(), cond.GetQualifier(), op
+		if cm.Qualifier == nil {
+			cm.Qualifier = []byte{}
+		}
+		switch k := cond.GetComparator().GetKind().(type) {
+		case nil, *pb.Comparator_Null:
+			cm.Value = nil
+		case *pb.Comparator_Binary:
+			cm.Value = k.Binary
+			if cm.Value == nil {
+				cm.Value = []byte{}
+			}
+		default:
+			cmp, err := convertComparator(cond.GetComparator())
+			if err != nil {
+				return false, s.errDetail(err, or.name)
+			}
+			cm.Family, cm.Qualifier = nil, nil
+			cm.Filter = &filter.SingleColumnValueFilter{Family: cond.GetFamily(), Qualifier: cond.GetQualifier(), Op: op,
+				Comparator: cmp, FilterIfMissing: true, LatestVersionOnly: true}
+		}
+	}
+	s.m.writeRequests.Add(1)
+	ok, err := r.CheckAndMutate(cm)
+	if err != nil {
+		return false, s.errDetail(err, or.name)
+	}
+	return ok, nil
+}
+
+// parsedAction is one action of a multi request with its cells.
+type parsedAction struct {
+	a     *pb.Action
+	cells []cell.Cell
+}
+
+func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
+	start := time.Now()
+	answered := false
+	defer s.safe(c, &answered)
+	var req pb.MultiRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		fail(c, &answered, invalid("bad MultiRequest: %v", err))
+		return
+	}
+	// Read every action's cells first: the block is in request order, whatever happens to each
+	// region action.
+	block := c.Cells
+	parsed := make([][]parsedAction, len(req.GetRegionActions()))
+	for i, ra := range req.GetRegionActions() {
+		for _, a := range ra.GetActions() {
+			pa := parsedAction{a: a}
+			if m := a.GetMutation(); m != nil {
+				cells, rest, err := takeCells(block, m.GetCellCount(), m.GetRow())
+				if err != nil {
+					fail(c, &answered, s.errDetail(err, ""))
+					return
+				}
+				pa.cells, block = cells, rest
+			}
+			parsed[i] = append(parsed[i], pa)
+		}
+	}
+	if len(block) != 0 {
+		fail(c, &answered, invalid("%d stray bytes after the actions' cells", len(block)))
+		return
+	}
+	resp := &pb.MultiResponse{Results: make([]*pb.RegionActionResult, len(req.GetRegionActions()))}
+	var out []byte
+	for i, ra := range req.GetRegionActions() {
+		var rar *pb.RegionActionResult
+		rar, out = s.regionAction(c, ra, parsed[i], req.GetNonceGroup(), out)
+		resp.Results[i] = rar
+	}
+	if hasWrites(req.GetRegionActions()) {
+		if d := s.fenceClosed(""); d != nil {
+			fail(c, &answered, d)
+			return
+		}
+	}
+	reply(c, &answered, resp, out)
+	s.m.multis.Add(1)
+	s.m.multiLatency.Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
+	name := ra.GetRegion().GetName()
+	rar := &pb.RegionActionResult{}
+	or, r, d := s.lookup(name)
+	if d != nil {
+		rar.Exception = d
+		return rar, out
+	}
+	hasWrite := false
+	var size int64
+	for _, pa := range acts {
+		if pa.a.GetMutation() != nil {
+			hasWrite = true
+			for _, cl := range pa.cells {
+				size += int64(cl.EncodedLen())
+			}
+		}
+	}
+	if hasWrite {
+		if d := s.checkWrite(or); d != nil {
+			rar.Exception = d
+			return rar, out
+		}
+		if d := s.admit(c, or, true, size); d != nil {
+			rar.Exception = d
+			return rar, out
+		}
+	}
+	if ra.GetAtomic() {
+		var ms []*region.Mutation
+		for _, pa := range acts {
+			m := pa.a.GetMutation()
+			if m == nil || (m.GetType() != pb.MutationProto_TYPE_PUT && m.GetType() != pb.MutationProto_TYPE_DELETE) {
+				rar.Exception = invalid("atomic region actions take only puts and deletes")
+				return rar, out
+			}
+			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
+			if err != nil {
+				rar.Exception = s.errDetail(err, name)
+				return rar, out
+			}
+			if len(ms) > 0 && !bytes.Equal(mu.Row, ms[0].Row) {
+				rar.Exception = invalid("atomic row mutations must share one row (%q and %q)", ms[0].Row, mu.Row)
+				return rar, out
+			}
+			ms = append(ms, mu)
+		}
+		if len(ms) == 0 {
+			rar.Exception = invalid("atomic region action without mutations")
+			return rar, out
+		}
+		if ra.GetCondition() != nil {
+			ok, d := s.checkAndMutate(r, or, ra.GetCondition(), ms)
+			if d != nil {
+				rar.Exception = d
+				return rar, out
+			}
+			rar.Processed = ok
+		} else {
+			s.m.writeRequests.Add(1)
+			if err := r.MutateRow(ms); err != nil {
+				rar.Exception = s.errDetail(err, name)
+				return rar, out
+			}
+			rar.Processed = true
+		}
+		for _, pa := range acts {
+			rar.Results = append(rar.Results, &pb.ResultOrException{Index: pa.a.GetIndex(), Result: &pb.Result{}})
+		}
+		return rar, out
+	}
+	// Non-atomic: plain puts and deletes go through one Batch; the rest one by one.
+	results := make([]*pb.ResultOrException, len(acts))
+	cellsOf := make([]*region.Result, len(acts))
+	var batch []*region.Mutation
+	var batchIdx []int
+	for i, pa := range acts {
+		results[i] = &pb.ResultOrException{Index: pa.a.GetIndex()}
+		m := pa.a.GetMutation()
+		if m != nil && (m.GetType() == pb.MutationProto_TYPE_PUT || m.GetType() == pb.MutationProto_TYPE_DELETE) {
+			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
+			if err != nil {
+				results[i].Exception = s.errDetail(err, name)
+				continue
+			}
+			batch = append(batch, mu)
+			batchIdx = append(batchIdx, i)
+		}
+	}
+	if len(batch) > 0 {
+		s.m.writeRequests.Add(int64(len(batch)))
+		errs := r.Batch(batch)
+		for j, i := range batchIdx {
+			if j < len(errs) && errs[j] != nil {
+				results[i].Exception = s.errDetail(errs[j], name)
+			} else {
+				results[i].Result = &pb.Result{}
+			}
+		}
+	}
+	for i, pa := range acts {
+		if results[i].Exception != nil || results[i].Result != nil {
+			continue
+		}
+		switch {
+		case pa.a.GetGet() != nil:
+			res, d := s.get(c, or, r, pa.a.GetGet())
+			if d != nil {
+				results[i].Exception = d
+				continue
+			}
+			results[i].Result = &pb.Result{CellCount: int32(len(res.Cells)), Exists: len(res.Cells) > 0}
+			if pa.a.GetGet().GetExistenceOnly() {
+				results[i].Result.CellCount = 0
+			} else {
+				cellsOf[i] = res
+			}
+		case pa.a.GetMutation() != nil:
+			m := pa.a.GetMutation()
+			res, d := s.mutate(r, or, m, pa.cells, nonceGroup)
+			if d != nil {
+				results[i].Exception = d
+				continue
+			}
+			results[i].Result = &pb.Result{}
+			if res != nil && m.GetReturnResults() {
+				results[i].Result.CellCount = int32(len(res.Cells))
+				results[i].Result.Exists = len(res.Cells) > 0
+				cellsOf[i] = res
+			}
+		default:
+			results[i].Exception = invalid("action %d has neither a get nor a mutation", pa.a.GetIndex())
+		}
+	}
+	for i := range acts {
+		out = appendResultCells(out, cellsOf[i])
+	}
+	rar.Results = results
+	return rar, out
+}
+
+// ---- scanners ----
+
+type scanner struct {
+	mu       sync.Mutex
+	id       uint64
+	or       *onlineRegion
+	rs       *region.RegionScanner
+	scan     *pb.Scan
+	nextSeq  uint64
+	rows     int64
+	lastUsed time.Time // under mu
+	closed   bool
+}
+
+func (sc *scanner) close() {
+	if !sc.closed {
+		sc.closed = true
+		_ = sc.rs.Close()
+	}
+}
+
+func (s *Server) closeScanners() {
+	s.scanners.Range(func(k, v any) bool {
+		sc := v.(*scanner)
+		s.scanners.Delete(k)
+		sc.mu.Lock()
+		sc.close()
+		sc.mu.Unlock()
+		return true
+	})
+}
+
+// scannerReaper closes scanners whose lease expired.
+func (s *Server) scannerReaper() {
+	defer s.bg.Done()
+	every := max(s.cfg.ScannerLease/4, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s.scanners.Range(func(k, v any) bool {
+			sc := v.(*scanner)
+			if !sc.mu.TryLock() {
+				return true // in use
+			}
+			if now.Sub(sc.lastUsed) > s.cfg.ScannerLease {
+				s.scanners.Delete(k)
+				sc.close()
+				s.m.scannersExpired.Add(1)
+			}
+			sc.mu.Unlock()
+			return true
+		})
+	}
+}
+
+func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
+	start := time.Now()
+	answered := false
+	defer s.safe(c, &answered)
+	var req pb.ScanRequest
+	if err := proto.Unmarshal(c.Message, &req); err != nil {
+		fail(c, &answered, invalid("bad ScanRequest: %v", err))
+		return
+	}
+	if req.GetNumberOfRows() < 0 || req.GetTimeLimitMs() < 0 {
+		fail(c, &answered, invalid("negative number_of_rows or time_limit_ms"))
+		return
+	}
+	var sc *scanner
+	if req.GetScannerId() == 0 {
+		if req.GetCloseScanner() {
+			reply(c, &answered, &pb.ScanResponse{})
+			return
+		}
+		name := req.GetRegion().GetName()
+		or, r, d := s.lookup(name)
+		if d != nil {
+			fail(c, &answered, d)
+			return
+		}
+		rscan, err := convertScan(req.GetScan())
+		if err != nil {
+			fail(c, &answered, s.errDetail(err, name))
+			return
+		}
+		if n := req.GetNumberOfRows(); n > 0 {
+			rscan.Caching = int(n)
+		}
+		if req.GetClientHandlesHeartbeats() && req.GetTimeLimitMs() > 0 {
+			rscan.TimeLimit = time.Duration(req.GetTimeLimitMs()) * time.Millisecond
+		}
+		if !req.GetClientHandlesPartials() {
+			rscan.AllowPartialResults = false
+		}
+		if d := s.admit(c, or, false, 0); d != nil {
+			fail(c, &answered, d)
+			return
+		}
+		rs, err := r.Scanner(rscan)
+		if err != nil {
+			fail(c, &answered, s.errDetail(err, name))
+			return
+		}
+		s.m.readRequests.Add(1)
+		sc = &scanner{id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now()}
+		sc.mu.Lock()
+		s.scanners.Store(sc.id, sc)
+	} else {
+		v, ok := s.scanners.Load(req.GetScannerId())
+		if !ok {
+			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, Region: req.GetRegion().GetName(),
+				Message: "unknown scanner (expired or closed); reopen the scan", Retryable: false})
+			return
+		}
+		sc = v.(*scanner)
+		sc.mu.Lock()
+		if sc.closed {
+			sc.mu.Unlock()
+			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, Region: req.GetRegion().GetName(),
+				Message: "scanner was closed; reopen the scan"})
+			return
+		}
+		if req.GetCloseScanner() {
+			s.scanners.Delete(sc.id)
+			sc.close()
+			sc.mu.Unlock()
+			reply(c, &answered, &pb.ScanResponse{ScannerId: sc.id})
+			return
+		}
+		if req.GetNextCallSeq() != sc.nextSeq {
+			// A retried next: the rows of the lost answer are gone, so the client must reopen.
+			s.scanners.Delete(sc.id)
+			sc.close()
+			sc.mu.Unlock()
+			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT, Region: sc.or.name,
+				Message: "next_call_seq does not match the scanner's (a retried call?); reopen the scan"})
+			return
+		}
+		if sc.or.state.Load() != stateOpen {
+			s.scanners.Delete(sc.id)
+			sc.close()
+			sc.mu.Unlock()
+			fail(c, &answered, s.notServing(sc.or.name))
+			return
+		}
+		if req.GetRenew() {
+			sc.lastUsed = time.Now()
+			sc.mu.Unlock()
+			reply(c, &answered, &pb.ScanResponse{ScannerId: sc.id, MoreResultsInRegion: true, MoreResults: true,
+				TtlMs: s.cfg.ScannerLease.Milliseconds()})
+			return
+		}
+	}
+	defer sc.mu.Unlock()
+	batch, err := sc.rs.Next()
+	sc.lastUsed = time.Now()
+	sc.nextSeq++
+	if err != nil {
+		s.scanners.Delete(sc.id)
+		sc.close()
+		fail(c, &answered, s.errDetail(err, sc.or.name))
+		return
+	}
+	resp := &pb.ScanResponse{ScannerId: sc.id, TtlMs: s.cfg.ScannerLease.Milliseconds()}
+	var block []byte
+	var size int64
+	for i := range batch.Results {
+		res := &batch.Results[i]
+		resp.CellsPerResult = append(resp.CellsPerResult, int32(len(res.Cells)))
+		resp.PartialFlagPerResult = append(resp.PartialFlagPerResult, res.Partial)
+		block = appendResultCells(block, res)
+		size += resultSize(res)
+		if !res.Partial {
+			sc.rows++
+		}
+	}
+	s.limiters.Charge(quota.Request{User: c.User, Table: sc.or.tkey, Namespace: sc.or.ns}, size)
+	if batch.Heartbeat {
+		resp.Heartbeat = true
+		resp.CursorRow = batch.Cursor
+	}
+	resp.MoreResultsInRegion = batch.More
+	resp.MoreResults = true
+	if !batch.More {
+		resp.MoreResults = s.moreAfterRegion(sc)
+		s.scanners.Delete(sc.id)
+		sc.close()
+		resp.ScannerId = 0
+	}
+	reply(c, &answered, resp, block)
+	s.m.scans.Add(1)
+	s.m.scanLatency.Observe(time.Since(start).Seconds())
+}
+
+// moreAfterRegion says whether the scan goes on past this region: not when its stop row is in
+// this region, its limit is reached or the region is the last in the scan's direction.
+func (s *Server) moreAfterRegion(sc *scanner) bool {
+	if lim := sc.scan.GetLimit(); lim > 0 && sc.rows >= int64(lim) {
+		return false
+	}
+	info := sc.or.info
+	stop := sc.scan.GetStopRow()
+	if !sc.scan.GetReversed() {
+		end := info.GetEndKey()
+		if len(end) == 0 {
+			return false
+		}
+		if len(stop) > 0 && bytes.Compare(stop, end) <= 0 {
+			return false
+		}
+		return true
+	}
+	st := info.GetStartKey()
+	if len(st) == 0 {
+		return false
+	}
+	if len(stop) > 0 && bytes.Compare(stop, st) >= 0 {
+		return false
+	}
+	return true
+}

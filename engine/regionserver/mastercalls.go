@@ -1,0 +1,333 @@
+package regionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/quota"
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+// callMaster runs fn against the active master, trying every configured master and following
+// NOT_ACTIVE_MASTER redirects.
+func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	var lastErr error
+	tried := 0
+	for tried < len(s.cfg.Masters)+3 {
+		s.mmu.Lock()
+		if s.masterConn == nil {
+			addr := s.masterAddr
+			if addr == "" {
+				addr = s.cfg.Masters[tried%len(s.cfg.Masters)]
+			}
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				s.mmu.Unlock()
+				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)
+			}
+			s.masterConn, s.masterAddr = conn, addr
+		}
+		conn := s.masterConn
+		s.mmu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := fn(cctx, pb.NewMasterClient(conn))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		tried++
+		d, ok := pb.DetailOf(err)
+		s.mmu.Lock()
+		if s.masterConn == conn {
+			s.masterConn.Close()
+			s.masterConn = nil
+			if ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER && d.GetNewMaster() != "" {
+				s.masterAddr = d.GetNewMaster()
+			} else {
+				s.masterAddr = "" // try the next configured master
+			}
+		}
+		s.mmu.Unlock()
+		if ok && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
+			return err // a real answer
+		}
+		if ctx.Err() != nil {
+			return lastErr
+		}
+	}
+	return lastErr
+}
+
+// register registers this process with the master, retrying until ctx ends.
+func (s *Server) register(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		var resp *pb.RegisterServerResponse
+		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			resp, err = m.RegisterServer(ctx, &pb.RegisterServerRequest{Server: s.serverName(), Zone: s.cfg.Zone,
+				AdminAddress: s.advertisedAdmin()})
+			return err
+		})
+		if err == nil {
+			lease := time.Duration(resp.GetLeaseMs()) * time.Millisecond
+			lc := master.DefaultLeaseConfig
+			if lease > 0 {
+				lc.Lease = lease
+			}
+			if hb := time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond; hb > 0 {
+				lc.HeartbeatInterval = hb
+			}
+			if lc.SelfFenceMargin >= lc.Lease {
+				lc.SelfFenceMargin = lc.Lease / 4
+			}
+			f := master.NewFence(lc, nil)
+			f.Renewed(sent)
+			s.fence.Store(f)
+			s.hbEvery.Store(int64(lc.HeartbeatInterval))
+			s.applyClusterConfig(resp.GetClusterConfig())
+			s.registered.Store(true)
+			return nil
+		}
+		s.log.Warn("registering with the master failed; retrying", "error", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("regionserver: registering with the master: %w (last error: %v)", ctx.Err(), err)
+		case <-s.quit:
+			return errors.New("regionserver: stopped while registering")
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+func (s *Server) advertisedAdmin() string {
+	_, port, _ := splitHostPort(s.adminLis.Addr().String())
+	return joinHostPort(s.serverName().GetHost(), port)
+}
+
+func (s *Server) applyClusterConfig(cc map[string]string) {
+	if v, ok := cc[master.ConfigQuotasEnabled]; ok {
+		s.quotasEnabled.Store(v != "false")
+	}
+}
+
+// heartbeatLoop renews the lease until the server stops.
+func (s *Server) heartbeatLoop() {
+	defer s.bg.Done()
+	for {
+		every := time.Duration(s.hbEvery.Load())
+		if every <= 0 {
+			every = time.Second
+		}
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(every):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every*2)
+		resp, err := s.heartbeat(ctx, false)
+		cancel()
+		if err != nil {
+			s.log.Warn("heartbeat failed", "error", err)
+			continue
+		}
+		if resp.GetUnknownServer() || !s.walDirExists() {
+			s.log.Error("the master does not know this process or its WAL directory was fenced: "+
+				"dropping every region and registering again as a new process", "unknown_server", resp.GetUnknownServer())
+			s.reincarnate()
+			continue
+		}
+		if resp.GetQuotaVersion() != s.limiters.Version() {
+			s.refreshQuotas()
+		}
+	}
+}
+
+func (s *Server) walDirExists() bool {
+	s.walMu.RLock()
+	dir := s.walDir
+	s.walMu.RUnlock()
+	_, err := s.cfg.FS.Stat(dir)
+	return err == nil
+}
+
+// heartbeat sends one heartbeat and renews the fence.
+func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatResponse, error) {
+	sent := time.Now()
+	load := s.load()
+	var resp *pb.HeartbeatResponse
+	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetUnknownServer() {
+		if f := s.fence.Load(); f != nil {
+			f.Close()
+		}
+		return resp, nil
+	}
+	if f := s.fence.Load(); f != nil {
+		f.Renewed(sent)
+	}
+	s.applyClusterConfig(resp.GetClusterConfig())
+	return resp, nil
+}
+
+// load is the heartbeat's load report.
+func (s *Server) load() *pb.ServerLoad {
+	l := &pb.ServerLoad{HugepageMode: s.cfg.Hugepages.String()}
+	s.regions.Range(func(_, v any) bool {
+		or := v.(*onlineRegion)
+		r := or.r.Load()
+		if r == nil || or.state.Load() != stateOpen {
+			return true
+		}
+		ms := r.MemstoreStats()
+		met := r.Metrics()
+		rl := &pb.RegionLoad{Region: or.name, MemstoreBytes: ms.DataBytes, StoreFileBytes: met.StoreFileBytes.Load(),
+			StoreFiles: int32(met.StoreFiles.Load()), ReadRequests: met.ReadRequests.Load(), WriteRequests: met.WriteRequests.Load()}
+		if or.info.GetReplicaId() == 0 {
+			rl.MaxFlushedSeq = r.FlushedSeq()
+		}
+		l.MemstoreBytes += ms.DataBytes
+		l.Regions = append(l.Regions, rl)
+		return true
+	})
+	l.OffheapBytes = s.budget.Used()
+	l.RequestsPerSecond = s.m.rate()
+	return l
+}
+
+// reincarnate drops every region without flushing (their edits stay in the old WAL, which the
+// master splits) and registers again with a new start code and a new WAL directory.
+func (s *Server) reincarnate() {
+	s.reopenMu.Lock()
+	defer s.reopenMu.Unlock()
+	s.registered.Store(false)
+	if f := s.fence.Load(); f != nil {
+		f.Close()
+	}
+	s.closeScanners()
+	s.forEachRegion(func(or *onlineRegion, r *region.Region) { r.Abort() })
+	old := s.currentWAL()
+	_ = old.Close()
+	if err := s.openWAL(); err != nil {
+		s.log.Error("cannot open a new WAL; stopping", "error", err)
+		go s.Abort()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.register(ctx); err != nil {
+		s.log.Error("cannot register again; stopping", "error", err)
+		go s.Abort()
+	}
+}
+
+// refreshQuotas loads the quotas and this server's share of them.
+func (s *Server) refreshQuotas() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var qs *pb.ListQuotasResponse
+	if err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		qs, err = m.ListQuotas(ctx, &pb.ListQuotasRequest{})
+		return err
+	}); err != nil {
+		s.log.Warn("listing quotas failed", "error", err)
+		return
+	}
+	servers := 1
+	if len(qs.GetQuotas()) > 0 {
+		var st *pb.ClusterStatusResponse
+		if err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+			return err
+		}); err == nil {
+			n := 0
+			for _, sv := range st.GetServers() {
+				if sv.GetLive() {
+					n++
+				}
+			}
+			servers = max(n, 1)
+		}
+	}
+	tableShare := map[string]float64{}
+	for _, q := range qs.GetQuotas() {
+		t := q.GetTable()
+		if t == nil {
+			continue
+		}
+		key := master.TableKey(t)
+		if _, ok := tableShare[key]; ok {
+			continue
+		}
+		tableShare[key] = 1 / float64(servers)
+		var locs *pb.GetTableRegionsResponse
+		if err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			locs, err = m.GetTableRegions(ctx, &pb.TableRequest{Table: t})
+			return err
+		}); err == nil && len(locs.GetLocations()) > 0 {
+			mine := 0
+			for _, l := range locs.GetLocations() {
+				if master.ServerName(l.GetServer()) == s.nameStr {
+					mine++
+				}
+			}
+			tableShare[key] = float64(mine) / float64(len(locs.GetLocations()))
+		}
+	}
+	share := func(kind, name string) float64 {
+		if kind == quota.SubjectTable {
+			if f, ok := tableShare[name]; ok {
+				return f
+			}
+		}
+		return 1 / float64(servers)
+	}
+	if err := s.limiters.Update(qs.GetVersion(), s.quotasEnabled.Load(), qs.GetQuotas(), share); err != nil {
+		s.log.Warn("applying quotas failed", "error", err)
+	}
+}
+
+// report sends a region transition to the master, retrying transport failures until the server
+// stops. It returns the master's typed answer, if any.
+func (s *Server) report(ctx context.Context, info *pb.RegionInfo, tr pb.RegionTransition, openSeq uint64, msg string) error {
+	for attempt := 0; ; attempt++ {
+		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.ReportRegionTransition(ctx, &pb.ReportRegionTransitionRequest{Server: s.serverName(), Region: info,
+				Transition: tr, OpenSeq: openSeq, Error: msg})
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if d, ok := pb.DetailOf(err); ok && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
+			if d.GetCode() == pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED {
+				go s.reincarnate()
+			}
+			return d
+		}
+		s.log.Warn("reporting a region transition failed; retrying", "region", info.GetName(), "transition", tr, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}

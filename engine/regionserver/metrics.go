@@ -1,0 +1,123 @@
+package regionserver
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cellstore/cellstore/engine/blockcache"
+	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+// metrics counts with atomics; gauges are computed at scrape time. Names are HBase's metrics2
+// names in snake_case with the cellstore_regionserver_ prefix.
+type metrics struct {
+	s *Server
+
+	gets, mutates, multis, scans atomic.Int64
+	readRequests, writeRequests  atomic.Int64
+	throttled, scannersExpired   atomic.Int64
+	failedOpens, pressureFlushes atomic.Int64
+	getLatency, mutateLatency    prometheus.Histogram
+	multiLatency, scanLatency    prometheus.Histogram
+	lastRateAt                   atomic.Int64
+	lastRateCount                atomic.Int64
+}
+
+func newMetrics(s *Server) *metrics {
+	h := func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "regionserver", Name: name,
+			Help: help, Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)})
+	}
+	m := &metrics{s: s,
+		getLatency:    h("get_seconds", "Latency of gets (HBase Get_*)."),
+		mutateLatency: h("mutate_seconds", "Latency of mutations (HBase Mutate_*)."),
+		multiLatency:  h("multi_seconds", "Latency of multi requests (HBase Multi_*)."),
+		scanLatency:   h("scan_next_seconds", "Latency of scan calls (HBase ScanTime_*)."),
+	}
+	m.lastRateAt.Store(time.Now().UnixNano())
+	return m
+}
+
+// rate is requests per second since the previous call (heartbeat load).
+func (m *metrics) rate() int64 {
+	now := time.Now().UnixNano()
+	total := m.gets.Load() + m.mutates.Load() + m.multis.Load() + m.scans.Load()
+	prevAt := m.lastRateAt.Swap(now)
+	prev := m.lastRateCount.Swap(total)
+	if d := now - prevAt; d > 0 {
+		return (total - prev) * int64(time.Second) / d
+	}
+	return 0
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	s := m.s
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "cellstore", Subsystem: "regionserver", Name: name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "cellstore", Subsystem: "regionserver", Name: name, Help: help}, f)
+	}
+	sumRegions := func(f func(*region.Region) int64) func() float64 {
+		return func() float64 {
+			var n int64
+			s.regions.Range(func(_, v any) bool {
+				if r := v.(*onlineRegion).r.Load(); r != nil {
+					n += f(r)
+				}
+				return true
+			})
+			return float64(n)
+		}
+	}
+	walStat := func(f func(w walStats) float64) func() float64 {
+		return func() float64 {
+			w := s.currentWAL()
+			if w == nil {
+				return 0
+			}
+			st := w.Stats()
+			return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
+		}
+	}
+	cs := []prometheus.Collector{
+		m.getLatency, m.mutateLatency, m.multiLatency, m.scanLatency,
+		counter("get_request_count_total", "Get calls (HBase getRequestCount).", &m.gets),
+		counter("mutate_request_count_total", "Mutate calls.", &m.mutates),
+		counter("multi_request_count_total", "Multi calls.", &m.multis),
+		counter("scan_request_count_total", "Scan calls (open and next).", &m.scans),
+		counter("read_request_count_total", "Read requests: gets and scanner opens (HBase readRequestCount).", &m.readRequests),
+		counter("write_request_count_total", "Write requests (HBase writeRequestCount).", &m.writeRequests),
+		counter("throttled_request_count_total", "Requests refused by quotas.", &m.throttled),
+		counter("scanner_lease_expired_total", "Scanners closed because their lease expired.", &m.scannersExpired),
+		counter("failed_open_total", "Region opens that failed.", &m.failedOpens),
+		counter("memstore_pressure_flush_total", "Flushes forced by global memstore pressure (HBase flushedMemstoreBytes under pressure).", &m.pressureFlushes),
+		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
+		gauge("mem_store_size", "Memstore data bytes (HBase memStoreSize).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().DataBytes })),
+		gauge("store_file_count", "Store files (HBase storeFileCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFiles.Load() })),
+		gauge("store_file_size", "Store file bytes (HBase storeFileSize).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFileBytes.Load() })),
+		gauge("flush_count", "Flushes (HBase flushCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().Flushes.Load() })),
+		gauge("compaction_count", "Compactions (HBase compactionCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().Compactions.Load() })),
+		gauge("blocked_request_count", "Writes that waited for a flush (HBase blockedRequestCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().BlockedWrites.Load() })),
+		gauge("wal_sync_count", "WAL syncs (HBase syncTime_num_ops).", walStat(func(w walStats) float64 { return float64(w.syncs) })),
+		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),
+		gauge("wal_append_count", "WAL appends (HBase appendCount).", walStat(func(w walStats) float64 { return float64(w.appends) })),
+		gauge("wal_written_bytes", "Bytes written to WAL segments.", walStat(func(w walStats) float64 { return float64(w.bytes) })),
+		blockcache.NewCollector(s.l1, s.l2),
+		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type walStats struct {
+	syncs, appends, bytes, syncNanos uint64
+}

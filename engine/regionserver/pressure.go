@@ -1,0 +1,103 @@
+package regionserver
+
+import (
+	"time"
+
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+// Global memstore pressure (HBase's hbase.regionserver.global.memstore.size with its lower
+// limit): when the regions' memstores hold more than pressureHigh of the memstore budget, the
+// largest ones are flushed until they hold less than pressureLow. Without it a region that stopped
+// receiving writes would keep its chunks, and writes to other regions would block.
+const (
+	pressureHigh  = 0.75
+	pressureLow   = 0.50
+	pressureEvery = 50 * time.Millisecond
+)
+
+func (s *Server) pressureLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(pressureEvery)
+	defer t.Stop()
+	blocked := map[*region.Region]int64{}
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		s.relievePressure()
+		s.unblock(blocked)
+	}
+}
+
+// unblock flushes regions whose writers blocked since the last tick: their own flush may have
+// failed while the pool was exhausted, and nothing else would retry it.
+func (s *Server) unblock(seen map[*region.Region]int64) {
+	live := map[*region.Region]bool{}
+	s.regions.Range(func(_, v any) bool {
+		or := v.(*onlineRegion)
+		r := or.r.Load()
+		if r == nil || or.state.Load() != stateOpen {
+			return true
+		}
+		live[r] = true
+		n := r.Metrics().BlockedWrites.Load()
+		if n != seen[r] {
+			seen[r] = n
+			s.m.pressureFlushes.Add(1)
+			if _, err := r.Flush(); err != nil {
+				s.log.Debug("flush of a blocked region failed", "region", r.Name(), "error", err)
+			}
+		}
+		return true
+	})
+	for r := range seen {
+		if !live[r] {
+			delete(seen, r)
+		}
+	}
+}
+
+// relievePressure flushes the largest memstores while the total is above the high watermark.
+func (s *Server) relievePressure() {
+	limit := float64(s.cfg.MemstoreBytes)
+	type held struct {
+		r     *region.Region
+		bytes int64
+	}
+	var regions []held
+	var total int64
+	s.regions.Range(func(_, v any) bool {
+		or := v.(*onlineRegion)
+		if r := or.r.Load(); r != nil && or.state.Load() == stateOpen {
+			b := r.MemstoreStats().ChunkBytes
+			total += b
+			regions = append(regions, held{r, b})
+		}
+		return true
+	})
+	if float64(total) < pressureHigh*limit {
+		return
+	}
+	for float64(total) >= pressureLow*limit && len(regions) > 0 {
+		big := 0
+		for i := range regions {
+			if regions[i].bytes > regions[big].bytes {
+				big = i
+			}
+		}
+		h := regions[big]
+		regions = append(regions[:big], regions[big+1:]...)
+		if h.bytes == 0 {
+			return
+		}
+		s.m.pressureFlushes.Add(1)
+		if _, err := h.r.Flush(); err != nil {
+			s.log.Debug("pressure flush failed", "region", h.r.Name(), "error", err)
+			continue
+		}
+		total -= h.bytes
+	}
+}

@@ -1,0 +1,573 @@
+// Package regionserver is Cellstore's region server: it serves regions over the data-path protocol
+// (engine/rpc: get, mutate, multi, scan), obeys the master's orders over the Admin gRPC service
+// (open, close, flush, compact), keeps one WAL per process on the shared storage root, registers
+// with the master and renews its lease with heartbeats, refusing writes once its fence closes.
+// See docs/regionserver.md.
+package regionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/blockcache"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/quota"
+	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/telemetry"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// Config configures a region server.
+type Config struct {
+	// FS is the shared storage root (required).
+	FS storage.FS
+	// Masters are the masters' gRPC addresses; the server finds the active one (required).
+	Masters []string
+	// DataAddr and AdminAddr are the listen addresses of the data path and the Admin gRPC service
+	// (defaults ":16020" and ":16021"). DataListener/AdminListener, when set, are used instead.
+	DataAddr, AdminAddr         string
+	DataListener, AdminListener net.Listener
+	// HTTPAddr serves /metrics, /healthz and /readyz ("" = no HTTP endpoint).
+	HTTPAddr string
+	// AdvertiseHost is the host others reach this server by (default: the host name).
+	AdvertiseHost string
+	// Zone is reported at registration (replica placement).
+	Zone string
+
+	// MemstoreBytes is the off-heap memstore budget (default 256 MiB); BlockCacheOffheap the L2
+	// bucket cache (default 64 MiB, 0 with NoL2) and BlockCacheOnheap the L1 cache (default 32 MiB).
+	MemstoreBytes     int64
+	BlockCacheOffheap int64
+	BlockCacheOnheap  int64
+	NoL2              bool
+	Hugepages         offheap.HugepageMode
+	// ChunkSize of the memstore chunk pool (default offheap default).
+	ChunkSize int
+
+	// FlushSize is the per-region memstore flush size (default 128 MiB).
+	FlushSize int64
+	// ScannerLease: a scanner not used for this long is closed (default 60 s).
+	ScannerLease time.Duration
+	// MovedTTL: how long a region that moved away is answered with REGION_MOVED (default 2 min).
+	MovedTTL time.Duration
+	// WALSyncInterval bounds ASYNC_WAL latency (default 1 s). WALSegmentSize default 64 MiB.
+	WALSyncInterval time.Duration
+	WALSegmentSize  int64
+	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
+	MaxCellSize int
+
+	Logger *slog.Logger
+	// Registerer receives the metrics (default: the telemetry server's registry when HTTPAddr is
+	// set, else none).
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) fill() error {
+	if c.FS == nil {
+		return errors.New("regionserver: Config.FS (the shared storage root) is required")
+	}
+	if len(c.Masters) == 0 {
+		return errors.New("regionserver: no master address given (--masters)")
+	}
+	if c.DataAddr == "" {
+		c.DataAddr = ":16020"
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = ":16021"
+	}
+	if c.MemstoreBytes <= 0 {
+		c.MemstoreBytes = 256 << 20
+	}
+	if c.BlockCacheOffheap <= 0 && !c.NoL2 {
+		c.BlockCacheOffheap = 64 << 20
+	}
+	if c.BlockCacheOnheap <= 0 {
+		c.BlockCacheOnheap = 32 << 20
+	}
+	if c.ScannerLease <= 0 {
+		c.ScannerLease = time.Minute
+	}
+	if c.MovedTTL <= 0 {
+		c.MovedTTL = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// region states of an onlineRegion.
+const (
+	stateOpening int32 = iota
+	stateOpen
+	stateClosing
+)
+
+// onlineRegion is a region this server holds or is opening.
+type onlineRegion struct {
+	name   string
+	info   *pb.RegionInfo
+	table  *pb.TableDescriptor
+	tkey   string // namespace:name
+	ns     string
+	state  atomic.Int32
+	r      atomic.Pointer[region.Region]
+	cancel atomic.Bool // a close arrived while opening
+}
+
+type movedEntry struct {
+	to *pb.ServerName
+	at time.Time
+}
+
+// Server is a region server.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	pool   *offheap.ChunkPool
+	budget *offheap.Budget
+	l1     *blockcache.LRU
+	l2     *blockcache.BucketCache
+	cache  *blockcache.Combined
+
+	walMu     sync.RWMutex
+	wal       *wal.WAL
+	walDir    string
+	startCode int64
+	name      *pb.ServerName // host, port, start code (under walMu for the start code)
+	nameStr   string
+
+	regions sync.Map // name → *onlineRegion
+	movedMu sync.Mutex
+	moved   map[string]movedEntry
+
+	scanners  sync.Map // id → *scanner
+	scannerID atomic.Uint64
+
+	fence         atomic.Pointer[master.Fence]
+	limiters      *quota.Limiters
+	quotasEnabled atomic.Bool
+	hbEvery       atomic.Int64 // heartbeat interval, ns
+
+	mmu        sync.Mutex
+	masterAddr string
+	masterConn *grpc.ClientConn
+
+	dataLis, adminLis net.Listener
+	data              *rpc.Server
+	admin             *grpc.Server
+	tel               *telemetry.Server
+
+	registered atomic.Bool
+	serving    atomic.Bool
+	stopping   atomic.Bool
+	stopOnce   sync.Once
+	stopErr    error
+	quit       chan struct{}
+	done       chan struct{}
+	bg         sync.WaitGroup
+	reopenMu   sync.Mutex // serialises re-registration
+
+	m *metrics
+}
+
+// New prepares a server: memory, block cache and listeners. Start registers and serves.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "regionserver"), moved: map[string]movedEntry{},
+		quit: make(chan struct{}), done: make(chan struct{})}
+	s.limiters = quota.NewLimiters(time.Now)
+	s.quotasEnabled.Store(true)
+	var err error
+	total := cfg.MemstoreBytes + cfg.BlockCacheOffheap
+	if s.budget, err = offheap.NewBudget("offheap", total, nil); err != nil {
+		return nil, err
+	}
+	msBudget, err := offheap.NewBudget("memstore", cfg.MemstoreBytes, s.budget)
+	if err != nil {
+		return nil, err
+	}
+	if s.pool, err = offheap.NewChunkPool(offheap.ChunkPoolOptions{Name: "memstore", ChunkSize: cfg.ChunkSize,
+		Hugepages: cfg.Hugepages, Budget: msBudget, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("regionserver: memstore chunk pool: %w", err)
+	}
+	if s.l1, err = blockcache.NewLRU(blockcache.LRUOptions{Capacity: cfg.BlockCacheOnheap}); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	if !cfg.NoL2 && cfg.BlockCacheOffheap > 0 {
+		cacheBudget, err := offheap.NewBudget("blockcache", cfg.BlockCacheOffheap, s.budget)
+		if err != nil {
+			s.pool.Close()
+			return nil, err
+		}
+		if s.l2, err = blockcache.NewBucketCache(blockcache.BucketCacheOptions{Capacity: cfg.BlockCacheOffheap,
+			Hugepages: cfg.Hugepages, Budget: cacheBudget, Logger: cfg.Logger}); err != nil {
+			s.pool.Close()
+			return nil, fmt.Errorf("regionserver: L2 block cache: %w", err)
+		}
+	}
+	s.cache = blockcache.NewCombined(s.l1, s.l2)
+	s.m = newMetrics(s)
+	if cfg.HTTPAddr != "" {
+		s.tel = telemetry.New()
+		if cfg.Registerer == nil {
+			cfg.Registerer = s.tel.Registry
+			s.cfg.Registerer = s.tel.Registry
+		}
+	}
+	if s.cfg.Registerer != nil {
+		if err := s.m.register(s.cfg.Registerer); err != nil {
+			s.release()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Server) release() {
+	if s.l2 != nil {
+		s.l2.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+}
+
+// Start listens, opens the WAL, registers with the master (waiting until it succeeds or ctx
+// ends) and starts the heartbeat loop.
+func (s *Server) Start(ctx context.Context) error {
+	var err error
+	if s.dataLis = s.cfg.DataListener; s.dataLis == nil {
+		if s.dataLis, err = net.Listen("tcp", s.cfg.DataAddr); err != nil {
+			return fmt.Errorf("regionserver: data address: %w", err)
+		}
+	}
+	if s.adminLis = s.cfg.AdminListener; s.adminLis == nil {
+		if s.adminLis, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
+			s.dataLis.Close()
+			return fmt.Errorf("regionserver: admin address: %w", err)
+		}
+	}
+	host := s.cfg.AdvertiseHost
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return fmt.Errorf("regionserver: no advertise host and no host name: %w", err)
+		}
+	}
+	_, portStr, _ := net.SplitHostPort(s.dataLis.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	s.name = &pb.ServerName{Host: host, Port: int32(port)}
+	s.nameStr = master.ServerName(s.name)
+	if err := s.openWAL(); err != nil {
+		return err
+	}
+	s.data = rpc.NewServer(s.handlers(), rpc.ServerOptions{Logger: s.log})
+	s.admin = grpc.NewServer()
+	pb.RegisterAdminServer(s.admin, &adminService{s: s})
+	go func() { _ = s.data.Serve(s.dataLis) }()
+	go func() { _ = s.admin.Serve(s.adminLis) }()
+	if s.tel != nil {
+		s.tel.Live("regionserver", func() error {
+			if s.stopping.Load() {
+				return errors.New("stopping")
+			}
+			return nil
+		})
+		s.tel.Ready("regionserver", s.Ready)
+		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
+			return err
+		}
+	}
+	s.serving.Store(true)
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	s.bg.Add(3)
+	go s.heartbeatLoop()
+	go s.scannerReaper()
+	go s.pressureLoop()
+	s.log.Info("region server started", "server", s.nameStr, "start_code", s.startCode, "wal", s.walDir,
+		"admin", s.adminLis.Addr().String(), "master", s.masterAddr)
+	return nil
+}
+
+// openWAL opens a WAL under a fresh start code.
+func (s *Server) openWAL() error {
+	s.walMu.Lock()
+	defer s.walMu.Unlock()
+	code := time.Now().UnixMilli()
+	if code <= s.startCode {
+		code = s.startCode + 1
+	}
+	dir := path.Join("wal", master.WALDirName(s.nameStr, code))
+	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize})
+	if err != nil {
+		return fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
+	}
+	s.wal, s.walDir, s.startCode = w, dir, code
+	s.name = &pb.ServerName{Host: s.name.GetHost(), Port: s.name.GetPort(), StartCode: code}
+	return nil
+}
+
+func (s *Server) serverName() *pb.ServerName {
+	s.walMu.RLock()
+	defer s.walMu.RUnlock()
+	return s.name
+}
+
+func (s *Server) currentWAL() *wal.WAL {
+	s.walMu.RLock()
+	defer s.walMu.RUnlock()
+	return s.wal
+}
+
+// Name is the server's name (host:port of the data path).
+func (s *Server) Name() string { return s.nameStr }
+
+// DataAddr and AdminAddr are the listening addresses.
+func (s *Server) DataAddr() string  { return s.dataLis.Addr().String() }
+func (s *Server) AdminAddr() string { return s.adminLis.Addr().String() }
+
+// HTTPAddr is the telemetry address ("" without one).
+func (s *Server) HTTPAddr() string {
+	if s.tel == nil {
+		return ""
+	}
+	return s.tel.Addr()
+}
+
+// Ready is nil when the server is registered with the master and serving.
+func (s *Server) Ready() error {
+	switch {
+	case s.stopping.Load():
+		return errors.New("region server is stopping")
+	case !s.serving.Load():
+		return errors.New("region server is not serving")
+	case !s.registered.Load():
+		return errors.New("region server is not registered with the master")
+	}
+	return nil
+}
+
+// Done is closed once the server has stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// OnlineRegions returns the names of the regions open here.
+func (s *Server) OnlineRegions() []string {
+	var out []string
+	s.regions.Range(func(k, v any) bool {
+		if v.(*onlineRegion).state.Load() == stateOpen {
+			out = append(out, k.(string))
+		}
+		return true
+	})
+	return out
+}
+
+// lookup finds an open region or says why not.
+func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
+	if s.stopping.Load() && !s.serving.Load() {
+		return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Region: name,
+			Message: "region server is stopping", Retryable: true}
+	}
+	v, ok := s.regions.Load(name)
+	if ok {
+		or := v.(*onlineRegion)
+		switch or.state.Load() {
+		case stateOpening:
+			return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_OPENING, Region: name,
+				Message: "region is opening on this server", Retryable: true, RetryAfterMs: 100}
+		case stateOpen:
+			if r := or.r.Load(); r != nil {
+				return or, r, nil
+			}
+		}
+	}
+	return nil, nil, s.notServing(name)
+}
+
+// notServing is REGION_MOVED when the region recently moved away, else NOT_SERVING_REGION.
+func (s *Server) notServing(name string) *pb.ErrorDetail {
+	s.movedMu.Lock()
+	e, ok := s.moved[name]
+	if ok && time.Since(e.at) > s.cfg.MovedTTL {
+		delete(s.moved, name)
+		ok = false
+	}
+	s.movedMu.Unlock()
+	if ok {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: name, NewLocation: e.to,
+			Message: "region moved to " + master.ServerName(e.to), Retryable: true}
+	}
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name,
+		Message: "region is not online on " + s.nameStr, Retryable: true}
+}
+
+func (s *Server) rememberMoved(name string, to *pb.ServerName) {
+	s.movedMu.Lock()
+	defer s.movedMu.Unlock()
+	now := time.Now()
+	for k, e := range s.moved {
+		if now.Sub(e.at) > s.cfg.MovedTTL {
+			delete(s.moved, k)
+		}
+	}
+	if to != nil && to.GetHost() != "" {
+		s.moved[name] = movedEntry{to: to, at: now}
+	}
+}
+
+// regionConfig is the region.Config of this server.
+func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
+	flush := s.cfg.FlushSize
+	if table.GetMemstoreFlushSize() > 0 {
+		flush = table.GetMemstoreFlushSize()
+	}
+	return region.Config{FS: s.cfg.FS, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
+		ReplayWALDirs: s.splittingDirs(), Logger: s.cfg.Logger}
+}
+
+// splittingDirs lists the fenced WAL directories of dead servers. Regions replay their own edits
+// from them on open: the master's log split names regions by the master's region names, which
+// engine/region does not use for its WAL edits (see docs/regionserver.md, "Known gaps").
+func (s *Server) splittingDirs() []string {
+	names, err := s.cfg.FS.List("wal")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if strings.HasSuffix(n, master.SplittingSuffix) {
+			out = append(out, path.Join("wal", n))
+		}
+	}
+	return out
+}
+
+// Stop shuts the server down gracefully: it tells the master it is stopping, closes every region
+// with a flush (reporting each CLOSED), sends a last heartbeat and stops serving.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() { s.stopErr = s.shutdown(true) })
+	return s.stopErr
+}
+
+// Abort stops at once without flushing or telling the master, as a crash would: the master
+// declares the server dead when its lease runs out and recovers its regions from the WAL.
+func (s *Server) Abort() {
+	s.stopOnce.Do(func() { s.stopErr = s.shutdown(false) })
+}
+
+func (s *Server) shutdown(graceful bool) error {
+	s.stopping.Store(true)
+	close(s.quit)
+	if s.data == nil { // never started
+		s.release()
+		close(s.done)
+		return nil
+	}
+	if !graceful {
+		s.serving.Store(false)
+		s.data.Close()
+		s.admin.Stop()
+		s.bg.Wait()
+		s.closeScanners()
+		s.forEachRegion(func(or *onlineRegion, r *region.Region) { r.Abort() })
+		_ = s.currentWAL().Close()
+		s.finish()
+		return nil
+	}
+	s.bg.Wait() // heartbeats stopped; send our own below
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = s.heartbeat(ctx, true)
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	s.regions.Range(func(k, v any) bool {
+		or := v.(*onlineRegion)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			or.state.Store(stateClosing)
+			s.regions.Delete(or.name)
+			if r := or.r.Load(); r != nil {
+				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
+					s.log.Warn("closing region", "region", or.name, "error", err)
+				}
+			}
+			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		}()
+		return true
+	})
+	wg.Wait()
+	s.closeScanners()
+	_, _ = s.heartbeat(ctx, true)
+	s.serving.Store(false)
+	s.data.Close()
+	stopped := make(chan struct{})
+	go func() { s.admin.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.admin.Stop()
+	}
+	if err := s.currentWAL().Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.finish()
+	return errors.Join(errs...)
+}
+
+func (s *Server) finish() {
+	if s.tel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.tel.Stop(ctx)
+		cancel()
+	}
+	s.mmu.Lock()
+	if s.masterConn != nil {
+		s.masterConn.Close()
+		s.masterConn = nil
+	}
+	s.mmu.Unlock()
+	s.release()
+	s.log.Info("region server stopped", "server", s.nameStr)
+	close(s.done)
+}
+
+func (s *Server) forEachRegion(fn func(*onlineRegion, *region.Region)) {
+	s.regions.Range(func(k, v any) bool {
+		or := v.(*onlineRegion)
+		s.regions.Delete(k)
+		or.state.Store(stateClosing)
+		if r := or.r.Load(); r != nil {
+			fn(or, r)
+		}
+		return true
+	})
+}
+
+func splitHostPort(a string) (string, string, error) { return net.SplitHostPort(a) }
+func joinHostPort(h, p string) string                { return net.JoinHostPort(h, p) }
