@@ -181,12 +181,19 @@ type Info struct {
 	ID uint64 `json:"id"`
 	// Parent is the encoded name of the region this one was split from.
 	Parent string `json:"parent,omitempty"`
+	// Name, when set, is the region's encoded name as the master assigned it
+	// (the catalog's name, which the master's log split writes recovered
+	// edits under); without it the name is derived (EncodedName).
+	Name string `json:"name,omitempty"`
 }
 
-// EncodedName is the region's directory name and WAL region name: a hash
-// of table, start key and id, as 32 hex digits (HBase's encoded name is an
-// MD5; any stable unique digest serves).
+// EncodedName is the region's directory name and WAL region name: Name when
+// the master gave one, else a hash of table, start key and id, as 32 hex
+// digits (HBase's encoded name is an MD5; any stable unique digest serves).
 func (i *Info) EncodedName() string {
+	if i.Name != "" {
+		return i.Name
+	}
 	h1 := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	h2 := crc32.NewIEEE()
 	for _, h := range []interface{ Write([]byte) (int, error) }{h1, h2} {

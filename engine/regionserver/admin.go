@@ -69,7 +69,7 @@ func (a *adminService) ReplicateEdits(context.Context, *pb.ReplicateEditsRequest
 // regionInfo converts the master's region to engine/region's.
 func regionInfo(ri *pb.RegionInfo) region.Info {
 	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(),
-		StartKey: ri.GetStartKey(), EndKey: ri.GetEndKey(), ID: ri.GetRegionId()}
+		StartKey: ri.GetStartKey(), EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
 }
 
 func tableDescriptor(t *pb.TableDescriptor, ri *pb.RegionInfo) (region.TableDescriptor, error) {

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -445,24 +444,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 		flush = table.GetMemstoreFlushSize()
 	}
 	return region.Config{FS: s.cfg.FS, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
-		ReplayWALDirs: s.splittingDirs(), Logger: s.cfg.Logger}
-}
-
-// splittingDirs lists the fenced WAL directories of dead servers. Regions replay their own edits
-// from them on open: the master's log split names regions by the master's region names, which
-// engine/region does not use for its WAL edits (see docs/regionserver.md, "Known gaps").
-func (s *Server) splittingDirs() []string {
-	names, err := s.cfg.FS.List("wal")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, n := range names {
-		if strings.HasSuffix(n, master.SplittingSuffix) {
-			out = append(out, path.Join("wal", n))
-		}
-	}
-	return out
+		Logger: s.cfg.Logger}
 }
 
 // Stop shuts the server down gracefully: it tells the master it is stopping, closes every region
