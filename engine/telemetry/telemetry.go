@@ -29,6 +29,7 @@ type Server struct {
 	mu        sync.Mutex
 	liveness  map[string]Check
 	readiness map[string]Check
+	extra     map[string]http.Handler
 	srv       *http.Server
 	lis       net.Listener
 }
@@ -40,7 +41,14 @@ func New() *Server {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "cellstore"}),
 	)
-	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}}
+	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{}}
+}
+
+// Handle adds an endpoint (before Start), e.g. the /prestop hook.
+func (s *Server) Handle(path string, h http.Handler) {
+	s.mu.Lock()
+	s.extra[path] = h
+	s.mu.Unlock()
 }
 
 // Live adds a liveness check (/healthz).
@@ -94,6 +102,9 @@ func (s *Server) Start(addr string) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.mu.Lock()
+	for p, h := range s.extra {
+		mux.Handle(p, h)
+	}
 	s.lis = lis
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv := s.srv
