@@ -67,8 +67,9 @@ fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: $(STATICCHECK) ## Check the code: gofmt, go vet and staticcheck, with and without build tags.
+lint: $(STATICCHECK) ## Check the code: gofmt, go mod tidy, go vet and staticcheck, with and without build tags.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$bad" ] || { echo "gofmt needed on:"; echo "$$bad"; exit 1; }
+	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 	go vet ./...
 	go vet -tags invariants,envtest,e2e ./...
 	$(STATICCHECK) ./...
