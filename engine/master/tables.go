@@ -198,19 +198,11 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 }
 
 func (m *Master) enableTable(ctx context.Context, req *pb.TableRequest) error {
-	tn, err := checkTableName(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
 	}
-	if err := m.lock(); err != nil {
-		return err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	t := m.st.table(tn)
-	if t == nil {
-		return errTableNotFound(key)
-	}
 	switch t.GetState() {
 	case pb.TableState_TABLE_STATE_ENABLED:
 		return errPrecondition("table %s is already enabled", key)
@@ -236,19 +228,11 @@ func (m *Master) enableTable(ctx context.Context, req *pb.TableRequest) error {
 }
 
 func (m *Master) disableTable(ctx context.Context, req *pb.TableRequest) error {
-	tn, err := checkTableName(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
 	}
-	if err := m.lock(); err != nil {
-		return err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	t := m.st.table(tn)
-	if t == nil {
-		return errTableNotFound(key)
-	}
 	switch t.GetState() {
 	case pb.TableState_TABLE_STATE_DISABLED:
 		return errDetail(pb.ErrorCode_ERROR_CODE_TABLE_DISABLED, false, "table %s is already disabled", key)
@@ -270,19 +254,11 @@ func (m *Master) disableTable(ctx context.Context, req *pb.TableRequest) error {
 }
 
 func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
-	tn, err := checkTableName(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
 	}
-	if err := m.lock(); err != nil {
-		return err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	t := m.st.table(tn)
-	if t == nil {
-		return errTableNotFound(key)
-	}
 	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
 		return errPrecondition("table %s is %s: disable it before deleting it", key, tableStateName(t.GetState()))
 	}
@@ -299,19 +275,11 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 }
 
 func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest) error {
-	tn, err := checkTableName(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
 	}
-	if err := m.lock(); err != nil {
-		return err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	t := m.st.table(tn)
-	if t == nil {
-		return errTableNotFound(key)
-	}
 	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
 		return errPrecondition("table %s is %s: disable it before truncating it", key, tableStateName(t.GetState()))
 	}
@@ -385,18 +353,11 @@ func (m *Master) listTables(req *pb.ListTablesRequest) (*pb.ListTablesResponse, 
 }
 
 func (m *Master) describeTable(req *pb.TableRequest) (*pb.DescribeTableResponse, error) {
-	tn, err := checkTableName(req.GetTable())
+	_, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return nil, err
 	}
-	if err := m.lock(); err != nil {
-		return nil, err
-	}
 	defer m.mu.Unlock()
-	t := m.st.table(tn)
-	if t == nil {
-		return nil, errTableNotFound(TableKey(tn))
-	}
 	return &pb.DescribeTableResponse{Table: proto.CloneOf(t.GetTable()), State: t.GetState()}, nil
 }
 
@@ -413,19 +374,11 @@ func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
 }
 
 func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
-	tn, err := checkTableName(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return nil, err
 	}
-	if err := m.lock(); err != nil {
-		return nil, err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	t := m.st.table(tn)
-	if t == nil {
-		return nil, errTableNotFound(key)
-	}
 	if s := t.GetState(); s == pb.TableState_TABLE_STATE_DISABLED || s == pb.TableState_TABLE_STATE_DISABLING {
 		return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_DISABLED, false, "table %s is %s", key, tableStateName(s))
 	}
@@ -455,21 +408,33 @@ func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResp
 }
 
 func (m *Master) getTableRegions(req *pb.TableRequest) (*pb.GetTableRegionsResponse, error) {
-	tn, err := checkTableName(req.GetTable())
+	key, _, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return nil, err
 	}
-	if err := m.lock(); err != nil {
-		return nil, err
-	}
 	defer m.mu.Unlock()
-	key := TableKey(tn)
-	if m.st.table(tn) == nil {
-		return nil, errTableNotFound(key)
-	}
 	resp := &pb.GetTableRegionsResponse{}
 	for _, r := range m.st.tableRegions(key) {
 		resp.Locations = append(resp.Locations, m.locationLocked(r))
 	}
 	return resp, nil
+}
+
+// lockTable checks a table name, takes the master's lock and finds the table. On success the caller
+// holds m.mu and must unlock it; on failure the lock is not held.
+func (m *Master) lockTable(name *pb.TableName) (string, *pb.CatalogTable, error) {
+	tn, err := checkTableName(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := m.lock(); err != nil {
+		return "", nil, err
+	}
+	key := TableKey(tn)
+	t := m.st.table(tn)
+	if t == nil {
+		m.mu.Unlock()
+		return "", nil, errTableNotFound(key)
+	}
+	return key, t, nil
 }

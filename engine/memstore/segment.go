@@ -399,6 +399,12 @@ func (s *Segment) findSpliceLevel(key cell.Key, seq uint64, from ref, level int)
 // seekGE returns the first node whose key is >= key in Compare order (for
 // equal keys the first, i.e. the newest), or 0.
 func (s *Segment) seekGE(key cell.Key) ref {
+	return nodeLink(s.ptr(s.lastBefore(key)), 0).Load()
+}
+
+// lastBefore descends the levels to the last node whose key is < key in Compare order, or the
+// head when there is none.
+func (s *Segment) lastBefore(key cell.Key) ref {
 	x := s.head
 	for level := int(s.height.Load()) - 1; level >= 0; level-- {
 		for {
@@ -413,25 +419,12 @@ func (s *Segment) seekGE(key cell.Key) ref {
 			x = n
 		}
 	}
-	return nodeLink(s.ptr(x), 0).Load()
+	return x
 }
 
 // seekLT returns the last node whose key is < key in Compare order, or 0.
 func (s *Segment) seekLT(key cell.Key) ref {
-	x := s.head
-	for level := int(s.height.Load()) - 1; level >= 0; level-- {
-		for {
-			n := nodeLink(s.ptr(x), level).Load()
-			if n == 0 {
-				break
-			}
-			k, _ := s.nodeKV(s.ptr(n))
-			if cell.Compare(k, key) >= 0 {
-				break
-			}
-			x = n
-		}
-	}
+	x := s.lastBefore(key)
 	if x == s.head {
 		return 0
 	}
