@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -281,8 +280,4 @@ func transient(err error) bool {
 		return true
 	}
 	return false
-}
-
-func joinHostPort(host string, port int32) string {
-	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }

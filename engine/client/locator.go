@@ -173,5 +173,5 @@ func serverAddr(s *pb.ServerName) string {
 	if s == nil || s.GetHost() == "" {
 		return ""
 	}
-	return joinHostPort(s.GetHost(), s.GetPort())
+	return s.Address()
 }

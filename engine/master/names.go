@@ -35,12 +35,7 @@ const (
 )
 
 // ServerName is the identity of a region server: the host:port of its data path.
-func ServerName(s *pb.ServerName) string {
-	if s == nil {
-		return ""
-	}
-	return net.JoinHostPort(s.GetHost(), strconv.Itoa(int(s.GetPort())))
-}
+func ServerName(s *pb.ServerName) string { return s.Address() }
 
 // ParseServerName splits "host:port" into a ServerName (start code 0).
 func ParseServerName(name string) (*pb.ServerName, error) {

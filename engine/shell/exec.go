@@ -897,17 +897,13 @@ func (s *Shell) status(ctx context.Context, args []Value) error {
 			if !sv.Live {
 				flags += " dead"
 			}
-			fmt.Fprintf(s.Out, "    %s zone=%s regions=%d%s\n", serverName(sv.Server), sv.Zone, sv.Regions, flags)
+			fmt.Fprintf(s.Out, "    %s zone=%s regions=%d%s\n", sv.Server.Address(), sv.Zone, sv.Regions, flags)
 		}
 		for _, r := range st.RegionsInTransition {
 			fmt.Fprintf(s.Out, "    in transition: %s %s on %s for %d ms\n", r.Region, strings.TrimPrefix(r.State.String(), "REGION_STATE_"), r.Server, r.SinceMsAgo)
 		}
 	}
 	return nil
-}
-
-func serverName(sn *pb.ServerName) string {
-	return fmt.Sprintf("%s:%d", sn.GetHost(), sn.GetPort())
 }
 
 func (s *Shell) setQuota(ctx context.Context, args []Value) error {

@@ -60,7 +60,7 @@ func (e *engineClient) ClusterStatus(ctx context.Context) (*ClusterStatus, error
 			state = ServerStopping
 		}
 		out.Servers = append(out.Servers, ServerStatus{
-			Name: fmt.Sprintf("%s:%d", s.Server.GetHost(), s.Server.GetPort()), State: state,
+			Name: s.Server.Address(), State: state,
 			Draining: s.Draining, Zone: s.Zone, Regions: s.Regions,
 		})
 	}
