@@ -247,3 +247,50 @@ func TestPlanBudgets(t *testing.T) {
 		t.Fatalf("auto budget %v", ms)
 	}
 }
+
+func TestValidateGCPercent(t *testing.T) {
+	noGOMEMLIMIT(t)
+	prevGC := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prevGC) })
+	for _, tc := range []struct {
+		flag       int
+		env        string
+		want       int
+		wantSource string
+		wantErr    string
+	}{
+		{flag: 0, want: DefaultGCPercent, wantSource: "default"},
+		{flag: 0, env: "150", want: 150, wantSource: "GOGC"},
+		{flag: 0, env: "off", want: -1, wantSource: "GOGC"},
+		{flag: 0, env: "nonsense", want: 100, wantSource: "GOGC"},
+		{flag: 250, env: "150", want: 250, wantSource: "--gc-percent"},
+		{flag: -1, want: -1, wantSource: "--gc-percent"},
+		{flag: -2, wantErr: "--gc-percent must be a positive percentage"},
+	} {
+		t.Setenv("GOGC", tc.env)
+		c := cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+		c.GCPercent = tc.flag
+		plan, err := c.Validate()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("flag %d: error %v, want %q", tc.flag, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || plan.GCPercent != tc.want || plan.GCPercentSource != tc.wantSource {
+			t.Fatalf("flag %d GOGC=%q: got %d from %q (%v), want %d from %q", tc.flag, tc.env, plan.GCPercent, plan.GCPercentSource, err, tc.want, tc.wantSource)
+		}
+	}
+	// Apply sets it.
+	c := cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+	c.GCPercent = 300
+	plan, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Apply()
+	t.Cleanup(func() { debug.SetMemoryLimit(math.MaxInt64) })
+	if got := debug.SetGCPercent(100); got != 300 {
+		t.Fatalf("Apply: GC percent %d, want 300", got)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -77,9 +76,7 @@ func memoryPlan(mem *offheap.MemoryConfig, log *slog.Logger) (*offheap.MemoryPla
 	for _, n := range plan.Notes {
 		log.Info("memory", "note", n)
 	}
-	if plan.HeapLimit > 0 {
-		debug.SetMemoryLimit(plan.HeapLimit)
-	}
+	plan.Apply()
 	return plan, nil
 }
 
