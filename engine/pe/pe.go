@@ -47,6 +47,11 @@ type Options struct {
 	Terminal bool
 }
 
+// DefaultBatchSize is the rows per client batch when AutoFlush is false:
+// about 150 KiB of 100-byte rows, well under the 2 MiB at which HBase's
+// BufferedMutator flushes by default.
+const DefaultBatchSize = 1000
+
 // Commands lists PE's commands.
 var Commands = []string{
 	"sequentialWrite", "randomWrite", "sequentialRead", "randomRead", "randomSeekScan", "scan",
@@ -101,6 +106,9 @@ type worker struct {
 	rows  int // this thread's share of the key space
 	total int // all threads' rows
 	batch []client.BatchOp
+	// scanner is the "scan" command's open scanner: as in HBase's PE, one
+	// scanner per thread over its rows, and each operation is one row.
+	scanner *client.Scanner
 }
 
 func (w *worker) makeValue() []byte {
@@ -126,7 +134,12 @@ func (w *worker) put(row int) *client.Mutation {
 	return m
 }
 
-// op runs one operation of command number i and returns the rows it touched.
+// buffered is op's row count for a write kept in the client's batch: not
+// an operation of its own (the batch's flush is).
+const buffered = -1
+
+// op runs one operation of command number i and returns the rows it
+// returned (or buffered).
 func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 	t := w.table
 	random := func() int { return w.rng.IntN(w.total) }
@@ -141,7 +154,7 @@ func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 		}
 		w.batch = append(w.batch, client.BatchOp{Mutation: w.put(row)})
 		if len(w.batch) < w.opts.BatchSize {
-			return 0, nil
+			return buffered, nil
 		}
 		return w.flush(ctx)
 	case "sequentialRead", "randomRead":
@@ -167,7 +180,22 @@ func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 		}
 		return 1, err
 	case "scan":
-		return w.scan(ctx, &pb.Scan{StartRow: rowKey(w.id * w.rows), StopRow: rowKey((w.id + 1) * w.rows), Caching: int32(w.caching())}, 0)
+		for range 2 {
+			if w.scanner == nil {
+				w.scanner = t.Scan(ctx, &pb.Scan{StartRow: rowKey(w.id * w.rows), StopRow: rowKey((w.id + 1) * w.rows),
+					Caching: int32(w.caching()), Consistency: w.opts.Consistency})
+			}
+			if _, ok := w.scanner.Next(); ok {
+				return 1, nil
+			}
+			// The range is exhausted (a --duration run wraps around) or failed.
+			err := w.scanner.Err()
+			w.closeScanner()
+			if err != nil {
+				return 1, err
+			}
+		}
+		return 1, errMissing
 	case "randomSeekScan":
 		return w.scan(ctx, &pb.Scan{StartRow: rowKey(random()), Caching: 30, Consistency: w.opts.Consistency}, 25)
 	case "scanRange10", "scanRange100", "scanRange1000", "scanRange10000":
@@ -205,6 +233,13 @@ func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 }
 
 var errMissing = errors.New("row not found (load the table first, e.g. with sequentialWrite)")
+
+func (w *worker) closeScanner() {
+	if w.scanner != nil {
+		_ = w.scanner.Close()
+		w.scanner = nil
+	}
+}
 
 func (w *worker) caching() int {
 	if w.opts.Caching > 0 {
@@ -286,7 +321,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 		opts.ValueSize = 1000
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 100
+		opts.BatchSize = DefaultBatchSize
 	}
 	if err := ensureTable(ctx, c, &opts, threads); err != nil {
 		return nil, err
@@ -319,8 +354,8 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 				}
 				t0 := time.Now()
 				n, err := w.op(ctx, command, i)
-				if n == 0 && err == nil {
-					continue // a buffered write
+				if n == buffered {
+					continue
 				}
 				if t0.Before(measureFrom) {
 					continue
@@ -332,6 +367,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 				ops.Add(1)
 				rows.Add(int64(n))
 			}
+			w.closeScanner()
 			if n, err := w.flush(ctx); n > 0 {
 				if err != nil {
 					errs[id][errorKind(err)]++

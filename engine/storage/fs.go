@@ -42,6 +42,17 @@ type FS interface {
 	SyncDir(dir string) error
 }
 
+// Preallocator is implemented by files whose space can be reserved ahead
+// of the writes (local files on Linux). Preallocate sets the file's size to
+// size bytes, reading as zeros, without moving the write position: later
+// writes overwrite the zeros. Syncs of overwritten, allocated space are
+// cheaper than syncs of appends, which also journal the new size and
+// blocks. The writer must truncate the file to what it wrote before anyone
+// may read it as complete.
+type Preallocator interface {
+	Preallocate(size int64) error
+}
+
 // File is a file open for writing. Writes append.
 type File interface {
 	io.Writer

@@ -305,6 +305,14 @@ func (f *localFile) Sync() error {
 	return nil
 }
 
+// Preallocate implements Preallocator.
+func (f *localFile) Preallocate(size int64) error {
+	if err := fallocate(f.f, size); err != nil {
+		return pathErr("preallocate", f.path, err)
+	}
+	return nil
+}
+
 func (f *localFile) Close() error {
 	if err := f.f.Close(); err != nil {
 		return pathErr("close", f.path, err)

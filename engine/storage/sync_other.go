@@ -3,7 +3,10 @@
 package storage
 
 import (
+	"errors"
 	"os"
 )
 
 func fdatasync(f *os.File) error { return f.Sync() }
+
+func fallocate(*os.File, int64) error { return errors.ErrUnsupported }

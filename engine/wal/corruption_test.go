@@ -262,3 +262,30 @@ func TestUndecodablePayload(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A run of zeros in the middle of the last segment is not a torn tail when
+// a valid record follows, however long the run (the search skips zeros).
+func TestZerosBeforeValidRecordInLastSegment(t *testing.T) {
+	mem := storage.NewMem()
+	mem.MkdirAll("wal/rs1")
+	data := appendHeader(nil, kindSegment, 1)
+	e := testEdit("r", 1)
+	data = appendRecord(data, e, 1, 1, payloadSize(e))
+	hole := int64(len(data))
+	for _, gap := range []int{1, 7, 8, 9, readWindow - 3, 3*readWindow + 5} {
+		d := append(slices.Clone(data), make([]byte, gap)...)
+		d = appendRecord(d, e, 2, 1, payloadSize(e))
+		storage.WriteFile(mem, "wal/rs1/"+segmentName(1), d)
+		_, _, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.Offset != hole || !strings.Contains(ce.Reason, "valid records follow") {
+			t.Fatalf("gap %d: got %v, want corruption at %d with valid records following", gap, err, hole)
+		}
+	}
+	// Zeros to the end: a torn tail.
+	storage.WriteFile(mem, "wal/rs1/"+segmentName(1), append(slices.Clone(data), make([]byte, 3*readWindow)...))
+	edits, r, err := replayAll(t, mem, "wal/rs1", ReplayOptions{})
+	if torn, ok := r.TornTail(); err != nil || len(edits) != 1 || !ok || torn.Offset != hole {
+		t.Fatalf("zeros to the end: %d edits, %v, torn %+v", len(edits), err, torn)
+	}
+}

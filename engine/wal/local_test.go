@@ -97,3 +97,98 @@ func TestLocalDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalPreallocatedSegments: segments on a local file system are
+// preallocated to the segment size; a crash image (the files as they are
+// while the WAL runs) replays every synced edit and takes the zeros as a torn
+// tail; rolled and closed segments are trimmed to what was written, so only
+// the last segment can end in zeros; reopening the crash image truncates the
+// zeros and carries on.
+func TestLocalPreallocatedSegments(t *testing.T) {
+	root := t.TempDir()
+	fs, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const segSize = 1 << 20
+	opts := Options{FS: fs, Dir: "wal/rs1", SegmentSize: segSize}
+	w := mustOpen(t, opts)
+	defer w.Close()
+	for i := range 100 {
+		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := segs[len(segs)-1]
+	fi, err := fs.Stat(active.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size != segSize {
+		t.Skipf("segment not preallocated (file size %d, written %d): the file system under %s lacks fallocate", fi.Size, active.Size, root)
+	}
+
+	// The crash image: copy the directory as it is now.
+	crash := t.TempDir()
+	if err := os.CopyFS(crash, os.DirFS(root)); err != nil {
+		t.Fatal(err)
+	}
+	cfs, err := storage.NewLocal(crash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edits, r, err := replayAll(t, cfs, "wal/rs1", ReplayOptions{})
+	if err != nil || len(edits) != 100 {
+		t.Fatalf("crash image: %d edits, %v", len(edits), err)
+	}
+	torn, ok := r.TornTail()
+	if !ok || torn.Offset != active.Size || torn.Reason != "zeroed bytes" {
+		t.Fatalf("crash image: torn tail %+v (%v), want zeros from %d", torn, ok, active.Size)
+	}
+
+	// Roll: the old segment is trimmed before the next one exists.
+	if err := w.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := fs.Stat(active.Path); err != nil || fi.Size != active.Size {
+		t.Fatalf("rolled segment: size %d (%v), want %d", fi.Size, err, active.Size)
+	}
+	for i := 100; i < 150; i++ {
+		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if edits := mustReplay(t, fs, "wal/rs1"); len(edits) != 150 {
+		t.Fatalf("live directory: %d edits", len(edits))
+	}
+	segs, _ = w.Segments()
+	last := segs[len(segs)-1]
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := fs.Stat(last.Path); err != nil || fi.Size != last.Size {
+		t.Fatalf("closed segment: size %d (%v), want %d", fi.Size, err, last.Size)
+	}
+
+	// Reopening the crash image cuts the zeros off and goes on.
+	w2 := mustOpen(t, Options{FS: cfs, Dir: "wal/rs1", SegmentSize: segSize})
+	if w2.LastSeq() != 100 {
+		t.Fatalf("LastSeq after reopening the crash image = %d", w2.LastSeq())
+	}
+	if fi, err := cfs.Stat(active.Path); err != nil || fi.Size != active.Size {
+		t.Fatalf("recovered segment: size %d (%v), want %d", fi.Size, err, active.Size)
+	}
+	if _, err := w2.Append(testEdit("r", 100), SyncWAL); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if edits := mustReplay(t, cfs, "wal/rs1"); len(edits) != 101 {
+		t.Fatalf("crash image after reopening: %d edits", len(edits))
+	}
+}

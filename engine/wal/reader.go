@@ -385,10 +385,40 @@ func (r *fileReader) validRecordAt(off int64) (bool, error) {
 func (r *fileReader) validRecordAfter(off int64) (bool, error) {
 	start := max(off+1, headerSize)
 	for o := start; o+recordHeaderSize < r.size; o++ {
+		// A record's length (bytes 4-7 of its header) is not zero, so in
+		// a run of zeros (a preallocated segment's unwritten space) the
+		// next candidate is 7 bytes before the next non-zero byte.
+		nz, err := r.nextNonZero(o + 4)
+		if err != nil {
+			return false, err
+		}
+		if nz < 0 {
+			return false, nil
+		}
+		o = max(o, nz-7)
 		ok, err := r.validRecordAt(o)
 		if err != nil || ok {
 			return ok, err
 		}
 	}
 	return false, nil
+}
+
+// nextNonZero returns the offset of the first non-zero byte at or after
+// off, or -1 if the rest of the file is zeros.
+func (r *fileReader) nextNonZero(off int64) (int64, error) {
+	for off < r.size {
+		n := int(min(int64(readWindow), r.size-off))
+		b, err := r.read(off, n)
+		if err != nil {
+			return 0, err
+		}
+		for i, c := range b {
+			if c != 0 {
+				return off + int64(i), nil
+			}
+		}
+		off += int64(n)
+	}
+	return -1, nil
 }

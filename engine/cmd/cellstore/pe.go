@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +22,7 @@ import (
 
 func peCommand() *cobra.Command {
 	var masters []string
-	var user, durability, consistency string
+	var user, durability, consistency, cpuProfile, memProfile string
 	o := pe.Options{}
 	cmd := &cobra.Command{
 		Use:   "pe [options] COMMAND THREADS",
@@ -49,6 +51,25 @@ func peCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			if memProfile != "" {
+				runtime.MemProfileRate = 64 << 10
+				defer func() {
+					if err := writeHeapProfile(memProfile); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), "--memprofile:", err)
+					}
+				}()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			rep, err := pe.Run(ctx, c, args[0], threads, o)
@@ -75,7 +96,7 @@ func peCommand() *cobra.Command {
 	f.IntVar(&o.Columns, "columns", 1, "columns per family")
 	f.IntVar(&o.Presplit, "presplit", 0, "regions to pre-split a new table into")
 	f.BoolVar(&o.AutoFlush, "autoFlush", false, "send each write on its own (false: batch writes in the client)")
-	f.IntVar(&o.BatchSize, "batchSize", 100, "rows per client batch when autoFlush is false")
+	f.IntVar(&o.BatchSize, "batchSize", pe.DefaultBatchSize, "rows per client batch when autoFlush is false (HBase's BufferedMutator flushes at 2 MiB)")
 	f.StringVar(&durability, "durability", "USE_DEFAULT", "USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL")
 	f.StringVar(&consistency, "consistency", "STRONG", "STRONG or TIMELINE (reads)")
 	f.IntVar(&o.MultiGet, "multiGet", 0, "randomRead: rows per multi-get (0: single gets)")
@@ -84,5 +105,19 @@ func peCommand() *cobra.Command {
 	f.DurationVar(&o.Warmup, "warmup", 0, "run this long before measuring")
 	f.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	f.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile to this file (go tool pprof)")
+	f.StringVar(&memProfile, "memprofile", "", "write the client's allocation profile to this file at the end")
 	return cmd
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# hack/pe-report.sh [RUNS]: the performance report of docs/benchmarks.md. Starts a standalone store
+# on a temporary directory (stopped by PID and removed on exit, also on failure), loads it with
+# `cellstore pe`, runs each measured command RUNS times (default 3) and prints, per command, the run
+# with the median throughput, then the region server's RSS and Go heap. Needs jq.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+RUNS=${1:-3}
+command -v jq >/dev/null || { echo "pe-report: needs jq (apt-get install jq)" >&2; exit 1; }
+
+echo "==> building bin/cellstore" >&2
+go build -o bin/cellstore ./engine/cmd/cellstore
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+	shuf -i 20000-60000 -n 1; }
+MASTER=127.0.0.1:$(free_port)
+HTTP=127.0.0.1:$(free_port)
+DIR=$(mktemp -d /tmp/cellstore-pe.XXXXXX)
+PID=
+cleanup() {
+	if [[ -n $PID ]] && kill -0 "$PID" 2>/dev/null; then
+		kill "$PID"
+		for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$PID" 2>/dev/null || true
+	fi
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+echo "==> starting a standalone store in $DIR (master $MASTER)" >&2
+bin/cellstore standalone --dir "$DIR/data" --master-addr "$MASTER" --master-http-addr 127.0.0.1:$(free_port) \
+	--data-addr 127.0.0.1:$(free_port) --admin-addr 127.0.0.1:$(free_port) --http-addr "$HTTP" \
+	--log-level warn >"$DIR/standalone.log" 2>&1 &
+PID=$!
+for i in $(seq 600); do
+	curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && break
+	kill -0 "$PID" 2>/dev/null || { cat "$DIR/standalone.log" >&2; echo "pe-report: the store exited" >&2; exit 1; }
+	[[ $i == 600 ]] && { echo "pe-report: the store was not ready after 60 s; its log: $DIR/standalone.log" >&2; exit 1; }
+	sleep 0.1
+done
+
+pe() { bin/cellstore pe --masters "$MASTER" --valueSize 100 --json "$@" 2>/dev/null; }
+
+echo "==> loading TestTable: sequentialWrite, 4 threads x 100,000 rows (not measured)" >&2
+pe --rows 100000 sequentialWrite 4 >/dev/null
+
+printf '%-44s %12s %12s %9s %9s %s\n' "command" "ops/s" "rows/s" "p50 us" "p99 us" "(all runs, ops/s)"
+measure() { # LABEL PE-ARGS...
+	local label=$1 runs=() i
+	shift
+	for i in $(seq "$RUNS"); do
+		echo "    $label: run $i of $RUNS" >&2
+		runs+=("$(pe "$@")")
+	done
+	printf '%s\n' "${runs[@]}" | jq -rs --arg label "$label" '
+		sort_by(.ops_per_sec) as $r | $r[(length-1)/2|floor] as $m |
+		"\($label|.[0:44]|. + " " * (44 - length)) \($m.ops_per_sec|floor|tostring|" " * (12 - length) + .) \($m.rows_per_sec|floor|tostring|" " * (12 - length) + .) \($m.latency_us.p50|tostring|" " * (9 - length) + .) \($m.latency_us.p99|tostring|" " * (9 - length) + .) (\([$r[].ops_per_sec|floor]|map(tostring)|join(", ")))" +
+		(if ([$r[].errors|length]|add) > 0 then "  ERRORS: \([$r[].errors])" else "" end)'
+}
+measure "sequentialWrite 1 thread (batches of 1000)" --rows 100000 --table SeqWrite sequentialWrite 1
+measure "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
+measure "randomRead 1 thread" --rows 100000 --duration 10s randomRead 1
+measure "randomRead 4 threads" --rows 100000 --duration 10s randomRead 4
+measure "scan 1 thread (caching 100)" --rows 400000 scan 1
+measure "scan 1 thread (caching 1000)" --rows 400000 --caching 1000 scan 1
+measure "scanRange100 1 thread" --rows 100000 --duration 10s scanRange100 1
+measure "increment 1 thread" --rows 100000 --duration 10s increment 1
+measure "increment 4 threads" --rows 100000 --duration 10s increment 4
+
+metrics=$(curl -fs "http://$HTTP/metrics")
+heap=$(awk '$1 == "go_memory_classes_heap_objects_bytes" {printf "%.1f", $2 / 1048576}' <<<"$metrics")
+offheap=$(awk '$1 ~ /^cellstore_offheap_arena_bytes/ {s += $2} END {printf "%.0f", s / 1048576}' <<<"$metrics")
+rss=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$PID/status")
+hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$PID/status")
+echo
+echo "store process (master + region server): RSS ${rss} MiB (peak ${hwm} MiB), Go heap objects ${heap} MiB, off-heap arenas mapped ${offheap} MiB"
