@@ -53,10 +53,15 @@ measure() { # LABEL PE-ARGS...
 		echo "    $label: run $i of $RUNS" >&2
 		runs+=("$(pe "$@")")
 	done
-	printf '%s\n' "${runs[@]}" | jq -rs --arg label "$label" '
-		sort_by(.ops_per_sec) as $r | $r[(length-1)/2|floor] as $m |
-		"\($label|.[0:44]|. + " " * (44 - length)) \($m.ops_per_sec|floor|tostring|" " * (12 - length) + .) \($m.rows_per_sec|floor|tostring|" " * (12 - length) + .) \($m.latency_us.p50|tostring|" " * (9 - length) + .) \($m.latency_us.p99|tostring|" " * (9 - length) + .) (\([$r[].ops_per_sec|floor]|map(tostring)|join(", ")))" +
-		(if ([$r[].errors|length]|add) > 0 then "  ERRORS: \([$r[].errors])" else "" end)'
+	local line
+	line=$(printf '%s\n' "${runs[@]}" | jq -rs '
+		(sort_by(.ops_per_sec)) as $r | ($r[((length - 1) / 2 | floor)]) as $m |
+		[($m.ops_per_sec | floor), ($m.rows_per_sec | floor), $m.latency_us.p50, $m.latency_us.p99,
+		 ([$r[].ops_per_sec | floor | tostring] | join(", ")),
+		 ([$r[].errors | to_entries[] | "\(.key)=\(.value)"] | join(" "))] | @tsv')
+	local ops rows p50 p99 all errs
+	IFS=$'\t' read -r ops rows p50 p99 all errs <<<"$line"
+	printf '%-44s %12s %12s %9s %9s (%s)%s\n' "$label" "$ops" "$rows" "$p50" "$p99" "$all" "${errs:+  ERRORS: $errs}"
 }
 measure "sequentialWrite 1 thread (batches of 1000)" --rows 100000 --table SeqWrite sequentialWrite 1
 measure "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
