@@ -8,27 +8,17 @@ import (
 // fdatasync flushes the file's data and the metadata needed to read it back
 // (its size), skipping timestamps.
 func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
+	return onFD(f, syscall.Fdatasync)
 }
 
 // fallocate reserves size bytes of disk for f from offset 0 and sets its size
 // (mode 0: the range reads as zeros).
 func fallocate(f *os.File, size int64) error {
+	return onFD(f, func(fd int) error { return syscall.Fallocate(fd, 0, 0, size) })
+}
+
+// onFD runs call on f's descriptor, again while it is interrupted (EINTR).
+func onFD(f *os.File, call func(fd int) error) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -36,7 +26,7 @@ func fallocate(f *os.File, size int64) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			serr = syscall.Fallocate(int(fd), 0, 0, size)
+			serr = call(int(fd))
 			if serr != syscall.EINTR {
 				return
 			}
