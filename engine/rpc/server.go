@@ -262,11 +262,11 @@ func (c *serverConn) run(handler Handler, call *Call, timeoutMS uint32) {
 	if timeoutMS > 0 {
 		ctx, call.cancel = context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond)
 	}
+	c.srv.Calls.Add(1) // before the reply, so a client that has its answer sees it counted
 	handler(ctx, call)
 	if !call.done {
 		call.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN, Message: "server error: the handler returned no answer"})
 	}
-	c.srv.Calls.Add(1)
 	c.release(call)
 }
 

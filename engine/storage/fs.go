@@ -47,10 +47,13 @@ type FS interface {
 // size bytes, reading as zeros, without moving the write position: later
 // writes overwrite the zeros. Syncs of overwritten, allocated space are
 // cheaper than syncs of appends, which also journal the new size and
-// blocks. The writer must truncate the file to what it wrote before anyone
-// may read it as complete.
+// blocks. The writer must Trim the file to what it wrote before anyone may
+// read it as complete. Trim works on the open file, so it also reaches a
+// file whose directory was renamed meanwhile (a fenced WAL).
 type Preallocator interface {
 	Preallocate(size int64) error
+	// Trim cuts the file to size bytes and syncs that.
+	Trim(size int64) error
 }
 
 // File is a file open for writing. Writes append.

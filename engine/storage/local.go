@@ -313,6 +313,17 @@ func (f *localFile) Preallocate(size int64) error {
 	return nil
 }
 
+// Trim implements Preallocator.
+func (f *localFile) Trim(size int64) error {
+	if err := f.f.Truncate(size); err != nil {
+		return pathErr("truncate", f.path, err)
+	}
+	if err := fdatasync(f.f); err != nil {
+		return pathErr("sync", f.path, err)
+	}
+	return nil
+}
+
 func (f *localFile) Close() error {
 	if err := f.f.Close(); err != nil {
 		return pathErr("close", f.path, err)

@@ -192,3 +192,36 @@ func TestLocalPreallocatedSegments(t *testing.T) {
 		t.Fatalf("crash image after reopening: %d edits", len(edits))
 	}
 }
+
+// A WAL whose directory is renamed under it (the master fencing a server it
+// declared dead) still closes cleanly, trimming its segment through the open
+// file.
+func TestLocalPreallocatedSegmentFenced(t *testing.T) {
+	fs, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1", SegmentSize: 1 << 20})
+	for i := range 10 {
+		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Rename("wal/rs1", "wal/rs1-splitting"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close after the directory was renamed: %v", err)
+	}
+	moved := filepath.Join("wal/rs1-splitting", filepath.Base(segs[0].Path))
+	if fi, err := fs.Stat(moved); err != nil || fi.Size != segs[0].Size {
+		t.Fatalf("fenced segment: size %d (%v), want %d", fi.Size, err, segs[0].Size)
+	}
+	if edits := mustReplay(t, fs, "wal/rs1-splitting"); len(edits) != 10 {
+		t.Fatalf("fenced directory: %d edits", len(edits))
+	}
+}

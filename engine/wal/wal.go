@@ -360,7 +360,7 @@ func (w *WAL) createSegment(num uint64) (*activeSegment, error) {
 		// space, gets an ordinary appended segment.
 		if perr := pa.Preallocate(w.opts.SegmentSize); perr == nil {
 			preallocated = true
-		} else if terr := w.fs.Truncate(p, headerSize); terr != nil {
+		} else if terr := pa.Trim(headerSize); terr != nil {
 			err = terr
 		}
 	}
@@ -386,7 +386,7 @@ func (w *WAL) trimSegment(s *activeSegment) error {
 	if !s.preallocated {
 		return nil
 	}
-	if err := w.fs.Truncate(s.meta.path, s.meta.size); err != nil {
+	if err := s.f.(storage.Preallocator).Trim(s.meta.size); err != nil {
 		return fmt.Errorf("wal: trim preallocated segment %s to %d bytes: %w", s.meta.path, s.meta.size, err)
 	}
 	s.preallocated = false
@@ -827,16 +827,16 @@ func (w *WAL) finish() error {
 		err = w.serr
 		w.smu.Unlock()
 	}
+	if !w.isBroken && !w.seg.closed {
+		if terr := w.trimSegment(w.seg); terr != nil && err == nil {
+			err = terr
+		}
+	}
 	if !w.seg.closed {
 		if cerr := w.seg.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("wal: close %s: %w", w.seg.meta.path, cerr)
 		}
 		w.seg.closed = true
-	}
-	if !w.isBroken {
-		if terr := w.trimSegment(w.seg); terr != nil && err == nil {
-			err = terr
-		}
 	}
 	w.smu.Lock()
 	w.stopped = true
