@@ -454,8 +454,12 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			}
 			m.closedLocked(&b, r, pp)
 		case here && r.GetState() == stateOpen && p == nil:
-			// The server closed it on its own (it failed): open it again somewhere.
-			m.log.Warn("region server closed a region on its own: reassigning it", "region", name, "server", server, "error", req.GetError())
+			// The server closed it on its own (it is stopping, or it failed): open it again somewhere.
+			if _, stopping := m.stoppingSrv[server]; stopping && req.GetError() == "" {
+				m.log.Info("stopping region server closed a region: reassigning it", "region", name, "server", server)
+			} else {
+				m.log.Warn("region server closed a region on its own: reassigning it", "region", name, "server", server, "error", req.GetError())
+			}
 			m.closedLocked(&b, r, nil)
 		default:
 			return nil // stale or repeated

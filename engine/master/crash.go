@@ -58,6 +58,8 @@ func (m *Master) serverDiedLocked(name string, startCode int64) error {
 	}
 	if sc, ok := m.stoppingSrv[name]; ok && sc == startCode {
 		delete(m.stoppingSrv, name)
+		m.log.Info("region server stopped: recovering its log", "server", name, "start_code", startCode, "wal_dir", dir)
+		return nil
 	}
 	m.metrics.serverCrashes.Inc()
 	m.log.Warn("recovering dead region server", "server", name, "start_code", startCode, "wal_dir", dir)

@@ -506,6 +506,11 @@ func (s *Server) shutdown(graceful bool) error {
 	})
 	wg.Wait()
 	s.closeScanners()
+	// Every region is closed (flushed): the WAL is done with. Close it before the last heartbeat,
+	// after which the master recovers this server's (empty) log and renames its directory.
+	if err := s.currentWAL().Close(); err != nil {
+		errs = append(errs, err)
+	}
 	_, _ = s.heartbeat(ctx, true)
 	s.serving.Store(false)
 	s.data.Close()
@@ -515,9 +520,6 @@ func (s *Server) shutdown(graceful bool) error {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		s.admin.Stop()
-	}
-	if err := s.currentWAL().Close(); err != nil {
-		errs = append(errs, err)
 	}
 	s.finish()
 	return errors.Join(errs...)
