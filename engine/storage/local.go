@@ -200,13 +200,9 @@ func (l *Local) Truncate(name string, size int64) error {
 	if err != nil {
 		return pathErr("truncate", p, err)
 	}
-	if err := f.Truncate(size); err != nil {
+	if err := truncateSynced(f, p, size); err != nil {
 		f.Close()
-		return pathErr("truncate", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return pathErr("sync", p, err)
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return pathErr("close", p, err)
@@ -314,12 +310,16 @@ func (f *localFile) Preallocate(size int64) error {
 }
 
 // Trim implements Preallocator.
-func (f *localFile) Trim(size int64) error {
-	if err := f.f.Truncate(size); err != nil {
-		return pathErr("truncate", f.path, err)
+func (f *localFile) Trim(size int64) error { return truncateSynced(f.f, f.path, size) }
+
+// truncateSynced cuts an open file to size bytes and syncs it (Truncate and
+// Trim).
+func truncateSynced(f *os.File, path string, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return pathErr("truncate", path, err)
 	}
-	if err := fdatasync(f.f); err != nil {
-		return pathErr("sync", f.path, err)
+	if err := f.Sync(); err != nil {
+		return pathErr("sync", path, err)
 	}
 	return nil
 }
