@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -130,7 +129,7 @@ func (c *Client) Master(ctx context.Context, fn func(context.Context, pb.MasterC
 		cc := c.masters[addr]
 		if cc == nil {
 			var err error
-			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err = pb.Dial(addr)
 			if err != nil {
 				c.mmu.Unlock()
 				return fmt.Errorf("client: master address %q: %w", addr, err)

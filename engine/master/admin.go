@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -45,13 +44,25 @@ func (a *adminPool) client(addr string) (pb.AdminClient, error) {
 	cc := a.conns[addr]
 	if cc == nil {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err = pb.Dial(addr)
 		if err != nil {
 			return nil, err
 		}
 		a.conns[addr] = cc
 	}
 	return pb.NewAdminClient(cc), nil
+}
+
+// forget drops the connection to addr: the next order dials afresh. A server that registers with a
+// new start code is a new process, possibly at a new address under the same name.
+func (a *adminPool) forget(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cc := a.conns[addr]; cc != nil {
+		cc.Close()
+		delete(a.conns, addr)
+	}
+	delete(a.dials, addr)
 }
 
 func (a *adminPool) close() {

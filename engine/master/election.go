@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +63,10 @@ func (NoElection) Check() error { return nil }
 
 // KubernetesElection elects the active master through a coordination.k8s.io Lease with client-go's
 // leader election (--election=kubernetes). The Lease's holder identity is the active master's
-// advertised address, which standbys name in NOT_ACTIVE_MASTER answers.
+// advertised address, which standbys name in NOT_ACTIVE_MASTER answers, followed by '#' and a
+// token of this process: a restarted master keeps its address (a StatefulSet pod's DNS name) but is
+// a new candidate, and must not take the Lease as its own while the previous process may still
+// hold it (a force-deleted pod's container can outlive its API object).
 type KubernetesElection struct {
 	Config    *rest.Config
 	Namespace string
@@ -75,8 +81,17 @@ type KubernetesElection struct {
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 
-	mu sync.Mutex
-	le *leaderelection.LeaderElector
+	mu    sync.Mutex
+	le    *leaderelection.LeaderElector
+	token string
+}
+
+// holderAddress is the address in a Lease holder identity (address#token).
+func holderAddress(id string) string {
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
 }
 
 func (e *KubernetesElection) fill() error {
@@ -97,6 +112,9 @@ func (e *KubernetesElection) fill() error {
 	}
 	if e.LeaseDuration < time.Second {
 		return fmt.Errorf("master: lease duration %v is under a second (a Lease counts whole seconds)", e.LeaseDuration)
+	}
+	if e.token == "" {
+		e.token = strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return nil
 }
@@ -120,7 +138,7 @@ func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.Lead
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
 		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity + "#" + e.token},
 	}
 	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
@@ -136,7 +154,7 @@ func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.Lead
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(id string) {
 				if cb.Leader != nil {
-					cb.Leader(id)
+					cb.Leader(holderAddress(id))
 				}
 			},
 		},

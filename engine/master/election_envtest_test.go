@@ -84,3 +84,47 @@ func TestKubernetesElectionValidates(t *testing.T) {
 		t.Error("a renew deadline longer than the lease validated")
 	}
 }
+
+// A restarted master keeps its address, but while the previous process holds the Lease the new one
+// is a standby: it learns the leader's address (without the process token) and is not elected.
+func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
+	cfg := startAPIServer(t)
+	elect := func() *master.KubernetesElection {
+		return &master.KubernetesElection{Config: cfg, Namespace: "default", Name: "same-address", Identity: "m-0.m.ns.svc:16000",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstElected := make(chan struct{})
+	go elect().Run(ctx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
+	select {
+	case <-firstElected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first candidate was not elected")
+	}
+	secondElected := make(chan struct{}, 1)
+	leaders := make(chan string, 16)
+	go elect().Run(ctx, master.ElectionCallbacks{
+		Elected: func(lctx context.Context) { secondElected <- struct{}{}; <-lctx.Done() },
+		Leader: func(id string) {
+			select {
+			case leaders <- id:
+			default:
+			}
+		},
+	})
+	select {
+	case id := <-leaders:
+		if id != "m-0.m.ns.svc:16000" {
+			t.Errorf("leader reported as %q, want the address alone", id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second candidate never learned the leader")
+	}
+	// Several lease durations: the first process renews, the second must stay a standby.
+	select {
+	case <-secondElected:
+		t.Fatal("a second process with the same address took the Lease its predecessor holds")
+	case <-time.After(4 * time.Second):
+	}
+}

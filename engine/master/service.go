@@ -114,6 +114,9 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	if zone == "" {
 		zone = row.GetZone()
 	}
+	if prev, ok := m.reg.Get(name); !ok || prev.StartCode != sc {
+		m.admin.forget(req.GetAdminAddress())
+	}
 	replaced := m.reg.Register(name, sc, req.GetAdminAddress(), zone)
 	if row.GetDraining() {
 		_ = m.reg.SetDraining(name, true)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/master"
@@ -27,7 +25,7 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			if addr == "" {
 				addr = s.cfg.Masters[tried%len(s.cfg.Masters)]
 			}
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := pb.Dial(addr)
 			if err != nil {
 				s.mmu.Unlock()
 				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)

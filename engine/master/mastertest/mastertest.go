@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -383,7 +382,7 @@ func (s *FakeServer) masterCall(ctx context.Context, fn func(context.Context, pb
 		cc := s.conns[addr]
 		if cc == nil {
 			var err error
-			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err = pb.Dial(addr)
 			if err != nil {
 				s.mu.Unlock()
 				return err
