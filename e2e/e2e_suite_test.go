@@ -20,14 +20,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
 var (
 	kube kubernetes.Interface
+	// crc reads and writes StoreClusters and the monitoring objects.
+	crc client.Client
 	// netcheckImage is the suite's test workload (e2e/netcheck), built by hack/images.sh.
 	netcheckImage = envOr("E2E_NETCHECK_IMAGE", "docker.io/cellstore/netcheck:v1")
+	// The images under test (hack/test.sh sets them from hack/images.sh --ref).
+	engineImage    = os.Getenv("E2E_ENGINE_IMAGE")
+	operatorImage  = os.Getenv("E2E_OPERATOR_IMAGE")
+	loadcheckImage = os.Getenv("E2E_LOADCHECK_IMAGE")
+	// operatorUpgradeImage is the operator image of an upgrade: the same operator under another
+	// version (hack/test.sh loads it under a second tag).
+	operatorUpgradeImage = os.Getenv("E2E_OPERATOR_UPGRADE_IMAGE")
 )
 
 func TestE2E(t *testing.T) {
@@ -41,6 +55,11 @@ var _ = BeforeSuite(func() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	Expect(err).NotTo(HaveOccurred())
 	kube, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	crc, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 	v, err := kube.Discovery().ServerVersion()
 	Expect(err).NotTo(HaveOccurred(), "the API server of %s does not answer", path)

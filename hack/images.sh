@@ -3,7 +3,7 @@
 # registry (hack/tools/imagetar packs static binaries into a single-layer image that runs as non-root).
 # hack/local-cluster.sh load bin/images/NAME.tar puts one into the local cluster.
 #
-# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck
+# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck loadcheck
 #        hack/images.sh --ref NAME   prints the image reference of NAME
 #        hack/images.sh --list       prints the names
 set -euo pipefail
@@ -23,13 +23,14 @@ ref() {
     pause) echo docker.io/cellstore/pause:3.10 ;;
     coredns) echo docker.io/cellstore/coredns:v1.12.4 ;;
     netcheck) echo docker.io/cellstore/netcheck:v1 ;;
+    loadcheck) echo "docker.io/cellstore/loadcheck:$VERSION" ;;
     *) echo "images: unknown image '$1' (known: $NAMES)" >&2; return 2 ;;
   esac
 }
-NAMES="engine operator pause coredns netcheck"
+NAMES="engine operator pause coredns netcheck loadcheck"
 if [ "${1:-}" = --ref ]; then ref "${2:?image name}"; exit; fi
 if [ "${1:-}" = --list ]; then echo "$NAMES"; exit; fi
-[ $# -gt 0 ] || { echo "usage: $0 NAME... (pause coredns netcheck) | --ref NAME" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 NAME... ($NAMES) | --ref NAME | --list" >&2; exit 2; }
 
 gobuild() { # OUT PKG: a static linux binary
   (cd "$ROOT" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$1" "$2")
@@ -56,5 +57,8 @@ for name in "$@"; do
     netcheck)
       gobuild "$TOOLS/netcheck" ./e2e/netcheck
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/netcheck.tar" --file "$TOOLS/netcheck:/usr/local/bin/netcheck" --entrypoint "/usr/local/bin/netcheck" ;;
+    loadcheck)
+      gobuild "$TOOLS/loadcheck" ./e2e/loadcheck
+      "$TOOLS/imagetar" --ref "$r" --out "$OUT/loadcheck.tar" --file "$TOOLS/loadcheck:/usr/local/bin/loadcheck" --entrypoint "/usr/local/bin/loadcheck" ;;
   esac
 done

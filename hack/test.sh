@@ -53,11 +53,19 @@ reap_envtest() {
 }
 
 e2e() {
-  local managed=no rc images=(netcheck)
+  local managed=no rc images=(netcheck loadcheck engine operator)
+  # The operator upgrade spec needs a second operator image: the same code under another version.
+  local tag
+  tag=$("$ROOT/hack/images.sh" --ref operator) && tag=${tag##*:} || return 1
+  VERSION=$tag-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1
   "$ROOT/hack/images.sh" "${images[@]}" || return 1
+  images+=(operator-upgrade)
+  local crds
+  crds=$("$ROOT/hack/monitoring-crds.sh") || return 1
   if [ -z "${KUBECONFIG:-}" ]; then
     managed=yes
-    "$ROOT/hack/local-cluster.sh" up || { "$ROOT/hack/local-cluster.sh" down; return 1; }
+    # 2 MiB hugepages for the hugepages spec, reserved before the kubelet starts.
+    "$ROOT/hack/local-cluster.sh" up --hugepages "${E2E_HUGEPAGES:-160}" || { "$ROOT/hack/local-cluster.sh" down; return 1; }
     KUBECONFIG=$("$ROOT/hack/local-cluster.sh" kubeconfig)
     export KUBECONFIG
   fi
@@ -67,6 +75,17 @@ e2e() {
     elif [ -n "${E2E_IMAGE_LOADER:-}" ]; then $E2E_IMAGE_LOADER "bin/images/$img.tar"
     else say "KUBECONFIG is set and E2E_IMAGE_LOADER is not: assuming bin/images/$img.tar is already in the cluster"; fi
   done
+  local kbin
+  kbin=$("$ROOT/hack/k8s-binaries.sh" --print-dir)
+  [ -x "$kbin/kubectl" ] && export KUBECTL=${KUBECTL:-$kbin/kubectl}
+  export HELM=${HELM:-$ROOT/bin/helm-v3.19.0}
+  [ -x "$HELM" ] || make --no-print-directory "$HELM" >/dev/null || return 1
+  E2E_ENGINE_IMAGE=$("$ROOT/hack/images.sh" --ref engine)
+  E2E_OPERATOR_IMAGE=$("$ROOT/hack/images.sh" --ref operator)
+  E2E_LOADCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref loadcheck)
+  E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
+  E2E_MONITORING_CRDS=$crds
+  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
   if [ -n "$GINKGO" ]; then
     "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s ./e2e
   else

@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+)
+
+// repoRoot is the repository's root (the suite runs in e2e/).
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// run runs a command of the test machine (kubectl, helm) and returns its combined output.
+func run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+os.Getenv("KUBECONFIG"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func kubectl(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, envOr("KUBECTL", "kubectl"), args...)
+}
+
+func helm(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, envOr("HELM", "helm"), args...)
+}
+
+// sampleCluster reads a StoreCluster sample of config/samples with the engine image under test.
+func sampleCluster(file, ns, name string) *v1alpha1.StoreCluster {
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "config", "samples", file))
+	Expect(err).NotTo(HaveOccurred())
+	c := &v1alpha1.StoreCluster{}
+	Expect(yaml.UnmarshalStrict(b, c)).To(Succeed())
+	c.Namespace, c.Name = ns, name
+	c.Spec.Image = engineImage
+	return c
+}
+
+func getCluster(ctx context.Context, ns, name string) *v1alpha1.StoreCluster {
+	c := &v1alpha1.StoreCluster{}
+	Expect(crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)).To(Succeed())
+	return c
+}
+
+// updateCluster changes a StoreCluster, retrying on conflicts with the operator's writes.
+func updateCluster(ctx context.Context, ns, name string, change func(*v1alpha1.StoreCluster)) {
+	Eventually(func() error {
+		c := getCluster(ctx, ns, name)
+		change(c)
+		return crc.Update(ctx, c)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+}
+
+// settled: the operator observed the current generation, the cluster is Available and nothing is
+// in progress.
+func settled(c *v1alpha1.StoreCluster) error {
+	cond := func(t string) *metav1.Condition { return apimeta.FindStatusCondition(c.Status.Conditions, t) }
+	switch {
+	case c.Status.ObservedGeneration != c.Generation:
+		return fmt.Errorf("generation %d not observed yet (%d)", c.Generation, c.Status.ObservedGeneration)
+	case cond(v1alpha1.ConditionAvailable) == nil || cond(v1alpha1.ConditionAvailable).Status != metav1.ConditionTrue:
+		return fmt.Errorf("not Available: %+v", cond(v1alpha1.ConditionAvailable))
+	case cond(v1alpha1.ConditionProgressing) == nil || cond(v1alpha1.ConditionProgressing).Status != metav1.ConditionFalse:
+		return fmt.Errorf("still progressing: %+v", cond(v1alpha1.ConditionProgressing))
+	case c.Status.Regions.InTransition != 0:
+		return fmt.Errorf("%d regions in transition", c.Status.Regions.InTransition)
+	}
+	return nil
+}
+
+// waitSettled waits for settled, printing the phase and the condition messages as they change.
+func waitSettled(ctx context.Context, ns, name string, timeout time.Duration) *v1alpha1.StoreCluster {
+	var last string
+	var c *v1alpha1.StoreCluster
+	Eventually(func() error {
+		c = getCluster(ctx, ns, name)
+		err := settled(c)
+		msg := fmt.Sprintf("phase %s", c.Status.Phase)
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		if msg != last {
+			GinkgoWriter.Printf("%s StoreCluster %s/%s %s\n", time.Now().Format(time.TimeOnly), ns, name, msg)
+			last = msg
+		}
+		return err
+	}).WithContext(ctx).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
+	return c
+}
+
+// shell runs `cellstore shell -e SCRIPT` in the first master pod.
+func shell(ctx context.Context, ns, cluster, script string) string {
+	out, err := kubectl(ctx, "-n", ns, "exec", cluster+"-master-0", "-c", "engine", "--",
+		"cellstore", "shell", "--masters", cluster+":16000", "-e", script)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+func loadcheckPod(name, cluster string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "loadcheck"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "loadcheck", Image: loadcheckImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Args:            append([]string{"run", "--masters", cluster + ":16000"}, args...),
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+				SecurityContext: restricted(),
+			}},
+		},
+	}
+}
+
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// loadStats is what `loadcheck run` reports.
+type loadStats struct {
+	Writes, Reads, FailedWrites, FailedReads, Mismatches int64
+	MaxLatencyMs                                         float64
+	MaxLatencyAt                                         time.Time
+	Errors                                               []string
+	Acknowledged, Lost, VerifyFailed                     int64
+}
+
+func (s loadStats) String() string {
+	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v",
+		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors)
+}
+
+// loadcheck calls the load pod's HTTP API through the API server's pod proxy (any cluster).
+func loadcheck(ctx context.Context, ns, pod, method, path string) loadStats {
+	req := kube.CoreV1().RESTClient().Verb(method).Namespace(ns).Resource("pods").Name(pod + ":8080").SubResource("proxy").Suffix(path)
+	var b []byte
+	Eventually(func() error {
+		var err error
+		b, err = req.DoRaw(ctx)
+		return err
+	}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	var s loadStats
+	Expect(json.Unmarshal(b, &s)).To(Succeed(), "loadcheck answered %s", b)
+	return s
+}
+
+// runJob runs loadcheck as a Job to completion and returns its output.
+func runJob(ctx context.Context, ns, name string, args ...string) string {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "loadcheck", Image: loadcheckImage, ImagePullPolicy: corev1.PullIfNotPresent,
+					Args: args, SecurityContext: restricted()}},
+			}},
+		},
+	}
+	_, err := kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var done *batchv1.Job
+	Eventually(func(g Gomega) {
+		j, err := kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(j.Status.Succeeded+j.Status.Failed).To(BeNumerically(">", 0), "job %s has not finished", name)
+		done = j
+	}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(pods.Items).NotTo(BeEmpty())
+	out, _ := podLogs(ctx, ns, pods.Items[0].Name, "loadcheck")
+	Expect(done.Status.Succeeded).To(BeEquivalentTo(1), "job %s failed: %s", name, out)
+	return out
+}
+
+// podUIDs maps the pods of a StoreCluster (by name) to their UIDs.
+func podUIDs(ctx context.Context, ns, cluster string) map[string]types.UID {
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + cluster})
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]types.UID{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+// events of a StoreCluster in the order they were last seen.
+func clusterEvents(ctx context.Context, ns, name string) []corev1.Event {
+	list, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=StoreCluster,involvedObject.name=" + name})
+	Expect(err).NotTo(HaveOccurred())
+	evs := list.Items
+	for i := 1; i < len(evs); i++ { // insertion sort by time: event lists are short
+		for j := i; j > 0 && eventTime(evs[j]).Before(eventTime(evs[j-1])); j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+	return evs
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// serverRegions is the number of regions the master assigns to a region server pod.
+func serverRegions(c *v1alpha1.StoreCluster, pod string) (int32, bool) {
+	for _, s := range c.Status.Regions.PerServer {
+		if s.Pod == pod {
+			return s.Regions, true
+		}
+	}
+	return 0, false
+}
+
+// metricsOf fetches a pod's /metrics through the API server's pod proxy.
+func metricsOf(ctx context.Context, ns, pod string, port int) string {
+	b, err := kube.CoreV1().Pods(ns).ProxyGet("http", pod, fmt.Sprint(port), "/metrics", nil).DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return string(b)
+}

@@ -1,0 +1,423 @@
+// Command loadcheck is the end-to-end suite's Cellstore client: it runs inside the cluster (a Job or
+// a pod of its own image), writes rows whose values it can recompute, and checks what it reads back.
+//
+//	loadcheck load   --masters M --table T --rows N [--splits K]   create T pre-split into K regions,
+//	                                                               write rows 0..N-1 in batches
+//	loadcheck verify --masters M --table T --rows N                scan T: exactly rows 0..N-1, right values
+//	loadcheck run    --masters M --table T [--writers W --readers R --user U --http :8080]
+//	        a continuous load: each writer puts one row per request, each reader gets a row a writer
+//	        had acknowledged and checks its value. GET /stats reports the counts (failed requests with
+//	        their errors, the slowest request); POST /reset zeroes them; POST /verify reads back every
+//	        write acknowledged so far (the load goes on) and reports the counts with "lost"; POST
+//	        /stop stops the load, then verifies.
+//
+// load and verify print one JSON line and exit 1 when anything failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+const family = "f"
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(errors.New("usage: loadcheck load|verify|run [flags] (see the package comment)"))
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	masters := fs.String("masters", "", "master addresses, comma-separated (required)")
+	table := fs.String("table", "loadcheck", "table name")
+	rows := fs.Int("rows", 100000, "load/verify: number of rows")
+	splits := fs.Int("splits", 8, "load: regions of the table it creates")
+	batch := fs.Int("batch", 1000, "load: rows per batch")
+	writers := fs.Int("writers", 2, "run: writer goroutines")
+	readers := fs.Int("readers", 2, "run: reader goroutines")
+	user := fs.String("user", "", "user presented to the cluster (quotas)")
+	httpAddr := fs.String("http", ":8080", "run: address of /stats, /reset and /stop")
+	_ = fs.Parse(os.Args[2:])
+	if *masters == "" {
+		fail(errors.New("--masters is required"))
+	}
+	c, err := client.New(client.Config{Masters: strings.Split(*masters, ","), User: *user})
+	if err != nil {
+		fail(err)
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	switch os.Args[1] {
+	case "load":
+		report(load(ctx, c, *table, *rows, *splits, *batch))
+	case "verify":
+		report(verify(ctx, c, *table, *rows))
+	case "run":
+		if err := createTable(ctx, c, *table, *splits); err != nil {
+			fail(err)
+		}
+		r := &runner{c: c, t: c.Table(*table), writers: *writers, readers: *readers}
+		fail(r.serve(ctx, *httpAddr))
+	default:
+		fail(fmt.Errorf("unknown command %q: load, verify or run", os.Args[1]))
+	}
+}
+
+func fail(err error) {
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintln(os.Stderr, "loadcheck:", err)
+	os.Exit(1)
+}
+
+// summary is what load and verify print.
+type summary struct {
+	Rows     int      `json:"rows"`
+	Failed   int      `json:"failed"`
+	Missing  int      `json:"missing"`
+	Wrong    int      `json:"wrong"`
+	Extra    int      `json:"extra"`
+	Seconds  float64  `json:"seconds"`
+	Errors   []string `json:"errors,omitempty"`
+	Complete bool     `json:"complete"`
+}
+
+func report(s summary) {
+	b, _ := json.Marshal(s)
+	fmt.Println(string(b))
+	if !s.Complete || s.Failed+s.Missing+s.Wrong+s.Extra > 0 {
+		os.Exit(1)
+	}
+}
+
+func rowKey(i int) []byte           { return fmt.Appendf(nil, "row%08d", i) }
+func value(row []byte) []byte       { return append([]byte("value-of-"), row...) }
+func splitKeys(rows, n int) [][]byte { return evenSplits("row", rows, n) }
+
+// evenSplits are n-1 keys dividing prefix00000000..prefix(rows-1) evenly.
+func evenSplits(prefix string, rows, n int) [][]byte {
+	var out [][]byte
+	for i := 1; i < n; i++ {
+		out = append(out, fmt.Appendf(nil, "%s%08d", prefix, rows*i/n))
+	}
+	return out
+}
+
+func createTable(ctx context.Context, c *client.Client, name string, splits int) error {
+	return createTableWith(ctx, c, name, splitKeys(100000, splits))
+}
+
+func createTableWith(ctx context.Context, c *client.Client, name string, splits [][]byte) error {
+	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte(family)}}}
+	_, err := c.CreateTable(ctx, td, splits)
+	if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
+		return nil
+	}
+	return err
+}
+
+func (s *summary) addError(err error) {
+	if len(s.Errors) < 10 {
+		s.Errors = append(s.Errors, err.Error())
+	}
+}
+
+func load(ctx context.Context, c *client.Client, name string, rows, splits, batch int) summary {
+	start := time.Now()
+	s := summary{Rows: rows}
+	if err := createTableWith(ctx, c, name, splitKeys(rows, splits)); err != nil {
+		s.addError(fmt.Errorf("create table %s: %w", name, err))
+		return s
+	}
+	t := c.Table(name)
+	for i := 0; i < rows && ctx.Err() == nil; i += batch {
+		var ops []client.BatchOp
+		for j := i; j < min(i+batch, rows); j++ {
+			k := rowKey(j)
+			ops = append(ops, client.BatchOp{Mutation: client.NewPut(k).Add(family, "q", cell.LatestTimestamp, value(k))})
+		}
+		for _, r := range t.Batch(ctx, ops) {
+			if r.Err != nil {
+				s.Failed++
+				s.addError(r.Err)
+			}
+		}
+	}
+	s.Complete = ctx.Err() == nil
+	s.Seconds = time.Since(start).Seconds()
+	return s
+}
+
+func verify(ctx context.Context, c *client.Client, name string, rows int) summary {
+	start := time.Now()
+	s := summary{Rows: rows}
+	sc := c.Table(name).Scan(ctx, &pb.Scan{Caching: 1000})
+	defer sc.Close()
+	next := 0
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		var i int
+		if _, err := fmt.Sscanf(string(r.Row), "row%08d", &i); err != nil || i >= rows || i < next {
+			s.Extra++
+			continue
+		}
+		s.Missing += i - next
+		next = i + 1
+		if got := r.Value(family, "q"); string(got) != string(value(r.Row)) {
+			s.Wrong++
+			s.addError(fmt.Errorf("row %s: value %q", r.Row, got))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		s.Failed++
+		s.addError(fmt.Errorf("scan: %w", err))
+		s.Seconds = time.Since(start).Seconds()
+		return s
+	}
+	s.Missing += rows - next
+	s.Complete = true
+	s.Seconds = time.Since(start).Seconds()
+	return s
+}
+
+// runner is the continuous load of `loadcheck run`.
+type runner struct {
+	c                *client.Client
+	t                *client.Table
+	writers, readers int
+
+	acked []atomic.Int64 // per writer: rows w<i>-0..acked-1 are acknowledged
+
+	mu    sync.Mutex
+	stats stats
+}
+
+// stats are the counts GET /stats reports.
+type stats struct {
+	Since         time.Time `json:"since"`
+	Writes        int64     `json:"writes"`
+	Reads         int64     `json:"reads"`
+	FailedWrites  int64     `json:"failedWrites"`
+	FailedReads   int64     `json:"failedReads"`
+	Mismatches    int64     `json:"mismatches"`
+	MaxLatencyMs  float64   `json:"maxLatencyMs"`
+	MaxLatencyAt  time.Time `json:"maxLatencyAt"`
+	Errors        []string  `json:"errors,omitempty"`
+	Stopped       bool      `json:"stopped"`
+	Acknowledged  int64     `json:"acknowledged"`
+	Lost          int64     `json:"lost"`
+	VerifyFailed  int64     `json:"verifyFailed"`
+	VerifySeconds float64   `json:"verifySeconds"`
+}
+
+func writerRow(w int, seq int64) []byte { return fmt.Appendf(nil, "w%d-%010d", w, seq) }
+
+// Writer rows are spread over the table's regions by a hashed prefix.
+func spreadRow(w int, seq int64) []byte {
+	k := writerRow(w, seq)
+	return fmt.Appendf(nil, "row%08d-%s", int(hash(k)%100000), k)
+}
+
+func hash(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return h
+}
+
+func (r *runner) record(d time.Duration, write bool, err error, mismatch bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &r.stats
+	if ms := float64(d.Microseconds()) / 1000; ms > s.MaxLatencyMs {
+		s.MaxLatencyMs, s.MaxLatencyAt = ms, time.Now()
+	}
+	switch {
+	case write:
+		s.Writes++
+	default:
+		s.Reads++
+	}
+	if err != nil {
+		if write {
+			s.FailedWrites++
+		} else {
+			s.FailedReads++
+		}
+		if len(s.Errors) < 20 {
+			s.Errors = append(s.Errors, time.Now().UTC().Format(time.RFC3339Nano)+" "+err.Error())
+		}
+	}
+	if mismatch {
+		s.Mismatches++
+	}
+}
+
+func (r *runner) write(ctx context.Context, w int) {
+	for seq := int64(0); ctx.Err() == nil; {
+		k := spreadRow(w, seq)
+		start := time.Now()
+		err := r.t.Put(ctx, client.NewPut(k).Add(family, "q", cell.LatestTimestamp, value(k)))
+		if ctx.Err() != nil {
+			return // stopped: this write's outcome is unknown, and not counted
+		}
+		r.record(time.Since(start), true, err, false)
+		if err == nil {
+			seq++
+			r.acked[w].Store(seq)
+		}
+	}
+}
+
+func (r *runner) read(ctx context.Context, rnd *rand.Rand) {
+	for ctx.Err() == nil {
+		w := rnd.IntN(r.writers)
+		n := r.acked[w].Load()
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		k := spreadRow(w, rnd.Int64N(n))
+		start := time.Now()
+		res, err := r.t.Get(ctx, &pb.Get{Row: k})
+		if ctx.Err() != nil {
+			return
+		}
+		mismatch := false
+		if err == nil {
+			got := res.Value(family, "q")
+			if mismatch = string(got) != string(value(k)); mismatch {
+				err = fmt.Errorf("get %s: value %q, want %q", k, got, value(k))
+			}
+		}
+		r.record(time.Since(start), false, err, mismatch)
+	}
+}
+
+// verifyAll reads back every acknowledged write, 500 rows per batch.
+func (r *runner) verifyAll(ctx context.Context) {
+	start := time.Now()
+	var acked, lost, failed int64
+	var errs []string
+	for w := range r.writers {
+		n := r.acked[w].Load()
+		acked += n
+		for i := int64(0); i < n; i += 500 {
+			var ops []client.BatchOp
+			for seq := i; seq < min(i+500, n); seq++ {
+				ops = append(ops, client.BatchOp{Get: &pb.Get{Row: spreadRow(w, seq)}})
+			}
+			for j, res := range r.t.Batch(ctx, ops) {
+				k := ops[j].Get.Row
+				switch {
+				case res.Err != nil:
+					failed++
+					if len(errs) < 10 {
+						errs = append(errs, fmt.Sprintf("read back %s: %v", k, res.Err))
+					}
+				case string(res.Result.Value(family, "q")) != string(value(k)):
+					lost++
+					if len(errs) < 10 {
+						errs = append(errs, fmt.Sprintf("acknowledged write %s lost (read %q)", k, res.Result.Value(family, "q")))
+					}
+				}
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Acknowledged, r.stats.Lost, r.stats.VerifyFailed = acked, lost, failed
+	r.stats.VerifySeconds = time.Since(start).Seconds()
+	r.stats.Errors = append(r.stats.Errors, errs...)
+}
+
+func (r *runner) serve(ctx context.Context, addr string) error {
+	r.acked = make([]atomic.Int64, r.writers)
+	r.stats.Since = time.Now()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range r.writers {
+		wg.Go(func() { r.write(loadCtx, w) })
+	}
+	for i := range r.readers {
+		rnd := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+		wg.Go(func() { r.read(loadCtx, rnd) })
+	}
+	var verifying sync.Mutex
+	verify := func() {
+		verifying.Lock()
+		defer verifying.Unlock()
+		vctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		r.verifyAll(vctx)
+	}
+	var once sync.Once
+	stopAndVerify := func() {
+		once.Do(func() {
+			stopLoad()
+			wg.Wait()
+			r.mu.Lock()
+			r.stats.Stopped = true
+			r.mu.Unlock()
+		})
+		verify()
+	}
+	snapshot := func(w http.ResponseWriter) {
+		r.mu.Lock()
+		b, _ := json.Marshal(r.stats)
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) { snapshot(w) })
+	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, _ *http.Request) {
+		r.mu.Lock()
+		r.stats = stats{Since: time.Now(), Stopped: r.stats.Stopped}
+		r.mu.Unlock()
+		snapshot(w)
+	})
+	mux.HandleFunc("POST /verify", func(w http.ResponseWriter, _ *http.Request) {
+		verify()
+		snapshot(w)
+	})
+	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, _ *http.Request) {
+		stopAndVerify()
+		snapshot(w)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		stopLoad()
+		_ = srv.Close()
+	}()
+	err := srv.ListenAndServe()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,411 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+)
+
+const operatorNamespace = "cellstore-e2e-operator"
+
+// installOperator installs prometheus-operator's CRDs and the operator's chart with the image
+// under test; the release is uninstalled when the container's specs end.
+func installOperator(ctx context.Context) {
+	if engineImage == "" || operatorImage == "" || loadcheckImage == "" {
+		Fail("set E2E_ENGINE_IMAGE, E2E_OPERATOR_IMAGE and E2E_LOADCHECK_IMAGE (hack/test.sh e2e builds and loads them)")
+	}
+	if dir := os.Getenv("E2E_MONITORING_CRDS"); dir != "" {
+		_, err := kubectl(ctx, "apply", "--server-side", "-f", dir)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	repo, tag, ok := strings.Cut(operatorImage, ":")
+	Expect(ok).To(BeTrue(), "E2E_OPERATOR_IMAGE %q has no tag", operatorImage)
+	out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
+		"--namespace", operatorNamespace, "--create-namespace", "--wait", "--timeout", "5m",
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag)
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Println(out)
+	DeferCleanup(func(ctx SpecContext) {
+		if CurrentSpecReport().Failed() {
+			dumpNamespace(operatorNamespace)
+		}
+		_, err := helm(ctx, "uninstall", "cellstore-operator", "--namespace", operatorNamespace, "--wait")
+		Expect(err).NotTo(HaveOccurred())
+	})
+}
+
+// One StoreCluster goes through what users do to it, in order, under a load that never stops
+// between "starts a continuous load" and the end: every request must succeed and every
+// acknowledged write must be readable at the end.
+var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
+	const name = "e2e"
+	var ns string
+
+	BeforeAll(func(ctx SpecContext) {
+		installOperator(ctx)
+		ns = newNamespace("cluster")
+	})
+
+	// Every spec that runs under the load ends with it intact: no failed request, no lost write.
+	checkLoad := func(ctx context.Context, what string) loadStats {
+		s := loadcheck(ctx, ns, "load", "POST", "verify")
+		GinkgoWriter.Printf("load during %s: %s\n", what, s)
+		AddReportEntry("load during "+what, s.String())
+		Expect(s.FailedWrites+s.FailedReads).To(BeZero(), "requests failed during %s: %s", what, s)
+		Expect(s.Mismatches).To(BeZero(), "reads returned wrong values during %s: %s", what, s)
+		Expect(s.Lost+s.VerifyFailed).To(BeZero(), "acknowledged writes lost or unreadable after %s: %s", what, s)
+		Expect(s.Writes).To(BeNumerically(">", 0), "no write was made during %s", what)
+		return s
+	}
+	resetLoad := func(ctx context.Context) { loadcheck(ctx, ns, "load", "POST", "reset") }
+
+	It("becomes Available and serves a write and a read through cellstore shell", func(ctx SpecContext) {
+		c := sampleCluster("cellstore_v1alpha1_storecluster_minimal.yaml", ns, name)
+		Expect(crc.Create(ctx, c)).To(Succeed())
+		c = waitSettled(ctx, ns, name, 8*time.Minute)
+		Expect(c.Status.RegionServers.Ready).To(BeEquivalentTo(3))
+		Expect(c.Status.Masters.Active).NotTo(BeEmpty())
+		out := shell(ctx, ns, name, "create 'smoke', 'f'; put 'smoke', 'r1', 'f:q', 'hello'; get 'smoke', 'r1'")
+		Expect(out).To(ContainSubstring("value=hello"))
+	})
+
+	It("loads 100k rows into a pre-split table from a Job and reads them back", func(ctx SpecContext) {
+		out := runJob(ctx, ns, "load-rows", "load", "--masters", name+":16000", "--table", "loaded", "--rows", "100000", "--splits", "8")
+		GinkgoWriter.Printf("load: %s", out)
+		out = runJob(ctx, ns, "verify-rows", "verify", "--masters", name+":16000", "--table", "loaded", "--rows", "100000")
+		GinkgoWriter.Printf("verify: %s", out)
+		var v struct{ Rows, Missing, Wrong, Extra int }
+		Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
+		Expect(v.Rows).To(Equal(100000))
+		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+		c := getCluster(ctx, ns, name)
+		Expect(c.Status.Regions.Total).To(BeNumerically(">=", 9), "the pre-split table's 8 regions and the smoke table's")
+	})
+
+	It("starts a continuous read/write load from an in-cluster client", func(ctx SpecContext) {
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := kube.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(podReady(p)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Eventually(func() int64 { return loadcheck(ctx, ns, "load", "GET", "stats").Writes }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100))
+		checkLoad(ctx, "the start")
+	})
+
+	It("restarts every pod once, each region server after its drain, with zero failed requests", func(ctx SpecContext) {
+		resetLoad(ctx)
+		before := podUIDs(ctx, ns, name)
+		Expect(before).To(HaveLen(5))
+		seen := map[string]map[types.UID]bool{}
+		for p, uid := range before {
+			seen[p] = map[types.UID]bool{uid: true}
+		}
+		start := time.Now()
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[v1alpha1.AnnotationRestartedAt] = start.UTC().Format(time.RFC3339)
+		})
+		// Watch the pods' UIDs until every pod is new and the cluster has settled.
+		Eventually(func(g Gomega) {
+			for p, uid := range podUIDs(ctx, ns, name) {
+				if seen[p] == nil {
+					seen[p] = map[types.UID]bool{}
+				}
+				seen[p][uid] = true
+			}
+			for p, uids := range seen {
+				g.Expect(len(uids)).To(BeNumerically(">=", 2), "pod %s has not restarted yet", p)
+			}
+			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("rolling restart of 5 pods took %s\n", time.Since(start).Round(time.Second))
+		for p, uids := range seen {
+			Expect(uids).To(HaveLen(2), "pod %s restarted more than once", p)
+		}
+		// Each region server was drained before it was deleted: its "draining" event precedes its
+		// "Restarting ... drained" event, and no restart was forced.
+		evs := clusterEvents(ctx, ns, name)
+		for i := range 3 {
+			pod := fmt.Sprintf("%s-regionserver-%d", name, i)
+			drainAt, restartAt := -1, -1
+			for j, e := range evs {
+				if eventTime(e).Before(start.Add(-time.Second)) {
+					continue
+				}
+				switch {
+				case e.Reason == "RollingRestart" && strings.Contains(e.Message, "draining region server pod "+pod+" "):
+					drainAt = j
+				case e.Reason == "Restarting" && strings.Contains(e.Message, "pod "+pod+" is drained"):
+					restartAt = j
+				case e.Reason == "ForcedRestart" || e.Reason == "DrainTimedOut":
+					Fail("unexpected event " + e.Reason + ": " + e.Message)
+				}
+			}
+			Expect(drainAt).To(BeNumerically(">=", 0), "no drain event for %s", pod)
+			Expect(restartAt).To(BeNumerically(">", drainAt), "%s was not restarted after its drain", pod)
+		}
+		checkLoad(ctx, "the rolling restart")
+	})
+
+	It("serves a force-deleted region server's regions again within 10 s, losing no acknowledged write", func(ctx SpecContext) {
+		c := getCluster(ctx, ns, name)
+		victim := ""
+		for _, s := range c.Status.Regions.PerServer {
+			if s.Regions > 0 {
+				victim = s.Pod
+				break
+			}
+		}
+		Expect(victim).NotTo(BeEmpty(), "no region server holds regions: %+v", c.Status.Regions)
+		resetLoad(ctx)
+		old, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		deleted := time.Now()
+		Expect(kube.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})).To(Succeed())
+		// Every region is open again: the master reports none in transition and every region on a
+		// live server.
+		var back time.Duration
+		Eventually(func(g Gomega) {
+			c := getCluster(ctx, ns, name)
+			g.Expect(c.Status.Regions.InTransition).To(BeZero())
+			var open int32
+			for _, s := range c.Status.Regions.PerServer {
+				if s.State == "Online" || s.State == "" {
+					open += s.Regions
+				}
+			}
+			g.Expect(open).To(Equal(c.Status.Regions.Total))
+			back = time.Since(deleted)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			p, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.UID).NotTo(Equal(old.UID))
+			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		s := checkLoad(ctx, "the force-deletion of "+victim)
+		report := fmt.Sprintf("regions of %s open again (as the operator's status shows) %s after the deletion; the slowest request took %.0f ms",
+			victim, back.Round(10*time.Millisecond), s.MaxLatencyMs)
+		GinkgoWriter.Println(report)
+		AddReportEntry("force-delete recovery", report)
+		Expect(s.MaxLatencyMs).To(BeNumerically("<", 10000), "a request waited %.0f ms for its region", s.MaxLatencyMs)
+	})
+
+	It("scales region servers 3→4 onto the new one and 4→3 draining the leaving one first", func(ctx SpecContext) {
+		resetLoad(ctx)
+		newPod := name + "-regionserver-3"
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 4 })
+		Eventually(func(g Gomega) {
+			c := getCluster(ctx, ns, name)
+			g.Expect(settled(c)).To(Succeed())
+			g.Expect(c.Status.RegionServers.Ready).To(BeEquivalentTo(4))
+			n, _ := serverRegions(c, newPod)
+			g.Expect(n).To(BeNumerically(">", 0), "the balancer has not moved regions onto %s yet", newPod)
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		checkLoad(ctx, "the scale-out")
+
+		resetLoad(ctx)
+		leaving, err := kube.CoreV1().Pods(ns).Get(ctx, newPod, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
+		// Until the pod is gone, it is deleted only once it holds no region.
+		Eventually(func(g Gomega) {
+			c := getCluster(ctx, ns, name)
+			p, err := kube.CoreV1().Pods(ns).Get(ctx, newPod, metav1.GetOptions{})
+			if err == nil && p.UID == leaving.UID && p.DeletionTimestamp != nil {
+				n, _ := serverRegions(c, newPod)
+				Expect(n).To(BeZero(), "%s is being deleted while it holds %d regions", newPod, n)
+			}
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s still exists", newPod)
+			g.Expect(settled(c)).To(Succeed())
+			g.Expect(c.Status.RegionServers.Ready).To(BeEquivalentTo(3))
+			_, listed := serverRegions(c, newPod)
+			g.Expect(listed).To(BeFalse(), "the master still lists %s", newPod)
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+		drained := false
+		for _, e := range clusterEvents(ctx, ns, name) {
+			if !eventTime(e).Before(start.Add(-time.Second)) && strings.Contains(e.Message, newPod) && strings.Contains(e.Message, "drained") {
+				drained = true
+			}
+		}
+		Expect(drained).To(BeTrue(), "no event says %s was drained before it was removed", newPod)
+		checkLoad(ctx, "the scale-in")
+	})
+
+	It("throttles a tenant with a quota from the spec", func(ctx SpecContext) {
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
+			c.Spec.Quotas = []v1alpha1.QuotaSpec{{User: "tenant", ThrottleType: v1alpha1.ThrottleWrite, Limit: "10req/sec"}}
+		})
+		waitSettled(ctx, ns, name, 2*time.Minute)
+		Eventually(func() string { return shell(ctx, ns, name, "list_quotas") }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("tenant"))
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("tenant", name, "--table", "tenant", "--user", "tenant", "--writers", "4", "--readers", "0"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int64 { return loadcheck(ctx, ns, "tenant", "GET", "stats").Writes }).
+			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 0))
+		loadcheck(ctx, ns, "tenant", "POST", "reset")
+		resetLoad(ctx)
+		window := 15 * time.Second
+		// The window is measured, not slept through as synchronisation: the rates are compared.
+		time.Sleep(window)
+		tenant := loadcheck(ctx, ns, "tenant", "GET", "stats")
+		other := loadcheck(ctx, ns, "load", "GET", "stats")
+		rate := float64(tenant.Writes) / window.Seconds()
+		report := fmt.Sprintf("tenant (10req/sec write quota, 4 writers): %.1f writes/s; unthrottled client: %.0f writes/s",
+			rate, float64(other.Writes)/window.Seconds())
+		GinkgoWriter.Println(report)
+		AddReportEntry("quota", report)
+		Expect(rate).To(BeNumerically("<=", 10*1.5+2), "the tenant was not throttled: %s", tenant)
+		Expect(tenant.Writes).To(BeNumerically(">", 0), "the tenant made no progress at all: %s", tenant)
+		Expect(float64(other.Writes)/window.Seconds()).To(BeNumerically(">", 5*rate), "other users were throttled too")
+		Expect(kube.CoreV1().Pods(ns).Delete(ctx, "tenant", metav1.DeleteOptions{})).To(Succeed())
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Quotas = nil })
+		waitSettled(ctx, ns, name, 2*time.Minute)
+	})
+
+	It("has a ServiceMonitor and a PrometheusRule that select its Services", func(ctx SpecContext) {
+		before := podUIDs(ctx, ns, name)
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
+			c.Spec.Monitoring = v1alpha1.MonitoringSpec{ServiceMonitor: ptr.To(true), PrometheusRule: ptr.To(true), Labels: map[string]string{"release": "prometheus"}}
+		})
+		waitSettled(ctx, ns, name, 2*time.Minute)
+		sm := &unstructured.Unstructured{}
+		sm.SetGroupVersionKind(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"})
+		Eventually(func() error { return crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, sm) }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "prometheus"))
+		match, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		Expect(match).NotTo(BeEmpty())
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		Expect(endpoints).NotTo(BeEmpty())
+		port, _, _ := unstructured.NestedString(endpoints[0].(map[string]any), "port")
+		svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(match).String()})
+		Expect(err).NotTo(HaveOccurred())
+		var selected []string
+		for _, s := range svcs.Items {
+			hasPort := false
+			for _, p := range s.Spec.Ports {
+				hasPort = hasPort || p.Name == port
+			}
+			Expect(hasPort).To(BeTrue(), "Service %s is selected but has no port %q", s.Name, port)
+			selected = append(selected, s.Name)
+		}
+		Expect(selected).To(ConsistOf(name+"-master", name+"-regionserver"))
+
+		pr := &unstructured.Unstructured{}
+		pr.SetGroupVersionKind(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"})
+		Expect(crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pr)).To(Succeed())
+		groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+		Expect(groups).NotTo(BeEmpty())
+		b, err := json.Marshal(groups)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring(fmt.Sprintf(`service=\"%s-regionserver\"`, name)))
+		Expect(string(b)).To(ContainSubstring(fmt.Sprintf(`service=\"%s-master\"`, name)))
+		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "turning monitoring on restarted pods")
+	})
+
+	It("restarts no engine pod when the operator is upgraded", func(ctx SpecContext) {
+		if operatorUpgradeImage == "" {
+			Skip("E2E_OPERATOR_UPGRADE_IMAGE is not set")
+		}
+		before := podUIDs(ctx, ns, name)
+		repo, tag, _ := strings.Cut(operatorUpgradeImage, ":")
+		_, err := helm(ctx, "upgrade", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
+			"--namespace", operatorNamespace, "--reuse-values", "--wait", "--timeout", "5m",
+			"--set", "image.repository="+repo, "--set", "image.tag="+tag)
+		Expect(err).NotTo(HaveOccurred())
+		// The new operator has taken over when it relabels the StatefulSets with its version.
+		Eventually(func(g Gomega) {
+			sts := &appsv1.StatefulSet{}
+			g.Expect(crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-regionserver"}, sts)).To(Succeed())
+			g.Expect(sts.Labels).To(HaveKeyWithValue("cellstore.io/operator-version", tag))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		waitSettled(ctx, ns, name, 2*time.Minute)
+		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "the operator upgrade restarted engine pods")
+		checkLoad(ctx, "the operator upgrade")
+	})
+
+	It("stops the load with every acknowledged write readable", func(ctx SpecContext) {
+		s := loadcheck(ctx, ns, "load", "POST", "stop")
+		GinkgoWriter.Printf("load at the end: %s\n", s)
+		Expect(s.Acknowledged).To(BeNumerically(">", 0))
+		Expect(s.Lost + s.VerifyFailed).To(BeZero())
+	})
+})
+
+// Hugepages: a StoreCluster whose off-heap memory is in 2 MiB hugepages. The node must have them
+// reserved before its kubelet starts (hack/local-cluster.sh up --hugepages N).
+var _ = Describe("A StoreCluster with hugepages", Ordered, Label("storecluster", "hugepages"), func() {
+	const name = "huge"
+	var ns string
+	need := int64(256 << 20)
+
+	BeforeAll(func(ctx SpecContext) {
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var most int64
+		for _, n := range nodes.Items {
+			q := n.Status.Allocatable[corev1.ResourceName("hugepages-2Mi")]
+			most = max(most, q.Value())
+		}
+		if most < need {
+			Skip(fmt.Sprintf("no node has %d MiB of 2 MiB hugepages allocatable (most: %d MiB); reserve them before the kubelet starts, e.g. hack/local-cluster.sh up --hugepages 256",
+				need>>20, most>>20))
+		}
+		installOperator(ctx)
+		ns = newNamespace("huge")
+	})
+
+	It("gives region servers hugepage resources and hugepage-backed arenas", func(ctx SpecContext) {
+		c := sampleCluster("cellstore_v1alpha1_storecluster_minimal.yaml", ns, name)
+		c.Spec.Master.Replicas = 1
+		c.Spec.RegionServers.Replicas = 1
+		amount := v1alpha1.ByteSize("256Mi")
+		memstore, cache := v1alpha1.ByteSize("128Mi"), v1alpha1.ByteSize("128Mi")
+		c.Spec.RegionServers.Memory = v1alpha1.RegionServerMemory{
+			MemstoreOffHeapSize: &memstore, BlockCacheOffHeapSize: &cache,
+			HugePages: &v1alpha1.HugePagesSpec{PageSize: "2Mi", Amount: amount},
+		}
+		Expect(crc.Create(ctx, c)).To(Succeed())
+		waitSettled(ctx, ns, name, 5*time.Minute)
+		pod, err := kube.CoreV1().Pods(ns).Get(ctx, name+"-regionserver-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		res := pod.Spec.Containers[0].Resources
+		hp := corev1.ResourceName("hugepages-2Mi")
+		Expect(res.Limits).To(HaveKey(hp))
+		lim, req := res.Limits[hp], res.Requests[hp]
+		Expect(lim.Value()).To(Equal(need))
+		Expect(req.Value()).To(Equal(need))
+		// Writing makes the memstore map its first chunks.
+		shell(ctx, ns, name, "create 't', 'f'; put 't', 'r', 'f:q', 'v'")
+		Eventually(func() string { return metricsOf(ctx, ns, pod.Name, 16030) }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).
+			Should(MatchRegexp(`cellstore_offheap_hugepage_mode\{mode="hugetlb-2Mi"\} 1`))
+	})
+})
