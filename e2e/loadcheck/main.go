@@ -106,8 +106,8 @@ func report(s summary) {
 	}
 }
 
-func rowKey(i int) []byte           { return fmt.Appendf(nil, "row%08d", i) }
-func value(row []byte) []byte       { return append([]byte("value-of-"), row...) }
+func rowKey(i int) []byte            { return fmt.Appendf(nil, "row%08d", i) }
+func value(row []byte) []byte        { return append([]byte("value-of-"), row...) }
 func splitKeys(rows, n int) [][]byte { return evenSplits("row", rows, n) }
 
 // evenSplits are n-1 keys dividing prefix00000000..prefix(rows-1) evenly.
