@@ -127,7 +127,7 @@ else
 endif
 
 .PHONY: quickstart
-quickstart: ## The main job: bring up a local cluster and run the environment smoke suite on it.
+quickstart: $(HELM) ## The main job: local cluster, operator (Helm), a StoreCluster, smoke test through cellstore shell.
 	hack/quickstart.sh
 
 ##@ Tools

@@ -88,6 +88,12 @@ func newNamespace(prefix string) string {
 		if err != nil && !apierrors.IsNotFound(err) {
 			Fail(fmt.Sprintf("delete namespace %s: %v", ns.Name, err))
 		}
+		// Wait until it is gone: its StoreClusters' finalizers need the operator, which a later
+		// cleanup may uninstall.
+		Eventually(func() bool {
+			_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(5*time.Minute).WithPolling(time.Second).Should(BeTrue(), "namespace %s is not deleted after 5 minutes", ns.Name)
 	})
 	return ns.Name
 }

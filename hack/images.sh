@@ -22,7 +22,7 @@ ref() {
     operator) echo "docker.io/cellstore/operator:$VERSION" ;;
     pause) echo docker.io/cellstore/pause:3.10 ;;
     coredns) echo docker.io/cellstore/coredns:v1.12.4 ;;
-    netcheck) echo docker.io/cellstore/netcheck:v1 ;;
+    netcheck) echo "docker.io/cellstore/netcheck:$VERSION" ;;
     loadcheck) echo "docker.io/cellstore/loadcheck:$VERSION" ;;
     *) echo "images: unknown image '$1' (known: $NAMES)" >&2; return 2 ;;
   esac

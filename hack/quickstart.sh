@@ -44,8 +44,8 @@ else
 fi
 
 step "Installing the operator with Helm ($OPERATOR)"
-make --no-print-directory "$ROOT/bin/helm-v3.19.0" >/dev/null
-HELM=$ROOT/bin/helm-v3.19.0
+HELM=${HELM:-$ROOT/bin/helm-v3.19.0}   # make quickstart installs it (make tools)
+[ -x "$HELM" ] || make --no-print-directory "$HELM" >/dev/null
 "$HELM" upgrade --install cellstore-operator charts/cellstore-operator --namespace cellstore-system --create-namespace \
   --set image.repository="${OPERATOR%:*}" --set image.tag="${OPERATOR##*:}" --wait --timeout 5m >/dev/null ||
   die "the operator did not become ready: kubectl -n cellstore-system describe pods; kubectl -n cellstore-system logs deploy/cellstore-operator"

@@ -83,9 +83,10 @@ e2e() {
   E2E_ENGINE_IMAGE=$("$ROOT/hack/images.sh" --ref engine)
   E2E_OPERATOR_IMAGE=$("$ROOT/hack/images.sh" --ref operator)
   E2E_LOADCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref loadcheck)
+  E2E_NETCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref netcheck)
   E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
   E2E_MONITORING_CRDS=$crds
-  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
+  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
   if [ -n "$GINKGO" ]; then
     "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s ./e2e
   else

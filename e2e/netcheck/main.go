@@ -6,6 +6,9 @@
 //	netcheck get URL          HTTP GET, print the body; exit 1 unless 200
 //	netcheck write FILE TEXT  write TEXT to FILE (tests that a volume is writable)
 //	netcheck cat FILE         print FILE
+//	netcheck signal SIG PID   send SIG (KILL, QUIT, TERM) to PID; from an ephemeral container that
+//	                          shares a container's process namespace, QUIT makes a Go program
+//	                          (PID 1 there, which ignores KILL sent from inside) exit at once
 package main
 
 import (
@@ -16,13 +19,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: netcheck serve | resolve NAME | get URL | write FILE TEXT | cat FILE")
+		fail("usage: netcheck serve | resolve NAME | get URL | write FILE TEXT | cat FILE | signal SIG PID")
 	}
 	args := os.Args[2:]
 	switch os.Args[1] {
@@ -57,6 +61,15 @@ func main() {
 		b, err := os.ReadFile(args[0])
 		check(err)
 		fmt.Print(string(b))
+	case "signal":
+		need(args, 2)
+		sig, ok := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "QUIT": syscall.SIGQUIT, "TERM": syscall.SIGTERM}[args[0]]
+		if !ok {
+			fail("unknown signal " + args[0] + " (KILL, QUIT or TERM)")
+		}
+		pid, err := strconv.Atoi(args[1])
+		check(err)
+		check(syscall.Kill(pid, sig))
 	default:
 		fail("unknown command " + os.Args[1])
 	}

@@ -33,7 +33,11 @@ func (s *Server) PrestopHandler() http.Handler {
 	})
 }
 
-// drainSelf drains this server through the master and waits until its regions are gone.
+// drainSelf drains this server through the master and waits until its regions are gone. It stops
+// waiting early when the drain cannot finish: no other live region server can take the regions (the
+// whole cluster is being deleted or scaled to zero), or the master has not answered for
+// masterSilence. The regions are then closed by the graceful stop, which flushes them: nothing is
+// lost, they are only unavailable until the master reassigns them.
 func (s *Server) drainSelf(ctx context.Context) string {
 	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.DrainServer(ctx, &pb.DrainServerRequest{Server: s.Name()})
@@ -44,10 +48,23 @@ func (s *Server) drainSelf(ctx context.Context) string {
 	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	lastAnswer, nextCheck := time.Now(), time.Now().Add(time.Second)
 	for {
 		n := len(s.OnlineRegions())
 		if n == 0 {
 			return fmt.Sprintf("%s drained: no regions left", s.Name())
+		}
+		if now := time.Now(); now.After(nextCheck) {
+			nextCheck = now.Add(time.Second)
+			others, err := s.serversThatCanTakeRegions(ctx)
+			switch {
+			case err == nil && others == 0:
+				return fmt.Sprintf("%s holds %d regions and no other live region server can take them: stopping with them (they are flushed)", s.Name(), n)
+			case err == nil:
+				lastAnswer = now
+			case now.Sub(lastAnswer) > masterSilence:
+				return fmt.Sprintf("%s holds %d regions and the master has not answered for %s (%v): stopping with them (they are flushed)", s.Name(), n, masterSilence, err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -55,4 +72,29 @@ func (s *Server) drainSelf(ctx context.Context) string {
 		case <-t.C:
 		}
 	}
+}
+
+// masterSilence is how long a draining server waits for an unreachable master (a variable for
+// tests).
+var masterSilence = 15 * time.Second
+
+// serversThatCanTakeRegions counts the other live region servers that are neither draining nor
+// stopping.
+func (s *Server) serversThatCanTakeRegions(ctx context.Context) (int, error) {
+	var st *pb.ClusterStatusResponse
+	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, sv := range st.GetServers() {
+		if sv.GetLive() && !sv.GetDraining() && !sv.GetStopping() && sv.GetServer().Address() != s.Name() {
+			n++
+		}
+	}
+	return n, nil
 }
