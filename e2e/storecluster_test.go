@@ -265,13 +265,12 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
 		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
-		// Until the pod is gone, it is deleted only once it holds no region.
+		var deletedAt time.Time
 		Eventually(func(g Gomega) {
 			c := getCluster(ctx, ns, name)
 			p, err := kube.CoreV1().Pods(ns).Get(ctx, newPod, metav1.GetOptions{})
-			if err == nil && p.UID == leaving.UID && p.DeletionTimestamp != nil {
-				n, _ := serverRegions(c, newPod)
-				Expect(n).To(BeZero(), "%s is being deleted while it holds %d regions", newPod, n)
+			if err == nil && p.UID == leaving.UID && p.DeletionTimestamp != nil && deletedAt.IsZero() {
+				deletedAt = p.DeletionTimestamp.Time
 			}
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s still exists", newPod)
 			g.Expect(settled(c)).To(Succeed())
@@ -279,13 +278,18 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 			_, listed := serverRegions(c, newPod)
 			g.Expect(listed).To(BeFalse(), "the master still lists %s", newPod)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
-		drained := false
+		// The operator deleted the pod only after the master reported it held no region (the
+		// operator's event, written before the deletion; event times have a resolution of a second).
+		var drainedAt time.Time
 		for _, e := range clusterEvents(ctx, ns, name) {
 			if !eventTime(e).Before(start.Add(-time.Second)) && strings.Contains(e.Message, newPod) && strings.Contains(e.Message, "drained") {
-				drained = true
+				drainedAt = eventTime(e)
 			}
 		}
-		Expect(drained).To(BeTrue(), "no event says %s was drained before it was removed", newPod)
+		Expect(drainedAt.IsZero()).To(BeFalse(), "no event says %s was drained before it was removed", newPod)
+		if !deletedAt.IsZero() {
+			Expect(drainedAt.After(deletedAt.Add(time.Second))).To(BeFalse(), "%s was deleted at %s, before its drain event at %s", newPod, deletedAt, drainedAt)
+		}
 		checkLoad(ctx, "the scale-in")
 	})
 
