@@ -89,12 +89,11 @@ func newNamespace(prefix string) string {
 		// before it looks again.
 		ctx := context.Background()
 		Expect(crc.DeleteAllOf(ctx, &v1alpha1.StoreCluster{}, client.InNamespace(ns.Name))).To(Succeed())
-		Expect(kube.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "!app.kubernetes.io/instance"})).To(Succeed())
 		Eventually(func(g Gomega) {
-			pods, err := kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+			pods, err := kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cellstore"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(pods.Items).To(BeEmpty())
-		}).WithTimeout(5*time.Minute).WithPolling(time.Second).Should(Succeed(), "the pods of namespace %s are not gone after 5 minutes", ns.Name)
+		}).WithTimeout(5*time.Minute).WithPolling(time.Second).Should(Succeed(), "the StoreCluster pods of namespace %s are not gone after 5 minutes", ns.Name)
 		err := kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			Fail(fmt.Sprintf("delete namespace %s: %v", ns.Name, err))
