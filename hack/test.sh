@@ -54,10 +54,11 @@ reap_envtest() {
 
 e2e() {
   local managed=no rc images=(netcheck loadcheck engine operator)
+  # One version for every image of the run (git describe could change under a long run).
+  VERSION=$("$ROOT/hack/images.sh" --ref engine) && VERSION=${VERSION##*:} || return 1
+  export VERSION
   # The operator upgrade spec needs a second operator image: the same code under another version.
-  local tag
-  tag=$("$ROOT/hack/images.sh" --ref operator) && tag=${tag##*:} || return 1
-  VERSION=$tag-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1
+  VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1
   "$ROOT/hack/images.sh" "${images[@]}" || return 1
   images+=(operator-upgrade)
   local crds
