@@ -88,6 +88,9 @@ namespace cellstore-system.
   $KUBECTL -n $NS exec $NAME-master-0 -- cellstore pe --masters $NAME:16000 --rows 100000 randomWrite 4
 
 Inside the cluster, clients reach the masters at $NAME.$NS.svc:16000.
-Tear down:  $KUBECTL delete namespace $NS && $HELM uninstall cellstore-operator -n cellstore-system
+Tear down:  $KUBECTL -n $NS delete storecluster $NAME && $KUBECTL delete namespace $NS
+            $HELM uninstall cellstore-operator -n cellstore-system
+  (delete the StoreCluster first: a namespace deleted with region server pods in it waits out their
+  termination grace period, the drain timeout, before it goes)
 Stop the local cluster:  make cluster-down   (hack/local-cluster.sh down --purge also wipes its state)
 MSG
