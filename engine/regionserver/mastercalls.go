@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/quota"
