@@ -34,7 +34,7 @@ var (
 	// crc reads and writes StoreClusters and the monitoring objects.
 	crc client.Client
 	// netcheckImage is the suite's test workload (e2e/netcheck), built by hack/images.sh.
-	netcheckImage = envOr("E2E_NETCHECK_IMAGE", "docker.io/cellstore/netcheck:v1")
+	netcheckImage = os.Getenv("E2E_NETCHECK_IMAGE")
 	// The images under test (hack/test.sh sets them from hack/images.sh --ref).
 	engineImage    = os.Getenv("E2E_ENGINE_IMAGE")
 	operatorImage  = os.Getenv("E2E_OPERATOR_IMAGE")
@@ -52,6 +52,7 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func() {
 	path := os.Getenv("KUBECONFIG")
 	Expect(path).NotTo(BeEmpty(), "set KUBECONFIG (make e2e brings up the local cluster and sets it)")
+	Expect(netcheckImage).NotTo(BeEmpty(), "set E2E_NETCHECK_IMAGE and the other E2E_* images: hack/test.sh e2e builds, loads and sets them")
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	Expect(err).NotTo(HaveOccurred())
 	kube, err = kubernetes.NewForConfig(cfg)
@@ -98,8 +99,8 @@ func newNamespace(prefix string) string {
 		if err != nil && !apierrors.IsNotFound(err) {
 			Fail(fmt.Sprintf("delete namespace %s: %v", ns.Name, err))
 		}
-		// Wait until it is gone: its StoreClusters' finalizers need the operator, which a later
-		// cleanup may uninstall.
+		// Wait until it is gone, so that what runs next (another spec, the operator's uninstall)
+		// finds a clean cluster.
 		Eventually(func() bool {
 			_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
