@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,11 +221,7 @@ func clusterEvents(ctx context.Context, ns, name string) []corev1.Event {
 	list, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=StoreCluster,involvedObject.name=" + name})
 	Expect(err).NotTo(HaveOccurred())
 	evs := list.Items
-	for i := 1; i < len(evs); i++ { // insertion sort by time: event lists are short
-		for j := i; j > 0 && eventTime(evs[j]).Before(eventTime(evs[j-1])); j-- {
-			evs[j], evs[j-1] = evs[j-1], evs[j]
-		}
-	}
+	slices.SortStableFunc(evs, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
 	return evs
 }
 

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -68,7 +69,8 @@ func main() {
 	case "verify":
 		report(verify(ctx, c, *table, *rows))
 	case "run":
-		if err := createTable(ctx, c, *table, *splits); err != nil {
+		// Writer rows spread over row00000000..row00099999 (spreadRow).
+		if err := createTable(ctx, c, *table, splitKeys(100000, *splits)); err != nil {
 			fail(err)
 		}
 		r := &runner{c: c, t: c.Table(*table), writers: *writers, readers: *readers}
@@ -106,24 +108,19 @@ func report(s summary) {
 	}
 }
 
-func rowKey(i int) []byte            { return fmt.Appendf(nil, "row%08d", i) }
-func value(row []byte) []byte        { return append([]byte("value-of-"), row...) }
-func splitKeys(rows, n int) [][]byte { return evenSplits("row", rows, n) }
+func rowKey(i int) []byte     { return fmt.Appendf(nil, "row%08d", i) }
+func value(row []byte) []byte { return append([]byte("value-of-"), row...) }
 
-// evenSplits are n-1 keys dividing prefix00000000..prefix(rows-1) evenly.
-func evenSplits(prefix string, rows, n int) [][]byte {
+// splitKeys are n-1 keys dividing row00000000..row(rows-1) evenly.
+func splitKeys(rows, n int) [][]byte {
 	var out [][]byte
 	for i := 1; i < n; i++ {
-		out = append(out, fmt.Appendf(nil, "%s%08d", prefix, rows*i/n))
+		out = append(out, rowKey(rows*i/n))
 	}
 	return out
 }
 
-func createTable(ctx context.Context, c *client.Client, name string, splits int) error {
-	return createTableWith(ctx, c, name, splitKeys(100000, splits))
-}
-
-func createTableWith(ctx context.Context, c *client.Client, name string, splits [][]byte) error {
+func createTable(ctx context.Context, c *client.Client, name string, splits [][]byte) error {
 	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte(family)}}}
 	_, err := c.CreateTable(ctx, td, splits)
 	if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
@@ -141,7 +138,7 @@ func (s *summary) addError(err error) {
 func load(ctx context.Context, c *client.Client, name string, rows, splits, batch int) summary {
 	start := time.Now()
 	s := summary{Rows: rows}
-	if err := createTableWith(ctx, c, name, splitKeys(rows, splits)); err != nil {
+	if err := createTable(ctx, c, name, splitKeys(rows, splits)); err != nil {
 		s.addError(fmt.Errorf("create table %s: %w", name, err))
 		return s
 	}
@@ -229,20 +226,13 @@ type stats struct {
 	VerifySeconds float64   `json:"verifySeconds"`
 }
 
-func writerRow(w int, seq int64) []byte { return fmt.Appendf(nil, "w%d-%010d", w, seq) }
-
-// Writer rows are spread over the table's regions by a hashed prefix.
+// spreadRow is writer w's row seq, behind a hashed prefix that spreads the rows over the table's
+// regions.
 func spreadRow(w int, seq int64) []byte {
-	k := writerRow(w, seq)
-	return fmt.Appendf(nil, "row%08d-%s", int(hash(k)%100000), k)
-}
-
-func hash(b []byte) uint32 {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	return h
+	k := fmt.Appendf(nil, "w%d-%010d", w, seq)
+	h := fnv.New32a()
+	h.Write(k)
+	return fmt.Appendf(nil, "row%08d-%s", int(h.Sum32()%100000), k)
 }
 
 func (r *runner) record(d time.Duration, write bool, err error, mismatch bool) {
