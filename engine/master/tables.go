@@ -368,6 +368,9 @@ func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
 		if sn, err := ParseServerName(r.GetServer()); err == nil {
 			sn.StartCode = r.GetServerStartCode()
 			loc.Server = sn
+			if st, ok := m.reg.Get(r.GetServer()); ok && st.StartCode == sn.StartCode {
+				loc.AdminAddress = st.AdminAddress
+			}
 		}
 	}
 	return loc

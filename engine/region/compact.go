@@ -29,6 +29,9 @@ type CompactionResult struct {
 // compacted whole. Reads and writes continue meanwhile; the replaced files
 // are archived once the last scanner reading them closes.
 func (r *Region) Compact(major bool) (CompactionResult, error) {
+	if r.replica {
+		return CompactionResult{}, ErrReadOnlyReplica
+	}
 	if err := r.checkOpen(); err != nil {
 		return CompactionResult{}, err
 	}
@@ -169,7 +172,7 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 		_ = r.fs.Remove(fw.tmp)
 		return res, err
 	}
-	if err := r.commitFiles(written, sel, fi, nil, nil); err != nil {
+	if err := r.commitFiles(written, sel, fi, false, nil, nil); err != nil {
 		return res, err
 	}
 	res.FilesOut = len(written)

@@ -37,8 +37,18 @@ func (r *Region) Flush() (FlushResult, error) {
 }
 
 func (r *Region) flush(closing bool) (FlushResult, error) {
+	if r.replica {
+		return FlushResult{}, ErrReadOnlyReplica
+	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
+	return r.flushLocked(closing, 0)
+}
+
+// flushLocked flushes with flushMu held. A non-zero session starts a
+// replication session: the FLUSH_START and FILES entries are queued even
+// when the memstore is empty.
+func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) {
 	if err := r.brokenErr(); err != nil {
 		return FlushResult{}, err
 	}
@@ -46,11 +56,27 @@ func (r *Region) flush(closing bool) (FlushResult, error) {
 	if snap == nil {
 		r.updatesLock.Lock()
 		if r.ms.ActiveStats().Cells == 0 {
+			if session != 0 {
+				// Nothing to flush: the session starts from the files as
+				// they are.
+				r.queueFlushStart(r.mvcc.readPoint.Load(), true, session)
+				r.filesMu.Lock()
+				b, err := encodeChecked(r.man)
+				if err == nil {
+					r.queueFiles(b, r.man.MaxSeq, true)
+				}
+				r.filesMu.Unlock()
+				r.updatesLock.Unlock()
+				return FlushResult{}, err
+			}
 			r.updatesLock.Unlock()
 			return FlushResult{}, nil
 		}
 		var err error
 		snap, err = r.ms.Snapshot()
+		if err == nil {
+			r.queueFlushStart(snap.Stats().MaxSeq, session != 0, session)
+		}
 		r.updatesLock.Unlock()
 		if err != nil {
 			return FlushResult{}, err
@@ -71,7 +97,7 @@ func (r *Region) flush(closing bool) (FlushResult, error) {
 	for _, w := range written {
 		res.Bytes += w.size
 	}
-	if err := r.commitFiles(written, nil, -1, func(m *manifest) {
+	if err := r.commitFiles(written, nil, -1, true, func(m *manifest) {
 		m.FlushedSeq = max(m.FlushedSeq, flushSeq)
 		m.MaxSeq = max(m.MaxSeq, flushSeq)
 	}, func() { r.ms.ClearSnapshot(snap) }); err != nil {
@@ -216,7 +242,7 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 // edit adjusts the manifest; swapped runs with the new set in place, under
 // the view lock (the flush clears its snapshot there, so no scanner sees
 // the cells twice or not at all).
-func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam int, edit func(*manifest), swapped func()) error {
+func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam int, flushCommit bool, edit func(*manifest), swapped func()) error {
 	var opened []*storeFile
 	closeOpened := func() {
 		for _, f := range opened {
@@ -266,11 +292,16 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	if edit != nil {
 		edit(m)
 	}
-	if err := writeManifest(r.fs, r.dir, m); err != nil {
+	b, err := encodeChecked(m)
+	if err == nil {
+		err = storage.WriteFile(r.fs, path.Join(r.dir, manifestName), b)
+	}
+	if err != nil {
 		closeOpened()
 		return err
 	}
 	r.man = m
+	r.queueFiles(b, m.MaxSeq, flushCommit)
 	r.viewMu.Lock()
 	r.files.Store(next)
 	if swapped != nil {

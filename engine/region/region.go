@@ -56,6 +56,12 @@ type Region struct {
 
 	nonces *nonceTable
 
+	// replica: a read replica (OpenReplica) with its replication state;
+	// repl: a primary's change queue (EnableReplication).
+	replica bool
+	rs      *replicaState
+	repl    atomic.Pointer[replQueue]
+
 	blockMu   sync.Mutex
 	blockCond *sync.Cond
 	flushGen  atomic.Uint64
@@ -218,7 +224,67 @@ func Open(cfg Config, info Info) (*Region, error) {
 	return r, nil
 }
 
-// loadFiles reads the manifest, opens its files and archives the others.
+// OpenReplica opens a read replica of a region over the primary's
+// directory: the store files of its manifest and an empty memstore, which
+// ApplyReplication fills. It writes nothing: no replay, no leftovers
+// archived, no flushes or compactions; writes fail with ErrReadOnlyReplica.
+// cfg.WAL is not needed.
+func OpenReplica(cfg Config, info Info) (*Region, error) {
+	if cfg.FS == nil || cfg.Pool == nil {
+		return nil, errors.New("region: Config needs FS and Pool")
+	}
+	if cfg.WAL == nil {
+		cfg.WAL = &wal.WAL{} // never used by a replica; satisfies fill
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	dir := info.Dir()
+	onDisk, table, err := ReadRegionInfo(cfg.FS, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s (replica): %w", info.EncodedName(), err)
+	}
+	if onDisk.EncodedName() != info.EncodedName() {
+		return nil, fmt.Errorf("%w: %s/.regioninfo describes region %s", ErrCorrupt, dir, onDisk.String())
+	}
+	if err := table.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Region{
+		info:    onDisk,
+		name:    onDisk.EncodedName(),
+		dir:     dir,
+		table:   table,
+		fams:    sortedFamilies(table.Families),
+		fs:      cfg.FS,
+		cfg:     cfg,
+		log:     cfg.Logger.With("region", onDisk.EncodedName(), "replica", true),
+		locks:   newRowLocks(),
+		replica: true,
+		rs:      &replicaState{},
+	}
+	r.blockCond = sync.NewCond(&r.blockMu)
+	r.nonces = newNonceTable(cfg.NonceTTL)
+	for _, f := range r.fams {
+		r.famNames = append(r.famNames, []byte(f.Name))
+	}
+	ms, err := memstore.New(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	r.ms = ms
+	if err := r.loadFiles(); err != nil {
+		r.releaseAll()
+		return nil, err
+	}
+	r.mvcc = newMVCC(max(r.man.MaxSeq, r.man.FlushedSeq))
+	r.updateFileMetrics()
+	r.bgDone = make(chan struct{})
+	return r, nil
+}
+
+// loadFiles reads the manifest, opens its files and archives the others
+// (a replica leaves them: they may be the primary's flush in progress).
 func (r *Region) loadFiles() error {
 	m, _, err := readManifest(r.fs, r.dir)
 	if err != nil {
@@ -227,9 +293,21 @@ func (r *Region) loadFiles() error {
 	r.man = m
 	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	r.files.Store(set)
-	_ = r.fs.RemoveAll(path.Join(r.dir, ".tmp"))
+	if !r.replica {
+		_ = r.fs.RemoveAll(path.Join(r.dir, ".tmp"))
+	}
 	for i, f := range r.fams {
 		famDir := path.Join(r.dir, f.Name)
+		if r.replica {
+			for _, mf := range m.Families[f.Name] {
+				sf, err := r.openStoreFile(i, mf)
+				if err != nil {
+					return err
+				}
+				set.byFamily[i] = append(set.byFamily[i], sf)
+			}
+			continue
+		}
 		if err := r.fs.MkdirAll(famDir); err != nil {
 			return err
 		}
@@ -359,7 +437,7 @@ func (r *Region) Close() error {
 	r.compactMu.Lock() // wait for a compaction in flight
 	defer r.compactMu.Unlock()
 	var err error
-	if r.brokenErr() == nil {
+	if r.brokenErr() == nil && !r.replica {
 		_, err = r.flush(true)
 	}
 	r.blockMu.Lock()

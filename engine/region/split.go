@@ -13,6 +13,9 @@ import (
 // with ErrCannotSplit when the region holds references (a daughter that
 // has not compacted them away yet) or has no usable midpoint.
 func (r *Region) SplitPoint() ([]byte, error) {
+	if r.replica {
+		return nil, ErrReadOnlyReplica
+	}
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -57,6 +60,9 @@ func (r *Region) SplitPoint() ([]byte, error) {
 // until both daughters have compacted their references away (HasReferences
 // false); cleaning the parent up is the master's job.
 func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
+	if r.replica {
+		return Info{}, Info{}, ErrReadOnlyReplica
+	}
 	if err := r.checkOpen(); err != nil {
 		return Info{}, Info{}, err
 	}

@@ -2,7 +2,9 @@ package region
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"sync/atomic"
 
@@ -124,12 +126,11 @@ func (f *storeFile) newScanner(cacheBlocks bool) cell.Scanner {
 
 // openStoreFile opens a store file or reference named in the manifest.
 func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
-	famName := r.fams[fam].Name
-	p := path.Join(r.dir, famName, mf.Name)
+	p := r.storeFilePath(fam, mf.Name)
 	sf := &storeFile{r: r, name: mf.Name, path: p, family: fam}
 	dataPath := p
 	if mf.Reference {
-		b, err := storage.ReadFile(r.fs, p)
+		b, err := r.readReplicaAware(p)
 		if err != nil {
 			return nil, fmt.Errorf("region %s: reading reference %s: %w", r.name, p, err)
 		}
@@ -140,8 +141,13 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 		sf.ref = ref
 		dataPath = ref.ParentPath
 	}
-	rd, err := sfile.Open(r.fs, dataPath, sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1),
-		InMemory: r.fams[fam].InMemory, EvictOnClose: true})
+	opts := sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1), InMemory: r.fams[fam].InMemory, EvictOnClose: true}
+	rd, err := sfile.Open(r.fs, dataPath, opts)
+	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
+		// The primary compacted the file away after naming it: a replica
+		// reads it from the archive (HBase's FileLink).
+		rd, err = sfile.Open(r.fs, path.Join("archive", dataPath), opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("region %s: opening store file %s: %w", r.name, dataPath, err)
 	}
@@ -153,6 +159,21 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 	}
 	sf.refs.Store(1)
 	return sf, nil
+}
+
+// storeFilePath is the path of a store file of family fam.
+func (r *Region) storeFilePath(fam int, name string) string {
+	return path.Join(r.dir, r.fams[fam].Name, name)
+}
+
+// readReplicaAware reads a small region file; a replica falls back to the
+// archive, where the primary may have moved it.
+func (r *Region) readReplicaAware(p string) ([]byte, error) {
+	b, err := storage.ReadFile(r.fs, p)
+	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
+		b, err = storage.ReadFile(r.fs, path.Join("archive", p))
+	}
+	return b, err
 }
 
 // halfScanner bounds a scanner to rows < split (bottom) or >= split (top).

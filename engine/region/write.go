@@ -283,6 +283,9 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	if r.replica {
+		return 0, ErrReadOnlyReplica
+	}
 	if err := r.reserve(size); err != nil {
 		return 0, err
 	}
@@ -327,6 +330,7 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 		}
 	}
 	r.ms.Unreserve(size)
+	r.queueEdit(&edit, seq)
 	r.updatesLock.RUnlock()
 	if d == wal.SyncWAL || d == wal.FsyncWAL {
 		if err := r.wal.WaitDurable(seq); err != nil {
@@ -335,6 +339,7 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 		}
 	}
 	r.mvcc.complete(we)
+	r.replicationCompleted()
 	r.metrics.WriteRequests.Add(1)
 	if r.ms.ActiveDataBytes() >= r.cfg.FlushSize {
 		r.requestFlush()

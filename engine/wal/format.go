@@ -281,3 +281,37 @@ func parseNumbered(name, suffix string) (uint64, bool) {
 	}
 	return n, true
 }
+
+// AppendEditRecord appends e as one checksummed record in the segment
+// encoding, with e.Seq and e.WriteTime as given: the form in which a
+// primary region ships its edits to read replicas.
+func AppendEditRecord(dst []byte, e *Edit) ([]byte, error) {
+	if len(e.Region) == 0 {
+		return dst, fmt.Errorf("%w: empty region name", ErrInvalidEdit)
+	}
+	size := payloadSize(e)
+	if size > MaxRecordSize {
+		return dst, fmt.Errorf("%w: %d bytes", ErrRecordTooLarge, size)
+	}
+	return appendRecord(dst, e, e.Seq, e.WriteTime, size), nil
+}
+
+// DecodeEditRecord decodes one record made by AppendEditRecord (the whole
+// of p), checking its checksum and length. Region and Cells alias p. It
+// never panics on bad input.
+func DecodeEditRecord(p []byte, e *Edit) error {
+	if len(p) < recordHeaderSize {
+		return fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorruption, len(p))
+	}
+	n := binary.LittleEndian.Uint32(p[4:])
+	if uint64(n) != uint64(len(p)-recordHeaderSize) {
+		return fmt.Errorf("%w: record says %d payload bytes, has %d", ErrCorruption, n, len(p)-recordHeaderSize)
+	}
+	if crc32.Checksum(p[4:], castagnoli) != binary.LittleEndian.Uint32(p) {
+		return fmt.Errorf("%w: record checksum mismatch", ErrCorruption)
+	}
+	if err := decodeEdit(p[recordHeaderSize:], e); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruption, err)
+	}
+	return nil
+}

@@ -21,6 +21,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ReplicationEntry_Kind int32
+
+const (
+	ReplicationEntry_KIND_UNSPECIFIED ReplicationEntry_Kind = 0
+	// One WAL edit (edit), applied to the replica's memstore.
+	ReplicationEntry_KIND_EDIT ReplicationEntry_Kind = 1
+	// The primary froze its memstore for a flush at seq: the replica freezes its own, which holds
+	// exactly the same edits (or, at a session start, whatever the replica had).
+	ReplicationEntry_KIND_FLUSH_START ReplicationEntry_Kind = 2
+	// The primary committed new store files (manifest): after a flush (flush_commit, the replica
+	// drops its frozen memstore) or a compaction.
+	ReplicationEntry_KIND_FILES ReplicationEntry_Kind = 3
+)
+
+// Enum value maps for ReplicationEntry_Kind.
+var (
+	ReplicationEntry_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_EDIT",
+		2: "KIND_FLUSH_START",
+		3: "KIND_FILES",
+	}
+	ReplicationEntry_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_EDIT":        1,
+		"KIND_FLUSH_START": 2,
+		"KIND_FILES":       3,
+	}
+)
+
+func (x ReplicationEntry_Kind) Enum() *ReplicationEntry_Kind {
+	p := new(ReplicationEntry_Kind)
+	*p = x
+	return p
+}
+
+func (x ReplicationEntry_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplicationEntry_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ReplicationEntry_Kind) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_admin_proto_enumTypes[0]
+}
+
+func (x ReplicationEntry_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplicationEntry_Kind.Descriptor instead.
+func (ReplicationEntry_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10, 0}
+}
+
 type OpenRegionRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region *RegionInfo            `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -444,14 +501,26 @@ func (x *GetOnlineRegionsResponse) GetRegions() []*RegionInfo {
 	return nil
 }
 
+// ReplicateEditsRequest carries a primary region's changes to one of its read replicas, in the
+// order the primary made them (its memstore order): edits, flush snapshots and store-file commits.
+// Batches are numbered within a session. A session begins with a FLUSH_START entry that has
+// session_start set; from there the replica's state is the primary's store files as of the next
+// FILES entry plus the edits that follow, so a replica that missed anything asks for a new session.
 type ReplicateEditsRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Region    string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	ReplicaId int32                  `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
-	// WAL edits in the WAL's record encoding.
-	Edits [][]byte `protobuf:"bytes,3,rep,name=edits,proto3" json:"edits,omitempty"`
-	// The primary flushed up to this sequence id: pick up its new store files.
-	FlushedSeq    uint64 `protobuf:"varint,4,opt,name=flushed_seq,json=flushedSeq,proto3" json:"flushed_seq,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The read replica's region name.
+	Region    string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	ReplicaId int32  `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Session   uint64 `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
+	// 1, 2, ... within the session; a retried batch keeps its number.
+	Batch   uint64              `protobuf:"varint,4,opt,name=batch,proto3" json:"batch,omitempty"`
+	Entries []*ReplicationEntry `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Every edit of the primary with a sequence id <= read_point is in this batch, an earlier one
+	// or the store files: the replica reads at it.
+	ReadPoint uint64 `protobuf:"varint,6,opt,name=read_point,json=readPoint,proto3" json:"read_point,omitempty"`
+	// When the primary made the oldest change in this batch (Unix ms; 0 for an empty batch): the
+	// replica's lag.
+	OldestUnixMs  int64 `protobuf:"varint,7,opt,name=oldest_unix_ms,json=oldestUnixMs,proto3" json:"oldest_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,30 +569,145 @@ func (x *ReplicateEditsRequest) GetReplicaId() int32 {
 	return 0
 }
 
-func (x *ReplicateEditsRequest) GetEdits() [][]byte {
+func (x *ReplicateEditsRequest) GetSession() uint64 {
 	if x != nil {
-		return x.Edits
-	}
-	return nil
-}
-
-func (x *ReplicateEditsRequest) GetFlushedSeq() uint64 {
-	if x != nil {
-		return x.FlushedSeq
+		return x.Session
 	}
 	return 0
 }
 
-type ReplicateEditsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppliedSeq    uint64                 `protobuf:"varint,1,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
+func (x *ReplicateEditsRequest) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *ReplicateEditsRequest) GetEntries() []*ReplicationEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ReplicateEditsRequest) GetReadPoint() uint64 {
+	if x != nil {
+		return x.ReadPoint
+	}
+	return 0
+}
+
+func (x *ReplicateEditsRequest) GetOldestUnixMs() int64 {
+	if x != nil {
+		return x.OldestUnixMs
+	}
+	return 0
+}
+
+type ReplicationEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  ReplicationEntry_Kind  `protobuf:"varint,1,opt,name=kind,proto3,enum=cellstore.v1.ReplicationEntry_Kind" json:"kind,omitempty"`
+	Seq   uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// KIND_EDIT: the edit as one WAL record (checksummed).
+	Edit []byte `protobuf:"bytes,3,opt,name=edit,proto3" json:"edit,omitempty"`
+	// KIND_FILES: the primary's manifest (its store files and flushed sequence id).
+	Manifest    []byte `protobuf:"bytes,4,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	FlushCommit bool   `protobuf:"varint,5,opt,name=flush_commit,json=flushCommit,proto3" json:"flush_commit,omitempty"`
+	// KIND_FLUSH_START that begins a session.
+	SessionStart  bool `protobuf:"varint,6,opt,name=session_start,json=sessionStart,proto3" json:"session_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *ReplicationEntry) Reset() {
+	*x = ReplicationEntry{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicationEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicationEntry) ProtoMessage() {}
+
+func (x *ReplicationEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicationEntry.ProtoReflect.Descriptor instead.
+func (*ReplicationEntry) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplicationEntry) GetKind() ReplicationEntry_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReplicationEntry_KIND_UNSPECIFIED
+}
+
+func (x *ReplicationEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReplicationEntry) GetEdit() []byte {
+	if x != nil {
+		return x.Edit
+	}
+	return nil
+}
+
+func (x *ReplicationEntry) GetManifest() []byte {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+func (x *ReplicationEntry) GetFlushCommit() bool {
+	if x != nil {
+		return x.FlushCommit
+	}
+	return false
+}
+
+func (x *ReplicationEntry) GetSessionStart() bool {
+	if x != nil {
+		return x.SessionStart
+	}
+	return false
+}
+
+type ReplicateEditsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica's read point after the batch.
+	AppliedSeq uint64 `protobuf:"varint,1,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
+	// The replica cannot apply this batch in order (it reopened, missed a batch or has no session):
+	// the primary starts a new session.
+	Resync bool `protobuf:"varint,2,opt,name=resync,proto3" json:"resync,omitempty"`
+	// The replica's server is short of memstore memory: a flush of the primary lets it drop its
+	// frozen memstore.
+	FlushRequested bool `protobuf:"varint,3,opt,name=flush_requested,json=flushRequested,proto3" json:"flush_requested,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
 func (x *ReplicateEditsResponse) Reset() {
 	*x = ReplicateEditsResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +719,7 @@ func (x *ReplicateEditsResponse) String() string {
 func (*ReplicateEditsResponse) ProtoMessage() {}
 
 func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +732,7 @@ func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateEditsResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateEditsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplicateEditsResponse) GetAppliedSeq() uint64 {
@@ -556,6 +740,20 @@ func (x *ReplicateEditsResponse) GetAppliedSeq() uint64 {
 		return x.AppliedSeq
 	}
 	return 0
+}
+
+func (x *ReplicateEditsResponse) GetResync() bool {
+	if x != nil {
+		return x.Resync
+	}
+	return false
+}
+
+func (x *ReplicateEditsResponse) GetFlushRequested() bool {
+	if x != nil {
+		return x.FlushRequested
+	}
+	return false
 }
 
 type StopServerRequest struct {
@@ -567,7 +765,7 @@ type StopServerRequest struct {
 
 func (x *StopServerRequest) Reset() {
 	*x = StopServerRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +777,7 @@ func (x *StopServerRequest) String() string {
 func (*StopServerRequest) ProtoMessage() {}
 
 func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +790,7 @@ func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerRequest.ProtoReflect.Descriptor instead.
 func (*StopServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopServerRequest) GetReason() string {
@@ -610,7 +808,7 @@ type StopServerResponse struct {
 
 func (x *StopServerResponse) Reset() {
 	*x = StopServerResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +820,7 @@ func (x *StopServerResponse) String() string {
 func (*StopServerResponse) ProtoMessage() {}
 
 func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +833,7 @@ func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerResponse.ProtoReflect.Descriptor instead.
 func (*StopServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 var File_cellstore_v1_admin_proto protoreflect.FileDescriptor
@@ -663,17 +861,35 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x06family\x18\x03 \x01(\fR\x06family\"\x19\n" +
 	"\x17GetOnlineRegionsRequest\"N\n" +
 	"\x18GetOnlineRegionsResponse\x122\n" +
-	"\aregions\x18\x01 \x03(\v2\x18.cellstore.v1.RegionInfoR\aregions\"\x85\x01\n" +
+	"\aregions\x18\x01 \x03(\v2\x18.cellstore.v1.RegionInfoR\aregions\"\xfd\x01\n" +
 	"\x15ReplicateEditsRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x02 \x01(\x05R\treplicaId\x12\x14\n" +
-	"\x05edits\x18\x03 \x03(\fR\x05edits\x12\x1f\n" +
-	"\vflushed_seq\x18\x04 \x01(\x04R\n" +
-	"flushedSeq\"9\n" +
+	"replica_id\x18\x02 \x01(\x05R\treplicaId\x12\x18\n" +
+	"\asession\x18\x03 \x01(\x04R\asession\x12\x14\n" +
+	"\x05batch\x18\x04 \x01(\x04R\x05batch\x128\n" +
+	"\aentries\x18\x05 \x03(\v2\x1e.cellstore.v1.ReplicationEntryR\aentries\x12\x1d\n" +
+	"\n" +
+	"read_point\x18\x06 \x01(\x04R\treadPoint\x12$\n" +
+	"\x0eoldest_unix_ms\x18\a \x01(\x03R\foldestUnixMs\"\xa8\x02\n" +
+	"\x10ReplicationEntry\x127\n" +
+	"\x04kind\x18\x01 \x01(\x0e2#.cellstore.v1.ReplicationEntry.KindR\x04kind\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04edit\x18\x03 \x01(\fR\x04edit\x12\x1a\n" +
+	"\bmanifest\x18\x04 \x01(\fR\bmanifest\x12!\n" +
+	"\fflush_commit\x18\x05 \x01(\bR\vflushCommit\x12#\n" +
+	"\rsession_start\x18\x06 \x01(\bR\fsessionStart\"Q\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tKIND_EDIT\x10\x01\x12\x14\n" +
+	"\x10KIND_FLUSH_START\x10\x02\x12\x0e\n" +
+	"\n" +
+	"KIND_FILES\x10\x03\"z\n" +
 	"\x16ReplicateEditsResponse\x12\x1f\n" +
 	"\vapplied_seq\x18\x01 \x01(\x04R\n" +
-	"appliedSeq\"+\n" +
+	"appliedSeq\x12\x16\n" +
+	"\x06resync\x18\x02 \x01(\bR\x06resync\x12'\n" +
+	"\x0fflush_requested\x18\x03 \x01(\bR\x0eflushRequested\"+\n" +
 	"\x11StopServerRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
 	"\x12StopServerResponse2\x99\x05\n" +
@@ -701,53 +917,58 @@ func file_cellstore_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_admin_proto_rawDescData
 }
 
-var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_cellstore_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_cellstore_v1_admin_proto_goTypes = []any{
-	(*OpenRegionRequest)(nil),        // 0: cellstore.v1.OpenRegionRequest
-	(*OpenRegionResponse)(nil),       // 1: cellstore.v1.OpenRegionResponse
-	(*CloseRegionRequest)(nil),       // 2: cellstore.v1.CloseRegionRequest
-	(*CloseRegionResponse)(nil),      // 3: cellstore.v1.CloseRegionResponse
-	(*RegionRequest)(nil),            // 4: cellstore.v1.RegionRequest
-	(*RegionResponse)(nil),           // 5: cellstore.v1.RegionResponse
-	(*CompactRegionRequest)(nil),     // 6: cellstore.v1.CompactRegionRequest
-	(*GetOnlineRegionsRequest)(nil),  // 7: cellstore.v1.GetOnlineRegionsRequest
-	(*GetOnlineRegionsResponse)(nil), // 8: cellstore.v1.GetOnlineRegionsResponse
-	(*ReplicateEditsRequest)(nil),    // 9: cellstore.v1.ReplicateEditsRequest
-	(*ReplicateEditsResponse)(nil),   // 10: cellstore.v1.ReplicateEditsResponse
-	(*StopServerRequest)(nil),        // 11: cellstore.v1.StopServerRequest
-	(*StopServerResponse)(nil),       // 12: cellstore.v1.StopServerResponse
-	(*RegionInfo)(nil),               // 13: cellstore.v1.RegionInfo
-	(*TableDescriptor)(nil),          // 14: cellstore.v1.TableDescriptor
-	(*ServerName)(nil),               // 15: cellstore.v1.ServerName
-	(*PingRequest)(nil),              // 16: cellstore.v1.PingRequest
-	(*PingResponse)(nil),             // 17: cellstore.v1.PingResponse
+	(ReplicationEntry_Kind)(0),       // 0: cellstore.v1.ReplicationEntry.Kind
+	(*OpenRegionRequest)(nil),        // 1: cellstore.v1.OpenRegionRequest
+	(*OpenRegionResponse)(nil),       // 2: cellstore.v1.OpenRegionResponse
+	(*CloseRegionRequest)(nil),       // 3: cellstore.v1.CloseRegionRequest
+	(*CloseRegionResponse)(nil),      // 4: cellstore.v1.CloseRegionResponse
+	(*RegionRequest)(nil),            // 5: cellstore.v1.RegionRequest
+	(*RegionResponse)(nil),           // 6: cellstore.v1.RegionResponse
+	(*CompactRegionRequest)(nil),     // 7: cellstore.v1.CompactRegionRequest
+	(*GetOnlineRegionsRequest)(nil),  // 8: cellstore.v1.GetOnlineRegionsRequest
+	(*GetOnlineRegionsResponse)(nil), // 9: cellstore.v1.GetOnlineRegionsResponse
+	(*ReplicateEditsRequest)(nil),    // 10: cellstore.v1.ReplicateEditsRequest
+	(*ReplicationEntry)(nil),         // 11: cellstore.v1.ReplicationEntry
+	(*ReplicateEditsResponse)(nil),   // 12: cellstore.v1.ReplicateEditsResponse
+	(*StopServerRequest)(nil),        // 13: cellstore.v1.StopServerRequest
+	(*StopServerResponse)(nil),       // 14: cellstore.v1.StopServerResponse
+	(*RegionInfo)(nil),               // 15: cellstore.v1.RegionInfo
+	(*TableDescriptor)(nil),          // 16: cellstore.v1.TableDescriptor
+	(*ServerName)(nil),               // 17: cellstore.v1.ServerName
+	(*PingRequest)(nil),              // 18: cellstore.v1.PingRequest
+	(*PingResponse)(nil),             // 19: cellstore.v1.PingResponse
 }
 var file_cellstore_v1_admin_proto_depIdxs = []int32{
-	13, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
-	14, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
-	15, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
-	13, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
-	0,  // 4: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
-	2,  // 5: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
-	4,  // 6: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
-	6,  // 7: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
-	7,  // 8: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
-	9,  // 9: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
-	11, // 10: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
-	16, // 11: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
-	1,  // 12: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
-	3,  // 13: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
-	5,  // 14: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
-	5,  // 15: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
-	8,  // 16: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
-	10, // 17: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
-	12, // 18: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
-	17, // 19: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	15, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	16, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	17, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
+	15, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
+	11, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
+	0,  // 5: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
+	1,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
+	3,  // 7: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
+	5,  // 8: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
+	7,  // 9: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
+	8,  // 10: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
+	10, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
+	13, // 12: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
+	18, // 13: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
+	2,  // 14: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
+	4,  // 15: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
+	6,  // 16: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
+	6,  // 17: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
+	9,  // 18: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
+	12, // 19: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
+	14, // 20: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
+	19, // 21: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_admin_proto_init() }
@@ -762,13 +983,14 @@ func file_cellstore_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_admin_proto_rawDesc), len(file_cellstore_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   13,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_cellstore_v1_admin_proto_goTypes,
 		DependencyIndexes: file_cellstore_v1_admin_proto_depIdxs,
+		EnumInfos:         file_cellstore_v1_admin_proto_enumTypes,
 		MessageInfos:      file_cellstore_v1_admin_proto_msgTypes,
 	}.Build()
 	File_cellstore_v1_admin_proto = out.File

@@ -722,7 +722,9 @@ type RegionLocation struct {
 	Server *ServerName            `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	State  RegionState            `protobuf:"varint,3,opt,name=state,proto3,enum=cellstore.v1.RegionState" json:"state,omitempty"`
 	// Bumped on every move, so clients can tell a newer location from a stale one.
-	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The server's Admin gRPC address (while OPEN): a primary ships edits to its replicas there.
+	AdminAddress  string `protobuf:"bytes,5,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,6 +785,13 @@ func (x *RegionLocation) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *RegionLocation) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
 }
 
 type LocateRegionRequest struct {
@@ -2739,12 +2748,13 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06tables\x18\x01 \x03(\v2\x1a.cellstore.v1.TableSummaryR\x06tables\"|\n" +
 	"\x15DescribeTableResponse\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12.\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xb7\x01\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xdc\x01\n" +
 	"\x0eRegionLocation\x120\n" +
 	"\x06region\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x120\n" +
 	"\x06server\x18\x02 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12/\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\x91\x01\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
+	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\x91\x01\n" +
 	"\x13LocateRegionRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12!\n" +
