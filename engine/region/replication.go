@@ -109,10 +109,10 @@ type replCursor struct {
 
 // replQueue is a primary's change queue with a cursor per replica.
 type replQueue struct {
-	mu       sync.Mutex
-	entries  []*ReplicationEntry
-	base     uint64           // queue index of entries[0]
-	cursors  map[int32]*replCursor
+	mu      sync.Mutex
+	entries []*ReplicationEntry
+	base    uint64 // queue index of entries[0]
+	cursors map[int32]*replCursor
 	// joining replicas get a cursor at the next session start.
 	joining  map[int32]bool
 	bytes    int64
