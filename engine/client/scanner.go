@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,6 +31,7 @@ type Scanner struct {
 
 	loc       *location
 	conn      *rpc.Conn
+	region    string // the region (replica) the server-side scanner is open on
 	scannerID uint64
 	nextSeq   uint64
 
@@ -92,11 +94,11 @@ func (s *Scanner) finish() {
 func (s *Scanner) closeRemote() {
 	if s.scannerID != 0 && s.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.t.c.cfg.RPCTimeout)
-		_, _ = s.conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: s.loc.region},
+		_, _ = s.conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: s.region},
 			ScannerId: s.scannerID, CloseScanner: true}, nil, nil, nil)
 		cancel()
 	}
-	s.scannerID, s.conn = 0, nil
+	s.scannerID, s.conn, s.region = 0, nil, ""
 }
 
 // fetch gets the next batch of results, opening a scanner on the right region when needed and
@@ -141,48 +143,61 @@ func (s *Scanner) fetch() error {
 // reset forgets the server-side scanner and any half-assembled row: the scan reopens after the
 // last whole row received.
 func (s *Scanner) reset() {
-	s.scannerID, s.conn, s.loc, s.partial = 0, nil, nil, nil
+	s.scannerID, s.conn, s.loc, s.partial, s.region = 0, nil, nil, nil, ""
 }
 
 func (s *Scanner) fetchOnce(ctx context.Context) error {
 	c := s.t.c
 	req := &pb.ScanRequest{NumberOfRows: s.scan.Caching, ClientHandlesPartials: true, ClientHandlesHeartbeats: true}
+	timeline := false
 	if s.scannerID == 0 {
 		open, ok, err := s.openRequest(ctx)
 		if err != nil || !ok {
 			return err
 		}
 		req.Scan = open
+		s.region = s.loc.region
+		timeline = s.scan.Consistency == pb.Consistency_CONSISTENCY_TIMELINE && len(s.loc.replicas) > 0
 	} else {
 		req.ScannerId = s.scannerID
 		req.NextCallSeq = s.nextSeq
 	}
-	req.Region = &pb.RegionSpecifier{Name: s.loc.region}
-	if s.conn == nil {
-		conn, err := c.conn(ctx, s.loc.addr)
+	resp := &pb.ScanResponse{}
+	var cells []byte
+	if timeline {
+		// TIMELINE: the first replica to answer the open serves the rest of this region.
+		a, err := s.timelineOpen(ctx, req)
 		if err != nil {
 			return err
 		}
-		s.conn = conn
-	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
-	defer cancel()
-	var resp pb.ScanResponse
-	cells, err := s.conn.Call(actx, pb.Method_METHOD_SCAN, req, nil, &resp, nil)
-	if err != nil {
-		return err
+		s.conn, s.region, cells, resp = a.conn, a.region, a.cells, a.resp
+	} else {
+		req.Region = &pb.RegionSpecifier{Name: s.region}
+		if s.conn == nil {
+			conn, err := c.conn(ctx, s.loc.addr)
+			if err != nil {
+				return err
+			}
+			s.conn = conn
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		defer cancel()
+		var err error
+		if cells, err = s.conn.Call(actx, pb.Method_METHOD_SCAN, req, nil, resp, nil); err != nil {
+			return err
+		}
 	}
 	if s.scannerID == 0 {
 		s.scannerID, s.nextSeq = resp.ScannerId, 0
 	}
 	s.nextSeq++
-	if err := s.take(&resp, cells); err != nil {
+	if err := s.take(resp, cells); err != nil {
 		return err
 	}
 	if !resp.MoreResultsInRegion || resp.ScannerId == 0 {
 		// The region is done: the server closed the scanner. Move on, unless the table is.
 		regionEnd := s.loc
-		s.scannerID, s.conn = 0, nil
+		s.scannerID, s.conn, s.region = 0, nil, ""
 		if !resp.MoreResults || s.lastRegion(regionEnd) {
 			s.done = true
 		} else {
@@ -277,5 +292,82 @@ func (s *Scanner) nextRegionAfter(loc *location) {
 		s.resume, s.resumeExclusive = loc.start, true
 	} else {
 		s.resume, s.resumeExclusive = loc.end, false
+	}
+}
+
+type scanAnswer struct {
+	conn   *rpc.Conn
+	region string
+	resp   *pb.ScanResponse
+	cells  []byte
+	err    error
+}
+
+// timelineOpen opens the scan on the primary and, when it has not answered within the hedge delay
+// (or failed), on every replica too; the first to answer wins and the others' scanners are closed.
+func (s *Scanner) timelineOpen(ctx context.Context, req *pb.ScanRequest) (*scanAnswer, error) {
+	c := s.t.c
+	answers := make(chan *scanAnswer, 1+len(s.loc.replicas)) // never blocks a sender
+	try := func(addr, region string) {
+		a := &scanAnswer{region: region, resp: &pb.ScanResponse{}}
+		defer func() { answers <- a }()
+		if a.conn, a.err = c.conn(ctx, addr); a.err != nil {
+			return
+		}
+		r := proto.Clone(req).(*pb.ScanRequest)
+		r.Region = &pb.RegionSpecifier{Name: region}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		defer cancel()
+		a.cells, a.err = a.conn.Call(actx, pb.Method_METHOD_SCAN, r, nil, a.resp, nil)
+	}
+	go try(s.loc.addr, s.loc.region)
+	outstanding, hedged := 1, false
+	startReplicas := func() {
+		hedged = true
+		for _, r := range s.loc.replicas {
+			outstanding++
+			go try(r.addr, r.region)
+		}
+	}
+	hedge := time.NewTimer(c.cfg.HedgeDelay)
+	defer hedge.Stop()
+	var firstErr error
+	for outstanding > 0 {
+		select {
+		case <-hedge.C:
+			if !hedged {
+				startReplicas()
+			}
+		case a := <-answers:
+			outstanding--
+			if a.err == nil {
+				go closeLosers(answers, outstanding, c.cfg.RPCTimeout)
+				return a, nil
+			}
+			if firstErr == nil {
+				firstErr = a.err
+			}
+			if !hedged {
+				startReplicas()
+			}
+		case <-ctx.Done():
+			go closeLosers(answers, outstanding, c.cfg.RPCTimeout)
+			return nil, ctx.Err()
+		}
+	}
+	return nil, firstErr
+}
+
+// closeLosers closes the server-side scanners the losing opens of a TIMELINE scan left.
+func closeLosers(answers <-chan *scanAnswer, n int, timeout time.Duration) {
+	for range n {
+		a := <-answers
+		if a.err != nil || a.resp.ScannerId == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, _ = a.conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: a.region},
+			ScannerId: a.resp.ScannerId, CloseScanner: true}, nil, nil, nil)
+		cancel()
 	}
 }

@@ -118,6 +118,9 @@ type replQueue struct {
 	bytes    int64
 	maxBytes int64
 	dropped  atomic.Int64 // replicas dropped for falling behind
+	// active: some replica has a cursor or is joining (else edits are not
+	// even queued: the session start's flush covers them).
+	active atomic.Bool
 
 	waitMu sync.Mutex
 	wait   chan struct{}
@@ -169,6 +172,7 @@ func (q *replQueue) appendEntry(r *Region, e *ReplicationEntry) {
 			q.cursors[id] = &replCursor{at: q.base + uint64(len(q.entries))}
 		}
 		clear(q.joining)
+		q.setActive()
 	}
 	if len(q.cursors) == 0 {
 		// Nobody reads the queue: nothing to keep (a replica that comes
@@ -205,7 +209,11 @@ func (q *replQueue) dropSlowest() {
 			q.clear()
 		}
 	}
+	q.setActive()
 }
+
+// setActive updates active. Called with q.mu held.
+func (q *replQueue) setActive() { q.active.Store(len(q.cursors)+len(q.joining) > 0) }
 
 // trim drops the entries every cursor has passed. Called with q.mu held.
 func (q *replQueue) trim() {
@@ -253,7 +261,7 @@ func (q *replQueue) waitChan() <-chan struct{} {
 // queueEdit queues a written edit (called under the updates lock).
 func (r *Region) queueEdit(edit *wal.Edit, seq uint64) {
 	q := r.repl.Load()
-	if q == nil {
+	if q == nil || !q.active.Load() {
 		return
 	}
 	e := *edit
@@ -366,6 +374,7 @@ func (r *Region) DropReplication(replica int32) {
 	if len(q.cursors) == 0 {
 		q.clear()
 	}
+	q.setActive()
 }
 
 // ReplicationStats describes a primary's queue for one replica.
@@ -426,6 +435,7 @@ func (r *Region) StartReplicationSession(replica int32) error {
 		q.trim()
 	}
 	q.joining[replica] = true // its cursor starts at the session start
+	q.setActive()
 	q.mu.Unlock()
 	_, err := r.flushLocked(false, newSessionID())
 	return err

@@ -3,11 +3,13 @@ package regionserver
 import (
 	"context"
 	"errors"
+	"path"
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // adminService is the Admin gRPC service: the master's orders.
@@ -59,11 +61,6 @@ func (a *adminService) CompactRegion(_ context.Context, req *pb.CompactRegionReq
 		return nil, a.s.errDetail(err, req.GetRegion()).Status()
 	}
 	return &pb.RegionResponse{}, nil
-}
-
-func (a *adminService) ReplicateEdits(context.Context, *pb.ReplicateEditsRequest) (*pb.ReplicateEditsResponse, error) {
-	return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION,
-		Message: "read replicas are not supported by this region server yet"}).Status()
 }
 
 // regionInfo converts the master's region to engine/region's.
@@ -150,24 +147,47 @@ func (s *Server) openRegion(or *onlineRegion) {
 	if !or.state.CompareAndSwap(stateOpening, stateOpen) {
 		return
 	}
+	if !r.IsReplica() {
+		s.startShippers(or, r)
+	}
 	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds())
 }
 
 func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
-	if or.info.GetReplicaId() > 0 {
-		return nil, errors.New("read replicas (replica_id > 0) are not supported by this region server yet")
-	}
 	info := regionInfo(or.info)
 	td, err := tableDescriptor(or.table, or.info)
 	if err != nil {
 		return nil, err
+	}
+	if or.info.GetReplicaId() > 0 {
+		// A read replica opens over its primary's directory, read-only. A new table's primary
+		// may not have created it yet: the descriptor is the same, so create it here.
+		info.Name = master.PrimaryName(or.info.GetName())
+		if ok, err := storage.Exists(s.cfg.FS, path.Join(info.Dir(), ".regioninfo")); err != nil {
+			return nil, err
+		} else if !ok {
+			if err := region.Create(s.cfg.FS, td, info); err != nil {
+				return nil, err
+			}
+		}
+		return region.OpenReplica(s.regionConfig(or.table), info)
 	}
 	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
 	if err := region.Create(s.cfg.FS, td, info); err != nil {
 		return nil, err
 	}
-	return region.Open(s.regionConfig(or.table), info)
+	r, err := region.Open(s.regionConfig(or.table), info)
+	if err != nil {
+		return nil, err
+	}
+	// Every primary keeps a change queue for read replicas; it holds nothing until a replica
+	// asks (a table's replication may be raised while the region is open).
+	if err := r.EnableReplication(region.ReplicationOptions{MaxBytes: s.cfg.ReplicationQueueBytes}); err != nil {
+		r.Abort()
+		return nil, err
+	}
+	return r, nil
 }
 
 func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) (*pb.CloseRegionResponse, error) {

@@ -80,6 +80,8 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 	switch {
 	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrBroken):
 		return s.notServing(regionName)
+	case errors.Is(err, region.ErrReadOnlyReplica):
+		return mk(pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, false)
 	case errors.Is(err, region.ErrWrongRegion):
 		return mk(pb.ErrorCode_ERROR_CODE_WRONG_REGION, true)
 	case errors.Is(err, region.ErrNoSuchFamily):
@@ -188,7 +190,10 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 		fail(c, &answered, d)
 		return
 	}
-	out := &pb.Result{CellCount: int32(len(res.Cells)), Exists: len(res.Cells) > 0}
+	out := &pb.Result{CellCount: int32(len(res.Cells)), Exists: len(res.Cells) > 0, Stale: or.info.GetReplicaId() > 0}
+	if out.Stale {
+		s.m.staleReads.Add(1)
+	}
 	var block []byte
 	if req.GetGet().GetExistenceOnly() {
 		out.CellCount = 0
@@ -713,6 +718,9 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			return
 		}
 		s.m.readRequests.Add(1)
+		if or.info.GetReplicaId() > 0 {
+			s.m.staleReads.Add(1)
+		}
 		sc = &scanner{id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now()}
 		sc.mu.Lock()
 		s.scanners.Store(sc.id, sc)
@@ -772,7 +780,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		fail(c, &answered, s.errDetail(err, sc.or.name))
 		return
 	}
-	resp := &pb.ScanResponse{ScannerId: sc.id, TtlMs: s.cfg.ScannerLease.Milliseconds()}
+	resp := &pb.ScanResponse{ScannerId: sc.id, TtlMs: s.cfg.ScannerLease.Milliseconds(), Stale: sc.or.info.GetReplicaId() > 0}
 	var block []byte
 	var size int64
 	for i := range batch.Results {

@@ -20,6 +20,9 @@ type metrics struct {
 	readRequests, writeRequests  atomic.Int64
 	throttled, scannersExpired   atomic.Int64
 	failedOpens, pressureFlushes atomic.Int64
+	// read replicas
+	staleReads, replicatedEdits             atomic.Int64
+	replicationResyncs, replicationSessions atomic.Int64
 	getLatency, mutateLatency    prometheus.Histogram
 	multiLatency, scanLatency    prometheus.Histogram
 	lastRateAt                   atomic.Int64
@@ -107,6 +110,11 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),
 		gauge("wal_append_count", "WAL appends (HBase appendCount).", walStat(func(w walStats) float64 { return float64(w.appends) })),
 		gauge("wal_written_bytes", "Bytes written to WAL segments.", walStat(func(w walStats) float64 { return float64(w.bytes) })),
+		counter("stale_read_count_total", "Reads (gets and scanner opens) served by read replicas here: possibly stale (HBase staleReadCount).", &m.staleReads),
+		counter("replicated_edit_count_total", "WAL edits applied to read replicas held here.", &m.replicatedEdits),
+		counter("replication_resync_count_total", "Batches read replicas here refused for being out of order (each costs the primary a new session).", &m.replicationResyncs),
+		counter("replication_session_count_total", "Replication sessions primaries here started (each flushes the primary).", &m.replicationSessions),
+		&lagCollector{s: s},
 		blockcache.NewCollector(s.l1, s.l2),
 		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),
 	}
@@ -120,4 +128,23 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 
 type walStats struct {
 	syncs, appends, bytes, syncNanos uint64
+}
+
+// lagCollector reports, for every read replica a primary here ships to, how far it is behind.
+type lagCollector struct{ s *Server }
+
+var (
+	lagEditsDesc = prometheus.NewDesc("cellstore_regionserver_replication_lag_edits",
+		"Changes (edits, flush markers, file commits) of a primary here that its read replica has not acknowledged.", []string{"replica"}, nil)
+	lagSecondsDesc = prometheus.NewDesc("cellstore_regionserver_replication_lag_seconds",
+		"Age of the oldest change of a primary here that its read replica has not acknowledged (0 when it has them all).", []string{"replica"}, nil)
+)
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- lagEditsDesc; ch <- lagSecondsDesc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.replicationLag(func(replica string, edits int, age time.Duration) {
+		ch <- prometheus.MustNewConstMetric(lagEditsDesc, prometheus.GaugeValue, float64(edits), replica)
+		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, age.Seconds(), replica)
+	})
 }

@@ -43,6 +43,9 @@ func (s *Server) unblock(seen map[*region.Region]int64) {
 			return true
 		}
 		live[r] = true
+		if r.IsReplica() {
+			return true
+		}
 		n := r.Metrics().BlockedWrites.Load()
 		if n != seen[r] {
 			seen[r] = n
@@ -64,6 +67,7 @@ func (s *Server) unblock(seen map[*region.Region]int64) {
 func (s *Server) relievePressure() {
 	limit := float64(s.cfg.MemstoreBytes)
 	type held struct {
+		or    *onlineRegion
 		r     *region.Region
 		bytes int64
 	}
@@ -74,7 +78,7 @@ func (s *Server) relievePressure() {
 		if r := or.r.Load(); r != nil && or.state.Load() == stateOpen {
 			b := r.MemstoreStats().ChunkBytes
 			total += b
-			regions = append(regions, held{r, b})
+			regions = append(regions, held{or, r, b})
 		}
 		return true
 	})
@@ -94,6 +98,13 @@ func (s *Server) relievePressure() {
 			return
 		}
 		s.m.pressureFlushes.Add(1)
+		if h.r.IsReplica() {
+			// A read replica drops its memstore when its primary flushes: ask for one in the
+			// answer to the next batch.
+			h.or.flushWanted.Store(true)
+			total -= h.bytes
+			continue
+		}
 		if _, err := h.r.Flush(); err != nil {
 			s.log.Debug("pressure flush failed", "region", h.r.Name(), "error", err)
 			continue

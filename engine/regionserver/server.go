@@ -71,6 +71,9 @@ type Config struct {
 	WALSegmentSize  int64
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
+	// ReplicationQueueBytes bounds what a primary region keeps for a read replica that is behind
+	// (default 16 MiB); a replica further behind gets a new session (a flush of the primary).
+	ReplicationQueueBytes int64
 
 	Logger *slog.Logger
 	// Registerer receives the metrics (default: the telemetry server's registry when HTTPAddr is
@@ -129,6 +132,11 @@ type onlineRegion struct {
 	state  atomic.Int32
 	r      atomic.Pointer[region.Region]
 	cancel atomic.Bool // a close arrived while opening
+
+	// Read replicas: when a batch last came and when the primary was last asked for one (unix
+	// nanos); flushWanted asks the primary for a flush in the next answer (memory pressure).
+	lastReplicated, lastAsked atomic.Int64
+	flushWanted               atomic.Bool
 }
 
 type movedEntry struct {
@@ -160,6 +168,11 @@ type Server struct {
 
 	scanners  sync.Map // id → *scanner
 	scannerID atomic.Uint64
+
+	shippers    sync.Map // shipperKey → *shipper
+	replFlushAt sync.Map // primary name → unix nanos of the last flush a replica asked for
+	adminMu     sync.Mutex
+	adminConns  map[string]*grpc.ClientConn
 
 	fence         atomic.Pointer[master.Fence]
 	limiters      *quota.Limiters
@@ -303,10 +316,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
-	s.bg.Add(3)
+	s.bg.Add(4)
 	go s.heartbeatLoop()
 	go s.scannerReaper()
 	go s.pressureLoop()
+	go s.replicaWatch()
 	s.log.Info("region server started", "server", s.nameStr, "start_code", s.startCode, "wal", s.walDir,
 		"admin", s.adminLis.Addr().String(), "master", s.masterAddr)
 	return nil
@@ -537,6 +551,7 @@ func (s *Server) finish() {
 		s.masterConn = nil
 	}
 	s.mmu.Unlock()
+	s.closeAdminConns()
 	s.release()
 	s.log.Info("region server stopped", "server", s.nameStr)
 	close(s.done)

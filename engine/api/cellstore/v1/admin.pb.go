@@ -756,6 +756,95 @@ func (x *ReplicateEditsResponse) GetFlushRequested() bool {
 	return false
 }
 
+type RequestReplicationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The primary's region name.
+	Region        string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	ReplicaId     int32  `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestReplicationRequest) Reset() {
+	*x = RequestReplicationRequest{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestReplicationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestReplicationRequest) ProtoMessage() {}
+
+func (x *RequestReplicationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestReplicationRequest.ProtoReflect.Descriptor instead.
+func (*RequestReplicationRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RequestReplicationRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RequestReplicationRequest) GetReplicaId() int32 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+type RequestReplicationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestReplicationResponse) Reset() {
+	*x = RequestReplicationResponse{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestReplicationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestReplicationResponse) ProtoMessage() {}
+
+func (x *RequestReplicationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestReplicationResponse.ProtoReflect.Descriptor instead.
+func (*RequestReplicationResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
 type StopServerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -765,7 +854,7 @@ type StopServerRequest struct {
 
 func (x *StopServerRequest) Reset() {
 	*x = StopServerRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +866,7 @@ func (x *StopServerRequest) String() string {
 func (*StopServerRequest) ProtoMessage() {}
 
 func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +879,7 @@ func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerRequest.ProtoReflect.Descriptor instead.
 func (*StopServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopServerRequest) GetReason() string {
@@ -808,7 +897,7 @@ type StopServerResponse struct {
 
 func (x *StopServerResponse) Reset() {
 	*x = StopServerResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +909,7 @@ func (x *StopServerResponse) String() string {
 func (*StopServerResponse) ProtoMessage() {}
 
 func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +922,7 @@ func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerResponse.ProtoReflect.Descriptor instead.
 func (*StopServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 var File_cellstore_v1_admin_proto protoreflect.FileDescriptor
@@ -889,10 +978,15 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\vapplied_seq\x18\x01 \x01(\x04R\n" +
 	"appliedSeq\x12\x16\n" +
 	"\x06resync\x18\x02 \x01(\bR\x06resync\x12'\n" +
-	"\x0fflush_requested\x18\x03 \x01(\bR\x0eflushRequested\"+\n" +
+	"\x0fflush_requested\x18\x03 \x01(\bR\x0eflushRequested\"R\n" +
+	"\x19RequestReplicationRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x02 \x01(\x05R\treplicaId\"\x1c\n" +
+	"\x1aRequestReplicationResponse\"+\n" +
 	"\x11StopServerRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
-	"\x12StopServerResponse2\x99\x05\n" +
+	"\x12StopServerResponse2\x82\x06\n" +
 	"\x05Admin\x12O\n" +
 	"\n" +
 	"OpenRegion\x12\x1f.cellstore.v1.OpenRegionRequest\x1a .cellstore.v1.OpenRegionResponse\x12R\n" +
@@ -900,7 +994,8 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\vFlushRegion\x12\x1b.cellstore.v1.RegionRequest\x1a\x1c.cellstore.v1.RegionResponse\x12Q\n" +
 	"\rCompactRegion\x12\".cellstore.v1.CompactRegionRequest\x1a\x1c.cellstore.v1.RegionResponse\x12a\n" +
 	"\x10GetOnlineRegions\x12%.cellstore.v1.GetOnlineRegionsRequest\x1a&.cellstore.v1.GetOnlineRegionsResponse\x12[\n" +
-	"\x0eReplicateEdits\x12#.cellstore.v1.ReplicateEditsRequest\x1a$.cellstore.v1.ReplicateEditsResponse\x12O\n" +
+	"\x0eReplicateEdits\x12#.cellstore.v1.ReplicateEditsRequest\x1a$.cellstore.v1.ReplicateEditsResponse\x12g\n" +
+	"\x12RequestReplication\x12'.cellstore.v1.RequestReplicationRequest\x1a(.cellstore.v1.RequestReplicationResponse\x12O\n" +
 	"\n" +
 	"StopServer\x12\x1f.cellstore.v1.StopServerRequest\x1a .cellstore.v1.StopServerResponse\x12=\n" +
 	"\x04Ping\x12\x19.cellstore.v1.PingRequest\x1a\x1a.cellstore.v1.PingResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
@@ -918,34 +1013,36 @@ func file_cellstore_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_cellstore_v1_admin_proto_goTypes = []any{
-	(ReplicationEntry_Kind)(0),       // 0: cellstore.v1.ReplicationEntry.Kind
-	(*OpenRegionRequest)(nil),        // 1: cellstore.v1.OpenRegionRequest
-	(*OpenRegionResponse)(nil),       // 2: cellstore.v1.OpenRegionResponse
-	(*CloseRegionRequest)(nil),       // 3: cellstore.v1.CloseRegionRequest
-	(*CloseRegionResponse)(nil),      // 4: cellstore.v1.CloseRegionResponse
-	(*RegionRequest)(nil),            // 5: cellstore.v1.RegionRequest
-	(*RegionResponse)(nil),           // 6: cellstore.v1.RegionResponse
-	(*CompactRegionRequest)(nil),     // 7: cellstore.v1.CompactRegionRequest
-	(*GetOnlineRegionsRequest)(nil),  // 8: cellstore.v1.GetOnlineRegionsRequest
-	(*GetOnlineRegionsResponse)(nil), // 9: cellstore.v1.GetOnlineRegionsResponse
-	(*ReplicateEditsRequest)(nil),    // 10: cellstore.v1.ReplicateEditsRequest
-	(*ReplicationEntry)(nil),         // 11: cellstore.v1.ReplicationEntry
-	(*ReplicateEditsResponse)(nil),   // 12: cellstore.v1.ReplicateEditsResponse
-	(*StopServerRequest)(nil),        // 13: cellstore.v1.StopServerRequest
-	(*StopServerResponse)(nil),       // 14: cellstore.v1.StopServerResponse
-	(*RegionInfo)(nil),               // 15: cellstore.v1.RegionInfo
-	(*TableDescriptor)(nil),          // 16: cellstore.v1.TableDescriptor
-	(*ServerName)(nil),               // 17: cellstore.v1.ServerName
-	(*PingRequest)(nil),              // 18: cellstore.v1.PingRequest
-	(*PingResponse)(nil),             // 19: cellstore.v1.PingResponse
+	(ReplicationEntry_Kind)(0),         // 0: cellstore.v1.ReplicationEntry.Kind
+	(*OpenRegionRequest)(nil),          // 1: cellstore.v1.OpenRegionRequest
+	(*OpenRegionResponse)(nil),         // 2: cellstore.v1.OpenRegionResponse
+	(*CloseRegionRequest)(nil),         // 3: cellstore.v1.CloseRegionRequest
+	(*CloseRegionResponse)(nil),        // 4: cellstore.v1.CloseRegionResponse
+	(*RegionRequest)(nil),              // 5: cellstore.v1.RegionRequest
+	(*RegionResponse)(nil),             // 6: cellstore.v1.RegionResponse
+	(*CompactRegionRequest)(nil),       // 7: cellstore.v1.CompactRegionRequest
+	(*GetOnlineRegionsRequest)(nil),    // 8: cellstore.v1.GetOnlineRegionsRequest
+	(*GetOnlineRegionsResponse)(nil),   // 9: cellstore.v1.GetOnlineRegionsResponse
+	(*ReplicateEditsRequest)(nil),      // 10: cellstore.v1.ReplicateEditsRequest
+	(*ReplicationEntry)(nil),           // 11: cellstore.v1.ReplicationEntry
+	(*ReplicateEditsResponse)(nil),     // 12: cellstore.v1.ReplicateEditsResponse
+	(*RequestReplicationRequest)(nil),  // 13: cellstore.v1.RequestReplicationRequest
+	(*RequestReplicationResponse)(nil), // 14: cellstore.v1.RequestReplicationResponse
+	(*StopServerRequest)(nil),          // 15: cellstore.v1.StopServerRequest
+	(*StopServerResponse)(nil),         // 16: cellstore.v1.StopServerResponse
+	(*RegionInfo)(nil),                 // 17: cellstore.v1.RegionInfo
+	(*TableDescriptor)(nil),            // 18: cellstore.v1.TableDescriptor
+	(*ServerName)(nil),                 // 19: cellstore.v1.ServerName
+	(*PingRequest)(nil),                // 20: cellstore.v1.PingRequest
+	(*PingResponse)(nil),               // 21: cellstore.v1.PingResponse
 }
 var file_cellstore_v1_admin_proto_depIdxs = []int32{
-	15, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
-	16, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
-	17, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
-	15, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
+	17, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	18, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	19, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
+	17, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
 	11, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
 	0,  // 5: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
 	1,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
@@ -954,18 +1051,20 @@ var file_cellstore_v1_admin_proto_depIdxs = []int32{
 	7,  // 9: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
 	8,  // 10: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
 	10, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
-	13, // 12: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
-	18, // 13: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
-	2,  // 14: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
-	4,  // 15: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
-	6,  // 16: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
-	6,  // 17: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
-	9,  // 18: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
-	12, // 19: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
-	14, // 20: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
-	19, // 21: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
+	13, // 12: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
+	15, // 13: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
+	20, // 14: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
+	2,  // 15: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
+	4,  // 16: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
+	6,  // 17: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
+	6,  // 18: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
+	9,  // 19: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
+	12, // 20: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
+	14, // 21: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
+	16, // 22: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
+	21, // 23: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -984,7 +1083,7 @@ func file_cellstore_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_admin_proto_rawDesc), len(file_cellstore_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

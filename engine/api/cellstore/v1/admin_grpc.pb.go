@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_OpenRegion_FullMethodName       = "/cellstore.v1.Admin/OpenRegion"
-	Admin_CloseRegion_FullMethodName      = "/cellstore.v1.Admin/CloseRegion"
-	Admin_FlushRegion_FullMethodName      = "/cellstore.v1.Admin/FlushRegion"
-	Admin_CompactRegion_FullMethodName    = "/cellstore.v1.Admin/CompactRegion"
-	Admin_GetOnlineRegions_FullMethodName = "/cellstore.v1.Admin/GetOnlineRegions"
-	Admin_ReplicateEdits_FullMethodName   = "/cellstore.v1.Admin/ReplicateEdits"
-	Admin_StopServer_FullMethodName       = "/cellstore.v1.Admin/StopServer"
-	Admin_Ping_FullMethodName             = "/cellstore.v1.Admin/Ping"
+	Admin_OpenRegion_FullMethodName         = "/cellstore.v1.Admin/OpenRegion"
+	Admin_CloseRegion_FullMethodName        = "/cellstore.v1.Admin/CloseRegion"
+	Admin_FlushRegion_FullMethodName        = "/cellstore.v1.Admin/FlushRegion"
+	Admin_CompactRegion_FullMethodName      = "/cellstore.v1.Admin/CompactRegion"
+	Admin_GetOnlineRegions_FullMethodName   = "/cellstore.v1.Admin/GetOnlineRegions"
+	Admin_ReplicateEdits_FullMethodName     = "/cellstore.v1.Admin/ReplicateEdits"
+	Admin_RequestReplication_FullMethodName = "/cellstore.v1.Admin/RequestReplication"
+	Admin_StopServer_FullMethodName         = "/cellstore.v1.Admin/StopServer"
+	Admin_Ping_FullMethodName               = "/cellstore.v1.Admin/Ping"
 )
 
 // AdminClient is the client API for Admin service.
@@ -42,6 +43,9 @@ type AdminClient interface {
 	GetOnlineRegions(ctx context.Context, in *GetOnlineRegionsRequest, opts ...grpc.CallOption) (*GetOnlineRegionsResponse, error)
 	// Primary → secondary replicas: WAL edits to apply (timeline-consistent read replicas).
 	ReplicateEdits(ctx context.Context, in *ReplicateEditsRequest, opts ...grpc.CallOption) (*ReplicateEditsResponse, error)
+	// Secondary → primary: ship this replica the primary's changes (a replica that opened, or
+	// heard nothing for a while, asks; the primary starts a session).
+	RequestReplication(ctx context.Context, in *RequestReplicationRequest, opts ...grpc.CallOption) (*RequestReplicationResponse, error)
 	StopServer(ctx context.Context, in *StopServerRequest, opts ...grpc.CallOption) (*StopServerResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
@@ -115,6 +119,16 @@ func (c *adminClient) ReplicateEdits(ctx context.Context, in *ReplicateEditsRequ
 	return out, nil
 }
 
+func (c *adminClient) RequestReplication(ctx context.Context, in *RequestReplicationRequest, opts ...grpc.CallOption) (*RequestReplicationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestReplicationResponse)
+	err := c.cc.Invoke(ctx, Admin_RequestReplication_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) StopServer(ctx context.Context, in *StopServerRequest, opts ...grpc.CallOption) (*StopServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StopServerResponse)
@@ -148,6 +162,9 @@ type AdminServer interface {
 	GetOnlineRegions(context.Context, *GetOnlineRegionsRequest) (*GetOnlineRegionsResponse, error)
 	// Primary → secondary replicas: WAL edits to apply (timeline-consistent read replicas).
 	ReplicateEdits(context.Context, *ReplicateEditsRequest) (*ReplicateEditsResponse, error)
+	// Secondary → primary: ship this replica the primary's changes (a replica that opened, or
+	// heard nothing for a while, asks; the primary starts a session).
+	RequestReplication(context.Context, *RequestReplicationRequest) (*RequestReplicationResponse, error)
 	StopServer(context.Context, *StopServerRequest) (*StopServerResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
@@ -178,6 +195,9 @@ func (UnimplementedAdminServer) GetOnlineRegions(context.Context, *GetOnlineRegi
 }
 func (UnimplementedAdminServer) ReplicateEdits(context.Context, *ReplicateEditsRequest) (*ReplicateEditsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReplicateEdits not implemented")
+}
+func (UnimplementedAdminServer) RequestReplication(context.Context, *RequestReplicationRequest) (*RequestReplicationResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RequestReplication not implemented")
 }
 func (UnimplementedAdminServer) StopServer(context.Context, *StopServerRequest) (*StopServerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method StopServer not implemented")
@@ -314,6 +334,24 @@ func _Admin_ReplicateEdits_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RequestReplication_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestReplicationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RequestReplication(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RequestReplication_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RequestReplication(ctx, req.(*RequestReplicationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_StopServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StopServerRequest)
 	if err := dec(in); err != nil {
@@ -380,6 +418,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplicateEdits",
 			Handler:    _Admin_ReplicateEdits_Handler,
+		},
+		{
+			MethodName: "RequestReplication",
+			Handler:    _Admin_RequestReplication_Handler,
 		},
 		{
 			MethodName: "StopServer",
