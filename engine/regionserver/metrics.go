@@ -23,10 +23,10 @@ type metrics struct {
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
-	getLatency, mutateLatency    prometheus.Histogram
-	multiLatency, scanLatency    prometheus.Histogram
-	lastRateAt                   atomic.Int64
-	lastRateCount                atomic.Int64
+	getLatency, mutateLatency               prometheus.Histogram
+	multiLatency, scanLatency               prometheus.Histogram
+	lastRateAt                              atomic.Int64
+	lastRateCount                           atomic.Int64
 }
 
 func newMetrics(s *Server) *metrics {
