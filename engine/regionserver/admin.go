@@ -161,14 +161,24 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	}
 	if or.info.GetReplicaId() > 0 {
 		// A read replica opens over its primary's directory, read-only. A new table's primary
-		// may not have created it yet: the descriptor is the same, so create it here.
+		// may be creating it right now: wait a little, then create it (same descriptor).
 		info.Name = master.PrimaryName(or.info.GetName())
-		if ok, err := storage.Exists(s.cfg.FS, path.Join(info.Dir(), ".regioninfo")); err != nil {
-			return nil, err
-		} else if !ok {
-			if err := region.Create(s.cfg.FS, td, info); err != nil {
+		ri := path.Join(info.Dir(), ".regioninfo")
+		for wait := 0; ; wait++ {
+			ok, err := storage.Exists(s.cfg.FS, ri)
+			if err != nil {
 				return nil, err
 			}
+			if ok {
+				break
+			}
+			if wait == 50 || or.cancel.Load() {
+				if err := region.Create(s.cfg.FS, td, info); err != nil {
+					return nil, err
+				}
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // polling the shared storage for the primary's directory
 		}
 		return region.OpenReplica(s.regionConfig(or.table), info)
 	}

@@ -21,7 +21,7 @@ import (
 type regionServerFlags struct {
 	storageDir, masters, dataAddr, adminAddr, httpAddr string
 	advertiseHost, zone, logLevel, configFile          string
-	flushSize                                          int64
+	flushSize, replicationQueue                        int64
 	mem                                                offheap.MemoryConfig
 }
 
@@ -53,6 +53,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	fl.StringVar(&f.advertiseHost, "advertise-host", "", "host name clients and the master reach this server by (default: the host name)")
 	fl.StringVar(&f.zone, "zone", "", "zone of this server (replicas of a region go to different zones)")
 	fl.Int64Var(&f.flushSize, "memstore-flush-size", 128<<20, "a region's memstore is flushed at this many bytes")
+	fl.Int64Var(&f.replicationQueue, "replication-queue-size", 16<<20, "bytes a primary region keeps for a read replica that is behind; one further behind is re-synced from the files (a flush)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.mem.AddFlags(fl)
@@ -90,7 +91,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.Memor
 	return regionserver.Config{FS: fs, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
 		AdvertiseHost: f.advertiseHost, Zone: f.zone, MemstoreBytes: plan.MemstoreOffheap, BlockCacheOffheap: plan.BlockCacheOffheap,
 		NoL2: plan.BlockCacheOffheap == 0, BlockCacheOnheap: plan.BlockCacheOnheap, Hugepages: plan.Hugepages,
-		FlushSize: f.flushSize, Logger: log}
+		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {
