@@ -255,6 +255,24 @@ func TestQuotaThrottles(t *testing.T) {
 	if d, _ := pb.DetailOf(last); d.GetRetryAfterMs() <= 0 {
 		t.Fatalf("THROTTLED without retry_after_ms: %v", d)
 	}
+
+	// Removing the quota takes effect within the refresh period (the next heartbeat).
+	version := s.limiters.Version()
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: "alice"},
+			Type: pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER}, Remove: true})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	removed := time.Now()
+	waitFor(t, "quota removal refreshed", 10*time.Second, func() bool { return s.limiters.Version() > version })
+	t.Logf("quota removal applied %v after SetQuota (heartbeat every 200 ms)", time.Since(removed))
+	for i := range 20 {
+		if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil); err != nil {
+			t.Fatalf("get %d after the quota was removed: %v", i, err)
+		}
+	}
 }
 
 // TestReincarnation: when the master no longer knows the process (unknown_server), the server
