@@ -150,6 +150,7 @@ func restricted() *corev1.SecurityContext {
 // loadStats is what `loadcheck run` reports.
 type loadStats struct {
 	Writes, Reads, FailedWrites, FailedReads, Mismatches int64
+	StaleReads, StaleBehind                              int64
 	MaxLatencyMs                                         float64
 	MaxLatencyAt                                         time.Time
 	Errors                                               []string
@@ -157,8 +158,8 @@ type loadStats struct {
 }
 
 func (s loadStats) String() string {
-	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v",
-		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors)
+	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v",
+		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors)
 }
 
 // loadcheck calls the load pod's HTTP API through the API server's pod proxy (any cluster).

@@ -217,8 +217,19 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 		// gracefully. This crashes it: an ephemeral container in the engine's process namespace sends
 		// SIGQUIT, on which the Go runtime exits at once (status 2) without running any of the
 		// server's shutdown. (SIGKILL sent from inside the namespace to its PID 1 is ignored.)
+		//
+		// Beside the main load, a second client reads with TIMELINE consistency from a table with
+		// REGION_REPLICATION 2: while the crashed server's regions are recovered, its reads of them
+		// are answered by their read replicas (stale) and none fails.
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("timeline", name, "--table", "replicated", "--replication", "2",
+			"--consistency", "timeline", "--writers", "1", "--readers", "2"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int64 { return loadcheck(ctx, ns, "timeline", "GET", "stats").Reads }).
+			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100))
+		waitSettled(ctx, ns, name, 2*time.Minute) // the replicated table's regions are all open
 		victim := pickServer(ctx)
 		resetLoad(ctx)
+		loadcheck(ctx, ns, "timeline", "POST", "reset")
 		pod, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		restarts := pod.Status.ContainerStatuses[0].RestartCount
@@ -245,6 +256,14 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		checkOutage(ctx, "crash of the engine in "+victim, killed)
+		tl := loadcheck(ctx, ns, "timeline", "POST", "stop")
+		report := fmt.Sprintf("TIMELINE reads during the crash of %s: %s", victim, tl)
+		GinkgoWriter.Println(report)
+		AddReportEntry("timeline reads", report)
+		Expect(tl.FailedReads+tl.Mismatches).To(BeZero(), "TIMELINE reads failed: %s", tl)
+		Expect(tl.StaleReads).To(BeNumerically(">", 0), "no read was answered by a replica while %s was down: %s", victim, tl)
+		Expect(tl.FailedWrites+tl.Lost+tl.VerifyFailed).To(BeZero(), "writes to the replicated table failed or were lost: %s", tl)
+		Expect(kube.CoreV1().Pods(ns).Delete(ctx, "timeline", metav1.DeleteOptions{})).To(Succeed())
 	})
 
 	It("scales region servers 3→4 onto the new one and 4→3 draining the leaving one first", func(ctx SpecContext) {

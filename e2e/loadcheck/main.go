@@ -4,9 +4,11 @@
 //	loadcheck load   --masters M --table T --rows N [--splits K]   create T pre-split into K regions,
 //	                                                               write rows 0..N-1 in batches
 //	loadcheck verify --masters M --table T --rows N                scan T: exactly rows 0..N-1, right values
-//	loadcheck run    --masters M --table T [--writers W --readers R --user U --http :8080]
+//	loadcheck run    --masters M --table T [--writers W --readers R --user U --http :8080
+//	                  --replication N --consistency strong|timeline]
 //	        a continuous load: each writer puts one row per request, each reader gets a row a writer
-//	        had acknowledged and checks its value. GET /stats reports the counts (failed requests with
+//	        had acknowledged and checks its value (with TIMELINE consistency, counting the answers
+//	        read replicas gave: staleReads; the table is created with REGION_REPLICATION N). GET /stats reports the counts (failed requests with
 //	        their errors, the slowest request); POST /reset zeroes them; POST /verify reads back every
 //	        write acknowledged so far (the load goes on) and reports the counts with "lost"; POST
 //	        /stop stops the load, then verifies.
@@ -52,6 +54,8 @@ func main() {
 	readers := fs.Int("readers", 2, "run: reader goroutines")
 	user := fs.String("user", "", "user presented to the cluster (quotas)")
 	httpAddr := fs.String("http", ":8080", "run: address of /stats, /reset and /stop")
+	replication := fs.Int("replication", 1, "run: REGION_REPLICATION of the table it creates")
+	consistency := fs.String("consistency", "strong", "run: consistency of the reads, strong or timeline")
 	_ = fs.Parse(os.Args[2:])
 	if *masters == "" {
 		fail(errors.New("--masters is required"))
@@ -70,10 +74,17 @@ func main() {
 		report(verify(ctx, c, *table, *rows))
 	case "run":
 		// Writer rows spread over row00000000..row00099999 (spreadRow).
-		if err := createTable(ctx, c, *table, splitKeys(100000, *splits)); err != nil {
+		if err := createTable(ctx, c, *table, splitKeys(100000, *splits), int32(*replication)); err != nil {
 			fail(err)
 		}
 		r := &runner{c: c, t: c.Table(*table), writers: *writers, readers: *readers}
+		switch *consistency {
+		case "strong":
+		case "timeline":
+			r.consistency = pb.Consistency_CONSISTENCY_TIMELINE
+		default:
+			fail(fmt.Errorf("--consistency %q: strong or timeline", *consistency))
+		}
 		fail(r.serve(ctx, *httpAddr))
 	default:
 		fail(fmt.Errorf("unknown command %q: load, verify or run", os.Args[1]))
@@ -120,8 +131,9 @@ func splitKeys(rows, n int) [][]byte {
 	return out
 }
 
-func createTable(ctx context.Context, c *client.Client, name string, splits [][]byte) error {
-	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte(family)}}}
+func createTable(ctx context.Context, c *client.Client, name string, splits [][]byte, replication int32) error {
+	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte(family)}},
+		RegionReplication: replication}
 	_, err := c.CreateTable(ctx, td, splits)
 	if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
 		return nil
@@ -138,7 +150,7 @@ func (s *summary) addError(err error) {
 func load(ctx context.Context, c *client.Client, name string, rows, splits, batch int) summary {
 	start := time.Now()
 	s := summary{Rows: rows}
-	if err := createTable(ctx, c, name, splitKeys(rows, splits)); err != nil {
+	if err := createTable(ctx, c, name, splitKeys(rows, splits), 0); err != nil {
 		s.addError(fmt.Errorf("create table %s: %w", name, err))
 		return s
 	}
@@ -201,6 +213,7 @@ type runner struct {
 	c                *client.Client
 	t                *client.Table
 	writers, readers int
+	consistency      pb.Consistency
 
 	acked []atomic.Int64 // per writer: rows w<i>-0..acked-1 are acknowledged
 
@@ -213,6 +226,8 @@ type stats struct {
 	Since         time.Time `json:"since"`
 	Writes        int64     `json:"writes"`
 	Reads         int64     `json:"reads"`
+	StaleReads    int64     `json:"staleReads"`
+	StaleBehind   int64     `json:"staleBehind"` // stale answers without the acknowledged write yet
 	FailedWrites  int64     `json:"failedWrites"`
 	FailedReads   int64     `json:"failedReads"`
 	Mismatches    int64     `json:"mismatches"`
@@ -235,7 +250,7 @@ func spreadRow(w int, seq int64) []byte {
 	return fmt.Appendf(nil, "row%08d-%s", int(h.Sum32()%100000), k)
 }
 
-func (r *runner) record(d time.Duration, write bool, err error, mismatch bool) {
+func (r *runner) record(d time.Duration, write bool, err error, mismatch, stale bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.stats
@@ -261,6 +276,9 @@ func (r *runner) record(d time.Duration, write bool, err error, mismatch bool) {
 	if mismatch {
 		s.Mismatches++
 	}
+	if stale {
+		s.StaleReads++
+	}
 }
 
 func (r *runner) write(ctx context.Context, w int) {
@@ -271,7 +289,7 @@ func (r *runner) write(ctx context.Context, w int) {
 		if ctx.Err() != nil {
 			return // stopped: this write's outcome is unknown, and not counted
 		}
-		r.record(time.Since(start), true, err, false)
+		r.record(time.Since(start), true, err, false, false)
 		if err == nil {
 			seq++
 			r.acked[w].Store(seq)
@@ -292,18 +310,27 @@ func (r *runner) read(ctx context.Context, rnd *rand.Rand) {
 		}
 		k := spreadRow(w, rnd.Int64N(n))
 		start := time.Now()
-		res, err := r.t.Get(ctx, &pb.Get{Row: k})
+		res, err := r.t.Get(ctx, &pb.Get{Row: k, Consistency: r.consistency})
 		if ctx.Err() != nil {
 			return
 		}
-		mismatch := false
+		mismatch, behind := false, false
 		if err == nil {
 			got := res.Value(family, "q")
-			if mismatch = string(got) != string(value(k)); mismatch {
-				err = fmt.Errorf("get %s: value %q, want %q", k, got, value(k))
+			switch {
+			case got == nil && res.Stale:
+				behind = true // a read replica that has not received the write yet: TIMELINE allows it
+			case string(got) != string(value(k)):
+				mismatch = true
+				err = fmt.Errorf("get %s: value %q, want %q (stale %v)", k, got, value(k), res.Stale)
 			}
 		}
-		r.record(time.Since(start), false, err, mismatch)
+		r.record(time.Since(start), false, err, mismatch, err == nil && res.Stale)
+		if behind {
+			r.mu.Lock()
+			r.stats.StaleBehind++
+			r.mu.Unlock()
+		}
 	}
 }
 

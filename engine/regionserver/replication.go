@@ -198,8 +198,22 @@ func (sh *shipper) locate(ctx context.Context) error {
 	return fmt.Errorf("the master lists no replica %d of region %s", sh.id, sh.or.name)
 }
 
+// callContext bounds a call to another server by d and by the server's stop (so Stop and Abort do
+// not wait for calls to a dead peer).
+func (s *Server) callContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 func (sh *shipper) send(b *region.ReplicationBatch) (*pb.ReplicateEditsResponse, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := sh.s.callContext(10 * time.Second)
 	defer cancel()
 	if sh.addr == "" {
 		if err := sh.locate(ctx); err != nil {
@@ -389,7 +403,7 @@ func (s *Server) replicaWatch() {
 }
 
 func (s *Server) askPrimary(or *onlineRegion) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := s.callContext(10 * time.Second)
 	defer cancel()
 	var resp *pb.LocateRegionResponse
 	if err := s.callMaster(ctx, func(ctx context.Context, mc pb.MasterClient) error {

@@ -188,6 +188,22 @@ func TestReadReplicasKill9(t *testing.T) {
 		}
 	}
 	victim := servers[master.ServerName(primary.GetServer())]
+	// The readers check values, so let the replica catch up with the load first: the last row's write
+	// was acknowledged after every other, so once the replica shows it, it shows them all.
+	rconn, err := rpc.Dial(ctx, master.ServerName(replica.GetServer()), rpc.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rconn.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if v, err := readDirect(ctx, rconn, replica.GetRegion().GetName(), row(loaded-1)); err == nil && bytes.Equal(v, val(loaded-1)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not receive the load")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the replica
+	}
 
 	// Load: readers (TIMELINE gets of loaded rows) and one writer (new rows, acknowledged ones noted).
 	var reads, stale, failures, writes atomic.Int64
