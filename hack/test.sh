@@ -91,7 +91,7 @@ e2e() {
   if [ -n "$GINKGO" ]; then
     "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s ./e2e
   else
-    go test -tags e2e -timeout 60m ./e2e -ginkgo.v
+    go test -v -tags e2e -timeout 60m ./e2e -ginkgo.v
   fi
   rc=$?
   [ $managed = yes ] && "$ROOT/hack/local-cluster.sh" down

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -300,74 +299,44 @@ type scanAnswer struct {
 	region string
 	resp   *pb.ScanResponse
 	cells  []byte
-	err    error
 }
 
 // timelineOpen opens the scan on the primary and, when it has not answered within the hedge delay
 // (or failed), on every replica too; the first to answer wins and the others' scanners are closed.
 func (s *Scanner) timelineOpen(ctx context.Context, req *pb.ScanRequest) (*scanAnswer, error) {
 	c := s.t.c
-	answers := make(chan *scanAnswer, 1+len(s.loc.replicas)) // never blocks a sender
-	try := func(addr, region string) {
-		a := &scanAnswer{region: region, resp: &pb.ScanResponse{}}
-		defer func() { answers <- a }()
-		if a.conn, a.err = c.conn(ctx, addr); a.err != nil {
+	try := func(addr, region string) func(context.Context) (*scanAnswer, error) {
+		return func(ctx context.Context) (*scanAnswer, error) {
+			a := &scanAnswer{region: region, resp: &pb.ScanResponse{}}
+			var err error
+			if a.conn, err = c.conn(ctx, addr); err != nil {
+				return nil, err
+			}
+			r := proto.Clone(req).(*pb.ScanRequest)
+			r.Region = &pb.RegionSpecifier{Name: region}
+			// Not cut short when another open wins: a losing open that succeeds is closed (discard).
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RPCTimeout)
+			defer cancel()
+			if a.cells, err = a.conn.Call(actx, pb.Method_METHOD_SCAN, r, nil, a.resp, nil); err != nil {
+				return nil, err
+			}
+			return a, nil
+		}
+	}
+	loc := s.loc
+	return hedged(ctx, c.cfg.HedgeDelay, try(loc.addr, loc.region), func() []func(context.Context) (*scanAnswer, error) {
+		var out []func(context.Context) (*scanAnswer, error)
+		for _, r := range loc.replicas {
+			out = append(out, try(r.addr, r.region))
+		}
+		return out
+	}, func(a *scanAnswer) { // a losing open left a scanner on its server
+		if a.resp.ScannerId == 0 {
 			return
 		}
-		r := proto.Clone(req).(*pb.ScanRequest)
-		r.Region = &pb.RegionSpecifier{Name: region}
-		actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
 		defer cancel()
-		a.cells, a.err = a.conn.Call(actx, pb.Method_METHOD_SCAN, r, nil, a.resp, nil)
-	}
-	go try(s.loc.addr, s.loc.region)
-	outstanding, hedged := 1, false
-	startReplicas := func() {
-		hedged = true
-		for _, r := range s.loc.replicas {
-			outstanding++
-			go try(r.addr, r.region)
-		}
-	}
-	hedge := time.NewTimer(c.cfg.HedgeDelay)
-	defer hedge.Stop()
-	var firstErr error
-	for outstanding > 0 {
-		select {
-		case <-hedge.C:
-			if !hedged {
-				startReplicas()
-			}
-		case a := <-answers:
-			outstanding--
-			if a.err == nil {
-				go closeLosers(answers, outstanding, c.cfg.RPCTimeout)
-				return a, nil
-			}
-			if firstErr == nil {
-				firstErr = a.err
-			}
-			if !hedged {
-				startReplicas()
-			}
-		case <-ctx.Done():
-			go closeLosers(answers, outstanding, c.cfg.RPCTimeout)
-			return nil, ctx.Err()
-		}
-	}
-	return nil, firstErr
-}
-
-// closeLosers closes the server-side scanners the losing opens of a TIMELINE scan left.
-func closeLosers(answers <-chan *scanAnswer, n int, timeout time.Duration) {
-	for range n {
-		a := <-answers
-		if a.err != nil || a.resp.ScannerId == 0 {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, _ = a.conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: a.region},
 			ScannerId: a.resp.ScannerId, CloseScanner: true}, nil, nil, nil)
-		cancel()
-	}
+	})
 }

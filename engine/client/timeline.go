@@ -11,82 +11,99 @@ import (
 	"github.com/cellstore/cellstore/engine/rpc"
 )
 
-// timelineGet reads with TIMELINE consistency (HBASE-10070): it asks the primary and, when no answer
-// came within the hedge delay (or the primary failed), also every read replica; the first answer
-// wins. An answer from a replica has Stale set.
-func (t *Table) timelineGet(ctx context.Context, g *pb.Get) (*Result, error) {
-	c := t.c
-	ctx, cancel := c.opContext(ctx)
-	defer cancel() // stops the attempts that lost
-
+// hedged runs a TIMELINE read (HBASE-10070): primary at once and, when it has not answered within
+// the hedge delay (or failed), every one of replicas() too; the first success wins. Successful
+// answers that come after the winner are handed to discard. With no success it returns the first
+// error.
+func hedged[T any](ctx context.Context, delay time.Duration, primary func(context.Context) (T, error),
+	replicas func() []func(context.Context) (T, error), discard func(T)) (T, error) {
 	type answer struct {
-		res *Result
+		v   T
 		err error
 	}
 	answers := make(chan answer)
-	send := func(a answer) { // the losers' answers are dropped once the winner returned
-		select {
-		case answers <- a:
-		case <-ctx.Done():
+	done := make(chan struct{}) // closed on return: later answers are discarded
+	defer close(done)
+	start := func(fn func(context.Context) (T, error)) {
+		go func() {
+			v, err := fn(ctx)
+			select {
+			case answers <- answer{v, err}:
+			case <-done:
+				if err == nil && discard != nil {
+					discard(v)
+				}
+			}
+		}()
+	}
+	start(primary)
+	outstanding, hedging := 1, false
+	startReplicas := func() {
+		hedging = true
+		for _, fn := range replicas() {
+			outstanding++
+			start(fn)
 		}
 	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	var zero T
+	var firstErr error
+	for outstanding > 0 {
+		select {
+		case <-timer.C:
+			if !hedging {
+				startReplicas()
+			}
+		case a := <-answers:
+			outstanding--
+			if a.err == nil {
+				return a.v, nil
+			}
+			if firstErr == nil {
+				firstErr = a.err
+			}
+			if !hedging {
+				startReplicas() // the primary failed: do not wait for the hedge delay
+			}
+		case <-ctx.Done():
+			if firstErr == nil {
+				firstErr = ctx.Err()
+			}
+			return zero, firstErr
+		}
+	}
+	return zero, firstErr
+}
+
+// timelineGet reads with TIMELINE consistency: an answer from a replica has Stale set.
+func (t *Table) timelineGet(ctx context.Context, g *pb.Get) (*Result, error) {
+	c := t.c
+	ctx, cancel := c.opContext(ctx)
+	defer cancel()
 	primary := proto.Clone(g).(*pb.Get)
 	primary.ReplicaId = 0
-	go func() {
+	return hedged(ctx, c.cfg.HedgeDelay, func(ctx context.Context) (*Result, error) {
 		var res *Result
 		err := c.withRegion(ctx, t, g.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
 			var err error
 			res, err = getOnce(ctx, conn, loc.region, primary)
 			return err
 		})
-		send(answer{res, err})
-	}()
-
-	hedge := time.NewTimer(c.cfg.HedgeDelay)
-	defer hedge.Stop()
-	outstanding, hedged := 1, false
-	var lastErr error
-	startReplicas := func() {
-		hedged = true
+		return res, err
+	}, func() []func(context.Context) (*Result, error) {
 		loc, err := c.locate(ctx, t, g.Row, false)
 		if err != nil {
-			return
+			return nil
 		}
+		var out []func(context.Context) (*Result, error)
 		for i, r := range loc.replicas {
-			outstanding++
 			req := proto.Clone(g).(*pb.Get)
 			req.ReplicaId = int32(i + 1)
-			go func() {
-				res, err := c.replicaGet(ctx, r, req)
-				send(answer{res, err})
-			}()
+			out = append(out, func(ctx context.Context) (*Result, error) { return c.replicaGet(ctx, r, req) })
 		}
-	}
-	for {
-		select {
-		case <-hedge.C:
-			if !hedged {
-				startReplicas()
-			}
-		case a := <-answers:
-			outstanding--
-			if a.err == nil {
-				return a.res, nil
-			}
-			lastErr = a.err
-			if !hedged {
-				startReplicas() // the primary failed: do not wait for the hedge delay
-			}
-			if outstanding == 0 {
-				return nil, lastErr
-			}
-		case <-ctx.Done():
-			if lastErr == nil {
-				lastErr = ctx.Err()
-			}
-			return nil, lastErr
-		}
-	}
+		return out
+	}, nil)
 }
 
 // replicaGet reads from one replica, retrying while the operation has time: replicas move too.

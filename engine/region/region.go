@@ -157,39 +157,10 @@ func Open(cfg Config, info Info) (*Region, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	dir := info.Dir()
-	onDisk, table, err := ReadRegionInfo(cfg.FS, dir)
-	if err != nil {
-		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
-	}
-	if onDisk.EncodedName() != info.EncodedName() {
-		return nil, fmt.Errorf("%w: %s/.regioninfo describes region %s", ErrCorrupt, dir, onDisk.String())
-	}
-	if err := table.Validate(); err != nil {
-		return nil, err
-	}
-	r := &Region{
-		info:  onDisk,
-		name:  onDisk.EncodedName(),
-		dir:   dir,
-		table: table,
-		fams:  sortedFamilies(table.Families),
-		fs:    cfg.FS,
-		wal:   cfg.WAL,
-		cfg:   cfg,
-		log:   cfg.Logger.With("region", onDisk.EncodedName()),
-		locks: newRowLocks(),
-	}
-	r.blockCond = sync.NewCond(&r.blockMu)
-	r.nonces = newNonceTable(cfg.NonceTTL)
-	for _, f := range r.fams {
-		r.famNames = append(r.famNames, []byte(f.Name))
-	}
-	ms, err := memstore.New(cfg.Pool)
+	r, err := newRegion(cfg, info, false)
 	if err != nil {
 		return nil, err
 	}
-	r.ms = ms
 	if err := r.loadFiles(); err != nil {
 		r.releaseAll()
 		return nil, err
@@ -239,10 +210,27 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	r, err := newRegion(cfg, info, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadFiles(); err != nil {
+		r.releaseAll()
+		return nil, err
+	}
+	r.mvcc = newMVCC(max(r.man.MaxSeq, r.man.FlushedSeq))
+	r.updateFileMetrics()
+	r.bgDone = make(chan struct{})
+	return r, nil
+}
+
+// newRegion reads a region's .regioninfo and sets up what Open and
+// OpenReplica share: the Region with its families and an empty memstore.
+func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 	dir := info.Dir()
 	onDisk, table, err := ReadRegionInfo(cfg.FS, dir)
 	if err != nil {
-		return nil, fmt.Errorf("region %s (replica): %w", info.EncodedName(), err)
+		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
 	if onDisk.EncodedName() != info.EncodedName() {
 		return nil, fmt.Errorf("%w: %s/.regioninfo describes region %s", ErrCorrupt, dir, onDisk.String())
@@ -257,11 +245,15 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 		table:   table,
 		fams:    sortedFamilies(table.Families),
 		fs:      cfg.FS,
+		wal:     cfg.WAL,
 		cfg:     cfg,
-		log:     cfg.Logger.With("region", onDisk.EncodedName(), "replica", true),
+		log:     cfg.Logger.With("region", onDisk.EncodedName()),
 		locks:   newRowLocks(),
-		replica: true,
-		rs:      &replicaState{},
+		replica: replica,
+	}
+	if replica {
+		r.wal, r.rs = nil, &replicaState{}
+		r.log = r.log.With("replica", true)
 	}
 	r.blockCond = sync.NewCond(&r.blockMu)
 	r.nonces = newNonceTable(cfg.NonceTTL)
@@ -273,13 +265,6 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 		return nil, err
 	}
 	r.ms = ms
-	if err := r.loadFiles(); err != nil {
-		r.releaseAll()
-		return nil, err
-	}
-	r.mvcc = newMVCC(max(r.man.MaxSeq, r.man.FlushedSeq))
-	r.updateFileMetrics()
-	r.bgDone = make(chan struct{})
 	return r, nil
 }
 

@@ -446,9 +446,6 @@ type ReplicaState struct {
 	Session   uint64
 	NextBatch uint64
 	ReadPoint uint64
-	// LastApplied is when the newest applied change was made on the
-	// primary.
-	LastApplied time.Time
 }
 
 // ApplyResult says how ApplyReplication went.
@@ -463,10 +460,9 @@ type ApplyResult struct {
 
 // replicaState is a read replica's session (under applyMu).
 type replicaState struct {
-	applyMu     sync.Mutex
-	session     uint64
-	next        uint64
-	lastApplied atomic.Int64 // unix nanos
+	applyMu sync.Mutex
+	session uint64
+	next    uint64
 	// awaitingFiles: a session started and its files have not come yet.
 	// Until they do, the edits that follow stay above the read point: the
 	// replica shows its old state rather than new edits without the older
@@ -481,11 +477,7 @@ func (r *Region) ReplicaState() ReplicaState {
 	}
 	r.rs.applyMu.Lock()
 	defer r.rs.applyMu.Unlock()
-	st := ReplicaState{Session: r.rs.session, NextBatch: r.rs.next, ReadPoint: r.mvcc.readPoint.Load()}
-	if n := r.rs.lastApplied.Load(); n > 0 {
-		st.LastApplied = time.Unix(0, n)
-	}
-	return st
+	return ReplicaState{Session: r.rs.session, NextBatch: r.rs.next, ReadPoint: r.mvcc.readPoint.Load()}
 }
 
 // IsReplica reports whether the region is a read replica.
@@ -523,9 +515,6 @@ func (r *Region) ApplyReplication(session, num uint64, entries []*ReplicationEnt
 	st.next++
 	if !st.awaitingFiles {
 		r.mvcc.advanceTo(readPoint)
-	}
-	if n := len(entries); n > 0 {
-		st.lastApplied.Store(entries[n-1].Time.UnixNano())
 	}
 	return ApplyResult{ReadPoint: r.mvcc.readPoint.Load()}, nil
 }

@@ -325,9 +325,6 @@ func (a *adminService) ReplicateEdits(_ context.Context, req *pb.ReplicateEditsR
 		}
 		entries = append(entries, e)
 	}
-	if ms := req.GetOldestUnixMs(); ms > 0 && len(entries) > 0 {
-		entries[len(entries)-1].Time = time.UnixMilli(ms) // the lag the replica reports is the batch's oldest change
-	}
 	or.lastReplicated.Store(time.Now().UnixNano())
 	res, err := r.ApplyReplication(req.GetSession(), req.GetBatch(), entries, req.GetReadPoint())
 	resp := &pb.ReplicateEditsResponse{AppliedSeq: res.ReadPoint, Resync: res.Resync}
