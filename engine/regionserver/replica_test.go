@@ -288,3 +288,52 @@ func TestReadReplicas(t *testing.T) {
 		per[id][s] = true
 	}
 }
+
+// Raising a table's REGION_REPLICATION while its primaries are open: the new replicas ask the
+// primaries for their changes and converge; lowering it again stops the primaries' shippers.
+func TestReplicationChangedOnOpenTable(t *testing.T) {
+	c := startCluster(t, 2)
+	ctx := context.Background()
+	createTable(t, c, "alt", nil)
+	tbl := c.client.Table("alt")
+	for i := range 300 {
+		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modify := func(n int32) {
+		t.Helper()
+		td := &pb.TableDescriptor{Name: client.ParseTableName("alt"), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}},
+			RegionReplication: n}
+		if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modify(2)
+	c.waitOpen("alt", 2, "", 30*time.Second)
+	c.waitConverged("alt", 2, 30*time.Second)
+	for i := 300; i < 400; i++ {
+		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitConverged("alt", 2, 30*time.Second)
+
+	modify(1)
+	c.waitOpen("alt", 1, "", 30*time.Second)
+	shippers := func() int {
+		n := 0
+		for _, s := range c.servers {
+			s.shippers.Range(func(_, _ any) bool { n++; return true })
+		}
+		return n
+	}
+	// The next write makes the shipper look for its replica, which the table no longer has.
+	if err := tbl.Put(ctx, client.NewPut(rowKey(0)).Add("f", "q", cell.LatestTimestamp, []byte("w"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the shipper to the removed replica stops", 20*time.Second, func() bool { return shippers() == 0 })
+}

@@ -109,6 +109,20 @@ func (sh *shipper) run() {
 			b, wait := sh.r.NextReplicationBatch(sh.id, shipMaxEntries, shipMaxBytes)
 			if b.NeedSession {
 				sh.session = 0
+				// Only for a replica that is open somewhere: a session costs a flush, and the
+				// queue would only fill up again meanwhile.
+				if sh.addr == "" {
+					if err := sh.locateNow(); err != nil {
+						if errors.Is(err, errNoSuchReplica) {
+							log.Info("the table no longer has this replica: not shipping to it")
+							return
+						}
+						if !fail() {
+							return
+						}
+						continue
+					}
+				}
 				if err := sh.r.StartReplicationSession(sh.id); err != nil {
 					log.Debug("starting a replication session failed", "error", err)
 					if !fail() {
@@ -141,6 +155,10 @@ func (sh *shipper) run() {
 			pending = &b
 		}
 		resp, err := sh.send(pending)
+		if errors.Is(err, errNoSuchReplica) {
+			log.Info("the table no longer has this replica: not shipping to it")
+			return
+		}
 		if err != nil {
 			log.Debug("replicating to the replica failed", "to", sh.addr, "error", err)
 			if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_REGION_OPENING {
@@ -171,7 +189,16 @@ func (sh *shipper) run() {
 	}
 }
 
-var errReplicaNotOpen = errors.New("the replica is not open anywhere yet")
+var (
+	errReplicaNotOpen = errors.New("the replica is not open anywhere yet")
+	errNoSuchReplica  = errors.New("the master lists no such replica")
+)
+
+func (sh *shipper) locateNow() error {
+	ctx, cancel := sh.s.callContext(10 * time.Second)
+	defer cancel()
+	return sh.locate(ctx)
+}
 
 // locate finds the replica's server.
 func (sh *shipper) locate(ctx context.Context) error {
@@ -195,7 +222,7 @@ func (sh *shipper) locate(ctx context.Context) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the master lists no replica %d of region %s", sh.id, sh.or.name)
+	return fmt.Errorf("%w: replica %d of region %s", errNoSuchReplica, sh.id, sh.or.name)
 }
 
 // callContext bounds a call to another server by d and by the server's stop (so Stop and Abort do

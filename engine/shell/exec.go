@@ -58,6 +58,7 @@ func init() {
 		"balancer":       {(*Shell).balancer, "balancer"},
 		"balance_switch": {(*Shell).balanceSwitch, "balance_switch true|false"},
 		"status":         {(*Shell).status, "status['simple' | 'detailed']"},
+		"list_regions":   {(*Shell).listRegions, "list_regions 't' (every region and replica: server, state, start and end keys)"},
 		"set_quota":      {(*Shell).setQuota, "set_quota TYPE => THROTTLE, USER => 'u' | TABLE => 't' | NAMESPACE => 'ns', LIMIT => '100req/sec' | NONE[, THROTTLE_TYPE => READ | WRITE]"},
 		"list_quotas":    {(*Shell).listQuotas, "list_quotas"},
 	}
@@ -903,6 +904,31 @@ func (s *Shell) status(ctx context.Context, args []Value) error {
 			fmt.Fprintf(s.Out, "    in transition: %s %s on %s for %d ms\n", r.Region, strings.TrimPrefix(r.State.String(), "REGION_STATE_"), r.Server, r.SinceMsAgo)
 		}
 	}
+	return nil
+}
+
+func (s *Shell) listRegions(ctx context.Context, args []Value) error {
+	t, err := str(args, 0, "table")
+	if err != nil {
+		return err
+	}
+	var resp *pb.GetTableRegionsResponse
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err = m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(t)})
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "%-20s %-7s %-40s %-12s %s\n", "REGION", "REPLICA", "SERVER", "STATE", "START_KEY END_KEY")
+	for _, l := range resp.Locations {
+		server := l.GetServer().Address()
+		if server == "" {
+			server = "-"
+		}
+		fmt.Fprintf(s.Out, "%-20s %-7d %-40s %-12s %q %q\n", l.GetRegion().GetName(), l.GetRegion().GetReplicaId(), server,
+			strings.TrimPrefix(l.GetState().String(), "REGION_STATE_"), l.GetRegion().GetStartKey(), l.GetRegion().GetEndKey())
+	}
+	fmt.Fprintf(s.Out, "%d row(s)\n", len(resp.Locations))
 	return nil
 }
 

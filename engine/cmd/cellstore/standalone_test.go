@@ -149,6 +149,9 @@ func TestStandaloneSmoke(t *testing.T) {
 	if out := runShell(t, bin, p.master, "get 't1', 'r1'"); !strings.Contains(out, "value=hello") {
 		t.Fatalf("get before restart:\n%s", out)
 	}
+	if out := runShell(t, bin, p.master, "list_regions 't1'"); !strings.Contains(out, " OPEN ") || !strings.Contains(out, "1 row(s)") {
+		t.Fatalf("list_regions:\n%s", out)
+	}
 	p.stop(t, os.Interrupt)
 
 	// Restart after a clean stop: the data is there.
