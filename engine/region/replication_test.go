@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // shipper moves a primary's changes to one replica the way the region
@@ -405,5 +406,45 @@ func TestReplicaConcurrentWriters(t *testing.T) {
 	sh.drain()
 	if want, got := rawDump(t, e.r), rawDump(t, rep); !slices.Equal(want, got) {
 		t.Fatalf("replica differs: %d vs %d cells", len(want), len(got))
+	}
+}
+
+// BenchmarkReplicationOverhead is what the change queue adds to a write: puts (WAL async) with no
+// replica, and with one replica whose shipper drains the queue as it goes.
+func BenchmarkReplicationOverhead(b *testing.B) {
+	for _, withReplica := range []bool{false, true} {
+		b.Run(fmt.Sprintf("replica=%v", withReplica), func(b *testing.B) {
+			e := newEnv(b, fam("cf"))
+			if err := e.r.EnableReplication(ReplicationOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			var sh *shipper
+			if withReplica {
+				sh = newShipper(b, e.r, e.openReplica())
+				sh.maxBatch = 1024
+				sh.drain()
+			}
+			val := make([]byte, 100)
+			b.ResetTimer()
+			for i := range b.N {
+				m := NewMutation(fmt.Appendf(nil, "row%09d", i)).Put([]byte("cf"), []byte("q"), cell.LatestTimestamp, val)
+				m.Durability = wal.AsyncWAL
+				if err := e.r.Put(m); err != nil {
+					b.Fatal(err)
+				}
+				if sh != nil && i%512 == 511 {
+					sh.drain()
+				}
+				if i%50000 == 49999 { // the env turns automatic flushes off
+					if _, err := e.r.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			if sh != nil {
+				sh.drain()
+			}
+		})
 	}
 }
