@@ -42,7 +42,7 @@ func installOperator(ctx context.Context) {
 	Expect(ok).To(BeTrue(), "E2E_OPERATOR_IMAGE %q has no tag", operatorImage)
 	out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
 		"--namespace", operatorNamespace, "--create-namespace", "--wait", "--timeout", "5m",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag)
+		"--set", "image.repository="+repo, "--set-string", "image.tag="+tag)
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Println(out)
 	DeferCleanup(func(ctx SpecContext) {
@@ -406,7 +406,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 		repo, tag, _ := strings.Cut(operatorUpgradeImage, ":")
 		_, err := helm(ctx, "upgrade", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
 			"--namespace", operatorNamespace, "--reuse-values", "--wait", "--timeout", "5m",
-			"--set", "image.repository="+repo, "--set", "image.tag="+tag)
+			"--set", "image.repository="+repo, "--set-string", "image.tag="+tag)
 		Expect(err).NotTo(HaveOccurred())
 		// The new operator has taken over when it relabels the StatefulSets with its version.
 		Eventually(func(g Gomega) {

@@ -47,7 +47,7 @@ step "Installing the operator with Helm ($OPERATOR)"
 HELM=${HELM:-$ROOT/bin/helm-v3.19.0}   # make quickstart installs it (make tools)
 [ -x "$HELM" ] || make --no-print-directory "$HELM" >/dev/null
 "$HELM" upgrade --install cellstore-operator charts/cellstore-operator --namespace cellstore-system --create-namespace \
-  --set image.repository="${OPERATOR%:*}" --set image.tag="${OPERATOR##*:}" --wait --timeout 5m >/dev/null ||
+  --set image.repository="${OPERATOR%:*}" --set-string image.tag="${OPERATOR##*:}" --wait --timeout 5m >/dev/null ||
   die "the operator did not become ready: kubectl -n cellstore-system describe pods; kubectl -n cellstore-system logs deploy/cellstore-operator"
 k -n cellstore-system get deploy cellstore-operator
 
