@@ -437,8 +437,16 @@ func (r *Region) StartReplicationSession(replica int32) error {
 	q.joining[replica] = true // its cursor starts at the session start
 	q.setActive()
 	q.mu.Unlock()
-	_, err := r.flushLocked(false, newSessionID())
-	return err
+	if _, err := r.flushLocked(false, newSessionID()); err != nil {
+		q.mu.Lock()
+		if q.joining[replica] { // the start was not queued: let the next attempt ask again
+			delete(q.joining, replica)
+			q.setActive()
+		}
+		q.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // ReplicaState is what a read replica applied.

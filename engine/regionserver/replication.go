@@ -169,19 +169,24 @@ func (sh *shipper) run() {
 			}
 			continue
 		}
-		backoff = 50 * time.Millisecond
 		lastSend = time.Now()
 		if resp.GetFlushRequested() {
 			sh.s.requestPrimaryFlush(sh.r)
 		}
 		if resp.GetResync() {
+			// Backing off here too: a replica that keeps failing to apply must not make the
+			// primary flush in a tight loop.
 			pending, sh.session = nil, 0
-			sh.s.m.replicationSessions.Add(1)
-			if err := sh.r.StartReplicationSession(sh.id); err != nil && !fail() {
+			if !fail() {
 				return
+			}
+			sh.s.m.replicationSessions.Add(1)
+			if err := sh.r.StartReplicationSession(sh.id); err != nil {
+				log.Debug("starting a replication session failed", "error", err)
 			}
 			continue
 		}
+		backoff = 50 * time.Millisecond
 		sh.r.AckReplication(*pending)
 		sh.sent.Add(1)
 		sh.lastAck.Store(time.Now().UnixNano())
