@@ -63,6 +63,8 @@ type closeOpts struct {
 	target      string // where to open next (MOVE, REOPEN)
 	balancer    bool   // counts against MaxMovesInFlight
 	deleteAfter bool   // UNASSIGN: delete the region's row once closed
+	// prepare completes the procedure before it goes into the batch (SPLIT's key and daughters).
+	prepare func(p *pb.RegionProcedure)
 }
 
 // closeLocked starts a procedure that begins by closing an OPEN region on its server.
@@ -72,6 +74,9 @@ func (m *Master) closeLocked(b *batch, r *pb.CatalogRegion, kind pb.ProcedureKin
 	nr.StateSinceMs = m.clock().UnixMilli()
 	p := m.newProcLocked(b, r.GetInfo().GetName(), kind, stepClose)
 	p.Target, p.Balancer, p.DeleteAfterClose = o.target, o.balancer, o.deleteAfter
+	if o.prepare != nil {
+		o.prepare(p)
+	}
 	b.putRegion(nr)
 	b.putProc(p) // p is marshalled here: it must not change after
 	return p
@@ -145,6 +150,10 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 			continue
 		}
 		server, sc := r.GetServer(), r.GetServerStartCode()
+		if server == "" && p.p.GetStep() == stepSplit {
+			m.splitStepLocked(p, r, now)
+			continue
+		}
 		if server == "" {
 			if p.p.GetStep() == stepClose { // nothing to close any more
 				m.closedLocked(&b, r, p.p)
@@ -262,6 +271,9 @@ func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedu
 		if m.tableWantsOpenLocked(r) {
 			m.assignLocked(b, nr)
 		}
+		return
+	case p.GetKind() == kindSplit:
+		m.splitClosedLocked(b, r, p)
 		return
 	case p.GetKind() == kindUnassign:
 		if p.GetDeleteAfterClose() {
@@ -465,7 +477,7 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			return nil // stale or repeated
 		}
 	case pb.RegionTransition_REGION_TRANSITION_SPLIT_READY:
-		return errPrecondition("region splits are not supported by this master yet")
+		return errPrecondition("region servers do not split regions themselves: the master's SPLIT procedure does")
 	default:
 		return errInvalid("unknown transition %v", req.GetTransition())
 	}

@@ -98,10 +98,10 @@ func TestBadInputGetsTypedErrors(t *testing.T) {
 			_, err := c.mc.ListTables(c.ctx(), &pb.ListTablesRequest{Pattern: "("})
 			return err
 		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "not a regular expression"},
-		{"split a region", func() error {
+		{"split an unknown region", func() error {
 			_, err := c.mc.SplitRegion(c.ctx(), &pb.SplitRegionRequest{Region: "x"})
 			return err
-		}, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, "not supported"},
+		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "unknown region"},
 		{"register without a start code", func() error {
 			_, err := c.mc.RegisterServer(c.ctx(), &pb.RegisterServerRequest{Server: &pb.ServerName{Host: "h", Port: 1}, AdminAddress: "h:2"})
 			return err

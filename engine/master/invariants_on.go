@@ -26,7 +26,11 @@ func checkModel(m *model) {
 	}
 	primaries := 0
 	for _, r := range m.regions {
-		if r.GetInfo().GetReplicaId() == 0 {
+		split := r.GetState() == pb.RegionState_REGION_STATE_SPLIT
+		if split != r.GetInfo().GetSplit() {
+			panic(fmt.Sprintf("master: invariant violated: region %s is %s with split=%v", r.GetInfo().GetName(), r.GetState(), r.GetInfo().GetSplit()))
+		}
+		if r.GetInfo().GetReplicaId() == 0 && !split { // split parents leave the index
 			primaries++
 		}
 		if r.GetState() == pb.RegionState_REGION_STATE_OPEN && r.GetServer() == "" {

@@ -61,6 +61,11 @@ type Config struct {
 	DDLWait time.Duration
 	// MaxConcurrentRPCs bounds the Open/CloseRegion calls in flight (default 64).
 	MaxConcurrentRPCs int
+	// SplitSize: a primary whose store files exceed it is split (default 10 GiB; a table's
+	// MAX_FILESIZE and the cluster setting region_split_size override it). JanitorInterval is how
+	// often split parents are checked for cleanup (default 10 s).
+	SplitSize       int64
+	JanitorInterval time.Duration
 
 	// Clock is the master's clock (tests inject one). Default time.Now.
 	Clock func() time.Time
@@ -109,11 +114,19 @@ func (c *Config) fill() error {
 	def(&c.RetryDelay, time.Second)
 	def(&c.TickInterval, 250*time.Millisecond)
 	def(&c.DDLWait, 30*time.Second)
+	def(&c.JanitorInterval, 10*time.Second)
+	if c.SplitSize == 0 {
+		c.SplitSize = 10 << 30
+	}
+	if c.SplitSize < 0 {
+		return fmt.Errorf("master: split size %d is negative", c.SplitSize)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"open timeout", c.OpenTimeout}, {"close timeout", c.CloseTimeout}, {"RPC timeout", c.RPCTimeout},
-		{"retry delay", c.RetryDelay}, {"tick interval", c.TickInterval}, {"DDL wait", c.DDLWait}} {
+		{"retry delay", c.RetryDelay}, {"tick interval", c.TickInterval}, {"DDL wait", c.DDLWait},
+		{"janitor interval", c.JanitorInterval}} {
 		if d.v <= 0 {
 			return fmt.Errorf("master: %s %v must be positive", d.name, d.v)
 		}
@@ -196,6 +209,12 @@ type Master struct {
 	nextBalance time.Time
 	nextSweep   time.Time
 	busyTables  map[string]bool // tables whose delete or archive runs
+	// Splits: parents whose cleanup runs, when the janitor runs next, and regions whose last
+	// split was rolled back (not split again by the size policy before the time).
+	cleaning    map[string]bool
+	nextJanitor time.Time
+	splitHold   map[string]time.Time
+	splitChecks map[string]bool // the size policy reads their split rows
 }
 
 // New makes a master. It does nothing until Start.
@@ -429,6 +448,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.stoppingSrv = map[string]int64{}
 	m.moveQueue, m.queued = nil, map[string]bool{}
 	m.busyTables = map[string]bool{}
+	m.cleaning, m.splitHold, m.splitChecks, m.nextJanitor = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, now
 	m.nextBalance = now.Add(m.cfg.BalancerInterval)
 	m.nextSweep = now
 	// Servers the catalog knows get a fresh lease: they go on heartbeating to this master, or
@@ -633,6 +653,7 @@ func (m *Master) tick(ctx context.Context) {
 		m.progressDeadLocked,
 		m.progressTablesLocked,
 		m.sweepLocked,
+		m.janitorLocked,
 		m.drainLocked,
 		m.advanceProcsLocked,
 		m.startMovesLocked,
@@ -680,6 +701,10 @@ const (
 	ConfigDefaultRegionReplication = "default_region_replication"
 	ConfigHedgeDelayMS             = "hedge_delay_ms"
 	ConfigQuotasEnabled            = "quotas_enabled"
+	// ConfigRegionSplitSize (bytes) overrides Config.SplitSize; ConfigSplitsEnabled = false stops
+	// the size policy (SplitRegion still splits).
+	ConfigRegionSplitSize = "region_split_size"
+	ConfigSplitsEnabled   = "splits_enabled"
 	// ConfigSelfFenceMarginMS is in RegisterServerResponse.cluster_config only: how long before
 	// its lease can expire a region server stops acknowledging writes (LeaseConfig.SelfFenceMargin).
 	ConfigSelfFenceMarginMS = "self_fence_margin_ms"
@@ -692,6 +717,8 @@ func (m *Master) clusterConfigLocked() map[string]string {
 		ConfigDefaultRegionReplication: strconv.Itoa(int(m.cfg.DefaultRegionReplication)),
 		ConfigHedgeDelayMS:             strconv.FormatInt(m.cfg.HedgeDelay.Milliseconds(), 10),
 		ConfigQuotasEnabled:            strconv.FormatBool(!m.cfg.QuotasDisabled),
+		ConfigRegionSplitSize:          strconv.FormatInt(m.cfg.SplitSize, 10),
+		ConfigSplitsEnabled:            "true",
 	}
 	for k, v := range m.st.config.GetConfig() {
 		out[k] = v

@@ -23,6 +23,8 @@ type metrics struct {
 	serverCrashes  prometheus.Counter
 	recoveryTime   prometheus.Histogram
 	splitEdits     prometheus.Counter
+	splits         prometheus.Counter
+	splitRollbacks prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,12 +53,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		recoveryTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "master", Name: "server_crash_recovery_seconds",
 			Help:    "Time from declaring a server dead to every region it held being settled.",
 			Buckets: []float64{.1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120, 300}}),
-		splitEdits: c("wal_split_edits_total", "WAL edits written to recovered edits by log splitting."),
+		splitEdits:     c("wal_split_edits_total", "WAL edits written to recovered edits by log splitting."),
+		splits:         c("region_splits_total", "Regions split into two daughters (SplitTableRegionProcedure successes)."),
+		splitRollbacks: c("region_split_rollbacks_total", "Splits given up (no split row, references, unreplayed edits): the region reopened."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.liveServers, m.deadServers, m.drainingServer,
 			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
-			m.serverCrashes, m.recoveryTime, m.splitEdits)
+			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks)
 	}
 	return m
 }

@@ -159,10 +159,15 @@ func (m *model) setRegion(r *pb.CatalogRegion) {
 	}
 	if r.GetInfo().GetReplicaId() == 0 {
 		key := TableKey(r.GetInfo().GetTable())
+		if r.GetInfo().GetSplit() {
+			// A split parent leaves the index: its daughters cover its rows.
+			m.unindex(key, name)
+			return
+		}
 		idx := m.index[key]
 		i, found := slices.BinarySearchFunc(idx, r, compareStart)
 		if found {
-			idx[i] = r
+			idx[i] = r // this region again, or a split parent replaced by its first daughter
 		} else {
 			m.index[key] = slices.Insert(idx, i, r)
 		}
@@ -179,11 +184,15 @@ func (m *model) deleteRegion(name string) {
 	}
 	delete(m.regions, name)
 	if old.GetInfo().GetReplicaId() == 0 {
-		key := TableKey(old.GetInfo().GetTable())
-		m.index[key] = slices.DeleteFunc(m.index[key], func(r *pb.CatalogRegion) bool { return r.GetInfo().GetName() == name })
-		if len(m.index[key]) == 0 {
-			delete(m.index, key)
-		}
+		m.unindex(TableKey(old.GetInfo().GetTable()), name)
+	}
+}
+
+// unindex removes a primary from its table's index.
+func (m *model) unindex(key, name string) {
+	m.index[key] = slices.DeleteFunc(m.index[key], func(r *pb.CatalogRegion) bool { return r.GetInfo().GetName() == name })
+	if len(m.index[key]) == 0 {
+		delete(m.index, key)
 	}
 }
 

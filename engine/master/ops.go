@@ -125,7 +125,7 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 		}
 		var b batch
 		if drop {
-			for _, r := range m.st.tableRegions(key) {
+			for _, r := range append(m.st.tableRegions(key), m.st.splitParents(key)...) {
 				b.deleteRegion(r.GetInfo().GetName())
 				if m.st.procs[r.GetInfo().GetName()] != nil {
 					b.deleteProc(r.GetInfo().GetName())
@@ -185,7 +185,7 @@ func (m *Master) sweepLocked(now time.Time) error {
 			}
 			continue
 		}
-		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) {
+		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) || m.splitBlocksLocked(name) {
 			continue
 		}
 		if t := m.st.tables[TableKey(r.GetInfo().GetTable())]; t.GetState() != pb.TableState_TABLE_STATE_ENABLED {

@@ -186,6 +186,9 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 	if err := m.commit(&b); err != nil {
 		return nil, err
 	}
+	if !req.GetStopping() {
+		m.splitPolicyLocked(name, sc, load)
+	}
 	if req.GetStopping() {
 		if _, ok := m.stoppingSrv[name]; !ok {
 			m.log.Info("region server is stopping: no more regions go to it", "server", name)
@@ -371,16 +374,6 @@ func (m *Master) assignTo(ctx context.Context, r *pb.CatalogRegion, dest string)
 	return nil
 }
 
-// SplitRegion implements pb.MasterServer.
-func (m *Master) SplitRegion(_ context.Context, req *pb.SplitRegionRequest) (*pb.SplitRegionResponse, error) {
-	if err := m.lock(); err != nil {
-		return nil, err
-	}
-	defer m.mu.Unlock()
-	return nil, toStatus(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: req.GetRegion(),
-		Message: "region splits are not supported by this master yet: pre-split tables at creation (split keys or a number of regions)"})
-}
-
 // DrainServer implements pb.MasterServer.
 func (m *Master) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb.DrainServerResponse, error) {
 	name := req.GetServer()
@@ -519,13 +512,17 @@ func (m *Master) SetClusterConfig(_ context.Context, req *pb.SetClusterConfigReq
 			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
 				return nil, toStatus(errInvalid("%s must be a non-negative integer (milliseconds), got %q", k, v))
 			}
-		case ConfigQuotasEnabled:
+		case ConfigQuotasEnabled, ConfigSplitsEnabled:
 			if _, err := strconv.ParseBool(v); err != nil {
 				return nil, toStatus(errInvalid("%s must be true or false, got %q", k, v))
 			}
+		case ConfigRegionSplitSize:
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+				return nil, toStatus(errInvalid("%s must be a positive integer (bytes), got %q", k, v))
+			}
 		default:
-			return nil, toStatus(errInvalid("unknown cluster setting %q (known: %s, %s, %s)", k,
-				ConfigDefaultRegionReplication, ConfigHedgeDelayMS, ConfigQuotasEnabled))
+			return nil, toStatus(errInvalid("unknown cluster setting %q (known: %s, %s, %s, %s, %s)", k,
+				ConfigDefaultRegionReplication, ConfigHedgeDelayMS, ConfigQuotasEnabled, ConfigRegionSplitSize, ConfigSplitsEnabled))
 		}
 	}
 	if err := m.lock(); err != nil {

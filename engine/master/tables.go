@@ -295,6 +295,10 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 	for _, r := range m.st.tableRegions(key) {
 		b.deleteRegion(r.GetInfo().GetName())
 	}
+	for _, r := range m.st.splitParents(key) {
+		nt.ArchiveDirs = append(nt.ArchiveDirs, RegionDir(r.GetInfo()))
+		b.deleteRegion(r.GetInfo().GetName())
+	}
 	m.newRegionsLocked(&b, t.GetTable(), keys, true)
 	nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLING, m.clock().UnixMilli()
 	b.putTable(nt)

@@ -243,3 +243,73 @@ func TestSplitDaughters(t *testing.T) {
 		t.Fatalf("write outside the daughter: %v", err)
 	}
 }
+
+// SplitRowOf reads the split row of an open region from storage; SplitClosed writes daughters of
+// a closed one (refusing one with no files, one big row, or references) and is idempotent.
+func TestSplitRowOfAndSplitClosed(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	if _, err := SplitRowOf(e.fs, e.info); !errors.Is(err, ErrCannotSplit) {
+		t.Fatalf("split row of an empty region: %v", err)
+	}
+	// One big row: no split row.
+	for i := 0; i < 200; i++ {
+		if err := e.r.Mutate(NewMutation([]byte("big")).Put([]byte("f"), fmt.Appendf(nil, "q%03d", i), 1, make([]byte, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SplitRowOf(e.fs, e.info); !errors.Is(err, ErrCannotSplit) {
+		t.Fatalf("split row of one big row: %v", err)
+	}
+	for i := 0; i < 300; i++ { // a larger file: the split row comes from it
+		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%03d", i)).Put([]byte("f"), []byte("q"), 1, make([]byte, 300))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	row, err := SplitRowOf(e.fs, e.info) // the region is open meanwhile
+	if err != nil || len(row) == 0 {
+		t.Fatalf("split row: %q %v", row, err)
+	}
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.r = nil
+	lo := Info{Namespace: "default", Table: "t", ID: 5, Name: "lo"}
+	hi := Info{Namespace: "default", Table: "t", ID: 6, Name: "hi"}
+	for range 2 { // a resumed split writes the same daughters again
+		got, err := SplitClosed(e.fs, e.info, lo, hi, nil)
+		if err != nil || string(got) != string(row) {
+			t.Fatalf("SplitClosed: %q %v, want %q", got, err, row)
+		}
+	}
+	if refs, err := HasReferenceFiles(e.fs, lo); err != nil || !refs {
+		t.Fatalf("bottom daughter references: %v %v", refs, err)
+	}
+	lo.EndKey, hi.StartKey = row, row
+	rl, err := Open(e.cfg, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	// A daughter holding references cannot split, open or closed.
+	if _, err := SplitRowOf(e.fs, lo); !errors.Is(err, ErrCannotSplit) {
+		t.Fatalf("split row of a daughter with references: %v", err)
+	}
+	if _, err := SplitClosed(e.fs, lo, Info{Namespace: "default", Table: "t", ID: 7, Name: "x"}, Info{Namespace: "default", Table: "t", ID: 8, Name: "y"}, nil); !errors.Is(err, ErrCannotSplit) {
+		t.Fatalf("SplitClosed of a daughter with references: %v", err)
+	}
+	if _, err := rl.Compact(true); err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := HasReferenceFiles(e.fs, lo); err != nil || refs {
+		t.Fatalf("references after the compaction: %v %v", refs, err)
+	}
+	if refs, err := HasReferenceFiles(e.fs, Info{Namespace: "default", Table: "t", Name: "gone"}); err != nil || refs {
+		t.Fatalf("references of a region without a directory: %v %v", refs, err)
+	}
+}

@@ -47,10 +47,14 @@ func (m *mvcc) begin(assign func() (uint64, error)) (*writeEntry, error) {
 	return e, nil
 }
 
-// complete marks e done and advances the read point over the completed
-// prefix of the queue.
+// complete marks e done, advances the read point over the completed prefix
+// of the queue, and waits until the read point covers e (HBase's
+// completeAndWait): a write is acknowledged only once every read sees it,
+// even when an earlier write (another writer's, still waiting for its WAL
+// sync) completes after it. It returns early only when the region broke.
 func (m *mvcc) complete(e *writeEntry) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e.done = true
 	i := 0
 	for i < len(m.queue) && m.queue[i].done {
@@ -64,7 +68,9 @@ func (m *mvcc) complete(e *writeEntry) {
 		m.queue = m.queue[i:]
 		m.cond.Broadcast()
 	}
-	m.mu.Unlock()
+	for m.readPoint.Load() < e.seq && m.broken == nil {
+		m.cond.Wait()
+	}
 }
 
 // waitBefore waits until every queued write with a sequence id <= seq is

@@ -191,6 +191,11 @@ func Open(cfg Config, info Info) (*Region, error) {
 		r.bgWG.Add(1)
 		go r.background()
 	}
+	if r.HasReferences() {
+		// A split daughter: rewrite its halves of the parent's files into its own, so the
+		// parent's files can go and the daughter can split in turn.
+		r.requestCompaction()
+	}
 	r.log.Debug("region opened", "files", len(r.files.Load().byFamily), "replayed", replayed, "seq", maxSeq)
 	return r, nil
 }

@@ -2,9 +2,12 @@ package region
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 
+	"github.com/cellstore/cellstore/engine/sfile"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -41,13 +44,17 @@ func (r *Region) SplitPoint() ([]byte, error) {
 	if best == nil {
 		return nil, fmt.Errorf("%w: region %s has no store files", ErrCannotSplit, r.name)
 	}
-	mid, err := best.reader.MidKey()
+	row, err := midRowOf(best.reader)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCannotSplit, err)
 	}
-	row := bytes.Clone(mid.Row())
-	if bytes.Equal(row, r.info.StartKey) || !r.info.ContainsRow(row) {
-		return nil, fmt.Errorf("%w: midpoint %q is the region's first row", ErrCannotSplit, row)
+	return checkSplitRow(r.info, row)
+}
+
+func checkSplitRow(parent Info, row []byte) ([]byte, error) {
+	if len(row) == 0 || bytes.Equal(row, parent.StartKey) || !parent.ContainsRow(row) {
+		return nil, fmt.Errorf("%w: split row %q is not inside region %s (%q, %q)", ErrCannotSplit, row,
+			parent.EncodedName(), parent.StartKey, parent.EndKey)
 	}
 	return row, nil
 }
@@ -58,7 +65,8 @@ func (r *Region) SplitPoint() ([]byte, error) {
 // daughter's directory is complete (.regioninfo, references, manifest)
 // before Split returns; open them with Open. The parent's files must stay
 // until both daughters have compacted their references away (HasReferences
-// false); cleaning the parent up is the master's job.
+// false); cleaning the parent up is the master's job. Both daughters get
+// the id daughterID (their encoded names differ by start key).
 func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 	if r.replica {
 		return Info{}, Info{}, ErrReadOnlyReplica
@@ -66,8 +74,8 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 	if err := r.checkOpen(); err != nil {
 		return Info{}, Info{}, err
 	}
-	if bytes.Equal(splitRow, r.info.StartKey) || !r.info.ContainsRow(splitRow) || len(splitRow) == 0 {
-		return Info{}, Info{}, fmt.Errorf("%w: split row %q not inside (%q, %q)", ErrCannotSplit, splitRow, r.info.StartKey, r.info.EndKey)
+	if _, err := checkSplitRow(r.info, splitRow); err != nil {
+		return Info{}, Info{}, err
 	}
 	if r.HasReferences() {
 		return Info{}, Info{}, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, r.name)
@@ -78,43 +86,213 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 	if err := r.Close(); err != nil {
 		return Info{}, Info{}, fmt.Errorf("region %s: closing for split: %w", r.name, err)
 	}
-	r.filesMu.Lock()
-	man := r.man
-	r.filesMu.Unlock()
-	lo := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(r.info.StartKey), EndKey: bytes.Clone(splitRow), ID: daughterID, Parent: r.name}
-	hi := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(splitRow), EndKey: bytes.Clone(r.info.EndKey), ID: daughterID, Parent: r.name}
+	lo := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(r.info.StartKey), EndKey: bytes.Clone(splitRow), ID: daughterID}
+	hi := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(splitRow), EndKey: bytes.Clone(r.info.EndKey), ID: daughterID}
+	if _, err := SplitClosed(r.fs, r.info, lo, hi, splitRow); err != nil {
+		return Info{}, Info{}, err
+	}
+	lo.Parent, hi.Parent = r.name, r.name
+	return lo, hi, nil
+}
+
+// SplitClosed writes the daughters lo and hi of a closed region (the
+// master's split step; storage is shared, so no region server is needed).
+// splitRow nil picks the middle key of the largest store file of the
+// largest family. lo and hi must be the parent's range cut at splitRow
+// (their StartKey/EndKey are set here); their ids and names are the
+// caller's. It is idempotent: a repeated call rewrites the same files. It
+// fails with ErrCannotSplit when the parent holds references, has edits
+// that were never replayed (recovered.edits: open it first), or has no
+// usable split row; nothing is written then. It returns the split row.
+func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
+	dir := parent.Dir()
+	_, table, err := ReadRegionInfo(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", parent.EncodedName(), err)
+	}
+	if names, err := fsys.List(path.Join(dir, "recovered.edits")); err == nil && len(names) > 0 {
+		return nil, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotSplit, parent.EncodedName())
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	man, _, err := readManifest(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", parent.EncodedName(), err)
+	}
+	fams := sortedFamilies(table.Families)
+	for _, f := range fams {
+		for _, mf := range man.Families[f.Name] {
+			if mf.Reference {
+				return nil, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, parent.EncodedName())
+			}
+		}
+	}
+	if splitRow == nil {
+		if splitRow, err = midRow(fsys, dir, fams, man); err != nil {
+			return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, parent.EncodedName(), err)
+		}
+	}
+	if _, err := checkSplitRow(parent, splitRow); err != nil {
+		return nil, err
+	}
+	lo.StartKey, lo.EndKey = bytes.Clone(parent.StartKey), bytes.Clone(splitRow)
+	hi.StartKey, hi.EndKey = bytes.Clone(splitRow), bytes.Clone(parent.EndKey)
+	lo.Parent, hi.Parent = parent.EncodedName(), parent.EncodedName()
 	for _, d := range []struct {
 		info Info
 		top  bool
 	}{{lo, false}, {hi, true}} {
-		if err := r.writeDaughter(d.info, man, splitRow, d.top); err != nil {
-			return Info{}, Info{}, err
+		if err := writeDaughter(fsys, table, dir, fams, man, d.info, splitRow, d.top); err != nil {
+			return nil, fmt.Errorf("region %s: writing daughter %s: %w", parent.EncodedName(), d.info.EncodedName(), err)
 		}
 	}
-	return lo, hi, nil
+	return splitRow, nil
 }
 
-func (r *Region) writeDaughter(info Info, man *manifest, splitRow []byte, top bool) error {
-	if err := Create(r.fs, r.table, info); err != nil {
+// SplitRowOf returns the row an open or closed region would split at (the
+// middle key of the largest store file of its largest family), reading its
+// directory on storage: store files are immutable and the manifest is
+// replaced atomically, so the region may be open on a server meanwhile. It
+// fails with ErrCannotSplit when the region holds references or has no
+// usable midpoint.
+func SplitRowOf(fsys storage.FS, info Info) ([]byte, error) {
+	dir := info.Dir()
+	_, table, err := ReadRegionInfo(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	man, _, err := readManifest(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	fams := sortedFamilies(table.Families)
+	for _, f := range fams {
+		for _, mf := range man.Families[f.Name] {
+			if mf.Reference {
+				return nil, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, info.EncodedName())
+			}
+		}
+	}
+	row, err := midRow(fsys, dir, fams, man)
+	if err != nil {
+		return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, info.EncodedName(), err)
+	}
+	return checkSplitRow(info, row)
+}
+
+// midRow is the row of the middle key of the largest file of the family
+// with the most bytes.
+func midRow(fsys storage.FS, dir string, fams []Family, man *manifest) ([]byte, error) {
+	var best string
+	var bestFam int64 = -1
+	for _, f := range fams {
+		var total, largest int64
+		var name string
+		for _, mf := range man.Families[f.Name] {
+			total += mf.Size
+			if name == "" || mf.Size > largest {
+				name, largest = path.Join(dir, f.Name, mf.Name), mf.Size
+			}
+		}
+		if name != "" && total > bestFam {
+			best, bestFam = name, total
+		}
+	}
+	if best == "" {
+		return nil, errors.New("no store files")
+	}
+	rd, err := sfile.Open(fsys, best, sfile.ReaderOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return midRowOf(rd)
+}
+
+// midRowOf is a file's middle row; a file whose middle row is its first
+// one (one big row) has none: neither half would take anything from it.
+func midRowOf(rd *sfile.Reader) ([]byte, error) {
+	mid, err := rd.MidKey()
+	if err != nil {
+		return nil, err
+	}
+	if first := rd.Meta().FirstKey; first != nil && bytes.Equal(first.Row(), mid.Row()) {
+		return nil, fmt.Errorf("the middle of %s is its first row %q", rd.Path(), mid.Row())
+	}
+	return bytes.Clone(mid.Row()), nil
+}
+
+// writeDaughter writes a daughter's directory: .regioninfo, a reference
+// per parent file with rows in its half, and its manifest (written last:
+// a daughter directory without one is not opened).
+func writeDaughter(fsys storage.FS, table TableDescriptor, parentDir string, fams []Family, man *manifest, info Info, splitRow []byte, top bool) error {
+	if err := Create(fsys, table, info); err != nil {
 		return err
 	}
 	dir := info.Dir()
+	parentName := path.Base(parentDir)
 	dm := &manifest{Version: 1, FlushedSeq: man.FlushedSeq, MaxSeq: man.MaxSeq, Families: map[string][]manifestFile{}}
-	for _, f := range r.fams {
+	for _, f := range fams {
 		famDir := path.Join(dir, f.Name)
 		for _, mf := range man.Families[f.Name] {
-			ref := reference{ParentPath: path.Join(r.dir, f.Name, mf.Name), SplitRow: splitRow, Top: top}
+			parentPath := path.Join(parentDir, f.Name, mf.Name)
+			if has, err := halfHasRows(fsys, parentPath, splitRow, top); err != nil {
+				return err
+			} else if !has {
+				continue
+			}
+			ref := reference{ParentPath: parentPath, SplitRow: splitRow, Top: top}
 			b, err := encodeChecked(ref)
 			if err != nil {
 				return err
 			}
-			name := mf.Name + "." + r.name
-			if err := storage.WriteFile(r.fs, path.Join(famDir, name), b); err != nil {
+			name := mf.Name + "." + parentName
+			if err := storage.WriteFile(fsys, path.Join(famDir, name), b); err != nil {
 				return err
 			}
 			dm.Families[f.Name] = append(dm.Families[f.Name], manifestFile{Name: name, Reference: true,
 				Size: mf.Size / 2, MaxSeq: mf.MaxSeq, Entries: mf.Entries / 2})
 		}
 	}
-	return writeManifest(r.fs, dir, dm)
+	return writeManifest(fsys, dir, dm)
+}
+
+// halfHasRows reads a file's first and last keys: a half outside them gets
+// no reference.
+func halfHasRows(fsys storage.FS, p string, splitRow []byte, top bool) (bool, error) {
+	rd, err := sfile.Open(fsys, p, sfile.ReaderOptions{})
+	if err != nil {
+		return false, err
+	}
+	defer rd.Close()
+	meta := rd.Meta()
+	if meta.EntryCount == 0 || meta.FirstKey == nil || meta.LastKey == nil {
+		return false, nil
+	}
+	if top {
+		return bytes.Compare(meta.LastKey.Row(), splitRow) >= 0, nil
+	}
+	return bytes.Compare(meta.FirstKey.Row(), splitRow) < 0, nil
+}
+
+// HasReferenceFiles reports whether the region's manifest on storage
+// still names reference files (a daughter that has not compacted its
+// parent's halves away). A region without a directory has none.
+func HasReferenceFiles(fsys storage.FS, info Info) (bool, error) {
+	dir := info.Dir()
+	if ok, err := storage.Exists(fsys, dir); err != nil || !ok {
+		return false, err
+	}
+	man, _, err := readManifest(fsys, dir)
+	if err != nil {
+		return false, err
+	}
+	for _, files := range man.Families {
+		for _, mf := range files {
+			if mf.Reference {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

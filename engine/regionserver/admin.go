@@ -228,7 +228,13 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		if r := or.r.Load(); r != nil {
 			if req.GetFlush() {
 				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
-					s.log.Warn("closing region", "region", name, "error", err)
+					// Its unflushed edits are only in this server's WAL: reporting CLOSED would
+					// let the region open elsewhere (or split) without them. Abort instead, as
+					// HBase does: the master recovers this server's WAL and reassigns.
+					s.log.Error("closing region failed to flush: aborting the server so that its WAL is recovered",
+						"region", name, "error", err)
+					go s.Abort()
+					return
 				}
 			} else {
 				r.Abort()

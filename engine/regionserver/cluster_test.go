@@ -36,6 +36,11 @@ func startCluster(t *testing.T, n int) *cluster { return startTunedCluster(t, n,
 
 func startTunedCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 	t.Helper()
+	return startClusterWith(t, n, tune, nil)
+}
+
+func startClusterWith(t *testing.T, n int, tune func(*Config), mtune func(*master.Config)) *cluster {
+	t.Helper()
 	fs, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +52,12 @@ func startTunedCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 	if os.Getenv("CELLSTORE_TEST_DEFAULT_LEASE") != "" { // measure recovery with production timing
 		lease = master.DefaultLeaseConfig
 	}
-	m, err := mastertest.StartMaster(ctx, master.Config{FS: fs, Logger: quiet, BalancerInterval: -1, Lease: lease,
-		RetryDelay: 100 * time.Millisecond, TickInterval: 50 * time.Millisecond})
+	mcfg := master.Config{FS: fs, Logger: quiet, BalancerInterval: -1, Lease: lease,
+		RetryDelay: 100 * time.Millisecond, TickInterval: 50 * time.Millisecond}
+	if mtune != nil {
+		mtune(&mcfg)
+	}
+	m, err := mastertest.StartMaster(ctx, mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,6 +197,7 @@ func (s *Server) load() *pb.ServerLoad {
 			StoreFiles: int32(met.StoreFiles.Load()), ReadRequests: met.ReadRequests.Load(), WriteRequests: met.WriteRequests.Load()}
 		if or.info.GetReplicaId() == 0 {
 			rl.MaxFlushedSeq = r.FlushedSeq()
+			rl.HasReferences = r.HasReferences()
 		}
 		l.MemstoreBytes += ms.DataBytes
 		l.Regions = append(l.Regions, rl)

@@ -511,7 +511,10 @@ func (s *Server) shutdown(graceful bool) error {
 			s.regions.Delete(or.name)
 			if r := or.r.Load(); r != nil {
 				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
-					s.log.Warn("closing region", "region", or.name, "error", err)
+					// Not reported CLOSED: the master recovers it from this server's WAL once
+					// the lease runs out.
+					s.log.Error("closing region failed to flush: leaving it to WAL recovery", "region", or.name, "error", err)
+					return
 				}
 			}
 			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,7 @@ func init() {
 		"drop":           {tableOp("drop"), "drop 't' (the table must be disabled)"},
 		"truncate":       {tableOp("truncate"), "truncate 't' (disables, empties and enables the table, keeping its splits)"},
 		"move":           {(*Shell).move, "move 'region'[, 'host:port']"},
+		"split":          {(*Shell).split, "split 't' | 'region'[, 'splitKey'] (every region of a table at its midpoint, or one region; the region holding splitKey when a table is named)"},
 		"balancer":       {(*Shell).balancer, "balancer"},
 		"balance_switch": {(*Shell).balanceSwitch, "balance_switch true|false"},
 		"status":         {(*Shell).status, "status['simple' | 'detailed']"},
@@ -846,6 +848,70 @@ func (s *Shell) move(ctx context.Context, args []Value) error {
 		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: region, Destination: dest})
 		return err
 	})
+}
+
+func (s *Shell) split(ctx context.Context, args []Value) error {
+	target, err := str(args, 0, "table or region")
+	if err != nil {
+		return err
+	}
+	var key []byte
+	if len(args) > 1 {
+		k, err := str(args, 1, "split key")
+		if err != nil {
+			return err
+		}
+		key = []byte(k)
+	}
+	var regions []string
+	if isRegionName(target) {
+		regions = []string{target}
+	} else {
+		var resp *pb.GetTableRegionsResponse
+		if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err = m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(target)})
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, l := range resp.Locations {
+			ri := l.GetRegion()
+			if ri.GetReplicaId() != 0 {
+				continue
+			}
+			if key != nil && (bytes.Compare(key, ri.GetStartKey()) < 0 || len(ri.GetEndKey()) > 0 && bytes.Compare(key, ri.GetEndKey()) >= 0) {
+				continue
+			}
+			regions = append(regions, ri.GetName())
+		}
+	}
+	for _, name := range regions {
+		if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: name, SplitKey: key})
+			return err
+		}); err != nil {
+			if len(regions) == 1 {
+				return err
+			}
+			fmt.Fprintf(s.Out, "region %s not split: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(s.Out, "split region %s\n", name)
+	}
+	return nil
+}
+
+// isRegionName: 16 hex digits (a primary's name as the master assigns it).
+func isRegionName(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Shell) balancer(ctx context.Context, _ []Value) error {

@@ -167,6 +167,15 @@ func TestStandaloneSmoke(t *testing.T) {
 	if !strings.Contains(out, "value=unflushed") || !strings.Contains(out, "3 row(s)") {
 		t.Fatalf("after kill -9 and restart:\n%s", out)
 	}
+	// Split the table in the shell: two regions, the same rows.
+	if out := runShell(t, bin, p.master, "split 't1', 'r2'"); !strings.Contains(out, "split region") {
+		t.Fatalf("split:\n%s", out)
+	}
+	out = runShell(t, bin, p.master, "list_regions 't1'; count 't1'; get 't1', 'r3'")
+	if !strings.Contains(out, `"" "r2"`) || !strings.Contains(out, `"r2" ""`) || !strings.Contains(out, "3 row(s)") ||
+		!strings.Contains(out, "value=unflushed") {
+		t.Fatalf("after the split:\n%s", out)
+	}
 	p.stop(t, os.Interrupt)
 }
 

@@ -28,6 +28,9 @@ const (
 	ProcedureKind_PROCEDURE_KIND_UNASSIGN ProcedureKind = 1
 	ProcedureKind_PROCEDURE_KIND_MOVE     ProcedureKind = 2
 	ProcedureKind_PROCEDURE_KIND_REOPEN   ProcedureKind = 3
+	// Split a primary in two: close it (and close its replicas), write the daughters' reference
+	// files, replace it in the catalog by the daughters and assign them.
+	ProcedureKind_PROCEDURE_KIND_SPLIT ProcedureKind = 4
 )
 
 // Enum value maps for ProcedureKind.
@@ -37,12 +40,14 @@ var (
 		1: "PROCEDURE_KIND_UNASSIGN",
 		2: "PROCEDURE_KIND_MOVE",
 		3: "PROCEDURE_KIND_REOPEN",
+		4: "PROCEDURE_KIND_SPLIT",
 	}
 	ProcedureKind_value = map[string]int32{
 		"PROCEDURE_KIND_ASSIGN":   0,
 		"PROCEDURE_KIND_UNASSIGN": 1,
 		"PROCEDURE_KIND_MOVE":     2,
 		"PROCEDURE_KIND_REOPEN":   3,
+		"PROCEDURE_KIND_SPLIT":    4,
 	}
 )
 
@@ -80,6 +85,8 @@ const (
 	ProcedureStep_PROCEDURE_STEP_OPEN ProcedureStep = 0
 	// Waiting for the region to close on the region's server.
 	ProcedureStep_PROCEDURE_STEP_CLOSE ProcedureStep = 1
+	// SPLIT only: the parent is closed; the master writes the daughters' directories.
+	ProcedureStep_PROCEDURE_STEP_SPLIT ProcedureStep = 2
 )
 
 // Enum value maps for ProcedureStep.
@@ -87,10 +94,12 @@ var (
 	ProcedureStep_name = map[int32]string{
 		0: "PROCEDURE_STEP_OPEN",
 		1: "PROCEDURE_STEP_CLOSE",
+		2: "PROCEDURE_STEP_SPLIT",
 	}
 	ProcedureStep_value = map[string]int32{
 		"PROCEDURE_STEP_OPEN":  0,
 		"PROCEDURE_STEP_CLOSE": 1,
+		"PROCEDURE_STEP_SPLIT": 2,
 	}
 )
 
@@ -286,7 +295,10 @@ type CatalogRegion struct {
 	MaxFlushedSeq uint64 `protobuf:"varint,7,opt,name=max_flushed_seq,json=maxFlushedSeq,proto3" json:"max_flushed_seq,omitempty"`
 	StateSinceMs  int64  `protobuf:"varint,8,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
 	// Why the last open failed (FAILED_OPEN).
-	LastError     string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// A split parent (state SPLIT, info.split): its daughters' names. The row and the parent's
+	// directory stay until neither daughter references the parent's files any more.
+	Daughters     []string `protobuf:"bytes,10,rep,name=daughters,proto3" json:"daughters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +396,13 @@ func (x *CatalogRegion) GetLastError() string {
 	return ""
 }
 
+func (x *CatalogRegion) GetDaughters() []string {
+	if x != nil {
+		return x.Daughters
+	}
+	return nil
+}
+
 // RegionProcedure is the row "proc/<region name>": the one transition in flight for a region
 // (HBase's TransitRegionStateProcedure). A new active master resumes it from this row.
 type RegionProcedure struct {
@@ -409,7 +428,12 @@ type RegionProcedure struct {
 	Flush bool `protobuf:"varint,12,opt,name=flush,proto3" json:"flush,omitempty"`
 	// The open on the region's server timed out: it is being closed there before the open is
 	// retried elsewhere.
-	Aborting      bool `protobuf:"varint,13,opt,name=aborting,proto3" json:"aborting,omitempty"`
+	Aborting bool `protobuf:"varint,13,opt,name=aborting,proto3" json:"aborting,omitempty"`
+	// SPLIT only: the row to split at (empty: the middle key of the largest store file, chosen at
+	// the SPLIT step) and the ids of the two daughters (allocated when the split starts, so a
+	// resumed split writes the same directories).
+	SplitKey      []byte   `protobuf:"bytes,14,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	DaughterIds   []uint64 `protobuf:"varint,15,rep,packed,name=daughter_ids,json=daughterIds,proto3" json:"daughter_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +557,20 @@ func (x *RegionProcedure) GetAborting() bool {
 		return x.Aborting
 	}
 	return false
+}
+
+func (x *RegionProcedure) GetSplitKey() []byte {
+	if x != nil {
+		return x.SplitKey
+	}
+	return nil
+}
+
+func (x *RegionProcedure) GetDaughterIds() []uint64 {
+	if x != nil {
+		return x.DaughterIds
+	}
+	return nil
 }
 
 // DeadServer is the row "dead/<wal dir>": the recovery of one dead region server process
@@ -897,7 +935,7 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1a\n" +
 	"\bdeleting\x18\x04 \x01(\bR\bdeleting\x12!\n" +
 	"\farchive_dirs\x18\x05 \x03(\tR\varchiveDirs\x12$\n" +
-	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\"\xdd\x02\n" +
+	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\"\xfb\x02\n" +
 	"\rCatalogRegion\x12,\n" +
 	"\x04info\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x04info\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +
@@ -908,7 +946,9 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x0fmax_flushed_seq\x18\a \x01(\x04R\rmaxFlushedSeq\x12$\n" +
 	"\x0estate_since_ms\x18\b \x01(\x03R\fstateSinceMs\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\t \x01(\tR\tlastError\"\xbc\x03\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12\x1c\n" +
+	"\tdaughters\x18\n" +
+	" \x03(\tR\tdaughters\"\xfc\x03\n" +
 	"\x0fRegionProcedure\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12/\n" +
@@ -925,7 +965,9 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"started_ms\x18\v \x01(\x03R\tstartedMs\x12\x14\n" +
 	"\x05flush\x18\f \x01(\bR\x05flush\x12\x1a\n" +
-	"\baborting\x18\r \x01(\bR\baborting\"\xaa\x02\n" +
+	"\baborting\x18\r \x01(\bR\baborting\x12\x1b\n" +
+	"\tsplit_key\x18\x0e \x01(\fR\bsplitKey\x12!\n" +
+	"\fdaughter_ids\x18\x0f \x03(\x04R\vdaughterIds\"\xaa\x02\n" +
 	"\n" +
 	"DeadServer\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1d\n" +
@@ -960,15 +1002,17 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x12CatalogMasterState\x12$\n" +
 	"\x0elast_region_id\x18\x01 \x01(\x04R\flastRegionId\x12*\n" +
 	"\x11last_procedure_id\x18\x02 \x01(\x04R\x0flastProcedureId\x12!\n" +
-	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff*{\n" +
+	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff*\x95\x01\n" +
 	"\rProcedureKind\x12\x19\n" +
 	"\x15PROCEDURE_KIND_ASSIGN\x10\x00\x12\x1b\n" +
 	"\x17PROCEDURE_KIND_UNASSIGN\x10\x01\x12\x17\n" +
 	"\x13PROCEDURE_KIND_MOVE\x10\x02\x12\x19\n" +
-	"\x15PROCEDURE_KIND_REOPEN\x10\x03*B\n" +
+	"\x15PROCEDURE_KIND_REOPEN\x10\x03\x12\x18\n" +
+	"\x14PROCEDURE_KIND_SPLIT\x10\x04*\\\n" +
 	"\rProcedureStep\x12\x17\n" +
 	"\x13PROCEDURE_STEP_OPEN\x10\x00\x12\x18\n" +
-	"\x14PROCEDURE_STEP_CLOSE\x10\x01*\x80\x01\n" +
+	"\x14PROCEDURE_STEP_CLOSE\x10\x01\x12\x18\n" +
+	"\x14PROCEDURE_STEP_SPLIT\x10\x02*\x80\x01\n" +
 	"\x0eDeadServerStep\x12\x1a\n" +
 	"\x16DEAD_SERVER_STEP_FENCE\x10\x00\x12\x1a\n" +
 	"\x16DEAD_SERVER_STEP_SPLIT\x10\x01\x12\x1b\n" +

@@ -1084,8 +1084,11 @@ type RegionLoad struct {
 	ReadRequests   int64                  `protobuf:"varint,5,opt,name=read_requests,json=readRequests,proto3" json:"read_requests,omitempty"`
 	WriteRequests  int64                  `protobuf:"varint,6,opt,name=write_requests,json=writeRequests,proto3" json:"write_requests,omitempty"`
 	MaxFlushedSeq  uint64                 `protobuf:"varint,7,opt,name=max_flushed_seq,json=maxFlushedSeq,proto3" json:"max_flushed_seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The region still reads reference files (a split daughter that has not compacted them away):
+	// it cannot split yet.
+	HasReferences bool `protobuf:"varint,8,opt,name=has_references,json=hasReferences,proto3" json:"has_references,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionLoad) Reset() {
@@ -1165,6 +1168,13 @@ func (x *RegionLoad) GetMaxFlushedSeq() uint64 {
 		return x.MaxFlushedSeq
 	}
 	return 0
+}
+
+func (x *RegionLoad) GetHasReferences() bool {
+	if x != nil {
+		return x.HasReferences
+	}
+	return false
 }
 
 type ServerLoad struct {
@@ -2774,7 +2784,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x0ecluster_config\x18\x03 \x03(\v27.cellstore.v1.RegisterServerResponse.ClusterConfigEntryR\rclusterConfig\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
 	"\n" +
 	"RegionLoad\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12%\n" +
@@ -2784,7 +2794,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"storeFiles\x12#\n" +
 	"\rread_requests\x18\x05 \x01(\x03R\freadRequests\x12%\n" +
 	"\x0ewrite_requests\x18\x06 \x01(\x03R\rwriteRequests\x12&\n" +
-	"\x0fmax_flushed_seq\x18\a \x01(\x04R\rmaxFlushedSeq\"\x80\x02\n" +
+	"\x0fmax_flushed_seq\x18\a \x01(\x04R\rmaxFlushedSeq\x12%\n" +
+	"\x0ehas_references\x18\b \x01(\bR\rhasReferences\"\x80\x02\n" +
 	"\n" +
 	"ServerLoad\x12.\n" +
 	"\x13requests_per_second\x18\x01 \x01(\x03R\x11requestsPerSecond\x12\x1d\n" +
