@@ -104,7 +104,9 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 		// The regions that may have edits in the log: every primary the catalog knows.
 		dirs, flushed = map[string]string{}, map[string]uint64{}
 		for name, r := range m.st.regions {
-			if r.GetInfo().GetReplicaId() == 0 {
+			// A split parent never opens again: every edit of it was flushed before its split
+			// (the split is refused otherwise), and the janitor may be archiving its directory.
+			if r.GetInfo().GetReplicaId() == 0 && !r.GetInfo().GetSplit() {
 				dirs[name] = RecoveredEditsDir(r.GetInfo())
 				flushed[name] = r.GetMaxFlushedSeq()
 			}

@@ -143,7 +143,7 @@ func rowKey(i int) []byte { return fmt.Appendf(nil, "row%05d", i) }
 func TestClusterEndToEnd(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx := context.Background()
-	const rows = 10000
+	const rows = 100000
 	var splits [][]byte
 	for i := 1; i < 8; i++ {
 		splits = append(splits, rowKey(i*rows/8))
@@ -246,7 +246,7 @@ func TestClusterEndToEnd(t *testing.T) {
 
 func checkScan(t *testing.T, tbl *client.Table, rows int, reversed bool) {
 	t.Helper()
-	s := &pb.Scan{Caching: 333, Reversed: reversed, StartRow: rowKey(0), StopRow: rowKey(rows)}
+	s := &pb.Scan{Caching: 333, Reversed: reversed, StartRow: rowKey(0)} // every test row is at or after rowKey(0)
 	if reversed {
 		s.StartRow, s.StopRow = rowKey(rows-1), nil
 	}
