@@ -341,6 +341,9 @@ func (m *Master) dispatchLocked(name string) {
 	if p == nil || r == nil || r.GetServer() == "" || p.sending {
 		return
 	}
+	if step := p.p.GetStep(); step != stepOpen && step != stepClose {
+		return // the SPLIT step is the master's own work (splitStepLocked)
+	}
 	s, ok := m.reg.Get(r.GetServer())
 	if !ok || !s.Live || s.StartCode != r.GetServerStartCode() {
 		return

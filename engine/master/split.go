@@ -227,6 +227,9 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 			return
 		}
 		cur.sending = false
+		if t := m.st.tables[TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
+			return // dropped meanwhile: the drop removes the rows and the procedure
+		}
 		var b batch
 		switch {
 		case errors.Is(err, region.ErrCannotSplit):

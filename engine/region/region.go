@@ -415,9 +415,10 @@ func (r *Region) removeRecoveredEdits() error {
 	return r.fs.SyncDir(d)
 }
 
-// Close stops the background work, flushes the memstore (unless the
-// region is broken) and releases memory and files. Scanners still open
-// keep what they read until they close.
+// Close stops the background work, flushes the memstore and releases
+// memory and files. Scanners still open keep what they read until they
+// close. A broken region is not flushed: Close returns its error, since its
+// memstore may hold acknowledged edits that only the WAL has.
 func (r *Region) Close() error {
 	if r.closed.Swap(true) {
 		return ErrClosed
@@ -427,8 +428,12 @@ func (r *Region) Close() error {
 	r.compactMu.Lock() // wait for a compaction in flight
 	defer r.compactMu.Unlock()
 	var err error
-	if r.brokenErr() == nil && !r.replica {
-		_, err = r.flush(true)
+	if !r.replica {
+		if err = r.brokenErr(); err == nil {
+			_, err = r.flush(true)
+		}
+		// A broken region's memstore holds acknowledged edits that only its WAL has: the error
+		// tells the caller so (a region server aborts rather than report the region closed).
 	}
 	r.blockMu.Lock()
 	r.blockCond.Broadcast()
