@@ -112,12 +112,8 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 			}
 		}
 	}
-	ctx := m.activeCtx
-	m.activeWG.Add(1)
-	go func() {
-		defer m.activeWG.Done()
-		next := proto.CloneOf(d)
-		var err error
+	next := proto.CloneOf(d)
+	m.runIO(func() (err error) {
 		switch d.GetStep() {
 		case pb.DeadServerStep_DEAD_SERVER_STEP_FENCE:
 			err = m.fence(d.GetWalDir())
@@ -135,14 +131,8 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 		case pb.DeadServerStep_DEAD_SERVER_STEP_WAIT:
 			err = m.archiveWAL(d.GetWalDir())
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.activeLocked() {
-			return
-		}
+		return err
+	}, func(err error) {
 		cur := m.st.dead[d.GetWalDir()]
 		if cur == nil {
 			return
@@ -165,7 +155,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 		if next.GetStep() == pb.DeadServerStep_DEAD_SERVER_STEP_ASSIGN && d.GetStep() != pb.DeadServerStep_DEAD_SERVER_STEP_WAIT {
 			_ = m.reassignDeadLocked(next)
 		}
-	}()
+	})
 }
 
 // fence renames a dead server's WAL directory to <dir>-splitting and makes the rename durable.

@@ -573,6 +573,26 @@ func (m *Master) notifyLocked() {
 	m.kick()
 }
 
+// runIO runs io (storage work) on a goroutine of the active phase, without the master's lock,
+// then done with the lock held, unless the active phase ended meanwhile. Called with m.mu held.
+func (m *Master) runIO(io func() error, done func(err error)) {
+	ctx := m.activeCtx
+	m.activeWG.Add(1)
+	go func() {
+		defer m.activeWG.Done()
+		err := io()
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.activeLocked() {
+			return
+		}
+		done(err)
+	}()
+}
+
 // kick wakes the loop.
 func (m *Master) kick() {
 	select {

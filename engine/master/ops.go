@@ -92,11 +92,7 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 	t := m.st.tables[key]
 	tn := proto.CloneOf(t.GetTable().GetName())
-	ctx := m.activeCtx
-	m.activeWG.Add(1)
-	go func() {
-		defer m.activeWG.Done()
-		var err error
+	m.runIO(func() (err error) {
 		if drop {
 			err = m.archiveDir(TableDir(tn), path.Join("archive", TableDir(tn), strconv.FormatInt(m.clock().UnixMilli(), 10)))
 		} else {
@@ -106,14 +102,8 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 				}
 			}
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.activeLocked() {
-			return
-		}
+		return err
+	}, func(err error) {
 		delete(m.busyTables, key)
 		if err != nil {
 			m.log.Error("archiving table data failed: retrying", "table", key, "err", err)
@@ -139,7 +129,7 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 			b.putTable(nt)
 		}
 		_ = m.commit(&b)
-	}()
+	})
 }
 
 // archiveDir moves a directory under archive/ (nothing when it does not exist).

@@ -209,19 +209,11 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 	key := bytes.Clone(pr.p.GetSplitKey())
 	name, gen := ri.GetName(), pr.gen
 	pr.sending, pr.lastSend = true, now
-	ctx := m.activeCtx
-	m.activeWG.Add(1)
-	go func() {
-		defer m.activeWG.Done()
-		row, err := region.SplitClosed(m.cfg.FS, parent, lo, hi, key)
-		if ctx.Err() != nil {
-			return
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.activeLocked() {
-			return
-		}
+	var row []byte
+	m.runIO(func() (err error) {
+		row, err = region.SplitClosed(m.cfg.FS, parent, lo, hi, key)
+		return err
+	}, func(err error) {
 		cur, r := m.st.procs[name], m.st.regions[name]
 		if cur == nil || cur.gen != gen || r == nil {
 			return
@@ -241,7 +233,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 			m.finishSplitLocked(&b, r, cur.p, row)
 		}
 		_ = m.commit(&b)
-	}()
+	})
 }
 
 // finishSplitLocked replaces the parent by its daughters in the catalog.
@@ -359,19 +351,11 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 			EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
 		why := "store files " + strconv.FormatInt(rl.GetStoreFileBytes(), 10) + " bytes > split size " + strconv.FormatInt(size, 10)
 		m.splitChecks[name] = true
-		ctx := m.activeCtx
-		m.activeWG.Add(1)
-		go func() {
-			defer m.activeWG.Done()
-			row, err := region.SplitRowOf(m.cfg.FS, info)
-			if ctx.Err() != nil {
-				return
-			}
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if !m.activeLocked() {
-				return
-			}
+		var row []byte
+		m.runIO(func() (err error) {
+			row, err = region.SplitRowOf(m.cfg.FS, info)
+			return err
+		}, func(err error) {
 			delete(m.splitChecks, name)
 			if err != nil {
 				m.log.Info("region is over its split size but cannot split now", "region", name, "reason", err)
@@ -389,7 +373,7 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 			if m.commit(&b) == nil {
 				m.dispatchLocked(name)
 			}
-		}()
+		})
 		return
 	}
 }
@@ -412,19 +396,7 @@ func (m *Master) janitorLocked(now time.Time) error {
 		}
 		dir := RegionDir(ri)
 		m.cleaning[name] = true
-		ctx := m.activeCtx
-		m.activeWG.Add(1)
-		go func() {
-			defer m.activeWG.Done()
-			err := m.cleanParent(dir, daughters)
-			if ctx.Err() != nil {
-				return
-			}
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if !m.activeLocked() {
-				return
-			}
+		m.runIO(func() error { return m.cleanParent(dir, daughters) }, func(err error) {
 			delete(m.cleaning, name)
 			switch {
 			case errors.Is(err, errStillReferenced):
@@ -441,7 +413,7 @@ func (m *Master) janitorLocked(now time.Time) error {
 			if m.commit(&b) == nil {
 				m.log.Info("split parent cleaned up: its directory is in archive/", "region", name)
 			}
-		}()
+		})
 	}
 	return nil
 }
