@@ -128,7 +128,7 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	var expected int64
 	minTs := int64(math.MaxInt64)
 	for _, f := range sel {
-		scanners = append(scanners, f.newScanner(false))
+		scanners = append(scanners, f.newScanner(false, false))
 		res.BytesIn += f.size
 		expected += f.meta.EntryCount
 		minTs = min(minTs, f.meta.MinTimestamp)

@@ -313,3 +313,51 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 		t.Fatalf("references of a region without a directory: %v %v", refs, err)
 	}
 }
+
+// Gets recycle their scanners (and the store file scanners under them): a result must stay
+// intact after later Gets reuse them, also from concurrent goroutines.
+func TestGetResultsSurviveRecycledScanners(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	const rows = 200
+	val := func(i int) []byte { return fmt.Appendf(nil, "value-%03d-%s", i, bytes.Repeat([]byte{byte('a' + i%26)}, i%50)) }
+	for i := 0; i < rows; i++ {
+		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%03d", i)).Put([]byte("f"), []byte("q"), 1, val(i))); err != nil {
+			t.Fatal(err)
+		}
+		if i == rows/2 {
+			if _, err := e.r.Flush(); err != nil { // half in a store file, half in the memstore
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var kept []*Result
+			for n := 0; n < 500; n++ {
+				i := (n*7 + g) % rows
+				res, err := e.r.Get(&Get{Row: fmt.Appendf(nil, "row%03d", i)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				kept = append(kept, res)
+				for j, k := range kept[max(0, len(kept)-20):] {
+					want := (max(0, len(kept)-20)+j)*7 + g
+					if len(k.Cells) != 1 || !bytes.Equal(k.Cells[0].Value, val(want%rows)) || !bytes.Equal(k.Cells[0].Row(), fmt.Appendf(nil, "row%03d", want%rows)) {
+						errs <- fmt.Errorf("an earlier Get's result changed: %v", k.Cells)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
@@ -167,6 +168,7 @@ type RegionScanner struct {
 
 	skipEmpty bool // skipping the puts of the empty-qualifier column
 	single    bool // a Get: one row, no need to move past it
+	pooled    bool // a Get's scanner: recycled by Close (see getScanners)
 	rowOver   bool // the current row needs no more cells
 
 	target  []byte // seek target for actSeek / actHint
@@ -239,8 +241,18 @@ func (r *Region) Scanner(s *Scan) (*RegionScanner, error) {
 	return r.newScanner(s, nil)
 }
 
+// getScanners recycles the scanners of Gets (RegionScanner.pooled): a Get
+// makes one per read, closes it exactly once and never touches it after.
+var getScanners = sync.Pool{New: func() any { return new(RegionScanner) }}
+
 func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
-	s := &RegionScanner{r: r, s: *scan, filter: scan.Filter}
+	var s *RegionScanner
+	if getRow != nil {
+		s = getScanners.Get().(*RegionScanner)
+		s.r, s.s, s.filter, s.pooled = r, *scan, scan.Filter, true
+	} else {
+		s = &RegionScanner{r: r, s: *scan, filter: scan.Filter}
+	}
 	s.versions = scan.MaxVersions
 	if s.versions <= 0 {
 		s.versions = 1
@@ -342,7 +354,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 				continue
 			}
 			s.files = append(s.files, f)
-			scanners = append(scanners, f.newScanner(!scan.NoCache && !fam.NoBlockCache))
+			scanners = append(scanners, f.newScanner(!scan.NoCache && !fam.NoBlockCache, s.pooled))
 		}
 	}
 	r.viewMu.RUnlock()
@@ -372,11 +384,20 @@ func (s *RegionScanner) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.it.close()
+	if s.it != nil {
+		s.it.close()
+	}
 	for _, f := range s.files {
 		f.release()
 	}
 	s.files = nil
+	if s.pooled {
+		// Results point into arena and kvs: a recycled scanner starts from
+		// zero (only the seek scratch buffer is kept).
+		scratch := s.scratch[:0]
+		*s = RegionScanner{scratch: scratch}
+		getScanners.Put(s)
+	}
 	return nil
 }
 

@@ -116,8 +116,10 @@ func (f *storeFile) mayContainRowCol(row, fam, q []byte) bool {
 
 // newScanner returns a scanner over the file (bounded to its half for a
 // reference). The caller holds a reference on f while the scanner is open.
-func (f *storeFile) newScanner(cacheBlocks bool) cell.Scanner {
-	s := f.reader.NewScanner(sfile.ScanOptions{CacheBlocks: cacheBlocks})
+// recycle: the caller closes it exactly once and never uses it after (a
+// Get's scanner), so it can come from and go back to a pool.
+func (f *storeFile) newScanner(cacheBlocks, recycle bool) cell.Scanner {
+	s := f.reader.NewScanner(sfile.ScanOptions{CacheBlocks: cacheBlocks, Recycle: recycle})
 	if f.ref != nil {
 		return newHalfScanner(s, f.ref.SplitRow, f.ref.Top)
 	}

@@ -191,6 +191,10 @@ type ScanOptions struct {
 	Prefetch bool
 	// PrefetchBytes is the read-ahead size; 0 means 1 MiB.
 	PrefetchBytes int
+	// Recycle returns the scanner to a pool when it is closed (point reads
+	// make one per file per read). The caller must not touch it after
+	// Close: no second Close, no Err, no positioning.
+	Recycle bool
 }
 
 // DumpOptions selects what Dump prints (like `hbase hfile -m -i -b -p`).

@@ -2,6 +2,7 @@ package sfile
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/cellstore/cellstore/engine/blockcache"
 	"github.com/cellstore/cellstore/engine/cell"
@@ -17,7 +18,24 @@ func (r *Reader) NewScanner(opts ScanOptions) cell.Scanner {
 	if opts.PrefetchBytes <= 0 {
 		opts.PrefetchBytes = defaultPrefetchBytes
 	}
-	s := &scanner{r: r, opts: opts, path: make([]indexCursor, r.levels)}
+	var s *scanner
+	if opts.Recycle {
+		// A recycled scanner keeps only its scratch buffers.
+		s = scannerPool.Get().(*scanner)
+		path := s.path[:cap(s.path)]
+		for i := range path {
+			path[i].blk, path[i].pos = indexBlock{}, 0
+		}
+		if len(path) >= r.levels {
+			path = path[:r.levels]
+		} else {
+			path = make([]indexCursor, r.levels)
+		}
+		*s = scanner{r: r, opts: opts, path: path, seekBuf: s.seekBuf[:0], rowBuf: s.rowBuf[:0],
+			it: blockIter{keyBuf: s.it.keyBuf[:0]}}
+	} else {
+		s = &scanner{r: r, opts: opts, path: make([]indexCursor, r.levels)}
+	}
 	s.leaf = r.levels - 1
 	s.path[0].blk = r.root
 	return s
@@ -74,8 +92,15 @@ func (s *scanner) Close() error {
 	s.valid = false
 	s.releaseBlock()
 	s.readBuf, s.blockBuf, s.pfBuf = nil, nil, nil
+	if s.opts.Recycle {
+		s.r, s.it.data, s.it.key, s.it.val, s.val = nil, nil, nil, nil, validator{}
+		scannerPool.Put(s)
+	}
 	return nil
 }
+
+// scannerPool holds closed scanners made with ScanOptions.Recycle.
+var scannerPool = sync.Pool{New: func() any { return new(scanner) }}
 
 // ready starts a positioning call: false after Close or an error.
 func (s *scanner) ready() bool {
