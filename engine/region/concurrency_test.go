@@ -319,7 +319,9 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 func TestGetResultsSurviveRecycledScanners(t *testing.T) {
 	e := newEnv(t, fam("f"))
 	const rows = 200
-	val := func(i int) []byte { return fmt.Appendf(nil, "value-%03d-%s", i, bytes.Repeat([]byte{byte('a' + i%26)}, i%50)) }
+	val := func(i int) []byte {
+		return fmt.Appendf(nil, "value-%03d-%s", i, bytes.Repeat([]byte{byte('a' + i%26)}, i%50))
+	}
 	for i := 0; i < rows; i++ {
 		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%03d", i)).Put([]byte("f"), []byte("q"), 1, val(i))); err != nil {
 			t.Fatal(err)
