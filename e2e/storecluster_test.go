@@ -116,6 +116,22 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 		checkLoad(ctx, "the start")
 	})
 
+	It("splits a region of the loaded table with zero failed requests", func(ctx SpecContext) {
+		resetLoad(ctx)
+		// The middle of the fifth of the table's 8 regions [row00050000, row00062500).
+		Expect(shell(ctx, ns, name, "split 'live', 'row00056250'")).To(ContainSubstring("split region"))
+		Eventually(func(g Gomega) {
+			out := shell(ctx, ns, name, "list_regions 'live'")
+			g.Expect(out).To(ContainSubstring("9 row(s)"), "the split region's daughters are not both listed:\n%s", out)
+			g.Expect(strings.Count(out, " OPEN ")).To(Equal(9), "not every region is open:\n%s", out)
+			g.Expect(out).To(ContainSubstring(`"row00050000" "row00056250"`))
+			g.Expect(out).To(ContainSubstring(`"row00056250" "row00062500"`))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Eventually(func() int64 { return loadcheck(ctx, ns, "load", "GET", "stats").Writes }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100))
+		checkLoad(ctx, "the split")
+	})
+
 	It("restarts every pod once, each region server after its drain, with zero failed requests", func(ctx SpecContext) {
 		resetLoad(ctx)
 		before := podUIDs(ctx, ns, name)
