@@ -201,8 +201,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		return
 	}
 	ri := r.GetInfo()
-	parent := region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), StartKey: ri.GetStartKey(),
-		EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
+	parent := StorageInfo(ri)
 	lo, hi := parent, parent
 	lo.ID, lo.Name = ids[0], RegionName(ids[0])
 	hi.ID, hi.Name = ids[1], RegionName(ids[1])
@@ -347,8 +346,7 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 			delete(m.splitHold, name)
 		}
 		ri := r.GetInfo()
-		info := region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), StartKey: ri.GetStartKey(),
-			EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
+		info := StorageInfo(ri)
 		why := "store files " + strconv.FormatInt(rl.GetStoreFileBytes(), 10) + " bytes > split size " + strconv.FormatInt(size, 10)
 		m.splitChecks[name] = true
 		var row []byte
@@ -436,6 +434,14 @@ func (m *Master) cleanParent(dir string, daughters []region.Info) error {
 		}
 	}
 	return m.archiveDir(dir, path.Join("archive", dir))
+}
+
+// StorageInfo is engine/region's description of a catalog region: what opens, splits or
+// inspects its directory on shared storage (data/<ns>/<table>/<name>). For a replica, Name is
+// the replica's; its directory is its primary's (PrimaryName).
+func StorageInfo(ri *pb.RegionInfo) region.Info {
+	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), StartKey: ri.GetStartKey(),
+		EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
 }
 
 // splitParents lists a table's split parents (they are not in the index).

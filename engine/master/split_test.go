@@ -38,17 +38,12 @@ func newRegionFiles(t *testing.T, fs storage.FS) *regionFiles {
 	return &regionFiles{t: t, fs: fs, pool: p}
 }
 
-func regionInfoOf(ri *pb.RegionInfo) region.Info {
-	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), StartKey: ri.GetStartKey(),
-		EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
-}
-
 // with opens the region (creating it), runs fn and closes it with a flush.
 func (rf *regionFiles) with(ri *pb.RegionInfo, fn func(r *region.Region)) {
 	rf.t.Helper()
 	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(),
 		Families: []region.Family{{Name: "f", BlockSize: 512}}}
-	info := regionInfoOf(ri)
+	info := master.StorageInfo(ri)
 	if err := region.Create(rf.fs, td, info); err != nil {
 		rf.t.Fatal(err)
 	}

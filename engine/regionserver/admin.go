@@ -63,12 +63,6 @@ func (a *adminService) CompactRegion(_ context.Context, req *pb.CompactRegionReq
 	return &pb.RegionResponse{}, nil
 }
 
-// regionInfo converts the master's region to engine/region's.
-func regionInfo(ri *pb.RegionInfo) region.Info {
-	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(),
-		StartKey: ri.GetStartKey(), EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
-}
-
 func tableDescriptor(t *pb.TableDescriptor, ri *pb.RegionInfo) (region.TableDescriptor, error) {
 	fams, err := familyDescriptors(t)
 	if err != nil {
@@ -154,7 +148,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 }
 
 func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
-	info := regionInfo(or.info)
+	info := master.StorageInfo(or.info)
 	td, err := tableDescriptor(or.table, or.info)
 	if err != nil {
 		return nil, err
