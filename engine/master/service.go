@@ -293,9 +293,9 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 		return err
 	}
 	defer m.mu.Unlock()
-	r := m.st.regions[name]
-	if r == nil {
-		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Region: name, Message: "unknown region " + strconv.Quote(name)}
+	r, d := m.regionLocked(name)
+	if d != nil {
+		return d
 	}
 	if m.st.procs[name] == nil && r.GetServer() == "" && m.tableWantsOpenLocked(r) {
 		// Not on any server (FAILED_OPEN, or offline): "move" assigns it (HBase's assign).
@@ -345,6 +345,15 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Message: "the move failed: " + cur.GetLastError()}
 	}
 	return nil
+}
+
+// regionLocked finds a region named in a request (INVALID_ARGUMENT when there is none).
+func (m *Master) regionLocked(name string) (*pb.CatalogRegion, *pb.ErrorDetail) {
+	r := m.st.regions[name]
+	if r == nil {
+		return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Region: name, Message: "unknown region " + strconv.Quote(name)}
+	}
+	return r, nil
 }
 
 // assignTo assigns a region that is on no server, to dest if given (m.mu held).

@@ -53,9 +53,9 @@ func (m *Master) splitRegion(ctx context.Context, req *pb.SplitRegionRequest) er
 		return err
 	}
 	defer m.mu.Unlock()
-	r := m.st.regions[name]
-	if r == nil {
-		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Region: name, Message: "unknown region " + strconv.Quote(name)}
+	r, d := m.regionLocked(name)
+	if d != nil {
+		return d
 	}
 	var b batch
 	p, d := m.startSplitLocked(&b, r, req.GetSplitKey(), "requested")
