@@ -27,10 +27,23 @@ func createTable(t *testing.T, c *cluster, name string, splits [][]byte) {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	waitForState(t, what, timeout, func() (bool, string) { return cond(), "" })
+}
+
+// waitForState polls cond until it holds; on timeout it fails with the state cond described last.
+func waitForState(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, timeout)
+			if state != "" {
+				state = ": " + state
+			}
+			t.Fatalf("%s: not after %v%s", what, timeout, state)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}

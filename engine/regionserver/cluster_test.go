@@ -101,19 +101,25 @@ func (c *cluster) startServer() *Server {
 	return s
 }
 
+// fetchRegions asks the master for every region (and replica) of a table.
+func (c *cluster) fetchRegions(table string) ([]*pb.RegionLocation, error) {
+	var locs []*pb.RegionLocation
+	err := c.client.Master(context.Background(), func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
+		if err == nil {
+			locs = resp.GetLocations()
+		}
+		return err
+	})
+	return locs, err
+}
+
 // waitOpen polls the master until every region of table is OPEN on a live server (not dead).
 func (c *cluster) waitOpen(table string, want int, not string, timeout time.Duration) []*pb.RegionLocation {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var locs []*pb.RegionLocation
-		err := c.client.Master(context.Background(), func(ctx context.Context, m pb.MasterClient) error {
-			resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
-			if err == nil {
-				locs = resp.GetLocations()
-			}
-			return err
-		})
+		locs, err := c.fetchRegions(table)
 		ok := err == nil && len(locs) == want
 		for _, l := range locs {
 			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil || (not != "" && master.ServerName(l.GetServer()) == not) {

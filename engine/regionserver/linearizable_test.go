@@ -155,7 +155,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	after := func(n int64) {
 		t.Helper()
 		target := done.Load() + n
-		c.waitForCond(fmt.Sprintf("%d more operations", n), 60*time.Second, func() (bool, string) {
+		waitForState(t, fmt.Sprintf("%d more operations", n), 60*time.Second, func() (bool, string) {
 			return done.Load() >= target, fmt.Sprint(done.Load(), " operations")
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // splitKey spreads ids over the key space (multiplying by an odd constant permutes uint32), so
@@ -163,14 +164,7 @@ func (l *splitLoad) halt() {
 
 func (c *cluster) tableRegions(table string) []*pb.RegionLocation {
 	c.t.Helper()
-	var locs []*pb.RegionLocation
-	err := c.client.Master(context.Background(), func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
-		if err == nil {
-			locs = resp.GetLocations()
-		}
-		return err
-	})
+	locs, err := c.fetchRegions(table)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -185,21 +179,6 @@ func primaries(locs []*pb.RegionLocation) []*pb.RegionLocation {
 		}
 	}
 	return out
-}
-
-func (c *cluster) waitForCond(what string, timeout time.Duration, cond func() (bool, string)) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not after %v: %s", what, timeout, state)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the cluster's state, not synchronising on time
-	}
 }
 
 // Splits (asked for, then by the size policy), a move and a balance while writers, readers and
@@ -223,7 +202,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 			load.halt()
 		}
 	}()
-	c.waitForCond("3000 rows written", 60*time.Second, func() (bool, string) {
+	waitForState(t, "3000 rows written", 60*time.Second, func() (bool, string) {
 		return load.writes.Load() >= 3000, fmt.Sprint(load.writes.Load(), " rows")
 	})
 
@@ -271,7 +250,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitForCond("the size policy splitting regions", 120*time.Second, func() (bool, string) {
+	waitForState(t, "the size policy splitting regions", 120*time.Second, func() (bool, string) {
 		p := primaries(c.tableRegions("s"))
 		return len(p) >= 5, fmt.Sprintf("%d rows written, regions %s", load.writes.Load(), describe(p))
 	})
@@ -287,7 +266,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitForCond("regions settled", 60*time.Second, func() (bool, string) {
+	waitForState(t, "regions settled", 60*time.Second, func() (bool, string) {
 		locs := c.tableRegions("s")
 		for _, l := range locs {
 			if l.GetState() != pb.RegionState_REGION_STATE_OPEN {
@@ -336,7 +315,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 
 	// The daughters compact their references away and the janitor archives every parent: the
 	// table's directory holds exactly the current regions.
-	c.waitForCond("split parents archived", 60*time.Second, func() (bool, string) {
+	waitForState(t, "split parents archived", 60*time.Second, func() (bool, string) {
 		var names []string
 		for _, l := range primaries(c.tableRegions("s")) {
 			names = append(names, l.GetRegion().GetName())
@@ -350,18 +329,10 @@ func TestSplitsUnderLoad(t *testing.T) {
 		slices.Sort(dirs)
 		return slices.Equal(names, dirs), fmt.Sprintf("regions %v, directories %v", names, dirs)
 	})
-	if ok, err := exists(c, path.Join("archive/data/default/s", parent)); err != nil || !ok {
+	if ok, err := storage.Exists(c.fs, path.Join("archive/data/default/s", parent)); err != nil || !ok {
 		t.Errorf("the first parent %s is not in archive/: %v", parent, err)
 	}
 	t.Logf("regions at the end: %s", describe(primaries(c.tableRegions("s"))))
-}
-
-func exists(c *cluster, p string) (bool, error) {
-	names, err := c.fs.List(path.Dir(p))
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(names, path.Base(p)), nil
 }
 
 func describe(locs []*pb.RegionLocation) string {
