@@ -105,34 +105,20 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 // that were never replayed (recovered.edits: open it first), or has no
 // usable split row; nothing is written then. It returns the split row.
 func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
-	dir := parent.Dir()
-	_, table, err := ReadRegionInfo(fsys, dir)
+	src, err := readSplitSource(fsys, parent)
 	if err != nil {
-		return nil, fmt.Errorf("region %s: %w", parent.EncodedName(), err)
+		return nil, err
 	}
-	if names, err := fsys.List(path.Join(dir, "recovered.edits")); err == nil && len(names) > 0 {
+	if names, err := fsys.List(path.Join(src.dir, "recovered.edits")); err == nil && len(names) > 0 {
 		return nil, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotSplit, parent.EncodedName())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	man, _, err := readManifest(fsys, dir)
-	if err != nil {
-		return nil, fmt.Errorf("region %s: %w", parent.EncodedName(), err)
-	}
-	fams := sortedFamilies(table.Families)
-	for _, f := range fams {
-		for _, mf := range man.Families[f.Name] {
-			if mf.Reference {
-				return nil, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, parent.EncodedName())
-			}
-		}
-	}
 	if splitRow == nil {
-		if splitRow, err = midRow(fsys, dir, fams, man); err != nil {
-			return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, parent.EncodedName(), err)
+		if splitRow, err = src.splitRow(); err != nil {
+			return nil, err
 		}
-	}
-	if _, err := checkSplitRow(parent, splitRow); err != nil {
+	} else if _, err := checkSplitRow(parent, splitRow); err != nil {
 		return nil, err
 	}
 	lo.StartKey, lo.EndKey = bytes.Clone(parent.StartKey), bytes.Clone(splitRow)
@@ -142,7 +128,7 @@ func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]
 		info Info
 		top  bool
 	}{{lo, false}, {hi, true}} {
-		if err := writeDaughter(fsys, table, dir, fams, man, d.info, splitRow, d.top); err != nil {
+		if err := src.writeDaughter(d.info, splitRow, d.top); err != nil {
 			return nil, fmt.Errorf("region %s: writing daughter %s: %w", parent.EncodedName(), d.info.EncodedName(), err)
 		}
 	}
@@ -156,28 +142,51 @@ func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]
 // fails with ErrCannotSplit when the region holds references or has no
 // usable midpoint.
 func SplitRowOf(fsys storage.FS, info Info) ([]byte, error) {
-	dir := info.Dir()
-	_, table, err := ReadRegionInfo(fsys, dir)
+	src, err := readSplitSource(fsys, info)
+	if err != nil {
+		return nil, err
+	}
+	return src.splitRow()
+}
+
+// splitSource is a region's directory as a split reads it: its table,
+// families and manifest.
+type splitSource struct {
+	fsys  storage.FS
+	info  Info
+	dir   string
+	table TableDescriptor
+	fams  []Family
+	man   *manifest
+	spans map[string]rowSpan // by parent file path, read once (halfHasRows)
+}
+
+// readSplitSource reads a region's .regioninfo and manifest; a region that
+// still holds references cannot split (ErrCannotSplit).
+func readSplitSource(fsys storage.FS, info Info) (*splitSource, error) {
+	src := &splitSource{fsys: fsys, info: info, dir: info.Dir()}
+	_, table, err := ReadRegionInfo(fsys, src.dir)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
-	man, _, err := readManifest(fsys, dir)
-	if err != nil {
+	if src.man, _, err = readManifest(fsys, src.dir); err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
-	fams := sortedFamilies(table.Families)
-	for _, f := range fams {
-		for _, mf := range man.Families[f.Name] {
-			if mf.Reference {
-				return nil, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, info.EncodedName())
-			}
-		}
+	if src.man.hasReferences() {
+		return nil, fmt.Errorf("%w: region %s still holds reference files", ErrCannotSplit, info.EncodedName())
 	}
-	row, err := midRow(fsys, dir, fams, man)
+	src.table, src.fams = table, sortedFamilies(table.Families)
+	return src, nil
+}
+
+// splitRow is the middle row of the region's largest file (see midRow),
+// checked to lie inside the region.
+func (src *splitSource) splitRow() ([]byte, error) {
+	row, err := midRow(src.fsys, src.dir, src.fams, src.man)
 	if err != nil {
-		return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, info.EncodedName(), err)
+		return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, src.info.EncodedName(), err)
 	}
-	return checkSplitRow(info, row)
+	return checkSplitRow(src.info, row)
 }
 
 // midRow is the row of the middle key of the largest file of the family
@@ -225,18 +234,19 @@ func midRowOf(rd *sfile.Reader) ([]byte, error) {
 // writeDaughter writes a daughter's directory: .regioninfo, a reference
 // per parent file with rows in its half, and its manifest (written last:
 // a daughter directory without one is not opened).
-func writeDaughter(fsys storage.FS, table TableDescriptor, parentDir string, fams []Family, man *manifest, info Info, splitRow []byte, top bool) error {
-	if err := Create(fsys, table, info); err != nil {
+func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) error {
+	fsys, man := src.fsys, src.man
+	if err := Create(fsys, src.table, info); err != nil {
 		return err
 	}
 	dir := info.Dir()
-	parentName := path.Base(parentDir)
+	parentName := path.Base(src.dir)
 	dm := &manifest{Version: 1, FlushedSeq: man.FlushedSeq, MaxSeq: man.MaxSeq, Families: map[string][]manifestFile{}}
-	for _, f := range fams {
+	for _, f := range src.fams {
 		famDir := path.Join(dir, f.Name)
 		for _, mf := range man.Families[f.Name] {
-			parentPath := path.Join(parentDir, f.Name, mf.Name)
-			if has, err := halfHasRows(fsys, parentPath, splitRow, top); err != nil {
+			parentPath := path.Join(src.dir, f.Name, mf.Name)
+			if has, err := src.halfHasRows(parentPath, splitRow, top); err != nil {
 				return err
 			} else if !has {
 				continue
@@ -257,22 +267,37 @@ func writeDaughter(fsys storage.FS, table TableDescriptor, parentDir string, fam
 	return writeManifest(fsys, dir, dm)
 }
 
-// halfHasRows reads a file's first and last keys: a half outside them gets
-// no reference.
-func halfHasRows(fsys storage.FS, p string, splitRow []byte, top bool) (bool, error) {
-	rd, err := sfile.Open(fsys, p, sfile.ReaderOptions{})
-	if err != nil {
-		return false, err
+// rowSpan is a parent file's first and last rows (first nil: no cells).
+type rowSpan struct{ first, last []byte }
+
+// halfHasRows tells whether the file at p has rows in a half: a half
+// outside its first and last rows gets no reference. Each file is read
+// once for both daughters.
+func (src *splitSource) halfHasRows(p string, splitRow []byte, top bool) (bool, error) {
+	sp, ok := src.spans[p]
+	if !ok {
+		rd, err := sfile.Open(src.fsys, p, sfile.ReaderOptions{})
+		if err != nil {
+			return false, err
+		}
+		meta := rd.Meta()
+		if meta.EntryCount > 0 && meta.FirstKey != nil && meta.LastKey != nil {
+			sp = rowSpan{first: bytes.Clone(meta.FirstKey.Row()), last: bytes.Clone(meta.LastKey.Row())}
+		}
+		rd.Close()
+		if src.spans == nil {
+			src.spans = map[string]rowSpan{}
+		}
+		src.spans[p] = sp
 	}
-	defer rd.Close()
-	meta := rd.Meta()
-	if meta.EntryCount == 0 || meta.FirstKey == nil || meta.LastKey == nil {
+	switch {
+	case sp.first == nil:
 		return false, nil
+	case top:
+		return bytes.Compare(sp.last, splitRow) >= 0, nil
+	default:
+		return bytes.Compare(sp.first, splitRow) < 0, nil
 	}
-	if top {
-		return bytes.Compare(meta.LastKey.Row(), splitRow) >= 0, nil
-	}
-	return bytes.Compare(meta.FirstKey.Row(), splitRow) < 0, nil
 }
 
 // HasReferenceFiles reports whether the region's manifest on storage
@@ -287,12 +312,17 @@ func HasReferenceFiles(fsys storage.FS, info Info) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, files := range man.Families {
+	return man.hasReferences(), nil
+}
+
+// hasReferences: the manifest names a reference file.
+func (m *manifest) hasReferences() bool {
+	for _, files := range m.Families {
 		for _, mf := range files {
 			if mf.Reference {
-				return true, nil
+				return true
 			}
 		}
 	}
-	return false, nil
+	return false
 }
