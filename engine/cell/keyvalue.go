@@ -3,6 +3,7 @@ package cell
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // KeyValue is a serialized cell:
@@ -17,6 +18,10 @@ import (
 // accessors assume a well-formed KeyValue (built here or accepted by
 // ParseKeyValue).
 type KeyValue []byte
+
+// KeyValueHeaderLen is the length of a serialized cell's header (its key
+// and value lengths).
+const KeyValueHeaderLen = kvHeaderLen
 
 // KeyValueLen returns the serialized length of a cell with the given field
 // lengths.
@@ -36,10 +41,18 @@ func AppendKeyValue(dst, row, family, qualifier []byte, ts int64, t Type, value 
 // AppendKeyValueFromKey appends a serialized cell made of an encoded key and a
 // value to dst.
 func AppendKeyValueFromKey(dst []byte, key Key, value []byte) []byte {
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(value)))
-	dst = append(dst, key...)
-	return append(dst, value...)
+	// One capacity check for the four parts (scans build cell blocks with it).
+	n := len(dst)
+	size := kvHeaderLen + len(key) + len(value)
+	if cap(dst)-n < size {
+		dst = slices.Grow(dst, size)
+	}
+	dst = dst[:n+size]
+	binary.BigEndian.PutUint32(dst[n:], uint32(len(key)))
+	binary.BigEndian.PutUint32(dst[n+4:], uint32(len(value)))
+	copy(dst[n+kvHeaderLen:], key)
+	copy(dst[n+kvHeaderLen+len(key):], value)
+	return dst
 }
 
 // ParseKeyValue parses the serialized cell at the start of b. It returns the
@@ -77,6 +90,9 @@ func (kv KeyValue) Value() []byte {
 	k := binary.BigEndian.Uint32(kv)
 	return kv[kvHeaderLen+k : len(kv) : len(kv)]
 }
+
+// Len returns the serialized length of the cell at the start of kv.
+func (kv KeyValue) Len() int { return kvHeaderLen + kv.KeyLen() + kv.ValueLen() }
 
 // KeyLen returns the length of the key.
 func (kv KeyValue) KeyLen() int { return int(binary.BigEndian.Uint32(kv)) }

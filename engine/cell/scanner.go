@@ -39,3 +39,10 @@ type Scanner interface {
 	// Close releases the scanner's resources.
 	Close() error
 }
+
+// Current is implemented by scanners that return the current cell's key, value and sequence id in
+// one call, which a merge of scanners uses to read each cell once (the same rules as Key, Value and
+// Seq apply).
+type Current interface {
+	Current() (key Key, value []byte, seq uint64)
+}

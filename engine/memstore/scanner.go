@@ -128,7 +128,10 @@ func (s *Scanner) SeekToLastRow() bool {
 func (s *Scanner) Key() cell.Key { return s.key }
 func (s *Scanner) Value() []byte { return s.val }
 func (s *Scanner) Seq() uint64   { return s.seq }
-func (s *Scanner) Err() error    { return nil }
+
+// Current implements cell.Current.
+func (s *Scanner) Current() (cell.Key, []byte, uint64) { return s.key, s.val, s.seq }
+func (s *Scanner) Err() error                          { return nil }
 
 // Close releases the scanner's reference on its segment. It is safe to call
 // more than once.

@@ -148,6 +148,19 @@ type Scan struct {
 	// still in flight (used by read-modify-write operations under the row
 	// lock).
 	ReadUncommitted bool
+	// ReuseResults lets the scanner reuse the memory of a batch's results
+	// for the next batch: the Results returned by Next (rows, cells, keys,
+	// values) are valid only until the next call to Next or Close, like a
+	// Pebble iterator's key and value. For callers that consume a batch
+	// before asking for the next one (the region server encodes it into the
+	// RPC answer); it saves allocating and clearing a batch's worth of
+	// memory per call.
+	ReuseResults bool
+	// CellBlock makes Next return the batch's cells serialized in
+	// ScanBatch.Block (what the region server sends as the RPC cell block)
+	// instead of as Results, without sequence ids. It saves building a
+	// Result per row and a KV per cell.
+	CellBlock bool
 }
 
 // KV is one cell of a result, copied out of the region: its encoded key,
@@ -189,7 +202,16 @@ func (r *Result) Value(family, qualifier []byte) []byte {
 
 // ScanBatch is what one Next call of a RegionScanner returns.
 type ScanBatch struct {
+	// Results are the rows (or parts of rows) of the batch, unless the scan
+	// asked for a CellBlock.
 	Results []Result
+	// With Scan.CellBlock, Block holds the cells of the batch as
+	// serialized cells (cell.KeyValue) back to back, and CellsPerResult and
+	// PartialPerResult say how they divide into results: result i is the
+	// next CellsPerResult[i] cells, a partial row when PartialPerResult[i].
+	Block            []byte
+	CellsPerResult   []int32
+	PartialPerResult []bool
 	// More says the scan has more rows in this region.
 	More bool
 	// Heartbeat says the call ended on its time limit (Results may be
@@ -197,6 +219,9 @@ type ScanBatch struct {
 	Heartbeat bool
 	Cursor    []byte
 }
+
+// len returns the number of results in the batch, in either form.
+func (b *ScanBatch) len() int { return len(b.Results) + len(b.CellsPerResult) }
 
 // Increment adds to 8-byte big-endian counters of one row atomically.
 type Increment struct {

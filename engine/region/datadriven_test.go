@@ -82,6 +82,46 @@ func (h *ddHarness) afterWrite(t *testing.T) {
 	}
 }
 
+// scan runs the scan of d, with Scan.CellBlock and ReuseResults when
+// cellBlock, and formats what it returned.
+func (h *ddHarness) scan(t *testing.T, d *datadriven.TestData, cellBlock bool) string {
+	sc := h.scanFromArgs(t, d)
+	sc.CellBlock, sc.ReuseResults = cellBlock, cellBlock
+	s, err := h.e.r.Scanner(sc)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer s.Close()
+	var sb strings.Builder
+	batches := 0
+	for {
+		b, err := s.Next()
+		if err != nil {
+			return sb.String() + "error: " + err.Error()
+		}
+		if cellBlock {
+			b.Results = blockResults(t, b)
+		}
+		batches++
+		if d.HasArg("batches") {
+			fmt.Fprintf(&sb, "-- batch %d (%d results, more=%v)\n", batches, len(b.Results), b.More)
+		}
+		if b.Heartbeat {
+			fmt.Fprintf(&sb, "heartbeat cursor=%s\n", b.Cursor)
+		}
+		for _, r := range b.Results {
+			fmtResult(&sb, r)
+		}
+		if !b.More || batches > 1000 {
+			break
+		}
+	}
+	if sb.Len() == 0 {
+		return "(empty)"
+	}
+	return sb.String()
+}
+
 func (h *ddHarness) beforeRead(t *testing.T) {
 	if h.mode == "compacted" {
 		if err := h.e.r.compactAllMinor(); err != nil {
@@ -250,37 +290,15 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 		return sb.String()
 	case "scan":
 		h.beforeRead(t)
-		sc := h.scanFromArgs(t, d)
-		s, err := h.e.r.Scanner(sc)
-		if err != nil {
-			return "error: " + err.Error()
+		// Every scan runs twice, with Results and with a reused cell
+		// block, from the same clock: both must return the same.
+		start := h.e.clock.now.Load()
+		out := h.scan(t, d, false)
+		h.e.clock.now.Store(start)
+		if blk := h.scan(t, d, true); blk != out {
+			t.Fatalf("%s: the CellBlock scan returned\n%s\nthe Results scan\n%s", d.Pos, blk, out)
 		}
-		defer s.Close()
-		var sb strings.Builder
-		batches := 0
-		for {
-			b, err := s.Next()
-			if err != nil {
-				return sb.String() + "error: " + err.Error()
-			}
-			batches++
-			if d.HasArg("batches") {
-				fmt.Fprintf(&sb, "-- batch %d (%d results, more=%v)\n", batches, len(b.Results), b.More)
-			}
-			if b.Heartbeat {
-				fmt.Fprintf(&sb, "heartbeat cursor=%s\n", b.Cursor)
-			}
-			for _, r := range b.Results {
-				fmtResult(&sb, r)
-			}
-			if !b.More || batches > 1000 {
-				break
-			}
-		}
-		if sb.Len() == 0 {
-			return "(empty)"
-		}
-		return sb.String()
+		return out
 	case "flush":
 		if _, err := h.e.r.Flush(); err != nil {
 			return "error: " + err.Error()

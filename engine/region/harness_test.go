@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -180,6 +181,38 @@ func printable(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// blockResults decodes a CellBlock batch into Results (copies, without
+// sequence ids), failing t if the block does not hold exactly the cells
+// the counts say.
+func blockResults(t testing.TB, b ScanBatch) []Result {
+	t.Helper()
+	if len(b.Results) != 0 || len(b.CellsPerResult) != len(b.PartialPerResult) {
+		t.Fatalf("CellBlock batch with %d Results, %d counts, %d partial flags", len(b.Results), len(b.CellsPerResult), len(b.PartialPerResult))
+	}
+	var out []Result
+	rest := b.Block
+	for i, n := range b.CellsPerResult {
+		if n <= 0 {
+			t.Fatalf("CellBlock result %d has %d cells", i, n)
+		}
+		res := Result{Partial: b.PartialPerResult[i]}
+		for range n {
+			kv, size, err := cell.ParseKeyValue(rest)
+			if err != nil {
+				t.Fatalf("CellBlock result %d: %v", i, err)
+			}
+			res.Cells = append(res.Cells, KV{Key: slices.Clone(kv.Key()), Value: slices.Clone(kv.Value())})
+			rest = rest[size:]
+		}
+		res.Row = res.Cells[0].Row()
+		out = append(out, res)
+	}
+	if len(rest) != 0 {
+		t.Fatalf("CellBlock batch: %d bytes after the last counted cell", len(rest))
+	}
+	return out
 }
 
 func fmtResult(sb *strings.Builder, res Result) {

@@ -25,6 +25,17 @@ func (m *mergeIter) checkForwardOrder() {
 	m.prevSeq = seq
 }
 
+// checkTop verifies that the cached current cell is the top source's.
+func (m *mergeIter) checkTop() {
+	if len(m.heap) == 0 {
+		panic("region: invariant violated: merged scan read with no current cell")
+	}
+	s := m.heap[0].s
+	if string(m.topKey) != string(s.Key()) || string(m.topValue) != string(s.Value()) || m.topSeq != s.Seq() {
+		panic(fmt.Sprintf("region: invariant violated: merged scan's cached cell %v/%d is not its top source's %v/%d", m.topKey, m.topSeq, s.Key(), s.Seq()))
+	}
+}
+
 func (m *mergeIter) resetOrder() { m.prevKey = m.prevKey[:0:0]; m.prevKey = nil }
 
 // checkVisible verifies that an included cell is visible at the read point.

@@ -7,6 +7,7 @@ import (
 // source is one input of a mergeIter.
 type source struct {
 	s     cell.Scanner
+	cur   cell.Current // s, when it implements it
 	valid bool
 	// moved (reversed mode): the source left the current row forward and
 	// must be repositioned with SeekToPreviousRow.
@@ -35,12 +36,18 @@ type mergeIter struct {
 	prevSeq uint64
 	err     error
 	scratch []byte
+	// The key, value and sequence id of the top source, read once per
+	// move (setTop) instead of on every access.
+	topKey   cell.Key
+	topValue []byte
+	topSeq   uint64
 }
 
 func newMergeIter(scanners []cell.Scanner, reversed bool) *mergeIter {
 	m := &mergeIter{srcs: make([]source, len(scanners)), reversed: reversed, heap: make([]*source, 0, len(scanners))}
 	for i, s := range scanners {
 		m.srcs[i].s = s
+		m.srcs[i].cur, _ = s.(cell.Current)
 	}
 	return m
 }
@@ -73,6 +80,7 @@ func (m *mergeIter) init() {
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.down(i)
 	}
+	m.setTop()
 }
 
 func (m *mergeIter) noteErr(s *source) {
@@ -86,9 +94,22 @@ func (m *mergeIter) noteErr(s *source) {
 // valid reports whether the iterator is positioned on a cell.
 func (m *mergeIter) valid() bool { return len(m.heap) > 0 && m.err == nil }
 
-func (m *mergeIter) key() cell.Key { return m.heap[0].s.Key() }
-func (m *mergeIter) value() []byte { return m.heap[0].s.Value() }
-func (m *mergeIter) seq() uint64   { return m.heap[0].s.Seq() }
+func (m *mergeIter) key() cell.Key { m.checkTop(); return m.topKey }
+func (m *mergeIter) value() []byte { m.checkTop(); return m.topValue }
+func (m *mergeIter) seq() uint64   { m.checkTop(); return m.topSeq }
+
+// setTop caches the current cell; every move ends with it.
+func (m *mergeIter) setTop() {
+	if len(m.heap) == 0 {
+		m.topKey, m.topValue, m.topSeq = nil, nil, 0
+		return
+	}
+	if src := m.heap[0]; src.cur != nil {
+		m.topKey, m.topValue, m.topSeq = src.cur.Current()
+	} else {
+		m.topKey, m.topValue, m.topSeq = src.s.Key(), src.s.Value(), src.s.Seq()
+	}
+}
 
 // seekFirst positions every source at key (forward mode, first seek).
 func (m *mergeIter) seekFirst(key cell.Key) {
@@ -131,6 +152,7 @@ func (m *mergeIter) seek(key cell.Key) {
 	if changed {
 		m.init()
 	}
+	m.setTop()
 	m.checkForwardOrder()
 }
 
@@ -140,8 +162,9 @@ func (m *mergeIter) next() {
 		return
 	}
 	s := m.heap[0]
-	s.valid = s.s.Next()
-	m.noteErr(s)
+	if s.valid = s.s.Next(); !s.valid {
+		m.noteErr(s)
+	}
 	if m.reversed && s.valid && cell.CompareRow(s.s.Key(), m.curRow) != 0 {
 		s.valid = false
 		s.moved = true
@@ -157,6 +180,7 @@ func (m *mergeIter) next() {
 	if len(m.heap) > 0 {
 		m.down(0)
 	}
+	m.setTop()
 	m.checkForwardOrder()
 }
 
@@ -187,6 +211,7 @@ func (m *mergeIter) seekInRow(key cell.Key) {
 	if changed {
 		m.init()
 	}
+	m.setTop()
 }
 
 // startRow collects the sources positioned on the highest row into the heap.
@@ -207,6 +232,7 @@ func (m *mergeIter) startRow() {
 	}
 	if !found {
 		m.curRow = m.curRow[:0]
+		m.setTop()
 		return
 	}
 	m.curRow = append(m.curRow[:0], best...)
@@ -291,4 +317,5 @@ func (m *mergeIter) endRow() {
 	}
 	clear(m.heap)
 	m.heap = m.heap[:0]
+	m.setTop()
 }

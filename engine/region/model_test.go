@@ -528,12 +528,13 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				}
 			} else {
 				got = scanAll(regions, &Scan{StartRow: []byte(o.start), StopRow: []byte(o.stop), Reversed: o.reversed,
-					MaxVersions: o.read.versions, TimeRange: tr, Raw: o.read.raw, Caching: 1 + i%3}, o.reversed)
+					MaxVersions: o.read.versions, TimeRange: tr, Raw: o.read.raw, Caching: 1 + i%3,
+					CellBlock: i%2 == 1, ReuseResults: i%4 == 1}, o.reversed)
 				if o.reversed {
 					// A reversed scan starts at StartRow (the highest row).
 					got = scanAll(regions, &Scan{StartRow: []byte(o.stop), ExcludeStartRow: true, StopRow: []byte(o.start),
 						IncludeStopRow: true, Reversed: true, MaxVersions: o.read.versions, TimeRange: tr, Raw: o.read.raw,
-						Caching: 1 + i%3}, true)
+						Caching: 1 + i%3, CellBlock: i%2 == 1, ReuseResults: i%4 == 1}, true)
 				}
 			}
 			if !slices.Equal(got, want) {
@@ -632,6 +633,23 @@ func scanAll(regions []*Region, s *Scan, reversed bool) []string {
 				for _, c := range res.Cells {
 					out = append(out, fmtKVm(c))
 				}
+			}
+			// A CellBlock batch: its cells, as many as the counts say.
+			rest := b.Block
+			for _, n := range b.CellsPerResult {
+				for range n {
+					kv, size, err := cell.ParseKeyValue(rest)
+					if err != nil {
+						sc.Close()
+						return append(out, "error: cell block: "+err.Error())
+					}
+					out = append(out, fmtKVm(KV{Key: kv.Key(), Value: kv.Value()}))
+					rest = rest[size:]
+				}
+			}
+			if len(rest) > 0 {
+				sc.Close()
+				return append(out, fmt.Sprintf("error: %d bytes after the counted cells", len(rest)))
 			}
 			if !b.More {
 				break

@@ -145,12 +145,21 @@ type RegionScanner struct {
 	rowsDone int
 
 	// Current row.
-	inRow          bool
-	row            []byte
-	pending        []filter.RowCell
-	pendingSeq     []uint64
-	arena          []byte
-	kvs            []KV
+	inRow    bool
+	row      []byte
+	arena    []byte
+	kvs      []KV             // results of the batch, then the pending cells of the current row
+	rowStart int              // kvs[rowStart:] are the pending cells
+	rowCells []filter.RowCell // scratch for FilterRowCells
+	keptKVs  []KV             // scratch for FilterRowCells
+	// With Scan.CellBlock the arena is the batch's cell block and
+	// arena[blockRowStart:] holds the blockPending cells of the row.
+	blockRowStart  int
+	blockPending   int
+	cellCounts     []int32  // the last batch's, with ReuseResults
+	partials       []bool   // the last batch's, with ReuseResults
+	rowScratch     []byte   // scratch for FilterRowCells in CellBlock mode
+	results        []Result // the last batch's, with ReuseResults
 	lastArena      int
 	lastKVs        int
 	partialEmitted bool
@@ -170,6 +179,7 @@ type RegionScanner struct {
 	single    bool // a Get: one row, no need to move past it
 	pooled    bool // a Get's scanner: recycled by Close (see getScanners)
 	rowOver   bool // the current row needs no more cells
+	rowFresh  bool // the iterator is on the row's first cell, found by startRow
 
 	target  []byte // seek target for actSeek / actHint
 	scratch []byte
@@ -452,11 +462,14 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 		s.lastArena = min(caching*128, 1<<20)
 		s.lastKVs = min(caching, 1<<14)
 	}
-	s.arena = make([]byte, 0, s.lastArena)
-	s.kvs = make([]KV, 0, s.lastKVs)
-	b.Results = make([]Result, 0, min(caching, 1<<14))
-	defer func() { s.lastArena, s.lastKVs = cap(s.arena), cap(s.kvs) }()
-	for !s.done && len(b.Results) < caching {
+	s.newBatch(&b, caching)
+	defer func() {
+		s.lastArena, s.lastKVs = cap(s.arena), cap(s.kvs)
+		if s.s.ReuseResults {
+			s.results, s.cellCounts, s.partials = b.Results, b.CellsPerResult, b.PartialPerResult
+		}
+	}()
+	for !s.done && b.len() < caching {
 		if !s.inRow {
 			if st := s.startRow(deadline); st == rowTimedOut {
 				b.Heartbeat = true
@@ -495,8 +508,59 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 		s.err = fmt.Errorf("region %s: %w", s.r.name, err)
 		return ScanBatch{}, s.err
 	}
+	if s.s.CellBlock {
+		b.Block = s.arena[:s.blockRowStart:s.blockRowStart]
+	}
 	b.More = !s.done
 	return b, nil
+}
+
+// newBatch prepares the memory of a batch: fresh, or the previous batch's
+// with ReuseResults. Cells still pending (a row cut by a time limit without
+// partial results) move to the start of the new batch.
+func (s *RegionScanner) newBatch(b *ScanBatch, caching int) {
+	if s.s.CellBlock {
+		pending := s.arena[s.blockRowStart:]
+		if s.s.ReuseResults && s.arena != nil && len(pending) == 0 {
+			s.arena, b.CellsPerResult, b.PartialPerResult = s.arena[:0], s.cellCounts[:0], s.partials[:0]
+		} else {
+			s.arena = append(make([]byte, 0, max(s.lastArena, len(pending))), pending...)
+			b.CellsPerResult = make([]int32, 0, min(caching, 1<<14))
+			b.PartialPerResult = make([]bool, 0, min(caching, 1<<14))
+		}
+		s.blockRowStart = 0
+		return
+	}
+	pending := s.kvs[s.rowStart:]
+	if s.s.ReuseResults && s.arena != nil && len(pending) == 0 {
+		// The pending cells point into the arena, so it is reused only
+		// without them.
+		s.arena, s.kvs, b.Results = s.arena[:0], s.kvs[:0], s.results[:0]
+	} else {
+		s.arena = make([]byte, 0, s.lastArena)
+		s.kvs = append(make([]KV, 0, max(s.lastKVs, len(pending))), pending...)
+		b.Results = make([]Result, 0, min(caching, 1<<14))
+	}
+	s.rowStart = 0
+}
+
+// pendingCells returns the number of cells of the current row not yet
+// returned.
+func (s *RegionScanner) pendingCells() int {
+	if s.s.CellBlock {
+		return s.blockPending
+	}
+	return len(s.kvs) - s.rowStart
+}
+
+// dropPending forgets the pending cells of the current row.
+func (s *RegionScanner) dropPending() {
+	if s.s.CellBlock {
+		s.arena = s.arena[:s.blockRowStart]
+		s.blockPending = 0
+		return
+	}
+	s.kvs = s.kvs[:s.rowStart]
 }
 
 func (s *RegionScanner) timeUp(deadline time.Time) bool {
@@ -524,9 +588,12 @@ func (s *RegionScanner) startRow(deadline time.Time) rowStatus {
 			return rowEnded
 		}
 		s.row = append(s.row[:0], row...)
-		s.cur = nil
-		s.pending = s.pending[:0]
-		s.pendingSeq = s.pendingSeq[:0]
+		// A new row starts with no delete markers and no column; the
+		// family found for the last row is kept (most rows start with it).
+		s.dt.reset()
+		s.colSet, s.skipEmpty = false, false
+		s.rowFresh = true
+		s.dropPending()
 		s.partialEmitted = false
 		if s.filter != nil {
 			s.filter.Reset()
@@ -557,22 +624,26 @@ func (s *RegionScanner) skipRow() {
 func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time) rowStatus {
 	it := s.it
 	s.rowOver = false
+	fresh := s.rowFresh // the first cell is known to be in the row
+	s.rowFresh = false
 	for it.valid() && !s.rowOver {
 		k := it.key()
-		if !s.s.Reversed && cell.CompareRow(k, s.row) != 0 {
+		if !s.s.Reversed && !fresh && !bytes.Equal(k.Row(), s.row) {
 			break
 		}
+		fresh = false
 		s.cellsN++
 		if s.cellsN&63 == 0 && s.timeUp(deadline) {
-			if len(s.pending) > 0 && s.s.AllowPartialResults && !s.rowFilter {
+			if s.pendingCells() > 0 && s.s.AllowPartialResults && !s.rowFilter {
 				s.emitPartial(b)
 			}
 			return rowTimedOut
 		}
-		act := s.match(k, it.value(), it.seq())
+		v, seq := it.value(), it.seq()
+		act := s.match(k, v, seq)
 		switch act {
 		case actInclude, actIncludeNextCol, actIncludeNextFam:
-			s.include(b, k, it.value(), it.seq(), size)
+			s.include(b, k, v, seq, size)
 			switch act {
 			case actInclude:
 				it.next()
@@ -602,30 +673,43 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 
 func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v []byte, seq uint64, size *int64) {
 	s.checkVisible(seq)
-	if s.s.Batch > 0 && len(s.pending) >= s.s.Batch && !s.rowFilter {
+	if s.s.Batch > 0 && s.pendingCells() >= s.s.Batch && !s.rowFilter {
 		s.emitPartial(b)
 	}
 	if s.filter != nil {
 		v = s.filter.TransformCell(k, v)
+	}
+	*size += int64(len(k) + len(v) + 16)
+	if s.s.CellBlock {
+		s.arena = cell.AppendKeyValueFromKey(s.arena, k, v)
+		s.blockPending++
+		return
 	}
 	off := len(s.arena)
 	s.arena = append(s.arena, k...)
 	s.arena = append(s.arena, v...)
 	kk := cell.Key(s.arena[off : off+len(k) : off+len(k)])
 	vv := s.arena[off+len(k) : len(s.arena) : len(s.arena)]
-	s.pending = append(s.pending, filter.RowCell{Key: kk, Value: vv})
-	s.pendingSeq = append(s.pendingSeq, seq)
-	*size += int64(len(k) + len(v) + 16)
+	s.kvs = append(s.kvs, KV{Key: kk, Value: vv, Seq: seq})
 }
 
 func (s *RegionScanner) emitPartial(b *ScanBatch) {
-	if len(s.pending) == 0 {
+	if s.pendingCells() == 0 {
 		return
 	}
-	b.Results = append(b.Results, s.makeResult(s.pending, s.pendingSeq, true))
-	s.pending = s.pending[:0]
-	s.pendingSeq = s.pendingSeq[:0]
+	s.emit(b, true)
 	s.partialEmitted = true
+}
+
+// emit returns the pending cells as a result.
+func (s *RegionScanner) emit(b *ScanBatch, partial bool) {
+	if s.s.CellBlock {
+		b.CellsPerResult = append(b.CellsPerResult, int32(s.blockPending))
+		b.PartialPerResult = append(b.PartialPerResult, partial)
+		s.blockRowStart, s.blockPending = len(s.arena), 0
+		return
+	}
+	b.Results = append(b.Results, s.makeResult(partial))
 }
 
 func (s *RegionScanner) finishRow(b *ScanBatch) {
@@ -633,62 +717,88 @@ func (s *RegionScanner) finishRow(b *ScanBatch) {
 	if s.s.Reversed {
 		s.needPrev = true
 	}
-	cells := s.pending
-	seqs := s.pendingSeq
 	if s.filter != nil && s.rowFilter {
-		n := len(cells)
-		cells = s.filter.FilterRowCells(cells)
-		if len(cells) != n {
-			// Filters drop cells in order; recompute the seqs by key.
-			seqs = matchSeqs(s.pending[:n], s.pendingSeq, cells)
-		}
+		s.filterRowCells()
 		if s.filter.FilterRow() {
-			cells = nil
+			s.dropPending()
 			s.r.metrics.FilteredReadRequests.Add(1)
 		}
 	}
-	if len(cells) > 0 {
-		b.Results = append(b.Results, s.makeResult(cells, seqs, false))
+	emitted := s.pendingCells() > 0
+	if emitted {
+		s.emit(b, false)
 	}
 	if s.single {
 		s.done = true
 	}
-	if len(cells) > 0 || s.partialEmitted {
+	if emitted || s.partialEmitted {
 		s.rowsDone++
 		if s.s.Limit > 0 && s.rowsDone >= s.s.Limit {
 			s.done = true
 		}
 	}
-	s.pending = s.pending[:0]
-	s.pendingSeq = s.pendingSeq[:0]
 }
 
-func matchSeqs(orig []filter.RowCell, seqs []uint64, kept []filter.RowCell) []uint64 {
-	out := make([]uint64, 0, len(kept))
+// filterRowCells hands the pending cells of the row to the filter's
+// FilterRowCells and keeps, in order, the cells it returns.
+func (s *RegionScanner) filterRowCells() {
+	if s.s.CellBlock {
+		s.filterBlockRowCells()
+		return
+	}
+	pending := s.kvs[s.rowStart:]
+	s.rowCells = s.rowCells[:0]
+	for i := range pending {
+		s.rowCells = append(s.rowCells, filter.RowCell{Key: pending[i].Key, Value: pending[i].Value})
+	}
+	kept := s.filter.FilterRowCells(s.rowCells)
+	if len(kept) == len(pending) {
+		return
+	}
+	// Filters drop cells and keep the order: find each kept cell among the
+	// pending ones (by the address of its key) to keep its sequence id.
+	s.keptKVs = s.keptKVs[:0]
 	j := 0
 	for _, c := range kept {
-		for j < len(orig) && &orig[j].Key[0] != &c.Key[0] {
+		for j < len(pending) && (len(c.Key) == 0 || &pending[j].Key[0] != &c.Key[0]) {
 			j++
 		}
-		if j < len(orig) {
-			out = append(out, seqs[j])
+		if j < len(pending) {
+			s.keptKVs = append(s.keptKVs, pending[j])
+			j++
 		} else {
-			out = append(out, 0)
+			s.keptKVs = append(s.keptKVs, KV{Key: c.Key, Value: c.Value})
 		}
 	}
-	return out
+	s.kvs = append(s.kvs[:s.rowStart], s.keptKVs...)
 }
 
-func (s *RegionScanner) makeResult(cells []filter.RowCell, seqs []uint64, partial bool) Result {
-	start := len(s.kvs)
-	for i, c := range cells {
-		kv := KV{Key: c.Key, Value: c.Value}
-		if i < len(seqs) {
-			kv.Seq = seqs[i]
-		}
-		s.kvs = append(s.kvs, kv)
+// filterBlockRowCells is filterRowCells in CellBlock mode: the pending
+// cells are the serialized cells at the end of the block.
+func (s *RegionScanner) filterBlockRowCells() {
+	s.rowCells = s.rowCells[:0]
+	for b := s.arena[s.blockRowStart:]; len(b) > 0; {
+		n := cell.KeyValue(b).Len()
+		kv := cell.KeyValue(b[:n:n])
+		s.rowCells = append(s.rowCells, filter.RowCell{Key: kv.Key(), Value: kv.Value()})
+		b = b[n:]
 	}
-	res := Result{Cells: s.kvs[start:len(s.kvs):len(s.kvs)], Partial: partial}
+	kept := s.filter.FilterRowCells(s.rowCells)
+	if len(kept) == s.blockPending {
+		return
+	}
+	s.rowScratch = s.rowScratch[:0]
+	for _, c := range kept {
+		s.rowScratch = cell.AppendKeyValueFromKey(s.rowScratch, c.Key, c.Value)
+	}
+	s.arena = append(s.arena[:s.blockRowStart], s.rowScratch...)
+	s.blockPending = len(kept)
+}
+
+// makeResult turns the pending cells into a Result.
+func (s *RegionScanner) makeResult(partial bool) Result {
+	res := Result{Cells: s.kvs[s.rowStart:len(s.kvs):len(s.kvs)], Partial: partial}
+	s.rowStart = len(s.kvs)
 	if len(res.Cells) > 0 {
 		res.Row = res.Cells[0].Row()
 	} else {

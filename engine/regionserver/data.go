@@ -708,6 +708,9 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		if !req.GetClientHandlesPartials() {
 			rscan.AllowPartialResults = false
 		}
+		// Each batch is the answer's cell block, copied into the
+		// connection's output by Reply before the next call reuses it.
+		rscan.CellBlock, rscan.ReuseResults = true, true
 		if d := s.admit(c, or, false, 0); d != nil {
 			fail(c, &answered, d)
 			return
@@ -781,18 +784,16 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		return
 	}
 	resp := &pb.ScanResponse{ScannerId: sc.id, TtlMs: s.cfg.ScannerLease.Milliseconds(), Stale: sc.or.info.GetReplicaId() > 0}
-	var block []byte
-	var size int64
-	for i := range batch.Results {
-		res := &batch.Results[i]
-		resp.CellsPerResult = append(resp.CellsPerResult, int32(len(res.Cells)))
-		resp.PartialFlagPerResult = append(resp.PartialFlagPerResult, res.Partial)
-		block = appendResultCells(block, res)
-		size += resultSize(res)
-		if !res.Partial {
+	resp.CellsPerResult, resp.PartialFlagPerResult = batch.CellsPerResult, batch.PartialPerResult
+	block := batch.Block
+	cells := int64(0)
+	for i, n := range batch.CellsPerResult {
+		cells += int64(n)
+		if !batch.PartialPerResult[i] {
 			sc.rows++
 		}
 	}
+	size := int64(len(block)) - cells*cell.KeyValueHeaderLen // keys and values, as resultSize counts
 	s.limiters.Charge(quota.Request{User: c.User, Table: sc.or.tkey, Namespace: sc.or.ns}, size)
 	if batch.Heartbeat {
 		resp.Heartbeat = true

@@ -77,11 +77,14 @@ var _ cell.Scanner = (*scanner)(nil)
 
 var errBadBlock = errors.New("sfile: bad block")
 
-func (s *scanner) Key() cell.Key      { return s.it.key }
-func (s *scanner) Value() []byte      { return s.it.val }
-func (s *scanner) Seq() uint64        { return s.it.seq }
-func (s *scanner) Err() error         { return s.err }
-func (s *scanner) blockOffHeap() bool { return s.hasRef && s.ref.OffHeap() }
+func (s *scanner) Key() cell.Key { return s.it.key }
+func (s *scanner) Value() []byte { return s.it.val }
+func (s *scanner) Seq() uint64   { return s.it.seq }
+
+// Current implements cell.Current.
+func (s *scanner) Current() (cell.Key, []byte, uint64) { return s.it.key, s.it.val, s.it.seq }
+func (s *scanner) Err() error                          { return s.err }
+func (s *scanner) blockOffHeap() bool                  { return s.hasRef && s.ref.OffHeap() }
 
 // Close releases the current block. It is safe to call more than once.
 func (s *scanner) Close() error {
