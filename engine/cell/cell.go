@@ -103,6 +103,8 @@ type Cell struct {
 	Timestamp int64
 	Type      Type
 	Value     []byte
+	// Tags are the cell's tags (see Tags); nil for most cells.
+	Tags []byte
 	// Seq is the sequence id (MVCC write number). It is not part of the
 	// key or of the KeyValue encoding: containers (memstore, WAL batch
 	// header, store file) carry it next to the cell.
@@ -113,7 +115,12 @@ type Cell struct {
 func (c *Cell) KeyLen() int { return KeyLen(len(c.Row), len(c.Family), len(c.Qualifier)) }
 
 // EncodedLen returns the length of the serialized cell (KeyValue) of c.
-func (c *Cell) EncodedLen() int { return kvHeaderLen + c.KeyLen() + len(c.Value) }
+func (c *Cell) EncodedLen() int {
+	if len(c.Tags) > 0 {
+		return kvHeaderLen + c.KeyLen() + TaggedLen(len(c.Value), len(c.Tags))
+	}
+	return kvHeaderLen + c.KeyLen() + len(c.Value)
+}
 
 // AppendKey appends the encoded key of c to dst.
 func (c *Cell) AppendKey(dst []byte) []byte {
@@ -122,6 +129,9 @@ func (c *Cell) AppendKey(dst []byte) []byte {
 
 // AppendKeyValue appends the serialized cell of c to dst.
 func (c *Cell) AppendKeyValue(dst []byte) []byte {
+	if len(c.Tags) > 0 {
+		return AppendTaggedKeyValue(dst, AppendKey(nil, c.Row, c.Family, c.Qualifier, c.Timestamp, c.Type), c.Value, c.Tags)
+	}
 	return AppendKeyValue(dst, c.Row, c.Family, c.Qualifier, c.Timestamp, c.Type, c.Value)
 }
 

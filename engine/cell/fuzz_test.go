@@ -12,6 +12,7 @@ func FuzzParseKeyValue(f *testing.F) {
 	f.Add(AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 1, Put, []byte("value")))
 	f.Add(AppendKeyValue(nil, nil, nil, nil, LatestTimestamp, Maximum, nil))
 	f.Add([]byte{0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4})
+	f.Add(AppendTaggedKeyValue(nil, AppendKey(nil, []byte("row"), []byte("f"), []byte("q"), 1, Put), []byte("v"), AppendTTLTag(nil, 60000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		kv, n, err := ParseKeyValue(b)
 		if err != nil {

@@ -14,6 +14,9 @@ import (
 //	8       K     key (see Key)
 //	8+K     V     value
 //
+// A cell with tags (see Tags) sets TaggedFlag in the value length field;
+// its V bytes are then the tagged value (value, tags, tags length).
+//
 // The sequence id is not part of the encoding; containers carry it. The
 // accessors assume a well-formed KeyValue (built here or accepted by
 // ParseKeyValue).
@@ -36,6 +39,18 @@ func AppendKeyValue(dst, row, family, qualifier []byte, ts int64, t Type, value 
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(value)))
 	dst = AppendKey(dst, row, family, qualifier, ts, t)
 	return append(dst, value...)
+}
+
+// AppendTaggedKeyValue appends a serialized cell made of an encoded key, a
+// value and tags to dst (without tags when tags is empty).
+func AppendTaggedKeyValue(dst []byte, key Key, value, tags []byte) []byte {
+	if len(tags) == 0 {
+		return AppendKeyValueFromKey(dst, key, value)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(TaggedLen(len(value), len(tags)))|TaggedFlag)
+	dst = append(dst, key...)
+	return AppendTagged(dst, value, tags)
 }
 
 // AppendKeyValueFromKey appends a serialized cell made of an encoded key and a
@@ -64,7 +79,8 @@ func ParseKeyValue(b []byte) (kv KeyValue, n int, err error) {
 		return nil, 0, fmt.Errorf("%w: %d bytes cannot hold a cell header", ErrMalformed, len(b))
 	}
 	k := uint64(binary.BigEndian.Uint32(b))
-	v := uint64(binary.BigEndian.Uint32(b[4:]))
+	vf := binary.BigEndian.Uint32(b[4:])
+	v := uint64(vf &^ TaggedFlag)
 	total := kvHeaderLen + k + v
 	if total > MaxKeyValueSize {
 		return nil, 0, fmt.Errorf("%w: cell of %d bytes exceeds %d", ErrMalformed, total, uint64(MaxKeyValueSize))
@@ -74,6 +90,11 @@ func ParseKeyValue(b []byte) (kv KeyValue, n int, err error) {
 	}
 	if _, err := ParseKey(b[kvHeaderLen : kvHeaderLen+k]); err != nil {
 		return nil, 0, err
+	}
+	if vf&TaggedFlag != 0 {
+		if _, _, err := ParseTagged(b[kvHeaderLen+k : total]); err != nil {
+			return nil, 0, err
+		}
 	}
 	n = int(total)
 	return KeyValue(b[:n:n]), n, nil
@@ -88,22 +109,48 @@ func (kv KeyValue) Key() Key {
 // Value returns the value.
 func (kv KeyValue) Value() []byte {
 	k := binary.BigEndian.Uint32(kv)
+	if binary.BigEndian.Uint32(kv[4:])&TaggedFlag != 0 {
+		v, _ := SplitTagged(kv[kvHeaderLen+k:])
+		return v
+	}
 	return kv[kvHeaderLen+k : len(kv) : len(kv)]
 }
 
+// Tags returns the cell's tags (nil without).
+func (kv KeyValue) Tags() []byte {
+	if binary.BigEndian.Uint32(kv[4:])&TaggedFlag == 0 {
+		return nil
+	}
+	k := binary.BigEndian.Uint32(kv)
+	_, t := SplitTagged(kv[kvHeaderLen+k:])
+	return t
+}
+
 // Len returns the serialized length of the cell at the start of kv.
-func (kv KeyValue) Len() int { return kvHeaderLen + kv.KeyLen() + kv.ValueLen() }
+func (kv KeyValue) Len() int {
+	return kvHeaderLen + kv.KeyLen() + int(binary.BigEndian.Uint32(kv[4:])&^TaggedFlag)
+}
 
 // KeyLen returns the length of the key.
 func (kv KeyValue) KeyLen() int { return int(binary.BigEndian.Uint32(kv)) }
 
-// ValueLen returns the length of the value.
-func (kv KeyValue) ValueLen() int { return int(binary.BigEndian.Uint32(kv[4:])) }
+// StoredValueLen returns the length of the value with its tags (the
+// tagged value), as containers store it.
+func (kv KeyValue) StoredValueLen() int { return int(binary.BigEndian.Uint32(kv[4:]) &^ TaggedFlag) }
+
+// ValueLen returns the length of the value (without tags).
+func (kv KeyValue) ValueLen() int {
+	if binary.BigEndian.Uint32(kv[4:])&TaggedFlag != 0 {
+		return len(kv.Value())
+	}
+	return int(binary.BigEndian.Uint32(kv[4:]))
+}
 
 // Decode returns the fields of kv as a Cell (sub-slices of kv).
 func (kv KeyValue) Decode() Cell {
 	c := kv.Key().Decode()
 	c.Value = kv.Value()
+	c.Tags = kv.Tags()
 	return c
 }
 

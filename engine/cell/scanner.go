@@ -30,6 +30,8 @@ type Scanner interface {
 	Key() Key
 	// Value is the current cell's value.
 	Value() []byte
+	// Tags are the current cell's tags (nil for a cell without; see Tags).
+	Tags() []byte
 	// Seq is the current cell's sequence id (the MVCC write number of the write that made it; 0
 	// for cells whose sequence id a major compaction dropped because no reader can need it).
 	Seq() uint64
@@ -40,9 +42,9 @@ type Scanner interface {
 	Close() error
 }
 
-// Current is implemented by scanners that return the current cell's key, value and sequence id in
-// one call, which a merge of scanners uses to read each cell once (the same rules as Key, Value and
-// Seq apply).
+// Current is implemented by scanners that return the current cell's key, value, tags and sequence
+// id in one call, which a merge of scanners uses to read each cell once (the same rules as Key,
+// Value, Tags and Seq apply).
 type Current interface {
-	Current() (key Key, value []byte, seq uint64)
+	Current() (key Key, value, tags []byte, seq uint64)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
@@ -55,7 +56,15 @@ type Mutation struct {
 	TimeRange *pb.TimeRange
 	// ReturnResults asks increments and appends for the new values.
 	ReturnResults bool
+	// TTL is the per-cell time to live of the cells a put, increment or
+	// append writes (HBase's Mutation.setTTL; millisecond precision, 0:
+	// none): they expire once their timestamp + TTL is past. It cannot make
+	// a cell outlive its family's TTL.
+	TTL time.Duration
 }
+
+// ttlAttribute carries a mutation's TTL in milliseconds (the name HBase uses).
+const ttlAttribute = "_ttl"
 
 // NewPut starts a Put of row.
 func NewPut(row []byte) *Mutation { return &Mutation{Type: pb.MutationProto_TYPE_PUT, Row: row} }
@@ -103,6 +112,12 @@ func (m *Mutation) validate() error {
 	if m.Type != pb.MutationProto_TYPE_DELETE && len(m.Cells) == 0 {
 		return fmt.Errorf("client: %s of row %q has no cells", m.Type, m.Row)
 	}
+	if m.TTL < 0 || m.TTL > 0 && m.TTL < time.Millisecond {
+		return fmt.Errorf("client: TTL %v of a mutation of row %q: use a positive number of milliseconds", m.TTL, m.Row)
+	}
+	if m.TTL != 0 && m.Type == pb.MutationProto_TYPE_DELETE {
+		return fmt.Errorf("client: a delete of row %q cannot carry a TTL (TTLs apply to puts, increments and appends)", m.Row)
+	}
 	return nil
 }
 
@@ -112,8 +127,12 @@ func (m *Mutation) encode(block []byte, nonce uint64) (*pb.MutationProto, []byte
 		c := &m.Cells[i]
 		block = cell.AppendKeyValue(block, m.Row, c.Family, c.Qualifier, c.Timestamp, c.Type, c.Value)
 	}
-	return &pb.MutationProto{Type: m.Type, Row: m.Row, CellCount: int32(len(m.Cells)), Durability: m.Durability,
-		TimeRange: m.TimeRange, Nonce: nonce, ReturnResults: m.ReturnResults}, block
+	mp := &pb.MutationProto{Type: m.Type, Row: m.Row, CellCount: int32(len(m.Cells)), Durability: m.Durability,
+		TimeRange: m.TimeRange, Nonce: nonce, ReturnResults: m.ReturnResults}
+	if m.TTL > 0 {
+		mp.Attributes = map[string][]byte{ttlAttribute: binary.BigEndian.AppendUint64(nil, uint64(m.TTL.Milliseconds()))}
+	}
+	return mp, block
 }
 
 func (m *Mutation) idempotent() bool {

@@ -66,11 +66,16 @@ func (m *Memstore) Unreserve(n int64) {
 
 // Add copies a cell into the active segment with sequence id seq.
 func (m *Memstore) Add(key cell.Key, value []byte, seq uint64) error {
+	return m.AddTagged(key, value, nil, seq)
+}
+
+// AddTagged is Add for a cell with tags (none when tags is empty).
+func (m *Memstore) AddTagged(key cell.Key, value, tags []byte, seq uint64) error {
 	s := m.active.Load()
 	if s == nil {
 		return ErrClosed
 	}
-	return s.add(key, value, seq)
+	return s.add(key, value, tags, seq)
 }
 
 // Snapshot freezes the active segment, installs a new one and returns the

@@ -297,3 +297,52 @@ func BenchmarkAdd(b *testing.B) {
 		m.Add(keys[i%len(keys)], v, uint64(i+1))
 	}
 }
+
+// Cells with tags keep their value and tags apart, inline and heap-stored
+// (large) alike, and seeks over them work as over plain cells.
+func TestTaggedCells(t *testing.T) {
+	p := testPool(t, 64<<10, 8<<20)
+	m, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tags := cell.AppendTTLTag(nil, 1234)
+	big := bytes.Repeat([]byte("x"), 100<<10) // larger than a chunk: on the heap
+	cells := []struct {
+		k    cell.Key
+		v, t []byte
+	}{
+		{key("a", "q", 1, cell.Put), []byte("plain"), nil},
+		{key("b", "q", 1, cell.Put), []byte("tagged"), tags},
+		{key("c", "q", 1, cell.Put), big, tags},
+		{key("d", "q", 1, cell.Put), nil, tags},
+	}
+	for i, c := range cells {
+		if err := m.AddTagged(c.k, c.v, c.t, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scs, err := m.Scanners(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scs[0]
+	defer sc.Close()
+	i := 0
+	for ok := sc.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = sc.Next() {
+		c := cells[i]
+		k, v, tg, _ := sc.Current()
+		if !bytes.Equal(sc.Key(), c.k) || !bytes.Equal(sc.Value(), c.v) || !bytes.Equal(sc.Tags(), c.t) ||
+			!bytes.Equal(k, c.k) || !bytes.Equal(v, c.v) || !bytes.Equal(tg, c.t) {
+			t.Fatalf("cell %d: %v value %d bytes tags %x, want %v value %d bytes tags %x", i, sc.Key(), len(sc.Value()), sc.Tags(), c.k, len(c.v), c.t)
+		}
+		i++
+	}
+	if i != len(cells) {
+		t.Fatalf("%d cells scanned, want %d", i, len(cells))
+	}
+	if !sc.Seek(key("c", "q", 1, cell.Put)) || !bytes.Equal(sc.Tags(), tags) || len(sc.Value()) != len(big) {
+		t.Fatal("seek to the heap-stored tagged cell")
+	}
+}

@@ -16,6 +16,7 @@ type Scanner struct {
 	cur       ref
 	key       cell.Key
 	val       []byte
+	tags      []byte
 	seq       uint64
 	scratch   []byte
 	closed    bool
@@ -31,13 +32,13 @@ func (s *Scanner) settle(n ref) bool {
 		p := s.seg.ptr(n)
 		if seq := nodeSeq(p); seq <= s.readPoint {
 			s.cur = n
-			s.key, s.val = s.seg.nodeKV(p)
+			s.key, s.val, s.tags = s.seg.nodeKV(p)
 			s.seq = seq
 			return true
 		}
 		n = nodeLink(p, 0).Load()
 	}
-	s.cur, s.key, s.val, s.seq = 0, nil, nil, 0
+	s.cur, s.key, s.val, s.tags, s.seq = 0, nil, nil, nil, 0
 	return false
 }
 
@@ -67,7 +68,7 @@ func (s *Scanner) seekRow(row []byte) bool {
 	n := s.seg.seekGE(s.scratch)
 	for n != 0 {
 		p := s.seg.ptr(n)
-		k, _ := s.seg.nodeKV(p)
+		k, _ := s.seg.nodeStored(p)
 		if cell.CompareRow(k, row) != 0 {
 			break
 		}
@@ -76,7 +77,7 @@ func (s *Scanner) seekRow(row []byte) bool {
 		}
 		n = nodeLink(p, 0).Load()
 	}
-	s.cur, s.key, s.val, s.seq = 0, nil, nil, 0
+	s.cur, s.key, s.val, s.tags, s.seq = 0, nil, nil, nil, 0
 	return false
 }
 
@@ -88,10 +89,10 @@ func (s *Scanner) prevRowBefore(row []byte) bool {
 		s.scratch = cell.AppendFirstOnRow(s.scratch[:0], rowBuf)
 		n := s.seg.seekLT(s.scratch)
 		if n == 0 {
-			s.cur, s.key, s.val, s.seq = 0, nil, nil, 0
+			s.cur, s.key, s.val, s.tags, s.seq = 0, nil, nil, nil, 0
 			return false
 		}
-		k, _ := s.seg.nodeKV(s.seg.ptr(n))
+		k, _ := s.seg.nodeStored(s.seg.ptr(n))
 		rowBuf = append(rowBuf[:0], k.Row()...)
 		if s.seekRow(rowBuf) {
 			return true
@@ -117,7 +118,7 @@ func (s *Scanner) SeekToLastRow() bool {
 		s.cur = 0
 		return false
 	}
-	k, _ := s.seg.nodeKV(s.seg.ptr(n))
+	k, _ := s.seg.nodeStored(s.seg.ptr(n))
 	row := append([]byte(nil), k.Row()...)
 	if s.seekRow(row) {
 		return true
@@ -127,11 +128,12 @@ func (s *Scanner) SeekToLastRow() bool {
 
 func (s *Scanner) Key() cell.Key { return s.key }
 func (s *Scanner) Value() []byte { return s.val }
+func (s *Scanner) Tags() []byte  { return s.tags }
 func (s *Scanner) Seq() uint64   { return s.seq }
 
 // Current implements cell.Current.
-func (s *Scanner) Current() (cell.Key, []byte, uint64) { return s.key, s.val, s.seq }
-func (s *Scanner) Err() error                          { return nil }
+func (s *Scanner) Current() (cell.Key, []byte, []byte, uint64) { return s.key, s.val, s.tags, s.seq }
+func (s *Scanner) Err() error                                  { return nil }
 
 // Close releases the scanner's reference on its segment. It is safe to call
 // more than once.
@@ -140,7 +142,7 @@ func (s *Scanner) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.cur, s.key, s.val = 0, nil, nil
+	s.cur, s.key, s.val, s.tags = 0, nil, nil, nil
 	checkScannerClosed(s.seg)
 	s.seg.release()
 	return nil

@@ -17,7 +17,7 @@ import (
 //
 //	off  size  field
 //	0    4     key length
-//	4    4     value length
+//	4    4     value length (with cell.TaggedFlag: a tagged value, see cell.Tags)
 //	8    8     sequence id
 //	16   1     height (1..maxHeight)
 //	17   1     flags (flagHeap: key and value live on the Go heap)
@@ -127,9 +127,20 @@ func nodeLink(p unsafe.Pointer, level int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(p, nodeHeader+8*level))
 }
 
-// nodeKV returns the key and value of the node at p.
-func (s *Segment) nodeKV(p unsafe.Pointer) (cell.Key, []byte) {
-	kl, vl := nodeKeyLen(p), nodeValLen(p)
+// nodeKV returns the key, value and tags of the node at p.
+func (s *Segment) nodeKV(p unsafe.Pointer) (cell.Key, []byte, []byte) {
+	k, v := s.nodeStored(p)
+	if nodeValLen(p)&cell.TaggedFlag != 0 {
+		v, t := cell.SplitTagged(v)
+		return k, v, t
+	}
+	return k, v, nil
+}
+
+// nodeStored returns the key and stored value (a tagged value for a cell
+// with tags) of the node at p.
+func (s *Segment) nodeStored(p unsafe.Pointer) (cell.Key, []byte) {
+	kl, vl := nodeKeyLen(p), nodeValLen(p)&^cell.TaggedFlag
 	data := unsafe.Add(p, nodeHeader+8*nodeHeight(p))
 	if nodeFlags(p)&flagHeap != 0 {
 		idx := *(*uint32)(data)
@@ -272,12 +283,13 @@ func EncodedCellSize(keyLen, valueLen int) int64 {
 }
 
 // add inserts a copy of the cell.
-func (s *Segment) add(key cell.Key, value []byte, seq uint64) error {
+func (s *Segment) add(key cell.Key, value, tags []byte, seq uint64) error {
 	if s.frozen.Load() {
 		return errors.New("memstore: add to a frozen segment")
 	}
+	value, vlField := cell.StoredValue(nil, value, tags)
 	kvLen := len(key) + len(value)
-	if uint64(len(key)) > math.MaxUint32 || uint64(len(value)) > math.MaxUint32 {
+	if uint64(len(key)) > math.MaxUint32 || uint64(len(value)) >= cell.TaggedFlag {
 		return fmt.Errorf("memstore: cell of %d bytes too large", kvLen)
 	}
 	height := randomHeight()
@@ -288,7 +300,7 @@ func (s *Segment) add(key cell.Key, value []byte, seq uint64) error {
 	}
 	np := s.ptr(nr)
 	*(*uint32)(np) = uint32(len(key))
-	*(*uint32)(unsafe.Add(np, 4)) = uint32(len(value))
+	*(*uint32)(unsafe.Add(np, 4)) = vlField
 	*(*uint64)(unsafe.Add(np, 8)) = seq
 	data := unsafe.Add(np, nodeHeader+8*height)
 	if heap {
@@ -364,7 +376,7 @@ func (s *Segment) add(key cell.Key, value []byte, seq uint64) error {
 // less reports whether the node at p sorts before (key, seq); equal
 // elements are not less, so a new node goes after existing equal ones.
 func (s *Segment) nodeLess(p unsafe.Pointer, key cell.Key, seq uint64) bool {
-	k, _ := s.nodeKV(p)
+	k, _ := s.nodeStored(p)
 	return cell.CompareWithSeq(k, nodeSeq(p), key, seq) <= 0
 }
 
@@ -412,7 +424,7 @@ func (s *Segment) lastBefore(key cell.Key) ref {
 			if n == 0 {
 				break
 			}
-			k, _ := s.nodeKV(s.ptr(n))
+			k, _ := s.nodeStored(s.ptr(n))
 			if cell.Compare(k, key) >= 0 {
 				break
 			}

@@ -19,6 +19,9 @@ type Op struct {
 	// version", as in HBase.
 	Timestamp int64
 	Value     []byte
+	// TTL is a Put's per-cell time to live in milliseconds (0: the
+	// mutation's TTL, if any). See Mutation.TTL.
+	TTL int64
 }
 
 // Mutation is a Put or Delete of one row (HBase's Put/Delete): all its
@@ -30,6 +33,12 @@ type Mutation struct {
 	// NonceGroup and Nonce, if Nonce != 0, identify the client operation
 	// (logged with the edit).
 	NonceGroup, Nonce uint64
+	// TTL is the per-cell time to live of the mutation's puts in
+	// milliseconds (HBase's Mutation.setTTL; 0: none): a cell expires once
+	// its timestamp + TTL is before now, for reads and compactions alike.
+	// It cannot make a cell outlive its family's TTL. Deletes cannot carry
+	// one.
+	TTL int64
 }
 
 // NewMutation returns an empty mutation of row.
@@ -232,6 +241,8 @@ type Increment struct {
 	Nonce      uint64 // 0: no nonce
 	// ReturnResults (default true in HBase) returns the new values.
 	NoReturnResults bool
+	// TTL of the new cells in milliseconds, as Mutation.TTL.
+	TTL int64
 }
 
 // IncrementColumn is one counter of an Increment.
@@ -249,6 +260,8 @@ type Append struct {
 	NonceGroup      uint64
 	Nonce           uint64
 	NoReturnResults bool
+	// TTL of the new cells in milliseconds, as Mutation.TTL.
+	TTL int64
 }
 
 // AppendColumn is one column of an Append.

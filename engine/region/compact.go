@@ -144,12 +144,12 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	limiter := newThrottle(r.cfg.Compaction.ThroughputLimit, r.cfg.Compaction.Sleep)
 	var n int64
 	for it.seekFirst(cell.AppendFirstOnRow(nil, nil)); it.valid(); it.next() {
-		k := it.key()
-		if !c.keep(k) {
+		k, tags := it.key(), it.tags()
+		if !c.keep(k, tags) {
 			continue
 		}
 		v := it.value()
-		if err := fw.w.Append(k, v, it.seq()); err != nil {
+		if err := fw.w.AppendTagged(k, v, tags, it.seq()); err != nil {
 			fw.w.Abort()
 			_ = r.fs.Remove(fw.tmp)
 			return res, err
@@ -192,11 +192,13 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 // compactor decides which cells a compaction keeps (HBase's
 // MinorCompactionScanQueryMatcher and MajorCompactionScanQueryMatcher).
 // Minor compactions (and flushes) drop only cells that no read can see:
-// TTL-expired cells of families without MIN_VERSIONS.
+// TTL-expired cells of families without MIN_VERSIONS, and cells past their
+// per-cell TTL (which reads skip whatever MIN_VERSIONS says).
 type compactor struct {
 	major      bool
 	maxV, minV int
 	oldest     int64
+	now        int64
 	kdc        KeepDeletedCells
 	earliestTs int64
 
@@ -212,14 +214,14 @@ type compactor struct {
 
 func newCompactor(f *Family, major bool, now, earliestTs int64) *compactor {
 	c := &compactor{major: major, maxV: f.maxVersions(), minV: f.MinVersions, kdc: f.KeepDeletedCells,
-		oldest: math.MinInt64, earliestTs: earliestTs}
+		oldest: math.MinInt64, earliestTs: earliestTs, now: now}
 	if ttl := f.ttlMillis(); ttl > 0 {
 		c.oldest = now - ttl
 	}
 	return c
 }
 
-func (c *compactor) keep(k cell.Key) bool {
+func (c *compactor) keep(k cell.Key, tags []byte) bool {
 	if !bytes.Equal(k.Row(), c.row) || !bytes.Equal(k.Family(), c.fam) {
 		c.row = append(c.row[:0], k.Row()...)
 		c.fam = append(c.fam[:0], k.Family()...)
@@ -230,6 +232,9 @@ func (c *compactor) keep(k cell.Key) bool {
 	expired := ts < c.oldest
 	if c.minV == 0 && expired {
 		return false
+	}
+	if tags != nil && cell.TTLExpired(tags, ts, c.now) {
+		return false // reads skip it (before counting versions): so can we
 	}
 	if !c.major {
 		return true

@@ -179,6 +179,7 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return err.Error()
 		}
+		m.TTL = argInt(d, "ttl", 0) // per-cell TTL, ms
 		if err := h.e.r.Mutate(m); err != nil {
 			return "error: " + err.Error()
 		}
@@ -207,7 +208,7 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 		var res *Result
 		var err error
 		if d.Cmd == "incr" {
-			inc := &Increment{Row: row, NonceGroup: group, Nonce: nonce}
+			inc := &Increment{Row: row, NonceGroup: group, Nonce: nonce, TTL: argInt(d, "ttl", 0)}
 			for _, line := range strings.Fields(d.Input) {
 				f, q, _, v, _ := parseCell(line)
 				n, perr := strconv.ParseInt(string(v), 10, 64)
@@ -218,7 +219,7 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			res, err = h.e.r.Increment(inc)
 		} else {
-			app := &Append{Row: row, NonceGroup: group, Nonce: nonce}
+			app := &Append{Row: row, NonceGroup: group, Nonce: nonce, TTL: argInt(d, "ttl", 0)}
 			for _, line := range strings.Fields(d.Input) {
 				f, q, _, v, _ := parseCell(line)
 				app.Columns = append(app.Columns, AppendColumn{Family: f, Qualifier: q, Value: v})
@@ -385,6 +386,14 @@ func parseMutation(row, kind, body string) (*Mutation, error) {
 		switch kind {
 		case "put":
 			for _, c := range strings.Fields(line) {
+				if ttl, ok := strings.CutPrefix(c, "ttl="); ok { // the mutation's per-cell TTL, ms
+					n, err := strconv.ParseInt(ttl, 10, 64)
+					if err != nil {
+						return nil, err
+					}
+					m.TTL = n
+					continue
+				}
 				f, q, ts, v, _ := parseCell(c)
 				m.Put(f, q, ts, v)
 			}

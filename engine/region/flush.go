@@ -210,6 +210,10 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 		if ttl := f.ttlMillis(); ttl > 0 && f.MinVersions == 0 && k.Timestamp() < now-ttl {
 			continue // expired: no read can see it
 		}
+		tags := sc.Tags()
+		if tags != nil && cell.TTLExpired(tags, k.Timestamp(), now) {
+			continue // past its per-cell TTL: no read can see it either
+		}
 		w := writers[last]
 		if w == nil {
 			if w, err = r.newFileWriter(last, expected); err != nil {
@@ -218,7 +222,7 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 			}
 			writers[last] = w
 		}
-		if err := w.w.Append(k, sc.Value(), sc.Seq()); err != nil {
+		if err := w.w.AppendTagged(k, sc.Value(), tags, sc.Seq()); err != nil {
 			abort()
 			return nil, err
 		}

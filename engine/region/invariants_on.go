@@ -31,7 +31,8 @@ func (m *mergeIter) checkTop() {
 		panic("region: invariant violated: merged scan read with no current cell")
 	}
 	s := m.heap[0].s
-	if string(m.topKey) != string(s.Key()) || string(m.topValue) != string(s.Value()) || m.topSeq != s.Seq() {
+	if string(m.topKey) != string(s.Key()) || string(m.topValue) != string(s.Value()) || string(m.topTags) != string(s.Tags()) ||
+		m.topSeq != s.Seq() {
 		panic(fmt.Sprintf("region: invariant violated: merged scan's cached cell %v/%d is not its top source's %v/%d", m.topKey, m.topSeq, s.Key(), s.Seq()))
 	}
 }

@@ -40,6 +40,7 @@ type mergeIter struct {
 	// move (setTop) instead of on every access.
 	topKey   cell.Key
 	topValue []byte
+	topTags  []byte
 	topSeq   uint64
 }
 
@@ -97,17 +98,18 @@ func (m *mergeIter) valid() bool { return len(m.heap) > 0 && m.err == nil }
 func (m *mergeIter) key() cell.Key { m.checkTop(); return m.topKey }
 func (m *mergeIter) value() []byte { m.checkTop(); return m.topValue }
 func (m *mergeIter) seq() uint64   { m.checkTop(); return m.topSeq }
+func (m *mergeIter) tags() []byte  { m.checkTop(); return m.topTags }
 
 // setTop caches the current cell; every move ends with it.
 func (m *mergeIter) setTop() {
 	if len(m.heap) == 0 {
-		m.topKey, m.topValue, m.topSeq = nil, nil, 0
+		m.topKey, m.topValue, m.topTags, m.topSeq = nil, nil, nil, 0
 		return
 	}
 	if src := m.heap[0]; src.cur != nil {
-		m.topKey, m.topValue, m.topSeq = src.cur.Current()
+		m.topKey, m.topValue, m.topTags, m.topSeq = src.cur.Current()
 	} else {
-		m.topKey, m.topValue, m.topSeq = src.s.Key(), src.s.Value(), src.s.Seq()
+		m.topKey, m.topValue, m.topTags, m.topSeq = src.s.Key(), src.s.Value(), src.s.Tags(), src.s.Seq()
 	}
 }
 

@@ -34,7 +34,12 @@ type mcell struct {
 	typ            cell.Type
 	val            string
 	seq            uint64
+	ttl            int64 // per-cell TTL of a put, ms (0: none)
 }
+
+// cellExpired: a put past its per-cell TTL, which every read skips (and
+// compactions drop) before anything else looks at it.
+func (c mcell) cellExpired(now int64) bool { return c.ttl > 0 && c.ttl < now-c.ts }
 
 type model struct {
 	fams  map[string]Family
@@ -112,6 +117,9 @@ func (m *model) readRowFamily(row, fam string, rd mread, now int64) []mcell {
 	for _, c := range cells {
 		if f.MinVersions == 0 && c.ts < old {
 			continue // expired
+		}
+		if c.cellExpired(now) {
+			continue
 		}
 		live = append(live, c)
 	}
@@ -250,6 +258,9 @@ func (m *model) majorCompact(lo, hi string, now int64, fams ...string) {
 			if f.MinVersions == 0 && expired {
 				continue
 			}
+			if d.cellExpired(now) {
+				continue
+			}
 			if d.typ.IsDelete() {
 				if slices.Contains(markers, d) {
 					continue
@@ -296,11 +307,15 @@ type mop struct {
 	stop      string
 	reversed  bool
 	advance   int64
+	ttl       int64 // put: per-cell TTL, ms
 }
 
 func (o mop) String() string {
 	switch o.kind {
 	case "put":
+		if o.ttl > 0 {
+			return fmt.Sprintf("put %s %s:%s@%d=%s ttl=%d", o.row, o.fam, o.qual, o.ts, o.val, o.ttl)
+		}
 		return fmt.Sprintf("put %s %s:%s@%d=%s", o.row, o.fam, o.qual, o.ts, o.val)
 	case "del":
 		return fmt.Sprintf("delete %s %v %s:%s@%d", o.row, o.typ, o.fam, o.qual, o.ts)
@@ -342,7 +357,15 @@ func genOps(r *rand.Rand, n int) []mop {
 		}
 		switch p := r.IntN(100); {
 		case p < 30:
-			ops = append(ops, mop{kind: "put", row: row, fam: fam, qual: qual, ts: ts, val: fmt.Sprintf("v%d", i)})
+			o := mop{kind: "put", row: row, fam: fam, qual: qual, ts: ts, val: fmt.Sprintf("v%d", i)}
+			switch {
+			case r.IntN(3) > 0:
+			case ts == cell.LatestTimestamp:
+				o.ttl = 1 + int64(r.IntN(100_000)) // expires within a few clock steps
+			default:
+				o.ttl = 1_000_000 + int64(r.IntN(300_000)) // the clock starts at 1 000 000
+			}
+			ops = append(ops, o)
 		case p < 42:
 			typ := []cell.Type{cell.Delete, cell.DeleteColumn, cell.DeleteFamily, cell.DeleteFamilyVersion}[r.IntN(4)]
 			if typ == cell.DeleteFamily || typ == cell.DeleteFamilyVersion {
@@ -429,6 +452,7 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 		case "put", "del":
 			r := regions[route(o.row)]
 			mu := NewMutation([]byte(o.row))
+			mu.TTL = o.ttl
 			if o.kind == "put" {
 				mu.Put([]byte(o.fam), []byte(o.qual), o.ts, []byte(o.val))
 			} else {
@@ -455,7 +479,7 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				typ = o.typ
 			}
 			m.seq++
-			m.cells = append(m.cells, mcell{row: o.row, fam: o.fam, qual: o.qual, ts: ts, typ: typ, val: o.val, seq: m.seq})
+			m.cells = append(m.cells, mcell{row: o.row, fam: o.fam, qual: o.qual, ts: ts, typ: typ, val: o.val, seq: m.seq, ttl: o.ttl})
 		case "incr":
 			r := regions[route(o.row)]
 			res, err := r.Increment(&Increment{Row: []byte(o.row), Columns: []IncrementColumn{{Family: []byte(o.fam), Qualifier: []byte(o.qual), Amount: o.amount}}})

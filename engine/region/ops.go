@@ -81,7 +81,8 @@ func (r *Region) Increment(inc *Increment) (*Result, error) {
 	for i, c := range inc.Columns {
 		cols[i] = rmwColumn{family: c.Family, qualifier: c.Qualifier, amount: c.Amount}
 	}
-	return r.readModifyWrite(inc.Row, cols, true, inc.Durability, inc.NonceGroup, inc.Nonce, inc.NoReturnResults)
+	return r.readModifyWrite(inc.Row, cols, true, rmwOptions{d: inc.Durability, group: inc.NonceGroup, nonce: inc.Nonce,
+		noResults: inc.NoReturnResults, ttl: inc.TTL})
 }
 
 // Append appends bytes to columns atomically and returns the new values.
@@ -90,7 +91,8 @@ func (r *Region) Append(app *Append) (*Result, error) {
 	for i, c := range app.Columns {
 		cols[i] = rmwColumn{family: c.Family, qualifier: c.Qualifier, suffix: c.Value}
 	}
-	return r.readModifyWrite(app.Row, cols, false, app.Durability, app.NonceGroup, app.Nonce, app.NoReturnResults)
+	return r.readModifyWrite(app.Row, cols, false, rmwOptions{d: app.Durability, group: app.NonceGroup, nonce: app.Nonce,
+		noResults: app.NoReturnResults, ttl: app.TTL})
 }
 
 type rmwColumn struct {
@@ -99,11 +101,23 @@ type rmwColumn struct {
 	suffix            []byte
 }
 
-func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, d wal.Durability, group, nonce uint64, noResults bool) (*Result, error) {
+// rmwOptions are the options an Increment or Append shares.
+type rmwOptions struct {
+	d            wal.Durability
+	group, nonce uint64
+	noResults    bool
+	ttl          int64
+}
+
+func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o rmwOptions) (*Result, error) {
+	d, group, nonce, noResults := o.d, o.group, o.nonce, o.noResults
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
 	if err := r.checkRow(row); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(o.ttl); err != nil {
 		return nil, err
 	}
 	if len(cols) == 0 {
@@ -188,7 +202,8 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, d
 		if err := cell.Validate(row, a.fam, a.q, a.ts, cell.Put, a.val, r.table.MaxCellSize); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		kv := cell.KeyValue(cell.AppendKeyValue(nil, row, a.fam, a.q, a.ts, cell.Put, a.val))
+		key := cell.AppendKey(nil, row, a.fam, a.q, a.ts, cell.Put)
+		kv := cell.KeyValue(cell.AppendTaggedKeyValue(nil, key, a.val, ttlTags(o.ttl)))
 		req.rows[0].cells = append(req.rows[0].cells, kv)
 	}
 	seq, err := r.write(req, true)
@@ -244,7 +259,7 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	now := r.nowMs()
 	for _, m := range cm.Mutations {
 		req.durability = strongest(req.durability, m.Durability)
-		cells, err := r.resolveOps(m.Row, m.Ops, now)
+		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, now)
 		if err != nil {
 			return false, err
 		}

@@ -369,14 +369,14 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 			seen[e.Seq] = true
 			var size int64
 			for _, kv := range e.Cells {
-				size += memstore.EncodedCellSize(kv.KeyLen(), kv.ValueLen())
+				size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
 			}
 			if err := r.ms.Reserve(size); err != nil {
 				rd.Close()
 				return 0, 0, fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
 			}
 			for _, kv := range e.Cells {
-				if err := r.ms.Add(kv.Key(), kv.Value(), e.Seq); err != nil {
+				if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
 					r.ms.Unreserve(size)
 					rd.Close()
 					return 0, 0, err

@@ -578,7 +578,7 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 			return fmt.Errorf("%w: replicated edit for another region", ErrInvalid)
 		}
 		for _, kv := range e.Edit.Cells {
-			size += memstore.EncodedCellSize(kv.KeyLen(), kv.ValueLen())
+			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
 		}
 	}
 	if err := r.ms.Reserve(size); err != nil {
@@ -590,7 +590,7 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 			if r.familyIndex(kv.Key().Family()) < 0 {
 				return fmt.Errorf("%w: replicated cell of family %q", ErrNoSuchFamily, kv.Key().Family())
 			}
-			if err := r.ms.Add(kv.Key(), kv.Value(), e.Seq); err != nil {
+			if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
 				return err
 			}
 		}

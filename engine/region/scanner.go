@@ -640,7 +640,7 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 			return rowTimedOut
 		}
 		v, seq := it.value(), it.seq()
-		act := s.match(k, v, seq)
+		act := s.match(k, v, it.tags(), seq)
 		switch act {
 		case actInclude, actIncludeNextCol, actIncludeNextFam:
 			s.include(b, k, v, seq, size)
@@ -809,7 +809,7 @@ func (s *RegionScanner) makeResult(partial bool) Result {
 
 // match decides what to do with a cell (HBase's UserScanQueryMatcher,
 // RawScanQueryMatcher and ScanWildcard/ExplicitColumnTracker).
-func (s *RegionScanner) match(k cell.Key, v []byte, seq uint64) action {
+func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 	if seq > s.readPoint {
 		return actSkip
 	}
@@ -850,6 +850,12 @@ func (s *RegionScanner) match(k cell.Key, v []byte, seq uint64) action {
 	}
 	if f.minVersions == 0 && f.expired(ts) {
 		return actNextCol
+	}
+	if tags != nil && cell.TTLExpired(tags, ts, s.now) {
+		// Past its per-cell TTL: skipped like HBase's preCheck, for every
+		// scan (raw too) and whatever MIN_VERSIONS says; older versions of
+		// the column may still be visible.
+		return actSkip
 	}
 	if t.IsDelete() && !s.s.Raw {
 		var use bool

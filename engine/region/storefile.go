@@ -237,6 +237,7 @@ func (h *halfScanner) SeekToLastRow() bool {
 
 func (h *halfScanner) Key() cell.Key { return h.s.Key() }
 func (h *halfScanner) Value() []byte { return h.s.Value() }
+func (h *halfScanner) Tags() []byte  { return h.s.Tags() }
 func (h *halfScanner) Seq() uint64   { return h.s.Seq() }
 func (h *halfScanner) Err() error    { return h.s.Err() }
 func (h *halfScanner) Close() error  { return h.s.Close() }

@@ -70,7 +70,15 @@ func (r *Region) MutateRow(ms []*Mutation) error {
 	}
 	merged := &Mutation{Row: row}
 	for _, m := range ms {
-		merged.Ops = append(merged.Ops, m.Ops...)
+		if err := r.validateMutation(m); err != nil {
+			return err
+		}
+		for _, op := range m.Ops {
+			if op.TTL == 0 && op.Type == cell.Put {
+				op.TTL = m.TTL // each mutation's TTL stays with its cells
+			}
+			merged.Ops = append(merged.Ops, op)
+		}
 		merged.Durability = strongest(merged.Durability, m.Durability)
 	}
 	return r.Mutate(merged)
@@ -118,9 +126,18 @@ func (r *Region) validateMutation(m *Mutation) error {
 	if len(m.Ops) == 0 {
 		return fmt.Errorf("%w: mutation of row %q has no cells", ErrInvalid, m.Row)
 	}
+	if err := checkTTL(m.TTL); err != nil {
+		return err
+	}
 	for _, op := range m.Ops {
 		if !op.Type.IsCellType() {
 			return fmt.Errorf("%w: cell type %v", ErrInvalid, op.Type)
+		}
+		if err := checkTTL(op.TTL); err != nil {
+			return err
+		}
+		if op.Type != cell.Put && (op.TTL != 0 || m.TTL != 0) {
+			return fmt.Errorf("%w: a TTL applies to puts; a %v cannot carry one (HBase refuses TTLs on deletes)", ErrInvalid, op.Type)
 		}
 		if op.Family == nil && op.Type == cell.DeleteFamily {
 			continue // delete row
@@ -139,6 +156,22 @@ func (r *Region) validateMutation(m *Mutation) error {
 		}
 	}
 	return nil
+}
+
+// checkTTL refuses a negative per-cell TTL.
+func checkTTL(ttl int64) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: negative TTL %d ms", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// ttlTags returns the tags of a cell with a per-cell TTL (nil for none).
+func ttlTags(ttl int64) []byte {
+	if ttl <= 0 {
+		return nil
+	}
+	return cell.AppendTTLTag(nil, ttl)
 }
 
 // applyMutations resolves and applies valid mutations as one edit.
@@ -166,7 +199,7 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 			byRow[string(m.Row)] = i
 			req.rows = append(req.rows, rowEdit{row: m.Row})
 		}
-		cells, err := r.resolveOps(m.Row, m.Ops, now)
+		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, now)
 		if err != nil {
 			return err
 		}
@@ -177,8 +210,9 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 }
 
 // resolveOps turns ops into cells: "now" timestamps, delete-row
-// expansion, and Delete-latest-version lookups. Called under the row lock.
-func (r *Region) resolveOps(row []byte, ops []Op, now int64) ([]cell.KeyValue, error) {
+// expansion, Delete-latest-version lookups and TTL tags (ttl: the
+// mutation's). Called under the row lock.
+func (r *Region) resolveOps(row []byte, ops []Op, ttl, now int64) ([]cell.KeyValue, error) {
 	// One buffer for all cells of the mutation.
 	size := 0
 	for _, op := range ops {
@@ -186,9 +220,19 @@ func (r *Region) resolveOps(row []byte, ops []Op, now int64) ([]cell.KeyValue, e
 	}
 	buf := make([]byte, 0, size)
 	out := make([]cell.KeyValue, 0, len(ops))
-	add := func(fam, q []byte, ts int64, t cell.Type, v []byte) {
+	var tags, key []byte
+	add := func(fam, q []byte, ts int64, t cell.Type, v []byte, cellTTL int64) {
 		start := len(buf)
-		buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
+		if cellTTL == 0 {
+			cellTTL = ttl
+		}
+		if t != cell.Put || cellTTL == 0 {
+			buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
+		} else {
+			tags = cell.AppendTTLTag(tags[:0], cellTTL)
+			key = cell.AppendKey(key[:0], row, fam, q, ts, t)
+			buf = cell.AppendTaggedKeyValue(buf, key, v, tags)
+		}
 		out = append(out, cell.KeyValue(buf[start:len(buf):len(buf)]))
 	}
 	for _, op := range ops {
@@ -214,7 +258,7 @@ func (r *Region) resolveOps(row []byte, ops []Op, now int64) ([]cell.KeyValue, e
 				}
 			}
 		}
-		add(op.Family, op.Qualifier, ts, op.Type, op.Value)
+		add(op.Family, op.Qualifier, ts, op.Type, op.Value, op.TTL)
 	}
 	return out, nil
 }
@@ -276,7 +320,7 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	var n int
 	for _, re := range req.rows {
 		for _, kv := range re.cells {
-			size += memstore.EncodedCellSize(kv.KeyLen(), kv.ValueLen())
+			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
 			n++
 		}
 	}
@@ -320,7 +364,7 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	}
 	seq := we.seq
 	for _, kv := range edit.Cells {
-		if err := r.ms.Add(kv.Key(), kv.Value(), seq); err != nil {
+		if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), seq); err != nil {
 			// Cannot happen after a successful Reserve; if it does the
 			// memstore no longer matches the WAL.
 			r.ms.Unreserve(size)

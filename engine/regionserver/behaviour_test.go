@@ -470,3 +470,79 @@ func TestScanHeartbeats(t *testing.T) {
 	}
 	t.Logf("%d calls, %d heartbeats", calls, heartbeats)
 }
+
+// TestCellTTLOverRPC: a per-cell TTL set on a client mutation (the "_ttl" attribute) reaches the
+// region as a TTL tag; expired cells disappear from gets and scans, live ones and cells without a
+// TTL stay, and bad TTLs are refused with INVALID_ARGUMENT.
+func TestCellTTLOverRPC(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "ttl", nil)
+	tbl := c.client.Table("ttl")
+	now := time.Now().UnixMilli()
+	put := func(row string, ts int64, ttl time.Duration) {
+		t.Helper()
+		m := client.NewPut([]byte(row)).Add("f", "q", ts, []byte(row))
+		m.TTL = ttl
+		if err := tbl.Put(ctx, m); err != nil {
+			t.Fatalf("put %s: %v", row, err)
+		}
+	}
+	put("expired", now-60_000, 30*time.Second) // ts + TTL is 30 s ago
+	put("alive", now, time.Hour)
+	put("plain", now-60_000, 0)
+	rows := func() []string {
+		var out []string
+		sc := tbl.Scan(ctx, &pb.Scan{})
+		defer sc.Close()
+		for r, ok := sc.Next(); ok; r, ok = sc.Next() {
+			out = append(out, string(r.Row))
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := rows(); len(got) != 2 || got[0] != "alive" || got[1] != "plain" {
+		t.Fatalf("scan returned %v, want [alive plain]", got)
+	}
+	if r, err := tbl.Get(ctx, &pb.Get{Row: []byte("expired")}); err != nil || len(r.Cells) != 0 {
+		t.Fatalf("get of the expired row: %v, %v", r, err)
+	}
+
+	// An increment's new cell carries the operation's TTL.
+	inc := client.NewIncrement([]byte("counter")).AddAmount("f", "n", 1)
+	inc.TTL = time.Millisecond
+	if _, err := tbl.Mutate(ctx, inc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the counter to expire", 10*time.Second, func() bool {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte("counter")})
+		return err == nil && len(r.Cells) == 0
+	})
+
+	// Refusals: a delete with a TTL, a malformed attribute, a client cell with tags.
+	regionName, conn := locate(t, c, "ttl", []byte("a"))
+	region := &pb.RegionSpecifier{Name: regionName}
+	ttlAttr := map[string][]byte{TTLAttribute: {0, 0, 0, 0, 0, 0, 0, 10}}
+	del := cell.AppendKeyValue(nil, []byte("plain"), []byte("f"), []byte("q"), now, cell.DeleteColumn, nil)
+	_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
+		Type: pb.MutationProto_TYPE_DELETE, Row: []byte("plain"), CellCount: 1, Attributes: ttlAttr}}, del, &pb.MutateResponse{}, nil)
+	wantCode(t, "delete with a TTL", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	p := cell.AppendKeyValue(nil, []byte("x"), []byte("f"), []byte("q"), now, cell.Put, []byte("v"))
+	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
+		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1, Attributes: map[string][]byte{TTLAttribute: {1, 2, 3}}}}, p, &pb.MutateResponse{}, nil)
+	wantCode(t, "a 3-byte TTL attribute", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	tagged := cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, []byte("x"), []byte("f"), []byte("q"), now, cell.Put), []byte("v"), cell.AppendTTLTag(nil, 10))
+	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
+		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1}}, tagged, &pb.MutateResponse{}, nil)
+	wantCode(t, "a client cell with tags", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	if r, err := tbl.Get(ctx, &pb.Get{Row: []byte("plain")}); err != nil || len(r.Cells) != 1 {
+		t.Fatalf("the refused delete changed row plain: %v, %v", r, err)
+	}
+	bad := client.NewDelete([]byte("plain"))
+	bad.TTL = time.Second
+	if err := tbl.Put(ctx, bad); err == nil {
+		t.Fatal("the client sent a delete with a TTL")
+	}
+}

@@ -1,6 +1,7 @@
 package regionserver
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -361,6 +362,27 @@ func convertScan(s *pb.Scan) (*region.Scan, error) {
 		AllowPartialResults: s.GetAllowPartialResults(), NoCache: s.GetNoCacheBlocks()}, nil
 }
 
+// TTLAttribute is the mutation attribute that carries a per-cell TTL, an
+// 8-byte big-endian count of milliseconds (HBase's Mutation.setTTL, which
+// uses the same attribute name).
+const TTLAttribute = "_ttl"
+
+// mutationTTL returns the per-cell TTL of m in milliseconds (0: none).
+func mutationTTL(m *pb.MutationProto) (int64, error) {
+	v, ok := m.GetAttributes()[TTLAttribute]
+	if !ok {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, invalid("mutation attribute %q holds %d bytes; it must be an 8-byte big-endian count of milliseconds", TTLAttribute, len(v))
+	}
+	ttl := int64(binary.BigEndian.Uint64(v))
+	if ttl < 0 {
+		return 0, invalid("mutation attribute %q is negative (%d ms)", TTLAttribute, ttl)
+	}
+	return ttl, nil
+}
+
 // takeCells reads n cells of row from the request's cell block and returns the rest.
 func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 	if n < 0 {
@@ -376,6 +398,9 @@ func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 			return nil, nil, invalid("bad cell block: %v", err)
 		}
 		c := kv.Decode()
+		if len(c.Tags) > 0 {
+			return nil, nil, invalid("cell of row %q carries tags; clients cannot send tags (for a per-cell TTL set the mutation's %q attribute)", c.Row, TTLAttribute)
+		}
 		if string(c.Row) != string(row) {
 			return nil, nil, invalid("cell of row %q in a mutation of row %q", c.Row, row)
 		}
@@ -391,7 +416,11 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 	if err != nil {
 		return nil, err
 	}
-	mu := &region.Mutation{Row: m.GetRow(), Durability: d}
+	ttl, err := mutationTTL(m)
+	if err != nil {
+		return nil, err
+	}
+	mu := &region.Mutation{Row: m.GetRow(), Durability: d, TTL: ttl}
 	if m.GetNonce() != 0 {
 		mu.NonceGroup, mu.Nonce = nonceGroup, m.GetNonce()
 	}

@@ -330,9 +330,13 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 		if m.GetNonce() != 0 {
 			nonce = m.GetNonce()
 		}
+		ttl, err := mutationTTL(m)
+		if err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
 		var res *region.Result
 		if m.GetType() == pb.MutationProto_TYPE_INCREMENT {
-			inc := &region.Increment{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults()}
+			inc := &region.Increment{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults(), TTL: ttl}
 			for _, c := range cells {
 				if len(c.Value) != 8 {
 					return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_BAD_VALUE, Region: or.name,
@@ -343,7 +347,8 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 			}
 			res, err = r.Increment(inc)
 		} else {
-			app := &region.Append{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults()}
+			app := &region.Append{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults(),
+				TTL: ttl}
 			for _, c := range cells {
 				app.Columns = append(app.Columns, region.AppendColumn{Family: c.Family, Qualifier: c.Qualifier, Value: c.Value})
 			}

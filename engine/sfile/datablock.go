@@ -19,7 +19,9 @@ import (
 //	DIFF:   flags u8 | shared uv | unshared uv | [valueLen uv] | [tsDelta zz] |
 //	        [type u8] | [seqDelta zz] | column[shared:] | value
 //
-// (uv: unsigned varint, zz: zigzag varint.) In DIFF the "column" is the key
+// (uv: unsigned varint, zz: zigzag varint.) A cell with tags stores its
+// tagged value (value, tags, tags length: see cell.Tags) as its value, with
+// cell.TaggedFlag set in valueLen. In DIFF the "column" is the key
 // without its 9-byte timestamp+type trailer; timestamp, type, value length
 // and sequence id are stored only when they differ from the previous
 // entry's (flags say which are the same), the timestamp as previous minus
@@ -65,8 +67,9 @@ func (b *blockBuilder) size() int { return len(b.buf) + 4*len(b.restarts) + bloc
 
 func (b *blockBuilder) empty() bool { return b.n == 0 }
 
-// add appends a cell; key is well-formed.
-func (b *blockBuilder) add(key, value []byte, seq uint64) {
+// add appends a cell; key is well-formed. value is the stored value and
+// vlField its length field (see cell.StoredValue).
+func (b *blockBuilder) add(key, value []byte, vlField uint32, seq uint64) {
 	restart := b.n%b.interval == 0
 	if restart {
 		b.restarts = append(b.restarts, uint32(len(b.buf)))
@@ -74,7 +77,7 @@ func (b *blockBuilder) add(key, value []byte, seq uint64) {
 	switch b.enc {
 	case EncodingNone:
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(key)))
-		b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
+		b.buf = binary.AppendUvarint(b.buf, uint64(vlField))
 		b.buf = binary.AppendUvarint(b.buf, seq)
 		b.buf = append(b.buf, key...)
 	case EncodingPrefix:
@@ -84,7 +87,7 @@ func (b *blockBuilder) add(key, value []byte, seq uint64) {
 		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(shared))
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(key)-shared))
-		b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
+		b.buf = binary.AppendUvarint(b.buf, uint64(vlField))
 		b.buf = binary.AppendUvarint(b.buf, seq)
 		b.buf = append(b.buf, key[shared:]...)
 		b.prevKey = append(b.prevKey[:0], key...)
@@ -106,7 +109,7 @@ func (b *blockBuilder) add(key, value []byte, seq uint64) {
 		if typ == b.typ {
 			flags |= diffSameType
 		}
-		if len(value) == b.vlen {
+		if int(vlField) == b.vlen {
 			flags |= diffSameVlen
 		}
 		if seq == b.seq {
@@ -116,7 +119,7 @@ func (b *blockBuilder) add(key, value []byte, seq uint64) {
 		b.buf = binary.AppendUvarint(b.buf, uint64(shared))
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(col)-shared))
 		if flags&diffSameVlen == 0 {
-			b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
+			b.buf = binary.AppendUvarint(b.buf, uint64(vlField))
 		}
 		if flags&diffSameTS == 0 {
 			b.buf = binary.AppendUvarint(b.buf, zigzag(int64(uint64(b.ts)-uint64(ts))))
@@ -128,7 +131,7 @@ func (b *blockBuilder) add(key, value []byte, seq uint64) {
 			b.buf = binary.AppendUvarint(b.buf, zigzag(int64(seq-b.seq)))
 		}
 		b.buf = append(b.buf, col[shared:]...)
-		b.ts, b.typ, b.vlen, b.seq = ts, typ, len(value), seq
+		b.ts, b.typ, b.vlen, b.seq = ts, typ, int(vlField), seq
 		b.prevKey = append(b.prevKey[:0], key...)
 	}
 	b.buf = append(b.buf, value...)
@@ -172,12 +175,13 @@ type blockIter struct {
 	off, next int    // current entry and the one after it
 	key       []byte // current key: into data (NONE) or keyBuf
 	val       []byte
+	tags      []byte // nil without
 	seq       uint64
 
 	keyBuf []byte // reconstructed key (PREFIX, DIFF)
 	ts     int64  // DIFF state of the current entry
 	typ    byte
-	vlen   int
+	vlen   int // value length field, with cell.TaggedFlag
 }
 
 // init points the iterator at a validated block payload.
@@ -237,8 +241,8 @@ func (it *blockIter) decodeNone(o int) {
 	it.seq, o = uv(d, o)
 	ke := o + int(kl)
 	it.key = d[o:ke:ke]
-	ve := ke + int(vl)
-	it.val = d[ke:ve:ve]
+	ve := ke + int(vl&^cell.TaggedFlag)
+	it.setValue(d[ke:ve:ve], vl&cell.TaggedFlag != 0)
 	it.next = ve
 }
 
@@ -258,8 +262,8 @@ func (it *blockIter) decodePrefix(o int) {
 	copy(kb[shared:], d[o:ke])
 	it.keyBuf = kb
 	it.key = kb[:n:n]
-	ve := ke + int(vl)
-	it.val = d[ke:ve:ve]
+	ve := ke + int(vl&^cell.TaggedFlag)
+	it.setValue(d[ke:ve:ve], vl&cell.TaggedFlag != 0)
 	it.next = ve
 }
 
@@ -301,9 +305,40 @@ func (it *blockIter) decodeDiff(o int) {
 	kb[n-1] = it.typ
 	it.keyBuf = kb
 	it.key = kb[:n:n]
-	ve := ke + it.vlen
-	it.val = d[ke:ve:ve]
+	ve := ke + it.vlen&^cell.TaggedFlag
+	it.setValue(d[ke:ve:ve], it.vlen&cell.TaggedFlag != 0)
 	it.next = ve
+}
+
+// setValue sets the current value (and tags) from a stored value.
+func (it *blockIter) setValue(v []byte, tagged bool) {
+	if tagged {
+		it.val, it.tags = cell.SplitTagged(v)
+		return
+	}
+	it.val, it.tags = v, nil
+}
+
+// checkValue is setValue for a block being validated: a tagged value must
+// be well-formed.
+func (it *blockIter) checkValue(v []byte, tagged bool) string {
+	if tagged {
+		if _, _, err := cell.ParseTagged(v); err != nil {
+			return err.Error()
+		}
+	}
+	it.setValue(v, tagged)
+	return ""
+}
+
+// valueLenField reads a value length field at o; it returns the stored
+// length and whether it is a tagged value (o < 0: malformed).
+func valueLenField(d []byte, o int) (int, bool, int) {
+	f, o := uvarint(d, o)
+	if o < 0 || f > 1<<32-1 {
+		return 0, false, -1
+	}
+	return int(f &^ cell.TaggedFlag), f&cell.TaggedFlag != 0, o
 }
 
 // validator holds scratch buffers for validateDataBlock.
@@ -398,11 +433,12 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 	switch it.enc {
 	case EncodingNone:
 		var kl, vl int
+		var tagged bool
 		kl, o = uvarintLen(d, o, len(d))
 		if o < 0 {
 			return 0, "bad key length"
 		}
-		vl, o = uvarintLen(d, o, len(d))
+		vl, tagged, o = valueLenField(d, o)
 		if o < 0 {
 			return 0, "bad value length"
 		}
@@ -414,10 +450,13 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 			return 0, "cell overruns the block"
 		}
 		it.key = d[o : o+kl : o+kl]
-		it.val = d[o+kl : o+kl+vl : o+kl+vl]
+		if msg := it.checkValue(d[o+kl:o+kl+vl:o+kl+vl], tagged); msg != "" {
+			return 0, msg
+		}
 		return o + kl + vl, ""
 	case EncodingPrefix:
 		var shared, unshared, vl int
+		var tagged bool
 		shared, o = uvarintLen(d, o, prevLen)
 		if o < 0 {
 			return 0, "bad shared prefix length"
@@ -429,7 +468,7 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 		if o < 0 {
 			return 0, "bad key suffix length"
 		}
-		vl, o = uvarintLen(d, o, len(d))
+		vl, tagged, o = valueLenField(d, o)
 		if o < 0 {
 			return 0, "bad value length"
 		}
@@ -443,7 +482,9 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 		it.keyBuf = append(it.keyBuf[:shared], d[o:o+unshared]...)
 		it.key = it.keyBuf[:len(it.keyBuf):len(it.keyBuf)]
 		o += unshared
-		it.val = d[o : o+vl : o+vl]
+		if msg := it.checkValue(d[o:o+vl:o+vl], tagged); msg != "" {
+			return 0, msg
+		}
 		return o + vl, ""
 	case EncodingDiff:
 		if o >= len(d) {
@@ -472,11 +513,14 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 			return 0, "bad key suffix length"
 		}
 		if flags&diffSameVlen == 0 {
-			it.vlen, o = uvarintLen(d, o, len(d))
-			if o < 0 {
+			var f uint64
+			f, o = uvarint(d, o)
+			if o < 0 || f > 1<<32-1 {
 				return 0, "bad value length"
 			}
+			it.vlen = int(f)
 		}
+		vlen, tagged := it.vlen&^cell.TaggedFlag, it.vlen&cell.TaggedFlag != 0
 		if flags&diffSameTS == 0 {
 			var u uint64
 			u, o = uvarint(d, o)
@@ -500,7 +544,7 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 			}
 			it.seq += uint64(unzigzag(u))
 		}
-		if unshared > len(d)-o || it.vlen > len(d)-o-unshared {
+		if unshared > len(d)-o || vlen > len(d)-o-unshared {
 			return 0, "cell overruns the block"
 		}
 		kb := append(it.keyBuf[:shared], d[o:o+unshared]...)
@@ -509,8 +553,10 @@ func (it *blockIter) decodeChecked(o int, isRestart bool, prevLen int) (int, str
 		it.keyBuf = kb
 		it.key = kb[:len(kb):len(kb)]
 		o += unshared
-		it.val = d[o : o+it.vlen : o+it.vlen]
-		return o + it.vlen, ""
+		if msg := it.checkValue(d[o:o+vlen:o+vlen], tagged); msg != "" {
+			return 0, msg
+		}
+		return o + vlen, ""
 	}
 	return 0, "unknown encoding"
 }

@@ -146,7 +146,7 @@ func TestDataDriven(t *testing.T) {
 				o := ddWriterOptions(t, d)
 				b := blockBuilder{enc: o.Encoding, interval: max(o.RestartInterval, 1)}
 				for _, c := range ddCells(t, d.Input) {
-					b.add(c.key, c.value, c.seq)
+					b.add(c.key, c.value, uint32(len(c.value)), c.seq)
 				}
 				payload := b.finish()
 				var v validator

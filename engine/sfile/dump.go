@@ -179,7 +179,14 @@ func (d *dumper) cells() error {
 	defer s.Close()
 	fmt.Fprintf(d.w, "cells:\n")
 	for ok := s.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = s.Next() {
-		fmt.Fprintf(d.w, "  K: %v/vlen=%d/seqid=%d V: %s\n", s.Key(), len(s.Value()), s.Seq(), d.value(s.Value()))
+		tags := ""
+		if t := s.Tags(); len(t) > 0 {
+			tags = fmt.Sprintf(" T[%d]", len(t))
+			if ttl, ok := cell.TTLOf(t); ok {
+				tags += fmt.Sprintf(" ttl=%dms", ttl)
+			}
+		}
+		fmt.Fprintf(d.w, "  K: %v/vlen=%d/seqid=%d V: %s%s\n", s.Key(), len(s.Value()), s.Seq(), d.value(s.Value()), tags)
 	}
 	return s.Err()
 }

@@ -31,6 +31,9 @@ func seedCells() []tcell {
 		row := fmt.Sprintf("r%02d", i/3)
 		cells = append(cells, tcell{key: mkKey(row, "f", fmt.Sprintf("q%d", i%3), int64(100-i), cellTypes[i%len(cellTypes)]),
 			value: bytes.Repeat([]byte{'x'}, i%4), seq: uint64(i % 5)})
+		if i%4 == 1 && cells[i].key.Type() == cell.Put {
+			cells[i].tags = cell.AppendTTLTag(nil, 1000)
+		}
 	}
 	return sortCells(cells)
 }
@@ -38,7 +41,8 @@ func seedCells() []tcell {
 func seedBlock(enc Encoding) []byte {
 	b := blockBuilder{enc: enc, interval: 3}
 	for _, c := range seedCells() {
-		b.add(c.key, c.value, c.seq)
+		stored, vlField := cell.StoredValue(nil, c.value, c.tags)
+		b.add(c.key, stored, vlField, c.seq)
 	}
 	return bytes.Clone(b.finish())
 }
@@ -286,7 +290,7 @@ var (
 			w, _ := NewWriter(f, WriterOptions{Encoding: o.e, Compression: o.c, Bloom: o.b, BlockSize: 64,
 				IndexBlockSize: 64, BloomBlockSize: 8, RestartInterval: 2})
 			for _, c := range seedCells() {
-				w.Append(c.key, c.value, c.seq)
+				w.AppendTagged(c.key, c.value, c.tags, c.seq)
 			}
 			w.Finish()
 			data, _ := storage.ReadFile(fs, "s")

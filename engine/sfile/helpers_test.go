@@ -20,6 +20,7 @@ type tcell struct {
 	key   cell.Key
 	value []byte
 	seq   uint64
+	tags  []byte // nil without
 }
 
 func (c tcell) String() string {
@@ -91,20 +92,26 @@ func genCells(rng *rand.Rand, n int, bigValue int) []tcell {
 			q := randStr(0, 10)
 			for v := 0; v < 1+rng.IntN(40); v++ {
 				ts := int64(1_700_000_000_000 + rng.IntN(1000))
-				cells = append(cells, tcell{mkKey(row, "f", q, ts, cellTypes[rng.IntN(len(cellTypes))]), value(), seq()})
+				cells = append(cells, tcell{mkKey(row, "f", q, ts, cellTypes[rng.IntN(len(cellTypes))]), value(), seq(), nil})
 			}
 		case 1: // a row with many columns
 			for c := 0; c < 1+rng.IntN(60); c++ {
-				cells = append(cells, tcell{mkKey(row, "f", randStr(1, 12), int64(rng.IntN(1<<40)), cell.Put), value(), seq()})
+				cells = append(cells, tcell{mkKey(row, "f", randStr(1, 12), int64(rng.IntN(1<<40)), cell.Put), value(), seq(), nil})
 			}
 		case 2: // equal keys with different sequence ids
 			k := mkKey(row, "f", randStr(1, 5), int64(rng.IntN(1000)), cell.Put)
 			for v := 0; v < 1+rng.IntN(5); v++ {
-				cells = append(cells, tcell{k, value(), uint64(rng.IntN(1 << 30))})
+				cells = append(cells, tcell{k, value(), uint64(rng.IntN(1 << 30)), nil})
 			}
 		default:
 			cells = append(cells, tcell{mkKey(row, "f", randStr(0, 30), int64(rng.IntN(1<<62)), cellTypes[rng.IntN(len(cellTypes))]),
-				value(), seq()})
+				value(), seq(), nil})
+		}
+	}
+	// Every fifth put carries a TTL tag (the stored form of a tagged value).
+	for i := range cells {
+		if i%5 == 1 && cells[i].key.Type() == cell.Put {
+			cells[i].tags = cell.AppendTTLTag(nil, int64(i))
 		}
 	}
 	return sortCells(cells)
@@ -122,7 +129,7 @@ func writeFile(t testing.TB, fs storage.FS, path string, opts WriterOptions, cel
 		t.Fatal(err)
 	}
 	for _, c := range cells {
-		if err := w.Append(c.key, c.value, c.seq); err != nil {
+		if err := w.AppendTagged(c.key, c.value, c.tags, c.seq); err != nil {
 			t.Fatalf("Append(%v): %v", c, err)
 		}
 	}
@@ -157,7 +164,7 @@ func scanAll(t testing.TB, s cell.Scanner) []tcell {
 	t.Helper()
 	var out []tcell
 	for ok := s.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = s.Next() {
-		out = append(out, tcell{bytes.Clone(s.Key()), bytes.Clone(s.Value()), s.Seq()})
+		out = append(out, tcell{bytes.Clone(s.Key()), bytes.Clone(s.Value()), s.Seq(), bytes.Clone(s.Tags())})
 	}
 	if err := s.Err(); err != nil {
 		t.Fatalf("scan: %v", err)

@@ -100,7 +100,7 @@ func checkRoundTrip(t *testing.T, rng *rand.Rand, cells []tcell, opts WriterOpti
 			t.Fatalf("Seek(%v) = %v, want %v (err %v)", cell.Key(p), ok, i < len(cells), s.Err())
 		}
 		for step := 0; ok && step < 3; step++ {
-			if want := cells[i]; !bytes.Equal(s.Key(), want.key) || !bytes.Equal(s.Value(), want.value) || s.Seq() != want.seq {
+			if want := cells[i]; !bytes.Equal(s.Key(), want.key) || !bytes.Equal(s.Value(), want.value) || s.Seq() != want.seq || !bytes.Equal(s.Tags(), want.tags) {
 				t.Fatalf("Seek(%v)+%d: got %v seq %d, want %v", cell.Key(p), step, s.Key(), s.Seq(), want)
 			}
 			i++

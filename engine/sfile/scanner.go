@@ -79,12 +79,15 @@ var errBadBlock = errors.New("sfile: bad block")
 
 func (s *scanner) Key() cell.Key { return s.it.key }
 func (s *scanner) Value() []byte { return s.it.val }
+func (s *scanner) Tags() []byte  { return s.it.tags }
 func (s *scanner) Seq() uint64   { return s.it.seq }
 
 // Current implements cell.Current.
-func (s *scanner) Current() (cell.Key, []byte, uint64) { return s.it.key, s.it.val, s.it.seq }
-func (s *scanner) Err() error                          { return s.err }
-func (s *scanner) blockOffHeap() bool                  { return s.hasRef && s.ref.OffHeap() }
+func (s *scanner) Current() (cell.Key, []byte, []byte, uint64) {
+	return s.it.key, s.it.val, s.it.tags, s.it.seq
+}
+func (s *scanner) Err() error         { return s.err }
+func (s *scanner) blockOffHeap() bool { return s.hasRef && s.ref.OffHeap() }
 
 // Close releases the current block. It is safe to call more than once.
 func (s *scanner) Close() error {
@@ -96,7 +99,7 @@ func (s *scanner) Close() error {
 	s.releaseBlock()
 	s.readBuf, s.blockBuf, s.pfBuf = nil, nil, nil
 	if s.opts.Recycle {
-		s.r, s.it.data, s.it.key, s.it.val, s.val = nil, nil, nil, nil, validator{}
+		s.r, s.it.data, s.it.key, s.it.val, s.it.tags, s.val = nil, nil, nil, nil, nil, validator{}
 		scannerPool.Put(s)
 	}
 	return nil
@@ -130,7 +133,7 @@ func (s *scanner) releaseBlock() {
 		s.ref, s.hasRef = blockcache.BlockRef{}, false
 	}
 	s.blkLoaded = false
-	s.it.data, s.it.key, s.it.val = nil, nil, nil
+	s.it.data, s.it.key, s.it.val, s.it.tags = nil, nil, nil, nil
 }
 
 // Seek positions the scanner at the first cell at or after key.

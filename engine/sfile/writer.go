@@ -18,11 +18,12 @@ import (
 // writes the index, bloom filter, file info and trailer, syncs and closes
 // the file. A Writer is used by one goroutine.
 type Writer struct {
-	f    storage.File
-	opts WriterOptions
-	off  uint64
-	err  error // sticky write error
-	done bool
+	f      storage.File
+	opts   WriterOptions
+	off    uint64
+	err    error // sticky write error
+	done   bool
+	tagged []byte // scratch for the tagged value of a cell with tags
 
 	block      blockBuilder
 	blockFirst []byte
@@ -123,6 +124,11 @@ func NewWriter(f storage.File, opts WriterOptions) (*Writer, error) {
 // of order fails with ErrOutOfOrder and leaves the writer usable. A write
 // error is sticky: later calls return it, and the caller should Abort.
 func (w *Writer) Append(key cell.Key, value []byte, seq uint64) error {
+	return w.AppendTagged(key, value, nil, seq)
+}
+
+// AppendTagged is Append for a cell with tags (none when tags is empty).
+func (w *Writer) AppendTagged(key cell.Key, value, tags []byte, seq uint64) error {
 	if w.done {
 		return ErrFinished
 	}
@@ -135,6 +141,11 @@ func (w *Writer) Append(key cell.Key, value []byte, seq uint64) error {
 	}
 	if err := cell.Validate(k.Row(), k.Family(), k.Qualifier(), k.Timestamp(), k.Type(), value, cell.MaxKeyValueSize); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidCell, err)
+	}
+	if len(tags) > 0 {
+		if err := cell.ParseTags(tags); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidCell, err)
+		}
 	}
 	if w.hasLast && cell.CompareWithSeq(w.lastKey, w.lastSeq, key, seq) > 0 {
 		return fmt.Errorf("%w: %v seq %d after %v seq %d", ErrOutOfOrder, k, seq, cell.Key(w.lastKey), w.lastSeq)
@@ -165,7 +176,11 @@ func (w *Writer) Append(key cell.Key, value []byte, seq uint64) error {
 	if w.block.empty() {
 		w.blockFirst = append(w.blockFirst[:0], key...)
 	}
-	w.block.add(key, value, seq)
+	stored, vlField := cell.StoredValue(w.tagged, value, tags)
+	if len(tags) > 0 {
+		w.tagged = stored
+	}
+	w.block.add(key, stored, vlField, seq)
 	w.lastKey = append(w.lastKey[:0], key...)
 	w.lastSeq = seq
 	w.hasLast = true

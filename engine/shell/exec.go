@@ -41,7 +41,7 @@ var verbs map[string]verb
 func init() {
 	verbs = map[string]verb{
 		"create":         {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
-		"put":            {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp]"},
+		"put":            {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms}]"},
 		"get":            {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE'}]"},
 		"scan":           {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE'}]"},
 		"delete":         {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp]"},
@@ -230,8 +230,8 @@ func consistency(v Value) (pb.Consistency, error) {
 // ---- data commands ----
 
 func (s *Shell) put(ctx context.Context, args []Value) error {
-	if len(args) < 4 || len(args) > 5 {
-		return usage("put takes a table, a row, a column and a value")
+	if len(args) < 4 || len(args) > 6 {
+		return usage("put takes a table, a row, a column, a value, and optionally a timestamp and {TTL => milliseconds}")
 	}
 	t, _ := str(args, 0, "table")
 	row, _ := str(args, 1, "row")
@@ -244,12 +244,34 @@ func (s *Shell) put(ctx context.Context, args []Value) error {
 		return err
 	}
 	ts := cell.LatestTimestamp
-	if len(args) == 5 {
-		if ts, err = intOf(args[4], "timestamp"); err != nil {
+	rest := args[4:]
+	if len(rest) > 0 && rest[0].Kind != Hash {
+		if ts, err = intOf(rest[0], "timestamp"); err != nil {
 			return err
 		}
+		rest = rest[1:]
 	}
-	return s.Client.Table(t).Put(ctx, client.NewPut(ParseBinary(row)).Add(f, q, ts, ParseBinary(args[3].Text())))
+	m := client.NewPut(ParseBinary(row)).Add(f, q, ts, ParseBinary(args[3].Text()))
+	if len(rest) > 0 {
+		h := rest[0]
+		if h.Kind != Hash || len(rest) > 1 {
+			return usage("put's last argument must be a {TTL => milliseconds} hash")
+		}
+		for _, k := range h.Keys {
+			if k != "TTL" {
+				return usage("put does not know %s (it takes TTL)", k)
+			}
+			ttl, err := intOf(h.Map[k], k)
+			if err != nil {
+				return err
+			}
+			if ttl <= 0 {
+				return usage("TTL must be a positive number of milliseconds")
+			}
+			m.TTL = time.Duration(ttl) * time.Millisecond
+		}
+	}
+	return s.Client.Table(t).Put(ctx, m)
 }
 
 func (s *Shell) get(ctx context.Context, args []Value) error {

@@ -41,6 +41,9 @@ func TestUsageErrors(t *testing.T) {
 		`set_quota TYPE => THROTTLE, USER => 'u', LIMIT => '10 per sec'`: "bad limit",
 		`get 't', 'r', {TIMERANGE => [5, 1]}`:                            "is empty",
 		`put 't', 'r', ':q', 'v'`:                                        "bad column",
+		`put 't', 'r', 'f:q', 'v', {TTL => 0}`:                           "TTL must be a positive",
+		`put 't', 'r', 'f:q', 'v', 5, {VISIBILITY => 'x'}`:               "put does not know VISIBILITY",
+		`put 't', 'r', 'f:q', 'v', {TTL => 5}, 7`:                        "usage: put",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError
