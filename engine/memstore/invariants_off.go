@@ -5,6 +5,7 @@ package memstore
 import (
 	"log/slog"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Invariants reports whether the package was built with the invariants tag.
@@ -24,3 +25,5 @@ func checkScannerClosed(*Segment) {}
 // OpenScanners returns the number of memstore scanners not yet closed
 // (tracked in invariants builds only; 0 otherwise).
 func OpenScanners() int64 { return 0 }
+
+func (*Segment) checkRef(ref, unsafe.Pointer) {}

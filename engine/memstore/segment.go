@@ -61,9 +61,14 @@ type Segment struct {
 	chunkSize int
 	maxInline int
 
-	mu      sync.Mutex // chunk switching and the spare list
-	cur     atomic.Pointer[offheap.Chunk]
-	chunks  []*offheap.Chunk
+	mu     sync.Mutex // chunk switching and the spare list
+	cur    atomic.Pointer[offheap.Chunk]
+	chunks []*offheap.Chunk
+	// bases maps a chunk id to the address of the chunk's memory, for the
+	// chunks this segment allocates nodes in (copy on write under mu).
+	// Node references resolve through it without asking the pool: the
+	// skiplist search does it for every node it visits.
+	bases   atomic.Pointer[[]unsafe.Pointer]
 	spare   []*offheap.Chunk
 	pending int64 // reserved bytes not yet consumed (under mu)
 
@@ -103,19 +108,25 @@ func newSegment(pool *offheap.ChunkPool) (*Segment, error) {
 	return s, nil
 }
 
-// chunkOf resolves the chunk holding r.
-func (s *Segment) chunkOf(r ref) *offheap.Chunk {
-	c := s.pool.Chunk(uint32(r >> 32))
-	if c == nil {
-		panic(fmt.Sprintf("memstore: dangling node reference %#x", r))
-	}
-	return c
-}
-
 // ptr returns the address of node r.
 func (s *Segment) ptr(r ref) unsafe.Pointer {
-	mem := s.chunkOf(r).Bytes()
-	return unsafe.Pointer(unsafe.SliceData(mem[uint32(r):]))
+	p := unsafe.Add((*s.bases.Load())[r>>32], uint32(r))
+	s.checkRef(r, p)
+	return p
+}
+
+// addBaseLocked records the address of chunk c's memory (under mu, before
+// any node is allocated in c).
+func (s *Segment) addBaseLocked(c *offheap.Chunk) {
+	var old []unsafe.Pointer
+	if b := s.bases.Load(); b != nil {
+		old = *b
+	}
+	id := int(c.ID())
+	bases := make([]unsafe.Pointer, max(len(old), id+1))
+	copy(bases, old)
+	bases[id] = unsafe.Pointer(unsafe.SliceData(c.Bytes()))
+	s.bases.Store(&bases)
 }
 
 func nodeKeyLen(p unsafe.Pointer) uint32 { return *(*uint32)(p) }
@@ -195,6 +206,7 @@ func (s *Segment) nextChunk(old *offheap.Chunk) error {
 		}
 	}
 	s.chunks = append(s.chunks, c)
+	s.addBaseLocked(c)
 	s.cur.Store(c)
 	return nil
 }
@@ -382,14 +394,20 @@ func (s *Segment) nodeLess(p unsafe.Pointer, key cell.Key, seq uint64) bool {
 
 func (s *Segment) findSplice(key cell.Key, seq uint64, prev, next *[maxHeight]ref, height int) {
 	x := s.head
+	px := s.ptr(x)
 	for level := height - 1; level >= 0; level-- {
 		for {
-			n := nodeLink(s.ptr(x), level).Load()
-			if n == 0 || !s.nodeLess(s.ptr(n), key, seq) {
+			n := nodeLink(px, level).Load()
+			if n == 0 {
+				prev[level], next[level] = x, 0
+				break
+			}
+			pn := s.ptr(n)
+			if !s.nodeLess(pn, key, seq) {
 				prev[level], next[level] = x, n
 				break
 			}
-			x = n
+			x, px = n, pn
 		}
 	}
 	for level := height; level < maxHeight; level++ {
@@ -398,13 +416,17 @@ func (s *Segment) findSplice(key cell.Key, seq uint64, prev, next *[maxHeight]re
 }
 
 func (s *Segment) findSpliceLevel(key cell.Key, seq uint64, from ref, level int) (ref, ref) {
-	x := from
+	x, px := from, s.ptr(from)
 	for {
-		n := nodeLink(s.ptr(x), level).Load()
-		if n == 0 || !s.nodeLess(s.ptr(n), key, seq) {
+		n := nodeLink(px, level).Load()
+		if n == 0 {
+			return x, 0
+		}
+		pn := s.ptr(n)
+		if !s.nodeLess(pn, key, seq) {
 			return x, n
 		}
-		x = n
+		x, px = n, pn
 	}
 }
 
@@ -418,17 +440,19 @@ func (s *Segment) seekGE(key cell.Key) ref {
 // head when there is none.
 func (s *Segment) lastBefore(key cell.Key) ref {
 	x := s.head
+	px := s.ptr(x)
 	for level := int(s.height.Load()) - 1; level >= 0; level-- {
 		for {
-			n := nodeLink(s.ptr(x), level).Load()
+			n := nodeLink(px, level).Load()
 			if n == 0 {
 				break
 			}
-			k, _ := s.nodeStored(s.ptr(n))
+			pn := s.ptr(n)
+			k, _ := s.nodeStored(pn)
 			if cell.Compare(k, key) >= 0 {
 				break
 			}
-			x = n
+			x, px = n, pn
 		}
 	}
 	return x

@@ -186,8 +186,8 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 	}
 	defer r.unlockRows(locks)
 	now := r.nowMs()
-	req := &writeReq{}
-	byRow := map[string]int{}
+	req := &writeReq{rows: make([]rowEdit, 0, len(ms))}
+	byRow := make(map[string]int, len(ms))
 	for _, m := range ms {
 		req.durability = strongest(req.durability, m.Durability)
 		if m.Nonce != 0 && !req.hasNonce {
