@@ -69,23 +69,3 @@ func TestCellTTLDroppedFromFiles(t *testing.T) {
 		t.Fatalf("%d rows visible, want 10", got)
 	}
 }
-
-func countRows(t *testing.T, r *Region) int {
-	t.Helper()
-	sc, err := r.Scanner(&Scan{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
-	n := 0
-	for {
-		b, err := sc.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(b.Results)
-		if !b.More {
-			return n
-		}
-	}
-}

@@ -196,21 +196,6 @@ func TestSplitDaughters(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.r = nil
-	count := func(r *Region) int {
-		sc, _ := r.Scanner(&Scan{})
-		defer sc.Close()
-		n := 0
-		for {
-			b, err := sc.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += len(b.Results)
-			if !b.More {
-				return n
-			}
-		}
-	}
 	rl, err := Open(e.cfg, lo)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +206,7 @@ func TestSplitDaughters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rh.Close()
-	if nl, nh := count(rl), count(rh); nl+nh != 100 || nl == 0 || nh == 0 {
+	if nl, nh := countRows(t, rl), countRows(t, rh); nl+nh != 100 || nl == 0 || nh == 0 {
 		t.Fatalf("daughters hold %d + %d rows", nl, nh)
 	}
 	if !rl.HasReferences() {

@@ -479,3 +479,24 @@ func (p *fparser) filter() (filter.Filter, error) {
 }
 
 var _ = bytes.Equal
+
+// countRows counts the rows a full scan of r returns.
+func countRows(t *testing.T, r *Region) int {
+	t.Helper()
+	sc, err := r.Scanner(&Scan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	n := 0
+	for {
+		b, err := sc.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(b.Results)
+		if !b.More {
+			return n
+		}
+	}
+}

@@ -135,12 +135,17 @@ func (s *Server) Serve(lis net.Listener) error {
 			return nil
 		}
 		s.conns[c] = struct{}{}
+		// The connection counts as in flight until its goroutine ends, so
+		// the calls it starts add to a count above zero and Close's Wait
+		// never races a first Add.
+		s.inFlight.Add(1)
 		s.mu.Unlock()
 		go c.serve()
 	}
 }
 
-// Close stops accepting, closes every connection and waits for running handlers to return.
+// Close stops accepting, closes every connection and waits for running handlers and connection
+// goroutines to return.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if !s.closed {
@@ -214,6 +219,7 @@ func (c *serverConn) serve() {
 		c.srv.mu.Lock()
 		delete(c.srv.conns, c)
 		c.srv.mu.Unlock()
+		c.srv.inFlight.Done()
 	}()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	if err := c.handshake(r); err != nil {
