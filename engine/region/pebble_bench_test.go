@@ -264,15 +264,7 @@ func BenchmarkStoragePut(b *testing.B) {
 				}
 			}
 		}
-		for range putWarmup {
-			put()
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			put()
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/put")
+		timeSteadyPuts(b, put, batch)
 	})
 	b.Run("pebble", func(b *testing.B) {
 		db := newBenchPebble(b, false)
@@ -287,21 +279,27 @@ func BenchmarkStoragePut(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for range putWarmup {
-			put()
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			put()
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/put")
+		timeSteadyPuts(b, put, batch)
 	})
 }
 
 // putWarmup batches (1.5 M puts, ~190 MB of cells) take Pebble past its
 // memtable ramp-up (256 KiB doubling to 64 MiB: ~128 MiB written).
 const putWarmup = 15_000
+
+// timeSteadyPuts runs putWarmup untimed batches, then times put and reports
+// the cost of one cell (batch cells per call).
+func timeSteadyPuts(b *testing.B, put func(), batch int) {
+	for range putWarmup {
+		put()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		put()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/put")
+}
 
 // BenchmarkStorageIncrement: read-modify-write of 8-byte counters over
 // 10000 keys (the region's atomic Increment, ASYNC_WAL; Pebble: Get + Set
