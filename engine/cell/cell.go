@@ -72,6 +72,10 @@ const (
 	// MaxKeyValueSize is the hard limit of a serialized cell imposed by the
 	// 32-bit length fields (kept below 2 GiB so lengths fit an int32).
 	MaxKeyValueSize = math.MaxInt32
+	// maxUntaggedSize is the hard limit Validate applies: it leaves room for
+	// the largest tags section, so a tagged cell's length never reaches
+	// TaggedFlag or MaxKeyValueSize.
+	maxUntaggedSize = MaxKeyValueSize - MaxTagsLength - tagTrailerSize
 
 	// LatestTimestamp is the largest timestamp. In a mutation it means "now"
 	// (the region server substitutes the current time); in seek keys it
@@ -150,7 +154,8 @@ func (c Cell) String() string {
 // most MaxRowLength bytes, non-empty family of at most MaxFamilyLength bytes,
 // a cell type (not Minimum/Maximum), a non-negative timestamp, and a
 // serialized size of at most maxCellSize bytes (DefaultMaxCellSize when
-// maxCellSize <= 0; never more than MaxKeyValueSize).
+// maxCellSize <= 0; never more than MaxKeyValueSize less room for the
+// largest tags section, so adding tags cannot overflow a length field).
 func Validate(row, family, qualifier []byte, ts int64, t Type, value []byte, maxCellSize int) error {
 	if len(row) == 0 {
 		return ErrEmptyRow
@@ -173,8 +178,8 @@ func Validate(row, family, qualifier []byte, ts int64, t Type, value []byte, max
 	if maxCellSize <= 0 {
 		maxCellSize = DefaultMaxCellSize
 	}
-	if maxCellSize > MaxKeyValueSize {
-		maxCellSize = MaxKeyValueSize
+	if maxCellSize > maxUntaggedSize {
+		maxCellSize = maxUntaggedSize
 	}
 	// Compute in int64 so huge qualifiers or values cannot overflow.
 	size := int64(kvHeaderLen) + int64(KeyLen(len(row), len(family), 0)) + int64(len(qualifier)) + int64(len(value))

@@ -295,6 +295,10 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: error %v does not mention %q", tc.name, err, tc.wantMsg)
 		}
 	}
+	// The hard limit leaves room for a full tags section below TaggedFlag.
+	if n := int64(maxUntaggedSize) + int64(TaggedLen(0, MaxTagsLength)); n > MaxKeyValueSize || n >= TaggedFlag {
+		t.Errorf("largest tagged cell is %d bytes: beyond MaxKeyValueSize or into TaggedFlag", n)
+	}
 	c := Cell{Row: []byte("r"), Family: []byte("f"), Type: Put}
 	kv := KeyValue(c.AppendKeyValue(nil))
 	if err := kv.Validate(0); err != nil {

@@ -108,6 +108,24 @@ func TTLOf(tags []byte) (ttlMillis int64, ok bool) {
 	return int64(binary.BigEndian.Uint64(v)), true
 }
 
+// WithTTL returns a copy of a well-formed tags section with its TTL tags
+// replaced by one of ttlMillis (ttlMillis <= 0: tags unchanged), as HBase
+// carries a cell's tags forward through an increment or append.
+func WithTTL(tags []byte, ttlMillis int64) []byte {
+	if ttlMillis <= 0 {
+		return tags
+	}
+	out := make([]byte, 0, len(tags)+tagLenSize+tagTypeSize+8)
+	for o := 0; o+tagLenSize+tagTypeSize <= len(tags); {
+		n := int(binary.BigEndian.Uint16(tags[o:]))
+		if tags[o+tagLenSize] != TagTTL {
+			out = append(out, tags[o:o+tagLenSize+n]...)
+		}
+		o += tagLenSize + n
+	}
+	return AppendTTLTag(out, ttlMillis)
+}
+
 // TTLExpired reports whether a cell with timestamp ts and these tags has
 // outlived its per-cell TTL at time now (milliseconds), as HBase decides it:
 // ts + ttl < now. A cell without a TTL tag never expires by this rule (its

@@ -71,3 +71,27 @@ func TestTaggedKeyValue(t *testing.T) {
 		t.Errorf("flagged value without tags: %v", err)
 	}
 }
+
+func TestWithTTL(t *testing.T) {
+	other := AppendTag(nil, 99, []byte("other"))
+	tags := AppendTTLTag(append(AppendTTLTag(nil, 10), other...), 20)
+	got := WithTTL(tags, 500)
+	if err := ParseTags(got); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, ok := TTLOf(got); !ok || ttl != 500 {
+		t.Fatalf("TTLOf = %d, %v; want the new TTL", ttl, ok)
+	}
+	if v, ok := FindTag(got, 99); !ok || string(v) != "other" {
+		t.Fatalf("other tag lost: %x", got)
+	}
+	if want := len(other) + len(AppendTTLTag(nil, 500)); len(got) != want {
+		t.Fatalf("%d bytes of tags, want %d (old TTL tags dropped)", len(got), want)
+	}
+	if !bytes.Equal(WithTTL(tags, 0), tags) {
+		t.Fatal("a zero TTL changed the tags")
+	}
+	if ttl, ok := TTLOf(WithTTL(nil, 7)); !ok || ttl != 7 {
+		t.Fatalf("TTL on no tags = %d, %v", ttl, ok)
+	}
+}

@@ -110,7 +110,11 @@ func newSegment(pool *offheap.ChunkPool) (*Segment, error) {
 
 // ptr returns the address of node r.
 func (s *Segment) ptr(r ref) unsafe.Pointer {
-	p := unsafe.Add((*s.bases.Load())[r>>32], uint32(r))
+	b := s.bases.Load()
+	if b == nil {
+		panic("memstore: node reference into a segment whose chunks were released")
+	}
+	p := unsafe.Add((*b)[r>>32], uint32(r))
 	s.checkRef(r, p)
 	return p
 }
@@ -517,6 +521,7 @@ func (s *Segment) releaseChunks() {
 	chunks := append(s.chunks, s.spare...)
 	s.chunks, s.spare = nil, nil
 	s.cur.Store(nil)
+	s.bases.Store(nil) // a use after release panics instead of reading reused memory
 	s.mu.Unlock()
 	s.hmu.Lock()
 	s.heap = nil

@@ -173,11 +173,14 @@ type Scan struct {
 }
 
 // KV is one cell of a result, copied out of the region: its encoded key,
-// value and sequence id. The accessors decode the key in place.
+// value, tags and sequence id. The accessors decode the key in place.
 type KV struct {
 	Key   cell.Key
 	Value []byte
-	Seq   uint64
+	// Tags are the cell's tags (nil without): server-side metadata such as
+	// a per-cell TTL, never sent to clients.
+	Tags []byte
+	Seq  uint64
 }
 
 func (c *KV) Row() []byte       { return c.Key.Row() }
@@ -241,7 +244,8 @@ type Increment struct {
 	Nonce      uint64 // 0: no nonce
 	// ReturnResults (default true in HBase) returns the new values.
 	NoReturnResults bool
-	// TTL of the new cells in milliseconds, as Mutation.TTL.
+	// TTL of the new cells in milliseconds, as Mutation.TTL; 0 keeps the
+	// current cell's TTL, as HBase carries its tags forward.
 	TTL int64
 }
 
@@ -260,7 +264,7 @@ type Append struct {
 	NonceGroup      uint64
 	Nonce           uint64
 	NoReturnResults bool
-	// TTL of the new cells in milliseconds, as Mutation.TTL.
+	// TTL of the new cells in milliseconds, as Increment.TTL.
 	TTL int64
 }
 

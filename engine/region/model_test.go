@@ -307,7 +307,7 @@ type mop struct {
 	stop      string
 	reversed  bool
 	advance   int64
-	ttl       int64 // put: per-cell TTL, ms
+	ttl       int64 // put, incr: per-cell TTL, ms
 }
 
 func (o mop) String() string {
@@ -320,6 +320,9 @@ func (o mop) String() string {
 	case "del":
 		return fmt.Sprintf("delete %s %v %s:%s@%d", o.row, o.typ, o.fam, o.qual, o.ts)
 	case "incr":
+		if o.ttl > 0 {
+			return fmt.Sprintf("incr %s %s:%s by %d ttl=%d", o.row, o.fam, o.qual, o.amount, o.ttl)
+		}
 		return fmt.Sprintf("incr %s %s:%s by %d", o.row, o.fam, o.qual, o.amount)
 	case "get":
 		return fmt.Sprintf("get %s versions=%d time=[%d,%d) raw=%v", o.row, o.read.versions, o.read.min, o.read.max, o.read.raw)
@@ -373,7 +376,11 @@ func genOps(r *rand.Rand, n int) []mop {
 			}
 			ops = append(ops, mop{kind: "del", row: row, fam: fam, qual: qual, ts: ts, typ: typ})
 		case p < 48:
-			ops = append(ops, mop{kind: "incr", row: row, fam: fam, qual: "n", amount: int64(r.IntN(10)) - 3})
+			o := mop{kind: "incr", row: row, fam: fam, qual: "n", amount: int64(r.IntN(10)) - 3}
+			if r.IntN(4) == 0 {
+				o.ttl = 1 + int64(r.IntN(100_000)) // replaces the counter's TTL
+			}
+			ops = append(ops, o)
 		case p < 62:
 			ops = append(ops, mop{kind: "get", row: row, read: randRead()})
 		case p < 74:
@@ -482,7 +489,7 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 			m.cells = append(m.cells, mcell{row: o.row, fam: o.fam, qual: o.qual, ts: ts, typ: typ, val: o.val, seq: m.seq, ttl: o.ttl})
 		case "incr":
 			r := regions[route(o.row)]
-			res, err := r.Increment(&Increment{Row: []byte(o.row), Columns: []IncrementColumn{{Family: []byte(o.fam), Qualifier: []byte(o.qual), Amount: o.amount}}})
+			res, err := r.Increment(&Increment{Row: []byte(o.row), Columns: []IncrementColumn{{Family: []byte(o.fam), Qualifier: []byte(o.qual), Amount: o.amount}}, TTL: o.ttl})
 			cur := m.readRowFamily(o.row, o.fam, mread{versions: 1, max: math.MaxInt64}, now())
 			var old *mcell
 			for i := range cur {
@@ -492,7 +499,7 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				}
 			}
 			var v int64
-			ts := now()
+			ts, ttl := now(), o.ttl
 			if old != nil {
 				if len(old.val) != 8 {
 					if !errors.Is(err, ErrNotALong) {
@@ -502,6 +509,9 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				}
 				v = int64(binary.BigEndian.Uint64([]byte(old.val)))
 				ts = max(ts, old.ts+1)
+				if ttl == 0 {
+					ttl = old.ttl // carried forward
+				}
 			}
 			if err != nil {
 				return fail("%v", err)
@@ -511,7 +521,7 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				return fail("increment returned %v, model %d@%d", res.Cells, v+o.amount, ts)
 			}
 			m.seq++
-			m.cells = append(m.cells, mcell{row: o.row, fam: o.fam, qual: o.qual, ts: ts, typ: cell.Put, val: nv, seq: m.seq})
+			m.cells = append(m.cells, mcell{row: o.row, fam: o.fam, qual: o.qual, ts: ts, typ: cell.Put, val: nv, seq: m.seq, ttl: ttl})
 		case "get", "scan":
 			var want []string
 			inRange := func(row string) bool {

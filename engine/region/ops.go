@@ -67,7 +67,7 @@ func resultFromKVs(kvs []cell.KeyValue, seq uint64) *Result {
 		if res.Row == nil {
 			res.Row = k.Row()
 		}
-		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Seq: seq})
+		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Tags: kv.Tags(), Seq: seq})
 	}
 	return res
 }
@@ -160,6 +160,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 	type acc struct {
 		fam, q []byte
 		val    []byte
+		tags   []byte // the current cell's, carried forward
 		ts     int64
 	}
 	var out []*acc
@@ -178,6 +179,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 			for _, kv := range cur.Cells {
 				if bytes.Equal(kv.Family(), c.family) && bytes.Equal(kv.Qualifier(), c.qualifier) {
 					a.val = bytes.Clone(kv.Value)
+					a.tags = kv.Tags
 					a.ts = max(now, kv.Timestamp()+1)
 					if increment && len(a.val) != 8 {
 						return nil, fmt.Errorf("%w: %s:%s of row %q holds %d bytes, not 8", ErrNotALong, c.family, c.qualifier, row, len(a.val))
@@ -203,7 +205,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		key := cell.AppendKey(nil, row, a.fam, a.q, a.ts, cell.Put)
-		kv := cell.KeyValue(cell.AppendTaggedKeyValue(nil, key, a.val, ttlTags(o.ttl)))
+		kv := cell.KeyValue(cell.AppendTaggedKeyValue(nil, key, a.val, cell.WithTTL(a.tags, o.ttl)))
 		req.rows[0].cells = append(req.rows[0].cells, kv)
 	}
 	seq, err := r.write(req, true)
@@ -212,7 +214,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 	}
 	for _, kv := range req.rows[0].cells {
 		k := kv.Key()
-		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Seq: seq})
+		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Tags: kv.Tags(), Seq: seq})
 	}
 	if nonce != 0 {
 		r.nonces.put(group, nonce, res, r.cfg.Clock())

@@ -643,7 +643,7 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 		act := s.match(k, v, it.tags(), seq)
 		switch act {
 		case actInclude, actIncludeNextCol, actIncludeNextFam:
-			s.include(b, k, v, seq, size)
+			s.include(b, k, v, it.tags(), seq, size)
 			switch act {
 			case actInclude:
 				it.next()
@@ -671,7 +671,7 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 	return rowEnded
 }
 
-func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v []byte, seq uint64, size *int64) {
+func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v, tags []byte, seq uint64, size *int64) {
 	s.checkVisible(seq)
 	if s.s.Batch > 0 && s.pendingCells() >= s.s.Batch && !s.rowFilter {
 		s.emitPartial(b)
@@ -689,8 +689,14 @@ func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v []byte, seq uint64, 
 	s.arena = append(s.arena, k...)
 	s.arena = append(s.arena, v...)
 	kk := cell.Key(s.arena[off : off+len(k) : off+len(k)])
-	vv := s.arena[off+len(k) : len(s.arena) : len(s.arena)]
-	s.kvs = append(s.kvs, KV{Key: kk, Value: vv, Seq: seq})
+	ve := off + len(k) + len(v)
+	vv := s.arena[off+len(k) : ve : ve]
+	var tt []byte
+	if len(tags) > 0 {
+		s.arena = append(s.arena, tags...)
+		tt = s.arena[ve:len(s.arena):len(s.arena)]
+	}
+	s.kvs = append(s.kvs, KV{Key: kk, Value: vv, Tags: tt, Seq: seq})
 }
 
 func (s *RegionScanner) emitPartial(b *ScanBatch) {

@@ -166,13 +166,9 @@ func checkTTL(ttl int64) error {
 	return nil
 }
 
-// ttlTags returns the tags of a cell with a per-cell TTL (nil for none).
-func ttlTags(ttl int64) []byte {
-	if ttl <= 0 {
-		return nil
-	}
-	return cell.AppendTTLTag(nil, ttl)
-}
+// ttlTaggedExtra is what a TTL tag adds to a cell: the tag and the tags
+// length after it.
+var ttlTaggedExtra = cell.TaggedLen(0, len(cell.AppendTTLTag(nil, 1)))
 
 // applyMutations resolves and applies valid mutations as one edit.
 func (r *Region) applyMutations(ms []*Mutation) error {
@@ -217,6 +213,9 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl, now int64) ([]cell.KeyVal
 	size := 0
 	for _, op := range ops {
 		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
+		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0) {
+			size += ttlTaggedExtra
+		}
 	}
 	buf := make([]byte, 0, size)
 	out := make([]cell.KeyValue, 0, len(ops))

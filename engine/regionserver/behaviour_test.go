@@ -521,7 +521,7 @@ func TestCellTTLOverRPC(t *testing.T) {
 		return err == nil && len(r.Cells) == 0
 	})
 
-	// Refusals: a delete with a TTL, a malformed attribute, a client cell with tags.
+	// Refusals: a delete with a TTL, a malformed or zero attribute, a client cell with tags.
 	regionName, conn := locate(t, c, "ttl", []byte("a"))
 	region := &pb.RegionSpecifier{Name: regionName}
 	ttlAttr := map[string][]byte{TTLAttribute: {0, 0, 0, 0, 0, 0, 0, 10}}
@@ -533,6 +533,9 @@ func TestCellTTLOverRPC(t *testing.T) {
 	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
 		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1, Attributes: map[string][]byte{TTLAttribute: {1, 2, 3}}}}, p, &pb.MutateResponse{}, nil)
 	wantCode(t, "a 3-byte TTL attribute", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
+		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1, Attributes: map[string][]byte{TTLAttribute: make([]byte, 8)}}}, p, &pb.MutateResponse{}, nil)
+	wantCode(t, "a 0 ms TTL attribute", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	tagged := cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, []byte("x"), []byte("f"), []byte("q"), now, cell.Put), []byte("v"), cell.AppendTTLTag(nil, 10))
 	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
 		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1}}, tagged, &pb.MutateResponse{}, nil)

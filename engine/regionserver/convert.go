@@ -380,6 +380,11 @@ func mutationTTL(m *pb.MutationProto) (int64, error) {
 	if ttl < 0 {
 		return 0, invalid("mutation attribute %q is negative (%d ms)", TTLAttribute, ttl)
 	}
+	if ttl == 0 {
+		// HBase would write cells that expire at once; 0 means "no TTL" in
+		// the region, so refuse rather than store them forever.
+		return 0, invalid("mutation attribute %q is 0 ms: its cells would expire at once; leave the attribute out for no TTL", TTLAttribute)
+	}
 	return ttl, nil
 }
 

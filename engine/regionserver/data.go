@@ -809,6 +809,8 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 	if !batch.More {
 		resp.MoreResults = s.moreAfterRegion(sc)
 		s.scanners.Delete(sc.id)
+		// Closing leaves the batch's memory alone (only a Get's region
+		// scanners are recycled), so block is still valid for reply.
 		sc.close()
 		resp.ScannerId = 0
 	}
