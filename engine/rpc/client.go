@@ -18,6 +18,10 @@ import (
 // answered. Such a call may or may not have run on the server.
 var ErrConnClosed = errors.New("rpc: connection closed")
 
+// ErrRequestTooLarge is returned, before anything is sent, for a request larger than
+// ClientOptions.MaxRequest.
+var ErrRequestTooLarge = errors.New("rpc: request too large")
+
 // ClientOptions tune a connection.
 type ClientOptions struct {
 	// User is presented to the server (unauthenticated).
@@ -26,6 +30,10 @@ type ClientOptions struct {
 	Name string
 	// MaxFrame bounds a response frame. Default DefaultMaxFrame.
 	MaxFrame int
+	// MaxRequest bounds a request frame: a larger one fails with ErrRequestTooLarge without being
+	// sent (servers refuse them too, but only after the client wrote the bytes). Default
+	// DefaultMaxFrame, the servers' default limit.
+	MaxRequest int
 	// DialTimeout bounds connecting. Default 5 s.
 	DialTimeout time.Duration
 }
@@ -62,6 +70,9 @@ var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(cha
 func Dial(ctx context.Context, addr string, opts ClientOptions) (*Conn, error) {
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.MaxRequest <= 0 {
+		opts.MaxRequest = DefaultMaxFrame
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 5 * time.Second
@@ -134,10 +145,17 @@ func (c *Conn) Call(ctx context.Context, method pb.Method, req proto.Message, re
 	var hdr [32]byte
 	c.wmu.Lock()
 	var err error
+	before := len(c.out)
 	if c.out, err = appendFrame(c.out, appendRequestHeader(hdr[:0], &h), req, nil, reqCells); err != nil {
 		c.wmu.Unlock()
 		c.forget(id, p)
 		return cellsDst, fmt.Errorf("rpc: encode request: %w", err)
+	}
+	if n := len(c.out) - before - 4; n > c.opts.MaxRequest {
+		c.out = c.out[:before]
+		c.wmu.Unlock()
+		c.forget(id, p)
+		return cellsDst, fmt.Errorf("%w: %d bytes, limit %d: send smaller batches or values", ErrRequestTooLarge, n, c.opts.MaxRequest)
 	}
 	writeQueued(&c.wmu, &c.out, &c.spare, &c.writing, &c.werr, c.nc)
 

@@ -20,11 +20,16 @@ import (
 // start serves handlers on a loopback port; the server stops when the test ends.
 func start(t testing.TB, handlers map[uint32]Handler) (*Server, string) {
 	t.Helper()
+	return startWith(t, handlers, ServerOptions{})
+}
+
+func startWith(t testing.TB, handlers map[uint32]Handler, opts ServerOptions) (*Server, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(handlers, ServerOptions{})
+	s := NewServer(handlers, opts)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
 	t.Cleanup(func() {
@@ -231,16 +236,16 @@ func rawConn(t *testing.T, addr string, b []byte) error {
 }
 
 func TestBadInputClosesConnectionOnly(t *testing.T) {
-	s, addr := start(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo})
+	s, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo}, ServerOptions{ReadTimeout: time.Second})
 	hello, _ := appendFrame(append([]byte(nil), Preamble[:]...), nil, &pb.ConnectionHeader{}, nil)
-	huge := binary.BigEndian.AppendUint32(bytes.Clone(hello), 1<<31-1)
+	huge := binary.BigEndian.AppendUint32(bytes.Clone(hello), 1<<31-1) // no header follows: read timeout
 	garbage := append(bytes.Clone(hello), 0, 0, 0, 3, 0xff, 0xff, 0xff)
 	badHeader, _ := appendFrame(bytes.Clone(hello), []byte{0x08}, nil, nil) // call id tag without value
 	for name, b := range map[string][]byte{
-		"bad preamble":    []byte("GET / HTTP/1.1\r\n\r\n"),
-		"frame too large": huge,
-		"garbage frame":   garbage,
-		"bad header":      badHeader,
+		"bad preamble":               []byte("GET / HTTP/1.1\r\n\r\n"),
+		"frame too large, no header": huge,
+		"garbage frame":              garbage,
+		"bad header":                 badHeader,
 	} {
 		if err := rawConn(t, addr, b); err != nil {
 			t.Errorf("%s: server did not close the connection cleanly: %v", name, err)

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,12 +22,62 @@ import (
 // must not keep Call.Message or Call.Cells after that: they live in a reused buffer.
 type Handler func(ctx context.Context, c *Call)
 
-// ServerOptions tune a Server.
+// ServerOptions tune a Server. Zero values take the defaults below; together they bound what a
+// client can make the server hold (docs/regionserver.md, "Admission control"): request bytes in
+// flight server-wide, calls in flight and unsent answers per connection, connections, and how long a
+// connection may idle or dribble a frame.
 type ServerOptions struct {
-	// MaxFrame bounds a request frame; larger ones close the connection. Default DefaultMaxFrame.
+	// MaxFrame bounds a request frame, checked from its length before the body is read: a larger
+	// request is answered with an error naming the limit and the connection is closed (its body
+	// is never read). Default DefaultMaxFrame, and never more than MaxQueuedBytes.
 	MaxFrame int
+	// MaxQueuedBytes bounds the server's request bytes read and not yet answered plus answer bytes
+	// not yet sent, over all connections: while it is reached no connection reads another request
+	// (backpressure through TCP; nothing is buffered). Default DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
+	// MaxInFlightPerConn bounds one connection's calls being served; a pipelining client beyond
+	// it waits in its socket. Default DefaultMaxInFlightPerConn.
+	MaxInFlightPerConn int
+	// MaxConnOutput bounds a connection's answer bytes not yet taken by its client: past it the
+	// connection's requests are not read until the client reads. Default DefaultMaxConnOutput.
+	MaxConnOutput int
+	// MaxConns bounds open connections; one more is answered with TOO_BUSY and closed. Default
+	// DefaultMaxConns.
+	MaxConns int
+	// IdleTimeout closes a connection that has no call in flight and sent nothing for this long
+	// (clients reconnect on their next call). Default 10 minutes.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the handshake and reading one frame once its first byte arrived.
+	// WriteTimeout bounds one write of answers to a client that does not read them; past it the
+	// connection is closed. Defaults 60 s.
+	ReadTimeout, WriteTimeout time.Duration
 	// Logger for connection errors. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Defaults of ServerOptions.
+const (
+	DefaultMaxQueuedBytes     = 256 << 20
+	DefaultMaxInFlightPerConn = 256
+	DefaultMaxConnOutput      = 8 << 20
+	DefaultMaxConns           = 4096
+	DefaultIdleTimeout        = 10 * time.Minute
+	DefaultIOTimeout          = time.Minute
+)
+
+// maxRefusing bounds the connections being refused at once (each is answered, then closed).
+const maxRefusing = 64
+
+// Stats are a server's admission counters, for metrics.
+type Stats struct {
+	Conns          int   // open connections
+	QueuedBytes    int64 // request bytes in flight and answer bytes unsent
+	RefusedConns   int64 // connections refused at the MaxConns limit
+	TooLarge       int64 // requests refused at MaxFrame
+	IdleClosed     int64 // connections closed by IdleTimeout
+	Timeouts       int64 // connections closed by ReadTimeout or WriteTimeout
+	AcceptErrors   int64 // failed accepts (retried with backoff)
+	ThrottledReads int64 // times a connection's reading paused for a bound
 }
 
 // Server serves the data-path protocol on a listener.
@@ -43,9 +94,78 @@ type Server struct {
 	// Calls counts served calls (for metrics).
 	Calls atomic.Int64
 
+	queue    byteQueue
+	refusing atomic.Int32
+	serving  atomic.Int32 // Serve loops running
+	// acceptFailing is the unix nanos since when accepts have failed without a success (0: not).
+	acceptFailing atomic.Int64
+	acceptErr     atomic.Pointer[error]
+	stopped       atomic.Pointer[error] // why a Serve loop ended other than by Close
+
+	refused, tooLarge, idleClosed, timeouts, acceptErrors, throttled atomic.Int64
+
 	// work hands calls to idle handler goroutines (see dispatch).
 	work chan task
 	quit chan struct{} // closed by Close: idle handler goroutines exit
+}
+
+// byteQueue accounts the bytes a server holds for its clients: request frames in flight and
+// answers not yet sent. Readers wait for room before reading a frame's body; answers are added
+// without waiting (a handler never blocks on it), so the total can pass the limit by the answers
+// of the calls in flight, which per-connection bounds keep small.
+type byteQueue struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	used int64
+	max  int64
+}
+
+// acquire waits until n more bytes fit (anything up to max fits an empty queue) or gone() says
+// the waiter's connection ended (false).
+func (q *byteQueue) acquire(n int64, gone func() bool, waited func()) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for first := true; q.used > 0 && q.used+n > q.max; first = false {
+		if gone() {
+			return false
+		}
+		if first {
+			waited()
+		}
+		q.cond.Wait()
+	}
+	q.used += n
+	return true
+}
+
+func (q *byteQueue) add(n int64) {
+	q.mu.Lock()
+	q.used += n
+	q.mu.Unlock()
+}
+
+func (q *byteQueue) release(n int64) {
+	if n == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.used -= n
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// wake wakes the waiters to check whether their connection ended. Under mu: a waiter checks
+// gone() and starts waiting while holding it, so it cannot miss this.
+func (q *byteQueue) wake() {
+	q.mu.Lock()
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+func (q *byteQueue) load() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.used
 }
 
 // task is a call for a handler goroutine.
@@ -90,17 +210,80 @@ func (s *Server) worker(t task) {
 
 // NewServer makes a server with the given handlers, by method number.
 func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
+	if opts.MaxQueuedBytes <= 0 {
+		opts.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = DefaultMaxFrame
+	}
+	opts.MaxFrame = int(min(int64(opts.MaxFrame), opts.MaxQueuedBytes))
+	if opts.MaxInFlightPerConn <= 0 {
+		opts.MaxInFlightPerConn = DefaultMaxInFlightPerConn
+	}
+	if opts.MaxConnOutput <= 0 {
+		opts.MaxConnOutput = DefaultMaxConnOutput
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultIOTimeout
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultIOTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Server{opts: opts, handlers: handlers, conns: map[*serverConn]struct{}{}, work: make(chan task), quit: make(chan struct{})}
+	s := &Server{opts: opts, handlers: handlers, conns: map[*serverConn]struct{}{}, work: make(chan task), quit: make(chan struct{})}
+	s.queue.max = opts.MaxQueuedBytes
+	s.queue.cond.L = &s.queue.mu
+	return s
+}
+
+// Options are the server's options with the defaults filled in.
+func (s *Server) Options() ServerOptions { return s.opts }
+
+// Stats returns the admission counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return Stats{Conns: n, QueuedBytes: s.queue.load(), RefusedConns: s.refused.Load(), TooLarge: s.tooLarge.Load(),
+		IdleClosed: s.idleClosed.Load(), Timeouts: s.timeouts.Load(), AcceptErrors: s.acceptErrors.Load(),
+		ThrottledReads: s.throttled.Load()}
+}
+
+// acceptFailingFor is how long accepts may fail in a row before Healthy reports it.
+const acceptFailingFor = 5 * time.Second
+
+// Healthy is nil while the server accepts and serves connections: an error when no Serve loop
+// runs (it was never started, or ended with an error) or accepts have failed without a success
+// for a while (file descriptors exhausted, say). Readiness checks use it.
+func (s *Server) Healthy() error {
+	if err := s.stopped.Load(); err != nil {
+		return fmt.Errorf("data port stopped serving: %w", *err)
+	}
+	if s.serving.Load() == 0 {
+		return errors.New("data port is not serving")
+	}
+	if since := s.acceptFailing.Load(); since != 0 && time.Since(time.Unix(0, since)) > acceptFailingFor {
+		err := errors.New("unknown error")
+		if e := s.acceptErr.Load(); e != nil {
+			err = *e
+		}
+		return fmt.Errorf("data port: accepting connections has failed for %s: %w", time.Since(time.Unix(0, since)).Round(time.Second), err)
+	}
+	return nil
 }
 
 // Serve accepts connections until the listener is closed or the server stops. It returns nil after
-// Close.
+// Close. A failed accept (too many open files, say) is retried after a backoff of 5 ms doubling to
+// 1 s, as net/http does; Serve ends with an error only when the listener was closed by someone
+// other than Close, and Healthy then says so.
 func (s *Server) Serve(lis net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -109,6 +292,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = append(s.lis, lis)
 	s.mu.Unlock()
+	s.serving.Add(1)
+	defer s.serving.Add(-1)
+	var delay time.Duration
 	for {
 		nc, err := lis.Accept()
 		if err != nil {
@@ -118,21 +304,41 @@ func (s *Server) Serve(lis net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("rpc: listener %s closed: %w", lis.Addr(), err)
+				s.stopped.Store(&err)
+				s.opts.Logger.Error("rpc: data port stopped serving", "addr", lis.Addr().String(), "err", err)
+				return err
 			}
-			return err
+			s.acceptErrors.Add(1)
+			s.acceptErr.Store(&err)
+			s.acceptFailing.CompareAndSwap(0, time.Now().UnixNano())
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.opts.Logger.Warn("rpc: accept failed; retrying", "addr", lis.Addr().String(), "err", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-s.quit:
+				return nil
+			}
+			continue
 		}
+		delay = 0
+		s.acceptFailing.Store(0)
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
 		c := &serverConn{srv: s, nc: nc}
+		c.cond.L = &c.mu
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
 			return nil
+		}
+		if len(s.conns) >= s.opts.MaxConns {
+			s.mu.Unlock()
+			s.refuse(nc)
+			continue
 		}
 		s.conns[c] = struct{}{}
 		// The connection counts as in flight until its goroutine ends, so
@@ -142,6 +348,38 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.mu.Unlock()
 		go c.serve()
 	}
+}
+
+// refuse answers a connection over MaxConns: its first call gets TOO_BUSY (retryable, so the
+// client backs off and tries again) and the connection is closed. At most maxRefusing are being
+// answered at once; beyond that a connection is closed at once.
+func (s *Server) refuse(nc net.Conn) {
+	s.refused.Add(1)
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		nc.Close()
+		return
+	}
+	s.opts.Logger.Warn("rpc: connection limit reached; refusing a connection", "remote", nc.RemoteAddr(), "limit", s.opts.MaxConns)
+	go func() {
+		defer s.refusing.Add(-1)
+		c := &serverConn{srv: s, nc: nc}
+		c.cond.L = &c.mu
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReaderSize(nc, 4<<10)
+		var lenBuf [4]byte
+		if c.handshake(r) == nil {
+			if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+				nc.Close()
+				return
+			}
+			if id, err := readCallPrefix(io.LimitReader(r, int64(binary.BigEndian.Uint32(lenBuf[:])))); err == nil {
+				c.failAndClose(id, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TOO_BUSY, Retryable: true, RetryAfterMs: 1000,
+					Message: fmt.Sprintf("server has reached its limit of %d connections; retry later, close idle clients or raise the limit", s.opts.MaxConns)})
+			}
+		}
+		nc.Close()
+	}()
 }
 
 // Close stops accepting, closes every connection and waits for running handlers and connection
@@ -156,7 +394,7 @@ func (s *Server) Close() error {
 		l.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.close()
 	}
 	s.mu.Unlock()
 	s.inFlight.Wait()
@@ -177,6 +415,7 @@ type Call struct {
 	conn   *serverConn
 	id     uint64
 	buf    []byte
+	held   int64 // bytes of the server's queue this call's request holds
 	cancel context.CancelFunc
 	done   bool
 }
@@ -206,6 +445,14 @@ type serverConn struct {
 	nc   net.Conn
 	user string
 
+	// Admission: calls being served and answer bytes not yet written (under mu; the reader waits
+	// on cond for room).
+	mu       sync.Mutex
+	cond     sync.Cond
+	calls    int
+	unsent   int
+	isClosed bool
+
 	wmu     sync.Mutex
 	out     []byte // frames waiting to be written
 	spare   []byte
@@ -213,27 +460,115 @@ type serverConn struct {
 	werr    error
 }
 
+// close closes the connection and wakes its reader wherever it waits.
+func (c *serverConn) close() {
+	c.mu.Lock()
+	c.isClosed = true
+	c.mu.Unlock()
+	c.cond.Broadcast()
+	c.nc.Close()
+	c.srv.queue.wake()
+}
+
+func (c *serverConn) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isClosed
+}
+
+// waitRoom waits until the connection may read another request: fewer than MaxInFlightPerConn
+// calls being served and at most MaxConnOutput answer bytes unsent. False once it closed.
+func (c *serverConn) waitRoom() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counted := false
+	for !c.isClosed && (c.calls >= c.srv.opts.MaxInFlightPerConn || c.unsent > c.srv.opts.MaxConnOutput) {
+		if !counted {
+			c.srv.throttled.Add(1)
+			counted = true
+		}
+		c.cond.Wait()
+	}
+	return !c.isClosed
+}
+
+func (c *serverConn) inFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
 func (c *serverConn) serve() {
 	defer func() {
-		c.nc.Close()
+		c.close()
 		c.srv.mu.Lock()
 		delete(c.srv.conns, c)
 		c.srv.mu.Unlock()
 		c.srv.inFlight.Done()
 	}()
+	opts := &c.srv.opts
 	r := bufio.NewReaderSize(c.nc, 64<<10)
+	_ = c.nc.SetReadDeadline(time.Now().Add(min(opts.ReadTimeout, 10*time.Second)))
 	if err := c.handshake(r); err != nil {
-		c.srv.opts.Logger.Debug("rpc: handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
+		opts.Logger.Debug("rpc: handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
 		return
 	}
 	for {
+		if !c.waitRoom() {
+			return
+		}
+		// Wait for the next frame; a connection with nothing in flight that stays quiet for the
+		// idle timeout is closed. Peek consumes nothing, so a timeout loses no byte.
+		_ = c.nc.SetReadDeadline(time.Now().Add(opts.IdleTimeout))
+		if _, err := r.Peek(4); err != nil {
+			if isTimeout(err) {
+				if c.inFlight() > 0 {
+					continue
+				}
+				c.srv.idleClosed.Add(1)
+				opts.Logger.Debug("rpc: closing idle connection", "remote", c.nc.RemoteAddr(), "idle", opts.IdleTimeout)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				opts.Logger.Debug("rpc: connection closed", "remote", c.nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		var lenBuf [4]byte
+		_, _ = io.ReadFull(r, lenBuf[:]) // buffered by Peek
+		n := int64(binary.BigEndian.Uint32(lenBuf[:]))
+		_ = c.nc.SetReadDeadline(time.Now().Add(opts.ReadTimeout))
+		if n > int64(opts.MaxFrame) {
+			c.srv.tooLarge.Add(1)
+			id, err := readCallPrefix(io.LimitReader(r, n))
+			if err != nil {
+				opts.Logger.Warn("rpc: request too large and malformed; closing connection", "remote", c.nc.RemoteAddr(), "bytes", n, "err", err)
+				return
+			}
+			opts.Logger.Warn("rpc: request too large; refusing it and closing the connection", "remote", c.nc.RemoteAddr(), "bytes", n, "limit", opts.MaxFrame)
+			c.failAndClose(id, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
+				Message: fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes; send smaller batches or values", n, opts.MaxFrame)})
+			return
+		}
+		// Room in the server's queue before the body is read: while there is none, this
+		// connection's bytes wait in the kernel and the client's writes block.
+		if !c.srv.queue.acquire(n, c.gone, func() { c.srv.throttled.Add(1) }) {
+			return
+		}
 		call := callPool.Get().(*Call)
-		var err error
-		call.buf, err = readFrame(r, call.buf[:0], c.srv.opts.MaxFrame)
-		if err != nil {
+		call.held = n
+		_ = c.nc.SetReadDeadline(time.Now().Add(opts.ReadTimeout))
+		if cap(call.buf) < int(n) {
+			call.buf = make([]byte, n)
+		}
+		call.buf = call.buf[:n]
+		if _, err := io.ReadFull(r, call.buf); err != nil {
+			c.srv.queue.release(call.held)
+			call.held = 0
 			callPool.Put(call)
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.srv.opts.Logger.Debug("rpc: connection closed", "remote", c.nc.RemoteAddr(), "err", err)
+			if isTimeout(err) {
+				c.srv.timeouts.Add(1)
+				opts.Logger.Warn("rpc: request not received within the read timeout; closing connection", "remote", c.nc.RemoteAddr(), "bytes", n, "timeout", opts.ReadTimeout)
+			} else if !errors.Is(err, net.ErrClosed) {
+				opts.Logger.Debug("rpc: connection closed mid-request", "remote", c.nc.RemoteAddr(), "err", err)
 			}
 			return
 		}
@@ -244,12 +579,17 @@ func (c *serverConn) serve() {
 		}
 		if err != nil {
 			// The stream cannot be trusted after a malformed frame.
-			c.srv.opts.Logger.Warn("rpc: malformed request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			opts.Logger.Warn("rpc: malformed request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.srv.queue.release(call.held)
+			call.held = 0
 			callPool.Put(call)
 			return
 		}
 		call.Method, call.Message, call.Cells, call.User = h.method, f.msg, f.cells, c.user
 		call.conn, call.id, call.done = c, h.callID, false
+		c.mu.Lock()
+		c.calls++
+		c.mu.Unlock()
 		handler := c.srv.handlers[h.method]
 		if handler == nil {
 			call.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
@@ -259,6 +599,55 @@ func (c *serverConn) serve() {
 		}
 		c.srv.inFlight.Add(1)
 		c.srv.dispatch(task{conn: c, handler: handler, call: call, timeoutMS: h.timeoutMS})
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// readCallPrefix reads the start of a frame body (after its length) far enough to know the call
+// id, for answering a request whose body is not read.
+func readCallPrefix(r io.Reader) (callID uint64, err error) {
+	var hl [binary.MaxVarintLen64]byte
+	i := 0
+	for ; i < len(hl); i++ {
+		if _, err := io.ReadFull(r, hl[i:i+1]); err != nil {
+			return 0, err
+		}
+		if hl[i] < 0x80 {
+			break
+		}
+	}
+	n, k := binary.Uvarint(hl[:i+1])
+	if k <= 0 || n > 1<<10 {
+		return 0, errors.New("bad header length")
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return 0, err
+	}
+	h, err := parseHeader(hdr, true)
+	return h.callID, err
+}
+
+// failAndClose answers one call with an error and closes the connection gracefully: the answer
+// is written, the write side shut, and what the client still sends is read (briefly) so the
+// close does not reset the connection before the client has read the answer.
+func (c *serverConn) failAndClose(callID uint64, d *pb.ErrorDetail) {
+	var hdr [32]byte
+	b, _ := appendFrame(nil, appendResponseHeader(hdr[:0], callID, marshalError(d)), nil, nil)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		return
+	}
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		_ = tc.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.CopyN(io.Discard, tc, 4<<20)
 	}
 }
 
@@ -276,21 +665,27 @@ func (c *serverConn) run(handler Handler, call *Call, timeoutMS uint32) {
 	c.release(call)
 }
 
+// release ends a served call: its request bytes leave the server's queue and the connection may
+// read another request.
 func (c *serverConn) release(call *Call) {
 	if call.cancel != nil {
 		call.cancel()
 		call.cancel = nil
 	}
+	c.srv.queue.release(call.held)
+	call.held = 0
 	call.Message, call.Cells, call.conn = nil, nil, nil
 	if cap(call.buf) > 1<<20 { // do not pin big buffers in the pool
 		call.buf = nil
 	}
 	callPool.Put(call)
+	c.mu.Lock()
+	c.calls--
+	c.mu.Unlock()
+	c.cond.Signal()
 }
 
 func (c *serverConn) handshake(r *bufio.Reader) error {
-	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer c.nc.SetReadDeadline(time.Time{})
 	var pre [len(Preamble)]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return err
@@ -315,11 +710,17 @@ func (c *serverConn) handshake(r *bufio.Reader) error {
 }
 
 // send queues a response frame and writes the queue unless another goroutine is already writing:
-// concurrent responses share write system calls.
+// concurrent responses share write system calls. Queued bytes count in the server's queue and the
+// connection's unsent bytes until written.
 func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, cells [][]byte) {
 	var hdr [32]byte
 	h := appendResponseHeader(hdr[:0], callID, errDetail)
 	c.wmu.Lock()
+	if c.werr != nil {
+		c.wmu.Unlock()
+		return // the connection broke: nobody reads this answer
+	}
+	before := len(c.out)
 	var err error
 	c.out, err = appendFrame(c.out, h, msg, nil, cells...)
 	if err != nil {
@@ -327,7 +728,60 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 		c.send(callID, marshalError(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN, Message: "server error: " + err.Error()}), nil, nil)
 		return
 	}
-	writeQueued(&c.wmu, &c.out, &c.spare, &c.writing, &c.werr, c.nc)
+	added := len(c.out) - before
+	c.srv.queue.add(int64(added))
+	c.mu.Lock()
+	c.unsent += added
+	c.mu.Unlock()
+	if c.writing {
+		c.wmu.Unlock()
+		return
+	}
+	c.writing = true
+	for len(c.out) > 0 && c.werr == nil {
+		buf := c.out
+		c.out = c.spare[:0]
+		c.wmu.Unlock()
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		c.sent(len(buf))
+		if err != nil {
+			c.werr = err
+			if isTimeout(err) {
+				c.srv.timeouts.Add(1)
+				c.srv.opts.Logger.Warn("rpc: client did not read its answers within the write timeout; closing connection",
+					"remote", c.nc.RemoteAddr(), "timeout", c.srv.opts.WriteTimeout)
+			}
+		}
+		if cap(buf) <= 4<<20 {
+			c.spare = buf[:0]
+		} else {
+			c.spare = nil
+		}
+	}
+	if c.werr != nil {
+		c.sent(len(c.out))
+		c.out = c.out[:0]
+		c.writing = false
+		c.wmu.Unlock()
+		c.close()
+		return
+	}
+	c.writing = false
+	c.wmu.Unlock()
+}
+
+// sent takes n written (or dropped) answer bytes off the queues.
+func (c *serverConn) sent(n int) {
+	if n == 0 {
+		return
+	}
+	c.srv.queue.release(int64(n))
+	c.mu.Lock()
+	c.unsent -= n
+	c.mu.Unlock()
+	c.cond.Signal()
 }
 
 // writeQueued writes *out until it is empty, releasing mu while in the system call. Called with mu
