@@ -36,6 +36,12 @@ const (
 	// still bounds it (docs/offheap.md has the measurements).
 	DefaultGCPercent = 400
 
+	// DefaultRequestQueue is the largest derived request queue (HBase's
+	// hbase.ipc.server.max.callqueue.size is 1 GiB of a larger heap).
+	DefaultRequestQueue = 256 << 20
+	// minRequestQueue is the least derived request queue.
+	minRequestQueue = 8 << 20
+
 	// maxOnheapCacheShare: the on-heap cache may use at most this share of
 	// the heap limit (as HBase keeps caches and memstores under 80% of heap).
 	maxOnheapCacheShare = 0.8
@@ -55,6 +61,11 @@ type MemoryConfig struct {
 	// BlockCacheOnheap is the size of the L1 on-heap cache (index and bloom
 	// blocks). It lives inside the heap limit.
 	BlockCacheOnheap Quantity
+	// RequestQueue bounds the bytes of client requests read and not yet
+	// answered plus answers not yet sent (the data path's admission
+	// control). It lives inside the heap limit. 0 derives it: a quarter of
+	// the heap beyond the on-heap cache, at most DefaultRequestQueue.
+	RequestQueue Quantity
 	// Overhead is memory used outside heap and off-heap budgets; see
 	// DefaultMemoryOverhead.
 	Overhead Quantity
@@ -90,6 +101,9 @@ func (c *MemoryConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&c.MemstoreOffheap, "memstore-offheap-size", "off-heap memory for memstore chunks")
 	fs.Var(&c.BlockCacheOffheap, "blockcache-offheap-size", "off-heap memory for the L2 bucket cache (data blocks)")
 	fs.Var(&c.BlockCacheOnheap, "blockcache-onheap-size", "on-heap L1 block cache (index and bloom blocks); counted inside the heap limit")
+	fs.Var(&c.RequestQueue, "request-queue-size",
+		"bytes of client requests being served and answers not yet sent, over all connections; past it no connection is read (backpressure); "+
+			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, at most 256Mi")
 	fs.Var(&c.Overhead, "memory-overhead",
 		"memory used outside the heap limit and off-heap budgets (binary, thread stacks, page tables, kernel and dirty page cache charged to the cgroup)")
 	fs.Var(&c.Hugepages, "hugepages",
@@ -100,15 +114,17 @@ func (c *MemoryConfig) AddFlags(fs *pflag.FlagSet) {
 
 // MemoryPlan is a validated configuration with every number Validate used.
 type MemoryPlan struct {
-	HeapLimit         int64
-	HeapLimitSource   string // "--heap-limit", "GOMEMLIMIT" or "derived"
-	MemstoreOffheap   int64
-	BlockCacheOffheap int64
-	BlockCacheOnheap  int64
-	Overhead          int64
-	Hugepages         HugepageMode
-	GCPercent         int    // -1 = off
-	GCPercentSource   string // "--gc-percent", "GOGC" or "default"
+	HeapLimit          int64
+	HeapLimitSource    string // "--heap-limit", "GOMEMLIMIT" or "derived"
+	MemstoreOffheap    int64
+	BlockCacheOffheap  int64
+	BlockCacheOnheap   int64
+	RequestQueue       int64
+	RequestQueueSource string // "--request-queue-size" or "derived"
+	Overhead           int64
+	Hugepages          HugepageMode
+	GCPercent          int    // -1 = off
+	GCPercentSource    string // "--gc-percent", "GOGC" or "default"
 
 	// HugepageBacked is the off-heap memory expected on hugetlb pages
 	// (explicit 2Mi/1Gi modes, rounded to whole pages). Unless the cgroup
@@ -214,6 +230,7 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		MemstoreOffheap:   int64(c.MemstoreOffheap),
 		BlockCacheOffheap: int64(c.BlockCacheOffheap),
 		BlockCacheOnheap:  int64(c.BlockCacheOnheap),
+		RequestQueue:      int64(c.RequestQueue),
 		Overhead:          int64(c.Overhead),
 		Hugepages:         c.Hugepages,
 		Limit:             Unlimited,
@@ -223,7 +240,7 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		n    int64
 	}{{"--heap-limit", p.HeapLimit}, {"--memstore-offheap-size", p.MemstoreOffheap},
 		{"--blockcache-offheap-size", p.BlockCacheOffheap}, {"--blockcache-onheap-size", p.BlockCacheOnheap},
-		{"--memory-overhead", p.Overhead}} {
+		{"--request-queue-size", p.RequestQueue}, {"--memory-overhead", p.Overhead}} {
 		if v.n < 0 {
 			return p, fmt.Errorf("%s must not be negative, got %d", v.flag, v.n)
 		}
@@ -288,6 +305,13 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 	}
 	p.Total = p.HeapLimit + charged
 
+	if p.RequestQueue > 0 {
+		p.RequestQueueSource = "--request-queue-size"
+	} else {
+		p.RequestQueueSource = "derived"
+		p.RequestQueue = max(min(DefaultRequestQueue, (p.HeapLimit-p.BlockCacheOnheap)/4), minRequestQueue)
+	}
+
 	var errs []error
 	switch {
 	case p.HeapLimitSource == "unset":
@@ -299,6 +323,10 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
 			"heap limit %s leaves less than %s beyond the on-heap block cache %s",
 			FormatQuantity(p.HeapLimit), FormatQuantity(minHeapForRequests), FormatQuantity(p.BlockCacheOnheap))})
+	case p.RequestQueueSource == "--request-queue-size" && p.HeapLimit < p.BlockCacheOnheap+p.RequestQueue+minHeapForRequests:
+		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
+			"heap limit %s leaves less than %s beyond the on-heap block cache %s and the request queue %s",
+			FormatQuantity(p.HeapLimit), FormatQuantity(minHeapForRequests), FormatQuantity(p.BlockCacheOnheap), FormatQuantity(p.RequestQueue))})
 	case float64(p.BlockCacheOnheap) > maxOnheapCacheShare*float64(p.HeapLimit):
 		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
 			"on-heap block cache %s is more than %.0f%% of the heap limit %s",
@@ -380,7 +408,8 @@ func (p *MemoryPlan) Apply() (previous int64) {
 	slog.Info("memory budgets applied", "heap_limit", FormatQuantity(p.HeapLimit), "heap_limit_source", p.HeapLimitSource,
 		"gc_percent", p.GCPercent, "gc_percent_source", p.GCPercentSource,
 		"memstore_offheap", FormatQuantity(p.MemstoreOffheap), "blockcache_offheap", FormatQuantity(p.BlockCacheOffheap),
-		"blockcache_onheap", FormatQuantity(p.BlockCacheOnheap), "overhead", FormatQuantity(p.Overhead),
+		"blockcache_onheap", FormatQuantity(p.BlockCacheOnheap), "request_queue", FormatQuantity(p.RequestQueue),
+		"request_queue_source", p.RequestQueueSource, "overhead", FormatQuantity(p.Overhead),
 		"hugepages", p.Hugepages.String(), "total", FormatQuantity(p.Total), "limit", FormatQuantity(p.Limit),
 		"limit_source", p.LimitSource)
 	return prev

@@ -225,6 +225,22 @@ func TestValidateHeapLimit(t *testing.T) {
 	if _, err := c.Validate(); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "more than 80% of the heap limit 1Gi") {
 		t.Fatalf("big on-heap cache: %v", err)
 	}
+	// The request queue: derived as a quarter of the heap beyond the on-heap cache (at most
+	// 256Mi), or given, and then it must fit the heap with the cache.
+	c = cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+	c.BlockCacheOnheap = 128 << 20
+	if plan, err := c.Validate(); err != nil || plan.RequestQueue != (gi-128<<20)/4 || plan.RequestQueueSource != "derived" {
+		t.Fatalf("derived request queue: %v %d %s", err, plan.RequestQueue, plan.RequestQueueSource)
+	}
+	c = cfgFor("v2-nested", 3*gi, 0, 0, HugepagesOff)
+	if plan, err := c.Validate(); err != nil || plan.RequestQueue != DefaultRequestQueue {
+		t.Fatalf("derived request queue of a big heap: %v %d", err, plan.RequestQueue)
+	}
+	c = cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+	c.BlockCacheOnheap, c.RequestQueue = 128<<20, 900<<20
+	if _, err := c.Validate(); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "and the request queue 900Mi") {
+		t.Fatalf("request queue too big for the heap: %v", err)
+	}
 	c = cfgFor("v2-nested", gi, -1, 0, HugepagesOff)
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--memstore-offheap-size must not be negative") {
 		t.Fatalf("negative: %v", err)

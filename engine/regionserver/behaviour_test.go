@@ -1,7 +1,9 @@
 package regionserver
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -547,5 +549,52 @@ func TestCellTTLOverRPC(t *testing.T) {
 	bad.TTL = time.Second
 	if err := tbl.Put(ctx, bad); err == nil {
 		t.Fatal("the client sent a delete with a TTL")
+	}
+}
+
+// TestScanAnswerCappedWhateverTheCaching: a scan that asks for every row in one answer (caching
+// 2^31-1, no max result size) gets at most the server's MaxScanResultSize per answer and the
+// whole table over several calls.
+func TestScanAnswerCappedWhateverTheCaching(t *testing.T) {
+	const capBytes = 256 << 10
+	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanResultSize = capBytes })
+	ctx := context.Background()
+	createTable(t, c, "big", nil)
+	tbl := c.client.Table("big")
+	value := bytes.Repeat([]byte("v"), 4<<10)
+	const rows = 500 // 2 MB
+	var ops []client.BatchOp
+	for i := range rows {
+		ops = append(ops, client.BatchOp{Mutation: client.NewPut(rowKey(i)).Add("f", "q", 0, value)})
+	}
+	for i, r := range tbl.Batch(ctx, ops) {
+		if r.Err != nil {
+			t.Fatalf("put %d: %v", i, r.Err)
+		}
+	}
+	regionName, conn := locate(t, c, "big", rowKey(0))
+	var resp pb.ScanResponse
+	block, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+		Scan: &pb.Scan{Caching: math.MaxInt32}, NumberOfRows: math.MaxInt32}, nil, &resp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(block) > capBytes+len(value)+1024 || len(resp.GetCellsPerResult()) >= rows || !resp.GetMoreResultsInRegion() {
+		t.Fatalf("first answer: %d bytes, %d rows, more %v; want at most about %d bytes and more to come",
+			len(block), len(resp.GetCellsPerResult()), resp.GetMoreResultsInRegion(), capBytes)
+	}
+	_, _ = conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{ScannerId: resp.GetScannerId(), CloseScanner: true}, nil, &pb.ScanResponse{}, nil)
+	// The client's scan, asking for everything at once too, still sees every row.
+	sc := tbl.Scan(ctx, &pb.Scan{Caching: math.MaxInt32})
+	defer sc.Close()
+	n := 0
+	for r, ok := sc.Next(); ok; r, ok = sc.Next() {
+		if string(r.Row) != string(rowKey(n)) || len(r.Cells) != 1 || !bytes.Equal(r.Cells[0].Value, value) {
+			t.Fatalf("scan result %d: row %q, %d cells", n, r.Row, len(r.Cells))
+		}
+		n++
+	}
+	if sc.Err() != nil || n != rows {
+		t.Fatalf("scan: %d rows, err %v", n, sc.Err())
 	}
 }

@@ -707,6 +707,11 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		if n := req.GetNumberOfRows(); n > 0 {
 			rscan.Caching = int(n)
 		}
+		// However many rows the client asks for, one answer holds at most the server's
+		// maximum result size (the rest comes with the next call).
+		if rscan.MaxResultSize <= 0 || rscan.MaxResultSize > s.cfg.MaxScanResultSize {
+			rscan.MaxResultSize = s.cfg.MaxScanResultSize
+		}
 		if req.GetClientHandlesHeartbeats() && req.GetTimeLimitMs() > 0 {
 			rscan.TimeLimit = time.Duration(req.GetTimeLimitMs()) * time.Millisecond
 		}

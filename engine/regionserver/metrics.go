@@ -9,6 +9,7 @@ import (
 	"github.com/cellstore/cellstore/engine/blockcache"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/rpc"
 )
 
 // metrics counts with atomics; gauges are computed at scrape time. Names are HBase's metrics2
@@ -87,6 +88,17 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 			return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
 		}
 	}
+	counterFn := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "cellstore", Subsystem: "regionserver", Name: name, Help: help}, f)
+	}
+	dataStat := func(f func(rpc.Stats) int64) func() float64 {
+		return func() float64 {
+			if d := s.dataSrv.Load(); d != nil {
+				return float64(f(d.Stats()))
+			}
+			return 0
+		}
+	}
 	cs := []prometheus.Collector{
 		m.getLatency, m.mutateLatency, m.multiLatency, m.scanLatency,
 		counter("get_request_count_total", "Get calls (HBase getRequestCount).", &m.gets),
@@ -114,6 +126,14 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("replicated_edit_count_total", "WAL edits applied to read replicas held here.", &m.replicatedEdits),
 		counter("replication_resync_count_total", "Batches read replicas here refused for being out of order (each costs the primary a new session).", &m.replicationResyncs),
 		counter("replication_session_count_total", "Replication sessions primaries here started (each flushes the primary).", &m.replicationSessions),
+		gauge("rpc_connections", "Open data-path connections (HBase numOpenConnections).", dataStat(func(st rpc.Stats) int64 { return int64(st.Conns) })),
+		gauge("rpc_queue_bytes", "Request bytes being served and answer bytes not yet sent (HBase queueSize); bounded by --request-queue-size.", dataStat(func(st rpc.Stats) int64 { return st.QueuedBytes })),
+		counterFn("rpc_refused_connections_total", "Connections refused at the connection limit.", dataStat(func(st rpc.Stats) int64 { return st.RefusedConns })),
+		counterFn("rpc_requests_too_large_total", "Requests refused for exceeding the request size limit.", dataStat(func(st rpc.Stats) int64 { return st.TooLarge })),
+		counterFn("rpc_idle_closed_connections_total", "Connections closed for being idle.", dataStat(func(st rpc.Stats) int64 { return st.IdleClosed })),
+		counterFn("rpc_timed_out_connections_total", "Connections closed by the read or write timeout.", dataStat(func(st rpc.Stats) int64 { return st.Timeouts })),
+		counterFn("rpc_accept_errors_total", "Failed accepts of data-path connections (retried).", dataStat(func(st rpc.Stats) int64 { return st.AcceptErrors })),
+		counterFn("rpc_throttled_reads_total", "Times a connection's requests stopped being read for a bound (backpressure).", dataStat(func(st rpc.Stats) int64 { return st.ThrottledReads })),
 		&lagCollector{s: s},
 		blockcache.NewCollector(s.l1, s.l2),
 		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),

@@ -71,6 +71,13 @@ type Config struct {
 	WALSegmentSize  int64
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
+	// RPC bounds what clients can make the data path hold (rpc.ServerOptions: request size and
+	// queue, calls in flight and unsent answers per connection, connections, timeouts); zero
+	// values take rpc's defaults. Its Logger is the server's.
+	RPC rpc.ServerOptions
+	// MaxScanResultSize caps the bytes of one scan answer whatever the client asks (its caching
+	// or max result size): default DefaultMaxScanResultSize.
+	MaxScanResultSize int64
 	// ReplicationQueueBytes bounds what a primary region keeps for a read replica that is behind
 	// (default 16 MiB); a replica further behind gets a new session (a flush of the primary).
 	ReplicationQueueBytes int64
@@ -109,11 +116,18 @@ func (c *Config) fill() error {
 	if c.MovedTTL <= 0 {
 		c.MovedTTL = 2 * time.Minute
 	}
+	if c.MaxScanResultSize <= 0 {
+		c.MaxScanResultSize = DefaultMaxScanResultSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return nil
 }
+
+// DefaultMaxScanResultSize caps one scan answer (HBase's client asks for 2 MiB; its server caps
+// at hbase.server.scanner.max.result.size).
+const DefaultMaxScanResultSize = 8 << 20
 
 // region states of an onlineRegion.
 const (
@@ -185,6 +199,7 @@ type Server struct {
 
 	dataLis, adminLis net.Listener
 	data              *rpc.Server
+	dataSrv           atomic.Pointer[rpc.Server] // data, for readers outside Start/Stop (metrics, readiness)
 	admin             *grpc.Server
 	tel               *telemetry.Server
 
@@ -294,10 +309,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.openWAL(); err != nil {
 		return err
 	}
-	s.data = rpc.NewServer(s.handlers(), rpc.ServerOptions{Logger: s.log})
+	opts := s.cfg.RPC
+	opts.Logger = s.log
+	s.data = rpc.NewServer(s.handlers(), opts)
+	s.dataSrv.Store(s.data)
 	s.admin = grpc.NewServer()
 	pb.RegisterAdminServer(s.admin, &adminService{s: s})
-	go func() { _ = s.data.Serve(s.dataLis) }()
+	go func() {
+		// Serve retries failed accepts itself; it returns an error only when the data port
+		// can no longer serve, and Ready then reports it.
+		if err := s.data.Serve(s.dataLis); err != nil {
+			s.log.Error("data port stopped serving: the server is not ready", "error", err)
+		}
+	}()
 	go func() { _ = s.admin.Serve(s.adminLis) }()
 	if s.tel != nil {
 		s.tel.Live("regionserver", func() error {
@@ -371,7 +395,8 @@ func (s *Server) HTTPAddr() string {
 	return s.tel.Addr()
 }
 
-// Ready is nil when the server is registered with the master and serving.
+// Ready is nil when the server is registered with the master and serving: its data port accepts
+// connections and its WAL takes writes.
 func (s *Server) Ready() error {
 	switch {
 	case s.stopping.Load():
@@ -380,6 +405,16 @@ func (s *Server) Ready() error {
 		return errors.New("region server is not serving")
 	case !s.registered.Load():
 		return errors.New("region server is not registered with the master")
+	}
+	if d := s.dataSrv.Load(); d != nil {
+		if err := d.Healthy(); err != nil {
+			return err
+		}
+	}
+	if w := s.currentWAL(); w != nil {
+		if err := w.Err(); err != nil {
+			return fmt.Errorf("the WAL cannot be written: %w", err)
+		}
 	}
 	return nil
 }

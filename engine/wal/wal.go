@@ -941,6 +941,14 @@ func (c *counters) observeSync(d time.Duration) {
 	c.latency[i].Add(1)
 }
 
+// Err is the error that broke the WAL (a failed write or sync: appends are refused until a Roll
+// succeeds), or nil while it takes appends.
+func (w *WAL) Err() error {
+	w.amu.Lock()
+	defer w.amu.Unlock()
+	return w.broken
+}
+
 // Stats returns the current counters. It takes no locks.
 func (w *WAL) Stats() Stats {
 	s := Stats{

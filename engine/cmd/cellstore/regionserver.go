@@ -9,11 +9,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/regionserver"
+	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -23,6 +26,20 @@ type regionServerFlags struct {
 	advertiseHost, zone, logLevel, configFile          string
 	flushSize, replicationQueue                        int64
 	mem                                                offheap.MemoryConfig
+	// data-path admission control (the request queue is in mem: it is part of the memory plan)
+	maxConns                  int
+	maxRequest, maxScanResult offheap.Quantity
+	idleTimeout               time.Duration
+}
+
+// addAdmissionFlags registers the data path's limits (docs/regionserver.md, "Admission control").
+func addAdmissionFlags(fl *pflag.FlagSet, f *regionServerFlags) {
+	f.maxRequest = rpc.DefaultMaxFrame
+	f.maxScanResult = regionserver.DefaultMaxScanResultSize
+	fl.IntVar(&f.maxConns, "max-connections", rpc.DefaultMaxConns, "data-path connections served at once; one more is answered TOO_BUSY and closed")
+	fl.Var(&f.maxRequest, "max-request-size", "largest request accepted (checked from its length before it is read; at most --request-queue-size)")
+	fl.Var(&f.maxScanResult, "scan-max-result-size", "largest scan answer, whatever caching or max result size the client asks for")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "a data-path connection with nothing in flight that sends nothing for this long is closed")
 }
 
 func regionServerCommand() *cobra.Command {
@@ -57,6 +74,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.mem.AddFlags(fl)
+	addAdmissionFlags(fl, f)
 	return cmd
 }
 
@@ -91,7 +109,10 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.Memor
 	return regionserver.Config{FS: fs, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
 		AdvertiseHost: f.advertiseHost, Zone: f.zone, MemstoreBytes: plan.MemstoreOffheap, BlockCacheOffheap: plan.BlockCacheOffheap,
 		NoL2: plan.BlockCacheOffheap == 0, BlockCacheOnheap: plan.BlockCacheOnheap, Hugepages: plan.Hugepages,
-		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log}
+		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
+		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
+			IdleTimeout: f.idleTimeout},
+		MaxScanResultSize: int64(f.maxScanResult)}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {

@@ -58,6 +58,7 @@ same directory recovers the tables.`,
 	fl.StringVar(&f.rs.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.rs.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.rs.mem.AddFlags(fl)
+	addAdmissionFlags(fl, &f.rs)
 	return cmd
 }
 
