@@ -515,11 +515,36 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 	return b, nil
 }
 
+// blockArenas holds the cell-block memory of scanners between calls (see
+// ReleaseBatch), so idle scanners hold none.
+var blockArenas sync.Pool // *[]byte
+
+// ReleaseBatch says the caller is done with the last batch and the scanner
+// may sit idle (a scanner held for a client between calls): with CellBlock
+// and ReuseResults its batch memory goes back to a pool shared by all
+// scanners, so open scanners cost memory only while a call uses them. The
+// next Next takes memory from the pool. It does nothing while cells of a
+// row are pending.
+func (s *RegionScanner) ReleaseBatch() {
+	if !s.s.CellBlock || !s.s.ReuseResults || s.arena == nil || len(s.arena) > s.blockRowStart {
+		return
+	}
+	a := s.arena[:0]
+	blockArenas.Put(&a)
+	s.arena, s.blockRowStart = nil, 0
+	s.cellCounts, s.partials = nil, nil
+}
+
 // newBatch prepares the memory of a batch: fresh, or the previous batch's
 // with ReuseResults. Cells still pending (a row cut by a time limit without
 // partial results) move to the start of the new batch.
 func (s *RegionScanner) newBatch(b *ScanBatch, caching int) {
 	if s.s.CellBlock {
+		if s.s.ReuseResults && s.arena == nil {
+			if a, ok := blockArenas.Get().(*[]byte); ok {
+				s.arena = (*a)[:0]
+			}
+		}
 		pending := s.arena[s.blockRowStart:]
 		if s.s.ReuseResults && s.arena != nil && len(pending) == 0 {
 			s.arena, b.CellsPerResult, b.PartialPerResult = s.arena[:0], s.cellCounts[:0], s.partials[:0]

@@ -598,3 +598,39 @@ func TestScanAnswerCappedWhateverTheCaching(t *testing.T) {
 		t.Fatalf("scan: %d rows, err %v", n, sc.Err())
 	}
 }
+
+// TestOpenScannersAreBounded: scanners opened and never closed stop at MaxScanners (TOO_BUSY);
+// closing one makes room.
+func TestOpenScannersAreBounded(t *testing.T) {
+	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanners = 2 })
+	ctx := context.Background()
+	createTable(t, c, "sc", nil)
+	tbl := c.client.Table("sc")
+	for i := range 10 {
+		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", 0, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "sc", rowKey(0))
+	open := func() (uint64, error) {
+		var resp pb.ScanResponse
+		_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &resp, nil)
+		return resp.GetScannerId(), err
+	}
+	first, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = open()
+	wantCode(t, "a third open scanner", err, pb.ErrorCode_ERROR_CODE_TOO_BUSY)
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{ScannerId: first, CloseScanner: true}, nil, &pb.ScanResponse{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(); err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -617,6 +619,7 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 
 type scanner struct {
 	mu       sync.Mutex
+	open     *atomic.Int64 // the server's count of open scanners
 	id       uint64
 	or       *onlineRegion
 	rs       *region.RegionScanner
@@ -630,6 +633,7 @@ type scanner struct {
 func (sc *scanner) close() {
 	if !sc.closed {
 		sc.closed = true
+		sc.open.Add(-1)
 		_ = sc.rs.Close()
 	}
 }
@@ -725,8 +729,16 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			fail(c, &answered, d)
 			return
 		}
+		if n := s.openScanners.Add(1); n > int64(s.cfg.MaxScanners) {
+			s.openScanners.Add(-1)
+			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TOO_BUSY, Region: name, Retryable: true, RetryAfterMs: 1000,
+				Message: fmt.Sprintf("region server has %d open scanners, its limit: close scanners you no longer need (they expire after %s unused)",
+					s.cfg.MaxScanners, s.cfg.ScannerLease)})
+			return
+		}
 		rs, err := r.Scanner(rscan)
 		if err != nil {
+			s.openScanners.Add(-1)
 			fail(c, &answered, s.errDetail(err, name))
 			return
 		}
@@ -734,7 +746,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		if or.info.GetReplicaId() > 0 {
 			s.m.staleReads.Add(1)
 		}
-		sc = &scanner{id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now()}
+		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now()}
 		sc.mu.Lock()
 		s.scanners.Store(sc.id, sc)
 	} else {
@@ -820,6 +832,10 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		resp.ScannerId = 0
 	}
 	reply(c, &answered, resp, block)
+	if batch.More {
+		// The answer is copied out: an idle scanner keeps no batch memory.
+		sc.rs.ReleaseBatch()
+	}
 	s.m.scans.Add(1)
 	s.m.scanLatency.Observe(time.Since(start).Seconds())
 }

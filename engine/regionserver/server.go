@@ -64,6 +64,9 @@ type Config struct {
 	FlushSize int64
 	// ScannerLease: a scanner not used for this long is closed (default 60 s).
 	ScannerLease time.Duration
+	// MaxScanners bounds the scanners open at once; opening one more is answered TOO_BUSY
+	// (default DefaultMaxScanners).
+	MaxScanners int
 	// MovedTTL: how long a region that moved away is answered with REGION_MOVED (default 2 min).
 	MovedTTL time.Duration
 	// WALSyncInterval bounds ASYNC_WAL latency (default 1 s). WALSegmentSize default 64 MiB.
@@ -116,6 +119,9 @@ func (c *Config) fill() error {
 	if c.MovedTTL <= 0 {
 		c.MovedTTL = 2 * time.Minute
 	}
+	if c.MaxScanners <= 0 {
+		c.MaxScanners = DefaultMaxScanners
+	}
 	if c.MaxScanResultSize <= 0 {
 		c.MaxScanResultSize = DefaultMaxScanResultSize
 	}
@@ -128,6 +134,10 @@ func (c *Config) fill() error {
 // DefaultMaxScanResultSize caps one scan answer (HBase's client asks for 2 MiB; its server caps
 // at hbase.server.scanner.max.result.size).
 const DefaultMaxScanResultSize = 8 << 20
+
+// DefaultMaxScanners bounds open scanners: each holds iterators over the region's files and a
+// block or so (about 40 KiB measured), so they cost at most about 160 MiB.
+const DefaultMaxScanners = 4096
 
 // region states of an onlineRegion.
 const (
@@ -180,8 +190,9 @@ type Server struct {
 	movedMu sync.Mutex
 	moved   map[string]movedEntry
 
-	scanners  sync.Map // id → *scanner
-	scannerID atomic.Uint64
+	scanners     sync.Map // id → *scanner
+	scannerID    atomic.Uint64
+	openScanners atomic.Int64
 
 	shippers    sync.Map // shipperKey → *shipper
 	replFlushAt sync.Map // primary name → unix nanos of the last flush a replica asked for

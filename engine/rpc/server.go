@@ -35,8 +35,9 @@ type ServerOptions struct {
 	// not yet sent, over all connections: while it is reached no connection reads another request
 	// (backpressure through TCP; nothing is buffered). Default DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
-	// MaxInFlightPerConn bounds one connection's calls being served; a pipelining client beyond
-	// it waits in its socket. Default DefaultMaxInFlightPerConn.
+	// MaxInFlightPerConn bounds one connection's calls read and not yet answered on the wire
+	// (being served, or their answers waiting for the client to read them); a pipelining client
+	// beyond it waits in its socket. Default DefaultMaxInFlightPerConn.
 	MaxInFlightPerConn int
 	// MaxConnOutput bounds a connection's answer bytes not yet taken by its client: past it the
 	// connection's requests are not read until the client reads. Default DefaultMaxConnOutput.
@@ -58,7 +59,7 @@ type ServerOptions struct {
 // Defaults of ServerOptions.
 const (
 	DefaultMaxQueuedBytes     = 256 << 20
-	DefaultMaxInFlightPerConn = 256
+	DefaultMaxInFlightPerConn = 64
 	DefaultMaxConnOutput      = 8 << 20
 	DefaultMaxConns           = 4096
 	DefaultIdleTimeout        = 10 * time.Minute
@@ -445,19 +446,21 @@ type serverConn struct {
 	nc   net.Conn
 	user string
 
-	// Admission: calls being served and answer bytes not yet written (under mu; the reader waits
-	// on cond for room).
+	// Admission: calls read and not yet answered on the wire, and answer bytes not yet written
+	// (under mu; the reader waits on cond for room). A call counts until its answer is written,
+	// so a client that does not read has at most MaxInFlightPerConn answers waiting.
 	mu       sync.Mutex
 	cond     sync.Cond
 	calls    int
 	unsent   int
 	isClosed bool
 
-	wmu     sync.Mutex
-	out     []byte // frames waiting to be written
-	spare   []byte
-	writing bool
-	werr    error
+	wmu      sync.Mutex
+	out      []byte // frames waiting to be written
+	outCalls int    // answers in out
+	spare    []byte
+	writing  bool
+	werr     error
 }
 
 // close closes the connection and wakes its reader wherever it waits.
@@ -665,8 +668,8 @@ func (c *serverConn) run(handler Handler, call *Call, timeoutMS uint32) {
 	c.release(call)
 }
 
-// release ends a served call: its request bytes leave the server's queue and the connection may
-// read another request.
+// release ends a served call's request: its bytes leave the server's queue (the call itself
+// counts against the connection until its answer is written).
 func (c *serverConn) release(call *Call) {
 	if call.cancel != nil {
 		call.cancel()
@@ -679,10 +682,6 @@ func (c *serverConn) release(call *Call) {
 		call.buf = nil
 	}
 	callPool.Put(call)
-	c.mu.Lock()
-	c.calls--
-	c.mu.Unlock()
-	c.cond.Signal()
 }
 
 func (c *serverConn) handshake(r *bufio.Reader) error {
@@ -718,7 +717,8 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 	c.wmu.Lock()
 	if c.werr != nil {
 		c.wmu.Unlock()
-		return // the connection broke: nobody reads this answer
+		c.sent(0, 1) // the connection broke: nobody reads this answer
+		return
 	}
 	before := len(c.out)
 	var err error
@@ -729,6 +729,7 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 		return
 	}
 	added := len(c.out) - before
+	c.outCalls++
 	c.srv.queue.add(int64(added))
 	c.mu.Lock()
 	c.unsent += added
@@ -739,13 +740,13 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 	}
 	c.writing = true
 	for len(c.out) > 0 && c.werr == nil {
-		buf := c.out
-		c.out = c.spare[:0]
+		buf, calls := c.out, c.outCalls
+		c.out, c.outCalls = c.spare[:0], 0
 		c.wmu.Unlock()
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 		_, err := c.nc.Write(buf)
 		c.wmu.Lock()
-		c.sent(len(buf))
+		c.sent(len(buf), calls)
 		if err != nil {
 			c.werr = err
 			if isTimeout(err) {
@@ -761,8 +762,8 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 		}
 	}
 	if c.werr != nil {
-		c.sent(len(c.out))
-		c.out = c.out[:0]
+		c.sent(len(c.out), c.outCalls)
+		c.out, c.outCalls = c.out[:0], 0
 		c.writing = false
 		c.wmu.Unlock()
 		c.close()
@@ -772,14 +773,13 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 	c.wmu.Unlock()
 }
 
-// sent takes n written (or dropped) answer bytes off the queues.
-func (c *serverConn) sent(n int) {
-	if n == 0 {
-		return
-	}
+// sent takes n written (or dropped) answer bytes, the answers of calls calls, off the queues: those
+// calls are over.
+func (c *serverConn) sent(n, calls int) {
 	c.srv.queue.release(int64(n))
 	c.mu.Lock()
 	c.unsent -= n
+	c.calls -= calls
 	c.mu.Unlock()
 	c.cond.Signal()
 }

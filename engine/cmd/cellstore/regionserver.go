@@ -27,7 +27,7 @@ type regionServerFlags struct {
 	flushSize, replicationQueue                        int64
 	mem                                                offheap.MemoryConfig
 	// data-path admission control (the request queue is in mem: it is part of the memory plan)
-	maxConns                  int
+	maxConns, maxScanners     int
 	maxRequest, maxScanResult offheap.Quantity
 	idleTimeout               time.Duration
 }
@@ -39,6 +39,7 @@ func addAdmissionFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.IntVar(&f.maxConns, "max-connections", rpc.DefaultMaxConns, "data-path connections served at once; one more is answered TOO_BUSY and closed")
 	fl.Var(&f.maxRequest, "max-request-size", "largest request accepted (checked from its length before it is read; at most --request-queue-size)")
 	fl.Var(&f.maxScanResult, "scan-max-result-size", "largest scan answer, whatever caching or max result size the client asks for")
+	fl.IntVar(&f.maxScanners, "max-scanners", regionserver.DefaultMaxScanners, "scanners open at once; opening one more is answered TOO_BUSY")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "a data-path connection with nothing in flight that sends nothing for this long is closed")
 }
 
@@ -112,7 +113,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.Memor
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
-		MaxScanResultSize: int64(f.maxScanResult)}
+		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {

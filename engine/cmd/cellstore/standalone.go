@@ -73,6 +73,12 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
+	// One process per directory: a second one would replay and append to the same catalog and WAL.
+	lock, err := storage.LockDir(f.dir)
+	if err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	defer lock.Release()
 	fs, err := storage.NewLocal(f.dir)
 	if err != nil {
 		return fmt.Errorf("--dir: %w", err)

@@ -28,20 +28,37 @@ func freePort(t *testing.T) string {
 }
 
 type standaloneProc struct {
-	cmd    *exec.Cmd
-	master string
-	exited chan error
+	cmd            *exec.Cmd
+	master         string
+	data, httpAddr string // the region server's data and HTTP addresses
+	exited         chan error
 }
 
-// startStandalone runs the binary and waits for its "connect with" line.
-func startStandalone(t *testing.T, bin, dir string) *standaloneProc {
-	t.Helper()
-	master := "127.0.0.1:" + freePort(t)
-	cmd := exec.Command(bin, "standalone", "--dir", dir, "--master-addr", master,
-		"--master-http-addr", "127.0.0.1:"+freePort(t), "--data-addr", "127.0.0.1:"+freePort(t),
-		"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", "127.0.0.1:"+freePort(t),
+// standaloneArgs are the arguments of a standalone on dir on free loopback ports.
+func standaloneArgs(t *testing.T, dir string) (args []string, master, data, httpAddr string) {
+	master = "127.0.0.1:" + freePort(t)
+	data, httpAddr = "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	return []string{"standalone", "--dir", dir, "--master-addr", master,
+		"--master-http-addr", "127.0.0.1:" + freePort(t), "--data-addr", data,
+		"--admin-addr", "127.0.0.1:" + freePort(t), "--http-addr", httpAddr,
 		"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
-		"--log-level", "warn")
+		"--log-level", "warn"}, master, data, httpAddr
+}
+
+// startStandalone runs the binary and waits for its "connect with" line. wrap, when given,
+// returns the command line to run instead (the binary and its arguments wrapped).
+func startStandalone(t *testing.T, bin, dir string, extra ...string) *standaloneProc {
+	return startStandaloneWrapped(t, bin, dir, nil, extra...)
+}
+
+func startStandaloneWrapped(t *testing.T, bin, dir string, wrap func([]string) []string, extra ...string) *standaloneProc {
+	t.Helper()
+	args, master, data, httpAddr := standaloneArgs(t, dir)
+	argv := append(append([]string{bin}, args...), extra...)
+	if wrap != nil {
+		argv = wrap(argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -50,7 +67,7 @@ func startStandalone(t *testing.T, bin, dir string) *standaloneProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &standaloneProc{cmd: cmd, master: master, exited: make(chan error, 1)}
+	p := &standaloneProc{cmd: cmd, master: master, data: data, httpAddr: httpAddr, exited: make(chan error, 1)}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.exited

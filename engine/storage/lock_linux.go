@@ -1,0 +1,19 @@
+//go:build linux
+
+package storage
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// flockExclusive tries to take an exclusive flock on f without waiting: held reports that another
+// open file description holds it.
+func flockExclusive(f *os.File) (held bool, err error) {
+	err = onFD(f, func(fd int) error { return syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) })
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	return false, err
+}
