@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -163,6 +164,18 @@ func intOf(v Value, what string) (int64, error) {
 	return 0, usage("%s must be a number, got %s", what, v)
 }
 
+// int32Of is intOf for a 32-bit field: a number outside its range is refused, never wrapped.
+func int32Of(v Value, what string) (int32, error) {
+	n, err := intOf(v, what)
+	if err != nil {
+		return 0, err
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, usage("%s %d is out of range (at most %d)", what, n, math.MaxInt32)
+	}
+	return int32(n), nil
+}
+
 func boolOf(v Value) bool {
 	return v.Kind == Const && strings.EqualFold(v.Str, "true") || v.Kind == String && strings.EqualFold(v.Str, "true") || v.Kind == Int && v.Int != 0
 }
@@ -300,9 +313,7 @@ func (s *Shell) get(ctx context.Context, args []Value) error {
 				case "COLUMN", "COLUMNS":
 					g.Columns, err = columns(v)
 				case "VERSIONS":
-					var n int64
-					n, err = intOf(v, k)
-					g.MaxVersions = int32(n)
+					g.MaxVersions, err = int32Of(v, k)
 				case "TIMESTAMP":
 					var ts int64
 					ts, err = intOf(v, k)
@@ -350,15 +361,13 @@ func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
 	sc := &pb.Scan{}
 	for _, k := range h.Keys {
 		v := h.Map[k]
-		var n int64
 		switch k {
 		case "STARTROW":
 			sc.StartRow = ParseBinary(v.Text())
 		case "STOPROW", "ENDROW":
 			sc.StopRow = ParseBinary(v.Text())
 		case "LIMIT":
-			n, err = intOf(v, k)
-			sc.Limit = int32(n)
+			sc.Limit, err = int32Of(v, k)
 		case "COLUMNS", "COLUMN":
 			sc.Columns, err = columns(v)
 		case "REVERSED":
@@ -366,11 +375,9 @@ func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
 		case "RAW":
 			sc.Raw = boolOf(v)
 		case "VERSIONS":
-			n, err = intOf(v, k)
-			sc.MaxVersions = int32(n)
+			sc.MaxVersions, err = int32Of(v, k)
 		case "CACHE", "CACHING":
-			n, err = intOf(v, k)
-			sc.Caching = int32(n)
+			sc.Caching, err = int32Of(v, k)
 		case "TIMERANGE":
 			sc.TimeRange, err = timeRange(v)
 		case "CONSISTENCY":
@@ -540,13 +547,13 @@ func (s *Shell) master(ctx context.Context, fn func(context.Context, pb.MasterCl
 
 var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
 	"VERSIONS": func(d *pb.ColumnFamilyDescriptor, v Value) error {
-		n, err := intOf(v, "VERSIONS")
-		d.MaxVersions = int32(n)
+		var err error
+		d.MaxVersions, err = int32Of(v, "VERSIONS")
 		return err
 	},
 	"MIN_VERSIONS": func(d *pb.ColumnFamilyDescriptor, v Value) error {
-		n, err := intOf(v, "MIN_VERSIONS")
-		d.MinVersions = int32(n)
+		var err error
+		d.MinVersions, err = int32Of(v, "MIN_VERSIONS")
 		return err
 	},
 	"TTL": func(d *pb.ColumnFamilyDescriptor, v Value) error {
@@ -559,8 +566,8 @@ var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
 		return err
 	},
 	"BLOCKSIZE": func(d *pb.ColumnFamilyDescriptor, v Value) error {
-		n, err := intOf(v, "BLOCKSIZE")
-		d.BlockSize = int32(n)
+		var err error
+		d.BlockSize, err = int32Of(v, "BLOCKSIZE")
 		return err
 	},
 	"IN_MEMORY": func(d *pb.ColumnFamilyDescriptor, v Value) error { d.InMemory = boolOf(v); return nil },
@@ -654,19 +661,19 @@ func (s *Shell) create(ctx context.Context, args []Value) error {
 						req.SplitKeys = append(req.SplitKeys, ParseBinary(it.Text()))
 					}
 				case "NUMREGIONS":
-					n, err := intOf(v, k)
+					n, err := int32Of(v, k)
 					if err != nil {
 						return err
 					}
-					req.NumRegions = int32(n)
+					req.NumRegions = n
 				case "SPLITALGO":
 					// Regions are spread evenly over the byte space whatever the algorithm.
 				case "REGION_REPLICATION":
-					n, err := intOf(v, k)
+					n, err := int32Of(v, k)
 					if err != nil {
 						return err
 					}
-					td.RegionReplication = int32(n)
+					td.RegionReplication = n
 				case "MAX_FILESIZE":
 					if td.MaxFileSize, err = intOf(v, k); err != nil {
 						return err
@@ -743,11 +750,11 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 		for _, k := range a.Keys {
 			switch k {
 			case "REGION_REPLICATION":
-				n, err := intOf(a.Map[k], k)
+				n, err := int32Of(a.Map[k], k)
 				if err != nil {
 					return err
 				}
-				td.RegionReplication = int32(n)
+				td.RegionReplication = n
 			case "MAX_FILESIZE":
 				if td.MaxFileSize, err = intOf(a.Map[k], k); err != nil {
 					return err

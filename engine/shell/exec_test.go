@@ -44,6 +44,9 @@ func TestUsageErrors(t *testing.T) {
 		`put 't', 'r', 'f:q', 'v', {TTL => 0}`:                           "TTL must be a positive",
 		`put 't', 'r', 'f:q', 'v', 5, {VISIBILITY => 'x'}`:               "put does not know VISIBILITY",
 		`put 't', 'r', 'f:q', 'v', {TTL => 5}, 7`:                        "usage: put",
+		`create 't', {NAME => 'f', VERSIONS => 99999999999}`:             "VERSIONS 99999999999 is out of range",
+		`scan 't', {LIMIT => 4294967297}`:                                "LIMIT 4294967297 is out of range",
+		`create 't', 'f', {NUMREGIONS => 4294967298}`:                    "NUMREGIONS 4294967298 is out of range",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError
