@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 )
 
 // Names and paths on shared storage (docs/master.md, "Names and paths").
@@ -170,8 +171,10 @@ func validFamilyName(f []byte) error {
 	if len(f) == 0 {
 		return fmt.Errorf("column family name is empty")
 	}
-	if len(f) > maxNameLen {
-		return fmt.Errorf("column family name %q is longer than %d bytes", f, maxNameLen)
+	if len(f) > cell.MaxFamilyLength {
+		// The region's limit (a family's length is one signed byte in a cell's key, as in
+		// HBase): a longer name would pass here and fail every region's open.
+		return fmt.Errorf("column family name %q is longer than %d bytes", f, cell.MaxFamilyLength)
 	}
 	if f[0] == '.' {
 		return fmt.Errorf("column family name %q must not start with '.'", f)

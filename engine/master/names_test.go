@@ -101,6 +101,14 @@ func TestNameValidation(t *testing.T) {
 	if err := validFamilyName([]byte("cf-1.x")); err != nil {
 		t.Error(err)
 	}
+	// The region refuses families over 127 bytes (one signed byte in a key): so must the master,
+	// or an alter adding one takes the table's regions offline.
+	if err := validFamilyName(bytes.Repeat([]byte("f"), 127)); err != nil {
+		t.Errorf("a 127-byte family: %v", err)
+	}
+	if err := validFamilyName(bytes.Repeat([]byte("f"), 128)); err == nil {
+		t.Error("a 128-byte family was accepted")
+	}
 }
 
 // FuzzCheckTableDescriptor: descriptors from a request never make the checks panic.
