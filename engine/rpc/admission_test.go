@@ -303,3 +303,13 @@ func TestAcceptErrorsAreRetried(t *testing.T) {
 
 var _ = binary.BigEndian
 var _ = proto.Marshal
+
+// FuzzReadCallPrefix: the header prefix of an oversized request is read from hostile bytes.
+func FuzzReadCallPrefix(f *testing.F) {
+	f.Add(appendRequestHeader(binary.AppendUvarint(nil, 4), &header{callID: 7, method: 1}))
+	f.Add(bytes.Repeat([]byte{0xff}, 12)) // a length varint that never ends
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = readCallPrefix(bytes.NewReader(b))
+	})
+}

@@ -623,6 +623,9 @@ func readCallPrefix(r io.Reader) (callID uint64, err error) {
 			break
 		}
 	}
+	if i == len(hl) {
+		return 0, errors.New("bad header length")
+	}
 	n, k := binary.Uvarint(hl[:i+1])
 	if k <= 0 || n > 1<<10 {
 		return 0, errors.New("bad header length")
