@@ -1,6 +1,7 @@
 package master_test
 
 import (
+	"bytes"
 	"path"
 	"strings"
 	"testing"
@@ -52,6 +53,15 @@ func TestBadInputGetsTypedErrors(t *testing.T) {
 			_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: &pb.TableDescriptor{Name: tableName(".x"), Families: fam}})
 			return err
 		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "must not start with '.'"},
+		{"a table in the system namespace", func() error {
+			_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: &pb.TableDescriptor{Name: tableName("hbase:meta"), Families: fam}})
+			return err
+		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, `namespace "hbase" is reserved for system tables`},
+		{"a family over the region's 127-byte limit", func() error {
+			_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: &pb.TableDescriptor{Name: tableName("t3"),
+				Families: []*pb.ColumnFamilyDescriptor{{Name: bytes.Repeat([]byte("f"), 128)}}}})
+			return err
+		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "longer than 127 bytes"},
 		{"bad namespace", func() error {
 			_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: &pb.TableDescriptor{Name: tableName("n-s:x"), Families: fam}})
 			return err

@@ -27,6 +27,9 @@ import (
 const (
 	// DefaultNamespace is the namespace of a table named without one.
 	DefaultNamespace = "default"
+	// SystemNamespace is HBase's namespace of system tables (hbase:meta and the like): users
+	// cannot create tables in it.
+	SystemNamespace = "hbase"
 	// SplittingSuffix marks a fenced WAL directory.
 	SplittingSuffix = "-splitting"
 	// MaxSplitKeys bounds the regions of a pre-split table.

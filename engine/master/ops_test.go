@@ -239,6 +239,12 @@ func TestFailedOpensRetryElsewhereThenFailedOpen(t *testing.T) {
 	if opens != 3 {
 		t.Errorf("%d open attempts before FAILED_OPEN, want 3", opens)
 	}
+	// Cluster status lists it with the regions in transition (it used to say "0 in transition").
+	if rit := c.status().GetRegionsInTransition(); !slices.ContainsFunc(rit, func(r *pb.RegionInTransition) bool {
+		return r.GetState() == pb.RegionState_REGION_STATE_FAILED_OPEN
+	}) {
+		t.Errorf("cluster status does not list the FAILED_OPEN region: %v", rit)
+	}
 	// Moving a FAILED_OPEN region assigns it again.
 	good := c.servers[2]
 	good.SetFailOpens(false)

@@ -455,7 +455,9 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 		if r.GetServer() != "" {
 			count[r.GetServer()]++
 		}
-		if m.st.regionInTransition(r) {
+		// FAILED_OPEN regions are listed with those in transition, as HBase does: they are not
+		// served and need attention.
+		if m.st.regionInTransition(r) || r.GetState() == pb.RegionState_REGION_STATE_FAILED_OPEN {
 			since := time.UnixMilli(r.GetStateSinceMs())
 			if p := m.st.procs[name]; p != nil {
 				since = time.UnixMilli(p.p.GetStartedMs())

@@ -25,6 +25,9 @@ func checkTableDescriptor(td *pb.TableDescriptor) (*pb.TableDescriptor, error) {
 	if err := validTableName(td.GetName()); err != nil {
 		return nil, errInvalid("%v", err)
 	}
+	if td.GetName().GetNamespace() == SystemNamespace {
+		return nil, errInvalid("namespace %q is reserved for system tables: create %s in another namespace", SystemNamespace, td.GetName().GetName())
+	}
 	if err := validDescriptor(td); err != nil {
 		return nil, errInvalid("%v", err)
 	}

@@ -342,7 +342,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil
 		})
 		s.tel.Ready("regionserver", s.Ready)
-		s.tel.Handle("/prestop", s.PrestopHandler())
+		s.tel.Handle("/prestop", telemetry.LocalOnly(s.PrestopHandler()))
 		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
 			return err
 		}

@@ -60,6 +60,8 @@ func init() {
 		"split":          {(*Shell).split, "split 't' | 'region'[, 'splitKey'] (every region of a table at its midpoint, or one region; the region holding splitKey when a table is named)"},
 		"balancer":       {(*Shell).balancer, "balancer"},
 		"balance_switch": {(*Shell).balanceSwitch, "balance_switch true|false"},
+		"drain":          {(*Shell).drain, "drain 'host:port' (move its regions away; no new ones)"},
+		"undrain":        {(*Shell).undrain, "undrain 'host:port' (take regions again)"},
 		"status":         {(*Shell).status, "status['simple' | 'detailed']"},
 		"list_regions":   {(*Shell).listRegions, "list_regions 't' (every region and replica: server, state, start and end keys)"},
 		"set_quota":      {(*Shell).setQuota, "set_quota TYPE => THROTTLE, USER => 'u' | TABLE => 't' | NAMESPACE => 'ns', LIMIT => '100req/sec' | NONE[, THROTTLE_TYPE => READ | WRITE]"},
@@ -953,6 +955,34 @@ func (s *Shell) balancer(ctx context.Context, _ []Value) error {
 	})
 }
 
+func (s *Shell) drain(ctx context.Context, args []Value) error {
+	server, err := str(args, 0, "server (host:port)")
+	if err != nil {
+		return err
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if _, err := m.DrainServer(ctx, &pb.DrainServerRequest{Server: server}); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "%s is draining: its regions move to other servers; undrain '%s' reverses it\n", server, server)
+		return nil
+	})
+}
+
+func (s *Shell) undrain(ctx context.Context, args []Value) error {
+	server, err := str(args, 0, "server (host:port)")
+	if err != nil {
+		return err
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if _, err := m.UndrainServer(ctx, &pb.DrainServerRequest{Server: server}); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "%s takes regions again\n", server)
+		return nil
+	})
+}
+
 func (s *Shell) balanceSwitch(ctx context.Context, args []Value) error {
 	if len(args) != 1 {
 		return usage("balance_switch takes true or false")
@@ -981,10 +1011,24 @@ func (s *Shell) status(ctx context.Context, args []Value) error {
 			live++
 		}
 	}
-	fmt.Fprintf(s.Out, "1 active master, %d backup masters, %d servers, %d dead, %d regions, %d in transition\n",
-		len(st.StandbyMasters), live, len(st.DeadServers), st.Regions, len(st.RegionsInTransition))
+	failed, draining := 0, 0
+	for _, r := range st.RegionsInTransition {
+		if r.State == pb.RegionState_REGION_STATE_FAILED_OPEN {
+			failed++
+		}
+	}
+	for _, sv := range st.Servers {
+		if sv.Draining {
+			draining++
+		}
+	}
+	fmt.Fprintf(s.Out, "1 active master, %d backup masters, %d servers (%d draining), %d dead, %d regions, %d in transition (%d failed to open)\n",
+		len(st.StandbyMasters), live, draining, len(st.DeadServers), st.Regions, len(st.RegionsInTransition), failed)
 	if len(args) > 0 && strings.EqualFold(args[0].Text(), "simple") || len(args) > 0 && strings.EqualFold(args[0].Text(), "detailed") {
 		fmt.Fprintf(s.Out, "active master: %s\n", st.ActiveMaster)
+		for _, b := range st.StandbyMasters {
+			fmt.Fprintf(s.Out, "backup master: %s\n", b)
+		}
 		for _, sv := range st.Servers {
 			flags := ""
 			if sv.Draining {

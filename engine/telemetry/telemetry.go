@@ -44,6 +44,21 @@ func New() *Server {
 	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{}}
 }
 
+// LocalOnly serves h only to callers on the loopback interface, 403 to others: for endpoints that
+// change the process's state (the /prestop hook, run by `cellstore prestop` inside the pod), on a
+// port that also serves /metrics to the network.
+func LocalOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			http.Error(w, r.URL.Path+" answers only the local host (cellstore prestop runs inside the pod); "+
+				"to drain a server from elsewhere use the shell's drain and undrain", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Handle adds an endpoint (before Start), e.g. the /prestop hook.
 func (s *Server) Handle(path string, h http.Handler) {
 	s.mu.Lock()

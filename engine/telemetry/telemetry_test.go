@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,5 +50,24 @@ func TestEndpoints(t *testing.T) {
 	code, body := get(t, base+"/metrics")
 	if code != 200 || !strings.Contains(body, "go_gc_") || !strings.Contains(body, "cellstore_process_resident_memory_bytes") {
 		t.Errorf("/metrics: %d, missing runtime or process metrics", code)
+	}
+}
+
+func TestLocalOnly(t *testing.T) {
+	h := LocalOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for addr, want := range map[string]int{
+		"127.0.0.1:5000": http.StatusNoContent, "[::1]:5000": http.StatusNoContent,
+		"10.1.2.3:5000": http.StatusForbidden, "[fd00::1]:5000": http.StatusForbidden, "garbage": http.StatusForbidden,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/prestop", nil)
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("caller %s: status %d, want %d (%s)", addr, w.Code, want, w.Body.String())
+		}
+		if want == http.StatusForbidden && !strings.Contains(w.Body.String(), "use the shell's drain and undrain") {
+			t.Errorf("refusal does not say what to do: %s", w.Body.String())
+		}
 	}
 }

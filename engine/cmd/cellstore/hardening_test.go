@@ -26,7 +26,7 @@ import (
 
 // Real processes, real sockets: the failures of issue "hardening" that need a whole server.
 
-func TestStandaloneRefusesALockedDirectory(t *testing.T) {
+func TestStandaloneDirectoryLockAndDrain(t *testing.T) {
 	bin := cellstoreBinary(t)
 	dir := t.TempDir()
 	p := startStandalone(t, bin, dir)
@@ -44,6 +44,25 @@ func TestStandaloneRefusesALockedDirectory(t *testing.T) {
 	runShell(t, bin, p.master, "create 't', 'f'; put 't', 'r', 'f:q', 'v'")
 	if out := runShell(t, bin, p.master, "get 't', 'r'"); !strings.Contains(out, "value=v") {
 		t.Fatalf("get:\n%s", out)
+	}
+	// A drain is reversible from the shell, and status shows it.
+	sout := runShell(t, bin, p.master, fmt.Sprintf("drain '%s'; status 'simple'", p.data))
+	if !strings.Contains(sout, "(1 draining)") || !strings.Contains(sout, p.data+" zone=") || !strings.Contains(sout, " draining\n") {
+		t.Fatalf("drain:\n%s", sout)
+	}
+	sout = runShell(t, bin, p.master, fmt.Sprintf("undrain '%s'; status", p.data))
+	if !strings.Contains(sout, "takes regions again") || !strings.Contains(sout, "(0 draining)") || !strings.Contains(sout, "0 in transition (0 failed to open)") {
+		t.Fatalf("undrain:\n%s", sout)
+	}
+	// The prestop hook answers only the local host: over loopback it is served (a GET is
+	// refused by the hook itself, not by the address check).
+	resp, err := http.Get("http://" + p.httpAddr + "/prestop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /prestop over loopback: %d, want 405 from the hook", resp.StatusCode)
 	}
 }
 

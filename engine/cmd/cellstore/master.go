@@ -149,7 +149,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	}
 	tel.Live("master", m.Live)
 	tel.Ready("master", m.Ready)
-	tel.Handle("/prestop", masterPrestop)
+	tel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))
 	if err := tel.Start(f.httpAddr); err != nil {
 		return err
 	}

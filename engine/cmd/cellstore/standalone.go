@@ -104,7 +104,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	mtel.Live("master", m.Live)
 	mtel.Ready("master", m.Ready)
-	mtel.Handle("/prestop", masterPrestop)
+	mtel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))
 	if f.masterHTTP != "" {
 		if err := mtel.Start(f.masterHTTP); err != nil {
 			return err
