@@ -39,7 +39,7 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 	for i, op := range ops {
 		switch {
 		case op.Mutation != nil:
-			if err := op.Mutation.validate(); err != nil {
+			if err := op.Mutation.validate(c.cfg.MaxCellSize); err != nil {
 				results[i].Err = err
 				continue
 			}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	Pause time.Duration
 	// MaxPause caps one backoff. Default 5 s.
 	MaxPause time.Duration
+	// MaxCellSize is the largest cell the client sends (HBase's hbase.client.keyvalue.maxsize);
+	// default cell.DefaultMaxCellSize, the servers' default.
+	MaxCellSize int
 	// HedgeDelay is how long a TIMELINE read waits for the primary before also asking the
 	// replicas. Default 10 ms.
 	HedgeDelay time.Duration
@@ -52,6 +56,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxPause <= 0 {
 		c.MaxPause = 5 * time.Second
+	}
+	if c.MaxCellSize <= 0 {
+		c.MaxCellSize = cell.DefaultMaxCellSize
 	}
 	if c.HedgeDelay <= 0 {
 		c.HedgeDelay = 10 * time.Millisecond

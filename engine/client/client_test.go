@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -636,5 +637,25 @@ func TestDeadServerIsRetriedElsewhere(t *testing.T) {
 	m.setServer("r1", ss[1])
 	if got := get(t, tb, "a"); got != "1" {
 		t.Fatalf("after failover a = %q", got)
+	}
+}
+
+// A cell over the client's limit fails before anything is sent (a 200 MiB value used to cross the
+// network before the server refused it).
+func TestOversizedCellRefusedBeforeSending(t *testing.T) {
+	_, ss, c := newCluster(t, 1, "")
+	tb := c.Table("t")
+	before := ss[0].calls.Load()
+	big := make([]byte, 11<<20)
+	err := tb.Put(context.Background(), NewPut([]byte("r")).Add("f", "q", 0, big))
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 10485760") {
+		t.Fatalf("a put of an 11 MiB value: %v", err)
+	}
+	res := tb.Batch(context.Background(), []BatchOp{{Mutation: NewPut([]byte("r")).Add("f", "q", 0, big)}})
+	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "over the limit") {
+		t.Fatalf("a batch with an 11 MiB value: %v", res[0].Err)
+	}
+	if n := ss[0].calls.Load() - before; n != 0 {
+		t.Errorf("%d calls reached the server", n)
 	}
 }

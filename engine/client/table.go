@@ -102,7 +102,10 @@ func NewAppend(row []byte) *Mutation {
 	return &Mutation{Type: pb.MutationProto_TYPE_APPEND, Row: row, ReturnResults: true}
 }
 
-func (m *Mutation) validate() error {
+// validate checks what the client can before sending: a row, cells, a sane TTL, and every cell
+// within maxCell bytes (HBase's hbase.client.keyvalue.maxsize), so an oversized value fails here
+// instead of after its bytes crossed the network.
+func (m *Mutation) validate(maxCell int) error {
 	if len(m.Row) == 0 {
 		return errors.New("client: mutation of an empty row")
 	}
@@ -111,6 +114,13 @@ func (m *Mutation) validate() error {
 	}
 	if m.Type != pb.MutationProto_TYPE_DELETE && len(m.Cells) == 0 {
 		return fmt.Errorf("client: %s of row %q has no cells", m.Type, m.Row)
+	}
+	for i := range m.Cells {
+		c := &m.Cells[i]
+		if n := cell.KeyValueLen(len(m.Row), len(c.Family), len(c.Qualifier), len(c.Value)); n > maxCell {
+			return fmt.Errorf("client: a cell of row %q (%s:%s) is %d bytes, over the limit of %d (Config.MaxCellSize; servers refuse it too)",
+				m.Row, c.Family, c.Qualifier, n, maxCell)
+		}
 	}
 	if m.TTL < 0 || m.TTL > 0 && m.TTL < time.Millisecond {
 		return fmt.Errorf("client: TTL %v of a mutation of row %q: use a positive number of milliseconds", m.TTL, m.Row)
@@ -196,7 +206,7 @@ func (t *Table) Get(ctx context.Context, g *pb.Get) (*Result, error) {
 
 // Mutate applies one mutation. Increments and appends return the new values when asked.
 func (t *Table) Mutate(ctx context.Context, m *Mutation) (*Result, error) {
-	if err := m.validate(); err != nil {
+	if err := m.validate(t.c.cfg.MaxCellSize); err != nil {
 		return nil, err
 	}
 	msg, block := m.encode(nil, t.c.nonce(m))
@@ -240,7 +250,7 @@ func (t *Table) rowAction(ctx context.Context, cond *pb.Condition, ms []*Mutatio
 	var block []byte
 	actions := make([]*pb.Action, len(ms))
 	for i, m := range ms {
-		if err := m.validate(); err != nil {
+		if err := m.validate(t.c.cfg.MaxCellSize); err != nil {
 			return err
 		}
 		if string(m.Row) != string(row) {

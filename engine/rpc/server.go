@@ -211,31 +211,15 @@ func (s *Server) worker(t task) {
 
 // NewServer makes a server with the given handlers, by method number.
 func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
-	if opts.MaxQueuedBytes <= 0 {
-		opts.MaxQueuedBytes = DefaultMaxQueuedBytes
-	}
-	if opts.MaxFrame <= 0 {
-		opts.MaxFrame = DefaultMaxFrame
-	}
+	orDefault(&opts.MaxQueuedBytes, DefaultMaxQueuedBytes)
+	orDefault(&opts.MaxFrame, DefaultMaxFrame)
 	opts.MaxFrame = int(min(int64(opts.MaxFrame), opts.MaxQueuedBytes))
-	if opts.MaxInFlightPerConn <= 0 {
-		opts.MaxInFlightPerConn = DefaultMaxInFlightPerConn
-	}
-	if opts.MaxConnOutput <= 0 {
-		opts.MaxConnOutput = DefaultMaxConnOutput
-	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = DefaultMaxConns
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = DefaultIOTimeout
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultIOTimeout
-	}
+	orDefault(&opts.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	orDefault(&opts.MaxConnOutput, DefaultMaxConnOutput)
+	orDefault(&opts.MaxConns, DefaultMaxConns)
+	orDefault(&opts.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&opts.ReadTimeout, DefaultIOTimeout)
+	orDefault(&opts.WriteTimeout, DefaultIOTimeout)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -243,6 +227,13 @@ func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
 	s.queue.max = opts.MaxQueuedBytes
 	s.queue.cond.L = &s.queue.mu
 	return s
+}
+
+// orDefault sets *v to d unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Options are the server's options with the defaults filled in.
