@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -94,11 +93,10 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 }
 
 func runMaster(ctx context.Context, f masterFlags) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if f.storageDir == "" {
 		return errors.New("--storage-dir is required (the shared storage root)")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cellstore/cellstore/engine/regionserver"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/telemetry"
 )
 
 // regionServerFlags are the `cellstore regionserver` settings.
@@ -84,7 +85,9 @@ func newLogger(level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	// A line repeated more than 10 times in 10 s (a failing peer, a storm of one error) is
+	// dropped and counted (telemetry.RateLimited).
+	return slog.New(telemetry.RateLimited(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}), telemetry.RateLimitOptions{})), nil
 }
 
 // memoryPlan validates the memory flags and applies the heap limit.
