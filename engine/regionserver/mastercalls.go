@@ -118,23 +118,27 @@ func (s *Server) applyClusterConfig(cc map[string]string) {
 
 // heartbeatLoop renews the lease until the server stops.
 func (s *Server) heartbeatLoop() {
-	defer s.bg.Done()
+	defer s.hbWG.Done()
 	for {
 		every := time.Duration(s.hbEvery.Load())
 		if every <= 0 {
 			every = time.Second
 		}
 		select {
-		case <-s.quit:
+		case <-s.hbQuit:
 			return
 		case <-time.After(every):
 		}
+		stopping := s.stopping.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), every*2)
-		resp, err := s.heartbeat(ctx, false)
+		resp, err := s.heartbeat(ctx, stopping)
 		cancel()
 		if err != nil {
 			s.log.Warn("heartbeat failed", "error", err)
 			continue
+		}
+		if stopping {
+			continue // the stop reports its regions itself; only the lease matters now
 		}
 		if resp.GetUnknownServer() || !s.walDirExists() {
 			s.log.Error("the master does not know this process or its WAL directory was fenced: "+

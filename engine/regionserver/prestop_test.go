@@ -3,15 +3,19 @@ package regionserver
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
 )
 
 // The preStop hook drains the server through the master: it returns once the server holds no
@@ -120,5 +124,65 @@ func TestPrestopWithTheMasterGoneReturns(t *testing.T) {
 	c.master.Close()
 	if body := <-done; !strings.Contains(body, "the master has not answered") {
 		t.Fatalf("prestop answered %q", body)
+	}
+}
+
+// lineCounter counts log lines with a given message.
+type lineCounter struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h lineCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h lineCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h lineCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h lineCounter) WithGroup(string) slog.Handler      { return h }
+
+// A graceful stop whose flushes take several leases keeps heartbeating: the master never declares
+// the server dead (and splits its log) while it is still writing, and the stop ends cleanly.
+func TestHeartbeatsContinueThroughASlowGracefulStop(t *testing.T) {
+	var expired atomic.Int64
+	c := startClusterWith(t, 1, nil, func(m *master.Config) {
+		m.Logger = slog.New(lineCounter{msg: "region server lease expired: declaring it dead", n: &expired})
+	})
+	var ffs *faultfs.FS
+	c.tune = func(cfg *Config) { ffs = faultfs.New(cfg.FS); cfg.FS = ffs }
+	slow := c.startServer()
+	createTable(t, c, "hb", [][]byte{[]byte("g"), []byte("n"), []byte("t")})
+	tbl := c.client.Table("hb")
+	ctx := context.Background()
+	for _, row := range []string{"a", "h", "o", "u"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(row)).Add("f", "q", cell.LatestTimestamp, []byte(row))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(slow.OnlineRegions()) == 0 {
+		t.Fatal("the slow server holds no region")
+	}
+	// Each store file sync of a flush takes 1.5 s: the stop's flushes outlast the 1 s lease.
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Path: "data/*/*/*/*/*", Action: faultfs.Delay, Delay: 1500 * time.Millisecond})
+	start := time.Now()
+	if err := slow.Stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	took := time.Since(start)
+	if took < 1500*time.Millisecond {
+		t.Fatalf("the stop took %s: the slow flush did not happen", took)
+	}
+	if n := expired.Load(); n != 0 {
+		t.Fatalf("the master declared the stopping server dead %d times during a %s stop", n, took)
+	}
+	// Its regions open on the other server with every row.
+	c.waitOpen("hb", 4, slow.Name(), 30*time.Second)
+	for _, row := range []string{"a", "h", "o", "u"} {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})
+		if err != nil || len(r.Cells) != 1 {
+			t.Fatalf("row %s after the stop: %v %v", row, r, err)
+		}
 	}
 }

@@ -222,6 +222,11 @@ type Server struct {
 	quit       chan struct{}
 	done       chan struct{}
 	bg         sync.WaitGroup
+	// The heartbeat loop stops on hbQuit, which a graceful stop closes only after its flushes:
+	// the lease is renewed while regions close, so the master never declares a still-flushing
+	// server dead and splits its log under it.
+	hbQuit chan struct{}
+	hbWG   sync.WaitGroup
 	reopenMu   sync.Mutex // serialises re-registration
 
 	m *metrics
@@ -233,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "regionserver"), moved: map[string]movedEntry{},
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
 	s.quotasEnabled.Store(true)
 	var err error
@@ -351,7 +356,8 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
-	s.bg.Add(4)
+	s.bg.Add(3)
+	s.hbWG.Add(1)
 	go s.heartbeatLoop()
 	go s.scannerReaper()
 	go s.pressureLoop()
@@ -530,23 +536,27 @@ func (s *Server) shutdown(graceful bool) error {
 		return nil
 	}
 	if !graceful {
+		close(s.hbQuit)
 		s.serving.Store(false)
 		s.data.Close()
 		s.admin.Stop()
 		s.bg.Wait()
+		s.hbWG.Wait()
 		s.closeScanners()
 		s.forEachRegion(func(or *onlineRegion, r *region.Region) { r.Abort() })
 		_ = s.currentWAL().Close()
 		s.finish()
 		return nil
 	}
-	s.bg.Wait() // heartbeats stopped; send our own below
+	s.bg.Wait() // background work stopped; heartbeats go on (saying "stopping") until the end
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _ = s.heartbeat(ctx, true)
 	var errs []error
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
+	var closedMu sync.Mutex
+	var closed []*onlineRegion
 	s.regions.Range(func(k, v any) bool {
 		or := v.(*onlineRegion)
 		wg.Add(1)
@@ -563,17 +573,31 @@ func (s *Server) shutdown(graceful bool) error {
 					return
 				}
 			}
-			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+			closedMu.Lock()
+			closed = append(closed, or)
+			closedMu.Unlock()
 		}()
 		return true
 	})
 	wg.Wait()
 	s.closeScanners()
-	// Every region is closed (flushed): the WAL is done with. Close it before the last heartbeat,
-	// after which the master recovers this server's (empty) log and renames its directory.
+	// Every region is closed (flushed): the WAL is done with. Close it before the master learns
+	// that this server holds nothing — from then on it may recover the server's (empty) log and
+	// rename its directory — so the CLOSED reports come after it. Heartbeats went on all along.
 	if err := s.currentWAL().Close(); err != nil {
 		errs = append(errs, err)
 	}
+	for _, or := range closed {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		}()
+	}
+	wg.Wait()
+	close(s.hbQuit)
+	s.hbWG.Wait()
 	_, _ = s.heartbeat(ctx, true)
 	s.serving.Store(false)
 	s.data.Close()
