@@ -22,6 +22,12 @@ func checkScannerOpened(*Segment) { openScanners.Add(1) }
 // checkRef verifies that node reference r resolved to p through the
 // segment's base table is where the pool's live chunk r names holds it.
 func (s *Segment) checkRef(r ref, p unsafe.Pointer) {
+	if r>>32 == 0 { // the head node's own block
+		if r != headOffset || p != unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.headMem)), headOffset) {
+			invariantViolation(fmt.Sprintf("node %#x in block 0 is not the head (resolved to %p)", r, p))
+		}
+		return
+	}
 	mem := s.chunkOf(r).Bytes() // panics on a released chunk
 	if want := unsafe.Pointer(unsafe.SliceData(mem[uint32(r):])); want != p {
 		invariantViolation(fmt.Sprintf("node %#x resolved to %p, its chunk holds it at %p", r, p, want))

@@ -346,3 +346,45 @@ func TestTaggedCells(t *testing.T) {
 		t.Fatal("seek to the heap-stored tagged cell")
 	}
 }
+
+// A memstore holds no chunk until written, and a flush (snapshot, then dropping it) gives every
+// chunk back: regions cost chunk memory only while they hold data.
+func TestChunksOnlyWhileWritten(t *testing.T) {
+	pool := testPool(t, 64<<10, 1<<20)
+	inUse := func() int64 { return pool.Stats().InUse }
+	var stores []*Memstore
+	for range 100 { // more memstores than the budget has chunks (16)
+		m, err := New(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, m)
+	}
+	if n := inUse(); n != 0 {
+		t.Fatalf("100 empty memstores hold %d chunks", n)
+	}
+	m := stores[0]
+	if err := m.Add(cell.AppendKey(nil, []byte("r"), []byte("f"), []byte("q"), 1, cell.Put), []byte("v"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := inUse(); n != 1 {
+		t.Fatalf("one written memstore: %d chunks in use, want 1", n)
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := inUse(); n != 1 {
+		t.Fatalf("after the snapshot: %d chunks in use, want 1 (the snapshot's; the new segment holds none)", n)
+	}
+	if got := snap.Stats().Cells; got != 1 {
+		t.Fatalf("snapshot holds %d cells", got)
+	}
+	m.ClearSnapshot(snap)
+	if n := inUse(); n != 0 {
+		t.Fatalf("after the flush: %d chunks in use, want 0", n)
+	}
+	for _, m := range stores {
+		m.Close()
+	}
+}

@@ -75,6 +75,8 @@ type Segment struct {
 	hmu  sync.RWMutex // heap-stored cells
 	heap [][]byte
 
+	headMem []uint64 // the head node's block (chunk id 0)
+
 	head   ref
 	height atomic.Int32
 	refs   atomic.Int32
@@ -99,14 +101,20 @@ func newSegment(pool *offheap.ChunkPool) (*Segment, error) {
 	s.maxTs.Store(math.MinInt64)
 	s.minSeq.Store(math.MaxUint64)
 	s.height.Store(1)
-	h, err := s.allocNode(maxHeight, 0, false)
-	if err != nil {
-		s.releaseChunks()
-		return nil, err
-	}
-	s.head = h
+	// The head node lives in the segment's own small block, chunk id 0 of the base table (pool
+	// chunks are numbered from 1): an empty segment holds no chunk, so a region costs chunk memory
+	// only once written, and a flush's new segment needs none.
+	s.headMem = make([]uint64, (headOffset+nodeSize(maxHeight, 0))/8)
+	bases := []unsafe.Pointer{unsafe.Pointer(unsafe.SliceData(s.headMem))}
+	s.bases.Store(&bases)
+	s.head = headOffset
+	p := s.ptr(s.head)
+	*(*uint8)(unsafe.Add(p, 16)) = maxHeight // zeroed memory: seq 0, no flags, empty tower
 	return s, nil
 }
+
+// headOffset is the head node's offset in its block: a ref of 0 means nil.
+const headOffset = 8
 
 // ptr returns the address of node r.
 func (s *Segment) ptr(r ref) unsafe.Pointer {
