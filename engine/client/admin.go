@@ -6,10 +6,12 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
 
-// CreateTable creates a table, pre-split at splitKeys (regions begin at each key).
+// CreateTable creates a table, pre-split at splitKeys (regions begin at each key), and waits for its
+// regions to open, within the operation timeout (one attempt may take all of it: thousands of
+// regions take a while).
 func (c *Client) CreateTable(ctx context.Context, td *pb.TableDescriptor, splitKeys [][]byte) ([]*pb.RegionInfo, error) {
 	var resp *pb.CreateTableResponse
-	err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	err := c.master(ctx, 0, func(ctx context.Context, m pb.MasterClient) error {
 		var err error
 		resp, err = m.CreateTable(ctx, &pb.CreateTableRequest{Table: td, SplitKeys: splitKeys})
 		return err

@@ -127,10 +127,24 @@ func (c *Client) Close() error {
 // Master calls fn against the active master, following NOT_ACTIVE_MASTER answers and trying the
 // other masters when one does not answer.
 func (c *Client) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return c.master(ctx, c.cfg.RPCTimeout, fn)
+}
+
+// MasterWait is Master for calls that wait for the master's work (create, enable, disable,
+// truncate wait for regions to open or close): one attempt may take the whole operation timeout
+// instead of RPCTimeout, since retrying a slow create would answer TABLE_EXISTS.
+func (c *Client) MasterWait(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return c.master(ctx, 0, fn)
+}
+
+// master is Master with attempt bounding each attempt (0: the operation's deadline only), for
+// calls that wait for the master's work (a create waits for its regions to open) and must not be
+// retried just for being slow: a retried create answers TABLE_EXISTS.
+func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(context.Context, pb.MasterClient) error) error {
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	var lastErr error
-	for attempt := 0; ; attempt++ {
+	for try := 0; ; try++ {
 		c.mmu.Lock()
 		addr := c.active
 		cc := c.masters[addr]
@@ -144,7 +158,10 @@ func (c *Client) Master(ctx context.Context, fn func(context.Context, pb.MasterC
 			c.masters[addr] = cc
 		}
 		c.mmu.Unlock()
-		actx, acancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 {
+			actx, acancel = context.WithTimeout(ctx, attempt)
+		}
 		err := fn(actx, pb.NewMasterClient(cc))
 		acancel()
 		if err == nil {
@@ -173,7 +190,7 @@ func (c *Client) Master(ctx context.Context, fn func(context.Context, pb.MasterC
 			c.active = c.nextMaster(addr)
 			c.mmu.Unlock()
 		}
-		if err := c.backoff(ctx, attempt, d); err != nil {
+		if err := c.backoff(ctx, try, d); err != nil {
 			return fmt.Errorf("client: master unreachable: %w (last error: %v)", err, lastErr)
 		}
 	}

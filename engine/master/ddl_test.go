@@ -437,3 +437,19 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return out
 }
+
+// A create that would ask the live servers for more than MaxRegionsPerServer each fails before
+// doing anything, saying why; within the limit it succeeds.
+func TestCreateBeyondCapacityRefused(t *testing.T) {
+	c := newCluster(t, 2, nil, func(cfg *master.Config) { cfg.MaxRegionsPerServer = 10 })
+	c.createTable("a", 7, 2) // 14 of 20
+	_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: descriptor("b", 1), NumRegions: 7})
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION ||
+		!strings.Contains(d.GetMessage(), "needs 7 regions but the cluster holds 14 of at most 20 (2 live servers x 10") {
+		t.Fatalf("over capacity: %v", err)
+	}
+	if _, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("b")}); err == nil {
+		t.Fatal("the refused table exists")
+	}
+	c.createTable("b", 6, 1) // 20 of 20
+}

@@ -97,6 +97,9 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if td.GetRegionReplication() == 0 {
 		td.RegionReplication = m.defaultReplicationLocked()
 	}
+	if err := m.checkCapacityLocked(key, (len(keys)+1)*int(max(td.GetRegionReplication(), 1))); err != nil {
+		return nil, err
+	}
 	var b batch
 	infos := m.newRegionsLocked(&b, td, keys, true)
 	now := m.clock().UnixMilli()
@@ -107,6 +110,31 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	m.log.Info("table created", "table", key, "regions", len(keys)+1, "replication", td.GetRegionReplication())
 	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
 	return &pb.CreateTableResponse{Regions: infos}, nil
+}
+
+// DefaultMaxRegionsPerServer is Config.MaxRegionsPerServer's default.
+const DefaultMaxRegionsPerServer = 10000
+
+// checkCapacityLocked refuses to add n regions (replicas counted) to table key when the live
+// servers would then be asked to hold more than MaxRegionsPerServer each. With no live server
+// nothing is refused (regions wait for one).
+func (m *Master) checkCapacityLocked(key string, n int) error {
+	live := 0
+	for _, s := range m.reg.All() {
+		if s.Live && !s.Draining {
+			live++
+		}
+	}
+	if live == 0 {
+		return nil
+	}
+	limit := live * m.cfg.MaxRegionsPerServer
+	if have := len(m.st.regions); have+n > limit {
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, false,
+			"table %s needs %d regions but the cluster holds %d of at most %d (%d live servers x %d, --max-regions-per-server): "+
+				"create it with fewer regions, drop tables or add region servers", key, n, have, limit, live, m.cfg.MaxRegionsPerServer)
+	}
+	return nil
 }
 
 // waitTableState waits (m.mu held) until the table reaches state or is gone.

@@ -30,12 +30,10 @@ type rowLock struct {
 // lives only while its row is locked or awaited.
 var rowLockPool = sync.Pool{New: func() any { return &rowLock{ch: make(chan struct{}, 1)} }}
 
+// newRowLocks makes the locks; a shard's map is made on its first lock, so a region that is
+// never written costs no maps (a server may hold thousands of idle regions).
 func newRowLocks() *rowLocks {
-	l := &rowLocks{seed: maphash.MakeSeed()}
-	for i := range l.shards {
-		l.shards[i].m = map[string]*rowLock{}
-	}
-	return l
+	return &rowLocks{seed: maphash.MakeSeed()}
 }
 
 func (l *rowLocks) shard(row []byte) *rowLockShard {
@@ -46,6 +44,9 @@ func (l *rowLocks) shard(row []byte) *rowLockShard {
 func (l *rowLocks) lock(row []byte, timeout time.Duration) (*rowLock, error) {
 	s := l.shard(row)
 	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]*rowLock{}
+	}
 	rl := s.m[string(row)]
 	if rl == nil {
 		rl = rowLockPool.Get().(*rowLock)

@@ -695,7 +695,7 @@ func (s *Shell) create(ctx context.Context, args []Value) error {
 	if len(td.Families) == 0 {
 		return usage("a table needs at least one column family")
 	}
-	err = s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	err = s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.CreateTable(ctx, req)
 		return err
 	})
@@ -779,7 +779,7 @@ func tableOp(op string) func(*Shell, context.Context, []Value) error {
 			return err
 		}
 		tn := client.ParseTableName(t)
-		return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
 			switch op {
 			case "disable":

@@ -266,3 +266,69 @@ func TestStandaloneRSSBoundedUnderPipelining(t *testing.T) {
 		t.Errorf("RSS reached %d MiB under the attack, budget %d MiB", peak>>20, budget>>20)
 	}
 }
+
+// metricsOf fetches a process's metrics text.
+func metricsOf(t *testing.T, httpAddr string) string {
+	t.Helper()
+	return waitHTTP(t, "http://"+httpAddr+"/metrics", 200, 30*time.Second)
+}
+
+// TestStandaloneHoldsTenThousandRegions: regions cost memory only when written, so one standalone
+// opens 10 000 of them (it used to fail after ~128: every region took a 2 MiB memstore chunk at
+// open), holding no memstore chunk, within its heap limit; one more region than the cluster may
+// hold is refused before anything is created.
+func TestStandaloneHoldsTenThousandRegions(t *testing.T) {
+	bin := cellstoreBinary(t)
+	p := startStandalone(t, bin, t.TempDir(), "--heap-limit", "1Gi")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, bin, "shell", "--masters", p.master, "-e", "create 'big', 'f', {NUMREGIONS => 10001}").CombinedOutput()
+	if !strings.Contains(string(out), "needs 10001 regions but the cluster holds 0 of at most 10000") {
+		t.Fatalf("a create over capacity:\n%s", out)
+	}
+	start := time.Now()
+	if out := runShell(t, bin, p.master, "create 'big', 'f', {NUMREGIONS => 10000}"); !strings.Contains(out, "Created table big") {
+		t.Fatalf("create:\n%s", out)
+	}
+	var metrics string
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		metrics = metricsOf(t, p.httpAddr)
+		if metricValue(t, metrics, "cellstore_regionserver_region_count") == 10000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v regions open after 3 minutes", metricValue(t, metrics, "cellstore_regionserver_region_count"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	opened := time.Since(start)
+	if n := metricValue(t, metrics, `cellstore_memstore_chunk_pool_chunks{pool="memstore",state="in_use"}`); n != 0 {
+		t.Errorf("10 000 empty regions hold %v memstore chunks", n)
+	}
+	// The live heap, right after a collection.
+	resp, err := http.Get("http://" + p.httpAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	heap := metricValue(t, metricsOf(t, p.httpAddr), "go_memstats_heap_alloc_bytes")
+	rss := rssBytes(t, p.cmd.Process.Pid)
+	t.Logf("10 000 regions open in %s; live heap %.0f MiB; RSS %d MiB", opened.Round(time.Second), heap/(1<<20), rss>>20)
+	if heap > 400<<20 {
+		t.Errorf("live heap %.0f MiB with 10 000 empty regions", heap/(1<<20))
+	}
+	// Budget: 1 GiB heap limit, 96 MiB off-heap, 256 MiB overhead.
+	if rss > (1024+96+256)<<20 {
+		t.Errorf("RSS %d MiB over the process's memory plan", rss>>20)
+	}
+	// Writes to a few of them work, each taking a chunk only then.
+	runShell(t, bin, p.master, "put 'big', 'a', 'f:q', '1'; put 'big', 'z', 'f:q', '2'")
+	if out := runShell(t, bin, p.master, "get 'big', 'z'; status"); !strings.Contains(out, "value=2") || !strings.Contains(out, "10000 regions, 0 in transition") {
+		t.Fatalf("after writes:\n%s", out)
+	}
+	if n := metricValue(t, metricsOf(t, p.httpAddr), `cellstore_memstore_chunk_pool_chunks{pool="memstore",state="in_use"}`); n != 2 {
+		t.Errorf("two written regions hold %v chunks, want 2", n)
+	}
+}

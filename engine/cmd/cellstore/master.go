@@ -33,6 +33,7 @@ type masterFlags struct {
 	balancerPeriod, openTimeout, closeTimeout       time.Duration
 	maxMoves                                        int
 	splitSize                                       int64
+	maxRegionsPerServer                             int
 	logLevel, configFile                            string
 	shutdownTimeout                                 time.Duration
 
@@ -83,6 +84,8 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.BoolVar(&f.quotasDisabled, "quotas-disabled", false, "turn request throttling off (SetClusterConfig overrides)")
 	fl.DurationVar(&f.balancerPeriod, "balancer-period", 5*time.Minute, "period of the balancer (negative: only when asked)")
 	fl.IntVar(&f.maxMoves, "max-moves-in-flight", 16, "moves the balancer and drains run at once")
+	fl.IntVar(&f.maxRegionsPerServer, "max-regions-per-server", master.DefaultMaxRegionsPerServer,
+		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
 	fl.Int64Var(&f.splitSize, "split-size", 10<<30, "a region whose store files exceed this many bytes is split (a table's MAX_FILESIZE and the cluster setting region_split_size override it)")
 	fl.DurationVar(&f.openTimeout, "open-timeout", 2*time.Minute, "an open not reported by then is aborted and retried elsewhere")
 	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
@@ -138,7 +141,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		Lease: master.LeaseConfig{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
-		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize,
+		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
 		Logger: log, Registerer: tel.Registry,
 	})
