@@ -225,9 +225,9 @@ type Server struct {
 	// The heartbeat loop stops on hbQuit, which a graceful stop closes only after its flushes:
 	// the lease is renewed while regions close, so the master never declares a still-flushing
 	// server dead and splits its log under it.
-	hbQuit chan struct{}
-	hbWG   sync.WaitGroup
-	reopenMu   sync.Mutex // serialises re-registration
+	hbQuit   chan struct{}
+	hbWG     sync.WaitGroup
+	reopenMu sync.Mutex // serialises re-registration
 
 	m *metrics
 }
