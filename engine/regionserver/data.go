@@ -18,6 +18,7 @@ import (
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 func (s *Server) handlers() map[uint32]rpc.Handler {
@@ -80,6 +81,8 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 		return &pb.ErrorDetail{Code: code, Message: err.Error(), Region: regionName, Retryable: retry}
 	}
 	switch {
+	case errors.Is(err, wal.ErrBroken):
+		return walBroken(regionName, err)
 	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrBroken):
 		return s.notServing(regionName)
 	case errors.Is(err, region.ErrReadOnlyReplica):
@@ -106,6 +109,13 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 	return mk(pb.ErrorCode_ERROR_CODE_UNKNOWN, false)
 }
 
+// walBroken is the answer to writes while the WAL cannot be written: retryable, since the server
+// hands its regions back to the master once storage takes a new WAL.
+func walBroken(regionName string, err error) *pb.ErrorDetail {
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED, Region: regionName, Retryable: true, RetryAfterMs: 1000,
+		Message: "this region server cannot write its WAL (" + err.Error() + "): its regions move once storage recovers; retry"}
+}
+
 // checkWrite refuses writes this server may not acknowledge.
 func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
 	if s.stopping.Load() {
@@ -115,6 +125,9 @@ func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
 	if or.info.GetReplicaId() > 0 {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, Region: or.name,
 			Message: "read replicas refuse writes; write to the primary"}
+	}
+	if err := s.currentWAL().Err(); err != nil {
+		return walBroken(or.name, err)
 	}
 	if or.table.GetReadOnly() {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,

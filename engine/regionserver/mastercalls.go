@@ -217,19 +217,86 @@ func (s *Server) load() *pb.ServerLoad {
 func (s *Server) reincarnate() {
 	s.reopenMu.Lock()
 	defer s.reopenMu.Unlock()
+	s.dropEverything()
+	if err := s.openWAL(); err != nil {
+		s.log.Error("cannot open a new WAL; stopping", "error", err)
+		go s.Abort()
+		return
+	}
+	s.registerAgain()
+}
+
+// dropEverything stops acknowledging writes and drops every region and scanner without a flush.
+func (s *Server) dropEverything() {
 	s.registered.Store(false)
 	if f := s.fence.Load(); f != nil {
 		f.Close()
 	}
 	s.closeScanners()
 	s.forEachRegion(func(or *onlineRegion, r *region.Region) { r.Abort() })
-	old := s.currentWAL()
-	_ = old.Close()
-	if err := s.openWAL(); err != nil {
-		s.log.Error("cannot open a new WAL; stopping", "error", err)
-		go s.Abort()
-		return
+	_ = s.currentWAL().Close()
+}
+
+// walWatch recovers from a WAL that cannot be written (disk or object store full, I/O errors).
+// Its writes already fail (WRITES_BLOCKED, retryable) and /readyz says why; once storage takes
+// a new WAL, the server drops its regions — their memstores may hold edits whose WAL records did
+// not make it, never acknowledged — and registers again under a new start code, so the master
+// recovers the old log (every acknowledged edit is in it) and reassigns the regions. HBase's region
+// server aborts in this case and waits for a restart; this one recovers by itself.
+func (s *Server) walWatch() {
+	defer s.bg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		if err := s.currentWAL().Err(); err != nil && !s.stopping.Load() {
+			s.recoverWAL(err)
+		}
 	}
+}
+
+func (s *Server) recoverWAL(cause error) {
+	s.m.walFailures.Add(1)
+	s.log.Error("the WAL cannot be written: writes are refused until storage takes a new WAL; "+
+		"then this server drops its regions for the master to recover from the old WAL, and registers again", "error", cause)
+	delay := 200 * time.Millisecond
+	for !s.stopping.Load() {
+		err := s.reincarnateOnNewWAL()
+		if err == nil {
+			s.log.Info("storage takes a new WAL again: registered as a new process; the master reassigns the regions")
+			return
+		}
+		s.log.Warn("storage still refuses a new WAL; retrying", "error", err, "retry_in", delay)
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// reincarnateOnNewWAL is reincarnate that first opens the new WAL, and does nothing while that
+// fails (storage still full).
+func (s *Server) reincarnateOnNewWAL() error {
+	s.reopenMu.Lock()
+	defer s.reopenMu.Unlock()
+	w, dir, code, err := s.newWAL()
+	if err != nil {
+		return err
+	}
+	s.dropEverything()
+	s.installWAL(w, dir, code)
+	s.registerAgain()
+	return nil
+}
+
+// registerAgain registers the new process with the master (under reopenMu).
+func (s *Server) registerAgain() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.register(ctx); err != nil {

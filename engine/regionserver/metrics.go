@@ -21,6 +21,7 @@ type metrics struct {
 	readRequests, writeRequests  atomic.Int64
 	throttled, scannersExpired   atomic.Int64
 	failedOpens, pressureFlushes atomic.Int64
+	walFailures                  atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
@@ -110,6 +111,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("throttled_request_count_total", "Requests refused by quotas.", &m.throttled),
 		counter("scanner_lease_expired_total", "Scanners closed because their lease expired.", &m.scannersExpired),
 		counter("failed_open_total", "Region opens that failed.", &m.failedOpens),
+		counter("wal_failure_total", "Times the WAL could not be written (disk full, I/O errors) and the server dropped its regions and registered again.", &m.walFailures),
 		counter("memstore_pressure_flush_total", "Flushes forced by global memstore pressure (HBase flushedMemstoreBytes under pressure).", &m.pressureFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
 		gauge("mem_store_size", "Memstore data bytes (HBase memStoreSize).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().DataBytes })),

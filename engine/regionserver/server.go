@@ -356,9 +356,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
-	s.bg.Add(3)
+	s.bg.Add(4)
 	s.hbWG.Add(1)
 	go s.heartbeatLoop()
+	go s.walWatch()
 	go s.scannerReaper()
 	go s.pressureLoop()
 	go s.replicaWatch()
@@ -367,22 +368,38 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// openWAL opens a WAL under a fresh start code.
+// openWAL opens a WAL under a fresh start code and makes it the server's.
 func (s *Server) openWAL() error {
-	s.walMu.Lock()
-	defer s.walMu.Unlock()
+	w, dir, code, err := s.newWAL()
+	if err != nil {
+		return err
+	}
+	s.installWAL(w, dir, code)
+	return nil
+}
+
+// newWAL opens a WAL under a fresh start code without installing it.
+func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
+	s.walMu.RLock()
+	last := s.startCode
+	s.walMu.RUnlock()
 	code := time.Now().UnixMilli()
-	if code <= s.startCode {
-		code = s.startCode + 1
+	if code <= last {
+		code = last + 1
 	}
 	dir := path.Join("wal", master.WALDirName(s.nameStr, code))
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize})
 	if err != nil {
-		return fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
+		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}
+	return w, dir, code, nil
+}
+
+func (s *Server) installWAL(w *wal.WAL, dir string, code int64) {
+	s.walMu.Lock()
+	defer s.walMu.Unlock()
 	s.wal, s.walDir, s.startCode = w, dir, code
 	s.name = &pb.ServerName{Host: s.name.GetHost(), Port: s.name.GetPort(), StartCode: code}
-	return nil
 }
 
 func (s *Server) serverName() *pb.ServerName {

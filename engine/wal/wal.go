@@ -143,7 +143,9 @@ type WAL struct {
 	nextSeq uint64
 	closed  bool
 	broken  error // non-nil: appends are refused until Roll
-	regions map[string]*regionState
+	// brokenErr mirrors broken for Err, which takes no lock (writers check it).
+	brokenErr atomic.Pointer[error]
+	regions   map[string]*regionState
 	// lastAppended is the sequence id of the last appended record.
 	lastAppended uint64
 
@@ -713,6 +715,7 @@ func (w *WAL) fail(cause error, goodOff int64) {
 	w.stats.failures.Add(1)
 	w.amu.Lock()
 	w.broken = err
+	w.brokenErr.Store(&err)
 	lostTo := w.nextSeq - 1
 	w.buf.reset()
 	w.epoch++
@@ -763,6 +766,7 @@ func (w *WAL) roll() error {
 		w.isBroken = false
 		w.amu.Lock()
 		w.broken = nil
+		w.brokenErr.Store(nil)
 		w.amu.Unlock()
 		w.smu.Lock()
 		w.serr = nil
@@ -944,9 +948,10 @@ func (c *counters) observeSync(d time.Duration) {
 // Err is the error that broke the WAL (a failed write or sync: appends are refused until a Roll
 // succeeds), or nil while it takes appends.
 func (w *WAL) Err() error {
-	w.amu.Lock()
-	defer w.amu.Unlock()
-	return w.broken
+	if p := w.brokenErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Stats returns the current counters. It takes no locks.

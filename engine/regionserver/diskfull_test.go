@@ -1,0 +1,84 @@
+package regionserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
+)
+
+// TestRecoversWhenTheWALCannotBeWritten: the disk fills (the WAL's writes fail with ENOSPC, then
+// EIO): writes fail fast with a retryable WRITES_BLOCKED that says why, /readyz fails, and once
+// storage takes writes again the server recovers by itself — its regions come back (through the
+// master's recovery of the old WAL) with every acknowledged write, and new writes succeed. It
+// used to stay broken until restarted.
+func TestRecoversWhenTheWALCannotBeWritten(t *testing.T) {
+	for _, fault := range []error{syscall.ENOSPC, syscall.EIO} {
+		t.Run(fault.Error(), func(t *testing.T) { testWALFailureRecovery(t, fault) })
+	}
+}
+
+func testWALFailureRecovery(t *testing.T, fault error) {
+	c := startClusterWith(t, 0, nil, nil)
+	var ffs *faultfs.FS
+	c.tune = func(cfg *Config) { ffs = faultfs.New(cfg.FS); cfg.FS = ffs }
+	s := c.startServer()
+	createTable(t, c, "df", [][]byte{[]byte("g"), []byte("n"), []byte("t")})
+	tbl := c.client.Table("df")
+	ctx := context.Background()
+	var acked []string
+	put := func(row string) error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return tbl.Put(pctx, client.NewPut([]byte(row)).Add("f", "q", cell.LatestTimestamp, []byte(row)))
+	}
+	for i := range 40 {
+		row := fmt.Sprintf("%c%03d", 'a'+i%26, i)
+		if err := put(row); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, row)
+	}
+
+	// The disk is full: every write to the WAL's files fails.
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpWrite | faultfs.OpSync | faultfs.OpCreate, Path: "wal/*/*", Action: faultfs.Fail, Err: fault})
+	regionName, conn := locate(t, c, "df", []byte("a"))
+	p := cell.AppendKeyValue(nil, []byte("a-full"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("x"))
+	for i := range 2 { // the first write breaks the WAL; the next is refused before it is tried
+		_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("a-full"), CellCount: 1}}, p, &pb.MutateResponse{}, nil)
+		d, ok := pb.DetailOf(err)
+		if !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED || !d.GetRetryable() || !strings.Contains(d.GetMessage(), fault.Error()) {
+			t.Fatalf("write %d with a full disk: want a retryable WRITES_BLOCKED naming %q, got %v", i, fault, err)
+		}
+	}
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "WAL cannot be written") {
+		t.Fatalf("Ready with a full disk: %v", err)
+	}
+
+	// Space returns: the server recovers on its own.
+	ffs.ClearRules()
+	waitFor(t, "the server to be ready again", 30*time.Second, func() bool { return s.Ready() == nil })
+	c.waitOpen("df", 4, "", 30*time.Second)
+	if s.m.walFailures.Load() == 0 {
+		t.Error("no WAL failure was counted")
+	}
+	for _, row := range acked {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})
+		if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != row {
+			t.Fatalf("acknowledged row %s after the recovery: %v, %v", row, r, err)
+		}
+	}
+	for i := range 10 {
+		if err := put(fmt.Sprintf("after%02d", i)); err != nil {
+			t.Fatalf("write after the recovery: %v", err)
+		}
+	}
+}
