@@ -131,7 +131,7 @@ func TestDefaults(t *testing.T) {
 		t.Error("probes missing")
 	}
 	// RBAC is controller-gen's, unchanged.
-	role := get(t, objs, "ClusterRole/ops-cellstore-operator")
+	role := get(t, objs, "ClusterRole/ops-cellstore-operator-cellstore-system")
 	want := readYAML(t, "../config/rbac/role.yaml")
 	if !reflect.DeepEqual(role.Object["rules"], want["rules"]) {
 		t.Error("the chart's ClusterRole rules differ from config/rbac/role.yaml: run make manifests")
@@ -143,6 +143,47 @@ func TestDefaults(t *testing.T) {
 		if strings.HasPrefix(k, "ServiceMonitor/") || strings.HasPrefix(k, "ConfigMap/") {
 			t.Errorf("%s rendered although not enabled", k)
 		}
+	}
+}
+
+// Two releases of one name in different namespaces (the quickstart's and the e2e suite's) render
+// no cluster-scoped object of the same name, and each binding names its own role and account.
+func TestClusterScopedNamesPerRelease(t *testing.T) {
+	names := map[string]string{}
+	for _, ns := range []string{"cellstore-system", "cellstore-e2e-operator"} {
+		out, err := run(t, "template", "cellstore-operator", chart, "--namespace", ns, "--kube-version", kubeVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: m}
+			if u.GetNamespace() != "" || m == nil {
+				continue
+			}
+			key := u.GetKind() + "/" + u.GetName()
+			if other, ok := names[key]; ok && other != ns {
+				t.Errorf("%s is rendered by the releases in %s and %s", key, other, ns)
+			}
+			names[key] = ns
+			if u.GetKind() == "ClusterRoleBinding" {
+				role, _, _ := unstructured.NestedString(m, "roleRef", "name")
+				subjects, _, _ := unstructured.NestedSlice(m, "subjects")
+				if role != u.GetName() || subjects[0].(map[string]any)["namespace"] != ns {
+					t.Errorf("binding %s: role %s, subjects %v", u.GetName(), role, subjects)
+				}
+			}
+		}
+	}
+	if len(names) < 4 {
+		t.Errorf("cluster-scoped objects rendered: %v", names)
 	}
 }
 

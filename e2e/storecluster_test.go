@@ -38,6 +38,7 @@ func installOperator(ctx context.Context) {
 		_, err := kubectl(ctx, "apply", "--server-side", "-f", dir)
 		Expect(err).NotTo(HaveOccurred())
 	}
+	pauseOtherOperators(ctx)
 	repo, tag, ok := strings.Cut(operatorImage, ":")
 	Expect(ok).To(BeTrue(), "E2E_OPERATOR_IMAGE %q has no tag", operatorImage)
 	out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
@@ -53,6 +54,53 @@ func installOperator(ctx context.Context) {
 		Expect(err).NotTo(HaveOccurred())
 	})
 }
+
+// pauseOtherOperators scales to zero the Cellstore operators of other releases in the cluster (the
+// quickstart's, say), so that only the operator under test manages StoreClusters while the suite
+// runs; they are scaled back when it ends.
+func pauseOtherOperators(ctx context.Context) {
+	out, err := kubectl(ctx, "get", "deployments", "-A", "-l", "app.kubernetes.io/name=cellstore-operator",
+		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.spec.replicas}{"\n"}{end}`)
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Fields(out) {
+		ref, replicas, _ := strings.Cut(line, "=")
+		ns, name, _ := strings.Cut(ref, "/")
+		if ns == operatorNamespace || replicas == "0" {
+			continue
+		}
+		GinkgoWriter.Printf("pausing the operator %s (%s replicas) while the suite runs\n", ref, replicas)
+		_, err := kubectl(ctx, "-n", ns, "scale", "deployment", name, "--replicas=0")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_, err := kubectl(ctx, "-n", ns, "scale", "deployment", name, "--replicas="+replicas)
+			Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+// A second release of the chart, of the same name in another namespace (the quickstart's
+// cellstore-system beside the suite's), installs: no cluster-scoped object of one collides with
+// the other's. It runs no operator pod (replicaCount 0).
+var _ = Describe("The operator chart", Label("chart"), func() {
+	It("installs a second release of the same name in another namespace", func(ctx SpecContext) {
+		installOperator(ctx)
+		const second = "cellstore-e2e-second"
+		repo, tag, _ := strings.Cut(operatorImage, ":")
+		out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
+			"--namespace", second, "--create-namespace", "--wait", "--timeout", "2m", "--set", "replicaCount=0",
+			"--set", "image.repository="+repo, "--set-string", "image.tag="+tag)
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func(ctx SpecContext) {
+			_, err := helm(ctx, "uninstall", "cellstore-operator", "--namespace", second, "--wait")
+			Expect(err).NotTo(HaveOccurred())
+			_, _ = kubectl(ctx, "delete", "namespace", second, "--wait=false")
+		})
+		out, err = kubectl(ctx, "get", "clusterroles", "-l", "app.kubernetes.io/name=cellstore-operator", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cellstore-operator-" + operatorNamespace))
+		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cellstore-operator-" + second))
+	})
+})
 
 // One StoreCluster goes through what users do to it, in order, under a load that never stops
 // between "starts a continuous load" and the end: every request must succeed and every

@@ -8,6 +8,12 @@
 {{- end -}}
 {{- end -}}
 
+{{/* Cluster-scoped objects (ClusterRole, ClusterRoleBinding) carry the release namespace too, so two
+releases of one name in different namespaces never collide. */}}
+{{- define "cellstore-operator.clusterScopedName" -}}
+{{- printf "%s-%s" (include "cellstore-operator.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "cellstore-operator.selectorLabels" -}}
 app.kubernetes.io/name: cellstore-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
