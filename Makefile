@@ -108,6 +108,12 @@ test-envtest: $(GOTESTSUM) ## Integration tests against a real kube-apiserver an
 e2e: $(GOTESTSUM) $(GINKGO) $(HELM) ## End-to-end suite; uses KUBECONFIG when set, else brings up (and tears down) the local cluster.
 	hack/test.sh e2e
 
+.PHONY: chaos
+chaos: $(GOTESTSUM) ## The long chaos run: real processes under a nemesis, history checked linearizable (CHAOS_SECONDS, CHAOS_FAULTS, CHAOS_SEED); report in bin/chaos-report.json.
+	hack/k8s-binaries.sh envtest
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh --print-dir) CHAOS_SECONDS=$${CHAOS_SECONDS:-1200} CHAOS_FAULTS=$${CHAOS_FAULTS:-120} \
+	  CHAOS_REPORT=$(LOCALBIN)/chaos-report.json go test -count=1 -tags envtest -v -run TestChaos -timeout 60m ./engine/chaos/
+
 ##@ Local cluster
 
 .PHONY: cluster-up

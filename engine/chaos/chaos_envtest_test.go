@@ -1,0 +1,545 @@
+//go:build envtest
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+// proc is a process the test started; Cleanup kills it by PID.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	http   string
+}
+
+func startProc(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// waitReady polls the process's /readyz.
+func (p *proc) waitReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + p.http + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // polling readiness
+	}
+	t.Fatalf("%v not ready after %v", p.cmd.Args, timeout)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// buildCellstore builds the cellstore binary into the test's temporary directory.
+func buildCellstore(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cellstore")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/cellstore").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// tableLocations returns the table's regions, or nil while any is not OPEN.
+func tableLocations(ctx context.Context, cl *client.Client, table string) []*pb.RegionLocation {
+	var locs []*pb.RegionLocation
+	if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
+		if err == nil {
+			locs = resp.GetLocations()
+		}
+		return err
+	}); err != nil {
+		return nil
+	}
+	for _, l := range locs {
+		if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil {
+			return nil
+		}
+	}
+	return locs
+}
+
+// The chaos run: a real multi-process cluster — two masters electing through a Lease on a real
+// kube-apiserver (envtest), three region servers, shared storage on disk — under a load of checked
+// writes and reads while a seeded nemesis kills (-9) and pauses (SIGSTOP) region servers and the
+// active master, moves and splits regions. Afterwards the cluster heals, every key is read again,
+// and the whole history is checked linearizable per key with porcupine: no acknowledged write is
+// lost, none appears from nowhere, no read is stale.
+//
+// `make test` runs a short run (CHAOS_SECONDS=40). `make chaos` runs the long one: CHAOS_SECONDS,
+// CHAOS_FAULTS (stop after this many faults), CHAOS_SEED (reproduce a run) and CHAOS_REPORT (a
+// JSON report file) tune it. docs/chaos.md has the results.
+
+// regOp is one operation on a register row: a put of a unique value or a get.
+type regOp struct {
+	key     string
+	put     bool
+	value   string
+	unknown bool // a put that failed: it may or may not have taken effect
+}
+
+// registerModel: independent registers (one per row) for porcupine. A failed put returns at
+// "never", so it may linearize anywhere after its call, including after every read.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(regOp).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in, out := input.(regOp), output.(regOp)
+		if in.put {
+			return true, in.value
+		}
+		return out.value == state.(string), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regOp), output.(regOp)
+		switch {
+		case in.put && out.unknown:
+			return fmt.Sprintf("put(%s, %s) -> ?", in.key, in.value)
+		case in.put:
+			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+		}
+		return fmt.Sprintf("get(%s) -> %q", in.key, out.value)
+	},
+}
+
+type chaosReport struct {
+	Seed         uint64         `json:"seed"`
+	Seconds      float64        `json:"seconds"`
+	Faults       map[string]int `json:"faults"`
+	FaultsTotal  int            `json:"faults_total"`
+	Restarts     int            `json:"processes_restarted_after_exiting"`
+	Puts         int            `json:"puts_acknowledged"`
+	PutsFailed   int            `json:"puts_failed"`
+	Gets         int            `json:"gets"`
+	GetsFailed   int            `json:"gets_failed"`
+	Keys         int            `json:"keys"`
+	Lost         int            `json:"acknowledged_writes_lost"`
+	Linearizable bool           `json:"linearizable"`
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// kubeconfigFor writes a kubeconfig for envtest's admin user.
+func kubeconfigFor(t *testing.T, env *envtest.Environment) string {
+	t.Helper()
+	cfg := env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// chaosNode is a process slot: its command line is kept so a killed one restarts on the same ports.
+type chaosNode struct {
+	name   string
+	args   []string
+	http   string
+	addr   string // master gRPC or region server data address
+	mu     sync.Mutex
+	p      *proc
+	paused bool
+}
+
+func (n *chaosNode) start(t *testing.T, bin string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.p = startProc(t, bin, n.args...)
+	n.p.http = n.http
+	n.paused = false
+}
+
+// restartIfExited starts the process again if it ended on its own (a paused master that lost its
+// Lease exits, as it should), as Kubernetes would restart its container.
+func (n *chaosNode) restartIfExited(t *testing.T, bin string) bool {
+	n.mu.Lock()
+	p := n.p
+	n.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		n.start(t, bin)
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *chaosNode) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.p != nil {
+		_ = n.p.cmd.Process.Signal(sig)
+		n.paused = sig == syscall.SIGSTOP
+	}
+}
+
+func (n *chaosNode) kill() {
+	n.mu.Lock()
+	p := n.p
+	n.p = nil
+	n.mu.Unlock()
+	if p != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+func TestChaos(t *testing.T) {
+	seconds := envInt("CHAOS_SECONDS", 40)
+	maxFaults := envInt("CHAOS_FAULTS", 1<<30)
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("CHAOS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("chaos: seed %d (CHAOS_SEED=%d reproduces the nemesis' choices), %d s, at most %d faults", seed, seed, seconds, maxFaults)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		out, err := exec.Command("../../hack/k8s-binaries.sh", "--print-dir").Output()
+		if err != nil {
+			t.Fatalf("hack/k8s-binaries.sh --print-dir: %v", err)
+		}
+		assets = strings.TrimSpace(string(out))
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("start kube-apiserver and etcd from %s: %v", assets, err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := kubeconfigFor(t, env)
+	bin := buildCellstore(t)
+	dir := t.TempDir()
+
+	var masters, servers []*chaosNode
+	var masterAddrs []string
+	for i := range 2 {
+		addr, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		masterAddrs = append(masterAddrs, addr)
+		masters = append(masters, &chaosNode{name: fmt.Sprintf("master-%d", i), addr: addr, http: httpAddr, args: []string{
+			"master", "--storage-dir", dir, "--grpc-addr", addr, "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
+			"--election", "kubernetes", "--kubeconfig", kubeconfig, "--lease-name", "chaos-master", "--lease-namespace", "default",
+			"--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "300ms",
+			"--server-lease", "2s", "--heartbeat-interval", "400ms", "--self-fence-margin", "600ms", "--dead-margin", "500ms",
+			"--balancer-period", "-1s", "--log-level", "error"}})
+	}
+	for i := range 3 {
+		data, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		servers = append(servers, &chaosNode{name: fmt.Sprintf("regionserver-%d", i), addr: data, http: httpAddr, args: []string{
+			"regionserver", "--storage-dir", dir, "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
+			"--admin-addr", "127.0.0.1:" + freePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
+			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
+			"--log-level", "error"}})
+	}
+	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
+		n.start(t, bin)
+	}
+	for _, n := range servers {
+		n.p.waitReady(t, 90*time.Second)
+	}
+
+	ctx := context.Background()
+	cl, err := client.New(client.Config{Masters: masterAddrs, OperationTimeout: 30 * time.Second,
+		RPCTimeout: 3 * time.Second, Pause: 20 * time.Millisecond, MaxPause: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "chaos"}, Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+	if _, err := cl.CreateTable(ctx, td, [][]byte{[]byte("k04"), []byte("k08"), []byte("k12")}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := cl.Table("chaos")
+	const keys = 16
+	key := func(i int) string { return fmt.Sprintf("k%02d", i) }
+
+	// The load: four workers, each op recorded with its call and return times.
+	var hmu sync.Mutex
+	var history []porcupine.Operation
+	var rep chaosReport
+	rep.Seed, rep.Keys, rep.Faults = seed, keys, map[string]int{}
+	record := func(client int, in, out regOp, call, ret int64) {
+		hmu.Lock()
+		defer hmu.Unlock()
+		history = append(history, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+		switch {
+		case in.put && out.unknown:
+			rep.PutsFailed++
+		case in.put:
+			rep.Puts++
+		case out.unknown:
+			rep.GetsFailed++
+		default:
+			rep.Gets++
+		}
+	}
+	start := time.Now()
+	now := func() int64 { return time.Since(start).Nanoseconds() }
+	get := func(ctx context.Context, k string) (string, error) {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(k)})
+		if err != nil {
+			return "", err
+		}
+		if len(r.Cells) == 0 {
+			return "", nil
+		}
+		return string(r.Cells[0].Value), nil
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := rand.New(rand.NewPCG(seed+uint64(w)+1, uint64(w)))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := key(wr.IntN(keys))
+				octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				call := now()
+				if wr.IntN(2) == 0 {
+					v := fmt.Sprintf("w%d-%d", w, n)
+					err := tbl.Put(octx, client.NewPut([]byte(k)).Add("f", "q", cell.LatestTimestamp, []byte(v)))
+					ret := now()
+					if err != nil {
+						ret = math.MaxInt64
+					}
+					record(w, regOp{key: k, put: true, value: v}, regOp{unknown: err != nil}, call, ret)
+				} else {
+					v, err := get(octx, k)
+					if err == nil { // a failed read says nothing
+						record(w, regOp{key: k}, regOp{value: v}, call, now())
+					} else {
+						hmu.Lock()
+						rep.GetsFailed++
+						hmu.Unlock()
+					}
+				}
+				cancel()
+			}
+		}()
+	}
+
+	// The nemesis.
+	activeMaster := func() *chaosNode {
+		var st *pb.ClusterStatusResponse
+		if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+			return err
+		}); err != nil {
+			return nil
+		}
+		for _, m := range masters {
+			if m.addr == st.GetActiveMaster() {
+				return m
+			}
+		}
+		return nil
+	}
+	regions := func() []*pb.RegionLocation { return tableLocations(ctx, cl, "chaos") }
+	splits := 0
+	deadline := start.Add(time.Duration(seconds) * time.Second)
+	for time.Now().Before(deadline) && rep.FaultsTotal < maxFaults {
+		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) // pacing the nemesis, not synchronisation
+		for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
+			if n.restartIfExited(t, bin) {
+				rep.Restarts++
+			}
+		}
+		kind := []string{"kill-regionserver", "pause-regionserver", "kill-master", "pause-master", "move-region", "split-region"}[rng.IntN(6)]
+		fault := true
+		switch kind {
+		case "kill-regionserver":
+			n := servers[rng.IntN(len(servers))]
+			n.kill()
+			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+			n.start(t, bin)
+		case "pause-regionserver":
+			n := servers[rng.IntN(len(servers))]
+			n.signal(syscall.SIGSTOP)
+			time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond) // past its 2 s lease: fenced
+			n.signal(syscall.SIGCONT)
+		case "kill-master", "pause-master":
+			m := activeMaster()
+			if m == nil {
+				fault = false
+				break
+			}
+			if kind == "kill-master" {
+				m.kill()
+				time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+				m.start(t, bin)
+			} else {
+				m.signal(syscall.SIGSTOP)
+				time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
+				m.signal(syscall.SIGCONT)
+			}
+		case "move-region", "split-region":
+			locs := regions()
+			if len(locs) == 0 || kind == "split-region" && splits >= 6 {
+				fault = false
+				break
+			}
+			l := locs[rng.IntN(len(locs))]
+			err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+				if kind == "move-region" {
+					_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: l.GetRegion().GetName(), Destination: servers[rng.IntN(len(servers))].addr})
+					return err
+				}
+				_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: l.GetRegion().GetName()})
+				return err
+			})
+			if err != nil {
+				t.Logf("chaos: %s of %s refused: %v", kind, l.GetRegion().GetName(), err)
+				fault = false
+			} else if kind == "split-region" {
+				splits++
+			}
+		}
+		if fault {
+			rep.Faults[kind]++
+			rep.FaultsTotal++
+		}
+	}
+	close(stop)
+	wg.Wait()
+
+	// Heal: every process runs, every region opens; then read every key once more.
+	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
+		n.signal(syscall.SIGCONT)
+		n.mu.Lock()
+		dead := n.p == nil
+		n.mu.Unlock()
+		if dead {
+			n.start(t, bin)
+		} else {
+			n.restartIfExited(t, bin)
+		}
+	}
+	healed := time.Now().Add(2 * time.Minute)
+	for len(regions()) == 0 {
+		if time.Now().After(healed) {
+			t.Fatal("the table's regions did not all open within 2 minutes after the nemesis stopped")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the master
+	}
+	for i := range keys {
+		k := key(i)
+		call := now()
+		v, err := get(ctx, k)
+		if err != nil {
+			t.Fatalf("final read of %s: %v", k, err)
+		}
+		record(-1, regOp{key: k}, regOp{value: v}, call, now())
+	}
+	rep.Seconds = time.Since(start).Seconds()
+
+	res, info := porcupine.CheckOperationsVerbose(registerModel, history, 2*time.Minute)
+	rep.Linearizable = res == porcupine.Ok
+	if res != porcupine.Ok {
+		rep.Lost = -1 // unknown: see the visualization
+		if f, err := os.CreateTemp("", "chaos-history-*.html"); err == nil {
+			_ = porcupine.Visualize(registerModel, info, f)
+			f.Close()
+			t.Logf("chaos: history visualized in %s", f.Name())
+		}
+	}
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	t.Logf("chaos report:\n%s", js)
+	if path := os.Getenv("CHAOS_REPORT"); path != "" {
+		if err := os.WriteFile(path, js, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if res != porcupine.Ok {
+		t.Fatalf("the history is not linearizable (%v): a write was lost or a read was stale; seed %d", res, seed)
+	}
+	if rep.Puts == 0 || rep.Gets == 0 || rep.FaultsTotal == 0 {
+		t.Fatalf("the run did nothing useful: %+v", rep)
+	}
+}
