@@ -3,8 +3,10 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 )
 
@@ -78,6 +80,78 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// dumpFailingKeys checks each key's history alone and writes those that are not linearizable to
+// files, one operation a line in call order, for a person to read.
+func dumpFailingKeys(t *testing.T, history []porcupine.Operation) {
+	byKey := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		k := op.Input.(regOp).key
+		byKey[k] = append(byKey[k], op)
+	}
+	single := registerModel
+	single.Partition = nil
+	for k, ops := range byKey {
+		if porcupine.CheckOperations(single, ops) {
+			continue
+		}
+		slices.SortFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		f, err := os.CreateTemp("", "chaos-failure-"+k+"-*.txt")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, op := range ops {
+			ret := "never"
+			if op.Return != math.MaxInt64 {
+				ret = time.Duration(op.Return).String()
+			}
+			fmt.Fprintf(f, "client %2d  call %-14s return %-14s %s\n", op.ClientId, time.Duration(op.Call), ret, single.DescribeOperation(op.Input, op.Output))
+		}
+		f.Close()
+		t.Logf("chaos: key %s is not linearizable: its %d operations are in %s", k, len(ops), f.Name())
+	}
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on dir (unmounted when the test ends, after the
+// processes it started are gone); false when it cannot (not root).
+func mountTmpfs(t *testing.T, dir string, size int64) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Logf("chaos: mount tmpfs: %v", err)
+		return false
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return true
+}
+
+// fillDisk writes a file until the filesystem is full (ENOSPC) and returns its size.
+func fillDisk(path string) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	chunk := make([]byte, 4<<20)
+	var n int64
+	for {
+		w, err := f.Write(chunk)
+		n += int64(w)
+		if errors.Is(err, syscall.ENOSPC) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // buildCellstore builds the cellstore binary into the test's temporary directory.
@@ -290,6 +364,12 @@ func TestChaos(t *testing.T) {
 	kubeconfig := kubeconfigFor(t, env)
 	bin := buildCellstore(t)
 	dir := t.TempDir()
+	// The shared storage on a tmpfs of its own, so the nemesis can fill the disk (mounting needs
+	// root, which CI has; elsewhere that fault is left out, and said so).
+	canFill := mountTmpfs(t, dir, 768<<20)
+	if !canFill {
+		t.Logf("chaos: not root, or no tmpfs: the fill-disk fault is left out")
+	}
 
 	var masters, servers []*chaosNode
 	var masterAddrs []string
@@ -365,6 +445,14 @@ func TestChaos(t *testing.T) {
 		}
 		return string(r.Cells[0].Value), nil
 	}
+	var tsMu sync.Mutex
+	var lastTs int64
+	nextTs := func() int64 { // strictly increasing milliseconds shared by the workers
+		tsMu.Lock()
+		defer tsMu.Unlock()
+		lastTs = max(lastTs+1, time.Now().UnixMilli())
+		return lastTs
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -383,7 +471,11 @@ func TestChaos(t *testing.T) {
 				call := now()
 				if wr.IntN(2) == 0 {
 					v := fmt.Sprintf("w%d-%d", w, n)
-					err := tbl.Put(octx, client.NewPut([]byte(k)).Add("f", "q", cell.LatestTimestamp, []byte(v)))
+					// The timestamp comes from the test's clock at the call, as a client that
+					// wants idempotent puts sets it: a put retried after a lost answer rewrites
+					// the same cell. With the server's timestamp a retry could be applied twice,
+					// around another client's put (HBase's semantics too).
+					err := tbl.Put(octx, client.NewPut([]byte(k)).Add("f", "q", nextTs(), []byte(v)))
 					ret := now()
 					if err != nil {
 						ret = math.MaxInt64
@@ -431,7 +523,7 @@ func TestChaos(t *testing.T) {
 				rep.Restarts++
 			}
 		}
-		kind := []string{"kill-regionserver", "pause-regionserver", "kill-master", "pause-master", "move-region", "split-region"}[rng.IntN(6)]
+		kind := []string{"kill-regionserver", "pause-regionserver", "kill-master", "pause-master", "move-region", "split-region", "fill-disk"}[rng.IntN(7)]
 		fault := true
 		switch kind {
 		case "kill-regionserver":
@@ -459,6 +551,20 @@ func TestChaos(t *testing.T) {
 				time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
 				m.signal(syscall.SIGCONT)
 			}
+		case "fill-disk":
+			if !canFill {
+				fault = false
+				break
+			}
+			n, err := fillDisk(filepath.Join(dir, "chaos-filler"))
+			if err != nil {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) // the disk stays full a while
+			if err := os.Remove(filepath.Join(dir, "chaos-filler")); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("chaos: filled the disk with %d MiB for a while", n>>20)
 		case "move-region", "split-region":
 			locs := regions()
 			if len(locs) == 0 || kind == "split-region" && splits >= 6 {
@@ -466,12 +572,29 @@ func TestChaos(t *testing.T) {
 				break
 			}
 			l := locs[rng.IntN(len(locs))]
+			dest := servers[rng.IntN(len(servers))].addr
+			// A split is at one of the test's keys inside the region (its midpoint is often its
+			// first row: it holds a few keys, each with many versions).
+			var inside []string
+			for i := range keys {
+				k := key(i)
+				if k > string(l.GetRegion().GetStartKey()) && (len(l.GetRegion().GetEndKey()) == 0 || k < string(l.GetRegion().GetEndKey())) {
+					inside = append(inside, k)
+				}
+			}
+			splitKey := ""
+			if len(inside) > 0 {
+				splitKey = inside[rng.IntN(len(inside))]
+			}
 			err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 				if kind == "move-region" {
-					_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: l.GetRegion().GetName(), Destination: servers[rng.IntN(len(servers))].addr})
+					_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: l.GetRegion().GetName(), Destination: dest})
 					return err
 				}
-				_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: l.GetRegion().GetName()})
+				if splitKey == "" {
+					return errors.New("no key inside the region to split at")
+				}
+				_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: l.GetRegion().GetName(), SplitKey: []byte(splitKey)})
 				return err
 			})
 			if err != nil {
@@ -522,7 +645,8 @@ func TestChaos(t *testing.T) {
 	res, info := porcupine.CheckOperationsVerbose(registerModel, history, 2*time.Minute)
 	rep.Linearizable = res == porcupine.Ok
 	if res != porcupine.Ok {
-		rep.Lost = -1 // unknown: see the visualization
+		rep.Lost = -1 // unknown: see the failing key's history
+		dumpFailingKeys(t, history)
 		if f, err := os.CreateTemp("", "chaos-history-*.html"); err == nil {
 			_ = porcupine.Visualize(registerModel, info, f)
 			f.Close()

@@ -2,8 +2,10 @@ package master
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -277,9 +279,12 @@ func compareStrings(a, b string) int {
 type Fence struct {
 	cfg   LeaseConfig
 	clock func() time.Time
+	base  time.Time // untilNs is measured from it (monotonic with time.Now)
 
 	mu    sync.Mutex
 	until time.Time
+	// untilNs mirrors until for Open, which every read and write calls: no lock.
+	untilNs atomic.Int64
 }
 
 // NewFence makes a fence that is closed until the first acknowledged heartbeat.
@@ -287,7 +292,9 @@ func NewFence(cfg LeaseConfig, clock func() time.Time) *Fence {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Fence{cfg: cfg, clock: clock}
+	f := &Fence{cfg: cfg, clock: clock, base: clock()}
+	f.untilNs.Store(math.MinInt64)
+	return f
 }
 
 // Renewed records that the heartbeat sent at sentAt was acknowledged.
@@ -296,14 +303,13 @@ func (f *Fence) Renewed(sentAt time.Time) {
 	defer f.mu.Unlock()
 	if t := sentAt.Add(f.cfg.Lease - f.cfg.SelfFenceMargin); t.After(f.until) {
 		f.until = t
+		f.untilNs.Store(int64(t.Sub(f.base)))
 	}
 }
 
 // Open says whether writes may be acknowledged now.
 func (f *Fence) Open() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.clock().Before(f.until)
+	return int64(f.clock().Sub(f.base)) < f.untilNs.Load()
 }
 
 // Close shuts the fence at once (the master said this server is unknown).
@@ -311,4 +317,5 @@ func (f *Fence) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.until = time.Time{}
+	f.untilNs.Store(math.MinInt64)
 }

@@ -116,6 +116,17 @@ func walBroken(regionName string, err error) *pb.ErrorDetail {
 		Message: "this region server cannot write its WAL (" + err.Error() + "): its regions move once storage recovers; retry"}
 }
 
+// checkRead refuses reads of a primary while the fence is closed: the lease may have expired (a
+// server paused past its lease, say) and the region may already be open elsewhere, taking writes
+// this server has not seen, so an answer could be stale. Read replicas answer anyway: their reads
+// are stale by contract (TIMELINE).
+func (s *Server) checkRead(or *onlineRegion) *pb.ErrorDetail {
+	if or.info.GetReplicaId() > 0 {
+		return nil
+	}
+	return s.fenceClosed(or.name)
+}
+
 // checkWrite refuses writes this server may not acknowledge.
 func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
 	if s.stopping.Load() {
@@ -196,6 +207,9 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 	}
 	name := req.GetRegion().GetName()
 	or, r, d := s.lookup(name)
+	if d == nil {
+		d = s.checkRead(or)
+	}
 	if d != nil {
 		fail(c, &answered, d)
 		return
@@ -491,6 +505,9 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 	name := ra.GetRegion().GetName()
 	rar := &pb.RegionActionResult{}
 	or, r, d := s.lookup(name)
+	if d == nil {
+		d = s.checkRead(or)
+	}
 	if d != nil {
 		rar.Exception = d
 		return rar, out
@@ -712,6 +729,9 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		}
 		name := req.GetRegion().GetName()
 		or, r, d := s.lookup(name)
+		if d == nil {
+			d = s.checkRead(or)
+		}
 		if d != nil {
 			fail(c, &answered, d)
 			return
@@ -798,6 +818,14 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			sc.close()
 			sc.mu.Unlock()
 			fail(c, &answered, s.notServing(sc.or.name))
+			return
+		}
+		if d := s.checkRead(sc.or); d != nil {
+			// The next batch could be stale: this server may no longer hold the region.
+			s.scanners.Delete(sc.id)
+			sc.close()
+			sc.mu.Unlock()
+			fail(c, &answered, d)
 			return
 		}
 		if req.GetRenew() {
