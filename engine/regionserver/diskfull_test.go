@@ -82,3 +82,33 @@ func testWALFailureRecovery(t *testing.T, fault error) {
 		}
 	}
 }
+
+// A slow disk (each WAL sync takes 300 ms) slows writes down but breaks nothing: every write is
+// acknowledged, none before its sync, and the WAL never counts as failed.
+func TestSlowWALSyncSlowsWritesOnly(t *testing.T) {
+	c := startClusterWith(t, 0, nil, nil)
+	var ffs *faultfs.FS
+	c.tune = func(cfg *Config) { ffs = faultfs.New(cfg.FS); cfg.FS = ffs }
+	s := c.startServer()
+	createTable(t, c, "slow", nil)
+	tbl := c.client.Table("slow")
+	ctx := context.Background()
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Path: "wal/*/*", Action: faultfs.Delay, Delay: 300 * time.Millisecond})
+	syncsBefore := ffs.Count(faultfs.OpSync)
+	for i := range 5 {
+		start := time.Now()
+		row := fmt.Sprintf("r%d", i)
+		if err := tbl.Put(ctx, client.NewPut([]byte(row)).Add("f", "q", cell.LatestTimestamp, []byte(row))); err != nil {
+			t.Fatalf("put %d on a slow disk: %v", i, err)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond {
+			t.Fatalf("put %d acknowledged after %s, before its 300 ms sync", i, took)
+		}
+	}
+	if ffs.Count(faultfs.OpSync) == syncsBefore {
+		t.Fatal("no WAL sync happened")
+	}
+	if s.m.walFailures.Load() != 0 || s.Ready() != nil {
+		t.Fatalf("a slow disk counted as a failure: %d failures, ready %v", s.m.walFailures.Load(), s.Ready())
+	}
+}
