@@ -624,10 +624,23 @@ func TestChaos(t *testing.T) {
 			n.restartIfExited(t, bin)
 		}
 	}
-	healed := time.Now().Add(2 * time.Minute)
-	for len(regions()) == 0 {
+	// Healed: every region open and no dead server's recovery pending (a region can look OPEN on
+	// a process that died until its recovery reassigns it).
+	recovering := func() []string {
+		var st *pb.ClusterStatusResponse
+		if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+			return err
+		}); err != nil {
+			return []string{err.Error()}
+		}
+		return st.GetDeadServers()
+	}
+	healed := time.Now().Add(3 * time.Minute)
+	for len(regions()) == 0 || len(recovering()) > 0 {
 		if time.Now().After(healed) {
-			t.Fatal("the table's regions did not all open within 2 minutes after the nemesis stopped")
+			t.Fatalf("not healed 3 minutes after the nemesis stopped: regions open %v, dead servers being recovered %v", len(regions()) > 0, recovering())
 		}
 		time.Sleep(100 * time.Millisecond) // polling the master
 	}

@@ -215,7 +215,7 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 	if !ok {
 		return &wal.SplitResult{MaxSeq: map[string]uint64{}}, nil // the process never wrote a log
 	}
-	return wal.Split(wal.SplitOptions{
+	res, err := wal.Split(wal.SplitOptions{
 		FS:                m.cfg.FS,
 		Dir:               src,
 		RecoveredEditsDir: func(region string) string { return dirs[region] },
@@ -226,6 +226,16 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 			return flushed[region]
 		},
 	})
+	if err == nil && res.TornTail != nil {
+		// A killed server's last segment ends in its preallocated zeros (64 MiB by default):
+		// cut them off before the directory is archived, or every crash keeps a segment's
+		// worth of disk until the archive is cleaned. A crash before this point splits again.
+		if terr := m.cfg.FS.Truncate(res.TornTail.File, res.TornTail.Offset); terr != nil {
+			m.log.Warn("could not cut the torn tail of a split WAL segment (it stays in the archive at full size)",
+				"file", res.TornTail.File, "offset", res.TornTail.Offset, "error", terr)
+		}
+	}
+	return res, err
 }
 
 // archiveWAL moves a split WAL directory to archive/wal/.

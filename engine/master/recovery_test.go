@@ -63,7 +63,8 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 	}
 	// The victim's WAL: edits for each of its regions, in a few segments.
 	walDir := master.WALDir(victim.Name(), victim.StartCode())
-	w, err := wal.Open(wal.Options{FS: fs, Dir: walDir, SegmentSize: 1024})
+	const segmentSize = 1024
+	w, err := wal.Open(wal.Options{FS: fs, Dir: walDir, SegmentSize: segmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +77,8 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 		}
 		seqs[region] = append(seqs[region], seq)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// Not closed: the server dies with its last segment preallocated (on a local filesystem).
+	t.Cleanup(func() { _ = w.Close() })
 	// The first region flushed its first three edits (reported in heartbeats).
 	flushedRegion := infos[0].GetName()
 	flushedSeq := seqs[flushedRegion][2]
@@ -155,6 +155,21 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 		if ok, err := storage.Exists(fs, name); err != nil || ok != want {
 			t.Errorf("%s exists: %v (err %v), want %v", name, ok, err, want)
 		}
+	}
+	// The last segment's preallocated tail was cut off before archiving: it is shorter than a
+	// segment (it held the 60 edits' last few).
+	archived := path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode()))
+	names, err := fs.List(archived)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("archive: %v %v", names, err)
+	}
+	slices.Sort(names)
+	st, err := fs.Stat(path.Join(archived, names[len(names)-1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size >= segmentSize {
+		t.Errorf("the archived last segment is %d bytes: its preallocated tail (segment size %d) was kept", st.Size, segmentSize)
 	}
 }
 
