@@ -406,11 +406,11 @@ func TestChaos(t *testing.T) {
 	}
 	defer cl.Close()
 	td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "chaos"}, Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
-	if _, err := cl.CreateTable(ctx, td, [][]byte{[]byte("k04"), []byte("k08"), []byte("k12")}); err != nil {
+	if _, err := cl.CreateTable(ctx, td, [][]byte{[]byte("k16"), []byte("k32"), []byte("k48")}); err != nil {
 		t.Fatal(err)
 	}
 	tbl := cl.Table("chaos")
-	const keys = 16
+	const keys = 64
 	key := func(i int) string { return fmt.Sprintf("k%02d", i) }
 
 	// The load: four workers, each op recorded with its call and return times.
@@ -460,11 +460,13 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			wr := rand.New(rand.NewPCG(seed+uint64(w)+1, uint64(w)))
+			pace := time.NewTicker(5 * time.Millisecond) // bounds the history porcupine checks, not a wait for anything
+			defer pace.Stop()
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-pace.C:
 				}
 				k := key(wr.IntN(keys))
 				octx, cancel := context.WithTimeout(ctx, 20*time.Second)

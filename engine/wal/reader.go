@@ -306,8 +306,10 @@ func (r *fileReader) read(off int64, n int) ([]byte, error) {
 	m, err := r.f.ReadAt(r.buf, off)
 	if err != nil && !(err == io.EOF && m == want) {
 		r.buf, r.bufOff = r.buf[:0], 0
-		if err == io.EOF { // the file shrank under us
-			return nil, errShort
+		if err == io.EOF {
+			// The file shrank under us (a live writer trimmed it): an I/O error, so a
+			// split fails with this message and is retried, rather than a torn tail.
+			return nil, fmt.Errorf("wal: read %s at %d: the file shrank from %d bytes while being read", r.name, off, r.size)
 		}
 		return nil, fmt.Errorf("wal: read %s at %d: %w", r.name, off, err)
 	}
