@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,7 @@ type Master struct {
 	// The active phase. mu guards everything below and the model.
 	mu          sync.Mutex
 	cat         *Catalog
+	catLock     *storage.DirLock // the catalog directory's lock while active (local filesystems)
 	st          *model
 	activeCtx   context.Context
 	activeStop  context.CancelFunc
@@ -410,7 +412,16 @@ func (m *Master) elected(ctx context.Context) {
 	}
 	addr := m.cfg.Address
 	m.leader.Store(&addr)
+	lock, err := m.lockCatalog(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.fail(err)
+		}
+		return
+	}
+	m.catLock = lock
 	if err := m.activate(ctx); err != nil {
+		m.releaseCatalogLock()
 		m.fail(err)
 		return
 	}
@@ -422,6 +433,46 @@ func (m *Master) elected(ctx context.Context) {
 	if !stopping {
 		m.log.Error("lost the leadership: stopping")
 		m.finish(ErrLostLeadership)
+	}
+}
+
+// lockCatalog takes the exclusive lock of the catalog's directory on a local (or shared POSIX)
+// filesystem before the catalog is opened, waiting while another master holds it. The election
+// alone cannot keep two masters from writing: a master paused past its Lease (SIGSTOP, a long GC,
+// a frozen VM) resumes believing it is active and commits once more while its successor writes —
+// the chaos run corrupted the catalog that way ("sequence id 289 is not above the previous 319").
+// The kernel drops a dead holder's lock; a paused one keeps it, and the new master waits until it
+// resumes, notices the lost leadership and stops. Other filesystems (in memory) take no lock.
+func (m *Master) lockCatalog(ctx context.Context) (*storage.DirLock, error) {
+	local, ok := m.cfg.FS.(interface{ Root() string })
+	if !ok {
+		return nil, nil
+	}
+	dir := filepath.Join(local.Root(), "meta")
+	for logged := false; ; {
+		lock, err := storage.LockDir(dir)
+		if err == nil {
+			return lock, nil
+		}
+		if !errors.Is(err, storage.ErrLocked) {
+			return nil, fmt.Errorf("master: lock the catalog: %w", err)
+		}
+		if !logged {
+			m.log.Warn("elected, waiting for the previous master to release the catalog", "reason", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Master) releaseCatalogLock() {
+	if m.catLock != nil {
+		_ = m.catLock.Release()
+		m.catLock = nil
 	}
 }
 
@@ -501,6 +552,7 @@ func (m *Master) deactivate() {
 	if err := m.cat.Close(); err != nil {
 		m.log.Error("close the catalog", "err", err)
 	}
+	m.releaseCatalogLock()
 	m.st, m.cat = nil, nil
 	close(m.changed)
 	m.metrics.isActive.Set(0)

@@ -1,6 +1,7 @@
 package master_test
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -308,5 +309,34 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 				t.Error("the split log was not archived")
 			}
 		})
+	}
+}
+
+// An elected master opens the catalog only once it holds the catalog directory's lock: a previous
+// master paused past its Lease still holds it, and two masters never write the catalog at once
+// (the chaos run corrupted it that way).
+func TestElectedMasterWaitsForTheCatalogLock(t *testing.T) {
+	root := t.TempDir()
+	fs, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := storage.LockDir(path.Join(root, "meta")) // the paused predecessor
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := mastertest.StartMaster(ctx, testConfig(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.WaitActive(time.Second); err == nil {
+		t.Fatal("the master became active while another held the catalog lock")
+	}
+	held.Release()
+	if err := m.WaitActive(10 * time.Second); err != nil {
+		t.Fatalf("the master did not become active once the lock was released: %v", err)
 	}
 }
