@@ -80,14 +80,16 @@ func pauseOtherOperators(ctx context.Context) {
 
 // A second release of the chart, of the same name in another namespace (the quickstart's
 // cellstore-system beside the suite's), installs: no cluster-scoped object of one collides with
-// the other's. It runs no operator pod (replicaCount 0).
+// the other's. Its operator watches only its own (empty) namespace, so it manages nothing of the
+// suite's.
 var _ = Describe("The operator chart", Label("chart"), func() {
 	It("installs a second release of the same name in another namespace", func(ctx SpecContext) {
 		installOperator(ctx)
 		const second = "cellstore-e2e-second"
 		repo, tag, _ := strings.Cut(operatorImage, ":")
 		out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
-			"--namespace", second, "--create-namespace", "--wait", "--timeout", "2m", "--set", "replicaCount=0",
+			"--namespace", second, "--create-namespace", "--wait", "--timeout", "2m", "--set", "replicaCount=1",
+			"--set", "watchNamespaces={"+second+"}",
 			"--set", "image.repository="+repo, "--set-string", "image.tag="+tag)
 		Expect(err).NotTo(HaveOccurred(), out)
 		DeferCleanup(func(ctx SpecContext) {

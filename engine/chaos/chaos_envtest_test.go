@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,57 +28,8 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/processtest"
 )
-
-// proc is a process the test started; Cleanup kills it by PID.
-type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	http   string
-}
-
-func startProc(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-// waitReady polls the process's /readyz.
-func (p *proc) waitReady(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + p.http + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond) // polling readiness
-	}
-	t.Fatalf("%v not ready after %v", p.cmd.Args, timeout)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
 
 // dumpFailingKeys checks each key's history alone and writes those that are not linearizable to
 // files, one operation a line in call order, for a person to read.
@@ -162,26 +111,6 @@ func buildCellstore(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// tableLocations returns the table's regions, or nil while any is not OPEN.
-func tableLocations(ctx context.Context, cl *client.Client, table string) []*pb.RegionLocation {
-	var locs []*pb.RegionLocation
-	if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
-		if err == nil {
-			locs = resp.GetLocations()
-		}
-		return err
-	}); err != nil {
-		return nil
-	}
-	for _, l := range locs {
-		if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil {
-			return nil
-		}
-	}
-	return locs
 }
 
 // The chaos run: a real multi-process cluster — two masters electing through a Lease on a real
@@ -287,15 +216,15 @@ type chaosNode struct {
 	http   string
 	addr   string // master gRPC or region server data address
 	mu     sync.Mutex
-	p      *proc
+	p      *processtest.Proc
 	paused bool
 }
 
 func (n *chaosNode) start(t *testing.T, bin string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.p = startProc(t, bin, n.args...)
-	n.p.http = n.http
+	n.p = processtest.Start(t, bin, n.args...)
+	n.p.HTTP = n.http
 	n.paused = false
 }
 
@@ -309,7 +238,7 @@ func (n *chaosNode) restartIfExited(t *testing.T, bin string) bool {
 		return false
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited:
 		n.start(t, bin)
 		return true
 	default:
@@ -321,7 +250,7 @@ func (n *chaosNode) signal(sig syscall.Signal) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.p != nil {
-		_ = n.p.cmd.Process.Signal(sig)
+		_ = n.p.Cmd.Process.Signal(sig)
 		n.paused = sig == syscall.SIGSTOP
 	}
 }
@@ -332,9 +261,9 @@ func (n *chaosNode) kill() {
 	n.p = nil
 	n.mu.Unlock()
 	if p != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		_ = p.Cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.Cmd.Process.Kill()
+		<-p.Exited
 	}
 }
 
@@ -374,7 +303,7 @@ func TestChaos(t *testing.T) {
 	var masters, servers []*chaosNode
 	var masterAddrs []string
 	for i := range 2 {
-		addr, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		addr, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 		masterAddrs = append(masterAddrs, addr)
 		masters = append(masters, &chaosNode{name: fmt.Sprintf("master-%d", i), addr: addr, http: httpAddr, args: []string{
 			"master", "--storage-dir", dir, "--grpc-addr", addr, "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
@@ -384,10 +313,10 @@ func TestChaos(t *testing.T) {
 			"--balancer-period", "-1s", "--log-level", "error"}})
 	}
 	for i := range 3 {
-		data, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		data, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 		servers = append(servers, &chaosNode{name: fmt.Sprintf("regionserver-%d", i), addr: data, http: httpAddr, args: []string{
 			"regionserver", "--storage-dir", dir, "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
-			"--admin-addr", "127.0.0.1:" + freePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
+			"--admin-addr", "127.0.0.1:" + processtest.FreePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
 			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
 			"--log-level", "error"}})
 	}
@@ -395,7 +324,7 @@ func TestChaos(t *testing.T) {
 		n.start(t, bin)
 	}
 	for _, n := range servers {
-		n.p.waitReady(t, 90*time.Second)
+		n.p.WaitReady(t, 90*time.Second)
 	}
 
 	ctx := context.Background()
@@ -499,13 +428,18 @@ func TestChaos(t *testing.T) {
 	}
 
 	// The nemesis.
-	activeMaster := func() *chaosNode {
+	clusterStatus := func() (*pb.ClusterStatusResponse, error) {
 		var st *pb.ClusterStatusResponse
-		if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
 			st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 			return err
-		}); err != nil {
+		})
+		return st, err
+	}
+	activeMaster := func() *chaosNode {
+		st, err := clusterStatus()
+		if err != nil {
 			return nil
 		}
 		for _, m := range masters {
@@ -515,7 +449,7 @@ func TestChaos(t *testing.T) {
 		}
 		return nil
 	}
-	regions := func() []*pb.RegionLocation { return tableLocations(ctx, cl, "chaos") }
+	regions := func() []*pb.RegionLocation { return processtest.TableLocations(ctx, cl, "chaos") }
 	splits := 0
 	deadline := start.Add(time.Duration(seconds) * time.Second)
 	for time.Now().Before(deadline) && rep.FaultsTotal < maxFaults {
@@ -629,12 +563,8 @@ func TestChaos(t *testing.T) {
 	// Healed: every region open and no dead server's recovery pending (a region can look OPEN on
 	// a process that died until its recovery reassigns it).
 	recovering := func() []string {
-		var st *pb.ClusterStatusResponse
-		if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-			var err error
-			st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-			return err
-		}); err != nil {
+		st, err := clusterStatus()
+		if err != nil {
 			return []string{err.Error()}
 		}
 		return st.GetDeadServers()

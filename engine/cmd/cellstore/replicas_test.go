@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,74 +16,9 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/processtest"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
-
-// proc is a cellstore process the test started; Cleanup kills it by PID.
-type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	http   string
-	data   string // a region server's data address
-}
-
-func startProc(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-// waitReady polls the process's /readyz.
-func (p *proc) waitReady(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			t.Fatalf("%v exited before it was ready", p.cmd.Args)
-		default:
-		}
-		if resp, err := http.Get("http://" + p.http + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond) // polling readiness
-	}
-	t.Fatalf("%v not ready after %v", p.cmd.Args, timeout)
-}
-
-// tableLocations returns the table's regions (replicas included), or nil while any is not OPEN.
-func tableLocations(ctx context.Context, cl *client.Client, table string) []*pb.RegionLocation {
-	var locs []*pb.RegionLocation
-	err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
-		if err == nil {
-			locs = resp.GetLocations()
-		}
-		return err
-	})
-	if err != nil {
-		return nil
-	}
-	for _, l := range locs {
-		if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil {
-			return nil
-		}
-	}
-	return locs
-}
 
 // readDirect gets a row from one region (replica) on one server: the value, or nil.
 func readDirect(ctx context.Context, conn *rpc.Conn, region string, row []byte) ([]byte, error) {
@@ -115,22 +47,22 @@ func TestReadReplicasKill9(t *testing.T) {
 	bin := cellstoreBinary(t)
 	dir := t.TempDir()
 	masterAddr, masterHTTP := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-	m := startProc(t, bin, "master", "--storage-dir", dir, "--grpc-addr", masterAddr, "--http-addr", masterHTTP,
+	m := processtest.Start(t, bin, "master", "--storage-dir", dir, "--grpc-addr", masterAddr, "--http-addr", masterHTTP,
 		"--advertise-host", "127.0.0.1", "--server-lease", "2s", "--heartbeat-interval", "400ms", "--self-fence-margin", "600ms",
 		"--dead-margin", "500ms", "--balancer-period", "-1s", "--log-level", "warn")
-	m.http = masterHTTP
-	m.waitReady(t, 60*time.Second)
-	servers := map[string]*proc{} // data address → process
+	m.HTTP = masterHTTP
+	m.WaitReady(t, 60*time.Second)
+	servers := map[string]*processtest.Proc{} // data address → process
 	for range 3 {
 		data, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-		p := startProc(t, bin, "regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", data,
+		p := processtest.Start(t, bin, "regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", data,
 			"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
 			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi", "--log-level", "warn")
-		p.http, p.data = httpAddr, data
+		p.HTTP, p.Data = httpAddr, data
 		servers[data] = p
 	}
 	for _, p := range servers {
-		p.waitReady(t, 60*time.Second)
+		p.WaitReady(t, 60*time.Second)
 	}
 
 	ctx := context.Background()
@@ -149,7 +81,7 @@ func TestReadReplicasKill9(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for time.Now().Before(deadline) {
-			if locs := tableLocations(ctx, cl, "rt"); len(locs) == 2 {
+			if locs := processtest.TableLocations(ctx, cl, "rt"); len(locs) == 2 {
 				a, b := master.ServerName(locs[0].GetServer()), master.ServerName(locs[1].GetServer())
 				if a == b {
 					t.Fatalf("the primary and the replica are both on %s", a)
@@ -261,11 +193,11 @@ func TestReadReplicasKill9(t *testing.T) {
 	}
 	staleBefore := stale.Load()
 	killed := time.Now()
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-victim.exited
-	locs = locsNow(victim.data)
+	<-victim.Exited
+	locs = locsNow(victim.Data)
 	recovered := time.Since(killed)
 	time.Sleep(time.Second) // keep the load running a little after the recovery
 	close(stop)

@@ -1,0 +1,99 @@
+// Package processtest starts and stops the cellstore processes of real-process tests (the command's
+// own tests and the chaos run): free loopback ports, processes killed by PID when the test ends
+// (also when it fails), readiness polled with a deadline, and the table locations the master knows.
+package processtest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// Proc is a process a test started.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Exited chan struct{} // closed once the process has ended
+	HTTP   string        // its telemetry address, for WaitReady (set by the caller)
+	Data   string        // a region server's data address (set by the caller)
+}
+
+// Start runs bin with args, its standard error to the test's; the process is killed (continued
+// first, if a test paused it) when the test ends.
+func Start(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, Exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.Exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-p.Exited
+	})
+	return p
+}
+
+// WaitReady polls the process's /readyz until it answers 200, failing the test if the process
+// exits or the timeout passes first.
+func (p *Proc) WaitReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.Exited:
+			t.Fatalf("%v exited before it was ready", p.Cmd.Args)
+		default:
+		}
+		if resp, err := http.Get("http://" + p.HTTP + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // polling readiness
+	}
+	t.Fatalf("%v not ready after %v", p.Cmd.Args, timeout)
+}
+
+// TableLocations returns the table's regions (replicas included), or nil while any is not OPEN.
+func TableLocations(ctx context.Context, cl *client.Client, table string) []*pb.RegionLocation {
+	var locs []*pb.RegionLocation
+	if err := cl.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
+		if err == nil {
+			locs = resp.GetLocations()
+		}
+		return err
+	}); err != nil {
+		return nil
+	}
+	for _, l := range locs {
+		if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil {
+			return nil
+		}
+	}
+	return locs
+}
