@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -453,6 +454,11 @@ func (m *Master) lockCatalog(ctx context.Context) (*storage.DirLock, error) {
 		lock, err := storage.LockDir(dir)
 		if err == nil {
 			return lock, nil
+		}
+		if errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+			// A shared filesystem without locks (some NFS setups): the election alone guards it.
+			m.log.Warn("the storage does not support file locks: a master paused past its Lease could still write the catalog once more", "error", err)
+			return nil, nil
 		}
 		if !errors.Is(err, storage.ErrLocked) {
 			return nil, fmt.Errorf("master: lock the catalog: %w", err)
