@@ -681,16 +681,7 @@ func (s *Server) closeScanners() {
 
 // scannerReaper closes scanners whose lease expired.
 func (s *Server) scannerReaper() {
-	defer s.bg.Done()
-	every := max(s.cfg.ScannerLease/4, 10*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(max(s.cfg.ScannerLease/4, 10*time.Millisecond), func() {
 		now := time.Now()
 		s.scanners.Range(func(k, v any) bool {
 			sc := v.(*scanner)
@@ -705,7 +696,7 @@ func (s *Server) scannerReaper() {
 			sc.mu.Unlock()
 			return true
 		})
-	}
+	})
 }
 
 func (s *Server) handleScan(_ context.Context, c *rpc.Call) {

@@ -244,19 +244,11 @@ func (s *Server) dropEverything() {
 // recovers the old log (every acknowledged edit is in it) and reassigns the regions. HBase's region
 // server aborts in this case and waits for a restart; this one recovers by itself.
 func (s *Server) walWatch() {
-	defer s.bg.Done()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(100*time.Millisecond, func() {
 		if err := s.currentWAL().Err(); err != nil && !s.stopping.Load() {
 			s.recoverWAL(err)
 		}
-	}
+	})
 }
 
 func (s *Server) recoverWAL(cause error) {

@@ -17,19 +17,11 @@ const (
 )
 
 func (s *Server) pressureLoop() {
-	defer s.bg.Done()
-	t := time.NewTicker(pressureEvery)
-	defer t.Stop()
 	blocked := map[*region.Region]int64{}
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(pressureEvery, func() {
 		s.relievePressure()
 		s.unblock(blocked)
-	}
+	})
 }
 
 // unblock flushes regions whose writers blocked since the last tick: their own flush may have

@@ -397,15 +397,7 @@ func (a *adminService) RequestReplication(_ context.Context, req *pb.RequestRepl
 // coming: right after it opened, and after replicaSilence without a batch (the primary moved,
 // or its table's replication was raised after it opened).
 func (s *Server) replicaWatch() {
-	defer s.bg.Done()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(500*time.Millisecond, func() {
 		now := time.Now().UnixNano()
 		s.regions.Range(func(_, v any) bool {
 			or := v.(*onlineRegion)
@@ -428,7 +420,7 @@ func (s *Server) replicaWatch() {
 			}()
 			return true
 		})
-	}
+	})
 }
 
 func (s *Server) askPrimary(or *onlineRegion) error {

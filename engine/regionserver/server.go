@@ -647,6 +647,22 @@ func (s *Server) finish() {
 	close(s.done)
 }
 
+// every runs fn each period until the server stops: the body of a background loop started with
+// s.bg.Add(1) (it calls s.bg.Done).
+func (s *Server) every(period time.Duration, fn func()) {
+	defer s.bg.Done()
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		fn()
+	}
+}
+
 func (s *Server) forEachRegion(fn func(*onlineRegion, *region.Region)) {
 	s.regions.Range(func(k, v any) bool {
 		or := v.(*onlineRegion)
