@@ -48,10 +48,17 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// render runs helm template with --set values and returns the objects by kind/name.
+// render runs helm template (release "ops" in cellstore-system) with --set values and returns the
+// objects by kind/name.
 func render(t *testing.T, sets ...string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	args := []string{"template", "ops", chart, "--namespace", "cellstore-system", "--include-crds", "--kube-version", kubeVersion}
+	return renderRelease(t, "ops", "cellstore-system", sets...)
+}
+
+// renderRelease renders the chart as release name in namespace ns, CRDs included.
+func renderRelease(t *testing.T, name, ns string, sets ...string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", name, chart, "--namespace", ns, "--include-crds", "--kube-version", kubeVersion}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -151,31 +158,18 @@ func TestDefaults(t *testing.T) {
 func TestClusterScopedNamesPerRelease(t *testing.T) {
 	names := map[string]string{}
 	for _, ns := range []string{"cellstore-system", "cellstore-e2e-operator"} {
-		out, err := run(t, "template", "cellstore-operator", chart, "--namespace", ns, "--kube-version", kubeVersion)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatal(err)
-			}
-			u := &unstructured.Unstructured{Object: m}
-			if u.GetNamespace() != "" || m == nil {
+		for key, u := range renderRelease(t, "cellstore-operator", ns) {
+			// CRDs are shared by every release by design (Helm installs crds/ once).
+			if u.GetNamespace() != "" || u.GetKind() == "CustomResourceDefinition" {
 				continue
 			}
-			key := u.GetKind() + "/" + u.GetName()
 			if other, ok := names[key]; ok && other != ns {
 				t.Errorf("%s is rendered by the releases in %s and %s", key, other, ns)
 			}
 			names[key] = ns
 			if u.GetKind() == "ClusterRoleBinding" {
-				role, _, _ := unstructured.NestedString(m, "roleRef", "name")
-				subjects, _, _ := unstructured.NestedSlice(m, "subjects")
+				role, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+				subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
 				if role != u.GetName() || subjects[0].(map[string]any)["namespace"] != ns {
 					t.Errorf("binding %s: role %s, subjects %v", u.GetName(), role, subjects)
 				}
