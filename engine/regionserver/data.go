@@ -137,9 +137,6 @@ func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, Region: or.name,
 			Message: "read replicas refuse writes; write to the primary"}
 	}
-	if err := s.currentWAL().Err(); err != nil {
-		return walBroken(or.name, err)
-	}
 	if or.table.GetReadOnly() {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
 			Message: "table " + or.tkey + " is read-only"}

@@ -51,7 +51,7 @@ func testWALFailureRecovery(t *testing.T, fault error) {
 	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpWrite | faultfs.OpSync | faultfs.OpCreate, Path: "wal/*/*", Action: faultfs.Fail, Err: fault})
 	regionName, conn := locate(t, c, "df", []byte("a"))
 	p := cell.AppendKeyValue(nil, []byte("a-full"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("x"))
-	for i := range 2 { // the first write breaks the WAL; the next is refused before it is tried
+	for i := range 2 { // the first write breaks the WAL; the next one's append is refused at once
 		_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
 			Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("a-full"), CellCount: 1}}, p, &pb.MutateResponse{}, nil)
 		d, ok := pb.DetailOf(err)
