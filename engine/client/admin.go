@@ -2,14 +2,22 @@ package client
 
 import (
 	"context"
+	"fmt"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/schema"
 )
 
 // CreateTable creates a table, pre-split at splitKeys (regions begin at each key), and waits for its
 // regions to open, within the operation timeout (one attempt may take all of it: thousands of
 // regions take a while).
 func (c *Client) CreateTable(ctx context.Context, td *pb.TableDescriptor, splitKeys [][]byte) ([]*pb.RegionInfo, error) {
+	if err := schema.UserTable(td.GetName()); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if err := schema.Descriptor(td); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
 	var resp *pb.CreateTableResponse
 	err := c.master(ctx, 0, func(ctx context.Context, m pb.MasterClient) error {
 		var err error

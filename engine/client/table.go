@@ -11,6 +11,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/schema"
 )
 
 // Result is one row's cells as a server returned them, in store order.
@@ -118,8 +119,8 @@ func (m *Mutation) validate(maxCell int) error {
 	for i := range m.Cells {
 		c := &m.Cells[i]
 		if n := cell.KeyValueLen(len(m.Row), len(c.Family), len(c.Qualifier), len(c.Value)); n > maxCell {
-			return fmt.Errorf("client: a cell of row %q (%s:%s) is %d bytes, over the limit of %d (Config.MaxCellSize; servers refuse it too)",
-				m.Row, c.Family, c.Qualifier, n, maxCell)
+			return fmt.Errorf("client: a cell of row %s (%s:%s) is %d bytes, over the limit of %d (Config.MaxCellSize; servers refuse it too)",
+				schema.Key(m.Row), schema.Key(c.Family), schema.Key(c.Qualifier), n, maxCell)
 		}
 	}
 	if m.TTL < 0 || m.TTL > 0 && m.TTL < time.Millisecond {

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/schema"
 )
 
 // Names and paths on shared storage (docs/master.md, "Names and paths").
@@ -26,16 +26,14 @@ import (
 
 const (
 	// DefaultNamespace is the namespace of a table named without one.
-	DefaultNamespace = "default"
+	DefaultNamespace = schema.DefaultNamespace
 	// SystemNamespace is HBase's namespace of system tables (hbase:meta and the like): users
 	// cannot create tables in it.
-	SystemNamespace = "hbase"
+	SystemNamespace = schema.SystemNamespace
 	// SplittingSuffix marks a fenced WAL directory.
 	SplittingSuffix = "-splitting"
 	// MaxSplitKeys bounds the regions of a pre-split table.
 	MaxSplitKeys = 10000
-	maxNameLen   = 255
-	maxNSLen     = 128
 )
 
 // ServerName is the identity of a region server: the host:port of its data path.
@@ -130,107 +128,14 @@ func normTableName(t *pb.TableName) *pb.TableName {
 	return &pb.TableName{Namespace: ns, Name: t.GetName()}
 }
 
-func validNamespace(ns string) error {
-	if ns == "" || len(ns) > maxNSLen {
-		return fmt.Errorf("namespace %q must be 1 to %d characters", ns, maxNSLen)
-	}
-	for i := 0; i < len(ns); i++ {
-		c := ns[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return fmt.Errorf("namespace %q: character %q is not allowed (letters, digits and '_')", ns, c)
-		}
-	}
-	return nil
-}
+// The rules for names and a descriptor's numbers are the schema package's, shared with the
+// shell, the client and the region.
+func validNamespace(ns string) error               { return schema.Namespace(ns) }
+func validTableName(t *pb.TableName) error         { return schema.TableName(t) }
+func validFamilyName(f []byte) error               { return schema.Family(f) }
+func validDescriptor(td *pb.TableDescriptor) error { return schema.Descriptor(td) }
 
-// validTableName checks HBase's rules for a table qualifier: letters, digits, '_', '-' and '.',
-// not starting with '.' or '-'.
-func validTableName(t *pb.TableName) error {
-	if t == nil || t.GetName() == "" {
-		return fmt.Errorf("table name is empty")
-	}
-	if err := validNamespace(t.GetNamespace()); err != nil {
-		return err
-	}
-	n := t.GetName()
-	if len(n) > maxNameLen {
-		return fmt.Errorf("table name %q is longer than %d characters", n, maxNameLen)
-	}
-	if n[0] == '.' || n[0] == '-' {
-		return fmt.Errorf("table name %q must not start with '.' or '-'", n)
-	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return fmt.Errorf("table name %q: character %q is not allowed (letters, digits, '_', '-' and '.')", n, c)
-		}
-	}
-	return nil
-}
-
-// validFamilyName: a family name is a directory name: printable, no '/', ':' or '\', not
-// starting with '.'.
-func validFamilyName(f []byte) error {
-	if len(f) == 0 {
-		return fmt.Errorf("column family name is empty")
-	}
-	if len(f) > cell.MaxFamilyLength {
-		// The region's limit (a family's length is one signed byte in a cell's key, as in
-		// HBase): a longer name would pass here and fail every region's open.
-		return fmt.Errorf("column family name %q is longer than %d bytes", f, cell.MaxFamilyLength)
-	}
-	if f[0] == '.' {
-		return fmt.Errorf("column family name %q must not start with '.'", f)
-	}
-	for _, c := range f {
-		if c < 0x21 || c > 0x7e || c == '/' || c == ':' || c == '\\' {
-			return fmt.Errorf("column family name %q: byte %q is not allowed (printable ASCII without '/', ':' or '\\')", f, c)
-		}
-	}
-	return nil
-}
-
-// validDescriptor checks a table descriptor's families and numbers.
-func validDescriptor(td *pb.TableDescriptor) error {
-	if len(td.GetFamilies()) == 0 {
-		return fmt.Errorf("table %s has no column families: give at least one", TableKey(td.GetName()))
-	}
-	seen := map[string]bool{}
-	for _, f := range td.GetFamilies() {
-		if err := validFamilyName(f.GetName()); err != nil {
-			return err
-		}
-		if seen[string(f.GetName())] {
-			return fmt.Errorf("column family %q is listed twice", f.GetName())
-		}
-		seen[string(f.GetName())] = true
-		switch {
-		case f.GetMaxVersions() < 0:
-			return fmt.Errorf("column family %q: VERSIONS %d is negative", f.GetName(), f.GetMaxVersions())
-		case f.GetMinVersions() < 0:
-			return fmt.Errorf("column family %q: MIN_VERSIONS %d is negative", f.GetName(), f.GetMinVersions())
-		case f.GetMaxVersions() > 0 && f.GetMinVersions() > f.GetMaxVersions():
-			return fmt.Errorf("column family %q: MIN_VERSIONS %d exceeds VERSIONS %d", f.GetName(), f.GetMinVersions(), f.GetMaxVersions())
-		case f.GetTtlSeconds() < 0:
-			return fmt.Errorf("column family %q: TTL %d is negative", f.GetName(), f.GetTtlSeconds())
-		case f.GetBlockSize() < 0:
-			return fmt.Errorf("column family %q: BLOCKSIZE %d is negative", f.GetName(), f.GetBlockSize())
-		}
-	}
-	switch {
-	case td.GetRegionReplication() < 0:
-		return fmt.Errorf("REGION_REPLICATION %d is negative", td.GetRegionReplication())
-	case td.GetRegionReplication() > maxReplication:
-		return fmt.Errorf("REGION_REPLICATION %d exceeds %d", td.GetRegionReplication(), maxReplication)
-	case td.GetMaxFileSize() < 0:
-		return fmt.Errorf("MAX_FILESIZE %d is negative", td.GetMaxFileSize())
-	case td.GetMemstoreFlushSize() < 0:
-		return fmt.Errorf("MEMSTORE_FLUSHSIZE %d is negative", td.GetMemstoreFlushSize())
-	}
-	return nil
-}
-
-const maxReplication = 16
+const maxReplication = schema.MaxReplication
 
 // splitKeysFor returns the sorted split keys of a new table: the given ones (checked) or
 // numRegions-1 keys spread evenly over the first 8 bytes of the key space.

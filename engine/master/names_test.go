@@ -79,35 +79,14 @@ func TestSplitKeys(t *testing.T) {
 	}
 }
 
-func TestNameValidation(t *testing.T) {
-	good := []*pb.TableName{{Namespace: "default", Name: "t1"}, {Namespace: "ns_1", Name: "a.b-c_D9"}}
-	for _, tn := range good {
-		if err := validTableName(tn); err != nil {
-			t.Errorf("%v: %v", tn, err)
-		}
-	}
-	bad := []*pb.TableName{nil, {Namespace: "default"}, {Namespace: "default", Name: "-x"}, {Namespace: "default", Name: "a b"},
-		{Namespace: "n.s", Name: "t"}, {Namespace: "", Name: "t"}, {Namespace: "default", Name: string(bytes.Repeat([]byte("x"), 256))}}
-	for _, tn := range bad {
-		if err := validTableName(tn); err == nil {
-			t.Errorf("%v accepted", tn)
-		}
-	}
-	for _, f := range []string{"", ".f", "a/b", "a:b", "a b", "\x00"} {
-		if err := validFamilyName([]byte(f)); err == nil {
-			t.Errorf("family %q accepted", f)
-		}
-	}
-	if err := validFamilyName([]byte("cf-1.x")); err != nil {
-		t.Error(err)
-	}
-	// The region refuses families over 127 bytes (one signed byte in a key): so must the master,
-	// or an alter adding one takes the table's regions offline.
-	if err := validFamilyName(bytes.Repeat([]byte("f"), 127)); err != nil {
-		t.Errorf("a 127-byte family: %v", err)
-	}
+// The master uses the schema package's rules (tested there); this checks it applies them.
+func TestNameValidationIsSchemas(t *testing.T) {
 	if err := validFamilyName(bytes.Repeat([]byte("f"), 128)); err == nil {
 		t.Error("a 128-byte family was accepted")
+	}
+	if _, err := checkTableDescriptor(&pb.TableDescriptor{Name: &pb.TableName{Namespace: "hbase", Name: "meta"},
+		Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}); err == nil {
+		t.Error("a table in the hbase namespace was accepted")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/schema"
 )
 
 // DDL (HBase's table procedures). Each call makes one catalog write that changes the table and
@@ -22,11 +23,8 @@ func checkTableDescriptor(td *pb.TableDescriptor) (*pb.TableDescriptor, error) {
 	}
 	td = proto.CloneOf(td)
 	td.Name = normTableName(td.GetName())
-	if err := validTableName(td.GetName()); err != nil {
+	if err := schema.UserTable(td.GetName()); err != nil {
 		return nil, errInvalid("%v", err)
-	}
-	if td.GetName().GetNamespace() == SystemNamespace {
-		return nil, errInvalid("namespace %q is reserved for system tables: create %s in another namespace", SystemNamespace, td.GetName().GetName())
 	}
 	if err := validDescriptor(td); err != nil {
 		return nil, errInvalid("%v", err)

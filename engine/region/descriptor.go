@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/schema"
 	"github.com/cellstore/cellstore/engine/sfile"
 )
 
@@ -103,21 +103,14 @@ func (f *Family) ttlMillis() int64 {
 
 // Validate checks the family's attributes.
 func (f *Family) Validate() error {
-	if f.Name == "" || len(f.Name) > cell.MaxFamilyLength {
-		return fmt.Errorf("region: family name %q must have 1 to %d bytes", f.Name, cell.MaxFamilyLength)
-	}
-	if strings.ContainsAny(f.Name, "/:\x00") || f.Name[0] == '.' {
-		return fmt.Errorf("region: family name %q must not contain '/', ':' or NUL nor start with '.'", f.Name)
+	if err := schema.Family(f.Name); err != nil {
+		return fmt.Errorf("region: %w", err)
 	}
 	if f.MaxVersions < 0 || f.MinVersions < 0 {
 		return fmt.Errorf("region: family %q: negative VERSIONS or MIN_VERSIONS", f.Name)
 	}
 	if f.MinVersions > f.maxVersions() {
 		return fmt.Errorf("region: family %q: MIN_VERSIONS %d exceeds VERSIONS %d", f.Name, f.MinVersions, f.maxVersions())
-	}
-	if f.MinVersions > 0 && f.TTL <= 0 {
-		// HBase accepts this; MIN_VERSIONS only matters with a TTL.
-		_ = 0
 	}
 	if f.TTL < 0 {
 		return fmt.Errorf("region: family %q: negative TTL", f.Name)
@@ -139,11 +132,8 @@ type TableDescriptor struct {
 
 // Validate checks the descriptor.
 func (t *TableDescriptor) Validate() error {
-	if err := validName("namespace", t.Namespace); err != nil {
-		return err
-	}
-	if err := validName("table", t.Name); err != nil {
-		return err
+	if err := schema.Table(t.Namespace, t.Name); err != nil {
+		return fmt.Errorf("region: %w", err)
 	}
 	if len(t.Families) == 0 {
 		return fmt.Errorf("region: table %s:%s has no column family", t.Namespace, t.Name)
@@ -157,13 +147,6 @@ func (t *TableDescriptor) Validate() error {
 			return fmt.Errorf("region: table %s:%s: family %q listed twice", t.Namespace, t.Name, t.Families[i].Name)
 		}
 		seen[t.Families[i].Name] = true
-	}
-	return nil
-}
-
-func validName(what, s string) error {
-	if s == "" || len(s) > 255 || strings.ContainsAny(s, "/:\x00") || s[0] == '.' {
-		return fmt.Errorf("region: bad %s name %q", what, s)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/schema"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -182,7 +183,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 					a.tags = kv.Tags
 					a.ts = max(now, kv.Timestamp()+1)
 					if increment && len(a.val) != 8 {
-						return nil, fmt.Errorf("%w: %s:%s of row %q holds %d bytes, not 8", ErrNotALong, c.family, c.qualifier, row, len(a.val))
+						return nil, fmt.Errorf("%w: %s:%s of row %s holds %d bytes, not 8", ErrNotALong, schema.Key(c.family), schema.Key(c.qualifier), schema.Key(row), len(a.val))
 					}
 					break
 				}

@@ -177,7 +177,7 @@ func readFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
 
 // marshalError encodes an ErrorDetail for a response header.
 func marshalError(d *pb.ErrorDetail) []byte {
-	b, err := proto.Marshal(d)
+	b, err := proto.Marshal(d.WithValidUTF8())
 	if err != nil { // cannot happen for a well-formed message; never send an empty error
 		b, _ = proto.Marshal(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN, Message: err.Error()})
 	}

@@ -343,3 +343,23 @@ func TestCloseUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// An error text holding bytes that are not UTF-8 (a handler that formatted a raw key) still
+// reaches the client, with those bytes escaped — protobuf strings must be UTF-8, and before the
+// fix the client got the encoder's complaint instead of the message.
+func TestErrorTextWithRawBytesIsEscaped(t *testing.T) {
+	_, addr := start(t, map[uint32]Handler{
+		uint32(pb.Method_METHOD_GET): func(_ context.Context, c *Call) {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "row caf\xe9 / café: no such family"})
+		},
+	})
+	c := dial(t, addr)
+	_, err := c.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, &pb.GetResponse{}, nil)
+	var re *pb.ErrorDetail
+	if !errors.As(err, &re) || re.GetCode() != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		t.Fatalf("want INVALID_ARGUMENT, got %v", err)
+	}
+	if want := `row caf\xe9 / café: no such family`; re.GetMessage() != want {
+		t.Fatalf("message %q, want %q", re.GetMessage(), want)
+	}
+}

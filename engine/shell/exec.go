@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/quota"
+	"github.com/cellstore/cellstore/engine/schema"
 )
 
 // Shell runs commands against a cluster.
@@ -695,6 +696,12 @@ func (s *Shell) create(ctx context.Context, args []Value) error {
 	if len(td.Families) == 0 {
 		return usage("a table needs at least one column family")
 	}
+	if err := schema.UserTable(td.Name); err != nil {
+		return usage("%v", err)
+	}
+	if err := schema.Descriptor(td); err != nil {
+		return usage("%v", err)
+	}
 	err = s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.CreateTable(ctx, req)
 		return err
@@ -765,6 +772,9 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 				return usage("unknown table attribute %s", k)
 			}
 		}
+	}
+	if err := schema.Descriptor(td); err != nil {
+		return usage("%v", err)
 	}
 	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind is the kind of a Value.
@@ -191,7 +192,13 @@ func (p *parser) value() (Value, error) {
 		}
 		return Value{Kind: Const, Str: w}, nil
 	default:
-		return Value{}, p.errorf("unexpected %q", c)
+		// The whole character (a UTF-8 sequence), or the byte as \xNN: %q of the byte c would
+		// print its Latin-1 reading (the first byte of "é" as 'Ã').
+		r, _ := utf8.DecodeRuneInString(p.s[p.pos:])
+		if r == utf8.RuneError {
+			return Value{}, p.errorf(`unexpected '\x%02x' (not UTF-8)`, c)
+		}
+		return Value{}, p.errorf("unexpected %q", r)
 	}
 }
 

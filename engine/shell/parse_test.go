@@ -2,6 +2,7 @@ package shell
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -61,4 +62,19 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { _, _ = Parse(s) })
+}
+
+// An unexpected character is shown as itself (UTF-8), an invalid byte as \xNN: never the Latin-1
+// reading of a byte ("é" is two bytes; the first, 0xC3, read as Latin-1 is 'Ã').
+func TestParseErrorsRenderUTF8(t *testing.T) {
+	for in, want := range map[string]string{
+		"get 't', é":     "unexpected 'é'",
+		"get 't', \xe9x": `unexpected '\xe9' (not UTF-8)`,
+		"get 't', 日本":    "unexpected '日'",
+	} {
+		_, err := Parse(in)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Ã") {
+			t.Errorf("%q: want %q in the error, got %v", in, want, err)
+		}
+	}
 }

@@ -3,9 +3,11 @@ package cellstorev1
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Error makes an ErrorDetail usable as a Go error.
@@ -51,6 +53,7 @@ func (d *ErrorDetail) Status() error {
 	if !ok {
 		c = codes.Unknown
 	}
+	d = d.WithValidUTF8()
 	st, err := status.New(c, d.GetMessage()).WithDetails(d)
 	if err != nil {
 		return status.Error(c, d.GetMessage())
@@ -75,4 +78,36 @@ func DetailOf(err error) (*ErrorDetail, bool) {
 		}
 	}
 	return nil, false
+}
+
+// WithValidUTF8 returns d, or a copy whose texts have every byte that is not UTF-8 written as
+// \xNN. Protobuf strings must be UTF-8: a handler that formatted raw bytes (a key) into its
+// message would otherwise send the encoder's complaint (or lose its code) instead of the message.
+func (d *ErrorDetail) WithValidUTF8() *ErrorDetail {
+	if utf8.ValidString(d.GetMessage()) && utf8.ValidString(d.GetRegion()) {
+		return d
+	}
+	c := proto.CloneOf(d)
+	c.Message, c.Region = escapeInvalidUTF8(c.GetMessage()), escapeInvalidUTF8(c.GetRegion())
+	return c
+}
+
+// escapeInvalidUTF8 keeps the UTF-8 text of s and writes every other byte as \xNN.
+func escapeInvalidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, len(s)+16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n <= 1 {
+			out = append(out, '\\', 'x', hex[s[i]>>4], hex[s[i]&15])
+			i++
+			continue
+		}
+		out = append(out, s[i:i+n]...)
+		i += n
+	}
+	return string(out)
 }
