@@ -112,3 +112,24 @@ func TestSlowWALSyncSlowsWritesOnly(t *testing.T) {
 		t.Fatalf("a slow disk counted as a failure: %d failures, ready %v", s.m.walFailures.Load(), s.Ready())
 	}
 }
+
+// The admin port (through which the master opens and closes regions) ending for good takes the
+// server out of readiness and is reported on Failed, so the process exits to be restarted; its
+// error used to be discarded.
+func TestAdminPortFailureIsNotSilent(t *testing.T) {
+	c := startClusterWith(t, 0, nil, nil)
+	s := c.startServer()
+	waitFor(t, "the server to be ready", 30*time.Second, func() bool { return s.Ready() == nil })
+	_ = s.adminLis.Close() // the listener dies under gRPC, as on a fatal accept error
+	select {
+	case err := <-s.Failed():
+		if !strings.Contains(err.Error(), "admin port") {
+			t.Fatalf("Failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure reported within 10 s")
+	}
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "admin port") {
+		t.Fatalf("Ready after the admin port died: %v", err)
+	}
+}

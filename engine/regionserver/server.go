@@ -211,6 +211,8 @@ type Server struct {
 	dataLis, adminLis net.Listener
 	data              *rpc.Server
 	dataSrv           atomic.Pointer[rpc.Server] // data, for readers outside Start/Stop (metrics, readiness)
+	adminErr          atomic.Pointer[error]      // why the admin port stopped serving
+	failed            chan error                 // Failed
 	admin             *grpc.Server
 	tel               *telemetry.Server
 
@@ -238,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "regionserver"), moved: map[string]movedEntry{},
-		quit: make(chan struct{}), done: make(chan struct{}), hbQuit: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
 	s.quotasEnabled.Store(true)
 	var err error
@@ -338,7 +340,16 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("data port stopped serving: the server is not ready", "error", err)
 		}
 	}()
-	go func() { _ = s.admin.Serve(s.adminLis) }()
+	go func() {
+		// gRPC retries temporary accept errors itself; an error here ends the admin port (the
+		// master opens and closes regions through it): not ready, and the process is told.
+		if err := s.admin.Serve(s.adminLis); err != nil && !s.stopping.Load() {
+			err = fmt.Errorf("admin port %s stopped serving: %w", s.adminLis.Addr(), err)
+			s.adminErr.Store(&err)
+			s.log.Error("admin port stopped serving: the server is not ready", "error", err)
+			s.fail(err)
+		}
+	}()
 	if s.tel != nil {
 		s.tel.Live("regionserver", func() error {
 			if s.stopping.Load() {
@@ -351,6 +362,14 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
 			return err
 		}
+		go func() {
+			select {
+			case err := <-s.tel.Failed():
+				s.log.Error("HTTP endpoint stopped serving", "error", err)
+				s.fail(err)
+			case <-s.done:
+			}
+		}()
 	}
 	s.serving.Store(true)
 	if err := s.register(ctx); err != nil {
@@ -445,12 +464,27 @@ func (s *Server) Ready() error {
 			return err
 		}
 	}
+	if err := s.adminErr.Load(); err != nil {
+		return *err
+	}
 	if w := s.currentWAL(); w != nil {
 		if err := w.Err(); err != nil {
 			return fmt.Errorf("the WAL cannot be written: %w", err)
 		}
 	}
 	return nil
+}
+
+// Failed delivers the first error of a port that stopped serving for good (the admin port, the
+// HTTP endpoint): the process should stop the server and exit, and be restarted. (The data port's
+// failure is reported by Ready; its accept errors are retried.)
+func (s *Server) Failed() <-chan error { return s.failed }
+
+func (s *Server) fail(err error) {
+	select {
+	case s.failed <- err:
+	default:
+	}
 }
 
 // Done is closed once the server has stopped.

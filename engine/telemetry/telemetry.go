@@ -32,6 +32,7 @@ type Server struct {
 	extra     map[string]http.Handler
 	srv       *http.Server
 	lis       net.Listener
+	failed    chan error
 }
 
 // New makes a server with a fresh registry holding the Go runtime and process collectors.
@@ -41,7 +42,8 @@ func New() *Server {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "cellstore"}),
 	)
-	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{}}
+	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{},
+		failed: make(chan error, 1)}
 }
 
 // LocalOnly serves h only to callers on the loopback interface, 403 to others: for endpoints that
@@ -125,12 +127,18 @@ func (s *Server) Start(addr string) error {
 	srv := s.srv
 	s.mu.Unlock()
 	go func() {
+		// net/http retries temporary accept errors (EMFILE) itself; anything else ends the
+		// endpoint for good, and the process must hear of it (Failed).
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener was closed under us: Stop reports nothing more useful
+			s.failed <- fmt.Errorf("HTTP endpoint %s stopped serving: %w", lis.Addr(), err)
 		}
 	}()
 	return nil
 }
+
+// Failed delivers an error if the endpoint stops serving other than by Stop: its probes and
+// metrics are gone, so the process should log it and exit (Kubernetes restarts it).
+func (s *Server) Failed() <-chan error { return s.failed }
 
 // Addr is the address listened on (after Start).
 func (s *Server) Addr() string {

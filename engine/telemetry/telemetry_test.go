@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -70,4 +71,27 @@ func TestLocalOnly(t *testing.T) {
 			t.Errorf("refusal does not say what to do: %s", w.Body.String())
 		}
 	}
+}
+
+// An endpoint whose listener fails says so on Failed (it used to discard the error: probes and
+// metrics gone, nobody told).
+func TestFailedReportsAnEndpointThatStopsServing(t *testing.T) {
+	s := New()
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	lis := s.lis
+	s.mu.Unlock()
+	_ = lis.Close() // the listener dies under the server, as on a fatal accept error
+	select {
+	case err := <-s.Failed():
+		if !strings.Contains(err.Error(), "stopped serving") {
+			t.Errorf("error %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure reported within 10 s")
+	}
+	_ = s.Stop(context.Background())
+
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -160,7 +162,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		_ = tel.Stop(sctx)
 	}()
 	gs := m.NewGRPCServer()
-	go func() { _ = gs.Serve(lis) }()
+	grpcFailed := serveGRPC(gs, lis)
 	log.Info("master starting", "identity", identity, "election", f.election, "storage", f.storageDir,
 		"grpc", lis.Addr().String(), "http", tel.Addr())
 	if err := m.Start(context.Background()); err != nil {
@@ -176,6 +178,10 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		_ = m.Stop()
 		stopGRPC(gs, f.shutdownTimeout)
 		return nil
+	case err := <-grpcFailed:
+		return stopOnFailure(log, m, gs, err)
+	case err := <-tel.Failed():
+		return stopOnFailure(log, m, gs, err)
 	case <-m.Done():
 		stopGRPC(gs, f.shutdownTimeout)
 		if err := m.Err(); err != nil {
@@ -183,6 +189,27 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		}
 		return nil
 	}
+}
+
+// serveGRPC serves lis; the channel delivers the error if serving stops other than by Stop (gRPC
+// retries temporary accept errors itself, so this is the port's end).
+func serveGRPC(gs *grpc.Server, lis net.Listener) <-chan error {
+	failed := make(chan error, 1)
+	go func() {
+		if err := gs.Serve(lis); err != nil {
+			failed <- fmt.Errorf("gRPC port %s stopped serving: %w", lis.Addr(), err)
+		}
+	}()
+	return failed
+}
+
+// stopOnFailure stops the master after one of its ports stopped serving, and returns the error
+// so the process exits non-zero and is restarted (a backup master takes over meanwhile).
+func stopOnFailure(log *slog.Logger, m *master.Master, gs *grpc.Server, err error) error {
+	log.Error("stopping: a port stopped serving; exiting to be restarted", "error", err)
+	_ = m.Stop()
+	gs.Stop()
+	return err
 }
 
 // stopGRPC stops gracefully, or at once after timeout.

@@ -147,6 +147,12 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	case <-ctx.Done():
 		log.Info("stopping (signal): flushing and closing regions")
 		return s.Stop()
+	case err := <-s.Failed():
+		log.Error("stopping: a port stopped serving; flushing and closing regions, then exiting to be restarted", "error", err)
+		if serr := s.Stop(); serr != nil {
+			log.Error("stop", "error", serr)
+		}
+		return err
 	case <-s.Done():
 		return nil
 	}

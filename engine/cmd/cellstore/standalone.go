@@ -116,7 +116,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		}()
 	}
 	gs := m.NewGRPCServer()
-	go func() { _ = gs.Serve(lis) }()
+	grpcFailed := serveGRPC(gs, lis)
 	if err := m.Start(context.Background()); err != nil {
 		gs.Stop()
 		return err
@@ -141,14 +141,24 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "cellstore standalone is running over %s\n  master %s, region server %s\n  connect with: cellstore shell --masters %s\n",
 		f.dir, maddr, s.DataAddr(), maddr)
+	var failed error
 	select {
 	case <-ctx.Done():
 		log.Info("stopping: flushing and closing regions")
+	case failed = <-grpcFailed:
+	case failed = <-s.Failed():
+	case failed = <-mtel.Failed():
 	case <-s.Done():
 	case <-m.Done():
 	}
+	if failed != nil {
+		log.Error("stopping: a port stopped serving; flushing and closing regions", "error", failed)
+	}
 	serr := s.Stop()
 	stopMaster()
+	if failed != nil {
+		return failed
+	}
 	if serr != nil {
 		return serr
 	}
