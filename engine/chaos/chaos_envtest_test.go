@@ -107,7 +107,8 @@ func fillDisk(path string) (int64, error) {
 func buildCellstore(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cellstore")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/cellstore").CombinedOutput(); err != nil {
+	// With fault injection: a region server's storage answers EIO while its control file says so.
+	if out, err := exec.Command("go", "build", "-tags", "faultinject", "-o", bin, "../cmd/cellstore").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
@@ -213,6 +214,8 @@ func kubeconfigFor(t *testing.T, env *envtest.Environment) string {
 type chaosNode struct {
 	name   string
 	args   []string
+	env    []string
+	faults string // a region server's fault-injection control file
 	http   string
 	addr   string // master gRPC or region server data address
 	mu     sync.Mutex
@@ -223,7 +226,7 @@ type chaosNode struct {
 func (n *chaosNode) start(t *testing.T, bin string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.p = processtest.Start(t, bin, n.args...)
+	n.p = processtest.StartEnv(t, bin, n.env, n.args...)
 	n.p.HTTP = n.http
 	n.paused = false
 }
@@ -314,11 +317,13 @@ func TestChaos(t *testing.T) {
 	}
 	for i := range 3 {
 		data, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
-		servers = append(servers, &chaosNode{name: fmt.Sprintf("regionserver-%d", i), addr: data, http: httpAddr, args: []string{
-			"regionserver", "--storage-dir", dir, "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
-			"--admin-addr", "127.0.0.1:" + processtest.FreePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
-			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
-			"--log-level", "error"}})
+		faults := filepath.Join(t.TempDir(), "faults")
+		servers = append(servers, &chaosNode{name: fmt.Sprintf("regionserver-%d", i), addr: data, http: httpAddr,
+			faults: faults, env: []string{"CELLSTORE_FAULT_FILE=" + faults}, args: []string{
+				"regionserver", "--storage-dir", dir, "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
+				"--admin-addr", "127.0.0.1:" + processtest.FreePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
+				"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
+				"--log-level", "error"}})
 	}
 	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
 		n.start(t, bin)
@@ -459,7 +464,9 @@ func TestChaos(t *testing.T) {
 				rep.Restarts++
 			}
 		}
-		kind := []string{"kill-regionserver", "pause-regionserver", "kill-master", "pause-master", "move-region", "split-region", "fill-disk"}[rng.IntN(7)]
+		kinds := []string{"kill-regionserver", "pause-regionserver", "kill-master", "pause-master", "move-region", "split-region", "fill-disk",
+			"storage-errors", "slow-disk"}
+		kind := kinds[rng.IntN(len(kinds))]
 		fault := true
 		switch kind {
 		case "kill-regionserver":
@@ -501,6 +508,17 @@ func TestChaos(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("chaos: filled the disk with %d MiB for a while", n>>20)
+		case "storage-errors", "slow-disk":
+			// One region server's storage fails every write with EIO (or syncs slowly) for 1–3 s.
+			n := servers[rng.IntN(len(servers))]
+			what := map[string]string{"storage-errors": "eio", "slow-disk": "slow"}[kind]
+			if err := os.WriteFile(n.faults, []byte(what), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+			if err := os.WriteFile(n.faults, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		case "move-region", "split-region":
 			locs := regions()
 			if len(locs) == 0 || kind == "split-region" && splits >= 6 {

@@ -41,7 +41,14 @@ type Proc struct {
 // first, if a test paused it) when the test ends.
 func Start(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
+	return StartEnv(t, bin, nil, args...)
+}
+
+// StartEnv is Start with extra environment variables ("NAME=value").
+func StartEnv(t testing.TB, bin string, env []string, args ...string) *Proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

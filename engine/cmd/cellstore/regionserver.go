@@ -127,10 +127,11 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	if f.storageDir == "" {
 		return errors.New("--storage-dir is required (the shared storage root)")
 	}
-	fs, err := storage.NewLocal(f.storageDir)
+	local, err := storage.NewLocal(f.storageDir)
 	if err != nil {
 		return fmt.Errorf("--storage-dir: %w", err)
 	}
+	fs := wrapForFaults(local, log)
 	plan, err := memoryPlan(&f.mem, log)
 	if err != nil {
 		return err
