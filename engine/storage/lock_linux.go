@@ -17,3 +17,18 @@ func flockExclusive(f *os.File) (held bool, err error) {
 	}
 	return false, err
 }
+
+// flockWait takes an exclusive flock on f, waiting for other holders; flockRelease drops it.
+func flockWait(f *os.File) error {
+	return onFD(f, func(fd int) error {
+		for {
+			if err := syscall.Flock(fd, syscall.LOCK_EX); !errors.Is(err, syscall.EINTR) {
+				return err
+			}
+		}
+	})
+}
+
+func flockRelease(f *os.File) error {
+	return onFD(f, func(fd int) error { return syscall.Flock(fd, syscall.LOCK_UN) })
+}

@@ -1,0 +1,79 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Bucket is the common ground of object stores (S3 and its compatibles) and a directory: whole,
+// immutable objects, conditional create and conditional replace, ranged reads, prefix listing in
+// key order, and delete — no append, no rename. The durable layout of issue 19 (store files
+// recorded by manifests, WALs as sequences of objects fenced by conditional creates, the catalog)
+// is built on this; FS remains for the directory-only code until it moves over.
+//
+// Keys are slash-separated like FS names but name objects, not files in directories: there are
+// no directories to create, and a prefix lists every key under it.
+//
+// Implementations are safe for concurrent use, also by several processes on one bucket; a Put
+// that returns nil is durable.
+type Bucket interface {
+	// Put writes the whole object at key. With IfNoneMatch it fails with ErrPrecondition when the
+	// key exists; with IfMatch, when the key is missing or its ETag differs. It returns the new
+	// object's ETag.
+	Put(ctx context.Context, key string, body []byte, cond Condition) (etag string, err error)
+	// Get reads the whole object.
+	Get(ctx context.Context, key string) ([]byte, ObjectInfo, error)
+	// GetRange reads n bytes from offset off (fewer at the end of the object; none past it).
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
+	// Stat describes the object.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns up to limit objects (all when limit <= 0) whose keys start with prefix and sort
+	// after startAfter, in byte order of their keys.
+	List(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error)
+	// Delete removes the object; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Describe names the bucket for messages ("s3://bucket/prefix", "dir:/path").
+	Describe() string
+}
+
+// Condition makes a Put conditional. The zero value writes unconditionally.
+type Condition struct {
+	// IfNoneMatch: create only, never replace (S3's If-None-Match: *).
+	IfNoneMatch bool
+	// IfMatch: replace only the object with this ETag (S3's If-Match).
+	IfMatch string
+}
+
+// ObjectInfo describes an object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ETag    string
+	ModTime time.Time
+}
+
+// Errors of a Bucket, matched with errors.Is.
+var (
+	// ErrPrecondition: a conditional Put found the key in another state than it asked for.
+	ErrPrecondition = errors.New("storage: precondition failed")
+	// ErrNoObject: the key does not exist.
+	ErrNoObject = errors.New("storage: no such object")
+)
+
+// checkKey refuses keys a bucket cannot hold the same way on every backend.
+func checkKey(key string) error {
+	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") || path.Clean(key) != key ||
+		key == "." || strings.HasPrefix(key, "../") || key == ".." || len(key) > 1024 {
+		return fmt.Errorf("storage: bad object key %q: want a clean relative path of at most 1024 bytes", key)
+	}
+	for _, part := range strings.Split(key, "/") {
+		if strings.HasPrefix(part, ".") && (part == "." || part == ".." || strings.HasPrefix(part, dirTempPrefix)) {
+			return fmt.Errorf("storage: bad object key %q: %q is reserved", key, part)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+// Package buckettest is the conformance suite of storage.Bucket: every backend (the directory, S3
+// against a real server) must pass it. It checks what the durable layout relies on — conditional
+// create and replace, also racing; listing in byte order of keys; ranged reads; large objects —
+// and catches stores that get them wrong (some MinIO releases let If-Match succeed on a missing
+// key, where AWS answers 404).
+package buckettest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// Run runs the suite; open returns an empty bucket for each subtest.
+func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, storage.Bucket)
+	}{
+		{"PutGetStat", testPutGetStat},
+		{"IfNoneMatch", testIfNoneMatch},
+		{"IfMatch", testIfMatch},
+		{"IfMatchOnMissingKeyFails", testIfMatchMissing},
+		{"ConditionalCreateRace", testCreateRace},
+		{"ConditionalReplaceRace", testReplaceRace},
+		{"ListOrderPrefixAndPaging", testList},
+		{"Ranges", testRanges},
+		{"LargeObject", testLarge},
+		{"Delete", testDelete},
+		{"BadKeys", testBadKeys},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+var ctx = context.Background()
+
+func put(t *testing.T, b storage.Bucket, key string, body string, cond storage.Condition) string {
+	t.Helper()
+	etag, err := b.Put(ctx, key, []byte(body), cond)
+	if err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+	if etag == "" {
+		t.Fatalf("put %s: empty ETag", key)
+	}
+	return etag
+}
+
+func mustGet(t *testing.T, b storage.Bucket, key, want string) storage.ObjectInfo {
+	t.Helper()
+	got, info, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	if string(got) != want {
+		t.Fatalf("get %s = %q, want %q", key, got, want)
+	}
+	return info
+}
+
+func testPutGetStat(t *testing.T, b storage.Bucket) {
+	etag := put(t, b, "a/b/c.obj", "hello", storage.Condition{})
+	info := mustGet(t, b, "a/b/c.obj", "hello")
+	if info.ETag != etag || info.Size != 5 {
+		t.Errorf("get info %+v, want ETag %s size 5", info, etag)
+	}
+	st, err := b.Stat(ctx, "a/b/c.obj")
+	if err != nil || st.ETag != etag || st.Size != 5 || st.Key != "a/b/c.obj" {
+		t.Errorf("stat %+v %v", st, err)
+	}
+	if _, _, err := b.Get(ctx, "a/b/missing"); !errors.Is(err, storage.ErrNoObject) {
+		t.Errorf("get of a missing key: %v, want ErrNoObject", err)
+	}
+	if _, err := b.Stat(ctx, "a/b"); !errors.Is(err, storage.ErrNoObject) {
+		t.Errorf("stat of a prefix: %v, want ErrNoObject", err)
+	}
+	etag2 := put(t, b, "a/b/c.obj", "hello, again", storage.Condition{})
+	if etag2 == etag {
+		t.Error("an unconditional replace kept the ETag")
+	}
+	mustGet(t, b, "a/b/c.obj", "hello, again")
+	put(t, b, "empty", "", storage.Condition{})
+	mustGet(t, b, "empty", "")
+}
+
+func testIfNoneMatch(t *testing.T, b storage.Bucket) {
+	put(t, b, "fence/0001", "first", storage.Condition{IfNoneMatch: true})
+	_, err := b.Put(ctx, "fence/0001", []byte("second"), storage.Condition{IfNoneMatch: true})
+	if !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("second conditional create: %v, want ErrPrecondition", err)
+	}
+	mustGet(t, b, "fence/0001", "first")
+}
+
+func testIfMatch(t *testing.T, b storage.Bucket) {
+	e1 := put(t, b, "manifest", "v1", storage.Condition{})
+	e2 := put(t, b, "manifest", "v2", storage.Condition{IfMatch: e1})
+	if _, err := b.Put(ctx, "manifest", []byte("v3"), storage.Condition{IfMatch: e1}); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("replace with a stale ETag: %v, want ErrPrecondition", err)
+	}
+	mustGet(t, b, "manifest", "v2")
+	put(t, b, "manifest", "v3", storage.Condition{IfMatch: e2})
+	mustGet(t, b, "manifest", "v3")
+}
+
+func testIfMatchMissing(t *testing.T, b storage.Bucket) {
+	e := put(t, b, "other", "x", storage.Condition{})
+	if _, err := b.Put(ctx, "never-written", []byte("x"), storage.Condition{IfMatch: e}); !errors.Is(err, storage.ErrPrecondition) && !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("If-Match on a missing key: %v; the store must refuse it (this store lets a conditional replace create)", err)
+	}
+	if _, err := b.Stat(ctx, "never-written"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("If-Match on a missing key created it: %v", err)
+	}
+}
+
+// Many writers create one key at once: exactly one wins, and the object is the winner's.
+func testCreateRace(t *testing.T, b storage.Bucket) {
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.Put(ctx, "race/create", []byte(fmt.Sprintf("writer %d", i)), storage.Condition{IfNoneMatch: true})
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both created the key", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, storage.ErrPrecondition):
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer created the key")
+	}
+	mustGet(t, b, "race/create", fmt.Sprintf("writer %d", winner))
+}
+
+// Many writers replace one version at once: exactly one wins.
+func testReplaceRace(t *testing.T, b storage.Bucket) {
+	base := put(t, b, "race/replace", "base", storage.Condition{})
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.Put(ctx, "race/replace", []byte(fmt.Sprintf("writer %d", i)), storage.Condition{IfMatch: base})
+		}()
+	}
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		if err == nil {
+			wins++
+			mustGet(t, b, "race/replace", fmt.Sprintf("writer %d", i))
+		} else if !errors.Is(err, storage.ErrPrecondition) {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d writers replaced the same version, want 1", wins)
+	}
+}
+
+func testList(t *testing.T, b storage.Bucket) {
+	keys := []string{"t/a/b", "t/a-b", "t/a.b", "t/a/c/d", "t/a0", "t/b", "u/x", "t/a/b2"}
+	for _, k := range keys {
+		put(t, b, k, k, storage.Condition{})
+	}
+	names := func(infos []storage.ObjectInfo) []string {
+		var out []string
+		for _, i := range infos {
+			out = append(out, i.Key)
+		}
+		return out
+	}
+	all, err := b.List(ctx, "t/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"t/a-b", "t/a.b", "t/a/b", "t/a/b2", "t/a/c/d", "t/a0", "t/b"} // byte order of whole keys
+	if got := names(all); !slices.Equal(got, want) {
+		t.Fatalf("list t/ = %q, want %q", got, want)
+	}
+	for _, i := range all {
+		if i.Size != int64(len(i.Key)) || i.ETag == "" {
+			t.Errorf("listed %+v: want size %d and an ETag", i, len(i.Key))
+		}
+	}
+	if got, _ := b.List(ctx, "t/a/", "", 0); !slices.Equal(names(got), []string{"t/a/b", "t/a/b2", "t/a/c/d"}) {
+		t.Errorf("list t/a/ = %q", names(got))
+	}
+	if got, _ := b.List(ctx, "t/a/b", "", 0); !slices.Equal(names(got), []string{"t/a/b", "t/a/b2"}) {
+		t.Errorf("list with a partial name t/a/b = %q", names(got))
+	}
+	// Paging: startAfter and limit walk the listing in order.
+	var paged []string
+	after := ""
+	for {
+		page, err := b.List(ctx, "t/", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if len(page) > 3 {
+			t.Fatalf("page of %d, limit 3", len(page))
+		}
+		paged = append(paged, names(page)...)
+		after = page[len(page)-1].Key
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged listing %q, want %q", paged, want)
+	}
+	if got, err := b.List(ctx, "nothing/", "", 0); err != nil || len(got) != 0 {
+		t.Errorf("list of an empty prefix: %q %v", names(got), err)
+	}
+}
+
+func testRanges(t *testing.T, b storage.Bucket) {
+	put(t, b, "r", "0123456789", storage.Condition{})
+	for _, tc := range []struct {
+		off, n int64
+		want   string
+	}{{0, 4, "0123"}, {3, 4, "3456"}, {8, 10, "89"}, {10, 5, ""}, {20, 5, ""}, {0, 0, ""}} {
+		got, err := b.GetRange(ctx, "r", tc.off, tc.n)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("range %d+%d = %q %v, want %q", tc.off, tc.n, got, err, tc.want)
+		}
+	}
+	if _, err := b.GetRange(ctx, "missing", 0, 1); !errors.Is(err, storage.ErrNoObject) {
+		t.Errorf("range of a missing key: %v", err)
+	}
+}
+
+func testLarge(t *testing.T, b storage.Bucket) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	body[12345] = 'X'
+	if _, err := b.Put(ctx, "big/object", body, storage.Condition{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, info, err := b.Get(ctx, "big/object")
+	if err != nil || info.Size != int64(len(body)) || !bytes.Equal(got, body) {
+		t.Fatalf("16 MiB object read back wrong: size %d, err %v", info.Size, err)
+	}
+	part, err := b.GetRange(ctx, "big/object", 12340, 10)
+	if err != nil || string(part) != string(body[12340:12350]) {
+		t.Fatalf("range in a large object: %q %v", part, err)
+	}
+}
+
+func testDelete(t *testing.T, b storage.Bucket) {
+	put(t, b, "d/x", "x", storage.Condition{})
+	if err := b.Delete(ctx, "d/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "d/x"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("stat after delete: %v", err)
+	}
+	if err := b.Delete(ctx, "d/x"); err != nil {
+		t.Fatalf("delete of a missing key: %v", err)
+	}
+	if err := b.Delete(ctx, "never/was"); err != nil {
+		t.Fatalf("delete under a missing prefix: %v", err)
+	}
+	// A deleted key can be created again, conditionally.
+	put(t, b, "d/x", "again", storage.Condition{IfNoneMatch: true})
+	mustGet(t, b, "d/x", "again")
+}
+
+func testBadKeys(t *testing.T, b storage.Bucket) {
+	for _, k := range []string{"", "/abs", "a//b", "a/../b", "../x", "dir/", "."} {
+		if _, err := b.Put(ctx, k, []byte("x"), storage.Condition{}); err == nil {
+			t.Errorf("put accepted the key %q", k)
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// dirTempPrefix starts the names a DirBucket keeps for itself (temporary files, its lock): keys
+// may not use it.
+const dirTempPrefix = ".cs-"
+
+// DirBucket is a Bucket in a directory (a local disk, or a ReadWriteMany volume shared by
+// several processes): an object is a file at its key's path.
+//
+//   - A Put writes a temporary file, syncs it, and then publishes it: IfNoneMatch by link(2),
+//     which fails if the name exists (atomic, even across processes); otherwise by rename(2)
+//     under an exclusive flock of the bucket, which IfMatch holds while it compares the ETag, so
+//     no other writer slips in between. The parent directory is synced: a Put that returned is
+//     durable.
+//   - An ETag is the file's inode, modification time (ns) and size: every published file is a
+//     new inode, so a replaced object never keeps its ETag.
+type DirBucket struct {
+	root string
+	mu   sync.Mutex // with the flock of lock: one mutation of the bucket at a time
+	lock *os.File
+}
+
+var _ Bucket = (*DirBucket)(nil)
+
+// NewDirBucket opens (creating) the directory as a bucket.
+func NewDirBucket(dir string) (*DirBucket, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("storage: bucket directory %s: %w", abs, err)
+	}
+	f, err := os.OpenFile(filepath.Join(abs, dirTempPrefix+"lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: bucket directory %s: %w", abs, err)
+	}
+	return &DirBucket{root: abs, lock: f}, nil
+}
+
+// Close releases the bucket's lock file.
+func (b *DirBucket) Close() error { return b.lock.Close() }
+
+// Describe implements Bucket.
+func (b *DirBucket) Describe() string { return "dir:" + b.root }
+
+func (b *DirBucket) path(key string) string { return filepath.Join(b.root, filepath.FromSlash(key)) }
+
+func (b *DirBucket) locked(fn func() error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := flockWait(b.lock); err != nil {
+		return fmt.Errorf("storage: lock %s: %w", b.Describe(), err)
+	}
+	defer flockRelease(b.lock)
+	return fn()
+}
+
+// Put implements Bucket.
+func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condition) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	dst := b.path(key)
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("storage: put %s: %w", key, err)
+	}
+	tmp, err := writeTemp(dir, body)
+	if err != nil {
+		return "", fmt.Errorf("storage: put %s: %w", key, err)
+	}
+	defer os.Remove(tmp) // after a link or a failure; gone already after a rename
+	publish := func() error {
+		if cond.IfNoneMatch {
+			if err := os.Link(tmp, dst); err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("%w: put %s: the object exists", ErrPrecondition, key)
+				}
+				return err
+			}
+			return nil
+		}
+		return os.Rename(tmp, dst)
+	}
+	if cond.IfMatch != "" {
+		publish = func() error {
+			info, err := statObject(dst, key)
+			if errors.Is(err, ErrNoObject) {
+				return fmt.Errorf("%w: put %s if it has ETag %s: the object does not exist", ErrPrecondition, key, cond.IfMatch)
+			}
+			if err != nil {
+				return err
+			}
+			if info.ETag != cond.IfMatch {
+				return fmt.Errorf("%w: put %s if it has ETag %s: it has %s", ErrPrecondition, key, cond.IfMatch, info.ETag)
+			}
+			return os.Rename(tmp, dst)
+		}
+	}
+	if cond.IfNoneMatch {
+		err = publish() // link is atomic by itself
+	} else {
+		err = b.locked(publish)
+	}
+	if err != nil {
+		if errors.Is(err, ErrPrecondition) {
+			return "", err
+		}
+		return "", fmt.Errorf("storage: put %s: %w", key, err)
+	}
+	if err := syncDirPath(dir); err != nil {
+		return "", fmt.Errorf("storage: put %s: sync directory: %w", key, err)
+	}
+	info, err := statObject(dst, key)
+	if err != nil {
+		return "", err
+	}
+	return info.ETag, nil
+}
+
+// writeTemp writes body to a new temporary file in dir and syncs it.
+func writeTemp(dir string, body []byte) (string, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := filepath.Join(dir, dirTempPrefix+"tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(body)
+	if err == nil {
+		err = fdatasync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+func syncDirPath(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func statObject(p, key string) (ObjectInfo, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrNoObject, key)
+		}
+		return ObjectInfo{}, fmt.Errorf("storage: stat %s: %w", key, err)
+	}
+	if fi.IsDir() {
+		return ObjectInfo{}, fmt.Errorf("%w: %s", ErrNoObject, key)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), ETag: etagOf(fi)}, nil
+}
+
+func etagOf(fi os.FileInfo) string {
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return strconv.FormatUint(ino, 16) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 16) + "-" + strconv.FormatInt(fi.Size(), 16)
+}
+
+// Get implements Bucket.
+func (b *DirBucket) Get(ctx context.Context, key string) ([]byte, ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	f, info, err := b.open(key)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, ObjectInfo{}, fmt.Errorf("storage: get %s: %w", key, err)
+	}
+	info.Size = int64(len(data))
+	return data, info, nil
+}
+
+// open opens the object and describes the file opened (not a later replacement).
+func (b *DirBucket) open(key string) (*os.File, ObjectInfo, error) {
+	f, err := os.Open(b.path(key))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, ObjectInfo{}, fmt.Errorf("%w: %s", ErrNoObject, key)
+		}
+		return nil, ObjectInfo{}, fmt.Errorf("storage: get %s: %w", key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: %s", ErrNoObject, key)
+		}
+		return nil, ObjectInfo{}, err
+	}
+	return f, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), ETag: etagOf(fi)}, nil
+}
+
+// GetRange implements Bucket.
+func (b *DirBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("storage: get %s: bad range %d+%d", key, off, n)
+	}
+	f, info, err := b.open(key)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if off >= info.Size {
+		return []byte{}, nil
+	}
+	n = min(n, info.Size-off)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("storage: get %s: %w", key, err)
+	}
+	return buf, nil
+}
+
+// Stat implements Bucket.
+func (b *DirBucket) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	return statObject(b.path(key), key)
+}
+
+// List implements Bucket.
+func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error) {
+	// Walk the deepest directory that holds every key with the prefix.
+	base := prefix
+	if i := strings.LastIndexByte(base, '/'); i >= 0 {
+		base = base[:i]
+	} else {
+		base = ""
+	}
+	if base != "" {
+		if err := checkKey(base); err != nil {
+			return nil, err
+		}
+	}
+	var out []ObjectInfo
+	walkRoot := b.path(base)
+	if base == "" {
+		walkRoot = b.root
+	}
+	err := filepath.WalkDir(walkRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed meanwhile, or no such prefix
+			}
+			return err
+		}
+		if strings.HasPrefix(d.Name(), dirTempPrefix) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(b.root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) || key <= startAfter {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), ETag: etagOf(fi)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: list %s: %w", path.Join(b.Describe(), prefix), err)
+	}
+	// WalkDir visits in lexical order of names per directory, which is not the byte order of
+	// whole keys ("a/b" < "a-b" as names, "a-b" < "a/b" as keys): sort.
+	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Key, y.Key) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Delete implements Bucket.
+func (b *DirBucket) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	p := b.path(key)
+	err := b.locked(func() error {
+		err := os.Remove(p)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storage: delete %s: %w", key, err)
+	}
+	if err := syncDirPath(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: delete %s: sync directory: %w", key, err)
+	}
+	return nil
+}
