@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 )
 
 // Region procedures (docs/master.md, "Procedures"). Each region has at most one, persisted in
@@ -84,7 +85,7 @@ func (m *Master) closeLocked(b *batch, r *pb.CatalogRegion, kind pb.ProcedureKin
 
 // tableWantsOpenLocked: the region's table is enabled (or being enabled).
 func (m *Master) tableWantsOpenLocked(r *pb.CatalogRegion) bool {
-	t := m.st.tables[TableKey(r.GetInfo().GetTable())]
+	t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]
 	if t == nil || t.GetDeleting() {
 		return false
 	}
@@ -110,7 +111,7 @@ func (m *Master) placerLocked() *balancerState {
 	regions := make([]BalancerRegion, 0, len(m.st.regions))
 	for name, r := range m.st.regions {
 		if r.GetServer() != "" {
-			regions = append(regions, BalancerRegion{Name: name, Group: PrimaryName(name), Server: r.GetServer()})
+			regions = append(regions, BalancerRegion{Name: name, Group: layout.PrimaryName(name), Server: r.GetServer()})
 		}
 	}
 	return newBalancerState(servers, regions)
@@ -120,7 +121,7 @@ func (m *Master) placerLocked() *balancerState {
 // region, else the least loaded fitting server, avoiding the servers it failed on while others
 // exist.
 func (m *Master) chooseTargetLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure) string {
-	br := &BalancerRegion{Name: r.GetInfo().GetName(), Group: PrimaryName(r.GetInfo().GetName())}
+	br := &BalancerRegion{Name: r.GetInfo().GetName(), Group: layout.PrimaryName(r.GetInfo().GetName())}
 	if t := p.GetTarget(); t != "" && pl.fits(br, t) {
 		return t
 	}
@@ -177,7 +178,7 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 			np.Target = target
 			b.putRegion(nr)
 			b.putProc(np)
-			pl.add(BalancerRegion{Name: name, Group: PrimaryName(name)}, target)
+			pl.add(BalancerRegion{Name: name, Group: layout.PrimaryName(name)}, target)
 			send = append(send, name)
 			continue
 		}
@@ -239,7 +240,7 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 // primaryOpenSentLocked: name is a primary, or a replica whose primary is not being opened or
 // whose primary's server accepted the open: a replica's open is never sent before its primary's.
 func (m *Master) primaryOpenSentLocked(name string) bool {
-	primary := PrimaryName(name)
+	primary := layout.PrimaryName(name)
 	if primary == name {
 		return true
 	}
@@ -353,13 +354,13 @@ func (m *Master) dispatchLocked(name string) {
 	var call func(ctx context.Context, c pb.AdminClient) error
 	switch step {
 	case stepOpen:
-		t := m.st.tables[TableKey(r.GetInfo().GetTable())]
+		t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]
 		req := &pb.OpenRegionRequest{Region: proto.CloneOf(r.GetInfo()), Table: proto.CloneOf(t.GetTable()), ProcedureId: p.p.GetId()}
 		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.OpenRegion(ctx, req); return err }
 	case stepClose:
 		req := &pb.CloseRegionRequest{Region: name, Flush: p.p.GetFlush(), ProcedureId: p.p.GetId()}
 		if p.p.GetKind() == kindMove && p.p.GetTarget() != "" {
-			if sn, err := ParseServerName(p.p.GetTarget()); err == nil {
+			if sn, err := layout.ParseServerName(p.p.GetTarget()); err == nil {
 				if ts, ok := m.reg.Get(p.p.GetTarget()); ok {
 					sn.StartCode = ts.StartCode
 				}

@@ -17,6 +17,8 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -27,7 +29,7 @@ import (
 // Nothing sleeps to synchronise: tests poll with deadlines.
 
 // testLease is short so that death is declared in about a second.
-var testLease = master.LeaseConfig{Lease: time.Second, HeartbeatInterval: 200 * time.Millisecond,
+var testLease = lease.Config{Lease: time.Second, HeartbeatInterval: 200 * time.Millisecond,
 	SelfFenceMargin: 200 * time.Millisecond, DeadMargin: 300 * time.Millisecond}
 
 func testConfig(fs storage.FS) master.Config {
@@ -183,9 +185,9 @@ func (c *cluster) waitAllOpen(table string, timeout time.Duration) []*pb.RegionL
 			if l.GetState() != pb.RegionState_REGION_STATE_OPEN {
 				return false, fmt.Sprintf("region %s is %s", l.GetRegion().GetName(), l.GetState())
 			}
-			srv := c.server(master.ServerName(l.GetServer()))
+			srv := c.server(layout.ServerName(l.GetServer()))
 			if srv == nil || !slices.Contains(srv.Regions(), l.GetRegion().GetName()) {
-				return false, fmt.Sprintf("region %s not served by %s", l.GetRegion().GetName(), master.ServerName(l.GetServer()))
+				return false, fmt.Sprintf("region %s not served by %s", l.GetRegion().GetName(), layout.ServerName(l.GetServer()))
 			}
 		}
 		return len(locs) > 0, "no regions"
@@ -227,7 +229,7 @@ func (c *cluster) createTable(table string, regions int32, replication int32) []
 func perServer(locs []*pb.RegionLocation) map[string]int {
 	out := map[string]int{}
 	for _, l := range locs {
-		out[master.ServerName(l.GetServer())]++
+		out[layout.ServerName(l.GetServer())]++
 	}
 	return out
 }
@@ -316,7 +318,7 @@ func checkClientLocates(t *testing.T, c *cluster, table string, rows [][]byte) {
 				want = l
 			}
 		}
-		srv := c.server(master.ServerName(want.GetServer()))
+		srv := c.server(layout.ServerName(want.GetServer()))
 		found := false
 		for _, g := range srv.Gets() {
 			found = found || (g.Region == want.GetRegion().GetName() && bytes.Equal(g.Row, row))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -32,13 +33,13 @@ import (
 // deadPendingLocked: that process of the server is dead and its regions are not taken off it
 // yet (they wait for the log split).
 func (m *Master) deadPendingLocked(name string, startCode int64) bool {
-	d := m.st.dead[WALDirName(name, startCode)]
+	d := m.st.dead[layout.WALDirName(name, startCode)]
 	return d != nil && d.d.GetStep() < pb.DeadServerStep_DEAD_SERVER_STEP_WAIT
 }
 
 // serverDiedLocked starts the recovery of a dead server process (idempotent).
 func (m *Master) serverDiedLocked(name string, startCode int64) error {
-	dir := WALDirName(name, startCode)
+	dir := layout.WALDirName(name, startCode)
 	if m.st.dead[dir] != nil {
 		return nil
 	}
@@ -107,7 +108,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 			// A split parent never opens again: every edit of it was flushed before its split
 			// (the split is refused otherwise), and the janitor may be archiving its directory.
 			if r.GetInfo().GetReplicaId() == 0 && !r.GetInfo().GetSplit() {
-				dirs[name] = RecoveredEditsDir(r.GetInfo())
+				dirs[name] = layout.RecoveredEditsDir(r.GetInfo())
 				flushed[name] = r.GetMaxFlushedSeq()
 			}
 		}
@@ -162,7 +163,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 func (m *Master) fence(dir string) error {
 	fs := m.cfg.FS
 	src := path.Join("wal", dir)
-	dst := src + SplittingSuffix
+	dst := src + layout.SplittingSuffix
 	if err := fs.MkdirAll("wal"); err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func (m *Master) fence(dir string) error {
 
 // split writes the recovered edits of every known region found in a fenced WAL directory.
 func (m *Master) split(dir string, dirs map[string]string, flushed map[string]uint64) (*wal.SplitResult, error) {
-	src := path.Join("wal", dir+SplittingSuffix)
+	src := path.Join("wal", dir+layout.SplittingSuffix)
 	ok, err := storage.Exists(m.cfg.FS, src)
 	if err != nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 // archiveWAL moves a split WAL directory to archive/wal/.
 func (m *Master) archiveWAL(dir string) error {
 	fs := m.cfg.FS
-	src := path.Join("wal", dir+SplittingSuffix)
+	src := path.Join("wal", dir+layout.SplittingSuffix)
 	ok, err := storage.Exists(fs, src)
 	if err != nil || !ok {
 		return err

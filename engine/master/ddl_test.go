@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -130,7 +131,7 @@ func TestBadInputGetsTypedErrors(t *testing.T) {
 			return err
 		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, `unknown cluster setting "colour"`},
 		{"bad replication setting", func() error {
-			_, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{master.ConfigDefaultRegionReplication: "0"}})
+			_, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{layout.ConfigDefaultRegionReplication: "0"}})
 			return err
 		}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, "default_region_replication must be"},
 		{"quota without a subject", func() error {
@@ -216,7 +217,7 @@ func TestTableLifecycle(t *testing.T) {
 	}
 	for _, s := range c.servers {
 		for _, r := range s.Regions() {
-			if strings.HasPrefix(r, master.PrimaryName(r)) && containsRegion(infos, r) {
+			if strings.HasPrefix(r, layout.PrimaryName(r)) && containsRegion(infos, r) {
 				t.Errorf("server %s still serves %s of the disabled table", s.Name(), r)
 			}
 		}
@@ -233,7 +234,7 @@ func TestTableLifecycle(t *testing.T) {
 	}
 	c.waitAllOpen("ns1:t1", 10*time.Second)
 	// Truncate (preserving splits) replaces the regions, archives the old directories, enables.
-	if err := fs.MkdirAll(path.Join(master.RegionDir(infos[0]), "f")); err != nil {
+	if err := fs.MkdirAll(path.Join(layout.RegionDir(infos[0]), "f")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("ns1:t1")}); err != nil {
@@ -252,15 +253,15 @@ func TestTableLifecycle(t *testing.T) {
 		}
 	}
 	c.waitFor("the old region directory archived", 5*time.Second, func() (bool, string) {
-		gone, _ := storage.Exists(fs, master.RegionDir(infos[0]))
-		archived, _ := storage.Exists(fs, path.Join("archive", master.RegionDir(infos[0]), "f"))
+		gone, _ := storage.Exists(fs, layout.RegionDir(infos[0]))
+		archived, _ := storage.Exists(fs, path.Join("archive", layout.RegionDir(infos[0]), "f"))
 		return !gone && archived, "not yet"
 	})
 	// Delete: disable first, then the table and its rows go and its data moves to archive/.
 	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("ns1:t1")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.MkdirAll(path.Join(master.RegionDir(locs[0].GetRegion()), "f")); err != nil {
+	if err := fs.MkdirAll(path.Join(layout.RegionDir(locs[0].GetRegion()), "f")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.mc.DeleteTable(c.ctx(), &pb.TableRequest{Table: tableName("ns1:t1")}); err != nil {
@@ -301,7 +302,7 @@ func TestQuotasConfigAndHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	if reg.GetLeaseMs() != testLease.Lease.Milliseconds() || reg.GetHeartbeatIntervalMs() != testLease.HeartbeatInterval.Milliseconds() ||
-		reg.GetClusterConfig()[master.ConfigHedgeDelayMS] != "15" || reg.GetClusterConfig()[master.ConfigSelfFenceMarginMS] != "200" || reg.GetClusterConfig()[master.ConfigDefaultRegionReplication] != "1" {
+		reg.GetClusterConfig()[layout.ConfigHedgeDelayMS] != "15" || reg.GetClusterConfig()[layout.ConfigSelfFenceMarginMS] != "200" || reg.GetClusterConfig()[layout.ConfigDefaultRegionReplication] != "1" {
 		t.Errorf("register response %v", reg)
 	}
 	hb := func() *pb.HeartbeatResponse {
@@ -351,17 +352,17 @@ func TestQuotasConfigAndHeartbeats(t *testing.T) {
 	}
 	// Cluster config overrides the flags, and an empty value resets.
 	if _, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{
-		master.ConfigDefaultRegionReplication: "2", master.ConfigQuotasEnabled: "false"}}); err != nil {
+		layout.ConfigDefaultRegionReplication: "2", layout.ConfigQuotasEnabled: "false"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := hb().GetClusterConfig()
-	if cfg[master.ConfigDefaultRegionReplication] != "2" || cfg[master.ConfigQuotasEnabled] != "false" || cfg[master.ConfigHedgeDelayMS] != "15" {
+	if cfg[layout.ConfigDefaultRegionReplication] != "2" || cfg[layout.ConfigQuotasEnabled] != "false" || cfg[layout.ConfigHedgeDelayMS] != "15" {
 		t.Errorf("config after SetClusterConfig: %v", cfg)
 	}
-	if _, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{master.ConfigQuotasEnabled: ""}}); err != nil {
+	if _, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{layout.ConfigQuotasEnabled: ""}}); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.status(); st.GetClusterConfig()[master.ConfigQuotasEnabled] != "true" || !st.GetBalancerOn() {
+	if st := c.status(); st.GetClusterConfig()[layout.ConfigQuotasEnabled] != "true" || !st.GetBalancerOn() {
 		t.Errorf("status after reset: %v", st)
 	}
 	// The balancer switch.

@@ -10,10 +10,10 @@
 //     region's state so a new active master resumes them; crash.go recovers dead servers (fence
 //     the WAL directory, split it into recovered edits, reassign); ops.go runs the balancer,
 //     drains and the table state machine; tables.go is the DDL.
-//   - Balance and AssignmentFor are the pure balancer; Registry and Fence the two sides of the
+//   - Balance and AssignmentFor are the pure balancer; Registry and lease.Fence the two sides of the
 //     region servers' lease.
 //
-// docs/master.md describes the design, the names and paths on shared storage (WALDirName,
-// RegionDir, RecoveredEditsDir) and what a region server must implement. Package mastertest runs
+// docs/master.md describes the design, the names and paths on shared storage (layout.WALDirName,
+// layout.RegionDir, layout.RecoveredEditsDir) and what a region server must implement. Package mastertest runs
 // masters and fake region servers in-process for tests.
 package master

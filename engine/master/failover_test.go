@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -236,7 +237,7 @@ func TestStopBeforeStartAndTwice(t *testing.T) {
 	if _, err := master.New(master.Config{}); err == nil {
 		t.Error("a master without storage was made")
 	}
-	if _, err := master.New(master.Config{FS: storage.NewMem(), Lease: master.LeaseConfig{Lease: time.Second, HeartbeatInterval: time.Second}}); err == nil {
+	if _, err := master.New(master.Config{FS: storage.NewMem(), Lease: lease.Config{Lease: time.Second, HeartbeatInterval: time.Second}}); err == nil {
 		t.Error("a bad lease configuration was accepted")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -28,8 +30,8 @@ type Config struct {
 	Address string
 	// Election decides when this master is active. nil: NoElection (active at once).
 	Election Elector
-	// Lease is the region servers' lease timing. Zero: DefaultLeaseConfig.
-	Lease LeaseConfig
+	// Lease is the region servers' lease timing. Zero: lease.Default.
+	Lease lease.Config
 
 	// DefaultRegionReplication is REGION_REPLICATION for tables that do not set it (default 1),
 	// HedgeDelay the TIMELINE hedge delay servers and clients are told (default 10 ms) and
@@ -91,8 +93,8 @@ func (c *Config) fill() error {
 	if c.Election == nil {
 		c.Election = NoElection{Identity: c.Address}
 	}
-	if c.Lease == (LeaseConfig{}) {
-		c.Lease = DefaultLeaseConfig
+	if c.Lease == (lease.Config{}) {
+		c.Lease = lease.Default
 	}
 	if err := c.Lease.Validate(); err != nil {
 		return err
@@ -782,29 +784,15 @@ func (m *Master) updateGaugesLocked() {
 	m.metrics.ritOldestAge.Set(oldest.Seconds())
 }
 
-// Cluster configuration keys (SetClusterConfig, RegisterServerResponse.cluster_config).
-const (
-	ConfigDefaultRegionReplication = "default_region_replication"
-	ConfigHedgeDelayMS             = "hedge_delay_ms"
-	ConfigQuotasEnabled            = "quotas_enabled"
-	// ConfigRegionSplitSize (bytes) overrides Config.SplitSize; ConfigSplitsEnabled = false stops
-	// the size policy (SplitRegion still splits).
-	ConfigRegionSplitSize = "region_split_size"
-	ConfigSplitsEnabled   = "splits_enabled"
-	// ConfigSelfFenceMarginMS is in RegisterServerResponse.cluster_config only: how long before
-	// its lease can expire a region server stops acknowledging writes (LeaseConfig.SelfFenceMargin).
-	ConfigSelfFenceMarginMS = "self_fence_margin_ms"
-)
-
 // clusterConfigLocked is the effective cluster configuration: the flags' values overridden by
 // the catalog's.
 func (m *Master) clusterConfigLocked() map[string]string {
 	out := map[string]string{
-		ConfigDefaultRegionReplication: strconv.Itoa(int(m.cfg.DefaultRegionReplication)),
-		ConfigHedgeDelayMS:             strconv.FormatInt(m.cfg.HedgeDelay.Milliseconds(), 10),
-		ConfigQuotasEnabled:            strconv.FormatBool(!m.cfg.QuotasDisabled),
-		ConfigRegionSplitSize:          strconv.FormatInt(m.cfg.SplitSize, 10),
-		ConfigSplitsEnabled:            "true",
+		layout.ConfigDefaultRegionReplication: strconv.Itoa(int(m.cfg.DefaultRegionReplication)),
+		layout.ConfigHedgeDelayMS:             strconv.FormatInt(m.cfg.HedgeDelay.Milliseconds(), 10),
+		layout.ConfigQuotasEnabled:            strconv.FormatBool(!m.cfg.QuotasDisabled),
+		layout.ConfigRegionSplitSize:          strconv.FormatInt(m.cfg.SplitSize, 10),
+		layout.ConfigSplitsEnabled:            "true",
 	}
 	for k, v := range m.st.config.GetConfig() {
 		out[k] = v
@@ -813,7 +801,7 @@ func (m *Master) clusterConfigLocked() map[string]string {
 }
 
 func (m *Master) defaultReplicationLocked() int32 {
-	n, err := strconv.Atoi(m.clusterConfigLocked()[ConfigDefaultRegionReplication])
+	n, err := strconv.Atoi(m.clusterConfigLocked()[layout.ConfigDefaultRegionReplication])
 	if err != nil || n < 1 {
 		return m.cfg.DefaultRegionReplication
 	}

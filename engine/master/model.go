@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 )
 
 // Catalog rows (docs/master.md, "Catalog layout"). Values are the messages of catalog.proto.
@@ -31,7 +32,7 @@ const (
 type model struct {
 	tables  map[string]*pb.CatalogTable  // by ns:name
 	regions map[string]*pb.CatalogRegion // by region name (replicas included)
-	// primaries of each table sorted by start key (replica i of primary p is ReplicaName(p.id, i))
+	// primaries of each table sorted by start key (replica i of primary p is layout.ReplicaName(p.id, i))
 	index   map[string][]*pb.CatalogRegion
 	procs   map[string]*proc       // by region name
 	dead    map[string]*deadServer // by WAL dir name
@@ -84,7 +85,7 @@ func loadModel(c *Catalog, now time.Time) (*model, error) {
 		if err := proto.Unmarshal(row.Value, t); err != nil {
 			return nil, bad(row.Key, err)
 		}
-		m.tables[TableKey(t.GetTable().GetName())] = t
+		m.tables[layout.TableKey(t.GetTable().GetName())] = t
 	}
 	for _, row := range c.Scan(rowRegion) {
 		r := &pb.CatalogRegion{}
@@ -158,7 +159,7 @@ func (m *model) setRegion(r *pb.CatalogRegion) {
 		m.inTransition++
 	}
 	if r.GetInfo().GetReplicaId() == 0 {
-		key := TableKey(r.GetInfo().GetTable())
+		key := layout.TableKey(r.GetInfo().GetTable())
 		if r.GetInfo().GetSplit() {
 			// A split parent leaves the index: its daughters cover its rows.
 			m.unindex(key, name)
@@ -184,7 +185,7 @@ func (m *model) deleteRegion(name string) {
 	}
 	delete(m.regions, name)
 	if old.GetInfo().GetReplicaId() == 0 {
-		m.unindex(TableKey(old.GetInfo().GetTable()), name)
+		m.unindex(layout.TableKey(old.GetInfo().GetTable()), name)
 	}
 }
 
@@ -235,7 +236,7 @@ func (m *model) deleteProc(name string) {
 
 // table finds a visible table (not being deleted).
 func (m *model) table(t *pb.TableName) *pb.CatalogTable {
-	tb := m.tables[TableKey(t)]
+	tb := m.tables[layout.TableKey(t)]
 	if tb == nil || tb.GetDeleting() {
 		return nil
 	}
@@ -257,7 +258,7 @@ func (m *model) tableRegions(key string) []*pb.CatalogRegion {
 func (m *model) replicas(primary *pb.CatalogRegion) []*pb.CatalogRegion {
 	var out []*pb.CatalogRegion
 	for i := int32(1); i < maxReplication; i++ {
-		r := m.regions[ReplicaName(primary.GetInfo().GetRegionId(), i)]
+		r := m.regions[layout.ReplicaName(primary.GetInfo().GetRegionId(), i)]
 		if r == nil {
 			break
 		}
@@ -320,7 +321,7 @@ func marshal(msg proto.Message) ([]byte, error) {
 func (b *batch) empty() bool { return len(b.changes) == 0 && b.state == nil }
 
 func (b *batch) putTable(t *pb.CatalogTable) {
-	key := TableKey(t.GetTable().GetName())
+	key := layout.TableKey(t.GetTable().GetName())
 	b.changes = append(b.changes, rowChange{key: rowTable + key, msg: t})
 	b.apply = append(b.apply, func(m *model, _ time.Time) { m.tables[key] = t })
 }

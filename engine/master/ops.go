@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -94,7 +95,7 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 	tn := proto.CloneOf(t.GetTable().GetName())
 	m.runIO(func() (err error) {
 		if drop {
-			err = m.archiveDir(TableDir(tn), path.Join("archive", TableDir(tn), strconv.FormatInt(m.clock().UnixMilli(), 10)))
+			err = m.archiveDir(layout.TableDir(tn), path.Join("archive", layout.TableDir(tn), strconv.FormatInt(m.clock().UnixMilli(), 10)))
 		} else {
 			for _, d := range dirs {
 				if err = m.archiveDir(d, path.Join("archive", d)); err != nil {
@@ -170,7 +171,7 @@ func (m *Master) sweepLocked(now time.Time) error {
 	for _, r := range m.st.regions {
 		name := r.GetInfo().GetName()
 		if srv := r.GetServer(); srv != "" {
-			if !m.serverLiveLocked(srv, r.GetServerStartCode()) && m.st.dead[WALDirName(srv, r.GetServerStartCode())] == nil {
+			if !m.serverLiveLocked(srv, r.GetServerStartCode()) && m.st.dead[layout.WALDirName(srv, r.GetServerStartCode())] == nil {
 				orphans = append(orphans, proc{srv, r.GetServerStartCode()})
 			}
 			continue
@@ -178,7 +179,7 @@ func (m *Master) sweepLocked(now time.Time) error {
 		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) || m.splitBlocksLocked(name) {
 			continue
 		}
-		if t := m.st.tables[TableKey(r.GetInfo().GetTable())]; t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
+		if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
 			continue
 		}
 		if r.GetState() == stateOffline || r.GetState() == stateClosed {
@@ -244,7 +245,7 @@ func (m *Master) startMovesLocked(time.Time) error {
 		if pl == nil {
 			pl = m.placerLocked()
 		}
-		br := &BalancerRegion{Name: mv.region, Group: PrimaryName(mv.region), Server: mv.from}
+		br := &BalancerRegion{Name: mv.region, Group: layout.PrimaryName(mv.region), Server: mv.from}
 		to := mv.to
 		if to == "" || to == mv.from || !pl.fits(br, to) {
 			to = pl.pick(br, mv.from)

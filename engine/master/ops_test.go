@@ -7,13 +7,14 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
 )
 
 func (c *cluster) serverStatus(name string) *pb.ServerStatus {
 	for _, s := range c.status().GetServers() {
-		if master.ServerName(s.GetServer()) == name {
+		if layout.ServerName(s.GetServer()) == name {
 			return s
 		}
 	}
@@ -40,7 +41,7 @@ func TestDrainEmptiesAServerAndUndrainBalanceRefillsIt(t *testing.T) {
 	// New regions never go to a draining server.
 	c.createTable("t2", 4, 0)
 	for _, l := range c.waitAllOpen("t2", 10*time.Second) {
-		if master.ServerName(l.GetServer()) == target.Name() {
+		if layout.ServerName(l.GetServer()) == target.Name() {
 			t.Errorf("region %s of a new table assigned to the draining server", l.GetRegion().GetName())
 		}
 	}
@@ -79,7 +80,7 @@ func TestMoveRegion(t *testing.T) {
 	c.createTable("t1", 3, 0)
 	locs := c.waitAllOpen("t1", 10*time.Second)
 	l := locs[0]
-	name, from := l.GetRegion().GetName(), master.ServerName(l.GetServer())
+	name, from := l.GetRegion().GetName(), layout.ServerName(l.GetServer())
 	var to *mastertest.FakeServer
 	for _, s := range c.servers {
 		if s.Name() != from {
@@ -91,7 +92,7 @@ func TestMoveRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := c.waitAllOpen("t1", 10*time.Second)
-	if got := master.ServerName(after[0].GetServer()); got != to.Name() {
+	if got := layout.ServerName(after[0].GetServer()); got != to.Name() {
 		t.Fatalf("region %s on %s after the move, want %s", name, got, to.Name())
 	}
 	if after[0].GetSeq() != l.GetSeq()+1 {
@@ -110,7 +111,7 @@ func TestMoveRegion(t *testing.T) {
 	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name}); err != nil {
 		t.Fatal(err)
 	}
-	if got := master.ServerName(c.waitAllOpen("t1", 10*time.Second)[0].GetServer()); got == to.Name() {
+	if got := layout.ServerName(c.waitAllOpen("t1", 10*time.Second)[0].GetServer()); got == to.Name() {
 		t.Error("a move without destination left the region where it was")
 	}
 	// Bad moves.
@@ -138,14 +139,14 @@ func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
 	}
 	zoneOf := map[string]string{}
 	for _, s := range c.status().GetServers() {
-		zoneOf[master.ServerName(s.GetServer())] = s.GetZone()
+		zoneOf[layout.ServerName(s.GetServer())] = s.GetZone()
 	}
 	check := func(locs []*pb.RegionLocation) {
 		t.Helper()
 		byGroup := map[string][]string{}
 		for _, l := range locs {
-			g := master.PrimaryName(l.GetRegion().GetName())
-			byGroup[g] = append(byGroup[g], master.ServerName(l.GetServer()))
+			g := layout.PrimaryName(l.GetRegion().GetName())
+			byGroup[g] = append(byGroup[g], layout.ServerName(l.GetServer()))
 		}
 		for g, servers := range byGroup {
 			if len(servers) != 2 || servers[0] == servers[1] {
@@ -157,7 +158,7 @@ func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
 	}
 	check(locs)
 	for _, l := range locs {
-		if l.GetRegion().GetReplicaId() == 1 && l.GetRegion().GetName() != master.ReplicaName(l.GetRegion().GetRegionId(), 1) {
+		if l.GetRegion().GetReplicaId() == 1 && l.GetRegion().GetName() != layout.ReplicaName(l.GetRegion().GetRegionId(), 1) {
 			t.Errorf("replica named %q", l.GetRegion().GetName())
 		}
 	}
@@ -179,7 +180,7 @@ func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
 	}
 	for _, l := range locs {
 		if ri := l.GetRegion(); ri.GetReplicaId() == 1 {
-			if p := master.RegionName(ri.GetRegionId()); firstOpen[ri.GetName()].Before(firstOpen[p]) {
+			if p := layout.RegionName(ri.GetRegionId()); firstOpen[ri.GetName()].Before(firstOpen[p]) {
 				t.Errorf("replica %s opened before its primary", ri.GetName())
 			}
 		}
@@ -193,8 +194,8 @@ func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
 	})
 	byGroup := map[string][]string{}
 	for _, l := range c.waitAllOpen("t1", 10*time.Second) {
-		g := master.PrimaryName(l.GetRegion().GetName())
-		byGroup[g] = append(byGroup[g], master.ServerName(l.GetServer()))
+		g := layout.PrimaryName(l.GetRegion().GetName())
+		byGroup[g] = append(byGroup[g], layout.ServerName(l.GetServer()))
 	}
 	for g, servers := range byGroup {
 		if servers[0] == servers[1] {
@@ -252,8 +253,8 @@ func TestFailedOpensRetryElsewhereThenFailedOpen(t *testing.T) {
 	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: failed, Destination: good.Name()}); err != nil {
 		t.Fatal(err)
 	}
-	if l := c.waitAllOpen("t2", 10*time.Second)[0]; master.ServerName(l.GetServer()) != good.Name() {
-		t.Errorf("reassigned FAILED_OPEN region on %s, want %s", master.ServerName(l.GetServer()), good.Name())
+	if l := c.waitAllOpen("t2", 10*time.Second)[0]; layout.ServerName(l.GetServer()) != good.Name() {
+		t.Errorf("reassigned FAILED_OPEN region on %s, want %s", layout.ServerName(l.GetServer()), good.Name())
 	}
 }
 
@@ -355,7 +356,7 @@ func TestServerDeadDuringMasterRestartIsRecovered(t *testing.T) {
 	c.startMaster()
 	c.waitFor("the victim's regions reassigned", 20*time.Second, func() (bool, string) {
 		for _, l := range c.regions("t1") {
-			if master.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
+			if layout.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
 				return false, l.GetRegion().GetName() + " not moved"
 			}
 		}

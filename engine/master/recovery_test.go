@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -63,7 +64,7 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 		t.Fatalf("victim holds %d regions", len(infos))
 	}
 	// The victim's WAL: edits for each of its regions, in a few segments.
-	walDir := master.WALDir(victim.Name(), victim.StartCode())
+	walDir := layout.WALDir(victim.Name(), victim.StartCode())
 	const segmentSize = 1024
 	w, err := wal.Open(wal.Options{FS: fs, Dir: walDir, SegmentSize: segmentSize})
 	if err != nil {
@@ -98,8 +99,8 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 			declared = time.Since(start)
 		}
 		for _, l := range c.regions("t1") {
-			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || master.ServerName(l.GetServer()) == victim.Name() {
-				return false, fmt.Sprintf("region %s is %s on %s", l.GetRegion().GetName(), l.GetState(), master.ServerName(l.GetServer()))
+			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || layout.ServerName(l.GetServer()) == victim.Name() {
+				return false, fmt.Sprintf("region %s is %s on %s", l.GetRegion().GetName(), l.GetState(), layout.ServerName(l.GetServer()))
 			}
 		}
 		return true, ""
@@ -145,21 +146,21 @@ func TestDeadServerIsFencedSplitAndItsRegionsReassigned(t *testing.T) {
 	c.waitFor("the dead server forgotten", 10*time.Second, func() (bool, string) {
 		st := c.status()
 		for _, s := range st.GetServers() {
-			if master.ServerName(s.GetServer()) == victim.Name() {
+			if layout.ServerName(s.GetServer()) == victim.Name() {
 				return false, "still listed"
 			}
 		}
 		return len(st.GetDeadServers()) == 0, fmt.Sprint("dead servers ", st.GetDeadServers())
 	})
-	for name, want := range map[string]bool{walDir: false, walDir + master.SplittingSuffix: false,
-		path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode())): true} {
+	for name, want := range map[string]bool{walDir: false, walDir + layout.SplittingSuffix: false,
+		path.Join("archive", "wal", layout.WALDirName(victim.Name(), victim.StartCode())): true} {
 		if ok, err := storage.Exists(fs, name); err != nil || ok != want {
 			t.Errorf("%s exists: %v (err %v), want %v", name, ok, err, want)
 		}
 	}
 	// The last segment's preallocated tail was cut off before archiving: it is shorter than a
 	// segment (it held the 60 edits' last few).
-	archived := path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode()))
+	archived := path.Join("archive", "wal", layout.WALDirName(victim.Name(), victim.StartCode()))
 	names, err := fs.List(archived)
 	if err != nil || len(names) == 0 {
 		t.Fatalf("archive: %v %v", names, err)
@@ -185,7 +186,7 @@ func TestCutOffServerIsToldItIsUnknownAndRegistersAgain(t *testing.T) {
 	victim.PauseHeartbeats(true)
 	c.waitFor("its regions reassigned", 20*time.Second, func() (bool, string) {
 		for _, l := range c.regions("t1") {
-			if master.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
+			if layout.ServerName(l.GetServer()) == victim.Name() || l.GetState() != pb.RegionState_REGION_STATE_OPEN {
 				return false, l.GetRegion().GetName() + " not moved yet"
 			}
 		}
@@ -220,7 +221,7 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 			c.waitAllOpen("t1", 10*time.Second)
 			victim := c.servers[0]
 			infos := victim.RegionInfos()
-			walDir := master.WALDir(victim.Name(), victim.StartCode())
+			walDir := layout.WALDir(victim.Name(), victim.StartCode())
 			w, err := wal.Open(wal.Options{FS: ffs, Dir: walDir})
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +243,7 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 			case "split":
 				ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/t1/*/recovered.edits/*"})
 				blocked = func() (bool, string) {
-					fenced, _ := storage.Exists(ffs, walDir+master.SplittingSuffix)
+					fenced, _ := storage.Exists(ffs, walDir+layout.SplittingSuffix)
 					return fenced, "not fenced yet"
 				}
 			case "wait":
@@ -268,7 +269,7 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 			if step != "wait" {
 				for _, l := range c.regions("t1") {
 					if slices.ContainsFunc(infos, func(ri *pb.RegionInfo) bool { return ri.GetName() == l.GetRegion().GetName() }) &&
-						l.GetState() == pb.RegionState_REGION_STATE_OPEN && master.ServerName(l.GetServer()) != victim.Name() {
+						l.GetState() == pb.RegionState_REGION_STATE_OPEN && layout.ServerName(l.GetServer()) != victim.Name() {
 						t.Fatalf("region %s reopened before the split", l.GetRegion().GetName())
 					}
 				}
@@ -292,7 +293,7 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 				return len(c.status().GetDeadServers()) == 0, fmt.Sprint(c.status().GetDeadServers())
 			})
 			for _, ri := range infos {
-				r, err := wal.NewRecoveredEditsReader(ffs, master.RecoveredEditsDir(ri), wal.ReplayOptions{})
+				r, err := wal.NewRecoveredEditsReader(ffs, layout.RecoveredEditsDir(ri), wal.ReplayOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -305,7 +306,7 @@ func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 					t.Errorf("region %s: %d recovered edits, want at least %d", ri.GetName(), n, want)
 				}
 			}
-			if ok, _ := storage.Exists(ffs, path.Join("archive", "wal", master.WALDirName(victim.Name(), victim.StartCode()))); !ok {
+			if ok, _ := storage.Exists(ffs, path.Join("archive", "wal", layout.WALDirName(victim.Name(), victim.StartCode()))); !ok {
 				t.Error("the split log was not archived")
 			}
 		})

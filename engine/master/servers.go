@@ -2,49 +2,12 @@ package master
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/cellstore/cellstore/engine/lease"
 )
-
-// Lease timing. A region server's lease runs Lease from the master's receipt of each heartbeat.
-// The server stops acknowledging writes Lease - SelfFenceMargin after it sent the heartbeat the
-// master last acknowledged (its own clock, measured from before the send, so it stops first even
-// if the master received that heartbeat instantly); the master declares it dead only
-// Lease + DeadMargin after the last heartbeat it received. Between the two, no write can be
-// acknowledged by a server the master is about to fence.
-type LeaseConfig struct {
-	Lease             time.Duration
-	HeartbeatInterval time.Duration
-	SelfFenceMargin   time.Duration
-	DeadMargin        time.Duration
-}
-
-// DefaultLeaseConfig: a server that misses heartbeats for about 6 s is declared dead, which keeps
-// its regions' recovery within the 10 s the cluster aims for.
-var DefaultLeaseConfig = LeaseConfig{
-	Lease:             4 * time.Second,
-	HeartbeatInterval: 1 * time.Second,
-	SelfFenceMargin:   1 * time.Second,
-	DeadMargin:        2 * time.Second,
-}
-
-// Validate checks that the margins keep a fenced server from acknowledging writes.
-func (c LeaseConfig) Validate() error {
-	switch {
-	case c.HeartbeatInterval <= 0 || c.Lease <= 0:
-		return fmt.Errorf("master: lease %v and heartbeat interval %v must be positive", c.Lease, c.HeartbeatInterval)
-	case c.HeartbeatInterval*2 > c.Lease:
-		return fmt.Errorf("master: heartbeat interval %v must be at most half the lease %v, or one lost heartbeat fences a server", c.HeartbeatInterval, c.Lease)
-	case c.SelfFenceMargin <= 0 || c.SelfFenceMargin >= c.Lease:
-		return fmt.Errorf("master: self-fence margin %v must be in (0, lease %v)", c.SelfFenceMargin, c.Lease)
-	case c.DeadMargin <= 0:
-		return fmt.Errorf("master: dead margin %v must be positive", c.DeadMargin)
-	}
-	return nil
-}
 
 // ServerState is the registry's record of one region server.
 type ServerState struct {
@@ -64,7 +27,7 @@ type ServerState struct {
 
 // Registry tracks region servers and their leases. Clock is injectable for tests.
 type Registry struct {
-	cfg   LeaseConfig
+	cfg   lease.Config
 	clock func() time.Time
 
 	mu      sync.Mutex
@@ -72,7 +35,7 @@ type Registry struct {
 }
 
 // NewRegistry makes an empty registry.
-func NewRegistry(cfg LeaseConfig, clock func() time.Time) (*Registry, error) {
+func NewRegistry(cfg lease.Config, clock func() time.Time) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,7 +96,7 @@ func (r *Registry) Reset() {
 }
 
 // Config returns the lease timing.
-func (r *Registry) Config() LeaseConfig { return r.cfg }
+func (r *Registry) Config() lease.Config { return r.cfg }
 
 // Restore records a server known from the catalog, after a master failover, as live with its
 // lease starting now: if the process is still there it goes on heartbeating with the same start
@@ -272,50 +235,4 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// Fence is a region server's side of the lease: it may acknowledge writes only until its fence
-// time, which each acknowledged heartbeat moves to (send time + Lease - SelfFenceMargin).
-type Fence struct {
-	cfg   LeaseConfig
-	clock func() time.Time
-	base  time.Time // untilNs is measured from it (monotonic with time.Now)
-
-	mu    sync.Mutex
-	until time.Time
-	// untilNs mirrors until for Open, which every read and write calls: no lock.
-	untilNs atomic.Int64
-}
-
-// NewFence makes a fence that is closed until the first acknowledged heartbeat.
-func NewFence(cfg LeaseConfig, clock func() time.Time) *Fence {
-	if clock == nil {
-		clock = time.Now
-	}
-	f := &Fence{cfg: cfg, clock: clock, base: clock()}
-	f.untilNs.Store(math.MinInt64)
-	return f
-}
-
-// Renewed records that the heartbeat sent at sentAt was acknowledged.
-func (f *Fence) Renewed(sentAt time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t := sentAt.Add(f.cfg.Lease - f.cfg.SelfFenceMargin); t.After(f.until) {
-		f.until = t
-		f.untilNs.Store(int64(t.Sub(f.base)))
-	}
-}
-
-// Open says whether writes may be acknowledged now.
-func (f *Fence) Open() bool {
-	return int64(f.clock().Sub(f.base)) < f.untilNs.Load()
-}
-
-// Close shuts the fence at once (the master said this server is unknown).
-func (f *Fence) Close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Time{}
-	f.untilNs.Store(math.MinInt64)
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cellstore/cellstore/engine/lease"
 )
 
 type fakeClock struct {
@@ -20,7 +22,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func TestLeaseExpiryAndRestart(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1000, 0)}
-	cfg := DefaultLeaseConfig
+	cfg := lease.Default
 	r, err := NewRegistry(cfg, clk.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +62,10 @@ func TestLeaseExpiryAndRestart(t *testing.T) {
 }
 
 func TestFenceClosesBeforeMasterDeclaresDeath(t *testing.T) {
-	cfg := DefaultLeaseConfig
+	cfg := lease.Default
 	clk := &fakeClock{now: time.Unix(1000, 0)}
 	reg, _ := NewRegistry(cfg, clk.Now)
-	fence := NewFence(cfg, clk.Now)
+	fence := lease.NewFence(cfg, clk.Now)
 	if fence.Open() {
 		t.Fatal("fence open before any heartbeat")
 	}
@@ -90,20 +92,4 @@ func TestFenceClosesBeforeMasterDeclaresDeath(t *testing.T) {
 		}
 	}
 	t.Fatal("the master never declared the silent server dead")
-}
-
-func TestLeaseConfigValidation(t *testing.T) {
-	bad := []LeaseConfig{
-		{Lease: time.Second, HeartbeatInterval: time.Second, SelfFenceMargin: 100 * time.Millisecond, DeadMargin: time.Second},
-		{Lease: 4 * time.Second, HeartbeatInterval: time.Second, SelfFenceMargin: 4 * time.Second, DeadMargin: time.Second},
-		{Lease: 4 * time.Second, HeartbeatInterval: time.Second, SelfFenceMargin: time.Second},
-	}
-	for i, c := range bad {
-		if c.Validate() == nil {
-			t.Errorf("config %d accepted: %+v", i, c)
-		}
-	}
-	if err := DefaultLeaseConfig.Validate(); err != nil {
-		t.Error(err)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 )
 
 // The Master gRPC service. Every handler answers NOT_ACTIVE_MASTER unless this master is active,
@@ -70,15 +71,15 @@ func (m *Master) GetTableRegions(_ context.Context, req *pb.TableRequest) (*pb.G
 	return resp, toStatus(err)
 }
 
-// checkServer validates a ServerName from a region server.
+// checkServer validates a server name from a region server.
 func checkServer(sn *pb.ServerName) (string, error) {
 	if sn == nil || sn.GetHost() == "" || sn.GetPort() <= 0 || sn.GetPort() > 65535 {
 		return "", errInvalid("server name must have a host and a port in [1, 65535], got %v", sn)
 	}
 	if sn.GetStartCode() <= 0 {
-		return "", errInvalid("server %s: start code must be positive (the process's start time in ms)", ServerName(sn))
+		return "", errInvalid("server %s: start code must be positive (the process's start time in ms)", layout.ServerName(sn))
 	}
-	return ServerName(sn), nil
+	return layout.ServerName(sn), nil
 }
 
 // RegisterServer implements pb.MasterServer.
@@ -103,7 +104,7 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	if m.reg.IsExpelled(name, sc) {
 		return nil, errPrecondition("server %s (start code %d) was expelled for not answering the master: restart it (a new start code)", name, sc)
 	}
-	if m.st.dead[WALDirName(name, sc)] != nil {
+	if m.st.dead[layout.WALDirName(name, sc)] != nil {
 		return nil, errPrecondition("server %s (start code %d) was declared dead and its WAL fenced: restart it (a new start code)", name, sc)
 	}
 	if cur, ok := m.reg.Get(name); ok && cur.Live && cur.StartCode > sc {
@@ -140,7 +141,7 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	m.kick()
 	lease := m.reg.Config()
 	cc := m.clusterConfigLocked()
-	cc[ConfigSelfFenceMarginMS] = strconv.FormatInt(lease.SelfFenceMargin.Milliseconds(), 10)
+	cc[layout.ConfigSelfFenceMarginMS] = strconv.FormatInt(lease.SelfFenceMargin.Milliseconds(), 10)
 	return &pb.RegisterServerResponse{LeaseMs: lease.Lease.Milliseconds(), HeartbeatIntervalMs: lease.HeartbeatInterval.Milliseconds(),
 		ClusterConfig: cc}, nil
 }
@@ -246,7 +247,7 @@ func (m *Master) SetServerZone(_ context.Context, req *pb.SetServerZoneRequest) 
 // updateServerRow changes (or creates) a server's catalog row and applies the change to the
 // registry.
 func (m *Master) updateServerRow(name string, change func(*pb.CatalogServer), apply func()) error {
-	if _, err := ParseServerName(name); err != nil {
+	if _, err := layout.ParseServerName(name); err != nil {
 		return errInvalid("%v", err)
 	}
 	if err := m.lock(); err != nil {
@@ -285,7 +286,7 @@ func (m *Master) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) error {
 	name, dest := req.GetRegion(), req.GetDestination()
 	if dest != "" {
-		if _, err := ParseServerName(dest); err != nil {
+		if _, err := layout.ParseServerName(dest); err != nil {
 			return errInvalid("destination: %v", err)
 		}
 	}
@@ -310,7 +311,7 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 			Message: msg + ": move it when it is open"}
 	}
 	pl := m.placerLocked()
-	br := &BalancerRegion{Name: name, Group: PrimaryName(name), Server: r.GetServer()}
+	br := &BalancerRegion{Name: name, Group: layout.PrimaryName(name), Server: r.GetServer()}
 	if dest == "" {
 		dest = pl.pick(br, r.GetServer())
 		if dest == "" {
@@ -327,7 +328,7 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 		case s.Draining:
 			return errPrecondition("destination %s is draining", dest)
 		case !pl.fits(br, dest):
-			return errInvalid("destination %s holds another replica of region %s: replicas never share a server", dest, PrimaryName(name))
+			return errInvalid("destination %s holds another replica of region %s: replicas never share a server", dest, layout.PrimaryName(name))
 		}
 	}
 	var b batch
@@ -475,7 +476,7 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 		if sc, ok := m.stoppingSrv[s.Name]; ok && sc == s.StartCode && s.Live {
 			ss.Stopping = true
 		}
-		if sn, err := ParseServerName(s.Name); err == nil {
+		if sn, err := layout.ParseServerName(s.Name); err == nil {
 			sn.StartCode = s.StartCode
 			ss.Server = sn
 		}
@@ -493,12 +494,14 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 			continue
 		}
 		ss := &pb.ServerStatus{Zone: row.GetZone(), Draining: true, Regions: count[name]}
-		if sn, err := ParseServerName(name); err == nil {
+		if sn, err := layout.ParseServerName(name); err == nil {
 			ss.Server = sn
 		}
 		resp.Servers = append(resp.Servers, ss)
 	}
-	slices.SortFunc(resp.Servers, func(a, b *pb.ServerStatus) int { return strings.Compare(ServerName(a.Server), ServerName(b.Server)) })
+	slices.SortFunc(resp.Servers, func(a, b *pb.ServerStatus) int {
+		return strings.Compare(layout.ServerName(a.Server), layout.ServerName(b.Server))
+	})
 	for _, d := range m.st.dead {
 		resp.DeadServers = append(resp.DeadServers, d.d.GetServer())
 	}
@@ -515,25 +518,25 @@ func (m *Master) SetClusterConfig(_ context.Context, req *pb.SetClusterConfigReq
 			continue
 		}
 		switch k {
-		case ConfigDefaultRegionReplication:
+		case layout.ConfigDefaultRegionReplication:
 			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > maxReplication {
 				return nil, toStatus(errInvalid("%s must be an integer in [1, %d], got %q", k, maxReplication, v))
 			}
-		case ConfigHedgeDelayMS:
+		case layout.ConfigHedgeDelayMS:
 			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
 				return nil, toStatus(errInvalid("%s must be a non-negative integer (milliseconds), got %q", k, v))
 			}
-		case ConfigQuotasEnabled, ConfigSplitsEnabled:
+		case layout.ConfigQuotasEnabled, layout.ConfigSplitsEnabled:
 			if _, err := strconv.ParseBool(v); err != nil {
 				return nil, toStatus(errInvalid("%s must be true or false, got %q", k, v))
 			}
-		case ConfigRegionSplitSize:
+		case layout.ConfigRegionSplitSize:
 			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
 				return nil, toStatus(errInvalid("%s must be a positive integer (bytes), got %q", k, v))
 			}
 		default:
 			return nil, toStatus(errInvalid("unknown cluster setting %q (known: %s, %s, %s, %s, %s)", k,
-				ConfigDefaultRegionReplication, ConfigHedgeDelayMS, ConfigQuotasEnabled, ConfigRegionSplitSize, ConfigSplitsEnabled))
+				layout.ConfigDefaultRegionReplication, layout.ConfigHedgeDelayMS, layout.ConfigQuotasEnabled, layout.ConfigRegionSplitSize, layout.ConfigSplitsEnabled))
 		}
 	}
 	if err := m.lock(); err != nil {

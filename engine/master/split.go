@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 )
 
@@ -103,14 +104,14 @@ const splitHelp = ": split it when it is open and settled"
 func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why string) (*pb.RegionProcedure, *pb.ErrorDetail) {
 	name, info := r.GetInfo().GetName(), r.GetInfo()
 	if info.GetReplicaId() != 0 {
-		return nil, errInvalid("region %s is a read replica: split its primary %s", name, PrimaryName(name))
+		return nil, errInvalid("region %s is a read replica: split its primary %s", name, layout.PrimaryName(name))
 	}
 	t := m.st.table(info.GetTable())
 	if t == nil {
-		return nil, errTableNotFound(TableKey(info.GetTable()))
+		return nil, errTableNotFound(layout.TableKey(info.GetTable()))
 	}
 	if t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
-		return nil, errPrecondition("table %s is %s: only regions of enabled tables split", TableKey(info.GetTable()), tableStateName(t.GetState()))
+		return nil, errPrecondition("table %s is %s: only regions of enabled tables split", layout.TableKey(info.GetTable()), tableStateName(t.GetState()))
 	}
 	if len(key) > 0 && (bytes.Equal(key, info.GetStartKey()) || bytes.Compare(key, info.GetStartKey()) < 0 ||
 		len(info.GetEndKey()) > 0 && bytes.Compare(key, info.GetEndKey()) >= 0) {
@@ -153,8 +154,8 @@ func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why
 			m.closeLocked(b, rep, kindUnassign, closeOpts{})
 		}
 	}
-	m.log.Info("splitting region", "region", name, "table", TableKey(info.GetTable()), "why", why,
-		"split_key", strconv.Quote(string(key)), "daughters", []string{RegionName(base), RegionName(base + 1)})
+	m.log.Info("splitting region", "region", name, "table", layout.TableKey(info.GetTable()), "why", why,
+		"split_key", strconv.Quote(string(key)), "daughters", []string{layout.RegionName(base), layout.RegionName(base + 1)})
 	return p, nil
 }
 
@@ -189,7 +190,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 			return // a replica is still closing
 		}
 	}
-	t := m.st.tables[TableKey(r.GetInfo().GetTable())]
+	t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]
 	if t == nil || t.GetDeleting() {
 		return // the table's removal deletes the row and the procedure
 	}
@@ -201,10 +202,10 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		return
 	}
 	ri := r.GetInfo()
-	parent := StorageInfo(ri)
+	parent := layout.StorageInfo(ri)
 	lo, hi := parent, parent
-	lo.ID, lo.Name = ids[0], RegionName(ids[0])
-	hi.ID, hi.Name = ids[1], RegionName(ids[1])
+	lo.ID, lo.Name = ids[0], layout.RegionName(ids[0])
+	hi.ID, hi.Name = ids[1], layout.RegionName(ids[1])
 	key := bytes.Clone(pr.p.GetSplitKey())
 	name, gen := ri.GetName(), pr.gen
 	pr.sending, pr.lastSend = true, now
@@ -218,7 +219,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 			return
 		}
 		cur.sending = false
-		if t := m.st.tables[TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
+		if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
 			return // dropped meanwhile: the drop removes the rows and the procedure
 		}
 		var b batch
@@ -239,14 +240,14 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 func (m *Master) finishSplitLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure, row []byte) {
 	ri := r.GetInfo()
 	now := m.clock().UnixMilli()
-	t := m.st.tables[TableKey(ri.GetTable())]
+	t := m.st.tables[layout.TableKey(ri.GetTable())]
 	ids := p.GetDaughterIds()
 	bounds := [][2][]byte{{ri.GetStartKey(), row}, {row, ri.GetEndKey()}}
 	var daughters []string
 	for i, id := range ids {
 		for rep := range t.GetTable().GetRegionReplication() {
 			info := &pb.RegionInfo{RegionId: id, Table: proto.CloneOf(ri.GetTable()), StartKey: bytes.Clone(bounds[i][0]),
-				EndKey: bytes.Clone(bounds[i][1]), ReplicaId: rep, Name: ReplicaName(id, rep)}
+				EndKey: bytes.Clone(bounds[i][1]), ReplicaId: rep, Name: layout.ReplicaName(id, rep)}
 			b.putRegion(&pb.CatalogRegion{Info: info, State: stateOffline, StateSinceMs: now})
 			np := m.newProcLocked(b, info.Name, kindAssign, stepOpen)
 			if rep == 0 {
@@ -254,7 +255,7 @@ func (m *Master) finishSplitLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionPr
 			}
 			b.putProc(np)
 		}
-		daughters = append(daughters, RegionName(id))
+		daughters = append(daughters, layout.RegionName(id))
 	}
 	for _, rep := range m.st.replicas(r) {
 		b.deleteRegion(rep.GetInfo().GetName())
@@ -266,7 +267,7 @@ func (m *Master) finishSplitLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionPr
 	b.putRegion(nr)
 	b.deleteProc(ri.GetName())
 	m.metrics.splits.Inc()
-	m.log.Info("region split", "region", ri.GetName(), "table", TableKey(ri.GetTable()), "split_row", strconv.Quote(string(row)),
+	m.log.Info("region split", "region", ri.GetName(), "table", layout.TableKey(ri.GetTable()), "split_row", strconv.Quote(string(row)),
 		"daughters", daughters, "took", time.Since(time.UnixMilli(p.GetStartedMs())).Round(time.Millisecond))
 }
 
@@ -293,7 +294,7 @@ func (m *Master) rollbackSplitLocked(b *batch, r *pb.CatalogRegion, p *pb.Region
 // splitBlocksLocked: name is a replica whose primary is being split or was split, so it must not
 // be assigned.
 func (m *Master) splitBlocksLocked(name string) bool {
-	primary := PrimaryName(name)
+	primary := layout.PrimaryName(name)
 	if primary == name {
 		return false
 	}
@@ -309,7 +310,7 @@ func (m *Master) splitSizeLocked(t *pb.CatalogTable) int64 {
 	if s := t.GetTable().GetMaxFileSize(); s > 0 {
 		return s
 	}
-	if n, err := strconv.ParseInt(m.clusterConfigLocked()[ConfigRegionSplitSize], 10, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseInt(m.clusterConfigLocked()[layout.ConfigRegionSplitSize], 10, 64); err == nil && n > 0 {
 		return n
 	}
 	return m.cfg.SplitSize
@@ -320,7 +321,7 @@ func (m *Master) splitSizeLocked(t *pb.CatalogTable) int64 {
 // largest store file, read from shared storage while the region stays open) before splitting it
 // there: a region that cannot split (one huge row, references) is never closed for nothing.
 func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad) {
-	if on, err := strconv.ParseBool(m.clusterConfigLocked()[ConfigSplitsEnabled]); err == nil && !on {
+	if on, err := strconv.ParseBool(m.clusterConfigLocked()[layout.ConfigSplitsEnabled]); err == nil && !on {
 		return
 	}
 	now := m.clock()
@@ -346,7 +347,7 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 			delete(m.splitHold, name)
 		}
 		ri := r.GetInfo()
-		info := StorageInfo(ri)
+		info := layout.StorageInfo(ri)
 		why := "store files " + strconv.FormatInt(rl.GetStoreFileBytes(), 10) + " bytes > split size " + strconv.FormatInt(size, 10)
 		m.splitChecks[name] = true
 		var row []byte
@@ -392,7 +393,7 @@ func (m *Master) janitorLocked(now time.Time) error {
 		for _, dn := range r.GetDaughters() {
 			daughters = append(daughters, region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), Name: dn})
 		}
-		dir := RegionDir(ri)
+		dir := layout.RegionDir(ri)
 		m.cleaning[name] = true
 		m.runIO(func() error { return m.cleanParent(dir, daughters) }, func(err error) {
 			delete(m.cleaning, name)
@@ -436,19 +437,11 @@ func (m *Master) cleanParent(dir string, daughters []region.Info) error {
 	return m.archiveDir(dir, path.Join("archive", dir))
 }
 
-// StorageInfo is engine/region's description of a catalog region: what opens, splits or
-// inspects its directory on shared storage (data/<ns>/<table>/<name>). For a replica, Name is
-// the replica's; its directory is its primary's (PrimaryName).
-func StorageInfo(ri *pb.RegionInfo) region.Info {
-	return region.Info{Namespace: ri.GetTable().GetNamespace(), Table: ri.GetTable().GetName(), StartKey: ri.GetStartKey(),
-		EndKey: ri.GetEndKey(), ID: ri.GetRegionId(), Name: ri.GetName()}
-}
-
 // splitParents lists a table's split parents (they are not in the index).
 func (m *model) splitParents(key string) []*pb.CatalogRegion {
 	var out []*pb.CatalogRegion
 	for _, r := range m.regions {
-		if r.GetInfo().GetSplit() && TableKey(r.GetInfo().GetTable()) == key {
+		if r.GetInfo().GetSplit() && layout.TableKey(r.GetInfo().GetTable()) == key {
 			out = append(out, r)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/region"
@@ -43,7 +44,7 @@ func (rf *regionFiles) with(ri *pb.RegionInfo, fn func(r *region.Region)) {
 	rf.t.Helper()
 	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(),
 		Families: []region.Family{{Name: "f", BlockSize: 512}}}
-	info := master.StorageInfo(ri)
+	info := layout.StorageInfo(ri)
 	if err := region.Create(rf.fs, td, info); err != nil {
 		rf.t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestSplitProcedure(t *testing.T) {
 	c.createTable("t1", 1, 2)
 	locs := c.waitAllOpen("t1", 10*time.Second)
 	parent := primaryLocs(locs)[0]
-	pname, pserver := parent.GetRegion().GetName(), master.ServerName(parent.GetServer())
+	pname, pserver := parent.GetRegion().GetName(), layout.ServerName(parent.GetServer())
 
 	// The parent's directory does not exist yet: the SPLIT step cannot read it and retries.
 	ctx, cancel := context.WithTimeout(c.ctx(), time.Second)
@@ -147,7 +148,7 @@ func TestSplitProcedure(t *testing.T) {
 		t.Fatalf("after the split: %v", locs)
 	}
 	for _, d := range daughters {
-		if got := master.ServerName(d.GetServer()); got != pserver {
+		if got := layout.ServerName(d.GetServer()); got != pserver {
 			t.Errorf("daughter %s opened on %s, want the parent's server %s", d.GetRegion().GetName(), got, pserver)
 		}
 	}
@@ -157,7 +158,7 @@ func TestSplitProcedure(t *testing.T) {
 			if !call.Open && call.Region == pname && call.Flush {
 				closedParent = true
 			}
-			if !call.Open && call.Region == master.ReplicaName(parent.GetRegion().GetRegionId(), 1) {
+			if !call.Open && call.Region == layout.ReplicaName(parent.GetRegion().GetRegionId(), 1) {
 				closedReplica = true
 			}
 		}
@@ -188,7 +189,7 @@ func TestSplitProcedure(t *testing.T) {
 		t.Fatalf("split of a region with references: %v, want FAILED_PRECONDITION (rolled back)", err)
 	}
 	locs = c.waitAllOpen("t1", 10*time.Second)
-	if p := primaryLocs(locs); len(locs) != 4 || p[1].GetRegion().GetName() != hi.GetName() || master.ServerName(p[1].GetServer()) != pserver {
+	if p := primaryLocs(locs); len(locs) != 4 || p[1].GetRegion().GetName() != hi.GetName() || layout.ServerName(p[1].GetServer()) != pserver {
 		t.Fatalf("after the rollback: %v", locs)
 	}
 	// Bad requests.
@@ -196,7 +197,7 @@ func TestSplitProcedure(t *testing.T) {
 		region, key string
 		code        pb.ErrorCode
 	}{
-		{master.ReplicaName(lo.GetRegionId(), 1), "", pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
+		{layout.ReplicaName(lo.GetRegionId(), 1), "", pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
 		{lo.GetName(), "row070", pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT}, // beyond its end
 		{hi.GetName(), "row050", pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT}, // its start key
 		{"00000000000000ff", "", pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},

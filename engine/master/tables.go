@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/schema"
 )
 
@@ -61,7 +62,7 @@ func (m *Master) newRegionsLocked(b *batch, td *pb.TableDescriptor, keys [][]byt
 		}
 		for rep := range td.GetRegionReplication() {
 			info := &pb.RegionInfo{RegionId: id, Table: proto.CloneOf(td.GetName()), StartKey: bytes.Clone(start),
-				EndKey: bytes.Clone(end), ReplicaId: rep, Name: ReplicaName(id, rep)}
+				EndKey: bytes.Clone(end), ReplicaId: rep, Name: layout.ReplicaName(id, rep)}
 			infos = append(infos, info)
 			b.putRegion(&pb.CatalogRegion{Info: info, State: stateOffline, StateSinceMs: now})
 			if assign {
@@ -79,13 +80,13 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	}
 	keys, err := splitKeysFor(req.GetSplitKeys(), req.GetNumRegions())
 	if err != nil {
-		return nil, errInvalid("table %s: %v", TableKey(td.GetName()), err)
+		return nil, errInvalid("table %s: %v", layout.TableKey(td.GetName()), err)
 	}
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	key := TableKey(td.GetName())
+	key := layout.TableKey(td.GetName())
 	if t := m.st.tables[key]; t != nil {
 		if t.GetDeleting() {
 			return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, true, "table %s is being deleted: retry shortly", key)
@@ -162,7 +163,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 		return err
 	}
 	defer m.mu.Unlock()
-	key := TableKey(td.GetName())
+	key := layout.TableKey(td.GetName())
 	t := m.st.table(td.GetName())
 	if t == nil {
 		return errTableNotFound(key)
@@ -190,7 +191,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	now := m.clock().UnixMilli()
 	for _, p := range m.st.index[key] {
 		for rep := newRepl; rep < oldRepl; rep++ { // replicas removed
-			name := ReplicaName(p.GetInfo().GetRegionId(), rep)
+			name := layout.ReplicaName(p.GetInfo().GetRegionId(), rep)
 			r := m.st.regions[name]
 			switch {
 			case r == nil:
@@ -202,7 +203,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 		}
 		for rep := oldRepl; rep < newRepl; rep++ { // replicas added
 			info := proto.CloneOf(p.GetInfo())
-			info.ReplicaId, info.Name = rep, ReplicaName(info.GetRegionId(), rep)
+			info.ReplicaId, info.Name = rep, layout.ReplicaName(info.GetRegionId(), rep)
 			b.putRegion(&pb.CatalogRegion{Info: info, State: stateOffline, StateSinceMs: now})
 			if enabled {
 				b.putProc(m.newProcLocked(&b, info.Name, kindAssign, stepOpen))
@@ -212,7 +213,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 			continue
 		}
 		for rep := range min(oldRepl, newRepl) {
-			r := m.st.regions[ReplicaName(p.GetInfo().GetRegionId(), rep)]
+			r := m.st.regions[layout.ReplicaName(p.GetInfo().GetRegionId(), rep)]
 			if r != nil && r.GetState() == stateOpen && r.GetServer() != "" {
 				m.closeLocked(&b, r, kindReopen, closeOpts{target: r.GetServer()})
 			}
@@ -319,13 +320,13 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 		if req.GetPreserveSplits() && len(p.GetInfo().GetStartKey()) > 0 {
 			keys = append(keys, p.GetInfo().GetStartKey())
 		}
-		nt.ArchiveDirs = append(nt.ArchiveDirs, RegionDir(p.GetInfo()))
+		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
 	}
 	for _, r := range m.st.tableRegions(key) {
 		b.deleteRegion(r.GetInfo().GetName())
 	}
 	for _, r := range m.st.splitParents(key) {
-		nt.ArchiveDirs = append(nt.ArchiveDirs, RegionDir(r.GetInfo()))
+		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
 		b.deleteRegion(r.GetInfo().GetName())
 	}
 	m.newRegionsLocked(&b, t.GetTable(), keys, true)
@@ -398,7 +399,7 @@ func (m *Master) describeTable(req *pb.TableRequest) (*pb.DescribeTableResponse,
 func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
 	loc := &pb.RegionLocation{Region: proto.CloneOf(r.GetInfo()), State: r.GetState(), Seq: r.GetLocationSeq()}
 	if r.GetState() == stateOpen && r.GetServer() != "" {
-		if sn, err := ParseServerName(r.GetServer()); err == nil {
+		if sn, err := layout.ParseServerName(r.GetServer()); err == nil {
 			sn.StartCode = r.GetServerStartCode()
 			loc.Server = sn
 			if st, ok := m.reg.Get(r.GetServer()); ok && st.StartCode == sn.StartCode {
@@ -466,7 +467,7 @@ func (m *Master) lockTable(name *pb.TableName) (string, *pb.CatalogTable, error)
 	if err := m.lock(); err != nil {
 		return "", nil, err
 	}
-	key := TableKey(tn)
+	key := layout.TableKey(tn)
 	t := m.st.table(tn)
 	if t == nil {
 		m.mu.Unlock()

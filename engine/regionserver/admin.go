@@ -7,7 +7,7 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -83,7 +83,7 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 	}
 	// Orders may arrive before RegisterServer's answer has been processed here: the master
 	// assigns as soon as it registered the server, so they are accepted while registering.
-	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: master.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace()}
+	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace()}
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
 		ex := v.(*onlineRegion)
 		if ex.state.Load() == stateOpen {
@@ -148,7 +148,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 }
 
 func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
-	info := master.StorageInfo(or.info)
+	info := layout.StorageInfo(or.info)
 	td, err := tableDescriptor(or.table, or.info)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	if or.info.GetReplicaId() > 0 {
 		// A read replica opens over its primary's directory, read-only. A new table's primary
 		// may be creating it right now: wait a little, then create it (same descriptor).
-		info.Name = master.PrimaryName(or.info.GetName())
+		info.Name = layout.PrimaryName(or.info.GetName())
 		ri := path.Join(info.Dir(), ".regioninfo")
 		for wait := 0; ; wait++ {
 			ok, err := storage.Exists(s.cfg.FS, ri)

@@ -13,7 +13,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
@@ -78,7 +78,7 @@ func TestMovedRegionAnswersRegionMoved(t *testing.T) {
 	_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
 	wantCode(t, "get from the old server", err, pb.ErrorCode_ERROR_CODE_REGION_MOVED)
 	d, _ := pb.DetailOf(err)
-	if master.ServerName(d.GetNewLocation()) != dst.Name() {
+	if layout.ServerName(d.GetNewLocation()) != dst.Name() {
 		t.Fatalf("REGION_MOVED names %v, want %s", d.GetNewLocation(), dst.Name())
 	}
 	// The client follows it; the write before the move (flushed on close) is there.

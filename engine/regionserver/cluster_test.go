@@ -15,6 +15,8 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
 	"github.com/cellstore/cellstore/engine/rpc"
@@ -47,12 +49,12 @@ func startClusterWith(t *testing.T, n int, tune func(*Config), mtune func(*maste
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	lease := master.LeaseConfig{Lease: time.Second, HeartbeatInterval: 200 * time.Millisecond,
+	lc := lease.Config{Lease: time.Second, HeartbeatInterval: 200 * time.Millisecond,
 		SelfFenceMargin: 300 * time.Millisecond, DeadMargin: 300 * time.Millisecond}
 	if os.Getenv("CELLSTORE_TEST_DEFAULT_LEASE") != "" { // measure recovery with production timing
-		lease = master.DefaultLeaseConfig
+		lc = lease.Default
 	}
-	mcfg := master.Config{FS: fs, Logger: quiet, BalancerInterval: -1, Lease: lease,
+	mcfg := master.Config{FS: fs, Logger: quiet, BalancerInterval: -1, Lease: lc,
 		RetryDelay: 100 * time.Millisecond, TickInterval: 50 * time.Millisecond}
 	if mtune != nil {
 		mtune(&mcfg)
@@ -122,14 +124,14 @@ func (c *cluster) waitOpen(table string, want int, not string, timeout time.Dura
 		locs, err := c.fetchRegions(table)
 		ok := err == nil && len(locs) == want
 		for _, l := range locs {
-			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil || (not != "" && master.ServerName(l.GetServer()) == not) {
+			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || l.GetServer() == nil || (not != "" && layout.ServerName(l.GetServer()) == not) {
 				ok = false
 			}
 		}
 		if ok {
 			// The server itself serves it once the master acknowledged its OPENED report.
 			for _, l := range locs {
-				if !c.serves(master.ServerName(l.GetServer()), l.GetRegion().GetName()) {
+				if !c.serves(layout.ServerName(l.GetServer()), l.GetRegion().GetName()) {
 					ok = false
 				}
 			}
@@ -162,7 +164,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	locs := c.waitOpen("t", 8, "", 30*time.Second)
 	perServer := map[string]int{}
 	for _, l := range locs {
-		perServer[master.ServerName(l.GetServer())]++
+		perServer[layout.ServerName(l.GetServer())]++
 	}
 	t.Logf("8 regions over servers: %v", perServer)
 	tbl := c.client.Table("t")
@@ -292,7 +294,7 @@ func locate(t *testing.T, c *cluster, table string, row []byte) (string, *rpc.Co
 	if err != nil || loc == nil {
 		t.Fatalf("locate: %v", err)
 	}
-	conn, err := rpc.Dial(context.Background(), master.ServerName(loc.GetServer()), rpc.ClientOptions{})
+	conn, err := rpc.Dial(context.Background(), layout.ServerName(loc.GetServer()), rpc.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 )
 
@@ -182,7 +183,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	var victim *Server
 	top := primaries(c.tableRegions("lin"))[1]
 	for _, s := range c.servers {
-		if s.Name() == master.ServerName(top.GetServer()) {
+		if s.Name() == layout.ServerName(top.GetServer()) {
 			victim = s
 		}
 	}

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
 )
@@ -75,10 +76,9 @@ func (s *Server) register(ctx context.Context) error {
 			return err
 		})
 		if err == nil {
-			lease := time.Duration(resp.GetLeaseMs()) * time.Millisecond
-			lc := master.DefaultLeaseConfig
-			if lease > 0 {
-				lc.Lease = lease
+			lc := lease.Default
+			if l := time.Duration(resp.GetLeaseMs()) * time.Millisecond; l > 0 {
+				lc.Lease = l
 			}
 			if hb := time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond; hb > 0 {
 				lc.HeartbeatInterval = hb
@@ -86,7 +86,7 @@ func (s *Server) register(ctx context.Context) error {
 			if lc.SelfFenceMargin >= lc.Lease {
 				lc.SelfFenceMargin = lc.Lease / 4
 			}
-			f := master.NewFence(lc, nil)
+			f := lease.NewFence(lc, nil)
 			f.Renewed(sent)
 			s.fence.Store(f)
 			s.hbEvery.Store(int64(lc.HeartbeatInterval))
@@ -111,7 +111,7 @@ func (s *Server) advertisedAdmin() string {
 }
 
 func (s *Server) applyClusterConfig(cc map[string]string) {
-	if v, ok := cc[master.ConfigQuotasEnabled]; ok {
+	if v, ok := cc[layout.ConfigQuotasEnabled]; ok {
 		s.quotasEnabled.Store(v != "false")
 	}
 }
@@ -333,7 +333,7 @@ func (s *Server) refreshQuotas() {
 		if t == nil {
 			continue
 		}
-		key := master.TableKey(t)
+		key := layout.TableKey(t)
 		if _, ok := tableShare[key]; ok {
 			continue
 		}
@@ -346,7 +346,7 @@ func (s *Server) refreshQuotas() {
 		}); err == nil && len(locs.GetLocations()) > 0 {
 			mine := 0
 			for _, l := range locs.GetLocations() {
-				if master.ServerName(l.GetServer()) == s.nameStr {
+				if layout.ServerName(l.GetServer()) == s.nameStr {
 					mine++
 				}
 			}

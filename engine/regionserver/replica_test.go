@@ -13,7 +13,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 )
 
@@ -67,7 +67,7 @@ func (c *cluster) waitConverged(table string, want int, timeout time.Duration) {
 		primaries := map[uint64]*region.Region{}
 		for _, l := range locs {
 			if l.GetRegion().GetReplicaId() == 0 {
-				primaries[l.GetRegion().GetRegionId()] = c.regionOn(master.ServerName(l.GetServer()), l.GetRegion().GetName())
+				primaries[l.GetRegion().GetRegionId()] = c.regionOn(layout.ServerName(l.GetServer()), l.GetRegion().GetName())
 			}
 		}
 		why = ""
@@ -75,7 +75,7 @@ func (c *cluster) waitConverged(table string, want int, timeout time.Duration) {
 			if l.GetRegion().GetReplicaId() == 0 {
 				continue
 			}
-			p, r := primaries[l.GetRegion().GetRegionId()], c.regionOn(master.ServerName(l.GetServer()), l.GetRegion().GetName())
+			p, r := primaries[l.GetRegion().GetRegionId()], c.regionOn(layout.ServerName(l.GetServer()), l.GetRegion().GetName())
 			if p == nil || r == nil {
 				why = "a region is not open yet"
 				break
@@ -118,7 +118,7 @@ func TestReadReplicas(t *testing.T) {
 		if servers[id] == nil {
 			servers[id] = map[string]bool{}
 		}
-		servers[id][master.ServerName(l.GetServer())] = true
+		servers[id][layout.ServerName(l.GetServer())] = true
 	}
 	for id, s := range servers {
 		if len(s) != 2 {
@@ -143,7 +143,7 @@ func TestReadReplicas(t *testing.T) {
 		if l.GetRegion().GetReplicaId() != 0 {
 			continue
 		}
-		p := c.regionOn(master.ServerName(l.GetServer()), l.GetRegion().GetName())
+		p := c.regionOn(layout.ServerName(l.GetServer()), l.GetRegion().GetName())
 		if _, err := p.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestReadReplicas(t *testing.T) {
 		if l.GetRegion().GetReplicaId() == 0 {
 			continue
 		}
-		r := c.regionOn(master.ServerName(l.GetServer()), l.GetRegion().GetName())
+		r := c.regionOn(layout.ServerName(l.GetServer()), l.GetRegion().GetName())
 		if err := r.Put(region.NewMutation(rowKey(1)).Put([]byte("f"), []byte("q"), 1, []byte("x"))); err == nil {
 			t.Fatal("a replica accepted a write")
 		}
@@ -177,7 +177,7 @@ func TestReadReplicas(t *testing.T) {
 	victimName := ""
 	for _, l := range locs {
 		if l.GetRegion().GetReplicaId() == 0 && len(l.GetRegion().GetStartKey()) == 0 {
-			victimName = master.ServerName(l.GetServer())
+			victimName = layout.ServerName(l.GetServer())
 		}
 	}
 	var victim *Server
@@ -281,7 +281,7 @@ func TestReadReplicas(t *testing.T) {
 		if per[id] == nil {
 			per[id] = map[string]bool{}
 		}
-		s := master.ServerName(l.GetServer())
+		s := layout.ServerName(l.GetServer())
 		if per[id][s] {
 			t.Fatalf("after recovery two replicas of region %x are on %s", id, s)
 		}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -65,7 +65,7 @@ func (s *Server) ensureShipper(or *onlineRegion, r *region.Region, id int32) {
 		return
 	}
 	key := shipperKey{or.name, id}
-	sh := &shipper{s: s, or: or, r: r, id: id, replica: master.ReplicaName(or.info.GetRegionId(), id)}
+	sh := &shipper{s: s, or: or, r: r, id: id, replica: layout.ReplicaName(or.info.GetRegionId(), id)}
 	if _, loaded := s.shippers.LoadOrStore(key, sh); loaded {
 		return
 	}

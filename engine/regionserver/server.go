@@ -23,7 +23,8 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/blockcache"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
@@ -199,7 +200,7 @@ type Server struct {
 	adminMu     sync.Mutex
 	adminConns  map[string]*grpc.ClientConn
 
-	fence         atomic.Pointer[master.Fence]
+	fence         atomic.Pointer[lease.Fence]
 	limiters      *quota.Limiters
 	quotasEnabled atomic.Bool
 	hbEvery       atomic.Int64 // heartbeat interval, ns
@@ -323,7 +324,7 @@ func (s *Server) Start(ctx context.Context) error {
 	_, portStr, _ := net.SplitHostPort(s.dataLis.Addr().String())
 	port, _ := strconv.Atoi(portStr)
 	s.name = &pb.ServerName{Host: host, Port: int32(port)}
-	s.nameStr = master.ServerName(s.name)
+	s.nameStr = layout.ServerName(s.name)
 	if err := s.openWAL(); err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
 	if code <= last {
 		code = last + 1
 	}
-	dir := path.Join("wal", master.WALDirName(s.nameStr, code))
+	dir := path.Join("wal", layout.WALDirName(s.nameStr, code))
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
@@ -535,7 +536,7 @@ func (s *Server) notServing(name string) *pb.ErrorDetail {
 	s.movedMu.Unlock()
 	if ok {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: name, NewLocation: e.to,
-			Message: "region moved to " + master.ServerName(e.to), Retryable: true}
+			Message: "region moved to " + layout.ServerName(e.to), Retryable: true}
 	}
 	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name,
 		Message: "region is not online on " + s.nameStr, Retryable: true}

@@ -14,6 +14,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -226,7 +227,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 		req  *pb.SplitRegionRequest
 		code pb.ErrorCode
 	}{
-		{&pb.SplitRegionRequest{Region: master.ReplicaName(locs[0].GetRegion().GetRegionId(), 1)}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
+		{&pb.SplitRegionRequest{Region: layout.ReplicaName(locs[0].GetRegion().GetRegionId(), 1)}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
 		{&pb.SplitRegionRequest{Region: primaries(locs)[1].GetRegion().GetName(), SplitKey: []byte("a")}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
 		{&pb.SplitRegionRequest{Region: "0000000000000001"}, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
 	} {
@@ -245,7 +246,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.SetClusterConfig(ctx, &pb.SetClusterConfigRequest{Config: map[string]string{master.ConfigRegionSplitSize: fmt.Sprint(512 << 10)}})
+		_, err := m.SetClusterConfig(ctx, &pb.SetClusterConfigRequest{Config: map[string]string{layout.ConfigRegionSplitSize: fmt.Sprint(512 << 10)}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestSplitsUnderLoad(t *testing.T) {
 		return len(p) >= 5, fmt.Sprintf("%d rows written, regions %s", load.writes.Load(), describe(p))
 	})
 	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.SetClusterConfig(ctx, &pb.SetClusterConfigRequest{Config: map[string]string{master.ConfigSplitsEnabled: "false"}})
+		_, err := m.SetClusterConfig(ctx, &pb.SetClusterConfigRequest{Config: map[string]string{layout.ConfigSplitsEnabled: "false"}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func describe(locs []*pb.RegionLocation) string {
 	s := ""
 	for _, l := range locs {
 		s += fmt.Sprintf("[%s r%d %q-%q %s@%s] ", l.GetRegion().GetName(), l.GetRegion().GetReplicaId(), l.GetRegion().GetStartKey(),
-			l.GetRegion().GetEndKey(), l.GetState().String()[13:], master.ServerName(l.GetServer()))
+			l.GetRegion().GetEndKey(), l.GetState().String()[13:], layout.ServerName(l.GetServer()))
 	}
 	return s
 }

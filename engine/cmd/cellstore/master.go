@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
@@ -64,7 +65,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 			return runMaster(ctx, *f)
 		},
 	}
-	d := master.DefaultLeaseConfig
+	d := lease.Default
 	fl := cmd.Flags()
 	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (a local directory or a shared volume): meta/, data/, wal/, archive/ (required)")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", ":16000", "address of the Master gRPC service")
@@ -140,7 +141,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	tel := telemetry.New()
 	m, err := master.New(master.Config{
 		FS: fs, Address: identity, Election: elector,
-		Lease: master.LeaseConfig{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
+		Lease: lease.Config{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,

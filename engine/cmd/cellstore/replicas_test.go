@@ -15,7 +15,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
-	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/processtest"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
@@ -82,7 +82,7 @@ func TestReadReplicasKill9(t *testing.T) {
 		deadline := time.Now().Add(90 * time.Second)
 		for time.Now().Before(deadline) {
 			if locs := processtest.TableLocations(ctx, cl, "rt"); len(locs) == 2 {
-				a, b := master.ServerName(locs[0].GetServer()), master.ServerName(locs[1].GetServer())
+				a, b := layout.ServerName(locs[0].GetServer()), layout.ServerName(locs[1].GetServer())
 				if a == b {
 					t.Fatalf("the primary and the replica are both on %s", a)
 				}
@@ -119,10 +119,10 @@ func TestReadReplicasKill9(t *testing.T) {
 			replica = l
 		}
 	}
-	victim := servers[master.ServerName(primary.GetServer())]
+	victim := servers[layout.ServerName(primary.GetServer())]
 	// The readers check values, so let the replica catch up with the load first: the last row's write
 	// was acknowledged after every other, so once the replica shows it, it shows them all.
-	rconn, err := rpc.Dial(ctx, master.ServerName(replica.GetServer()), rpc.ClientOptions{})
+	rconn, err := rpc.Dial(ctx, layout.ServerName(replica.GetServer()), rpc.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestReadReplicasKill9(t *testing.T) {
 			replica = l
 		}
 	}
-	conn, err := rpc.Dial(ctx, master.ServerName(replica.GetServer()), rpc.ClientOptions{})
+	conn, err := rpc.Dial(ctx, layout.ServerName(replica.GetServer()), rpc.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
@@ -211,7 +212,7 @@ func StartFakeServer(opts FakeServerOptions) (*FakeServer, error) {
 }
 
 // Name is the server's identity, the host:port of its data path.
-func (s *FakeServer) Name() string { return master.ServerName(s.name) }
+func (s *FakeServer) Name() string { return layout.ServerName(s.name) }
 
 // AdminAddr is the address of its Admin service.
 func (s *FakeServer) AdminAddr() string { return s.adminLis.Addr().String() }
@@ -615,7 +616,7 @@ func (s *FakeServer) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) 
 	s.mu.Lock()
 	c := Call{Region: name, ProcedureID: req.GetProcedureId(), Flush: req.GetFlush(), At: time.Now()}
 	if req.GetDestination() != nil {
-		c.Destination = master.ServerName(req.GetDestination())
+		c.Destination = layout.ServerName(req.GetDestination())
 	}
 	s.calls = append(s.calls, c)
 	info := s.regions[name]
