@@ -24,6 +24,11 @@ type Bucket interface {
 	// Put writes the whole object at key. With IfNoneMatch it fails with ErrPrecondition when the
 	// key exists; with IfMatch, when the key is missing or its ETag differs. It returns the new
 	// object's ETag.
+	//
+	// A conditional Put whose condition fails because the object already is this body succeeds:
+	// that is how a Put whose answer was lost, retried, recognises its own write. Callers whose
+	// correctness rests on a condition (fencing) make their bodies unique to the writer — they
+	// carry its epoch — so that no other writer's object can be taken for theirs.
 	Put(ctx context.Context, key string, body []byte, cond Condition) (etag string, err error)
 	// Get reads the whole object.
 	Get(ctx context.Context, key string) ([]byte, ObjectInfo, error)
@@ -64,8 +69,8 @@ var (
 	ErrNoObject = errors.New("storage: no such object")
 )
 
-// checkKey refuses keys a bucket cannot hold the same way on every backend.
-func checkKey(key string) error {
+// CheckKey refuses keys a bucket cannot hold the same way on every backend.
+func CheckKey(key string) error {
 	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") || path.Clean(key) != key ||
 		key == "." || strings.HasPrefix(key, "../") || key == ".." || len(key) > 1024 {
 		return fmt.Errorf("storage: bad object key %q: want a clean relative path of at most 1024 bytes", key)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -76,7 +77,7 @@ func (b *DirBucket) locked(fn func() error) error {
 
 // Put implements Bucket.
 func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condition) (string, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return "", err
 	}
 	if err := ctx.Err(); err != nil {
@@ -126,6 +127,10 @@ func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condi
 	}
 	if err != nil {
 		if errors.Is(err, ErrPrecondition) {
+			// The object already being this body is success (see Bucket.Put).
+			if data, info, gerr := b.Get(ctx, key); gerr == nil && bytes.Equal(data, body) {
+				return info.ETag, nil
+			}
 			return "", err
 		}
 		return "", fmt.Errorf("storage: put %s: %w", key, err)
@@ -196,7 +201,7 @@ func etagOf(fi os.FileInfo) string {
 
 // Get implements Bucket.
 func (b *DirBucket) Get(ctx context.Context, key string) ([]byte, ObjectInfo, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, ObjectInfo{}, err
 	}
 	f, info, err := b.open(key)
@@ -234,7 +239,7 @@ func (b *DirBucket) open(key string) (*os.File, ObjectInfo, error) {
 
 // GetRange implements Bucket.
 func (b *DirBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
 	if off < 0 || n < 0 {
@@ -258,7 +263,7 @@ func (b *DirBucket) GetRange(ctx context.Context, key string, off, n int64) ([]b
 
 // Stat implements Bucket.
 func (b *DirBucket) Stat(ctx context.Context, key string) (ObjectInfo, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
 	return statObject(b.path(key), key)
@@ -274,7 +279,7 @@ func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit i
 		base = ""
 	}
 	if base != "" {
-		if err := checkKey(base); err != nil {
+		if err := CheckKey(base); err != nil {
 			return nil, err
 		}
 	}
@@ -331,7 +336,7 @@ func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit i
 
 // Delete implements Bucket.
 func (b *DirBucket) Delete(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	p := b.path(key)
