@@ -27,6 +27,9 @@ tagged_pkgs() { grep -rl --include='*_test.go' "^//go:build .*\b$1\b" . | xargs 
 lint() { make --no-print-directory lint; }
 
 unit() {
+  # The S3 server of the object-storage tests (MinIO from its Go module; built once, then cached).
+  CELLSTORE_S3_SERVER=$("$ROOT/hack/s3-server.sh") || { say "cannot build the S3 server (hack/s3-server.sh)"; return 1; }
+  export CELLSTORE_S3_SERVER
   gotest -race -tags invariants -timeout 20m ./...
   local rc=$?
   smallfs || rc=1

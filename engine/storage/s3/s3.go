@@ -1,0 +1,429 @@
+// Package s3 is the storage.Bucket of an S3-compatible object store (AWS S3, GCS's S3
+// interoperability, MinIO, ...), on the AWS SDK for Go v2.
+//
+// Conditional writes are S3's If-None-Match: * (create only) and If-Match: <etag> (replace only
+// that version). A store without them cannot fence a writer: Open's caller checks with
+// CheckConditionalWrites once at start and refuses to run on such a bucket.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// Config locates a bucket and says how to reach it.
+type Config struct {
+	// Endpoint is the store's URL ("http://127.0.0.1:9000"); empty: AWS's endpoint for Region.
+	Endpoint string
+	// Bucket must exist.
+	Bucket string
+	// Prefix, if set, is put before every key ("clusters/prod" → "clusters/prod/<key>").
+	Prefix string
+	// Region defaults to us-east-1.
+	Region string
+	// PathStyle addresses the bucket in the path (MinIO and most self-hosted stores) instead of
+	// the host name.
+	PathStyle bool
+	// AccessKeyID and SecretAccessKey are static credentials; empty: the SDK's ambient chain
+	// (environment, web identity — IRSA, workload identity —, instance profile).
+	AccessKeyID, SecretAccessKey, SessionToken string
+	// CABundle holds PEM certificates trusted for the endpoint, besides the system's.
+	CABundle []byte
+	// Timeout bounds one request, retries included (default 30 s).
+	Timeout time.Duration
+	// MaxAttempts bounds a request's attempts: throttling (503 SlowDown) and server errors are
+	// retried with exponential backoff and jitter (default 5).
+	MaxAttempts int
+	// MaxBackoff caps the wait between attempts (default 5 s; the waits grow exponentially,
+	// with jitter).
+	MaxBackoff time.Duration
+	// Registerer, if set, receives the request metrics (cellstore_s3_*).
+	Registerer prometheus.Registerer
+}
+
+// Bucket is a storage.Bucket on S3.
+type Bucket struct {
+	cfg     Config
+	client  *awss3.Client
+	metrics *metrics
+}
+
+var _ storage.Bucket = (*Bucket)(nil)
+
+// Open makes the client. It sends no request: CheckConditionalWrites does.
+func Open(ctx context.Context, cfg Config) (*Bucket, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("s3: no bucket given")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	cfg.Prefix = strings.Trim(cfg.Prefix, "/")
+	httpClient := awshttp.NewBuildableClient()
+	if len(cfg.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(cfg.CABundle) {
+			return nil, errors.New("s3: the CA bundle holds no PEM certificate")
+		}
+		httpClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			tr.TLSClientConfig.RootCAs = pool
+		})
+	}
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(cfg.Region),
+		awsconfig.WithHTTPClient(httpClient),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = cfg.MaxAttempts
+				o.MaxBackoff = cfg.MaxBackoff
+			})
+		}),
+	}
+	if cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" {
+		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
+			return nil, errors.New("s3: give both an access key id and a secret access key, or neither (the ambient credentials)")
+		}
+		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
+		o.UsePathStyle = cfg.PathStyle
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+	})
+	return &Bucket{cfg: cfg, client: client, metrics: newMetrics(cfg.Registerer)}, nil
+}
+
+// Describe implements storage.Bucket.
+func (b *Bucket) Describe() string {
+	d := "s3://" + b.cfg.Bucket
+	if b.cfg.Prefix != "" {
+		d += "/" + b.cfg.Prefix
+	}
+	if b.cfg.Endpoint != "" {
+		d += " at " + b.cfg.Endpoint
+	}
+	return d
+}
+
+func (b *Bucket) key(k string) string {
+	if b.cfg.Prefix == "" {
+		return k
+	}
+	return b.cfg.Prefix + "/" + k
+}
+
+// call runs one request under the timeout, counts it and names the bucket and key in its error.
+func (b *Bucket) call(ctx context.Context, op, key string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := fn(ctx)
+	b.metrics.observe(op, err, time.Since(start))
+	if err == nil {
+		return nil
+	}
+	return b.explain(op, key, err)
+}
+
+// explain maps the store's answer to the storage errors and says what to do.
+func (b *Bucket) explain(op, key string, err error) error {
+	var ae smithy.APIError
+	code := ""
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	status := 0
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	where := fmt.Sprintf("%s %s (bucket %s", op, key, b.cfg.Bucket)
+	if b.cfg.Endpoint != "" {
+		where += " at " + b.cfg.Endpoint
+	}
+	where += ")"
+	switch {
+	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: %s", storage.ErrPrecondition, where)
+	case code == "ConditionalRequestConflict" || status == http.StatusConflict && op == "put":
+		// A concurrent conditional write to the key is under way: it may win; this one lost.
+		return fmt.Errorf("%w: %s: a concurrent conditional write: %v", storage.ErrPrecondition, where, err)
+	case code == "NoSuchBucket":
+		return fmt.Errorf("s3: %s: the bucket does not exist: create it, or fix the bucket name", where)
+	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
+		return fmt.Errorf("%w: %s", storage.ErrNoObject, where)
+	case code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || status == http.StatusForbidden:
+		who := "the ambient credentials (environment, web identity, instance profile)"
+		if b.cfg.AccessKeyID != "" {
+			who = "access key id " + b.cfg.AccessKeyID
+		}
+		return fmt.Errorf("s3: %s: access denied for %s (%s): check the credentials and the bucket's policy", where, who, code)
+	}
+	return fmt.Errorf("s3: %s: %w", where, err)
+}
+
+// Put implements storage.Bucket.
+func (b *Bucket) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	if err := storage.CheckKey(key); err != nil {
+		return "", err
+	}
+	in := &awss3.PutObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key)), Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body)))}
+	if cond.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if cond.IfMatch != "" {
+		in.IfMatch = aws.String(cond.IfMatch)
+	}
+	var etag string
+	err := b.call(ctx, "put", key, func(ctx context.Context) error {
+		out, err := b.client.PutObject(ctx, in)
+		if err == nil {
+			etag = aws.ToString(out.ETag)
+		}
+		return err
+	})
+	if errors.Is(err, storage.ErrNoObject) && cond.IfMatch != "" {
+		// AWS answers 404 to If-Match on a missing key: the condition failed.
+		return "", fmt.Errorf("%w: put %s if it has ETag %s: the object does not exist", storage.ErrPrecondition, key, cond.IfMatch)
+	}
+	if errors.Is(err, storage.ErrPrecondition) {
+		// The SDK retries a PUT whose answer was lost; if the first attempt took effect, the retry
+		// fails its own condition. The object being this body means the write happened.
+		if etag, ok := b.holds(ctx, key, body); ok {
+			return etag, nil
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	b.metrics.bytesOut.Add(float64(len(body)))
+	return etag, nil
+}
+
+// holds says whether the object at key is body, and its ETag. A single-part PUT's ETag is the
+// body's MD5 (AWS without SSE-KMS, MinIO); another form (SSE-KMS, multipart) is checked by reading.
+func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bool) {
+	info, err := b.Stat(ctx, key)
+	if err != nil || info.Size != int64(len(body)) {
+		return "", false
+	}
+	sum := md5.Sum(body)
+	if strings.Trim(info.ETag, `"`) == hex.EncodeToString(sum[:]) {
+		return info.ETag, true
+	}
+	if t := strings.Trim(info.ETag, `"`); len(t) == 32 && !strings.ContainsFunc(t, func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) }) {
+		return "", false // an MD5 of other bytes
+	}
+	data, got, err := b.Get(ctx, key)
+	if err != nil || !bytes.Equal(data, body) {
+		return "", false
+	}
+	return got.ETag, true
+}
+
+// Get implements storage.Bucket.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	if err := storage.CheckKey(key); err != nil {
+		return nil, storage.ObjectInfo{}, err
+	}
+	var data []byte
+	var info storage.ObjectInfo
+	err := b.call(ctx, "get", key, func(ctx context.Context) error {
+		out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key))})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		data, err = io.ReadAll(out.Body)
+		info = storage.ObjectInfo{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}
+		return err
+	})
+	if err != nil {
+		return nil, storage.ObjectInfo{}, err
+	}
+	b.metrics.bytesIn.Add(float64(len(data)))
+	return data, info, nil
+}
+
+// GetRange implements storage.Bucket.
+func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := storage.CheckKey(key); err != nil {
+		return nil, err
+	}
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("s3: get %s: bad range %d+%d", key, off, n)
+	}
+	if n == 0 {
+		_, err := b.Stat(ctx, key)
+		return []byte{}, err
+	}
+	var data []byte
+	err := b.call(ctx, "get", key, func(ctx context.Context) error {
+		out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key)),
+			Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		data, err = io.ReadAll(io.LimitReader(out.Body, n))
+		return err
+	})
+	var ae smithy.APIError
+	if err != nil && errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange" {
+		return []byte{}, nil // at or past the end
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.metrics.bytesIn.Add(float64(len(data)))
+	return data, nil
+}
+
+// Stat implements storage.Bucket.
+func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := storage.CheckKey(key); err != nil {
+		return storage.ObjectInfo{}, err
+	}
+	var info storage.ObjectInfo
+	err := b.call(ctx, "head", key, func(ctx context.Context) error {
+		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key))})
+		if err == nil {
+			info = storage.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}
+		}
+		return err
+	})
+	return info, err
+}
+
+// List implements storage.Bucket.
+func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]storage.ObjectInfo, error) {
+	var out []storage.ObjectInfo
+	in := &awss3.ListObjectsV2Input{Bucket: &b.cfg.Bucket, Prefix: aws.String(b.key(prefix))}
+	if b.cfg.Prefix == "" && prefix == "" {
+		in.Prefix = nil
+	}
+	if startAfter != "" {
+		in.StartAfter = aws.String(b.key(startAfter))
+	}
+	strip := 0
+	if b.cfg.Prefix != "" {
+		strip = len(b.cfg.Prefix) + 1
+	}
+	for {
+		if limit > 0 {
+			in.MaxKeys = aws.Int32(int32(min(limit-len(out), 1000)))
+		}
+		var page *awss3.ListObjectsV2Output
+		err := b.call(ctx, "list", prefix, func(ctx context.Context) error {
+			var err error
+			page, err = b.client.ListObjectsV2(ctx, in)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			k := aws.ToString(o.Key)
+			if len(k) < strip {
+				continue
+			}
+			out = append(out, storage.ObjectInfo{Key: k[strip:], Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), ModTime: aws.ToTime(o.LastModified)})
+		}
+		if !aws.ToBool(page.IsTruncated) || limit > 0 && len(out) >= limit || page.NextContinuationToken == nil {
+			break
+		}
+		in.ContinuationToken = page.NextContinuationToken
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Delete implements storage.Bucket.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	if err := storage.CheckKey(key); err != nil {
+		return err
+	}
+	err := b.call(ctx, "delete", key, func(ctx context.Context) error {
+		_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key))})
+		return err
+	})
+	if errors.Is(err, storage.ErrNoObject) {
+		return nil
+	}
+	return err
+}
+
+// CheckConditionalWrites proves, once at start, that the store honours conditional writes the
+// way fencing needs: a second create-only PUT of a key fails, and a replace-only PUT of a missing
+// key fails (some MinIO releases let it create the key). It also proves the bucket is reachable
+// and writable with these credentials. It leaves nothing behind.
+func (b *Bucket) CheckConditionalWrites(ctx context.Context) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	probe := ".cellstore-probe/" + hex.EncodeToString(rnd[:])
+	defer b.Delete(context.WithoutCancel(ctx), probe) //nolint:errcheck // best effort
+	etag, err := b.Put(ctx, probe, []byte("probe"), storage.Condition{IfNoneMatch: true})
+	if err != nil {
+		return fmt.Errorf("s3: %s cannot be written: %w", b.Describe(), err)
+	}
+	if _, err := b.Put(ctx, probe, []byte("again"), storage.Condition{IfNoneMatch: true}); !errors.Is(err, storage.ErrPrecondition) {
+		return fmt.Errorf("s3: %s does not honour If-None-Match (a second create-only PUT answered %v): "+
+			"Cellstore needs conditional writes to fence writers; use a store that supports them", b.Describe(), err)
+	}
+	missing := probe + "-missing"
+	if _, err := b.Put(ctx, missing, []byte("x"), storage.Condition{IfMatch: etag}); !errors.Is(err, storage.ErrPrecondition) {
+		_ = b.Delete(context.WithoutCancel(ctx), missing)
+		return fmt.Errorf("s3: %s does not honour If-Match (a replace-only PUT of a missing key answered %v): "+
+			"Cellstore needs conditional writes to fence writers; use a store that supports them", b.Describe(), err)
+	}
+	return nil
+}
+
+// Client is the SDK client, for administration the Bucket does not cover (creating buckets in
+// tests).
+func (b *Bucket) Client() *awss3.Client { return b.client }

@@ -1,0 +1,195 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
+	s3 "github.com/cellstore/cellstore/engine/storage/s3"
+	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
+)
+
+// The conformance suite against a real S3 server, with and without a key prefix.
+func TestConformance(t *testing.T) {
+	srv := s3test.Start(t)
+	var n atomic.Int32
+	for _, prefix := range []string{"", "clusters/c1"} {
+		t.Run("prefix="+prefix, func(t *testing.T) {
+			buckettest.Run(t, func(t *testing.T) storage.Bucket {
+				name := fmt.Sprintf("conformance-%d", n.Add(1))
+				srv.CreateBucket(t, name)
+				cfg := srv.Config(name)
+				cfg.Prefix = prefix
+				b, err := s3.Open(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			})
+		})
+	}
+}
+
+func TestCheckConditionalWrites(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "checked")
+	reg := prometheus.NewRegistry()
+	cfg := srv.Config("checked")
+	cfg.Registerer = reg
+	b, err := s3.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CheckConditionalWrites(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	left, err := b.List(context.Background(), "", "", 0)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("the check left objects behind: %v %v", left, err)
+	}
+	// The requests were counted, the refused conditional ones under the store's code.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cellstore_s3_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var op, result string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "op":
+					op = l.GetValue()
+				case "result":
+					result = l.GetValue()
+				}
+			}
+			results[op+"/"+result] += m.GetCounter().GetValue()
+		}
+	}
+	if results["put/ok"] < 1 || results["put/PreconditionFailed"] < 1 {
+		t.Errorf("request metrics %v: want put/ok and put/PreconditionFailed", results)
+	}
+}
+
+// A missing bucket and wrong credentials are errors that name the bucket and say what to do.
+func TestErrorsSayWhatToDo(t *testing.T) {
+	srv := s3test.Start(t)
+	ctx := context.Background()
+	b, err := s3.Open(ctx, srv.Config("no-such-bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.CheckConditionalWrites(ctx)
+	if err == nil || !strings.Contains(err.Error(), "no-such-bucket") || !strings.Contains(err.Error(), "create it") {
+		t.Errorf("missing bucket: %v", err)
+	}
+	srv.CreateBucket(t, "guarded")
+	cfg := srv.Config("guarded")
+	cfg.SecretAccessKey = "wrong-secret"
+	b, err = s3.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Put(ctx, "k", []byte("v"), storage.Condition{})
+	if err == nil || !strings.Contains(err.Error(), "access denied") || !strings.Contains(err.Error(), s3test.AccessKey) {
+		t.Errorf("wrong credentials: %v", err)
+	}
+	if errors.Is(err, storage.ErrPrecondition) {
+		t.Error("an authorisation failure taken for a failed condition")
+	}
+}
+
+func openVia(t *testing.T, srv *s3test.Server, endpoint, bucket string, tune func(*s3.Config)) *s3.Bucket {
+	t.Helper()
+	cfg := srv.Config(bucket)
+	cfg.Endpoint = endpoint
+	if tune != nil {
+		tune(&cfg)
+	}
+	b, err := s3.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Throttling answers (503 SlowDown) are retried with backoff: the write lands once.
+func TestRetriesThroughSlowDown(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "throttled")
+	proxy := srv.StartProxy(t)
+	b := openVia(t, srv, proxy.Endpoint, "throttled", func(c *s3.Config) { c.MaxBackoff = 50 * time.Millisecond })
+	ctx := context.Background()
+	proxy.Inject(s3test.SlowDown, "PUT", 3, 0)
+	if _, err := b.Put(ctx, "k", []byte("v"), storage.Condition{IfNoneMatch: true}); err != nil {
+		t.Fatalf("put through three SlowDown answers: %v", err)
+	}
+	if n := proxy.Requests("PUT"); n != 4 {
+		t.Errorf("%d PUTs reached the proxy, want 4 (3 throttled, 1 through)", n)
+	}
+	// More throttling than attempts: a clear error, not a hang.
+	proxy.Inject(s3test.SlowDown, "GET", 10, 0)
+	if _, _, err := b.Get(ctx, "k"); err == nil || !strings.Contains(err.Error(), "SlowDown") {
+		t.Errorf("get through ten SlowDown answers: %v, want the store's SlowDown", err)
+	}
+}
+
+// A conditional create whose answer is lost after the store took it is retried by the SDK; the
+// retry fails its own condition, and Put must still report the write as done — the writer won.
+// Another writer's create of the key still fails.
+func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "lossy")
+	proxy := srv.StartProxy(t)
+	b := openVia(t, srv, proxy.Endpoint, "lossy", nil)
+	ctx := context.Background()
+	proxy.Inject(s3test.LoseAnswer, "PUT", 1, 0)
+	etag, err := b.Put(ctx, "fence/0007", []byte("server rs-1 epoch 7"), storage.Condition{IfNoneMatch: true})
+	if err != nil {
+		t.Fatalf("the create took effect but Put says %v", err)
+	}
+	if n := proxy.Requests("PUT"); n < 2 {
+		t.Fatalf("%d PUTs: the lost answer was not retried", n)
+	}
+	info, err := b.Stat(ctx, "fence/0007")
+	if err != nil || info.ETag != etag {
+		t.Fatalf("stat %+v %v, want ETag %s", info, err, etag)
+	}
+	if _, err := b.Put(ctx, "fence/0007", []byte("server rs-2 epoch 8"), storage.Condition{IfNoneMatch: true}); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("another writer's create: %v, want ErrPrecondition", err)
+	}
+	// The same for a conditional replace.
+	proxy.Inject(s3test.LoseAnswer, "PUT", 1, 0)
+	if _, err := b.Put(ctx, "fence/0007", []byte("server rs-1 epoch 9"), storage.Condition{IfMatch: etag}); err != nil {
+		t.Fatalf("the replace took effect but Put says %v", err)
+	}
+}
+
+// A store that answers too slowly fails the request within the timeout, naming the bucket.
+func TestSlowAnswersTimeOut(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "slow")
+	proxy := srv.StartProxy(t)
+	b := openVia(t, srv, proxy.Endpoint, "slow", func(c *s3.Config) { c.Timeout = 500 * time.Millisecond; c.MaxAttempts = 2 })
+	proxy.Inject(s3test.Delay, "", 10, 60*time.Second)
+	start := time.Now()
+	_, err := b.Put(context.Background(), "k", []byte("v"), storage.Condition{})
+	if err == nil || !strings.Contains(err.Error(), "slow") {
+		t.Fatalf("put against a stalled store: %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second { // without the timeout: a minute per attempt
+		t.Fatalf("the timeout of 500 ms took %v", d)
+	}
+}
