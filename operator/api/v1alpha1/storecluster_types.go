@@ -526,6 +526,9 @@ const (
 	// ConditionDegraded: something needs a person: a refused spec, a stuck drain, an unreachable
 	// master, pods that do not become Ready.
 	ConditionDegraded = "Degraded"
+	// ConditionStorageReady: the shared storage can be used: the claim exists, is ReadWriteMany
+	// and was not refused by its provisioner. False says why (also Degraded); Unknown until checked.
+	ConditionStorageReady = "StorageReady"
 )
 
 // MastersStatus is the master group as observed.

@@ -165,6 +165,16 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention")
 	}
 
+	// StorageReady: what the storage task found.
+	switch {
+	case !s.storage.checked:
+		set(v1alpha1.ConditionStorageReady, metav1.ConditionUnknown, ReasonNotChecked, fmt.Sprintf("not checked: task %s stopped the reconcile first", rep.Blocked))
+	case s.storage.ready:
+		set(v1alpha1.ConditionStorageReady, metav1.ConditionTrue, s.storage.reason, storageReadyMessage(c))
+	default:
+		set(v1alpha1.ConditionStorageReady, metav1.ConditionFalse, s.storage.reason, s.storage.message)
+	}
+
 	// Progressing: the cluster is on its way somewhere.
 	switch {
 	case rep.Result.Outcome == Wait:
@@ -270,4 +280,14 @@ func (r *StoreClusterReconciler) writeStatus(ctx context.Context, c *v1alpha1.St
 	u.SetName(c.Name)
 	u.SetUID(c.UID) // a StoreCluster recreated under the same name is not written by mistake
 	return r.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+func storageReadyMessage(c *v1alpha1.StoreCluster) string {
+	switch {
+	case c.Spec.Storage.Volume != nil:
+		return "ReadWriteMany claim " + resources.SharedClaimName(c) + " is made and not refused"
+	case c.Spec.Storage.ExistingClaim != nil:
+		return "ReadWriteMany claim " + c.Spec.Storage.ExistingClaim.ClaimName + " exists"
+	}
+	return "storage checked"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,16 @@ type clusterState struct {
 	configHash map[resources.Group]string
 	sts        map[resources.Group]*appsv1.StatefulSet
 	monitoring string
+	// storage is what the storage task found (StorageReady); zero when it did not run.
+	storage storageReport
+}
+
+// storageReport is the storage task's finding: ready, or why not.
+type storageReport struct {
+	checked bool
+	ready   bool
+	reason  string
+	message string
 }
 
 func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
@@ -160,7 +171,21 @@ func (r *StoreClusterReconciler) taskValidate(_ context.Context, s *clusterState
 }
 
 func (r *StoreClusterReconciler) taskStorage(ctx context.Context, s *clusterState) Result {
+	res := r.checkStorage(ctx, s)
+	s.storage = storageReport{checked: true, ready: res.Outcome == Complete, reason: res.Reason, message: res.Message}
+	if res.Outcome == Complete && s.storage.reason == "" {
+		s.storage.reason = ReasonStorageReady
+	}
+	return res
+}
+
+// checkStorage makes the shared claim (volume mode) or finds it (existingClaim), then checks that
+// it can work: a claim must be ReadWriteMany (every master and region server pod mounts it), and a
+// claim that stays Pending because the provisioner refused it is reported with the provisioner's
+// own words, instead of pods that wait forever.
+func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterState) Result {
 	c := s.c
+	var pvc *corev1.PersistentVolumeClaim
 	switch {
 	case c.Spec.Storage.Volume != nil:
 		n, err := resources.ParseBytes("spec.storage.volume.size", c.Spec.Storage.Volume.Size)
@@ -179,10 +204,16 @@ func (r *StoreClusterReconciler) taskStorage(ctx context.Context, s *clusterStat
 		case !apierrors.IsNotFound(err):
 			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
 		}
-		return r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion))
+		if res := r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion)); res.Outcome != Complete {
+			return res
+		}
+		pvc = &corev1.PersistentVolumeClaim{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, pvc); err != nil {
+			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
+		}
 	case c.Spec.Storage.ExistingClaim != nil:
 		name := c.Spec.Storage.ExistingClaim.ClaimName
-		pvc := &corev1.PersistentVolumeClaim{}
+		pvc = &corev1.PersistentVolumeClaim{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, pvc); err != nil {
 			if apierrors.IsNotFound(err) {
 				res := Failed(ReasonStorageClaimMissing,
@@ -193,8 +224,66 @@ func (r *StoreClusterReconciler) taskStorage(ctx context.Context, s *clusterStat
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", name, err))
 		}
+		if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+			res := Failed(ReasonStorageNotShared,
+				"PersistentVolumeClaim %s (spec.storage.existingClaim.claimName) has access modes %v, not ReadWriteMany: every master and region server pod mounts it; "+
+					"make a ReadWriteMany claim (NFS, CephFS, EFS, Filestore, Azure Files) and name it",
+				name, pvc.Spec.AccessModes)
+			res.RequeueAfter = r.Options.PollInterval
+			return res
+		}
+	default:
+		return Done()
+	}
+	if pvc.Status.Phase != corev1.ClaimPending {
+		return Done()
+	}
+	// Pending: fine while a WaitForFirstConsumer class waits for the first pod; not when the
+	// provisioner said it cannot make the volume.
+	if ev := r.latestWarning(ctx, pvc); ev != nil {
+		class := "the cluster's default StorageClass"
+		if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName != "" {
+			class = "StorageClass " + *pvc.Spec.StorageClassName
+		}
+		res := Failed(ReasonStoragePending,
+			"PersistentVolumeClaim %s is Pending: %s: %s. A StoreCluster needs a ReadWriteMany volume, which %s may not provide: "+
+				"set spec.storage.volume.storageClassName to a class that can (NFS, CephFS, EFS, Filestore, Azure Files), or use spec.storage.existingClaim",
+			pvc.Name, ev.Reason, strings.TrimSpace(ev.Message), class)
+		res.RequeueAfter = r.Options.PollInterval
+		return res
 	}
 	return Done()
+}
+
+// latestWarning is the newest Warning event about the claim (the provisioner's refusal), or nil.
+func (r *StoreClusterReconciler) latestWarning(ctx context.Context, pvc *corev1.PersistentVolumeClaim) *corev1.Event {
+	var list corev1.EventList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(pvc.Namespace),
+		client.MatchingFields{"involvedObject.kind": "PersistentVolumeClaim", "involvedObject.name": pvc.Name, "type": corev1.EventTypeWarning}); err != nil {
+		log.FromContext(ctx).Info("cannot read the claim's events", "claim", pvc.Name, "error", err.Error())
+		return nil
+	}
+	var latest *corev1.Event
+	for i := range list.Items {
+		e := &list.Items[i]
+		if e.InvolvedObject.UID != "" && e.InvolvedObject.UID != pvc.UID {
+			continue // a deleted claim of the same name
+		}
+		if latest == nil || eventTime(e).After(eventTime(latest)) {
+			latest = e
+		}
+	}
+	return latest
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 func (r *StoreClusterReconciler) taskConfig(ctx context.Context, s *clusterState) Result {

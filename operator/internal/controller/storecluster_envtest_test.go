@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -100,6 +101,66 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		waitRunning(c)
 		Expect(statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec.Volumes).To(ContainElement(
 			HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "vol-shared")))
+	})
+
+	It("refuses an existing claim that is not ReadWriteMany, and makes no workload", func() {
+		ns := newNamespace()
+		Expect(k8s.Create(suiteCtx, &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rwo"},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		})).To(Succeed())
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rwo"},
+			Spec:       v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{ExistingClaim: &v1alpha1.ExistingClaimStorage{ClaimName: "rwo"}}},
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageNotShared, "task storage: PersistentVolumeClaim rwo", "not ReadWriteMany"))
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse,
+			controller.ReasonStorageNotShared, "[ReadWriteOnce]"))
+		Eventually(eventsOf(c, controller.ReasonStorageNotShared), timeout, poll).Should(ContainElement(HavePrefix("Warning: task storage:")))
+		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
+		err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "rwo-regionserver"}, &appsv1.StatefulSet{})
+		Expect(err).To(HaveOccurred(), "no StatefulSet on a claim the pods cannot share")
+	})
+
+	It("reports a claim its provisioner refused, in the provisioner's words, and clears when it binds", func() {
+		ns := newNamespace()
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
+			Spec:       v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{Size: "10Gi"}}},
+		})
+		pvc := &corev1.PersistentVolumeClaim{}
+		Eventually(func() error { return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "refused-shared"}, pvc) }, timeout, poll).Should(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageReady))
+		// What kind's local-path provisioner says of a ReadWriteMany claim (envtest runs no
+		// provisioner: the test writes its event).
+		Expect(k8s.Create(suiteCtx, &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused-shared.provisioning"},
+			InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: pvc.Name, UID: pvc.UID, APIVersion: "v1"},
+			Type:           corev1.EventTypeWarning, Reason: "ProvisioningFailed",
+			Message:        `failed to provision volume with StorageClass "standard": Only support ReadWriteOnce access mode`,
+			Source:         corev1.EventSource{Component: "rancher.io/local-path"},
+			LastTimestamp:  metav1.Now(),
+		})).To(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStoragePending, "PersistentVolumeClaim refused-shared is Pending: ProvisioningFailed", "Only support ReadWriteOnce access mode",
+			"storageClassName"))
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonStoragePending))
+		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
+
+		// The claim binds (an administrator fixed the class): the condition clears.
+		Eventually(func() error {
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+				return err
+			}
+			pvc.Status.Phase = corev1.ClaimBound
+			return k8s.Status().Update(suiteCtx, pvc)
+		}, timeout, poll).Should(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageReady))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
 	})
 
 	It("refuses memory that does not fit, changes nothing, and recovers when fixed", func() {
