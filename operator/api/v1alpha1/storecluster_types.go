@@ -13,6 +13,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cstore,categories=cellstore
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Provisioning, Running, Updating or Degraded"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`,description="why a person is needed (AsExpected: nothing)"
 // +kubebuilder:printcolumn:name="Masters",type=integer,JSONPath=`.status.masters.ready`,description="master pods Ready"
 // +kubebuilder:printcolumn:name="RegionServers",type=integer,JSONPath=`.status.regionServers.ready`,description="region server pods Ready"
 // +kubebuilder:printcolumn:name="Regions",type=integer,JSONPath=`.status.regions.total`,description="regions in the catalog"

@@ -270,6 +270,6 @@ var _ = Describe("StoreCluster validation", func() {
 		for _, c := range versions[0].(map[string]any)["additionalPrinterColumns"].([]any) {
 			columns = append(columns, c.(map[string]any)["name"].(string))
 		}
-		Expect(columns).To(Equal([]string{"Phase", "Masters", "RegionServers", "Regions", "Active", "InTransition", "Age"}))
+		Expect(columns).To(Equal([]string{"Phase", "Degraded", "Masters", "RegionServers", "Regions", "Active", "InTransition", "Age"}))
 	})
 })
