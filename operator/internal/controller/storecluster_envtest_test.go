@@ -138,12 +138,12 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		// What kind's local-path provisioner says of a ReadWriteMany claim (envtest runs no
 		// provisioner: the test writes its event).
 		Expect(k8s.Create(suiteCtx, &corev1.Event{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused-shared.provisioning"},
+			ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: "refused-shared.provisioning"},
 			InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: pvc.Name, UID: pvc.UID, APIVersion: "v1"},
 			Type:           corev1.EventTypeWarning, Reason: "ProvisioningFailed",
-			Message:        `failed to provision volume with StorageClass "standard": Only support ReadWriteOnce access mode`,
-			Source:         corev1.EventSource{Component: "rancher.io/local-path"},
-			LastTimestamp:  metav1.Now(),
+			Message:       `failed to provision volume with StorageClass "standard": Only support ReadWriteOnce access mode`,
+			Source:        corev1.EventSource{Component: "rancher.io/local-path"},
+			LastTimestamp: metav1.Now(),
 		})).To(Succeed())
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
 			controller.ReasonStoragePending, "PersistentVolumeClaim refused-shared is Pending: ProvisioningFailed", "Only support ReadWriteOnce access mode",
