@@ -1,0 +1,496 @@
+package wal
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// ObjectLog is a region server's write-ahead log on a storage.Bucket (an object store, or a
+// directory through storage.DirBucket): a sequence of immutable objects under a prefix, one per
+// group commit, numbered 1, 2, 3, ... Each object is written whole by a create-only PUT; many
+// appenders share one PUT, and up to MaxInFlight PUTs are under way at once, so a slow store costs
+// latency, not throughput. Acknowledgement stays in order: an edit is durable once its object and
+// every object before it are written.
+//
+// Fencing is by conditional create, not rename: FenceObjectLog writes fence markers at the numbers
+// the writer would use next, and the writer's PUT of such a number fails its condition — from
+// then on it acknowledges nothing. An edit is acknowledged only if its object, and every object
+// before it, were written before the fence; ReadObjectLog, run after the fence, reads them all.
+//
+// Object format: the 24-byte WAL header (kind 3 = log object, 4 = fence marker; the segment
+// number field holds the object number), then, for a log object, WAL records exactly as in a
+// segment; for a fence marker, who fenced (text). Bodies are unique to their writer (sequence ids,
+// the fencer's nonce), which Bucket.Put's retry rule needs.
+type ObjectLog struct {
+	opts ObjectLogOptions
+
+	mu       sync.Mutex
+	cond     sync.Cond
+	cur      []byte // records of the batch being filled
+	curMax   uint64 // highest sequence id in cur
+	nextSeq  uint64
+	nextObj  uint64 // number of the next object to write
+	inFlight int
+	done     map[uint64]putResult // finished PUTs not yet acknowledged in order
+	ackedObj uint64               // every object <= ackedObj is written
+	synced   uint64               // every edit with a sequence id <= synced is durable
+	err      error                // fenced or broken: nothing more is acknowledged
+	failErr  error                // the first PUT failure: start no more (err follows in order)
+	closed   bool
+
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+
+	puts    atomic.Uint64
+	appends atomic.Uint64
+}
+
+// ObjectLogOptions configure an ObjectLog.
+type ObjectLogOptions struct {
+	Bucket storage.Bucket
+	// Prefix is the log's key prefix: one per region server process ("wal/<server>_<start code>").
+	Prefix string
+	// Writer names the process in errors and metrics.
+	Writer string
+	// FirstSeq is the first sequence id to assign (default 1); AdvanceSeq moves it up.
+	FirstSeq uint64
+	// MaxInFlight bounds the PUTs under way at once (default 4, at most MaxFenceWindow/2).
+	MaxInFlight int
+	// MaxBatchBytes closes a batch at this size (default 8 MiB).
+	MaxBatchBytes int
+	// Timeout bounds one PUT, the store's retries included (default 30 s).
+	Timeout time.Duration
+}
+
+// MaxFenceWindow is how many numbers past the highest object a fence covers: more than any
+// writer can have in flight, so every PUT a fenced writer may still be making fails.
+const MaxFenceWindow = 64
+
+// Errors of an ObjectLog.
+var (
+	// ErrFenced: the log was fenced (the master declared this server dead): the edit is not
+	// acknowledged and none after it will be.
+	ErrFenced = errors.New("wal: the log was fenced by the master")
+)
+
+const (
+	kindObject = 3
+	kindFence  = 4
+)
+
+type putResult struct {
+	maxSeq uint64
+	err    error
+}
+
+func objectKey(prefix string, n uint64) string {
+	return path.Join(prefix, fmt.Sprintf("%0*d%s", segmentNameDigits, n, ".log"))
+}
+
+func parseObjectKey(prefix, key string) (uint64, bool) {
+	rel, ok := cutPrefix(key, prefix+"/")
+	if !ok {
+		return 0, false
+	}
+	return parseNumbered(rel, ".log")
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) < len(p) || s[:len(p)] != p {
+		return "", false
+	}
+	return s[len(p):], true
+}
+
+// OpenObjectLog starts a log under a prefix that must hold no object yet: each process writes its
+// own log (its name carries the start code), so a restarted server never writes where the master
+// may be fencing its predecessor.
+func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, error) {
+	if opts.Bucket == nil || opts.Prefix == "" {
+		return nil, errors.New("wal: ObjectLogOptions needs a Bucket and a Prefix")
+	}
+	if opts.FirstSeq == 0 {
+		opts.FirstSeq = 1
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4
+	}
+	opts.MaxInFlight = min(opts.MaxInFlight, MaxFenceWindow/2)
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = 8 << 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	existing, err := opts.Bucket.List(ctx, opts.Prefix+"/", "", 1)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open log %s: %w", opts.Prefix, err)
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("wal: log %s in %s already holds %s: a log is written by one process only; start with a new prefix",
+			opts.Prefix, opts.Bucket.Describe(), existing[0].Key)
+	}
+	l := &ObjectLog{opts: opts, nextSeq: opts.FirstSeq, nextObj: 1, done: map[uint64]putResult{},
+		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	l.cond.L = &l.mu
+	go l.run()
+	return l, nil
+}
+
+// AdvanceSeq makes the next sequence id at least seq+1 (a region opened with higher ids).
+func (l *ObjectLog) AdvanceSeq(seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq >= l.nextSeq {
+		if l.synced == l.nextSeq-1 {
+			l.synced = seq // nothing pending: no edit up to seq waits for anything
+		}
+		l.nextSeq = seq + 1
+	}
+}
+
+// AppendNoWait adds the edit to the batch being filled, assigns its sequence id (also stored in
+// e.Seq) and returns; WaitDurable waits for it.
+func (l *ObjectLog) AppendNoWait(e *Edit) (uint64, error) {
+	if len(e.Region) == 0 {
+		return 0, fmt.Errorf("%w: empty region name", ErrInvalidEdit)
+	}
+	size := payloadSize(e)
+	if size > MaxRecordSize || size > l.opts.MaxBatchBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, min(MaxRecordSize, l.opts.MaxBatchBytes))
+	}
+	wt := e.WriteTime
+	if wt == 0 {
+		wt = time.Now().UnixNano()
+	}
+	l.mu.Lock()
+	// Backpressure: while the batch being filled is full and every PUT slot busy, wait (a slow
+	// store must not let the batch grow without bound).
+	for len(l.cur) >= l.opts.MaxBatchBytes && l.err == nil && !l.closed && l.failErr == nil {
+		l.cond.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if err := cmp.Or(l.err, l.failErr); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	seq := l.nextSeq
+	l.nextSeq++
+	l.cur = appendRecord(l.cur, e, seq, wt, size)
+	l.curMax = seq
+	l.mu.Unlock()
+	l.appends.Add(1)
+	l.signal()
+	e.Seq = seq
+	return seq, nil
+}
+
+// Append appends and waits until the edit is durable.
+func (l *ObjectLog) Append(e *Edit) (uint64, error) {
+	seq, err := l.AppendNoWait(e)
+	if err != nil {
+		return 0, err
+	}
+	return seq, l.WaitDurable(seq)
+}
+
+// WaitDurable waits until the edit with sequence id seq, and every earlier one, is durable. An
+// error means it is not acknowledged (fenced, broken or closed).
+func (l *ObjectLog) WaitDurable(seq uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq >= l.nextSeq {
+		return fmt.Errorf("wal: sequence id %d was never assigned", seq)
+	}
+	for l.synced < seq {
+		if l.err != nil {
+			return l.err
+		}
+		if l.closed {
+			return ErrClosed
+		}
+		l.cond.Wait()
+	}
+	return nil
+}
+
+// Err is why the log acknowledges nothing more (ErrFenced, a store error), or nil.
+func (l *ObjectLog) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Close writes what is buffered, waits for the PUTs under way, and stops.
+func (l *ObjectLog) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.stopped
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cond.Broadcast()
+	return l.err
+}
+
+// ObjectLogStats counts the log's work.
+type ObjectLogStats struct {
+	Appends uint64 // edits appended
+	Puts    uint64 // objects written (group commits)
+}
+
+// Stats returns the counters: Appends/Puts is the edits one PUT carries.
+func (l *ObjectLog) Stats() ObjectLogStats {
+	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load()}
+}
+
+func (l *ObjectLog) signal() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run starts a PUT whenever there is a batch and a free slot, and acknowledges in order.
+func (l *ObjectLog) run() {
+	defer close(l.stopped)
+	results := make(chan struct {
+		n uint64
+		r putResult
+	}, l.opts.MaxInFlight)
+	stop := l.stop
+	for {
+		l.mu.Lock()
+		for l.inFlight < l.opts.MaxInFlight && len(l.cur) > 0 && l.err == nil && l.failErr == nil {
+			n := l.nextObj
+			l.nextObj++
+			body := appendHeader(make([]byte, 0, headerSize+len(l.cur)), kindObject, n)
+			body = append(body, l.cur...)
+			maxSeq := l.curMax
+			l.cur = l.cur[:0]
+			if cap(l.cur) > 16<<20 {
+				l.cur = nil
+			}
+			l.inFlight++
+			l.cond.Broadcast() // appenders waiting for room
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+				defer cancel()
+				_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, n), body, storage.Condition{IfNoneMatch: true})
+				results <- struct {
+					n uint64
+					r putResult
+				}{n, putResult{maxSeq: maxSeq, err: err}}
+			}()
+		}
+		idle := l.inFlight == 0 && (len(l.cur) == 0 || l.err != nil || l.failErr != nil)
+		l.mu.Unlock()
+		if stop == nil && idle {
+			return
+		}
+		select {
+		case res := <-results:
+			l.finish(res.n, res.r)
+		case <-l.kick:
+		case <-stop:
+			stop = nil // drain: write what is buffered, wait for the PUTs under way
+		}
+	}
+}
+
+// finish records a PUT's result and acknowledges every object now written in order.
+func (l *ObjectLog) finish(n uint64, r putResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+	if r.err == nil {
+		l.puts.Add(1)
+	} else if l.failErr == nil {
+		l.failErr = l.failure(n, r.err)
+	}
+	l.done[n] = r
+	for {
+		next, ok := l.done[l.ackedObj+1]
+		if !ok {
+			break
+		}
+		delete(l.done, l.ackedObj+1)
+		if next.err != nil {
+			if l.err == nil {
+				l.err = l.failure(l.ackedObj+1, next.err)
+			}
+			break
+		}
+		if l.err != nil {
+			break // an earlier object failed: later ones are durable but never acknowledged
+		}
+		l.ackedObj++
+		l.synced = max(l.synced, next.maxSeq)
+	}
+	if l.err != nil {
+		// Nothing after the failed object is ever acknowledged; forget the later results.
+		clear(l.done)
+	}
+	l.cond.Broadcast()
+}
+
+// failure is the error of a failed PUT of object n: ErrFenced when the number was taken.
+func (l *ObjectLog) failure(n uint64, err error) error {
+	if errors.Is(err, storage.ErrPrecondition) {
+		return fmt.Errorf("%w: object %d of %s is a fence marker (writer %s)", ErrFenced, n, l.opts.Prefix, l.opts.Writer)
+	}
+	return fmt.Errorf("wal: writing object %d of %s: %w", n, l.opts.Prefix, err)
+}
+
+// FenceObjectLog stops the log's writer: it writes fence markers at every number missing below
+// the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
+// the highest object under the prefix is one of its markers. From then on every PUT the writer
+// makes fails its condition, so it acknowledges nothing more, and ReadObjectLog returns every
+// edit it acknowledged. It returns the highest marker's number. Fencing a fenced log again is
+// harmless.
+func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (uint64, error) {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	marker := func(n uint64) []byte {
+		body := appendHeader(nil, kindFence, n)
+		return append(body, "fenced by "+by+" nonce "+hex.EncodeToString(nonce[:])...)
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 100 {
+			return 0, fmt.Errorf("wal: fence %s: the writer kept ahead of 100 fencing rounds", prefix)
+		}
+		objs, err := listObjects(ctx, b, prefix)
+		if err != nil {
+			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+		}
+		var highest uint64
+		have := map[uint64]bool{}
+		for _, o := range objs {
+			have[o.n] = true
+			highest = max(highest, o.n)
+		}
+		last := highest + MaxFenceWindow
+		// From the top down: once the top marker is in place, the writer cannot get past it.
+		for n := last; n >= 1; n-- {
+			if have[n] {
+				continue
+			}
+			if _, err := b.Put(ctx, objectKey(prefix, n), marker(n), storage.Condition{IfNoneMatch: true}); err != nil && !errors.Is(err, storage.ErrPrecondition) {
+				return 0, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, err)
+			}
+		}
+		// Done when nothing lies above the top marker (a PUT the writer started before it was
+		// stopped may have landed there: fence above that too).
+		above, err := b.List(ctx, prefix+"/", objectKey(prefix, last), 1)
+		if err != nil {
+			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+		}
+		if len(above) == 0 {
+			return last, nil
+		}
+	}
+}
+
+type numberedObject struct {
+	n   uint64
+	key string
+}
+
+func listObjects(ctx context.Context, b storage.Bucket, prefix string) ([]numberedObject, error) {
+	var out []numberedObject
+	after := ""
+	for {
+		page, err := b.List(ctx, prefix+"/", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			return out, nil
+		}
+		for _, o := range page {
+			if n, ok := parseObjectKey(prefix, o.Key); ok {
+				out = append(out, numberedObject{n: n, key: o.Key})
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// ReadObjectLog calls fn with every edit of the log's objects in order (fence markers skipped),
+// and returns the highest object number. Run after FenceObjectLog, it sees every acknowledged
+// edit. Objects are immutable and written whole: any damage is corruption, reported with the
+// object's key. The Edit passed to fn aliases the object: copy what you keep.
+func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func(*Edit) error) (uint64, error) {
+	objs, err := listObjects(ctx, b, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
+	}
+	var highest uint64
+	var e Edit
+	for _, o := range objs {
+		highest = max(highest, o.n)
+		data, _, err := b.Get(ctx, o.key)
+		if err != nil {
+			return 0, fmt.Errorf("wal: read %s: %w", o.key, err)
+		}
+		bad := func(off int, why string) error {
+			return &CorruptionError{File: o.key, Offset: int64(off), Reason: why}
+		}
+		kind, n, err := checkHeader(data)
+		if err != nil {
+			return 0, bad(0, err.Error())
+		}
+		if n != o.n {
+			return 0, bad(12, "object number "+strconv.FormatUint(n, 10)+" in the header of another object's key")
+		}
+		if kind == kindFence {
+			continue
+		}
+		if kind != kindObject {
+			return 0, bad(10, fmt.Sprintf("kind %d is not a log object", kind))
+		}
+		for off := headerSize; off < len(data); {
+			if len(data)-off < recordHeaderSize {
+				return 0, bad(off, "truncated record header")
+			}
+			sum := binary.LittleEndian.Uint32(data[off:])
+			ln := int(binary.LittleEndian.Uint32(data[off+4:]))
+			if ln <= 0 || ln > len(data)-off-recordHeaderSize {
+				return 0, bad(off, "bad record length")
+			}
+			if crc32.Checksum(data[off+4:off+recordHeaderSize+ln], castagnoli) != sum {
+				return 0, bad(off, "checksum mismatch")
+			}
+			if err := decodeEdit(data[off+recordHeaderSize:off+recordHeaderSize+ln], &e); err != nil {
+				return 0, bad(off, err.Error())
+			}
+			if err := fn(&e); err != nil {
+				return 0, err
+			}
+			off += recordHeaderSize + ln
+		}
+	}
+	return highest, nil
+}
