@@ -366,3 +366,49 @@ func TestServerDeadDuringMasterRestartIsRecovered(t *testing.T) {
 		t.Fatalf("%d regions", n)
 	}
 }
+
+// A region server's own drain (its preStop: that process only) ends when the server restarts —
+// a StoreCluster deleted and made again on its retained volume used to find every server
+// draining and no region assignable. A drain of the name (the shell's, an operator's decision)
+// survives restarts until undrained.
+func TestProcessDrainEndsWithTheProcess(t *testing.T) {
+	c := newCluster(t, 2, nil, nil)
+	restart := func(s *mastertest.FakeServer) *mastertest.FakeServer {
+		t.Helper()
+		addr := s.Name()
+		s.Kill()
+		n, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{c.m.Addr}, DataAddr: addr, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Stop)
+		c.waitFor("the restarted server registered", 10*time.Second, func() (bool, string) {
+			st := c.serverStatus(addr)
+			return n.Registered() && st.GetLive() && st.GetServer().GetStartCode() == n.StartCode(), fmt.Sprintf("status %v", st)
+		})
+		return n
+	}
+	s := c.servers[1]
+	name := s.Name()
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: name, StartCode: s.StartCode()}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.serverStatus(name).GetDraining() {
+		t.Fatal("the process's drain did not take")
+	}
+	s = restart(s)
+	if c.serverStatus(name).GetDraining() {
+		t.Fatal("the restarted server is still draining: the previous process's own drain outlived it")
+	}
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: name}); err != nil {
+		t.Fatal(err)
+	}
+	// A process's own drain on top of the name's does not narrow it.
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: name, StartCode: s.StartCode()}); err != nil {
+		t.Fatal(err)
+	}
+	restart(s)
+	if !c.serverStatus(name).GetDraining() {
+		t.Fatal("a drain of the server name ended with a restart")
+	}
+}

@@ -119,16 +119,20 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 		m.admin.forget(req.GetAdminAddress())
 	}
 	replaced := m.reg.Register(name, sc, req.GetAdminAddress(), zone)
-	if row.GetDraining() {
-		_ = m.reg.SetDraining(name, true)
+	draining, drainedSC := row.GetDraining(), row.GetDrainedStartCode()
+	if draining && drainedSC != 0 && drainedSC != sc {
+		// The drain was the previous process's own (its preStop): it ended with that process.
+		m.log.Info("the drain of the server's previous process ends with it", "server", name, "old_start_code", drainedSC, "start_code", sc)
+		draining, drainedSC = false, 0
 	}
+	_ = m.reg.SetDraining(name, draining)
 	if replaced != nil {
 		m.log.Warn("region server restarted: recovering its previous process", "server", name, "old_start_code", replaced.StartCode, "start_code", sc)
 		if err := m.serverDiedLocked(replaced.Name, replaced.StartCode); err != nil {
 			return nil, err
 		}
 	}
-	nr := &pb.CatalogServer{Server: name, StartCode: sc, AdminAddress: req.GetAdminAddress(), Zone: zone, Draining: row.GetDraining()}
+	nr := &pb.CatalogServer{Server: name, StartCode: sc, AdminAddress: req.GetAdminAddress(), Zone: zone, Draining: draining, DrainedStartCode: drainedSC}
 	if !proto.Equal(nr, row) {
 		var b batch
 		b.putServer(nr)
@@ -386,10 +390,19 @@ func (m *Master) assignTo(ctx context.Context, r *pb.CatalogRegion, dest string)
 
 // DrainServer implements pb.MasterServer.
 func (m *Master) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb.DrainServerResponse, error) {
-	name := req.GetServer()
-	err := m.updateServerRow(name, func(s *pb.CatalogServer) { s.Draining = true }, func() {
+	name, sc := req.GetServer(), req.GetStartCode()
+	err := m.updateServerRow(name, func(s *pb.CatalogServer) {
+		switch {
+		case sc == 0:
+			s.DrainedStartCode = 0 // the name, until undrained (also over a process's own drain)
+		case !s.GetDraining():
+			s.DrainedStartCode = sc
+		}
+		// A drain of the name already in place stays one: a process's own drain does not narrow it.
+		s.Draining = true
+	}, func() {
 		if m.reg.SetDraining(name, true) == nil {
-			m.log.Info("draining region server", "server", name)
+			m.log.Info("draining region server", "server", name, "start_code_only", sc)
 		}
 	})
 	return &pb.DrainServerResponse{}, toStatus(err)
@@ -398,7 +411,7 @@ func (m *Master) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb
 // UndrainServer implements pb.MasterServer.
 func (m *Master) UndrainServer(_ context.Context, req *pb.DrainServerRequest) (*pb.DrainServerResponse, error) {
 	name := req.GetServer()
-	err := m.updateServerRow(name, func(s *pb.CatalogServer) { s.Draining = false }, func() {
+	err := m.updateServerRow(name, func(s *pb.CatalogServer) { s.Draining, s.DrainedStartCode = false, 0 }, func() {
 		if m.reg.SetDraining(name, false) == nil {
 			m.log.Info("region server no longer draining", "server", name)
 		}

@@ -40,7 +40,9 @@ func (s *Server) PrestopHandler() http.Handler {
 // lost, they are only unavailable until the master reassigns them.
 func (s *Server) drainSelf(ctx context.Context) string {
 	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.DrainServer(ctx, &pb.DrainServerRequest{Server: s.Name()})
+		// This process's drain only: the next process of this server (the restarted pod) is not
+		// draining — a drain of the whole server name is an operator's decision (the shell's drain).
+		_, err := m.DrainServer(ctx, &pb.DrainServerRequest{Server: s.Name(), StartCode: s.serverName().GetStartCode()})
 		return err
 	})
 	if err != nil {

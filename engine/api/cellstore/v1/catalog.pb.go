@@ -688,14 +688,17 @@ func (x *DeadServer) GetLastError() string {
 // CatalogServer is the row "server/<name>": what the master must remember about a region server
 // across master failovers (its current process, zone and drain mark).
 type CatalogServer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	StartCode     int64                  `protobuf:"varint,2,opt,name=start_code,json=startCode,proto3" json:"start_code,omitempty"`
-	AdminAddress  string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
-	Zone          string                 `protobuf:"bytes,4,opt,name=zone,proto3" json:"zone,omitempty"`
-	Draining      bool                   `protobuf:"varint,5,opt,name=draining,proto3" json:"draining,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Server       string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	StartCode    int64                  `protobuf:"varint,2,opt,name=start_code,json=startCode,proto3" json:"start_code,omitempty"`
+	AdminAddress string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	Zone         string                 `protobuf:"bytes,4,opt,name=zone,proto3" json:"zone,omitempty"`
+	Draining     bool                   `protobuf:"varint,5,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Non-zero: the drain is of that process only (DrainServerRequest.start_code) and ends when
+	// another process of the server registers.
+	DrainedStartCode int64 `protobuf:"varint,6,opt,name=drained_start_code,json=drainedStartCode,proto3" json:"drained_start_code,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CatalogServer) Reset() {
@@ -761,6 +764,13 @@ func (x *CatalogServer) GetDraining() bool {
 		return x.Draining
 	}
 	return false
+}
+
+func (x *CatalogServer) GetDrainedStartCode() int64 {
+	if x != nil {
+		return x.DrainedStartCode
+	}
+	return 0
 }
 
 // CatalogQuotas is the row "quotas": every throttle and a version bumped on every change.
@@ -983,14 +993,15 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\vsplit_edits\x18\b \x01(\x03R\n" +
 	"splitEdits\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\t \x01(\tR\tlastError\"\x9b\x01\n" +
+	"last_error\x18\t \x01(\tR\tlastError\"\xc9\x01\n" +
 	"\rCatalogServer\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1d\n" +
 	"\n" +
 	"start_code\x18\x02 \x01(\x03R\tstartCode\x12#\n" +
 	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12\x12\n" +
 	"\x04zone\x18\x04 \x01(\tR\x04zone\x12\x1a\n" +
-	"\bdraining\x18\x05 \x01(\bR\bdraining\"V\n" +
+	"\bdraining\x18\x05 \x01(\bR\bdraining\x12,\n" +
+	"\x12drained_start_code\x18\x06 \x01(\x03R\x10drainedStartCode\"V\n" +
 	"\rCatalogQuotas\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12+\n" +
 	"\x06quotas\x18\x02 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\"\x8b\x01\n" +

@@ -1780,8 +1780,12 @@ func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
 }
 
 type DrainServerRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Non-zero: drain only the process with this start code (a region server's own preStop drain):
+	// the mark ends when the server registers with another start code (it restarted). Zero: drain
+	// the server name until UndrainServer (an operator's decision, which survives restarts).
+	StartCode     int64 `protobuf:"varint,2,opt,name=start_code,json=startCode,proto3" json:"start_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1821,6 +1825,13 @@ func (x *DrainServerRequest) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *DrainServerRequest) GetStartCode() int64 {
+	if x != nil {
+		return x.StartCode
+	}
+	return 0
 }
 
 type DrainServerResponse struct {
@@ -2838,9 +2849,11 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12SplitRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
 	"\tsplit_key\x18\x02 \x01(\fR\bsplitKey\"\x15\n" +
-	"\x13SplitRegionResponse\",\n" +
+	"\x13SplitRegionResponse\"K\n" +
 	"\x12DrainServerRequest\x12\x16\n" +
-	"\x06server\x18\x01 \x01(\tR\x06server\"\x15\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1d\n" +
+	"\n" +
+	"start_code\x18\x02 \x01(\x03R\tstartCode\"\x15\n" +
 	"\x13DrainServerResponse\"\x10\n" +
 	"\x0eBalanceRequest\"'\n" +
 	"\x0fBalanceResponse\x12\x14\n" +
