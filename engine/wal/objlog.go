@@ -68,7 +68,9 @@ type ObjectLogOptions struct {
 	Writer string
 	// FirstSeq is the first sequence id to assign (default 1); AdvanceSeq moves it up.
 	FirstSeq uint64
-	// MaxInFlight bounds the PUTs under way at once (default 4, at most MaxFenceWindow/2).
+	// MaxInFlight bounds the PUTs under way at once (default 1, at most MaxFenceWindow/2). More
+	// than one pays only on a store whose latency is high and whose capacity is parallel: on a
+	// local MinIO it made batches smaller and the log slower (docs/benchmarks.md).
 	MaxInFlight int
 	// MaxBatchBytes closes a batch at this size (default 8 MiB).
 	MaxBatchBytes int
@@ -127,7 +129,7 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 		opts.FirstSeq = 1
 	}
 	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 4
+		opts.MaxInFlight = 1
 	}
 	opts.MaxInFlight = min(opts.MaxInFlight, MaxFenceWindow/2)
 	if opts.MaxBatchBytes <= 0 {
