@@ -142,21 +142,26 @@ func testIfMatchMissing(t *testing.T, b storage.Bucket) {
 	}
 }
 
-// Many writers create one key at once: exactly one wins, and the object is the winner's.
-func testCreateRace(t *testing.T, b storage.Bucket) {
-	const n = 8
+// race runs n writers at once, writer i putting "writer i" at key under cond, and returns their
+// errors.
+func race(b storage.Bucket, key string, n int, cond storage.Condition) []error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = b.Put(ctx, "race/create", []byte(fmt.Sprintf("writer %d", i)), storage.Condition{IfNoneMatch: true})
+			_, errs[i] = b.Put(ctx, key, []byte(fmt.Sprintf("writer %d", i)), cond)
 		}()
 	}
 	wg.Wait()
+	return errs
+}
+
+// Many writers create one key at once: exactly one wins, and the object is the winner's.
+func testCreateRace(t *testing.T, b storage.Bucket) {
 	winner := -1
-	for i, err := range errs {
+	for i, err := range race(b, "race/create", 8, storage.Condition{IfNoneMatch: true}) {
 		switch {
 		case err == nil && winner >= 0:
 			t.Fatalf("writers %d and %d both created the key", winner, i)
@@ -175,19 +180,8 @@ func testCreateRace(t *testing.T, b storage.Bucket) {
 // Many writers replace one version at once: exactly one wins.
 func testReplaceRace(t *testing.T, b storage.Bucket) {
 	base := put(t, b, "race/replace", "base", storage.Condition{})
-	const n = 8
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = b.Put(ctx, "race/replace", []byte(fmt.Sprintf("writer %d", i)), storage.Condition{IfMatch: base})
-		}()
-	}
-	wg.Wait()
 	wins := 0
-	for i, err := range errs {
+	for i, err := range race(b, "race/replace", 8, storage.Condition{IfMatch: base}) {
 		if err == nil {
 			wins++
 			mustGet(t, b, "race/replace", fmt.Sprintf("writer %d", i))

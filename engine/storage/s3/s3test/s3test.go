@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cellstore/cellstore/engine/processtest"
 	s3 "github.com/cellstore/cellstore/engine/storage/s3"
 )
 
@@ -71,7 +71,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
-	addr, console := freeAddr(t), freeAddr(t)
+	addr, console := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 	cmd := exec.Command(bin, "server", dir, "--address", addr, "--console-address", console, "--quiet")
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+AccessKey, "MINIO_ROOT_PASSWORD="+SecretKey,
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off")
@@ -124,16 +124,6 @@ func (s *Server) CreateBucket(t testing.TB, name string) {
 	if _, err := b.Client().CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		t.Fatalf("create bucket %s: %v", name, err)
 	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
 
 // Proxy sits between a client and the server and injects the failures a real store and network
