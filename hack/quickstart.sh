@@ -52,6 +52,13 @@ HELM=${HELM:-$ROOT/bin/helm-v3.19.0}   # make quickstart installs it (make tools
 k -n cellstore-system get deploy cellstore-operator
 
 step "Creating StoreCluster $NS/$NAME (config/samples/cellstore_v1alpha1_storecluster_minimal.yaml, image $ENGINE)"
+# A namespace still being deleted (a teardown just before) takes no new objects: wait for it to go.
+deadline=$(( $(date +%s) + 600 ))
+while [ -n "$(k get namespace "$NS" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || die "namespace $NS is still being deleted after 10 minutes: kubectl get all -n $NS"
+  printf '[quickstart %4ss]     namespace %s is being deleted; waiting\n' "$(( $(date +%s) - T0 ))" "$NS"
+  sleep 3
+done
 k create namespace "$NS" --dry-run=client -o yaml | k apply -f - >/dev/null
 sed "s#^  image: .*#  image: $ENGINE#" config/samples/cellstore_v1alpha1_storecluster_minimal.yaml | k -n "$NS" apply -f -
 
