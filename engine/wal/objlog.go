@@ -50,6 +50,7 @@ type ObjectLog struct {
 	err      error                // fenced or broken: nothing more is acknowledged
 	failErr  error                // the first PUT failure: start no more (err follows in order)
 	closed   bool
+	finished bool // the writing goroutine has stopped (after Close drained the batches)
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -225,7 +226,7 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 		if l.err != nil {
 			return l.err
 		}
-		if l.closed {
+		if l.finished { // Close wrote what it could: this edit is not durable
 			return ErrClosed
 		}
 		l.cond.Wait()
@@ -251,10 +252,7 @@ func (l *ObjectLog) Close() error {
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.stopped
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cond.Broadcast()
-	return l.err
+	return l.Err()
 }
 
 // ObjectLogStats counts the log's work.
@@ -278,6 +276,12 @@ func (l *ObjectLog) signal() {
 // run starts a PUT whenever there is a batch and a free slot, and acknowledges in order.
 func (l *ObjectLog) run() {
 	defer close(l.stopped)
+	defer func() {
+		l.mu.Lock()
+		l.finished = true
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	}()
 	results := make(chan struct {
 		n uint64
 		r putResult

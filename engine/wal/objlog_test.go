@@ -314,3 +314,136 @@ func BenchmarkObjectLogAppend(b *testing.B) {
 		}
 	}
 }
+
+// Close writes what is buffered: an appender waiting on an edit that Close still has to write is
+// acknowledged once it is, not told the log closed.
+func TestObjectLogCloseDrains(t *testing.T) {
+	g := &gatedBucket{Bucket: dirBucket(t), gate: make(chan struct{})}
+	l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: g, Prefix: "wal/close_1", MaxInFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendNoWait(testEdit("r", 0)); err != nil {
+		t.Fatal(err)
+	}
+	// The first edit's PUT is under way (held by the gate); the next two wait in the batch.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		taken := l.inFlight == 1 && len(l.cur) == 0
+		l.mu.Unlock()
+		if taken {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first PUT never started")
+		}
+		time.Sleep(time.Millisecond) // polling the writer
+	}
+	var last uint64
+	for i := 1; i <= 2; i++ {
+		if last, err = l.AppendNoWait(testEdit("r", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- l.WaitDurable(last) }()
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	for { // Close has begun
+		l.mu.Lock()
+		c := l.closed
+		l.mu.Unlock()
+		if c {
+			break
+		}
+		time.Sleep(time.Millisecond) // polling Close
+	}
+	close(g.gate) // the store answers only now: the first PUT, then the one Close drains
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("an edit Close wrote was not acknowledged: %v", err)
+	}
+	if got := readLog(t, g.Bucket, "wal/close_1"); len(got) != 3 {
+		t.Fatalf("read %d edits, want 3", len(got))
+	}
+	if _, err := l.AppendNoWait(testEdit("r", 9)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after Close: %v", err)
+	}
+}
+
+// gatedBucket holds every Put until the gate opens.
+type gatedBucket struct {
+	storage.Bucket
+	gate chan struct{}
+}
+
+func (g *gatedBucket) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
+	<-g.gate
+	return g.Bucket.Put(ctx, key, body, c)
+}
+
+// With every PUT slot busy on a stalled store, appends without waiting fill one batch up to
+// MaxBatchBytes and then wait: the batch does not grow without bound. When the store answers,
+// everything is written.
+func TestObjectLogBackpressure(t *testing.T) {
+	g := &gatedBucket{Bucket: dirBucket(t), gate: make(chan struct{})}
+	const maxBatch = 4 << 10
+	l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: g, Prefix: "wal/bp_1", MaxInFlight: 1, MaxBatchBytes: maxBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appended atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		var last uint64
+		for i := range 1000 {
+			seq, err := l.AppendNoWait(testEdit("r", i))
+			if err != nil {
+				done <- err
+				return
+			}
+			last = seq
+			appended.Add(1)
+		}
+		done <- l.WaitDurable(last)
+	}()
+	// One batch goes to the stalled PUT, the next fills to the limit; then the appender waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		full := len(l.cur) >= maxBatch
+		l.mu.Unlock()
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never filled")
+		}
+		time.Sleep(time.Millisecond) // polling the appender's progress
+	}
+	n := appended.Load()
+	// It stays blocked: watching for a while shows no progress and a bounded batch.
+	for range 20 {
+		time.Sleep(time.Millisecond) // observing that nothing moves
+		l.mu.Lock()
+		size := len(l.cur)
+		l.mu.Unlock()
+		if size > maxBatch+1024 {
+			t.Fatalf("the batch grew to %d bytes past its %d limit", size, maxBatch)
+		}
+	}
+	if appended.Load() != n || n >= 1000 {
+		t.Fatalf("appends went on while the store stalled: %d then %d", n, appended.Load())
+	}
+	close(g.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if got := readLog(t, g.Bucket, "wal/bp_1"); len(got) != 1000 {
+		t.Fatalf("read %d edits, want 1000", len(got))
+	}
+}
