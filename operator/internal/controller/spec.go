@@ -26,6 +26,7 @@ const (
 	ReasonStorageNotSupported  = "StorageNotSupported"
 	ReasonStorageClaimMissing  = "StorageClaimMissing"
 	ReasonStorageNotShared     = "StorageNotShared"
+	ReasonStorageClassMissing  = "StorageClassMissing"
 	ReasonStoragePending       = "StoragePending"
 	ReasonStorageReady         = "StorageReady"
 	ReasonNotChecked           = "NotChecked"

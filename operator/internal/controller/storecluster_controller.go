@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -192,6 +193,9 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 		if err != nil {
 			return Failed(ReasonInvalidSpec, "%v", err)
 		}
+		if res := r.checkStorageClass(ctx, c.Spec.Storage.Volume.StorageClassName); res.Outcome != Complete {
+			return res
+		}
 		size := *resource.NewQuantity(n, resource.BinarySI)
 		existing := &corev1.PersistentVolumeClaim{}
 		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, existing)
@@ -249,6 +253,58 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 			"PersistentVolumeClaim %s is Pending: %s: %s. A StoreCluster needs a ReadWriteMany volume, which %s may not provide: "+
 				"set spec.storage.volume.storageClassName to a class that can (NFS, CephFS, EFS, Filestore, Azure Files), or use spec.storage.existingClaim",
 			pvc.Name, ev.Reason, strings.TrimSpace(ev.Message), class)
+		res.RequeueAfter = r.Options.PollInterval
+		return res
+	}
+	return Done()
+}
+
+// blockOnlyProvisioners make only ReadWriteOnce volumes (block devices): a StoreCluster's shared
+// claim can never be provisioned by them. (Others that may or may not, like local-path, which
+// makes ReadWriteMany volumes only when a shared path is configured, are judged by their events.)
+var blockOnlyProvisioners = map[string]string{
+	"ebs.csi.aws.com":          "AWS EBS",
+	"kubernetes.io/aws-ebs":    "AWS EBS",
+	"pd.csi.storage.gke.io":    "GCE Persistent Disk",
+	"kubernetes.io/gce-pd":     "GCE Persistent Disk",
+	"disk.csi.azure.com":       "Azure Disk",
+	"kubernetes.io/azure-disk": "Azure Disk",
+}
+
+// checkStorageClass refuses, before any claim is made, a StorageClass that does not exist or whose
+// provisioner makes only ReadWriteOnce volumes. name nil: the cluster's default class.
+func (r *StoreClusterReconciler) checkStorageClass(ctx context.Context, name *string) Result {
+	var sc *storagev1.StorageClass
+	if name != nil && *name != "" {
+		sc = &storagev1.StorageClass{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: *name}, sc); err != nil {
+			if apierrors.IsNotFound(err) {
+				res := Failed(ReasonStorageClassMissing, "StorageClass %s (spec.storage.volume.storageClassName) does not exist: name one that provides ReadWriteMany volumes (kubectl get storageclass)", *name)
+				res.RequeueAfter = r.Options.PollInterval
+				return res
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read StorageClass %s: %w", *name, err))
+		}
+	} else {
+		var list storagev1.StorageClassList
+		if err := r.APIReader.List(ctx, &list); err != nil {
+			return Errored(ReasonApplyFailed, fmt.Errorf("list StorageClasses: %w", err))
+		}
+		for i := range list.Items {
+			if list.Items[i].Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+				sc = &list.Items[i]
+				break
+			}
+		}
+		if sc == nil {
+			return Done() // no default class: the claim's events say what happens
+		}
+	}
+	if what, ok := blockOnlyProvisioners[sc.Provisioner]; ok {
+		res := Failed(ReasonStorageNotShared,
+			"StorageClass %s (provisioner %s, %s) makes only ReadWriteOnce volumes, and every master and region server pod mounts the shared claim: "+
+				"set spec.storage.volume.storageClassName to a ReadWriteMany class (EFS, Filestore, Azure Files, NFS, CephFS), or use spec.storage.existingClaim; no claim was made",
+			sc.Name, sc.Provisioner, what)
 		res.RequeueAfter = r.Options.PollInterval
 		return res
 	}

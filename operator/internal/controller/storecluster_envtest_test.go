@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,6 +125,32 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
 		err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "rwo-regionserver"}, &appsv1.StatefulSet{})
 		Expect(err).To(HaveOccurred(), "no StatefulSet on a claim the pods cannot share")
+	})
+
+	It("refuses a StorageClass that makes only ReadWriteOnce volumes, or none, before making a claim", func() {
+		ns := newNamespace()
+		class := ns + "-ebs"
+		Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "ebs.csi.aws.com"})).To(Succeed())
+		DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}) })
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ebs"},
+			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
+				Size: "10Gi", StorageClassName: &class}}},
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageNotShared, "StorageClass "+class+" (provisioner ebs.csi.aws.com, AWS EBS) makes only ReadWriteOnce volumes", "no claim was made"))
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonStorageNotShared))
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "ebs-shared"}, &corev1.PersistentVolumeClaim{})).NotTo(Succeed(), "no claim on a class that cannot provide it")
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "ebs-regionserver"}, &appsv1.StatefulSet{})).NotTo(Succeed())
+
+		missing := ns + "-none"
+		c2 := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
+			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
+				Size: "10Gi", StorageClassName: &missing}}},
+		})
+		Eventually(condition(c2, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageClassMissing, "StorageClass "+missing+" (spec.storage.volume.storageClassName) does not exist"))
 	})
 
 	It("reports a claim its provisioner refused, in the provisioner's words, and clears when it binds", func() {
