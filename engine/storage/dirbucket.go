@@ -88,25 +88,18 @@ func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condi
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("storage: put %s: %w", key, err)
 	}
-	tmp, err := writeTemp(dir, body)
+	tmp, etag, err := writeTemp(dir, body)
 	if err != nil {
 		return "", fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	defer os.Remove(tmp) // after a link or a failure; gone already after a rename
-	publish := func() error {
-		if cond.IfNoneMatch {
-			if err := os.Link(tmp, dst); err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return fmt.Errorf("%w: put %s: the object exists", ErrPrecondition, key)
-				}
-				return err
-			}
-			return nil
+	switch {
+	case cond.IfNoneMatch: // link fails if the name exists: atomic without the bucket's lock
+		if err = os.Link(tmp, dst); errors.Is(err, fs.ErrExist) {
+			err = fmt.Errorf("%w: put %s: the object exists", ErrPrecondition, key)
 		}
-		return os.Rename(tmp, dst)
-	}
-	if cond.IfMatch != "" {
-		publish = func() error {
+	case cond.IfMatch != "":
+		err = b.locked(func() error {
 			info, err := statObject(dst, key)
 			if errors.Is(err, ErrNoObject) {
 				return fmt.Errorf("%w: put %s if it has ETag %s: the object does not exist", ErrPrecondition, key, cond.IfMatch)
@@ -118,12 +111,9 @@ func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condi
 				return fmt.Errorf("%w: put %s if it has ETag %s: it has %s", ErrPrecondition, key, cond.IfMatch, info.ETag)
 			}
 			return os.Rename(tmp, dst)
-		}
-	}
-	if cond.IfNoneMatch {
-		err = publish() // link is atomic by itself
-	} else {
-		err = b.locked(publish)
+		})
+	default:
+		err = b.locked(func() error { return os.Rename(tmp, dst) })
 	}
 	if err != nil {
 		if errors.Is(err, ErrPrecondition) {
@@ -138,43 +128,36 @@ func (b *DirBucket) Put(ctx context.Context, key string, body []byte, cond Condi
 	if err := syncDirPath(dir); err != nil {
 		return "", fmt.Errorf("storage: put %s: sync directory: %w", key, err)
 	}
-	info, err := statObject(dst, key)
-	if err != nil {
-		return "", err
-	}
-	return info.ETag, nil
+	// The temporary file's ETag: a stat of the key now could see a later writer's object.
+	return etag, nil
 }
 
-// writeTemp writes body to a new temporary file in dir and syncs it.
-func writeTemp(dir string, body []byte) (string, error) {
+// writeTemp writes body to a new temporary file in dir, syncs it, and returns its name and ETag
+// (which the object keeps: link and rename keep the inode, modification time and size).
+func writeTemp(dir string, body []byte) (string, string, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	name := filepath.Join(dir, dirTempPrefix+"tmp-"+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	_, err = f.Write(body)
 	if err == nil {
 		err = fdatasync(f)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		os.Remove(name)
-		return "", err
+		return "", "", err
 	}
-	return name, nil
-}
-
-func syncDirPath(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return name, etagOf(fi), nil
 }
 
 func statObject(p, key string) (ObjectInfo, error) {

@@ -177,7 +177,7 @@ func (l *Local) MkdirAll(dir string) error {
 		err := os.Mkdir(full, 0o755)
 		switch {
 		case err == nil:
-			if err := l.syncDir(filepath.Join(l.root, filepath.FromSlash(parent))); err != nil {
+			if err := syncDirPath(filepath.Join(l.root, filepath.FromSlash(parent))); err != nil {
 				return err
 			}
 		case errors.Is(err, fs.ErrExist):
@@ -215,10 +215,11 @@ func (l *Local) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	return l.syncDir(p)
+	return syncDirPath(p)
 }
 
-func (l *Local) syncDir(p string) error {
+// syncDirPath fsyncs the directory at local path p (its entries' creates, renames and removes).
+func syncDirPath(p string) error {
 	d, err := os.Open(p)
 	if err != nil {
 		return pathErr("syncdir", p, err)

@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,18 +106,11 @@ func objectKey(prefix string, n uint64) string {
 }
 
 func parseObjectKey(prefix, key string) (uint64, bool) {
-	rel, ok := cutPrefix(key, prefix+"/")
+	rel, ok := strings.CutPrefix(key, prefix+"/")
 	if !ok {
 		return 0, false
 	}
 	return parseNumbered(rel, ".log")
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) < len(p) || s[:len(p)] != p {
-		return "", false
-	}
-	return s[len(p):], true
 }
 
 // OpenObjectLog starts a log under a prefix that must hold no object yet: each process writes its

@@ -254,7 +254,7 @@ func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bo
 	if strings.Trim(info.ETag, `"`) == hex.EncodeToString(sum[:]) {
 		return info.ETag, true
 	}
-	if t := strings.Trim(info.ETag, `"`); len(t) == 32 && !strings.ContainsFunc(t, func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) }) {
+	if t := strings.Trim(info.ETag, `"`); len(t) == 32 && isHex(t) {
 		return "", false // an MD5 of other bytes
 	}
 	data, got, err := b.Get(ctx, key)
@@ -262,6 +262,11 @@ func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bo
 		return "", false
 	}
 	return got.ETag, true
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // Get implements storage.Bucket.
