@@ -193,28 +193,33 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 		if err != nil {
 			return Failed(ReasonInvalidSpec, "%v", err)
 		}
-		if res := r.checkStorageClass(ctx, c.Spec.Storage.Volume.StorageClassName); res.Outcome != Complete {
-			return res
-		}
 		size := *resource.NewQuantity(n, resource.BinarySI)
 		existing := &corev1.PersistentVolumeClaim{}
 		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, existing)
+		missing := apierrors.IsNotFound(err)
 		switch {
 		case err == nil:
 			// Never ask for less than the claim has (it may have been expanded by hand).
 			if cur, ok := existing.Spec.Resources.Requests[corev1.ResourceStorage]; ok && cur.Cmp(size) > 0 {
 				size = cur
 			}
-		case !apierrors.IsNotFound(err):
+		case !missing:
 			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
+		}
+		// The class matters until the claim is bound: refuse one that cannot provide it before
+		// any claim is made.
+		if missing || existing.Status.Phase == corev1.ClaimPending {
+			if res := r.checkStorageClass(ctx, c.Spec.Storage.Volume.StorageClassName); res.Outcome != Complete {
+				return res
+			}
 		}
 		if res := r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion)); res.Outcome != Complete {
 			return res
 		}
-		pvc = &corev1.PersistentVolumeClaim{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, pvc); err != nil {
-			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
+		if missing {
+			return Done() // just made: its provisioner has not answered yet; the next reconcile looks
 		}
+		pvc = existing // applying changes no status: the claim read above is current
 	case c.Spec.Storage.ExistingClaim != nil:
 		name := c.Spec.Storage.ExistingClaim.ClaimName
 		pvc = &corev1.PersistentVolumeClaim{}
