@@ -12,33 +12,9 @@ command -v jq >/dev/null || { echo "pe-report: needs jq (apt-get install jq)" >&
 echo "==> building bin/cellstore" >&2
 go build -o bin/cellstore ./engine/cmd/cellstore
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-	shuf -i 20000-60000 -n 1; }
-MASTER=127.0.0.1:$(free_port)
-HTTP=127.0.0.1:$(free_port)
-DIR=$(mktemp -d /tmp/cellstore-pe.XXXXXX)
-PID=
-cleanup() {
-	if [[ -n $PID ]] && kill -0 "$PID" 2>/dev/null; then
-		kill "$PID"
-		for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$PID" 2>/dev/null || true
-	fi
-	rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-echo "==> starting a standalone store in $DIR (master $MASTER)" >&2
-bin/cellstore standalone --dir "$DIR/data" --master-addr "$MASTER" --master-http-addr 127.0.0.1:$(free_port) \
-	--data-addr 127.0.0.1:$(free_port) --admin-addr 127.0.0.1:$(free_port) --http-addr "$HTTP" \
-	--log-level warn >"$DIR/standalone.log" 2>&1 &
-PID=$!
-for i in $(seq 600); do
-	curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && break
-	kill -0 "$PID" 2>/dev/null || { cat "$DIR/standalone.log" >&2; echo "pe-report: the store exited" >&2; exit 1; }
-	[[ $i == 600 ]] && { echo "pe-report: the store was not ready after 60 s; its log: $DIR/standalone.log" >&2; exit 1; }
-	sleep 0.1
-done
+# shellcheck source=hack/lib/standalone.sh
+source "$ROOT/hack/lib/standalone.sh"
+standalone_start "$(mktemp -d /tmp/cellstore-pe.XXXXXX)"
 
 pe() { bin/cellstore pe --masters "$MASTER" --valueSize 100 --json "$@" 2>/dev/null; }
 

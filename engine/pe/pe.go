@@ -219,14 +219,26 @@ func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 		_, err := t.Mutate(ctx, m)
 		return 1, err
 	case "checkAndPut", "checkAndMutate":
+		// As HBase's PE: put a known value, then a check that it is there guards the mutation,
+		// so every operation writes twice (the check always passes).
 		row := rowKey(random())
-		cond := &pb.Condition{Row: row, Family: []byte(family), Qualifier: []byte("cas"), Op: pb.CompareOp_COMPARE_OP_NOT_EQUAL,
-			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("never")}}}
-		ms := []*client.Mutation{client.NewPut(row).Add(family, "cas", cell.LatestTimestamp, w.makeValue())}
+		known := client.NewPut(row).Add(family, "cas", cell.LatestTimestamp, row)
+		known.Durability = w.opts.Durability
+		if _, err := t.Mutate(ctx, known); err != nil {
+			return 1, err
+		}
+		cond := &pb.Condition{Row: row, Family: []byte(family), Qualifier: []byte("cas"), Op: pb.CompareOp_COMPARE_OP_EQUAL,
+			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: row}}}
+		put := client.NewPut(row).Add(family, "cas", cell.LatestTimestamp, row)
+		put.Durability = w.opts.Durability
+		ms := []*client.Mutation{put}
 		if cmd == "checkAndMutate" {
 			ms = append(ms, client.NewDelete(row).AddMarker(cell.DeleteColumn, family, "cas-old", cell.LatestTimestamp))
 		}
-		_, err := t.CheckAndMutate(ctx, cond, ms...)
+		ok, err := t.CheckAndMutate(ctx, cond, ms...)
+		if err == nil && !ok {
+			err = fmt.Errorf("checkAndMutate of %s: the check failed although the value was just written", row)
+		}
 		return 1, err
 	}
 	return 0, fmt.Errorf("unknown command %q (known: %s)", cmd, strings.Join(Commands, ", "))

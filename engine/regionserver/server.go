@@ -73,6 +73,9 @@ type Config struct {
 	// WALSyncInterval bounds ASYNC_WAL latency (default 1 s). WALSegmentSize default 64 MiB.
 	WALSyncInterval time.Duration
 	WALSegmentSize  int64
+	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
+	WALGroupCommit wal.CommitMode
+	WALSyncSlots   int
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
 	// RPC bounds what clients can make the data path hold (rpc.ServerOptions: request size and
@@ -408,7 +411,8 @@ func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
 		code = last + 1
 	}
 	dir := path.Join("wal", layout.WALDirName(s.nameStr, code))
-	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize})
+	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
+		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}

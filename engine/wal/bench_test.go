@@ -12,12 +12,14 @@ import (
 
 // benchAppend appends b.N edits (one cell, 100-byte value) from the given
 // number of goroutines to a WAL on a real local directory.
-func benchAppend(b *testing.B, goroutines int, d Durability) {
+func benchAppend(b *testing.B, goroutines int, d Durability, set func(*Options)) {
 	fs, err := storage.NewLocal(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := Open(Options{FS: fs, Dir: "wal/rs1"})
+	opts := Options{FS: fs, Dir: "wal/rs1"}
+	set(&opts)
+	w, err := Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,15 +64,21 @@ func benchAppend(b *testing.B, goroutines int, d Durability) {
 	}
 }
 
+// BenchmarkAppendSyncWAL compares the group-commit configurations (who commits, syncs that
+// overlap) side by side.
 func BenchmarkAppendSyncWAL(b *testing.B) {
 	for _, g := range []int{1, 4, 16, 64} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchAppend(b, g, SyncWAL) })
+		for _, c := range commitConfigs {
+			b.Run(fmt.Sprintf("goroutines=%d/%s", g, c.name), func(b *testing.B) {
+				benchAppend(b, g, SyncWAL, func(o *Options) { o.GroupCommit, o.SyncSlots = c.mode, c.slots })
+			})
+		}
 	}
 }
 
 func BenchmarkAppendAsyncWAL(b *testing.B) {
 	for _, g := range []int{1, 16} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchAppend(b, g, AsyncWAL) })
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchAppend(b, g, AsyncWAL, func(*Options) {}) })
 	}
 }
 

@@ -85,9 +85,10 @@ func sequentialWorkload(fs storage.FS, log *crashLog) error {
 }
 
 // concurrentWorkload appends from 4 goroutines with SYNC_WAL.
-func concurrentWorkload(fs storage.FS, log *crashLog) error {
+func concurrentWorkload(fs storage.FS, log *crashLog, set func(*Options)) error {
 	opts := crashOpts
 	opts.FS = fs
+	set(&opts)
 	w, err := Open(opts)
 	if err != nil {
 		return err
@@ -226,19 +227,21 @@ func TestCrashAtEveryOperation(t *testing.T) {
 // TestCrashDuringConcurrentAppends crashes concurrent SYNC_WAL appenders at
 // random operations.
 func TestCrashDuringConcurrentAppends(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	dry := faultfs.New(storage.NewMem())
-	concurrentWorkload(dry, &crashLog{flushed: map[string]uint64{}})
-	total := dry.Count(faultfs.OpsMutating)
-	for iter := 0; iter < 60; iter++ {
-		n := 1 + rng.Int64N(total)
-		ffs := faultfs.New(storage.NewMem())
-		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
-		log := &crashLog{flushed: map[string]uint64{}}
-		concurrentWorkload(ffs, log)
-		after, _ := ffs.CrashClone(storage.CrashOptions{Rand: rng})
-		checkRecovered(t, after, log, fmt.Sprintf("iteration %d, crash at op %d", iter, n))
-	}
+	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
+		rng := rand.New(rand.NewPCG(7, 7))
+		dry := faultfs.New(storage.NewMem())
+		concurrentWorkload(dry, &crashLog{flushed: map[string]uint64{}}, set)
+		total := dry.Count(faultfs.OpsMutating)
+		for iter := 0; iter < 60; iter++ {
+			n := 1 + rng.Int64N(total)
+			ffs := faultfs.New(storage.NewMem())
+			ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
+			log := &crashLog{flushed: map[string]uint64{}}
+			concurrentWorkload(ffs, log, set)
+			after, _ := ffs.CrashClone(storage.CrashOptions{Rand: rng})
+			checkRecovered(t, after, log, fmt.Sprintf("iteration %d, crash at op %d", iter, n))
+		}
+	})
 }
 
 // TestCrashAfterFailedSync: a sync fails, the WAL recovers with Roll, then

@@ -99,3 +99,25 @@ func putRecordHeader(rec []byte) {
 	binary.LittleEndian.PutUint32(rec[4:], uint32(len(rec)-recordHeaderSize))
 	binary.LittleEndian.PutUint32(rec, crc32.Checksum(rec[4:], castagnoli))
 }
+
+// commitConfigs are the group-commit configurations the concurrency, crash and failure tests run
+// under: who commits, and how many syncs may overlap.
+var commitConfigs = []struct {
+	name  string
+	mode  CommitMode
+	slots int
+}{
+	{"leader-1", LeaderCommit, 1},
+	{"leader-2", LeaderCommit, 2},
+	{"syncer-1", SyncerCommit, 1},
+	{"syncer-3", SyncerCommit, 3},
+}
+
+// forEachCommitConfig runs fn as a subtest per configuration, with opts set for it.
+func forEachCommitConfig(t *testing.T, fn func(t *testing.T, set func(*Options))) {
+	for _, c := range commitConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			fn(t, func(o *Options) { o.GroupCommit, o.SyncSlots = c.mode, c.slots })
+		})
+	}
+}

@@ -8,3 +8,5 @@ const Invariants = false
 func checkAppended([]byte, *Edit, uint64) {}
 
 func checkSeqIncreasing(prev, seq uint64) {}
+
+func checkDurable(prev, next, assigned uint64) {}

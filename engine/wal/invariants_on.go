@@ -40,3 +40,11 @@ func checkSeqIncreasing(prev, seq uint64) {
 		panic(fmt.Sprintf("wal: invariant violated: sequence id %d appended after %d", seq, prev))
 	}
 }
+
+// checkDurable: the durable point only moves forward, and never past the
+// highest sequence id assigned.
+func checkDurable(prev, next, assigned uint64) {
+	if next < prev || next > assigned {
+		panic(fmt.Sprintf("wal: invariant violated: durable point moved from %d to %d (highest assigned %d)", prev, next, assigned))
+	}
+}

@@ -38,18 +38,17 @@ import (
 type ObjectLog struct {
 	opts ObjectLogOptions
 
-	mu       sync.Mutex
-	cond     sync.Cond
-	cur      []byte // records of the batch being filled
-	curMax   uint64 // highest sequence id in cur
-	nextSeq  uint64
-	nextObj  uint64 // number of the next object to write
-	inFlight int
-	done     map[uint64]putResult // finished PUTs not yet acknowledged in order
-	ackedObj uint64               // every object <= ackedObj is written
-	synced   uint64               // every edit with a sequence id <= synced is durable
-	err      error                // fenced or broken: nothing more is acknowledged
-	failErr  error                // the first PUT failure: start no more (err follows in order)
+	mu      sync.Mutex
+	cond    sync.Cond
+	cur     []byte // records of the batch being filled
+	curMax  uint64 // highest sequence id in cur
+	nextSeq uint64
+	// gc numbers the PUTs (a commit's number is its object's), bounds them to MaxInFlight and
+	// acknowledges them in order (group.go).
+	gc       committer[putResult]
+	synced   uint64 // every edit with a sequence id <= synced is durable
+	err      error  // fenced or broken: nothing more is acknowledged
+	failErr  error  // the first PUT failure: start no more (err follows in order)
 	closed   bool
 	finished bool // the writing goroutine has stopped (after Close drained the batches)
 
@@ -97,8 +96,8 @@ const (
 )
 
 type putResult struct {
-	maxSeq uint64
-	err    error
+	n      uint64 // object number
+	maxSeq uint64 // highest sequence id in it
 }
 
 func objectKey(prefix string, n uint64) string {
@@ -141,7 +140,7 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 		return nil, fmt.Errorf("wal: log %s in %s already holds %s: a log is written by one process only; start with a new prefix",
 			opts.Prefix, opts.Bucket.Describe(), existing[0].Key)
 	}
-	l := &ObjectLog{opts: opts, nextSeq: opts.FirstSeq, nextObj: 1, done: map[uint64]putResult{},
+	l := &ObjectLog{opts: opts, nextSeq: opts.FirstSeq, gc: newCommitter[putResult](opts.MaxInFlight),
 		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	l.cond.L = &l.mu
 	go l.run()
@@ -223,6 +222,14 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 		if l.finished { // Close wrote what it could: this edit is not durable
 			return ErrClosed
 		}
+		// Leader-based group commit (group.go): with a slot free, this appender PUTs the batch
+		// itself, for everyone in it.
+		if c, ok := l.take(); ok {
+			l.mu.Unlock()
+			l.put(c)
+			l.mu.Lock()
+			continue
+		}
 		l.cond.Wait()
 	}
 	return nil
@@ -267,7 +274,8 @@ func (l *ObjectLog) signal() {
 	}
 }
 
-// run starts a PUT whenever there is a batch and a free slot, and acknowledges in order.
+// run commits what nobody waits for: whenever there is a batch and a free slot it starts a PUT.
+// On Close it drains: writes what is buffered and waits for the PUTs under way.
 func (l *ObjectLog) run() {
 	defer close(l.stopped)
 	defer func() {
@@ -276,43 +284,22 @@ func (l *ObjectLog) run() {
 		l.cond.Broadcast()
 		l.mu.Unlock()
 	}()
-	results := make(chan struct {
-		n uint64
-		r putResult
-	}, l.opts.MaxInFlight)
 	stop := l.stop
 	for {
 		l.mu.Lock()
-		for l.inFlight < l.opts.MaxInFlight && len(l.cur) > 0 && l.err == nil && l.failErr == nil {
-			n := l.nextObj
-			l.nextObj++
-			body := appendHeader(make([]byte, 0, headerSize+len(l.cur)), kindObject, n)
-			body = append(body, l.cur...)
-			maxSeq := l.curMax
-			l.cur = l.cur[:0]
-			if cap(l.cur) > 16<<20 {
-				l.cur = nil
+		for {
+			c, ok := l.take()
+			if !ok {
+				break
 			}
-			l.inFlight++
-			l.cond.Broadcast() // appenders waiting for room
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
-				defer cancel()
-				_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, n), body, storage.Condition{IfNoneMatch: true})
-				results <- struct {
-					n uint64
-					r putResult
-				}{n, putResult{maxSeq: maxSeq, err: err}}
-			}()
+			go l.put(c)
 		}
-		idle := l.inFlight == 0 && (len(l.cur) == 0 || l.err != nil || l.failErr != nil)
+		idle := !l.gc.busy() && (len(l.cur) == 0 || l.err != nil || l.failErr != nil)
 		l.mu.Unlock()
 		if stop == nil && idle {
 			return
 		}
 		select {
-		case res := <-results:
-			l.finish(res.n, res.r)
 		case <-l.kick:
 		case <-stop:
 			stop = nil // drain: write what is buffered, wait for the PUTs under way
@@ -320,40 +307,53 @@ func (l *ObjectLog) run() {
 	}
 }
 
-// finish records a PUT's result and acknowledges every object now written in order.
-func (l *ObjectLog) finish(n uint64, r putResult) {
+// objectCommit is a batch taken for a PUT.
+type objectCommit struct {
+	putResult
+	body []byte
+}
+
+// take takes the batch being filled as the next object, if there is one, nothing has failed and
+// a PUT slot is free (l.mu held).
+func (l *ObjectLog) take() (objectCommit, bool) {
+	if len(l.cur) == 0 || l.err != nil || l.failErr != nil || !l.gc.reserve() {
+		return objectCommit{}, false
+	}
+	n := l.gc.issue()
+	body := appendHeader(make([]byte, 0, headerSize+len(l.cur)), kindObject, n)
+	body = append(body, l.cur...)
+	c := objectCommit{putResult{n: n, maxSeq: l.curMax}, body}
+	l.cur = l.cur[:0]
+	if cap(l.cur) > 16<<20 {
+		l.cur = nil
+	}
+	l.cond.Broadcast() // appenders waiting for room
+	return c, true
+}
+
+// put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
+func (l *ObjectLog) put(c objectCommit) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, c.n), c.body, storage.Condition{IfNoneMatch: true})
+	cancel()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.inFlight--
-	if r.err == nil {
+	if err == nil {
 		l.puts.Add(1)
 	} else if l.failErr == nil {
-		l.failErr = l.failure(n, r.err)
+		l.failErr = l.failure(c.n, err)
 	}
-	l.done[n] = r
-	for {
-		next, ok := l.done[l.ackedObj+1]
-		if !ok {
-			break
+	l.gc.complete(c.n, c.putResult, err, func(r putResult, err error) {
+		if err != nil {
+			// Nothing after the failed object is ever acknowledged, even if it was written.
+			l.err = cmp.Or(l.err, l.failure(r.n, err))
+			return
 		}
-		delete(l.done, l.ackedObj+1)
-		if next.err != nil {
-			if l.err == nil {
-				l.err = l.failure(l.ackedObj+1, next.err)
-			}
-			break
-		}
-		if l.err != nil {
-			break // an earlier object failed: later ones are durable but never acknowledged
-		}
-		l.ackedObj++
-		l.synced = max(l.synced, next.maxSeq)
-	}
-	if l.err != nil {
-		// Nothing after the failed object is ever acknowledged; forget the later results.
-		clear(l.done)
-	}
+		l.synced = max(l.synced, r.maxSeq)
+	})
+	l.gc.release()
 	l.cond.Broadcast()
+	l.mu.Unlock()
+	l.signal() // a batch may be waiting for this slot
 }
 
 // failure is the error of a failed PUT of object n: ErrFenced when the number was taken.

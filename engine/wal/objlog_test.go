@@ -330,7 +330,7 @@ func TestObjectLogCloseDrains(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l.mu.Lock()
-		taken := l.inFlight == 1 && len(l.cur) == 0
+		taken := l.gc.reserved == 1 && len(l.cur) == 0
 		l.mu.Unlock()
 		if taken {
 			break

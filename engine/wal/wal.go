@@ -82,6 +82,51 @@ type Options struct {
 	// InitialSeq makes the first sequence id above it (on top of the
 	// highest sequence id found in existing segments).
 	InitialSeq uint64
+	// GroupCommit chooses who writes and syncs a batch (see CommitMode).
+	// Default LeaderCommit.
+	GroupCommit CommitMode
+	// SyncSlots is how many syncs of the active segment may be under way
+	// at once (a batch is written while the previous one syncs). Default 1;
+	// at most 8.
+	SyncSlots int
+}
+
+// CommitMode chooses who commits a batch: writes the buffered records to
+// the active segment and syncs them.
+type CommitMode int
+
+const (
+	// LeaderCommit: the appender that waits for its record and finds a
+	// free sync slot commits the batch itself, for everyone queued in it;
+	// a background goroutine commits only what nobody waits for (ASYNC_WAL)
+	// and buffers past FlushThreshold. No hand-off: a writer that finds the
+	// log idle pays one write and one sync, nothing more.
+	LeaderCommit CommitMode = iota
+	// SyncerCommit: waiters wake background goroutines (SyncSlots of them,
+	// like HBase's SyncRunners) that commit for them.
+	SyncerCommit
+)
+
+// String names the mode as the region server's flag does.
+func (m CommitMode) String() string {
+	switch m {
+	case LeaderCommit:
+		return "leader"
+	case SyncerCommit:
+		return "syncer"
+	}
+	return fmt.Sprintf("CommitMode(%d)", int(m))
+}
+
+// ParseCommitMode parses "leader" or "syncer".
+func ParseCommitMode(s string) (CommitMode, error) {
+	switch s {
+	case "leader", "":
+		return LeaderCommit, nil
+	case "syncer":
+		return SyncerCommit, nil
+	}
+	return 0, fmt.Errorf("wal: group commit mode %q: want leader or syncer", s)
 }
 
 func (o *Options) fillDefaults() error {
@@ -116,16 +161,28 @@ func (o *Options) fillDefaults() error {
 	if o.FlushThreshold <= 0 {
 		o.FlushThreshold = 1 << 20
 	}
+	if o.GroupCommit != LeaderCommit && o.GroupCommit != SyncerCommit {
+		return fmt.Errorf("wal: unknown Options.GroupCommit %d", int(o.GroupCommit))
+	}
+	if o.SyncSlots <= 0 {
+		o.SyncSlots = 1
+	}
+	if o.SyncSlots > 8 {
+		return fmt.Errorf("wal: Options.SyncSlots %d: at most 8", o.SyncSlots)
+	}
 	return nil
 }
 
 // WAL is the write-ahead log of one region server: a directory of segments
-// written by one goroutine (the syncer) from a shared buffer.
+// written from a shared buffer by group commit (group.go).
 //
 // Appenders encode their record into the buffer under a short lock and get
-// a sequence id; the syncer swaps the buffer out, writes it with one Write
-// and one Sync, and wakes every appender whose record that sync covered
-// (group commit). Rolling, archiving and closing also run on the syncer, so
+// a sequence id. A commit swaps the buffer out and writes it with one Write
+// under the order lock (wmu), then syncs the segment and acknowledges, in
+// order, every appender whose record that sync covered. Who commits is
+// Options.GroupCommit; up to Options.SyncSlots syncs overlap (a sync covers
+// every write made before it started). Rolling, archiving and closing run on
+// the syncer goroutine under the order lock once no sync is under way, so
 // they never race with writes.
 //
 // Sequence ids are assigned here, strictly increasing, one per edit; the
@@ -152,24 +209,33 @@ type WAL struct {
 	lastAssigned atomic.Uint64
 
 	// Sync side, guarded by smu.
-	smu     sync.Mutex
-	scond   sync.Cond
-	synced  uint64     // every record with a sequence id <= synced is durable
-	serr    error      // sticky sync error (until Roll)
-	lost    []seqRange // sequence ids dropped by failures
-	stopped bool
+	smu      sync.Mutex
+	scond    sync.Cond
+	synced   uint64     // every record with a sequence id <= synced is durable
+	serr     error      // sticky sync error (until Roll)
+	lost     []seqRange // sequence ids dropped by failures
+	stopped  bool
+	gc       committer[syncedTo]
+	syncing  int   // commits staged and not yet finished
+	isBroken bool  // a commit failed: nothing is written until Roll
+	goodOff  int64 // size of the active segment before the first failed write
+	sealed   bool  // closed: commits write nothing more
 
 	kick chan struct{}
 	reqs chan *request
 	done chan struct{}
+	quit chan struct{} // closed when the syncer stops: extra sync runners exit
 
-	// Owned by the syncer goroutine.
+	// The order lock: staging a batch (buffer swap + write) and changes of
+	// the active segment. Rolls and archiving run on the syncer goroutine
+	// and hold it too.
+	wmu      sync.Mutex
 	spare    *batch
 	seg      *activeSegment
-	segs     []*segmentMeta // closed segments, oldest first
-	flushed  map[string]uint64
-	isBroken bool
-	goodOff  int64 // size of the active segment before the failed write
+	stagedTo uint64 // highest sequence id a staged commit covers
+
+	segs    []*segmentMeta // closed segments, oldest first
+	flushed map[string]uint64
 
 	stats counters
 }
@@ -203,6 +269,14 @@ type regionSeq struct {
 }
 
 type seqRange struct{ from, to uint64 }
+
+// syncedTo is what a commit makes durable: every sequence id up to upTo;
+// good is the segment's size before its write (where a failed segment is cut
+// back to).
+type syncedTo struct {
+	upTo uint64
+	good int64
+}
 
 type segmentMeta struct {
 	num     uint64
@@ -258,8 +332,10 @@ func Open(opts Options) (*WAL, error) {
 		kick:    make(chan struct{}, 1),
 		reqs:    make(chan *request),
 		done:    make(chan struct{}),
+		quit:    make(chan struct{}),
 		spare:   &batch{},
 		flushed: map[string]uint64{},
+		gc:      newCommitter[syncedTo](opts.SyncSlots),
 	}
 	w.scond.L = &w.smu
 	if err := w.fs.MkdirAll(opts.Dir); err != nil {
@@ -277,6 +353,7 @@ func Open(opts Options) (*WAL, error) {
 	w.nextSeq = max(lastSeq, opts.InitialSeq) + 1
 	w.lastAssigned.Store(w.nextSeq - 1)
 	w.synced = w.nextSeq - 1
+	w.stagedTo = w.synced
 	w.stats.syncedSeq.Store(w.synced)
 	seg, err := w.createSegment(lastNum + 1)
 	if err != nil {
@@ -290,6 +367,11 @@ func Open(opts Options) (*WAL, error) {
 		return nil, err
 	}
 	go w.run()
+	if opts.GroupCommit == SyncerCommit {
+		for range opts.SyncSlots - 1 {
+			go w.runner()
+		}
+	}
 	return w, nil
 }
 
@@ -512,7 +594,14 @@ func (w *WAL) WaitDurable(seq uint64) error {
 		if w.stopped {
 			return ErrClosed
 		}
-		if !kicked {
+		if w.opts.GroupCommit == LeaderCommit {
+			if w.gc.reserve() {
+				w.smu.Unlock()
+				w.commit()
+				w.smu.Lock()
+				continue
+			}
+		} else if !kicked {
 			w.signal()
 			kicked = true
 		}
@@ -603,9 +692,11 @@ func (w *WAL) signal() {
 	}
 }
 
-// run is the syncer goroutine.
+// run is the syncer goroutine: it commits what nobody waits for (ticks,
+// FlushThreshold, waiters in SyncerCommit mode), rolls, archives and closes.
 func (w *WAL) run() {
 	defer close(w.done)
+	defer close(w.quit)
 	t := time.NewTicker(w.opts.SyncInterval)
 	defer t.Stop()
 	for {
@@ -617,102 +708,190 @@ func (w *WAL) run() {
 			tick = true
 		case req = <-w.reqs:
 		}
-		w.flush()
+		w.commitWhenFree()
 		if req != nil {
 			switch req.kind {
 			case reqClose:
 				req.reply <- w.finish()
 				return
 			case reqRoll:
-				req.reply <- w.roll()
+				req.reply <- w.roll(nil)
 			case reqFlushed:
+				w.wmu.Lock()
 				if req.seq > w.flushed[req.region] {
 					w.flushed[req.region] = req.seq
 				}
-				req.reply <- w.archive()
+				err := w.archive()
+				w.wmu.Unlock()
+				req.reply <- err
 			case reqInspect:
+				w.wmu.Lock()
 				req.fn()
+				w.wmu.Unlock()
 				req.reply <- nil
 			}
 			continue
 		}
-		if w.isBroken {
-			continue
-		}
-		m := w.seg.meta
-		if m.size >= w.opts.SegmentSize ||
-			(tick && w.opts.RollInterval > 0 && m.maxSeq > 0 && time.Since(w.seg.created) >= w.opts.RollInterval) {
-			if err := w.roll(); err != nil {
-				w.stats.rollErrors.Add(1) // retried at the next trigger
-			}
+		if tick && w.opts.RollInterval > 0 {
+			w.rollIf(func(s *activeSegment) bool {
+				return s.meta.maxSeq > 0 && time.Since(s.created) >= w.opts.RollInterval
+			})
 		}
 	}
 }
 
-// flush writes and syncs the buffered records and wakes their waiters.
-func (w *WAL) flush() {
-	w.amu.Lock()
-	b := w.buf
-	upTo := w.nextSeq - 1
-	if len(b.data) > 0 {
-		for _, rs := range b.regions {
-			b.maxes = append(b.maxes, regionSeq{rs.name, rs.max})
-		}
-		w.epoch++
-		w.spare.epoch = w.epoch
-		w.buf = w.spare
-		w.spare = nil
-	} else {
-		b = nil
+// rollIf rolls when the WAL is not broken and need says the active segment
+// must go; a failed roll is counted and retried at the next trigger.
+func (w *WAL) rollIf(need func(*activeSegment) bool) {
+	if err := w.roll(need); err != nil {
+		w.stats.rollErrors.Add(1)
 	}
-	w.amu.Unlock()
-	if w.isBroken {
-		if b != nil { // unreachable: appends are refused while broken
-			b.reset()
-			w.spare = b
-		}
-		return
-	}
-	if b != nil {
-		defer func() { b.reset(); w.spare = b }()
-		s := w.seg
-		good := s.meta.size
-		n, err := s.f.Write(b.data)
-		s.meta.size += int64(n)
-		w.stats.bytesWritten.Add(uint64(n))
-		if err == nil {
-			start := time.Now()
-			err = s.f.Sync()
-			w.stats.observeSync(time.Since(start))
-		}
-		if err != nil {
-			w.fail(err, good)
+}
+
+func (w *WAL) segmentFull(s *activeSegment) bool { return s.meta.size >= w.opts.SegmentSize }
+
+// runner is one of the extra sync runners of SyncerCommit mode: it commits
+// when kicked while the others are busy.
+func (w *WAL) runner() {
+	for {
+		select {
+		case <-w.kick:
+			w.commitWhenFree()
+		case <-w.quit:
 			return
 		}
-		for _, m := range b.maxes {
-			s.meta.regions[m.name] = m.seq
-		}
-		for _, m := range b.maxes {
-			s.meta.maxSeq = max(s.meta.maxSeq, m.seq)
-		}
 	}
-	w.smu.Lock()
-	if upTo > w.synced {
-		w.synced = upTo
-		w.stats.syncedSeq.Store(upTo)
-		w.scond.Broadcast()
-	}
-	w.smu.Unlock()
 }
 
-// fail puts the WAL in the broken state after a failed write or sync of
-// the active segment: buffered records are dropped, their waiters get the
-// error, appends are refused until Roll.
-func (w *WAL) fail(cause error, goodOff int64) {
-	err := fmt.Errorf("%w: %w", ErrBroken, cause)
-	w.isBroken = true
-	w.goodOff = goodOff
-	w.stats.failures.Add(1)
+// commitWhenFree waits for a free sync slot and commits.
+func (w *WAL) commitWhenFree() {
+	w.smu.Lock()
+	for !w.gc.reserve() {
+		w.scond.Wait()
+	}
+	w.smu.Unlock()
+	w.commit()
+}
+
+// commit writes the buffered records to the active segment (one Write,
+// under the order lock), syncs them and acknowledges them in order. The
+// caller holds a slot of w.gc; commit gives it back.
+func (w *WAL) commit() {
+	w.wmu.Lock()
+	w.smu.Lock()
+	skip := w.isBroken || w.sealed
+	w.smu.Unlock()
+	var b *batch
+	var upTo uint64
+	if !skip {
+		w.amu.Lock()
+		b = w.buf
+		upTo = w.nextSeq - 1
+		if len(b.data) > 0 {
+			for _, rs := range b.regions {
+				b.maxes = append(b.maxes, regionSeq{rs.name, rs.max})
+			}
+			w.epoch++
+			w.spare.epoch = w.epoch
+			w.buf = w.spare
+			w.spare = nil
+		} else {
+			b = nil
+		}
+		w.amu.Unlock()
+	}
+	var err error
+	var good int64
+	if b == nil {
+		// Nothing to write. Sequence ids up to upTo without a record
+		// (SKIP_WAL, AdvanceSeq) are durable once the commits before them
+		// are: an empty commit in the same order says so.
+		if skip || upTo <= w.stagedTo {
+			w.wmu.Unlock()
+			w.smu.Lock()
+			w.gc.release()
+			w.scond.Broadcast()
+			w.smu.Unlock()
+			return
+		}
+	}
+	s := w.seg
+	if b != nil {
+		good = s.meta.size
+		var n int
+		n, err = s.f.Write(b.data)
+		s.meta.size += int64(n)
+		w.stats.bytesWritten.Add(uint64(n))
+		for _, m := range b.maxes {
+			s.meta.regions[m.name] = m.seq
+			s.meta.maxSeq = max(s.meta.maxSeq, m.seq)
+		}
+		b.reset()
+		w.spare = b
+	}
+	w.stagedTo = upTo
+	full := w.segmentFull(s)
+	w.smu.Lock()
+	t := w.gc.issue()
+	w.syncing++
+	w.smu.Unlock()
+	w.wmu.Unlock()
+
+	if err == nil && b != nil {
+		start := time.Now()
+		err = s.f.Sync()
+		w.stats.observeSync(time.Since(start))
+	}
+
+	w.smu.Lock()
+	failed := w.completeLocked(t, syncedTo{upTo: upTo, good: good}, err)
+	w.gc.release()
+	if !failed {
+		w.syncing--
+	}
+	w.scond.Broadcast()
+	w.smu.Unlock()
+	if failed {
+		w.dropAfterFailure()
+	}
+	if full {
+		// The committer that filled the segment rolls it before its writer
+		// returns (HBase's roll also holds writes back).
+		w.rollIf(w.segmentFull)
+	}
+}
+
+// completeLocked records how commit t ended (smu held) and acknowledges, in
+// order, what is now durable. It reports whether a failure came into order:
+// the WAL is then broken (isBroken, serr) and the caller must finish with
+// dropAfterFailure.
+func (w *WAL) completeLocked(t uint64, r syncedTo, err error) (failed bool) {
+	w.gc.complete(t, r, err, func(r syncedTo, err error) {
+		if err != nil {
+			failed = true
+			w.isBroken = true
+			w.goodOff = r.good
+			w.serr = fmt.Errorf("%w: %w", ErrBroken, err)
+			w.stats.failures.Add(1)
+			return
+		}
+		if r.upTo > w.synced {
+			checkDurable(w.synced, r.upTo, w.lastAssigned.Load())
+			w.synced = r.upTo
+			w.stats.syncedSeq.Store(r.upTo)
+		}
+	})
+	return failed
+}
+
+// dropAfterFailure finishes breaking the WAL after a failed write or sync:
+// appends are refused until Roll, buffered records are dropped, and every
+// sequence id not yet durable is lost (its waiters get the error). The
+// failed commit still counts in syncing, so a Roll waits for this.
+func (w *WAL) dropAfterFailure() {
+	w.smu.Lock()
+	err := w.serr
+	w.smu.Unlock()
 	w.amu.Lock()
 	w.broken = err
 	w.brokenErr.Store(&err)
@@ -725,25 +904,45 @@ func (w *WAL) fail(cause error, goodOff int64) {
 	if lostTo > w.synced {
 		w.lost = append(w.lost, seqRange{w.synced + 1, lostTo})
 	}
-	w.serr = err
+	w.syncing--
 	w.scond.Broadcast()
 	w.smu.Unlock()
 }
 
-// roll switches to a new segment (on the syncer).
-func (w *WAL) roll() error {
+// quiesce takes the order lock and waits until no commit is under way; it
+// returns whether the WAL is broken and the good size of the failed segment.
+func (w *WAL) quiesce() (broken bool, goodOff int64) {
+	w.wmu.Lock()
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	for w.syncing > 0 {
+		w.scond.Wait()
+	}
+	return w.isBroken, w.goodOff
+}
+
+// roll switches to a new segment once no commit is under way. With a need
+// function it rolls only a healthy WAL whose active segment need selects
+// (another committer may have rolled first); Roll's, with none, always rolls
+// and is the way back after a failure.
+func (w *WAL) roll(need func(*activeSegment) bool) error {
+	broken, goodOff := w.quiesce()
+	defer w.wmu.Unlock()
+	if need != nil && (broken || !need(w.seg)) {
+		return nil
+	}
 	old := w.seg
-	if w.isBroken && !old.closed {
+	if broken && !old.closed {
 		old.f.Close()
 		old.closed = true
 	}
-	if w.isBroken {
+	if broken {
 		// Cut the failed segment back to its last good record so it
 		// stays a clean, non-last segment.
-		if err := w.fs.Truncate(old.meta.path, w.goodOff); err != nil {
-			return fmt.Errorf("wal: truncate %s to %d after a failed write: %w", old.meta.path, w.goodOff, err)
+		if err := w.fs.Truncate(old.meta.path, goodOff); err != nil {
+			return fmt.Errorf("wal: truncate %s to %d after a failed write: %w", old.meta.path, goodOff, err)
 		}
-		old.meta.size = w.goodOff
+		old.meta.size = goodOff
 		old.preallocated = false
 	}
 	// The old segment stops being the last one: it must not end in zeros.
@@ -762,14 +961,15 @@ func (w *WAL) roll() error {
 	w.seg = seg
 	w.stats.rolls.Add(1)
 	w.stats.segments.Store(int64(len(w.segs) + 1))
-	if w.isBroken {
-		w.isBroken = false
+	if broken {
 		w.amu.Lock()
 		w.broken = nil
 		w.brokenErr.Store(nil)
 		w.amu.Unlock()
 		w.smu.Lock()
+		w.isBroken = false
 		w.serr = nil
+		w.gc.reset()
 		w.smu.Unlock()
 	}
 	return w.archive()
@@ -823,15 +1023,18 @@ func (w *WAL) archivable(m *segmentMeta) bool {
 	return true
 }
 
-// finish runs on the syncer when the WAL closes: the final flush has run.
+// finish runs on the syncer when the WAL closes: the final commit has run.
 func (w *WAL) finish() error {
-	var err error
-	if w.isBroken {
-		w.smu.Lock()
-		err = w.serr
-		w.smu.Unlock()
+	broken, _ := w.quiesce()
+	defer w.wmu.Unlock()
+	w.smu.Lock()
+	w.sealed = true
+	err := w.serr
+	if !broken {
+		err = nil
 	}
-	if !w.isBroken && !w.seg.closed {
+	w.smu.Unlock()
+	if !broken && !w.seg.closed {
 		if terr := w.trimSegment(w.seg); terr != nil && err == nil {
 			err = terr
 		}

@@ -130,67 +130,71 @@ func TestSkipWALAndSeqs(t *testing.T) {
 // acknowledged edit is replayed exactly once, in sequence order, and syncs
 // are shared.
 func TestConcurrentSyncAppends(t *testing.T) {
-	mem := storage.NewMem()
-	ffs := faultfs.New(mem)
-	// A slow sync, as on a real disk, so that appenders pile up.
-	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Action: faultfs.Delay, Delay: time.Millisecond})
-	w := mustOpen(t, Options{FS: ffs, Dir: "wal/rs1", SegmentSize: 64 << 10})
-	const goroutines, perG = 32, 100
-	acked := make([][]Edit, goroutines)
-	var wg sync.WaitGroup
-	syncsBefore := ffs.Count(faultfs.OpSync)
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < perG; i++ {
-				e := testEdit(fmt.Sprintf("region-%d", g%5), g*perG+i)
-				if _, err := w.Append(e, SyncWAL); err != nil {
-					t.Errorf("append: %v", err)
-					return
+	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
+		mem := storage.NewMem()
+		ffs := faultfs.New(mem)
+		// A slow sync, as on a real disk, so that appenders pile up.
+		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Action: faultfs.Delay, Delay: time.Millisecond})
+		opts := Options{FS: ffs, Dir: "wal/rs1", SegmentSize: 64 << 10}
+		set(&opts)
+		w := mustOpen(t, opts)
+		const goroutines, perG = 32, 100
+		acked := make([][]Edit, goroutines)
+		var wg sync.WaitGroup
+		syncsBefore := ffs.Count(faultfs.OpSync)
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perG; i++ {
+					e := testEdit(fmt.Sprintf("region-%d", g%5), g*perG+i)
+					if _, err := w.Append(e, SyncWAL); err != nil {
+						t.Errorf("append: %v", err)
+						return
+					}
+					acked[g] = append(acked[g], cloneEdit(e))
 				}
-				acked[g] = append(acked[g], cloneEdit(e))
-			}
-		}()
-	}
-	wg.Wait()
-	syncs := ffs.Count(faultfs.OpSync) - syncsBefore
-	st := w.Stats()
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	total := goroutines * perG
-	t.Logf("%d appends, %d file syncs, %d data syncs, %d rolls", total, syncs, st.Syncs, st.Rolls)
-	if st.Syncs >= uint64(total)/4 {
-		t.Fatalf("group commit did not group: %d syncs for %d appends", st.Syncs, total)
-	}
-	if syncs >= int64(total)/4 {
-		t.Fatalf("backend saw %d syncs for %d appends", syncs, total)
-	}
-	got := mustReplay(t, mem, "wal/rs1")
-	bySeq := map[uint64]*Edit{}
-	for i := range got {
-		if i > 0 && got[i].Seq <= got[i-1].Seq {
-			t.Fatalf("replay out of order at %d", i)
+			}()
 		}
-		bySeq[got[i].Seq] = &got[i]
-	}
-	n := 0
-	for _, edits := range acked {
-		for i := range edits {
-			r, ok := bySeq[edits[i].Seq]
-			if !ok || !sameEdit(r, &edits[i]) {
-				t.Fatalf("acknowledged edit seq %d missing or different", edits[i].Seq)
-			}
-			n++
+		wg.Wait()
+		syncs := ffs.Count(faultfs.OpSync) - syncsBefore
+		st := w.Stats()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n != total || len(got) != total {
-		t.Fatalf("acked %d, replayed %d, want %d", n, len(got), total)
-	}
-	if st.Rolls == 0 {
-		t.Fatal("expected rolls under concurrent appends with a 64 KiB segment size")
-	}
+		total := goroutines * perG
+		t.Logf("%d appends, %d file syncs, %d data syncs, %d rolls", total, syncs, st.Syncs, st.Rolls)
+		if st.Syncs >= uint64(total)/4 {
+			t.Fatalf("group commit did not group: %d syncs for %d appends", st.Syncs, total)
+		}
+		if syncs >= int64(total)/4 {
+			t.Fatalf("backend saw %d syncs for %d appends", syncs, total)
+		}
+		got := mustReplay(t, mem, "wal/rs1")
+		bySeq := map[uint64]*Edit{}
+		for i := range got {
+			if i > 0 && got[i].Seq <= got[i-1].Seq {
+				t.Fatalf("replay out of order at %d", i)
+			}
+			bySeq[got[i].Seq] = &got[i]
+		}
+		n := 0
+		for _, edits := range acked {
+			for i := range edits {
+				r, ok := bySeq[edits[i].Seq]
+				if !ok || !sameEdit(r, &edits[i]) {
+					t.Fatalf("acknowledged edit seq %d missing or different", edits[i].Seq)
+				}
+				n++
+			}
+		}
+		if n != total || len(got) != total {
+			t.Fatalf("acked %d, replayed %d, want %d", n, len(got), total)
+		}
+		if st.Rolls == 0 {
+			t.Fatal("expected rolls under concurrent appends with a 64 KiB segment size")
+		}
+	})
 }
 
 func TestAsyncWALSyncedWithinInterval(t *testing.T) {
@@ -442,80 +446,84 @@ func TestCloseSemantics(t *testing.T) {
 // appender, refuses later appends, and Roll recovers without losing any
 // acknowledged edit.
 func TestSyncFailureNeverAcks(t *testing.T) {
-	for _, action := range []faultfs.Action{faultfs.Fail, faultfs.ShortWrite} {
-		t.Run(fmt.Sprint(action), func(t *testing.T) {
-			mem := storage.NewMem()
-			ffs := faultfs.New(mem)
-			w := mustOpen(t, Options{FS: ffs, Dir: "wal/rs1"})
-			var mu sync.Mutex
-			var acked []Edit
-			var failed int
-			ops := faultfs.OpSync
-			if action == faultfs.ShortWrite {
-				ops = faultfs.OpWrite
-			}
-			ffs.AddRule(faultfs.Rule{Ops: ops, Path: "wal/rs1/*.wal", Nth: 20, Action: action, Err: syscall.ENOSPC})
-			var wg sync.WaitGroup
-			for g := 0; g < 8; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < 50; i++ {
-						e := testEdit("r", g*1000+i)
-						_, err := w.Append(e, SyncWAL)
-						mu.Lock()
-						if err == nil {
-							acked = append(acked, cloneEdit(e))
-						} else {
-							if !errors.Is(err, ErrBroken) || !storage.IsNoSpace(err) && !errors.Is(err, ErrBroken) {
-								t.Errorf("unexpected error: %v", err)
-							}
-							failed++
-						}
-						mu.Unlock()
-						if err != nil {
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			if failed == 0 {
-				t.Fatal("no append failed")
-			}
-			if _, err := w.Append(testEdit("r", 9999), SyncWAL); !errors.Is(err, ErrBroken) {
-				t.Fatalf("append on a broken WAL: %v", err)
-			}
-			if err := w.Roll(); err != nil {
-				t.Fatalf("roll to recover: %v", err)
-			}
-			after, err := w.Append(testEdit("r", 10000), SyncWAL)
-			if err != nil {
-				t.Fatalf("append after recovery: %v", err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			got := mustReplay(t, mem, "wal/rs1")
-			bySeq := map[uint64]*Edit{}
-			for i := range got {
-				bySeq[got[i].Seq] = &got[i]
-			}
-			for i := range acked {
-				if r, ok := bySeq[acked[i].Seq]; !ok || !sameEdit(r, &acked[i]) {
-					t.Fatalf("acknowledged seq %d lost", acked[i].Seq)
+	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
+		for _, action := range []faultfs.Action{faultfs.Fail, faultfs.ShortWrite} {
+			t.Run(fmt.Sprint(action), func(t *testing.T) {
+				mem := storage.NewMem()
+				ffs := faultfs.New(mem)
+				opts := Options{FS: ffs, Dir: "wal/rs1"}
+				set(&opts)
+				w := mustOpen(t, opts)
+				var mu sync.Mutex
+				var acked []Edit
+				var failed int
+				ops := faultfs.OpSync
+				if action == faultfs.ShortWrite {
+					ops = faultfs.OpWrite
 				}
-			}
-			if _, ok := bySeq[after]; !ok {
-				t.Fatal("post-recovery edit lost")
-			}
-			// Records of the failed batch were cut off by Roll.
-			if len(got) != len(acked)+1 {
-				t.Fatalf("replayed %d edits, acked %d + 1", len(got), len(acked))
-			}
-			t.Logf("acked %d, failed %d", len(acked), failed)
-		})
-	}
+				ffs.AddRule(faultfs.Rule{Ops: ops, Path: "wal/rs1/*.wal", Nth: 20, Action: action, Err: syscall.ENOSPC})
+				var wg sync.WaitGroup
+				for g := 0; g < 8; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < 50; i++ {
+							e := testEdit("r", g*1000+i)
+							_, err := w.Append(e, SyncWAL)
+							mu.Lock()
+							if err == nil {
+								acked = append(acked, cloneEdit(e))
+							} else {
+								if !errors.Is(err, ErrBroken) || !storage.IsNoSpace(err) && !errors.Is(err, ErrBroken) {
+									t.Errorf("unexpected error: %v", err)
+								}
+								failed++
+							}
+							mu.Unlock()
+							if err != nil {
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if failed == 0 {
+					t.Fatal("no append failed")
+				}
+				if _, err := w.Append(testEdit("r", 9999), SyncWAL); !errors.Is(err, ErrBroken) {
+					t.Fatalf("append on a broken WAL: %v", err)
+				}
+				if err := w.Roll(); err != nil {
+					t.Fatalf("roll to recover: %v", err)
+				}
+				after, err := w.Append(testEdit("r", 10000), SyncWAL)
+				if err != nil {
+					t.Fatalf("append after recovery: %v", err)
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				got := mustReplay(t, mem, "wal/rs1")
+				bySeq := map[uint64]*Edit{}
+				for i := range got {
+					bySeq[got[i].Seq] = &got[i]
+				}
+				for i := range acked {
+					if r, ok := bySeq[acked[i].Seq]; !ok || !sameEdit(r, &acked[i]) {
+						t.Fatalf("acknowledged seq %d lost", acked[i].Seq)
+					}
+				}
+				if _, ok := bySeq[after]; !ok {
+					t.Fatal("post-recovery edit lost")
+				}
+				// Records of the failed batch were cut off by Roll.
+				if len(got) != len(acked)+1 {
+					t.Fatalf("replayed %d edits, acked %d + 1", len(got), len(acked))
+				}
+				t.Logf("acked %d, failed %d", len(acked), failed)
+			})
+		}
+	})
 }
 
 // TestWaitDurableOfLostRecord: a record dropped by a failed sync never

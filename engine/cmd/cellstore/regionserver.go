@@ -19,6 +19,7 @@ import (
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // regionServerFlags are the `cellstore regionserver` settings.
@@ -31,6 +32,24 @@ type regionServerFlags struct {
 	maxConns, maxScanners     int
 	maxRequest, maxScanResult offheap.Quantity
 	idleTimeout               time.Duration
+	// WAL group commit (docs/architecture.md, "Group commit")
+	walCommit    commitModeFlag
+	walSyncSlots int
+}
+
+// commitModeFlag is --wal-group-commit.
+type commitModeFlag struct{ wal.CommitMode }
+
+func (c *commitModeFlag) Set(s string) (err error) {
+	c.CommitMode, err = wal.ParseCommitMode(s)
+	return err
+}
+func (c *commitModeFlag) Type() string { return "mode" }
+
+// addWALFlags registers how the WAL commits.
+func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
+	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
+	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL syncs that may be under way at once (1-8)")
 }
 
 // addAdmissionFlags registers the data path's limits (docs/regionserver.md, "Admission control").
@@ -77,6 +96,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.mem.AddFlags(fl)
 	addAdmissionFlags(fl, f)
+	addWALFlags(fl, f)
 	return cmd
 }
 
@@ -116,7 +136,8 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.Memor
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
-		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners}
+		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners,
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {

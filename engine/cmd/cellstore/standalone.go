@@ -59,6 +59,7 @@ same directory recovers the tables.`,
 	fl.StringVar(&f.rs.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.rs.mem.AddFlags(fl)
 	addAdmissionFlags(fl, &f.rs)
+	addWALFlags(fl, &f.rs)
 	return cmd
 }
 

@@ -1,0 +1,41 @@
+# hack/lib/standalone.sh: sourced by the benchmark scripts. standalone_start DIR starts
+# `cellstore standalone` on DIR/data (bin/cellstore must exist), waits until it is ready and sets
+# MASTER, HTTP and PID; an EXIT trap stops it by PID (also on failure) and removes DIR.
+# Extra flags for the store come from STANDALONE_FLAGS.
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+	shuf -i 20000-60000 -n 1; }
+
+standalone_cleanup() {
+	if [[ -n ${PID:-} ]] && kill -0 "$PID" 2>/dev/null; then
+		kill "$PID"
+		for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$PID" 2>/dev/null || true
+	fi
+	[[ -n ${STANDALONE_DIR:-} ]] && rm -rf "$STANDALONE_DIR"
+}
+
+standalone_start() { # DIR
+	STANDALONE_DIR=$1
+	trap standalone_cleanup EXIT
+	MASTER=127.0.0.1:$(free_port)
+	HTTP=127.0.0.1:$(free_port)
+	echo "==> starting a standalone store in $STANDALONE_DIR (master $MASTER)" >&2
+	# shellcheck disable=SC2086
+	bin/cellstore standalone --dir "$STANDALONE_DIR/data" --master-addr "$MASTER" \
+		--master-http-addr 127.0.0.1:$(free_port) --data-addr 127.0.0.1:$(free_port) \
+		--admin-addr 127.0.0.1:$(free_port) --http-addr "$HTTP" --log-level warn ${STANDALONE_FLAGS:-} \
+		>"$STANDALONE_DIR/standalone.log" 2>&1 &
+	PID=$!
+	local i
+	for i in $(seq 600); do
+		curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && return 0
+		kill -0 "$PID" 2>/dev/null || { cat "$STANDALONE_DIR/standalone.log" >&2; echo "the store exited" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "the store was not ready after 60 s; its log: $STANDALONE_DIR/standalone.log" >&2
+	exit 1
+}
+
+# metric NAME: the sum of a metric's samples on the store's /metrics.
+metric() { curl -fs "http://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f", s}'; }
