@@ -11,7 +11,7 @@ import (
 // the commits under way by its slots.
 func TestCommitterOrder(t *testing.T) {
 	c := newCommitter[int](2)
-	if !c.reserve() || !c.reserve() || c.reserve() {
+	if r1, r2, r3 := c.reserve(), c.reserve(), c.reserve(); !r1 || !r2 || r3 {
 		t.Fatal("two slots: two reservations, not three")
 	}
 	c.release()
