@@ -150,26 +150,22 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 		}
 		v := it.value()
 		if err := fw.w.AppendTagged(k, v, tags, it.seq()); err != nil {
-			fw.w.Abort()
-			_ = r.fs.Remove(fw.tmp)
+			fw.drop()
 			return res, err
 		}
 		n++
 		limiter.wrote(int64(len(k) + len(v)))
 	}
 	if err := it.err; err != nil {
-		fw.w.Abort()
-		_ = r.fs.Remove(fw.tmp)
+		fw.drop()
 		return res, err
 	}
 	written := []*fileWriter{fw}
 	if n == 0 {
-		fw.w.Abort()
-		_ = r.fs.Remove(fw.tmp)
+		fw.drop()
 		written = nil
 	} else if err := r.finishFile(fw); err != nil {
-		fw.w.Abort()
-		_ = r.fs.Remove(fw.tmp)
+		fw.drop()
 		return res, err
 	}
 	if err := r.commitFiles(written, sel, fi, false, nil, nil); err != nil {

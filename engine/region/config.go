@@ -50,10 +50,14 @@ type Requester interface {
 
 // Config is what a region needs from its region server.
 type Config struct {
-	// FS is the storage root (required).
+	// FS is the storage root (required unless Bucket is set).
 	FS storage.FS
+	// Bucket, when set, holds the region's files instead of FS: store files written once by
+	// create-only PUTs, the manifest replaced by conditional PUTs (docs/architecture.md, "Object
+	// storage"). Recovered edits and splits are not on buckets yet.
+	Bucket storage.Bucket
 	// WAL is the region server's WAL (required): sequence ids and logging.
-	WAL *wal.WAL
+	WAL wal.Log
 	// Pool supplies memstore chunks (required).
 	Pool *offheap.ChunkPool
 	// Cache is the block cache (optional).
@@ -111,8 +115,8 @@ type CompactionConfig struct {
 }
 
 func (c *Config) fill() error {
-	if c.FS == nil || c.WAL == nil || c.Pool == nil {
-		return errors.New("region: Config needs FS, WAL and Pool")
+	if (c.FS == nil && c.Bucket == nil) || c.WAL == nil || c.Pool == nil {
+		return errors.New("region: Config needs FS or Bucket, WAL and Pool")
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -127,40 +128,45 @@ func newFileName() string {
 	return fmt.Sprintf("%016x%08x", time.Now().UnixNano(), rand.Uint32())
 }
 
-// fileWriter writes one new store file under the region's .tmp directory.
+// fileWriter writes one new store file (regionFiles.newStoreFile).
 type fileWriter struct {
-	fam  int
-	name string
-	tmp  string
-	w    *sfile.Writer
-	meta sfile.Meta
-	size int64
+	fam     int
+	name    string
+	w       *sfile.Writer
+	meta    sfile.Meta
+	size    int64
+	publish func() error
+	abort   func()
+}
+
+// drop abandons the file: the writer's work and whatever it left on storage.
+func (fw *fileWriter) drop() {
+	fw.w.Abort()
+	fw.abort()
 }
 
 func (r *Region) newFileWriter(fam int, expected int) (*fileWriter, error) {
 	f := &r.fams[fam]
-	tmpDir := path.Join(r.dir, ".tmp")
-	if err := r.fs.MkdirAll(tmpDir); err != nil {
-		return nil, err
-	}
 	fw := &fileWriter{fam: fam, name: newFileName()}
-	fw.tmp = path.Join(tmpDir, fw.name)
-	file, err := r.fs.Create(fw.tmp)
+	file, publish, abort, err := r.store.newStoreFile(r.dir, r.storeFilePath(fam, fw.name))
 	if err != nil {
 		return nil, err
 	}
+	fw.publish, fw.abort = publish, abort
 	bloom := f.Bloom
 	w, err := sfile.NewWriter(file, sfile.WriterOptions{BlockSize: f.BlockSize, Encoding: f.Encoding,
 		Compression: f.Compression, Bloom: bloom, ExpectedEntries: expected, InMemory: f.InMemory})
 	if err != nil {
 		file.Close()
+		abort()
 		return nil, err
 	}
 	fw.w = w
 	return fw, nil
 }
 
-// finish completes the file and moves it into the family directory.
+// finishFile completes the file (written and synced) and publishes it under its name in the
+// family directory; it is part of the region once the manifest names it.
 func (r *Region) finishFile(fw *fileWriter) error {
 	meta, err := fw.w.Finish()
 	if err != nil {
@@ -168,11 +174,7 @@ func (r *Region) finishFile(fw *fileWriter) error {
 	}
 	fw.meta = meta
 	fw.size = meta.Size
-	famDir := path.Join(r.dir, r.fams[fw.fam].Name)
-	if err := r.fs.Rename(fw.tmp, path.Join(famDir, fw.name)); err != nil {
-		return err
-	}
-	return r.fs.SyncDir(famDir)
+	return fw.publish()
 }
 
 // writeSegment writes a memstore snapshot to one file per family.
@@ -187,8 +189,7 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 	abort := func() {
 		for _, w := range writers {
 			if w != nil {
-				w.w.Abort()
-				_ = r.fs.Remove(w.tmp)
+				w.drop()
 			}
 		}
 	}
@@ -297,14 +298,19 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 		edit(m)
 	}
 	b, err := encodeChecked(m)
+	var version string
 	if err == nil {
-		err = storage.WriteFile(r.fs, path.Join(r.dir, manifestName), b)
+		version, err = r.store.commitManifest(path.Join(r.dir, manifestName), b, r.manVersion)
 	}
 	if err != nil {
 		closeOpened()
+		if errors.Is(err, ErrFenced) {
+			// Another server holds the region: nothing more may be acknowledged here.
+			r.markBroken(err)
+		}
 		return err
 	}
-	r.man = m
+	r.man, r.manVersion = m, version
 	r.queueFiles(b, m.MaxSeq, flushCommit)
 	r.viewMu.Lock()
 	r.files.Store(next)

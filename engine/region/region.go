@@ -2,6 +2,7 @@ package region
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,8 +30,8 @@ type Region struct {
 	table    TableDescriptor
 	fams     []Family // sorted by name
 	famNames [][]byte
-	fs       storage.FS
-	wal      *wal.WAL
+	store    regionFiles // where the region's files are (FS or Bucket)
+	wal      wal.Log
 	cfg      Config
 	log      *slog.Logger
 
@@ -43,10 +44,11 @@ type Region struct {
 	updatesLock sync.RWMutex
 	// viewMu: scanners open under it shared; flush and compaction commits
 	// swap the file set and clear the snapshot under it exclusively.
-	viewMu  sync.RWMutex
-	files   atomic.Pointer[fileSet]
-	filesMu sync.Mutex // manifest changes
-	man     *manifest  // under filesMu
+	viewMu     sync.RWMutex
+	files      atomic.Pointer[fileSet]
+	filesMu    sync.Mutex // manifest changes
+	man        *manifest  // under filesMu
+	manVersion string     // under filesMu: the manifest's version on a bucket (its ETag)
 
 	flushMu   sync.Mutex
 	compactMu sync.Mutex
@@ -106,6 +108,15 @@ func (r *Region) Table() TableDescriptor { return r.table }
 // Create writes a new region's directory and .regioninfo (idempotent for
 // the same info).
 func Create(fsys storage.FS, table TableDescriptor, info Info) error {
+	return create(filesOf(fsys, nil), table, info)
+}
+
+// CreateOnBucket writes a new region's .regioninfo to a bucket (idempotent for the same info).
+func CreateOnBucket(b storage.Bucket, table TableDescriptor, info Info) error {
+	return create(filesOf(nil, b), table, info)
+}
+
+func create(store regionFiles, table TableDescriptor, info Info) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -116,28 +127,34 @@ func Create(fsys storage.FS, table TableDescriptor, info Info) error {
 		return fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
 	}
 	dir := info.Dir()
-	if err := fsys.MkdirAll(dir); err != nil {
-		return err
-	}
+	dirs := []string{dir}
 	for _, f := range table.Families {
-		if err := fsys.MkdirAll(path.Join(dir, f.Name)); err != nil {
-			return err
-		}
+		dirs = append(dirs, path.Join(dir, f.Name))
+	}
+	if err := store.mkdirs(dirs...); err != nil {
+		return err
 	}
 	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
 	if err != nil {
 		return err
 	}
-	if err := storage.WriteFile(fsys, path.Join(dir, ".regioninfo"), b); err != nil {
+	if err := store.writeFile(path.Join(dir, ".regioninfo"), b); err != nil {
 		return err
 	}
-	// Make the region directory's entry durable in the table directory.
-	return fsys.SyncDir(path.Dir(dir))
+	if fsys := store.fs(); fsys != nil {
+		// Make the region directory's entry durable in the table directory.
+		return fsys.SyncDir(path.Dir(dir))
+	}
+	return nil
 }
 
 // ReadRegionInfo reads a region's .regioninfo.
 func ReadRegionInfo(fsys storage.FS, dir string) (Info, TableDescriptor, error) {
-	b, err := storage.ReadFile(fsys, path.Join(dir, ".regioninfo"))
+	return readRegionInfo(filesOf(fsys, nil), dir)
+}
+
+func readRegionInfo(store regionFiles, dir string) (Info, TableDescriptor, error) {
+	b, err := store.readFile(path.Join(dir, ".regioninfo"))
 	if err != nil {
 		return Info{}, TableDescriptor{}, err
 	}
@@ -206,8 +223,8 @@ func Open(cfg Config, info Info) (*Region, error) {
 // archived, no flushes or compactions; writes fail with ErrReadOnlyReplica.
 // cfg.WAL is not needed.
 func OpenReplica(cfg Config, info Info) (*Region, error) {
-	if cfg.FS == nil || cfg.Pool == nil {
-		return nil, errors.New("region: Config needs FS and Pool")
+	if (cfg.FS == nil && cfg.Bucket == nil) || cfg.Pool == nil {
+		return nil, errors.New("region: Config needs FS or Bucket, and Pool")
 	}
 	if cfg.WAL == nil {
 		cfg.WAL = &wal.WAL{} // never used by a replica; satisfies fill
@@ -233,7 +250,8 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 // OpenReplica share: the Region with its families and an empty memstore.
 func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 	dir := info.Dir()
-	onDisk, table, err := ReadRegionInfo(cfg.FS, dir)
+	store := filesOf(cfg.FS, cfg.Bucket)
+	onDisk, table, err := readRegionInfo(store, dir)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
@@ -249,7 +267,7 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 		dir:     dir,
 		table:   table,
 		fams:    sortedFamilies(table.Families),
-		fs:      cfg.FS,
+		store:   store,
 		wal:     cfg.WAL,
 		cfg:     cfg,
 		log:     cfg.Logger.With("region", onDisk.EncodedName()),
@@ -276,15 +294,15 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 // loadFiles reads the manifest, opens its files and archives the others
 // (a replica leaves them: they may be the primary's flush in progress).
 func (r *Region) loadFiles() error {
-	m, _, err := readManifest(r.fs, r.dir)
+	m, version, _, err := readManifest(r.store, r.dir)
 	if err != nil {
 		return fmt.Errorf("region %s: %w", r.name, err)
 	}
-	r.man = m
+	r.man, r.manVersion = m, version
 	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	r.files.Store(set)
 	if !r.replica {
-		_ = r.fs.RemoveAll(path.Join(r.dir, ".tmp"))
+		r.store.cleanTemp(r.dir)
 	}
 	for i, f := range r.fams {
 		famDir := path.Join(r.dir, f.Name)
@@ -298,7 +316,7 @@ func (r *Region) loadFiles() error {
 			}
 			continue
 		}
-		if err := r.fs.MkdirAll(famDir); err != nil {
+		if err := r.store.mkdirs(famDir); err != nil {
 			return err
 		}
 		listed := map[string]bool{}
@@ -310,7 +328,7 @@ func (r *Region) loadFiles() error {
 			}
 			set.byFamily[i] = append(set.byFamily[i], sf)
 		}
-		names, err := r.fs.List(famDir)
+		names, err := r.store.list(famDir)
 		if err != nil {
 			return err
 		}
@@ -334,14 +352,60 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 	from := uint64(0)
 	flushed := r.man.FlushedSeq
 	filter := func(region []byte) bool { return string(region) == r.name }
+	seen := map[uint64]bool{}
+	apply := func(e *wal.Edit) error {
+		if e.Seq <= flushed {
+			if e.HasNonce {
+				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+			}
+			return nil
+		}
+		if e.Seq > maxSeq {
+			maxSeq = e.Seq
+		}
+		if seen[e.Seq] {
+			return nil // the same edit in recovered edits and a WAL
+		}
+		seen[e.Seq] = true
+		var size int64
+		for _, kv := range e.Cells {
+			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
+		}
+		if err := r.ms.Reserve(size); err != nil {
+			return fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
+		}
+		for _, kv := range e.Cells {
+			if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
+				r.ms.Unreserve(size)
+				return err
+			}
+		}
+		r.ms.Unreserve(size)
+		if e.HasNonce {
+			r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+		}
+		n++
+		return nil
+	}
+	fsys := r.store.fs()
+	if fsys == nil {
+		// On a bucket: the recovered edits the master split out of a dead server's object log.
+		if len(r.cfg.ReplayWALDirs) > 0 {
+			return 0, 0, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
+		}
+		if _, err := wal.ReadRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir(), apply); err != nil {
+			return 0, 0, fmt.Errorf("region %s: replay: %w", r.name, err)
+		}
+		return maxSeq, n, nil
+	}
 	var readers []*wal.Reader
-	rd, err := wal.NewRecoveredEditsReader(r.fs, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})
+	rd, err := wal.NewRecoveredEditsReader(fsys, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})
 	if err != nil {
 		return 0, 0, err
 	}
 	readers = append(readers, rd)
 	for _, d := range r.cfg.ReplayWALDirs {
-		rd, err := wal.NewReader(r.fs, d, wal.ReplayOptions{FromSeq: from, Filter: filter})
+		rd, err := wal.NewReader(fsys, d, wal.ReplayOptions{FromSeq: from, Filter: filter})
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -350,43 +414,12 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 		}
 		readers = append(readers, rd)
 	}
-	seen := map[uint64]bool{}
 	for _, rd := range readers {
 		for rd.Next() {
-			e := rd.Edit()
-			if e.Seq <= flushed {
-				if e.HasNonce {
-					r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
-				}
-				continue
-			}
-			if e.Seq > maxSeq {
-				maxSeq = e.Seq
-			}
-			if seen[e.Seq] {
-				continue // the same edit in recovered edits and a WAL
-			}
-			seen[e.Seq] = true
-			var size int64
-			for _, kv := range e.Cells {
-				size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
-			}
-			if err := r.ms.Reserve(size); err != nil {
+			if err := apply(rd.Edit()); err != nil {
 				rd.Close()
-				return 0, 0, fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
+				return 0, 0, err
 			}
-			for _, kv := range e.Cells {
-				if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
-					r.ms.Unreserve(size)
-					rd.Close()
-					return 0, 0, err
-				}
-			}
-			r.ms.Unreserve(size)
-			if e.HasNonce {
-				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
-			}
-			n++
 		}
 		err := rd.Err()
 		rd.Close()
@@ -399,20 +432,33 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 
 func (r *Region) removeRecoveredEdits() error {
 	d := r.recoveredEditsDir()
-	ok, err := storage.Exists(r.fs, d)
+	fsys := r.store.fs()
+	if fsys == nil {
+		names, err := r.store.list(d)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := r.cfg.Bucket.Delete(context.Background(), path.Join(d, n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ok, err := storage.Exists(fsys, d)
 	if err != nil || !ok {
 		return err
 	}
-	names, err := r.fs.List(d)
+	names, err := fsys.List(d)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if err := r.fs.Remove(path.Join(d, n)); err != nil {
+		if err := fsys.Remove(path.Join(d, n)); err != nil {
 			return err
 		}
 	}
-	return r.fs.SyncDir(d)
+	return fsys.SyncDir(d)
 }
 
 // Close stops the background work, flushes the memstore and releases
@@ -564,17 +610,9 @@ func (r *Region) requestCompaction() {
 // archivePath moves a file to archive/<same path> (best effort: a failure
 // is logged and the file stays; it is retried at the next open).
 func (r *Region) archivePath(p, family, name string) {
-	dst := path.Join("archive", p)
-	if err := r.fs.MkdirAll(path.Dir(dst)); err != nil {
+	if err := r.store.archive(p); err != nil {
 		r.log.Warn("archiving store file failed", "file", p, "error", err)
-		return
 	}
-	if err := r.fs.Rename(p, dst); err != nil {
-		r.log.Warn("archiving store file failed", "file", p, "error", err)
-		return
-	}
-	_ = r.fs.SyncDir(path.Dir(dst))
-	_ = r.fs.SyncDir(path.Dir(p))
 }
 
 func (r *Region) archiveFile(f *storeFile) {

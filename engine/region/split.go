@@ -88,7 +88,11 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 	}
 	lo := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(r.info.StartKey), EndKey: bytes.Clone(splitRow), ID: daughterID}
 	hi := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(splitRow), EndKey: bytes.Clone(r.info.EndKey), ID: daughterID}
-	if _, err := SplitClosed(r.fs, r.info, lo, hi, splitRow); err != nil {
+	fsys := r.store.fs()
+	if fsys == nil {
+		return Info{}, Info{}, fmt.Errorf("%w: region %s is on object storage, where splits are not built yet", ErrCannotSplit, r.name)
+	}
+	if _, err := SplitClosed(fsys, r.info, lo, hi, splitRow); err != nil {
 		return Info{}, Info{}, err
 	}
 	lo.Parent, hi.Parent = r.name, r.name
@@ -169,7 +173,7 @@ func readSplitSource(fsys storage.FS, info Info) (*splitSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
-	if src.man, _, err = readManifest(fsys, src.dir); err != nil {
+	if src.man, _, _, err = readManifest(filesOf(fsys, nil), src.dir); err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
 	if src.man.hasReferences() {
@@ -308,7 +312,7 @@ func HasReferenceFiles(fsys storage.FS, info Info) (bool, error) {
 	if ok, err := storage.Exists(fsys, dir); err != nil || !ok {
 		return false, err
 	}
-	man, _, err := readManifest(fsys, dir)
+	man, _, _, err := readManifest(filesOf(fsys, nil), dir)
 	if err != nil {
 		return false, err
 	}

@@ -144,11 +144,11 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 		dataPath = ref.ParentPath
 	}
 	opts := sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1), InMemory: r.fams[fam].InMemory, EvictOnClose: true}
-	rd, err := sfile.Open(r.fs, dataPath, opts)
+	rd, err := r.openStoreFileData(dataPath, opts)
 	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
 		// The primary compacted the file away after naming it: a replica
 		// reads it from the archive (HBase's FileLink).
-		rd, err = sfile.Open(r.fs, path.Join("archive", dataPath), opts)
+		rd, err = r.openStoreFileData(path.Join("archive", dataPath), opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("region %s: opening store file %s: %w", r.name, dataPath, err)
@@ -163,6 +163,15 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 	return sf, nil
 }
 
+// openStoreFileData opens the store file at p for reading.
+func (r *Region) openStoreFileData(p string, opts sfile.ReaderOptions) (*sfile.Reader, error) {
+	f, err := r.store.open(p)
+	if err != nil {
+		return nil, fmt.Errorf("sfile: opening %s: %w", p, err)
+	}
+	return sfile.OpenFile(f, p, opts)
+}
+
 // storeFilePath is the path of a store file of family fam.
 func (r *Region) storeFilePath(fam int, name string) string {
 	return path.Join(r.dir, r.fams[fam].Name, name)
@@ -171,9 +180,9 @@ func (r *Region) storeFilePath(fam int, name string) string {
 // readReplicaAware reads a small region file; a replica falls back to the
 // archive, where the primary may have moved it.
 func (r *Region) readReplicaAware(p string) ([]byte, error) {
-	b, err := storage.ReadFile(r.fs, p)
+	b, err := r.store.readFile(p)
 	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
-		b, err = storage.ReadFile(r.fs, path.Join("archive", p))
+		b, err = r.store.readFile(path.Join("archive", p))
 	}
 	return b, err
 }
@@ -269,23 +278,25 @@ type manifestFile struct {
 
 const manifestName = "MANIFEST"
 
-func readManifest(fsys storage.FS, dir string) (*manifest, bool, error) {
+// readManifest reads a region's manifest and its version (on a bucket, what the next commit must
+// replace); a region without one has no store files.
+func readManifest(store regionFiles, dir string) (*manifest, string, bool, error) {
 	p := path.Join(dir, manifestName)
-	b, err := storage.ReadFile(fsys, p)
+	b, version, err := store.readManifest(p)
 	if err != nil {
-		if ok, _ := storage.Exists(fsys, p); !ok {
-			return &manifest{Version: 1, Families: map[string][]manifestFile{}}, false, nil
+		if errors.Is(err, fs.ErrNotExist) {
+			return &manifest{Version: 1, Families: map[string][]manifestFile{}}, "", false, nil
 		}
-		return nil, false, err
+		return nil, "", false, err
 	}
 	m := &manifest{}
 	if err := decodeChecked(b, m); err != nil {
-		return nil, false, fmt.Errorf("%w: manifest %s: %w", ErrCorrupt, p, err)
+		return nil, "", false, fmt.Errorf("%w: manifest %s: %w", ErrCorrupt, p, err)
 	}
 	if m.Families == nil {
 		m.Families = map[string][]manifestFile{}
 	}
-	return m, true, nil
+	return m, version, true, nil
 }
 
 func writeManifest(fsys storage.FS, dir string, m *manifest) error {

@@ -74,6 +74,17 @@ func Open(fsys storage.FS, path string, opts ReaderOptions) (*Reader, error) {
 	return r, nil
 }
 
+// OpenFile opens a store file already open for reading (an object: storage.OpenObject); path
+// names it in errors. The Reader owns f: it is closed with the Reader, or here on failure.
+func OpenFile(f storage.ReadableFile, path string, opts ReaderOptions) (*Reader, error) {
+	r, err := newReader(f, path, opts)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
 func newReader(f storage.ReadableFile, path string, opts ReaderOptions) (*Reader, error) {
 	r := &Reader{path: path, f: f, cache: opts.Cache, fileID: opts.FileID, prio: blockcache.PrioritySingle,
 		evict: opts.EvictOnClose}

@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"path"
 	"strconv"
 	"strings"
@@ -38,11 +36,11 @@ import (
 type ObjectLog struct {
 	opts ObjectLogOptions
 
-	mu      sync.Mutex
-	cond    sync.Cond
-	cur     []byte // records of the batch being filled
-	curMax  uint64 // highest sequence id in cur
-	nextSeq uint64
+	mu         sync.Mutex
+	cond       sync.Cond
+	cur        []byte            // records of the batch being filled
+	curRegions map[string]uint64 // highest sequence id of each region in cur
+	nextSeq    uint64
 	// gc numbers the PUTs (a commit's number is its object's), bounds them to MaxInFlight and
 	// acknowledges them in order (group.go).
 	gc       committer[putResult]
@@ -51,6 +49,11 @@ type ObjectLog struct {
 	failErr  error  // the first PUT failure: start no more (err follows in order)
 	closed   bool
 	finished bool // the writing goroutine has stopped (after Close drained the batches)
+	// live: the objects written and acknowledged, with their regions' highest sequence ids;
+	// flushed: each region's flushed sequence id (MarkFlushed). An object whose regions all
+	// flushed past it is deleted.
+	live    []liveObject
+	flushed map[string]uint64
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -58,6 +61,7 @@ type ObjectLog struct {
 
 	puts    atomic.Uint64
 	appends atomic.Uint64
+	deleted atomic.Uint64
 }
 
 // ObjectLogOptions configure an ObjectLog.
@@ -96,8 +100,14 @@ const (
 )
 
 type putResult struct {
-	n      uint64 // object number
-	maxSeq uint64 // highest sequence id in it
+	n       uint64            // object number
+	maxSeq  uint64            // every sequence id up to it is durable once the object is
+	regions map[string]uint64 // highest sequence id of each region in it
+}
+
+type liveObject struct {
+	n       uint64
+	regions map[string]uint64
 }
 
 func objectKey(prefix string, n uint64) string {
@@ -141,6 +151,7 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 			opts.Prefix, opts.Bucket.Describe(), existing[0].Key)
 	}
 	l := &ObjectLog{opts: opts, nextSeq: opts.FirstSeq, gc: newCommitter[putResult](opts.MaxInFlight),
+		curRegions: map[string]uint64{}, flushed: map[string]uint64{},
 		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	l.cond.L = &l.mu
 	go l.run()
@@ -190,7 +201,7 @@ func (l *ObjectLog) AppendNoWait(e *Edit) (uint64, error) {
 	seq := l.nextSeq
 	l.nextSeq++
 	l.cur = appendRecord(l.cur, e, seq, wt, size)
-	l.curMax = seq
+	l.curRegions[string(e.Region)] = seq
 	l.mu.Unlock()
 	l.appends.Add(1)
 	l.signal()
@@ -218,6 +229,12 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 	for l.synced < seq {
 		if l.err != nil {
 			return l.err
+		}
+		if len(l.cur) == 0 && !l.gc.busy() && l.failErr == nil {
+			// Nothing is buffered or being written: every id assigned so far is durable (the ids
+			// above the last object's belong to no record: NextSeq).
+			l.synced = l.nextSeq - 1
+			continue
 		}
 		if l.finished { // Close wrote what it could: this edit is not durable
 			return ErrClosed
@@ -260,11 +277,12 @@ func (l *ObjectLog) Close() error {
 type ObjectLogStats struct {
 	Appends uint64 // edits appended
 	Puts    uint64 // objects written (group commits)
+	Deleted uint64 // objects deleted because every edit in them was flushed
 }
 
 // Stats returns the counters: Appends/Puts is the edits one PUT carries.
 func (l *ObjectLog) Stats() ObjectLogStats {
-	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load()}
+	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load()}
 }
 
 func (l *ObjectLog) signal() {
@@ -322,7 +340,9 @@ func (l *ObjectLog) take() (objectCommit, bool) {
 	n := l.gc.issue()
 	body := appendHeader(make([]byte, 0, headerSize+len(l.cur)), kindObject, n)
 	body = append(body, l.cur...)
-	c := objectCommit{putResult{n: n, maxSeq: l.curMax}, body}
+	// Every id assigned so far is in this object or in an earlier one, or has no record.
+	c := objectCommit{putResult{n: n, maxSeq: l.nextSeq - 1, regions: l.curRegions}, body}
+	l.curRegions = map[string]uint64{}
 	l.cur = l.cur[:0]
 	if cap(l.cur) > 16<<20 {
 		l.cur = nil
@@ -349,11 +369,75 @@ func (l *ObjectLog) put(c objectCommit) {
 			return
 		}
 		l.synced = max(l.synced, r.maxSeq)
+		l.live = append(l.live, liveObject{n: r.n, regions: r.regions})
 	})
 	l.gc.release()
 	l.cond.Broadcast()
 	l.mu.Unlock()
 	l.signal() // a batch may be waiting for this slot
+}
+
+// NextSeq assigns a sequence id without logging anything (SKIP_WAL).
+func (l *ObjectLog) NextSeq() (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	seq := l.nextSeq
+	l.nextSeq++
+	return seq, nil
+}
+
+// LastSeq returns the highest sequence id assigned so far.
+func (l *ObjectLog) LastSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeq - 1
+}
+
+// MarkFlushed records that region flushed every edit up to seq and deletes the objects whose
+// regions have all flushed past their edits (HBase archives such WAL files). A failed delete is
+// retried at the next call.
+func (l *ObjectLog) MarkFlushed(region string, seq uint64) error {
+	l.mu.Lock()
+	if seq > l.flushed[region] {
+		l.flushed[region] = seq
+	}
+	var drop []uint64
+	kept := l.live[:0]
+	for _, o := range l.live {
+		done := true
+		for r, s := range o.regions {
+			if l.flushed[r] < s {
+				done = false
+				break
+			}
+		}
+		if done {
+			drop = append(drop, o.n)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	clear(l.live[len(kept):])
+	l.live = kept
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	defer cancel()
+	for i, n := range drop {
+		if err := l.opts.Bucket.Delete(ctx, objectKey(l.opts.Prefix, n)); err != nil {
+			// Keep what was not deleted, to try again.
+			l.mu.Lock()
+			for _, m := range drop[i:] {
+				l.live = append(l.live, liveObject{n: m})
+			}
+			l.mu.Unlock()
+			return fmt.Errorf("wal: deleting flushed object %d of %s: %w", n, l.opts.Prefix, err)
+		}
+		l.deleted.Add(1)
+	}
+	return nil
 }
 
 // failure is the error of a failed PUT of object n: ErrFenced when the number was taken.
@@ -364,8 +448,8 @@ func (l *ObjectLog) failure(n uint64, err error) error {
 	return fmt.Errorf("wal: writing object %d of %s: %w", n, l.opts.Prefix, err)
 }
 
-// FenceObjectLog stops the log's writer: it writes fence markers at every number missing below
-// the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
+// FenceObjectLog stops the log's writer: it writes fence markers at every number missing in the
+// MaxFenceWindow numbers below the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
 // the highest object under the prefix is one of its markers. From then on every PUT the writer
 // makes fails its condition, so it acknowledges nothing more, and ReadObjectLog returns every
 // edit it acknowledged. It returns the highest marker's number. Fencing a fenced log again is
@@ -392,8 +476,14 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 			highest = max(highest, o.n)
 		}
 		last := highest + MaxFenceWindow
-		// From the top down: once the top marker is in place, the writer cannot get past it.
-		for n := last; n >= 1; n-- {
+		// From the top down: once the top marker is in place, the writer cannot get past it. Below
+		// the highest object only the last MaxFenceWindow numbers can still be in flight (a writer
+		// has at most MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
+		first := uint64(1)
+		if highest > MaxFenceWindow {
+			first = highest - MaxFenceWindow
+		}
+		for n := last; n >= first; n-- {
 			if have[n] {
 				continue
 			}
@@ -448,7 +538,6 @@ func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func
 		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
 	}
 	var highest uint64
-	var e Edit
 	for _, o := range objs {
 		highest = max(highest, o.n)
 		data, _, err := b.Get(ctx, o.key)
@@ -471,25 +560,8 @@ func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func
 		if kind != kindObject {
 			return 0, bad(10, fmt.Sprintf("kind %d is not a log object", kind))
 		}
-		for off := headerSize; off < len(data); {
-			if len(data)-off < recordHeaderSize {
-				return 0, bad(off, "truncated record header")
-			}
-			sum := binary.LittleEndian.Uint32(data[off:])
-			ln := int(binary.LittleEndian.Uint32(data[off+4:]))
-			if ln <= 0 || ln > len(data)-off-recordHeaderSize {
-				return 0, bad(off, "bad record length")
-			}
-			if crc32.Checksum(data[off+4:off+recordHeaderSize+ln], castagnoli) != sum {
-				return 0, bad(off, "checksum mismatch")
-			}
-			if err := decodeEdit(data[off+recordHeaderSize:off+recordHeaderSize+ln], &e); err != nil {
-				return 0, bad(off, err.Error())
-			}
-			if err := fn(&e); err != nil {
-				return 0, err
-			}
-			off += recordHeaderSize + ln
+		if err := decodeRecords(data, o.key, fn); err != nil {
+			return 0, err
 		}
 	}
 	return highest, nil

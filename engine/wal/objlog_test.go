@@ -447,3 +447,74 @@ func TestObjectLogBackpressure(t *testing.T) {
 		t.Fatalf("read %d edits, want 1000", len(got))
 	}
 }
+
+// MarkFlushed deletes the objects whose regions all flushed past their edits; what stays reads
+// back; a SKIP_WAL id (NextSeq) is durable at once when nothing is pending; fencing a log with
+// deleted objects writes markers only around its top, not into the holes.
+func TestObjectLogMarkFlushedAndNextSeq(t *testing.T) {
+	b := dirBucket(t)
+	l := openLog(t, b, "wal/flushed_1", 1)
+	var lastA, lastB uint64
+	for i := range 100 {
+		region := "a"
+		if i%10 == 9 {
+			region = "b"
+		}
+		e := testEdit(region, i)
+		seq, err := l.Append(e) // one at a time: one object per edit
+		if err != nil {
+			t.Fatal(err)
+		}
+		if region == "a" {
+			lastA = seq
+		} else {
+			lastB = seq
+		}
+	}
+	if st := l.Stats(); st.Puts != 100 {
+		t.Fatalf("%d objects for 100 sequential appends", st.Puts)
+	}
+	seq, err := l.NextSeq()
+	if err != nil || seq != lastA+1 && seq != lastB+1 {
+		t.Fatalf("NextSeq: %d %v", seq, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.WaitDurable(seq) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a NextSeq id never became durable on an idle log")
+	}
+	if err := l.MarkFlushed("a", lastA); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLog(t, b, "wal/flushed_1"); len(got) != 10 || string(got[0].Region) != "b" {
+		t.Fatalf("after region a flushed, %d edits remain (want region b's 10)", len(got))
+	}
+	if err := l.MarkFlushed("b", lastB-1); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLog(t, b, "wal/flushed_1"); len(got) != 1 {
+		t.Fatalf("after region b flushed all but its last edit, %d remain", len(got))
+	}
+	if st := l.Stats(); st.Deleted != 99 {
+		t.Fatalf("%d objects deleted, want 99", st.Deleted)
+	}
+	highest, err := FenceObjectLog(context.Background(), b, "wal/flushed_1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := b.List(context.Background(), "wal/flushed_1/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) > 2*MaxFenceWindow+1 || highest != 100+MaxFenceWindow {
+		t.Fatalf("fence wrote %d objects up to %d: markers went into the deleted holes", len(objs), highest)
+	}
+	if _, err := l.Append(testEdit("a", 1000)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("append after the fence: %v", err)
+	}
+}

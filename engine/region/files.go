@@ -1,0 +1,221 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// ErrFenced: the region's manifest was replaced by another writer since this region read it — the
+// region was opened elsewhere (on object storage, a conditional write is how two servers holding
+// one region are told apart). The region is broken: it must not acknowledge anything more.
+var ErrFenced = errors.New("region: fenced: another writer replaced the manifest")
+
+// regionFiles is where a region keeps its durable files — store files, references, the manifest
+// and .regioninfo: a directory tree (storage.FS: the shared volume, or the tests' in-memory and
+// fault-injecting file systems) or a bucket (storage.Bucket: an object store, or a directory
+// through storage.DirBucket). The operations are what both can do: a store file is written once
+// and published under its final name; the manifest — the commit point of flushes and compactions
+// — is replaced whole, on a bucket by a conditional write against the version this region read.
+type regionFiles interface {
+	// newStoreFile starts a store file to be published at p: write it, let the store-file writer
+	// sync it, then publish; abort drops it (best effort).
+	newStoreFile(regionDir, p string) (f storage.File, publish func() error, abort func(), err error)
+	// open opens a store file for random reads.
+	open(p string) (storage.ReadableFile, error)
+	// readFile reads a small file whole; a missing one matches fs.ErrNotExist.
+	readFile(p string) ([]byte, error)
+	// writeFile replaces a small file whole (.regioninfo, references), durably.
+	writeFile(p string, b []byte) error
+	// readManifest reads the manifest and its version (what commitManifest must replace).
+	readManifest(p string) (b []byte, version string, err error)
+	// commitManifest replaces the manifest: version "" creates it, otherwise the version read or
+	// committed last must still be the current one (ErrFenced when not; a directory tree is
+	// fenced by its WAL instead and ignores versions).
+	commitManifest(p string, b []byte, version string) (string, error)
+	// list returns the names of the files directly in dir (none when it does not exist).
+	list(dir string) ([]string, error)
+	// archive moves a file to archive/<the same path>.
+	archive(p string) error
+	// mkdirs creates directories (a bucket has none).
+	mkdirs(dirs ...string) error
+	// cleanTemp removes what an interrupted writer left in the region's temporary space.
+	cleanTemp(regionDir string)
+	// fs is the directory tree, nil on a bucket (recovered edits and splits are still on FS only).
+	fs() storage.FS
+}
+
+func filesOf(fsys storage.FS, b storage.Bucket) regionFiles {
+	if b != nil {
+		return bucketFiles{b}
+	}
+	return fsFiles{fsys}
+}
+
+// fsFiles: a directory tree. New store files are written under <region>/.tmp and renamed into
+// their family directory; the manifest is replaced by write-and-rename.
+type fsFiles struct{ fsys storage.FS }
+
+func (f fsFiles) fs() storage.FS { return f.fsys }
+
+func (f fsFiles) newStoreFile(regionDir, p string) (storage.File, func() error, func(), error) {
+	tmpDir := path.Join(regionDir, ".tmp")
+	if err := f.fsys.MkdirAll(tmpDir); err != nil {
+		return nil, nil, nil, err
+	}
+	tmp := path.Join(tmpDir, path.Base(p))
+	file, err := f.fsys.Create(tmp)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	publish := func() error {
+		if err := f.fsys.Rename(tmp, p); err != nil {
+			return err
+		}
+		return f.fsys.SyncDir(path.Dir(p))
+	}
+	abort := func() { _ = f.fsys.Remove(tmp) }
+	return file, publish, abort, nil
+}
+
+func (f fsFiles) open(p string) (storage.ReadableFile, error) { return f.fsys.Open(p) }
+func (f fsFiles) readFile(p string) ([]byte, error)           { return storage.ReadFile(f.fsys, p) }
+func (f fsFiles) writeFile(p string, b []byte) error          { return storage.WriteFile(f.fsys, p, b) }
+
+func (f fsFiles) readManifest(p string) ([]byte, string, error) {
+	b, err := storage.ReadFile(f.fsys, p)
+	return b, "", err
+}
+
+func (f fsFiles) commitManifest(p string, b []byte, _ string) (string, error) {
+	return "", storage.WriteFile(f.fsys, p, b)
+}
+
+func (f fsFiles) list(dir string) ([]string, error) {
+	ok, err := storage.Exists(f.fsys, dir)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return f.fsys.List(dir)
+}
+
+func (f fsFiles) archive(p string) error {
+	dst := path.Join("archive", p)
+	if err := f.fsys.MkdirAll(path.Dir(dst)); err != nil {
+		return err
+	}
+	if err := f.fsys.Rename(p, dst); err != nil {
+		return err
+	}
+	_ = f.fsys.SyncDir(path.Dir(dst))
+	_ = f.fsys.SyncDir(path.Dir(p))
+	return nil
+}
+
+func (f fsFiles) mkdirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := f.fsys.MkdirAll(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f fsFiles) cleanTemp(regionDir string) { _ = f.fsys.RemoveAll(path.Join(regionDir, ".tmp")) }
+
+// bucketFiles: a bucket. A store file is buffered and written once, by a create-only PUT under
+// its final key (no temporary name, no rename; multipart upload for files beyond
+// storage.DefaultMaxObjectWrite is not built yet); the manifest is replaced by a conditional PUT.
+// A crash mid-flush leaves an object no manifest names, archived when the region next opens.
+type bucketFiles struct{ b storage.Bucket }
+
+func (f bucketFiles) fs() storage.FS { return nil }
+
+func (f bucketFiles) newStoreFile(_ string, p string) (storage.File, func() error, func(), error) {
+	w, err := storage.NewObjectWriter(f.b, p, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	publish := func() error {
+		if !w.Written() {
+			return fmt.Errorf("region: store file %s was not written", p)
+		}
+		return nil
+	}
+	abort := func() {
+		if w.Written() {
+			_ = f.b.Delete(context.Background(), p)
+		}
+	}
+	return w, publish, abort, nil
+}
+
+func (f bucketFiles) open(p string) (storage.ReadableFile, error) {
+	return storage.OpenObject(context.Background(), f.b, p)
+}
+
+func (f bucketFiles) readFile(p string) ([]byte, error) {
+	b, _, err := storage.ReadObject(context.Background(), f.b, p)
+	return b, err
+}
+
+func (f bucketFiles) writeFile(p string, b []byte) error {
+	_, err := f.b.Put(context.Background(), p, b, storage.Condition{})
+	return err
+}
+
+func (f bucketFiles) readManifest(p string) ([]byte, string, error) {
+	b, info, err := storage.ReadObject(context.Background(), f.b, p)
+	return b, info.ETag, err
+}
+
+func (f bucketFiles) commitManifest(p string, b []byte, version string) (string, error) {
+	cond := storage.Condition{IfMatch: version, IfNoneMatch: version == ""}
+	etag, err := f.b.Put(context.Background(), p, b, cond)
+	if errors.Is(err, storage.ErrPrecondition) {
+		return "", fmt.Errorf("%w: %s in %s: %w", ErrFenced, p, f.b.Describe(), err)
+	}
+	return etag, err
+}
+
+func (f bucketFiles) list(dir string) ([]string, error) {
+	var names []string
+	after := ""
+	for {
+		page, err := f.b.List(context.Background(), dir+"/", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			return names, nil
+		}
+		for _, o := range page {
+			if rel := strings.TrimPrefix(o.Key, dir+"/"); !strings.Contains(rel, "/") {
+				names = append(names, rel)
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// archive copies the object to archive/<key> (create-only: a retry finds its own copy) and
+// deletes it. Object stores have no rename; the copy goes through this process.
+func (f bucketFiles) archive(p string) error {
+	ctx := context.Background()
+	b, _, err := f.b.Get(ctx, p)
+	if err != nil {
+		return err
+	}
+	// A retry finds its own copy (same body: success); another body there keeps the original.
+	if _, err := f.b.Put(ctx, path.Join("archive", p), b, storage.Condition{IfNoneMatch: true}); err != nil {
+		return err
+	}
+	return f.b.Delete(ctx, p)
+}
+
+func (f bucketFiles) mkdirs(...string) error { return nil }
+func (f bucketFiles) cleanTemp(string)       {}

@@ -1,0 +1,171 @@
+package wal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// SplitObjectLogOptions configure SplitObjectLog.
+type SplitObjectLogOptions struct {
+	Bucket storage.Bucket
+	// Prefix is the dead server's log, already fenced (FenceObjectLog).
+	Prefix string
+	// RecoveredEditsDir returns the key prefix ("directory") that receives a region's recovered
+	// edits, e.g. "data/<ns>/<table>/<region>/recovered.edits".
+	RecoveredEditsDir func(region string) string
+	// FlushedSeq, if set, returns the highest sequence id a region has already flushed; older
+	// edits are not written.
+	FlushedSeq func(region string) uint64
+	// MaxObjectBytes cuts a region's recovered edits into objects of about this size (default
+	// 8 MiB). What is buffered at once is at most the log's size.
+	MaxObjectBytes int
+}
+
+// SplitObjectLog reads a fenced object log (every edit its writer acknowledged: ReadObjectLog) and
+// writes each region's edits, in order and in the WAL record format, to recovered-edits objects
+// under the region's RecoveredEditsDir, named "<highest sequence id>.edits" (20 digits) as on a
+// directory tree. Each object is written whole by one PUT; running the split again after a crash
+// writes the same objects (same keys, same bodies). The log is not modified: the caller deletes
+// it once the split succeeded.
+func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResult, error) {
+	if opts.Bucket == nil || opts.Prefix == "" || opts.RecoveredEditsDir == nil {
+		return nil, errors.New("wal: split: Bucket, Prefix and RecoveredEditsDir are required")
+	}
+	if opts.MaxObjectBytes <= 0 {
+		opts.MaxObjectBytes = 8 << 20
+	}
+	type out struct {
+		dir    string
+		buf    []byte
+		maxSeq uint64
+	}
+	outs := map[string]*out{}
+	res := &SplitResult{MaxSeq: map[string]uint64{}}
+	write := func(o *out) error {
+		if len(o.buf) <= headerSize {
+			return nil
+		}
+		key := path.Join(o.dir, fmt.Sprintf("%0*d%s", segmentNameDigits, o.maxSeq, recoveredSuffix))
+		if _, err := opts.Bucket.Put(ctx, key, o.buf, storage.Condition{}); err != nil {
+			return fmt.Errorf("wal: split %s: writing %s: %w", opts.Prefix, key, err)
+		}
+		res.Files = append(res.Files, key)
+		o.buf = appendHeader(o.buf[:0], kindRecovered, 0)
+		return nil
+	}
+	var rec []byte
+	_, err := ReadObjectLog(ctx, opts.Bucket, opts.Prefix, func(e *Edit) error {
+		region := string(e.Region)
+		if opts.FlushedSeq != nil && e.Seq <= opts.FlushedSeq(region) {
+			return nil
+		}
+		o := outs[region]
+		if o == nil {
+			dir := opts.RecoveredEditsDir(region)
+			if err := storage.CheckKey(dir); err != nil {
+				return fmt.Errorf("wal: split: region %q: %w", region, err)
+			}
+			o = &out{dir: dir, buf: appendHeader(nil, kindRecovered, 0)}
+			outs[region] = o
+		}
+		size := payloadSize(e)
+		rec = appendRecord(rec[:0], e, e.Seq, e.WriteTime, size)
+		o.buf = append(o.buf, rec...)
+		o.maxSeq = e.Seq
+		res.MaxSeq[region] = e.Seq
+		res.Edits++
+		if len(o.buf) >= opts.MaxObjectBytes {
+			return write(o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	regions := make([]string, 0, len(outs))
+	for r := range outs {
+		regions = append(regions, r)
+	}
+	slices.Sort(regions)
+	for _, r := range regions {
+		if err := write(outs[r]); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// ReadRecoveredEdits calls fn with every edit of the recovered-edits objects under dir (written
+// by SplitObjectLog), objects in key order (their highest sequence ids). A missing dir has none.
+// Damage is corruption, reported with the object's key. The Edit passed to fn aliases the object:
+// copy what you keep.
+func ReadRecoveredEdits(ctx context.Context, b storage.Bucket, dir string, fn func(*Edit) error) (objects []string, err error) {
+	after := ""
+	for {
+		page, err := b.List(ctx, dir+"/", after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("wal: list %s: %w", dir, err)
+		}
+		if len(page) == 0 {
+			return objects, nil
+		}
+		for _, o := range page {
+			rel := strings.TrimPrefix(o.Key, dir+"/")
+			if _, ok := parseNumbered(rel, recoveredSuffix); !ok {
+				continue
+			}
+			objects = append(objects, o.Key)
+			data, _, err := b.Get(ctx, o.Key)
+			if err != nil {
+				return nil, fmt.Errorf("wal: read %s: %w", o.Key, err)
+			}
+			kind, _, err := checkHeader(data)
+			if err != nil {
+				return nil, &CorruptionError{File: o.Key, Offset: 0, Reason: err.Error()}
+			}
+			if kind != kindRecovered {
+				return nil, &CorruptionError{File: o.Key, Offset: 10, Reason: fmt.Sprintf("kind %d is not recovered edits", kind)}
+			}
+			if err := decodeRecords(data, o.Key, fn); err != nil {
+				return nil, err
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// decodeRecords calls fn with each record of a whole object after its header; any damage is
+// corruption (objects are written whole: there is no torn tail).
+func decodeRecords(data []byte, key string, fn func(*Edit) error) error {
+	var e Edit
+	bad := func(off int, why string) error { return &CorruptionError{File: key, Offset: int64(off), Reason: why} }
+	for off := headerSize; off < len(data); {
+		if len(data)-off < recordHeaderSize {
+			return bad(off, "truncated record header")
+		}
+		sum := binary.LittleEndian.Uint32(data[off:])
+		ln := int(binary.LittleEndian.Uint32(data[off+4:]))
+		if ln <= 0 || ln > len(data)-off-recordHeaderSize {
+			return bad(off, "bad record length")
+		}
+		if crc32.Checksum(data[off+4:off+recordHeaderSize+ln], castagnoli) != sum {
+			return bad(off, "checksum mismatch")
+		}
+		if err := decodeEdit(data[off+recordHeaderSize:off+recordHeaderSize+ln], &e); err != nil {
+			return bad(off, err.Error())
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+		off += recordHeaderSize + ln
+	}
+	return nil
+}
