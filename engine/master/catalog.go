@@ -42,18 +42,55 @@ type CatalogChange struct {
 	Value []byte
 }
 
-// Catalog is the master's durable key-value state.
+// Catalog is the master's durable key-value state: a snapshot and a log of the changes since.
 type Catalog struct {
-	fs  storage.FS
-	dir string
+	store catalogStore
+	dir   string
 
 	mu          sync.RWMutex
 	rows        map[string][]byte
-	log         *wal.WAL
 	sinceSnap   int
 	snapshotSeq uint64
 	closed      bool
 }
+
+// catalogStore is where the catalog lives: a directory tree (a snapshot file and a segment WAL,
+// guarded by the master's lock of the directory) or a bucket (catalog_bucket.go).
+type catalogStore interface {
+	// append makes one edit durable.
+	append(e *wal.Edit) error
+	// lastSeq is the highest sequence id of the log.
+	lastSeq() uint64
+	// writeSnapshot replaces the snapshot and lets the log drop what it covers (up to seq).
+	writeSnapshot(b []byte, seq uint64) error
+	close() error
+}
+
+// fsCatalog: meta/snapshot and the segment WAL meta/wal (archived to meta/archive).
+type fsCatalog struct {
+	fs  storage.FS
+	dir string
+	log *wal.WAL
+}
+
+func (f *fsCatalog) append(e *wal.Edit) error {
+	_, err := f.log.Append(e, wal.SyncWAL)
+	return err
+}
+
+func (f *fsCatalog) lastSeq() uint64 { return f.log.LastSeq() }
+
+func (f *fsCatalog) writeSnapshot(b []byte, seq uint64) error {
+	if err := storage.WriteFile(f.fs, path.Join(f.dir, "snapshot"), b); err != nil {
+		return err
+	}
+	if err := f.log.MarkFlushed(string(catalogRegion), seq); err != nil {
+		return err
+	}
+	return f.log.Roll()
+}
+
+func (f *fsCatalog) close() error { return f.log.Close() }
 
 // SnapshotEvery is the number of changes after which Apply writes a snapshot.
 const SnapshotEvery = 4096
@@ -61,11 +98,19 @@ const SnapshotEvery = 4096
 // OpenCatalog opens (or creates) the catalog under dir: it loads the snapshot and replays the log.
 // Only the active master opens it, after fencing the previous one by winning the election.
 func OpenCatalog(fs storage.FS, dir string) (*Catalog, error) {
-	c := &Catalog{fs: fs, dir: dir, rows: map[string][]byte{}}
+	c := &Catalog{dir: dir, rows: map[string][]byte{}}
 	if err := fs.MkdirAll(path.Join(dir, "wal")); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	if err := c.loadSnapshot(); err != nil {
+	name := path.Join(dir, "snapshot")
+	b, err := storage.ReadFile(fs, name)
+	if err != nil {
+		if ok, _ := storage.Exists(fs, name); ok {
+			return nil, fmt.Errorf("catalog: read %s: %w", name, err)
+		}
+		b = nil
+	}
+	if err := c.loadSnapshot(name, b); err != nil {
 		return nil, err
 	}
 	r, err := wal.NewReader(fs, path.Join(dir, "wal"), wal.ReplayOptions{FromSeq: c.snapshotSeq + 1})
@@ -84,11 +129,12 @@ func OpenCatalog(fs storage.FS, dir string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: replay: %w", err)
 	}
-	c.log, err = wal.Open(wal.Options{FS: fs, Dir: path.Join(dir, "wal"), ArchiveDir: path.Join(dir, "archive"), InitialSeq: last})
+	log, err := wal.Open(wal.Options{FS: fs, Dir: path.Join(dir, "wal"), ArchiveDir: path.Join(dir, "archive"), InitialSeq: last})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open log: %w", err)
 	}
-	c.log.AdvanceSeq(last)
+	log.AdvanceSeq(last)
+	c.store = &fsCatalog{fs: fs, dir: dir, log: log}
 	return c, nil
 }
 
@@ -125,7 +171,7 @@ func (c *Catalog) Apply(changes ...CatalogChange) error {
 	if c.closed {
 		return errors.New("catalog: closed")
 	}
-	if _, err := c.log.Append(e, wal.SyncWAL); err != nil {
+	if err := c.store.append(e); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	c.applyEdit(e)
@@ -167,7 +213,7 @@ func (c *Catalog) Snapshot() error {
 }
 
 func (c *Catalog) snapshotLocked() error {
-	seq := c.log.LastSeq()
+	seq := c.store.lastSeq()
 	keys := make([]string, 0, len(c.rows))
 	for k := range c.rows {
 		keys = append(keys, k)
@@ -183,24 +229,17 @@ func (c *Catalog) snapshotLocked() error {
 		b = append(b, c.rows[k]...)
 	}
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	if err := storage.WriteFile(c.fs, path.Join(c.dir, "snapshot"), b); err != nil {
+	if err := c.store.writeSnapshot(b, seq); err != nil {
 		return err
 	}
 	c.snapshotSeq, c.sinceSnap = seq, 0
-	if err := c.log.MarkFlushed(string(catalogRegion), seq); err != nil {
-		return err
-	}
-	return c.log.Roll()
+	return nil
 }
 
-func (c *Catalog) loadSnapshot() error {
-	name := path.Join(c.dir, "snapshot")
-	b, err := storage.ReadFile(c.fs, name)
-	if err != nil {
-		if ok, _ := storage.Exists(c.fs, name); !ok {
-			return nil
-		}
-		return fmt.Errorf("catalog: read %s: %w", name, err)
+// loadSnapshot loads a snapshot's rows (none when b is nil: no snapshot yet).
+func (c *Catalog) loadSnapshot(name string, b []byte) error {
+	if b == nil {
+		return nil
 	}
 	bad := func(off int, why string) error {
 		return fmt.Errorf("catalog: %s is corrupt at byte %d: %s", name, off, why)
@@ -242,5 +281,5 @@ func (c *Catalog) Close() error {
 		return nil
 	}
 	c.closed = true
-	return c.log.Close()
+	return c.store.close()
 }

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path"
@@ -159,8 +160,15 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 	})
 }
 
-// fence renames a dead server's WAL directory to <dir>-splitting and makes the rename durable.
+// fence renames a dead server's WAL directory to <dir>-splitting and makes the rename durable;
+// on a bucket it puts fence markers on the server's object log (wal.FenceObjectLog).
 func (m *Master) fence(dir string) error {
+	if b := m.cfg.Bucket; b != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := wal.FenceObjectLog(ctx, b, path.Join("wal", dir), "master "+m.cfg.Address)
+		return err
+	}
 	fs := m.cfg.FS
 	src := path.Join("wal", dir)
 	dst := src + layout.SplittingSuffix
@@ -208,6 +216,18 @@ func (m *Master) fence(dir string) error {
 
 // split writes the recovered edits of every known region found in a fenced WAL directory.
 func (m *Master) split(dir string, dirs map[string]string, flushed map[string]uint64) (*wal.SplitResult, error) {
+	flushedSeq := func(region string) uint64 {
+		if _, ok := dirs[region]; !ok {
+			return math.MaxUint64 // not a region any more (its table was dropped): skip
+		}
+		return flushed[region]
+	}
+	if b := m.cfg.Bucket; b != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		return wal.SplitObjectLog(ctx, wal.SplitObjectLogOptions{Bucket: b, Prefix: path.Join("wal", dir),
+			RecoveredEditsDir: func(region string) string { return dirs[region] }, FlushedSeq: flushedSeq})
+	}
 	src := path.Join("wal", dir+layout.SplittingSuffix)
 	ok, err := storage.Exists(m.cfg.FS, src)
 	if err != nil {
@@ -220,12 +240,7 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 		FS:                m.cfg.FS,
 		Dir:               src,
 		RecoveredEditsDir: func(region string) string { return dirs[region] },
-		FlushedSeq: func(region string) uint64 {
-			if _, ok := dirs[region]; !ok {
-				return math.MaxUint64 // not a region any more (its table was dropped): skip
-			}
-			return flushed[region]
-		},
+		FlushedSeq:        flushedSeq,
 	})
 	if err == nil && res.TornTail != nil {
 		// A killed server's last segment ends in its preallocated zeros (64 MiB by default):
@@ -239,8 +254,14 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 	return res, err
 }
 
-// archiveWAL moves a split WAL directory to archive/wal/.
+// archiveWAL moves a split WAL directory to archive/wal/; on a bucket it deletes the split object
+// log, keeping its fence markers (wal.DeleteObjectLog).
 func (m *Master) archiveWAL(dir string) error {
+	if b := m.cfg.Bucket; b != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		return wal.DeleteObjectLog(ctx, b, path.Join("wal", dir))
+	}
 	fs := m.cfg.FS
 	src := path.Join("wal", dir+layout.SplittingSuffix)
 	ok, err := storage.Exists(fs, src)

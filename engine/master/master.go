@@ -23,8 +23,13 @@ import (
 
 // Config configures a Master.
 type Config struct {
-	// FS is the shared storage root holding meta/, data/, wal/ and archive/. Required.
+	// FS is the shared storage root holding meta/, data/, wal/ and archive/. Required unless
+	// Bucket is set.
 	FS storage.FS
+	// Bucket, when set, holds the same keys instead of FS (object storage): the catalog as a
+	// snapshot and per-activation object logs (OpenBucketCatalog), dead servers' object logs
+	// fenced and split by conditional creates. Region splits are off there (not built yet).
+	Bucket storage.Bucket
 	// Address is this master's advertised gRPC address (host:port): its identity in the election,
 	// what ClusterStatus names as the active master, and what standbys send clients to.
 	Address string
@@ -87,8 +92,8 @@ type Config struct {
 }
 
 func (c *Config) fill() error {
-	if c.FS == nil {
-		return errors.New("master: Config.FS (the shared storage root) is required")
+	if c.FS == nil && c.Bucket == nil {
+		return errors.New("master: Config.FS (the shared storage root) or Config.Bucket (object storage) is required")
 	}
 	if c.Election == nil {
 		c.Election = NoElection{Identity: c.Address}
@@ -449,7 +454,7 @@ func (m *Master) elected(ctx context.Context) {
 func (m *Master) lockCatalog(ctx context.Context) (*storage.DirLock, error) {
 	local, ok := m.cfg.FS.(interface{ Root() string })
 	if !ok {
-		return nil, nil
+		return nil, nil // in memory, or a bucket: the catalog there fences earlier masters' logs
 	}
 	dir := filepath.Join(local.Root(), "meta")
 	for logged := false; ; {
@@ -493,7 +498,13 @@ func (m *Master) activate(ctx context.Context) error {
 	}
 	m.status.Store(stateActivating)
 	start := time.Now()
-	cat, err := OpenCatalog(m.cfg.FS, "meta")
+	var cat *Catalog
+	var err error
+	if m.cfg.Bucket != nil {
+		cat, err = OpenBucketCatalog(m.cfg.Bucket, "meta", m.cfg.Address)
+	} else {
+		cat, err = OpenCatalog(m.cfg.FS, "meta")
+	}
 	if err != nil {
 		return fmt.Errorf("master: open the catalog: %w", err)
 	}

@@ -1,9 +1,13 @@
 package master
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -133,8 +137,13 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 	})
 }
 
-// archiveDir moves a directory under archive/ (nothing when it does not exist).
+// archiveDir moves a directory under archive/ (nothing when it does not exist). On a bucket it
+// copies every object under src/ to the same place under dst/ and deletes it (no rename there);
+// it is idempotent, a retry finishes what a failed run left.
 func (m *Master) archiveDir(src, dst string) error {
+	if b := m.cfg.Bucket; b != nil {
+		return archiveObjects(b, src, dst)
+	}
 	fs := m.cfg.FS
 	ok, err := storage.Exists(fs, src)
 	if err != nil || !ok {
@@ -312,4 +321,35 @@ func (m *Master) balanceLocked() int {
 		m.kick()
 	}
 	return n
+}
+
+func archiveObjects(b storage.Bucket, src, dst string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for {
+		page, err := b.List(ctx, src+"/", "", 1000)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, o := range page {
+			body, _, err := b.Get(ctx, o.Key)
+			if errors.Is(err, storage.ErrNoObject) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			to := path.Join(dst, strings.TrimPrefix(o.Key, src+"/"))
+			// Create-only: a retry finds its own copy; another object there stops the move.
+			if _, err := b.Put(ctx, to, body, storage.Condition{IfNoneMatch: true}); err != nil {
+				return fmt.Errorf("archive %s to %s: %w", o.Key, to, err)
+			}
+			if err := b.Delete(ctx, o.Key); err != nil {
+				return err
+			}
+		}
+	}
 }

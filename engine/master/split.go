@@ -102,6 +102,9 @@ const splitHelp = ": split it when it is open and settled"
 // startSplitLocked starts a SPLIT of a primary (the parent goes CLOSING, its replicas get
 // UNASSIGN procedures). key empty: the midpoint, chosen at the SPLIT step.
 func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why string) (*pb.RegionProcedure, *pb.ErrorDetail) {
+	if m.cfg.Bucket != nil {
+		return nil, errPrecondition("region %s is on object storage (%s), where region splits are not built yet", r.GetInfo().GetName(), m.cfg.Bucket.Describe())
+	}
 	name, info := r.GetInfo().GetName(), r.GetInfo()
 	if info.GetReplicaId() != 0 {
 		return nil, errInvalid("region %s is a read replica: split its primary %s", name, layout.PrimaryName(name))
@@ -321,6 +324,9 @@ func (m *Master) splitSizeLocked(t *pb.CatalogTable) int64 {
 // largest store file, read from shared storage while the region stays open) before splitting it
 // there: a region that cannot split (one huge row, references) is never closed for nothing.
 func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad) {
+	if m.cfg.Bucket != nil {
+		return // region splits on object storage are not built yet
+	}
 	if on, err := strconv.ParseBool(m.clusterConfigLocked()[layout.ConfigSplitsEnabled]); err == nil && !on {
 		return
 	}
@@ -426,6 +432,9 @@ func (m *Master) cleanParent(dir string, daughters []region.Info) error {
 		return errors.New("the parent names no daughters")
 	}
 	for _, d := range daughters {
+		if m.cfg.Bucket != nil {
+			break // no splits on a bucket, so no references
+		}
 		refs, err := region.HasReferenceFiles(m.cfg.FS, d)
 		if err != nil {
 			return err

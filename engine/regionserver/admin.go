@@ -159,7 +159,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 		info.Name = layout.PrimaryName(or.info.GetName())
 		ri := path.Join(info.Dir(), ".regioninfo")
 		for wait := 0; ; wait++ {
-			ok, err := storage.Exists(s.cfg.FS, ri)
+			ok, err := s.exists(ri)
 			if err != nil {
 				return nil, err
 			}
@@ -167,7 +167,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 				break
 			}
 			if wait == 50 || or.cancel.Load() {
-				if err := region.Create(s.cfg.FS, td, info); err != nil {
+				if err := s.createRegion(td, info); err != nil {
 					return nil, err
 				}
 				break
@@ -178,7 +178,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	}
 	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
-	if err := region.Create(s.cfg.FS, td, info); err != nil {
+	if err := s.createRegion(td, info); err != nil {
 		return nil, err
 	}
 	r, err := region.Open(s.regionConfig(or.table), info)
@@ -237,4 +237,24 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
 	}()
 	return &pb.CloseRegionResponse{}, nil
+}
+
+// exists reports whether a file (or object) of the shared storage exists.
+func (s *Server) exists(p string) (bool, error) {
+	if s.cfg.Bucket != nil {
+		_, err := s.cfg.Bucket.Stat(context.Background(), p)
+		if errors.Is(err, storage.ErrNoObject) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return storage.Exists(s.cfg.FS, p)
+}
+
+// createRegion writes a region's .regioninfo (and directories) where this server keeps regions.
+func (s *Server) createRegion(td region.TableDescriptor, info region.Info) error {
+	if s.cfg.Bucket != nil {
+		return region.CreateOnBucket(s.cfg.Bucket, td, info)
+	}
+	return region.Create(s.cfg.FS, td, info)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // callMaster runs fn against the active master, trying every configured master and following
@@ -140,7 +141,7 @@ func (s *Server) heartbeatLoop() {
 		if stopping {
 			continue // the stop reports its regions itself; only the lease matters now
 		}
-		if resp.GetUnknownServer() || !s.walDirExists() {
+		if resp.GetUnknownServer() || s.walFenced() {
 			s.log.Error("the master does not know this process or its WAL directory was fenced: "+
 				"dropping every region and registering again as a new process", "unknown_server", resp.GetUnknownServer())
 			s.reincarnate()
@@ -152,12 +153,24 @@ func (s *Server) heartbeatLoop() {
 	}
 }
 
-func (s *Server) walDirExists() bool {
+// walFenced reports whether the master fenced this process's WAL: on a directory tree its
+// directory was renamed away; on a bucket the object log's next number holds a fence marker (an
+// error to find out counts as not fenced: the next heartbeat asks again).
+func (s *Server) walFenced() bool {
 	s.walMu.RLock()
-	dir := s.walDir
+	dir, w := s.walDir, s.wal
 	s.walMu.RUnlock()
+	if l, ok := w.(*wal.ObjectLog); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		fenced, err := l.Fenced(ctx)
+		if err != nil {
+			s.log.Warn("cannot tell whether the WAL was fenced", "error", err)
+		}
+		return fenced
+	}
 	_, err := s.cfg.FS.Stat(dir)
-	return err == nil
+	return err != nil
 }
 
 // heartbeat sends one heartbeat and renews the fence.

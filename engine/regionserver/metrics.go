@@ -10,6 +10,7 @@ import (
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // metrics counts with atomics; gauges are computed at scrape time. Names are HBase's metrics2
@@ -85,8 +86,16 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 			if w == nil {
 				return 0
 			}
-			st := w.Stats()
-			return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
+			switch w := w.(type) {
+			case *wal.WAL:
+				st := w.Stats()
+				return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
+			case *wal.ObjectLog:
+				// A group commit is a PUT: it counts as the sync.
+				st := w.Stats()
+				return f(walStats{syncs: st.Puts, appends: st.Appends, bytes: st.PutBytes, syncNanos: st.PutNanos})
+			}
+			return 0
 		}
 	}
 	counterFn := func(name, help string, f func() float64) prometheus.Collector {

@@ -36,8 +36,12 @@ import (
 
 // Config configures a region server.
 type Config struct {
-	// FS is the shared storage root (required).
+	// FS is the shared storage root (required unless Bucket is set).
 	FS storage.FS
+	// Bucket, when set, holds everything instead of FS (object storage): regions' files
+	// (region.Config.Bucket) and the WAL as an object log (wal.ObjectLog) under
+	// wal/<server>,<start code>.
+	Bucket storage.Bucket
 	// Masters are the masters' gRPC addresses; the server finds the active one (required).
 	Masters []string
 	// DataAddr and AdminAddr are the listen addresses of the data path and the Admin gRPC service
@@ -96,8 +100,8 @@ type Config struct {
 }
 
 func (c *Config) fill() error {
-	if c.FS == nil {
-		return errors.New("regionserver: Config.FS (the shared storage root) is required")
+	if c.FS == nil && c.Bucket == nil {
+		return errors.New("regionserver: Config.FS (the shared storage root) or Config.Bucket (object storage) is required")
 	}
 	if len(c.Masters) == 0 {
 		return errors.New("regionserver: no master address given (--masters)")
@@ -184,7 +188,7 @@ type Server struct {
 	cache  *blockcache.Combined
 
 	walMu     sync.RWMutex
-	wal       *wal.WAL
+	wal       serverLog
 	walDir    string
 	startCode int64
 	name      *pb.ServerName // host, port, start code (under walMu for the start code)
@@ -401,8 +405,17 @@ func (s *Server) openWAL() error {
 	return nil
 }
 
+// serverLog is the server's write-ahead log: segments in a directory (*wal.WAL) or an object log
+// (*wal.ObjectLog) on a bucket.
+type serverLog interface {
+	wal.Log
+	// Err is why the log acknowledges nothing more (broken, fenced), or nil.
+	Err() error
+	Close() error
+}
+
 // newWAL opens a WAL under a fresh start code without installing it.
-func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
+func (s *Server) newWAL() (serverLog, string, int64, error) {
 	s.walMu.RLock()
 	last := s.startCode
 	s.walMu.RUnlock()
@@ -411,6 +424,15 @@ func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
 		code = last + 1
 	}
 	dir := path.Join("wal", layout.WALDirName(s.nameStr, code))
+	if s.cfg.Bucket != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr})
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
+		}
+		return l, dir, code, nil
+	}
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
 		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots})
 	if err != nil {
@@ -419,7 +441,7 @@ func (s *Server) newWAL() (*wal.WAL, string, int64, error) {
 	return w, dir, code, nil
 }
 
-func (s *Server) installWAL(w *wal.WAL, dir string, code int64) {
+func (s *Server) installWAL(w serverLog, dir string, code int64) {
 	s.walMu.Lock()
 	defer s.walMu.Unlock()
 	s.wal, s.walDir, s.startCode = w, dir, code
@@ -432,7 +454,7 @@ func (s *Server) serverName() *pb.ServerName {
 	return s.name
 }
 
-func (s *Server) currentWAL() *wal.WAL {
+func (s *Server) currentWAL() serverLog {
 	s.walMu.RLock()
 	defer s.walMu.RUnlock()
 	return s.wal
@@ -566,7 +588,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 	if table.GetMemstoreFlushSize() > 0 {
 		flush = table.GetMemstoreFlushSize()
 	}
-	return region.Config{FS: s.cfg.FS, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
+	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
 		Logger: s.cfg.Logger}
 }
 

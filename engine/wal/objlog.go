@@ -62,6 +62,8 @@ type ObjectLog struct {
 	puts    atomic.Uint64
 	appends atomic.Uint64
 	deleted atomic.Uint64
+	// putBytes and putNanos: bytes and time of the successful PUTs.
+	putBytes, putNanos atomic.Uint64
 }
 
 // ObjectLogOptions configure an ObjectLog.
@@ -278,11 +280,14 @@ type ObjectLogStats struct {
 	Appends uint64 // edits appended
 	Puts    uint64 // objects written (group commits)
 	Deleted uint64 // objects deleted because every edit in them was flushed
+	// PutBytes and PutNanos sum the size and the time of the objects written.
+	PutBytes, PutNanos uint64
 }
 
 // Stats returns the counters: Appends/Puts is the edits one PUT carries.
 func (l *ObjectLog) Stats() ObjectLogStats {
-	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load()}
+	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
+		PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
 }
 
 func (l *ObjectLog) signal() {
@@ -354,11 +359,15 @@ func (l *ObjectLog) take() (objectCommit, bool) {
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
 func (l *ObjectLog) put(c objectCommit) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	start := time.Now()
 	_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, c.n), c.body, storage.Condition{IfNoneMatch: true})
+	took := time.Since(start)
 	cancel()
 	l.mu.Lock()
 	if err == nil {
 		l.puts.Add(1)
+		l.putBytes.Add(uint64(len(c.body)))
+		l.putNanos.Add(uint64(took))
 	} else if l.failErr == nil {
 		l.failErr = l.failure(c.n, err)
 	}
@@ -445,11 +454,56 @@ func (l *ObjectLog) failure(n uint64, err error) error {
 	if errors.Is(err, storage.ErrPrecondition) {
 		return fmt.Errorf("%w: object %d of %s is a fence marker (writer %s)", ErrFenced, n, l.opts.Prefix, l.opts.Writer)
 	}
-	return fmt.Errorf("wal: writing object %d of %s: %w", n, l.opts.Prefix, err)
+	// ErrBroken: as for a failed sync of a segment, the server starts a new log.
+	return fmt.Errorf("%w: writing object %d of %s: %w", ErrBroken, n, l.opts.Prefix, err)
 }
 
-// FenceObjectLog stops the log's writer: it writes fence markers at every number missing in the
-// MaxFenceWindow numbers below the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
+// Fenced reports whether the master fenced the log: whether the number this log would write next
+// holds an object (FenceObjectLog puts markers at the numbers above the highest object). An idle
+// writer learns this way what a writing one learns from its next PUT.
+func (l *ObjectLog) Fenced(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	next := l.gc.issued + 1
+	err := l.err
+	l.mu.Unlock()
+	if errors.Is(err, ErrFenced) {
+		return true, nil
+	}
+	_, serr := l.opts.Bucket.Stat(ctx, objectKey(l.opts.Prefix, next))
+	switch {
+	case serr == nil:
+		return true, nil
+	case errors.Is(serr, storage.ErrNoObject):
+		return false, nil
+	}
+	return false, fmt.Errorf("wal: checking whether %s was fenced: %w", l.opts.Prefix, serr)
+}
+
+// DeleteObjectLog deletes a fenced log's objects once its edits were split out, keeping the fence
+// markers: a writer that was paused through the fence and the split, and wakes, must still find
+// its next numbers taken rather than acknowledge writes nobody will read.
+func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error {
+	objs, err := listObjects(ctx, b, prefix)
+	if err != nil {
+		return fmt.Errorf("wal: delete %s: %w", prefix, err)
+	}
+	for _, o := range objs {
+		head, err := b.GetRange(ctx, o.key, 0, headerSize)
+		if err != nil {
+			return fmt.Errorf("wal: delete %s: %w", o.key, err)
+		}
+		if kind, _, herr := checkHeader(head); herr == nil && kind == kindFence {
+			continue
+		}
+		if err := b.Delete(ctx, o.key); err != nil {
+			return fmt.Errorf("wal: delete %s: %w", o.key, err)
+		}
+	}
+	return nil
+}
+
+// FenceObjectLog stops the log's writer: it writes fence markers at every number missing among the
+// MaxFenceWindow numbers up to the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
 // the highest object under the prefix is one of its markers. From then on every PUT the writer
 // makes fails its condition, so it acknowledges nothing more, and ReadObjectLog returns every
 // edit it acknowledged. It returns the highest marker's number. Fencing a fenced log again is
@@ -470,19 +524,37 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
 		var highest uint64
+		var top string
 		have := map[uint64]bool{}
 		for _, o := range objs {
 			have[o.n] = true
-			highest = max(highest, o.n)
+			if o.n >= highest {
+				highest, top = o.n, o.key
+			}
+		}
+		first := uint64(1)
+		if highest > MaxFenceWindow {
+			first = highest - MaxFenceWindow + 1
+		}
+		complete := top != ""
+		for n := first; complete && n <= highest; n++ {
+			complete = have[n]
+		}
+		if attempt == 0 && complete {
+			// Fenced before, completely (a fence writes top-down: a crash mid-way leaves gaps below
+			// its top marker): the writer can get past no number up to the top marker.
+			head, err := b.GetRange(ctx, top, 0, headerSize)
+			if err != nil {
+				return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+			}
+			if kind, _, herr := checkHeader(head); herr == nil && kind == kindFence {
+				return highest, nil
+			}
 		}
 		last := highest + MaxFenceWindow
 		// From the top down: once the top marker is in place, the writer cannot get past it. Below
 		// the highest object only the last MaxFenceWindow numbers can still be in flight (a writer
 		// has at most MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
-		first := uint64(1)
-		if highest > MaxFenceWindow {
-			first = highest - MaxFenceWindow
-		}
 		for n := last; n >= first; n-- {
 			if have[n] {
 				continue

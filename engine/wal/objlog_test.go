@@ -518,3 +518,42 @@ func TestObjectLogMarkFlushedAndNextSeq(t *testing.T) {
 		t.Fatalf("append after the fence: %v", err)
 	}
 }
+
+// An idle writer learns it was fenced by asking (Fenced); deleting the fenced log after its split
+// keeps the markers, so the writer, waking, still cannot acknowledge anything.
+func TestObjectLogFencedAndDeleted(t *testing.T) {
+	b := dirBucket(t)
+	ctx := context.Background()
+	l := openLog(t, b, "wal/idle_1", 2)
+	for i := range 5 {
+		if _, err := l.Append(testEdit("r", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fenced, err := l.Fenced(ctx); err != nil || fenced {
+		t.Fatalf("before the fence: fenced=%v err=%v", fenced, err)
+	}
+	if _, err := FenceObjectLog(ctx, b, "wal/idle_1", "master"); err != nil {
+		t.Fatal(err)
+	}
+	if fenced, err := l.Fenced(ctx); err != nil || !fenced {
+		t.Fatalf("after the fence: fenced=%v err=%v", fenced, err)
+	}
+	if err := DeleteObjectLog(ctx, b, "wal/idle_1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLog(t, b, "wal/idle_1"); len(got) != 0 {
+		t.Fatalf("%d edits left after the delete", len(got))
+	}
+	if _, err := l.Append(testEdit("r", 99)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the writer after its log was deleted: %v, want ErrFenced", err)
+	}
+	// Fencing a fenced log again (a master that takes over fences every earlier log) adds nothing.
+	before, _ := b.List(ctx, "wal/idle_1/", "", 0)
+	if _, err := FenceObjectLog(ctx, b, "wal/idle_1", "next master"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := b.List(ctx, "wal/idle_1/", "", 0); len(after) != len(before) {
+		t.Fatalf("fencing again wrote %d more markers", len(after)-len(before))
+	}
+}

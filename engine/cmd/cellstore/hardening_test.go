@@ -33,7 +33,7 @@ func TestStandaloneDirectoryLockAndDrain(t *testing.T) {
 	args, _, _, _ := standaloneArgs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, append([]string{"standalone"}, args...)...).CombinedOutput()
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("a second standalone on the same directory did not fail at once (err %v):\n%s", err, out)
 	}

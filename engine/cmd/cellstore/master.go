@@ -26,6 +26,7 @@ import (
 // masterFlags are the `cellstore master` settings (flags, or lines of the --config file).
 type masterFlags struct {
 	storageDir, grpcAddr, httpAddr, advertiseHost   string
+	bucket                                          bucketFlags
 	election, leaseName, leaseNamespace, kubeconfig string
 	leaseDuration, renewDeadline, retryPeriod       time.Duration
 	serverLease, heartbeatInterval                  time.Duration
@@ -67,7 +68,8 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	}
 	d := lease.Default
 	fl := cmd.Flags()
-	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (a local directory or a shared volume): meta/, data/, wal/, archive/ (required)")
+	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (a local directory or a shared volume): meta/, data/, wal/, archive/ (required unless the data is in a bucket: --s3-bucket)")
+	addBucketFlags(fl, &f.bucket)
 	fl.StringVar(&f.grpcAddr, "grpc-addr", ":16000", "address of the Master gRPC service")
 	fl.StringVar(&f.httpAddr, "http-addr", ":16010", "address of the telemetry endpoint (/metrics, /healthz, /readyz, /debug/pprof)")
 	fl.StringVar(&f.advertiseHost, "advertise-host", "", "host name others reach this master by (default: the host name); with the gRPC port it is the master's identity")
@@ -103,12 +105,19 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.storageDir == "" {
-		return errors.New("--storage-dir is required (the shared storage root)")
-	}
-	fs, err := storage.NewLocal(f.storageDir)
-	if err != nil {
-		return fmt.Errorf("--storage-dir: %w", err)
+	var fs storage.FS
+	var bucket storage.Bucket
+	switch {
+	case f.bucket.set():
+		if bucket, err = f.bucket.open(ctx, nil); err != nil {
+			return err
+		}
+	case f.storageDir == "":
+		return errors.New("--storage-dir is required (the shared storage root), or --s3-bucket for object storage")
+	default:
+		if fs, err = storage.NewLocal(f.storageDir); err != nil {
+			return fmt.Errorf("--storage-dir: %w", err)
+		}
 	}
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
@@ -140,7 +149,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 
 	tel := telemetry.New()
 	m, err := master.New(master.Config{
-		FS: fs, Address: identity, Election: elector,
+		FS: fs, Bucket: bucket, Address: identity, Election: elector,
 		Lease: lease.Config{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,

@@ -28,6 +28,7 @@ type regionServerFlags struct {
 	advertiseHost, zone, logLevel, configFile          string
 	flushSize, replicationQueue                        int64
 	mem                                                offheap.MemoryConfig
+	bucket                                             bucketFlags
 	// data-path admission control (the request queue is in mem: it is part of the memory plan)
 	maxConns, maxScanners     int
 	maxRequest, maxScanResult offheap.Quantity
@@ -83,7 +84,8 @@ gracefully: regions are flushed and closed and the master is told.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (the master's): data/, wal/, archive/ (required)")
+	fl.StringVar(&f.storageDir, "storage-dir", "", "shared storage root (the master's): data/, wal/, archive/ (required unless the data is in a bucket: --s3-bucket)")
+	addBucketFlags(fl, &f.bucket)
 	fl.StringVar(&f.masters, "masters", "127.0.0.1:16000", "masters' gRPC addresses, comma-separated; the active one is found")
 	fl.StringVar(&f.dataAddr, "data-addr", ":16020", "address of the data path (get, mutate, multi, scan)")
 	fl.StringVar(&f.adminAddr, "admin-addr", ":16021", "address of the Admin gRPC service (the master's orders)")
@@ -123,14 +125,14 @@ func memoryPlan(mem *offheap.MemoryConfig, log *slog.Logger) (*offheap.MemoryPla
 	return plan, nil
 }
 
-func regionServerConfig(f *regionServerFlags, fs storage.FS, plan *offheap.MemoryPlan, log *slog.Logger) regionserver.Config {
+func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Bucket, plan *offheap.MemoryPlan, log *slog.Logger) regionserver.Config {
 	var masters []string
 	for _, m := range strings.Split(f.masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			masters = append(masters, m)
 		}
 	}
-	return regionserver.Config{FS: fs, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
+	return regionserver.Config{FS: fs, Bucket: bucket, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
 		AdvertiseHost: f.advertiseHost, Zone: f.zone, MemstoreBytes: plan.MemstoreOffheap, BlockCacheOffheap: plan.BlockCacheOffheap,
 		NoL2: plan.BlockCacheOffheap == 0, BlockCacheOnheap: plan.BlockCacheOnheap, Hugepages: plan.Hugepages,
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
@@ -145,19 +147,27 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.storageDir == "" {
-		return errors.New("--storage-dir is required (the shared storage root)")
+	var fs storage.FS
+	var bucket storage.Bucket
+	switch {
+	case f.bucket.set():
+		if bucket, err = f.bucket.open(ctx, nil); err != nil {
+			return err
+		}
+	case f.storageDir == "":
+		return errors.New("--storage-dir is required (the shared storage root), or --s3-bucket for object storage")
+	default:
+		local, err := storage.NewLocal(f.storageDir)
+		if err != nil {
+			return fmt.Errorf("--storage-dir: %w", err)
+		}
+		fs = wrapForFaults(local, log)
 	}
-	local, err := storage.NewLocal(f.storageDir)
-	if err != nil {
-		return fmt.Errorf("--storage-dir: %w", err)
-	}
-	fs := wrapForFaults(local, log)
 	plan, err := memoryPlan(&f.mem, log)
 	if err != nil {
 		return err
 	}
-	s, err := regionserver.New(regionServerConfig(f, fs, plan, log))
+	s, err := regionserver.New(regionServerConfig(f, fs, bucket, plan, log))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,8 @@ same directory recovers the tables.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dir, "dir", "", "directory holding all the data (required)")
+	fl.StringVar(&f.dir, "dir", "", "directory holding all the data (required unless it is in a bucket: --s3-bucket or --bucket-dir)")
+	addBucketFlags(fl, &f.rs.bucket)
 	fl.StringVar(&f.masterAddr, "master-addr", "127.0.0.1:16000", "address of the Master gRPC service")
 	fl.StringVar(&f.masterHTTP, "master-http-addr", "127.0.0.1:16010", "the master's /metrics, /healthz, /readyz")
 	fl.StringVar(&f.rs.dataAddr, "data-addr", "127.0.0.1:16020", "address of the region server's data path")
@@ -68,21 +69,35 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	if err != nil {
 		return err
 	}
-	if f.dir == "" {
-		return errors.New("--dir is required (where the data lives)")
-	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		return fmt.Errorf("--dir: %w", err)
-	}
-	// One process per directory: a second one would replay and append to the same catalog and WAL.
-	lock, err := storage.LockDir(f.dir)
-	if err != nil {
-		return fmt.Errorf("--dir: %w", err)
-	}
-	defer lock.Release()
-	fs, err := storage.NewLocal(f.dir)
-	if err != nil {
-		return fmt.Errorf("--dir: %w", err)
+	var fs storage.FS
+	var bucket storage.Bucket
+	where := f.dir
+	switch {
+	case f.rs.bucket.set():
+		// A second process on the same bucket fences the first one's logs (catalog and WAL):
+		// the older one stops acknowledging, so no lock is needed.
+		if f.dir != "" {
+			return errors.New("--dir and a bucket (--s3-bucket, --bucket-dir) both given: choose one")
+		}
+		if bucket, err = f.rs.bucket.open(ctx, nil); err != nil {
+			return err
+		}
+		where = bucket.Describe()
+	case f.dir == "":
+		return errors.New("--dir is required (where the data lives), or --s3-bucket / --bucket-dir for object storage")
+	default:
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
+		// One process per directory: a second one would replay and append to the same catalog and WAL.
+		lock, err := storage.LockDir(f.dir)
+		if err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
+		defer lock.Release()
+		if fs, err = storage.NewLocal(f.dir); err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
 	}
 	plan, err := memoryPlan(&f.rs.mem, log)
 	if err != nil {
@@ -98,7 +113,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		maddr = net.JoinHostPort(f.rs.advertiseHost, port)
 	}
 	mtel := telemetry.New()
-	m, err := master.New(master.Config{FS: fs, Address: maddr, Election: master.NoElection{Identity: maddr},
+	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond})
 	if err != nil {
 		return err
@@ -127,7 +142,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		stopGRPC(gs, 5*time.Second)
 	}
 	f.rs.masters = maddr
-	s, err := regionserver.New(regionServerConfig(&f.rs, fs, plan, log.With("process", "regionserver")))
+	s, err := regionserver.New(regionServerConfig(&f.rs, fs, bucket, plan, log.With("process", "regionserver")))
 	if err != nil {
 		stopMaster()
 		return err
@@ -141,7 +156,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "cellstore standalone is running over %s\n  master %s, region server %s\n  connect with: cellstore shell --masters %s\n",
-		f.dir, maddr, s.DataAddr(), maddr)
+		where, maddr, s.DataAddr(), maddr)
 	var failed error
 	select {
 	case <-ctx.Done():

@@ -30,11 +30,14 @@ type standaloneProc struct {
 func standaloneArgs(t *testing.T, dir string) (args []string, master, data, httpAddr string) {
 	master = "127.0.0.1:" + freePort(t)
 	data, httpAddr = "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-	return []string{"standalone", "--dir", dir, "--master-addr", master,
-		"--master-http-addr", "127.0.0.1:" + freePort(t), "--data-addr", data,
-		"--admin-addr", "127.0.0.1:" + freePort(t), "--http-addr", httpAddr,
+	if dir != "" {
+		args = []string{"--dir", dir}
+	}
+	return append(args, "--master-addr", master,
+		"--master-http-addr", "127.0.0.1:"+freePort(t), "--data-addr", data,
+		"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", httpAddr,
 		"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
-		"--log-level", "warn"}, master, data, httpAddr
+		"--log-level", "warn"), master, data, httpAddr
 }
 
 // startStandalone runs the binary and waits for its "connect with" line. wrap, when given,
@@ -46,7 +49,7 @@ func startStandalone(t *testing.T, bin, dir string, extra ...string) *standalone
 func startStandaloneWrapped(t *testing.T, bin, dir string, wrap func([]string) []string, extra ...string) *standaloneProc {
 	t.Helper()
 	args, master, data, httpAddr := standaloneArgs(t, dir)
-	argv := append(append([]string{bin}, args...), extra...)
+	argv := append(append([]string{bin, "standalone"}, args...), extra...)
 	if wrap != nil {
 		argv = wrap(argv)
 	}
@@ -109,6 +112,18 @@ func runShell(t *testing.T, bin, master, script string) string {
 	out, err := exec.CommandContext(ctx, bin, "shell", "--masters", master, "-e", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("shell %q: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// runShellErr runs a shell script expected to fail and returns its output.
+func runShellErr(t *testing.T, bin, master, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "shell", "--masters", master, "-e", script).CombinedOutput()
+	if err == nil {
+		t.Fatalf("shell %q succeeded:\n%s", script, out)
 	}
 	return string(out)
 }
