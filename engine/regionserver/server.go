@@ -97,6 +97,8 @@ type Config struct {
 	// Registerer receives the metrics (default: the telemetry server's registry when HTTPAddr is
 	// set, else none).
 	Registerer prometheus.Registerer
+	// Collectors are registered with the server's own metrics (the object store's requests).
+	Collectors []prometheus.Collector
 }
 
 func (c *Config) fill() error {
@@ -294,6 +296,12 @@ func New(cfg Config) (*Server, error) {
 			s.release()
 			return nil, err
 		}
+		for _, c := range s.cfg.Collectors {
+			if err := s.cfg.Registerer.Register(c); err != nil {
+				s.release()
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }
@@ -427,7 +435,8 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 	if s.cfg.Bucket != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr})
+		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
+			MaxInFlight: s.cfg.WALSyncSlots})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}

@@ -1,31 +1,39 @@
 # hack/lib/standalone.sh: sourced by the benchmark scripts. standalone_start DIR starts
 # `cellstore standalone` on DIR/data (bin/cellstore must exist), waits until it is ready and sets
 # MASTER, HTTP and PID; an EXIT trap stops it by PID (also on failure) and removes DIR.
-# Extra flags for the store come from STANDALONE_FLAGS.
+# Extra flags for the store come from STANDALONE_FLAGS; STANDALONE_STORAGE replaces the default
+# "--dir DIR/data" (e.g. the --s3-* flags of a bucket). standalone_stop stops it (to restart it).
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
 	shuf -i 20000-60000 -n 1; }
 
-standalone_cleanup() {
+standalone_stop() {
 	if [[ -n ${PID:-} ]] && kill -0 "$PID" 2>/dev/null; then
 		kill "$PID"
-		for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 300); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$PID" 2>/dev/null || true
 	fi
-	[[ -n ${STANDALONE_DIR:-} ]] && rm -rf "$STANDALONE_DIR"
+	PID=
 }
 
-standalone_start() { # DIR
+standalone_cleanup() {
+	standalone_stop
+	if [[ -n ${STANDALONE_DIR:-} ]]; then rm -rf "$STANDALONE_DIR"; fi
+	if [[ -n ${EXTRA_CLEANUP:-} ]]; then eval "$EXTRA_CLEANUP"; fi
+}
+
+standalone_start() { # DIR (kept across restarts)
 	STANDALONE_DIR=$1
+	mkdir -p "$STANDALONE_DIR"
 	trap standalone_cleanup EXIT
 	MASTER=127.0.0.1:$(free_port)
 	HTTP=127.0.0.1:$(free_port)
 	echo "==> starting a standalone store in $STANDALONE_DIR (master $MASTER)" >&2
 	# shellcheck disable=SC2086
-	bin/cellstore standalone --dir "$STANDALONE_DIR/data" --master-addr "$MASTER" \
+	bin/cellstore standalone ${STANDALONE_STORAGE:---dir $STANDALONE_DIR/data} --master-addr "$MASTER" \
 		--master-http-addr 127.0.0.1:$(free_port) --data-addr 127.0.0.1:$(free_port) \
 		--admin-addr 127.0.0.1:$(free_port) --http-addr "$HTTP" --log-level warn ${STANDALONE_FLAGS:-} \
-		>"$STANDALONE_DIR/standalone.log" 2>&1 &
+		>>"$STANDALONE_DIR/standalone.log" 2>&1 &
 	PID=$!
 	local i
 	for i in $(seq 600); do

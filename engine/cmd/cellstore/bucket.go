@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/cellstore/cellstore/engine/storage"
@@ -17,7 +18,7 @@ import (
 // local directory used as one (--bucket-dir: what the tests and a laptop use).
 type bucketFlags struct {
 	endpoint, bucket, prefix, region, caFile string
-	pathStyle                                bool
+	pathStyle, create                        bool
 	dir                                      string
 }
 
@@ -36,6 +37,7 @@ func addBucketFlags(fl *pflag.FlagSet, f *bucketFlags) {
 	fl.StringVar(&f.region, "s3-region", "", "the bucket's region (default us-east-1)")
 	fl.BoolVar(&f.pathStyle, "s3-path-style", false, "address the bucket in the URL path (MinIO and most self-hosted stores)")
 	fl.StringVar(&f.caFile, "s3-ca-file", "", "PEM file of certificates to trust for the S3 endpoint, besides the system's")
+	fl.BoolVar(&f.create, "s3-create-bucket", false, "create the bucket when it does not exist (development stores)")
 	fl.StringVar(&f.dir, "bucket-dir", "", "keep all data in this directory used as an object store (conditional writes by link and rename): development and tests")
 }
 
@@ -73,8 +75,52 @@ func (f *bucketFlags) open(ctx context.Context, reg prometheus.Registerer) (stor
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if f.create {
+		if err := b.CreateIfMissing(cctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.CheckConditionalWrites(cctx); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// bucketCollectors are the object store's request metrics, to register where the process serves
+// its metrics (none for a directory bucket).
+func bucketCollectors(b storage.Bucket) []prometheus.Collector {
+	if sb, ok := b.(*s3.Bucket); ok {
+		return sb.Collectors()
+	}
+	return nil
+}
+
+// bucketCommand is `cellstore bucket check`: the start check of a server, alone — can Cellstore
+// keep its data in this bucket (it answers to these credentials, and does conditional writes)?
+// With --s3-create-bucket it makes a missing bucket first (development stores).
+func bucketCommand() *cobra.Command {
+	var f bucketFlags
+	cmd := &cobra.Command{
+		Use:   "bucket",
+		Short: "Check an object-store bucket for Cellstore",
+	}
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check that Cellstore can keep its data in a bucket: it answers, and does conditional writes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !f.set() {
+				return fmt.Errorf("name a bucket: --s3-bucket (with --s3-endpoint ...) or --bucket-dir")
+			}
+			b, err := f.open(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: reachable, conditional writes work: Cellstore can keep its data there\n", b.Describe())
+			return nil
+		},
+	}
+	addBucketFlags(check.Flags(), &f)
+	cmd.AddCommand(check)
+	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,5 +80,28 @@ func TestStandaloneOnBucket(t *testing.T) {
 			}
 			p.stop(t, os.Interrupt)
 		})
+	}
+}
+
+// `cellstore bucket check` says whether Cellstore can use a bucket: a missing one is refused with
+// what to do, --s3-create-bucket makes it, and then the check passes.
+func TestBucketCheck(t *testing.T) {
+	bin := cellstoreBinary(t)
+	srv := s3test.Start(t)
+	cfg := srv.Config("x")
+	t.Setenv(envAccessKey, cfg.AccessKeyID)
+	t.Setenv(envSecretKey, cfg.SecretAccessKey)
+	args := []string{"bucket", "check", "--s3-endpoint", cfg.Endpoint, "--s3-bucket", "checked", "--s3-path-style"}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "checked") || !strings.Contains(strings.ToLower(string(out)), "create") {
+		t.Fatalf("a missing bucket: err %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, append(args, "--s3-create-bucket")...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "conditional writes work") {
+		t.Fatalf("with --s3-create-bucket: err %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "bucket", "check", "--bucket-dir", t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "conditional writes work") {
+		t.Fatalf("a directory bucket: err %v\n%s", err, out)
 	}
 }

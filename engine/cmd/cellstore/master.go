@@ -105,11 +105,12 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	if err != nil {
 		return err
 	}
+	tel := telemetry.New()
 	var fs storage.FS
 	var bucket storage.Bucket
 	switch {
 	case f.bucket.set():
-		if bucket, err = f.bucket.open(ctx, nil); err != nil {
+		if bucket, err = f.bucket.open(ctx, tel.Registry); err != nil {
 			return err
 		}
 	case f.storageDir == "":
@@ -147,7 +148,6 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		return fmt.Errorf("--election must be none or kubernetes, got %q", f.election)
 	}
 
-	tel := telemetry.New()
 	m, err := master.New(master.Config{
 		FS: fs, Bucket: bucket, Address: identity, Election: elector,
 		Lease: lease.Config{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,

@@ -50,7 +50,7 @@ func (c *commitModeFlag) Type() string { return "mode" }
 // addWALFlags registers how the WAL commits.
 func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
-	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL syncs that may be under way at once (1-8)")
+	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
 }
 
 // addAdmissionFlags registers the data path's limits (docs/regionserver.md, "Admission control").
@@ -138,7 +138,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
-		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners,
+		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
 		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots}
 }
 

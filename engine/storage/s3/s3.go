@@ -27,6 +27,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -432,3 +433,26 @@ func (b *Bucket) CheckConditionalWrites(ctx context.Context) error {
 // Client is the SDK client, for administration the Bucket does not cover (creating buckets in
 // tests).
 func (b *Bucket) Client() *awss3.Client { return b.client }
+
+// Collectors are the bucket's request metrics (cellstore_s3_*), for a registry chosen after Open
+// (Config.Registerer registers them at Open).
+func (b *Bucket) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.metrics.requests, b.metrics.latency, b.metrics.bytesIn, b.metrics.bytesOut}
+}
+
+// CreateIfMissing creates the bucket when it does not exist (development stores: a production
+// bucket is made, with its policies, by whoever owns the account).
+func (b *Bucket) CreateIfMissing(ctx context.Context) error {
+	_, err := b.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(b.cfg.Bucket)})
+	if err == nil {
+		return nil
+	}
+	if _, cerr := b.client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(b.cfg.Bucket)}); cerr != nil {
+		var owned *types.BucketAlreadyOwnedByYou
+		if errors.As(cerr, &owned) {
+			return nil
+		}
+		return b.explain("create bucket", "", cerr)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# hack/pe-storage.sh [RUNS]: docs/benchmarks.md "Object storage against the directory backend".
+# Runs the same `cellstore pe` commands against a standalone store on the local disk (--dir) and on
+# a local S3 server (MinIO built by hack/s3-server.sh, started and stopped by PID, its data in a
+# temporary directory on the same disk), one after the other in one session, and prints them side
+# by side, with the object store's requests per written row. Both stores are stopped by PID and
+# their directories removed on exit, also on failure. BACKENDS="dir s3" picks the backends,
+# ONLY=regex the commands, STANDALONE_FLAGS passes flags to both stores. Needs jq.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+RUNS=${1:-3}
+command -v jq >/dev/null || { echo "pe-storage: needs jq (apt-get install jq)" >&2; exit 1; }
+
+echo "==> building bin/cellstore and the S3 server" >&2
+go build -o bin/cellstore ./engine/cmd/cellstore
+MINIO=$(hack/s3-server.sh)
+
+# shellcheck source=hack/lib/standalone.sh
+source "$ROOT/hack/lib/standalone.sh"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cellstore-pes.XXXXXX")
+MINIO_PID=
+EXTRA_CLEANUP='[[ -n $MINIO_PID ]] && kill $MINIO_PID 2>/dev/null; wait $MINIO_PID 2>/dev/null; rm -rf "$WORK"'
+trap standalone_cleanup EXIT
+S3_ADDR=127.0.0.1:$(free_port)
+MINIO_ROOT_USER=cellstore MINIO_ROOT_PASSWORD=cellstore-secret MINIO_BROWSER=off MINIO_UPDATE=off \
+	"$MINIO" server "$WORK/minio" --address "$S3_ADDR" --console-address 127.0.0.1:$(free_port) --quiet >"$WORK/minio.log" 2>&1 &
+MINIO_PID=$!
+for i in $(seq 300); do
+	curl -fs "http://$S3_ADDR/minio/health/ready" >/dev/null 2>&1 && break
+	[[ $i == 300 ]] && { cat "$WORK/minio.log" >&2; echo "pe-storage: MinIO not ready" >&2; exit 1; }
+	sleep 0.1
+done
+export CELLSTORE_S3_ACCESS_KEY_ID=cellstore CELLSTORE_S3_SECRET_ACCESS_KEY=cellstore-secret
+
+pe() { bin/cellstore pe --masters "$MASTER" --valueSize 100 --presplit 4 --json "$@" 2>/dev/null; }
+
+declare -A RESULT
+measure() { # BACKEND LABEL PE-ARGS...
+	local backend=$1 label=$2 runs=() i p0 p1 rows
+	shift 2
+	if ! [[ $label =~ ${ONLY:-.} ]]; then RESULT[$backend/$label]="- - - -"; return 0; fi
+	p0=$(metric cellstore_s3_requests_total)
+	for i in $(seq "$RUNS"); do
+		echo "    $backend: $label: run $i of $RUNS" >&2
+		runs+=("$(pe "$@")")
+	done
+	p1=$(metric cellstore_s3_requests_total)
+	rows=$(printf '%s\n' "${runs[@]}" | jq -s '[.[].rows] | add')
+	RESULT[$backend/$label]=$(printf '%s\n' "${runs[@]}" | jq -rs --argjson req $((p1 - p0)) --argjson rows "$rows" '
+		(sort_by(.ops_per_sec)) as $r | ($r[((length - 1) / 2 | floor)]) as $m |
+		"\($m.rows_per_sec | floor) \($m.latency_us.p50) \($m.latency_us.p99) \(if $rows > 0 then ($req / $rows * 1000 | floor) / 1000 else 0 end)"')
+}
+
+run_backend() { # BACKEND
+	local b=$1
+	if [[ $b == s3 ]]; then
+		STANDALONE_STORAGE="--s3-endpoint http://$S3_ADDR --s3-bucket cellstore-pe --s3-path-style --s3-create-bucket"
+	else
+		STANDALONE_STORAGE="--dir $WORK/dir"
+	fi
+	standalone_start "$WORK/run-$b"
+	measure "$b" "sequentialWrite 1 thread (batches of 1000)" --rows 100000 sequentialWrite 1
+	measure "$b" "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
+	measure "$b" "randomWrite --autoFlush 16 threads" --rows 100000 --duration 10s --autoFlush randomWrite 16
+	# A clean stop flushes everything: after the restart reads come from store files, cold first.
+	standalone_stop
+	standalone_start "$WORK/run-$b"
+	RUNS_SAVED=$RUNS
+	RUNS=1
+	measure "$b" "randomRead 4 threads, cold cache" --rows 100000 --duration 10s randomRead 4
+	RUNS=$RUNS_SAVED
+	measure "$b" "randomRead 4 threads, warm cache" --rows 100000 --duration 10s randomRead 4
+	measure "$b" "scan 1 thread (caching 1000)" --rows 100000 --caching 1000 scan 1
+	standalone_stop
+}
+
+for b in ${BACKENDS:-dir s3}; do run_backend "$b"; done
+
+printf '\n%-44s %22s %22s %8s %14s\n' "command" "directory rows/s" "S3 (MinIO) rows/s" "S3/dir" "S3 req/row"
+printf '%-44s %22s %22s\n' "" "(p50 / p99 us)" "(p50 / p99 us)"
+for label in "sequentialWrite 1 thread (batches of 1000)" "randomWrite --autoFlush 4 threads" \
+	"randomWrite --autoFlush 16 threads" "randomRead 4 threads, cold cache" "randomRead 4 threads, warm cache" \
+	"scan 1 thread (caching 1000)"; do
+	read -r dr dp50 dp99 _ <<<"${RESULT[dir/$label]:-- - - -}"
+	read -r sr sp50 sp99 sreq <<<"${RESULT[s3/$label]:-- - - -}"
+	printf '%-44s %10s (%s/%s) %10s (%s/%s) %8s %14s\n' "$label" "$dr" "$dp50" "$dp99" "$sr" "$sp50" "$sp99" \
+		"$(awk -v a="$sr" -v b="$dr" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$sreq"
+done
