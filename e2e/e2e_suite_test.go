@@ -39,6 +39,8 @@ var (
 	engineImage    = os.Getenv("E2E_ENGINE_IMAGE")
 	operatorImage  = os.Getenv("E2E_OPERATOR_IMAGE")
 	loadcheckImage = os.Getenv("E2E_LOADCHECK_IMAGE")
+	// minioImage is a development S3 server (MinIO from its Go module) for StoreClusters on S3.
+	minioImage = os.Getenv("E2E_MINIO_IMAGE")
 	// operatorUpgradeImage is the operator image of an upgrade: the same operator under another
 	// version (hack/test.sh loads it under a second tag).
 	operatorUpgradeImage = os.Getenv("E2E_OPERATOR_UPGRADE_IMAGE")

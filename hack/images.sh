@@ -3,7 +3,7 @@
 # registry (hack/tools/imagetar packs static binaries into a single-layer image that runs as non-root).
 # hack/local-cluster.sh load bin/images/NAME.tar puts one into the local cluster.
 #
-# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck loadcheck
+# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck loadcheck minio
 #        hack/images.sh --ref NAME   prints the image reference of NAME
 #        hack/images.sh --list       prints the names
 set -euo pipefail
@@ -24,10 +24,11 @@ ref() {
     coredns) echo docker.io/cellstore/coredns:v1.12.4 ;;
     netcheck) echo "docker.io/cellstore/netcheck:$VERSION" ;;
     loadcheck) echo "docker.io/cellstore/loadcheck:$VERSION" ;;
+    minio) echo "docker.io/cellstore/minio:$(basename "$("$ROOT/hack/s3-server.sh" --print-path)" | sed 's/^minio-//')" ;;
     *) echo "images: unknown image '$1' (known: $NAMES)" >&2; return 2 ;;
   esac
 }
-NAMES="engine operator pause coredns netcheck loadcheck"
+NAMES="engine operator pause coredns netcheck loadcheck minio"
 if [ "${1:-}" = --ref ]; then ref "${2:?image name}"; exit; fi
 if [ "${1:-}" = --list ]; then echo "$NAMES"; exit; fi
 [ $# -gt 0 ] || { echo "usage: $0 NAME... ($NAMES) | --ref NAME | --list" >&2; exit 2; }
@@ -60,5 +61,8 @@ for name in "$@"; do
     loadcheck)
       gobuild "$TOOLS/loadcheck" ./e2e/loadcheck
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/loadcheck.tar" --file "$TOOLS/loadcheck:/usr/local/bin/loadcheck" --entrypoint "/usr/local/bin/loadcheck" ;;
+    minio)
+      # A development S3 server in the cluster (quickstart, e2e): MinIO built from its Go module.
+      "$TOOLS/imagetar" --ref "$r" --out "$OUT/minio.tar" --file "$("$ROOT/hack/s3-server.sh"):/usr/local/bin/minio" --entrypoint /usr/local/bin/minio ;;
   esac
 done

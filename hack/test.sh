@@ -57,6 +57,9 @@ smallfs() {
 
 envtest() {
   "$ROOT/hack/k8s-binaries.sh" envtest || return 1
+  # The operator checks S3 buckets against a real S3 server too.
+  CELLSTORE_S3_SERVER=$("$ROOT/hack/s3-server.sh") || { say "cannot build the S3 server (hack/s3-server.sh)"; return 1; }
+  export CELLSTORE_S3_SERVER
   KUBEBUILDER_ASSETS=$("$ROOT/hack/k8s-binaries.sh" --print-dir)
   export KUBEBUILDER_ASSETS
   mapfile -t pkgs < <(tagged_pkgs envtest)
@@ -80,7 +83,7 @@ reap_envtest() {
 }
 
 e2e() {
-  local managed=no rc images=(netcheck loadcheck engine operator)
+  local managed=no rc images=(netcheck loadcheck engine operator minio)
   # One version for every image of the run (git describe could change under a long run).
   VERSION=$("$ROOT/hack/images.sh" --ref engine) && VERSION=${VERSION##*:} || return 1
   export VERSION
@@ -112,9 +115,10 @@ e2e() {
   E2E_OPERATOR_IMAGE=$("$ROOT/hack/images.sh" --ref operator)
   E2E_LOADCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref loadcheck)
   E2E_NETCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref netcheck)
+  E2E_MINIO_IMAGE=$("$ROOT/hack/images.sh" --ref minio)
   E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
   E2E_MONITORING_CRDS=$crds
-  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
+  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
   # The README's two commands in that order: on the cluster it manages, the stage runs the quickstart
   # first (its operator release stays installed in cellstore-system: the suite must install beside
   # it), then the suite. The quickstart's StoreCluster is deleted once it has served its smoke test,

@@ -155,9 +155,9 @@ type StorageSpec struct {
 	// Volume makes a ReadWriteMany PersistentVolumeClaim named NAME-shared.
 	// +optional
 	Volume *VolumeStorage `json:"volume,omitempty"`
-	// S3 keeps the data in an S3-compatible bucket. Accepted by the API, but refused by this
-	// version of the operator (the engine does not support it yet): the StoreCluster reports
-	// Degraded with reason StorageNotSupported.
+	// S3 keeps all the data — store files, write-ahead logs, the catalog — in an S3-compatible
+	// bucket (AWS S3, GCS's S3 interoperability, MinIO, Ceph RGW...) that supports conditional
+	// writes; pods need no shared volume. Region splits are not available on S3 yet.
 	// +optional
 	S3 *S3Storage `json:"s3,omitempty"`
 }
@@ -221,6 +221,10 @@ type S3Storage struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Region string `json:"region,omitempty"`
+	// PathStyle addresses the bucket in the URL path (MinIO and most self-hosted stores) instead
+	// of the host name.
+	// +optional
+	PathStyle bool `json:"pathStyle,omitempty"`
 	// CredentialsSecret is a Secret in the same namespace with keys AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY.
 	CredentialsSecret corev1.LocalObjectReference `json:"credentialsSecret"`

@@ -250,7 +250,7 @@ var _ = Describe("StoreCluster validation", func() {
 		Expect(env.Client.Update(ctx, u)).To(Succeed())
 	})
 
-	It("accepts S3 in the API (the operator refuses it at reconcile time)", func() {
+	It("accepts S3 storage", func() {
 		Expect(env.Client.Create(ctx, cluster(set("storage", "{s3: {endpoint: 'https://s3.example.com', bucket: bkt, credentialsSecret: {name: s}}}")))).To(Succeed())
 	})
 

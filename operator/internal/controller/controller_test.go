@@ -50,8 +50,12 @@ func TestCheckSpec(t *testing.T) {
 	}
 	c := base()
 	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{Endpoint: "https://x", Bucket: "b"}}
-	if _, p := checkSpec(c); p == nil || p.Reason != ReasonStorageNotSupported {
-		t.Errorf("S3: %+v", p)
+	if _, p := checkSpec(c); p != nil {
+		t.Errorf("S3 refused: %+v", p)
+	}
+	c.Spec.Storage = v1alpha1.StorageSpec{}
+	if _, p := checkSpec(c); p == nil || p.Reason != ReasonInvalidSpec {
+		t.Errorf("no storage: %+v", p)
 	}
 	c = base()
 	big := v1alpha1.ByteSize("3Gi")

@@ -23,7 +23,6 @@ const (
 	ReasonAsExpected           = "AsExpected"
 	ReasonServing              = "Serving"
 	ReasonComplete             = "Complete"
-	ReasonStorageNotSupported  = "StorageNotSupported"
 	ReasonStorageClaimMissing  = "StorageClaimMissing"
 	ReasonStorageNotShared     = "StorageNotShared"
 	ReasonStorageClassMissing  = "StorageClassMissing"
@@ -55,13 +54,8 @@ type specProblem struct {
 // hugepage rounding, duplicate quotas) and returns the region servers' memory plan.
 func checkSpec(c *v1alpha1.StoreCluster) (resources.MemoryPlan, *specProblem) {
 	st := c.Spec.Storage
-	switch {
-	case st.S3 != nil:
-		return resources.MemoryPlan{}, &specProblem{ReasonStorageNotSupported,
-			"spec.storage.s3 is accepted by the API but not supported yet (the engine cannot keep its data in S3 in this version); " +
-				"the storage kind cannot change, so delete this StoreCluster and create it again with spec.storage.existingClaim or spec.storage.volume"}
-	case st.ExistingClaim == nil && st.Volume == nil:
-		return resources.MemoryPlan{}, &specProblem{ReasonInvalidSpec, "spec.storage sets no storage: set existingClaim or volume"}
+	if st.ExistingClaim == nil && st.Volume == nil && st.S3 == nil {
+		return resources.MemoryPlan{}, &specProblem{ReasonInvalidSpec, "spec.storage sets no storage: set existingClaim, volume or s3"}
 	}
 	plan, err := resources.PlanRegionServerMemory(c.Spec.RegionServers.Memory)
 	if err != nil {

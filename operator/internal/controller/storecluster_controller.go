@@ -42,6 +42,8 @@ type StoreClusterReconciler struct {
 
 	monMu     sync.Mutex
 	monAbsent map[schema.GroupVersionKind]time.Time
+
+	probes bucketProbes // last checks of spec.storage.s3 buckets
 }
 
 // SetupWithManager registers the controller.
@@ -99,10 +101,14 @@ func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
 func (r *StoreClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	c := &v1alpha1.StoreCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.probes.forget(req.String())
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !c.DeletionTimestamp.IsZero() {
 		// The objects have the StoreCluster as owner: the garbage collector removes them.
+		r.probes.forget(req.String())
 		return ctrl.Result{}, nil
 	}
 	s := &clusterState{r: r, c: c, sts: map[resources.Group]*appsv1.StatefulSet{}}
@@ -241,6 +247,8 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 			res.RequeueAfter = r.Options.PollInterval
 			return res
 		}
+	case c.Spec.Storage.S3 != nil:
+		return r.checkBucket(ctx, c)
 	default:
 		return Done()
 	}

@@ -3,9 +3,12 @@
 package controller_test
 
 import (
+	"os"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/controller"
 	"github.com/cellstore/cellstore/operator/internal/resources"
@@ -14,6 +17,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,20 +65,64 @@ var _ = Describe("StoreCluster controller", func() {
 })
 
 var _ = Describe("StoreCluster controller: refused specs", func() {
-	It("refuses S3 storage with a condition and an event, and makes no workload", func() {
+	It("checks S3 storage — credentials Secret, then the bucket itself — and makes workloads only when it can be used", func() {
+		if os.Getenv("CELLSTORE_S3_SERVER") == "" {
+			Skip("needs an S3 server: make test builds it, or set CELLSTORE_S3_SERVER=$(hack/s3-server.sh)")
+		}
+		srv := s3test.Start(suiteT)
 		ns := newNamespace()
 		c := create(&v1alpha1.StoreCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
 			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{
-				Endpoint: "https://s3.example.com", Bucket: "data", CredentialsSecret: corev1.LocalObjectReference{Name: "s3"},
+				Endpoint: srv.Endpoint, Bucket: "cluster-data", Prefix: "prod", PathStyle: true,
+				CredentialsSecret: corev1.LocalObjectReference{Name: "s3-keys"},
 			}}},
 		})
-		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
-			controller.ReasonStorageNotSupported, "task validate: spec.storage.s3 is accepted by the API but not supported yet"))
-		Eventually(eventsOf(c, controller.ReasonStorageNotSupported), timeout, poll).Should(ContainElement(HavePrefix("Warning: task validate: spec.storage.s3")))
-		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
-		err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "s3-regionserver"}, &appsv1.StatefulSet{})
-		Expect(err).To(HaveOccurred(), "no StatefulSet for a refused spec")
+		noWorkloads := func() {
+			err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "s3-regionserver"}, &appsv1.StatefulSet{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no StatefulSet while the bucket cannot be used: %v", err)
+		}
+		By("no Secret: a condition that names it and its keys")
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse,
+			controller.ReasonStorageCredentialsMissing, "Secret s3-keys (spec.storage.s3.credentialsSecret) does not exist", "AWS_SECRET_ACCESS_KEY"))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageCredentialsMissing))
+		noWorkloads()
+
+		By("a Secret without the secret key")
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-keys"},
+			Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(s3test.AccessKey)}}
+		Expect(k8s.Create(suiteCtx, sec)).To(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse,
+			controller.ReasonStorageCredentialsMissing, "has no key AWS_SECRET_ACCESS_KEY"))
+
+		By("wrong keys: the store's refusal, naming the access key")
+		sec.Data["AWS_SECRET_ACCESS_KEY"] = []byte("not-the-secret")
+		Expect(k8s.Update(suiteCtx, sec)).To(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse,
+			controller.ReasonStorageUnreachable, "cluster-data"))
+
+		By("the right keys, but no such bucket: it says to create it")
+		sec.Data["AWS_SECRET_ACCESS_KEY"] = []byte(s3test.SecretKey)
+		Expect(k8s.Update(suiteCtx, sec)).To(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse,
+			controller.ReasonStorageUnreachable, "cluster-data", "create"))
+		noWorkloads()
+
+		By("the bucket exists: storage is ready and the pods get the bucket's flags and the Secret's keys")
+		srv.CreateBucket(suiteT, "cluster-data")
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageReady))
+		for _, g := range []string{"s3-master", "s3-regionserver"} {
+			sts := &appsv1.StatefulSet{}
+			Eventually(func() error { return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: g}, sts) }, timeout, poll).Should(Succeed())
+			ctr := sts.Spec.Template.Spec.Containers[0]
+			Expect(ctr.Args).To(ContainElements("--s3-endpoint="+srv.Endpoint, "--s3-bucket=cluster-data", "--s3-prefix=prod", "--s3-path-style"))
+			Expect(ctr.Args).NotTo(ContainElement(HavePrefix("--storage-dir")))
+			Expect(ctr.Env).To(ContainElement(And(HaveField("Name", "CELLSTORE_S3_SECRET_ACCESS_KEY"),
+				HaveField("ValueFrom.SecretKeyRef.Name", "s3-keys"), HaveField("ValueFrom.SecretKeyRef.Key", "AWS_SECRET_ACCESS_KEY"))))
+			for _, v := range sts.Spec.Template.Spec.Volumes {
+				Expect(v.PersistentVolumeClaim).To(BeNil(), "no shared claim on S3")
+			}
+		}
 	})
 
 	It("waits for a missing existing claim and goes on once it exists", func() {

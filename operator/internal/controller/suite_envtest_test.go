@@ -60,7 +60,12 @@ const (
 	poll    = 50 * time.Millisecond
 )
 
+// suiteT is the suite's testing.T, for helpers that need one (the S3 server: stopped when the
+// suite ends).
+var suiteT *testing.T
+
 func TestControllers(t *testing.T) {
+	suiteT = t
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "controller (envtest)")
 }

@@ -36,20 +36,19 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 	if spec.MasterReplicas() > 1 {
 		election = "kubernetes"
 	}
-	args := []string{
-		"master",
-		"--storage-dir=" + SharedMountPath,
-		"--config=" + ConfigMountPath + "/" + ConfigFileName(GroupMaster),
+	args := append([]string{"master"}, storageArgs(c)...)
+	args = append(args,
+		"--config="+ConfigMountPath+"/"+ConfigFileName(GroupMaster),
 		fmt.Sprintf("--http-addr=:%d", MasterHTTPPort),
 		fmt.Sprintf("--grpc-addr=:%d", MasterGRPCPort),
 		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupMaster), c.Namespace),
-		"--election=" + election,
-	}
+		"--election="+election,
+	)
 	if election == "kubernetes" {
 		args = append(args, "--lease-name="+LeaseName(c), "--lease-namespace=$(POD_NAMESPACE)")
 	}
 	args = append(args, "--hedge-delay="+spec.HedgeDelayDuration().String())
-	env := downwardEnv()
+	env := append(downwardEnv(), storageEnv(c)...)
 	if lim, ok := res.Limits[corev1.ResourceMemory]; ok {
 		if h := MasterHeapLimit(lim.Value()); h > 0 {
 			env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: fmt.Sprint(h)})
@@ -69,22 +68,21 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.StatefulSet {
 	spec := &c.Spec
 	m := in.Memory
-	args := []string{
-		"regionserver",
-		"--storage-dir=" + SharedMountPath,
-		"--config=" + ConfigMountPath + "/" + ConfigFileName(GroupRegionServer),
+	args := append([]string{"regionserver"}, storageArgs(c)...)
+	args = append(args,
+		"--config="+ConfigMountPath+"/"+ConfigFileName(GroupRegionServer),
 		fmt.Sprintf("--http-addr=:%d", RegionServerHTTPPort),
 		fmt.Sprintf("--data-addr=:%d", RegionServerDataPort),
 		fmt.Sprintf("--admin-addr=:%d", RegionServerAdmin),
 		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupRegionServer), c.Namespace),
-		"--masters=" + MasterList(c),
-		"--heap-limit=" + FormatBytes(m.Heap),
-		"--memstore-offheap-size=" + FormatBytes(m.MemstoreOffHeap),
-		"--blockcache-offheap-size=" + FormatBytes(m.BlockCacheOffHeap),
-		"--blockcache-onheap-size=" + FormatBytes(m.BlockCacheOnHeap),
-		"--memory-overhead=" + FormatBytes(m.Overhead),
-		"--hugepages=" + m.HugepagesFlag(),
-	}
+		"--masters="+MasterList(c),
+		"--heap-limit="+FormatBytes(m.Heap),
+		"--memstore-offheap-size="+FormatBytes(m.MemstoreOffHeap),
+		"--blockcache-offheap-size="+FormatBytes(m.BlockCacheOffHeap),
+		"--blockcache-onheap-size="+FormatBytes(m.BlockCacheOnHeap),
+		"--memory-overhead="+FormatBytes(m.Overhead),
+		"--hugepages="+m.HugepagesFlag(),
+	)
 	res := spec.RegionServerResources()
 	if res.Requests == nil {
 		res.Requests = corev1.ResourceList{}
@@ -104,7 +102,7 @@ func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv
 		}})
 	}
 	drain := spec.DrainTimeoutDuration()
-	ctr := engineContainer(c, args, downwardEnv(), res, []corev1.ContainerPort{
+	ctr := engineContainer(c, args, append(downwardEnv(), storageEnv(c)...), res, []corev1.ContainerPort{
 		{Name: portNameData, ContainerPort: RegionServerDataPort, Protocol: corev1.ProtocolTCP},
 		{Name: portNameAdmin, ContainerPort: RegionServerAdmin, Protocol: corev1.ProtocolTCP},
 		{Name: portNameHTTP, ContainerPort: RegionServerHTTPPort, Protocol: corev1.ProtocolTCP},
@@ -354,4 +352,46 @@ func ConfigKeysChanged(old, cur string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// S3 credentials: the Secret's keys, passed as the engine's own variables.
+const (
+	S3AccessKeyIDKey     = "AWS_ACCESS_KEY_ID"
+	S3SecretAccessKeyKey = "AWS_SECRET_ACCESS_KEY"
+)
+
+// storageArgs are the engine flags that say where the data is: the shared volume's mount, or the
+// bucket of spec.storage.s3.
+func storageArgs(c *v1alpha1.StoreCluster) []string {
+	s3 := c.Spec.Storage.S3
+	if s3 == nil {
+		return []string{"--storage-dir=" + SharedMountPath}
+	}
+	args := []string{"--s3-endpoint=" + s3.Endpoint, "--s3-bucket=" + s3.Bucket}
+	if s3.Prefix != "" {
+		args = append(args, "--s3-prefix="+s3.Prefix)
+	}
+	if s3.Region != "" {
+		args = append(args, "--s3-region="+s3.Region)
+	}
+	if s3.PathStyle {
+		args = append(args, "--s3-path-style")
+	}
+	return args
+}
+
+// storageEnv passes the S3 credentials from their Secret (the values never enter the pod spec).
+func storageEnv(c *v1alpha1.StoreCluster) []corev1.EnvVar {
+	s3 := c.Spec.Storage.S3
+	if s3 == nil {
+		return nil
+	}
+	ref := func(env, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: s3.CredentialsSecret, Key: key}}}
+	}
+	return []corev1.EnvVar{
+		ref("CELLSTORE_S3_ACCESS_KEY_ID", S3AccessKeyIDKey),
+		ref("CELLSTORE_S3_SECRET_ACCESS_KEY", S3SecretAccessKeyKey),
+	}
 }

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cellstore/cellstore/engine/storage/s3"
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+)
+
+// Reasons of StorageReady for spec.storage.s3.
+const (
+	ReasonStorageCredentialsMissing = "StorageCredentialsMissing"
+	ReasonStorageUnreachable        = "StorageUnreachable"
+)
+
+// bucketProbes remembers the last check of each cluster's bucket, so that a reconcile (many are
+// triggered by pod events) does not send requests to the store each time.
+type bucketProbes struct {
+	mu   sync.Mutex
+	last map[string]bucketProbe // by namespace/name
+}
+
+type bucketProbe struct {
+	key string // what was checked: the bucket's settings and the Secret's version
+	at  time.Time
+	err error
+}
+
+// checkBucket checks spec.storage.s3: the credentials Secret exists with both keys, and the bucket
+// answers to them and does conditional writes (engine/storage/s3's start check: it writes and
+// deletes a probe object). Problems are reported with what to do; the chain stops, so nothing
+// else changes while the bucket cannot be used.
+func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.StoreCluster) Result {
+	spec := c.Spec.Storage.S3
+	name := spec.CredentialsSecret.Name
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			res := Failed(ReasonStorageCredentialsMissing,
+				"Secret %s (spec.storage.s3.credentialsSecret) does not exist in namespace %s: create it with keys %s and %s",
+				name, c.Namespace, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
+			res.RequeueAfter = r.Options.PollInterval
+			return res
+		}
+		return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
+	}
+	for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
+		if len(sec.Data[k]) == 0 {
+			res := Failed(ReasonStorageCredentialsMissing,
+				"Secret %s (spec.storage.s3.credentialsSecret) has no key %s: it needs %s and %s",
+				name, k, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
+			res.RequeueAfter = r.Options.PollInterval
+			return res
+		}
+	}
+	key := spec.Endpoint + "|" + spec.Bucket + "|" + spec.Prefix + "|" + spec.Region + "|" +
+		strconv.FormatBool(spec.PathStyle) + "|" + sec.ResourceVersion
+	id := c.Namespace + "/" + c.Name
+	now := r.Options.Now()
+	r.probes.mu.Lock()
+	last, ok := r.probes.last[id]
+	r.probes.mu.Unlock()
+	fresh := ok && last.key == key &&
+		((last.err == nil && now.Sub(last.at) < r.Options.ResyncInterval) || (last.err != nil && now.Sub(last.at) < r.Options.PollInterval))
+	if !fresh {
+		last = bucketProbe{key: key, at: now, err: probeBucket(ctx, spec, sec)}
+		r.probes.mu.Lock()
+		if r.probes.last == nil {
+			r.probes.last = map[string]bucketProbe{}
+		}
+		r.probes.last[id] = last
+		r.probes.mu.Unlock()
+	}
+	if last.err != nil {
+		res := Failed(ReasonStorageUnreachable, "spec.storage.s3: %v", last.err)
+		res.RequeueAfter = r.Options.PollInterval
+		return res
+	}
+	return Done()
+}
+
+// probeBucket opens the bucket with the Secret's keys and runs the engine's start check.
+func probeBucket(ctx context.Context, spec *v1alpha1.S3Storage, sec *corev1.Secret) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	b, err := s3.Open(ctx, s3.Config{Endpoint: spec.Endpoint, Bucket: spec.Bucket, Prefix: spec.Prefix, Region: spec.Region,
+		PathStyle: spec.PathStyle, AccessKeyID: string(sec.Data[resources.S3AccessKeyIDKey]),
+		SecretAccessKey: string(sec.Data[resources.S3SecretAccessKeyKey]), Timeout: 10 * time.Second, MaxAttempts: 2})
+	if err != nil {
+		return err
+	}
+	return b.CheckConditionalWrites(ctx)
+}
+
+// forget drops a deleted cluster's probe.
+func (p *bucketProbes) forget(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, id)
+}
