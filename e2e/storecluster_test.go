@@ -38,6 +38,10 @@ func installOperator(ctx context.Context) {
 		_, err := kubectl(ctx, "apply", "--server-side", "-f", dir)
 		Expect(err).NotTo(HaveOccurred())
 	}
+	// Helm installs a chart's CRDs only when they are missing, never upgrades them: apply them
+	// first, so a cluster that kept an older CRD gets this one.
+	_, err := kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(repoRoot(), "charts", "cellstore-operator", "crds"))
+	Expect(err).NotTo(HaveOccurred())
 	pauseOtherOperators(ctx)
 	repo, tag, ok := strings.Cut(operatorImage, ":")
 	Expect(ok).To(BeTrue(), "E2E_OPERATOR_IMAGE %q has no tag", operatorImage)

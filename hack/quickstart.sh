@@ -44,6 +44,9 @@ else
 fi
 
 step "Installing the operator with Helm ($OPERATOR)"
+# Helm installs a chart's CRDs only when they are missing and never upgrades them: apply them first.
+k apply --server-side --force-conflicts -f charts/cellstore-operator/crds >/dev/null ||
+  die "cannot apply the StoreCluster CRD: kubectl get crd storeclusters.cellstore.io"
 HELM=${HELM:-$ROOT/bin/helm-v3.19.0}   # make quickstart installs it (make tools)
 [ -x "$HELM" ] || make --no-print-directory "$HELM" >/dev/null
 "$HELM" upgrade --install cellstore-operator charts/cellstore-operator --namespace cellstore-system --create-namespace \

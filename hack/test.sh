@@ -130,10 +130,11 @@ e2e() {
     "${KUBECTL:-kubectl}" -n "${QUICKSTART_NAMESPACE:-cellstore}" delete storecluster minimal --ignore-not-found --wait --timeout 5m ||
       say "the quickstart's StoreCluster did not go within 5 minutes; the suite runs beside it"
   fi
+  # E2E_LABELS picks specs by label (ginkgo's --label-filter), e.g. E2E_LABELS=s3.
   if [ -n "$GINKGO" ]; then
-    "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s ./e2e
+    "$GINKGO" -v --tags e2e --timeout 60m --poll-progress-after 120s --label-filter "${E2E_LABELS:-}" ./e2e
   else
-    go test -v -tags e2e -timeout 60m ./e2e -ginkgo.v
+    go test -v -tags e2e -timeout 60m ./e2e -ginkgo.v -ginkgo.label-filter "${E2E_LABELS:-}"
   fi
   rc=$?
   [ $qrc = 0 ] || rc=1

@@ -3,7 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,7 +75,7 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 	fresh := ok && last.key == key &&
 		((last.err == nil && now.Sub(last.at) < r.Options.ResyncInterval) || (last.err != nil && now.Sub(last.at) < r.Options.PollInterval))
 	if !fresh {
-		last = bucketProbe{key: key, at: now, err: probeBucket(ctx, spec, sec)}
+		last = bucketProbe{key: key, at: now, err: probeBucket(ctx, spec, sec, c.Namespace)}
 		r.probes.mu.Lock()
 		if r.probes.last == nil {
 			r.probes.last = map[string]bucketProbe{}
@@ -89,10 +92,10 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 }
 
 // probeBucket opens the bucket with the Secret's keys and runs the engine's start check.
-func probeBucket(ctx context.Context, spec *v1alpha1.S3Storage, sec *corev1.Secret) error {
+func probeBucket(ctx context.Context, spec *v1alpha1.S3Storage, sec *corev1.Secret, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	b, err := s3.Open(ctx, s3.Config{Endpoint: spec.Endpoint, Bucket: spec.Bucket, Prefix: spec.Prefix, Region: spec.Region,
+	b, err := s3.Open(ctx, s3.Config{Endpoint: endpointFrom(spec.Endpoint, namespace), Bucket: spec.Bucket, Prefix: spec.Prefix, Region: spec.Region,
 		PathStyle: spec.PathStyle, AccessKeyID: string(sec.Data[resources.S3AccessKeyIDKey]),
 		SecretAccessKey: string(sec.Data[resources.S3SecretAccessKeyKey]), Timeout: 10 * time.Second, MaxAttempts: 2})
 	if err != nil {
@@ -106,4 +109,21 @@ func (p *bucketProbes) forget(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.last, id)
+}
+
+// endpointFrom is the endpoint as the cluster's pods reach it, from the operator's pod: a host
+// without a dot ("http://minio:9000") is a Service in the StoreCluster's namespace, which the
+// pods' DNS search path finds and the operator's (in its own namespace) would not.
+func endpointFrom(endpoint, namespace string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" || strings.Contains(u.Hostname(), ".") || u.Hostname() == "localhost" ||
+		net.ParseIP(u.Hostname()) != nil {
+		return endpoint
+	}
+	host := u.Hostname() + "." + namespace + ".svc"
+	if p := u.Port(); p != "" {
+		host = net.JoinHostPort(host, p)
+	}
+	u.Host = host
+	return u.String()
 }

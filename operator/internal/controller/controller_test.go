@@ -110,3 +110,21 @@ func TestRolloutStateAndPods(t *testing.T) {
 		t.Error("revision of the observed generation")
 	}
 }
+
+// The operator reaches a Service named by its short name in the StoreCluster's namespace, as the
+// pods do; other endpoints are used as given.
+func TestEndpointFrom(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://minio:9000":                   "http://minio.data.svc:9000",
+		"http://minio":                        "http://minio.data.svc",
+		"https://s3.eu-west-1.amazonaws.com":  "https://s3.eu-west-1.amazonaws.com",
+		"http://minio.other:9000":             "http://minio.other:9000",
+		"http://10.0.0.7:9000":                "http://10.0.0.7:9000",
+		"http://localhost:9000":               "http://localhost:9000",
+		"https://storage.googleapis.com/path": "https://storage.googleapis.com/path",
+	} {
+		if got := endpointFrom(in, "data"); got != want {
+			t.Errorf("endpointFrom(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
