@@ -59,6 +59,22 @@ var _ = Describe("A StoreCluster on S3", Ordered, Label("storecluster", "s3"), f
 		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
 	})
 
+	It("splits a region of the loaded table, on the bucket, and reads every row back", func(ctx SpecContext) {
+		// The middle of the first of the table's 4 regions [row00000000, row00005000).
+		Expect(shell(ctx, ns, name, "split 'loaded', 'row00002500'")).To(ContainSubstring("split region"))
+		Eventually(func(g Gomega) {
+			out := shell(ctx, ns, name, "list_regions 'loaded'")
+			g.Expect(out).To(ContainSubstring("5 row(s)"), "the split region's daughters are not both listed:\n%s", out)
+			g.Expect(strings.Count(out, " OPEN ")).To(Equal(5), "not every region is open:\n%s", out)
+			g.Expect(out).To(ContainSubstring(`"row00002500" "row00005000"`))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		out := runJob(ctx, ns, "verify-split", "verify", "--masters", name+":16000", "--table", "loaded", "--rows", "20000")
+		var v struct{ Rows, Missing, Wrong, Extra int }
+		Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
+		Expect(v.Rows).To(Equal(20000))
+		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+	})
+
 	It("recovers a force-deleted region server from its object log, losing no acknowledged write", func(ctx SpecContext) {
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

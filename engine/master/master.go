@@ -28,7 +28,7 @@ type Config struct {
 	FS storage.FS
 	// Bucket, when set, holds the same keys instead of FS (object storage): the catalog as a
 	// snapshot and per-activation object logs (OpenBucketCatalog), dead servers' object logs
-	// fenced and split by conditional creates. Region splits are off there (not built yet).
+	// fenced and split by conditional creates; region splits write the daughters' objects.
 	Bucket storage.Bucket
 	// Address is this master's advertised gRPC address (host:port): its identity in the election,
 	// what ClusterStatus names as the active master, and what standbys send clients to.

@@ -102,9 +102,6 @@ const splitHelp = ": split it when it is open and settled"
 // startSplitLocked starts a SPLIT of a primary (the parent goes CLOSING, its replicas get
 // UNASSIGN procedures). key empty: the midpoint, chosen at the SPLIT step.
 func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why string) (*pb.RegionProcedure, *pb.ErrorDetail) {
-	if m.cfg.Bucket != nil {
-		return nil, errPrecondition("region %s is on object storage (%s), where region splits are not built yet", r.GetInfo().GetName(), m.cfg.Bucket.Describe())
-	}
 	name, info := r.GetInfo().GetName(), r.GetInfo()
 	if info.GetReplicaId() != 0 {
 		return nil, errInvalid("region %s is a read replica: split its primary %s", name, layout.PrimaryName(name))
@@ -214,7 +211,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 	pr.sending, pr.lastSend = true, now
 	var row []byte
 	m.runIO(func() (err error) {
-		row, err = region.SplitClosed(m.cfg.FS, parent, lo, hi, key)
+		row, err = region.SplitClosed(m.regionStorage(), parent, lo, hi, key)
 		return err
 	}, func(err error) {
 		cur, r := m.st.procs[name], m.st.regions[name]
@@ -324,9 +321,6 @@ func (m *Master) splitSizeLocked(t *pb.CatalogTable) int64 {
 // largest store file, read from shared storage while the region stays open) before splitting it
 // there: a region that cannot split (one huge row, references) is never closed for nothing.
 func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad) {
-	if m.cfg.Bucket != nil {
-		return // region splits on object storage are not built yet
-	}
 	if on, err := strconv.ParseBool(m.clusterConfigLocked()[layout.ConfigSplitsEnabled]); err == nil && !on {
 		return
 	}
@@ -358,7 +352,7 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 		m.splitChecks[name] = true
 		var row []byte
 		m.runIO(func() (err error) {
-			row, err = region.SplitRowOf(m.cfg.FS, info)
+			row, err = region.SplitRowOf(m.regionStorage(), info)
 			return err
 		}, func(err error) {
 			delete(m.splitChecks, name)
@@ -432,10 +426,7 @@ func (m *Master) cleanParent(dir string, daughters []region.Info) error {
 		return errors.New("the parent names no daughters")
 	}
 	for _, d := range daughters {
-		if m.cfg.Bucket != nil {
-			break // no splits on a bucket, so no references
-		}
-		refs, err := region.HasReferenceFiles(m.cfg.FS, d)
+		refs, err := region.HasReferenceFiles(m.regionStorage(), d)
 		if err != nil {
 			return err
 		}
@@ -456,4 +447,9 @@ func (m *model) splitParents(key string) []*pb.CatalogRegion {
 	}
 	slices.SortFunc(out, func(a, b *pb.CatalogRegion) int { return compareStart(a, b) })
 	return out
+}
+
+// regionStorage is where the regions' files are, for the splits the master does on them.
+func (m *Master) regionStorage() region.Storage {
+	return region.Storage{FS: m.cfg.FS, Bucket: m.cfg.Bucket}
 }

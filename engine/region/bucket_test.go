@@ -286,3 +286,55 @@ func TestRegionOnBucketRecoversFromObjectLog(t *testing.T) {
 		}
 	})
 }
+
+// A region on a bucket splits as on a directory: the daughters' references and manifests are
+// objects, each daughter reads its half of the parent's files, a compaction replaces the
+// references, and then no daughter holds one (the master may archive the parent).
+func TestRegionOnBucketSplits(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+		e := bucketEnv(t, b)
+		putRows(t, e.r, 0, 400, "v")
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		st := Storage{Bucket: b}
+		row, err := SplitRowOf(st, e.info) // read from the bucket while the region is open
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi, err := e.r.Split(row, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.r = nil
+		var daughters []*Region
+		for _, info := range []Info{lo, hi} {
+			if refs, err := HasReferenceFiles(st, info); err != nil || !refs {
+				t.Fatalf("daughter %s: references %v, %v", info.EncodedName(), refs, err)
+			}
+			d, err := Open(e.cfg, info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			daughters = append(daughters, d)
+		}
+		if nl, nh := countRows(t, daughters[0]), countRows(t, daughters[1]); nl+nh != 400 || nl == 0 || nh == 0 {
+			t.Fatalf("daughters hold %d + %d rows", nl, nh)
+		}
+		for i, d := range daughters {
+			if _, err := d.Compact(true); err != nil {
+				t.Fatal(err)
+			}
+			if refs, err := HasReferenceFiles(st, []Info{lo, hi}[i]); err != nil || refs {
+				t.Fatalf("after compaction: references %v, %v", refs, err)
+			}
+		}
+		if got := getVal(t, daughters[0], 0); got != "v" {
+			t.Fatalf("row 0 in the low daughter: %q", got)
+		}
+		if got := getVal(t, daughters[1], 399); got != "v" {
+			t.Fatalf("row 399 in the high daughter: %q", got)
+		}
+	})
+}

@@ -233,7 +233,7 @@ func TestSplitDaughters(t *testing.T) {
 // a closed one (refusing one with no files, one big row, or references) and is idempotent.
 func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	e := newEnv(t, fam("f"))
-	if _, err := SplitRowOf(e.fs, e.info); !errors.Is(err, ErrCannotSplit) {
+	if _, err := SplitRowOf(Storage{FS: e.fs}, e.info); !errors.Is(err, ErrCannotSplit) {
 		t.Fatalf("split row of an empty region: %v", err)
 	}
 	// One big row: no split row.
@@ -245,7 +245,7 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	if _, err := e.r.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SplitRowOf(e.fs, e.info); !errors.Is(err, ErrCannotSplit) {
+	if _, err := SplitRowOf(Storage{FS: e.fs}, e.info); !errors.Is(err, ErrCannotSplit) {
 		t.Fatalf("split row of one big row: %v", err)
 	}
 	for i := 0; i < 300; i++ { // a larger file: the split row comes from it
@@ -256,7 +256,7 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	if _, err := e.r.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	row, err := SplitRowOf(e.fs, e.info) // the region is open meanwhile
+	row, err := SplitRowOf(Storage{FS: e.fs}, e.info) // the region is open meanwhile
 	if err != nil || len(row) == 0 {
 		t.Fatalf("split row: %q %v", row, err)
 	}
@@ -267,12 +267,12 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	lo := Info{Namespace: "default", Table: "t", ID: 5, Name: "lo"}
 	hi := Info{Namespace: "default", Table: "t", ID: 6, Name: "hi"}
 	for range 2 { // a resumed split writes the same daughters again
-		got, err := SplitClosed(e.fs, e.info, lo, hi, nil)
+		got, err := SplitClosed(Storage{FS: e.fs}, e.info, lo, hi, nil)
 		if err != nil || string(got) != string(row) {
 			t.Fatalf("SplitClosed: %q %v, want %q", got, err, row)
 		}
 	}
-	if refs, err := HasReferenceFiles(e.fs, lo); err != nil || !refs {
+	if refs, err := HasReferenceFiles(Storage{FS: e.fs}, lo); err != nil || !refs {
 		t.Fatalf("bottom daughter references: %v %v", refs, err)
 	}
 	lo.EndKey, hi.StartKey = row, row
@@ -282,19 +282,19 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	}
 	defer rl.Close()
 	// A daughter holding references cannot split, open or closed.
-	if _, err := SplitRowOf(e.fs, lo); !errors.Is(err, ErrCannotSplit) {
+	if _, err := SplitRowOf(Storage{FS: e.fs}, lo); !errors.Is(err, ErrCannotSplit) {
 		t.Fatalf("split row of a daughter with references: %v", err)
 	}
-	if _, err := SplitClosed(e.fs, lo, Info{Namespace: "default", Table: "t", ID: 7, Name: "x"}, Info{Namespace: "default", Table: "t", ID: 8, Name: "y"}, nil); !errors.Is(err, ErrCannotSplit) {
+	if _, err := SplitClosed(Storage{FS: e.fs}, lo, Info{Namespace: "default", Table: "t", ID: 7, Name: "x"}, Info{Namespace: "default", Table: "t", ID: 8, Name: "y"}, nil); !errors.Is(err, ErrCannotSplit) {
 		t.Fatalf("SplitClosed of a daughter with references: %v", err)
 	}
 	if _, err := rl.Compact(true); err != nil {
 		t.Fatal(err)
 	}
-	if refs, err := HasReferenceFiles(e.fs, lo); err != nil || refs {
+	if refs, err := HasReferenceFiles(Storage{FS: e.fs}, lo); err != nil || refs {
 		t.Fatalf("references after the compaction: %v %v", refs, err)
 	}
-	if refs, err := HasReferenceFiles(e.fs, Info{Namespace: "default", Table: "t", Name: "gone"}); err != nil || refs {
+	if refs, err := HasReferenceFiles(Storage{FS: e.fs}, Info{Namespace: "default", Table: "t", Name: "gone"}); err != nil || refs {
 		t.Fatalf("references of a region without a directory: %v %v", refs, err)
 	}
 }

@@ -54,7 +54,7 @@ type Config struct {
 	FS storage.FS
 	// Bucket, when set, holds the region's files instead of FS: store files written once by
 	// create-only PUTs, the manifest replaced by conditional PUTs (docs/architecture.md, "Object
-	// storage"). Recovered edits and splits are not on buckets yet.
+	// storage"). Recovered edits are objects written by wal.SplitObjectLog.
 	Bucket storage.Bucket
 	// WAL is the region server's WAL (required): sequence ids and logging.
 	WAL wal.Log

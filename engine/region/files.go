@@ -49,6 +49,15 @@ type regionFiles interface {
 	fs() storage.FS
 }
 
+// Storage names where regions keep their files, for what is done to them without opening a
+// region (the master's splits): a directory tree (FS) or a bucket (Bucket, when set).
+type Storage struct {
+	FS     storage.FS
+	Bucket storage.Bucket
+}
+
+func (s Storage) files() regionFiles { return filesOf(s.FS, s.Bucket) }
+
 func filesOf(fsys storage.FS, b storage.Bucket) regionFiles {
 	if b != nil {
 		return bucketFiles{b}

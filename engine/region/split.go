@@ -8,7 +8,6 @@ import (
 	"path"
 
 	"github.com/cellstore/cellstore/engine/sfile"
-	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // SplitPoint returns the row to split at: the middle key of the largest
@@ -88,11 +87,7 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 	}
 	lo := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(r.info.StartKey), EndKey: bytes.Clone(splitRow), ID: daughterID}
 	hi := Info{Namespace: r.info.Namespace, Table: r.info.Table, StartKey: bytes.Clone(splitRow), EndKey: bytes.Clone(r.info.EndKey), ID: daughterID}
-	fsys := r.store.fs()
-	if fsys == nil {
-		return Info{}, Info{}, fmt.Errorf("%w: region %s is on object storage, where splits are not built yet", ErrCannotSplit, r.name)
-	}
-	if _, err := SplitClosed(fsys, r.info, lo, hi, splitRow); err != nil {
+	if _, err := splitClosed(r.store, r.info, lo, hi, splitRow); err != nil {
 		return Info{}, Info{}, err
 	}
 	lo.Parent, hi.Parent = r.name, r.name
@@ -108,12 +103,16 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 // fails with ErrCannotSplit when the parent holds references, has edits
 // that were never replayed (recovered.edits: open it first), or has no
 // usable split row; nothing is written then. It returns the split row.
-func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
-	src, err := readSplitSource(fsys, parent)
+func SplitClosed(st Storage, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
+	return splitClosed(st.files(), parent, lo, hi, splitRow)
+}
+
+func splitClosed(files regionFiles, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
+	src, err := readSplitSource(files, parent)
 	if err != nil {
 		return nil, err
 	}
-	if names, err := fsys.List(path.Join(src.dir, "recovered.edits")); err == nil && len(names) > 0 {
+	if names, err := files.list(path.Join(src.dir, "recovered.edits")); err == nil && len(names) > 0 {
 		return nil, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotSplit, parent.EncodedName())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -145,8 +144,8 @@ func SplitClosed(fsys storage.FS, parent Info, lo, hi Info, splitRow []byte) ([]
 // replaced atomically, so the region may be open on a server meanwhile. It
 // fails with ErrCannotSplit when the region holds references or has no
 // usable midpoint.
-func SplitRowOf(fsys storage.FS, info Info) ([]byte, error) {
-	src, err := readSplitSource(fsys, info)
+func SplitRowOf(st Storage, info Info) ([]byte, error) {
+	src, err := readSplitSource(st.files(), info)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +155,7 @@ func SplitRowOf(fsys storage.FS, info Info) ([]byte, error) {
 // splitSource is a region's directory as a split reads it: its table,
 // families and manifest.
 type splitSource struct {
-	fsys  storage.FS
+	files regionFiles
 	info  Info
 	dir   string
 	table TableDescriptor
@@ -167,13 +166,13 @@ type splitSource struct {
 
 // readSplitSource reads a region's .regioninfo and manifest; a region that
 // still holds references cannot split (ErrCannotSplit).
-func readSplitSource(fsys storage.FS, info Info) (*splitSource, error) {
-	src := &splitSource{fsys: fsys, info: info, dir: info.Dir()}
-	_, table, err := ReadRegionInfo(fsys, src.dir)
+func readSplitSource(files regionFiles, info Info) (*splitSource, error) {
+	src := &splitSource{files: files, info: info, dir: info.Dir()}
+	_, table, err := readRegionInfo(files, src.dir)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
-	if src.man, _, _, err = readManifest(filesOf(fsys, nil), src.dir); err != nil {
+	if src.man, _, _, err = readManifest(files, src.dir); err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
 	if src.man.hasReferences() {
@@ -186,7 +185,7 @@ func readSplitSource(fsys storage.FS, info Info) (*splitSource, error) {
 // splitRow is the middle row of the region's largest file (see midRow),
 // checked to lie inside the region.
 func (src *splitSource) splitRow() ([]byte, error) {
-	row, err := midRow(src.fsys, src.dir, src.fams, src.man)
+	row, err := midRow(src.files, src.dir, src.fams, src.man)
 	if err != nil {
 		return nil, fmt.Errorf("%w: region %s: %w", ErrCannotSplit, src.info.EncodedName(), err)
 	}
@@ -195,7 +194,7 @@ func (src *splitSource) splitRow() ([]byte, error) {
 
 // midRow is the row of the middle key of the largest file of the family
 // with the most bytes.
-func midRow(fsys storage.FS, dir string, fams []Family, man *manifest) ([]byte, error) {
+func midRow(files regionFiles, dir string, fams []Family, man *manifest) ([]byte, error) {
 	var best string
 	var bestFam int64 = -1
 	for _, f := range fams {
@@ -214,7 +213,7 @@ func midRow(fsys storage.FS, dir string, fams []Family, man *manifest) ([]byte, 
 	if best == "" {
 		return nil, errors.New("no store files")
 	}
-	rd, err := sfile.Open(fsys, best, sfile.ReaderOptions{})
+	rd, err := openFile(files, best)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +238,8 @@ func midRowOf(rd *sfile.Reader) ([]byte, error) {
 // per parent file with rows in its half, and its manifest (written last:
 // a daughter directory without one is not opened).
 func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) error {
-	fsys, man := src.fsys, src.man
-	if err := Create(fsys, src.table, info); err != nil {
+	files, man := src.files, src.man
+	if err := create(files, src.table, info); err != nil {
 		return err
 	}
 	dir := info.Dir()
@@ -261,14 +260,18 @@ func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) erro
 				return err
 			}
 			name := mf.Name + "." + parentName
-			if err := storage.WriteFile(fsys, path.Join(famDir, name), b); err != nil {
+			if err := files.writeFile(path.Join(famDir, name), b); err != nil {
 				return err
 			}
 			dm.Families[f.Name] = append(dm.Families[f.Name], manifestFile{Name: name, Reference: true,
 				Size: mf.Size / 2, MaxSeq: mf.MaxSeq, Entries: mf.Entries / 2})
 		}
 	}
-	return writeManifest(fsys, dir, dm)
+	b, err := encodeChecked(dm)
+	if err != nil {
+		return err
+	}
+	return files.writeFile(path.Join(dir, manifestName), b)
 }
 
 // rowSpan is a parent file's first and last rows (first nil: no cells).
@@ -280,7 +283,7 @@ type rowSpan struct{ first, last []byte }
 func (src *splitSource) halfHasRows(p string, splitRow []byte, top bool) (bool, error) {
 	sp, ok := src.spans[p]
 	if !ok {
-		rd, err := sfile.Open(src.fsys, p, sfile.ReaderOptions{})
+		rd, err := openFile(src.files, p)
 		if err != nil {
 			return false, err
 		}
@@ -307,12 +310,8 @@ func (src *splitSource) halfHasRows(p string, splitRow []byte, top bool) (bool, 
 // HasReferenceFiles reports whether the region's manifest on storage
 // still names reference files (a daughter that has not compacted its
 // parent's halves away). A region without a directory has none.
-func HasReferenceFiles(fsys storage.FS, info Info) (bool, error) {
-	dir := info.Dir()
-	if ok, err := storage.Exists(fsys, dir); err != nil || !ok {
-		return false, err
-	}
-	man, _, _, err := readManifest(filesOf(fsys, nil), dir)
+func HasReferenceFiles(st Storage, info Info) (bool, error) {
+	man, _, _, err := readManifest(st.files(), info.Dir())
 	if err != nil {
 		return false, err
 	}
@@ -329,4 +328,13 @@ func (m *manifest) hasReferences() bool {
 		}
 	}
 	return false
+}
+
+// openFile opens a store file for reading, without the block cache.
+func openFile(files regionFiles, p string) (*sfile.Reader, error) {
+	f, err := files.open(p)
+	if err != nil {
+		return nil, fmt.Errorf("sfile: opening %s: %w", p, err)
+	}
+	return sfile.OpenFile(f, p, sfile.ReaderOptions{})
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/sfile"
-	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // fileIDs gives every opened store file a process-unique block cache id.
@@ -297,12 +296,4 @@ func readManifest(store regionFiles, dir string) (*manifest, string, bool, error
 		m.Families = map[string][]manifestFile{}
 	}
 	return m, version, true, nil
-}
-
-func writeManifest(fsys storage.FS, dir string, m *manifest) error {
-	b, err := encodeChecked(m)
-	if err != nil {
-		return err
-	}
-	return storage.WriteFile(fsys, path.Join(dir, manifestName), b)
 }

@@ -116,18 +116,6 @@ func runShell(t *testing.T, bin, master, script string) string {
 	return string(out)
 }
 
-// runShellErr runs a shell script expected to fail and returns its output.
-func runShellErr(t *testing.T, bin, master, script string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "shell", "--masters", master, "-e", script).CombinedOutput()
-	if err == nil {
-		t.Fatalf("shell %q succeeded:\n%s", script, out)
-	}
-	return string(out)
-}
-
 var (
 	buildOnce sync.Once
 	builtBin  string

@@ -157,7 +157,7 @@ type StorageSpec struct {
 	Volume *VolumeStorage `json:"volume,omitempty"`
 	// S3 keeps all the data — store files, write-ahead logs, the catalog — in an S3-compatible
 	// bucket (AWS S3, GCS's S3 interoperability, MinIO, Ceph RGW...) that supports conditional
-	// writes; pods need no shared volume. Region splits are not available on S3 yet.
+	// writes; pods need no shared volume.
 	// +optional
 	S3 *S3Storage `json:"s3,omitempty"`
 }
