@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"sync"
 
@@ -112,6 +113,18 @@ func (c *locationCache) add(table string, locs []*pb.RegionLocation) []*location
 	sort.Slice(cur, func(i, j int) bool { return bytes.Compare(cur[i].start, cur[j].start) < 0 })
 	c.tables[table] = cur
 	return primaries
+}
+
+// pickLocation finds, among the primaries of one answer of the master, the region holding row (or,
+// with before, the rows just before it), as the cache's lookups would.
+func pickLocation(table string, locs []*location, row []byte, before bool) *location {
+	sorted := slices.Clone(locs)
+	sort.Slice(sorted, func(i, j int) bool { return bytes.Compare(sorted[i].start, sorted[j].start) < 0 })
+	one := &locationCache{tables: map[string][]*location{table: sorted}}
+	if before {
+		return one.lookupBefore(table, row)
+	}
+	return one.lookup(table, row)
 }
 
 // moved records that region now lives at addr (a REGION_MOVED answer).

@@ -369,8 +369,13 @@ func (c *Client) locate(ctx context.Context, t *Table, row []byte, before bool) 
 		if err != nil {
 			return nil, err
 		}
-		c.cache.add(t.name, resp.GetLocations())
+		added := c.cache.add(t.name, resp.GetLocations())
 		if l = cached(); l == nil {
+			// A concurrent request may have invalidated the region between the add and the lookup
+			// (it answered NOT_SERVING: the region is moving): take it from the answer itself.
+			l = pickLocation(t.name, added, row, before)
+		}
+		if l == nil {
 			return nil, fmt.Errorf("client: the master returned no region of table %s for row %q", t.name, row)
 		}
 	}
