@@ -96,27 +96,17 @@ func catalogLogPrefix(dir string, gen uint64) string {
 func catalogGenerations(ctx context.Context, b storage.Bucket, dir string) ([]uint64, error) {
 	root := path.Join(dir, "log") + "/"
 	var gens []uint64
-	after := ""
-	for {
-		page, err := b.List(ctx, root, after, 1000)
-		if err != nil {
-			return nil, fmt.Errorf("catalog: list %s in %s: %w", root, b.Describe(), err)
+	err := storage.Walk(ctx, b, root, func(o storage.ObjectInfo) error {
+		g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, root), "/")
+		if n, err := strconv.ParseUint(g, 10, 64); err == nil && (len(gens) == 0 || gens[len(gens)-1] != n) {
+			gens = append(gens, n)
 		}
-		if len(page) == 0 {
-			return gens, nil
-		}
-		for _, o := range page {
-			g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, root), "/")
-			n, err := strconv.ParseUint(g, 10, 64)
-			if err != nil {
-				continue
-			}
-			if len(gens) == 0 || gens[len(gens)-1] != n {
-				gens = append(gens, n)
-			}
-		}
-		after = page[len(page)-1].Key
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list %s in %s: %w", root, b.Describe(), err)
 	}
+	return gens, nil
 }
 
 func (c *bucketCatalog) append(e *wal.Edit) error {

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path"
 	"slices"
 	"strconv"
@@ -326,30 +325,11 @@ func (m *Master) balanceLocked() int {
 func archiveObjects(b storage.Bucket, src, dst string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	for {
-		page, err := b.List(ctx, src+"/", "", 1000)
-		if err != nil {
-			return err
+	return storage.Walk(ctx, b, src+"/", func(o storage.ObjectInfo) error {
+		err := storage.MoveObject(ctx, b, o.Key, path.Join(dst, strings.TrimPrefix(o.Key, src+"/")))
+		if errors.Is(err, storage.ErrNoObject) {
+			return nil // moved by an earlier attempt
 		}
-		if len(page) == 0 {
-			return nil
-		}
-		for _, o := range page {
-			body, _, err := b.Get(ctx, o.Key)
-			if errors.Is(err, storage.ErrNoObject) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			to := path.Join(dst, strings.TrimPrefix(o.Key, src+"/"))
-			// Create-only: a retry finds its own copy; another object there stops the move.
-			if _, err := b.Put(ctx, to, body, storage.Condition{IfNoneMatch: true}); err != nil {
-				return fmt.Errorf("archive %s to %s: %w", o.Key, to, err)
-			}
-			if err := b.Delete(ctx, o.Key); err != nil {
-				return err
-			}
-		}
-	}
+		return err
+	})
 }

@@ -193,37 +193,19 @@ func (f bucketFiles) commitManifest(p string, b []byte, version string) (string,
 
 func (f bucketFiles) list(dir string) ([]string, error) {
 	var names []string
-	after := ""
-	for {
-		page, err := f.b.List(context.Background(), dir+"/", after, 1000)
-		if err != nil {
-			return nil, err
+	err := storage.Walk(context.Background(), f.b, dir+"/", func(o storage.ObjectInfo) error {
+		if rel := strings.TrimPrefix(o.Key, dir+"/"); !strings.Contains(rel, "/") {
+			names = append(names, rel)
 		}
-		if len(page) == 0 {
-			return names, nil
-		}
-		for _, o := range page {
-			if rel := strings.TrimPrefix(o.Key, dir+"/"); !strings.Contains(rel, "/") {
-				names = append(names, rel)
-			}
-		}
-		after = page[len(page)-1].Key
-	}
+		return nil
+	})
+	return names, err
 }
 
 // archive copies the object to archive/<key> (create-only: a retry finds its own copy) and
 // deletes it. Object stores have no rename; the copy goes through this process.
 func (f bucketFiles) archive(p string) error {
-	ctx := context.Background()
-	b, _, err := f.b.Get(ctx, p)
-	if err != nil {
-		return err
-	}
-	// A retry finds its own copy (same body: success); another body there keeps the original.
-	if _, err := f.b.Put(ctx, path.Join("archive", p), b, storage.Condition{IfNoneMatch: true}); err != nil {
-		return err
-	}
-	return f.b.Delete(ctx, p)
+	return storage.MoveObject(context.Background(), f.b, p, path.Join("archive", p))
 }
 
 func (f bucketFiles) mkdirs(...string) error { return nil }

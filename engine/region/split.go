@@ -213,7 +213,7 @@ func midRow(files regionFiles, dir string, fams []Family, man *manifest) ([]byte
 	if best == "" {
 		return nil, errors.New("no store files")
 	}
-	rd, err := openFile(files, best)
+	rd, err := openFile(files, best, sfile.ReaderOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ type rowSpan struct{ first, last []byte }
 func (src *splitSource) halfHasRows(p string, splitRow []byte, top bool) (bool, error) {
 	sp, ok := src.spans[p]
 	if !ok {
-		rd, err := openFile(src.files, p)
+		rd, err := openFile(src.files, p, sfile.ReaderOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -330,11 +330,11 @@ func (m *manifest) hasReferences() bool {
 	return false
 }
 
-// openFile opens a store file for reading, without the block cache.
-func openFile(files regionFiles, p string) (*sfile.Reader, error) {
+// openFile opens a store file for reading.
+func openFile(files regionFiles, p string, opts sfile.ReaderOptions) (*sfile.Reader, error) {
 	f, err := files.open(p)
 	if err != nil {
 		return nil, fmt.Errorf("sfile: opening %s: %w", p, err)
 	}
-	return sfile.OpenFile(f, p, sfile.ReaderOptions{})
+	return sfile.OpenFile(f, p, opts)
 }

@@ -143,11 +143,11 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 		dataPath = ref.ParentPath
 	}
 	opts := sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1), InMemory: r.fams[fam].InMemory, EvictOnClose: true}
-	rd, err := r.openStoreFileData(dataPath, opts)
+	rd, err := openFile(r.store, dataPath, opts)
 	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
 		// The primary compacted the file away after naming it: a replica
 		// reads it from the archive (HBase's FileLink).
-		rd, err = r.openStoreFileData(path.Join("archive", dataPath), opts)
+		rd, err = openFile(r.store, path.Join("archive", dataPath), opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("region %s: opening store file %s: %w", r.name, dataPath, err)
@@ -160,15 +160,6 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 	}
 	sf.refs.Store(1)
 	return sf, nil
-}
-
-// openStoreFileData opens the store file at p for reading.
-func (r *Region) openStoreFileData(p string, opts sfile.ReaderOptions) (*sfile.Reader, error) {
-	f, err := r.store.open(p)
-	if err != nil {
-		return nil, fmt.Errorf("sfile: opening %s: %w", p, err)
-	}
-	return sfile.OpenFile(f, p, opts)
 }
 
 // storeFilePath is the path of a store file of family fam.

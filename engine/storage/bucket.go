@@ -82,3 +82,38 @@ func CheckKey(key string) error {
 	}
 	return nil
 }
+
+// Walk calls fn with every object under prefix, in key order, listing a page of 1000 at a time;
+// fn may delete the object it is given. It stops at the first error.
+func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) error) error {
+	after := ""
+	for {
+		page, err := b.List(ctx, prefix, after, 1000)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, o := range page {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// MoveObject moves the object at from to to: object stores have no rename, so it copies through
+// this process with a create-only PUT (a retry finds its own copy; another object at to stops the
+// move and keeps the original) and then deletes from.
+func MoveObject(ctx context.Context, b Bucket, from, to string) error {
+	body, _, err := b.Get(ctx, from)
+	if err != nil {
+		return err
+	}
+	if _, err := b.Put(ctx, to, body, Condition{IfNoneMatch: true}); err != nil {
+		return fmt.Errorf("move %s to %s: %w", from, to, err)
+	}
+	return b.Delete(ctx, from)
+}

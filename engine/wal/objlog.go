@@ -290,12 +290,7 @@ func (l *ObjectLog) Stats() ObjectLogStats {
 		PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
 }
 
-func (l *ObjectLog) signal() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
+func (l *ObjectLog) signal() { kick(l.kick) }
 
 // run commits what nobody waits for: whenever there is a batch and a free slot it starts a PUT.
 // On Close it drains: writes what is buffered and waits for the PUTs under way.
@@ -582,22 +577,13 @@ type numberedObject struct {
 
 func listObjects(ctx context.Context, b storage.Bucket, prefix string) ([]numberedObject, error) {
 	var out []numberedObject
-	after := ""
-	for {
-		page, err := b.List(ctx, prefix+"/", after, 1000)
-		if err != nil {
-			return nil, err
+	err := storage.Walk(ctx, b, prefix+"/", func(o storage.ObjectInfo) error {
+		if n, ok := parseObjectKey(prefix, o.Key); ok {
+			out = append(out, numberedObject{n: n, key: o.Key})
 		}
-		if len(page) == 0 {
-			return out, nil
-		}
-		for _, o := range page {
-			if n, ok := parseObjectKey(prefix, o.Key); ok {
-				out = append(out, numberedObject{n: n, key: o.Key})
-			}
-		}
-		after = page[len(page)-1].Key
-	}
+		return nil
+	})
+	return out, err
 }
 
 // ReadObjectLog calls fn with every edit of the log's objects in order (fence markers skipped),

@@ -108,38 +108,28 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 // Damage is corruption, reported with the object's key. The Edit passed to fn aliases the object:
 // copy what you keep.
 func ReadRecoveredEdits(ctx context.Context, b storage.Bucket, dir string, fn func(*Edit) error) (objects []string, err error) {
-	after := ""
-	for {
-		page, err := b.List(ctx, dir+"/", after, 1000)
+	err = storage.Walk(ctx, b, dir+"/", func(o storage.ObjectInfo) error {
+		if _, ok := parseNumbered(strings.TrimPrefix(o.Key, dir+"/"), recoveredSuffix); !ok {
+			return nil
+		}
+		objects = append(objects, o.Key)
+		data, _, err := b.Get(ctx, o.Key)
 		if err != nil {
-			return nil, fmt.Errorf("wal: list %s: %w", dir, err)
+			return fmt.Errorf("wal: read %s: %w", o.Key, err)
 		}
-		if len(page) == 0 {
-			return objects, nil
+		kind, _, err := checkHeader(data)
+		if err != nil {
+			return &CorruptionError{File: o.Key, Offset: 0, Reason: err.Error()}
 		}
-		for _, o := range page {
-			rel := strings.TrimPrefix(o.Key, dir+"/")
-			if _, ok := parseNumbered(rel, recoveredSuffix); !ok {
-				continue
-			}
-			objects = append(objects, o.Key)
-			data, _, err := b.Get(ctx, o.Key)
-			if err != nil {
-				return nil, fmt.Errorf("wal: read %s: %w", o.Key, err)
-			}
-			kind, _, err := checkHeader(data)
-			if err != nil {
-				return nil, &CorruptionError{File: o.Key, Offset: 0, Reason: err.Error()}
-			}
-			if kind != kindRecovered {
-				return nil, &CorruptionError{File: o.Key, Offset: 10, Reason: fmt.Sprintf("kind %d is not recovered edits", kind)}
-			}
-			if err := decodeRecords(data, o.Key, fn); err != nil {
-				return nil, err
-			}
+		if kind != kindRecovered {
+			return &CorruptionError{File: o.Key, Offset: 10, Reason: fmt.Sprintf("kind %d is not recovered edits", kind)}
 		}
-		after = page[len(page)-1].Key
+		return decodeRecords(data, o.Key, fn)
+	})
+	if err != nil {
+		return nil, err // the store's errors name the prefix; the others, the object
 	}
+	return objects, nil
 }
 
 // decodeRecords calls fn with each record of a whole object after its header; any damage is

@@ -685,9 +685,13 @@ func (w *WAL) Close() error {
 	return err
 }
 
-func (w *WAL) signal() {
+func (w *WAL) signal() { kick(w.kick) }
+
+// kick wakes the goroutine that waits on c (a channel of capacity 1), or does nothing when it is
+// already woken.
+func kick(c chan struct{}) {
 	select {
-	case w.kick <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
