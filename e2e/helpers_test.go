@@ -252,3 +252,31 @@ func metricsOf(ctx context.Context, ns, pod string, port int) string {
 	Expect(err).NotTo(HaveOccurred())
 	return string(b)
 }
+
+// verifyRows runs `loadcheck verify` as the Job job: every one of rows rows of table must be
+// there with its value, and no other. It returns the Job's output.
+func verifyRows(ctx context.Context, ns, job, cluster, table string, rows int) string {
+	out := runJob(ctx, ns, job, "verify", "--masters", cluster+":16000", "--table", table, "--rows", fmt.Sprint(rows))
+	var v struct{ Rows, Missing, Wrong, Extra int }
+	Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
+	Expect(v.Rows).To(Equal(rows))
+	Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+	return out
+}
+
+// forceDelete deletes a pod of the cluster with no grace period and waits until its replacement
+// is Ready and the cluster has settled. It returns when the pod was deleted.
+func forceDelete(ctx context.Context, ns, cluster, pod string) time.Time {
+	old, err := kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	deleted := time.Now()
+	Expect(kube.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})).To(Succeed())
+	Eventually(func(g Gomega) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.UID).NotTo(Equal(old.UID))
+		g.Expect(podReady(p)).To(BeTrue())
+		g.Expect(settled(getCluster(ctx, ns, cluster))).To(Succeed())
+	}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return deleted
+}

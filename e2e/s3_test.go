@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -52,11 +51,7 @@ var _ = Describe("A StoreCluster on S3", Ordered, Label("storecluster", "s3"), f
 
 	It("loads 20k rows into a pre-split table and reads them back", func(ctx SpecContext) {
 		runJob(ctx, ns, "load-rows", "load", "--masters", name+":16000", "--table", "loaded", "--rows", "20000", "--splits", "4")
-		out := runJob(ctx, ns, "verify-rows", "verify", "--masters", name+":16000", "--table", "loaded", "--rows", "20000")
-		var v struct{ Rows, Missing, Wrong, Extra int }
-		Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
-		Expect(v.Rows).To(Equal(20000))
-		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+		verifyRows(ctx, ns, "verify-rows", name, "loaded", 20000)
 	})
 
 	It("splits a region of the loaded table, on the bucket, and reads every row back", func(ctx SpecContext) {
@@ -68,11 +63,7 @@ var _ = Describe("A StoreCluster on S3", Ordered, Label("storecluster", "s3"), f
 			g.Expect(strings.Count(out, " OPEN ")).To(Equal(5), "not every region is open:\n%s", out)
 			g.Expect(out).To(ContainSubstring(`"row00002500" "row00005000"`))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
-		out := runJob(ctx, ns, "verify-split", "verify", "--masters", name+":16000", "--table", "loaded", "--rows", "20000")
-		var v struct{ Rows, Missing, Wrong, Extra int }
-		Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
-		Expect(v.Rows).To(Equal(20000))
-		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+		verifyRows(ctx, ns, "verify-split", name, "loaded", 20000)
 	})
 
 	It("recovers a force-deleted region server from its object log, losing no acknowledged write", func(ctx SpecContext) {
@@ -88,16 +79,7 @@ var _ = Describe("A StoreCluster on S3", Ordered, Label("storecluster", "s3"), f
 			}
 		}
 		Expect(victim).NotTo(BeEmpty())
-		old, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(kube.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})).To(Succeed())
-		Eventually(func(g Gomega) {
-			p, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(p.UID).NotTo(Equal(old.UID))
-			g.Expect(podReady(p)).To(BeTrue())
-			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		forceDelete(ctx, ns, name, victim)
 		s := loadcheck(ctx, ns, "load", "POST", "stop")
 		report := fmt.Sprintf("load on S3 through the force-deletion of %s: %s", victim, s)
 		GinkgoWriter.Println(report)

@@ -146,12 +146,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 	It("loads 100k rows into a pre-split table from a Job and reads them back", func(ctx SpecContext) {
 		out := runJob(ctx, ns, "load-rows", "load", "--masters", name+":16000", "--table", "loaded", "--rows", "100000", "--splits", "8")
 		GinkgoWriter.Printf("load: %s", out)
-		out = runJob(ctx, ns, "verify-rows", "verify", "--masters", name+":16000", "--table", "loaded", "--rows", "100000")
-		GinkgoWriter.Printf("verify: %s", out)
-		var v struct{ Rows, Missing, Wrong, Extra int }
-		Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
-		Expect(v.Rows).To(Equal(100000))
-		Expect(v.Missing + v.Wrong + v.Extra).To(BeZero())
+		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-rows", name, "loaded", 100000))
 		Eventually(func() int32 { return getCluster(ctx, ns, name).Status.Regions.Total }).
 			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).
 			Should(BeNumerically(">=", 9), "the status counts the pre-split table's 8 regions and the smoke table's")
@@ -268,17 +263,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 	It("serves a force-deleted region server's regions again within 10 s, losing no acknowledged write", func(ctx SpecContext) {
 		victim := pickServer(ctx)
 		resetLoad(ctx)
-		old, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		deleted := time.Now()
-		Expect(kube.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})).To(Succeed())
-		Eventually(func(g Gomega) {
-			p, err := kube.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(p.UID).NotTo(Equal(old.UID))
-			g.Expect(podReady(p)).To(BeTrue())
-			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		deleted := forceDelete(ctx, ns, name, victim)
 		checkOutage(ctx, "force-deletion of "+victim, deleted)
 	})
 
