@@ -514,22 +514,34 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if attempt > 100 {
 			return 0, fmt.Errorf("wal: fence %s: the writer kept ahead of 100 fencing rounds", prefix)
 		}
-		objs, err := listObjects(ctx, b, prefix)
+		// Only the numbers near the top matter: find the highest by searching (a listing of the
+		// whole log may never end while a live writer adds objects faster than it pages), then
+		// list the window below it.
+		highest, err := highestObject(ctx, b, prefix)
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
-		}
-		var highest uint64
-		var top string
-		have := map[uint64]bool{}
-		for _, o := range objs {
-			have[o.n] = true
-			if o.n >= highest {
-				highest, top = o.n, o.key
-			}
 		}
 		first := uint64(1)
 		if highest > MaxFenceWindow {
 			first = highest - MaxFenceWindow + 1
+		}
+		after := ""
+		if first > 1 {
+			after = objectKey(prefix, first-1)
+		}
+		window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+		if err != nil {
+			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+		}
+		var top string
+		have := map[uint64]bool{}
+		for _, o := range window {
+			if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
+				have[n] = true
+				if n == highest {
+					top = o.Key
+				}
+			}
 		}
 		complete := top != ""
 		for n := first; complete && n <= highest; n++ {
@@ -568,6 +580,46 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 			return last, nil
 		}
 	}
+}
+
+// highestObject is the highest object number under prefix (0: none), found by exponential and
+// then binary search with one-key listings ("is there an object after number n?").
+func highestObject(ctx context.Context, b storage.Bucket, prefix string) (uint64, error) {
+	after := func(n uint64) (bool, error) {
+		start := ""
+		if n > 0 {
+			start = objectKey(prefix, n)
+		}
+		page, err := b.List(ctx, prefix+"/", start, 1)
+		return len(page) > 0, err
+	}
+	if any, err := after(0); err != nil || !any {
+		return 0, err
+	}
+	lo, hi := uint64(0), uint64(1) // some object lies after lo; find hi with none after it
+	for {
+		more, err := after(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !more {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	for hi-lo > 1 { // an object after lo, none after hi: the highest is in (lo, hi]
+		mid := lo + (hi-lo)/2
+		more, err := after(mid)
+		if err != nil {
+			return 0, err
+		}
+		if more {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, nil
 }
 
 type numberedObject struct {
