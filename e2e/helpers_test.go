@@ -280,3 +280,35 @@ func forceDelete(ctx context.Context, ns, cluster, pod string) time.Time {
 	}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	return deleted
 }
+
+// conditionOf is the StoreCluster's condition of type t, or nil.
+func conditionOf(c *v1alpha1.StoreCluster, t string) *metav1.Condition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == t {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// deployDevS3 applies config/samples/dev-s3-server.yaml in ns — the development S3 server
+// "dev-s3" (MinIO built from its Go module), its keys in the Secret "dev-s3-keys" and the Job that
+// makes the bucket "cellstore" — with the images under test, and waits for the bucket.
+func deployDevS3(ctx context.Context, ns string) {
+	Expect(minioImage).NotTo(BeEmpty(), "set E2E_MINIO_IMAGE: hack/test.sh e2e builds, loads and sets it")
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "config", "samples", "dev-s3-server.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	manifest := strings.NewReplacer("image: docker.io/cellstore/minio:dev", "image: "+minioImage,
+		"image: docker.io/cellstore/engine:v0.1.0", "image: "+engineImage).Replace(string(b))
+	Expect(manifest).To(ContainSubstring(minioImage))
+	Expect(manifest).To(ContainSubstring(engineImage))
+	file := filepath.Join(GinkgoT().TempDir(), "dev-s3-server.yaml")
+	Expect(os.WriteFile(file, []byte(manifest), 0o644)).To(Succeed())
+	_, err = kubectl(ctx, "-n", ns, "apply", "-f", file)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		j, err := kube.BatchV1().Jobs(ns).Get(ctx, "dev-s3-bucket", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(j.Status.Succeeded).To(BeEquivalentTo(1), "the bucket Job has not succeeded (failed pods: %d)", j.Status.Failed)
+	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+}

@@ -110,14 +110,17 @@ var _ = Describe("The operator chart", Label("chart"), func() {
 
 // One StoreCluster goes through what users do to it, in order, under a load that never stops
 // between "starts a continuous load" and the end: every request must succeed and every
-// acknowledged write must be readable at the end.
-var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
+// acknowledged write must be readable at the end. Its data is all in S3 — the development S3
+// server of config/samples/dev-s3-server.yaml in the same namespace, on a ReadWriteOnce claim of
+// the default StorageClass — as the minimal sample says.
+var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() {
 	const name = "e2e"
 	var ns string
 
 	BeforeAll(func(ctx SpecContext) {
 		installOperator(ctx)
 		ns = newNamespace("cluster")
+		deployDevS3(ctx, ns)
 	})
 
 	// Every spec that runs under the load ends with it intact: no failed request, no lost write.
@@ -133,12 +136,20 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster"), func() {
 	}
 	resetLoad := func(ctx context.Context) { loadcheck(ctx, ns, "load", "POST", "reset") }
 
-	It("becomes Available and serves a write and a read through cellstore shell", func(ctx SpecContext) {
+	It("becomes Available with its data in the bucket and no volume claim of its own", func(ctx SpecContext) {
 		c := sampleCluster("cellstore_v1alpha1_storecluster_minimal.yaml", ns, name)
+		Expect(c.Spec.Storage.S3).NotTo(BeNil(), "the minimal sample keeps its data in S3")
+		c.Spec.Storage.S3.Prefix = "clusters/" + name
 		Expect(crc.Create(ctx, c)).To(Succeed())
 		c = waitSettled(ctx, ns, name, 8*time.Minute)
 		Expect(c.Status.RegionServers.Ready).To(BeEquivalentTo(3))
 		Expect(c.Status.Masters.Active).NotTo(BeEmpty())
+		claims, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for _, cl := range claims.Items {
+			Expect(cl.Name).To(HavePrefix("data-dev-s3-"), "a StoreCluster on S3 needs no volume claim; only the S3 server has one")
+			Expect(cl.Spec.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}))
+		}
 		out := shell(ctx, ns, name, "create 'smoke', 'f'; put 'smoke', 'r1', 'f:q', 'hello'; get 'smoke', 'r1'")
 		Expect(out).To(ContainSubstring("value=hello"))
 	})
@@ -503,6 +514,7 @@ var _ = Describe("A StoreCluster with hugepages", Ordered, Label("storecluster",
 		}
 		installOperator(ctx)
 		ns = newNamespace("huge")
+		deployDevS3(ctx, ns)
 	})
 
 	It("gives region servers hugepage resources and hugepage-backed arenas", func(ctx SpecContext) {

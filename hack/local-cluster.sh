@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes on this machine, without kind or a registry: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd + runc (Debian), kubelet, kube-proxy (iptables),
-# bridge CNI, CoreDNS, and a default StorageClass "standard" whose volumes non-root pods can write.
+# bridge CNI, CoreDNS, and StorageClasses whose volumes non-root pods can write: the default "standard"
+# (ReadWriteOnce only, like kind's) and "shared" (ReadWriteMany too).
 #
 #   hack/local-cluster.sh up [--hugepages N]  start (builds what is missing; N 2 MiB hugepages reserved
 #                                             before the kubelet starts, restored by down)
@@ -357,9 +358,14 @@ cmd_up() {
   mkdir -p "$DATA/volumes"
   start hostpath-provisioner "$ROOT/bin/tools/hostpath-provisioner" --kubeconfig="$KUBECONFIG_ADMIN" \
     --dir="$DATA/volumes" --node="$NODE_NAME"
-  kubectl apply -f "$ROOT/hack/local-cluster/storageclass.yaml" -f "$ETC/coredns.yaml" >/dev/null
+  # A class's parameters cannot change: one kept from an older version of this script is replaced.
+  kubectl apply -f "$ROOT/hack/local-cluster/storageclass.yaml" >/dev/null 2>&1 || {
+    kubectl delete storageclass standard shared --ignore-not-found >/dev/null
+    kubectl apply -f "$ROOT/hack/local-cluster/storageclass.yaml" >/dev/null
+  }
+  kubectl apply -f "$ETC/coredns.yaml" >/dev/null
   WAIT_LOG=$LOGS/kubelet.log waitfor "CoreDNS Available" 120 kubectl -n kube-system wait --for=condition=Available deploy/coredns --timeout=2s
-  say "CoreDNS available; default StorageClass 'standard' served by hostpath-provisioner"
+  say "CoreDNS available; StorageClasses 'standard' (default, ReadWriteOnce) and 'shared' (ReadWriteMany) served by hostpath-provisioner"
   say "cluster up. export KUBECONFIG=$KUBECONFIG_ADMIN; kubectl is $KBIN/kubectl"
 }
 

@@ -137,8 +137,8 @@ func (f fsFiles) mkdirs(dirs ...string) error {
 func (f fsFiles) cleanTemp(regionDir string) { _ = f.fsys.RemoveAll(path.Join(regionDir, ".tmp")) }
 
 // bucketFiles: a bucket. A store file is buffered and written once, by a create-only PUT under
-// its final key (no temporary name, no rename; multipart upload for files beyond
-// storage.DefaultMaxObjectWrite is not built yet); the manifest is replaced by a conditional PUT.
+// its final key (no temporary name, no rename; a file larger than a part is uploaded in parts as
+// it is written, so only one part is in memory); the manifest is replaced by a conditional PUT.
 // A crash mid-flush leaves an object no manifest names, archived when the region next opens.
 type bucketFiles struct{ b storage.Bucket }
 

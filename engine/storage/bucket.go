@@ -45,6 +45,33 @@ type Bucket interface {
 	Describe() string
 }
 
+// MultipartBucket is a Bucket that can also write an object in parts, so that a large object never
+// sits in memory whole: S3's multipart upload, a directory's temporary file.
+type MultipartBucket interface {
+	Bucket
+	// StartUpload begins writing the object at key in parts; nothing is visible at key until
+	// Complete.
+	StartUpload(ctx context.Context, key string) (Upload, error)
+}
+
+// Upload is an object being written in parts.
+type Upload interface {
+	// WritePart appends the next part. Every part but the last carries at least MinPartSize
+	// bytes; at most MaxParts parts make an object.
+	WritePart(ctx context.Context, part []byte) error
+	// Complete makes the object visible at key, create-only: ErrPrecondition when the key exists.
+	// It returns the object's ETag.
+	Complete(ctx context.Context) (etag string, err error)
+	// Abort drops what was written; the key is left as it was.
+	Abort(ctx context.Context) error
+}
+
+// Limits of S3's multipart upload, which every MultipartBucket keeps.
+const (
+	MinPartSize = 5 << 20
+	MaxParts    = 10000
+)
+
 // Condition makes a Put conditional. The zero value writes unconditionally.
 type Condition struct {
 	// IfNoneMatch: create only, never replace (S3's If-None-Match: *).

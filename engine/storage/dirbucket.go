@@ -338,3 +338,90 @@ func (b *DirBucket) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+var _ MultipartBucket = (*DirBucket)(nil)
+
+// StartUpload implements MultipartBucket: the parts go to a temporary file beside the key,
+// published by link(2) (create-only) at Complete.
+func (b *DirBucket) StartUpload(ctx context.Context, key string) (Upload, error) {
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dst := b.path(key)
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage: upload %s: %w", key, err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := filepath.Join(dir, dirTempPrefix+"upload-"+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: upload %s: %w", key, err)
+	}
+	return &dirUpload{key: key, dst: dst, tmp: name, f: f}, nil
+}
+
+// dirUpload is an object being written to a temporary file.
+type dirUpload struct {
+	key, dst, tmp string
+	f             *os.File
+	parts         int
+	done          bool
+}
+
+func (u *dirUpload) WritePart(ctx context.Context, part []byte) error {
+	if u.done {
+		return fmt.Errorf("storage: upload %s: part after Complete or Abort", u.key)
+	}
+	if u.parts++; u.parts > MaxParts {
+		return fmt.Errorf("storage: upload %s: more than %d parts", u.key, MaxParts)
+	}
+	if _, err := u.f.Write(part); err != nil {
+		return fmt.Errorf("storage: upload %s: %w", u.key, err)
+	}
+	return nil
+}
+
+func (u *dirUpload) Complete(ctx context.Context) (string, error) {
+	if u.done {
+		return "", fmt.Errorf("storage: upload %s: already completed or aborted", u.key)
+	}
+	u.done = true
+	defer os.Remove(u.tmp) // after the link, or on failure
+	err := fdatasync(u.f)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = u.f.Stat()
+	}
+	if cerr := u.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if err = os.Link(u.tmp, u.dst); errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("%w: upload %s: the object exists", ErrPrecondition, u.key)
+		}
+	}
+	if err == nil {
+		err = syncDirPath(filepath.Dir(u.dst))
+	}
+	if err != nil {
+		return "", fmt.Errorf("storage: upload %s: %w", u.key, err)
+	}
+	return etagOf(fi), nil
+}
+
+func (u *dirUpload) Abort(ctx context.Context) error {
+	if u.done {
+		return nil
+	}
+	u.done = true
+	u.f.Close()
+	if err := os.Remove(u.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: abort upload %s: %w", u.key, err)
+	}
+	return nil
+}

@@ -63,3 +63,6 @@ func (a *alternating) List(ctx context.Context, prefix, after string, limit int)
 }
 func (a *alternating) Delete(ctx context.Context, key string) error { return a.next().Delete(ctx, key) }
 func (a *alternating) Describe() string                             { return a.bs[0].Describe() }
+func (a *alternating) StartUpload(ctx context.Context, key string) (storage.Upload, error) {
+	return a.next().(storage.MultipartBucket).StartUpload(ctx, key)
+}

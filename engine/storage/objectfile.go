@@ -9,26 +9,36 @@ import (
 	"sync"
 )
 
-// DefaultMaxObjectWrite bounds an ObjectWriter: the object is buffered in memory until it is
-// written with one PUT (multipart upload, which would stream larger files, is not built yet).
+// DefaultMaxObjectWrite bounds an ObjectWriter on a bucket that cannot write objects in parts:
+// the object is buffered in memory until it is written with one PUT.
 const DefaultMaxObjectWrite = 1 << 30
 
-// ObjectWriter writes one object through the File interface (what the store-file writer takes):
-// writes are buffered, and the first Sync writes the whole object with a create-only PUT — an
-// object is written once, under its final key, never renamed. Writes after that Sync fail.
+// DefaultPartSize is the size of the parts an ObjectWriter uploads on a MultipartBucket: it holds
+// at most one part in memory, whatever the object's size.
+const DefaultPartSize = 8 << 20
+
+// ObjectWriter writes one object through the File interface (what the store-file writer takes),
+// under its final key, never renamed. On a MultipartBucket, an object that outgrows one part is
+// uploaded in parts as it is written (one part buffered), and the first Sync uploads the last part
+// and completes the upload, create-only; a smaller object, or any object on another bucket, is
+// buffered and written by the first Sync with one create-only PUT. Writes after that Sync fail;
+// Close without a Sync aborts the upload.
 type ObjectWriter struct {
-	b     Bucket
-	key   string
-	limit int
+	b        Bucket
+	key      string
+	limit    int
+	partSize int
 
 	mu      sync.Mutex
 	buf     []byte
+	up      Upload // the multipart upload once the object outgrew one part
+	size    int64
 	written bool
 	err     error
 }
 
-// NewObjectWriter returns a writer of the object at key; limit bounds its size (<= 0:
-// DefaultMaxObjectWrite).
+// NewObjectWriter returns a writer of the object at key; limit bounds the size of an object
+// written from memory (<= 0: DefaultMaxObjectWrite).
 func NewObjectWriter(b Bucket, key string, limit int) (*ObjectWriter, error) {
 	if err := CheckKey(key); err != nil {
 		return nil, err
@@ -36,24 +46,57 @@ func NewObjectWriter(b Bucket, key string, limit int) (*ObjectWriter, error) {
 	if limit <= 0 {
 		limit = DefaultMaxObjectWrite
 	}
-	return &ObjectWriter{b: b, key: key, limit: limit}, nil
+	return &ObjectWriter{b: b, key: key, limit: limit, partSize: DefaultPartSize}, nil
 }
 
-// Write buffers p.
+// SetPartSize changes the part size (at least MinPartSize) before the first write.
+func (w *ObjectWriter) SetPartSize(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partSize = max(n, MinPartSize)
+}
+
+// Write buffers p, uploading every full part on a MultipartBucket.
 func (w *ObjectWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	mb, multipart := w.b.(MultipartBucket)
 	switch {
 	case w.err != nil:
 		return 0, w.err
 	case w.written:
 		return 0, fmt.Errorf("storage: %s in %s: write after the object was written (objects are immutable)", w.key, w.b.Describe())
-	case len(w.buf)+len(p) > w.limit:
+	case multipart && w.size+int64(len(p)) > int64(w.partSize)*MaxParts:
+		w.err = fmt.Errorf("storage: %s in %s: object larger than %d parts of %d bytes", w.key, w.b.Describe(), MaxParts, w.partSize)
+		return 0, w.err
+	case !multipart && len(w.buf)+len(p) > w.limit:
 		w.err = fmt.Errorf("storage: %s in %s: object larger than %d bytes, the most one PUT from memory may carry here", w.key, w.b.Describe(), w.limit)
 		return 0, w.err
 	}
+	n := len(p)
+	for multipart && len(w.buf)+len(p) > w.partSize {
+		// Fill the buffered part to its size and upload it; more may follow.
+		take := w.partSize - len(w.buf)
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		if w.up == nil {
+			up, err := mb.StartUpload(context.Background(), w.key)
+			if err != nil {
+				w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
+				return 0, w.err
+			}
+			w.up = up
+		}
+		if err := w.up.WritePart(context.Background(), w.buf); err != nil {
+			w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
+			_ = w.up.Abort(context.Background())
+			return 0, w.err
+		}
+		w.buf = w.buf[:0]
+	}
 	w.buf = append(w.buf, p...)
-	return len(p), nil
+	w.size += int64(n)
+	return n, nil
 }
 
 // Sync writes the object (create-only) the first time; later calls return the first one's
@@ -64,7 +107,17 @@ func (w *ObjectWriter) Sync() error {
 	if w.err != nil || w.written {
 		return w.err
 	}
-	if _, err := w.b.Put(context.Background(), w.key, w.buf, Condition{IfNoneMatch: true}); err != nil {
+	var err error
+	if w.up != nil {
+		if err = w.up.WritePart(context.Background(), w.buf); err == nil {
+			_, err = w.up.Complete(context.Background())
+		} else {
+			_ = w.up.Abort(context.Background())
+		}
+	} else {
+		_, err = w.b.Put(context.Background(), w.key, w.buf, Condition{IfNoneMatch: true})
+	}
+	if err != nil {
 		w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
 		return w.err
 	}
@@ -73,11 +126,18 @@ func (w *ObjectWriter) Sync() error {
 	return nil
 }
 
-// Close drops the buffer; an object not synced is not written.
+// Close drops the buffer; an object not synced is not written (its upload is aborted).
 func (w *ObjectWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = nil
+	if w.up != nil && !w.written {
+		up := w.up
+		w.up = nil
+		if err := up.Abort(context.Background()); err != nil {
+			return fmt.Errorf("storage: abandoning %s: %w", w.key, err)
+		}
+	}
 	return nil
 }
 

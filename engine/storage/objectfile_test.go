@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,8 +67,9 @@ func TestObjectWriterAndReader(t *testing.T) {
 	if err := w2.Sync(); !errors.Is(err, ErrPrecondition) {
 		t.Fatalf("second writer of a key: %v", err)
 	}
-	// Too large for one PUT from memory: a clear error, nothing written.
-	w3, _ := NewObjectWriter(b, "data/t/r/f/big", 100)
+	// Too large for one PUT from memory (on a bucket that cannot write in parts): a clear error,
+	// nothing written.
+	w3, _ := NewObjectWriter(onePut{b}, "data/t/r/f/big", 100)
 	if _, err := w3.Write(make([]byte, 101)); err == nil || !strings.Contains(err.Error(), "larger than 100 bytes") {
 		t.Fatalf("over the limit: %v", err)
 	}
@@ -78,5 +81,77 @@ func TestObjectWriterAndReader(t *testing.T) {
 	}
 	if _, err := NewObjectWriter(b, "../x", 0); err == nil {
 		t.Fatal("a bad key was accepted")
+	}
+}
+
+// onePut hides a bucket's multipart upload.
+type onePut struct{ Bucket }
+
+// On a MultipartBucket a large object is uploaded in parts as it is written — one part in memory —
+// and appears whole at Sync; a writer closed without Sync leaves nothing behind.
+func TestObjectWriterMultipart(t *testing.T) {
+	dir := t.TempDir()
+	b, err := NewDirBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	body := make([]byte, 3*MinPartSize+12345)
+	for i := range body {
+		body[i] = byte(i * 7 / 3)
+	}
+	w, err := NewObjectWriter(b, "data/big", 1<<20) // the in-memory limit does not apply to parts
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetPartSize(MinPartSize)
+	for off := 0; off < len(body); {
+		n := min(777777, len(body)-off)
+		if _, err := w.Write(body[off : off+n]); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if len(w.buf) > MinPartSize {
+			t.Fatalf("%d bytes buffered: more than one part", len(w.buf))
+		}
+	}
+	if w.up == nil {
+		t.Fatal("no upload started for an object of 3 parts")
+	}
+	if _, err := b.Stat(ctx, "data/big"); !errors.Is(err, ErrNoObject) {
+		t.Fatalf("the object is visible before Sync: %v", err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	got, _, err := ReadObject(ctx, b, "data/big")
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %d bytes, want %d: %v", len(got), len(body), err)
+	}
+
+	// Closed without Sync: the upload is aborted, no object and no temporary file remain.
+	w2, _ := NewObjectWriter(b, "data/abandoned", 0)
+	w2.SetPartSize(MinPartSize)
+	if _, err := w2.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "data/abandoned"); !errors.Is(err, ErrNoObject) {
+		t.Fatalf("an abandoned writer left an object: %v", err)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "big" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("files left beside the object: %v", names)
 	}
 }

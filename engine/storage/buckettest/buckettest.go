@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
 		{"ListOrderPrefixAndPaging", testList},
 		{"Ranges", testRanges},
 		{"LargeObject", testLarge},
+		{"Multipart", testMultipart},
 		{"Delete", testDelete},
 		{"BadKeys", testBadKeys},
 	} {
@@ -280,6 +281,93 @@ func testLarge(t *testing.T, b storage.Bucket) {
 	if err != nil || string(part) != string(body[12340:12350]) {
 		t.Fatalf("range in a large object: %q %v", part, err)
 	}
+}
+
+// testMultipart: an object written in parts is invisible until Complete, then reads back whole
+// and by ranges across part boundaries; Complete is create-only; Abort leaves nothing, not even
+// in a listing.
+func testMultipart(t *testing.T, b storage.Bucket) {
+	mb, ok := b.(storage.MultipartBucket)
+	if !ok {
+		t.Fatalf("%s does not write objects in parts (storage.MultipartBucket)", b.Describe())
+	}
+	parts := [][]byte{
+		bytes.Repeat([]byte("a"), storage.MinPartSize),
+		bytes.Repeat([]byte("b"), storage.MinPartSize+3),
+		[]byte("tail"),
+	}
+	var whole []byte
+	for _, p := range parts {
+		whole = append(whole, p...)
+	}
+	up, err := mb.StartUpload(ctx, "mp/object")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if err := up.WritePart(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Stat(ctx, "mp/object"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("the object is visible before Complete: %v", err)
+	}
+	etag, err := up.Complete(ctx)
+	if err != nil || etag == "" {
+		t.Fatalf("complete: %q %v", etag, err)
+	}
+	got, info, err := b.Get(ctx, "mp/object")
+	if err != nil || !bytes.Equal(got, whole) || info.ETag != etag {
+		t.Fatalf("read back %d bytes (want %d), ETag %s (Complete said %s): %v", len(got), len(whole), info.ETag, etag, err)
+	}
+	edge := int64(storage.MinPartSize - 2)
+	if r, err := b.GetRange(ctx, "mp/object", edge, 4); err != nil || string(r) != "aabb" {
+		t.Fatalf("range across a part boundary: %q %v", r, err)
+	}
+
+	// Create-only: a second upload to the key fails, and the first object stays.
+	up2, err := mb.StartUpload(ctx, "mp/object")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up2.WritePart(ctx, []byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up2.Complete(ctx); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("completing an upload to an existing key: %v, want ErrPrecondition", err)
+	}
+	if info, err := b.Stat(ctx, "mp/object"); err != nil || info.ETag != etag {
+		t.Fatalf("the object changed under a refused upload: %+v %v", info, err)
+	}
+
+	// Abort: nothing at the key, nothing listed.
+	up3, err := mb.StartUpload(ctx, "mp/aborted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up3.WritePart(ctx, parts[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := up3.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "mp/aborted"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("an aborted upload left an object: %v", err)
+	}
+	list, err := b.List(ctx, "mp/", "", 0)
+	if err != nil || len(list) != 1 || list[0].Key != "mp/object" {
+		t.Fatalf("listing after an abort: %+v %v", list, err)
+	}
+
+	// An empty object can be written in parts too.
+	up4, err := mb.StartUpload(ctx, "mp/empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up4.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, b, "mp/empty", "")
 }
 
 func testDelete(t *testing.T, b storage.Bucket) {

@@ -2,7 +2,11 @@
 // (hack/local-cluster.sh). It serves the default StorageClass: for each claim of that class it makes a
 // world-writable directory under --dir and a "local" PersistentVolume pinned to the node, pre-bound to
 // the claim; when a released volume's reclaim policy is Delete it removes the directory and the volume.
-// Volumes are writable by non-root pods and work for ReadWriteOnce and ReadWriteMany claims (one node).
+// Volumes are writable by non-root pods. A class lists the access modes it provides in its parameter
+// "accessModes" (comma-separated; default ReadWriteOnce, like kind's local-path class): a claim that
+// asks for another gets a ProvisioningFailed warning and stays Pending, as on kind, EKS, GKE and AKS.
+// The local cluster's default class "standard" is ReadWriteOnce only; "shared" adds ReadWriteMany
+// (one node, so a directory can be shared).
 package main
 
 import (
@@ -14,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,7 +28,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 )
 
 const (
@@ -37,6 +46,8 @@ type provisioner struct {
 	dir    string
 	node   string
 	log    *slog.Logger
+	events record.EventRecorder
+	warned map[string]bool // claims (by UID) already told why they stay Pending
 }
 
 func main() {
@@ -56,7 +67,12 @@ func main() {
 		log.Error("load kubeconfig", "err", err)
 		os.Exit(1)
 	}
-	p := &provisioner{client: kubernetes.NewForConfigOrDie(cfg), name: *name, dir: *dir, node: *node, log: log}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	p := &provisioner{client: client, name: *name, dir: *dir, node: *node, log: log, warned: map[string]bool{},
+		events: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: *name})}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		log.Error("create volume directory", "err", err)
 		os.Exit(1)
@@ -108,6 +124,16 @@ func (p *provisioner) sync(ctx context.Context) error {
 		if waitFirst && c.Annotations[annSelectedNode] == "" {
 			continue // the scheduler has not picked a node yet
 		}
+		if bad := unsupportedModes(c, sc); len(bad) > 0 {
+			if !p.warned[string(c.UID)] {
+				p.warned[string(c.UID)] = true
+				p.events.Eventf(c, corev1.EventTypeWarning, "ProvisioningFailed",
+					"failed to provision volume with StorageClass %q: Only support %s access mode (asked for %s)",
+					sc.Name, strings.Join(classModes(sc), ", "), strings.Join(bad, ", "))
+				p.log.Info("refused", "claim", c.Namespace+"/"+c.Name, "class", sc.Name, "modes", bad)
+			}
+			continue
+		}
 		if err := p.provision(ctx, c, sc); err != nil {
 			errs = append(errs, fmt.Errorf("provision %s/%s: %w", c.Namespace, c.Name, err))
 		}
@@ -127,6 +153,31 @@ func (p *provisioner) sync(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// classModes are the access modes a class's volumes provide (parameter "accessModes").
+func classModes(sc *storagev1.StorageClass) []string {
+	var modes []string
+	for _, m := range strings.Split(sc.Parameters["accessModes"], ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) == 0 {
+		return []string{string(corev1.ReadWriteOnce)}
+	}
+	return modes
+}
+
+// unsupportedModes are the claim's access modes its class does not provide.
+func unsupportedModes(c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) []string {
+	var bad []string
+	for _, m := range c.Spec.AccessModes {
+		if !slices.Contains(classModes(sc), string(m)) {
+			bad = append(bad, string(m))
+		}
+	}
+	return bad
 }
 
 func (p *provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) error {

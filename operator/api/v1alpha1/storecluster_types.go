@@ -226,8 +226,16 @@ type S3Storage struct {
 	// +optional
 	PathStyle bool `json:"pathStyle,omitempty"`
 	// CredentialsSecret is a Secret in the same namespace with keys AWS_ACCESS_KEY_ID and
-	// AWS_SECRET_ACCESS_KEY.
-	CredentialsSecret corev1.LocalObjectReference `json:"credentialsSecret"`
+	// AWS_SECRET_ACCESS_KEY. Without it the pods use the ambient credentials of the AWS SDK's
+	// default chain: the node's instance role, or a web identity token the cluster injects (IRSA,
+	// EKS Pod Identity) for the pods' ServiceAccounts (NAME-master for masters, the namespace's
+	// default for region servers).
+	// +optional
+	CredentialsSecret *corev1.LocalObjectReference `json:"credentialsSecret,omitempty"`
+	// EndpointCA is a Secret key holding PEM certificates to trust for the endpoint besides the
+	// system's (a private CA of a self-hosted store). Mounted into the pods read-only.
+	// +optional
+	EndpointCA *corev1.SecretKeySelector `json:"endpointCA,omitempty"`
 }
 
 // MasterSpec is the master group.

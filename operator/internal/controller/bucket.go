@@ -44,29 +44,60 @@ type bucketProbe struct {
 // else changes while the bucket cannot be used.
 func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.StoreCluster) Result {
 	spec := c.Spec.Storage.S3
-	name := spec.CredentialsSecret.Name
-	sec := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			res := Failed(ReasonStorageCredentialsMissing,
-				"Secret %s (spec.storage.s3.credentialsSecret) does not exist in namespace %s: create it with keys %s and %s",
-				name, c.Namespace, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
-			res.RequeueAfter = r.Options.PollInterval
-			return res
+	var sec *corev1.Secret
+	version := ""
+	if spec.CredentialsSecret != nil {
+		name := spec.CredentialsSecret.Name
+		sec = &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				res := Failed(ReasonStorageCredentialsMissing,
+					"Secret %s (spec.storage.s3.credentialsSecret) does not exist in namespace %s: create it with keys %s and %s",
+					name, c.Namespace, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
+				res.RequeueAfter = r.Options.PollInterval
+				return res
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
 		}
-		return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
+		for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
+			if len(sec.Data[k]) == 0 {
+				res := Failed(ReasonStorageCredentialsMissing,
+					"Secret %s (spec.storage.s3.credentialsSecret) has no key %s: it needs %s and %s",
+					name, k, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
+				res.RequeueAfter = r.Options.PollInterval
+				return res
+			}
+		}
+		version = sec.ResourceVersion
 	}
-	for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
-		if len(sec.Data[k]) == 0 {
+	var ca []byte
+	if ref := spec.EndpointCA; ref != nil {
+		caSec := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, caSec); err != nil {
+			if apierrors.IsNotFound(err) {
+				res := Failed(ReasonStorageCredentialsMissing,
+					"Secret %s (spec.storage.s3.endpointCA) does not exist in namespace %s: create it with the endpoint's CA certificates (PEM) in key %s",
+					ref.Name, c.Namespace, ref.Key)
+				res.RequeueAfter = r.Options.PollInterval
+				return res
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", ref.Name, err))
+		}
+		if ca = caSec.Data[ref.Key]; len(ca) == 0 {
 			res := Failed(ReasonStorageCredentialsMissing,
-				"Secret %s (spec.storage.s3.credentialsSecret) has no key %s: it needs %s and %s",
-				name, k, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
+				"Secret %s (spec.storage.s3.endpointCA) has no key %s: put the endpoint's CA certificates (PEM) there", ref.Name, ref.Key)
 			res.RequeueAfter = r.Options.PollInterval
 			return res
 		}
+		version += "|" + caSec.ResourceVersion
+	}
+	if sec == nil {
+		// Ambient credentials are the pods' (IRSA, Pod Identity, the node's role), not the
+		// operator's: the engine's own start check reports a bucket they cannot use.
+		return Done()
 	}
 	key := spec.Endpoint + "|" + spec.Bucket + "|" + spec.Prefix + "|" + spec.Region + "|" +
-		strconv.FormatBool(spec.PathStyle) + "|" + sec.ResourceVersion
+		strconv.FormatBool(spec.PathStyle) + "|" + version
 	id := c.Namespace + "/" + c.Name
 	now := r.Options.Now()
 	r.probes.mu.Lock()
@@ -75,7 +106,7 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 	fresh := ok && last.key == key &&
 		((last.err == nil && now.Sub(last.at) < r.Options.ResyncInterval) || (last.err != nil && now.Sub(last.at) < r.Options.PollInterval))
 	if !fresh {
-		last = bucketProbe{key: key, at: now, err: probeBucket(ctx, spec, sec, c.Namespace)}
+		last = bucketProbe{key: key, at: now, err: probeBucket(ctx, spec, sec, ca, c.Namespace)}
 		r.probes.mu.Lock()
 		if r.probes.last == nil {
 			r.probes.last = map[string]bucketProbe{}
@@ -92,12 +123,14 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 }
 
 // probeBucket opens the bucket with the Secret's keys and runs the engine's start check.
-func probeBucket(ctx context.Context, spec *v1alpha1.S3Storage, sec *corev1.Secret, namespace string) error {
+func probeBucket(ctx context.Context, spec *v1alpha1.S3Storage, sec *corev1.Secret, ca []byte, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	b, err := s3.Open(ctx, s3.Config{Endpoint: endpointFrom(spec.Endpoint, namespace), Bucket: spec.Bucket, Prefix: spec.Prefix, Region: spec.Region,
-		PathStyle: spec.PathStyle, AccessKeyID: string(sec.Data[resources.S3AccessKeyIDKey]),
-		SecretAccessKey: string(sec.Data[resources.S3SecretAccessKeyKey]), Timeout: 10 * time.Second, MaxAttempts: 2})
+	cfg := s3.Config{Endpoint: endpointFrom(spec.Endpoint, namespace), Bucket: spec.Bucket, Prefix: spec.Prefix, Region: spec.Region,
+		PathStyle: spec.PathStyle, CABundle: ca, Timeout: 10 * time.Second, MaxAttempts: 2}
+	cfg.AccessKeyID = string(sec.Data[resources.S3AccessKeyIDKey])
+	cfg.SecretAccessKey = string(sec.Data[resources.S3SecretAccessKeyKey])
+	b, err := s3.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}

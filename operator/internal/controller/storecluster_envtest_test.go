@@ -75,7 +75,7 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
 			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{
 				Endpoint: srv.Endpoint, Bucket: "cluster-data", Prefix: "prod", PathStyle: true,
-				CredentialsSecret: corev1.LocalObjectReference{Name: "s3-keys"},
+				CredentialsSecret: &corev1.LocalObjectReference{Name: "s3-keys"},
 			}}},
 		})
 		noWorkloads := func() {

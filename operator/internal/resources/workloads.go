@@ -171,6 +171,8 @@ func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVa
 	if SharedClaimName(c) != "" {
 		mounts = append([]corev1.VolumeMount{{Name: volumeShared, MountPath: SharedMountPath}}, mounts...)
 	}
+	_, caMounts := storageVolumes(c)
+	mounts = append(mounts, caMounts...)
 	return corev1.Container{
 		Name:            EngineContainer,
 		Image:           c.Spec.Image,
@@ -230,6 +232,8 @@ func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraV
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
 		}}}, volumes...)
 	}
+	caVolumes, _ := storageVolumes(c)
+	volumes = append(volumes, caVolumes...)
 	volumes = append(volumes, extraVolumes...)
 
 	affinity := sched.Affinity
@@ -377,18 +381,41 @@ func storageArgs(c *v1alpha1.StoreCluster) []string {
 	if s3.PathStyle {
 		args = append(args, "--s3-path-style")
 	}
+	if s3.EndpointCA != nil {
+		args = append(args, "--s3-ca-file="+S3CAMountPath+"/"+S3CAFileName)
+	}
 	return args
+}
+
+// The endpoint's CA bundle (spec.storage.s3.endpointCA), mounted read-only.
+const (
+	S3CAVolumeName = "s3-ca"
+	S3CAMountPath  = "/etc/cellstore/s3-ca"
+	S3CAFileName   = "ca.crt"
+)
+
+// storageVolumes are the volumes and mounts storage needs besides the shared volume: the S3
+// endpoint's CA bundle, when one is named.
+func storageVolumes(c *v1alpha1.StoreCluster) ([]corev1.Volume, []corev1.VolumeMount) {
+	s3 := c.Spec.Storage.S3
+	if s3 == nil || s3.EndpointCA == nil {
+		return nil, nil
+	}
+	vol := corev1.Volume{Name: S3CAVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: s3.EndpointCA.Name, DefaultMode: ptr.To(int32(0o444)),
+		Items: []corev1.KeyToPath{{Key: s3.EndpointCA.Key, Path: S3CAFileName}}}}}
+	return []corev1.Volume{vol}, []corev1.VolumeMount{{Name: S3CAVolumeName, MountPath: S3CAMountPath, ReadOnly: true}}
 }
 
 // storageEnv passes the S3 credentials from their Secret (the values never enter the pod spec).
 func storageEnv(c *v1alpha1.StoreCluster) []corev1.EnvVar {
 	s3 := c.Spec.Storage.S3
-	if s3 == nil {
-		return nil
+	if s3 == nil || s3.CredentialsSecret == nil {
+		return nil // no keys: the AWS SDK's ambient chain
 	}
 	ref := func(env, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: s3.CredentialsSecret, Key: key}}}
+			LocalObjectReference: *s3.CredentialsSecret, Key: key}}}
 	}
 	return []corev1.EnvVar{
 		ref("CELLSTORE_S3_ACCESS_KEY_ID", S3AccessKeyIDKey),

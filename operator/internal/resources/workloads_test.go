@@ -317,6 +317,48 @@ func TestSharedClaim(t *testing.T) {
 	}
 }
 
+func TestS3Storage(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{Endpoint: "https://s3.internal:9000", Bucket: "data",
+		CredentialsSecret: &corev1.LocalObjectReference{Name: "keys"},
+		EndpointCA:        &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s3-ca"}, Key: "bundle.pem"}}}
+	for _, sts := range []*appsv1.StatefulSet{MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))} {
+		ctr := container(t, sts)
+		if !hasArg(ctr.Args, "--s3-ca-file=/etc/cellstore/s3-ca/ca.crt") || !hasArg(ctr.Args, "--s3-bucket=data") {
+			t.Errorf("%s: args %v: want the bucket and the CA file", sts.Name, ctr.Args)
+		}
+		if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == S3CAVolumeName && m.MountPath == S3CAMountPath && m.ReadOnly
+		}) {
+			t.Errorf("%s: mounts %+v: want the CA read-only at %s", sts.Name, ctr.VolumeMounts, S3CAMountPath)
+		}
+		i := slices.IndexFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == S3CAVolumeName })
+		if i < 0 {
+			t.Fatalf("%s: no CA volume", sts.Name)
+		}
+		v := sts.Spec.Template.Spec.Volumes[i].Secret
+		if v == nil || v.SecretName != "s3-ca" || len(v.Items) != 1 || v.Items[0].Key != "bundle.pem" || v.Items[0].Path != S3CAFileName {
+			t.Errorf("%s: CA volume %+v", sts.Name, sts.Spec.Template.Spec.Volumes[i])
+		}
+		if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "CELLSTORE_S3_ACCESS_KEY_ID" }) {
+			t.Errorf("%s: env %+v: want the keys from the Secret", sts.Name, ctr.Env)
+		}
+		if slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeShared }) {
+			t.Errorf("%s: a StoreCluster on S3 mounts no shared volume", sts.Name)
+		}
+	}
+	// No Secret: the AWS SDK's ambient chain; no key variables at all (an empty one would win).
+	c.Spec.Storage.S3.CredentialsSecret = nil
+	c.Spec.Storage.S3.EndpointCA = nil
+	ctr := container(t, RegionServerStatefulSet(c, inputs(c, GroupRegionServer)))
+	if slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return strings.HasPrefix(e.Name, "CELLSTORE_S3_") }) {
+		t.Errorf("env %+v: no S3 key variables without a credentials Secret", ctr.Env)
+	}
+	if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--s3-ca-file") }) {
+		t.Errorf("args %v: no CA file without endpointCA", ctr.Args)
+	}
+}
+
 func TestConfigMap(t *testing.T) {
 	c := productionCluster()
 	cm, hashes := ConfigMap(c, "v1")
