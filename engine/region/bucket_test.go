@@ -14,6 +14,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/filecache"
 	s3 "github.com/cellstore/cellstore/engine/storage/s3"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -189,7 +190,7 @@ func TestRegionOnBucketFenced(t *testing.T) {
 		if got := getVal(t, moved, 150); got != "new" {
 			t.Fatalf("the new holder reads %q", got)
 		}
-		man, _, _, err := readManifest(bucketFiles{b}, old.info.Dir())
+		man, _, _, err := readManifest(bucketFiles{b: b}, old.info.Dir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,6 +336,39 @@ func TestRegionOnBucketSplits(t *testing.T) {
 		}
 		if got := getVal(t, daughters[1], 399); got != "v" {
 			t.Fatalf("row 399 in the high daughter: %q", got)
+		}
+	})
+}
+
+// With a local file cache, store files opened from the bucket are read through it: the rows are
+// the same, and the cache holds what was read (small files whole, from the prefetch on open).
+func TestRegionOnBucketWithFileCache(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+		e := bucketEnv(t, b)
+		cache, err := filecache.Open(filecache.Config{Dir: t.TempDir(), Capacity: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cfg.FileCache = cache
+		putRows(t, e.r, 0, 400, "v1")
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		putRows(t, e.r, 200, 600, "v2")
+		e.reopen() // flushes v2; both files opened through the cache
+		if cache.Len() == 0 {
+			t.Fatal("opening the region's store files put nothing in the file cache")
+		}
+		for i, want := range map[int]string{0: "v1", 199: "v1", 200: "v2", 599: "v2"} {
+			if got := getVal(t, e.r, i); got != want {
+				t.Fatalf("row %d through the file cache: %q, want %q", i, got, want)
+			}
+		}
+		if _, err := e.r.Compact(true); err != nil {
+			t.Fatal(err)
+		}
+		if n := countRows(t, e.r); n != 600 {
+			t.Fatalf("%d rows after a compaction through the file cache, want 600", n)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cellstore/cellstore/engine/blockcache"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/filecache"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -56,6 +57,9 @@ type Config struct {
 	// create-only PUTs, the manifest replaced by conditional PUTs (docs/architecture.md, "Object
 	// storage"). Recovered edits are objects written by wal.SplitObjectLog.
 	Bucket storage.Bucket
+	// FileCache, with Bucket, keeps ranges of store files read from the bucket on a local disk
+	// (nil: every read that misses the block caches is a ranged GET).
+	FileCache *filecache.Cache
 	// WAL is the region server's WAL (required): sequence ids and logging.
 	WAL wal.Log
 	// Pool supplies memstore chunks (required).

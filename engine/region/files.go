@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/filecache"
 )
 
 // ErrFenced: the region's manifest was replaced by another writer since this region read it — the
@@ -60,7 +61,7 @@ func (s Storage) files() regionFiles { return filesOf(s.FS, s.Bucket) }
 
 func filesOf(fsys storage.FS, b storage.Bucket) regionFiles {
 	if b != nil {
-		return bucketFiles{b}
+		return bucketFiles{b: b}
 	}
 	return fsFiles{fsys}
 }
@@ -140,7 +141,10 @@ func (f fsFiles) cleanTemp(regionDir string) { _ = f.fsys.RemoveAll(path.Join(re
 // its final key (no temporary name, no rename; a file larger than a part is uploaded in parts as
 // it is written, so only one part is in memory); the manifest is replaced by a conditional PUT.
 // A crash mid-flush leaves an object no manifest names, archived when the region next opens.
-type bucketFiles struct{ b storage.Bucket }
+type bucketFiles struct {
+	b     storage.Bucket
+	cache *filecache.Cache // nil: no local file cache
+}
 
 func (f bucketFiles) fs() storage.FS { return nil }
 
@@ -164,6 +168,9 @@ func (f bucketFiles) newStoreFile(_ string, p string) (storage.File, func() erro
 }
 
 func (f bucketFiles) open(p string) (storage.ReadableFile, error) {
+	if f.cache != nil {
+		return f.cache.OpenObject(context.Background(), f.b, p)
+	}
 	return storage.OpenObject(context.Background(), f.b, p)
 }
 

@@ -251,6 +251,10 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 	dir := info.Dir()
 	store := filesOf(cfg.FS, cfg.Bucket)
+	if bf, ok := store.(bucketFiles); ok {
+		bf.cache = cfg.FileCache
+		store = bf
+	}
 	onDisk, table, err := readRegionInfo(store, dir)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)

@@ -30,6 +30,7 @@ import (
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/filecache"
 	"github.com/cellstore/cellstore/engine/telemetry"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -42,6 +43,8 @@ type Config struct {
 	// (region.Config.Bucket) and the WAL as an object log (wal.ObjectLog) under
 	// wal/<server>,<start code>.
 	Bucket storage.Bucket
+	// FileCache, with Bucket, keeps ranges of store files on a local disk (nil: none).
+	FileCache *filecache.Cache
 	// Masters are the masters' gRPC addresses; the server finds the active one (required).
 	Masters []string
 	// DataAddr and AdminAddr are the listen addresses of the data path and the Admin gRPC service
@@ -597,7 +600,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 	if table.GetMemstoreFlushSize() > 0 {
 		flush = table.GetMemstoreFlushSize()
 	}
-	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
+	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
 		Logger: s.cfg.Logger}
 }
 

@@ -163,13 +163,13 @@ type objectReader struct {
 func OpenObject(ctx context.Context, b Bucket, key string) (ReadableFile, error) {
 	info, err := b.Stat(ctx, key)
 	if err != nil {
-		return nil, notExist(err)
+		return nil, NotExist(err)
 	}
 	return &objectReader{b: b, key: key, size: info.Size}, nil
 }
 
-// notExist makes a missing object also match fs.ErrNotExist, which FS callers test for.
-func notExist(err error) error {
+// NotExist makes a missing object also match fs.ErrNotExist, which FS callers test for.
+func NotExist(err error) error {
 	if errors.Is(err, ErrNoObject) && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w (%w)", err, fs.ErrNotExist)
 	}
@@ -185,7 +185,7 @@ func (r *objectReader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	data, err := r.b.GetRange(context.Background(), r.key, off, int64(len(p)))
 	if err != nil {
-		return 0, notExist(err)
+		return 0, NotExist(err)
 	}
 	n := copy(p, data)
 	if n < len(p) {
@@ -200,5 +200,5 @@ func (r *objectReader) Close() error         { return nil }
 // ReadObject reads a whole object; a missing key matches both ErrNoObject and fs.ErrNotExist.
 func ReadObject(ctx context.Context, b Bucket, key string) ([]byte, ObjectInfo, error) {
 	data, info, err := b.Get(ctx, key)
-	return data, info, notExist(err)
+	return data, info, NotExist(err)
 }

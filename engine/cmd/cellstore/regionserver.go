@@ -18,6 +18,7 @@ import (
 	"github.com/cellstore/cellstore/engine/regionserver"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/filecache"
 	"github.com/cellstore/cellstore/engine/telemetry"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -36,6 +37,33 @@ type regionServerFlags struct {
 	// WAL group commit (docs/architecture.md, "Group commit")
 	walCommit    commitModeFlag
 	walSyncSlots int
+	// local file cache of store-file ranges read from a bucket
+	fileCacheDir  string
+	fileCacheSize offheap.Quantity
+}
+
+// addFileCacheFlags registers the local file cache of a region server on a bucket.
+func addFileCacheFlags(fl *pflag.FlagSet, f *regionServerFlags) {
+	fl.StringVar(&f.fileCacheDir, "file-cache-dir", "", "with a bucket: keep ranges of store files read from it in this local directory (a pod-local volume), up to --file-cache-size")
+	fl.Var(&f.fileCacheSize, "file-cache-size", "bytes the local file cache may hold (e.g. 10Gi); 0: no file cache")
+}
+
+// openFileCache opens the local file cache the flags ask for (nil when they ask for none).
+func openFileCache(f *regionServerFlags, bucket storage.Bucket) (*filecache.Cache, error) {
+	if f.fileCacheDir == "" && f.fileCacheSize == 0 {
+		return nil, nil
+	}
+	switch {
+	case bucket == nil:
+		return nil, errors.New("--file-cache-dir and --file-cache-size cache reads from a bucket: give --s3-bucket (or --bucket-dir), or drop them")
+	case f.fileCacheDir == "" || f.fileCacheSize <= 0:
+		return nil, errors.New("the file cache needs both --file-cache-dir and a --file-cache-size above zero")
+	}
+	c, err := filecache.Open(filecache.Config{Dir: f.fileCacheDir, Capacity: int64(f.fileCacheSize)})
+	if err != nil {
+		return nil, fmt.Errorf("--file-cache-dir: %w", err)
+	}
+	return c, nil
 }
 
 // commitModeFlag is --wal-group-commit.
@@ -99,6 +127,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	f.mem.AddFlags(fl)
 	addAdmissionFlags(fl, f)
 	addWALFlags(fl, f)
+	addFileCacheFlags(fl, f)
 	return cmd
 }
 
@@ -167,7 +196,14 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	if err != nil {
 		return err
 	}
-	s, err := regionserver.New(regionServerConfig(f, fs, bucket, plan, log))
+	cfg := regionServerConfig(f, fs, bucket, plan, log)
+	if cfg.FileCache, err = openFileCache(f, bucket); err != nil {
+		return err
+	}
+	if cfg.FileCache != nil {
+		cfg.Collectors = append(cfg.Collectors, cfg.FileCache.Collectors()...)
+	}
+	s, err := regionserver.New(cfg)
 	if err != nil {
 		return err
 	}

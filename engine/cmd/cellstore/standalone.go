@@ -61,6 +61,7 @@ same directory recovers the tables.`,
 	f.rs.mem.AddFlags(fl)
 	addAdmissionFlags(fl, &f.rs)
 	addWALFlags(fl, &f.rs)
+	addFileCacheFlags(fl, &f.rs)
 	return cmd
 }
 
@@ -142,7 +143,15 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		stopGRPC(gs, 5*time.Second)
 	}
 	f.rs.masters = maddr
-	s, err := regionserver.New(regionServerConfig(&f.rs, fs, bucket, plan, log.With("process", "regionserver")))
+	cfg := regionServerConfig(&f.rs, fs, bucket, plan, log.With("process", "regionserver"))
+	if cfg.FileCache, err = openFileCache(&f.rs, bucket); err != nil {
+		stopMaster()
+		return err
+	}
+	if cfg.FileCache != nil {
+		cfg.Collectors = append(cfg.Collectors, cfg.FileCache.Collectors()...)
+	}
+	s, err := regionserver.New(cfg)
 	if err != nil {
 		stopMaster()
 		return err

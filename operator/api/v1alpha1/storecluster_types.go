@@ -136,7 +136,7 @@ type ByteSize string
 // EngineConfig maps engine flag names (without "--") to values.
 // +kubebuilder:validation:MaxProperties=64
 // +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]{0,62}$'))",message="config keys are engine flag names without the leading '--': lowercase letters, digits and '-', e.g. flush-size"
-// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication']))",message="config must not set flags the operator manages (storage-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication): use the matching spec fields instead"
+// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication', 'file-cache-dir', 'file-cache-size']))",message="config must not set flags the operator manages (storage-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication, file-cache-dir, file-cache-size): use the matching spec fields instead"
 type EngineConfig map[string]ConfigValue
 
 // ConfigValue is the value of one engine flag.
@@ -236,6 +236,12 @@ type S3Storage struct {
 	// system's (a private CA of a self-hosted store). Mounted into the pods read-only.
 	// +optional
 	EndpointCA *corev1.SecretKeySelector `json:"endpointCA,omitempty"`
+	// FileCacheSize is each region server's local file cache: ranges of store files read from
+	// the bucket kept on an emptyDir volume (the node's disk), so that reads that miss the block
+	// caches in memory do not each cost a GET. "0" turns it off.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	FileCacheSize ByteSize `json:"fileCacheSize,omitempty"`
 }
 
 // MasterSpec is the master group.

@@ -110,6 +110,14 @@ func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv
 	if m.HugePageSize > 0 {
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volumeHugePages, MountPath: HugePagesPath})
 	}
+	if n := FileCacheBytes(c); n > 0 {
+		// The entries' headers and checksums take a little more than the bytes cached.
+		limit := resource.NewQuantity(n+n/16, resource.BinarySI)
+		extra = append(extra, corev1.Volume{Name: volumeFileCache, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: limit}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volumeFileCache, MountPath: FileCachePath})
+		ctr.Args = append(ctr.Args, "--file-cache-dir="+FileCachePath, "--file-cache-size="+FormatBytes(n))
+	}
 	tpl := podTemplate(c, GroupRegionServer, ctr, extra, spec.RegionServers.Scheduling, RegionServerGracePeriod(c), in.ConfigHash)
 	// Region servers do not call the Kubernetes API.
 	tpl.Spec.AutomountServiceAccountToken = ptr.To(false)
@@ -385,6 +393,26 @@ func storageArgs(c *v1alpha1.StoreCluster) []string {
 		args = append(args, "--s3-ca-file="+S3CAMountPath+"/"+S3CAFileName)
 	}
 	return args
+}
+
+// The region servers' local file cache of a StoreCluster on S3 (spec.storage.s3.fileCacheSize).
+const (
+	volumeFileCache = "file-cache"
+	FileCachePath   = "/var/cache/cellstore/files"
+)
+
+// FileCacheBytes is the size of each region server's local file cache (0: none, or not on S3).
+// The CRD's rule keeps the size parseable; one that is not gives no cache.
+func FileCacheBytes(c *v1alpha1.StoreCluster) int64 {
+	s3 := c.Spec.Storage.S3
+	if s3 == nil || s3.FileCacheSize == "" {
+		return 0
+	}
+	n, err := ParseBytes("spec.storage.s3.fileCacheSize", s3.FileCacheSize)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // The endpoint's CA bundle (spec.storage.s3.endpointCA), mounted read-only.

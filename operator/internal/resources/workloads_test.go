@@ -347,6 +347,24 @@ func TestS3Storage(t *testing.T) {
 			t.Errorf("%s: a StoreCluster on S3 mounts no shared volume", sts.Name)
 		}
 	}
+	// The region servers' file cache: an emptyDir with room for the entries' headers, and the flags.
+	c.Spec.Storage.S3.FileCacheSize = "2Gi"
+	rs := RegionServerStatefulSet(c, inputs(c, GroupRegionServer))
+	if ctr := container(t, rs); !hasArg(ctr.Args, "--file-cache-dir="+FileCachePath) || !hasArg(ctr.Args, "--file-cache-size=2Gi") {
+		t.Errorf("region server args %v: want the file cache flags", ctr.Args)
+	}
+	i := slices.IndexFunc(rs.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeFileCache })
+	if i < 0 || rs.Spec.Template.Spec.Volumes[i].EmptyDir == nil || rs.Spec.Template.Spec.Volumes[i].EmptyDir.SizeLimit.Value() != 2<<30+2<<30/16 {
+		t.Errorf("region server volumes %+v: want an emptyDir of 2Gi and a sixteenth", rs.Spec.Template.Spec.Volumes)
+	}
+	if ctr := container(t, MasterStatefulSet(c, inputs(c, GroupMaster))); slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--file-cache") }) {
+		t.Errorf("master args %v: the master reads no store files", ctr.Args)
+	}
+	c.Spec.Storage.S3.FileCacheSize = "0"
+	if ctr := container(t, RegionServerStatefulSet(c, inputs(c, GroupRegionServer))); slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--file-cache") }) {
+		t.Errorf("fileCacheSize 0: args %v", ctr.Args)
+	}
+
 	// No Secret: the AWS SDK's ambient chain; no key variables at all (an empty one would win).
 	c.Spec.Storage.S3.CredentialsSecret = nil
 	c.Spec.Storage.S3.EndpointCA = nil
