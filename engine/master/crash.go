@@ -118,17 +118,22 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 	m.runIO(func() (err error) {
 		switch d.GetStep() {
 		case pb.DeadServerStep_DEAD_SERVER_STEP_FENCE:
+			start := time.Now()
 			err = m.fence(d.GetWalDir())
 			next.Step = pb.DeadServerStep_DEAD_SERVER_STEP_SPLIT
+			if err == nil {
+				m.log.Info("fenced a dead server's log", "server", d.GetServer(), "wal_dir", d.GetWalDir(), "took", time.Since(start).Round(time.Millisecond))
+			}
 		case pb.DeadServerStep_DEAD_SERVER_STEP_SPLIT:
 			var res *wal.SplitResult
+			start := time.Now()
 			res, err = m.split(d.GetWalDir(), dirs, flushed)
 			if err == nil {
 				next.Step = pb.DeadServerStep_DEAD_SERVER_STEP_ASSIGN
 				next.SplitFiles, next.SplitEdits = int32(len(res.Files)), int64(res.Edits)
 				m.metrics.splitEdits.Add(float64(res.Edits))
 				m.log.Info("split a dead server's logs", "server", d.GetServer(), "wal_dir", d.GetWalDir(),
-					"recovered_edits_files", len(res.Files), "edits", res.Edits)
+					"recovered_edits_files", len(res.Files), "edits", res.Edits, "took", time.Since(start).Round(time.Millisecond))
 			}
 		case pb.DeadServerStep_DEAD_SERVER_STEP_WAIT:
 			err = m.archiveWAL(d.GetWalDir())
@@ -145,6 +150,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 			cur.lastTry = m.clock()
 			return
 		}
+		cur.lastTry = time.Time{} // the next step runs at the next tick, not a retry delay later
 		var b batch
 		if d.GetStep() == pb.DeadServerStep_DEAD_SERVER_STEP_WAIT {
 			m.finishDeadLocked(&b, d)

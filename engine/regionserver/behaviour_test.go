@@ -3,6 +3,7 @@ package regionserver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -641,5 +642,50 @@ func TestOpenScannersAreBounded(t *testing.T) {
 	}
 	if _, err := open(); err != nil {
 		t.Fatalf("after closing one: %v", err)
+	}
+}
+
+// A WAL that keeps more units than WALMaxBacklog for unflushed edits gets the regions pinning its
+// oldest flushed (HBase's maxlogs): a region written to once and then left alone would otherwise
+// keep every later segment — all of which a recovery reads — alive for ever.
+func TestWALBacklogForcesFlushes(t *testing.T) {
+	c := startTunedCluster(t, 1, func(cfg *Config) {
+		cfg.WALSegmentSize = 8 << 10 // rolls every few writes
+		cfg.WALMaxBacklog = 3
+	})
+	ctx := context.Background()
+	createTable(t, c, "quiet", nil)
+	createTable(t, c, "busy", nil)
+	// One write to "quiet" pins the oldest segment; "busy" then fills many more.
+	if err := c.client.Table("quiet").Put(ctx, client.NewPut([]byte("q")).Add("f", "q", cell.LatestTimestamp, []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	busy := c.client.Table("busy")
+	val := make([]byte, 1000)
+	for i := range 200 {
+		row := []byte(fmt.Sprintf("row%04d", i))
+		if err := busy.Put(ctx, client.NewPut(row).Add("f", "q", cell.LatestTimestamp, val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.servers[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		units, _ := s.currentWAL().Backlog()
+		if units <= 3 && s.m.backlogFlushes.Load() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the WAL still keeps %d closed segments (limit 3) after %d backlog flushes", units, s.m.backlogFlushes.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The quiet region was among those flushed: its write is in a store file.
+	for _, name := range s.OnlineRegions() {
+		v, _ := s.regions.Load(name)
+		r := v.(*onlineRegion).r.Load()
+		if r.Table().Name == "quiet" && r.Metrics().StoreFiles.Load() == 0 {
+			t.Fatal("the region pinning the oldest segment was never flushed")
+		}
 	}
 }

@@ -21,7 +21,7 @@ type metrics struct {
 	gets, mutates, multis, scans atomic.Int64
 	readRequests, writeRequests  atomic.Int64
 	throttled, scannersExpired   atomic.Int64
-	failedOpens, pressureFlushes atomic.Int64
+	failedOpens, pressureFlushes, backlogFlushes atomic.Int64
 	walFailures                  atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
@@ -122,6 +122,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("failed_open_total", "Region opens that failed.", &m.failedOpens),
 		counter("wal_failure_total", "Times the WAL could not be written (disk full, I/O errors) and the server dropped its regions and registered again.", &m.walFailures),
 		counter("memstore_pressure_flush_total", "Flushes forced by global memstore pressure (HBase flushedMemstoreBytes under pressure).", &m.pressureFlushes),
+		counter("wal_backlog_flush_total", "Flushes forced by a WAL that keeps too many objects or segments for unflushed edits (HBase's maxlogs): a dead server's recovery reads them all.", &m.backlogFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
 		gauge("mem_store_size", "Memstore data bytes (HBase memStoreSize).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().DataBytes })),
 		gauge("store_file_count", "Store files (HBase storeFileCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFiles.Load() })),

@@ -16,12 +16,62 @@ const (
 	pressureEvery = 50 * time.Millisecond
 )
 
+// The WAL's backlog (HBase's hbase.regionserver.maxlogs): a dead server's recovery reads every
+// log unit its regions have not flushed past, so when the log keeps more than this many units the
+// regions pinning the oldest are flushed. On a bucket a unit is an object, one per group commit
+// (a recovery reads them 32 at a time); on a directory, a closed segment.
+const (
+	maxBacklogObjects  = 2000
+	maxBacklogSegments = 32
+	backlogEvery       = time.Second
+)
+
 func (s *Server) pressureLoop() {
 	blocked := map[*region.Region]int64{}
+	var lastBacklog time.Time
 	s.every(pressureEvery, func() {
 		s.relievePressure()
 		s.unblock(blocked)
+		if now := time.Now(); now.Sub(lastBacklog) >= backlogEvery {
+			lastBacklog = now
+			s.trimBacklog()
+		}
 	})
+}
+
+// trimBacklog flushes the regions pinning the oldest unit of a WAL that keeps too many.
+func (s *Server) trimBacklog() {
+	l := s.currentWAL()
+	if l == nil {
+		return
+	}
+	units, pinning := l.Backlog()
+	limit := s.cfg.WALMaxBacklog
+	switch {
+	case limit > 0:
+	case s.cfg.Bucket != nil:
+		limit = maxBacklogObjects
+	default:
+		limit = maxBacklogSegments
+	}
+	if units <= limit {
+		return
+	}
+	for _, name := range pinning {
+		v, ok := s.regions.Load(name)
+		if !ok {
+			continue
+		}
+		or := v.(*onlineRegion)
+		r := or.r.Load()
+		if r == nil || or.state.Load() != stateOpen || r.IsReplica() {
+			continue
+		}
+		s.m.backlogFlushes.Add(1)
+		if _, err := r.Flush(); err != nil {
+			s.log.Debug("flush for the WAL backlog failed", "region", r.Name(), "error", err)
+		}
+	}
 }
 
 // unblock flushes regions whose writers blocked since the last tick: their own flush may have

@@ -83,6 +83,10 @@ type Config struct {
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
+	// WALMaxBacklog is how many units the WAL may keep for unflushed edits before the regions
+	// pinning the oldest are flushed (default 2000 objects on a bucket, 32 closed segments on a
+	// directory: HBase's maxlogs).
+	WALMaxBacklog int
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
 	// RPC bounds what clients can make the data path hold (rpc.ServerOptions: request size and
@@ -422,6 +426,9 @@ type serverLog interface {
 	wal.Log
 	// Err is why the log acknowledges nothing more (broken, fenced), or nil.
 	Err() error
+	// Backlog is how many units (objects, closed segments) the log keeps for unflushed edits,
+	// and the regions pinning the oldest.
+	Backlog() (units int, pinning []string)
 	Close() error
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -381,6 +382,31 @@ func (l *ObjectLog) put(c objectCommit) {
 	l.signal() // a batch may be waiting for this slot
 }
 
+// Backlog returns how many written objects the log keeps (those with edits some region has not
+// flushed) and the regions whose unflushed edits keep the oldest of them: flushing those lets it
+// go. A dead server's recovery reads every object kept, so the region server flushes when the
+// backlog grows too long (HBase's maximum number of WAL files).
+func (l *ObjectLog) Backlog() (units int, pinning []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.live) == 0 {
+		return 0, nil
+	}
+	oldest := l.live[0]
+	for _, o := range l.live[1:] {
+		if o.n < oldest.n {
+			oldest = o
+		}
+	}
+	for r, seq := range oldest.regions {
+		if l.flushed[r] < seq {
+			pinning = append(pinning, r)
+		}
+	}
+	slices.Sort(pinning)
+	return len(l.live), pinning
+}
+
 // NextSeq assigns a sequence id without logging anything (SKIP_WAL).
 func (l *ObjectLog) NextSeq() (uint64, error) {
 	l.mu.Lock()
@@ -454,8 +480,9 @@ func (l *ObjectLog) failure(n uint64, err error) error {
 }
 
 // Fenced reports whether the master fenced the log: whether the number this log would write next
-// holds an object (FenceObjectLog puts markers at the numbers above the highest object). An idle
-// writer learns this way what a writing one learns from its next PUT.
+// holds a fence marker (FenceObjectLog puts markers at the numbers above the highest object). An
+// idle writer learns this way what a writing one learns from its next PUT. A busy writer's own
+// object may already be at that number: that is not a fence.
 func (l *ObjectLog) Fenced(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	next := l.gc.issued + 1
@@ -464,14 +491,20 @@ func (l *ObjectLog) Fenced(ctx context.Context) (bool, error) {
 	if errors.Is(err, ErrFenced) {
 		return true, nil
 	}
-	_, serr := l.opts.Bucket.Stat(ctx, objectKey(l.opts.Prefix, next))
+	// The number may hold this log's own object: a commit issued it after the read above. Only a
+	// fence marker there means fenced.
+	data, _, gerr := l.opts.Bucket.Get(ctx, objectKey(l.opts.Prefix, next))
 	switch {
-	case serr == nil:
-		return true, nil
-	case errors.Is(serr, storage.ErrNoObject):
+	case errors.Is(gerr, storage.ErrNoObject):
 		return false, nil
+	case gerr != nil:
+		return false, fmt.Errorf("wal: checking whether %s was fenced: %w", l.opts.Prefix, gerr)
 	}
-	return false, fmt.Errorf("wal: checking whether %s was fenced: %w", l.opts.Prefix, serr)
+	kind, _, err := checkHeader(data)
+	if err != nil {
+		return false, fmt.Errorf("wal: checking whether %s was fenced: object %d: %w", l.opts.Prefix, next, err)
+	}
+	return kind == kindFence, nil
 }
 
 // DeleteObjectLog deletes a fenced log's objects once its edits were split out, keeping the fence
@@ -638,41 +671,65 @@ func listObjects(ctx context.Context, b storage.Bucket, prefix string) ([]number
 	return out, err
 }
 
+// readAhead is how many of a log's objects ReadObjectLog fetches at once: a log is thousands of
+// small objects, and one GET after another would make a dead server's recovery wait for each.
+const readAhead = 32
+
 // ReadObjectLog calls fn with every edit of the log's objects in order (fence markers skipped),
 // and returns the highest object number. Run after FenceObjectLog, it sees every acknowledged
 // edit. Objects are immutable and written whole: any damage is corruption, reported with the
-// object's key. The Edit passed to fn aliases the object: copy what you keep.
+// object's key. The Edit passed to fn aliases the object: copy what you keep. Objects are fetched
+// readAhead at a time and applied in order.
 func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func(*Edit) error) (uint64, error) {
 	objs, err := listObjects(ctx, b, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
 	}
 	var highest uint64
-	for _, o := range objs {
-		highest = max(highest, o.n)
-		data, _, err := b.Get(ctx, o.key)
-		if err != nil {
-			return 0, fmt.Errorf("wal: read %s: %w", o.key, err)
+	bodies := make([][]byte, readAhead)
+	errs := make([]error, readAhead)
+	for start := 0; start < len(objs); start += readAhead {
+		batch := objs[start:min(start+readAhead, len(objs))]
+		var wg sync.WaitGroup
+		for i, o := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				bodies[i], _, errs[i] = b.Get(ctx, o.key)
+			}()
 		}
-		bad := func(off int, why string) error {
-			return &CorruptionError{File: o.key, Offset: int64(off), Reason: why}
-		}
-		kind, n, err := checkHeader(data)
-		if err != nil {
-			return 0, bad(0, err.Error())
-		}
-		if n != o.n {
-			return 0, bad(12, "object number "+strconv.FormatUint(n, 10)+" in the header of another object's key")
-		}
-		if kind == kindFence {
-			continue
-		}
-		if kind != kindObject {
-			return 0, bad(10, fmt.Sprintf("kind %d is not a log object", kind))
-		}
-		if err := decodeRecords(data, o.key, fn); err != nil {
-			return 0, err
+		wg.Wait()
+		for i, o := range batch {
+			if errs[i] != nil {
+				return 0, fmt.Errorf("wal: read %s: %w", o.key, errs[i])
+			}
+			highest = max(highest, o.n)
+			if err := applyObject(o, bodies[i], fn); err != nil {
+				return 0, err
+			}
+			bodies[i] = nil
 		}
 	}
 	return highest, nil
+}
+
+// applyObject checks one log object and calls fn with its edits.
+func applyObject(o numberedObject, data []byte, fn func(*Edit) error) error {
+	bad := func(off int, why string) error {
+		return &CorruptionError{File: o.key, Offset: int64(off), Reason: why}
+	}
+	kind, n, err := checkHeader(data)
+	if err != nil {
+		return bad(0, err.Error())
+	}
+	if n != o.n {
+		return bad(12, "object number "+strconv.FormatUint(n, 10)+" in the header of another object's key")
+	}
+	if kind == kindFence {
+		return nil
+	}
+	if kind != kindObject {
+		return bad(10, fmt.Sprintf("kind %d is not a log object", kind))
+	}
+	return decodeRecords(data, o.key, fn)
 }

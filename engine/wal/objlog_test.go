@@ -488,8 +488,15 @@ func TestObjectLogMarkFlushedAndNextSeq(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a NextSeq id never became durable on an idle log")
 	}
+	// The backlog: 100 objects kept, the oldest (edit 0) pinned by region a.
+	if units, pin := l.Backlog(); units != 100 || len(pin) != 1 || pin[0] != "a" {
+		t.Fatalf("backlog %d objects pinned by %v, want 100 by [a]", units, pin)
+	}
 	if err := l.MarkFlushed("a", lastA); err != nil {
 		t.Fatal(err)
+	}
+	if units, pin := l.Backlog(); units != 10 || len(pin) != 1 || pin[0] != "b" {
+		t.Fatalf("after region a flushed: backlog %d objects pinned by %v, want 10 by [b]", units, pin)
 	}
 	if got := readLog(t, b, "wal/flushed_1"); len(got) != 10 || string(got[0].Region) != "b" {
 		t.Fatalf("after region a flushed, %d edits remain (want region b's 10)", len(got))
@@ -555,5 +562,57 @@ func TestObjectLogFencedAndDeleted(t *testing.T) {
 	}
 	if after, _ := b.List(ctx, "wal/idle_1/", "", 0); len(after) != len(before) {
 		t.Fatalf("fencing again wrote %d more markers", len(after)-len(before))
+	}
+}
+
+// readHook runs a function once before the first Get or Stat of a key.
+type readHook struct {
+	storage.Bucket
+	key  string
+	once sync.Once
+	fn   func()
+}
+
+func (h *readHook) before(key string) {
+	if key == h.key {
+		h.once.Do(h.fn)
+	}
+}
+
+func (h *readHook) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	h.before(key)
+	return h.Bucket.Get(ctx, key)
+}
+
+func (h *readHook) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	h.before(key)
+	return h.Bucket.Stat(ctx, key)
+}
+
+// A busy writer's own object at the number Fenced looks at (a commit issued and written it
+// between Fenced's read of the number and its request) is not a fence: taking it for one made a
+// region server under load drop every region and register again.
+func TestObjectLogFencedIgnoresItsOwnNextObject(t *testing.T) {
+	h := &readHook{Bucket: dirBucket(t)}
+	l := openLog(t, h, "wal/busy_1", 1)
+	for i := range 3 {
+		if _, err := l.Append(testEdit("r", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.key = objectKey("wal/busy_1", 4) // the number Fenced checks next
+	h.fn = func() {
+		if _, err := l.Append(testEdit("r", 3)); err != nil { // writes object 4
+			t.Error(err)
+		}
+	}
+	if fenced, err := l.Fenced(context.Background()); err != nil || fenced {
+		t.Fatalf("a busy, unfenced writer: fenced=%v err=%v", fenced, err)
+	}
+	if _, err := FenceObjectLog(context.Background(), h, "wal/busy_1", "master"); err != nil {
+		t.Fatal(err)
+	}
+	if fenced, err := l.Fenced(context.Background()); err != nil || !fenced {
+		t.Fatalf("after the fence: fenced=%v err=%v", fenced, err)
 	}
 }

@@ -1078,23 +1078,23 @@ func (w *WAL) Segments() ([]SegmentInfo, error) {
 	return out, err
 }
 
-// RegionsPinningOldest returns the regions whose unflushed edits keep the
-// oldest closed segment alive: flushing them lets it be archived (HBase
-// forces such flushes when there are too many WAL files).
-func (w *WAL) RegionsPinningOldest() ([]string, error) {
-	var out []string
-	err := w.onSyncer(func() {
-		if len(w.segs) == 0 {
+// Backlog returns the number of closed segments kept (with edits some region has not flushed)
+// and the regions whose unflushed edits keep the oldest closed segment alive: flushing them lets
+// it be archived (HBase forces such flushes when there are too many WAL files).
+func (w *WAL) Backlog() (units int, pinning []string) {
+	_ = w.onSyncer(func() {
+		units = len(w.segs)
+		if units == 0 {
 			return
 		}
 		for r, seq := range w.segs[0].regions {
 			if w.flushed[r] < seq {
-				out = append(out, r)
+				pinning = append(pinning, r)
 			}
 		}
-		slices.Sort(out)
+		slices.Sort(pinning)
 	})
-	return out, err
+	return units, pinning
 }
 
 // onSyncer runs fn on the syncer goroutine, which owns the segment state.

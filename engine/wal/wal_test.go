@@ -328,9 +328,9 @@ func TestArchiveAfterFlush(t *testing.T) {
 				t.Fatalf("%d segments", len(segs))
 			}
 			first := segs[0].Path
-			pin, _ := w.RegionsPinningOldest()
-			if strings.Join(pin, ",") != "a,b" {
-				t.Fatalf("pinning = %v", pin)
+			units, pin := w.Backlog()
+			if units != 2 || strings.Join(pin, ",") != "a,b" {
+				t.Fatalf("backlog %d closed segments, pinning %v: want 2, a,b", units, pin)
 			}
 			// a flushed past its edits in segment 1 but not segment 2.
 			if err := w.MarkFlushed("a", a1); err != nil {
@@ -339,7 +339,7 @@ func TestArchiveAfterFlush(t *testing.T) {
 			if segs, _ := w.Segments(); len(segs) != 3 {
 				t.Fatal("archived a segment still holding b's edits")
 			}
-			pin, _ = w.RegionsPinningOldest()
+			_, pin = w.Backlog()
 			if strings.Join(pin, ",") != "b" {
 				t.Fatalf("pinning = %v", pin)
 			}
