@@ -4,8 +4,9 @@
 # a local S3 server (MinIO built by hack/s3-server.sh, started and stopped by PID, its data in a
 # temporary directory on the same disk), one after the other in one session, and prints them side
 # by side, with the object store's requests per written row. Both stores are stopped by PID and
-# their directories removed on exit, also on failure. BACKENDS="dir s3" picks the backends,
-# ONLY=regex the commands, STANDALONE_FLAGS passes flags to both stores. Needs jq.
+# their directories removed on exit, also on failure. BACKENDS="dir s3 s3cache" picks the backends
+# (s3cache: S3 with the region server's local file cache, --file-cache-size 2Gi), ONLY=regex the
+# commands, STANDALONE_FLAGS passes flags to every store. Needs jq.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -55,11 +56,13 @@ measure() { # BACKEND LABEL PE-ARGS...
 
 run_backend() { # BACKEND
 	local b=$1
-	if [[ $b == s3 ]]; then
-		STANDALONE_STORAGE="--s3-endpoint http://$S3_ADDR --s3-bucket cellstore-pe --s3-path-style --s3-create-bucket"
-	else
-		STANDALONE_STORAGE="--dir $WORK/dir"
-	fi
+	case $b in
+	s3) STANDALONE_STORAGE="--s3-endpoint http://$S3_ADDR --s3-bucket cellstore-pe --s3-path-style --s3-create-bucket" ;;
+	s3cache) STANDALONE_STORAGE="--s3-endpoint http://$S3_ADDR --s3-bucket cellstore-pe-cache --s3-path-style --s3-create-bucket
+		--file-cache-dir $WORK/filecache --file-cache-size 2Gi" ;;
+	dir) STANDALONE_STORAGE="--dir $WORK/dir" ;;
+	*) echo "pe-storage: unknown backend $b (dir, s3, s3cache)" >&2; exit 2 ;;
+	esac
 	standalone_start "$WORK/run-$b"
 	measure "$b" "sequentialWrite 1 thread (batches of 1000)" --rows 100000 sequentialWrite 1
 	measure "$b" "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
@@ -76,15 +79,22 @@ run_backend() { # BACKEND
 	standalone_stop
 }
 
-for b in ${BACKENDS:-dir s3}; do run_backend "$b"; done
+BACKENDS=${BACKENDS:-dir s3 s3cache}
+for b in $BACKENDS; do run_backend "$b"; done
 
-printf '\n%-44s %22s %22s %8s %14s\n' "command" "directory rows/s" "S3 (MinIO) rows/s" "S3/dir" "S3 req/row"
-printf '%-44s %22s %22s\n' "" "(p50 / p99 us)" "(p50 / p99 us)"
+# One line per command: each backend's rows/s (p50/p99 us), its ratio to the directory's, and the
+# object store's requests per written row.
+printf '\n%-44s' "command"
+for b in $BACKENDS; do printf ' %24s %6s %8s' "$b rows/s (p50/p99 us)" "x dir" "req/row"; done
+printf '\n'
 for label in "sequentialWrite 1 thread (batches of 1000)" "randomWrite --autoFlush 4 threads" \
 	"randomWrite --autoFlush 16 threads" "randomRead 4 threads, cold cache" "randomRead 4 threads, warm cache" \
 	"scan 1 thread (caching 1000)"; do
-	read -r dr dp50 dp99 _ <<<"${RESULT[dir/$label]:-- - - -}"
-	read -r sr sp50 sp99 sreq <<<"${RESULT[s3/$label]:-- - - -}"
-	printf '%-44s %10s (%s/%s) %10s (%s/%s) %8s %14s\n' "$label" "$dr" "$dp50" "$dp99" "$sr" "$sp50" "$sp99" \
-		"$(awk -v a="$sr" -v b="$dr" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$sreq"
+	read -r dr _ <<<"${RESULT[dir/$label]:-- - - -}"
+	printf '%-44s' "$label"
+	for b in $BACKENDS; do
+		read -r r p50 p99 req <<<"${RESULT[$b/$label]:-- - - -}"
+		printf ' %24s %6s %8s' "$r ($p50/$p99)" "$(awk -v a="$r" -v b="$dr" 'BEGIN {printf "%.2f", (b + 0) ? a / b : 0}')" "$req"
+	done
+	printf '\n'
 done

@@ -121,14 +121,16 @@ e2e() {
   export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
   # The README's two commands in that order: on the cluster it manages, the stage runs the quickstart
   # first (its operator release stays installed in cellstore-system: the suite must install beside
-  # it), then the suite. The quickstart's StoreCluster is deleted once it has served its smoke test,
-  # to leave the machine's cores to the suite. E2E_AFTER_QUICKSTART=yes|no overrides.
+  # it), then the suite. The quickstart's StoreCluster and S3 server are deleted once they have
+  # served its smoke test, to leave the machine's cores to the suite. E2E_AFTER_QUICKSTART=yes|no overrides.
   local qrc=0
   if [ "${E2E_AFTER_QUICKSTART:-$managed}" = yes ]; then
     say "make quickstart's script on this cluster first (then the suite, as 'make quickstart; make test' does)"
     QUICKSTART_IMAGE_LOADER=true "$ROOT/hack/quickstart.sh" || { qrc=1; say "the quickstart FAILED on the e2e cluster"; }
     "${KUBECTL:-kubectl}" -n "${QUICKSTART_NAMESPACE:-cellstore}" delete storecluster minimal --ignore-not-found --wait --timeout 5m ||
       say "the quickstart's StoreCluster did not go within 5 minutes; the suite runs beside it"
+    "${KUBECTL:-kubectl}" -n "${QUICKSTART_NAMESPACE:-cellstore}" delete statefulset,job -l app.kubernetes.io/name=dev-s3 --ignore-not-found --wait --timeout 2m ||
+      say "the quickstart's development S3 server did not go within 2 minutes; the suite runs beside it"
   fi
   # E2E_LABELS picks specs by label (ginkgo's --label-filter), e.g. E2E_LABELS=s3.
   if [ -n "$GINKGO" ]; then
