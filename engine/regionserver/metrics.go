@@ -18,11 +18,11 @@ import (
 type metrics struct {
 	s *Server
 
-	gets, mutates, multis, scans atomic.Int64
-	readRequests, writeRequests  atomic.Int64
-	throttled, scannersExpired   atomic.Int64
+	gets, mutates, multis, scans                 atomic.Int64
+	readRequests, writeRequests                  atomic.Int64
+	throttled, scannersExpired                   atomic.Int64
 	failedOpens, pressureFlushes, backlogFlushes atomic.Int64
-	walFailures                  atomic.Int64
+	walFailures                                  atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
