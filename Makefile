@@ -18,6 +18,8 @@ STATICCHECK_VERSION ?= v0.6.1
 PROTOC_GEN_GO_VERSION ?= v1.36.7
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.5.1
 BUF_VERSION ?= v1.55.1
+# promtool of Prometheus 3.16 (its Go module's versions are v0.<major><minor>.<patch>)
+PROMTOOL_VERSION ?= v0.316.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GINKGO ?= $(LOCALBIN)/ginkgo-$(GINKGO_VERSION)
@@ -27,6 +29,7 @@ STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO ?= $(LOCALBIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC ?= $(LOCALBIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 BUF ?= $(LOCALBIN)/buf-$(BUF_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMTOOL_VERSION)
 
 K8S_BIN_DIR = $(shell hack/k8s-binaries.sh --print-dir)
 
@@ -91,14 +94,14 @@ images: ## Build the images as tarballs into bin/images/ (no Docker daemon neede
 
 ##@ Test
 
-export GOTESTSUM GINKGO HELM
+export GOTESTSUM GINKGO HELM PROMTOOL
 
 .PHONY: test
-test: $(GOTESTSUM) $(GINKGO) $(HELM) ## Run everything CI runs: lint, unit, envtest and end-to-end tests (brings up the local cluster).
+test: $(GOTESTSUM) $(GINKGO) $(HELM) $(PROMTOOL) ## Run everything CI runs: lint, unit, envtest and end-to-end tests (brings up the local cluster).
 	hack/test.sh all
 
 .PHONY: test-unit
-test-unit: $(GOTESTSUM) $(HELM) ## Unit tests with -race and the invariants build tag.
+test-unit: $(GOTESTSUM) $(HELM) $(PROMTOOL) ## Unit tests with -race and the invariants build tag.
 	hack/test.sh unit
 
 .PHONY: test-envtest
@@ -157,6 +160,11 @@ $(GOTESTSUM): | $(LOCALBIN)
 	$(call go-install-tool,$@,gotest.tools/gotestsum,$(GOTESTSUM_VERSION))
 $(HELM): | $(LOCALBIN)
 	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+$(PROMTOOL): | $(LOCALBIN)
+	$(call go-install-tool,$@,github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION))
+.PHONY: print-promtool
+print-promtool: $(PROMTOOL) ## Install promtool (the alert rules' tests use it) and print its path.
+	@echo $(PROMTOOL)
 $(STATICCHECK): | $(LOCALBIN)
 	$(call go-install-tool,$@,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION))
 $(PROTOC_GEN_GO): | $(LOCALBIN)

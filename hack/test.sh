@@ -30,6 +30,11 @@ unit() {
   # The S3 server of the object-storage tests (MinIO from its Go module; built once, then cached).
   CELLSTORE_S3_SERVER=$("$ROOT/hack/s3-server.sh") || { say "cannot build the S3 server (hack/s3-server.sh)"; return 1; }
   export CELLSTORE_S3_SERVER
+  # promtool for the alert rules' tests (make installs it; built from its Go module).
+  CELLSTORE_PROMTOOL=${PROMTOOL:-}
+  [ -n "$CELLSTORE_PROMTOOL" ] && [ -x "$CELLSTORE_PROMTOOL" ] ||
+    CELLSTORE_PROMTOOL=$(make --no-print-directory print-promtool | tail -n1) && [ -x "$CELLSTORE_PROMTOOL" ] || { say "cannot install promtool (make print-promtool)"; return 1; }
+  export CELLSTORE_PROMTOOL
   gotest -race -tags invariants -timeout 20m ./...
   local rc=$?
   smallfs || rc=1

@@ -793,6 +793,13 @@ func (m *Master) updateGaugesLocked() {
 		oldest = max(oldest, now.Sub(time.UnixMilli(p.p.GetStartedMs())))
 	}
 	m.metrics.ritOldestAge.Set(oldest.Seconds())
+	failed := 0
+	for _, r := range st.regions {
+		if r.GetState() == stateFailedOpen {
+			failed++
+		}
+	}
+	m.metrics.failedOpenRegions.Set(float64(failed))
 }
 
 // clusterConfigLocked is the effective cluster configuration: the flags' values overridden by

@@ -8,23 +8,24 @@ import (
 // the cellstore_master_ prefix. Gauges are set where the state changes (or once per tick from
 // counts kept as changes happen): scraping takes no lock and counts nothing.
 type metrics struct {
-	isActive       prometheus.Gauge
-	ritCount       prometheus.Gauge
-	ritOldestAge   prometheus.Gauge
-	liveServers    prometheus.Gauge
-	deadServers    prometheus.Gauge
-	drainingServer prometheus.Gauge
-	regionCount    prometheus.Gauge
-	tableCount     prometheus.Gauge
-	balancerMoves  prometheus.Counter
-	balancerRuns   prometheus.Counter
-	assignTime     prometheus.Histogram
-	failedOpens    prometheus.Counter
-	serverCrashes  prometheus.Counter
-	recoveryTime   prometheus.Histogram
-	splitEdits     prometheus.Counter
-	splits         prometheus.Counter
-	splitRollbacks prometheus.Counter
+	isActive          prometheus.Gauge
+	ritCount          prometheus.Gauge
+	failedOpenRegions prometheus.Gauge
+	ritOldestAge      prometheus.Gauge
+	liveServers       prometheus.Gauge
+	deadServers       prometheus.Gauge
+	drainingServer    prometheus.Gauge
+	regionCount       prometheus.Gauge
+	tableCount        prometheus.Gauge
+	balancerMoves     prometheus.Counter
+	balancerRuns      prometheus.Counter
+	assignTime        prometheus.Histogram
+	failedOpens       prometheus.Counter
+	serverCrashes     prometheus.Counter
+	recoveryTime      prometheus.Histogram
+	splitEdits        prometheus.Counter
+	splits            prometheus.Counter
+	splitRollbacks    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,16 +36,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "cellstore", Subsystem: "master", Name: name, Help: help})
 	}
 	m := &metrics{
-		isActive:       g("is_active_master", "1 when this master is the active one (isActiveMaster)."),
-		ritCount:       g("rit_count", "Regions in transition: with a procedure in flight or between states (ritCount)."),
-		ritOldestAge:   g("rit_oldest_age_seconds", "Age of the oldest region transition (ritOldestAge)."),
-		liveServers:    g("num_region_servers", "Live region servers (numRegionServers)."),
-		deadServers:    g("num_dead_region_servers", "Dead region servers whose recovery is not finished (numDeadRegionServers)."),
-		drainingServer: g("num_draining_region_servers", "Region servers marked draining (numDrainingRegionServers)."),
-		regionCount:    g("region_count", "Regions in the catalog, replicas included (regionCount)."),
-		tableCount:     g("table_count", "Tables in the catalog."),
-		balancerMoves:  c("balancer_moves_total", "Region moves started by the balancer and by drains."),
-		balancerRuns:   c("balancer_runs_total", "Balancer runs (BalancerCluster_num_ops)."),
+		isActive:          g("is_active_master", "1 when this master is the active one (isActiveMaster)."),
+		ritCount:          g("rit_count", "Regions in transition: with a procedure in flight or between states (ritCount)."),
+		ritOldestAge:      g("rit_oldest_age_seconds", "Age of the oldest region transition (ritOldestAge)."),
+		failedOpenRegions: g("failed_open_regions", "Regions in FAILED_OPEN: they gave up opening and serve nothing until assigned again (`assign` in the shell)."),
+		liveServers:       g("num_region_servers", "Live region servers (numRegionServers)."),
+		deadServers:       g("num_dead_region_servers", "Dead region servers whose recovery is not finished (numDeadRegionServers)."),
+		drainingServer:    g("num_draining_region_servers", "Region servers marked draining (numDrainingRegionServers)."),
+		regionCount:       g("region_count", "Regions in the catalog, replicas included (regionCount)."),
+		tableCount:        g("table_count", "Tables in the catalog."),
+		balancerMoves:     c("balancer_moves_total", "Region moves started by the balancer and by drains."),
+		balancerRuns:      c("balancer_runs_total", "Balancer runs (BalancerCluster_num_ops)."),
 		assignTime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "master", Name: "assign_seconds",
 			Help:    "Time from sending OpenRegion to the OPENED report (AssignmentManager assign time).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
@@ -58,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		splitRollbacks: c("region_split_rollbacks_total", "Splits given up (no split row, references, unreplayed edits): the region reopened."),
 	}
 	if reg != nil {
-		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.liveServers, m.deadServers, m.drainingServer,
+		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.failedOpenRegions, m.liveServers, m.deadServers, m.drainingServer,
 			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
 			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks)
 	}

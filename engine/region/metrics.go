@@ -59,6 +59,17 @@ func (r *Region) StoreFileCount() map[string]int {
 	return out
 }
 
+// CompactionWanted reports whether a store holds enough files for a minor compaction (HBase
+// counts such regions in compactionQueueLength). A daughter's reference files want one too.
+func (r *Region) CompactionWanted() bool {
+	for _, fs := range r.files.Load().byFamily {
+		if len(fs) >= r.cfg.Compaction.MinFiles {
+			return true
+		}
+	}
+	return r.HasReferences()
+}
+
 // HasReferences reports whether any store is still made of reference
 // files (a daughter not yet compacted).
 func (r *Region) HasReferences() bool {

@@ -124,10 +124,18 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("memstore_pressure_flush_total", "Flushes forced by global memstore pressure (HBase flushedMemstoreBytes under pressure).", &m.pressureFlushes),
 		counter("wal_backlog_flush_total", "Flushes forced by a WAL that keeps too many objects or segments for unflushed edits (HBase's maxlogs): a dead server's recovery reads them all.", &m.backlogFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
+		gauge("memstore_limit_bytes", "The memstore budget: writes block when the regions' memstore chunks fill it (flushes start at 75%).", func() float64 { return float64(s.cfg.MemstoreBytes) }),
+		gauge("memstore_chunk_bytes", "Bytes of memstore chunks the regions hold (what counts against memstore_limit_bytes).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().ChunkBytes })),
 		gauge("mem_store_size", "Memstore data bytes (HBase memStoreSize).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().DataBytes })),
 		gauge("store_file_count", "Store files (HBase storeFileCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFiles.Load() })),
 		gauge("store_file_size", "Store file bytes (HBase storeFileSize).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFileBytes.Load() })),
 		gauge("flush_count", "Flushes (HBase flushCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().Flushes.Load() })),
+		gauge("compaction_queue_length", "Regions with a store that holds enough files for a compaction, or reference files of a split (HBase compactionQueueLength).", sumRegions(func(r *region.Region) int64 {
+			if r.CompactionWanted() {
+				return 1
+			}
+			return 0
+		})),
 		gauge("compaction_count", "Compactions (HBase compactionCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().Compactions.Load() })),
 		gauge("blocked_request_count", "Writes that waited for a flush (HBase blockedRequestCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().BlockedWrites.Load() })),
 		gauge("wal_sync_count", "WAL syncs (HBase syncTime_num_ops).", walStat(func(w walStats) float64 { return float64(w.syncs) })),

@@ -3,6 +3,7 @@ package resources
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,14 +18,28 @@ var (
 	PrometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
 )
 
-// Metric names the alerts use (docs/operator.md, "Engine contract").
+// Metric names the alerts use (docs/operator.md, "Engine contract"); a test scrapes a real master
+// and region server and checks that every name in the alerts and the dashboard exists.
 const (
-	MetricRITOldestAge     = "cellstore_master_rit_oldest_age_seconds"
-	MetricMemstoreSize     = "cellstore_regionserver_memstore_size_bytes"
-	MetricMemstoreLimit    = "cellstore_regionserver_memstore_limit_bytes"
-	MetricBlockedRequests  = "cellstore_regionserver_blocked_requests_total"
-	MetricThrottledRequest = "cellstore_regionserver_throttled_requests_total"
+	MetricRITOldestAge       = "cellstore_master_rit_oldest_age_seconds"
+	MetricFailedOpenRegions  = "cellstore_master_failed_open_regions"
+	MetricMemstoreChunkBytes = "cellstore_regionserver_memstore_chunk_bytes"
+	MetricMemstoreLimit      = "cellstore_regionserver_memstore_limit_bytes"
+	MetricBlockedRequests    = "cellstore_regionserver_blocked_request_count"
+	MetricThrottledRequests  = "cellstore_regionserver_throttled_request_count_total"
+	MetricWALSyncSeconds     = "cellstore_regionserver_wal_sync_seconds"
+	MetricWALSyncCount       = "cellstore_regionserver_wal_sync_count"
+	MetricWALFailures        = "cellstore_regionserver_wal_failure_total"
+	MetricCompactionQueue    = "cellstore_regionserver_compaction_queue_length"
+	MetricOffheapUsed        = "cellstore_offheap_budget_used_bytes"
+	MetricOffheapLimit       = "cellstore_offheap_budget_limit_bytes"
+	MetricReplicationLag     = "cellstore_regionserver_replication_lag_seconds"
+	MetricS3Requests         = "cellstore_s3_requests_total"
 )
+
+// Runbook is where each alert's runbook is in the project's documentation (an anchor per alert
+// name, lower-cased), given in the alert's "runbook" annotation.
+const Runbook = "docs/alerts.md"
 
 func monitoringObject(c *v1alpha1.StoreCluster, gvk schema.GroupVersionKind, operatorVersion string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
@@ -57,11 +72,12 @@ func ServiceMonitor(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 	})
 }
 
-// PrometheusRule holds the store's alerts.
+// PrometheusRule holds the store's alerts (docs/alerts.md has a runbook for each).
 func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructured.Unstructured {
 	ns := c.Namespace
 	rs := fmt.Sprintf(`namespace=%q, service=%q`, ns, StatefulSetName(c, GroupRegionServer))
 	master := fmt.Sprintf(`namespace=%q, service=%q`, ns, StatefulSetName(c, GroupMaster))
+	all := fmt.Sprintf(`namespace=%q, service=~"%s|%s"`, ns, StatefulSetName(c, GroupMaster), StatefulSetName(c, GroupRegionServer))
 	rule := func(alert, expr, forDur, severity, summary, description string) any {
 		return map[string]any{
 			"alert":  alert,
@@ -71,6 +87,7 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 			"annotations": map[string]any{
 				"summary":     summary,
 				"description": description,
+				"runbook":     Runbook + "#" + strings.ToLower(alert),
 			},
 		}
 	}
@@ -79,26 +96,55 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 		"groups": []any{map[string]any{
 			"name": fmt.Sprintf("cellstore.%s.%s", ns, c.Name),
 			"rules": []any{
-				rule("CellstoreRegionServerDown",
-					fmt.Sprintf(`up{%s} == 0`, rs), "5m", "critical",
-					"A Cellstore region server is down",
-					who+": region server {{ $labels.pod }} has not answered scrapes for 5 minutes; its regions are being reassigned."),
+				rule("CellstoreServerDown",
+					fmt.Sprintf(`up{%s} == 0`, all), "5m", "critical",
+					"A Cellstore server is down",
+					who+": {{ $labels.pod }} has not answered scrapes for 5 minutes; a region server's regions are reassigned, a master's standby takes over."),
 				rule("CellstoreRegionsInTransitionTooLong",
-					fmt.Sprintf(`max(%s{%s}) > 300`, MetricRITOldestAge, master), "5m", "warning",
+					fmt.Sprintf(`max by (namespace) (%s{%s}) > 300`, MetricRITOldestAge, master), "5m", "warning",
 					"Cellstore regions are stuck in transition",
 					who+": a region has been in transition for more than 5 minutes ({{ $value }}s); check the master's log and `cellstore shell status`."),
+				rule("CellstoreRegionsFailedOpen",
+					fmt.Sprintf(`max by (namespace) (%s{%s}) > 0`, MetricFailedOpenRegions, master), "1m", "critical",
+					"Cellstore regions failed to open",
+					who+": {{ $value }} regions are FAILED_OPEN and serve nothing; find the error in the master's log and `assign` them in the shell."),
 				rule("CellstoreMemstoreNearLimit",
-					fmt.Sprintf(`%s{%s} / %s{%s} > 0.9`, MetricMemstoreSize, rs, MetricMemstoreLimit, rs), "10m", "warning",
+					fmt.Sprintf(`%s{%s} / %s{%s} > 0.9`, MetricMemstoreChunkBytes, rs, MetricMemstoreLimit, rs), "10m", "warning",
 					"A Cellstore region server's memstore is near its limit",
-					who+": the memstore of {{ $labels.pod }} is above 90% of its limit; writes block when it is full. Raise memory.memstoreOffHeapSize or check flushes."),
+					who+": the memstore of {{ $labels.pod }} is above 90% of its budget; writes block when it is full. Raise memory.memstoreOffHeapSize or check why flushes do not keep up."),
 				rule("CellstoreWritesBlocked",
-					fmt.Sprintf(`increase(%s{%s}[5m]) > 0`, MetricBlockedRequests, rs), "0m", "critical",
+					fmt.Sprintf(`delta(%s{%s}[5m]) > 0`, MetricBlockedRequests, rs), "0m", "critical",
 					"Cellstore writes are blocked",
-					who+": {{ $labels.pod }} blocked writes in the last 5 minutes (memstore full or too many store files)."),
+					who+": {{ $labels.pod }} made writes wait in the last 5 minutes (memstore full, or too many store files)."),
+				rule("CellstoreWALSyncSlow",
+					fmt.Sprintf(`rate(%s{%s}[5m]) / rate(%s{%s}[5m]) > 0.05`, MetricWALSyncSeconds, rs, MetricWALSyncCount, rs), "10m", "warning",
+					"Cellstore WAL syncs are slow",
+					who+": a WAL sync (or object PUT) of {{ $labels.pod }} takes {{ $value }}s on average; every acknowledged write waits for one. Check the disk or the object store."),
+				rule("CellstoreWALFailures",
+					fmt.Sprintf(`increase(%s{%s}[10m]) > 0`, MetricWALFailures, rs), "0m", "critical",
+					"Cellstore WAL writes failed",
+					who+": {{ $labels.pod }} could not write its WAL (disk full, I/O or object store errors) and re-registered; writes failed meanwhile."),
+				rule("CellstoreStorageErrors",
+					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s, result!="ok"}[5m])) / sum by (namespace, pod) (rate(%s{%s}[5m])) > 0.05`,
+						MetricS3Requests, all, MetricS3Requests, all), "10m", "warning",
+					"Cellstore object store requests fail",
+					who+": more than 5% of {{ $labels.pod }}'s requests to the bucket fail; see cellstore_s3_requests_total by result and the pod's log."),
+				rule("CellstoreCompactionQueue",
+					fmt.Sprintf(`%s{%s} > 20`, MetricCompactionQueue, rs), "30m", "warning",
+					"Cellstore compactions fall behind",
+					who+": {{ $value }} regions of {{ $labels.pod }} have been waiting for a compaction for 30 minutes; reads slow down and writes block at too many store files."),
+				rule("CellstoreOffheapBudgetNearLimit",
+					fmt.Sprintf(`%s{%s} / %s{%s} > 0.95`, MetricOffheapUsed, all, MetricOffheapLimit, all), "15m", "warning",
+					"A Cellstore off-heap budget is nearly used up",
+					who+": budget {{ $labels.budget }} of {{ $labels.pod }} is above 95%; reservations beyond it are refused. Give the role more memory."),
 				rule("CellstoreRequestsThrottled",
-					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s}[5m])) > 0`, MetricThrottledRequest, rs), "15m", "info",
+					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s}[5m])) > 0`, MetricThrottledRequests, rs), "15m", "info",
 					"Cellstore requests are throttled by quotas",
-					who+": {{ $labels.pod }} has been rejecting requests over their quota for 15 minutes."),
+					who+": {{ $labels.pod }} has been refusing requests over their quota for 15 minutes."),
+				rule("CellstoreReplicaLag",
+					fmt.Sprintf(`max by (namespace, pod) (%s{%s}) > 60`, MetricReplicationLag, rs), "10m", "warning",
+					"Cellstore read replicas lag",
+					who+": a read replica on {{ $labels.pod }} is {{ $value }}s behind its primary; TIMELINE reads answered there are that stale."),
 			},
 		}},
 	})

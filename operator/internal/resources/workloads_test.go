@@ -418,7 +418,9 @@ func TestMonitoringObjects(t *testing.T) {
 	for _, r := range groups[0].(map[string]any)["rules"].([]any) {
 		alerts = append(alerts, r.(map[string]any)["alert"].(string))
 	}
-	want := []string{"CellstoreRegionServerDown", "CellstoreRegionsInTransitionTooLong", "CellstoreMemstoreNearLimit", "CellstoreWritesBlocked", "CellstoreRequestsThrottled"}
+	want := []string{"CellstoreServerDown", "CellstoreRegionsInTransitionTooLong", "CellstoreRegionsFailedOpen", "CellstoreMemstoreNearLimit",
+		"CellstoreWritesBlocked", "CellstoreWALSyncSlow", "CellstoreWALFailures", "CellstoreStorageErrors", "CellstoreCompactionQueue",
+		"CellstoreOffheapBudgetNearLimit", "CellstoreRequestsThrottled", "CellstoreReplicaLag"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %q, want %q", alerts, want)
 	}
