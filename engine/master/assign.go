@@ -410,6 +410,8 @@ func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, serv
 	switch {
 	case step == stepClose && isNotServing(err):
 		m.closedLocked(&b, r, p.p) // it does not have the region: closed
+	case step == stepOpen && isStopping(err):
+		m.openRefusedByStoppingLocked(&b, r, p.p)
 	case step == stepOpen && answered(err):
 		m.failedOpenLocked(&b, r, p.p, err.Error())
 	default:
@@ -417,6 +419,37 @@ func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, serv
 		return
 	}
 	_ = m.commit(&b)
+}
+
+// isStopping: the server refused an order because it is stopping (SERVER_STOPPING).
+func isStopping(err error) bool {
+	d, ok := pb.DetailOf(err)
+	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_SERVER_STOPPING
+}
+
+// openRefusedByStoppingLocked sends a region whose open a stopping server refused elsewhere. It
+// is not a failed attempt — the region is fine, the server is leaving — so it does not count
+// towards FAILED_OPEN: a master that takes over while every region server is stopping (a rolling
+// restart of everything, say) learns of their stopping from these answers before their heartbeats
+// say it, and must not give up on regions it could not place yet. The server takes no more
+// regions until it registers again.
+func (m *Master) openRefusedByStoppingLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure) {
+	name, server := r.GetInfo().GetName(), r.GetServer()
+	if _, ok := m.stoppingSrv[server]; !ok {
+		m.log.Info("region server is stopping: no more regions go to it", "server", server)
+		m.stoppingSrv[server] = r.GetServerStartCode()
+	}
+	nr := proto.CloneOf(r)
+	nr.Server, nr.ServerStartCode, nr.StateSinceMs = "", 0, m.clock().UnixMilli()
+	nr.State = stateOffline
+	np := proto.CloneOf(p)
+	np.Target = ""
+	if !slices.Contains(np.Tried, server) {
+		np.Tried = append(np.Tried, server)
+	}
+	m.log.Info("a stopping region server refused to open a region: placing it elsewhere", "region", name, "server", server)
+	b.putRegion(nr)
+	b.putProc(np)
 }
 
 func isNotServing(err error) bool {

@@ -412,3 +412,48 @@ func TestProcessDrainEndsWithTheProcess(t *testing.T) {
 		t.Fatal("a drain of the server name ended with a restart")
 	}
 }
+
+// Opens refused by stopping servers (a master that took over while every region server stops,
+// before their heartbeats say so) are not failed attempts: the region waits for a server that can
+// take it instead of going FAILED_OPEN, and opens on the first one that registers.
+func TestOpensRefusedByStoppingServersAreNotFailures(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	for _, s := range c.servers {
+		s.SetRefuseOpensStopping(true)
+	}
+	created := make(chan error, 1) // CreateTable waits for the region to open
+	go func() {
+		_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: descriptor("t", 1)})
+		created <- err
+	}()
+	c.waitFor("every stopping server asked once", 10*time.Second, func() (bool, string) {
+		asked := 0
+		for _, s := range c.servers {
+			if len(s.Calls()) > 0 {
+				asked++
+			}
+		}
+		return asked == 3, fmt.Sprintf("%d of 3 asked", asked)
+	})
+	// Five more rounds of the master's ticks: still waiting, never FAILED_OPEN, no server asked
+	// twice (each said it is stopping).
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if st := c.regions("t")[0].GetState(); st == pb.RegionState_REGION_STATE_FAILED_OPEN || st == pb.RegionState_REGION_STATE_OPEN {
+			t.Fatalf("region %s with every server stopping", st)
+		}
+		time.Sleep(20 * time.Millisecond) // watching for a wrong state over a second of ticks
+	}
+	for _, s := range c.servers {
+		if n := len(s.Calls()); n != 1 {
+			t.Errorf("%s was asked %d times after it said it is stopping", s.Name(), n)
+		}
+	}
+	fresh := c.addServer("")
+	if l := c.waitAllOpen("t", 10*time.Second)[0]; layout.ServerName(l.GetServer()) != fresh.Name() {
+		t.Errorf("opened on %s, want the new server %s", layout.ServerName(l.GetServer()), fresh.Name())
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+}

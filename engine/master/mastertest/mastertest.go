@@ -151,6 +151,7 @@ type FakeServer struct {
 	gets       []Get
 	failOpens  bool
 	hangOpens  bool
+	stopping   bool // refuse opens as a stopping server does (SERVER_STOPPING)
 	interval   time.Duration
 	registered bool
 	dead       bool
@@ -310,6 +311,14 @@ func (s *FakeServer) SetFailOpens(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failOpens = on
+}
+
+// SetRefuseOpensStopping makes opens fail as a stopping region server's do (SERVER_STOPPING),
+// before any heartbeat says it is stopping.
+func (s *FakeServer) SetRefuseOpensStopping(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = on
 }
 
 // SetHangOpens makes opens hang: accepted, never reported until ReleaseHung.
@@ -589,6 +598,10 @@ func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Region: name, ProcedureID: req.GetProcedureId(), Open: true, At: time.Now()})
+	if s.stopping {
+		s.mu.Unlock()
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
+	}
 	fail, hang := s.failOpens, s.hangOpens
 	_, open := s.regions[name]
 	if hang && !open {
