@@ -34,14 +34,15 @@ var testLease = lease.Config{Lease: time.Second, HeartbeatInterval: 200 * time.M
 
 func testConfig(fs storage.FS) master.Config {
 	return master.Config{
-		FS:           fs,
-		Lease:        testLease,
-		TickInterval: 20 * time.Millisecond,
-		RetryDelay:   50 * time.Millisecond,
-		RPCTimeout:   2 * time.Second,
-		DDLWait:      10 * time.Second,
-		Logger:       testLogger(),
-		Registerer:   prometheus.NewRegistry(),
+		FS:                    fs,
+		Lease:                 testLease,
+		TickInterval:          20 * time.Millisecond,
+		RetryDelay:            50 * time.Millisecond,
+		StandbyReportInterval: 50 * time.Millisecond,
+		RPCTimeout:            2 * time.Second,
+		DDLWait:               10 * time.Second,
+		Logger:                testLogger(),
+		Registerer:            prometheus.NewRegistry(),
 	}
 }
 

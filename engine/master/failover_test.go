@@ -3,6 +3,7 @@ package master_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,11 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 	}
 	// Servers and clients given the standby first follow it to the active master.
 	c.mc = pb.NewMasterClient(dial(t, m1.Addr))
+	// The standby reports itself: the active master lists it (`status` says "1 backup masters").
+	c.waitFor("the active master to list the standby", 10*time.Second, func() (bool, string) {
+		st := c.status().GetStandbyMasters()
+		return slices.Equal(st, []string{m2.Addr}), fmt.Sprint(st)
+	})
 	for range 2 {
 		s, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{m2.Addr, m1.Addr}, Logger: testLogger()})
 		if err != nil {
@@ -165,8 +171,8 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 	if n := perServer(locs)[hung.Name()]; n != 2 {
 		t.Errorf("%d regions opened on the server whose opens hung, want 2 (the resumed procedures)", n)
 	}
-	if st := c.status(); st.GetActiveMaster() != m2.Addr {
-		t.Errorf("active master %q, want %q", st.GetActiveMaster(), m2.Addr)
+	if st := c.status(); st.GetActiveMaster() != m2.Addr || len(st.GetStandbyMasters()) != 0 {
+		t.Errorf("active master %q, standbys %q: want %q and none (the other one is gone)", st.GetActiveMaster(), st.GetStandbyMasters(), m2.Addr)
 	}
 	for _, s := range c.servers {
 		if s.Reregistrations() != 0 {

@@ -65,6 +65,9 @@ type Config struct {
 	// TickInterval is the period of the master's housekeeping: lease expiry, procedure timeouts
 	// and retries (default 250 ms; events also wake it at once).
 	TickInterval time.Duration
+	// StandbyReportInterval is how often a standby master tells the active one it is there
+	// (ReportStandby; default 3 s); the active lists it for three intervals after its last report.
+	StandbyReportInterval time.Duration
 	// DDLWait bounds how long DDL, MoveRegion and drain calls wait for the regions to settle
 	// before they return (default 30 s; the work goes on after they return).
 	DDLWait time.Duration
@@ -127,6 +130,7 @@ func (c *Config) fill() error {
 	def(&c.RPCTimeout, 10*time.Second)
 	def(&c.RetryDelay, time.Second)
 	def(&c.TickInterval, 250*time.Millisecond)
+	def(&c.StandbyReportInterval, 3*time.Second)
 	def(&c.DDLWait, 30*time.Second)
 	def(&c.JanitorInterval, 10*time.Second)
 	if c.MaxRegionsPerServer <= 0 {
@@ -222,6 +226,7 @@ type Master struct {
 	changed     chan struct{}
 	loads       map[string]*pb.ServerLoad // by server, from heartbeats
 	stoppingSrv map[string]int64          // servers that said they are stopping: start code
+	standbys    map[string]time.Time      // standby masters' addresses: their last report
 	moveQueue   []queuedMove
 	queued      map[string]bool
 	nextBalance time.Time
@@ -300,7 +305,51 @@ func (m *Master) Start(ctx context.Context) error {
 		case <-m.done:
 		}
 	}()
+	go m.reportStandby()
 	return nil
+}
+
+// reportStandby tells the active master, while this one is a standby, that it is there
+// (ReportStandby), until the master stops.
+func (m *Master) reportStandby() {
+	t := time.NewTicker(m.cfg.StandbyReportInterval)
+	defer t.Stop()
+	var conn *grpc.ClientConn
+	connTo := ""
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+		leader := m.Leader()
+		if m.status.Load() != stateStandby || leader == "" || leader == m.cfg.Address {
+			continue
+		}
+		if connTo != leader {
+			if conn != nil {
+				conn.Close()
+			}
+			c, err := pb.Dial(leader)
+			if err != nil {
+				m.log.Debug("standby report: dial the active master", "leader", leader, "err", err)
+				conn, connTo = nil, ""
+				continue
+			}
+			conn, connTo = c, leader
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StandbyReportInterval)
+		_, err := pb.NewMasterClient(conn).ReportStandby(ctx, &pb.ReportStandbyRequest{Address: m.cfg.Address})
+		cancel()
+		if err != nil {
+			m.log.Debug("standby report failed", "leader", leader, "err", err)
+		}
+	}
 }
 
 // Stop stops the master: it ends the active phase (every loop and RPC it started), closes the
@@ -524,6 +573,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.changed = make(chan struct{})
 	m.loads = map[string]*pb.ServerLoad{}
 	m.stoppingSrv = map[string]int64{}
+	m.standbys = map[string]time.Time{}
 	m.moveQueue, m.queued = nil, map[string]bool{}
 	m.busyTables = map[string]bool{}
 	m.cleaning, m.splitHold, m.splitChecks, m.nextJanitor = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, now

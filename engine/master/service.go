@@ -456,6 +456,30 @@ func (m *Master) SetBalancerRunning(_ context.Context, req *pb.SetBalancerRunnin
 }
 
 // ClusterStatus implements pb.MasterServer.
+// ReportStandby implements pb.MasterServer: a standby master is there.
+func (m *Master) ReportStandby(_ context.Context, req *pb.ReportStandbyRequest) (*pb.ReportStandbyResponse, error) {
+	addr := req.GetAddress()
+	if addr == "" || len(addr) > 512 {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "ReportStandby needs the standby's address (at most 512 bytes)"}).Status()
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	now := m.clock()
+	if _, known := m.standbys[addr]; !known {
+		m.log.Info("standby master reported", "standby", addr)
+	}
+	m.standbys[addr] = now
+	// Forget those long silent (and bound the map: every entry is one that reported recently).
+	for a, at := range m.standbys {
+		if now.Sub(at) > 10*m.cfg.StandbyReportInterval {
+			delete(m.standbys, a)
+		}
+	}
+	return &pb.ReportStandbyResponse{}, nil
+}
+
 func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
 	if err := m.lock(); err != nil {
 		return nil, err
@@ -464,6 +488,12 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 	now := m.clock()
 	resp := &pb.ClusterStatusResponse{ActiveMaster: m.cfg.Address, BalancerOn: !m.st.state.GetBalancerOff(),
 		ClusterConfig: m.clusterConfigLocked(), Regions: int32(len(m.st.regions))}
+	for addr, at := range m.standbys {
+		if addr != m.cfg.Address && now.Sub(at) <= 3*m.cfg.StandbyReportInterval {
+			resp.StandbyMasters = append(resp.StandbyMasters, addr)
+		}
+	}
+	slices.Sort(resp.StandbyMasters)
 	count := map[string]int32{}
 	for name, r := range m.st.regions {
 		if r.GetServer() != "" {

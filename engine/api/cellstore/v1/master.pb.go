@@ -2737,6 +2737,87 @@ func (x *ListQuotasResponse) GetVersion() uint64 {
 	return 0
 }
 
+type ReportStandbyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the standby's Master service address.
+	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportStandbyRequest) Reset() {
+	*x = ReportStandbyRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStandbyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStandbyRequest) ProtoMessage() {}
+
+func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
+func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReportStandbyRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type ReportStandbyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportStandbyResponse) Reset() {
+	*x = ReportStandbyResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStandbyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStandbyResponse) ProtoMessage() {}
+
+func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
+func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+}
+
 var File_cellstore_v1_master_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_master_proto_rawDesc = "" +
@@ -2913,7 +2994,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x11ListQuotasRequest\"[\n" +
 	"\x12ListQuotasResponse\x12+\n" +
 	"\x06quotas\x18\x01 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion*\xdd\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
+	"\x14ReportStandbyRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x17\n" +
+	"\x15ReportStandbyResponse*\xdd\x01\n" +
 	"\vRegionState\x12\x18\n" +
 	"\x14REGION_STATE_OFFLINE\x10\x00\x12\x18\n" +
 	"\x14REGION_STATE_OPENING\x10\x01\x12\x15\n" +
@@ -2934,7 +3018,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x19THROTTLE_TYPE_READ_NUMBER\x10\x02\x12\x1b\n" +
 	"\x17THROTTLE_TYPE_READ_SIZE\x10\x03\x12\x1e\n" +
 	"\x1aTHROTTLE_TYPE_WRITE_NUMBER\x10\x04\x12\x1c\n" +
-	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x052\xfe\x0f\n" +
+	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x052\xd8\x10\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -2958,7 +3042,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\rUndrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12F\n" +
 	"\aBalance\x12\x1c.cellstore.v1.BalanceRequest\x1a\x1d.cellstore.v1.BalanceResponse\x12g\n" +
 	"\x12SetBalancerRunning\x12'.cellstore.v1.SetBalancerRunningRequest\x1a(.cellstore.v1.SetBalancerRunningResponse\x12X\n" +
-	"\rClusterStatus\x12\".cellstore.v1.ClusterStatusRequest\x1a#.cellstore.v1.ClusterStatusResponse\x12a\n" +
+	"\rClusterStatus\x12\".cellstore.v1.ClusterStatusRequest\x1a#.cellstore.v1.ClusterStatusResponse\x12X\n" +
+	"\rReportStandby\x12\".cellstore.v1.ReportStandbyRequest\x1a#.cellstore.v1.ReportStandbyResponse\x12a\n" +
 	"\x10SetClusterConfig\x12%.cellstore.v1.SetClusterConfigRequest\x1a&.cellstore.v1.SetClusterConfigResponse\x12I\n" +
 	"\bSetQuota\x12\x1d.cellstore.v1.SetQuotaRequest\x1a\x1e.cellstore.v1.SetQuotaResponse\x12O\n" +
 	"\n" +
@@ -2977,7 +3062,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -3028,51 +3113,53 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*SetQuotaResponse)(nil),               // 46: cellstore.v1.SetQuotaResponse
 	(*ListQuotasRequest)(nil),              // 47: cellstore.v1.ListQuotasRequest
 	(*ListQuotasResponse)(nil),             // 48: cellstore.v1.ListQuotasResponse
-	nil,                                    // 49: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 50: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 51: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 52: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 53: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 54: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 55: cellstore.v1.TableName
-	(TableState)(0),                        // 56: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 57: cellstore.v1.ServerName
+	(*ReportStandbyRequest)(nil),           // 49: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 50: cellstore.v1.ReportStandbyResponse
+	nil,                                    // 51: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 52: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 53: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 54: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 55: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 56: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 57: cellstore.v1.TableName
+	(TableState)(0),                        // 58: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 59: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	53, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	54, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	53, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	55, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	55, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	53, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	56, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	55, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	56, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	55, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	57, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	57, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	55, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	58, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	11, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	53, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	56, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	54, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	57, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	55, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	58, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	56, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	59, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	55, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	57, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	14, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	14, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	57, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	49, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	59, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	51, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	20, // 18: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	57, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	59, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	21, // 20: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	50, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	57, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	54, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	52, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	59, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	56, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 24: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	54, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	57, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	56, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	59, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
 	21, // 27: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 28: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
 	38, // 29: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
 	39, // 30: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	51, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	52, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	55, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	53, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	54, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	57, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 34: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
 	44, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 36: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
@@ -3098,35 +3185,37 @@ var file_cellstore_v1_master_proto_depIdxs = []int32{
 	34, // 56: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
 	36, // 57: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
 	40, // 58: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	42, // 59: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	45, // 60: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	47, // 61: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	4,  // 62: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	6,  // 63: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	8,  // 64: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 65: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 66: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	8,  // 67: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	12, // 68: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	13, // 69: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	16, // 70: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	17, // 71: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	19, // 72: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	23, // 73: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	25, // 74: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	27, // 75: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	29, // 76: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	31, // 77: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	33, // 78: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	33, // 79: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	35, // 80: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	37, // 81: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	41, // 82: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	43, // 83: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	46, // 84: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	48, // 85: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	62, // [62:86] is the sub-list for method output_type
-	38, // [38:62] is the sub-list for method input_type
+	49, // 59: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	42, // 60: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	45, // 61: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	47, // 62: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	4,  // 63: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	6,  // 64: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	8,  // 65: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	8,  // 66: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	8,  // 67: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	8,  // 68: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	12, // 69: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	13, // 70: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	16, // 71: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	17, // 72: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	19, // 73: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	23, // 74: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	25, // 75: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	27, // 76: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	29, // 77: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	31, // 78: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	33, // 79: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	33, // 80: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	35, // 81: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	37, // 82: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	41, // 83: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	50, // 84: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	43, // 85: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	46, // 86: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	48, // 87: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	63, // [63:88] is the sub-list for method output_type
+	38, // [38:63] is the sub-list for method input_type
 	38, // [38:38] is the sub-list for extension type_name
 	38, // [38:38] is the sub-list for extension extendee
 	0,  // [0:38] is the sub-list for field type_name
@@ -3149,7 +3238,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

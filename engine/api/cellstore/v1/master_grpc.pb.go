@@ -40,6 +40,7 @@ const (
 	Master_Balance_FullMethodName                = "/cellstore.v1.Master/Balance"
 	Master_SetBalancerRunning_FullMethodName     = "/cellstore.v1.Master/SetBalancerRunning"
 	Master_ClusterStatus_FullMethodName          = "/cellstore.v1.Master/ClusterStatus"
+	Master_ReportStandby_FullMethodName          = "/cellstore.v1.Master/ReportStandby"
 	Master_SetClusterConfig_FullMethodName       = "/cellstore.v1.Master/SetClusterConfig"
 	Master_SetQuota_FullMethodName               = "/cellstore.v1.Master/SetQuota"
 	Master_ListQuotas_FullMethodName             = "/cellstore.v1.Master/ListQuotas"
@@ -77,6 +78,9 @@ type MasterClient interface {
 	Balance(ctx context.Context, in *BalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
 	SetBalancerRunning(ctx context.Context, in *SetBalancerRunningRequest, opts ...grpc.CallOption) (*SetBalancerRunningResponse, error)
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
+	// ReportStandby: a standby master tells the active one it is there (every few seconds), so
+	// that ClusterStatus lists it among the standby (backup) masters.
+	ReportStandby(ctx context.Context, in *ReportStandbyRequest, opts ...grpc.CallOption) (*ReportStandbyResponse, error)
 	SetClusterConfig(ctx context.Context, in *SetClusterConfigRequest, opts ...grpc.CallOption) (*SetClusterConfigResponse, error)
 	// Quotas
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
@@ -301,6 +305,16 @@ func (c *masterClient) ClusterStatus(ctx context.Context, in *ClusterStatusReque
 	return out, nil
 }
 
+func (c *masterClient) ReportStandby(ctx context.Context, in *ReportStandbyRequest, opts ...grpc.CallOption) (*ReportStandbyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportStandbyResponse)
+	err := c.cc.Invoke(ctx, Master_ReportStandby_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterClient) SetClusterConfig(ctx context.Context, in *SetClusterConfigRequest, opts ...grpc.CallOption) (*SetClusterConfigResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetClusterConfigResponse)
@@ -363,6 +377,9 @@ type MasterServer interface {
 	Balance(context.Context, *BalanceRequest) (*BalanceResponse, error)
 	SetBalancerRunning(context.Context, *SetBalancerRunningRequest) (*SetBalancerRunningResponse, error)
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
+	// ReportStandby: a standby master tells the active one it is there (every few seconds), so
+	// that ClusterStatus lists it among the standby (backup) masters.
+	ReportStandby(context.Context, *ReportStandbyRequest) (*ReportStandbyResponse, error)
 	SetClusterConfig(context.Context, *SetClusterConfigRequest) (*SetClusterConfigResponse, error)
 	// Quotas
 	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
@@ -439,6 +456,9 @@ func (UnimplementedMasterServer) SetBalancerRunning(context.Context, *SetBalance
 }
 func (UnimplementedMasterServer) ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClusterStatus not implemented")
+}
+func (UnimplementedMasterServer) ReportStandby(context.Context, *ReportStandbyRequest) (*ReportStandbyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportStandby not implemented")
 }
 func (UnimplementedMasterServer) SetClusterConfig(context.Context, *SetClusterConfigRequest) (*SetClusterConfigResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetClusterConfig not implemented")
@@ -848,6 +868,24 @@ func _Master_ClusterStatus_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ReportStandby_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportStandbyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportStandby(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportStandby_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportStandby(ctx, req.(*ReportStandbyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Master_SetClusterConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetClusterConfigRequest)
 	if err := dec(in); err != nil {
@@ -992,6 +1030,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterStatus",
 			Handler:    _Master_ClusterStatus_Handler,
+		},
+		{
+			MethodName: "ReportStandby",
+			Handler:    _Master_ReportStandby_Handler,
 		},
 		{
 			MethodName: "SetClusterConfig",
