@@ -1,11 +1,12 @@
 package master
 
 import (
+	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
+	"time"
 
+	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
@@ -76,10 +77,6 @@ type Quota struct {
 // Key is the quota's identity.
 func (q Quota) Key() QuotaKey { return QuotaKey{Subject: q.Subject, Type: q.Type} }
 
-var limitRE = regexp.MustCompile(`^([1-9][0-9]{0,17})(req|B|K|M|G|T|P)/(sec|min|hour|day)$`)
-
-var sizeShift = map[string]uint{"B": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}
-
 // QuotaFromSpec translates a spec quota (HBase shell syntax) into a throttle.
 func QuotaFromSpec(q v1alpha1.QuotaSpec) (Quota, error) {
 	n := 0
@@ -91,13 +88,13 @@ func QuotaFromSpec(q v1alpha1.QuotaSpec) (Quota, error) {
 	if n != 1 {
 		return Quota{}, fmt.Errorf("quota with limit %q must name exactly one of user, table or namespace", q.Limit)
 	}
-	m := limitRE.FindStringSubmatch(q.Limit)
-	if m == nil {
-		return Quota{}, fmt.Errorf("quota limit %q is not valid: write e.g. 100req/sec or 10M/sec", q.Limit)
+	// The engine's own parser (what the shell's set_quota uses), so the two never disagree.
+	lim, err := quota.ParseLimit(q.Limit)
+	if errors.Is(err, quota.ErrNoLimit) {
+		return Quota{}, fmt.Errorf("quota limit %q removes a quota: delete the entry from spec.quotas instead", q.Limit)
 	}
-	amount, err := strconv.ParseUint(m[1], 10, 64)
 	if err != nil {
-		return Quota{}, fmt.Errorf("quota limit %q: %v", q.Limit, err)
+		return Quota{}, fmt.Errorf("quota limit %q is not valid (%v): write e.g. 100req/sec or 10M/sec", q.Limit, err)
 	}
 	kind := "REQUEST"
 	switch q.Kind() {
@@ -109,23 +106,18 @@ func QuotaFromSpec(q v1alpha1.QuotaSpec) (Quota, error) {
 	default:
 		return Quota{}, fmt.Errorf("quota throttleType %q is not REQUEST, READ or WRITE", q.ThrottleType)
 	}
-	var unit string
-	switch m[2] {
-	case "req":
+	unit := "SIZE"
+	if lim.Unit == quota.Requests {
 		unit = "NUMBER"
-	default:
-		unit = "SIZE"
-		shift := sizeShift[m[2]]
-		if amount > uint64(1<<63-1)>>shift {
-			return Quota{}, fmt.Errorf("quota limit %q is too large", q.Limit)
-		}
-		amount <<= shift
 	}
-	tu := map[string]TimeUnit{"sec": Second, "min": Minute, "hour": Hour, "day": Day}[m[3]]
+	tu, ok := map[time.Duration]TimeUnit{time.Second: Second, time.Minute: Minute, time.Hour: Hour, 24 * time.Hour: Day}[lim.Per]
+	if !ok {
+		return Quota{}, fmt.Errorf("quota limit %q: time unit %v is not sec, min, hour or day", q.Limit, lim.Per)
+	}
 	return Quota{
 		Subject:  Subject{User: q.User, Table: q.Table, Namespace: q.Namespace},
 		Type:     ThrottleType(kind + "_" + unit),
-		Limit:    amount,
+		Limit:    uint64(lim.Amount),
 		TimeUnit: tu,
 	}, nil
 }

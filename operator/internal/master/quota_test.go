@@ -27,6 +27,7 @@ func TestQuotaFromSpec(t *testing.T) {
 		{in: v1alpha1.QuotaSpec{User: "a", Limit: "0req/sec"}, wantErr: "is not valid"},
 		{in: v1alpha1.QuotaSpec{User: "a", Limit: "5CU/sec"}, wantErr: "is not valid"},
 		{in: v1alpha1.QuotaSpec{User: "a", Limit: "999999999999999999P/sec"}, wantErr: "too large"},
+		{in: v1alpha1.QuotaSpec{User: "a", Limit: "NONE"}, wantErr: "removes a quota: delete the entry"},
 		{in: v1alpha1.QuotaSpec{Limit: "1req/sec"}, wantErr: "exactly one of user, table or namespace"},
 		{in: v1alpha1.QuotaSpec{User: "a", Table: "t", Limit: "1req/sec"}, wantErr: "exactly one of user, table or namespace"},
 		{in: v1alpha1.QuotaSpec{User: "a", ThrottleType: "SCAN", Limit: "1req/sec"}, wantErr: `throttleType "SCAN"`},
