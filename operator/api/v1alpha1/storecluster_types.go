@@ -11,6 +11,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.regionServers.replicas,statuspath=.status.regionServers.replicas,selectorpath=.status.regionServers.selector
 // +kubebuilder:resource:shortName=cstore,categories=cellstore
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Provisioning, Running, Updating or Degraded"
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`,description="why a person is needed (AsExpected: nothing)"
@@ -269,7 +270,9 @@ type MasterSpec struct {
 
 // RegionServersSpec is the region server group.
 type RegionServersSpec struct {
-	// Replicas of the region server. Scaling in drains the highest ordinals first.
+	// Replicas of the region server. Scaling in drains the highest ordinals first. Also set
+	// through the scale subresource (kubectl scale storecluster/NAME --replicas=N, or a
+	// HorizontalPodAutoscaler), which takes the same path.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=500
@@ -574,6 +577,10 @@ type RegionServersStatus struct {
 	Updated int32 `json:"updated"`
 	// Draining is the number of region servers the master reports as draining.
 	Draining int32 `json:"draining"`
+	// Selector selects the region server pods (label selector syntax): the scale subresource's
+	// selector, which a HorizontalPodAutoscaler uses to find their metrics.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
 
 // RegionsStatus is the regions as the master reports them.

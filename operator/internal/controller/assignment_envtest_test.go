@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/cellstore/cellstore/operator/internal/resources"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,6 +246,32 @@ var _ = Describe("Scaling", func() {
 		Expect(f.Regions(rsServer(c, 0))+f.Regions(rsServer(c, 1))).To(BeEquivalentTo(9), "no region was lost")
 		Eventually(eventsOf(c, "ScaledIn"), timeout, poll).Should(ContainElement(ContainSubstring("removed region server pod store-regionserver-2 after draining it")))
 		Expect(get(c).Status.RegionServers.Replicas).To(BeEquivalentTo(2))
+	})
+
+	It("scales through the scale subresource (kubectl scale, an HPA) by the same drain-first path", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 2)
+		scale := &autoscalingv1.Scale{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.SubResource("scale").Get(suiteCtx, get(c), scale)).To(Succeed())
+			g.Expect(scale.Spec.Replicas).To(BeEquivalentTo(3))
+			g.Expect(scale.Status.Replicas).To(BeEquivalentTo(3))
+			g.Expect(scale.Status.Selector).To(Equal(labels.SelectorFromSet(resources.SelectorLabels(c, resources.GroupRegionServer)).String()))
+		}, timeout, poll).Should(Succeed())
+		f.SetManualDrain(true)
+		scale.Spec.Replicas = 2
+		Expect(k8s.SubResource("scale").Update(suiteCtx, get(c), client.WithSubResourceBody(scale))).To(Succeed())
+		Expect(get(c).Spec.RegionServers.Replicas).To(BeEquivalentTo(2))
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue(), "scale-in drains first")
+		Expect(*statefulSet(c, resources.GroupRegionServer).Spec.Replicas).To(BeEquivalentTo(3), "a server holding regions is not removed")
+		f.MoveRegionsAway(rsServer(c, 2))
+		Eventually(func() int32 { return *statefulSet(c, resources.GroupRegionServer).Spec.Replicas }, timeout, poll).Should(BeEquivalentTo(2))
+		waitRunning(c)
+		Expect(k8s.SubResource("scale").Get(suiteCtx, get(c), scale)).To(Succeed())
+		Expect(scale.Status.Replicas).To(BeEquivalentTo(2))
 	})
 
 	It("never strands a region: scale-in waits past the drain timeout even with Proceed", func() {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -108,6 +109,7 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	}
 	st.RegionServers = v1alpha1.RegionServersStatus{
 		Replicas: countLive(rp), Ready: countReady(rp), Updated: countUpdated(rp, o.sts[resources.GroupRegionServer]),
+		Selector: labels.SelectorFromSet(resources.SelectorLabels(c, resources.GroupRegionServer)).String(),
 	}
 	st.Regions = v1alpha1.RegionsStatus{}
 	if o.master != nil {

@@ -53,7 +53,8 @@ var _ = Describe("StoreCluster controller", func() {
 
 		cur := get(c)
 		Expect(cur.Status.Masters).To(Equal(v1alpha1.MastersStatus{Replicas: 2, Ready: 2, Updated: 2, Active: "store-master-0"}))
-		Expect(cur.Status.RegionServers).To(Equal(v1alpha1.RegionServersStatus{Replicas: 3, Ready: 3, Updated: 3}))
+		Expect(cur.Status.RegionServers).To(Equal(v1alpha1.RegionServersStatus{Replicas: 3, Ready: 3, Updated: 3,
+			Selector: "app.kubernetes.io/component=regionserver,app.kubernetes.io/instance=store,app.kubernetes.io/name=cellstore"}))
 		Expect(cur.Status.Regions.PerServer).To(HaveLen(3))
 		Expect(cond(cur, v1alpha1.ConditionAvailable)).To(haveCondition(metav1.ConditionTrue, controller.ReasonServing, "active master store-master-0"))
 		Expect(cond(cur, v1alpha1.ConditionProgressing)).To(haveCondition(metav1.ConditionFalse, controller.ReasonComplete))
