@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/processtest"
+	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
 
 // dumpFailingKeys checks each key's history alone and writes those that are not linearizable to
@@ -173,6 +175,7 @@ var registerModel = porcupine.Model{
 }
 
 type chaosReport struct {
+	Storage      string         `json:"storage"` // dir or s3
 	Seed         uint64         `json:"seed"`
 	Seconds      float64        `json:"seconds"`
 	Faults       map[string]int `json:"faults"`
@@ -270,7 +273,25 @@ func (n *chaosNode) kill() {
 	}
 }
 
+// TestChaos runs the chaos run on each storage of CHAOS_STORAGE (comma-separated; default
+// "dir,s3"): a directory on disk (the shared-volume mode), and a real S3 server (MinIO, by PID,
+// through a fault-injecting proxy: CELLSTORE_S3_SERVER names it; make test builds it).
 func TestChaos(t *testing.T) {
+	modes := strings.Split(os.Getenv("CHAOS_STORAGE"), ",")
+	if os.Getenv("CHAOS_STORAGE") == "" {
+		modes = []string{"dir", "s3"}
+	}
+	for _, mode := range modes {
+		switch mode {
+		case "dir", "s3":
+		default:
+			t.Fatalf("CHAOS_STORAGE: %q is not dir or s3", mode)
+		}
+		t.Run(mode, func(t *testing.T) { runChaos(t, mode) })
+	}
+}
+
+func runChaos(t *testing.T, storageMode string) {
 	seconds := envInt("CHAOS_SECONDS", 40)
 	maxFaults := envInt("CHAOS_FAULTS", 1<<30)
 	seed := uint64(time.Now().UnixNano())
@@ -296,11 +317,28 @@ func TestChaos(t *testing.T) {
 	kubeconfig := kubeconfigFor(t, env)
 	bin := buildCellstore(t)
 	dir := t.TempDir()
-	// The shared storage on a tmpfs of its own, so the nemesis can fill the disk (mounting needs
-	// root, which CI has; elsewhere that fault is left out, and said so).
-	canFill := mountTmpfs(t, dir, 768<<20)
-	if !canFill {
-		t.Logf("chaos: not root, or no tmpfs: the fill-disk fault is left out")
+	storage := []string{"--storage-dir", dir}
+	var storageEnv []string
+	var proxy *s3test.Proxy
+	canFill := false
+	if storageMode == "s3" {
+		// Everything in a bucket of a real S3 server, reached through a proxy that injects the
+		// object store's faults (503 SlowDown, slow answers, answers lost after the store acted).
+		if os.Getenv("CELLSTORE_S3_SERVER") == "" {
+			t.Fatal("the chaos run on S3 needs an S3 server: set CELLSTORE_S3_SERVER=$(hack/s3-server.sh) (make test does), or CHAOS_STORAGE=dir")
+		}
+		srv := s3test.Start(t)
+		srv.CreateBucket(t, "chaos")
+		proxy = srv.StartProxy(t)
+		cfg := srv.Config("chaos")
+		storage = []string{"--s3-endpoint", proxy.Endpoint, "--s3-bucket", "chaos", "--s3-path-style"}
+		storageEnv = []string{"CELLSTORE_S3_ACCESS_KEY_ID=" + cfg.AccessKeyID, "CELLSTORE_S3_SECRET_ACCESS_KEY=" + cfg.SecretAccessKey}
+	} else {
+		// The shared storage on a tmpfs of its own, so the nemesis can fill the disk (mounting
+		// needs root, which CI has; elsewhere that fault is left out, and said so).
+		if canFill = mountTmpfs(t, dir, 768<<20); !canFill {
+			t.Logf("chaos: not root, or no tmpfs: the fill-disk fault is left out")
+		}
 	}
 
 	var masters, servers []*chaosNode
@@ -308,22 +346,24 @@ func TestChaos(t *testing.T) {
 	for i := range 2 {
 		addr, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 		masterAddrs = append(masterAddrs, addr)
-		masters = append(masters, &chaosNode{name: fmt.Sprintf("master-%d", i), addr: addr, http: httpAddr, args: []string{
-			"master", "--storage-dir", dir, "--grpc-addr", addr, "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
+		masters = append(masters, &chaosNode{name: fmt.Sprintf("master-%d", i), addr: addr, http: httpAddr, env: storageEnv, args: []string{
+			"master", storage[0], storage[1], "--grpc-addr", addr, "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
 			"--election", "kubernetes", "--kubeconfig", kubeconfig, "--lease-name", "chaos-master", "--lease-namespace", "default",
 			"--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "300ms",
 			"--server-lease", "2s", "--heartbeat-interval", "400ms", "--self-fence-margin", "600ms", "--dead-margin", "500ms",
 			"--balancer-period", "-1s", "--log-level", "error"}})
+		masters[i].args = append(masters[i].args, storage[2:]...)
 	}
 	for i := range 3 {
 		data, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 		faults := filepath.Join(t.TempDir(), "faults")
 		servers = append(servers, &chaosNode{name: fmt.Sprintf("regionserver-%d", i), addr: data, http: httpAddr,
-			faults: faults, env: []string{"CELLSTORE_FAULT_FILE=" + faults}, args: []string{
-				"regionserver", "--storage-dir", dir, "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
+			faults: faults, env: append([]string{"CELLSTORE_FAULT_FILE=" + faults}, storageEnv...), args: []string{
+				"regionserver", storage[0], storage[1], "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
 				"--admin-addr", "127.0.0.1:" + processtest.FreePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
 				"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
 				"--log-level", "error"}})
+		servers[i].args = append(servers[i].args, storage[2:]...)
 	}
 	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
 		n.start(t, bin)
@@ -351,7 +391,7 @@ func TestChaos(t *testing.T) {
 	var hmu sync.Mutex
 	var history []porcupine.Operation
 	var rep chaosReport
-	rep.Seed, rep.Keys, rep.Faults = seed, keys, map[string]int{}
+	rep.Storage, rep.Seed, rep.Keys, rep.Faults = storageMode, seed, keys, map[string]int{}
 	record := func(client int, in, out regOp, call, ret int64) {
 		hmu.Lock()
 		defer hmu.Unlock()
@@ -509,6 +549,20 @@ func TestChaos(t *testing.T) {
 			}
 			t.Logf("chaos: filled the disk with %d MiB for a while", n>>20)
 		case "storage-errors", "slow-disk":
+			if proxy != nil {
+				// The object store answers the next PUTs 503 SlowDown, slowly, or loses the
+				// answers after it acted (every process, as a store's trouble would).
+				switch {
+				case kind == "slow-disk":
+					proxy.Inject(s3test.Delay, http.MethodPut, 20+rng.IntN(40), time.Duration(100+rng.IntN(400))*time.Millisecond)
+				case rng.IntN(2) == 0:
+					proxy.Inject(s3test.SlowDown, http.MethodPut, 5+rng.IntN(30), 0)
+				default:
+					proxy.Inject(s3test.LoseAnswer, http.MethodPut, 1+rng.IntN(5), 0)
+				}
+				time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+				break
+			}
 			// One region server's storage fails every write with EIO (or syncs slowly) for 1–3 s.
 			n := servers[rng.IntN(len(servers))]
 			what := map[string]string{"storage-errors": "eio", "slow-disk": "slow"}[kind]
@@ -619,6 +673,9 @@ func TestChaos(t *testing.T) {
 	js, _ := json.MarshalIndent(rep, "", "  ")
 	t.Logf("chaos report:\n%s", js)
 	if path := os.Getenv("CHAOS_REPORT"); path != "" {
+		if storageMode != "dir" { // bin/chaos-report.json, bin/chaos-report-s3.json
+			path = strings.TrimSuffix(path, ".json") + "-" + storageMode + ".json"
+		}
 		if err := os.WriteFile(path, js, 0o644); err != nil {
 			t.Error(err)
 		}
