@@ -90,6 +90,9 @@ type ObjectLogOptions struct {
 // writer can have in flight, so every PUT a fenced writer may still be making fails.
 const MaxFenceWindow = 64
 
+// maxFenceAhead bounds how far above the highest object a fencing round puts markers.
+const maxFenceAhead = 1 << 14
+
 // Errors of an ObjectLog.
 var (
 	// ErrFenced: the log was fenced (the master declared this server dead): the edit is not
@@ -531,7 +534,8 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 }
 
 // FenceObjectLog stops the log's writer: it writes fence markers at every number missing among the
-// MaxFenceWindow numbers up to the highest object and at the MaxFenceWindow numbers after it, each by create-only PUT, until
+// MaxFenceWindow numbers up to the highest object and at the MaxFenceWindow numbers after it (twice
+// as many each further round), each by create-only PUT, top down, until
 // the highest object under the prefix is one of its markers. From then on every PUT the writer
 // makes fails its condition, so it acknowledges nothing more, and ReadObjectLog returns every
 // edit it acknowledged. It returns the highest marker's number. Fencing a fenced log again is
@@ -543,9 +547,16 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		body := appendHeader(nil, kindFence, n)
 		return append(body, "fenced by "+by+" nonce "+hex.EncodeToString(nonce[:])...)
 	}
+	// How far above the highest object the markers go: a writer that gets past them while a round
+	// searches and lists (a listing of a directory bucket reads the whole directory) makes the
+	// next round cover twice as many numbers, so a fast writer is caught within a few rounds.
+	ahead := uint64(MaxFenceWindow)
 	for attempt := 0; ; attempt++ {
 		if attempt > 100 {
 			return 0, fmt.Errorf("wal: fence %s: the writer kept ahead of 100 fencing rounds", prefix)
+		}
+		if attempt > 0 {
+			ahead = min(2*ahead, maxFenceAhead)
 		}
 		// Only the numbers near the top matter: find the highest by searching (a listing of the
 		// whole log may never end while a live writer adds objects faster than it pages), then
@@ -591,7 +602,7 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 				return highest, nil
 			}
 		}
-		last := highest + MaxFenceWindow
+		last := highest + ahead
 		// From the top down: once the top marker is in place, the writer cannot get past it. Below
 		// the highest object only the last MaxFenceWindow numbers can still be in flight (a writer
 		// has at most MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.

@@ -616,3 +616,56 @@ func TestObjectLogFencedIgnoresItsOwnNextObject(t *testing.T) {
 		t.Fatalf("after the fence: fenced=%v err=%v", fenced, err)
 	}
 }
+
+// slowList makes every listing slow, as listing a large directory bucket is (it reads the whole
+// directory): the fencer's rounds then take far longer than the writer needs for 64 objects.
+type slowList struct {
+	storage.Bucket
+	delay time.Duration
+}
+
+func (s slowList) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
+	time.Sleep(s.delay) // the injected slowness, not a synchronisation
+	return s.Bucket.List(ctx, prefix, after, limit)
+}
+
+// A writer much faster than the fencer's rounds is still fenced: each round that finds the writer
+// past its markers covers twice as many numbers above the highest object. (With a fixed window a
+// writer on a directory bucket under load outran every round and the fence never ended: make test
+// hung in TestSplitObjectLog with 660,000 objects in the directory.)
+func TestFenceCatchesAFastWriter(t *testing.T) {
+	b := dirBucket(t)
+	const prefix = "wal/fast_1"
+	l := openLog(t, b, prefix, 4)
+	var wg sync.WaitGroup
+	started := make(chan struct{})
+	var once sync.Once
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if i == 20 {
+					once.Do(func() { close(started) })
+				}
+				if _, err := l.Append(testEdit(fmt.Sprintf("r%d", g), i)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	top, err := FenceObjectLog(ctx, slowList{Bucket: b, delay: 10 * time.Millisecond}, prefix, "master")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := l.Err(); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the writer ended with %v, want ErrFenced", err)
+	}
+	if above, err := b.List(ctx, prefix+"/", objectKey(prefix, top), 0); err != nil || len(above) != 0 {
+		t.Fatalf("%d objects above the top marker %d: %v", len(above), top, err)
+	}
+}
