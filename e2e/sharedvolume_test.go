@@ -84,14 +84,17 @@ var _ = Describe("A StoreCluster on a shared volume", Ordered, Label("storeclust
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int64 { return loadcheck(ctx, ns, "load", "GET", "stats").Writes }).
 			WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100))
+		// A server holding regions, as the status reports them (it follows the master's at the
+		// operator's next poll).
 		victim := ""
-		for _, s := range getCluster(ctx, ns, name).Status.Regions.PerServer {
-			if s.Regions > 0 && s.Pod != "" {
-				victim = s.Pod
-				break
+		Eventually(func() string {
+			for _, s := range getCluster(ctx, ns, name).Status.Regions.PerServer {
+				if s.Regions > 0 && s.Pod != "" {
+					victim = s.Pod
+				}
 			}
-		}
-		Expect(victim).NotTo(BeEmpty())
+			return victim
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty(), "no region server holds a region in the status")
 		forceDelete(ctx, ns, name, victim)
 		s := loadcheck(ctx, ns, "load", "POST", "stop")
 		report := fmt.Sprintf("load on a shared volume through the force-deletion of %s: %s", victim, s)
