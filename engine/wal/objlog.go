@@ -547,10 +547,46 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		body := appendHeader(nil, kindFence, n)
 		return append(body, "fenced by "+by+" nonce "+hex.EncodeToString(nonce[:])...)
 	}
-	// How far above the highest object the markers go: a writer that gets past them while a round
-	// searches and lists (a listing of a directory bucket reads the whole directory) makes the
-	// next round cover twice as many numbers, so a fast writer is caught within a few rounds.
+	// has(n, limit): is there an object numbered in (n, limit) (limit 0: no bound)? One one-key
+	// listing; a listing of the whole log may never end while a live writer adds objects faster
+	// than it pages, and a listing of a directory bucket reads the whole directory.
+	has := func(n, limit uint64) (bool, error) {
+		start := ""
+		if n > 0 {
+			start = objectKey(prefix, n)
+		}
+		page, err := b.List(ctx, prefix+"/", start, 1)
+		if err != nil || len(page) == 0 {
+			return false, err
+		}
+		m, ok := parseObjectKey(prefix, page[0].Key)
+		return ok && (limit == 0 || m < limit), nil
+	}
+	put := func(n uint64) (placed bool, err error) {
+		_, err = b.Put(ctx, objectKey(prefix, n), marker(n), storage.Condition{IfNoneMatch: true})
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, storage.ErrPrecondition):
+			return false, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, err)
+		}
+		// Taken: by the writer, or by an earlier fence's marker (which stops the writer as well).
+		head, gerr := b.GetRange(ctx, objectKey(prefix, n), 0, headerSize)
+		if gerr != nil {
+			return false, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, gerr)
+		}
+		kind, _, herr := checkHeader(head)
+		return herr == nil && kind == kindFence, nil
+	}
+
+	highest0, fenced, err := fencedBefore(ctx, b, prefix, has)
+	if err != nil || fenced {
+		return highest0, err
+	}
+	// How far above the writer the top marker goes: a writer that gets past it between the
+	// listing that bounded its numbers and the marker's PUT makes the next round go twice as far.
 	ahead := uint64(MaxFenceWindow)
+	seen := highest0 // an object lies at seen (or seen is 0): the writer is at or above it
 	for attempt := 0; ; attempt++ {
 		if attempt > 100 {
 			return 0, fmt.Errorf("wal: fence %s: the writer kept ahead of 100 fencing rounds", prefix)
@@ -558,13 +594,29 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if attempt > 0 {
 			ahead = min(2*ahead, maxFenceAhead)
 		}
-		// Only the numbers near the top matter: find the highest by searching (a listing of the
-		// whole log may never end while a live writer adds objects faster than it pages), then
-		// list the window below it.
-		highest, err := highestObject(ctx, b, prefix)
+		// A bound of the writer's numbers as fresh as one listing, then at once the top marker:
+		// once it is in place the writer can get past it no more.
+		lo, bound, err := searchUp(seen, func(n uint64) (bool, error) { return has(n, 0) })
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
+		top := bound + ahead
+		placed, err := put(top)
+		if err != nil {
+			return 0, err
+		}
+		if !placed {
+			seen = top // the writer got there first
+			continue
+		}
+		// The writer's highest object below the top marker.
+		highest, err := searchDown(lo, top, func(n uint64) (bool, error) { return has(n, top) })
+		if err != nil {
+			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+		}
+		// Markers on every free number below the top, down to MaxFenceWindow below the highest
+		// object: only the last numbers below it can still be in flight (a writer has at most
+		// MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
 		first := uint64(1)
 		if highest > MaxFenceWindow {
 			first = highest - MaxFenceWindow + 1
@@ -577,81 +629,106 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
-		var top string
 		have := map[uint64]bool{}
 		for _, o := range window {
 			if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
 				have[n] = true
-				if n == highest {
-					top = o.Key
-				}
 			}
 		}
-		complete := top != ""
-		for n := first; complete && n <= highest; n++ {
-			complete = have[n]
-		}
-		if attempt == 0 && complete {
-			// Fenced before, completely (a fence writes top-down: a crash mid-way leaves gaps below
-			// its top marker): the writer can get past no number up to the top marker.
-			head, err := b.GetRange(ctx, top, 0, headerSize)
-			if err != nil {
-				return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
-			}
-			if kind, _, herr := checkHeader(head); herr == nil && kind == kindFence {
-				return highest, nil
-			}
-		}
-		last := highest + ahead
-		// From the top down: once the top marker is in place, the writer cannot get past it. Below
-		// the highest object only the last MaxFenceWindow numbers can still be in flight (a writer
-		// has at most MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
-		for n := last; n >= first; n-- {
+		for n := top - 1; n >= first && n > 0; n-- {
 			if have[n] {
 				continue
 			}
-			if _, err := b.Put(ctx, objectKey(prefix, n), marker(n), storage.Condition{IfNoneMatch: true}); err != nil && !errors.Is(err, storage.ErrPrecondition) {
-				return 0, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, err)
+			if _, err := put(n); err != nil {
+				return 0, err
 			}
 		}
-		// Done when nothing lies above the top marker (a PUT the writer started before it was
-		// stopped may have landed there: fence above that too).
-		above, err := b.List(ctx, prefix+"/", objectKey(prefix, last), 1)
-		if err != nil {
+		// Nothing can lie above the top marker; check anyway (and fence above it if something does).
+		if more, err := has(top, 0); err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
+		} else if !more {
+			return top, nil
 		}
-		if len(above) == 0 {
-			return last, nil
-		}
+		seen = top
 	}
 }
 
-// highestObject is the highest object number under prefix (0: none), found by exponential and
-// then binary search with one-key listings ("is there an object after number n?").
-func highestObject(ctx context.Context, b storage.Bucket, prefix string) (uint64, error) {
-	after := func(n uint64) (bool, error) {
-		start := ""
-		if n > 0 {
-			start = objectKey(prefix, n)
+// fencedBefore returns the highest object and whether the log was fenced completely before (a
+// fence writes top-down: a crash mid-way leaves gaps below its top marker): its highest object is
+// a marker and every number of the window below it is taken, so the writer can get past none.
+// Fencing it again adds nothing.
+func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func(n, limit uint64) (bool, error)) (uint64, bool, error) {
+	lo, bound, err := searchUp(0, func(n uint64) (bool, error) { return has(n, 0) })
+	if err != nil || bound == 0 {
+		return 0, false, err
+	}
+	highest, err := searchDown(lo, bound+1, func(n uint64) (bool, error) { return has(n, 0) })
+	if err != nil || highest == 0 {
+		return 0, false, err
+	}
+	first := uint64(1)
+	if highest > MaxFenceWindow {
+		first = highest - MaxFenceWindow + 1
+	}
+	after := ""
+	if first > 1 {
+		after = objectKey(prefix, first-1)
+	}
+	window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+	if err != nil {
+		return 0, false, err
+	}
+	have := map[uint64]bool{}
+	for _, o := range window {
+		if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
+			have[n] = true
 		}
-		page, err := b.List(ctx, prefix+"/", start, 1)
-		return len(page) > 0, err
 	}
-	if any, err := after(0); err != nil || !any {
-		return 0, err
+	for n := first; n <= highest; n++ {
+		if !have[n] {
+			return highest, false, nil
+		}
 	}
-	lo, hi := uint64(0), uint64(1) // some object lies after lo; find hi with none after it
+	head, err := b.GetRange(ctx, objectKey(prefix, highest), 0, headerSize)
+	if err != nil {
+		return 0, false, err
+	}
+	kind, _, herr := checkHeader(head)
+	return highest, herr == nil && kind == kindFence, nil
+}
+
+// searchUp finds, from seen, numbers lo < hi with an object after lo and none after hi, in steps
+// that double (a few listings when the writer moved little since seen). Nothing after seen:
+// (seen, seen). The last listing is the one that found none after hi: hi is as fresh as one
+// listing.
+func searchUp(seen uint64, after func(uint64) (bool, error)) (lo, hi uint64, err error) {
+	more, err := after(seen)
+	if err != nil || !more {
+		return seen, seen, err
+	}
+	lo, step := seen, uint64(1)
 	for {
+		hi = lo + step
 		more, err := after(hi)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if !more {
-			break
+			return lo, hi, nil
 		}
-		lo, hi = hi, hi*2
+		lo, step = hi, step*2
 	}
-	for hi-lo > 1 { // an object after lo, none after hi: the highest is in (lo, hi]
+}
+
+// searchDown finds the highest object below hi by binary search in (lo, hi) — an object after lo
+// unless lo is 0 — with after(n) telling whether one lies in (n, hi). 0: none.
+func searchDown(lo, hi uint64, after func(uint64) (bool, error)) (uint64, error) {
+	more, err := after(lo)
+	if err != nil || !more {
+		return lo, err
+	}
+	// An object lies in (lo, hi): narrow to the n with one after n-1 and none after n.
+	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		more, err := after(mid)
 		if err != nil {

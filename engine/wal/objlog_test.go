@@ -644,7 +644,7 @@ func TestFenceCatchesAFastWriter(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
+			for i := 0; i < 20000; i++ { // bounded; the fence must stop it long before
 				if i == 20 {
 					once.Do(func() { close(started) })
 				}

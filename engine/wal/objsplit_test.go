@@ -33,7 +33,9 @@ func TestSplitObjectLog(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for i := 0; ; i++ {
+					// Bounded: an unfenced writer on a directory bucket must not fill the disk
+					// while a slow round of the fence lists the directory.
+					for i := 0; i < 3000; i++ {
 						if i == 40 && g == 0 {
 							close(fenced) // enough written: the master may fence now
 						}
