@@ -617,23 +617,9 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		// Markers on every free number below the top, down to MaxFenceWindow below the highest
 		// object: only the last numbers below it can still be in flight (a writer has at most
 		// MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
-		first := uint64(1)
-		if highest > MaxFenceWindow {
-			first = highest - MaxFenceWindow + 1
-		}
-		after := ""
-		if first > 1 {
-			after = objectKey(prefix, first-1)
-		}
-		window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+		first, have, err := takenBelow(ctx, b, prefix, highest)
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
-		}
-		have := map[uint64]bool{}
-		for _, o := range window {
-			if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
-				have[n] = true
-			}
 		}
 		for n := top - 1; n >= first && n > 0; n-- {
 			if have[n] {
@@ -666,23 +652,9 @@ func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func
 	if err != nil || highest == 0 {
 		return 0, false, err
 	}
-	first := uint64(1)
-	if highest > MaxFenceWindow {
-		first = highest - MaxFenceWindow + 1
-	}
-	after := ""
-	if first > 1 {
-		after = objectKey(prefix, first-1)
-	}
-	window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+	first, have, err := takenBelow(ctx, b, prefix, highest)
 	if err != nil {
 		return 0, false, err
-	}
-	have := map[uint64]bool{}
-	for _, o := range window {
-		if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
-			have[n] = true
-		}
 	}
 	for n := first; n <= highest; n++ {
 		if !have[n] {
@@ -695,6 +667,30 @@ func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func
 	}
 	kind, _, herr := checkHeader(head)
 	return highest, herr == nil && kind == kindFence, nil
+}
+
+// takenBelow lists the MaxFenceWindow numbers up to highest: the first of them and which hold an
+// object.
+func takenBelow(ctx context.Context, b storage.Bucket, prefix string, highest uint64) (uint64, map[uint64]bool, error) {
+	first := uint64(1)
+	if highest > MaxFenceWindow {
+		first = highest - MaxFenceWindow + 1
+	}
+	after := ""
+	if first > 1 {
+		after = objectKey(prefix, first-1)
+	}
+	window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+	if err != nil {
+		return 0, nil, err
+	}
+	have := map[uint64]bool{}
+	for _, o := range window {
+		if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
+			have[n] = true
+		}
+	}
+	return first, have, nil
 }
 
 // searchUp finds, from seen, numbers lo < hi with an object after lo and none after hi, in steps
