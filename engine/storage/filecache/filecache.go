@@ -41,7 +41,7 @@ import (
 type Config struct {
 	// Dir holds the cache's files (created; only the cache writes there).
 	Dir string
-	// Capacity bounds the bytes of the cache's files.
+	// Capacity bounds the disk space of the cache's files (counted in whole 4 KiB blocks).
 	Capacity int64
 	// PrefetchBelow: objects up to this size are read whole when opened (default 4 MiB; < 0: never).
 	PrefetchBelow int64
@@ -74,8 +74,16 @@ type Cache struct {
 
 type entry struct {
 	name string
-	size int64 // bytes of the file
+	size int64 // bytes of the file on disk (onDisk)
 }
+
+// blockSize is what a file occupies at least, as the kubelet counts an emptyDir's use (blocks, not
+// bytes): a cache of many small entries (trailers, small index reads) must not pass the volume's
+// size limit, over which the pod is evicted.
+const blockSize = 4096
+
+// onDisk is the space a file of n bytes takes: whole blocks.
+func onDisk(n int64) int64 { return (n + blockSize - 1) / blockSize * blockSize }
 
 // Open opens (creating) the cache directory and takes back the entries found there.
 func Open(cfg Config) (*Cache, error) {
@@ -110,7 +118,7 @@ func Open(cfg Config) (*Cache, error) {
 		if err != nil {
 			return nil
 		}
-		all = append(all, found{name: d.Name(), size: fi.Size(), mod: fi.ModTime().UnixNano()})
+		all = append(all, found{name: d.Name(), size: onDisk(fi.Size()), mod: fi.ModTime().UnixNano()})
 		return nil
 	})
 	if err != nil {
@@ -248,7 +256,7 @@ func (c *Cache) put(name string, data []byte) {
 		binary.LittleEndian.PutUint32(buf[headerSize+4*i:], crc32.Checksum(b, castagnoli))
 	}
 	copy(buf[headerSize+4*chunks:], data)
-	size := int64(len(buf))
+	size := onDisk(int64(len(buf)))
 	if size > c.cfg.Capacity {
 		return
 	}

@@ -299,3 +299,22 @@ func value(m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// Small entries count as the whole blocks they take on disk (the kubelet evicts a pod whose
+// emptyDir outgrows its size limit, and it counts blocks): 100 reads of 100 bytes in a cache of
+// 40 blocks keep 40 entries, not 40 KiB / 116 bytes of them.
+func TestSmallEntriesCountWholeBlocks(t *testing.T) {
+	b := newBucket(t)
+	obj := body(2<<20, 9)
+	if _, err := b.Put(ctx, "data/f", obj, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, t.TempDir(), 40*blockSize)
+	f, _ := c.OpenObject(ctx, b, "data/f")
+	for i := int64(0); i < 100; i++ {
+		readAt(t, f, i*1000, 100, obj[i*1000:i*1000+100])
+	}
+	if c.Len() != 40 || c.Used() != 40*blockSize {
+		t.Fatalf("%d entries using %d bytes, want 40 whole blocks", c.Len(), c.Used())
+	}
+}
