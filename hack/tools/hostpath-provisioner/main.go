@@ -110,6 +110,7 @@ func (p *provisioner) sync(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	refused := map[string]bool{} // claims refused this pass: the others are forgotten
 	for i := range claims.Items {
 		c := &claims.Items[i]
 		if c.Status.Phase != corev1.ClaimPending || c.Spec.VolumeName != "" || c.Spec.StorageClassName == nil ||
@@ -125,6 +126,7 @@ func (p *provisioner) sync(ctx context.Context) error {
 			continue // the scheduler has not picked a node yet
 		}
 		if bad := unsupportedModes(c, sc); len(bad) > 0 {
+			refused[string(c.UID)] = true
 			if !p.warned[string(c.UID)] {
 				p.warned[string(c.UID)] = true
 				p.events.Eventf(c, corev1.EventTypeWarning, "ProvisioningFailed",
@@ -136,6 +138,11 @@ func (p *provisioner) sync(ctx context.Context) error {
 		}
 		if err := p.provision(ctx, c, sc); err != nil {
 			errs = append(errs, fmt.Errorf("provision %s/%s: %w", c.Namespace, c.Name, err))
+		}
+	}
+	for uid := range p.warned {
+		if !refused[uid] {
+			delete(p.warned, uid) // the claim is gone or changed
 		}
 	}
 	vols, err := p.client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
