@@ -130,8 +130,9 @@ func Open(cfg Config) (*Cache, error) {
 		c.used += f.size
 	}
 	c.mu.Lock()
-	c.evictLocked()
+	victims := c.evictLocked() // a smaller capacity than the last process had
 	c.mu.Unlock()
+	c.remove(victims)
 	c.m.used.Set(float64(c.used))
 	return c, nil
 }

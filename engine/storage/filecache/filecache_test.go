@@ -109,6 +109,19 @@ func TestRangesAreCachedAndSurviveARestart(t *testing.T) {
 	if n := b.ranges.Load(); n != 2 {
 		t.Fatalf("a restarted cache read from the bucket again (%d ranged GETs)", n)
 	}
+
+	// Restarted with room for one entry only: the older is evicted and its file removed.
+	c3 := open(t, dir, c.Used()/2+1)
+	var files int
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if c3.Len() != 1 || files != 1 {
+		t.Fatalf("a smaller cache kept %d entries and %d files, want 1 and 1", c3.Len(), files)
+	}
 }
 
 // A small object is read whole when opened; every read after that is local.
