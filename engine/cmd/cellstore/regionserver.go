@@ -48,22 +48,24 @@ func addFileCacheFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.fileCacheSize, "file-cache-size", "bytes the local file cache may hold (e.g. 10Gi); 0: no file cache")
 }
 
-// openFileCache opens the local file cache the flags ask for (nil when they ask for none).
-func openFileCache(f *regionServerFlags, bucket storage.Bucket) (*filecache.Cache, error) {
+// addFileCache opens the local file cache the flags ask for, if any, into cfg (with its metrics).
+func addFileCache(cfg *regionserver.Config, f *regionServerFlags, bucket storage.Bucket) error {
 	if f.fileCacheDir == "" && f.fileCacheSize == 0 {
-		return nil, nil
+		return nil
 	}
 	switch {
 	case bucket == nil:
-		return nil, errors.New("--file-cache-dir and --file-cache-size cache reads from a bucket: give --s3-bucket (or --bucket-dir), or drop them")
+		return errors.New("--file-cache-dir and --file-cache-size cache reads from a bucket: give --s3-bucket (or --bucket-dir), or drop them")
 	case f.fileCacheDir == "" || f.fileCacheSize <= 0:
-		return nil, errors.New("the file cache needs both --file-cache-dir and a --file-cache-size above zero")
+		return errors.New("the file cache needs both --file-cache-dir and a --file-cache-size above zero")
 	}
 	c, err := filecache.Open(filecache.Config{Dir: f.fileCacheDir, Capacity: int64(f.fileCacheSize)})
 	if err != nil {
-		return nil, fmt.Errorf("--file-cache-dir: %w", err)
+		return fmt.Errorf("--file-cache-dir: %w", err)
 	}
-	return c, nil
+	cfg.FileCache = c
+	cfg.Collectors = append(cfg.Collectors, c.Collectors()...)
+	return nil
 }
 
 // commitModeFlag is --wal-group-commit.
@@ -197,11 +199,8 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 		return err
 	}
 	cfg := regionServerConfig(f, fs, bucket, plan, log)
-	if cfg.FileCache, err = openFileCache(f, bucket); err != nil {
+	if err := addFileCache(&cfg, f, bucket); err != nil {
 		return err
-	}
-	if cfg.FileCache != nil {
-		cfg.Collectors = append(cfg.Collectors, cfg.FileCache.Collectors()...)
 	}
 	s, err := regionserver.New(cfg)
 	if err != nil {

@@ -144,12 +144,9 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	f.rs.masters = maddr
 	cfg := regionServerConfig(&f.rs, fs, bucket, plan, log.With("process", "regionserver"))
-	if cfg.FileCache, err = openFileCache(&f.rs, bucket); err != nil {
+	if err := addFileCache(&cfg, &f.rs, bucket); err != nil {
 		stopMaster()
 		return err
-	}
-	if cfg.FileCache != nil {
-		cfg.Collectors = append(cfg.Collectors, cfg.FileCache.Collectors()...)
 	}
 	s, err := regionserver.New(cfg)
 	if err != nil {
