@@ -51,21 +51,17 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 		sec = &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
-				res := Failed(ReasonStorageCredentialsMissing,
+				return r.failedPolling(ReasonStorageCredentialsMissing,
 					"Secret %s (spec.storage.s3.credentialsSecret) does not exist in namespace %s: create it with keys %s and %s",
 					name, c.Namespace, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
-				res.RequeueAfter = r.Options.PollInterval
-				return res
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
 		}
 		for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
 			if len(sec.Data[k]) == 0 {
-				res := Failed(ReasonStorageCredentialsMissing,
+				return r.failedPolling(ReasonStorageCredentialsMissing,
 					"Secret %s (spec.storage.s3.credentialsSecret) has no key %s: it needs %s and %s",
 					name, k, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey)
-				res.RequeueAfter = r.Options.PollInterval
-				return res
 			}
 		}
 		version = sec.ResourceVersion
@@ -75,19 +71,15 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 		caSec := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, caSec); err != nil {
 			if apierrors.IsNotFound(err) {
-				res := Failed(ReasonStorageCredentialsMissing,
+				return r.failedPolling(ReasonStorageCredentialsMissing,
 					"Secret %s (spec.storage.s3.endpointCA) does not exist in namespace %s: create it with the endpoint's CA certificates (PEM) in key %s",
 					ref.Name, c.Namespace, ref.Key)
-				res.RequeueAfter = r.Options.PollInterval
-				return res
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", ref.Name, err))
 		}
 		if ca = caSec.Data[ref.Key]; len(ca) == 0 {
-			res := Failed(ReasonStorageCredentialsMissing,
+			return r.failedPolling(ReasonStorageCredentialsMissing,
 				"Secret %s (spec.storage.s3.endpointCA) has no key %s: put the endpoint's CA certificates (PEM) there", ref.Name, ref.Key)
-			res.RequeueAfter = r.Options.PollInterval
-			return res
 		}
 		version += "|" + caSec.ResourceVersion
 	}
@@ -115,9 +107,7 @@ func (r *StoreClusterReconciler) checkBucket(ctx context.Context, c *v1alpha1.St
 		r.probes.mu.Unlock()
 	}
 	if last.err != nil {
-		res := Failed(ReasonStorageUnreachable, "spec.storage.s3: %v", last.err)
-		res.RequeueAfter = r.Options.PollInterval
-		return res
+		return r.failedPolling(ReasonStorageUnreachable, "spec.storage.s3: %v", last.err)
 	}
 	return Done()
 }

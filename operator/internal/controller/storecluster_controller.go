@@ -231,21 +231,17 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 		pvc = &corev1.PersistentVolumeClaim{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, pvc); err != nil {
 			if apierrors.IsNotFound(err) {
-				res := Failed(ReasonStorageClaimMissing,
+				return r.failedPolling(ReasonStorageClaimMissing,
 					"PersistentVolumeClaim %s (spec.storage.existingClaim.claimName) does not exist in namespace %s: create it with access mode ReadWriteMany, or name an existing one",
 					name, c.Namespace)
-				res.RequeueAfter = r.Options.PollInterval
-				return res
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", name, err))
 		}
 		if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
-			res := Failed(ReasonStorageNotShared,
+			return r.failedPolling(ReasonStorageNotShared,
 				"PersistentVolumeClaim %s (spec.storage.existingClaim.claimName) has access modes %v, not ReadWriteMany: every master and region server pod mounts it; "+
 					"make a ReadWriteMany claim (NFS, CephFS, EFS, Filestore, Azure Files) and name it",
 				name, pvc.Spec.AccessModes)
-			res.RequeueAfter = r.Options.PollInterval
-			return res
 		}
 	case c.Spec.Storage.S3 != nil:
 		return r.checkBucket(ctx, c)
@@ -262,14 +258,21 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 		if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName != "" {
 			class = "StorageClass " + *pvc.Spec.StorageClassName
 		}
-		res := Failed(ReasonStoragePending,
+		return r.failedPolling(ReasonStoragePending,
 			"PersistentVolumeClaim %s is Pending: %s: %s. A StoreCluster needs a ReadWriteMany volume, which %s may not provide: "+
 				"set spec.storage.volume.storageClassName to a class that can (NFS, CephFS, EFS, Filestore, Azure Files), or use spec.storage.existingClaim",
 			pvc.Name, ev.Reason, strings.TrimSpace(ev.Message), class)
-		res.RequeueAfter = r.Options.PollInterval
-		return res
 	}
 	return Done()
+}
+
+// failedPolling is Failed for a problem outside the spec (a missing Secret, claim or class, a
+// bucket that does not answer): the operator looks again after its poll interval, since no watch
+// tells it when the problem goes.
+func (r *StoreClusterReconciler) failedPolling(reason, format string, args ...any) Result {
+	res := Failed(reason, format, args...)
+	res.RequeueAfter = r.Options.PollInterval
+	return res
 }
 
 // blockOnlyProvisioners make only ReadWriteOnce volumes (block devices): a StoreCluster's shared
@@ -292,9 +295,7 @@ func (r *StoreClusterReconciler) checkStorageClass(ctx context.Context, name *st
 		sc = &storagev1.StorageClass{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: *name}, sc); err != nil {
 			if apierrors.IsNotFound(err) {
-				res := Failed(ReasonStorageClassMissing, "StorageClass %s (spec.storage.volume.storageClassName) does not exist: name one that provides ReadWriteMany volumes (kubectl get storageclass)", *name)
-				res.RequeueAfter = r.Options.PollInterval
-				return res
+				return r.failedPolling(ReasonStorageClassMissing, "StorageClass %s (spec.storage.volume.storageClassName) does not exist: name one that provides ReadWriteMany volumes (kubectl get storageclass)", *name)
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read StorageClass %s: %w", *name, err))
 		}
@@ -314,12 +315,10 @@ func (r *StoreClusterReconciler) checkStorageClass(ctx context.Context, name *st
 		}
 	}
 	if what, ok := blockOnlyProvisioners[sc.Provisioner]; ok {
-		res := Failed(ReasonStorageNotShared,
+		return r.failedPolling(ReasonStorageNotShared,
 			"StorageClass %s (provisioner %s, %s) makes only ReadWriteOnce volumes, and every master and region server pod mounts the shared claim: "+
 				"set spec.storage.volume.storageClassName to a ReadWriteMany class (EFS, Filestore, Azure Files, NFS, CephFS), or use spec.storage.existingClaim; no claim was made",
 			sc.Name, sc.Provisioner, what)
-		res.RequeueAfter = r.Options.PollInterval
-		return res
 	}
 	return Done()
 }
