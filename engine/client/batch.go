@@ -62,7 +62,7 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		for _, i := range pending {
 			loc, err := c.locate(ctx, t, prep[i].row, false)
 			if err != nil {
-				if d, ok := pb.DetailOf(err); ok && !retryable(d) {
+				if permanent(err) {
 					results[i].Err = err
 				} else {
 					retry, lastErr = append(retry, i), err

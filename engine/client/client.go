@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,14 +17,22 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // Config configures a Client.
 type Config struct {
 	// Masters are the masters' gRPC addresses (host:port); any of them, the client finds the active one.
 	Masters []string
-	// User is the identity presented to servers (quotas are per user). Unauthenticated.
+	// User is the user the client names itself (quotas are per user): trusted only by servers
+	// with security off. With security on the user is what TLS's client certificate or Token
+	// proves.
 	User string
+	// TLS, when set, connects with TLS 1.3: servers are checked against its CA, and its
+	// certificate, if any, is the client certificate (the user is its subject's CN).
+	TLS *security.Certs
+	// Token is a bearer token (docs/security.md); it needs TLS.
+	Token string
 	// OperationTimeout bounds one operation with all its retries when the context has no deadline.
 	// Default 60 s.
 	OperationTimeout time.Duration
@@ -44,6 +53,9 @@ type Config struct {
 func (c *Config) fill() error {
 	if len(c.Masters) == 0 {
 		return errors.New("client: no master address given (Config.Masters)")
+	}
+	if c.Token != "" && c.TLS == nil {
+		return errors.New("client: a token is sent only over TLS: give Config.TLS (the CA that signs the servers' certificates)")
 	}
 	if c.OperationTimeout <= 0 {
 		c.OperationTimeout = 60 * time.Second
@@ -150,7 +162,7 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 		cc := c.masters[addr]
 		if cc == nil {
 			var err error
-			cc, err = pb.Dial(addr)
+			cc, err = security.Dial(addr, c.creds())
 			if err != nil {
 				c.mmu.Unlock()
 				return fmt.Errorf("client: master address %q: %w", addr, err)
@@ -191,7 +203,11 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 			c.mmu.Unlock()
 		}
 		if err := c.backoff(ctx, try, d); err != nil {
-			return fmt.Errorf("client: master unreachable: %w (last error: %v)", err, lastErr)
+			hint := ""
+			if c.cfg.TLS == nil && strings.Contains(lastErr.Error(), "server preface") {
+				hint = "; if the cluster serves TLS, connect with its CA (--tls-ca-file) and credentials"
+			}
+			return fmt.Errorf("client: master unreachable: %w (last error: %v)%s", err, lastErr, hint)
 		}
 	}
 }
@@ -219,7 +235,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 		go func() {
 			dctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
 			defer cancel()
-			d.conn, d.err = rpc.Dial(dctx, addr, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client"})
+			d.conn, d.err = rpc.Dial(dctx, addr, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client", TLS: c.cfg.TLS, Token: c.cfg.Token})
 			c.cmu.Lock()
 			if d.err == nil {
 				if old := c.conns[addr]; old != nil {
@@ -284,9 +300,21 @@ func retryable(d *pb.ErrorDetail) bool {
 	return d.GetRetryable()
 }
 
+// permanent says whether an error of locating a region is final: an answer a retry cannot mend,
+// or a refusal of the client's credentials.
+func permanent(err error) bool {
+	if d, ok := pb.DetailOf(err); ok {
+		return !retryable(d)
+	}
+	return security.IsAuthFailure(err)
+}
+
 // transient says whether a transport error may pass (the server is restarting, the connection
 // broke).
 func transient(err error) bool {
+	if security.IsAuthFailure(err) {
+		return false // retrying with the same credentials fails the same way
+	}
 	if errors.Is(err, rpc.ErrConnClosed) {
 		return true
 	}
@@ -303,4 +331,12 @@ func transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// creds are what the client presents to masters over gRPC.
+func (c *Client) creds() *security.Credentials {
+	if c.cfg.TLS == nil && c.cfg.Token == "" && c.cfg.User == "" {
+		return nil
+	}
+	return &security.Credentials{Certs: c.cfg.TLS, Token: c.cfg.Token, User: c.cfg.User}
 }

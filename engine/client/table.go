@@ -338,8 +338,8 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 			}
 		} else {
 			lastErr = err
-			if d, ok := pb.DetailOf(err); ok && !retryable(d) {
-				return d
+			if permanent(err) {
+				return err
 			}
 		}
 		d, _ := pb.DetailOf(lastErr)

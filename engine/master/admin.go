@@ -9,19 +9,21 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // adminPool holds one gRPC connection per region server Admin address.
 type adminPool struct {
-	dial func(addr string) (pb.AdminClient, error)
+	dial  func(addr string) (pb.AdminClient, error)
+	creds *security.Credentials
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 	dials map[string]pb.AdminClient
 }
 
-func newAdminPool(dial func(addr string) (pb.AdminClient, error)) *adminPool {
-	return &adminPool{dial: dial, conns: map[string]*grpc.ClientConn{}, dials: map[string]pb.AdminClient{}}
+func newAdminPool(dial func(addr string) (pb.AdminClient, error), creds *security.Credentials) *adminPool {
+	return &adminPool{dial: dial, creds: creds, conns: map[string]*grpc.ClientConn{}, dials: map[string]pb.AdminClient{}}
 }
 
 func (a *adminPool) client(addr string) (pb.AdminClient, error) {
@@ -44,7 +46,7 @@ func (a *adminPool) client(addr string) (pb.AdminClient, error) {
 	cc := a.conns[addr]
 	if cc == nil {
 		var err error
-		cc, err = pb.Dial(addr)
+		cc, err = security.Dial(addr, a.creds)
 		if err != nil {
 			return nil, err
 		}

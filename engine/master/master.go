@@ -18,6 +18,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -90,8 +91,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the master's metrics; nil registers none.
 	Registerer prometheus.Registerer
-	// DialAdmin returns the Admin client of a region server address; nil dials gRPC without TLS.
+	// DialAdmin returns the Admin client of a region server address; nil dials gRPC with Creds.
 	DialAdmin func(addr string) (pb.AdminClient, error)
+	// Creds are what the master presents when it calls region servers and the active master
+	// (its own certificate: mutual TLS). Nil: plaintext.
+	Creds *security.Credentials
 }
 
 func (c *Config) fill() error {
@@ -254,7 +258,7 @@ func New(cfg Config) (*Master, error) {
 		log:     cfg.Logger.With("component", "master"),
 		clock:   cfg.Clock,
 		metrics: newMetrics(cfg.Registerer),
-		admin:   newAdminPool(cfg.DialAdmin),
+		admin:   newAdminPool(cfg.DialAdmin, cfg.Creds),
 		rpcSem:  make(chan struct{}, cfg.MaxConcurrentRPCs),
 		done:    make(chan struct{}),
 		reg:     reg,
@@ -335,7 +339,7 @@ func (m *Master) reportStandby() {
 			if conn != nil {
 				conn.Close()
 			}
-			c, err := pb.Dial(leader)
+			c, err := security.Dial(leader, m.cfg.Creds)
 			if err != nil {
 				m.log.Debug("standby report: dial the active master", "leader", leader, "err", err)
 				conn, connTo = nil, ""

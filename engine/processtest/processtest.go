@@ -5,6 +5,7 @@ package processtest
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +35,7 @@ type Proc struct {
 	Cmd    *exec.Cmd
 	Exited chan struct{} // closed once the process has ended
 	HTTP   string        // its telemetry address, for WaitReady (set by the caller)
+	HTTPS  bool          // the telemetry endpoint serves TLS (its certificate is not checked: loopback)
 	Data   string        // a region server's data address (set by the caller)
 }
 
@@ -74,7 +76,7 @@ func (p *Proc) WaitReady(t testing.TB, timeout time.Duration) {
 			t.Fatalf("%v exited before it was ready", p.Cmd.Args)
 		default:
 		}
-		if resp, err := http.Get("http://" + p.HTTP + "/readyz"); err == nil {
+		if resp, err := p.httpClient().Get(p.URL("/readyz")); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
@@ -103,4 +105,19 @@ func TableLocations(ctx context.Context, cl *client.Client, table string) []*pb.
 		}
 	}
 	return locs
+}
+
+// URL is the address of path on the process's telemetry endpoint.
+func (p *Proc) URL(path string) string {
+	if p.HTTPS {
+		return "https://" + p.HTTP + path
+	}
+	return "http://" + p.HTTP + path
+}
+
+func (p *Proc) httpClient() *http.Client {
+	if !p.HTTPS {
+		return http.DefaultClient
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own process on loopback
 }

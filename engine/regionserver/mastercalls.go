@@ -11,6 +11,7 @@ import (
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			if addr == "" {
 				addr = s.cfg.Masters[tried%len(s.cfg.Masters)]
 			}
-			conn, err := pb.Dial(addr)
+			conn, err := security.Dial(addr, s.cfg.creds())
 			if err != nil {
 				s.mmu.Unlock()
 				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)

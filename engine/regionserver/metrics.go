@@ -154,6 +154,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counterFn("rpc_timed_out_connections_total", "Connections closed by the read or write timeout.", dataStat(func(st rpc.Stats) int64 { return st.Timeouts })),
 		counterFn("rpc_accept_errors_total", "Failed accepts of data-path connections (retried).", dataStat(func(st rpc.Stats) int64 { return st.AcceptErrors })),
 		counterFn("rpc_throttled_reads_total", "Times a connection's requests stopped being read for a bound (backpressure).", dataStat(func(st rpc.Stats) int64 { return st.ThrottledReads })),
+		counterFn("rpc_unauthenticated_connections_total", "Data-path connections refused because they proved no identity while security is on, presented an unknown token, or failed the TLS check of their certificate.", dataStat(func(st rpc.Stats) int64 { return st.Unauthenticated })),
 		&lagCollector{s: s},
 		blockcache.NewCollector(s.l1, s.l2),
 		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),

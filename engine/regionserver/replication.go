@@ -13,6 +13,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -302,7 +303,7 @@ func (s *Server) adminClient(addr string) (pb.AdminClient, error) {
 	if c, ok := s.adminConns[addr]; ok {
 		return pb.NewAdminClient(c), nil
 	}
-	c, err := pb.Dial(addr)
+	c, err := security.Dial(addr, s.cfg.creds())
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
 	"github.com/cellstore/cellstore/engine/telemetry"
@@ -106,6 +107,21 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Collectors are registered with the server's own metrics (the object store's requests).
 	Collectors []prometheus.Collector
+
+	// TLS, when set, is the server's certificate: the data path, the Admin service and the HTTP
+	// endpoint serve TLS 1.3 with it, and it is presented (mutual TLS) when this server calls
+	// the master or another server. Nil: plaintext everywhere.
+	TLS *security.Certs
+	// Auth decides who callers are (nil: security off, users as named).
+	Auth *security.Authenticator
+}
+
+// creds are what the server presents when it calls the master or another server.
+func (c *Config) creds() *security.Credentials {
+	if c.TLS == nil {
+		return nil
+	}
+	return &security.Credentials{Certs: c.TLS}
 }
 
 func (c *Config) fill() error {
@@ -352,9 +368,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	opts := s.cfg.RPC
 	opts.Logger = s.log
+	opts.TLS, opts.Auth = s.cfg.TLS, s.cfg.Auth
 	s.data = rpc.NewServer(s.handlers(), opts)
 	s.dataSrv.Store(s.data)
-	s.admin = grpc.NewServer()
+	s.admin = grpc.NewServer(security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth)...)
 	pb.RegisterAdminServer(s.admin, &adminService{s: s})
 	go func() {
 		// Serve retries failed accepts itself; it returns an error only when the data port
@@ -382,6 +399,7 @@ func (s *Server) Start(ctx context.Context) error {
 		})
 		s.tel.Ready("regionserver", s.Ready)
 		s.tel.Handle("/prestop", telemetry.LocalOnly(s.PrestopHandler()))
+		s.tel.TLS = s.cfg.TLS
 		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // Handler serves one call. It must end the call with exactly one of Call.Reply or Call.Fail, and
@@ -54,6 +56,12 @@ type ServerOptions struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// Logger for connection errors. Default slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes every connection TLS 1.3 with this certificate (read again when its
+	// files change); a client certificate, when given, is checked against its CA.
+	TLS *security.Certs
+	// Auth decides who each connection acts as (Call.User); a connection it refuses has its
+	// first call answered UNAUTHENTICATED and is closed. Nil: security off, users as named.
+	Auth *security.Authenticator
 }
 
 // Defaults of ServerOptions.
@@ -79,6 +87,9 @@ type Stats struct {
 	Timeouts       int64 // connections closed by ReadTimeout or WriteTimeout
 	AcceptErrors   int64 // failed accepts (retried with backoff)
 	ThrottledReads int64 // times a connection's reading paused for a bound
+	// Unauthenticated counts connections refused because they proved no identity (or a wrong
+	// one), TLS handshakes that failed included.
+	Unauthenticated int64
 }
 
 // Server serves the data-path protocol on a listener.
@@ -103,7 +114,7 @@ type Server struct {
 	acceptErr     atomic.Pointer[error]
 	stopped       atomic.Pointer[error] // why a Serve loop ended other than by Close
 
-	refused, tooLarge, idleClosed, timeouts, acceptErrors, throttled atomic.Int64
+	refused, tooLarge, idleClosed, timeouts, acceptErrors, throttled, unauthenticated atomic.Int64
 
 	// work hands calls to idle handler goroutines (see dispatch).
 	work chan task
@@ -226,6 +237,9 @@ func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
 	s := &Server{opts: opts, handlers: handlers, conns: map[*serverConn]struct{}{}, work: make(chan task), quit: make(chan struct{})}
 	s.queue.max = opts.MaxQueuedBytes
 	s.queue.cond.L = &s.queue.mu
+	if opts.Auth != nil && opts.Auth.Tokens != nil {
+		go s.checkTokens(opts.Auth.Tokens)
+	}
 	return s
 }
 
@@ -246,7 +260,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	return Stats{Conns: n, QueuedBytes: s.queue.load(), RefusedConns: s.refused.Load(), TooLarge: s.tooLarge.Load(),
 		IdleClosed: s.idleClosed.Load(), Timeouts: s.timeouts.Load(), AcceptErrors: s.acceptErrors.Load(),
-		ThrottledReads: s.throttled.Load()}
+		ThrottledReads: s.throttled.Load(), Unauthenticated: s.unauthenticated.Load()}
 }
 
 // acceptFailingFor is how long accepts may fail in a row before Healthy reports it.
@@ -318,6 +332,17 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.acceptFailing.Store(0)
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
+		}
+		if s.opts.TLS != nil {
+			// The handshake itself runs on the connection's goroutine (handshake), bounded by
+			// the read timeout.
+			cfg, err := s.opts.TLS.ServerConfig(tls.VerifyClientCertIfGiven)
+			if err != nil {
+				s.opts.Logger.Error("rpc: no TLS configuration; closing the connection", "err", err)
+				nc.Close()
+				continue
+			}
+			nc = tls.Server(nc, cfg)
 		}
 		c := &serverConn{srv: s, nc: nc}
 		c.cond.L = &c.mu
@@ -401,8 +426,11 @@ type Call struct {
 	Message []byte
 	// Cells is the request's cell block.
 	Cells []byte
-	// User is what the client presented in its connection header.
+	// User is who the connection acts as: the user its client certificate or token proves, or
+	// with security off the one its connection header names.
 	User string
+	// Groups are the user's groups (from its certificate or token; none when declared).
+	Groups []string
 
 	conn   *serverConn
 	id     uint64
@@ -433,9 +461,12 @@ func (c *Call) Fail(d *pb.ErrorDetail) {
 }
 
 type serverConn struct {
-	srv  *Server
-	nc   net.Conn
-	user string
+	srv *Server
+	nc  net.Conn
+	id  security.Identity
+	// token is what the connection authenticated with (empty: none): checked again when the
+	// token file changes (checkTokens).
+	token string
 
 	// Admission: calls read and not yet answered on the wire, and answer bytes not yet written
 	// (under mu; the reader waits on cond for room). A call counts until its answer is written,
@@ -504,7 +535,16 @@ func (c *serverConn) serve() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	_ = c.nc.SetReadDeadline(time.Now().Add(min(opts.ReadTimeout, 10*time.Second)))
 	if err := c.handshake(r); err != nil {
-		opts.Logger.Debug("rpc: handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
+		var ae authError
+		if errors.As(err, &ae) || isTLSRefusal(err) {
+			c.srv.unauthenticated.Add(1)
+			opts.Logger.Info("rpc: refused a connection that proves no identity", "remote", c.nc.RemoteAddr(), "err", err)
+		} else {
+			opts.Logger.Debug("rpc: handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
+		}
+		if errors.As(err, &ae) {
+			c.refuseFirstCall(r, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED, Message: ae.Error()})
+		}
 		return
 	}
 	for {
@@ -579,7 +619,7 @@ func (c *serverConn) serve() {
 			callPool.Put(call)
 			return
 		}
-		call.Method, call.Message, call.Cells, call.User = h.method, f.msg, f.cells, c.user
+		call.Method, call.Message, call.Cells, call.User, call.Groups = h.method, f.msg, f.cells, c.id.User, c.id.Groups
 		call.conn, call.id, call.done = c, h.callID, false
 		c.mu.Lock()
 		c.calls++
@@ -641,10 +681,12 @@ func (c *serverConn) failAndClose(callID uint64, d *pb.ErrorDetail) {
 	if _, err := c.nc.Write(b); err != nil {
 		return
 	}
-	if tc, ok := c.nc.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-		_ = tc.SetReadDeadline(time.Now().Add(time.Second))
-		_, _ = io.CopyN(io.Discard, tc, 4<<20)
+	// Half-close and drain what the client already sent, so that it reads the answer rather
+	// than a reset (a TLS connection sends close_notify first).
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.CopyN(io.Discard, c.nc, 4<<20)
 	}
 }
 
@@ -678,7 +720,40 @@ func (c *serverConn) release(call *Call) {
 	callPool.Put(call)
 }
 
+// authError is a handshake that proved no identity.
+type authError struct{ error }
+
+// isTLSRefusal says whether err is a TLS handshake the server failed for the client's
+// certificate (unknown CA, expired), not for the network.
+func isTLSRefusal(err error) bool {
+	var ce *tls.CertificateVerificationError
+	return errors.As(err, &ce)
+}
+
+// refuseFirstCall answers the connection's first call with d and closes it (the client wrote its
+// first call without waiting for the handshake's outcome).
+func (c *serverConn) refuseFirstCall(r *bufio.Reader, d *pb.ErrorDetail) {
+	var lenBuf [4]byte
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return
+	}
+	if id, err := readCallPrefix(io.LimitReader(r, int64(binary.BigEndian.Uint32(lenBuf[:])))); err == nil {
+		c.failAndClose(id, d)
+	}
+}
+
 func (c *serverConn) handshake(r *bufio.Reader) error {
+	var cs *tls.ConnectionState
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		_ = tc.SetWriteDeadline(time.Now().Add(c.srv.opts.ReadTimeout))
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		_ = tc.SetWriteDeadline(time.Time{})
+		st := tc.ConnectionState()
+		cs = &st
+	}
 	var pre [len(Preamble)]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return err
@@ -698,8 +773,51 @@ func (c *serverConn) handshake(r *bufio.Reader) error {
 	if err := proto.Unmarshal(f.msg, &ch); err != nil {
 		return fmt.Errorf("bad connection header: %w", err)
 	}
-	c.user = ch.User
+	id, err := c.srv.opts.Auth.Authenticate(cs, ch.Token, ch.User)
+	if err != nil {
+		return authError{err}
+	}
+	c.id = id
+	c.srv.mu.Lock()
+	c.token = ch.Token
+	c.srv.mu.Unlock()
 	return nil
+}
+
+// checkTokens closes, once a second, the connections whose token the token file no longer
+// admits: revoking a token ends the sessions it opened within seconds, not at their next
+// connection.
+func (s *Server) checkTokens(tokens *security.Tokens) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var seen uint64
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		gen := tokens.Generation()
+		if gen == seen {
+			continue
+		}
+		seen = gen
+		s.mu.Lock()
+		var revoked []*serverConn
+		for c := range s.conns {
+			if c.token == "" {
+				continue
+			}
+			if _, ok := tokens.Lookup(c.token); !ok {
+				revoked = append(revoked, c)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range revoked {
+			s.opts.Logger.Info("rpc: closing a connection whose token was revoked", "remote", c.nc.RemoteAddr(), "user", c.id.User)
+			c.close()
+		}
+	}
 }
 
 // send queues a response frame and writes the queue unless another goroutine is already writing:

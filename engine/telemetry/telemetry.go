@@ -6,6 +6,7 @@ package telemetry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // Check reports a component's state: nil when fine, else why not.
@@ -33,6 +36,11 @@ type Server struct {
 	srv       *http.Server
 	lis       net.Listener
 	failed    chan error
+
+	// TLS, when set before Start, serves HTTPS with this certificate (read again when its files
+	// change). Client certificates are not asked for: /metrics and the probes are read by
+	// Prometheus and the kubelet; /prestop answers only the local host.
+	TLS *security.Certs
 }
 
 // New makes a server with a fresh registry holding the Go runtime and process collectors.
@@ -121,6 +129,11 @@ func (s *Server) Start(addr string) error {
 	s.mu.Lock()
 	for p, h := range s.extra {
 		mux.Handle(p, h)
+	}
+	if s.TLS != nil {
+		certs := s.TLS
+		lis = tls.NewListener(lis, &tls.Config{MinVersion: tls.VersionTLS13,
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return certs.ServerConfig(tls.NoClientCert) }})
 	}
 	s.lis = lis
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

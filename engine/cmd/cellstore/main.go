@@ -23,6 +23,7 @@ func main() {
 	root.AddCommand(versionCommand(), shellCommand(), peCommand(), sfileCommand())
 	root.AddCommand(masterCommand())
 	root.AddCommand(regionServerCommand(), standaloneCommand(), prestopCommand(), bucketCommand())
+	root.AddCommand(certsCommand(), tokenCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
 		os.Exit(1)

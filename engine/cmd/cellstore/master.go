@@ -19,6 +19,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
 )
@@ -26,6 +27,7 @@ import (
 // masterFlags are the `cellstore master` settings (flags, or lines of the --config file).
 type masterFlags struct {
 	storageDir, grpcAddr, httpAddr, advertiseHost   string
+	security                                        serverSecurityFlags
 	bucket                                          bucketFlags
 	election, leaseName, leaseNamespace, kubeconfig string
 	leaseDuration, renewDeadline, retryPeriod       time.Duration
@@ -97,6 +99,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for calls in flight")
+	addServerSecurityFlags(fl, &f.security)
 	return cmd
 }
 
@@ -106,6 +109,12 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		return err
 	}
 	tel := telemetry.New()
+	sec, err := f.security.load(log)
+	if err != nil {
+		return err
+	}
+	tel.TLS = sec.certs
+	tel.Registry.MustRegister(sec.collectors()...)
 	var fs storage.FS
 	var bucket storage.Bucket
 	switch {
@@ -155,7 +164,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
-		Logger: log, Registerer: tel.Registry,
+		Logger: log, Registerer: tel.Registry, Creds: sec.creds(),
 	})
 	if err != nil {
 		return err
@@ -171,7 +180,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		defer cancel()
 		_ = tel.Stop(sctx)
 	}()
-	gs := m.NewGRPCServer()
+	gs := m.NewGRPCServer(security.GRPCServerOptions(sec.certs, sec.auth)...)
 	grpcFailed := serveGRPC(gs, lis)
 	log.Info("master starting", "identity", identity, "election", f.election, "storage", f.storageDir,
 		"grpc", lis.Addr().String(), "http", tel.Addr())

@@ -23,6 +23,7 @@ import (
 func peCommand() *cobra.Command {
 	var masters []string
 	var user, durability, consistency, cpuProfile, memProfile string
+	var sec clientSecurityFlags
 	o := pe.Options{}
 	cmd := &cobra.Command{
 		Use:   "pe [options] COMMAND THREADS",
@@ -46,7 +47,11 @@ func peCommand() *cobra.Command {
 			o.Consistency = pb.Consistency(cs)
 			o.Progress = cmd.ErrOrStderr()
 			o.Terminal = term.IsTerminal(int(os.Stderr.Fd()))
-			c, err := client.New(client.Config{Masters: masters, User: user})
+			certs, token, err := sec.load()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token})
 			if err != nil {
 				return err
 			}
@@ -87,7 +92,8 @@ func peCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&masters, "masters", []string{"127.0.0.1:16000"}, "master addresses")
-	f.StringVar(&user, "user", "pe", "user presented to the cluster")
+	f.StringVar(&user, "user", "pe", "user presented to a cluster with security off")
+	addClientSecurityFlags(f, &sec)
 	f.StringVar(&o.Table, "table", "TestTable", "table")
 	f.IntVar(&o.Rows, "rows", 1_000_000, "rows per thread")
 	f.IntVar(&o.ValueSize, "valueSize", 1000, "value size in bytes")

@@ -40,6 +40,7 @@ type regionServerFlags struct {
 	// local file cache of store-file ranges read from a bucket
 	fileCacheDir  string
 	fileCacheSize offheap.Quantity
+	security      serverSecurityFlags
 }
 
 // addFileCacheFlags registers the local file cache of a region server on a bucket.
@@ -65,6 +66,17 @@ func addFileCache(cfg *regionserver.Config, f *regionServerFlags, bucket storage
 	}
 	cfg.FileCache = c
 	cfg.Collectors = append(cfg.Collectors, c.Collectors()...)
+	return nil
+}
+
+// addSecurity sets up the TLS and authentication the flags ask for in cfg.
+func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logger) error {
+	sec, err := f.security.load(log)
+	if err != nil {
+		return err
+	}
+	cfg.TLS, cfg.Auth = sec.certs, sec.auth
+	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	return nil
 }
 
@@ -130,6 +142,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	addAdmissionFlags(fl, f)
 	addWALFlags(fl, f)
 	addFileCacheFlags(fl, f)
+	addServerSecurityFlags(fl, &f.security)
 	return cmd
 }
 
@@ -200,6 +213,9 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	}
 	cfg := regionServerConfig(f, fs, bucket, plan, log)
 	if err := addFileCache(&cfg, f, bucket); err != nil {
+		return err
+	}
+	if err := addSecurity(&cfg, f, log); err != nil {
 		return err
 	}
 	s, err := regionserver.New(cfg)

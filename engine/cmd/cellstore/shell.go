@@ -23,6 +23,7 @@ import (
 func shellCommand() *cobra.Command {
 	var masters []string
 	var user, exec string
+	var sec clientSecurityFlags
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "shell [SCRIPT...]",
@@ -38,7 +39,11 @@ func shellCommand() *cobra.Command {
 Type 'help' for every verb. With -e or script files it runs them and exits, with status 1 if a
 command failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client.New(client.Config{Masters: masters, User: user})
+			certs, token, err := sec.load()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token})
 			if err != nil {
 				return err
 			}
@@ -67,7 +72,8 @@ command failed.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&masters, "masters", []string{"127.0.0.1:16000"}, "master addresses (host:port, comma-separated)")
-	cmd.Flags().StringVar(&user, "user", os.Getenv("USER"), "user name presented to the cluster (quotas are per user; unauthenticated)")
+	cmd.Flags().StringVar(&user, "user", os.Getenv("USER"), "user name presented to a cluster with security off (quotas are per user); with security on the certificate or token says who you are")
+	addClientSecurityFlags(cmd.Flags(), &sec)
 	cmd.Flags().StringVarP(&exec, "execute", "e", "", "commands to run (separated by newlines or ';'), then exit")
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "time limit of one command")
 	return cmd

@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/regionserver"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
 )
@@ -62,6 +63,7 @@ same directory recovers the tables.`,
 	addAdmissionFlags(fl, &f.rs)
 	addWALFlags(fl, &f.rs)
 	addFileCacheFlags(fl, &f.rs)
+	addServerSecurityFlags(fl, &f.rs.security)
 	return cmd
 }
 
@@ -113,9 +115,14 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	if host, port, err := net.SplitHostPort(maddr); err == nil && (host == "::" || host == "0.0.0.0" || host == "") {
 		maddr = net.JoinHostPort(f.rs.advertiseHost, port)
 	}
+	sec, err := f.rs.security.load(log)
+	if err != nil {
+		return err
+	}
 	mtel := telemetry.New()
+	mtel.TLS = sec.certs
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
-		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond})
+		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds()})
 	if err != nil {
 		return err
 	}
@@ -132,7 +139,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 			_ = mtel.Stop(sctx)
 		}()
 	}
-	gs := m.NewGRPCServer()
+	gs := m.NewGRPCServer(security.GRPCServerOptions(sec.certs, sec.auth)...)
 	grpcFailed := serveGRPC(gs, lis)
 	if err := m.Start(context.Background()); err != nil {
 		gs.Stop()
@@ -148,6 +155,8 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		stopMaster()
 		return err
 	}
+	cfg.TLS, cfg.Auth = sec.certs, sec.auth
+	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	s, err := regionserver.New(cfg)
 	if err != nil {
 		stopMaster()

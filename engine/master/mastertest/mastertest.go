@@ -28,6 +28,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // Master is a master serving gRPC on a loopback socket.
@@ -392,7 +393,7 @@ func (s *FakeServer) masterCall(ctx context.Context, fn func(context.Context, pb
 		cc := s.conns[addr]
 		if cc == nil {
 			var err error
-			cc, err = pb.Dial(addr)
+			cc, err = security.Dial(addr, nil)
 			if err != nil {
 				s.mu.Unlock()
 				return err

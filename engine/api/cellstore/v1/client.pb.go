@@ -1719,9 +1719,12 @@ func (x *ScanResponse) GetStale() bool {
 
 type ConnectionHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user the client presents (unauthenticated until authentication lands).
-	User          string `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Client        string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	// The user the client names itself. Trusted only while security is off; with security on the
+	// user is what the client certificate or the token proves, and this is ignored.
+	User   string `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Client string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	// A bearer token (docs/security.md), sent only over TLS.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1766,6 +1769,13 @@ func (x *ConnectionHeader) GetUser() string {
 func (x *ConnectionHeader) GetClient() string {
 	if x != nil {
 		return x.Client
+	}
+	return ""
+}
+
+func (x *ConnectionHeader) GetToken() string {
+	if x != nil {
+		return x.Token
 	}
 	return ""
 }
@@ -2044,10 +2054,11 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\theartbeat\x18\a \x01(\bR\theartbeat\x12\x1d\n" +
 	"\n" +
 	"cursor_row\x18\b \x01(\fR\tcursorRow\x12\x14\n" +
-	"\x05stale\x18\t \x01(\bR\x05stale\">\n" +
+	"\x05stale\x18\t \x01(\bR\x05stale\"T\n" +
 	"\x10ConnectionHeader\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
-	"\x06client\x18\x02 \x01(\tR\x06client\"_\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\"_\n" +
 	"\rRequestHeader\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\rR\x06method\x12\x1d\n" +

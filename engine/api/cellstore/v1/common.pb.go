@@ -415,6 +415,11 @@ const (
 	// A value is not what the operation needs (an increment of a cell that is not 8 bytes).
 	ErrorCode_ERROR_CODE_BAD_VALUE  ErrorCode = 22
 	ErrorCode_ERROR_CODE_CORRUPTION ErrorCode = 23
+	// The connection or request proves no identity while security is on, or its token or
+	// certificate is not accepted: give credentials (docs/security.md).
+	ErrorCode_ERROR_CODE_UNAUTHENTICATED ErrorCode = 24
+	// The authenticated user lacks the permission the operation needs.
+	ErrorCode_ERROR_CODE_ACCESS_DENIED ErrorCode = 25
 )
 
 // Enum value maps for ErrorCode.
@@ -444,6 +449,8 @@ var (
 		21: "ERROR_CODE_FAILED_PRECONDITION",
 		22: "ERROR_CODE_BAD_VALUE",
 		23: "ERROR_CODE_CORRUPTION",
+		24: "ERROR_CODE_UNAUTHENTICATED",
+		25: "ERROR_CODE_ACCESS_DENIED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -470,6 +477,8 @@ var (
 		"ERROR_CODE_FAILED_PRECONDITION":       21,
 		"ERROR_CODE_BAD_VALUE":                 22,
 		"ERROR_CODE_CORRUPTION":                23,
+		"ERROR_CODE_UNAUTHENTICATED":           24,
+		"ERROR_CODE_ACCESS_DENIED":             25,
 	}
 )
 
@@ -3074,7 +3083,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xee\x05\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\xac\x06\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3100,7 +3109,9 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1eERROR_CODE_NAMESPACE_NOT_FOUND\x10\x14\x12\"\n" +
 	"\x1eERROR_CODE_FAILED_PRECONDITION\x10\x15\x12\x18\n" +
 	"\x14ERROR_CODE_BAD_VALUE\x10\x16\x12\x19\n" +
-	"\x15ERROR_CODE_CORRUPTION\x10\x17*\xbd\x01\n" +
+	"\x15ERROR_CODE_CORRUPTION\x10\x17\x12\x1e\n" +
+	"\x1aERROR_CODE_UNAUTHENTICATED\x10\x18\x12\x1c\n" +
+	"\x18ERROR_CODE_ACCESS_DENIED\x10\x19*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +

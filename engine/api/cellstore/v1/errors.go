@@ -45,6 +45,8 @@ var grpcCodes = map[ErrorCode]codes.Code{
 	ErrorCode_ERROR_CODE_UNKNOWN_SCANNER:           codes.NotFound,
 	ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT: codes.Aborted,
 	ErrorCode_ERROR_CODE_WRONG_REGION:              codes.InvalidArgument,
+	ErrorCode_ERROR_CODE_UNAUTHENTICATED:           codes.Unauthenticated,
+	ErrorCode_ERROR_CODE_ACCESS_DENIED:             codes.PermissionDenied,
 }
 
 // Status converts d into a gRPC status error carrying d as a detail.
