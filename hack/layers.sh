@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 M=github.com/cellstore/cellstore/engine
 rules=(
-  "cell storage offheap wal memstore sfile blockcache schema lease security rpc|region regionserver master client shell"
+  "cell storage offheap wal memstore sfile blockcache schema lease security access rpc|region regionserver master client shell"
   "region layout|regionserver master client shell"
   "regionserver|master client shell"
   "client|regionserver master shell region"

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
@@ -96,6 +97,11 @@ type Config struct {
 	// Creds are what the master presents when it calls region servers and the active master
 	// (its own certificate: mutual TLS). Nil: plaintext.
 	Creds *security.Credentials
+	// Authorization checks every call against the permissions granted (GrantRequest) and
+	// Superusers (user names and "@group"s that may do anything; the servers must be among
+	// them). It needs authenticated callers (security on). Off: every caller may do anything.
+	Authorization bool
+	Superusers    []string
 }
 
 func (c *Config) fill() error {
@@ -205,6 +211,8 @@ type Master struct {
 
 	status atomic.Int32
 	leader atomic.Pointer[string]
+	// checker holds the permissions of the last ACL version asked for (aclChecker).
+	checker atomic.Pointer[access.Checker]
 
 	lifeMu      sync.Mutex
 	stopping    bool
@@ -273,7 +281,7 @@ func (m *Master) Register(s *grpc.Server) { pb.RegisterMasterServer(s, m) }
 
 // NewGRPCServer makes a gRPC server with the Master service registered.
 func (m *Master) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(opts...)
+	s := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(m.authorize))...)
 	m.Register(s)
 	return s
 }

@@ -21,6 +21,7 @@ const (
 	rowDead   = "dead/"   // + WAL dir name → DeadServer
 	rowServer = "server/" // + server name → CatalogServer
 	rowQuotas = "quotas"  // CatalogQuotas
+	rowACL    = "acl"     // CatalogACL
 	rowConfig = "config"  // CatalogConfig
 	rowState  = "master"  // CatalogMasterState
 )
@@ -38,6 +39,7 @@ type model struct {
 	dead    map[string]*deadServer // by WAL dir name
 	servers map[string]*pb.CatalogServer
 	quotas  *pb.CatalogQuotas
+	acl     *pb.CatalogACL
 	config  *pb.CatalogConfig
 	state   *pb.CatalogMasterState
 
@@ -69,7 +71,7 @@ func newModel() *model {
 	return &model{
 		tables: map[string]*pb.CatalogTable{}, regions: map[string]*pb.CatalogRegion{},
 		index: map[string][]*pb.CatalogRegion{}, procs: map[string]*proc{}, dead: map[string]*deadServer{},
-		servers: map[string]*pb.CatalogServer{}, quotas: &pb.CatalogQuotas{}, config: &pb.CatalogConfig{},
+		servers: map[string]*pb.CatalogServer{}, quotas: &pb.CatalogQuotas{}, acl: &pb.CatalogACL{}, config: &pb.CatalogConfig{},
 		state: &pb.CatalogMasterState{},
 	}
 }
@@ -118,6 +120,11 @@ func loadModel(c *Catalog, now time.Time) (*model, error) {
 	if b := c.Get(rowQuotas); b != nil {
 		if err := proto.Unmarshal(b, m.quotas); err != nil {
 			return nil, bad(rowQuotas, err)
+		}
+	}
+	if b := c.Get(rowACL); b != nil {
+		if err := proto.Unmarshal(b, m.acl); err != nil {
+			return nil, bad(rowACL, err)
 		}
 	}
 	if b := c.Get(rowConfig); b != nil {
@@ -375,6 +382,11 @@ func (b *batch) putServer(s *pb.CatalogServer) {
 func (b *batch) deleteServer(name string) {
 	b.changes = append(b.changes, rowChange{key: rowServer + name})
 	b.apply = append(b.apply, func(m *model, _ time.Time) { delete(m.servers, name) })
+}
+
+func (b *batch) putACL(a *pb.CatalogACL) {
+	b.changes = append(b.changes, rowChange{key: rowACL, msg: a})
+	b.apply = append(b.apply, func(m *model, _ time.Time) { m.acl = a })
 }
 
 func (b *batch) putQuotas(q *pb.CatalogQuotas) {

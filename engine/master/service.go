@@ -209,7 +209,7 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 			return &pb.HeartbeatResponse{LeaseMs: lease, UnknownServer: true}, nil
 		}
 	}
-	return &pb.HeartbeatResponse{LeaseMs: lease, QuotaVersion: m.st.quotas.GetVersion(), ClusterConfig: m.clusterConfigLocked()}, nil
+	return &pb.HeartbeatResponse{LeaseMs: lease, QuotaVersion: m.st.quotas.GetVersion(), AclVersion: m.st.acl.GetVersion(), ClusterConfig: m.clusterConfigLocked()}, nil
 }
 
 func (m *Master) holdsRegionsLocked(name string, sc int64) bool {

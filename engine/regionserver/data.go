@@ -236,6 +236,10 @@ func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get)
 	if err != nil {
 		return nil, s.errDetail(err, or.name)
 	}
+	var d *pb.ErrorDetail
+	if rg.Columns, d = s.readable(c, or, rg.Columns); d != nil {
+		return nil, d
+	}
 	if d := s.admit(c, or, false, 0); d != nil {
 		return nil, d
 	}
@@ -281,6 +285,14 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 		return
 	}
 	if d := s.checkWrite(or); d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	if d := s.mayWrite(c, or, cells); d != nil {
+		fail(c, &answered, d)
+		return
+	}
+	if d := s.mayCheck(c, or, req.GetCondition()); d != nil {
 		fail(c, &answered, d)
 		return
 	}
@@ -537,6 +549,10 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 				rar.Exception = invalid("atomic region actions take only puts and deletes")
 				return rar, out
 			}
+			if d := s.mayWrite(c, or, pa.cells); d != nil {
+				rar.Exception = d
+				return rar, out
+			}
 			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
 			if err != nil {
 				rar.Exception = s.errDetail(err, name)
@@ -550,6 +566,10 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 		}
 		if len(ms) == 0 {
 			rar.Exception = invalid("atomic region action without mutations")
+			return rar, out
+		}
+		if d := s.mayCheck(c, or, ra.GetCondition()); d != nil {
+			rar.Exception = d
 			return rar, out
 		}
 		if ra.GetCondition() != nil {
@@ -580,6 +600,12 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 	for i, pa := range acts {
 		results[i] = &pb.ResultOrException{Index: pa.a.GetIndex()}
 		m := pa.a.GetMutation()
+		if m != nil {
+			if d := s.mayWrite(c, or, pa.cells); d != nil {
+				results[i].Exception = d
+				continue
+			}
+		}
 		if m != nil && (m.GetType() == pb.MutationProto_TYPE_PUT || m.GetType() == pb.MutationProto_TYPE_DELETE) {
 			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
 			if err != nil {
@@ -655,6 +681,7 @@ type scanner struct {
 	rows     int64
 	lastUsed time.Time // under mu
 	closed   bool
+	owner    string // the user who opened it: only they may go on (Config.Authorization)
 }
 
 func (sc *scanner) close() {
@@ -729,6 +756,10 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			fail(c, &answered, s.errDetail(err, name))
 			return
 		}
+		if rscan.Columns, d = s.readable(c, or, rscan.Columns); d != nil {
+			fail(c, &answered, d)
+			return
+		}
 		if n := req.GetNumberOfRows(); n > 0 {
 			rscan.Caching = int(n)
 		}
@@ -767,7 +798,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		if or.info.GetReplicaId() > 0 {
 			s.m.staleReads.Add(1)
 		}
-		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now()}
+		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now(), owner: c.User}
 		sc.mu.Lock()
 		s.scanners.Store(sc.id, sc)
 	} else {
@@ -778,6 +809,12 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			return
 		}
 		sc = v.(*scanner)
+		if s.cfg.Authorization && sc.owner != c.User {
+			// Scanner ids are sequential: another user's must not be readable by guessing.
+			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, Region: req.GetRegion().GetName(),
+				Message: "unknown scanner (not opened by this user); reopen the scan"})
+			return
+		}
 		sc.mu.Lock()
 		if sc.closed {
 			sc.mu.Unlock()

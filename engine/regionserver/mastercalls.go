@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
@@ -150,6 +151,9 @@ func (s *Server) heartbeatLoop() {
 		}
 		if resp.GetQuotaVersion() != s.limiters.Version() {
 			s.refreshQuotas()
+		}
+		if s.cfg.Authorization && resp.GetAclVersion() != s.acl.Load().Version() {
+			s.refreshACL()
 		}
 	}
 }
@@ -309,6 +313,26 @@ func (s *Server) registerAgain() {
 		s.log.Error("cannot register again; stopping", "error", err)
 		go s.Abort()
 	}
+}
+
+// refreshACL loads the permissions the master holds (the version its heartbeat announced).
+func (s *Server) refreshACL() {
+	s.aclMu.Lock()
+	defer s.aclMu.Unlock()
+	s.aclFetched = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var resp *pb.GetUserPermissionsResponse
+	if err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.GetUserPermissions(ctx, &pb.GetUserPermissionsRequest{})
+		return err
+	}); err != nil {
+		s.log.Warn("fetching the permissions failed; the next heartbeat tries again", "error", err)
+		return
+	}
+	s.acl.Store(access.NewChecker(resp.GetVersion(), resp.GetPermissions(), s.cfg.Superusers))
+	s.log.Info("permissions updated", "version", resp.GetVersion(), "grants", len(resp.GetPermissions()))
 }
 
 // refreshQuotas loads the quotas and this server's share of them.

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/blockcache"
 	"github.com/cellstore/cellstore/engine/layout"
@@ -114,6 +115,11 @@ type Config struct {
 	TLS *security.Certs
 	// Auth decides who callers are (nil: security off, users as named).
 	Auth *security.Authenticator
+	// Authorization checks every request against the permissions the master holds (fetched
+	// when its heartbeat announces a new version) and Superusers ("user" or "@group"); until
+	// the first fetch only superusers are served. Needs security on.
+	Authorization bool
+	Superusers    []string
 }
 
 // creds are what the server presents when it calls the master or another server.
@@ -232,8 +238,13 @@ type Server struct {
 	adminMu     sync.Mutex
 	adminConns  map[string]*grpc.ClientConn
 
-	fence         atomic.Pointer[lease.Fence]
-	limiters      *quota.Limiters
+	fence    atomic.Pointer[lease.Fence]
+	limiters *quota.Limiters
+	// acl is the permissions in force (Config.Authorization).
+	acl atomic.Pointer[access.Checker]
+	// aclMu serialises fetches of the permissions; aclFetched is when the last one started.
+	aclMu         sync.Mutex
+	aclFetched    time.Time
 	quotasEnabled atomic.Bool
 	hbEvery       atomic.Int64 // heartbeat interval, ns
 
@@ -275,6 +286,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "regionserver"), moved: map[string]movedEntry{},
 		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
+	s.acl.Store(access.NewChecker(0, nil, cfg.Superusers))
 	s.quotasEnabled.Store(true)
 	var err error
 	total := cfg.MemstoreBytes + cfg.BlockCacheOffheap
@@ -371,7 +383,7 @@ func (s *Server) Start(ctx context.Context) error {
 	opts.TLS, opts.Auth = s.cfg.TLS, s.cfg.Auth
 	s.data = rpc.NewServer(s.handlers(), opts)
 	s.dataSrv.Store(s.data)
-	s.admin = grpc.NewServer(security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth)...)
+	s.admin = grpc.NewServer(append(security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth), grpc.ChainUnaryInterceptor(s.authorizeAdmin))...)
 	pb.RegisterAdminServer(s.admin, &adminService{s: s})
 	go func() {
 		// Serve retries failed accepts itself; it returns an error only when the data port

@@ -2,7 +2,8 @@
 # `cellstore standalone` on DIR/data (bin/cellstore must exist), waits until it is ready and sets
 # MASTER, HTTP and PID; an EXIT trap stops it by PID (also on failure) and removes DIR.
 # Extra flags for the store come from STANDALONE_FLAGS; STANDALONE_STORAGE replaces the default
-# "--dir DIR/data" (e.g. the --s3-* flags of a bucket). standalone_stop stops it (to restart it).
+# "--dir DIR/data" (e.g. the --s3-* flags of a bucket); STANDALONE_SCHEME=https for a store whose
+# endpoints serve TLS. standalone_stop stops it (to restart it).
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
 	shuf -i 20000-60000 -n 1; }
@@ -37,7 +38,7 @@ standalone_start() { # DIR (kept across restarts)
 	PID=$!
 	local i
 	for i in $(seq 600); do
-		curl -fs "http://$HTTP/readyz" >/dev/null 2>&1 && return 0
+		curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/readyz" >/dev/null 2>&1 && return 0
 		kill -0 "$PID" 2>/dev/null || { cat "$STANDALONE_DIR/standalone.log" >&2; echo "the store exited" >&2; exit 1; }
 		sleep 0.1
 	done
@@ -46,4 +47,4 @@ standalone_start() { # DIR (kept across restarts)
 }
 
 # metric NAME: the sum of a metric's samples on the store's /metrics.
-metric() { curl -fs "http://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f", s}'; }
+metric() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f", s}'; }

@@ -164,7 +164,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
-		Logger: log, Registerer: tel.Registry, Creds: sec.creds(),
+		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
 	})
 	if err != nil {
 		return err

@@ -76,6 +76,7 @@ func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logge
 		return err
 	}
 	cfg.TLS, cfg.Auth = sec.certs, sec.auth
+	cfg.Authorization, cfg.Superusers = sec.authorization, sec.superusers
 	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	return nil
 }

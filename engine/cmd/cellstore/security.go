@@ -16,8 +16,9 @@ import (
 // serverSecurityFlags are a server's TLS and authentication settings (docs/security.md).
 type serverSecurityFlags struct {
 	files     security.Files
-	mode      string
-	tokenFile string
+	mode       string
+	tokenFile  string
+	superusers []string
 }
 
 func addServerSecurityFlags(fl *pflag.FlagSet, f *serverSecurityFlags) {
@@ -25,6 +26,7 @@ func addServerSecurityFlags(fl *pflag.FlagSet, f *serverSecurityFlags) {
 	fl.StringVar(&f.files.Key, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fl.StringVar(&f.files.CA, "tls-ca-file", "", "PEM CA certificate(s) that sign client and server certificates: checks clients' certificates and other servers'")
 	fl.StringVar(&f.mode, "security", "off", "on: every connection must prove its user (a client certificate signed by --tls-ca-file, or a token of --token-file); off: callers are trusted as the user they name")
+	fl.StringSliceVar(&f.superusers, "superusers", []string{"@cellstore:servers"}, "with --security=on: users and @groups that may do anything, whatever is granted; must include the servers' own certificates (their CN, or @group for their O)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file of accepted bearer tokens, one 'sha256:<hex> <user> [<group>,...]' per line (made by 'cellstore token create'; read again when it changes)")
 }
 
@@ -32,6 +34,9 @@ func addServerSecurityFlags(fl *pflag.FlagSet, f *serverSecurityFlags) {
 type serverSecurity struct {
 	certs *security.Certs
 	auth  *security.Authenticator
+	// authorization: grants are enforced (security on), with superusers.
+	authorization bool
+	superusers    []string
 }
 
 // creds are what the server presents when it calls another server.
@@ -73,6 +78,7 @@ func (f *serverSecurityFlags) load(log *slog.Logger) (serverSecurity, error) {
 		s.certs = certs
 	}
 	s.auth = &security.Authenticator{Required: f.mode == "on"}
+	s.authorization, s.superusers = f.mode == "on", f.superusers
 	if f.tokenFile != "" {
 		t, err := security.LoadTokens(f.tokenFile)
 		if err != nil {

@@ -122,7 +122,8 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	mtel := telemetry.New()
 	mtel.TLS = sec.certs
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
-		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds()})
+		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
+		Authorization: sec.authorization, Superusers: sec.superusers})
 	if err != nil {
 		return err
 	}
@@ -156,6 +157,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		return err
 	}
 	cfg.TLS, cfg.Auth = sec.certs, sec.auth
+	cfg.Authorization, cfg.Superusers = sec.authorization, sec.superusers
 	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	s, err := regionserver.New(cfg)
 	if err != nil {

@@ -826,6 +826,59 @@ func (x *CatalogQuotas) GetQuotas() []*Quota {
 	return nil
 }
 
+// CatalogACL is the row "acl": every permission granted and a version bumped on every change.
+type CatalogACL struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Permissions   []*Permission          `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogACL) Reset() {
+	*x = CatalogACL{}
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogACL) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogACL) ProtoMessage() {}
+
+func (x *CatalogACL) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogACL.ProtoReflect.Descriptor instead.
+func (*CatalogACL) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CatalogACL) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CatalogACL) GetPermissions() []*Permission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
 // CatalogConfig is the row "config": cluster settings changed through SetClusterConfig; they
 // override the master's flags.
 type CatalogConfig struct {
@@ -837,7 +890,7 @@ type CatalogConfig struct {
 
 func (x *CatalogConfig) Reset() {
 	*x = CatalogConfig{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +902,7 @@ func (x *CatalogConfig) String() string {
 func (*CatalogConfig) ProtoMessage() {}
 
 func (x *CatalogConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +915,7 @@ func (x *CatalogConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogConfig.ProtoReflect.Descriptor instead.
 func (*CatalogConfig) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CatalogConfig) GetConfig() map[string]string {
@@ -884,7 +937,7 @@ type CatalogMasterState struct {
 
 func (x *CatalogMasterState) Reset() {
 	*x = CatalogMasterState{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +949,7 @@ func (x *CatalogMasterState) String() string {
 func (*CatalogMasterState) ProtoMessage() {}
 
 func (x *CatalogMasterState) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +962,7 @@ func (x *CatalogMasterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogMasterState.ProtoReflect.Descriptor instead.
 func (*CatalogMasterState) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CatalogMasterState) GetLastRegionId() uint64 {
@@ -1004,7 +1057,11 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x12drained_start_code\x18\x06 \x01(\x03R\x10drainedStartCode\"V\n" +
 	"\rCatalogQuotas\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12+\n" +
-	"\x06quotas\x18\x02 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\"\x8b\x01\n" +
+	"\x06quotas\x18\x02 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\"b\n" +
+	"\n" +
+	"CatalogACL\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12:\n" +
+	"\vpermissions\x18\x02 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\"\x8b\x01\n" +
 	"\rCatalogConfig\x12?\n" +
 	"\x06config\x18\x01 \x03(\v2'.cellstore.v1.CatalogConfig.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
@@ -1043,7 +1100,7 @@ func file_cellstore_v1_catalog_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(ProcedureKind)(0),         // 0: cellstore.v1.ProcedureKind
 	(ProcedureStep)(0),         // 1: cellstore.v1.ProcedureStep
@@ -1054,31 +1111,34 @@ var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(*DeadServer)(nil),         // 6: cellstore.v1.DeadServer
 	(*CatalogServer)(nil),      // 7: cellstore.v1.CatalogServer
 	(*CatalogQuotas)(nil),      // 8: cellstore.v1.CatalogQuotas
-	(*CatalogConfig)(nil),      // 9: cellstore.v1.CatalogConfig
-	(*CatalogMasterState)(nil), // 10: cellstore.v1.CatalogMasterState
-	nil,                        // 11: cellstore.v1.CatalogConfig.ConfigEntry
-	(*TableDescriptor)(nil),    // 12: cellstore.v1.TableDescriptor
-	(TableState)(0),            // 13: cellstore.v1.TableState
-	(*RegionInfo)(nil),         // 14: cellstore.v1.RegionInfo
-	(RegionState)(0),           // 15: cellstore.v1.RegionState
-	(*Quota)(nil),              // 16: cellstore.v1.Quota
+	(*CatalogACL)(nil),         // 9: cellstore.v1.CatalogACL
+	(*CatalogConfig)(nil),      // 10: cellstore.v1.CatalogConfig
+	(*CatalogMasterState)(nil), // 11: cellstore.v1.CatalogMasterState
+	nil,                        // 12: cellstore.v1.CatalogConfig.ConfigEntry
+	(*TableDescriptor)(nil),    // 13: cellstore.v1.TableDescriptor
+	(TableState)(0),            // 14: cellstore.v1.TableState
+	(*RegionInfo)(nil),         // 15: cellstore.v1.RegionInfo
+	(RegionState)(0),           // 16: cellstore.v1.RegionState
+	(*Quota)(nil),              // 17: cellstore.v1.Quota
+	(*Permission)(nil),         // 18: cellstore.v1.Permission
 }
 var file_cellstore_v1_catalog_proto_depIdxs = []int32{
-	12, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
-	13, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
-	14, // 2: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
-	15, // 3: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
+	13, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
+	14, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
+	15, // 2: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
+	16, // 3: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
 	0,  // 4: cellstore.v1.RegionProcedure.kind:type_name -> cellstore.v1.ProcedureKind
 	1,  // 5: cellstore.v1.RegionProcedure.step:type_name -> cellstore.v1.ProcedureStep
-	15, // 6: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
+	16, // 6: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
 	2,  // 7: cellstore.v1.DeadServer.step:type_name -> cellstore.v1.DeadServerStep
-	16, // 8: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
-	11, // 9: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	17, // 8: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
+	18, // 9: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
+	12, // 10: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_catalog_proto_init() }
@@ -1094,7 +1154,7 @@ func file_cellstore_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_catalog_proto_rawDesc), len(file_cellstore_v1_catalog_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -195,6 +195,65 @@ func (ThrottleType) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
 }
 
+// The bits of Permission.actions: HBase's R, W, X, C, A.
+type PermissionAction int32
+
+const (
+	PermissionAction_PERMISSION_ACTION_NONE   PermissionAction = 0
+	PermissionAction_PERMISSION_ACTION_READ   PermissionAction = 1
+	PermissionAction_PERMISSION_ACTION_WRITE  PermissionAction = 2
+	PermissionAction_PERMISSION_ACTION_EXEC   PermissionAction = 4
+	PermissionAction_PERMISSION_ACTION_CREATE PermissionAction = 8
+	PermissionAction_PERMISSION_ACTION_ADMIN  PermissionAction = 16
+)
+
+// Enum value maps for PermissionAction.
+var (
+	PermissionAction_name = map[int32]string{
+		0:  "PERMISSION_ACTION_NONE",
+		1:  "PERMISSION_ACTION_READ",
+		2:  "PERMISSION_ACTION_WRITE",
+		4:  "PERMISSION_ACTION_EXEC",
+		8:  "PERMISSION_ACTION_CREATE",
+		16: "PERMISSION_ACTION_ADMIN",
+	}
+	PermissionAction_value = map[string]int32{
+		"PERMISSION_ACTION_NONE":   0,
+		"PERMISSION_ACTION_READ":   1,
+		"PERMISSION_ACTION_WRITE":  2,
+		"PERMISSION_ACTION_EXEC":   4,
+		"PERMISSION_ACTION_CREATE": 8,
+		"PERMISSION_ACTION_ADMIN":  16,
+	}
+)
+
+func (x PermissionAction) Enum() *PermissionAction {
+	p := new(PermissionAction)
+	*p = x
+	return p
+}
+
+func (x PermissionAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PermissionAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_master_proto_enumTypes[3].Descriptor()
+}
+
+func (PermissionAction) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_master_proto_enumTypes[3]
+}
+
+func (x PermissionAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PermissionAction.Descriptor instead.
+func (PermissionAction) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Table *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1330,6 +1389,8 @@ type HeartbeatResponse struct {
 	UnknownServer bool              `protobuf:"varint,2,opt,name=unknown_server,json=unknownServer,proto3" json:"unknown_server,omitempty"`
 	QuotaVersion  uint64            `protobuf:"varint,3,opt,name=quota_version,json=quotaVersion,proto3" json:"quota_version,omitempty"`
 	ClusterConfig map[string]string `protobuf:"bytes,4,rep,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Version of the permissions (GetUserPermissions): a server holding another fetches them.
+	AclVersion    uint64 `protobuf:"varint,5,opt,name=acl_version,json=aclVersion,proto3" json:"acl_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1390,6 +1451,13 @@ func (x *HeartbeatResponse) GetClusterConfig() map[string]string {
 		return x.ClusterConfig
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetAclVersion() uint64 {
+	if x != nil {
+		return x.AclVersion
+	}
+	return 0
 }
 
 type ReportRegionTransitionRequest struct {
@@ -2649,6 +2717,370 @@ func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
+// Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
+// table), a namespace (namespace only), a table, a column family of it, or one qualifier.
+type Permission struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Table     *TableName             `protobuf:"bytes,3,opt,name=table,proto3" json:"table,omitempty"`
+	Family    []byte                 `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier []byte                 `protobuf:"bytes,5,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	// A bit set of PermissionAction values.
+	Actions       uint32 `protobuf:"varint,6,opt,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Permission) Reset() {
+	*x = Permission{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Permission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Permission) ProtoMessage() {}
+
+func (x *Permission) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Permission.ProtoReflect.Descriptor instead.
+func (*Permission) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Permission) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Permission) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Permission) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *Permission) GetFamily() []byte {
+	if x != nil {
+		return x.Family
+	}
+	return nil
+}
+
+func (x *Permission) GetQualifier() []byte {
+	if x != nil {
+		return x.Qualifier
+	}
+	return nil
+}
+
+func (x *Permission) GetActions() uint32 {
+	if x != nil {
+		return x.Actions
+	}
+	return 0
+}
+
+// GrantRequest gives permission.user exactly permission.actions at its scope (replacing what it
+// had there, as HBase's shell grant does).
+type GrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Permission    *Permission            `protobuf:"bytes,1,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GrantRequest) GetPermission() *Permission {
+	if x != nil {
+		return x.Permission
+	}
+	return nil
+}
+
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+}
+
+// RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
+type RevokeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Permission    *Permission            `protobuf:"bytes,1,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RevokeRequest) GetPermission() *Permission {
+	if x != nil {
+		return x.Permission
+	}
+	return nil
+}
+
+type RevokeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+}
+
+// GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
+// or group when user is set.
+type GetUserPermissionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Table         *TableName             `protobuf:"bytes,3,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserPermissionsRequest) Reset() {
+	*x = GetUserPermissionsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserPermissionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserPermissionsRequest) ProtoMessage() {}
+
+func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
+func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetUserPermissionsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *GetUserPermissionsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetUserPermissionsRequest) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+type GetUserPermissionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Permissions   []*Permission          `protobuf:"bytes,1,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserPermissionsResponse) Reset() {
+	*x = GetUserPermissionsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserPermissionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserPermissionsResponse) ProtoMessage() {}
+
+func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
+func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+func (x *GetUserPermissionsResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type ListQuotasRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2657,7 +3089,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +3101,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +3114,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 type ListQuotasResponse struct {
@@ -2695,7 +3127,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +3139,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +3152,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -2747,7 +3179,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +3191,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +3204,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -2790,7 +3222,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +3234,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3247,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 var File_cellstore_v1_master_proto protoreflect.FileDescriptor
@@ -2900,12 +3332,14 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12,\n" +
 	"\x04load\x18\x02 \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
-	"\bstopping\x18\x03 \x01(\bR\bstopping\"\x97\x02\n" +
+	"\bstopping\x18\x03 \x01(\bR\bstopping\"\xb8\x02\n" +
 	"\x11HeartbeatResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x12%\n" +
 	"\x0eunknown_server\x18\x02 \x01(\bR\runknownServer\x12#\n" +
 	"\rquota_version\x18\x03 \x01(\x04R\fquotaVersion\x12Y\n" +
-	"\x0ecluster_config\x18\x04 \x03(\v22.cellstore.v1.HeartbeatResponse.ClusterConfigEntryR\rclusterConfig\x1a@\n" +
+	"\x0ecluster_config\x18\x04 \x03(\v22.cellstore.v1.HeartbeatResponse.ClusterConfigEntryR\rclusterConfig\x12\x1f\n" +
+	"\vacl_version\x18\x05 \x01(\x04R\n" +
+	"aclVersion\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x02\n" +
@@ -2990,7 +3424,32 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x05quota\x18\x01 \x01(\v2\x13.cellstore.v1.QuotaR\x05quota\x12\x16\n" +
 	"\x06remove\x18\x02 \x01(\bR\x06remove\x12=\n" +
 	"\fremove_types\x18\x03 \x03(\x0e2\x1a.cellstore.v1.ThrottleTypeR\vremoveTypes\"\x12\n" +
-	"\x10SetQuotaResponse\"\x13\n" +
+	"\x10SetQuotaResponse\"\xbd\x01\n" +
+	"\n" +
+	"Permission\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12-\n" +
+	"\x05table\x18\x03 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x16\n" +
+	"\x06family\x18\x04 \x01(\fR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x05 \x01(\fR\tqualifier\x12\x18\n" +
+	"\aactions\x18\x06 \x01(\rR\aactions\"H\n" +
+	"\fGrantRequest\x128\n" +
+	"\n" +
+	"permission\x18\x01 \x01(\v2\x18.cellstore.v1.PermissionR\n" +
+	"permission\"\x0f\n" +
+	"\rGrantResponse\"I\n" +
+	"\rRevokeRequest\x128\n" +
+	"\n" +
+	"permission\x18\x01 \x01(\v2\x18.cellstore.v1.PermissionR\n" +
+	"permission\"\x10\n" +
+	"\x0eRevokeResponse\"|\n" +
+	"\x19GetUserPermissionsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12-\n" +
+	"\x05table\x18\x03 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"r\n" +
+	"\x1aGetUserPermissionsResponse\x12:\n" +
+	"\vpermissions\x18\x01 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\x13\n" +
 	"\x11ListQuotasRequest\"[\n" +
 	"\x12ListQuotasResponse\x12+\n" +
 	"\x06quotas\x18\x01 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\x12\x18\n" +
@@ -3018,7 +3477,14 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x19THROTTLE_TYPE_READ_NUMBER\x10\x02\x12\x1b\n" +
 	"\x17THROTTLE_TYPE_READ_SIZE\x10\x03\x12\x1e\n" +
 	"\x1aTHROTTLE_TYPE_WRITE_NUMBER\x10\x04\x12\x1c\n" +
-	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x052\xd8\x10\n" +
+	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x05*\xbe\x01\n" +
+	"\x10PermissionAction\x12\x1a\n" +
+	"\x16PERMISSION_ACTION_NONE\x10\x00\x12\x1a\n" +
+	"\x16PERMISSION_ACTION_READ\x10\x01\x12\x1b\n" +
+	"\x17PERMISSION_ACTION_WRITE\x10\x02\x12\x1a\n" +
+	"\x16PERMISSION_ACTION_EXEC\x10\x04\x12\x1c\n" +
+	"\x18PERMISSION_ACTION_CREATE\x10\b\x12\x1b\n" +
+	"\x17PERMISSION_ACTION_ADMIN\x10\x102\xc8\x12\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -3047,7 +3513,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x10SetClusterConfig\x12%.cellstore.v1.SetClusterConfigRequest\x1a&.cellstore.v1.SetClusterConfigResponse\x12I\n" +
 	"\bSetQuota\x12\x1d.cellstore.v1.SetQuotaRequest\x1a\x1e.cellstore.v1.SetQuotaResponse\x12O\n" +
 	"\n" +
-	"ListQuotas\x12\x1f.cellstore.v1.ListQuotasRequest\x1a .cellstore.v1.ListQuotasResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"ListQuotas\x12\x1f.cellstore.v1.ListQuotasRequest\x1a .cellstore.v1.ListQuotasResponse\x12@\n" +
+	"\x05Grant\x12\x1a.cellstore.v1.GrantRequest\x1a\x1b.cellstore.v1.GrantResponse\x12C\n" +
+	"\x06Revoke\x12\x1b.cellstore.v1.RevokeRequest\x1a\x1c.cellstore.v1.RevokeResponse\x12g\n" +
+	"\x12GetUserPermissions\x12'.cellstore.v1.GetUserPermissionsRequest\x1a(.cellstore.v1.GetUserPermissionsResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -3061,164 +3530,183 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_master_proto_rawDescData
 }
 
-var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
 	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
-	(*CreateTableRequest)(nil),             // 3: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 4: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 5: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 6: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 7: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 8: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 9: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 10: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 11: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 12: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 13: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 14: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 15: cellstore.v1.LocateRegionRequest
-	(*LocateRegionResponse)(nil),           // 16: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 17: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 18: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 19: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 20: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 21: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 22: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 23: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 24: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 25: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 26: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 27: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 28: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 29: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 30: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 31: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 32: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 33: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 34: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 35: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 36: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 37: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 38: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 39: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 40: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 41: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 42: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 43: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 44: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 45: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 46: cellstore.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),              // 47: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 48: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 49: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 50: cellstore.v1.ReportStandbyResponse
-	nil,                                    // 51: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 52: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 53: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 54: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 55: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 56: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 57: cellstore.v1.TableName
-	(TableState)(0),                        // 58: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 59: cellstore.v1.ServerName
+	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
+	(*CreateTableRequest)(nil),             // 4: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),            // 5: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),             // 6: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),            // 7: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                   // 8: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                  // 9: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),           // 10: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),              // 11: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                   // 12: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),             // 13: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),          // 14: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                 // 15: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),            // 16: cellstore.v1.LocateRegionRequest
+	(*LocateRegionResponse)(nil),           // 17: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 18: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 19: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 20: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 21: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 22: cellstore.v1.ServerLoad
+	(*HeartbeatRequest)(nil),               // 23: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 24: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 25: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 26: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 27: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 28: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 29: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 30: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 31: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 32: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 33: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 34: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 35: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 36: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 37: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 38: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 39: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 40: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 41: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 42: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 43: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 44: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 45: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 46: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 47: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 48: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 49: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 50: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 51: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 52: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 53: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 54: cellstore.v1.GetUserPermissionsResponse
+	(*ListQuotasRequest)(nil),              // 55: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 56: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 57: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 58: cellstore.v1.ReportStandbyResponse
+	nil,                                    // 59: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 60: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 61: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 62: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 63: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 64: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 65: cellstore.v1.TableName
+	(TableState)(0),                        // 66: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 67: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	55, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	56, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	55, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	57, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	57, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	55, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	58, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	11, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	55, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	58, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	56, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	59, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	63, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	64, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	63, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	65, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	65, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	63, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	66, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	12, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	63, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	66, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	64, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	67, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	57, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	14, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	14, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	59, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	51, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	20, // 18: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	59, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	21, // 20: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	52, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	59, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	56, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	65, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	15, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	15, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	67, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	59, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	21, // 18: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	67, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	22, // 20: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	60, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	67, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	64, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 24: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	56, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	59, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	21, // 27: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	64, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	67, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	22, // 27: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 28: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	38, // 29: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	39, // 30: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	53, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	54, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	57, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	39, // 29: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	40, // 30: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	61, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	62, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	65, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 34: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	44, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	45, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 36: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	44, // 37: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	3,  // 38: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	5,  // 39: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	7,  // 40: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	7,  // 41: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	7,  // 42: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	9,  // 43: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	10, // 44: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	7,  // 45: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	15, // 46: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	7,  // 47: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	18, // 48: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	22, // 49: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	24, // 50: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	26, // 51: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	28, // 52: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	30, // 53: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	32, // 54: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	32, // 55: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	34, // 56: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	36, // 57: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	40, // 58: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	49, // 59: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	42, // 60: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	45, // 61: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	47, // 62: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	4,  // 63: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	6,  // 64: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	8,  // 65: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 66: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	8,  // 67: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	8,  // 68: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	12, // 69: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	13, // 70: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	16, // 71: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	17, // 72: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	19, // 73: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	23, // 74: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	25, // 75: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	27, // 76: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	29, // 77: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	31, // 78: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	33, // 79: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	33, // 80: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	35, // 81: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	37, // 82: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	41, // 83: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	50, // 84: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	43, // 85: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	46, // 86: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	48, // 87: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	63, // [63:88] is the sub-list for method output_type
-	38, // [38:63] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	65, // 37: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	48, // 38: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	48, // 39: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	65, // 40: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	48, // 41: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	45, // 42: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	4,  // 43: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	6,  // 44: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	8,  // 45: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 46: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 47: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	10, // 48: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	11, // 49: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	8,  // 50: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	16, // 51: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	8,  // 52: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	19, // 53: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	23, // 54: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	25, // 55: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	27, // 56: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	29, // 57: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	31, // 58: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	33, // 59: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	33, // 60: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	35, // 61: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	37, // 62: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	41, // 63: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	57, // 64: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	43, // 65: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	46, // 66: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	55, // 67: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	49, // 68: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	51, // 69: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	53, // 70: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	5,  // 71: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	7,  // 72: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	9,  // 73: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 74: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 75: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	9,  // 76: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	13, // 77: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	14, // 78: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	17, // 79: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	18, // 80: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	20, // 81: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	24, // 82: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	26, // 83: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	28, // 84: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	30, // 85: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	32, // 86: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	34, // 87: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	34, // 88: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	36, // 89: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	38, // 90: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	42, // 91: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	58, // 92: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	44, // 93: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	47, // 94: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	56, // 95: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	50, // 96: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	52, // 97: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	54, // 98: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	71, // [71:99] is the sub-list for method output_type
+	43, // [43:71] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -3237,8 +3725,8 @@ func file_cellstore_v1_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   52,
+			NumEnums:      4,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

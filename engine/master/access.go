@@ -1,0 +1,300 @@
+package master
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/access"
+	"github.com/cellstore/cellstore/engine/security"
+)
+
+// aclChecker returns the Checker of the current permissions (nil when this master is not active).
+func (m *Master) aclChecker() *access.Checker {
+	if err := m.lock(); err != nil {
+		return nil
+	}
+	acl := m.st.acl
+	m.mu.Unlock()
+	if c := m.checker.Load(); c != nil && c.Version() == acl.GetVersion() {
+		return c
+	}
+	c := access.NewChecker(acl.GetVersion(), acl.GetPermissions(), m.cfg.Superusers)
+	m.checker.Store(c)
+	return c
+}
+
+// serverOnly are the calls only servers make (their identity must be a superuser).
+var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "ReportRegionTransition": true, "ReportStandby": true}
+
+// globalAdmin are the calls that need ADMIN everywhere (HBase: balance, move, drain, quotas,
+// cluster status and settings).
+var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
+	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true}
+
+// authorize is the master's gRPC interceptor: with Authorization on, a call runs only when the
+// caller's identity (set by security's authentication) holds what the call needs
+// (docs/security.md, "What each operation needs"); ListTables answers only the tables the caller
+// holds something on.
+func (m *Master) authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !m.cfg.Authorization {
+		return handler(ctx, req)
+	}
+	ck := m.aclChecker()
+	if ck == nil { // not the active master: the handler says where it is
+		return handler(ctx, req)
+	}
+	id, _ := security.FromContext(ctx)
+	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+	if ck.Superuser(id) {
+		return handler(ctx, req)
+	}
+	if d := m.need(ck, id, method, req); d != nil {
+		m.log.Info("access denied", "user", id.User, "method", method, "why", d.GetMessage())
+		return nil, d.Status()
+	}
+	resp, err := handler(ctx, req)
+	if lt, ok := resp.(*pb.ListTablesResponse); ok && err == nil {
+		kept := lt.Tables[:0]
+		for _, t := range lt.Tables {
+			n := t.GetTable().GetName()
+			if ck.AnyOnTable(id, n.GetNamespace(), n.GetName()) != 0 {
+				kept = append(kept, t)
+			}
+		}
+		lt.Tables = kept
+	}
+	return resp, err
+}
+
+// need checks what a non-superuser's call needs; nil when it may run.
+func (m *Master) need(ck *access.Checker, id security.Identity, method string, req any) *pb.ErrorDetail {
+	onTable := func(tn *pb.TableName, want access.Action) *pb.ErrorDetail {
+		ns := tn.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		if ck.Table(id, ns, tn.GetName())&want != 0 {
+			return nil
+		}
+		return access.Denied(id, want, access.TableScope(ns, tn.GetName(), nil, nil))
+	}
+	switch {
+	case serverOnly[method]:
+		return access.Denied(id, access.Admin, "calls made by region servers and masters only; servers' certificates must name a superuser (--superusers)")
+	case globalAdmin[method]:
+		if ck.Global(id)&access.Admin != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Admin, "global")
+	}
+	switch r := req.(type) {
+	case *pb.CreateTableRequest:
+		ns := r.GetTable().GetName().GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		if ck.Namespace(id, ns)&(access.Create|access.Admin) != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Create|access.Admin, "namespace="+ns)
+	case *pb.ModifyTableRequest:
+		return onTable(r.GetTable().GetName(), access.Create|access.Admin)
+	case *pb.TruncateTableRequest:
+		return onTable(r.GetTable(), access.Create|access.Admin)
+	case *pb.TableRequest:
+		switch method {
+		case "EnableTable", "DisableTable", "DeleteTable":
+			return onTable(r.GetTable(), access.Create|access.Admin)
+		case "DescribeTable":
+			tn := r.GetTable()
+			ns := tn.GetNamespace()
+			if ns == "" {
+				ns = "default"
+			}
+			if ck.AnyOnTable(id, ns, tn.GetName()) != 0 {
+				return nil
+			}
+			return access.Denied(id, access.All, access.TableScope(ns, tn.GetName(), nil, nil))
+		case "GetTableRegions":
+			return nil // region locations are public, as hbase:meta is readable by all
+		}
+	case *pb.LocateRegionRequest, *pb.ListTablesRequest:
+		return nil
+	case *pb.GrantRequest:
+		return needAdminAt(ck, id, r.GetPermission())
+	case *pb.RevokeRequest:
+		return needAdminAt(ck, id, r.GetPermission())
+	case *pb.GetUserPermissionsRequest:
+		if r.GetUser() == id.User && r.GetUser() != "" {
+			return nil // one's own permissions
+		}
+		return needAdminAt(ck, id, &pb.Permission{Namespace: r.GetNamespace(), Table: r.GetTable()})
+	}
+	// Anything else (a call added later and not listed here) needs global ADMIN.
+	if ck.Global(id)&access.Admin != 0 {
+		return nil
+	}
+	return access.Denied(id, access.Admin, "global")
+}
+
+// needAdminAt: granting, revoking or listing at a scope needs ADMIN there (or above).
+func needAdminAt(ck *access.Checker, id security.Identity, p *pb.Permission) *pb.ErrorDetail {
+	switch {
+	case p.GetTable().GetName() != "":
+		if ck.Table(id, p.GetTable().GetNamespace(), p.GetTable().GetName())&access.Admin != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Admin, access.TableScope(p.GetTable().GetNamespace(), p.GetTable().GetName(), nil, nil))
+	case p.GetNamespace() != "":
+		if ck.Namespace(id, p.GetNamespace())&access.Admin != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Admin, "namespace="+p.GetNamespace())
+	}
+	if ck.Global(id)&access.Admin != 0 {
+		return nil
+	}
+	return access.Denied(id, access.Admin, "global")
+}
+
+// checkPermission validates and normalises a permission of a request.
+func checkPermission(p *pb.Permission, grant bool) (*pb.Permission, error) {
+	if p == nil || p.GetUser() == "" || p.GetUser() == "@" {
+		return nil, errInvalid("permission: give a user or an @group")
+	}
+	p = proto.CloneOf(p)
+	if p.GetTable().GetName() != "" {
+		tn, err := checkTableName(p.GetTable())
+		if err != nil {
+			return nil, errInvalid("permission: %v", err)
+		}
+		p.Table, p.Namespace = tn, ""
+	} else {
+		p.Table = nil
+		if len(p.GetFamily()) > 0 || len(p.GetQualifier()) > 0 {
+			return nil, errInvalid("permission: a family or qualifier needs a table")
+		}
+		if p.GetNamespace() != "" {
+			if err := validNamespace(p.GetNamespace()); err != nil {
+				return nil, errInvalid("permission: %v", err)
+			}
+		}
+	}
+	if len(p.GetQualifier()) > 0 && len(p.GetFamily()) == 0 {
+		return nil, errInvalid("permission: a qualifier needs its family")
+	}
+	p.Actions &= uint32(access.All)
+	if grant && p.Actions == 0 {
+		return nil, errInvalid("permission: no action given (letters of RWXCA)")
+	}
+	return p, nil
+}
+
+// Grant implements pb.MasterServer: the user gets exactly the actions at the scope.
+func (m *Master) Grant(_ context.Context, req *pb.GrantRequest) (*pb.GrantResponse, error) {
+	p, err := checkPermission(req.GetPermission(), true)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := m.changeACL(p, func(old *pb.Permission) *pb.Permission { return p }); err != nil {
+		return nil, err
+	}
+	return &pb.GrantResponse{}, nil
+}
+
+// Revoke implements pb.MasterServer: the actions (all when none) leave the user at the scope.
+func (m *Master) Revoke(_ context.Context, req *pb.RevokeRequest) (*pb.RevokeResponse, error) {
+	p, err := checkPermission(req.GetPermission(), false)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	drop := p.GetActions()
+	if drop == 0 {
+		drop = uint32(access.All)
+	}
+	if err := m.changeACL(p, func(old *pb.Permission) *pb.Permission {
+		if old == nil || old.GetActions()&^drop == 0 {
+			return nil
+		}
+		n := proto.CloneOf(old)
+		n.Actions &^= drop
+		return n
+	}); err != nil {
+		return nil, err
+	}
+	return &pb.RevokeResponse{}, nil
+}
+
+// changeACL replaces the permission at p's scope by edit(the current one, or nil); edit
+// returning nil removes it. The new ACL is committed to the catalog with its version bumped; region
+// servers fetch it on their next heartbeat.
+func (m *Master) changeACL(p *pb.Permission, edit func(old *pb.Permission) *pb.Permission) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	cur := m.st.acl
+	next := &pb.CatalogACL{Version: cur.GetVersion() + 1}
+	var old *pb.Permission
+	for _, q := range cur.GetPermissions() {
+		if access.SameScope(q, p) {
+			old = q
+			continue
+		}
+		next.Permissions = append(next.Permissions, q)
+	}
+	n := edit(old)
+	if n != nil {
+		next.Permissions = append(next.Permissions, n)
+	}
+	if old == nil && n == nil {
+		return nil // nothing to revoke
+	}
+	var b batch
+	b.putACL(next)
+	if err := m.commit(&b); err != nil {
+		return toStatus(err)
+	}
+	m.log.Info("permissions changed", "user", p.GetUser(), "scope", scopeString(p), "actions", access.Action(n.GetActions()).String(), "version", next.GetVersion())
+	return nil
+}
+
+func scopeString(p *pb.Permission) string {
+	switch {
+	case p.GetTable().GetName() != "":
+		return access.TableScope(p.GetTable().GetNamespace(), p.GetTable().GetName(), p.GetFamily(), nilIfEmpty(p.GetQualifier()))
+	case p.GetNamespace() != "":
+		return "namespace=" + p.GetNamespace()
+	}
+	return "global"
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// GetUserPermissions implements pb.MasterServer.
+func (m *Master) GetUserPermissions(_ context.Context, req *pb.GetUserPermissionsRequest) (*pb.GetUserPermissionsResponse, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	tn := req.GetTable()
+	if tn.GetName() != "" && tn.GetNamespace() == "" {
+		tn = &pb.TableName{Namespace: "default", Name: tn.GetName()}
+	}
+	resp := &pb.GetUserPermissionsResponse{Version: m.st.acl.GetVersion()}
+	for _, p := range m.st.acl.GetPermissions() {
+		if (req.GetUser() == "" || p.GetUser() == req.GetUser()) && access.Covers(req.GetNamespace(), tn, p) {
+			resp.Permissions = append(resp.Permissions, proto.CloneOf(p))
+		}
+	}
+	return resp, nil
+}

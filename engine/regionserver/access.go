@@ -1,0 +1,182 @@
+package regionserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/access"
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
+	"google.golang.org/grpc"
+)
+
+// Authorization on the data path (Config.Authorization): reads need READ on what they read
+// (narrowed to the families and qualifiers the user may read), writes WRITE on every cell they
+// write, check-and-mutate also READ on the column it checks. docs/security.md has the table.
+
+func identityOf(c *rpc.Call) security.Identity {
+	return security.Identity{User: c.User, Groups: c.Groups}
+}
+
+// recheck is called before a request is denied: the permissions may have been granted since
+// the last heartbeat, so they are fetched again now (at most once a second, one fetch at a
+// time) and the request checked once more. A grant works at once; a revoke takes a heartbeat.
+func (s *Server) recheck() bool {
+	s.aclMu.Lock()
+	recent := time.Since(s.aclFetched) < time.Second
+	s.aclMu.Unlock()
+	if recent {
+		return false
+	}
+	before := s.acl.Load().Version()
+	s.refreshACL()
+	return s.acl.Load().Version() != before
+}
+
+// denied runs check, and when it denies, checks again with fresh permissions (recheck).
+func (s *Server) denied(check func(ck *access.Checker) *pb.ErrorDetail) *pb.ErrorDetail {
+	d := check(s.acl.Load())
+	if d != nil && s.recheck() {
+		d = check(s.acl.Load())
+	}
+	return d
+}
+
+func tableOf(or *onlineRegion) (ns, name string) {
+	tn := or.table.GetName()
+	return tn.GetNamespace(), tn.GetName()
+}
+
+// mayWrite answers nil when the call's user may write every cell.
+func (s *Server) mayWrite(c *rpc.Call, or *onlineRegion, cells []cell.Cell) *pb.ErrorDetail {
+	if !s.cfg.Authorization {
+		return nil
+	}
+	id := identityOf(c)
+	ns, name := tableOf(or)
+	return s.denied(func(ck *access.Checker) *pb.ErrorDetail {
+		if ck.Table(id, ns, name)&access.Write != 0 {
+			return nil
+		}
+		if len(cells) == 0 {
+			return access.Denied(id, access.Write, access.TableScope(ns, name, nil, nil))
+		}
+		for i := range cells {
+			if ck.Column(id, ns, name, cells[i].Family, cells[i].Qualifier)&access.Write == 0 {
+				return access.Denied(id, access.Write, access.TableScope(ns, name, cells[i].Family, cells[i].Qualifier))
+			}
+		}
+		return nil
+	})
+}
+
+// mayCheck answers nil when the call's user may read what a check-and-mutate's condition reads:
+// its column, or the whole table for a filter.
+func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb.ErrorDetail {
+	if !s.cfg.Authorization || cond == nil {
+		return nil
+	}
+	id := identityOf(c)
+	ns, name := tableOf(or)
+	return s.denied(func(ck *access.Checker) *pb.ErrorDetail {
+		if cond.GetFilter() != nil {
+			if ck.Table(id, ns, name)&access.Read != 0 {
+				return nil
+			}
+			return access.Denied(id, access.Read, access.TableScope(ns, name, nil, nil))
+		}
+		if ck.Column(id, ns, name, cond.GetFamily(), cond.GetQualifier())&access.Read != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Read, access.TableScope(ns, name, cond.GetFamily(), cond.GetQualifier()))
+	})
+}
+
+// readable narrows the columns of a get or scan to what the call's user may read; an error when
+// it may read none of them.
+func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column) ([]region.Column, *pb.ErrorDetail) {
+	if !s.cfg.Authorization {
+		return cols, nil
+	}
+	id := identityOf(c)
+	ns, name := tableOf(or)
+	if s.acl.Load().Table(id, ns, name)&access.Read != 0 {
+		return cols, nil
+	}
+	fams := make([][]byte, 0, len(or.table.GetFamilies()))
+	for _, f := range or.table.GetFamilies() {
+		fams = append(fams, f.GetName())
+	}
+	in := make([]access.Column, len(cols))
+	for i, col := range cols {
+		in[i] = access.Column{Family: col.Family, Qualifier: col.Qualifier}
+	}
+	out, ok := s.acl.Load().ReadableColumns(id, ns, name, fams, in)
+	if !ok && s.recheck() {
+		out, ok = s.acl.Load().ReadableColumns(id, ns, name, fams, in)
+	}
+	if !ok {
+		return nil, access.Denied(id, access.Read, access.TableScope(ns, name, nil, nil))
+	}
+	narrowed := make([]region.Column, len(out))
+	for i, col := range out {
+		narrowed[i] = region.Column{Family: col.Family, Qualifier: col.Qualifier}
+	}
+	return narrowed, nil
+}
+
+// mayAdmin answers nil when the caller of an Admin-service call is a superuser (the master and
+// other servers), or, for flush and compact, holds ADMIN or CREATE on the region's table.
+func (s *Server) mayAdmin(id security.Identity, or *onlineRegion) *pb.ErrorDetail {
+	if !s.cfg.Authorization {
+		return nil
+	}
+	ck := s.acl.Load()
+	if ck.Superuser(id) {
+		return nil
+	}
+	if or != nil {
+		ns, name := tableOf(or)
+		if ck.Table(id, ns, name)&(access.Admin|access.Create) != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Admin|access.Create, access.TableScope(ns, name, nil, nil))
+	}
+	return access.Denied(id, access.Admin, "calls made by the master and other region servers only (a superuser)")
+}
+
+// authorizeAdmin is the Admin service's gRPC interceptor (Config.Authorization): Ping is open;
+// FlushRegion and CompactRegion need ADMIN or CREATE on the region's table; everything else
+// (open, close, replication, stop) is for the master and other servers, superusers.
+func (s *Server) authorizeAdmin(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.cfg.Authorization {
+		return handler(ctx, req)
+	}
+	id, _ := security.FromContext(ctx)
+	var or *onlineRegion
+	switch r := req.(type) {
+	case *pb.PingRequest:
+		return handler(ctx, req)
+	case *pb.RegionRequest:
+		or, _, _ = s.lookup(r.GetRegion())
+	case *pb.CompactRegionRequest:
+		or, _, _ = s.lookup(r.GetRegion())
+	}
+	if or == nil && !s.acl.Load().Superuser(id) {
+		// Not served here (the handler would say so) or not a region call: superusers only.
+		if _, ok := req.(*pb.RegionRequest); ok {
+			return handler(ctx, req)
+		}
+		if _, ok := req.(*pb.CompactRegionRequest); ok {
+			return handler(ctx, req)
+		}
+	}
+	if d := s.mayAdmin(id, or); d != nil {
+		s.log.Info("access denied", "user", id.User, "method", info.FullMethod, "why", d.GetMessage())
+		return nil, d.Status()
+	}
+	return handler(ctx, req)
+}
