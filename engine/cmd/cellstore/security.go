@@ -15,7 +15,7 @@ import (
 
 // serverSecurityFlags are a server's TLS and authentication settings (docs/security.md).
 type serverSecurityFlags struct {
-	files     security.Files
+	files      security.Files
 	mode       string
 	tokenFile  string
 	superusers []string
