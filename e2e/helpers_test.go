@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
@@ -124,7 +125,30 @@ func shell(ctx context.Context, ns, cluster, script string) string {
 	return out
 }
 
-func loadcheckPod(name, cluster string, args ...string) *corev1.Pod {
+// clientTLSDir is where e2e client pods mount their TLS Secret (withClientSecret).
+const clientTLSDir = "/etc/cellstore/client"
+
+// adminSecret is the StoreCluster's admin client certificate Secret (a superuser).
+func adminSecret(cluster string) string { return cluster + "-admin-tls" }
+
+// withClientSecret mounts the TLS Secret secret into the pod's first container and has loadcheck
+// connect with it (--tls-dir).
+func withClientSecret(spec *corev1.PodSpec, secret string) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "client-tls", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o444))}}})
+	ctr := &spec.Containers[0]
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSDir, ReadOnly: true})
+	ctr.Args = append(ctr.Args, "--tls-dir="+clientTLSDir)
+}
+
+// loadcheckPod runs `loadcheck run` against cluster as the user of the TLS Secret secret.
+func loadcheckPod(name, cluster, secret string, args ...string) *corev1.Pod {
+	p := loadcheckPodPlain(name, cluster, args...)
+	withClientSecret(&p.Spec, secret)
+	return p
+}
+
+func loadcheckPodPlain(name, cluster string, args ...string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "loadcheck"}},
 		Spec: corev1.PodSpec{
@@ -176,8 +200,9 @@ func loadcheck(ctx context.Context, ns, pod, method, path string) loadStats {
 	return s
 }
 
-// runJob runs loadcheck as a Job to completion and returns its output.
-func runJob(ctx context.Context, ns, name string, args ...string) string {
+// runJob runs loadcheck as a Job to completion, as the user of the TLS Secret secret, and returns
+// its output.
+func runJob(ctx context.Context, ns, name, secret string, args ...string) string {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: batchv1.JobSpec{
@@ -189,6 +214,7 @@ func runJob(ctx context.Context, ns, name string, args ...string) string {
 			}},
 		},
 	}
+	withClientSecret(&job.Spec.Template.Spec, secret)
 	_, err := kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var done *batchv1.Job
@@ -248,7 +274,7 @@ func serverRegions(c *v1alpha1.StoreCluster, pod string) (int32, bool) {
 
 // metricsOf fetches a pod's /metrics through the API server's pod proxy.
 func metricsOf(ctx context.Context, ns, pod string, port int) string {
-	b, err := kube.CoreV1().Pods(ns).ProxyGet("http", pod, fmt.Sprint(port), "/metrics", nil).DoRaw(ctx)
+	b, err := kube.CoreV1().Pods(ns).ProxyGet("https", pod, fmt.Sprint(port), "/metrics", nil).DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	return string(b)
 }
@@ -256,7 +282,7 @@ func metricsOf(ctx context.Context, ns, pod string, port int) string {
 // verifyRows runs `loadcheck verify` as the Job job: every one of rows rows of table must be
 // there with its value, and no other. It returns the Job's output.
 func verifyRows(ctx context.Context, ns, job, cluster, table string, rows int) string {
-	out := runJob(ctx, ns, job, "verify", "--masters", cluster+":16000", "--table", table, "--rows", fmt.Sprint(rows))
+	out := runJob(ctx, ns, job, adminSecret(cluster), "verify", "--masters", cluster+":16000", "--table", table, "--rows", fmt.Sprint(rows))
 	var v struct{ Rows, Missing, Wrong, Extra int }
 	Expect(json.Unmarshal([]byte(strings.TrimSpace(out)), &v)).To(Succeed())
 	Expect(v.Rows).To(Equal(rows))
@@ -311,4 +337,60 @@ func deployDevS3(ctx context.Context, ns string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(j.Status.Succeeded).To(BeEquivalentTo(1), "the bucket Job has not succeeded (failed pods: %d)", j.Status.Failed)
 	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+}
+
+// userSecret issues a client certificate for user (its CN) from the StoreCluster's CA (Secret
+// CLUSTER-ca) into the TLS Secret CLUSTER-user-USER and returns its name: how a StoreUser's
+// credential will be made.
+func userSecret(ctx context.Context, ns, cluster, user string) string {
+	caSec, err := kube.CoreV1().Secrets(ns).Get(ctx, cluster+"-ca", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	ca, err := security.ParseCA(caSec.Data["ca.crt"], caSec.Data["ca.key"])
+	Expect(err).NotTo(HaveOccurred())
+	is, err := ca.Issue(security.Request{CommonName: user, Client: true, Validity: 24 * time.Hour})
+	Expect(err).NotTo(HaveOccurred())
+	name := cluster + "-user-" + user
+	_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": is.CertPEM, "tls.key": is.KeyPEM, "ca.crt": caSec.Data["ca.crt"]}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return name
+}
+
+// shellAs runs `cellstore shell -e SCRIPT` in a pod of its own as the user of the TLS Secret
+// secret ("": with the cluster's CA bundle only, no credential), and returns its output and
+// whether it succeeded.
+func shellAs(ctx context.Context, ns, cluster, secret, script string) (string, bool) {
+	args := []string{"shell", "--masters", cluster + ":16000", "-e", script, "--tls-ca-file", clientTLSDir + "/ca.crt"}
+	vol := corev1.Volume{Name: "client-tls"}
+	if secret == "" {
+		vol.VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cluster + "-ca-bundle"}}}
+	} else {
+		vol.VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o444))}}
+		args = append(args, "--tls-cert-file", clientTLSDir+"/tls.crt", "--tls-key-file", clientTLSDir+"/tls.key")
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "shell-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Volumes:       []corev1.Volume{vol},
+			Containers: []corev1.Container{{Name: "shell", Image: engineImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"cellstore"}, Args: args, SecurityContext: restricted(),
+				VolumeMounts: []corev1.VolumeMount{{Name: "client-tls", MountPath: clientTLSDir, ReadOnly: true}}}},
+		},
+	}
+	created, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	defer func() {
+		_ = kube.CoreV1().Pods(ns).Delete(context.Background(), created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}()
+	var phase corev1.PodPhase
+	Eventually(func(g Gomega) {
+		p, err := kube.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		phase = p.Status.Phase
+		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	out, err := podLogs(ctx, ns, created.Name, "shell")
+	Expect(err).NotTo(HaveOccurred())
+	return out, phase == corev1.PodSucceeded
 }

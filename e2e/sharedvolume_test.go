@@ -63,7 +63,7 @@ var _ = Describe("A StoreCluster on a shared volume", Ordered, Label("storeclust
 	})
 
 	It("loads 20k rows into a pre-split table and reads them back", func(ctx SpecContext) {
-		runJob(ctx, ns, "load-rows", "load", "--masters", name+":16000", "--table", "loaded", "--rows", "20000", "--splits", "4")
+		runJob(ctx, ns, "load-rows", adminSecret(name), "load", "--masters", name+":16000", "--table", "loaded", "--rows", "20000", "--splits", "4")
 		verifyRows(ctx, ns, "verify-rows", name, "loaded", 20000)
 	})
 
@@ -80,7 +80,7 @@ var _ = Describe("A StoreCluster on a shared volume", Ordered, Label("storeclust
 	})
 
 	It("recovers a force-deleted region server from its WAL, losing no acknowledged write", func(ctx SpecContext) {
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, adminSecret(name), "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int64 { return loadcheck(ctx, ns, "load", "GET", "stats").Writes }).
 			WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100))

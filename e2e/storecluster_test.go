@@ -155,7 +155,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	})
 
 	It("loads 100k rows into a pre-split table from a Job and reads them back", func(ctx SpecContext) {
-		out := runJob(ctx, ns, "load-rows", "load", "--masters", name+":16000", "--table", "loaded", "--rows", "100000", "--splits", "8")
+		out := runJob(ctx, ns, "load-rows", adminSecret(name), "load", "--masters", name+":16000", "--table", "loaded", "--rows", "100000", "--splits", "8")
 		GinkgoWriter.Printf("load: %s", out)
 		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-rows", name, "loaded", 100000))
 		Eventually(func() int32 { return getCluster(ctx, ns, name).Status.Regions.Total }).
@@ -164,7 +164,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	})
 
 	It("starts a continuous read/write load from an in-cluster client", func(ctx SpecContext) {
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("load", name, adminSecret(name), "--table", "live", "--writers", "2", "--readers", "2"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			p, err := kube.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
@@ -287,7 +287,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		// Beside the main load, a second client reads with TIMELINE consistency from a table with
 		// REGION_REPLICATION 2: while the crashed server's regions are recovered, its reads of them
 		// are answered by their read replicas (stale) and none fails.
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("timeline", name, "--table", "replicated", "--replication", "2",
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("timeline", name, adminSecret(name), "--table", "replicated", "--replication", "2",
 			"--consistency", "timeline", "--writers", "1", "--readers", "1"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int64 { return loadcheck(ctx, ns, "timeline", "GET", "stats").Reads }).
@@ -399,7 +399,11 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		waitSettled(ctx, ns, name, 2*time.Minute)
 		Eventually(func() string { return shell(ctx, ns, name, "list_quotas") }).
 			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("tenant"))
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("tenant", name, "--table", "tenant", "--user", "tenant", "--writers", "4", "--readers", "0"), metav1.CreateOptions{})
+		// The tenant is who its certificate says (the declared user is ignored with security on),
+		// and may create and write its table.
+		tenantSecret := userSecret(ctx, ns, name, "tenant")
+		shell(ctx, ns, name, "grant 'tenant', 'RWC'")
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("tenant", name, tenantSecret, "--table", "tenant", "--writers", "4", "--readers", "0"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int64 { return loadcheck(ctx, ns, "tenant", "GET", "stats").Writes }).
 			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 0))
@@ -421,6 +425,43 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(kube.CoreV1().Pods(ns).Delete(ctx, "tenant", metav1.DeleteOptions{})).To(Succeed())
 		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Quotas = nil })
 		waitSettled(ctx, ns, name, 2*time.Minute)
+	})
+
+	It("refuses callers without a credential or a grant, applies a revoke within seconds, and rotates its certificate under load", func(ctx SpecContext) {
+		out, ok := shellAs(ctx, ns, name, "", "list")
+		Expect(ok).To(BeFalse(), "a caller with no credential was served: %s", out)
+		Expect(out).To(ContainSubstring("not authenticated"))
+		eve := userSecret(ctx, ns, name, "eve")
+		out, ok = shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}")
+		Expect(ok).To(BeFalse(), "a user with no grant read: %s", out)
+		Expect(out).To(ContainSubstring("access denied"))
+		shell(ctx, ns, name, "grant 'eve', 'R', 'live'")
+		out, ok = shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}")
+		Expect(ok).To(BeTrue(), "a granted user was refused: %s", out)
+		Expect(out).To(ContainSubstring("1 row(s)"))
+		shell(ctx, ns, name, "revoke 'eve', 'live'")
+		revoked := time.Now()
+		Eventually(func() string { out, _ := shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}"); return out }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("access denied"))
+		AddReportEntry("revoke", fmt.Sprintf("a revoked user was refused %s after the revoke (a shell pod's start included)", time.Since(revoked).Round(time.Second)))
+
+		// Rotation: the operator issues the lost server certificate again; the kubelet updates
+		// every pod's Secret volume and each server reads it with no restart, under the load.
+		resetLoad(ctx)
+		before := podUIDs(ctx, ns, name)
+		Expect(kube.CoreV1().Secrets(ns).Delete(ctx, name+"-server-tls", metav1.DeleteOptions{})).To(Succeed())
+		rotated := time.Now()
+		for pod := range before {
+			port := 16030
+			if strings.Contains(pod, "-master-") {
+				port = 16010
+			}
+			Eventually(func() string { return metricsOf(ctx, ns, pod, port) }).WithContext(ctx).WithTimeout(4*time.Minute).WithPolling(2*time.Second).
+				Should(MatchRegexp(`(?m)^cellstore_tls_reloads_total [1-9]`), "%s did not load the new certificate", pod)
+		}
+		AddReportEntry("rotation", fmt.Sprintf("every server serves the new certificate %s after the Secret was lost", time.Since(rotated).Round(time.Second)))
+		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "a pod restarted for the rotation")
+		checkLoad(ctx, "the certificate rotation")
 	})
 
 	It("has a ServiceMonitor and a PrometheusRule that select its Services", func(ctx SpecContext) {

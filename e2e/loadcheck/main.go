@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 const family = "f"
@@ -56,11 +58,20 @@ func main() {
 	httpAddr := fs.String("http", ":8080", "run: address of /stats, /reset and /stop")
 	replication := fs.Int("replication", 1, "run: REGION_REPLICATION of the table it creates")
 	consistency := fs.String("consistency", "strong", "run: consistency of the reads, strong or timeline")
+	tlsDir := fs.String("tls-dir", "", "directory of ca.crt, tls.crt and tls.key (a mounted TLS Secret): connect with TLS as that certificate's user")
 	_ = fs.Parse(os.Args[2:])
 	if *masters == "" {
 		fail(errors.New("--masters is required"))
 	}
-	c, err := client.New(client.Config{Masters: strings.Split(*masters, ","), User: *user})
+	cfg := client.Config{Masters: strings.Split(*masters, ","), User: *user}
+	if *tlsDir != "" {
+		certs, err := security.LoadCerts(security.Files{CA: filepath.Join(*tlsDir, "ca.crt"), Cert: filepath.Join(*tlsDir, "tls.crt"), Key: filepath.Join(*tlsDir, "tls.key")})
+		if err != nil {
+			fail(err)
+		}
+		cfg.TLS = certs
+	}
+	c, err := client.New(cfg)
 	if err != nil {
 		fail(err)
 	}

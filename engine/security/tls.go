@@ -206,3 +206,24 @@ func (c *Certs) ClientConfig(serverName string) *tls.Config {
 	}
 	return cfg
 }
+
+// CertsFromPEM is a TLS identity held in memory (never reloaded): a certificate and key (both
+// empty for none) and a CA (empty: the system's roots). The operator uses it for the client
+// certificate it issues itself.
+func CertsFromPEM(certPEM, keyPEM, caPEM []byte) (*Certs, error) {
+	l := &loaded{server: map[tls.ClientAuthType]*tls.Config{}}
+	if len(certPEM) > 0 || len(keyPEM) > 0 {
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		l.cert, l.leaf = &cert, cert.Leaf
+	}
+	if len(caPEM) > 0 {
+		l.pool = x509.NewCertPool()
+		if !l.pool.AppendCertsFromPEM(caPEM) {
+			return nil, errors.New("tls: the CA holds no PEM certificate")
+		}
+	}
+	return &Certs{now: time.Now, cur: l, checked: time.Now()}, nil
+}

@@ -93,7 +93,7 @@ func run() error {
 		return fmt.Errorf("start the manager: %w", err)
 	}
 	opts := controller.DefaultOptions()
-	opts.Masters = master.Engine
+	opts.Masters = master.NewEngine(mgr.GetAPIReader())
 	opts.OperatorVersion = operatorVersion()
 	opts.PollInterval, opts.ResyncInterval, opts.MasterTimeout = pollInterval, resyncInterval, masterTimeout
 	if err := controller.Setup(mgr, opts); err != nil {

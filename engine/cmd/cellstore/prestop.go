@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,7 @@ var masterPrestop = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 func prestopCommand() *cobra.Command {
 	var addr string
 	var timeout time.Duration
+	var https bool
 	cmd := &cobra.Command{
 		Use:   "prestop",
 		Short: "Prepare the local process for shutdown (a pod's preStop hook)",
@@ -37,11 +39,18 @@ happened is printed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 			defer cancel()
-			u := fmt.Sprintf("http://%s/prestop?timeout=%s", addr, url.QueryEscape(timeout.String()))
+			scheme, hc := "http", http.DefaultClient
+			if https {
+				// The endpoint is this pod's own process on the loopback interface: its
+				// certificate names the pod, not 127.0.0.1, and there is no one in between.
+				scheme = "https"
+				hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}}} //nolint:gosec // loopback to the pod's own process
+			}
+			u := fmt.Sprintf("%s://%s/prestop?timeout=%s", scheme, addr, url.QueryEscape(timeout.String()))
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 			if err == nil {
 				var resp *http.Response
-				if resp, err = http.DefaultClient.Do(req); err == nil {
+				if resp, err = hc.Do(req); err == nil {
 					body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 					resp.Body.Close()
 					fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(string(body)))
@@ -54,5 +63,6 @@ happened is printed.`,
 	}
 	cmd.Flags().StringVar(&addr, "http-addr", "127.0.0.1:16030", "the local process's telemetry address")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the drain")
+	cmd.Flags().BoolVar(&https, "https", false, "the process serves HTTPS (it runs with --tls-cert-file)")
 	return cmd
 }

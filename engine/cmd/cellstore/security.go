@@ -96,10 +96,18 @@ type clientSecurityFlags struct {
 	tokenFile string
 }
 
+// Environment variables the client flags default to: the operator sets them in the engine's
+// containers, so `kubectl exec ... cellstore shell` connects as the pod's own (server) identity.
+const (
+	envTLSCA   = "CELLSTORE_TLS_CA_FILE"
+	envTLSCert = "CELLSTORE_TLS_CERT_FILE"
+	envTLSKey  = "CELLSTORE_TLS_KEY_FILE"
+)
+
 func addClientSecurityFlags(fl *pflag.FlagSet, f *clientSecurityFlags) {
-	fl.StringVar(&f.files.CA, "tls-ca-file", "", "connect with TLS, checking servers against this PEM CA (the cluster's ca.crt)")
-	fl.StringVar(&f.files.Cert, "tls-cert-file", "", "PEM client certificate to present (the user is its subject's CN)")
-	fl.StringVar(&f.files.Key, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fl.StringVar(&f.files.CA, "tls-ca-file", os.Getenv(envTLSCA), "connect with TLS, checking servers against this PEM CA (the cluster's ca.crt; default $"+envTLSCA+")")
+	fl.StringVar(&f.files.Cert, "tls-cert-file", os.Getenv(envTLSCert), "PEM client certificate to present (the user is its subject's CN; default $"+envTLSCert+")")
+	fl.StringVar(&f.files.Key, "tls-key-file", os.Getenv(envTLSKey), "PEM private key of --tls-cert-file (default $"+envTLSKey+")")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding a bearer token to present (or set $CELLSTORE_TOKEN); needs --tls-ca-file")
 }
 

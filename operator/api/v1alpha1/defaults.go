@@ -91,6 +91,9 @@ func (s *StoreClusterSpec) RegionServerResources() corev1.ResourceRequirements {
 	return *s.RegionServers.Resources.DeepCopy()
 }
 
+// TLSEnabled says whether the cluster serves TLS and authenticates its callers (the default).
+func (s *StoreClusterSpec) TLSEnabled() bool { return s.Security.TLS != TLSDisabled }
+
 // PullPolicy is spec.imagePullPolicy or its default.
 func (s *StoreClusterSpec) PullPolicy() corev1.PullPolicy {
 	if s.ImagePullPolicy != "" {

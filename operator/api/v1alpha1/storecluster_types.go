@@ -107,6 +107,12 @@ type StoreClusterSpec struct {
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
 
+	// Security: TLS on every port, users proven by certificate or token, HBase's access control
+	// (docs/security.md). On unless tls is Disabled.
+	// +kubebuilder:default={}
+	// +optional
+	Security SecuritySpec `json:"security,omitempty"`
+
 	// Monitoring asks for a ServiceMonitor and a PrometheusRule; they are made only when
 	// prometheus-operator's CRDs are installed in the cluster.
 	// +kubebuilder:default={}
@@ -128,6 +134,39 @@ type StoreClusterSpec struct {
 	PodTemplate *PodTemplateOverrides `json:"podTemplate,omitempty"`
 }
 
+// TLSMode says where a cluster's certificates come from.
+// +kubebuilder:validation:Enum=Generated;Disabled
+type TLSMode string
+
+const (
+	// TLSGenerated: the operator keeps a CA (Secret NAME-ca) and issues the servers' certificate
+	// (NAME-server-tls) and an administrator's client certificate (NAME-admin-tls), renewing
+	// each when a third of its life is left; the servers read renewed files without a restart.
+	TLSGenerated TLSMode = "Generated"
+	// TLSDisabled: plaintext and no authentication (anyone who reaches the pods may do
+	// anything): for development only.
+	TLSDisabled TLSMode = "Disabled"
+)
+
+// SecuritySpec is a cluster's transport security, authentication and access control.
+type SecuritySpec struct {
+	// TLS is Generated (the default: TLS 1.3 everywhere, every caller authenticated, permissions
+	// checked) or Disabled.
+	// +kubebuilder:default=Generated
+	// +optional
+	TLS TLSMode `json:"tls,omitempty"`
+
+	// Superusers may do anything, whatever is granted: user names (a certificate's CN, a
+	// token's user) and "@group"s. The servers (@cellstore:servers) and holders of the admin
+	// certificate (@cellstore:admins) always are.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^@?[^\s,#@]+$`
+	// +optional
+	Superusers []string `json:"superusers,omitempty"`
+}
+
 // ByteSize is an amount of bytes in Kubernetes quantity syntax: 512Mi, 8Gi, 1G or 1073741824.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=32
@@ -137,7 +176,7 @@ type ByteSize string
 // EngineConfig maps engine flag names (without "--") to values.
 // +kubebuilder:validation:MaxProperties=64
 // +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]{0,62}$'))",message="config keys are engine flag names without the leading '--': lowercase letters, digits and '-', e.g. flush-size"
-// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication', 'file-cache-dir', 'file-cache-size']))",message="config must not set flags the operator manages (storage-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication, file-cache-dir, file-cache-size): use the matching spec fields instead"
+// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication', 'file-cache-dir', 'file-cache-size', 'security', 'tls-cert-file', 'tls-key-file', 'tls-ca-file', 'superusers']))",message="config must not set flags the operator manages (storage-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication, file-cache-dir, file-cache-size, security, tls-cert-file, tls-key-file, tls-ca-file, superusers): use the matching spec fields instead"
 type EngineConfig map[string]ConfigValue
 
 // ConfigValue is the value of one engine flag.

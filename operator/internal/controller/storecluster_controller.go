@@ -89,6 +89,7 @@ func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
 		{Name: "validate", Run: r.taskValidate},
 		{Name: "storage", Run: r.taskStorage},
 		{Name: "config", Run: r.taskConfig},
+		{Name: "certificates", Run: r.taskCertificates},
 		{Name: "rbac", Run: r.taskRBAC},
 		{Name: "services", Run: r.taskServices},
 		{Name: "disruption-budgets", Run: r.taskPDBs},

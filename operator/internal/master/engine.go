@@ -1,11 +1,17 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/cellstore/cellstore/engine/security"
+	corev1 "k8s.io/api/core/v1"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
@@ -13,20 +19,80 @@ import (
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
-// Engine is the Factory of real clusters: it reaches the masters through their Service with the
-// engine's Go client, which finds the active master (standbys redirect) and retries what can be
-// retried within each call's deadline.
-func Engine(cluster *v1alpha1.StoreCluster) (Client, error) {
-	c, err := client.New(client.Config{
+// NewEngine is the Factory of real clusters: it reaches the masters through their Service with
+// the engine's Go client, which finds the active master (standbys redirect) and retries what can
+// be retried within each call's deadline. With TLS (spec.security) it connects as
+// "cellstore-operator" in the admins' group, with a client certificate it issues itself from the
+// cluster's CA (read with reader) and keeps in memory.
+func NewEngine(reader ctrlclient.Reader) Factory {
+	e := &engineFactory{reader: reader, creds: map[string]*operatorCreds{}}
+	return e.client
+}
+
+type engineFactory struct {
+	reader ctrlclient.Reader
+	mu     sync.Mutex
+	creds  map[string]*operatorCreds // by namespace/name
+}
+
+type operatorCreds struct {
+	caPEM []byte
+	certs *security.Certs
+}
+
+func (e *engineFactory) client(cluster *v1alpha1.StoreCluster) (Client, error) {
+	cfg := client.Config{
 		Masters:          []string{resources.MasterAddress(cluster)},
 		User:             "cellstore-operator",
 		OperationTimeout: 30 * time.Second,
 		RPCTimeout:       10 * time.Second,
-	})
+	}
+	if cluster.Spec.TLSEnabled() {
+		certs, err := e.certsFor(cluster)
+		if err != nil {
+			return nil, fmt.Errorf("master of StoreCluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+		}
+		cfg.TLS = certs
+	}
+	c, err := client.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("master of StoreCluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}
 	return &engineClient{c: c}, nil
+}
+
+// certsFor returns the operator's client certificate for cluster, issuing it when there is none,
+// the CA changed, or a third of its life is left.
+func (e *engineFactory) certsFor(cluster *v1alpha1.StoreCluster) (*security.Certs, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sec := &corev1.Secret{}
+	if err := e.reader.Get(ctx, ctrlclient.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, sec); err != nil {
+		return nil, fmt.Errorf("the cluster's CA (Secret %s): %w", resources.CASecretName(cluster), err)
+	}
+	caPEM := sec.Data[resources.KeyCACert]
+	key := cluster.Namespace + "/" + cluster.Name
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if oc := e.creds[key]; oc != nil && bytes.Equal(oc.caPEM, caPEM) {
+		if l := oc.certs.Leaf(); l != nil && !resources.NeedsRenewal(l.NotBefore, l.NotAfter, time.Now()) {
+			return oc.certs, nil
+		}
+	}
+	ca, err := security.ParseCA(caPEM, sec.Data[resources.KeyCAKey])
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's CA (Secret %s): %w", sec.Name, err)
+	}
+	is, err := ca.Issue(security.Request{CommonName: "cellstore-operator", Organizations: []string{resources.GroupAdmins}, Client: true, Validity: 24 * time.Hour})
+	if err != nil {
+		return nil, err
+	}
+	certs, err := security.CertsFromPEM(is.CertPEM, is.KeyPEM, caPEM)
+	if err != nil {
+		return nil, err
+	}
+	e.creds[key] = &operatorCreds{caPEM: caPEM, certs: certs}
+	return certs, nil
 }
 
 // NewEngineClient wraps an engine client (tests run the operator against an in-process master).

@@ -88,6 +88,10 @@ func TestAlertRules(t *testing.T) {
 			`cellstore_regionserver_replication_lag_seconds{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", region="r1"}`: "100x20",
 			`cellstore_regionserver_replication_lag_seconds{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", region="r2"}`: "2x20",
 		}, map[string][]map[string]string{"5m": nil, "15m": {byPod("prod-regionserver-0")}}},
+		{"CellstoreCertificateExpiring", map[string]string{
+			"cellstore_tls_certificate_expiry_timestamp_seconds" + rsSel(rs0): "86400x90",
+			"cellstore_tls_certificate_expiry_timestamp_seconds" + rsSel(rs1): "8000000x90",
+		}, map[string][]map[string]string{"30m": nil, "80m": {rsLabels("prod-regionserver-0")}}},
 	}
 
 	c := productionCluster()

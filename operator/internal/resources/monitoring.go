@@ -34,6 +34,7 @@ const (
 	MetricOffheapUsed        = "cellstore_offheap_budget_used_bytes"
 	MetricOffheapLimit       = "cellstore_offheap_budget_limit_bytes"
 	MetricReplicationLag     = "cellstore_regionserver_replication_lag_seconds"
+	MetricCertificateExpiry  = "cellstore_tls_certificate_expiry_timestamp_seconds"
 	MetricS3Requests         = "cellstore_s3_requests_total"
 )
 
@@ -63,13 +64,23 @@ func ServiceMonitor(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 			LabelName: AppName, LabelInstance: c.Name, LabelMetrics: "true",
 		}},
 		"namespaceSelector": map[string]any{"matchNames": []any{c.Namespace}},
-		"endpoints": []any{map[string]any{
-			"port":     metricsPortName,
-			"path":     metricsPath,
-			"interval": "30s",
-		}},
-		"podTargetLabels": []any{LabelComponent},
+		"endpoints":         []any{metricsEndpoint(c)},
+		"podTargetLabels":   []any{LabelComponent},
 	})
+}
+
+// metricsEndpoint is the ServiceMonitor's endpoint: HTTPS with TLS, the servers checked against the
+// cluster's CA bundle (ConfigMap NAME-ca-bundle) under the name every server certificate holds.
+func metricsEndpoint(c *v1alpha1.StoreCluster) map[string]any {
+	ep := map[string]any{"port": metricsPortName, "path": metricsPath, "interval": "30s"}
+	if c.Spec.TLSEnabled() {
+		ep["scheme"] = "https"
+		ep["tlsConfig"] = map[string]any{
+			"ca":         map[string]any{"configMap": map[string]any{"name": CABundleName(c), "key": KeyCACert}},
+			"serverName": "localhost",
+		}
+	}
+	return ep
 }
 
 // PrometheusRule holds the store's alerts (docs/alerts.md has a runbook for each).
@@ -145,6 +156,10 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 					fmt.Sprintf(`max by (namespace, pod) (%s{%s}) > 60`, MetricReplicationLag, rs), "10m", "warning",
 					"Cellstore read replicas lag",
 					who+": a read replica on {{ $labels.pod }} is {{ $value }}s behind its primary; TIMELINE reads answered there are that stale."),
+				rule("CellstoreCertificateExpiring",
+					fmt.Sprintf(`%s{%s} - time() < 14 * 86400`, MetricCertificateExpiry, all), "1h", "warning",
+					"A Cellstore server's TLS certificate expires within 14 days",
+					who+": the certificate {{ $labels.pod }} serves expires in less than 14 days; the operator renews it 30 days ahead, so renewal is failing (see the StoreCluster's events) or the pod does not see the renewed Secret."),
 			},
 		}},
 	})

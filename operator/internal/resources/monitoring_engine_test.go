@@ -1,8 +1,10 @@
 package resources
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/cellstore/cellstore/engine/processtest"
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
 
@@ -33,7 +36,10 @@ type family struct {
 // scrape reads a /metrics page into families by name.
 func scrape(t *testing.T, addr string, into map[string]family) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	// The servers run as the operator runs them, with TLS; the scrape does not check the
+	// certificate (Prometheus is given the CA bundle).
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own processes
+	resp, err := hc.Get("https://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +184,27 @@ func TestMonitoringNamesExistInTheEngine(t *testing.T) {
 	cfg := srv.Config("monitoring")
 	env := []string{"CELLSTORE_S3_ACCESS_KEY_ID=" + cfg.AccessKeyID, "CELLSTORE_S3_SECRET_ACCESS_KEY=" + cfg.SecretAccessKey}
 	bucket := []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", "monitoring", "--s3-path-style", "--log-level", "warn"}
+	// Security on, as the operator runs the servers (the TLS metrics exist only then).
+	ca, _, err := security.NewCA("monitoring-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := ca.Issue(security.Request{CommonName: "server", Organizations: []string{GroupServers}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+		Server: true, Client: true, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := is.WriteFiles(dir, ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket = append(bucket, "--security=on", "--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-ca-file", files.CA)
+	env = append(env, "CELLSTORE_TLS_CA_FILE="+files.CA, "CELLSTORE_TLS_CERT_FILE="+files.Cert, "CELLSTORE_TLS_KEY_FILE="+files.Key)
 	port := func() string { return "127.0.0.1:" + processtest.FreePort(t) }
 
 	masterAddr, masterHTTP := port(), port()
 	m := processtest.StartEnv(t, bin, env, append([]string{"master", "--grpc-addr", masterAddr, "--http-addr", masterHTTP}, bucket...)...)
-	m.HTTP = masterHTTP
+	m.HTTP, m.HTTPS = masterHTTP, true
 	m.WaitReady(t, time.Minute)
 	var rsHTTP []string
 	for i := range 2 {
@@ -191,13 +213,15 @@ func TestMonitoringNamesExistInTheEngine(t *testing.T) {
 			"--data-addr", port(), "--admin-addr", port(), "--http-addr", h, "--advertise-host", "127.0.0.1",
 			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "32Mi",
 			"--file-cache-dir", filepath.Join(dir, fmt.Sprintf("cache%d", i)), "--file-cache-size", "64Mi"}, bucket...)...)
-		rs.HTTP = h
+		rs.HTTP, rs.HTTPS = h, true
 		rs.WaitReady(t, time.Minute)
 		rsHTTP = append(rsHTTP, h)
 	}
 	shell := func(script string) string {
 		t.Helper()
-		out, err := exec.Command(bin, "shell", "--masters", masterAddr, "-e", script).CombinedOutput()
+		cmd := exec.Command(bin, "shell", "--masters", masterAddr, "-e", script)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("shell %q: %v\n%s", script, err, out)
 		}

@@ -170,7 +170,7 @@ func downwardEnv() []corev1.EnvVar {
 
 func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVar, res corev1.ResourceRequirements, ports []corev1.ContainerPort, httpPort int32, prestopSeconds int64) corev1.Container {
 	httpGet := func(path string) corev1.ProbeHandler {
-		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portNameHTTP), Scheme: corev1.URISchemeHTTP}}
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portNameHTTP), Scheme: httpScheme(c)}}
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: volumeConfig, MountPath: ConfigMountPath, ReadOnly: true},
@@ -181,6 +181,12 @@ func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVa
 	}
 	_, caMounts := storageVolumes(c)
 	mounts = append(mounts, caMounts...)
+	_, tlsMounts := securityVolumes(c)
+	mounts = append(mounts, tlsMounts...)
+	args = append(args, securityArgs(c)...)
+	env = append(env, securityEnv(c)...)
+	prestop := append([]string{EngineBinary, "prestop", fmt.Sprintf("--http-addr=127.0.0.1:%d", httpPort), fmt.Sprintf("--timeout=%ds", prestopSeconds)},
+		prestopArgs(c)...)
 	return corev1.Container{
 		Name:            EngineContainer,
 		Image:           c.Spec.Image,
@@ -195,10 +201,8 @@ func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVa
 		StartupProbe:  &corev1.Probe{ProbeHandler: httpGet(livenessPath), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 120},
 		LivenessProbe: &corev1.Probe{ProbeHandler: httpGet(livenessPath), PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3},
 		// Ready: registered with the master and serving (the engine's /readyz).
-		ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet(readinessPath), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2, SuccessThreshold: 1},
-		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
-			EngineBinary, "prestop", fmt.Sprintf("--http-addr=127.0.0.1:%d", httpPort), fmt.Sprintf("--timeout=%ds", prestopSeconds),
-		}}}},
+		ReadinessProbe:           &corev1.Probe{ProbeHandler: httpGet(readinessPath), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2, SuccessThreshold: 1},
+		Lifecycle:                &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: prestop}}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
@@ -242,6 +246,8 @@ func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraV
 	}
 	caVolumes, _ := storageVolumes(c)
 	volumes = append(volumes, caVolumes...)
+	tlsVolumes, _ := securityVolumes(c)
+	volumes = append(volumes, tlsVolumes...)
 	volumes = append(volumes, extraVolumes...)
 
 	affinity := sched.Affinity

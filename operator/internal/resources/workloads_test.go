@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -125,7 +126,7 @@ func TestRegionServerStatefulSet(t *testing.T) {
 	for _, e := range ctr.Env {
 		names = append(names, e.Name)
 	}
-	if !slices.Equal(names, []string{"POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME"}) {
+	if !slices.Equal(names, []string{"POD_NAME", "POD_NAMESPACE", "POD_IP", "NODE_NAME", "CELLSTORE_TLS_CA_FILE", "CELLSTORE_TLS_CERT_FILE", "CELLSTORE_TLS_KEY_FILE"}) {
 		t.Errorf("env %v", names)
 	}
 }
@@ -412,6 +413,10 @@ func TestMonitoringObjects(t *testing.T) {
 	if sel != "true" {
 		t.Errorf("ServiceMonitor selector %v", sm.Object["spec"])
 	}
+	ep := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+	if ep["scheme"] != "https" || ep["tlsConfig"].(map[string]any)["ca"].(map[string]any)["configMap"].(map[string]any)["name"] != CABundleName(c) {
+		t.Errorf("ServiceMonitor endpoint %v: want HTTPS checked against the CA bundle", ep)
+	}
 	pr := PrometheusRule(c, "v1")
 	groups := pr.Object["spec"].(map[string]any)["groups"].([]any)
 	var alerts []string
@@ -420,7 +425,7 @@ func TestMonitoringObjects(t *testing.T) {
 	}
 	want := []string{"CellstoreServerDown", "CellstoreRegionsInTransitionTooLong", "CellstoreRegionsFailedOpen", "CellstoreMemstoreNearLimit",
 		"CellstoreWritesBlocked", "CellstoreWALSyncSlow", "CellstoreWALFailures", "CellstoreStorageErrors", "CellstoreCompactionQueue",
-		"CellstoreOffheapBudgetNearLimit", "CellstoreRequestsThrottled", "CellstoreReplicaLag"}
+		"CellstoreOffheapBudgetNearLimit", "CellstoreRequestsThrottled", "CellstoreReplicaLag", "CellstoreCertificateExpiring"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %q, want %q", alerts, want)
 	}
@@ -459,5 +464,55 @@ func TestNames(t *testing.T) {
 	}
 	if MasterAddress(c) != "prod-master.db.svc:16000" {
 		t.Errorf("MasterAddress %q", MasterAddress(c))
+	}
+}
+
+// TestSecurityInPodTemplates: by default the engine serves TLS with the server certificate Secret,
+// authenticates and authorizes (superusers: servers, admins, spec.security.superusers), probes
+// speak HTTPS and the preStop hook too; tls: Disabled leaves all of it out.
+func TestSecurityInPodTemplates(t *testing.T) {
+	c := minimalCluster()
+	c.Spec.Security.Superusers = []string{"alice", "@ops"}
+	for _, sts := range []*appsv1.StatefulSet{MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))} {
+		ctr := sts.Spec.Template.Spec.Containers[0]
+		for _, a := range []string{"--security=on", "--tls-cert-file=/etc/cellstore/tls/tls.crt", "--tls-key-file=/etc/cellstore/tls/tls.key",
+			"--tls-ca-file=/etc/cellstore/tls/ca.crt", "--superusers=@cellstore:servers,@cellstore:admins,alice,@ops"} {
+			if !hasArg(ctr.Args, a) {
+				t.Errorf("%s: no %s in %v", sts.Name, a, ctr.Args)
+			}
+		}
+		if ctr.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || !slices.Contains(ctr.Lifecycle.PreStop.Exec.Command, "--https") {
+			t.Errorf("%s: probes and preStop must speak HTTPS", sts.Name)
+		}
+		var vol *corev1.Volume
+		for i := range sts.Spec.Template.Spec.Volumes {
+			if v := &sts.Spec.Template.Spec.Volumes[i]; v.Secret != nil && v.Secret.SecretName == ServerTLSSecretName(c) {
+				vol = v
+			}
+		}
+		if vol == nil {
+			t.Errorf("%s: the server certificate Secret is not mounted", sts.Name)
+		}
+	}
+	c.Spec.Security.TLS = v1alpha1.TLSDisabled
+	ctr := MasterStatefulSet(c, inputs(c, GroupMaster)).Spec.Template.Spec.Containers[0]
+	if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--security") || strings.HasPrefix(a, "--tls") }) ||
+		ctr.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("tls Disabled: %v", ctr.Args)
+	}
+}
+
+func TestServerCertificateNames(t *testing.T) {
+	c := minimalCluster()
+	dns, _ := ServerHosts(c)
+	for _, want := range []string{c.Name, c.Name + "." + c.Namespace + ".svc", "*." + c.Name + "-master." + c.Namespace + ".svc",
+		"*." + c.Name + "-regionserver." + c.Namespace + ".svc", c.Name + "-master." + c.Namespace + ".svc", "localhost"} {
+		if !slices.Contains(dns, want) {
+			t.Errorf("the server certificate lacks %s: %v", want, dns)
+		}
+	}
+	now := time.Now()
+	if NeedsRenewal(now.Add(-time.Hour), now.Add(90*24*time.Hour), now) || !NeedsRenewal(now.Add(-61*24*time.Hour), now.Add(29*24*time.Hour), now) {
+		t.Error("renewal must come when a third of the life is left")
 	}
 }

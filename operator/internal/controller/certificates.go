@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+)
+
+// ReasonCertificatesFailed: the CA Secret cannot be used (someone changed it by hand).
+const ReasonCertificatesFailed = "CertificatesFailed"
+
+// taskCertificates keeps the cluster's CA and the certificates it signs (spec.security.tls
+// Generated): created when missing, issued again when a third of their life is left, when the
+// CA changed, or when the servers' names changed. The pods read renewed files from their Secret
+// volume without a restart (the engine re-reads its certificate when the files change).
+func (r *StoreClusterReconciler) taskCertificates(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	if !c.Spec.TLSEnabled() {
+		return Done()
+	}
+	ca, caPEM, res := r.ensureCA(ctx, c)
+	if res.Outcome != Complete {
+		return res
+	}
+	if res := r.applyAll(ctx, c, resources.CABundle(c, caPEM, r.Options.OperatorVersion)); res.Outcome != Complete {
+		return res
+	}
+	for _, want := range []struct {
+		name string
+		req  security.Request
+	}{
+		{resources.ServerTLSSecretName(c), resources.ServerCertRequest(c)},
+		{resources.AdminTLSSecretName(c), resources.AdminCertRequest(c)},
+	} {
+		if res := r.ensureCert(ctx, c, ca, caPEM, want.name, want.req); res.Outcome != Complete {
+			return res
+		}
+	}
+	return Done()
+}
+
+func (r *StoreClusterReconciler) ensureCA(ctx context.Context, c *v1alpha1.StoreCluster) (*security.CA, []byte, Result) {
+	sec := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, sec)
+	switch {
+	case err == nil:
+		ca, perr := security.ParseCA(sec.Data[resources.KeyCACert], sec.Data[resources.KeyCAKey])
+		if perr != nil {
+			return nil, nil, Failed(ReasonCertificatesFailed, "Secret %s does not hold a usable CA (%v): restore it, or delete it to have a new CA made (every certificate is then issued again)",
+				sec.Name, perr)
+		}
+		if !resources.NeedsRenewal(ca.Cert.NotBefore, ca.Cert.NotAfter, r.Options.Now()) {
+			return ca, sec.Data[resources.KeyCACert], Done()
+		}
+		r.event(c, corev1.EventTypeWarning, "CARenewed", "the CA in Secret %s expires %s: a new CA is made and every certificate issued again", sec.Name, ca.Cert.NotAfter.Format("2006-01-02"))
+	case !apierrors.IsNotFound(err):
+		return nil, nil, Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", resources.CASecretName(c), err))
+	}
+	ca, is, err := security.NewCA(c.Namespace+"/"+c.Name+" cellstore CA", resources.CAValidity)
+	if err != nil {
+		return nil, nil, Errored(ReasonCertificatesFailed, err)
+	}
+	if res := r.applyAll(ctx, c, resources.CASecret(c, is, r.Options.OperatorVersion)); res.Outcome != Complete {
+		return nil, nil, res
+	}
+	return ca, is.CertPEM, Done()
+}
+
+// ensureCert issues req into Secret name unless the certificate there is still good: signed by
+// this CA, for the same names, with more than a third of its life left.
+func (r *StoreClusterReconciler) ensureCert(ctx context.Context, c *v1alpha1.StoreCluster, ca *security.CA, caPEM []byte, name string, req security.Request) Result {
+	sec := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec)
+	switch {
+	case err == nil:
+		why := certStale(sec, ca, caPEM, req, r.Options.Now())
+		if why == "" {
+			return Done()
+		}
+		r.event(c, corev1.EventTypeNormal, "CertificateRenewed", "issuing the certificate in Secret %s again: %s", name, why)
+	case !apierrors.IsNotFound(err):
+		return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
+	}
+	is, err := ca.Issue(req)
+	if err != nil {
+		return Errored(ReasonCertificatesFailed, err)
+	}
+	return r.applyAll(ctx, c, resources.TLSSecret(c, name, is, caPEM, r.Options.OperatorVersion))
+}
+
+// certStale says why the certificate in sec must be issued again ("" when it is good).
+func certStale(sec *corev1.Secret, ca *security.CA, caPEM []byte, req security.Request, now time.Time) string {
+	b, _ := pem.Decode(sec.Data[corev1.TLSCertKey])
+	if b == nil {
+		return "it holds no certificate"
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "its certificate does not parse"
+	}
+	if !bytes.Equal(sec.Data[resources.KeyCACert], caPEM) || cert.CheckSignatureFrom(ca.Cert) != nil {
+		return "the CA changed"
+	}
+	if !slices.Equal(cert.DNSNames, req.DNSNames) || cert.Subject.CommonName != req.CommonName || !slices.Equal(cert.Subject.Organization, req.Organizations) {
+		return "the names it must hold changed"
+	}
+	if resources.NeedsRenewal(cert.NotBefore, cert.NotAfter, now) {
+		return fmt.Sprintf("it expires %s", cert.NotAfter.Format("2006-01-02 15:04"))
+	}
+	return ""
+}
