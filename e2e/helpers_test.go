@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
@@ -339,32 +339,46 @@ func deployDevS3(ctx context.Context, ns string) {
 	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
-// userSecret issues a client certificate for user (its CN) from the StoreCluster's CA (Secret
-// CLUSTER-ca) into the TLS Secret CLUSTER-user-USER and returns its name: how a StoreUser's
-// credential will be made.
-func userSecret(ctx context.Context, ns, cluster, user string) string {
-	caSec, err := kube.CoreV1().Secrets(ns).Get(ctx, cluster+"-ca", metav1.GetOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	ca, err := security.ParseCA(caSec.Data["ca.crt"], caSec.Data["ca.key"])
-	Expect(err).NotTo(HaveOccurred())
-	is, err := ca.Issue(security.Request{CommonName: user, Client: true, Validity: 24 * time.Hour})
-	Expect(err).NotTo(HaveOccurred())
-	name := cluster + "-user-" + user
-	_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": is.CertPEM, "tls.key": is.KeyPEM, "ca.crt": caSec.Data["ca.crt"]}}, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
+// storeUser applies a StoreUser of cluster and waits until it is Ready; its credential is the
+// Secret of its name.
+func storeUser(ctx context.Context, ns, cluster, name, auth string, acls ...v1alpha1.UserACL) string {
+	u := &v1alpha1.StoreUser{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.StoreUserSpec{Cluster: cluster, Authentication: v1alpha1.UserAuthentication{Type: auth}, ACLs: acls}}
+	Eventually(func() error {
+		cur := &v1alpha1.StoreUser{}
+		if err := crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cur); err != nil {
+			return crc.Create(ctx, u)
+		}
+		cur.Spec = u.Spec
+		return crc.Update(ctx, cur)
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	Eventually(func() string {
+		cur := &v1alpha1.StoreUser{}
+		if err := crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cur); err != nil {
+			return err.Error()
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, "Ready")
+		if c == nil || c.ObservedGeneration != cur.Generation {
+			return "not yet looked at"
+		}
+		return string(c.Status) + " " + c.Reason + ": " + c.Message
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(HavePrefix("True"))
 	return name
 }
 
-// shellAs runs `cellstore shell -e SCRIPT` in a pod of its own as the user of the TLS Secret
-// secret ("": with the cluster's CA bundle only, no credential), and returns its output and
-// whether it succeeded.
-func shellAs(ctx context.Context, ns, cluster, secret, script string) (string, bool) {
+// shellAs runs `cellstore shell -e SCRIPT` in a pod of its own as the user of the StoreUser
+// Secret secret (auth tls or token; secret "": with the cluster's CA bundle only, no credential),
+// and returns its output and whether it succeeded.
+func shellAs(ctx context.Context, ns, cluster, secret, auth, script string) (string, bool) {
 	args := []string{"shell", "--masters", cluster + ":16000", "-e", script, "--tls-ca-file", clientTLSDir + "/ca.crt"}
 	vol := corev1.Volume{Name: "client-tls"}
-	if secret == "" {
+	switch {
+	case secret == "":
 		vol.VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cluster + "-ca-bundle"}}}
-	} else {
+	case auth == "token":
+		vol.VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o444))}}
+		args = append(args, "--token-file", clientTLSDir+"/token")
+	default:
 		vol.VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o444))}}
 		args = append(args, "--tls-cert-file", clientTLSDir+"/tls.crt", "--tls-key-file", clientTLSDir+"/tls.key")
 	}

@@ -401,8 +401,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("tenant"))
 		// The tenant is who its certificate says (the declared user is ignored with security on),
 		// and may create and write its table.
-		tenantSecret := userSecret(ctx, ns, name, "tenant")
-		shell(ctx, ns, name, "grant 'tenant', 'RWC'")
+		tenantSecret := storeUser(ctx, ns, name, "tenant", "tls", v1alpha1.UserACL{Actions: "RWC"})
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, loadcheckPod("tenant", name, tenantSecret, "--table", "tenant", "--writers", "4", "--readers", "0"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int64 { return loadcheck(ctx, ns, "tenant", "GET", "stats").Writes }).
@@ -428,22 +427,27 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	})
 
 	It("refuses callers without a credential or a grant, applies a revoke within seconds, and rotates its certificate under load", func(ctx SpecContext) {
-		out, ok := shellAs(ctx, ns, name, "", "list")
+		out, ok := shellAs(ctx, ns, name, "", "", "list")
 		Expect(ok).To(BeFalse(), "a caller with no credential was served: %s", out)
 		Expect(out).To(ContainSubstring("not authenticated"))
-		eve := userSecret(ctx, ns, name, "eve")
-		out, ok = shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}")
+		// StoreUsers: eve proves herself with a certificate, tom with a token.
+		eve := storeUser(ctx, ns, name, "eve", "tls")
+		out, ok = shellAs(ctx, ns, name, eve, "tls", "scan 'live', {LIMIT => 1}")
 		Expect(ok).To(BeFalse(), "a user with no grant read: %s", out)
 		Expect(out).To(ContainSubstring("access denied"))
-		shell(ctx, ns, name, "grant 'eve', 'R', 'live'")
-		out, ok = shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}")
+		storeUser(ctx, ns, name, "eve", "tls", v1alpha1.UserACL{Table: "live", Actions: "R"})
+		out, ok = shellAs(ctx, ns, name, eve, "tls", "scan 'live', {LIMIT => 1}")
 		Expect(ok).To(BeTrue(), "a granted user was refused: %s", out)
 		Expect(out).To(ContainSubstring("1 row(s)"))
-		shell(ctx, ns, name, "revoke 'eve', 'live'")
+		tom := storeUser(ctx, ns, name, "tom", "token", v1alpha1.UserACL{Table: "live", Family: "f", Actions: "R"})
+		Eventually(func() string { out, _ := shellAs(ctx, ns, name, tom, "token", "scan 'live', {LIMIT => 1}"); return out }).
+			WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(ContainSubstring("1 row(s)"),
+			"the token user is admitted once the kubelet has updated the servers' token volume")
+		storeUser(ctx, ns, name, "eve", "tls")
 		revoked := time.Now()
-		Eventually(func() string { out, _ := shellAs(ctx, ns, name, eve, "scan 'live', {LIMIT => 1}"); return out }).
+		Eventually(func() string { out, _ := shellAs(ctx, ns, name, eve, "tls", "scan 'live', {LIMIT => 1}"); return out }).
 			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("access denied"))
-		AddReportEntry("revoke", fmt.Sprintf("a revoked user was refused %s after the revoke (a shell pod's start included)", time.Since(revoked).Round(time.Second)))
+		AddReportEntry("revoke", fmt.Sprintf("a user whose ACL was removed from its StoreUser was refused %s later (a shell pod's start included)", time.Since(revoked).Round(time.Second)))
 
 		// Rotation: the operator issues the lost server certificate again; the kubelet updates
 		// every pod's Secret volume and each server reads it with no restart, under the load.

@@ -327,3 +327,38 @@ func TestIssuedCertificatesVerify(t *testing.T) {
 		t.Errorf("no client certificate where one is required: %v, want a refusal", err)
 	}
 }
+
+// TestTokensDirectory: a directory of token files (a Secret with one key per user) is read whole,
+// the kubelet's dot-entries skipped; a file removed revokes its tokens.
+func TestTokensDirectory(t *testing.T) {
+	dir := t.TempDir()
+	a, aLine, _ := NewToken("ann", nil)
+	b, bLine, _ := NewToken("ben", []string{"g"})
+	for name, data := range map[string]string{"ann": aLine, "ben": bLine + "\n", ".hidden": "not a token line"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk, err := LoadTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tk.now = func() time.Time { return now }
+	if id, ok := tk.Lookup(a); !ok || id.User != "ann" {
+		t.Fatalf("ann: %+v %v", id, ok)
+	}
+	if id, ok := tk.Lookup(b); !ok || !id.InGroup("g") {
+		t.Fatalf("ben: %+v %v", id, ok)
+	}
+	if err := os.Remove(filepath.Join(dir, "ben")); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := tk.Lookup(b); ok {
+		t.Fatal("ben's token works after its file was removed")
+	}
+	if _, ok := tk.Lookup(a); !ok {
+		t.Fatal("ann's token stopped working")
+	}
+}

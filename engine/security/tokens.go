@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +62,9 @@ func checkName(what, s string) error {
 //
 //	sha256:<hex SHA-256 of the token> <user> [<group>,<group>...]
 //
-// ('#' starts a comment). The file is read again when it changes (a Kubernetes Secret volume
+// ('#' starts a comment). The path may also be a directory: every file in it (not starting with
+// '.') holds such lines — a mounted Kubernetes Secret with one key per user, as the operator
+// keeps it. The file is read again when it changes (a Kubernetes Secret volume
 // updated in place), checked at most once a second, so an added token works and a removed one is
 // refused within seconds; a file that no longer parses keeps the previous tokens (Err says why).
 type Tokens struct {
@@ -70,7 +73,7 @@ type Tokens struct {
 
 	mu      sync.Mutex
 	checked time.Time
-	stamp   fileStamp
+	stamp   string
 	byHash  map[string]Identity
 	gen     uint64 // counts successful reloads
 	lastErr error
@@ -79,19 +82,78 @@ type Tokens struct {
 // LoadTokens reads the token file at path, which must parse now.
 func LoadTokens(path string) (*Tokens, error) {
 	t := &Tokens{path: path, now: time.Now}
-	fi, err := os.Stat(path)
+	stamp, err := tokenStamp(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readTokenSource(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	if t.byHash, err = parseTokens(data); err != nil {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
-	t.stamp, t.checked = fileStamp{fi.ModTime(), fi.Size()}, t.now()
+	t.stamp, t.checked = stamp, t.now()
 	return t, nil
+}
+
+// tokenFiles are the files a token path names: itself, or the files of a directory.
+func tokenFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // the kubelet's ..data and its timestamped directories
+		}
+		p := filepath.Join(path, e.Name())
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// tokenStamp changes when a token file (or a file of the directory) changes.
+func tokenStamp(path string) (string, error) {
+	files, err := tokenFiles(path)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", f, fi.ModTime().UnixNano(), fi.Size())
+	}
+	return b.String(), nil
+}
+
+func readTokenSource(path string) ([]byte, error) {
+	files, err := tokenFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	var all []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(append(all, b...), '\n')
+	}
+	return all, nil
 }
 
 func parseTokens(data []byte) (map[string]Identity, error) {
@@ -154,16 +216,15 @@ func (t *Tokens) refresh() {
 		return
 	}
 	t.checked = now
-	fi, err := os.Stat(t.path)
+	st, err := tokenStamp(t.path)
 	if err != nil {
 		t.lastErr = fmt.Errorf("token file: %w (the previous tokens stay in use)", err)
 		return
 	}
-	st := fileStamp{fi.ModTime(), fi.Size()}
 	if st == t.stamp {
 		return
 	}
-	data, err := os.ReadFile(t.path)
+	data, err := readTokenSource(t.path)
 	if err == nil {
 		var m map[string]Identity
 		if m, err = parseTokens(data); err == nil {

@@ -19,12 +19,15 @@ import (
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeclusters/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cellstore.io,resources=storeusers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cellstore.io,resources=storeusers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cellstore.io,resources=storeusers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
@@ -45,7 +48,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&StoreClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&AssignmentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr)
+	if err := (&AssignmentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&StoreUserReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr)
 }
 
 // newRecorder makes the operator's event recorder. Unlike the manager's default it lets a

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/access"
 	"github.com/cellstore/cellstore/engine/security"
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,6 +195,46 @@ func (e *engineClient) SetQuota(ctx context.Context, q Quota) error {
 	p.Limit, p.TimeUnitSeconds = int64(q.Limit), secs
 	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.SetQuota(ctx, &pb.SetQuotaRequest{Quota: p})
+		return err
+	})
+}
+
+func permissionProto(p Permission, withActions bool) (*pb.Permission, error) {
+	out := &pb.Permission{User: p.User, Namespace: p.Namespace, Family: []byte(p.Family)}
+	if p.Qualifier != "" {
+		out.Qualifier = []byte(p.Qualifier)
+	}
+	if p.Table != "" {
+		out.Table = client.ParseTableName(p.Table)
+	}
+	if withActions {
+		a, err := access.ParseActions(p.Actions)
+		if err != nil {
+			return nil, err
+		}
+		out.Actions = uint32(a)
+	}
+	return out, nil
+}
+
+func (e *engineClient) Grant(ctx context.Context, p Permission) error {
+	pp, err := permissionProto(p, true)
+	if err != nil {
+		return err
+	}
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.Grant(ctx, &pb.GrantRequest{Permission: pp})
+		return err
+	})
+}
+
+func (e *engineClient) Revoke(ctx context.Context, p Permission) error {
+	pp, err := permissionProto(p, false)
+	if err != nil {
+		return err
+	}
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.Revoke(ctx, &pb.RevokeRequest{Permission: pp})
 		return err
 	})
 }

@@ -35,6 +35,10 @@ type Client interface {
 	RemoveQuota(ctx context.Context, key QuotaKey) error
 	// ListQuotas returns every throttle.
 	ListQuotas(ctx context.Context) ([]Quota, error)
+	// Grant gives p.User exactly p.Actions at p's scope (replacing what it had there).
+	Grant(ctx context.Context, p Permission) error
+	// Revoke takes every action at p's scope from p.User; revoking nothing does nothing.
+	Revoke(ctx context.Context, p Permission) error
 	// SetDefaultRegionReplication sets REGION_REPLICATION for tables that do not set one.
 	SetDefaultRegionReplication(ctx context.Context, n int32) error
 	// Close releases the connection.

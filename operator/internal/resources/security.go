@@ -19,6 +19,9 @@ const (
 	// TLSMountPath is where the engine containers find the server certificate Secret.
 	TLSMountPath = ConfigMountPath + "/tls"
 	volumeTLS    = "tls"
+	// TokensMountPath is where the servers find the StoreUsers' token lines (--token-file).
+	TokensMountPath = ConfigMountPath + "/tokens"
+	volumeTokens    = "tokens"
 	// GroupServers and GroupAdmins are the groups (certificate organizations) of the servers'
 	// and the admin certificate: both are always superusers.
 	GroupServers = "cellstore:servers"
@@ -39,6 +42,9 @@ func ServerTLSSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-se
 
 // AdminTLSSecretName holds an administrator's client certificate (CN admin, a superuser).
 func AdminTLSSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-admin-tls" }
+
+// TokensSecretName holds one key per StoreUser with a token: its token-file line (the hash).
+func TokensSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-tokens" }
 
 // CABundleName is the ConfigMap holding the CA certificate alone (ca.crt), for clients and
 // Prometheus: the trust anchor, with no key.
@@ -115,6 +121,7 @@ func securityArgs(c *v1alpha1.StoreCluster) []string {
 		"--tls-key-file=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey,
 		"--tls-ca-file=" + TLSMountPath + "/" + KeyCACert,
 		"--superusers=" + strings.Join(Superusers(c), ","),
+		"--token-file=" + TokensMountPath,
 	}
 }
 
@@ -136,9 +143,15 @@ func securityVolumes(c *v1alpha1.StoreCluster) ([]corev1.Volume, []corev1.Volume
 	if !c.Spec.TLSEnabled() {
 		return nil, nil
 	}
-	return []corev1.Volume{{Name: volumeTLS, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: ServerTLSSecretName(c), DefaultMode: ptr.To(int32(0o440))}}}},
-		[]corev1.VolumeMount{{Name: volumeTLS, MountPath: TLSMountPath, ReadOnly: true}}
+	return []corev1.Volume{
+			{Name: volumeTLS, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: ServerTLSSecretName(c), DefaultMode: ptr.To(int32(0o440))}}},
+			// Optional: there is none until a StoreUser with a token exists; the servers read
+			// the directory again when the kubelet updates it.
+			{Name: volumeTokens, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: TokensSecretName(c), DefaultMode: ptr.To(int32(0o440)), Optional: ptr.To(true)}}},
+		},
+		[]corev1.VolumeMount{{Name: volumeTLS, MountPath: TLSMountPath, ReadOnly: true}, {Name: volumeTokens, MountPath: TokensMountPath, ReadOnly: true}}
 }
 
 // httpScheme is the scheme of the engine's HTTP endpoints.

@@ -60,6 +60,7 @@ type Fake struct {
 	servers     map[string]*server
 	draining    map[string]bool
 	quotas      map[master.QuotaKey]master.Quota
+	grants      map[string]master.Permission // by user and scope
 	replication int32
 	inTransit   int32
 	manualDrain bool
@@ -354,6 +355,39 @@ func (c client) SetQuota(_ context.Context, q master.Quota) error {
 	f.note("SetQuota %s %d/%s", q.Key(), q.Limit, q.TimeUnit)
 	f.quotas[q.Key()] = q
 	return nil
+}
+
+func (c client) Grant(_ context.Context, p master.Permission) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("Grant %s %s", p.User, p)
+	if f.grants == nil {
+		f.grants = map[string]master.Permission{}
+	}
+	f.grants[p.User+" "+p.Scope()] = p
+	return nil
+}
+
+func (c client) Revoke(_ context.Context, p master.Permission) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("Revoke %s %s", p.User, p.Scope())
+	delete(f.grants, p.User+" "+p.Scope())
+	return nil
+}
+
+// Grants are the permissions granted, "user scope: actions", sorted.
+func (f *Fake) Grants() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range f.grants {
+		out = append(out, p.User+" "+p.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (c client) RemoveQuota(_ context.Context, k master.QuotaKey) error {
