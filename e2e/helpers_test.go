@@ -18,7 +18,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -357,7 +356,7 @@ func storeUser(ctx context.Context, ns, cluster, name, auth string, acls ...v1al
 		if err := crc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cur); err != nil {
 			return err.Error()
 		}
-		c := meta.FindStatusCondition(cur.Status.Conditions, "Ready")
+		c := apimeta.FindStatusCondition(cur.Status.Conditions, "Ready")
 		if c == nil || c.ObservedGeneration != cur.Generation {
 			return "not yet looked at"
 		}
