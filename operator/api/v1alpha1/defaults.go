@@ -94,6 +94,11 @@ func (s *StoreClusterSpec) RegionServerResources() corev1.ResourceRequirements {
 // TLSEnabled says whether the cluster serves TLS and authenticates its callers (the default).
 func (s *StoreClusterSpec) TLSEnabled() bool { return s.Security.TLS != TLSDisabled }
 
+// NetworkPolicyEnabled says whether the operator makes the region servers' NetworkPolicy.
+func (s *StoreClusterSpec) NetworkPolicyEnabled() bool {
+	return s.Security.NetworkPolicy == nil || *s.Security.NetworkPolicy
+}
+
 // PullPolicy is spec.imagePullPolicy or its default.
 func (s *StoreClusterSpec) PullPolicy() corev1.PullPolicy {
 	if s.ImagePullPolicy != "" {

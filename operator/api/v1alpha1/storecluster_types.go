@@ -165,6 +165,13 @@ type SecuritySpec struct {
 	// +kubebuilder:validation:items:Pattern=`^@?[^\s,#@]+$`
 	// +optional
 	Superusers []string `json:"superusers,omitempty"`
+
+	// NetworkPolicy: a NetworkPolicy lets only the cluster's own pods and the operator reach the
+	// region servers' Admin port (clients keep the data port, everyone the HTTP port). It takes
+	// effect where the network plugin enforces NetworkPolicies. Default true.
+	// +kubebuilder:default=true
+	// +optional
+	NetworkPolicy *bool `json:"networkPolicy,omitempty"`
 }
 
 // ByteSize is an amount of bytes in Kubernetes quantity syntax: 512Mi, 8Gi, 1G or 1073741824.

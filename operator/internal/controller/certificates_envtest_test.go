@@ -9,6 +9,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
@@ -83,5 +86,29 @@ var _ = Describe("StoreCluster controller: certificates", func() {
 		waitRunning(c)
 		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.CASecretName(c)}, &corev1.Secret{})).NotTo(Succeed())
 		Expect(statefulSet(c, resources.GroupMaster).Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--security=on"))
+	})
+})
+
+var _ = Describe("StoreCluster controller: network policy", func() {
+	It("lets only the cluster's pods and the operator reach the region servers' Admin port, and removes the policy when turned off", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		np := &networkingv1.NetworkPolicy{}
+		key := client.ObjectKey{Namespace: ns, Name: c.Name + "-regionserver"}
+		Eventually(func() error { return k8s.Get(suiteCtx, key, np) }, timeout, poll).Should(Succeed())
+		Expect(np.GetOwnerReferences()).To(ContainElement(HaveField("Name", c.Name)))
+		var admin *networkingv1.NetworkPolicyIngressRule
+		for i, r := range np.Spec.Ingress {
+			if r.Ports[0].Port.IntValue() == int(resources.RegionServerAdmin) {
+				admin = &np.Spec.Ingress[i]
+			} else {
+				Expect(r.From).To(BeEmpty(), "port %s is open to clients", r.Ports[0].Port)
+			}
+		}
+		Expect(admin).NotTo(BeNil())
+		Expect(admin.From).To(HaveLen(2))
+		update(c, func(cl *v1alpha1.StoreCluster) { cl.Spec.Security.NetworkPolicy = ptr.To(false) })
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(suiteCtx, key, &networkingv1.NetworkPolicy{})) }, timeout, poll).Should(BeTrue())
 	})
 })

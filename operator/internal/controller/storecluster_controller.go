@@ -383,10 +383,20 @@ func (r *StoreClusterReconciler) taskRBAC(ctx context.Context, s *clusterState) 
 
 func (r *StoreClusterReconciler) taskServices(ctx context.Context, s *clusterState) Result {
 	v := r.Options.OperatorVersion
-	return r.applyAll(ctx, s.c,
+	if res := r.applyAll(ctx, s.c,
 		resources.HeadlessService(s.c, resources.GroupMaster, v),
 		resources.HeadlessService(s.c, resources.GroupRegionServer, v),
-		resources.ClientService(s.c, v))
+		resources.ClientService(s.c, v)); res.Outcome != Complete {
+		return res
+	}
+	np := resources.RegionServerNetworkPolicy(s.c, v)
+	if s.c.Spec.NetworkPolicyEnabled() {
+		return r.applyAll(ctx, s.c, np)
+	}
+	if err := r.Client.Delete(ctx, np); err != nil && !apierrors.IsNotFound(err) {
+		return Errored(ReasonApplyFailed, fmt.Errorf("delete NetworkPolicy %s: %w", np.Name, err))
+	}
+	return Done()
 }
 
 func (r *StoreClusterReconciler) taskPDBs(ctx context.Context, s *clusterState) Result {

@@ -13,6 +13,7 @@ import (
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
@@ -514,5 +515,24 @@ func TestServerCertificateNames(t *testing.T) {
 	now := time.Now()
 	if NeedsRenewal(now.Add(-time.Hour), now.Add(90*24*time.Hour), now) || !NeedsRenewal(now.Add(-61*24*time.Hour), now.Add(29*24*time.Hour), now) {
 		t.Error("renewal must come when a third of the life is left")
+	}
+}
+
+func TestRegionServerNetworkPolicy(t *testing.T) {
+	c := minimalCluster()
+	np := RegionServerNetworkPolicy(c, "v1")
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || np.Spec.PodSelector.MatchLabels[LabelComponent] != string(GroupRegionServer) {
+		t.Fatalf("policy %+v", np.Spec)
+	}
+	open := map[int]bool{}
+	for _, r := range np.Spec.Ingress {
+		p := r.Ports[0].Port.IntValue()
+		open[p] = len(r.From) == 0
+		if p == int(RegionServerAdmin) && (len(r.From) != 2 || r.From[0].PodSelector.MatchLabels[LabelInstance] != c.Name) {
+			t.Errorf("admin port admits %+v, want the cluster's pods and the operator", r.From)
+		}
+	}
+	if !open[int(RegionServerDataPort)] || !open[int(RegionServerHTTPPort)] || open[int(RegionServerAdmin)] {
+		t.Errorf("open ports %v: want data and HTTP open, admin restricted", open)
 	}
 }
