@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/security"
 )
 
@@ -136,5 +137,49 @@ func TestSameScopeAndCovers(t *testing.T) {
 	}
 	if !Covers("ns1", nil, perm("u", "ns1", "", "", "", "R")) {
 		t.Error("a namespace grant is in its namespace")
+	}
+}
+
+func TestCellACL(t *testing.T) {
+	v, err := EncodeCellACL(map[string]Action{"dave": Read, "@ops": Read | Write, "eve": Write})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeCellACL(v)
+	if err != nil || len(back) != 3 || back["@ops"] != Read|Write {
+		t.Fatalf("decoded %v, %v", back, err)
+	}
+	tags := cell.AppendTTLTag(nil, 1000)
+	tags = cell.AppendTag(tags, cell.TagACL, v)
+	id := func(user string, groups ...string) security.Identity {
+		return security.Identity{User: user, Groups: groups}
+	}
+	for _, c := range []struct {
+		who  security.Identity
+		want Action
+		ok   bool
+	}{
+		{id("dave"), Read, true},
+		{id("dave"), Write, false},
+		{id("eve"), Read, false},
+		{id("eve"), Write, true},
+		{id("fay", "ops"), Write, true},
+		{id("ops"), Read, false}, // a user named like the group is not in it
+		{id("gil"), Read, false},
+	} {
+		if got := CellGrants(tags, c.who, c.want); got != c.ok {
+			t.Errorf("%s %s: %v, want %v", c.who, c.want.Name(), got, c.ok)
+		}
+	}
+	if CellGrants(cell.AppendTTLTag(nil, 1), id("dave"), Read) || CellGrants(nil, id("dave"), Read) {
+		t.Error("a cell without an ACL granted something")
+	}
+	for _, bad := range []map[string]Action{{}, {"": Read}, {"a b": Read}, {"x": 0}, {"y": 64}} {
+		if _, err := EncodeCellACL(bad); err == nil {
+			t.Errorf("%v encoded", bad)
+		}
+	}
+	if _, err := DecodeCellACL([]byte{5, 'a'}); err == nil {
+		t.Error("a truncated ACL decoded")
 	}
 }

@@ -41,6 +41,10 @@ const (
 	// TagTTL is a per-cell time to live: an 8-byte big-endian count of
 	// milliseconds after the cell's timestamp at which it expires.
 	TagTTL byte = 8
+	// TagACL holds a cell's access control list (HBase's ACL tag type): the permissions it
+	// grants, written by the region server from a mutation's ACL and read by its access checks
+	// (engine/access). Clients never send tags.
+	TagACL byte = 1
 )
 
 // ErrBadTags is matched (errors.Is) by the errors for malformed tags.

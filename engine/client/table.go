@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
@@ -62,6 +63,9 @@ type Mutation struct {
 	// none): they expire once their timestamp + TTL is past. It cannot make
 	// a cell outlive its family's TTL.
 	TTL time.Duration
+	// ACL is a put's cell ACL (HBase's Mutation.setACL): users and "@group"s with the actions
+	// each may take on the cells written (docs/security.md, "Cell ACLs").
+	ACL map[string]access.Action
 }
 
 // ttlAttribute carries a mutation's TTL in milliseconds (the name HBase uses).
@@ -126,6 +130,14 @@ func (m *Mutation) validate(maxCell int) error {
 	if m.TTL < 0 || m.TTL > 0 && m.TTL < time.Millisecond {
 		return fmt.Errorf("client: TTL %v of a mutation of row %q: use a positive number of milliseconds", m.TTL, m.Row)
 	}
+	if len(m.ACL) > 0 {
+		if m.Type != pb.MutationProto_TYPE_PUT {
+			return fmt.Errorf("client: a cell ACL goes on puts, not on a %v of row %q", m.Type, m.Row)
+		}
+		if _, err := access.EncodeCellACL(m.ACL); err != nil {
+			return fmt.Errorf("client: mutation of row %q: %w", m.Row, err)
+		}
+	}
 	if m.TTL != 0 && m.Type == pb.MutationProto_TYPE_DELETE {
 		return fmt.Errorf("client: a delete of row %q cannot carry a TTL (TTLs apply to puts, increments and appends)", m.Row)
 	}
@@ -142,6 +154,12 @@ func (m *Mutation) encode(block []byte, nonce uint64) (*pb.MutationProto, []byte
 		TimeRange: m.TimeRange, Nonce: nonce, ReturnResults: m.ReturnResults}
 	if m.TTL > 0 {
 		mp.Attributes = map[string][]byte{ttlAttribute: binary.BigEndian.AppendUint64(nil, uint64(m.TTL.Milliseconds()))}
+	}
+	if len(m.ACL) > 0 {
+		if mp.Attributes == nil {
+			mp.Attributes = map[string][]byte{}
+		}
+		mp.Attributes[access.ACLAttribute], _ = access.EncodeCellACL(m.ACL) // checked by validate
 	}
 	return mp, block
 }

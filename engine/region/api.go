@@ -39,6 +39,10 @@ type Mutation struct {
 	// It cannot make a cell outlive its family's TTL. Deletes cannot carry
 	// one.
 	TTL int64
+	// Tags are tags (cell.Tags form) added to every cell the mutation puts: server-side
+	// metadata the region stores and hands back but does not interpret (the region server's
+	// cell ACLs). No TTL tag (TTL says that); deletes carry none.
+	Tags []byte
 }
 
 // NewMutation returns an empty mutation of row.
@@ -108,12 +112,18 @@ type Get struct {
 	Columns []Column
 	// TimeRange restricts versions by timestamp.
 	TimeRange TimeRange
+	// CellCheck, when set, hides the cells it refuses (from their key and tags), as a filter
+	// that skips them: the region server's cell ACLs.
+	CellCheck CellCheck
 	// MaxVersions per column (0: 1), capped by the family's VERSIONS.
 	MaxVersions int
 	Filter      filter.Filter
 	// NoCache: do not cache the data blocks read.
 	NoCache bool
 }
+
+// CellCheck decides from a cell's key and tags whether a read may see it.
+type CellCheck func(key cell.Key, tags []byte) bool
 
 // Scan reads a range of rows (HBase's Scan).
 type Scan struct {
@@ -128,6 +138,8 @@ type Scan struct {
 	Reversed       bool
 	Columns        []Column
 	TimeRange      TimeRange
+	// CellCheck, when set, hides the cells it refuses (see Get.CellCheck).
+	CellCheck CellCheck
 	// MaxVersions per column (0: 1), capped by the family's VERSIONS
 	// (raw scans are not capped by VERSIONS).
 	MaxVersions int

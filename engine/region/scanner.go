@@ -931,6 +931,11 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 			return actNextFam
 		}
 	}
+	// A cell the read may not see is skipped before the versions are counted, so an older
+	// version it may see takes its place (HBase 2 filters before checking versions).
+	if s.s.CellCheck != nil && !t.IsDelete() && !s.s.CellCheck(k, tags) {
+		return actSkip
+	}
 	// Versions.
 	if !s.colSet || !bytes.Equal(q, s.colQual) {
 		s.colQual = append(s.colQual[:0], q...)
@@ -1075,7 +1080,7 @@ func (r *Region) get(g *Get, uncommitted bool) (*Result, error) {
 		return nil, err
 	}
 	sc, err := r.newScanner(&Scan{StartRow: g.Row, StopRow: g.Row, IncludeStopRow: true, Columns: g.Columns,
-		TimeRange: g.TimeRange, MaxVersions: g.MaxVersions, Filter: g.Filter, Caching: 1, NoCache: g.NoCache,
+		TimeRange: g.TimeRange, MaxVersions: g.MaxVersions, Filter: g.Filter, CellCheck: g.CellCheck, Caching: 1, NoCache: g.NoCache,
 		ReadUncommitted: uncommitted}, g.Row)
 	if err != nil {
 		return nil, err

@@ -129,6 +129,17 @@ func (r *Region) validateMutation(m *Mutation) error {
 	if err := checkTTL(m.TTL); err != nil {
 		return err
 	}
+	if len(m.Tags) > 0 {
+		if err := cell.ParseTags(m.Tags); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if _, ok := cell.TTLOf(m.Tags); ok {
+			return fmt.Errorf("%w: a mutation's tags cannot hold a TTL (set Mutation.TTL)", ErrInvalid)
+		}
+		if len(m.Tags)+len(cell.AppendTTLTag(nil, 1)) > cell.MaxTagsLength {
+			return fmt.Errorf("%w: %d bytes of tags, limit %d", ErrInvalid, len(m.Tags), cell.MaxTagsLength-len(cell.AppendTTLTag(nil, 1)))
+		}
+	}
 	for _, op := range m.Ops {
 		if !op.Type.IsCellType() {
 			return fmt.Errorf("%w: cell type %v", ErrInvalid, op.Type)
@@ -195,7 +206,7 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 			byRow[string(m.Row)] = i
 			req.rows = append(req.rows, rowEdit{row: m.Row})
 		}
-		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, now)
+		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, now)
 		if err != nil {
 			return err
 		}
@@ -206,15 +217,15 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 }
 
 // resolveOps turns ops into cells: "now" timestamps, delete-row
-// expansion, Delete-latest-version lookups and TTL tags (ttl: the
-// mutation's). Called under the row lock.
-func (r *Region) resolveOps(row []byte, ops []Op, ttl, now int64) ([]cell.KeyValue, error) {
+// expansion, Delete-latest-version lookups, TTL tags (ttl: the
+// mutation's) and the mutation's extra tags on puts. Called under the row lock.
+func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra []byte, now int64) ([]cell.KeyValue, error) {
 	// One buffer for all cells of the mutation.
 	size := 0
 	for _, op := range ops {
 		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
-		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0) {
-			size += ttlTaggedExtra
+		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0) {
+			size += ttlTaggedExtra + len(extra)
 		}
 	}
 	buf := make([]byte, 0, size)
@@ -225,10 +236,14 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl, now int64) ([]cell.KeyVal
 		if cellTTL == 0 {
 			cellTTL = ttl
 		}
-		if t != cell.Put || cellTTL == 0 {
+		if t != cell.Put || (cellTTL == 0 && len(extra) == 0) {
 			buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
 		} else {
-			tags = cell.AppendTTLTag(tags[:0], cellTTL)
+			tags = tags[:0]
+			if cellTTL != 0 {
+				tags = cell.AppendTTLTag(tags, cellTTL)
+			}
+			tags = append(tags, extra...)
 			key = cell.AppendKey(key[:0], row, fam, q, ts, t)
 			buf = cell.AppendTaggedKeyValue(buf, key, v, tags)
 		}

@@ -97,14 +97,27 @@ func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb
 
 // readable narrows the columns of a get or scan to what the call's user may read; an error when
 // it may read none of them.
-func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column) ([]region.Column, *pb.ErrorDetail) {
+//
+// Cell ACLs (docs/security.md): a user without READ on the whole table may still see the cells
+// whose ACL grants it READ. With the cell-first strategy (the read's acl.strategy attribute) or
+// with early-out off (Config.NoCellACLEarlyOut), such a read is not refused: it returns the
+// cells the user may read by grant or by their cell ACL (a union, as HBase's), through a check of
+// every cell. Otherwise (HBase's default) it is narrowed to the granted columns or refused, and
+// cell ACLs are not looked at.
+func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column, attrs map[string][]byte) ([]region.Column, region.CellCheck, *pb.ErrorDetail) {
 	if !s.cfg.Authorization {
-		return cols, nil
+		return cols, nil, nil
 	}
 	id := identityOf(c)
 	ns, name := tableOf(or)
 	if s.acl.Load().Table(id, ns, name)&access.Read != 0 {
-		return cols, nil
+		return cols, nil, nil
+	}
+	if st := attrs[access.ACLStrategyAttribute]; (len(st) == 1 && st[0] == access.ACLStrategyCellFirst) || s.cfg.NoCellACLEarlyOut {
+		ck := s.acl.Load()
+		return cols, func(k cell.Key, tags []byte) bool {
+			return access.CellGrants(tags, id, access.Read) || ck.Column(id, ns, name, k.Family(), k.Qualifier())&access.Read != 0
+		}, nil
 	}
 	fams := make([][]byte, 0, len(or.table.GetFamilies()))
 	for _, f := range or.table.GetFamilies() {
@@ -119,13 +132,13 @@ func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column) (
 		out, ok = s.acl.Load().ReadableColumns(id, ns, name, fams, in)
 	}
 	if !ok {
-		return nil, access.Denied(id, access.Read, access.TableScope(ns, name, nil, nil))
+		return nil, nil, access.Denied(id, access.Read, access.TableScope(ns, name, nil, nil))
 	}
 	narrowed := make([]region.Column, len(out))
 	for i, col := range out {
 		narrowed[i] = region.Column{Family: col.Family, Qualifier: col.Qualifier}
 	}
-	return narrowed, nil
+	return narrowed, nil, nil
 }
 
 // mayAdmin answers nil when the caller of an Admin-service call is a superuser (the master and

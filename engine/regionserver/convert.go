@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/region"
@@ -388,6 +389,22 @@ func mutationTTL(m *pb.MutationProto) (int64, error) {
 	return ttl, nil
 }
 
+// mutationACL is the cell ACL tag a put carries (its access.ACLAttribute), nil without.
+func mutationACL(m *pb.MutationProto) ([]byte, error) {
+	v, ok := m.GetAttributes()[access.ACLAttribute]
+	if !ok {
+		return nil, nil
+	}
+	if m.GetType() != pb.MutationProto_TYPE_PUT {
+		return nil, invalid("a cell ACL (mutation attribute %q) goes on puts, not on a %v (cells written by increments and appends keep the ACL of the cell they change)",
+			access.ACLAttribute, m.GetType())
+	}
+	if _, err := access.DecodeCellACL(v); err != nil || len(v) == 0 {
+		return nil, invalid("mutation attribute %q is not a cell ACL: set it with the client's SetACL", access.ACLAttribute)
+	}
+	return cell.AppendTag(nil, cell.TagACL, v), nil
+}
+
 // takeCells reads n cells of row from the request's cell block and returns the rest.
 func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 	if n < 0 {
@@ -426,6 +443,9 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 		return nil, err
 	}
 	mu := &region.Mutation{Row: m.GetRow(), Durability: d, TTL: ttl}
+	if mu.Tags, err = mutationACL(m); err != nil {
+		return nil, err
+	}
 	if m.GetNonce() != 0 {
 		mu.NonceGroup, mu.Nonce = nonceGroup, m.GetNonce()
 	}

@@ -237,7 +237,7 @@ func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get)
 		return nil, s.errDetail(err, or.name)
 	}
 	var d *pb.ErrorDetail
-	if rg.Columns, d = s.readable(c, or, rg.Columns); d != nil {
+	if rg.Columns, rg.CellCheck, d = s.readable(c, or, rg.Columns, g.GetAttributes()); d != nil {
 		return nil, d
 	}
 	if d := s.admit(c, or, false, 0); d != nil {
@@ -357,6 +357,9 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 		}
 		return nil, nil
 	case pb.MutationProto_TYPE_INCREMENT, pb.MutationProto_TYPE_APPEND:
+		if _, err := mutationACL(m); err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
 		d, err := convertDurability(effectiveDurability(m.GetDurability(), or.table.GetDurability()))
 		if err != nil {
 			return nil, s.errDetail(err, or.name)
@@ -756,7 +759,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			fail(c, &answered, s.errDetail(err, name))
 			return
 		}
-		if rscan.Columns, d = s.readable(c, or, rscan.Columns); d != nil {
+		if rscan.Columns, rscan.CellCheck, d = s.readable(c, or, rscan.Columns, req.GetScan().GetAttributes()); d != nil {
 			fail(c, &answered, d)
 			return
 		}

@@ -120,6 +120,11 @@ type Config struct {
 	// the first fetch only superusers are served. Needs security on.
 	Authorization bool
 	Superusers    []string
+	// NoCellACLEarlyOut turns off HBase's hbase.security.access.early_out (on by default): with
+	// it on, a read by a user with no READ grant on what it reads is refused at once, cell ACLs
+	// unread, unless it asks for the cell-first strategy; off, such reads return the cells whose
+	// ACL grants READ.
+	NoCellACLEarlyOut bool
 }
 
 // creds are what the server presents when it calls the master or another server.

@@ -116,3 +116,19 @@ func (s *Shell) userPermission(ctx context.Context, args []Value) error {
 	fmt.Fprintf(s.Out, "%d row(s)\n", len(resp.GetPermissions()))
 	return nil
 }
+
+// cellACL reads a put's ACL => {'user' => 'RW', '@group' => 'R'} (HBase's shell syntax).
+func cellACL(v Value) (map[string]access.Action, error) {
+	if v.Kind != Hash || len(v.Keys) == 0 {
+		return nil, usage("ACL takes a hash of users (or '@group's) and permissions: ACL => {'bob' => 'RW'}")
+	}
+	out := map[string]access.Action{}
+	for i, k := range v.Keys {
+		a, err := access.ParseActions(v.Map[k].Text())
+		if err != nil {
+			return nil, usage("ACL for %s: %v", v.RawKeys[i], err)
+		}
+		out[v.RawKeys[i]] = a // user names keep their case
+	}
+	return out, nil
+}

@@ -43,7 +43,7 @@ var verbs map[string]verb
 func init() {
 	verbs = map[string]verb{
 		"create":          {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
-		"put":             {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms}]"},
+		"put":             {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms, ACL => {'user' => 'RW', '@group' => 'R'}}]"},
 		"get":             {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE'}]"},
 		"scan":            {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE'}]"},
 		"delete":          {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp]"},
@@ -274,11 +274,19 @@ func (s *Shell) put(ctx context.Context, args []Value) error {
 	if len(rest) > 0 {
 		h := rest[0]
 		if h.Kind != Hash || len(rest) > 1 {
-			return usage("put's last argument must be a {TTL => milliseconds} hash")
+			return usage("put's last argument must be a {TTL => milliseconds, ACL => {'user' => 'RW'}} hash")
 		}
 		for _, k := range h.Keys {
+			if k == "ACL" {
+				acl, err := cellACL(h.Map[k])
+				if err != nil {
+					return err
+				}
+				m.ACL = acl
+				continue
+			}
 			if k != "TTL" {
-				return usage("put does not know %s (it takes TTL)", k)
+				return usage("put does not know %s (it takes TTL and ACL)", k)
 			}
 			ttl, err := intOf(h.Map[k], k)
 			if err != nil {

@@ -29,12 +29,14 @@ const (
 
 // Value is one argument.
 type Value struct {
-	Kind  Kind
-	Str   string // String and Const
-	Int   int64
-	Keys  []string // Hash, in order
-	Map   map[string]Value
-	Items []Value // Array
+	Kind Kind
+	Str  string // String and Const
+	Int  int64
+	Keys []string // Hash, in order, upper-cased (HBase's keys are constants: TTL, NAME)
+	// RawKeys are a Hash's keys as written (user names in an ACL are not constants).
+	RawKeys []string
+	Map     map[string]Value
+	Items   []Value // Array
 }
 
 func (v Value) String() string {
@@ -294,6 +296,7 @@ func (p *parser) hashBody(end func() bool) (Value, error) {
 			return Value{}, &SyntaxError{Pos: keyPos, Msg: "duplicate key " + key}
 		}
 		v.Keys = append(v.Keys, key)
+		v.RawKeys = append(v.RawKeys, k.Str)
 		v.Map[key] = val
 		p.space()
 		if !p.eof() && p.peek() == ',' {

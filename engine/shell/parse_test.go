@@ -78,3 +78,23 @@ func TestParseErrorsRenderUTF8(t *testing.T) {
 		}
 	}
 }
+
+// Hash keys are constants (upper-cased) but keep their written form for ACLs, whose keys are
+// user names.
+func TestHashRawKeys(t *testing.T) {
+	cmd, err := Parse(`put 't', 'r', 'f:q', 'v', {ACL => {'Dave' => 'RW', '@ops' => 'R'}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cmd.Args[4].Map["ACL"]
+	acl, err := cellACL(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acl) != 2 || acl["Dave"].String() != "RW" || acl["@ops"].String() != "R" {
+		t.Fatalf("ACL %v: want Dave RW, @ops R (names as written)", acl)
+	}
+	if _, err := cellACL(Value{Kind: Hash, Keys: []string{"X"}, RawKeys: []string{"x"}, Map: map[string]Value{"X": {Kind: String, Str: "Q"}}}); err == nil {
+		t.Error("a bad permission letter was accepted")
+	}
+}

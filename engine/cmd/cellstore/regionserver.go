@@ -41,6 +41,8 @@ type regionServerFlags struct {
 	fileCacheDir  string
 	fileCacheSize offheap.Quantity
 	security      serverSecurityFlags
+	// cellACLEarlyOut is HBase's hbase.security.access.early_out (docs/security.md, "Cell ACLs").
+	cellACLEarlyOut bool
 }
 
 // addFileCacheFlags registers the local file cache of a region server on a bucket.
@@ -77,6 +79,7 @@ func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logge
 	}
 	cfg.TLS, cfg.Auth = sec.certs, sec.auth
 	cfg.Authorization, cfg.Superusers = sec.authorization, sec.superusers
+	cfg.NoCellACLEarlyOut = !f.cellACLEarlyOut
 	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	return nil
 }
@@ -144,7 +147,13 @@ gracefully: regions are flushed and closed and the master is told.`,
 	addWALFlags(fl, f)
 	addFileCacheFlags(fl, f)
 	addServerSecurityFlags(fl, &f.security)
+	addCellACLFlag(fl, f)
 	return cmd
+}
+
+// addCellACLFlag registers how reads weigh cell ACLs.
+func addCellACLFlag(fl *pflag.FlagSet, f *regionServerFlags) {
+	fl.BoolVar(&f.cellACLEarlyOut, "cell-acl-early-out", true, "with --security=on: refuse at once a read by a user with no READ grant on what it reads, cell ACLs unread, unless the read asks for the cell-first strategy (HBase's hbase.security.access.early_out); false: return the cells whose ACL grants READ")
 }
 
 func newLogger(level string) (*slog.Logger, error) {

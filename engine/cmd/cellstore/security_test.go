@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
@@ -76,6 +77,7 @@ func TestSecureCluster(t *testing.T) {
 	issueServer()
 	run(t, bin, "certs", "issue", "--ca", filepath.Join(pk, "ca"), "--out", filepath.Join(pk, "alice"), "--cn", "alice", "--client")
 	run(t, bin, "certs", "issue", "--ca", filepath.Join(pk, "ca"), "--out", filepath.Join(pk, "admin"), "--cn", "admin", "--client")
+	run(t, bin, "certs", "issue", "--ca", filepath.Join(pk, "ca"), "--out", filepath.Join(pk, "dave"), "--cn", "dave", "--groups", "auditors", "--client")
 	tokens := filepath.Join(pk, "tokens")
 	run(t, bin, "token", "create", "--user", "bob", "--token-out", filepath.Join(pk, "bob.token"), "--append", tokens)
 	run(t, bin, "token", "create", "--user", "carol", "--token-out", filepath.Join(pk, "carol.token"), "--append", tokens)
@@ -182,6 +184,31 @@ func TestSecureCluster(t *testing.T) {
 		t.Errorf("the refusal took %s: it must not be retried", d)
 	}
 
+	// Cell ACLs: dave has no grant on the table, but a cell's ACL lets him read it. HBase's
+	// default (early out) refuses his read; the cell-first strategy returns exactly that cell.
+	mustShell("admin", "create 'ct', 'f'; put 'ct', 'r1', 'f:pub', 'p'; put 'ct', 'r1', 'f:priv', 's', {ACL => {'dave' => 'R'}}; "+
+		"put 'ct', 'r2', 'f:grp', 'g', {ACL => {'@auditors' => 'R'}}; put 'ct', 'r2', 'f:other', 'o', {ACL => {'erin' => 'R'}}", admin)
+	denied("dave, default strategy", "get 'ct', 'r1'", certOf("dave"), "access denied")
+	daveCerts, err := security.LoadCerts(security.Files{CA: caFile, Cert: filepath.Join(pk, "dave", "tls.crt"), Key: filepath.Join(pk, "dave", "tls.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := client.New(client.Config{Masters: []string{masterAddr}, TLS: daveCerts, OperationTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	cellFirst := map[string][]byte{access.ACLStrategyAttribute: {access.ACLStrategyCellFirst}}
+	for row, want := range map[string]string{"r1": "priv", "r2": "grp"} {
+		res, err := dc.Table("ct").Get(context.Background(), &pb.Get{Row: []byte(row), Attributes: cellFirst})
+		if err != nil {
+			t.Fatalf("dave, cell first, %s: %v", row, err)
+		}
+		if len(res.Cells) != 1 || string(res.Cells[0].Qualifier) != want {
+			t.Fatalf("dave, cell first, %s: %d cells %v; want only f:%s (his cell ACL, or his group's)", row, len(res.Cells), res.Cells, want)
+		}
+	}
+	mustShell("admin", "get 'ct', 'r1'", admin, "f:pub", "f:priv")
 	phase("users checked")
 	// Rotation under load.
 	ca, err := security.LoadCerts(security.Files{CA: caFile})

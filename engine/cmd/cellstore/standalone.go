@@ -64,6 +64,7 @@ same directory recovers the tables.`,
 	addWALFlags(fl, &f.rs)
 	addFileCacheFlags(fl, &f.rs)
 	addServerSecurityFlags(fl, &f.rs.security)
+	addCellACLFlag(fl, &f.rs)
 	return cmd
 }
 
@@ -158,6 +159,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	cfg.TLS, cfg.Auth = sec.certs, sec.auth
 	cfg.Authorization, cfg.Superusers = sec.authorization, sec.superusers
+	cfg.NoCellACLEarlyOut = !f.rs.cellACLEarlyOut
 	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
 	s, err := regionserver.New(cfg)
 	if err != nil {

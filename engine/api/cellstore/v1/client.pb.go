@@ -334,7 +334,9 @@ type Get struct {
 	StoreLimit    int32 `protobuf:"varint,9,opt,name=store_limit,json=storeLimit,proto3" json:"store_limit,omitempty"`
 	StoreOffset   int32 `protobuf:"varint,10,opt,name=store_offset,json=storeOffset,proto3" json:"store_offset,omitempty"`
 	// Replica to read (set by the client when it hedges a TIMELINE read); 0 is the primary.
-	ReplicaId     int32 `protobuf:"varint,11,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	ReplicaId int32 `protobuf:"varint,11,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// Operation attributes, as HBase's (acl.strategy: docs/security.md, "Cell ACLs").
+	Attributes    map[string][]byte `protobuf:"bytes,12,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +446,13 @@ func (x *Get) GetReplicaId() int32 {
 		return x.ReplicaId
 	}
 	return 0
+}
+
+func (x *Get) GetAttributes() map[string][]byte {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
 }
 
 // Result is one row's cells (cell_count of them, from the cell block).
@@ -1306,10 +1315,12 @@ type Scan struct {
 	// Return delete markers and deleted cells.
 	Raw bool `protobuf:"varint,16,opt,name=raw,proto3" json:"raw,omitempty"`
 	// Rows in all; 0 = no limit.
-	Limit         int32 `protobuf:"varint,17,opt,name=limit,proto3" json:"limit,omitempty"`
-	StoreLimit    int32 `protobuf:"varint,18,opt,name=store_limit,json=storeLimit,proto3" json:"store_limit,omitempty"`
-	StoreOffset   int32 `protobuf:"varint,19,opt,name=store_offset,json=storeOffset,proto3" json:"store_offset,omitempty"`
-	ReplicaId     int32 `protobuf:"varint,20,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Limit       int32 `protobuf:"varint,17,opt,name=limit,proto3" json:"limit,omitempty"`
+	StoreLimit  int32 `protobuf:"varint,18,opt,name=store_limit,json=storeLimit,proto3" json:"store_limit,omitempty"`
+	StoreOffset int32 `protobuf:"varint,19,opt,name=store_offset,json=storeOffset,proto3" json:"store_offset,omitempty"`
+	ReplicaId   int32 `protobuf:"varint,20,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// Operation attributes, as HBase's (acl.strategy: docs/security.md, "Cell ACLs").
+	Attributes    map[string][]byte `protobuf:"bytes,21,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1482,6 +1493,13 @@ func (x *Scan) GetReplicaId() int32 {
 		return x.ReplicaId
 	}
 	return 0
+}
+
+func (x *Scan) GetAttributes() map[string][]byte {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
 }
 
 // ScanRequest opens a scanner (scan set, scanner_id 0) or continues one (scanner_id set).
@@ -1910,7 +1928,7 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\x06family\x18\x01 \x01(\fR\x06family\x12\x1e\n" +
 	"\n" +
 	"qualifiers\x18\x02 \x03(\fR\n" +
-	"qualifiers\"\xbf\x03\n" +
+	"qualifiers\"\xc1\x04\n" +
 	"\x03Get\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x12.\n" +
 	"\acolumns\x18\x02 \x03(\v2\x14.cellstore.v1.ColumnR\acolumns\x12,\n" +
@@ -1926,7 +1944,13 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\fstore_offset\x18\n" +
 	" \x01(\x05R\vstoreOffset\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\v \x01(\x05R\treplicaId\"o\n" +
+	"replica_id\x18\v \x01(\x05R\treplicaId\x12A\n" +
+	"\n" +
+	"attributes\x18\f \x03(\v2!.cellstore.v1.Get.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"o\n" +
 	"\x06Result\x12\x1d\n" +
 	"\n" +
 	"cell_count\x18\x01 \x01(\x05R\tcellCount\x12\x16\n" +
@@ -2004,7 +2028,7 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\texception\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\texception\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\bR\tprocessed\"K\n" +
 	"\rMultiResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .cellstore.v1.RegionActionResultR\aresults\"\xe5\x05\n" +
+	"\aresults\x18\x01 \x03(\v2 .cellstore.v1.RegionActionResultR\aresults\"\xe8\x06\n" +
 	"\x04Scan\x12\x1b\n" +
 	"\tstart_row\x18\x01 \x01(\fR\bstartRow\x12*\n" +
 	"\x11exclude_start_row\x18\x02 \x01(\bR\x0fexcludeStartRow\x12\x19\n" +
@@ -2029,7 +2053,13 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"storeLimit\x12!\n" +
 	"\fstore_offset\x18\x13 \x01(\x05R\vstoreOffset\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x14 \x01(\x05R\treplicaId\"\xa8\x03\n" +
+	"replica_id\x18\x14 \x01(\x05R\treplicaId\x12B\n" +
+	"\n" +
+	"attributes\x18\x15 \x03(\v2\".cellstore.v1.Scan.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa8\x03\n" +
 	"\vScanRequest\x125\n" +
 	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12&\n" +
 	"\x04scan\x18\x02 \x01(\v2\x12.cellstore.v1.ScanR\x04scan\x12\x1d\n" +
@@ -2089,7 +2119,7 @@ func file_cellstore_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_cellstore_v1_client_proto_goTypes = []any{
 	(Method)(0),                // 0: cellstore.v1.Method
 	(MutationProto_Type)(0),    // 1: cellstore.v1.MutationProto.Type
@@ -2117,58 +2147,62 @@ var file_cellstore_v1_client_proto_goTypes = []any{
 	(*ConnectionHeader)(nil),   // 23: cellstore.v1.ConnectionHeader
 	(*RequestHeader)(nil),      // 24: cellstore.v1.RequestHeader
 	(*ResponseHeader)(nil),     // 25: cellstore.v1.ResponseHeader
-	nil,                        // 26: cellstore.v1.MutationProto.AttributesEntry
-	(*Filter)(nil),             // 27: cellstore.v1.Filter
-	(*TimeRange)(nil),          // 28: cellstore.v1.TimeRange
-	(Consistency)(0),           // 29: cellstore.v1.Consistency
-	(Durability)(0),            // 30: cellstore.v1.Durability
-	(CompareOp)(0),             // 31: cellstore.v1.CompareOp
-	(*Comparator)(nil),         // 32: cellstore.v1.Comparator
-	(*ErrorDetail)(nil),        // 33: cellstore.v1.ErrorDetail
+	nil,                        // 26: cellstore.v1.Get.AttributesEntry
+	nil,                        // 27: cellstore.v1.MutationProto.AttributesEntry
+	nil,                        // 28: cellstore.v1.Scan.AttributesEntry
+	(*Filter)(nil),             // 29: cellstore.v1.Filter
+	(*TimeRange)(nil),          // 30: cellstore.v1.TimeRange
+	(Consistency)(0),           // 31: cellstore.v1.Consistency
+	(Durability)(0),            // 32: cellstore.v1.Durability
+	(CompareOp)(0),             // 33: cellstore.v1.CompareOp
+	(*Comparator)(nil),         // 34: cellstore.v1.Comparator
+	(*ErrorDetail)(nil),        // 35: cellstore.v1.ErrorDetail
 }
 var file_cellstore_v1_client_proto_depIdxs = []int32{
 	5,  // 0: cellstore.v1.Get.columns:type_name -> cellstore.v1.Column
-	27, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
-	28, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
-	29, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
-	2,  // 4: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	6,  // 5: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
-	7,  // 6: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
-	1,  // 7: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
-	30, // 8: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
-	28, // 9: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
-	26, // 10: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
-	31, // 11: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
-	32, // 12: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
-	27, // 13: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
-	28, // 14: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
-	2,  // 15: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	10, // 16: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
-	11, // 17: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
-	7,  // 18: cellstore.v1.MutateResponse.result:type_name -> cellstore.v1.Result
-	10, // 19: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
-	6,  // 20: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
-	2,  // 21: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
-	14, // 22: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
-	11, // 23: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
-	15, // 24: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
-	7,  // 25: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
-	33, // 26: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
-	17, // 27: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
-	33, // 28: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
-	18, // 29: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
-	5,  // 30: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
-	27, // 31: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
-	28, // 32: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
-	29, // 33: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
-	2,  // 34: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	20, // 35: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
-	33, // 36: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	29, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
+	30, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
+	31, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
+	26, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
+	2,  // 5: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	6,  // 6: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
+	7,  // 7: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
+	1,  // 8: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
+	32, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
+	30, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
+	27, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
+	33, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
+	34, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
+	29, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
+	30, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
+	2,  // 16: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	10, // 17: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
+	11, // 18: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
+	7,  // 19: cellstore.v1.MutateResponse.result:type_name -> cellstore.v1.Result
+	10, // 20: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
+	6,  // 21: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
+	2,  // 22: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
+	14, // 23: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
+	11, // 24: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
+	15, // 25: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
+	7,  // 26: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
+	35, // 27: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
+	17, // 28: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
+	35, // 29: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
+	18, // 30: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
+	5,  // 31: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
+	29, // 32: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
+	30, // 33: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
+	31, // 34: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
+	28, // 35: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
+	2,  // 36: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	20, // 37: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
+	35, // 38: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_client_proto_init() }
@@ -2183,7 +2217,7 @@ func file_cellstore_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_client_proto_rawDesc), len(file_cellstore_v1_client_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
