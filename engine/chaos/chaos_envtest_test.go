@@ -620,7 +620,11 @@ func runChaos(t *testing.T, storageMode string) {
 	close(stop)
 	wg.Wait()
 
-	// Heal: every process runs, every region opens; then read every key once more.
+	// Heal: the object store's injected faults not yet used end with the nemesis; every process
+	// runs, every region opens; then read every key once more.
+	if proxy != nil {
+		proxy.Clear()
+	}
 	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
 		n.signal(syscall.SIGCONT)
 		n.mu.Lock()
@@ -645,6 +649,11 @@ func runChaos(t *testing.T, storageMode string) {
 	for len(regions()) == 0 || len(recovering()) > 0 {
 		if time.Now().After(healed) {
 			t.Fatalf("not healed 3 minutes after the nemesis stopped: regions open %v, dead servers being recovered %v", len(regions()) > 0, recovering())
+		}
+		// A process that stops while the cluster heals (a master that lost its lease, a region
+		// server that could not register in time) is started again, as Kubernetes would.
+		for _, n := range append(append([]*chaosNode{}, masters...), servers...) {
+			n.restartIfExited(t, bin)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the master
 	}

@@ -231,6 +231,13 @@ func (p *Proxy) Inject(fault Fault, method string, n int, delay time.Duration) {
 	p.rules = append(p.rules, &proxyRule{fault: fault, method: method, left: n, delay: delay})
 }
 
+// Clear drops the faults not yet used: the store is well again.
+func (p *Proxy) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = nil
+}
+
 // Requests returns how many requests with method reached the proxy.
 func (p *Proxy) Requests(method string) int {
 	p.mu.Lock()
