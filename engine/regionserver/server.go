@@ -417,6 +417,9 @@ func (s *Server) Start(ctx context.Context) error {
 		s.tel.Ready("regionserver", s.Ready)
 		s.tel.Handle("/prestop", telemetry.LocalOnly(s.PrestopHandler()))
 		s.tel.TLS = s.cfg.TLS
+		if s.cfg.Authorization {
+			s.tel.Admin = s.adminHTTP
+		}
 		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package security
 import (
 	"crypto/tls"
 	"log/slog"
+	"net/http"
+	"strings"
 )
 
 // Authenticator decides who a connection or request is. The zero value (and nil) is security off:
@@ -56,4 +58,23 @@ func (a *Authenticator) LogMode(log *slog.Logger, tlsOn bool) {
 	default:
 		log.Warn("security off: connections are plaintext and callers are trusted as whoever they name; anyone who reaches the ports can read, write and drop tables (--security=on with --tls-cert-file/--tls-key-file/--tls-ca-file)")
 	}
+}
+
+// HTTPRequest authenticates an HTTP request: its TLS client certificate, checked against certs'
+// CA (the HTTP endpoint asks for one without checking it at the handshake, so that a caller with
+// another CA's certificate still reaches the open pages), or an "Authorization: Bearer <token>"
+// header.
+func (a *Authenticator) HTTPRequest(r *http.Request, certs *Certs) (Identity, error) {
+	var token string
+	if h := r.Header.Get("Authorization"); h != "" {
+		var ok bool
+		if token, ok = strings.CutPrefix(h, "Bearer "); !ok {
+			return Identity{}, unauthenticated("the Authorization header is not 'Bearer <token>'")
+		}
+	}
+	cs := r.TLS
+	if certs != nil {
+		cs = certs.VerifyClient(cs)
+	}
+	return a.Authenticate(cs, token, "")
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,5 +362,59 @@ func TestTokensDirectory(t *testing.T) {
 	}
 	if _, ok := tk.Lookup(a); !ok {
 		t.Fatal("ann's token stopped working")
+	}
+}
+
+// TestHTTPRequest: the HTTP endpoint asks for a client certificate without checking it; the
+// request's identity comes from a certificate the CA signed, or a bearer token.
+func TestHTTPRequest(t *testing.T) {
+	ca := testCA(t)
+	other := testCA(t)
+	dir := t.TempDir()
+	srv := issue(t, ca, Request{CommonName: "server", Server: true})
+	files, err := srv.WriteFiles(dir, ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := LoadCerts(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, line, _ := NewToken("tess", nil)
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := LoadTokens(filepath.Join(dir, "tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Authenticator{Required: true, Tokens: tokens}
+	req := func(peer *x509.Certificate, header string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "https://x/debug/pprof/", nil)
+		r.TLS = &tls.ConnectionState{}
+		if peer != nil {
+			r.TLS.PeerCertificates = []*x509.Certificate{peer}
+		}
+		if header != "" {
+			r.Header.Set("Authorization", header)
+		}
+		return r
+	}
+	good := issue(t, ca, Request{CommonName: "gus", Client: true}).Cert
+	stranger := issue(t, other, Request{CommonName: "gus", Client: true}).Cert
+	if id, err := a.HTTPRequest(req(good, ""), certs); err != nil || id.User != "gus" {
+		t.Errorf("certificate of the CA: %+v, %v", id, err)
+	}
+	if _, err := a.HTTPRequest(req(stranger, ""), certs); err == nil {
+		t.Error("a certificate of another CA was accepted")
+	}
+	if id, err := a.HTTPRequest(req(nil, "Bearer "+tok), certs); err != nil || id.User != "tess" {
+		t.Errorf("token: %+v, %v", id, err)
+	}
+	if _, err := a.HTTPRequest(req(nil, "Basic abc"), certs); err == nil {
+		t.Error("a non-bearer authorization was accepted")
+	}
+	if _, err := a.HTTPRequest(req(nil, ""), certs); err == nil {
+		t.Error("nothing proven was accepted")
 	}
 }

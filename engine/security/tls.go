@@ -186,7 +186,7 @@ func (c *Certs) ServerConfig(clientAuth tls.ClientAuthType, nextProtos ...string
 		ClientAuth:   clientAuth,
 		NextProtos:   nextProtos,
 	}
-	if clientAuth != tls.NoClientCert && l.pool == nil {
+	if (clientAuth == tls.VerifyClientCertIfGiven || clientAuth == tls.RequireAndVerifyClientCert) && l.pool == nil {
 		return nil, errors.New("tls: checking client certificates needs the CA that signs them (the CA file)")
 	}
 	if len(nextProtos) == 0 {
@@ -226,4 +226,29 @@ func CertsFromPEM(certPEM, keyPEM, caPEM []byte) (*Certs, error) {
 		}
 	}
 	return &Certs{now: time.Now, cur: l, checked: time.Now()}, nil
+}
+
+// VerifyClient checks the client certificate of a connection that asked for one without
+// checking it (tls.RequestClientCert) against the CA in use, and returns the state with the
+// verified chains set as tls.VerifyClientCertIfGiven would have (none when it does not verify).
+func (c *Certs) VerifyClient(cs *tls.ConnectionState) *tls.ConnectionState {
+	if cs == nil {
+		return nil
+	}
+	out := *cs
+	out.VerifiedChains = nil
+	l := c.current()
+	if len(cs.PeerCertificates) == 0 || l.pool == nil {
+		return &out
+	}
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	chains, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: l.pool, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err == nil {
+		out.VerifiedChains = chains
+	}
+	return &out
 }

@@ -38,9 +38,40 @@ type Server struct {
 	failed    chan error
 
 	// TLS, when set before Start, serves HTTPS with this certificate (read again when its files
-	// change). Client certificates are not asked for: /metrics and the probes are read by
-	// Prometheus and the kubelet; /prestop answers only the local host.
+	// change). A client certificate is asked for but not required: /metrics and the probes are
+	// read by Prometheus and the kubelet; /prestop answers only the local host.
 	TLS *security.Certs
+	// Admin, when set before Start, guards the profiling endpoints (/debug/pprof/): a request
+	// runs only when Admin accepts it (it is given the request: its TLS state, its headers);
+	// otherwise it is answered with Admin's error, 401 for an unproven caller, 403 for others.
+	Admin func(r *http.Request) error
+}
+
+// AdminError is an Admin refusal with its HTTP status.
+type AdminError struct {
+	Status int
+	Err    error
+}
+
+func (e *AdminError) Error() string { return e.Err.Error() }
+
+// guard serves h to requests s.Admin accepts.
+func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
+	if s.Admin == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Admin(r); err != nil {
+			status := http.StatusForbidden
+			var ae *AdminError
+			if errors.As(err, &ae) {
+				status = ae.Status
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // New makes a server with a fresh registry holding the Go runtime and process collectors.
@@ -121,11 +152,11 @@ func (s *Server) Start(addr string) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 	mux.Handle("/healthz", s.checks(s.liveness))
 	mux.Handle("/readyz", s.checks(s.readiness))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/", s.guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", s.guard(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", s.guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", s.guard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", s.guard(pprof.Trace))
 	s.mu.Lock()
 	for p, h := range s.extra {
 		mux.Handle(p, h)
@@ -133,7 +164,9 @@ func (s *Server) Start(addr string) error {
 	if s.TLS != nil {
 		certs := s.TLS
 		lis = tls.NewListener(lis, &tls.Config{MinVersion: tls.VersionTLS13,
-			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return certs.ServerConfig(tls.NoClientCert) }})
+			// A client certificate is asked for, not checked here (Admin checks it): a caller
+			// presenting another CA's certificate still reads the open pages.
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return certs.ServerConfig(tls.RequestClientCert) }})
 	}
 	s.lis = lis
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

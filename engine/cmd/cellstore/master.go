@@ -113,7 +113,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	if err != nil {
 		return err
 	}
-	tel.TLS = sec.certs
+	tel.TLS, tel.Admin = sec.certs, sec.adminHTTP()
 	tel.Registry.MustRegister(sec.collectors()...)
 	var fs storage.FS
 	var bucket storage.Bucket

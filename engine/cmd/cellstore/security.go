@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/cellstore/cellstore/engine/access"
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/telemetry"
 )
 
 // serverSecurityFlags are a server's TLS and authentication settings (docs/security.md).
@@ -45,6 +48,24 @@ func (s serverSecurity) creds() *security.Credentials {
 		return nil
 	}
 	return &security.Credentials{Certs: s.certs}
+}
+
+// adminHTTP guards a telemetry endpoint's profiling pages with security on: superusers only.
+func (s serverSecurity) adminHTTP() func(*http.Request) error {
+	if !s.authorization {
+		return nil
+	}
+	supers := access.NewChecker(0, nil, s.superusers)
+	return func(r *http.Request) error {
+		id, err := s.auth.HTTPRequest(r, s.certs)
+		if err != nil {
+			return &telemetry.AdminError{Status: http.StatusUnauthorized, Err: err}
+		}
+		if !supers.Superuser(id) {
+			return &telemetry.AdminError{Status: http.StatusForbidden, Err: fmt.Errorf("profiling is for superusers; %s is not one", id)}
+		}
+		return nil
+	}
 }
 
 func (s serverSecurity) collectors() []prometheus.Collector {

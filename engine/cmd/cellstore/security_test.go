@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +210,37 @@ func TestSecureCluster(t *testing.T) {
 		}
 	}
 	mustShell("admin", "get 'ct', 'r1'", admin, "f:pub", "f:priv")
+
+	// The HTTP endpoints: metrics and probes open (over TLS), profiling for superusers only.
+	httpGet := func(user, path string) int {
+		t.Helper()
+		files := security.Files{CA: caFile}
+		if user != "" {
+			files.Cert, files.Key = filepath.Join(pk, user, "tls.crt"), filepath.Join(pk, user, "tls.key")
+		}
+		certs, err := security.LoadCerts(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: certs.ClientConfig("127.0.0.1")}, Timeout: 30 * time.Second}
+		resp, err := hc.Get("https://" + masterHTTP + path)
+		if err != nil {
+			t.Fatalf("GET %s as %q: %v", path, user, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		user, path string
+		want       int
+	}{
+		{"", "/metrics", http.StatusOK}, {"", "/readyz", http.StatusOK},
+		{"", "/debug/pprof/", http.StatusUnauthorized}, {"alice", "/debug/pprof/", http.StatusForbidden}, {"admin", "/debug/pprof/", http.StatusOK},
+	} {
+		if got := httpGet(c.user, c.path); got != c.want {
+			t.Errorf("GET %s as %q: %d, want %d", c.path, c.user, got, c.want)
+		}
+	}
 	phase("users checked")
 	// Rotation under load.
 	ca, err := security.LoadCerts(security.Files{CA: caFile})

@@ -121,7 +121,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 		return err
 	}
 	mtel := telemetry.New()
-	mtel.TLS = sec.certs
+	mtel.TLS, mtel.Admin = sec.certs, sec.adminHTTP()
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
 		Authorization: sec.authorization, Superusers: sec.superusers})
