@@ -124,21 +124,7 @@ func netcheckPod(name string, restart corev1.RestartPolicy, args ...string) *cor
 func runToCompletion(ctx context.Context, ns, name string, args ...string) (string, bool) {
 	pod := netcheckPod("", corev1.RestartPolicyNever, args...)
 	pod.GenerateName = name + "-"
-	created, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	defer func() {
-		_ = kube.CoreV1().Pods(ns).Delete(context.Background(), created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-	}()
-	var phase corev1.PodPhase
-	Eventually(func(g Gomega) {
-		p, err := kube.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		phase = p.Status.Phase
-		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
-	out, err := podLogs(ctx, ns, created.Name, "netcheck")
-	Expect(err).NotTo(HaveOccurred())
-	return out, phase == corev1.PodSucceeded
+	return runPod(ctx, ns, pod)
 }
 
 func podReady(p *corev1.Pod) bool {

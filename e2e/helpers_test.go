@@ -391,6 +391,12 @@ func shellAs(ctx context.Context, ns, cluster, secret, auth, script string) (str
 				VolumeMounts: []corev1.VolumeMount{{Name: "client-tls", MountPath: clientTLSDir, ReadOnly: true}}}},
 		},
 	}
+	return runPod(ctx, ns, pod)
+}
+
+// runPod runs a pod that ends on its own (RestartPolicy Never), waits until it has, deletes it,
+// and returns its first container's output and whether it succeeded.
+func runPod(ctx context.Context, ns string, pod *corev1.Pod) (string, bool) {
 	created, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	defer func() {
@@ -403,7 +409,7 @@ func shellAs(ctx context.Context, ns, cluster, secret, auth, script string) (str
 		phase = p.Status.Phase
 		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
-	out, err := podLogs(ctx, ns, created.Name, "shell")
+	out, err := podLogs(ctx, ns, created.Name, pod.Spec.Containers[0].Name)
 	Expect(err).NotTo(HaveOccurred())
 	return out, phase == corev1.PodSucceeded
 }
