@@ -155,6 +155,12 @@ func (r *StoreUserReconciler) credential(ctx context.Context, u *v1alpha1.StoreU
 		}
 		sec.Type = corev1.SecretTypeOpaque
 		sec.Data = map[string][]byte{tokenSecretKey: []byte(tok), resources.KeyCACert: caPEM}
+		if found && existing.Type != corev1.SecretTypeOpaque {
+			// A user that switched from tls: a Secret's type cannot change, replace it.
+			if err := r.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
+				return err.Error()
+			}
+		}
 		if err := r.putSecret(ctx, sec); err != nil {
 			return err.Error()
 		}

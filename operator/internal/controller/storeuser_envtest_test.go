@@ -90,6 +90,23 @@ var _ = Describe("StoreUser controller", func() {
 		Expect(strings.TrimSpace(string(tokens.Data["bob"]))).To(Equal(security.TokenLine(token, "bob", nil)))
 		Expect(string(tokens.Data["bob"])).NotTo(ContainSubstring(token), "the servers get the hash, never the token")
 
+		// A user switching from tls to token gets a token Secret in place of its certificate.
+		Eventually(func() error {
+			cur := &v1alpha1.StoreUser{}
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(alice), cur); err != nil {
+				return err
+			}
+			cur.Spec.Authentication.Type = "token"
+			return k8s.Update(suiteCtx, cur)
+		}, timeout, poll).Should(Succeed())
+		Eventually(func() string {
+			s := &corev1.Secret{}
+			if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "alice"}, s); err != nil {
+				return ""
+			}
+			return string(s.Data["token"])
+		}, timeout, poll).Should(HavePrefix(security.TokenPrefix))
+
 		// Deleted: grants and the token go, then the StoreUser.
 		Expect(k8s.Delete(suiteCtx, alice)).To(Succeed())
 		Expect(k8s.Delete(suiteCtx, bob)).To(Succeed())
