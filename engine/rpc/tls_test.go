@@ -324,3 +324,20 @@ func TestTLSRevokedTokenClosesItsConnections(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestTLSWithoutCA: a server with a certificate and no CA (TLS, security off) serves TLS clients
+// and asks for no client certificate.
+func TestTLSWithoutCA(t *testing.T) {
+	p := newPKI(t)
+	_, files := p.certs("server", localhost)
+	noCA, err := security.LoadCerts(security.Files{Cert: files.Cert, Key: files.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo}, ServerOptions{TLS: noCA})
+	c, user, err := ping(addr, ClientOptions{TLS: p.caOnly()})
+	if err != nil || user != "declared" {
+		t.Fatalf("user %q, %v", user, err)
+	}
+	c.Close()
+}

@@ -179,15 +179,21 @@ func (c *Certs) ServerConfig(clientAuth tls.ClientAuthType, nextProtos ...string
 	if cfg := l.server[clientAuth]; cfg != nil && len(nextProtos) == 0 {
 		return cfg, nil
 	}
+	auth := clientAuth
+	if l.pool == nil {
+		switch clientAuth {
+		case tls.VerifyClientCertIfGiven:
+			auth = tls.NoClientCert // no CA to check one against: none is asked for
+		case tls.RequireAndVerifyClientCert:
+			return nil, errors.New("tls: checking client certificates needs the CA that signs them (the CA file)")
+		}
+	}
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{*l.cert},
 		ClientCAs:    l.pool,
-		ClientAuth:   clientAuth,
+		ClientAuth:   auth,
 		NextProtos:   nextProtos,
-	}
-	if (clientAuth == tls.VerifyClientCertIfGiven || clientAuth == tls.RequireAndVerifyClientCert) && l.pool == nil {
-		return nil, errors.New("tls: checking client certificates needs the CA that signs them (the CA file)")
 	}
 	if len(nextProtos) == 0 {
 		l.server[clientAuth] = cfg
