@@ -34,14 +34,6 @@ func (c *Credentials) Check() error {
 	return nil
 }
 
-// ClientTLS returns the TLS configuration of a connection to addr (host:port), nil for plaintext.
-func (c *Credentials) ClientTLS(addr string) *tls.Config {
-	if c == nil || c.Certs == nil {
-		return nil
-	}
-	return c.Certs.ClientConfig(hostOf(addr))
-}
-
 func hostOf(addr string) string {
 	if h, _, err := net.SplitHostPort(addr); err == nil {
 		return h

@@ -87,30 +87,40 @@ func (c *Certs) stat() [3]fileStamp {
 }
 
 func (c *Certs) load() (*loaded, error) {
-	l := &loaded{server: map[tls.ClientAuthType]*tls.Config{}}
+	var certPEM, keyPEM, caPEM []byte
+	var err error
 	if c.files.Cert != "" {
-		certPEM, err := os.ReadFile(c.files.Cert)
-		if err != nil {
+		if certPEM, err = os.ReadFile(c.files.Cert); err != nil {
 			return nil, fmt.Errorf("tls: certificate: %w", err)
 		}
-		keyPEM, err := os.ReadFile(c.files.Key)
-		if err != nil {
+		if keyPEM, err = os.ReadFile(c.files.Key); err != nil {
 			return nil, fmt.Errorf("tls: key: %w", err)
 		}
+	}
+	if c.files.CA != "" {
+		if caPEM, err = os.ReadFile(c.files.CA); err != nil {
+			return nil, fmt.Errorf("tls: CA: %w", err)
+		}
+	}
+	return parseMaterial(certPEM, keyPEM, caPEM, c.files.Cert+" and "+c.files.Key, c.files.CA)
+}
+
+// parseMaterial makes a generation of material from PEM bytes (a certificate and its key, both
+// empty for none; a CA, empty for the system's roots); pairName and caName say where they came
+// from in errors.
+func parseMaterial(certPEM, keyPEM, caPEM []byte, pairName, caName string) (*loaded, error) {
+	l := &loaded{server: map[tls.ClientAuthType]*tls.Config{}}
+	if len(certPEM) > 0 || len(keyPEM) > 0 {
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("tls: %s and %s: %w", c.files.Cert, c.files.Key, err)
+			return nil, fmt.Errorf("tls: %s: %w", pairName, err)
 		}
 		l.cert, l.leaf = &cert, cert.Leaf
 	}
-	if c.files.CA != "" {
-		caPEM, err := os.ReadFile(c.files.CA)
-		if err != nil {
-			return nil, fmt.Errorf("tls: CA: %w", err)
-		}
+	if len(caPEM) > 0 {
 		l.pool = x509.NewCertPool()
 		if !l.pool.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("tls: %s holds no PEM certificate", c.files.CA)
+			return nil, fmt.Errorf("tls: %s holds no PEM certificate", caName)
 		}
 	}
 	return l, nil
@@ -217,19 +227,9 @@ func (c *Certs) ClientConfig(serverName string) *tls.Config {
 // empty for none) and a CA (empty: the system's roots). The operator uses it for the client
 // certificate it issues itself.
 func CertsFromPEM(certPEM, keyPEM, caPEM []byte) (*Certs, error) {
-	l := &loaded{server: map[tls.ClientAuthType]*tls.Config{}}
-	if len(certPEM) > 0 || len(keyPEM) > 0 {
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-		l.cert, l.leaf = &cert, cert.Leaf
-	}
-	if len(caPEM) > 0 {
-		l.pool = x509.NewCertPool()
-		if !l.pool.AppendCertsFromPEM(caPEM) {
-			return nil, errors.New("tls: the CA holds no PEM certificate")
-		}
+	l, err := parseMaterial(certPEM, keyPEM, caPEM, "the certificate and key", "the CA")
+	if err != nil {
+		return nil, err
 	}
 	return &Certs{now: time.Now, cur: l, checked: time.Now()}, nil
 }
