@@ -2,8 +2,6 @@ package regionserver
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/access"
@@ -12,7 +10,6 @@ import (
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/security"
-	"github.com/cellstore/cellstore/engine/telemetry"
 	"google.golang.org/grpc"
 )
 
@@ -195,16 +192,4 @@ func (s *Server) authorizeAdmin(ctx context.Context, req any, info *grpc.UnarySe
 		return nil, d.Status()
 	}
 	return handler(ctx, req)
-}
-
-// adminHTTP guards the HTTP endpoint's profiling pages (Config.Authorization): superusers only.
-func (s *Server) adminHTTP(r *http.Request) error {
-	id, err := s.cfg.Auth.HTTPRequest(r, s.cfg.TLS)
-	if err != nil {
-		return &telemetry.AdminError{Status: http.StatusUnauthorized, Err: err}
-	}
-	if !s.acl.Load().Superuser(id) {
-		return &telemetry.AdminError{Status: http.StatusForbidden, Err: fmt.Errorf("profiling is for superusers; %s is not one", id)}
-	}
-	return nil
 }

@@ -418,7 +418,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.tel.Handle("/prestop", telemetry.LocalOnly(s.PrestopHandler()))
 		s.tel.TLS = s.cfg.TLS
 		if s.cfg.Authorization {
-			s.tel.Admin = s.adminHTTP
+			s.tel.Admin = telemetry.SuperusersOnly(s.cfg.Auth, s.cfg.TLS, func(id security.Identity) bool { return s.acl.Load().Superuser(id) })
 		}
 		if err := s.tel.Start(s.cfg.HTTPAddr); err != nil {
 			return err

@@ -55,6 +55,22 @@ type AdminError struct {
 
 func (e *AdminError) Error() string { return e.Err.Error() }
 
+// SuperusersOnly is an Admin check: the request proves its identity to auth (a client
+// certificate checked against certs' CA, or a bearer token; else 401) and superuser says it may
+// (else 403).
+func SuperusersOnly(auth *security.Authenticator, certs *security.Certs, superuser func(security.Identity) bool) func(*http.Request) error {
+	return func(r *http.Request) error {
+		id, err := auth.HTTPRequest(r, certs)
+		if err != nil {
+			return &AdminError{Status: http.StatusUnauthorized, Err: err}
+		}
+		if !superuser(id) {
+			return &AdminError{Status: http.StatusForbidden, Err: fmt.Errorf("profiling is for superusers; %s is not one", id)}
+		}
+		return nil
+	}
+}
+
 // guard serves h to requests s.Admin accepts.
 func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 	if s.Admin == nil {

@@ -55,17 +55,7 @@ func (s serverSecurity) adminHTTP() func(*http.Request) error {
 	if !s.authorization {
 		return nil
 	}
-	supers := access.NewChecker(0, nil, s.superusers)
-	return func(r *http.Request) error {
-		id, err := s.auth.HTTPRequest(r, s.certs)
-		if err != nil {
-			return &telemetry.AdminError{Status: http.StatusUnauthorized, Err: err}
-		}
-		if !supers.Superuser(id) {
-			return &telemetry.AdminError{Status: http.StatusForbidden, Err: fmt.Errorf("profiling is for superusers; %s is not one", id)}
-		}
-		return nil
-	}
+	return telemetry.SuperusersOnly(s.auth, s.certs, access.NewChecker(0, nil, s.superusers).Superuser)
 }
 
 func (s serverSecurity) collectors() []prometheus.Collector {
