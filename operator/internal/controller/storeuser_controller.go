@@ -277,11 +277,8 @@ func (r *StoreUserReconciler) apply(ctx context.Context, u *v1alpha1.StoreUser, 
 		if err != nil || scopes[p.Scope()] {
 			continue // the same scope is granted with other actions: the grant replaced it
 		}
-		cctx, cancel := call()
-		err = mc.Revoke(cctx, p)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("revoke %s: %w", p, err)
+		if err := r.revoke(ctx, mc, p); err != nil {
+			return err
 		}
 		r.Recorder.Eventf(u, corev1.EventTypeNormal, "Revoked", "revoked %s from %s (no longer in spec.acls)", p, u.Name)
 	}
@@ -291,11 +288,8 @@ func (r *StoreUserReconciler) apply(ctx context.Context, u *v1alpha1.StoreUser, 
 			keptQ = append(keptQ, t)
 			continue
 		}
-		cctx, cancel := call()
-		err := mc.RemoveQuota(cctx, master.QuotaKey{Subject: master.Subject{User: u.Name}, Type: master.ThrottleType(t)})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("remove quota %s of %s: %w", t, u.Name, err)
+		if err := r.removeQuota(ctx, mc, u.Name, t); err != nil {
+			return err
 		}
 	}
 	for _, q := range quotas {
@@ -333,21 +327,35 @@ func (r *StoreUserReconciler) takeBack(ctx context.Context, u *v1alpha1.StoreUse
 		if err != nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout)
-		err = mc.Revoke(cctx, p)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("revoke %s: %w", p, err)
+		if err := r.revoke(ctx, mc, p); err != nil {
+			return err
 		}
 	}
 	for _, t := range u.Status.AppliedQuotas {
-		cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout)
-		err := mc.RemoveQuota(cctx, master.QuotaKey{Subject: master.Subject{User: u.Name}, Type: master.ThrottleType(t)})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("remove quota %s: %w", t, err)
+		if err := r.removeQuota(ctx, mc, u.Name, t); err != nil {
+			return err
 		}
 	}
 	r.Recorder.Eventf(u, corev1.EventTypeNormal, "TakenBack", "revoked %d grants and removed %d quotas of %s", len(u.Status.AppliedACLs), len(u.Status.AppliedQuotas), u.Name)
+	return nil
+}
+
+// revoke takes p back through the master, within the master timeout.
+func (r *StoreUserReconciler) revoke(ctx context.Context, mc master.Client, p master.Permission) error {
+	cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout)
+	defer cancel()
+	if err := mc.Revoke(cctx, p); err != nil {
+		return fmt.Errorf("revoke %s: %w", p, err)
+	}
+	return nil
+}
+
+// removeQuota removes user's throttle of type t through the master, within the master timeout.
+func (r *StoreUserReconciler) removeQuota(ctx context.Context, mc master.Client, user, t string) error {
+	cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout)
+	defer cancel()
+	if err := mc.RemoveQuota(cctx, master.QuotaKey{Subject: master.Subject{User: user}, Type: master.ThrottleType(t)}); err != nil {
+		return fmt.Errorf("remove quota %s of %s: %w", t, user, err)
+	}
 	return nil
 }
