@@ -92,7 +92,17 @@ type Checker struct {
 	global  map[string]Action
 	ns      map[string]map[string]Action
 	tables  map[string]*tablePerms
+	labels  *Labels
 }
+
+// WithLabels sets the visibility labels of the Checker's version (while it is being made).
+func (c *Checker) WithLabels(l *Labels) *Checker {
+	c.labels = l
+	return c
+}
+
+// Labels are the visibility labels and authorizations of the Checker's version (nil without).
+func (c *Checker) Labels() *Labels { return c.labels }
 
 // NewChecker indexes perms; superusers are user names and "@group" names that may do anything.
 func NewChecker(version uint64, perms []*pb.Permission, superusers []string) *Checker {

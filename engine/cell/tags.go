@@ -45,6 +45,11 @@ const (
 	// grants, written by the region server from a mutation's ACL and read by its access checks
 	// (engine/access). Clients never send tags.
 	TagACL byte = 1
+	// TagVisibility is one conjunction of a cell's visibility expression (HBase's
+	// VISIBILITY_TAG_TYPE): a cell carries one per term of the expression's disjunctive normal
+	// form and is visible to a reader whose authorizations satisfy any of them (engine/access).
+	// Deletes mask only the cells whose visibility tags equal theirs (SameVisibility).
+	TagVisibility byte = 2
 )
 
 // ErrBadTags is matched (errors.Is) by the errors for malformed tags.
@@ -190,4 +195,61 @@ func StoredValue(scratch, value, tags []byte) (stored []byte, lenField uint32) {
 	}
 	stored = AppendTagged(scratch[:0], value, tags)
 	return stored, uint32(len(stored)) | TaggedFlag
+}
+
+// HasVisibility reports whether a well-formed tags section holds a TagVisibility tag.
+func HasVisibility(tags []byte) bool {
+	if len(tags) == 0 {
+		return false
+	}
+	_, ok := FindTag(tags, TagVisibility)
+	return ok
+}
+
+// SameVisibility reports whether two well-formed tags sections hold the same TagVisibility
+// tags in the same order (writers put them in a canonical order): the rule by which a delete
+// marker masks a cell when visibility labels are in use.
+func SameVisibility(a, b []byte) bool {
+	ia, ib := 0, 0
+	for {
+		va, oka := nextOfType(a, &ia, TagVisibility)
+		vb, okb := nextOfType(b, &ib, TagVisibility)
+		if oka != okb {
+			return false
+		}
+		if !oka {
+			return true
+		}
+		if string(va) != string(vb) {
+			return false
+		}
+	}
+}
+
+// EachTag calls fn with the value of every tag of type typ in a well-formed tags section, in
+// order, until fn returns false.
+func EachTag(tags []byte, typ byte, fn func(v []byte) bool) {
+	for o := 0; ; {
+		v, ok := nextOfType(tags, &o, typ)
+		if !ok || !fn(v) {
+			return
+		}
+	}
+}
+
+// nextOfType returns the value of the next tag of type typ at or after offset *o, advancing *o
+// past it.
+func nextOfType(tags []byte, o *int, typ byte) ([]byte, bool) {
+	for *o+tagLenSize+tagTypeSize <= len(tags) {
+		at := *o
+		n := int(binary.BigEndian.Uint16(tags[at:]))
+		*o = at + tagLenSize + n
+		if *o > len(tags) {
+			return nil, false
+		}
+		if tags[at+tagLenSize] == typ {
+			return tags[at+tagLenSize+tagTypeSize : at+tagLenSize+n], true
+		}
+	}
+	return nil, false
 }

@@ -828,9 +828,12 @@ func (x *CatalogQuotas) GetQuotas() []*Quota {
 
 // CatalogACL is the row "acl": every permission granted and a version bumped on every change.
 type CatalogACL struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Permissions   []*Permission          `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Permissions []*Permission          `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	// Visibility labels defined (add_labels) and who holds which (set_auths): docs/security.md.
+	Labels        []*VisibilityLabel `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty"`
+	Auths         []*LabelAuths      `protobuf:"bytes,4,rep,name=auths,proto3" json:"auths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -875,6 +878,20 @@ func (x *CatalogACL) GetVersion() uint64 {
 func (x *CatalogACL) GetPermissions() []*Permission {
 	if x != nil {
 		return x.Permissions
+	}
+	return nil
+}
+
+func (x *CatalogACL) GetLabels() []*VisibilityLabel {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *CatalogACL) GetAuths() []*LabelAuths {
+	if x != nil {
+		return x.Auths
 	}
 	return nil
 }
@@ -1057,11 +1074,13 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x12drained_start_code\x18\x06 \x01(\x03R\x10drainedStartCode\"V\n" +
 	"\rCatalogQuotas\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12+\n" +
-	"\x06quotas\x18\x02 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\"b\n" +
+	"\x06quotas\x18\x02 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\"\xc9\x01\n" +
 	"\n" +
 	"CatalogACL\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12:\n" +
-	"\vpermissions\x18\x02 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\"\x8b\x01\n" +
+	"\vpermissions\x18\x02 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\x125\n" +
+	"\x06labels\x18\x03 \x03(\v2\x1d.cellstore.v1.VisibilityLabelR\x06labels\x12.\n" +
+	"\x05auths\x18\x04 \x03(\v2\x18.cellstore.v1.LabelAuthsR\x05auths\"\x8b\x01\n" +
 	"\rCatalogConfig\x12?\n" +
 	"\x06config\x18\x01 \x03(\v2'.cellstore.v1.CatalogConfig.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
@@ -1121,6 +1140,8 @@ var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(RegionState)(0),           // 16: cellstore.v1.RegionState
 	(*Quota)(nil),              // 17: cellstore.v1.Quota
 	(*Permission)(nil),         // 18: cellstore.v1.Permission
+	(*VisibilityLabel)(nil),    // 19: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),         // 20: cellstore.v1.LabelAuths
 }
 var file_cellstore_v1_catalog_proto_depIdxs = []int32{
 	13, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
@@ -1133,12 +1154,14 @@ var file_cellstore_v1_catalog_proto_depIdxs = []int32{
 	2,  // 7: cellstore.v1.DeadServer.step:type_name -> cellstore.v1.DeadServerStep
 	17, // 8: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
 	18, // 9: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
-	12, // 10: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	19, // 10: cellstore.v1.CatalogACL.labels:type_name -> cellstore.v1.VisibilityLabel
+	20, // 11: cellstore.v1.CatalogACL.auths:type_name -> cellstore.v1.LabelAuths
+	12, // 12: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_catalog_proto_init() }

@@ -3030,9 +3030,12 @@ func (x *GetUserPermissionsRequest) GetTable() *TableName {
 }
 
 type GetUserPermissionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permissions   []*Permission          `protobuf:"bytes,1,rep,name=permissions,proto3" json:"permissions,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Permissions []*Permission          `protobuf:"bytes,1,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	Version     uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// With an empty request (what region servers send): every visibility label and authorization.
+	Labels        []*VisibilityLabel `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty"`
+	Auths         []*LabelAuths      `protobuf:"bytes,4,rep,name=auths,proto3" json:"auths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3081,6 +3084,562 @@ func (x *GetUserPermissionsResponse) GetVersion() uint64 {
 	return 0
 }
 
+func (x *GetUserPermissionsResponse) GetLabels() []*VisibilityLabel {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *GetUserPermissionsResponse) GetAuths() []*LabelAuths {
+	if x != nil {
+		return x.Auths
+	}
+	return nil
+}
+
+// VisibilityLabel is a label and the number cells store in its place (never reused).
+type VisibilityLabel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ordinal       uint32                 `protobuf:"varint,2,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VisibilityLabel) Reset() {
+	*x = VisibilityLabel{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VisibilityLabel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VisibilityLabel) ProtoMessage() {}
+
+func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
+func (*VisibilityLabel) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *VisibilityLabel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VisibilityLabel) GetOrdinal() uint32 {
+	if x != nil {
+		return x.Ordinal
+	}
+	return 0
+}
+
+// LabelAuths are the labels a user or a group ("@name") holds.
+type LabelAuths struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Labels        []string               `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelAuths) Reset() {
+	*x = LabelAuths{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelAuths) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelAuths) ProtoMessage() {}
+
+func (x *LabelAuths) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
+func (*LabelAuths) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *LabelAuths) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *LabelAuths) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// AddLabelsRequest defines labels; one already defined fails the call and defines none.
+type AddLabelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        []string               `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddLabelsRequest) Reset() {
+	*x = AddLabelsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddLabelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddLabelsRequest) ProtoMessage() {}
+
+func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
+func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *AddLabelsRequest) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type AddLabelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddLabelsResponse) Reset() {
+	*x = AddLabelsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddLabelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddLabelsResponse) ProtoMessage() {}
+
+func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
+func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+}
+
+// ListLabelsRequest lists the labels, those matching a regular expression when one is given.
+type ListLabelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Regex         string                 `protobuf:"bytes,1,opt,name=regex,proto3" json:"regex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLabelsRequest) Reset() {
+	*x = ListLabelsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLabelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLabelsRequest) ProtoMessage() {}
+
+func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
+func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListLabelsRequest) GetRegex() string {
+	if x != nil {
+		return x.Regex
+	}
+	return ""
+}
+
+type ListLabelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        []string               `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLabelsResponse) Reset() {
+	*x = ListLabelsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLabelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLabelsResponse) ProtoMessage() {}
+
+func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
+func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListLabelsResponse) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// SetAuthsRequest gives a user or group the labels (adding to what it holds); each must exist.
+type SetAuthsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Labels        []string               `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAuthsRequest) Reset() {
+	*x = SetAuthsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAuthsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAuthsRequest) ProtoMessage() {}
+
+func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
+func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SetAuthsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SetAuthsRequest) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type SetAuthsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAuthsResponse) Reset() {
+	*x = SetAuthsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAuthsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAuthsResponse) ProtoMessage() {}
+
+func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
+func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+}
+
+type GetAuthsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthsRequest) Reset() {
+	*x = GetAuthsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthsRequest) ProtoMessage() {}
+
+func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
+func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GetAuthsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type GetAuthsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        []string               `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthsResponse) Reset() {
+	*x = GetAuthsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthsResponse) ProtoMessage() {}
+
+func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
+func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetAuthsResponse) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// ClearAuthsRequest takes the labels from a user or group; one it does not hold fails the call.
+type ClearAuthsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Labels        []string               `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearAuthsRequest) Reset() {
+	*x = ClearAuthsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearAuthsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearAuthsRequest) ProtoMessage() {}
+
+func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
+func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ClearAuthsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ClearAuthsRequest) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type ClearAuthsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearAuthsResponse) Reset() {
+	*x = ClearAuthsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearAuthsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearAuthsResponse) ProtoMessage() {}
+
+func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
+func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+}
+
 type ListQuotasRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3089,7 +3648,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3660,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3673,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 type ListQuotasResponse struct {
@@ -3127,7 +3686,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3698,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3711,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -3179,7 +3738,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3750,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3763,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -3222,7 +3781,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3793,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3806,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 var File_cellstore_v1_master_proto protoreflect.FileDescriptor
@@ -3446,10 +4005,38 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x19GetUserPermissionsRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12-\n" +
-	"\x05table\x18\x03 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"r\n" +
+	"\x05table\x18\x03 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"\xd9\x01\n" +
 	"\x1aGetUserPermissionsResponse\x12:\n" +
 	"\vpermissions\x18\x01 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\x13\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x125\n" +
+	"\x06labels\x18\x03 \x03(\v2\x1d.cellstore.v1.VisibilityLabelR\x06labels\x12.\n" +
+	"\x05auths\x18\x04 \x03(\v2\x18.cellstore.v1.LabelAuthsR\x05auths\"?\n" +
+	"\x0fVisibilityLabel\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aordinal\x18\x02 \x01(\rR\aordinal\"8\n" +
+	"\n" +
+	"LabelAuths\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\"*\n" +
+	"\x10AddLabelsRequest\x12\x16\n" +
+	"\x06labels\x18\x01 \x03(\tR\x06labels\"\x13\n" +
+	"\x11AddLabelsResponse\")\n" +
+	"\x11ListLabelsRequest\x12\x14\n" +
+	"\x05regex\x18\x01 \x01(\tR\x05regex\",\n" +
+	"\x12ListLabelsResponse\x12\x16\n" +
+	"\x06labels\x18\x01 \x03(\tR\x06labels\"=\n" +
+	"\x0fSetAuthsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\"\x12\n" +
+	"\x10SetAuthsResponse\"%\n" +
+	"\x0fGetAuthsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"*\n" +
+	"\x10GetAuthsResponse\x12\x16\n" +
+	"\x06labels\x18\x01 \x03(\tR\x06labels\"?\n" +
+	"\x11ClearAuthsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\"\x14\n" +
+	"\x12ClearAuthsResponse\"\x13\n" +
 	"\x11ListQuotasRequest\"[\n" +
 	"\x12ListQuotasResponse\x12+\n" +
 	"\x06quotas\x18\x01 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\x12\x18\n" +
@@ -3484,7 +4071,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x17PERMISSION_ACTION_WRITE\x10\x02\x12\x1a\n" +
 	"\x16PERMISSION_ACTION_EXEC\x10\x04\x12\x1c\n" +
 	"\x18PERMISSION_ACTION_CREATE\x10\b\x12\x1b\n" +
-	"\x17PERMISSION_ACTION_ADMIN\x10\x102\xc8\x12\n" +
+	"\x17PERMISSION_ACTION_ADMIN\x10\x102\xce\x15\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -3516,7 +4103,14 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"ListQuotas\x12\x1f.cellstore.v1.ListQuotasRequest\x1a .cellstore.v1.ListQuotasResponse\x12@\n" +
 	"\x05Grant\x12\x1a.cellstore.v1.GrantRequest\x1a\x1b.cellstore.v1.GrantResponse\x12C\n" +
 	"\x06Revoke\x12\x1b.cellstore.v1.RevokeRequest\x1a\x1c.cellstore.v1.RevokeResponse\x12g\n" +
-	"\x12GetUserPermissions\x12'.cellstore.v1.GetUserPermissionsRequest\x1a(.cellstore.v1.GetUserPermissionsResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\x12GetUserPermissions\x12'.cellstore.v1.GetUserPermissionsRequest\x1a(.cellstore.v1.GetUserPermissionsResponse\x12L\n" +
+	"\tAddLabels\x12\x1e.cellstore.v1.AddLabelsRequest\x1a\x1f.cellstore.v1.AddLabelsResponse\x12O\n" +
+	"\n" +
+	"ListLabels\x12\x1f.cellstore.v1.ListLabelsRequest\x1a .cellstore.v1.ListLabelsResponse\x12I\n" +
+	"\bSetAuths\x12\x1d.cellstore.v1.SetAuthsRequest\x1a\x1e.cellstore.v1.SetAuthsResponse\x12I\n" +
+	"\bGetAuths\x12\x1d.cellstore.v1.GetAuthsRequest\x1a\x1e.cellstore.v1.GetAuthsResponse\x12O\n" +
+	"\n" +
+	"ClearAuths\x12\x1f.cellstore.v1.ClearAuthsRequest\x1a .cellstore.v1.ClearAuthsResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -3531,7 +4125,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -3588,125 +4182,149 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*RevokeResponse)(nil),                 // 52: cellstore.v1.RevokeResponse
 	(*GetUserPermissionsRequest)(nil),      // 53: cellstore.v1.GetUserPermissionsRequest
 	(*GetUserPermissionsResponse)(nil),     // 54: cellstore.v1.GetUserPermissionsResponse
-	(*ListQuotasRequest)(nil),              // 55: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 56: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 57: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 58: cellstore.v1.ReportStandbyResponse
-	nil,                                    // 59: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 60: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 61: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 62: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 63: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 64: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 65: cellstore.v1.TableName
-	(TableState)(0),                        // 66: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 67: cellstore.v1.ServerName
+	(*VisibilityLabel)(nil),                // 55: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 56: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 57: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 58: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 59: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 60: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 61: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 62: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 63: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 64: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 65: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 66: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 67: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 68: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 69: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 70: cellstore.v1.ReportStandbyResponse
+	nil,                                    // 71: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 72: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 73: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 74: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 75: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 76: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 77: cellstore.v1.TableName
+	(TableState)(0),                        // 78: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 79: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	63, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	64, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	63, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	65, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	65, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	63, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	66, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	75, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	76, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	75, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	77, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	77, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	75, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	78, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	12, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	63, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	66, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	64, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	67, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	75, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	78, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	76, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	79, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	65, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	77, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	15, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	15, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	67, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	59, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	79, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	71, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	21, // 18: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	67, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	79, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	22, // 20: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	60, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	67, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	64, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	72, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	79, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	76, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 24: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	64, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	67, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	76, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	79, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
 	22, // 27: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 28: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
 	39, // 29: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
 	40, // 30: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	61, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	62, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	65, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	73, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	74, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	77, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 34: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
 	45, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 36: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	65, // 37: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	77, // 37: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
 	48, // 38: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
 	48, // 39: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	65, // 40: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	77, // 40: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
 	48, // 41: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	45, // 42: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	4,  // 43: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	6,  // 44: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	8,  // 45: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 46: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 47: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	10, // 48: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	11, // 49: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	8,  // 50: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	16, // 51: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	8,  // 52: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	19, // 53: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	23, // 54: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	25, // 55: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	27, // 56: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	29, // 57: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	31, // 58: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	33, // 59: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	33, // 60: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	35, // 61: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	37, // 62: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	41, // 63: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	57, // 64: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	43, // 65: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	46, // 66: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	55, // 67: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	49, // 68: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	51, // 69: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	53, // 70: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	5,  // 71: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	7,  // 72: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	9,  // 73: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 74: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 75: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	9,  // 76: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	13, // 77: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	14, // 78: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	17, // 79: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	18, // 80: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	20, // 81: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	24, // 82: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	26, // 83: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	28, // 84: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	30, // 85: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	32, // 86: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	34, // 87: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	34, // 88: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	36, // 89: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	38, // 90: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	42, // 91: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	58, // 92: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	44, // 93: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	47, // 94: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	56, // 95: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	50, // 96: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	52, // 97: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	54, // 98: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	71, // [71:99] is the sub-list for method output_type
-	43, // [43:71] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	55, // 42: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	56, // 43: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	45, // 44: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	4,  // 45: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	6,  // 46: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	8,  // 47: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 48: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 49: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	10, // 50: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	11, // 51: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	8,  // 52: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	16, // 53: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	8,  // 54: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	19, // 55: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	23, // 56: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	25, // 57: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	27, // 58: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	29, // 59: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	31, // 60: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	33, // 61: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	33, // 62: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	35, // 63: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	37, // 64: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	41, // 65: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	69, // 66: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	43, // 67: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	46, // 68: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	67, // 69: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	49, // 70: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	51, // 71: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	53, // 72: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	57, // 73: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	59, // 74: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	61, // 75: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	63, // 76: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	65, // 77: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	5,  // 78: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	7,  // 79: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	9,  // 80: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 81: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 82: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	9,  // 83: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	13, // 84: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	14, // 85: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	17, // 86: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	18, // 87: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	20, // 88: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	24, // 89: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	26, // 90: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	28, // 91: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	30, // 92: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	32, // 93: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	34, // 94: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	34, // 95: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	36, // 96: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	38, // 97: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	42, // 98: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	70, // 99: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	44, // 100: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	47, // 101: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	68, // 102: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	50, // 103: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	52, // 104: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	54, // 105: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	58, // 106: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	60, // 107: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	62, // 108: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	64, // 109: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	66, // 110: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	78, // [78:111] is the sub-list for method output_type
+	45, // [45:78] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -3726,7 +4344,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   59,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,11 @@ const (
 	Master_Grant_FullMethodName                  = "/cellstore.v1.Master/Grant"
 	Master_Revoke_FullMethodName                 = "/cellstore.v1.Master/Revoke"
 	Master_GetUserPermissions_FullMethodName     = "/cellstore.v1.Master/GetUserPermissions"
+	Master_AddLabels_FullMethodName              = "/cellstore.v1.Master/AddLabels"
+	Master_ListLabels_FullMethodName             = "/cellstore.v1.Master/ListLabels"
+	Master_SetAuths_FullMethodName               = "/cellstore.v1.Master/SetAuths"
+	Master_GetAuths_FullMethodName               = "/cellstore.v1.Master/GetAuths"
+	Master_ClearAuths_FullMethodName             = "/cellstore.v1.Master/ClearAuths"
 )
 
 // MasterClient is the client API for Master service.
@@ -93,6 +98,13 @@ type MasterClient interface {
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	GetUserPermissions(ctx context.Context, in *GetUserPermissionsRequest, opts ...grpc.CallOption) (*GetUserPermissionsResponse, error)
+	// Visibility labels (HBase's VisibilityController: add_labels, list_labels, set_auths,
+	// get_auths, clear_auths).
+	AddLabels(ctx context.Context, in *AddLabelsRequest, opts ...grpc.CallOption) (*AddLabelsResponse, error)
+	ListLabels(ctx context.Context, in *ListLabelsRequest, opts ...grpc.CallOption) (*ListLabelsResponse, error)
+	SetAuths(ctx context.Context, in *SetAuthsRequest, opts ...grpc.CallOption) (*SetAuthsResponse, error)
+	GetAuths(ctx context.Context, in *GetAuthsRequest, opts ...grpc.CallOption) (*GetAuthsResponse, error)
+	ClearAuths(ctx context.Context, in *ClearAuthsRequest, opts ...grpc.CallOption) (*ClearAuthsResponse, error)
 }
 
 type masterClient struct {
@@ -383,6 +395,56 @@ func (c *masterClient) GetUserPermissions(ctx context.Context, in *GetUserPermis
 	return out, nil
 }
 
+func (c *masterClient) AddLabels(ctx context.Context, in *AddLabelsRequest, opts ...grpc.CallOption) (*AddLabelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddLabelsResponse)
+	err := c.cc.Invoke(ctx, Master_AddLabels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ListLabels(ctx context.Context, in *ListLabelsRequest, opts ...grpc.CallOption) (*ListLabelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLabelsResponse)
+	err := c.cc.Invoke(ctx, Master_ListLabels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) SetAuths(ctx context.Context, in *SetAuthsRequest, opts ...grpc.CallOption) (*SetAuthsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetAuthsResponse)
+	err := c.cc.Invoke(ctx, Master_SetAuths_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) GetAuths(ctx context.Context, in *GetAuthsRequest, opts ...grpc.CallOption) (*GetAuthsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAuthsResponse)
+	err := c.cc.Invoke(ctx, Master_GetAuths_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ClearAuths(ctx context.Context, in *ClearAuthsRequest, opts ...grpc.CallOption) (*ClearAuthsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearAuthsResponse)
+	err := c.cc.Invoke(ctx, Master_ClearAuths_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -427,6 +489,13 @@ type MasterServer interface {
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	GetUserPermissions(context.Context, *GetUserPermissionsRequest) (*GetUserPermissionsResponse, error)
+	// Visibility labels (HBase's VisibilityController: add_labels, list_labels, set_auths,
+	// get_auths, clear_auths).
+	AddLabels(context.Context, *AddLabelsRequest) (*AddLabelsResponse, error)
+	ListLabels(context.Context, *ListLabelsRequest) (*ListLabelsResponse, error)
+	SetAuths(context.Context, *SetAuthsRequest) (*SetAuthsResponse, error)
+	GetAuths(context.Context, *GetAuthsRequest) (*GetAuthsResponse, error)
+	ClearAuths(context.Context, *ClearAuthsRequest) (*ClearAuthsResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -520,6 +589,21 @@ func (UnimplementedMasterServer) Revoke(context.Context, *RevokeRequest) (*Revok
 }
 func (UnimplementedMasterServer) GetUserPermissions(context.Context, *GetUserPermissionsRequest) (*GetUserPermissionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetUserPermissions not implemented")
+}
+func (UnimplementedMasterServer) AddLabels(context.Context, *AddLabelsRequest) (*AddLabelsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddLabels not implemented")
+}
+func (UnimplementedMasterServer) ListLabels(context.Context, *ListLabelsRequest) (*ListLabelsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLabels not implemented")
+}
+func (UnimplementedMasterServer) SetAuths(context.Context, *SetAuthsRequest) (*SetAuthsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetAuths not implemented")
+}
+func (UnimplementedMasterServer) GetAuths(context.Context, *GetAuthsRequest) (*GetAuthsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetAuths not implemented")
+}
+func (UnimplementedMasterServer) ClearAuths(context.Context, *ClearAuthsRequest) (*ClearAuthsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClearAuths not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1046,6 +1130,96 @@ func _Master_GetUserPermissions_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_AddLabels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddLabelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).AddLabels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_AddLabels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).AddLabels(ctx, req.(*AddLabelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ListLabels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLabelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ListLabels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ListLabels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ListLabels(ctx, req.(*ListLabelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_SetAuths_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAuthsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetAuths(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetAuths_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetAuths(ctx, req.(*SetAuthsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_GetAuths_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAuthsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).GetAuths(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_GetAuths_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).GetAuths(ctx, req.(*GetAuthsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ClearAuths_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearAuthsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ClearAuths(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ClearAuths_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ClearAuths(ctx, req.(*ClearAuthsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1164,6 +1338,26 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUserPermissions",
 			Handler:    _Master_GetUserPermissions_Handler,
+		},
+		{
+			MethodName: "AddLabels",
+			Handler:    _Master_AddLabels_Handler,
+		},
+		{
+			MethodName: "ListLabels",
+			Handler:    _Master_ListLabels_Handler,
+		},
+		{
+			MethodName: "SetAuths",
+			Handler:    _Master_SetAuths_Handler,
+		},
+		{
+			MethodName: "GetAuths",
+			Handler:    _Master_GetAuths_Handler,
+		},
+		{
+			MethodName: "ClearAuths",
+			Handler:    _Master_ClearAuths_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
