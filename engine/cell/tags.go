@@ -226,6 +226,17 @@ func SameVisibility(a, b []byte) bool {
 	}
 }
 
+// OnlyTagsOf reports whether every tag of a well-formed tags section is of type typ.
+func OnlyTagsOf(tags []byte, typ byte) bool {
+	for o := 0; o+tagLenSize+tagTypeSize <= len(tags); {
+		if tags[o+tagLenSize] != typ {
+			return false
+		}
+		o += tagLenSize + int(binary.BigEndian.Uint16(tags[o:]))
+	}
+	return true
+}
+
 // EachTag calls fn with the value of every tag of type typ in a well-formed tags section, in
 // order, until fn returns false.
 func EachTag(tags []byte, typ byte, fn func(v []byte) bool) {

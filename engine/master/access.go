@@ -33,7 +33,8 @@ var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "Rep
 // globalAdmin are the calls that need ADMIN everywhere (HBase: balance, move, drain, quotas,
 // cluster status and settings).
 var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
-	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true}
+	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true,
+	"AddLabels": true, "ListLabels": true, "SetAuths": true, "ClearAuths": true}
 
 // authorize is the master's gRPC interceptor: with Authorization on, a call runs only when the
 // caller's identity (set by security's authentication) holds what the call needs
@@ -128,6 +129,14 @@ func (m *Master) need(ck *access.Checker, id security.Identity, method string, r
 		return needAdminAt(ck, id, r.GetPermission())
 	case *pb.RevokeRequest:
 		return needAdminAt(ck, id, r.GetPermission())
+	case *pb.GetAuthsRequest:
+		if r.GetUser() == id.User && r.GetUser() != "" {
+			return nil // one's own labels
+		}
+		if ck.Global(id)&access.Admin != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Admin, "global")
 	case *pb.GetUserPermissionsRequest:
 		if r.GetUser() == id.User && r.GetUser() != "" {
 			return nil // one's own permissions
@@ -291,6 +300,15 @@ func (m *Master) GetUserPermissions(_ context.Context, req *pb.GetUserPermission
 		tn = &pb.TableName{Namespace: "default", Name: tn.GetName()}
 	}
 	resp := &pb.GetUserPermissionsResponse{Version: m.st.acl.GetVersion()}
+	if req.GetUser() == "" && req.GetNamespace() == "" && tn.GetName() == "" {
+		// Everything, as region servers ask: the visibility labels too.
+		for _, l := range m.st.acl.GetLabels() {
+			resp.Labels = append(resp.Labels, proto.CloneOf(l))
+		}
+		for _, a := range m.st.acl.GetAuths() {
+			resp.Auths = append(resp.Auths, proto.CloneOf(a))
+		}
+	}
 	for _, p := range m.st.acl.GetPermissions() {
 		if (req.GetUser() == "" || p.GetUser() == req.GetUser()) && access.Covers(req.GetNamespace(), tn, p) {
 			resp.Permissions = append(resp.Permissions, proto.CloneOf(p))

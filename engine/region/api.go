@@ -43,6 +43,12 @@ type Mutation struct {
 	// metadata the region stores and hands back but does not interpret (the region server's
 	// cell ACLs). No TTL tag (TTL says that); deletes carry none.
 	Tags []byte
+	// Visibility are cell.TagVisibility tags (made by engine/access from a visibility
+	// expression) added to every cell the mutation writes, delete markers included: a delete
+	// marker with visibility tags masks only cells with the same ones, one without only cells
+	// without (HBase's visibility delete semantics). A delete of the newest version deletes the
+	// newest one with the same visibility.
+	Visibility []byte
 }
 
 // NewMutation returns an empty mutation of row.

@@ -237,7 +237,7 @@ func (c *compactor) keep(k cell.Key, tags []byte) bool {
 	}
 	if t.IsDelete() {
 		if c.kdc == KeepDeletedFalse || c.kdc == KeepDeletedTTL && expired {
-			c.dt.add(k)
+			c.dt.add(k, tags)
 			return false
 		}
 		if ts < c.earliestTs {
@@ -247,7 +247,7 @@ func (c *compactor) keep(k cell.Key, tags []byte) bool {
 		c.column(k.Qualifier())
 		return c.count <= c.maxV
 	}
-	switch c.dt.isDeleted(k) {
+	switch c.dt.isDeleted(k, tags) {
 	case familyDeleted, columnDeleted, versionDeleted, familyVersionDeleted:
 		return false
 	}

@@ -262,7 +262,7 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	now := r.nowMs()
 	for _, m := range cm.Mutations {
 		req.durability = strongest(req.durability, m.Durability)
-		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, now)
+		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
 			return false, err
 		}

@@ -54,6 +54,8 @@ type Region struct {
 	compactMu sync.Mutex
 
 	closed atomic.Bool
+	// labelsInUse: cells may carry visibility tags (SetLabelsInUse).
+	labelsInUse atomic.Bool
 	broken atomic.Pointer[error]
 
 	nonces *nonceTable
@@ -647,3 +649,9 @@ func famList(fams []Family) string {
 	}
 	return strings.Join(n, ", ")
 }
+
+// SetLabelsInUse says whether the region's cells may carry visibility tags (the region server
+// sets it once a visibility label exists). With it, a delete marker that masks a whole column or
+// family no longer lets reads skip past the rest of it at once: each cell is checked, since one
+// with other visibility tags is not masked.
+func (r *Region) SetLabelsInUse(on bool) { r.labelsInUse.Store(on) }

@@ -37,20 +37,35 @@ type deleteTracker struct {
 	colQual     []byte
 	colType     cell.Type
 	colTs       int64
+	// vis are the markers with visibility tags: each masks only the cells with the same
+	// visibility tags (cell.SameVisibility), one by one; the fields above hold the markers
+	// without, which mask only cells without.
+	vis []visMarker
+}
+
+type visMarker struct {
+	t          cell.Type
+	ts         int64
+	qual, tags []byte
 }
 
 func (d *deleteTracker) reset() {
 	d.hasFamily = false
 	d.famVersions = d.famVersions[:0]
 	d.hasCol = false
+	d.vis = d.vis[:0]
 }
 
 func (d *deleteTracker) empty() bool {
-	return !d.hasFamily && len(d.famVersions) == 0 && !d.hasCol
+	return !d.hasFamily && len(d.famVersions) == 0 && !d.hasCol && len(d.vis) == 0
 }
 
-func (d *deleteTracker) add(k cell.Key) {
+func (d *deleteTracker) add(k cell.Key, tags []byte) {
 	ts, t := k.Timestamp(), k.Type()
+	if cell.HasVisibility(tags) {
+		d.vis = append(d.vis, visMarker{t: t, ts: ts, qual: slices.Clone(k.Qualifier()), tags: slices.Clone(tags)})
+		return
+	}
 	if d.hasFamily && ts <= d.familyTs {
 		return
 	}
@@ -81,8 +96,23 @@ const (
 	versionDeleted
 )
 
-func (d *deleteTracker) isDeleted(k cell.Key) deleteResult {
+func (d *deleteTracker) isDeleted(k cell.Key, tags []byte) deleteResult {
 	ts := k.Timestamp()
+	if cell.HasVisibility(tags) {
+		for _, m := range d.vis {
+			if !cell.SameVisibility(m.tags, tags) {
+				continue
+			}
+			switch {
+			case m.t == cell.DeleteFamily && ts <= m.ts,
+				m.t == cell.DeleteFamilyVersion && ts == m.ts,
+				m.t == cell.DeleteColumn && ts <= m.ts && bytes.Equal(k.Qualifier(), m.qual),
+				m.t == cell.Delete && ts == m.ts && bytes.Equal(k.Qualifier(), m.qual):
+				return versionDeleted // this cell only: others of the column may differ in visibility
+			}
+		}
+		return notDeleted
+	}
 	if d.hasFamily && ts <= d.familyTs {
 		return familyDeleted
 	}
@@ -138,6 +168,7 @@ type RegionScanner struct {
 	trMax     int64
 	versions  int
 	now       int64
+	labels    bool // Region.SetLabelsInUse
 
 	done     bool
 	closed   bool
@@ -308,6 +339,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	}
 	s.single = getRow != nil
 	s.readPoint = r.mvcc.readPoint.Load()
+	s.labels = r.labelsInUse.Load()
 	if scan.ReadUncommitted {
 		s.readPoint = math.MaxUint64
 	}
@@ -896,13 +928,16 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 			use = ts >= s.trMin
 		}
 		if use {
-			s.dt.add(k)
+			s.dt.add(k, tags)
 		}
 		return actSkip
 	}
 	if !s.s.Raw && !s.dt.empty() {
-		switch s.dt.isDeleted(k) {
+		switch s.dt.isDeleted(k, tags) {
 		case familyDeleted, columnDeleted:
+			if s.labels {
+				return actSkip // the next cell may have other visibility tags
+			}
 			return actNextCol
 		case versionDeleted, familyVersionDeleted:
 			return actSkip

@@ -140,6 +140,17 @@ func (r *Region) validateMutation(m *Mutation) error {
 			return fmt.Errorf("%w: %d bytes of tags, limit %d", ErrInvalid, len(m.Tags), cell.MaxTagsLength-len(cell.AppendTTLTag(nil, 1)))
 		}
 	}
+	if len(m.Visibility) > 0 {
+		if err := cell.ParseTags(m.Visibility); err != nil {
+			return fmt.Errorf("%w: visibility: %w", ErrInvalid, err)
+		}
+		if !cell.OnlyTagsOf(m.Visibility, cell.TagVisibility) {
+			return fmt.Errorf("%w: Mutation.Visibility holds tags other than visibility tags", ErrInvalid)
+		}
+		if len(m.Tags)+len(m.Visibility)+len(cell.AppendTTLTag(nil, 1)) > cell.MaxTagsLength {
+			return fmt.Errorf("%w: %d bytes of tags, limit %d", ErrInvalid, len(m.Tags)+len(m.Visibility), cell.MaxTagsLength-len(cell.AppendTTLTag(nil, 1)))
+		}
+	}
 	for _, op := range m.Ops {
 		if !op.Type.IsCellType() {
 			return fmt.Errorf("%w: cell type %v", ErrInvalid, op.Type)
@@ -206,7 +217,7 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 			byRow[string(m.Row)] = i
 			req.rows = append(req.rows, rowEdit{row: m.Row})
 		}
-		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, now)
+		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
 			return err
 		}
@@ -219,13 +230,13 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 // resolveOps turns ops into cells: "now" timestamps, delete-row
 // expansion, Delete-latest-version lookups, TTL tags (ttl: the
 // mutation's) and the mutation's extra tags on puts. Called under the row lock.
-func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra []byte, now int64) ([]cell.KeyValue, error) {
+func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, now int64) ([]cell.KeyValue, error) {
 	// One buffer for all cells of the mutation.
 	size := 0
 	for _, op := range ops {
 		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
-		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0) {
-			size += ttlTaggedExtra + len(extra)
+		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0) || len(vis) > 0 {
+			size += ttlTaggedExtra + len(extra) + len(vis)
 		}
 	}
 	buf := make([]byte, 0, size)
@@ -236,14 +247,17 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra []byte, now i
 		if cellTTL == 0 {
 			cellTTL = ttl
 		}
-		if t != cell.Put || (cellTTL == 0 && len(extra) == 0) {
+		if (t != cell.Put || (cellTTL == 0 && len(extra) == 0)) && len(vis) == 0 {
 			buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
 		} else {
 			tags = tags[:0]
-			if cellTTL != 0 {
-				tags = cell.AppendTTLTag(tags, cellTTL)
+			if t == cell.Put {
+				if cellTTL != 0 {
+					tags = cell.AppendTTLTag(tags, cellTTL)
+				}
+				tags = append(tags, extra...)
 			}
-			tags = append(tags, extra...)
+			tags = append(tags, vis...)
 			key = cell.AppendKey(key[:0], row, fam, q, ts, t)
 			buf = cell.AppendTaggedKeyValue(buf, key, v, tags)
 		}
@@ -256,6 +270,10 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra []byte, now i
 				ts = now
 			}
 			for _, f := range r.famNames {
+				if len(vis) > 0 {
+					out = append(out, cell.KeyValue(cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, row, f, nil, ts, cell.DeleteFamily), nil, vis)))
+					continue
+				}
 				out = append(out, cell.KeyValue(cell.AppendKeyValue(nil, row, f, nil, ts, cell.DeleteFamily, nil)))
 			}
 			continue
@@ -265,7 +283,7 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra []byte, now i
 			if op.Type == cell.Delete {
 				// Delete the newest visible version (HBase's
 				// prepareDeleteTimestamps): look it up.
-				if latest, ok, err := r.latestTimestamp(row, op.Family, op.Qualifier); err != nil {
+				if latest, ok, err := r.latestTimestamp(row, op.Family, op.Qualifier, vis); err != nil {
 					return nil, err
 				} else if ok {
 					ts = latest
@@ -284,8 +302,12 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func (r *Region) latestTimestamp(row, fam, q []byte) (int64, bool, error) {
-	res, err := r.get(&Get{Row: row, Columns: []Column{{Family: fam, Qualifier: nonNil(q)}}}, true)
+func (r *Region) latestTimestamp(row, fam, q, vis []byte) (int64, bool, error) {
+	g := &Get{Row: row, Columns: []Column{{Family: fam, Qualifier: nonNil(q)}}}
+	if len(vis) > 0 || r.labelsInUse.Load() {
+		g.CellCheck = func(_ cell.Key, tags []byte) bool { return cell.SameVisibility(tags, vis) }
+	}
+	res, err := r.get(g, true)
 	if err != nil {
 		return 0, false, err
 	}

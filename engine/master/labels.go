@@ -1,0 +1,198 @@
+package master
+
+import (
+	"context"
+	"regexp"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cellstore/cellstore/engine/access"
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+)
+
+// Visibility labels (HBase's VisibilityController): defined by AddLabels, held by users and
+// groups through SetAuths/ClearAuths; they live in the catalog's ACL row beside the permissions,
+// so a change bumps its version and region servers fetch it with the permissions.
+
+// changeLabels commits edit's change of a copy of the ACL row under a new version.
+func (m *Master) changeLabels(what string, edit func(next *pb.CatalogACL) *pb.ErrorDetail) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	next := proto.CloneOf(m.st.acl)
+	if next == nil {
+		next = &pb.CatalogACL{}
+	}
+	next.Version++
+	if d := edit(next); d != nil {
+		return d.Status()
+	}
+	var b batch
+	b.putACL(next)
+	if err := m.commit(&b); err != nil {
+		return toStatus(err)
+	}
+	m.log.Info("visibility labels changed", "change", what, "version", next.GetVersion())
+	return nil
+}
+
+// AddLabels implements pb.MasterServer.
+func (m *Master) AddLabels(_ context.Context, req *pb.AddLabelsRequest) (*pb.AddLabelsResponse, error) {
+	if len(req.GetLabels()) == 0 {
+		return nil, errInvalid("add_labels: give at least one label").Status()
+	}
+	for i, l := range req.GetLabels() {
+		if err := access.ValidLabel(l); err != nil {
+			return nil, errInvalid("add_labels: %v", err).Status()
+		}
+		if slices.Contains(req.GetLabels()[:i], l) {
+			return nil, errInvalid("add_labels: label %q is given twice", l).Status()
+		}
+	}
+	err := m.changeLabels("add "+quoteList(req.GetLabels()), func(next *pb.CatalogACL) *pb.ErrorDetail {
+		top := uint32(0)
+		for _, l := range next.GetLabels() {
+			if slices.Contains(req.GetLabels(), l.GetName()) {
+				return errInvalid("visibility label %q already exists (labels are never removed; list them with list_labels)", l.GetName())
+			}
+			top = max(top, l.GetOrdinal())
+		}
+		for _, l := range req.GetLabels() {
+			top++
+			next.Labels = append(next.Labels, &pb.VisibilityLabel{Name: l, Ordinal: top})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AddLabelsResponse{}, nil
+}
+
+// ListLabels implements pb.MasterServer.
+func (m *Master) ListLabels(_ context.Context, req *pb.ListLabelsRequest) (*pb.ListLabelsResponse, error) {
+	var re *regexp.Regexp
+	if req.GetRegex() != "" {
+		var err error
+		if re, err = regexp.Compile(req.GetRegex()); err != nil {
+			return nil, errInvalid("list_labels: %v", err).Status()
+		}
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	resp := &pb.ListLabelsResponse{}
+	for _, l := range m.st.acl.GetLabels() {
+		if re == nil || re.MatchString(l.GetName()) {
+			resp.Labels = append(resp.Labels, l.GetName())
+		}
+	}
+	slices.Sort(resp.Labels)
+	return resp, nil
+}
+
+// SetAuths implements pb.MasterServer: the user or group gets the labels beside those it holds.
+func (m *Master) SetAuths(_ context.Context, req *pb.SetAuthsRequest) (*pb.SetAuthsResponse, error) {
+	if err := checkAuthsRequest("set_auths", req.GetUser(), req.GetLabels()); err != nil {
+		return nil, err.Status()
+	}
+	err := m.changeLabels("set_auths "+req.GetUser()+" "+quoteList(req.GetLabels()), func(next *pb.CatalogACL) *pb.ErrorDetail {
+		for _, l := range req.GetLabels() {
+			if !slices.ContainsFunc(next.GetLabels(), func(x *pb.VisibilityLabel) bool { return x.GetName() == l }) {
+				return errInvalid("visibility label %q is not defined: add it with add_labels first", l)
+			}
+		}
+		a := authsOf(next, req.GetUser(), true)
+		for _, l := range req.GetLabels() {
+			if !slices.Contains(a.Labels, l) {
+				a.Labels = append(a.Labels, l)
+			}
+		}
+		slices.Sort(a.Labels)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetAuthsResponse{}, nil
+}
+
+// ClearAuths implements pb.MasterServer.
+func (m *Master) ClearAuths(_ context.Context, req *pb.ClearAuthsRequest) (*pb.ClearAuthsResponse, error) {
+	if err := checkAuthsRequest("clear_auths", req.GetUser(), req.GetLabels()); err != nil {
+		return nil, err.Status()
+	}
+	err := m.changeLabels("clear_auths "+req.GetUser()+" "+quoteList(req.GetLabels()), func(next *pb.CatalogACL) *pb.ErrorDetail {
+		a := authsOf(next, req.GetUser(), false)
+		for _, l := range req.GetLabels() {
+			if a == nil || !slices.Contains(a.Labels, l) {
+				return errInvalid("%s does not hold visibility label %q (see get_auths)", req.GetUser(), l)
+			}
+		}
+		a.Labels = slices.DeleteFunc(a.Labels, func(l string) bool { return slices.Contains(req.GetLabels(), l) })
+		if len(a.Labels) == 0 {
+			next.Auths = slices.DeleteFunc(next.Auths, func(x *pb.LabelAuths) bool { return x == a })
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ClearAuthsResponse{}, nil
+}
+
+// GetAuths implements pb.MasterServer: the labels the user or group holds itself (a user's
+// groups' labels are not listed, as HBase's get_auths).
+func (m *Master) GetAuths(_ context.Context, req *pb.GetAuthsRequest) (*pb.GetAuthsResponse, error) {
+	if req.GetUser() == "" || req.GetUser() == "@" {
+		return nil, errInvalid("get_auths: give a user or an @group").Status()
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	resp := &pb.GetAuthsResponse{}
+	if a := authsOf(m.st.acl, req.GetUser(), false); a != nil {
+		resp.Labels = slices.Clone(a.GetLabels())
+	}
+	return resp, nil
+}
+
+func checkAuthsRequest(verb, user string, labels []string) *pb.ErrorDetail {
+	if user == "" || user == "@" {
+		return errInvalid("%s: give a user or an @group", verb)
+	}
+	if len(labels) == 0 {
+		return errInvalid("%s: give at least one label", verb)
+	}
+	return nil
+}
+
+// authsOf finds the entry of user in acl (adding an empty one when add).
+func authsOf(acl *pb.CatalogACL, user string, add bool) *pb.LabelAuths {
+	for _, a := range acl.GetAuths() {
+		if a.GetUser() == user {
+			return a
+		}
+	}
+	if !add {
+		return nil
+	}
+	a := &pb.LabelAuths{User: user}
+	acl.Auths = append(acl.Auths, a)
+	return a
+}
+
+func quoteList(l []string) string {
+	out := "["
+	for i, s := range l {
+		if i > 0 {
+			out += ", "
+		}
+		out += "'" + s + "'"
+	}
+	return out + "]"
+}
