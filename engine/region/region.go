@@ -56,7 +56,7 @@ type Region struct {
 	closed atomic.Bool
 	// labelsInUse: cells may carry visibility tags (SetLabelsInUse).
 	labelsInUse atomic.Bool
-	broken atomic.Pointer[error]
+	broken      atomic.Pointer[error]
 
 	nonces *nonceTable
 
