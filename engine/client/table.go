@@ -66,6 +66,24 @@ type Mutation struct {
 	// ACL is a put's cell ACL (HBase's Mutation.setACL): users and "@group"s with the actions
 	// each may take on the cells written (docs/security.md, "Cell ACLs").
 	ACL map[string]access.Action
+	// Visibility is a put's or delete's visibility expression (HBase's CellVisibility): labels
+	// with & | ! and parentheses, e.g. "secret & !eu" (docs/security.md, "Visibility labels").
+	Visibility string
+}
+
+// WithAuthorizations returns attrs (made when nil) with the labels a get or scan asks to read
+// with (HBase's setAuthorizations): it sees the cells those of them its user holds satisfy.
+// Set it on pb.Get.Attributes or pb.Scan.Attributes.
+func WithAuthorizations(attrs map[string][]byte, labels ...string) (map[string][]byte, error) {
+	v, err := access.EncodeAuthorizations(labels)
+	if err != nil {
+		return nil, fmt.Errorf("client: authorizations: %w", err)
+	}
+	if attrs == nil {
+		attrs = map[string][]byte{}
+	}
+	attrs[access.AuthorizationsAttribute] = v
+	return attrs, nil
 }
 
 // ttlAttribute carries a mutation's TTL in milliseconds (the name HBase uses).
@@ -138,6 +156,14 @@ func (m *Mutation) validate(maxCell int) error {
 			return fmt.Errorf("client: mutation of row %q: %w", m.Row, err)
 		}
 	}
+	if m.Visibility != "" {
+		if m.Type != pb.MutationProto_TYPE_PUT && m.Type != pb.MutationProto_TYPE_DELETE {
+			return fmt.Errorf("client: a visibility expression goes on puts and deletes, not on a %v of row %q", m.Type, m.Row)
+		}
+		if _, err := access.ParseVisibility(m.Visibility); err != nil {
+			return fmt.Errorf("client: mutation of row %q: %w", m.Row, err)
+		}
+	}
 	if m.TTL != 0 && m.Type == pb.MutationProto_TYPE_DELETE {
 		return fmt.Errorf("client: a delete of row %q cannot carry a TTL (TTLs apply to puts, increments and appends)", m.Row)
 	}
@@ -160,6 +186,12 @@ func (m *Mutation) encode(block []byte, nonce uint64) (*pb.MutationProto, []byte
 			mp.Attributes = map[string][]byte{}
 		}
 		mp.Attributes[access.ACLAttribute], _ = access.EncodeCellACL(m.ACL) // checked by validate
+	}
+	if m.Visibility != "" {
+		if mp.Attributes == nil {
+			mp.Attributes = map[string][]byte{}
+		}
+		mp.Attributes[access.VisibilityAttribute] = []byte(m.Visibility)
 	}
 	return mp, block
 }

@@ -247,7 +247,7 @@ func (m *Master) changeACL(p *pb.Permission, edit func(old *pb.Permission) *pb.P
 	}
 	defer m.mu.Unlock()
 	cur := m.st.acl
-	next := &pb.CatalogACL{Version: cur.GetVersion() + 1}
+	next := &pb.CatalogACL{Version: cur.GetVersion() + 1, Labels: cur.GetLabels(), Auths: cur.GetAuths()}
 	var old *pb.Permission
 	for _, q := range cur.GetPermissions() {
 		if access.SameScope(q, p) {

@@ -308,6 +308,9 @@ type CheckAndMutate struct {
 	Value     []byte
 	Filter    filter.Filter
 	TimeRange TimeRange
+	// CellCheck, when set, hides from the check the cells it refuses (see Get.CellCheck): a
+	// check sees what a get by the same user would.
+	CellCheck CellCheck
 	// Mutations of Row, applied as one atomic edit if the check passes.
 	Mutations []*Mutation
 	// Durability of the edit (the strongest of the mutations' otherwise).

@@ -276,13 +276,13 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 
 func (r *Region) checkCondition(cm *CheckAndMutate) (bool, error) {
 	if cm.Filter != nil {
-		res, err := r.get(&Get{Row: cm.Row, Filter: cm.Filter, TimeRange: cm.TimeRange}, true)
+		res, err := r.get(&Get{Row: cm.Row, Filter: cm.Filter, TimeRange: cm.TimeRange, CellCheck: cm.CellCheck}, true)
 		if err != nil {
 			return false, err
 		}
 		return len(res.Cells) > 0, nil
 	}
-	res, err := r.get(&Get{Row: cm.Row, Columns: []Column{{Family: cm.Family, Qualifier: nonNil(cm.Qualifier)}}, TimeRange: cm.TimeRange}, true)
+	res, err := r.get(&Get{Row: cm.Row, Columns: []Column{{Family: cm.Family, Qualifier: nonNil(cm.Qualifier)}}, TimeRange: cm.TimeRange, CellCheck: cm.CellCheck}, true)
 	if err != nil {
 		return false, err
 	}

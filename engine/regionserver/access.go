@@ -105,6 +105,68 @@ func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb
 // every cell. Otherwise (HBase's default) it is narrowed to the granted columns or refused, and
 // cell ACLs are not looked at.
 func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column, attrs map[string][]byte) ([]region.Column, region.CellCheck, *pb.ErrorDetail) {
+	cols, check, d := s.readableByGrants(c, or, cols, attrs)
+	if d != nil {
+		return nil, nil, d
+	}
+	return cols, s.withVisibility(c, check, attrs), nil
+}
+
+// withVisibility adds to a read's check the visibility labels (docs/security.md, "Visibility
+// labels"): once a label is defined, a caller that is not a superuser sees a cell with a
+// visibility expression only when the labels it holds — narrowed to those it asks for in the
+// read's access.AuthorizationsAttribute — satisfy it. Labels apply with security off too, to the
+// user the caller names.
+func (s *Server) withVisibility(c *rpc.Call, check region.CellCheck, attrs map[string][]byte) region.CellCheck {
+	ck := s.acl.Load()
+	labels := ck.Labels()
+	if !labels.Defined() {
+		return check
+	}
+	id := identityOf(c)
+	if ck.Superuser(id) {
+		return check // as HBase: labels do not apply to superusers
+	}
+	v, asked := attrs[access.AuthorizationsAttribute]
+	auths := labels.Authorizations(id, access.ParseAuthorizations(v, asked))
+	if check == nil {
+		return func(_ cell.Key, tags []byte) bool { return auths.Visible(tags) }
+	}
+	return func(k cell.Key, tags []byte) bool { return auths.Visible(tags) && check(k, tags) }
+}
+
+// labelsFor returns the labels to store m's visibility expression with: when the expression
+// names a label this server does not know, they are fetched again first (recheck), so a put
+// right after add_labels works.
+func (s *Server) labelsFor(m *pb.MutationProto) *access.Labels {
+	l := s.acl.Load().Labels()
+	v, ok := m.GetAttributes()[access.VisibilityAttribute]
+	if !ok || len(v) == 0 {
+		return l
+	}
+	e, err := access.ParseVisibility(string(v))
+	if err != nil {
+		return l // mutationVisibility reports it
+	}
+	for _, n := range e.Labels() {
+		if _, ok := l.Ordinal(n); !ok {
+			// Fetched within the last second (recheck's limit): wait for the limit to pass,
+			// since the label may have been added since.
+			s.aclMu.Lock()
+			wait := time.Second - time.Since(s.aclFetched)
+			s.aclMu.Unlock()
+			if wait > 0 {
+				time.Sleep(wait)
+			}
+			s.recheck()
+			return s.acl.Load().Labels()
+		}
+	}
+	return l
+}
+
+// readableByGrants is readable's part that weighs permissions and cell ACLs.
+func (s *Server) readableByGrants(c *rpc.Call, or *onlineRegion, cols []region.Column, attrs map[string][]byte) ([]region.Column, region.CellCheck, *pb.ErrorDetail) {
 	if !s.cfg.Authorization {
 		return cols, nil, nil
 	}

@@ -120,6 +120,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN, 0, err.Error())
 		return
 	}
+	r.SetLabelsInUse(s.acl.Load().Labels().Defined())
 	or.r.Store(r)
 	if or.cancel.Load() {
 		r.Abort()

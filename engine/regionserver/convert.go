@@ -405,6 +405,28 @@ func mutationACL(m *pb.MutationProto) ([]byte, error) {
 	return cell.AppendTag(nil, cell.TagACL, v), nil
 }
 
+// mutationVisibility is the visibility tags of a put or delete (its access.VisibilityAttribute,
+// an expression over the labels defined), nil without.
+func mutationVisibility(m *pb.MutationProto, labels *access.Labels) ([]byte, error) {
+	v, ok := m.GetAttributes()[access.VisibilityAttribute]
+	if !ok || len(v) == 0 {
+		return nil, nil
+	}
+	if m.GetType() != pb.MutationProto_TYPE_PUT && m.GetType() != pb.MutationProto_TYPE_DELETE {
+		return nil, invalid("a visibility expression (mutation attribute %q) goes on puts and deletes, not on a %v (cells written by increments and appends keep the visibility of the cell they change)",
+			access.VisibilityAttribute, m.GetType())
+	}
+	e, err := access.ParseVisibility(string(v))
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	tags, err := access.EncodeVisibility(e, labels.Ordinal)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	return tags, nil
+}
+
 // takeCells reads n cells of row from the request's cell block and returns the rest.
 func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 	if n < 0 {
@@ -433,7 +455,7 @@ func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 }
 
 // mutationOf converts a put or delete.
-func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, tableDefault pb.Durability) (*region.Mutation, error) {
+func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, tableDefault pb.Durability, labels *access.Labels) (*region.Mutation, error) {
 	d, err := convertDurability(effectiveDurability(m.GetDurability(), tableDefault))
 	if err != nil {
 		return nil, err
@@ -444,6 +466,9 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 	}
 	mu := &region.Mutation{Row: m.GetRow(), Durability: d, TTL: ttl}
 	if mu.Tags, err = mutationACL(m); err != nil {
+		return nil, err
+	}
+	if mu.Visibility, err = mutationVisibility(m, labels); err != nil {
 		return nil, err
 	}
 	if m.GetNonce() != 0 {

@@ -307,12 +307,12 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 			fail(c, &answered, invalid("check-and-mutate supports puts and deletes, not %v", m.GetType()))
 			return
 		}
-		mu, err := mutationOf(m, cells, req.GetNonceGroup(), or.table.GetDurability())
+		mu, err := mutationOf(m, cells, req.GetNonceGroup(), or.table.GetDurability(), s.labelsFor(m))
 		if err != nil {
 			fail(c, &answered, s.errDetail(err, name))
 			return
 		}
-		ok, d := s.checkAndMutate(r, or, req.GetCondition(), []*region.Mutation{mu})
+		ok, d := s.checkAndMutate(c, r, or, req.GetCondition(), []*region.Mutation{mu})
 		if d != nil {
 			fail(c, &answered, d)
 			return
@@ -348,7 +348,7 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 	s.m.writeRequests.Add(1)
 	switch m.GetType() {
 	case pb.MutationProto_TYPE_PUT, pb.MutationProto_TYPE_DELETE:
-		mu, err := mutationOf(m, cells, nonceGroup, or.table.GetDurability())
+		mu, err := mutationOf(m, cells, nonceGroup, or.table.GetDurability(), s.labelsFor(m))
 		if err != nil {
 			return nil, s.errDetail(err, or.name)
 		}
@@ -358,6 +358,9 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 		return nil, nil
 	case pb.MutationProto_TYPE_INCREMENT, pb.MutationProto_TYPE_APPEND:
 		if _, err := mutationACL(m); err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
+		if _, err := mutationVisibility(m, nil); err != nil {
 			return nil, s.errDetail(err, or.name)
 		}
 		d, err := convertDurability(effectiveDurability(m.GetDurability(), or.table.GetDurability()))
@@ -404,7 +407,7 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 }
 
 // checkAndMutate applies ms when cond holds.
-func (s *Server) checkAndMutate(r *region.Region, or *onlineRegion, cond *pb.Condition, ms []*region.Mutation) (bool, *pb.ErrorDetail) {
+func (s *Server) checkAndMutate(c *rpc.Call, r *region.Region, or *onlineRegion, cond *pb.Condition, ms []*region.Mutation) (bool, *pb.ErrorDetail) {
 	row := ms[0].Row
 	if len(cond.GetRow()) > 0 && !bytes.Equal(cond.GetRow(), row) {
 		return false, invalid("condition row %q differs from the mutation row %q", cond.GetRow(), row)
@@ -413,7 +416,9 @@ func (s *Server) checkAndMutate(r *region.Region, or *onlineRegion, cond *pb.Con
 	if err != nil {
 		return false, s.errDetail(err, or.name)
 	}
-	cm := &region.CheckAndMutate{Row: row, TimeRange: tr, Mutations: ms}
+	// The check sees what a get by the caller would (visibility labels); its READ on the
+	// checked column was asked by mayCheck.
+	cm := &region.CheckAndMutate{Row: row, TimeRange: tr, Mutations: ms, CellCheck: s.withVisibility(c, nil, nil)}
 	if cond.GetFilter() != nil {
 		f, err := convertFilter(cond.GetFilter())
 		if err != nil {
@@ -556,7 +561,7 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 				rar.Exception = d
 				return rar, out
 			}
-			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
+			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability(), s.labelsFor(m))
 			if err != nil {
 				rar.Exception = s.errDetail(err, name)
 				return rar, out
@@ -576,7 +581,7 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 			return rar, out
 		}
 		if ra.GetCondition() != nil {
-			ok, d := s.checkAndMutate(r, or, ra.GetCondition(), ms)
+			ok, d := s.checkAndMutate(c, r, or, ra.GetCondition(), ms)
 			if d != nil {
 				rar.Exception = d
 				return rar, out
@@ -610,7 +615,7 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 			}
 		}
 		if m != nil && (m.GetType() == pb.MutationProto_TYPE_PUT || m.GetType() == pb.MutationProto_TYPE_DELETE) {
-			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability())
+			mu, err := mutationOf(m, pa.cells, nonceGroup, or.table.GetDurability(), s.labelsFor(m))
 			if err != nil {
 				results[i].Exception = s.errDetail(err, name)
 				continue

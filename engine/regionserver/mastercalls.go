@@ -152,7 +152,7 @@ func (s *Server) heartbeatLoop() {
 		if resp.GetQuotaVersion() != s.limiters.Version() {
 			s.refreshQuotas()
 		}
-		if s.cfg.Authorization && resp.GetAclVersion() != s.acl.Load().Version() {
+		if resp.GetAclVersion() != s.acl.Load().Version() { // permissions with security on; labels always
 			s.refreshACL()
 		}
 	}
@@ -331,8 +331,15 @@ func (s *Server) refreshACL() {
 		s.log.Warn("fetching the permissions failed; the next heartbeat tries again", "error", err)
 		return
 	}
-	s.acl.Store(access.NewChecker(resp.GetVersion(), resp.GetPermissions(), s.cfg.Superusers))
-	s.log.Info("permissions updated", "version", resp.GetVersion(), "grants", len(resp.GetPermissions()))
+	labels := access.NewLabels(resp.GetLabels(), resp.GetAuths())
+	s.acl.Store(access.NewChecker(resp.GetVersion(), resp.GetPermissions(), s.cfg.Superusers).WithLabels(labels))
+	s.regions.Range(func(_, v any) bool {
+		if r := v.(*onlineRegion).r.Load(); r != nil {
+			r.SetLabelsInUse(labels.Defined())
+		}
+		return true
+	})
+	s.log.Info("permissions updated", "version", resp.GetVersion(), "grants", len(resp.GetPermissions()), "labels", len(resp.GetLabels()))
 }
 
 // refreshQuotas loads the quotas and this server's share of them.

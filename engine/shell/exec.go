@@ -43,11 +43,11 @@ var verbs map[string]verb
 func init() {
 	verbs = map[string]verb{
 		"create":          {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
-		"put":             {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms, ACL => {'user' => 'RW', '@group' => 'R'}}]"},
-		"get":             {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE'}]"},
-		"scan":            {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE'}]"},
-		"delete":          {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp]"},
-		"deleteall":       {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]]"},
+		"put":             {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms, ACL => {'user' => 'RW', '@group' => 'R'}, VISIBILITY => 'secret&!eu'}]"},
+		"get":             {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
+		"scan":            {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
+		"delete":          {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp][, {VISIBILITY => 'secret'}]"},
+		"deleteall":       {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]][, {VISIBILITY => 'secret'}]"},
 		"incr":            {(*Shell).incr, "incr 't', 'row', 'f:q'[, amount]"},
 		"count":           {(*Shell).count, "count 't'[, {INTERVAL => n}]"},
 		"list":            {(*Shell).list, "list['regex']"},
@@ -70,6 +70,11 @@ func init() {
 		"grant":           {(*Shell).grant, "grant 'user' | '@group', 'RWXCA'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]] (security on)"},
 		"revoke":          {(*Shell).revoke, "revoke 'user' | '@group'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]]"},
 		"user_permission": {(*Shell).userPermission, "user_permission['@namespace' | 'table']"},
+		"add_labels":      {(*Shell).addLabels, "add_labels 'label' | ['label', ...]"},
+		"list_labels":     {(*Shell).listLabels, "list_labels['regex']"},
+		"set_auths":       {(*Shell).setAuths, "set_auths 'user' | '@group', 'label' | ['label', ...]"},
+		"get_auths":       {(*Shell).getAuths, "get_auths 'user' | '@group'"},
+		"clear_auths":     {(*Shell).clearAuths, "clear_auths 'user' | '@group', 'label' | ['label', ...]"},
 	}
 }
 
@@ -274,9 +279,13 @@ func (s *Shell) put(ctx context.Context, args []Value) error {
 	if len(rest) > 0 {
 		h := rest[0]
 		if h.Kind != Hash || len(rest) > 1 {
-			return usage("put's last argument must be a {TTL => milliseconds, ACL => {'user' => 'RW'}} hash")
+			return usage("put's last argument must be a {TTL => milliseconds, ACL => {'user' => 'RW'}, VISIBILITY => 'expression'} hash")
 		}
 		for _, k := range h.Keys {
+			if k == "VISIBILITY" {
+				m.Visibility = h.Map[k].Text()
+				continue
+			}
 			if k == "ACL" {
 				acl, err := cellACL(h.Map[k])
 				if err != nil {
@@ -286,7 +295,7 @@ func (s *Shell) put(ctx context.Context, args []Value) error {
 				continue
 			}
 			if k != "TTL" {
-				return usage("put does not know %s (it takes TTL and ACL)", k)
+				return usage("put does not know %s (it takes TTL, ACL and VISIBILITY)", k)
 			}
 			ttl, err := intOf(h.Map[k], k)
 			if err != nil {
@@ -336,6 +345,8 @@ func (s *Shell) get(ctx context.Context, args []Value) error {
 					g.TimeRange, err = timeRange(v)
 				case "CONSISTENCY":
 					g.Consistency, err = consistency(v)
+				case "AUTHORIZATIONS":
+					g.Attributes, err = authorizations(g.Attributes, v)
 				default:
 					err = usage("get does not know %s", k)
 				}
@@ -396,6 +407,8 @@ func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
 			sc.TimeRange, err = timeRange(v)
 		case "CONSISTENCY":
 			sc.Consistency, err = consistency(v)
+		case "AUTHORIZATIONS":
+			sc.Attributes, err = authorizations(sc.Attributes, v)
 		case "INTERVAL":
 			// count's option: ignored by the scan itself
 		default:
@@ -481,13 +494,27 @@ func (s *Shell) count(ctx context.Context, args []Value) error {
 }
 
 func (s *Shell) delete(ctx context.Context, args []Value) error {
-	if len(args) < 3 || len(args) > 4 {
-		return usage("delete takes a table, a row, a column and optionally a timestamp")
+	n := len(args)
+	if n > 0 && args[n-1].Kind == Hash {
+		n--
+	}
+	if n < 3 || n > 4 {
+		return usage("delete takes a table, a row, a column, optionally a timestamp and {VISIBILITY => 'expression'}")
 	}
 	return s.deleteall(ctx, args)
 }
 
 func (s *Shell) deleteall(ctx context.Context, args []Value) error {
+	visibility := ""
+	if n := len(args); n > 0 && args[n-1].Kind == Hash {
+		for _, k := range args[n-1].Keys {
+			if k != "VISIBILITY" {
+				return usage("delete does not know %s (it takes VISIBILITY)", k)
+			}
+			visibility = args[n-1].Map[k].Text()
+		}
+		args = args[:n-1]
+	}
 	t, err := str(args, 0, "table")
 	if err != nil {
 		return err
@@ -497,6 +524,7 @@ func (s *Shell) deleteall(ctx context.Context, args []Value) error {
 		return err
 	}
 	m := client.NewDelete(ParseBinary(row))
+	m.Visibility = visibility
 	ts := cell.LatestTimestamp
 	if len(args) == 4 {
 		if ts, err = intOf(args[3], "timestamp"); err != nil {
