@@ -94,6 +94,10 @@ func (s *StoreClusterSpec) RegionServerResources() corev1.ResourceRequirements {
 // TLSEnabled says whether the cluster serves TLS and authenticates its callers (the default).
 func (s *StoreClusterSpec) TLSEnabled() bool { return s.Security.TLS != TLSDisabled }
 
+// TLSProvided says whether the certificates are the user's own (spec.security.tls Provided): the
+// operator makes no CA and issues nothing.
+func (s *StoreClusterSpec) TLSProvided() bool { return s.Security.TLS == TLSProvided }
+
 // NetworkPolicyEnabled says whether the operator makes the region servers' NetworkPolicy.
 func (s *StoreClusterSpec) NetworkPolicyEnabled() bool {
 	return s.Security.NetworkPolicy == nil || *s.Security.NetworkPolicy

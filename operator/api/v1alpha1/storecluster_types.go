@@ -135,7 +135,7 @@ type StoreClusterSpec struct {
 }
 
 // TLSMode says where a cluster's certificates come from.
-// +kubebuilder:validation:Enum=Generated;Disabled
+// +kubebuilder:validation:Enum=Generated;Provided;Disabled
 type TLSMode string
 
 const (
@@ -143,18 +143,32 @@ const (
 	// (NAME-server-tls) and an administrator's client certificate (NAME-admin-tls), renewing
 	// each when a third of its life is left; the servers read renewed files without a restart.
 	TLSGenerated TLSMode = "Generated"
+	// TLSProvided: you bring the certificates, in the Secrets spec.security.certificates names
+	// (e.g. written by cert-manager Certificates); the operator makes no CA and no certificate,
+	// checks the Secrets and mounts the servers' one. The servers read renewed files without a
+	// restart. StoreUsers can only use tokens: the operator holds no CA key to issue certificates.
+	TLSProvided TLSMode = "Provided"
 	// TLSDisabled: plaintext and no authentication (anyone who reaches the pods may do
 	// anything): for development only.
 	TLSDisabled TLSMode = "Disabled"
 )
 
 // SecuritySpec is a cluster's transport security, authentication and access control.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.tls != 'Provided' || (has(self.certificates) && has(self.certificates.serverSecretName) && has(self.certificates.clientSecretName))",message="security.tls Provided needs security.certificates.serverSecretName (the Secret of the servers' certificate: tls.crt, tls.key, ca.crt) and security.certificates.clientSecretName (the Secret of the operator's client certificate: tls.crt, tls.key)"
+// +kubebuilder:validation:XValidation:rule="!has(self.certificates) || (has(self.tls) && self.tls == 'Provided')",message="security.certificates names your own certificate Secrets and is used only with security.tls Provided: set tls: Provided, or remove certificates (Generated makes its own, Disabled uses none)"
 type SecuritySpec struct {
-	// TLS is Generated (the default: TLS 1.3 everywhere, every caller authenticated, permissions
-	// checked) or Disabled.
+	// TLS is Generated (the default: the operator keeps a CA and the certificates; TLS 1.3
+	// everywhere, every caller authenticated, permissions checked), Provided (the same, with the
+	// certificates in Secrets you make, named by certificates) or Disabled.
 	// +kubebuilder:default=Generated
 	// +optional
 	TLS TLSMode `json:"tls,omitempty"`
+
+	// Certificates names the Secrets of your own certificates; set with tls Provided only
+	// (docs/operator.md, "Provided certificates").
+	// +optional
+	Certificates *ProvidedCertificates `json:"certificates,omitempty"`
 
 	// Superusers may do anything, whatever is granted: user names (a certificate's CN, a
 	// token's user) and "@group"s. The servers (@cellstore:servers) and holders of the admin
@@ -172,6 +186,32 @@ type SecuritySpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	NetworkPolicy *bool `json:"networkPolicy,omitempty"`
+}
+
+// ProvidedCertificates names Secrets in the StoreCluster's namespace, each with the keys of a
+// kubernetes.io/tls Secret (cert-manager's Certificates write them). The operator reads them,
+// reports in the StoreCluster's conditions what is missing or wrong, and never writes them.
+type ProvidedCertificates struct {
+	// ServerSecretName is the Secret of the servers' certificate, mounted by every master and
+	// region server: keys tls.crt, tls.key and ca.crt (the CA that signed it, which is also the
+	// CA the servers trust for client certificates). The certificate must be usable for server and
+	// client authentication (servers call each other), have a subject that is a superuser
+	// (organization cellstore:servers), and name the cluster's Services and pods (the names the
+	// Generated certificate holds: docs/operator.md lists them).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ServerSecretName string `json:"serverSecretName,omitempty"`
+	// ClientSecretName is the Secret of the client certificate the operator talks to the master
+	// with: keys tls.crt and tls.key, signed by the CA in the server Secret's ca.crt, usable for
+	// client authentication, with a subject that is a superuser (e.g. CN cellstore-operator,
+	// organization cellstore:admins). Administrators may use it too.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
 }
 
 // ByteSize is an amount of bytes in Kubernetes quantity syntax: 512Mi, 8Gi, 1G or 1073741824.

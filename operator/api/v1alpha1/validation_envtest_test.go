@@ -187,6 +187,20 @@ var _ = Describe("StoreCluster validation", func() {
 		Entry("the operator's annotations", "podTemplate.annotations must not set cellstore.io/ annotations",
 			set("podTemplate.annotations", "{cellstore.io/template-hash: x}")),
 		Entry("no image", "spec.image: Required value", del("image")),
+		Entry("tls Provided without certificates", "security.tls Provided needs security.certificates.serverSecretName",
+			set("security", "{tls: Provided}")),
+		Entry("tls Provided without the client Secret", "security.tls Provided needs security.certificates.serverSecretName (the Secret of the servers' certificate: tls.crt, tls.key, ca.crt) and security.certificates.clientSecretName",
+			set("security", "{tls: Provided, certificates: {serverSecretName: server-tls}}")),
+		Entry("tls Provided without the server Secret", "security.tls Provided needs security.certificates.serverSecretName",
+			set("security", "{tls: Provided, certificates: {clientSecretName: operator-tls}}")),
+		Entry("certificates with tls defaulted to Generated", "security.certificates names your own certificate Secrets and is used only with security.tls Provided",
+			set("security", "{certificates: {serverSecretName: server-tls, clientSecretName: operator-tls}}")),
+		Entry("certificates with tls Disabled", "security.certificates names your own certificate Secrets and is used only with security.tls Provided",
+			set("security", "{tls: Disabled, certificates: {serverSecretName: server-tls, clientSecretName: operator-tls}}")),
+		Entry("a Secret name that is not a name", "spec.security.certificates.serverSecretName in body should match",
+			set("security", "{tls: Provided, certificates: {serverSecretName: Server_TLS, clientSecretName: operator-tls}}")),
+		Entry("an unknown tls mode", `Unsupported value: "Custom": supported values: "Generated", "Provided", "Disabled"`,
+			set("security", "{tls: Custom}")),
 	)
 
 	DescribeTable("refuses a bad name",
@@ -247,6 +261,20 @@ var _ = Describe("StoreCluster validation", func() {
 		u := cluster(set("storage", "{volume: {size: 1Gi}}"))
 		Expect(env.Client.Create(ctx, u)).To(Succeed())
 		set("storage.volume.size", "2Gi")(u.Object["spec"].(map[string]any))
+		Expect(env.Client.Update(ctx, u)).To(Succeed())
+	})
+
+	It("accepts tls Provided with both Secret names, and switching back to Generated once they are removed", func() {
+		u := cluster(set("security", "{tls: Provided, certificates: {serverSecretName: server-tls, clientSecretName: operator-tls}}"))
+		Expect(env.Client.Create(ctx, u)).To(Succeed())
+		sec := u.Object["spec"].(map[string]any)["security"].(map[string]any)
+		Expect(sec).To(HaveKeyWithValue("certificates", Equal(map[string]any{"serverSecretName": "server-tls", "clientSecretName": "operator-tls"})))
+
+		sec["tls"] = "Generated"
+		err := env.Client.Update(ctx, u)
+		Expect(err).To(HaveOccurred(), "certificates kept with tls Generated")
+		Expect(err.Error()).To(ContainSubstring("is used only with security.tls Provided"))
+		delete(sec, "certificates")
 		Expect(env.Client.Update(ctx, u)).To(Succeed())
 	})
 
