@@ -40,6 +40,16 @@ func CASecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-ca" }
 // ServerTLSSecretName holds the servers' certificate (tls.crt, tls.key, ca.crt).
 func ServerTLSSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-server-tls" }
 
+// MountedServerSecretName is the Secret of the servers' certificate the pods mount: NAME-server-tls,
+// or with tls Provided the user's spec.security.certificates.serverSecretName. Only its name is in
+// the pod template, so a renewed certificate in it changes no template (no restart).
+func MountedServerSecretName(c *v1alpha1.StoreCluster) string {
+	if c.Spec.TLSProvided() && c.Spec.Security.Certificates != nil {
+		return c.Spec.Security.Certificates.ServerSecretName
+	}
+	return ServerTLSSecretName(c)
+}
+
 // AdminTLSSecretName holds an administrator's client certificate (CN admin, a superuser).
 func AdminTLSSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-admin-tls" }
 
@@ -145,7 +155,7 @@ func securityVolumes(c *v1alpha1.StoreCluster) ([]corev1.Volume, []corev1.Volume
 	}
 	return []corev1.Volume{
 			{Name: volumeTLS, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: ServerTLSSecretName(c), DefaultMode: ptr.To(int32(0o440))}}},
+				SecretName: MountedServerSecretName(c), DefaultMode: ptr.To(int32(0o440))}}},
 			// Optional: there is none until a StoreUser with a token exists; the servers read
 			// the directory again when the kubelet updates it.
 			{Name: volumeTokens, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
