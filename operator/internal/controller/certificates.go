@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,18 @@ import (
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
-// ReasonCertificatesFailed: the CA Secret cannot be used (someone changed it by hand).
-const ReasonCertificatesFailed = "CertificatesFailed"
+// Reasons of the certificates task.
+const (
+	// ReasonCertificatesFailed: the CA Secret cannot be used (someone changed it by hand).
+	ReasonCertificatesFailed = "CertificatesFailed"
+	// ReasonTLSSecretMissing: with tls Provided, a Secret of spec.security.certificates, or one of
+	// its keys, does not exist.
+	ReasonTLSSecretMissing = "TLSSecretMissing"
+	// ReasonTLSSecretInvalid: with tls Provided, a Secret holds a certificate that cannot be used:
+	// it does not parse or match its key, has expired, is not signed by the CA, lacks a name the
+	// servers need, or its subject is not a superuser.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
+)
 
 // taskCertificates keeps the cluster's CA and the certificates it signs (spec.security.tls
 // Generated): created when missing, issued again when a third of their life is left, when the
@@ -27,8 +38,11 @@ const ReasonCertificatesFailed = "CertificatesFailed"
 // volume without a restart (the engine re-reads its certificate when the files change).
 func (r *StoreClusterReconciler) taskCertificates(ctx context.Context, s *clusterState) Result {
 	c := s.c
-	if !c.Spec.TLSEnabled() {
+	switch {
+	case !c.Spec.TLSEnabled():
 		return Done()
+	case c.Spec.TLSProvided():
+		return r.checkProvided(ctx, c)
 	}
 	ca, caPEM, res := r.ensureCA(ctx, c)
 	if res.Outcome != Complete {
@@ -120,4 +134,55 @@ func certStale(sec *corev1.Secret, ca *security.CA, caPEM []byte, req security.R
 		return fmt.Sprintf("it expires %s", cert.NotAfter.Format("2006-01-02 15:04"))
 	}
 	return ""
+}
+
+// checkProvided checks the Secrets of spec.security.tls Provided (the user's, e.g. cert-manager's)
+// and publishes the servers' CA in NAME-ca-bundle; it makes no CA and issues nothing. A problem
+// stops the chain (Degraded, naming the Secret, the key and what to do) and is looked at again
+// every PollInterval: Secrets are not watched. The pod template holds only the Secret's name, so a
+// renewed certificate restarts nothing: the kubelet updates the files and the engine reloads them.
+func (r *StoreClusterReconciler) checkProvided(ctx context.Context, c *v1alpha1.StoreCluster) Result {
+	p := c.Spec.Security.Certificates
+	if p == nil || p.ServerSecretName == "" || p.ClientSecretName == "" {
+		return Failed(ReasonInvalidSpec, "security.tls Provided needs security.certificates.serverSecretName and clientSecretName; the operator changed no object")
+	}
+	now := r.Options.Now()
+	server, res := r.providedSecret(ctx, c, p.ServerSecretName, resources.ServerSecretField, resources.ProvidedServerKeys)
+	if res.Outcome != Complete {
+		return res
+	}
+	if prob := resources.CheckServerSecret(c, server, now); prob != nil {
+		return r.secretProblem(prob)
+	}
+	caPEM := server.Data[resources.KeyCACert]
+	cl, res := r.providedSecret(ctx, c, p.ClientSecretName, resources.ClientSecretField, resources.ProvidedClientKeys)
+	if res.Outcome != Complete {
+		return res
+	}
+	if prob := resources.CheckClientSecret(c, cl, server.Name, caPEM, now); prob != nil {
+		return r.secretProblem(prob)
+	}
+	return r.applyAll(ctx, c, resources.CABundle(c, caPEM, r.Options.OperatorVersion))
+}
+
+// providedSecret reads a Secret the user provides.
+func (r *StoreClusterReconciler) providedSecret(ctx context.Context, c *v1alpha1.StoreCluster, name, field string, keys []string) (*corev1.Secret, Result) {
+	sec := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, r.failedPolling(ReasonTLSSecretMissing,
+			"%s does not exist in namespace %s: create it with keys %s (e.g. a cert-manager Certificate with secretName %s; docs/operator.md, \"Provided certificates\")",
+			resources.SecretRef(name, field), c.Namespace, strings.Join(keys, ", "), name)
+	case err != nil:
+		return nil, Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
+	}
+	return sec, Done()
+}
+
+func (r *StoreClusterReconciler) secretProblem(p *resources.SecretProblem) Result {
+	if p.Missing {
+		return r.failedPolling(ReasonTLSSecretMissing, "%s", p.Message)
+	}
+	return r.failedPolling(ReasonTLSSecretInvalid, "%s", p.Message)
 }

@@ -22,9 +22,10 @@ import (
 
 // NewEngine is the Factory of real clusters: it reaches the masters through their Service with
 // the engine's Go client, which finds the active master (standbys redirect) and retries what can
-// be retried within each call's deadline. With TLS (spec.security) it connects as
+// be retried within each call's deadline. With TLS Generated (spec.security) it connects as
 // "cellstore-operator" in the admins' group, with a client certificate it issues itself from the
-// cluster's CA (read with reader) and keeps in memory.
+// cluster's CA (read with reader) and keeps in memory; with TLS Provided, with the certificate of
+// the user's client Secret.
 func NewEngine(reader ctrlclient.Reader) Factory {
 	e := &engineFactory{reader: reader, creds: map[string]*operatorCreds{}}
 	return e.client
@@ -63,10 +64,14 @@ func (e *engineFactory) client(cluster *v1alpha1.StoreCluster) (Client, error) {
 }
 
 // certsFor returns the operator's client certificate for cluster, issuing it when there is none,
-// the CA changed, or a third of its life is left.
+// the CA changed, or a third of its life is left. With tls Provided it is the user's client
+// Secret instead: the operator holds no CA key to issue one.
 func (e *engineFactory) certsFor(cluster *v1alpha1.StoreCluster) (*security.Certs, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if cluster.Spec.TLSProvided() {
+		return e.providedCerts(ctx, cluster)
+	}
 	sec := &corev1.Secret{}
 	if err := e.reader.Get(ctx, ctrlclient.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, sec); err != nil {
 		return nil, fmt.Errorf("the cluster's CA (Secret %s): %w", resources.CASecretName(cluster), err)
@@ -93,6 +98,45 @@ func (e *engineFactory) certsFor(cluster *v1alpha1.StoreCluster) (*security.Cert
 		return nil, err
 	}
 	e.creds[key] = &operatorCreds{caPEM: caPEM, certs: certs}
+	return certs, nil
+}
+
+// providedCerts is the operator's identity with tls Provided: the certificate and key of the
+// client Secret (spec.security.certificates.clientSecretName), checking the servers against the CA
+// of the server Secret (the one that signed the servers' certificate). They are read on every
+// call, so a renewed certificate is used from the next one.
+func (e *engineFactory) providedCerts(ctx context.Context, cluster *v1alpha1.StoreCluster) (*security.Certs, error) {
+	p := cluster.Spec.Security.Certificates
+	if p == nil {
+		return nil, fmt.Errorf("security.tls Provided without security.certificates")
+	}
+	read := func(name, field string) (*corev1.Secret, error) {
+		sec := &corev1.Secret{}
+		if err := e.reader.Get(ctx, ctrlclient.ObjectKey{Namespace: cluster.Namespace, Name: name}, sec); err != nil {
+			return nil, fmt.Errorf("%s: %w", resources.SecretRef(name, field), err)
+		}
+		return sec, nil
+	}
+	server, err := read(p.ServerSecretName, resources.ServerSecretField)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := read(p.ClientSecretName, resources.ClientSecretField)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []struct {
+		sec *corev1.Secret
+		key string
+	}{{cl, corev1.TLSCertKey}, {cl, corev1.TLSPrivateKeyKey}, {server, resources.KeyCACert}} {
+		if len(k.sec.Data[k.key]) == 0 {
+			return nil, fmt.Errorf("no key %s in Secret %s", k.key, k.sec.Name)
+		}
+	}
+	certs, err := security.CertsFromPEM(cl.Data[corev1.TLSCertKey], cl.Data[corev1.TLSPrivateKeyKey], server.Data[resources.KeyCACert])
+	if err != nil {
+		return nil, fmt.Errorf("the operator's client certificate (%s) with the CA of Secret %s: %w", resources.SecretRef(cl.Name, resources.ClientSecretField), server.Name, err)
+	}
 	return certs, nil
 }
 
