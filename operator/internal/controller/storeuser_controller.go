@@ -26,15 +26,18 @@ const StoreUserFinalizer = "cellstore.io/storeuser"
 
 // StoreUser conditions and reasons.
 const (
-	ConditionReady          = "Ready"
-	ReasonClusterNotFound   = "ClusterNotFound"
-	ReasonSecurityDisabled  = "SecurityDisabled"
-	ReasonCANotReady        = "CANotReady"
-	ReasonInvalidACL        = "InvalidACL"
-	ReasonApplied           = "Applied"
-	userResync              = 10 * time.Minute
-	tokenSecretKey          = "token"
-	storeUserFieldOwnerBase = "cellstore-operator/storeuser-"
+	ConditionReady         = "Ready"
+	ReasonClusterNotFound  = "ClusterNotFound"
+	ReasonSecurityDisabled = "SecurityDisabled"
+	ReasonCANotReady       = "CANotReady"
+	// ReasonCannotIssueCertificate: a StoreUser of type tls for a cluster with security.tls
+	// Provided, whose CA key the operator does not hold.
+	ReasonCannotIssueCertificate = "CannotIssueCertificate"
+	ReasonInvalidACL             = "InvalidACL"
+	ReasonApplied                = "Applied"
+	userResync                   = 10 * time.Minute
+	tokenSecretKey               = "token"
+	storeUserFieldOwnerBase      = "cellstore-operator/storeuser-"
 )
 
 // StoreUserReconciler makes a StoreUser's credential, grants its ACLs and sets its quotas through
@@ -107,6 +110,11 @@ func (r *StoreUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ready(metav1.ConditionFalse, ReasonClusterNotFound, "StoreCluster %s/%s does not exist", u.Namespace, u.Spec.Cluster)
 	case !cluster.Spec.TLSEnabled():
 		return ready(metav1.ConditionFalse, ReasonSecurityDisabled, "StoreCluster %s runs with security.tls Disabled: it has no users (every caller may do anything)", cluster.Name)
+	case cluster.Spec.TLSProvided() && u.Spec.Authentication.Type != "token":
+		return ready(metav1.ConditionFalse, ReasonCannotIssueCertificate,
+			"StoreCluster %s runs with security.tls Provided: the operator holds no CA key and cannot issue a client certificate; "+
+				"set authentication.type token, or issue the user a certificate with CN %s from your own CA (e.g. a cert-manager Certificate): "+
+				"grants are by user name, so those of a token StoreUser named %s apply to it too", cluster.Name, u.Name, u.Name)
 	}
 	perms, err := master.PermissionsFromSpec(u.Name, u.Spec.ACLs)
 	if err != nil {
@@ -124,17 +132,12 @@ func (r *StoreUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // credential makes or renews the user's Secret; a non-empty answer says what it waits for.
 func (r *StoreUserReconciler) credential(ctx context.Context, u *v1alpha1.StoreUser, cluster *v1alpha1.StoreCluster) string {
-	caSec := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: resources.CASecretName(cluster)}, caSec); err != nil {
-		return fmt.Sprintf("the cluster's CA (Secret %s) is not there yet: %v", resources.CASecretName(cluster), err)
-	}
-	caPEM := caSec.Data[resources.KeyCACert]
-	ca, err := security.ParseCA(caPEM, caSec.Data[resources.KeyCAKey])
-	if err != nil {
-		return fmt.Sprintf("the cluster's CA (Secret %s) is not usable: %v", caSec.Name, err)
+	ca, caPEM, msg := r.clusterCA(ctx, cluster)
+	if msg != "" {
+		return msg
 	}
 	existing := &corev1.Secret{}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Name}, existing)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Name}, existing)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err.Error()
 	}
@@ -166,6 +169,9 @@ func (r *StoreUserReconciler) credential(ctx context.Context, u *v1alpha1.StoreU
 		}
 		return r.tokenLine(ctx, u, cluster, security.TokenLine(tok, u.Name, u.Spec.Groups))
 	}
+	if ca == nil {
+		return "the operator holds no CA key for this cluster: it cannot issue a client certificate"
+	}
 	req := security.Request{CommonName: u.Name, Organizations: u.Spec.Groups, Client: true, Validity: resources.CertValidity}
 	if !found || existing.Type != corev1.SecretTypeTLS || certStale(existing, ca, caPEM, req, r.Options.Now()) != "" {
 		is, err := ca.Issue(req)
@@ -186,6 +192,37 @@ func (r *StoreUserReconciler) credential(ctx context.Context, u *v1alpha1.StoreU
 		r.Recorder.Eventf(u, corev1.EventTypeNormal, "CredentialIssued", "client certificate for %s written to Secret %s (valid until %s)", u.Name, u.Name, is.Cert.NotAfter.Format(time.RFC3339))
 	}
 	return r.tokenLine(ctx, u, cluster, "") // a user that switched from token to tls loses its token
+}
+
+// clusterCA is the cluster's CA certificate (the ca.crt handed to users) and, with tls Generated,
+// the CA that issues users' certificates (nil with tls Provided: the CA certificate is the server
+// Secret's ca.crt, and its key is not the operator's); a non-empty message says what is missing.
+func (r *StoreUserReconciler) clusterCA(ctx context.Context, cluster *v1alpha1.StoreCluster) (*security.CA, []byte, string) {
+	if cluster.Spec.TLSProvided() {
+		name := ""
+		if p := cluster.Spec.Security.Certificates; p != nil {
+			name = p.ServerSecretName
+		}
+		sec := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, sec); err != nil {
+			return nil, nil, fmt.Sprintf("the cluster's CA certificate (key %s of %s) is not there yet: %v",
+				resources.KeyCACert, resources.SecretRef(name, resources.ServerSecretField), err)
+		}
+		if len(sec.Data[resources.KeyCACert]) == 0 {
+			return nil, nil, fmt.Sprintf("the cluster's CA certificate is not there yet: %s has no key %s", resources.SecretRef(name, resources.ServerSecretField), resources.KeyCACert)
+		}
+		return nil, sec.Data[resources.KeyCACert], ""
+	}
+	caSec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, caSec); err != nil {
+		return nil, nil, fmt.Sprintf("the cluster's CA (Secret %s) is not there yet: %v", resources.CASecretName(cluster), err)
+	}
+	caPEM := caSec.Data[resources.KeyCACert]
+	ca, err := security.ParseCA(caPEM, caSec.Data[resources.KeyCAKey])
+	if err != nil {
+		return nil, nil, fmt.Sprintf("the cluster's CA (Secret %s) is not usable: %v", caSec.Name, err)
+	}
+	return ca, caPEM, ""
 }
 
 func (r *StoreUserReconciler) putSecret(ctx context.Context, sec *corev1.Secret) error {
