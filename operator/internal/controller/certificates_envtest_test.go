@@ -3,18 +3,24 @@
 package controller_test
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/controller"
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
@@ -110,5 +116,174 @@ var _ = Describe("StoreCluster controller: network policy", func() {
 		Expect(admin.From).To(HaveLen(2))
 		update(c, func(cl *v1alpha1.StoreCluster) { cl.Spec.Security.NetworkPolicy = ptr.To(false) })
 		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(suiteCtx, key, &networkingv1.NetworkPolicy{})) }, timeout, poll).Should(BeTrue())
+	})
+})
+
+// providedSecret is a kubernetes.io/tls Secret as cert-manager writes it, issued by ca (ca.crt
+// holds caBundle when given, else ca's certificate).
+func providedSecret(ns, name string, ca *security.CA, req security.Request, caBundle ...[]byte) *corev1.Secret {
+	GinkgoHelper()
+	if req.Validity == 0 {
+		req.Validity = time.Hour
+	}
+	is, err := ca.Issue(req)
+	Expect(err).NotTo(HaveOccurred())
+	caPEM := ca.CertPEM
+	if len(caBundle) > 0 {
+		caPEM = bytes.Join(caBundle, nil)
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: is.CertPEM, corev1.TLSPrivateKeyKey: is.KeyPEM, resources.KeyCACert: caPEM}}
+}
+
+func newTestCA(name string) *security.CA {
+	GinkgoHelper()
+	ca, _, err := security.NewCA(name, 24*time.Hour)
+	Expect(err).NotTo(HaveOccurred())
+	return ca
+}
+
+// providedCluster is a StoreCluster with tls Provided, naming Secrets store-server-cert and
+// store-operator-cert.
+func providedCluster(ns string) *v1alpha1.StoreCluster {
+	return newCluster(ns, func(c *v1alpha1.StoreCluster) {
+		c.Spec.Security.TLS = v1alpha1.TLSProvided
+		c.Spec.Security.Certificates = &v1alpha1.ProvidedCertificates{ServerSecretName: "store-server-cert", ClientSecretName: "store-operator-cert"}
+	})
+}
+
+var operatorCertRequest = security.Request{CommonName: "cellstore-operator", Organizations: []string{resources.GroupAdmins}, Client: true}
+
+func putSecret(s *corev1.Secret) {
+	GinkgoHelper()
+	cur := &corev1.Secret{}
+	err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(s), cur)
+	if apierrors.IsNotFound(err) {
+		Expect(k8s.Create(suiteCtx, s.DeepCopy())).To(Succeed())
+		return
+	}
+	Expect(err).NotTo(HaveOccurred())
+	cur.Data = s.Data
+	Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+}
+
+var _ = Describe("StoreCluster controller: provided certificates", func() {
+	It("mounts the user's Secrets, makes no CA, follows a renewed certificate without a restart, and refuses tls StoreUsers", func() {
+		ns := newNamespace()
+		cl := providedCluster(ns)
+		ca := newTestCA("user CA")
+		putSecret(providedSecret(ns, "store-server-cert", ca, resources.ServerCertRequest(cl)))
+		putSecret(providedSecret(ns, "store-operator-cert", ca, operatorCertRequest))
+		c := create(cl)
+		waitRunning(c)
+
+		// The pods mount the user's server Secret and run with security on.
+		for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+			tpl := statefulSet(c, g).Spec.Template
+			Expect(tpl.Spec.Containers[0].Args).To(ContainElements("--security=on", "--tls-cert-file=/etc/cellstore/tls/tls.crt"))
+			Expect(tpl.Spec.Volumes).To(ContainElement(And(HaveField("Name", "tls"), HaveField("Secret.SecretName", "store-server-cert"))), string(g))
+		}
+		// The operator made no CA and issued nothing; the CA bundle is the user's CA.
+		for _, name := range []string{resources.CASecretName(c), resources.ServerTLSSecretName(c), resources.AdminTLSSecretName(c)} {
+			Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
+		}
+		bundle := func() string {
+			cm := &corev1.ConfigMap{}
+			if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.CABundleName(c)}, cm); err != nil {
+				return ""
+			}
+			return cm.Data[resources.KeyCACert]
+		}
+		Expect(bundle()).To(Equal(string(ca.CertPEM)))
+
+		// cert-manager renews the servers' certificate, here from a new CA the Secret's ca.crt
+		// adds to the old one: the bundle follows, and no pod template changes (no restart).
+		stsBefore := map[resources.Group]*appsv1.StatefulSet{}
+		for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+			stsBefore[g] = statefulSet(c, g)
+		}
+		podsBefore := pods(c, resources.GroupRegionServer)
+		ca2 := newTestCA("user CA 2")
+		putSecret(providedSecret(ns, "store-server-cert", ca2, resources.ServerCertRequest(cl), ca.CertPEM, ca2.CertPEM))
+		Eventually(bundle, timeout, poll).Should(Equal(string(ca.CertPEM) + string(ca2.CertPEM)))
+		reconcilesPass(c, 2)
+		for g, before := range stsBefore {
+			after := statefulSet(c, g)
+			Expect(after.Generation).To(Equal(before.Generation), string(g))
+			Expect(after.Spec.Template).To(Equal(before.Spec.Template), string(g))
+		}
+		Expect(pods(c, resources.GroupRegionServer)).To(Equal(podsBefore))
+		Expect(condition(c, v1alpha1.ConditionDegraded)()).To(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
+
+		// A tls StoreUser needs a CA key the operator does not hold: refused. A token user works,
+		// and gets the servers' CA.
+		alice := newUser(ns, "alice", c.Name, func(u *v1alpha1.StoreUser) {
+			u.Spec.ACLs = []v1alpha1.UserACL{{Table: "orders", Actions: "R"}}
+		})
+		Eventually(userReady(alice), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonCannotIssueCertificate,
+			"StoreCluster store runs with security.tls Provided: the operator holds no CA key", "set authentication.type token"))
+		Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "alice"}, &corev1.Secret{}))).To(BeTrue())
+		bob := newUser(ns, "bob", c.Name, func(u *v1alpha1.StoreUser) {
+			u.Spec.Authentication.Type = "token"
+			u.Spec.ACLs = []v1alpha1.UserACL{{Table: "orders", Actions: "RW"}}
+		})
+		Eventually(userReady(bob), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonApplied))
+		tok := &corev1.Secret{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "bob"}, tok)).To(Succeed())
+		Expect(tok.Data["token"]).To(HavePrefix(security.TokenPrefix))
+		Expect(string(tok.Data[resources.KeyCACert])).To(Equal(string(ca.CertPEM) + string(ca2.CertPEM)))
+		Expect(fakeOf(c).Grants()).To(Equal([]string{"bob table=default:orders: RW"}))
+		Expect(userReady(alice)()).To(HaveField("Reason", controller.ReasonCannotIssueCertificate))
+	})
+
+	It("says which Secret or key is missing or unusable, makes no pods until they are fixed, then runs", func() {
+		ns := newNamespace()
+		c := create(providedCluster(ns))
+		degraded := condition(c, v1alpha1.ConditionDegraded)
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretMissing,
+			"task certificates: Secret store-server-cert (spec.security.certificates.serverSecretName) does not exist in namespace "+ns,
+			"create it with keys tls.crt, tls.key, ca.crt"))
+		for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+			err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.StatefulSetName(c, g)}, &appsv1.StatefulSet{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "StatefulSet of %s made before its certificate exists", g)
+		}
+
+		ca := newTestCA("user CA")
+		server := providedSecret(ns, "store-server-cert", ca, resources.ServerCertRequest(c))
+		noCA := server.DeepCopy()
+		delete(noCA.Data, resources.KeyCACert)
+		putSecret(noCA)
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretMissing,
+			"Secret store-server-cert (spec.security.certificates.serverSecretName) has no key ca.crt"))
+
+		// A certificate without the servers' pod names.
+		short := resources.ServerCertRequest(c)
+		short.DNSNames = []string{"store." + ns + ".svc"}
+		putSecret(providedSecret(ns, "store-server-cert", ca, short))
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretInvalid,
+			"the certificate in tls.crt does not name store,", "*.store-regionserver."+ns+".svc"))
+
+		putSecret(server)
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretMissing,
+			"Secret store-operator-cert (spec.security.certificates.clientSecretName) does not exist"))
+
+		// An expired client certificate.
+		expired := operatorCertRequest
+		expired.NotBefore, expired.Validity = time.Now().Add(-2*time.Hour), time.Hour
+		putSecret(providedSecret(ns, "store-operator-cert", ca, expired))
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretInvalid,
+			"Secret store-operator-cert (spec.security.certificates.clientSecretName): the certificate in tls.crt expired at"))
+
+		// A client certificate of someone who is not a superuser.
+		nobody := operatorCertRequest
+		nobody.Organizations = []string{"ops"}
+		putSecret(providedSecret(ns, "store-operator-cert", ca, nobody))
+		Eventually(degraded, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretInvalid,
+			"is not a superuser", "give it organization cellstore:admins"))
+
+		putSecret(providedSecret(ns, "store-operator-cert", ca, operatorCertRequest))
+		waitRunning(c)
+		Expect(degraded()).To(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
+		Expect(events(c, controller.ReasonTLSSecretInvalid)).NotTo(BeEmpty())
 	})
 })

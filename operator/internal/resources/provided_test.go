@@ -70,7 +70,7 @@ func TestCheckServerSecret(t *testing.T) {
 			s.Data[corev1.TLSPrivateKeyKey] = good().Data[corev1.TLSPrivateKeyKey]
 			return s
 		}, want: []string{"key tls.key is not the private key of the certificate in tls.crt"}},
-		"expired": {sec: good, now: now.Add(CertValidity + time.Hour), want: []string{"the certificate in tls.crt expired at", "renew it"}},
+		"expired":       {sec: good, now: now.Add(CertValidity + time.Hour), want: []string{"the certificate in tls.crt expired at", "renew it"}},
 		"not yet valid": {sec: good, now: now.Add(-time.Hour), want: []string{"is valid only from"}},
 		"ca.crt not PEM": {sec: func() *corev1.Secret { s := good(); s.Data[KeyCACert] = []byte("x"); return s },
 			want: []string{"key ca.crt holds no PEM certificate"}},
