@@ -439,6 +439,18 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		out, ok = shellAs(ctx, ns, name, eve, "tls", "scan 'live', {LIMIT => 1}")
 		Expect(ok).To(BeTrue(), "a granted user was refused: %s", out)
 		Expect(out).To(ContainSubstring("1 row(s)"))
+		// Visibility labels: a labelled cell stays invisible to eve (who may read the table) until
+		// she holds its label. The shell in a master pod runs as a superuser, who sees every cell.
+		Expect(shell(ctx, ns, name, "add_labels 'confidential'; put 'live', 'zz-labelled', 'f:open', 'shown'; "+
+			"put 'live', 'zz-labelled', 'f:q', 'hidden', {VISIBILITY => 'confidential'}; get 'live', 'zz-labelled'")).To(ContainSubstring("hidden"))
+		out, ok = shellAs(ctx, ns, name, eve, "tls", "get 'live', 'zz-labelled'")
+		Expect(ok).To(BeTrue(), "eve's read of a row with a labelled cell failed: %s", out)
+		Expect(out).To(ContainSubstring("shown"))
+		Expect(out).NotTo(ContainSubstring("hidden"), "a user without the label read the labelled cell")
+		shell(ctx, ns, name, "set_auths 'eve', 'confidential'")
+		Eventually(func() string { out, _ := shellAs(ctx, ns, name, eve, "tls", "get 'live', 'zz-labelled'"); return out }).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring("hidden"),
+			"eve, given the label, reads the cell once the region servers have the new authorizations (a heartbeat)")
 		tom := storeUser(ctx, ns, name, "tom", "token", v1alpha1.UserACL{Table: "live", Family: "f", Actions: "R"})
 		Eventually(func() string { out, _ := shellAs(ctx, ns, name, tom, "token", "scan 'live', {LIMIT => 1}"); return out }).
 			WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(ContainSubstring("1 row(s)"),
