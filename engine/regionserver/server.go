@@ -24,6 +24,7 @@ import (
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/blockcache"
+	"github.com/cellstore/cellstore/engine/hbase"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/offheap"
@@ -59,6 +60,11 @@ type Config struct {
 	AdvertiseHost string
 	// Zone is reported at registration (replica placement).
 	Zone string
+	// HBaseProtocol serves the stock HBase client's RPC on the data port beside Cellstore's own
+	// (engine/hbase; docs/hbase-clients.md). ClusterID is what HBase clients are told the
+	// cluster is (default "cellstore").
+	HBaseProtocol bool
+	ClusterID     string
 
 	// MemstoreBytes is the off-heap memstore budget (default 256 MiB); BlockCacheOffheap the L2
 	// bucket cache (default 64 MiB, 0 with NoL2) and BlockCacheOnheap the L1 cache (default 32 MiB).
@@ -216,6 +222,8 @@ type movedEntry struct {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// hbase serves HBase clients on the data port (Config.HBaseProtocol; nil without).
+	hbase *hbase.Adapter
 
 	pool   *offheap.ChunkPool
 	budget *offheap.Budget
@@ -386,6 +394,10 @@ func (s *Server) Start(ctx context.Context) error {
 	opts := s.cfg.RPC
 	opts.Logger = s.log
 	opts.TLS, opts.Auth = s.cfg.TLS, s.cfg.Auth
+	if s.cfg.HBaseProtocol {
+		s.hbase = hbase.New(&hbaseBackend{s: s}, s.log)
+		opts.Foreign = s.hbase
+	}
 	s.data = rpc.NewServer(s.handlers(), opts)
 	s.dataSrv.Store(s.data)
 	s.admin = grpc.NewServer(append(security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth), grpc.ChainUnaryInterceptor(s.authorizeAdmin))...)

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -62,6 +63,9 @@ type ServerOptions struct {
 	// Auth decides who each connection acts as (Call.User); a connection it refuses has its
 	// first call answered UNAUTHENTICATED and is closed. Nil: security off, users as named.
 	Auth *security.Authenticator
+	// Foreign, when set, serves the connections that open with its protocol's preamble instead
+	// of Preamble (see ForeignProtocol).
+	Foreign ForeignProtocol
 }
 
 // Defaults of ServerOptions.
@@ -438,6 +442,8 @@ type Call struct {
 	held   int64 // bytes of the server's queue this call's request holds
 	cancel context.CancelFunc
 	done   bool
+	// respond answers a call of a foreign protocol (ForeignConn.Call) instead of conn.
+	respond Reply
 }
 
 var callPool = sync.Pool{New: func() any { return &Call{} }}
@@ -448,6 +454,10 @@ func (c *Call) Reply(msg proto.Message, cells ...[]byte) {
 		panic("rpc: call answered twice")
 	}
 	c.done = true
+	if c.respond != nil {
+		c.respond(msg, nil, cells)
+		return
+	}
 	c.conn.send(c.id, nil, msg, cells)
 }
 
@@ -457,6 +467,10 @@ func (c *Call) Fail(d *pb.ErrorDetail) {
 		panic("rpc: call answered twice")
 	}
 	c.done = true
+	if c.respond != nil {
+		c.respond(nil, d, nil)
+		return
+	}
 	c.conn.send(c.id, marshalError(d), nil, nil)
 }
 
@@ -535,6 +549,10 @@ func (c *serverConn) serve() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	_ = c.nc.SetReadDeadline(time.Now().Add(min(opts.ReadTimeout, 10*time.Second)))
 	if err := c.handshake(r); err != nil {
+		if errors.Is(err, errForeign) {
+			c.serveForeign(r)
+			return
+		}
 		var ae authError
 		if errors.As(err, &ae) || isTLSRefusal(err) {
 			c.srv.unauthenticated.Add(1)
@@ -713,7 +731,7 @@ func (c *serverConn) release(call *Call) {
 	}
 	c.srv.queue.release(call.held)
 	call.held = 0
-	call.Message, call.Cells, call.conn = nil, nil, nil
+	call.Message, call.Cells, call.conn, call.respond = nil, nil, nil, nil
 	if cap(call.buf) > 1<<20 { // do not pin big buffers in the pool
 		call.buf = nil
 	}
@@ -754,13 +772,17 @@ func (c *serverConn) handshake(r *bufio.Reader) error {
 		st := tc.ConnectionState()
 		cs = &st
 	}
-	var pre [len(Preamble)]byte
-	if _, err := io.ReadFull(r, pre[:]); err != nil {
+	pre, err := r.Peek(len(Preamble))
+	if err != nil {
 		return err
 	}
-	if pre != Preamble {
-		return fmt.Errorf("bad preamble %q: not a Cellstore data-path client, or an incompatible version", pre[:])
+	if !bytes.Equal(pre, Preamble[:]) {
+		if f := c.srv.opts.Foreign; f != nil && f.Accepts(pre) {
+			return errForeign
+		}
+		return fmt.Errorf("bad preamble %q: not a Cellstore data-path client, or an incompatible version", pre)
 	}
+	_, _ = r.Discard(len(Preamble))
 	buf, err := readFrame(r, nil, 64<<10)
 	if err != nil {
 		return err

@@ -43,6 +43,8 @@ type regionServerFlags struct {
 	security      serverSecurityFlags
 	// cellACLEarlyOut is HBase's hbase.security.access.early_out (docs/security.md, "Cell ACLs").
 	cellACLEarlyOut bool
+	hbaseProtocol   bool
+	clusterID       string
 }
 
 // addFileCacheFlags registers the local file cache of a region server on a bucket.
@@ -148,7 +150,14 @@ gracefully: regions are flushed and closed and the master is told.`,
 	addFileCacheFlags(fl, f)
 	addServerSecurityFlags(fl, &f.security)
 	addCellACLFlag(fl, f)
+	addHBaseFlags(fl, f)
 	return cmd
+}
+
+// addHBaseFlags registers the HBase protocol's flags (docs/hbase-clients.md).
+func addHBaseFlags(fl *pflag.FlagSet, f *regionServerFlags) {
+	fl.BoolVar(&f.hbaseProtocol, "hbase-protocol", true, "also serve the stock HBase 2.x client's RPC on --data-addr (hbase.client.registry.impl = RpcConnectionRegistry, hbase.client.bootstrap.servers = this address)")
+	fl.StringVar(&f.clusterID, "cluster-id", "", "cluster id HBase clients are told (default \"cellstore\")")
 }
 
 // addCellACLFlag registers how reads weigh cell ACLs.
@@ -193,7 +202,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots}
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {

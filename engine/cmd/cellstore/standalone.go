@@ -65,6 +65,7 @@ same directory recovers the tables.`,
 	addFileCacheFlags(fl, &f.rs)
 	addServerSecurityFlags(fl, &f.rs.security)
 	addCellACLFlag(fl, &f.rs)
+	addHBaseFlags(fl, &f.rs)
 	return cmd
 }
 

@@ -1,0 +1,578 @@
+package hbase
+
+import (
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+	"github.com/cellstore/cellstore/engine/cell"
+)
+
+// ClientService: each call is converted to Cellstore's data-path request and run by the region
+// server's own handler (rpc.ForeignConn.Call); its answer is converted back. hbase:meta's region
+// is answered from the master's locations (meta.go).
+
+func (a *Adapter) client(k *call) {
+	switch k.method {
+	case "Get":
+		var req hb.GetRequest
+		if err := proto.Unmarshal(k.param, &req); err != nil {
+			k.fail(doNotRetry("bad Get request: %v", err))
+			return
+		}
+		a.get(k, &req)
+	case "Mutate":
+		var req hb.MutateRequest
+		if err := proto.Unmarshal(k.param, &req); err != nil {
+			k.fail(doNotRetry("bad Mutate request: %v", err))
+			return
+		}
+		a.mutate(k, &req)
+	case "Scan":
+		var req hb.ScanRequest
+		if err := proto.Unmarshal(k.param, &req); err != nil {
+			k.fail(doNotRetry("bad Scan request: %v", err))
+			return
+		}
+		a.scan(k, &req)
+	case "Multi":
+		var req hb.MultiRequest
+		if err := proto.Unmarshal(k.param, &req); err != nil {
+			k.fail(doNotRetry("bad Multi request: %v", err))
+			return
+		}
+		a.multi(k, &req)
+	default:
+		k.fail(&exception{class: classUnknownProtocol, msg: "ClientService method " + k.method + " is not supported by Cellstore (no coprocessors, no bulk load)", doNotRetry: true})
+	}
+}
+
+// region resolves a region specifier to the encoded name of a region online here.
+func (a *Adapter) region(spec *hb.RegionSpecifier) (string, int32, *exception) {
+	if spec.GetType() == hb.RegionSpecifier_ENCODED_REGION_NAME {
+		return "", 0, doNotRetry("regions are named by their full name here, not by the encoded name %q", spec.GetValue())
+	}
+	p, err := parseRegionName(spec.GetValue())
+	if err != nil {
+		return "", 0, err.(*exception)
+	}
+	name, ok := a.b.Region(p.table, p.id, p.replica)
+	if !ok {
+		return "", 0, &exception{class: classNotServingRegion, msg: "region " + string(spec.GetValue()) + " is not online on " + a.selfString()}
+	}
+	return name, p.replica, nil
+}
+
+func (a *Adapter) selfString() string {
+	s := a.b.Self()
+	return s.GetHost() + "," + strconv.Itoa(int(s.GetPort())) + "," + strconv.FormatInt(s.GetStartCode(), 10)
+}
+
+// lean runs a data-path method for the call: done converts the answer (run on the handler's
+// goroutine, before the call's buffers are reused).
+func (k *call) lean(method pb.Method, req proto.Message, cells []byte, done func(msg proto.Message, cells [][]byte)) {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		k.fail(doNotRetry("cannot convert the request: %v", err))
+		return
+	}
+	timeout := k.timeout
+	k.c.fc.Call(uint32(method), body, cells, k.c.id, timeout, func(msg proto.Message, fail *pb.ErrorDetail, cells [][]byte) {
+		if fail != nil {
+			k.fail(fromDetail(fail))
+			return
+		}
+		done(msg, cells)
+	})
+}
+
+// cellReader walks the KeyValues of a lean answer's cell blocks.
+type cellReader struct {
+	blocks [][]byte
+}
+
+func (r *cellReader) next() (cell.KeyValue, bool) {
+	for len(r.blocks) > 0 && len(r.blocks[0]) == 0 {
+		r.blocks = r.blocks[1:]
+	}
+	if len(r.blocks) == 0 {
+		return nil, false
+	}
+	kv, n, err := cell.ParseKeyValue(r.blocks[0])
+	if err != nil {
+		return nil, false
+	}
+	r.blocks[0] = r.blocks[0][n:]
+	return kv, true
+}
+
+// take appends n cells to an HBase cell block.
+func (r *cellReader) take(dst []byte, n int) ([]byte, int) {
+	got := 0
+	for ; got < n; got++ {
+		kv, ok := r.next()
+		if !ok {
+			break
+		}
+		dst = appendCell(dst, kv)
+	}
+	return dst, got
+}
+
+// requestCells hands out the cells of an HBase request's cell block, mutation by mutation.
+type requestCells struct {
+	block []byte
+}
+
+// take converts the next n cells to the lean protocol's block.
+func (r *requestCells) take(n int) ([]byte, error) {
+	if n < 0 {
+		return nil, doNotRetry("negative cell count %d", n)
+	}
+	var out []byte
+	for range n {
+		if len(r.block) < 4 {
+			return nil, doNotRetry("the request's cell block holds fewer cells than its mutations announce")
+		}
+		l := binary.BigEndian.Uint32(r.block)
+		if uint64(l) > uint64(len(r.block)-4) {
+			return nil, doNotRetry("a cell of %d bytes overruns the request's cell block", l)
+		}
+		kv := r.block[4 : 4+l]
+		if _, used, err := cell.ParseKeyValue(kv); err != nil || used != int(l) {
+			return nil, doNotRetry("bad cell in the request's cell block: %v", err)
+		}
+		if cell.KeyValue(kv).Tags() != nil {
+			return nil, doNotRetry("clients cannot send cell tags")
+		}
+		out = append(out, kv...)
+		r.block = r.block[4+l:]
+	}
+	return out, nil
+}
+
+// ---- Get ----
+
+func (a *Adapter) get(k *call, req *hb.GetRequest) {
+	if isMeta(req.GetRegion()) {
+		go func() {
+			ctx, cancel := k.context()
+			defer cancel()
+			res, block, err := a.metaGet(ctx, req.GetGet())
+			if err != nil {
+				k.fail(fromError(err))
+				return
+			}
+			k.reply(&hb.GetResponse{Result: res}, block)
+		}()
+		return
+	}
+	name, replica, e := a.region(req.GetRegion())
+	if e != nil {
+		k.fail(e)
+		return
+	}
+	g, err := leanGet(req.GetGet(), replica)
+	if err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	k.lean(pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: name}, Get: g}, nil, func(msg proto.Message, cells [][]byte) {
+		res := msg.(*pb.GetResponse).GetResult()
+		r := &cellReader{blocks: cells}
+		block, n := r.take(nil, int(res.GetCellCount()))
+		k.reply(&hb.GetResponse{Result: hbResult(res, n, req.GetGet().GetExistenceOnly())}, block)
+	})
+}
+
+// hbResult converts a result header: exists only for existence-only gets (the client refuses it
+// beside cells).
+func hbResult(res *pb.Result, cells int, existenceOnly bool) *hb.Result {
+	out := &hb.Result{AssociatedCellCount: proto.Int32(int32(cells)), Stale: proto.Bool(res.GetStale())}
+	if existenceOnly && cells == 0 {
+		out.Exists = proto.Bool(res.GetExists())
+	}
+	if res.GetPartial() {
+		out.Partial = proto.Bool(true)
+	}
+	return out
+}
+
+func leanColumns(cols []*hb.Column) []*pb.Column {
+	out := make([]*pb.Column, 0, len(cols))
+	for _, c := range cols {
+		out = append(out, &pb.Column{Family: c.GetFamily(), Qualifiers: c.GetQualifier()})
+	}
+	return out
+}
+
+func leanTimeRange(tr *hb.TimeRange) *pb.TimeRange {
+	if tr == nil {
+		return nil
+	}
+	out := &pb.TimeRange{From: int64(tr.GetFrom())}
+	if tr.To != nil && int64(tr.GetTo()) != int64(^uint64(0)>>1) {
+		out.To = int64(tr.GetTo())
+	}
+	return out
+}
+
+func leanAttributes(attrs []*hb.NameBytesPair) map[string][]byte {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(attrs))
+	for _, p := range attrs {
+		out[p.GetName()] = p.GetValue()
+	}
+	return out
+}
+
+func leanGet(g *hb.Get, replica int32) (*pb.Get, error) {
+	if len(g.GetCfTimeRange()) > 0 {
+		return nil, doNotRetry("per-family time ranges (Get.setColumnFamilyTimeRange) are not supported")
+	}
+	if g.GetClosestRowBefore() {
+		return nil, doNotRetry("closest-row-before gets are not supported: use a reversed scan")
+	}
+	f, err := convertFilter(g.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Get{Row: g.GetRow(), Columns: leanColumns(g.GetColumn()), Filter: f, TimeRange: leanTimeRange(g.GetTimeRange()),
+		MaxVersions: int32(g.GetMaxVersions()), ExistenceOnly: g.GetExistenceOnly(), Consistency: pb.Consistency(g.GetConsistency()),
+		NoCacheBlocks: g.CacheBlocks != nil && !g.GetCacheBlocks(), StoreLimit: int32(g.GetStoreLimit()), StoreOffset: int32(g.GetStoreOffset()),
+		ReplicaId: replica, Attributes: leanAttributes(g.GetAttribute())}, nil
+}
+
+// ---- Mutate ----
+
+var mutationTypes = map[hb.MutationProto_MutationType]pb.MutationProto_Type{
+	hb.MutationProto_PUT: pb.MutationProto_TYPE_PUT, hb.MutationProto_DELETE: pb.MutationProto_TYPE_DELETE,
+	hb.MutationProto_INCREMENT: pb.MutationProto_TYPE_INCREMENT, hb.MutationProto_APPEND: pb.MutationProto_TYPE_APPEND,
+}
+
+// leanMutation converts a mutation and its cells (from the cell block, or its column_value
+// list when it carries no cells).
+func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []byte, error) {
+	t, ok := mutationTypes[m.GetMutateType()]
+	if !ok {
+		return nil, nil, doNotRetry("unknown mutation type %v", m.GetMutateType())
+	}
+	var cells []byte
+	var n int
+	if m.AssociatedCellCount != nil {
+		var err error
+		if cells, err = rc.take(int(m.GetAssociatedCellCount())); err != nil {
+			return nil, nil, err
+		}
+		n = int(m.GetAssociatedCellCount())
+	} else {
+		cells, n = columnValueCells(m, t)
+	}
+	out := &pb.MutationProto{Type: t, Row: m.GetRow(), CellCount: int32(n), Durability: pb.Durability(m.GetDurability()),
+		TimeRange: leanTimeRange(m.GetTimeRange()), Nonce: m.GetNonce(), ReturnResults: t == pb.MutationProto_TYPE_INCREMENT || t == pb.MutationProto_TYPE_APPEND,
+		Attributes: leanAttributes(m.GetAttribute())}
+	if t == pb.MutationProto_TYPE_DELETE && n == 0 && m.Timestamp != nil && int64(m.GetTimestamp()) != cell.LatestTimestamp {
+		// A whole-row delete up to a timestamp: a family marker with no family (every family).
+		cells = cell.AppendKeyValue(nil, m.GetRow(), nil, nil, int64(m.GetTimestamp()), cell.DeleteFamily, nil)
+		out.CellCount = 1
+	}
+	return out, cells, nil
+}
+
+// columnValueCells makes the cells of a mutation sent without a cell block.
+func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type) ([]byte, int) {
+	var out []byte
+	n := 0
+	defTs := cell.LatestTimestamp
+	if m.Timestamp != nil {
+		defTs = int64(m.GetTimestamp())
+	}
+	for _, cv := range m.GetColumnValue() {
+		for _, qv := range cv.GetQualifierValue() {
+			ts := defTs
+			if qv.Timestamp != nil {
+				ts = int64(qv.GetTimestamp())
+			}
+			typ := cell.Put
+			if t == pb.MutationProto_TYPE_DELETE {
+				switch qv.GetDeleteType() {
+				case hb.MutationProto_DELETE_ONE_VERSION:
+					typ = cell.Delete
+				case hb.MutationProto_DELETE_MULTIPLE_VERSIONS:
+					typ = cell.DeleteColumn
+				case hb.MutationProto_DELETE_FAMILY:
+					typ = cell.DeleteFamily
+				case hb.MutationProto_DELETE_FAMILY_VERSION:
+					typ = cell.DeleteFamilyVersion
+				}
+			}
+			out = cell.AppendKeyValue(out, m.GetRow(), cv.GetFamily(), qv.GetQualifier(), ts, typ, qv.GetValue())
+			n++
+		}
+	}
+	return out, n
+}
+
+func leanCondition(c *hb.Condition) (*pb.Condition, error) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &pb.Condition{Row: c.GetRow(), Family: c.GetFamily(), Qualifier: c.GetQualifier(), Op: pb.CompareOp(c.GetCompareType()),
+		TimeRange: leanTimeRange(c.GetTimeRange())}
+	if c.GetComparator() != nil {
+		cmp, err := convertComparator(c.GetComparator())
+		if err != nil {
+			return nil, err
+		}
+		out.Comparator = cmp
+	}
+	if c.GetFilter() != nil {
+		f, err := convertFilter(c.GetFilter())
+		if err != nil {
+			return nil, err
+		}
+		out.Filter = f
+	}
+	return out, nil
+}
+
+func (a *Adapter) mutate(k *call, req *hb.MutateRequest) {
+	if isMeta(req.GetRegion()) {
+		k.fail(doNotRetry("hbase:meta is kept by Cellstore's master and cannot be written"))
+		return
+	}
+	name, _, e := a.region(req.GetRegion())
+	if e != nil {
+		k.fail(e)
+		return
+	}
+	m, cells, err := leanMutation(req.GetMutation(), &requestCells{block: k.cells})
+	if err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	cond, err := leanCondition(req.GetCondition())
+	if err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	lreq := &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: name}, Mutation: m, Condition: cond, NonceGroup: req.GetNonceGroup()}
+	k.lean(pb.Method_METHOD_MUTATE, lreq, cells, func(msg proto.Message, cells [][]byte) {
+		resp := msg.(*pb.MutateResponse)
+		out := &hb.MutateResponse{Processed: proto.Bool(resp.GetProcessed())}
+		var block []byte
+		if res := resp.GetResult(); res != nil {
+			r := &cellReader{blocks: cells}
+			var n int
+			block, n = r.take(nil, int(res.GetCellCount()))
+			out.Result = hbResult(res, n, false)
+		}
+		k.reply(out, block)
+	})
+}
+
+// ---- Multi ----
+
+func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
+	rc := &requestCells{block: k.cells}
+	out := &hb.MultiResponse{RegionActionResult: make([]*hb.RegionActionResult, len(req.GetRegionAction()))}
+	lreq := &pb.MultiRequest{NonceGroup: req.GetNonceGroup()}
+	var lcells []byte
+	var sent []int // the HBase region action of each lean one
+	existenceOnly := map[[2]uint32]bool{}
+	for i, ra := range req.GetRegionAction() {
+		fail := func(e *exception) {
+			out.RegionActionResult[i] = &hb.RegionActionResult{Exception: e.pair()}
+		}
+		name, replica, e := "", int32(0), (*exception)(nil)
+		if isMeta(ra.GetRegion()) {
+			e = doNotRetry("batches on hbase:meta are not supported")
+		} else {
+			name, replica, e = a.region(ra.GetRegion())
+		}
+		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic()}
+		var mine []byte
+		for _, act := range ra.GetAction() {
+			la := &pb.Action{Index: act.GetIndex()}
+			switch {
+			case act.GetMutation() != nil:
+				m, cells, err := leanMutation(act.GetMutation(), rc)
+				if err != nil {
+					if e == nil {
+						e = fromError(err)
+					}
+					continue
+				}
+				la.Mutation = m
+				mine = append(mine, cells...)
+			case act.GetGet() != nil:
+				existenceOnly[[2]uint32{uint32(i), act.GetIndex()}] = act.GetGet().GetExistenceOnly()
+				g, err := leanGet(act.GetGet(), replica)
+				if err != nil && e == nil {
+					e = fromError(err)
+				}
+				la.Get = g
+			case act.GetServiceCall() != nil:
+				if e == nil {
+					e = &exception{class: classUnknownProtocol, msg: "coprocessor service " + act.GetServiceCall().GetServiceName() + " is not available (Cellstore loads no coprocessors)", doNotRetry: true}
+				}
+			}
+			lra.Actions = append(lra.Actions, la)
+		}
+		if ra.GetCondition() != nil {
+			cond, err := leanCondition(ra.GetCondition())
+			if err != nil && e == nil {
+				e = fromError(err)
+			}
+			lra.Condition = cond
+		}
+		if e != nil {
+			fail(e)
+			continue
+		}
+		lreq.RegionActions = append(lreq.RegionActions, lra)
+		lcells = append(lcells, mine...)
+		sent = append(sent, i)
+	}
+	if len(lreq.RegionActions) == 0 {
+		k.reply(out, nil)
+		return
+	}
+	k.lean(pb.Method_METHOD_MULTI, lreq, lcells, func(msg proto.Message, cells [][]byte) {
+		resp := msg.(*pb.MultiResponse)
+		r := &cellReader{blocks: cells}
+		var block []byte
+		for j, lrr := range resp.GetResults() {
+			if j >= len(sent) {
+				break
+			}
+			rr := &hb.RegionActionResult{}
+			if lrr.GetException() != nil {
+				rr.Exception = fromDetail(lrr.GetException()).pair()
+			}
+			if req.GetRegionAction()[sent[j]].GetCondition() != nil {
+				rr.Processed = proto.Bool(lrr.GetProcessed())
+			}
+			for _, roe := range lrr.GetResults() {
+				x := &hb.ResultOrException{Index: proto.Uint32(roe.GetIndex())}
+				if roe.GetException() != nil {
+					x.Exception = fromDetail(roe.GetException()).pair()
+				} else {
+					var n int
+					block, n = r.take(block, int(roe.GetResult().GetCellCount()))
+					x.Result = hbResult(roe.GetResult(), n, existenceOnly[[2]uint32{uint32(sent[j]), roe.GetIndex()}])
+				}
+				rr.ResultOrException = append(rr.ResultOrException, x)
+			}
+			out.RegionActionResult[sent[j]] = rr
+		}
+		for i, rr := range out.RegionActionResult {
+			if rr == nil {
+				out.RegionActionResult[i] = &hb.RegionActionResult{Exception: doNotRetry("the region action got no answer").pair()}
+			}
+		}
+		k.reply(out, block)
+	})
+}
+
+// ---- Scan ----
+
+func (a *Adapter) scan(k *call, req *hb.ScanRequest) {
+	if isMeta(req.GetRegion()) || req.GetScannerId()&(1<<63) != 0 {
+		go func() {
+			ctx, cancel := k.context()
+			defer cancel()
+			resp, block, err := a.metaScan(ctx, req)
+			if err != nil {
+				k.fail(fromError(err))
+				return
+			}
+			k.reply(resp, block)
+		}()
+		return
+	}
+	// HBase numbers a scanner's calls after the open from 0; Cellstore counts the open as call 0.
+	lreq := &pb.ScanRequest{ScannerId: req.GetScannerId(), NumberOfRows: int32(req.GetNumberOfRows()), CloseScanner: req.GetCloseScanner(),
+		NextCallSeq: req.GetNextCallSeq() + 1, ClientHandlesPartials: req.GetClientHandlesPartials(),
+		ClientHandlesHeartbeats: req.GetClientHandlesHeartbeats(), Renew: req.GetRenew()}
+	if req.GetRegion() != nil {
+		name, replica, e := a.region(req.GetRegion())
+		if e != nil {
+			k.fail(e)
+			return
+		}
+		lreq.Region = &pb.RegionSpecifier{Name: name}
+		if req.GetScan() != nil {
+			s, err := leanScan(req.GetScan(), replica)
+			if err != nil {
+				k.fail(fromError(err))
+				return
+			}
+			if l := req.GetLimitOfRows(); l > 0 && (s.Limit == 0 || int32(l) < s.Limit) {
+				s.Limit = int32(l)
+			}
+			lreq.Scan = s
+		}
+	}
+	if lreq.ClientHandlesHeartbeats && k.timeout > 0 {
+		lreq.TimeLimitMs = (k.timeout / 2).Milliseconds()
+	}
+	k.lean(pb.Method_METHOD_SCAN, lreq, nil, func(msg proto.Message, cells [][]byte) {
+		resp := msg.(*pb.ScanResponse)
+		out := &hb.ScanResponse{ScannerId: proto.Uint64(resp.GetScannerId()), MoreResults: proto.Bool(resp.GetMoreResults()),
+			MoreResultsInRegion: proto.Bool(resp.GetMoreResultsInRegion()), Stale: proto.Bool(resp.GetStale()),
+			Ttl: proto.Uint32(uint32(min(resp.GetTtlMs(), int64(time.Hour/time.Millisecond)))), HeartbeatMessage: proto.Bool(resp.GetHeartbeat())}
+		if len(resp.GetCursorRow()) > 0 {
+			out.Cursor = &hb.Cursor{Row: resp.GetCursorRow()}
+		}
+		r := &cellReader{blocks: cells}
+		var block []byte
+		for i, n := range resp.GetCellsPerResult() {
+			var got int
+			block, got = r.take(block, int(n))
+			out.CellsPerResult = append(out.CellsPerResult, uint32(got))
+			partial := i < len(resp.GetPartialFlagPerResult()) && resp.GetPartialFlagPerResult()[i]
+			out.PartialFlagPerResult = append(out.PartialFlagPerResult, partial)
+		}
+		k.reply(out, block)
+	})
+}
+
+func leanScan(s *hb.Scan, replica int32) (*pb.Scan, error) {
+	if len(s.GetCfTimeRange()) > 0 {
+		return nil, doNotRetry("per-family time ranges (Scan.setColumnFamilyTimeRange) are not supported")
+	}
+	f, err := convertFilter(s.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Scan{StartRow: s.GetStartRow(), ExcludeStartRow: s.IncludeStartRow != nil && !s.GetIncludeStartRow(), StopRow: s.GetStopRow(),
+		IncludeStopRow: s.GetIncludeStopRow(), Columns: leanColumns(s.GetColumn()), Filter: f, TimeRange: leanTimeRange(s.GetTimeRange()),
+		MaxVersions: int32(s.GetMaxVersions()), NoCacheBlocks: s.CacheBlocks != nil && !s.GetCacheBlocks(), Batch: int32(s.GetBatchSize()),
+		MaxResultSize: int64(s.GetMaxResultSize()), Reversed: s.GetReversed(), Consistency: pb.Consistency(s.GetConsistency()),
+		Caching: int32(s.GetCaching()), AllowPartialResults: s.GetAllowPartialResults(), StoreLimit: int32(s.GetStoreLimit()),
+		StoreOffset: int32(s.GetStoreOffset()), Limit: int32(s.GetLimit()), ReplicaId: replica, Attributes: leanAttributes(s.GetAttribute()),
+		Raw: rawAttribute(s.GetAttribute())}, nil
+}
+
+// rawAttribute reads Scan.setRaw, which HBase's client sends as the attribute "_raw_".
+func rawAttribute(attrs []*hb.NameBytesPair) bool {
+	for _, p := range attrs {
+		if p.GetName() == "_raw_" {
+			return len(p.GetValue()) == 1 && p.GetValue()[0] != 0
+		}
+	}
+	return false
+}
+
+// ---- AdminService (what clients call there) ----
+
+func (a *Adapter) admin(k *call) {
+	k.fail(&exception{class: classUnknownProtocol, msg: "AdminService method " + k.method + " is not supported by Cellstore", doNotRetry: true})
+}

@@ -1,0 +1,152 @@
+package hbase
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+)
+
+// The Java exception classes the HBase client reacts to (by name: it rebuilds them from
+// ExceptionResponse.exception_class_name, and parses some messages).
+const (
+	classIOException            = "java.io.IOException"
+	classDoNotRetry             = "org.apache.hadoop.hbase.DoNotRetryIOException"
+	classFatalConnection        = "org.apache.hadoop.hbase.ipc.FatalConnectionException"
+	classBadAuth                = "org.apache.hadoop.hbase.ipc.BadAuthException"
+	classUnsupportedCellCodec   = "org.apache.hadoop.hbase.ipc.UnsupportedCellCodecException"
+	classUnsupportedCompression = "org.apache.hadoop.hbase.ipc.UnsupportedCompressionCodecException"
+	classNotServingRegion       = "org.apache.hadoop.hbase.NotServingRegionException"
+	classRegionMoved            = "org.apache.hadoop.hbase.exceptions.RegionMovedException"
+	classRegionOpening          = "org.apache.hadoop.hbase.exceptions.RegionOpeningException"
+	classRegionTooBusy          = "org.apache.hadoop.hbase.RegionTooBusyException"
+	classThrottling             = "org.apache.hadoop.hbase.quotas.RpcThrottlingException"
+	classUnknownScanner         = "org.apache.hadoop.hbase.UnknownScannerException"
+	classOutOfOrderScannerNext  = "org.apache.hadoop.hbase.exceptions.OutOfOrderScannerNextException"
+	classTableNotFound          = "org.apache.hadoop.hbase.TableNotFoundException"
+	classTableExists            = "org.apache.hadoop.hbase.TableExistsException"
+	classTableNotEnabled        = "org.apache.hadoop.hbase.TableNotEnabledException"
+	classTableNotDisabled       = "org.apache.hadoop.hbase.TableNotDisabledException"
+	classNamespaceNotFound      = "org.apache.hadoop.hbase.NamespaceNotFoundException"
+	classNoSuchFamily           = "org.apache.hadoop.hbase.regionserver.NoSuchColumnFamilyException"
+	classServerNotRunning       = "org.apache.hadoop.hbase.ipc.ServerNotRunningYetException"
+	classPleaseHold             = "org.apache.hadoop.hbase.PleaseHoldException"
+	classAccessDenied           = "org.apache.hadoop.hbase.security.AccessDeniedException"
+	classCallTimeout            = "org.apache.hadoop.hbase.ipc.CallTimeoutException"
+	classUnknownProtocol        = "org.apache.hadoop.hbase.exceptions.UnknownProtocolException"
+	classFailedSanityCheck      = "org.apache.hadoop.hbase.DoNotRetryIOException"
+)
+
+// exception is an answer's error, as the HBase client sees it.
+type exception struct {
+	class, msg string
+	doNotRetry bool
+}
+
+func (e *exception) Error() string { return e.class + ": " + e.msg }
+
+func (e *exception) response() *hb.ExceptionResponse {
+	return &hb.ExceptionResponse{ExceptionClassName: proto.String(e.class), StackTrace: proto.String(e.class + ": " + e.msg),
+		DoNotRetry: proto.Bool(e.doNotRetry)}
+}
+
+// pair is the exception as a multi action's NameBytesPair.
+func (e *exception) pair() *hb.NameBytesPair {
+	return &hb.NameBytesPair{Name: proto.String(e.class), Value: []byte(e.class + ": " + e.msg)}
+}
+
+func doNotRetry(format string, args ...any) *exception {
+	return &exception{class: classDoNotRetry, msg: fmt.Sprintf(format, args...), doNotRetry: true}
+}
+
+// fromDetail maps an engine error to the exception HBase's client expects for it.
+func fromDetail(d *pb.ErrorDetail) *exception {
+	msg := d.GetMessage()
+	switch d.GetCode() {
+	case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION, pb.ErrorCode_ERROR_CODE_SERVER_STOPPING,
+		pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA:
+		return &exception{class: classNotServingRegion, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_REGION_MOVED:
+		if loc := d.GetNewLocation(); loc.GetHost() != "" {
+			// The client parses this message for the new location (RegionMovedException).
+			return &exception{class: classRegionMoved, msg: fmt.Sprintf("Region moved to: hostname=%s port=%d startCode=%d. As of locationSeqNum=%d.",
+				loc.GetHost(), loc.GetPort(), loc.GetStartCode(), 0)}
+		}
+		return &exception{class: classNotServingRegion, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_REGION_OPENING:
+		return &exception{class: classRegionOpening, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_TOO_BUSY, pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED:
+		return &exception{class: classRegionTooBusy, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_THROTTLED:
+		// The client reads the wait from the message: "<what> exceeded - wait <time>".
+		return &exception{class: classThrottling, msg: fmt.Sprintf("number of requests exceeded - wait %s", javaDuration(d.GetRetryAfterMs()))}
+	case pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:
+		return &exception{class: classUnknownScanner, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT:
+		return &exception{class: classOutOfOrderScannerNext, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND:
+		return &exception{class: classTableNotFound, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_TABLE_EXISTS:
+		return &exception{class: classTableExists, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_TABLE_DISABLED:
+		return &exception{class: classTableNotEnabled, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_NAMESPACE_NOT_FOUND:
+		return &exception{class: classNamespaceNotFound, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY:
+		return &exception{class: classNoSuchFamily, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER:
+		return &exception{class: classPleaseHold, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_TIMEOUT:
+		return &exception{class: classCallTimeout, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:
+		return &exception{class: classAccessDenied, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, pb.ErrorCode_ERROR_CODE_BAD_VALUE, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION,
+		pb.ErrorCode_ERROR_CODE_CORRUPTION:
+		return &exception{class: classDoNotRetry, msg: msg, doNotRetry: true}
+	}
+	if d.GetRetryable() {
+		return &exception{class: classIOException, msg: msg}
+	}
+	return &exception{class: classDoNotRetry, msg: msg, doNotRetry: true}
+}
+
+// fromError maps an error of a master call (a gRPC status carrying an ErrorDetail) or of the
+// adapter itself.
+func fromError(err error) *exception {
+	var e *exception
+	if errors.As(err, &e) {
+		return e
+	}
+	if d, ok := pb.DetailOf(err); ok {
+		return fromDetail(d)
+	}
+	if st, ok := status.FromError(err); ok {
+		return &exception{class: classIOException, msg: st.Message()}
+	}
+	return &exception{class: classIOException, msg: err.Error()}
+}
+
+// javaDuration writes milliseconds as HBase's StringUtils.formatTime does ("1sec, 500ms").
+func javaDuration(ms int64) string {
+	if ms <= 0 {
+		ms = 100
+	}
+	s := ""
+	if h := ms / 3_600_000; h > 0 {
+		s += fmt.Sprintf("%dhrs, ", h)
+		ms %= 3_600_000
+	}
+	if m := ms / 60_000; m > 0 {
+		s += fmt.Sprintf("%dmins, ", m)
+		ms %= 60_000
+	}
+	if sec := ms / 1000; sec > 0 {
+		s += fmt.Sprintf("%dsec, ", sec)
+		ms %= 1000
+	}
+	return s + fmt.Sprintf("%dms", ms)
+}

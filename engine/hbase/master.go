@@ -1,0 +1,575 @@
+package hbase
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+)
+
+// MasterService: the HBase client calls the server GetActiveMaster named — this one — and each
+// call is forwarded to Cellstore's active master. HBase runs DDL as procedures the client polls
+// (GetProcedureResult); Cellstore's master calls return when done, so a forwarded call runs to
+// its end first and its procedure is then reported FINISHED (a failure is the call's own error).
+
+// procedures remembers the procedures handed out, for GetProcedureResult.
+type procedures struct {
+	mu    sync.Mutex
+	next  uint64
+	done  map[uint64]time.Time
+	order []uint64
+}
+
+// maxProcedures bounds the procedures remembered (the oldest are forgotten: NOT_FOUND).
+const maxProcedures = 10000
+
+func (p *procedures) init() { p.done = map[uint64]time.Time{} }
+
+func (p *procedures) finished() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	p.done[p.next] = time.Now()
+	p.order = append(p.order, p.next)
+	if len(p.order) > maxProcedures {
+		delete(p.done, p.order[0])
+		p.order = p.order[1:]
+	}
+	return p.next
+}
+
+func (p *procedures) lookup(id uint64) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.done[id]
+	return t, ok
+}
+
+func (a *Adapter) master(k *call) {
+	nc, ok := hb.Lookup("MasterService", k.method)
+	if !ok {
+		k.fail(&exception{class: classUnknownProtocol, msg: "MasterService method " + k.method + " is not supported by Cellstore", doNotRetry: true})
+		return
+	}
+	req, _ := nc()
+	if err := proto.Unmarshal(k.param, req); err != nil {
+		k.fail(doNotRetry("bad %s request: %v", k.method, err))
+		return
+	}
+	ctx, cancel := k.context()
+	defer cancel()
+	resp, err := a.masterCall(ctx, k.method, req)
+	if err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	k.reply(resp, nil)
+}
+
+// onMaster runs fn with the active master's client.
+func (a *Adapter) onMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return a.b.Master(ctx, fn)
+}
+
+func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Message) (proto.Message, error) {
+	proc := func() *uint64 { return proto.Uint64(a.procs.finished()) }
+	switch r := req.(type) {
+	case *hb.IsMasterRunningRequest:
+		return &hb.IsMasterRunningResponse{IsMasterRunning: proto.Bool(true)}, nil
+	case *hb.IsInMaintenanceModeRequest:
+		return &hb.IsInMaintenanceModeResponse{InMaintenanceMode: proto.Bool(false)}, nil
+	case *hb.CreateTableRequest:
+		td, err := tableDescriptor(r.GetTableSchema())
+		if err != nil {
+			return nil, err
+		}
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Table: td, SplitKeys: r.GetSplitKeys()})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.CreateTableResponse{ProcId: proc()}, nil
+	case *hb.DeleteTableRequest:
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: t})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.DeleteTableResponse{ProcId: proc()}, nil
+	case *hb.EnableTableRequest:
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			_, err := m.EnableTable(ctx, &pb.TableRequest{Table: t})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.EnableTableResponse{ProcId: proc()}, nil
+	case *hb.DisableTableRequest:
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			_, err := m.DisableTable(ctx, &pb.TableRequest{Table: t})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.DisableTableResponse{ProcId: proc()}, nil
+	case *hb.TruncateTableRequest:
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			_, err := m.TruncateTable(ctx, &pb.TruncateTableRequest{Table: t, PreserveSplits: r.GetPreserveSplits()})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.TruncateTableResponse{ProcId: proc()}, nil
+	case *hb.ModifyTableRequest:
+		td, err := tableDescriptor(r.GetTableSchema())
+		if err != nil {
+			return nil, err
+		}
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.ModifyTableResponse{ProcId: proc()}, nil
+	case *hb.AddColumnRequest, *hb.ModifyColumnRequest, *hb.DeleteColumnRequest:
+		return a.alterFamily(ctx, req, proc)
+	case *hb.GetProcedureResultRequest:
+		t, ok := a.procs.lookup(r.GetProcId())
+		if !ok {
+			return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_NOT_FOUND.Enum()}, nil
+		}
+		ms := proto.Uint64(uint64(t.UnixMilli()))
+		return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_FINISHED.Enum(), SubmittedTime: ms, LastUpdate: ms}, nil
+	case *hb.GetTableDescriptorsRequest:
+		tables, err := a.listTables(ctx, r.GetRegex(), r.GetNamespace(), r.GetTableNames())
+		if err != nil {
+			return nil, err
+		}
+		resp := &hb.GetTableDescriptorsResponse{}
+		for _, t := range tables {
+			resp.TableSchema = append(resp.TableSchema, tableSchema(t.GetTable()))
+		}
+		return resp, nil
+	case *hb.GetTableNamesRequest:
+		tables, err := a.listTables(ctx, r.GetRegex(), r.GetNamespace(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp := &hb.GetTableNamesResponse{}
+		for _, t := range tables {
+			resp.TableNames = append(resp.TableNames, hbTableName(t.GetTable().GetName()))
+		}
+		return resp, nil
+	case *hb.ListTableDescriptorsByNamespaceRequest:
+		tables, err := a.listTables(ctx, "", r.GetNamespaceName(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp := &hb.ListTableDescriptorsByNamespaceResponse{}
+		for _, t := range tables {
+			resp.TableSchema = append(resp.TableSchema, tableSchema(t.GetTable()))
+		}
+		return resp, nil
+	case *hb.ListTableNamesByNamespaceRequest:
+		tables, err := a.listTables(ctx, "", r.GetNamespaceName(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp := &hb.ListTableNamesByNamespaceResponse{}
+		for _, t := range tables {
+			resp.TableName = append(resp.TableName, hbTableName(t.GetTable().GetName()))
+		}
+		return resp, nil
+	case *hb.GetTableStateRequest:
+		var st pb.TableState
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			resp, err := m.DescribeTable(ctx, &pb.TableRequest{Table: t})
+			st = resp.GetState()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.GetTableStateResponse{TableState: &hb.TableState{State: hbTableState(st).Enum()}}, nil
+	case *hb.ListNamespaceDescriptorsRequest:
+		nss, err := a.namespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp := &hb.ListNamespaceDescriptorsResponse{}
+		for _, ns := range nss {
+			resp.NamespaceDescriptor = append(resp.NamespaceDescriptor, &hb.NamespaceDescriptor{Name: []byte(ns)})
+		}
+		return resp, nil
+	case *hb.ListNamespacesRequest:
+		nss, err := a.namespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &hb.ListNamespacesResponse{NamespaceName: nss}, nil
+	case *hb.GetNamespaceDescriptorRequest:
+		nss, err := a.namespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(nss, r.GetNamespaceName()) {
+			return nil, &exception{class: classNamespaceNotFound, msg: r.GetNamespaceName(), doNotRetry: true}
+		}
+		return &hb.GetNamespaceDescriptorResponse{NamespaceDescriptor: &hb.NamespaceDescriptor{Name: []byte(r.GetNamespaceName())}}, nil
+	case *hb.CreateNamespaceRequest:
+		// Namespaces exist once a table is created in them; creating one records nothing.
+		if err := validNamespace(string(r.GetNamespaceDescriptor().GetName())); err != nil {
+			return nil, err
+		}
+		return &hb.CreateNamespaceResponse{ProcId: proc()}, nil
+	}
+	return nil, &exception{class: classUnknownProtocol, msg: fmt.Sprintf("MasterService method %s is not supported by Cellstore", method), doNotRetry: true}
+}
+
+func validNamespace(ns string) error {
+	if ns == "" || strings.ContainsAny(ns, ":, ") {
+		return doNotRetry("illegal namespace name %q", ns)
+	}
+	return nil
+}
+
+// tableOp runs a master call on one table, checking its name.
+func (a *Adapter) tableOp(ctx context.Context, tn *hb.TableName, fn func(context.Context, pb.MasterClient, *pb.TableName) error) error {
+	t := pbTableName(tn)
+	return a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error { return fn(ctx, m, t) })
+}
+
+func pbTableName(t *hb.TableName) *pb.TableName {
+	ns := string(t.GetNamespace())
+	if ns == "" {
+		ns = "default"
+	}
+	return &pb.TableName{Namespace: ns, Name: string(t.GetQualifier())}
+}
+
+func hbTableState(s pb.TableState) hb.TableState_State {
+	switch s {
+	case pb.TableState_TABLE_STATE_DISABLED:
+		return hb.TableState_DISABLED
+	case pb.TableState_TABLE_STATE_DISABLING:
+		return hb.TableState_DISABLING
+	case pb.TableState_TABLE_STATE_ENABLING:
+		return hb.TableState_ENABLING
+	}
+	return hb.TableState_ENABLED
+}
+
+// listTables lists the tables matching a regular expression over their HBase names (HBase's
+// Pattern.matches: the whole name), a namespace, or a list of names.
+func (a *Adapter) listTables(ctx context.Context, regex, ns string, names []*hb.TableName) ([]*pb.TableSummary, error) {
+	var re *regexp.Regexp
+	if regex != "" {
+		var err error
+		if re, err = regexp.Compile("^(?:" + regex + ")$"); err != nil {
+			return nil, doNotRetry("bad table name pattern %q: %v", regex, err)
+		}
+	}
+	var all []*pb.TableSummary
+	if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+		all = resp.GetTables()
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []*pb.TableSummary
+	for _, t := range all {
+		n := t.GetTable().GetName()
+		switch {
+		case re != nil && !re.MatchString(tableString(n)):
+			continue
+		case ns != "" && n.GetNamespace() != ns:
+			continue
+		case len(names) > 0 && !slices.ContainsFunc(names, func(x *hb.TableName) bool { return proto.Equal(pbTableName(x), n) }):
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// namespaces are "default", "hbase" and those tables are in.
+func (a *Adapter) namespaces(ctx context.Context) ([]string, error) {
+	tables, err := a.listTables(ctx, "", "", nil)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{"default", "hbase"}
+	for _, t := range tables {
+		if ns := t.GetTable().GetName().GetNamespace(); !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// alterFamily adds, changes or removes one family: the descriptor is read, changed and written.
+func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func() *uint64) (proto.Message, error) {
+	var tn *hb.TableName
+	switch r := req.(type) {
+	case *hb.AddColumnRequest:
+		tn = r.GetTableName()
+	case *hb.ModifyColumnRequest:
+		tn = r.GetTableName()
+	case *hb.DeleteColumnRequest:
+		tn = r.GetTableName()
+	}
+	err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: pbTableName(tn)})
+		if err != nil {
+			return err
+		}
+		td := cur.GetTable()
+		switch r := req.(type) {
+		case *hb.AddColumnRequest, *hb.ModifyColumnRequest:
+			var cf *hb.ColumnFamilySchema
+			if x, ok := r.(*hb.AddColumnRequest); ok {
+				cf = x.GetColumnFamilies()
+			} else {
+				cf = r.(*hb.ModifyColumnRequest).GetColumnFamilies()
+			}
+			fd, err := familyDescriptor(cf)
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(fd.GetName()) })
+			if _, add := r.(*hb.AddColumnRequest); add {
+				if i >= 0 {
+					return doNotRetry("column family %s already exists in %s", fd.GetName(), tableString(td.GetName()))
+				}
+				td.Families = append(td.Families, fd)
+			} else {
+				if i < 0 {
+					return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", fd.GetName(), tableString(td.GetName())), doNotRetry: true}
+				}
+				td.Families[i] = fd
+			}
+		case *hb.DeleteColumnRequest:
+			i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(r.GetColumnName()) })
+			if i < 0 {
+				return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", r.GetColumnName(), tableString(td.GetName())), doNotRetry: true}
+			}
+			td.Families = slices.Delete(td.Families, i, i+1)
+		}
+		_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch req.(type) {
+	case *hb.AddColumnRequest:
+		return &hb.AddColumnResponse{ProcId: proc()}, nil
+	case *hb.ModifyColumnRequest:
+		return &hb.ModifyColumnResponse{ProcId: proc()}, nil
+	}
+	return &hb.DeleteColumnResponse{ProcId: proc()}, nil
+}
+
+// ---- descriptors ----
+
+// tableDescriptor converts HBase's TableSchema.
+func tableDescriptor(s *hb.TableSchema) (*pb.TableDescriptor, error) {
+	td := &pb.TableDescriptor{Name: pbTableName(s.GetTableName())}
+	for _, p := range s.GetAttributes() {
+		k, v := string(p.GetFirst()), string(p.GetSecond())
+		var err error
+		switch k {
+		case "REGION_REPLICATION":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 32)
+			td.RegionReplication = int32(n)
+		case "MAX_FILESIZE":
+			td.MaxFileSize, err = strconv.ParseInt(v, 10, 64)
+		case "MEMSTORE_FLUSHSIZE":
+			td.MemstoreFlushSize, err = strconv.ParseInt(v, 10, 64)
+		case "READONLY":
+			td.ReadOnly = strings.EqualFold(v, "true")
+		case "DURABILITY":
+			d, ok := pb.Durability_value["DURABILITY_"+strings.ToUpper(v)]
+			if !ok {
+				return nil, doNotRetry("table attribute DURABILITY %q: use USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL", v)
+			}
+			td.Durability = pb.Durability(d)
+		case "IS_META", "NORMALIZATION_ENABLED", "COMPACTION_ENABLED", "SPLIT_ENABLED", "MERGE_ENABLED", "PRIORITY", "REGION_MEMSTORE_REPLICATION":
+			// HBase writes these with their defaults; nothing to keep.
+		default:
+			if td.Attributes == nil {
+				td.Attributes = map[string]string{}
+			}
+			td.Attributes[k] = v
+		}
+		if err != nil {
+			return nil, doNotRetry("table attribute %s %q: %v", k, v, err)
+		}
+	}
+	for _, cf := range s.GetColumnFamilies() {
+		fd, err := familyDescriptor(cf)
+		if err != nil {
+			return nil, err
+		}
+		td.Families = append(td.Families, fd)
+	}
+	return td, nil
+}
+
+// familyDescriptor converts HBase's ColumnFamilySchema (attributes as the Java client writes
+// them: names and string values).
+func familyDescriptor(cf *hb.ColumnFamilySchema) (*pb.ColumnFamilyDescriptor, error) {
+	fd := &pb.ColumnFamilyDescriptor{Name: cf.GetName()}
+	for _, p := range cf.GetAttributes() {
+		k, v := string(p.GetFirst()), string(p.GetSecond())
+		var err error
+		num := func(bits int) int64 {
+			var n int64
+			n, err = strconv.ParseInt(v, 10, bits)
+			return n
+		}
+		switch k {
+		case "VERSIONS":
+			fd.MaxVersions = int32(num(32))
+		case "MIN_VERSIONS":
+			fd.MinVersions = int32(num(32))
+		case "TTL":
+			if t := num(64); t < 2147483647 {
+				fd.TtlSeconds = t // HBase's FOREVER is Integer.MAX_VALUE
+			}
+		case "BLOCKSIZE":
+			fd.BlockSize = int32(num(32))
+		case "KEEP_DELETED_CELLS":
+			switch strings.ToUpper(v) {
+			case "TRUE":
+				fd.KeepDeletedCells = pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE
+			case "TTL":
+				fd.KeepDeletedCells = pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL
+			}
+		case "BLOOMFILTER":
+			switch strings.ToUpper(v) {
+			case "NONE":
+				fd.BloomFilter = pb.BloomType_BLOOM_TYPE_NONE
+			case "ROWCOL":
+				fd.BloomFilter = pb.BloomType_BLOOM_TYPE_ROWCOL
+			}
+		case "COMPRESSION":
+			c, ok := pb.Compression_value["COMPRESSION_"+strings.ToUpper(v)]
+			if !ok {
+				return nil, doNotRetry("COMPRESSION %q of family %s is not supported: use NONE, SNAPPY, LZ4 or ZSTD", v, cf.GetName())
+			}
+			fd.Compression = pb.Compression(c)
+		case "DATA_BLOCK_ENCODING":
+			e, ok := pb.DataBlockEncoding_value["DATA_BLOCK_ENCODING_"+strings.ToUpper(v)]
+			if !ok {
+				e = int32(pb.DataBlockEncoding_DATA_BLOCK_ENCODING_NONE) // FAST_DIFF and the like: stored plainly
+			}
+			fd.DataBlockEncoding = pb.DataBlockEncoding(e)
+		case "IN_MEMORY":
+			fd.InMemory = strings.EqualFold(v, "true")
+		case "BLOCKCACHE":
+			fd.BlockCacheDisabled = strings.EqualFold(v, "false")
+		}
+		if err != nil {
+			return nil, doNotRetry("family %s attribute %s %q: %v", cf.GetName(), k, v, err)
+		}
+	}
+	for _, c := range cf.GetConfiguration() {
+		if fd.Configuration == nil {
+			fd.Configuration = map[string]string{}
+		}
+		fd.Configuration[c.GetName()] = c.GetValue()
+	}
+	return fd, nil
+}
+
+func pair(k, v string) *hb.BytesBytesPair {
+	return &hb.BytesBytesPair{First: []byte(k), Second: []byte(v)}
+}
+
+// tableSchema converts a descriptor back to what the Java client reads.
+func tableSchema(td *pb.TableDescriptor) *hb.TableSchema {
+	s := &hb.TableSchema{TableName: hbTableName(td.GetName())}
+	repl := td.GetRegionReplication()
+	if repl <= 0 {
+		repl = 1
+	}
+	s.Attributes = append(s.Attributes, pair("REGION_REPLICATION", strconv.Itoa(int(repl))))
+	if td.GetMaxFileSize() > 0 {
+		s.Attributes = append(s.Attributes, pair("MAX_FILESIZE", strconv.FormatInt(td.GetMaxFileSize(), 10)))
+	}
+	if td.GetMemstoreFlushSize() > 0 {
+		s.Attributes = append(s.Attributes, pair("MEMSTORE_FLUSHSIZE", strconv.FormatInt(td.GetMemstoreFlushSize(), 10)))
+	}
+	if td.GetReadOnly() {
+		s.Attributes = append(s.Attributes, pair("READONLY", "true"))
+	}
+	if d := td.GetDurability(); d != pb.Durability_DURABILITY_USE_DEFAULT {
+		s.Attributes = append(s.Attributes, pair("DURABILITY", strings.TrimPrefix(d.String(), "DURABILITY_")))
+	}
+	keys := make([]string, 0, len(td.GetAttributes()))
+	for k := range td.GetAttributes() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s.Attributes = append(s.Attributes, pair(k, td.GetAttributes()[k]))
+	}
+	for _, fd := range td.GetFamilies() {
+		s.ColumnFamilies = append(s.ColumnFamilies, familySchema(fd))
+	}
+	return s
+}
+
+func familySchema(fd *pb.ColumnFamilyDescriptor) *hb.ColumnFamilySchema {
+	versions := fd.GetMaxVersions()
+	if versions <= 0 {
+		versions = 1
+	}
+	ttl := "2147483647"
+	if fd.GetTtlSeconds() > 0 {
+		ttl = strconv.FormatInt(fd.GetTtlSeconds(), 10)
+	}
+	bs := fd.GetBlockSize()
+	if bs <= 0 {
+		bs = 64 << 10
+	}
+	kdc := map[pb.KeepDeletedCells]string{pb.KeepDeletedCells_KEEP_DELETED_CELLS_FALSE: "FALSE", pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE: "TRUE",
+		pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL: "TTL"}[fd.GetKeepDeletedCells()]
+	bloom := map[pb.BloomType]string{pb.BloomType_BLOOM_TYPE_ROW: "ROW", pb.BloomType_BLOOM_TYPE_NONE: "NONE", pb.BloomType_BLOOM_TYPE_ROWCOL: "ROWCOL"}[fd.GetBloomFilter()]
+	cs := &hb.ColumnFamilySchema{Name: fd.GetName(), Attributes: []*hb.BytesBytesPair{
+		pair("BLOCKCACHE", strconv.FormatBool(!fd.GetBlockCacheDisabled())),
+		pair("BLOCKSIZE", strconv.Itoa(int(bs))),
+		pair("BLOOMFILTER", bloom),
+		pair("COMPRESSION", strings.TrimPrefix(fd.GetCompression().String(), "COMPRESSION_")),
+		pair("DATA_BLOCK_ENCODING", strings.TrimPrefix(fd.GetDataBlockEncoding().String(), "DATA_BLOCK_ENCODING_")),
+		pair("IN_MEMORY", strconv.FormatBool(fd.GetInMemory())),
+		pair("KEEP_DELETED_CELLS", kdc),
+		pair("MIN_VERSIONS", strconv.Itoa(int(fd.GetMinVersions()))),
+		pair("TTL", ttl),
+		pair("VERSIONS", strconv.Itoa(int(versions))),
+	}}
+	keys := make([]string, 0, len(fd.GetConfiguration()))
+	for k := range fd.GetConfiguration() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		cs.Configuration = append(cs.Configuration, &hb.NameStringPair{Name: proto.String(k), Value: proto.String(fd.GetConfiguration()[k])})
+	}
+	return cs
+}
