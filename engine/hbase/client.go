@@ -330,6 +330,10 @@ func leanCondition(c *hb.Condition) (*pb.Condition, error) {
 		if err != nil {
 			return nil, err
 		}
+		if b, ok := cmp.GetKind().(*pb.Comparator_Binary); ok && len(b.Binary) == 0 {
+			// ifNotExists: HBase sends a BinaryComparator of no value, meaning "no such cell".
+			cmp = &pb.Comparator{Kind: &pb.Comparator_Null{Null: true}}
+		}
 		out.Comparator = cmp
 	}
 	if c.GetFilter() != nil {
@@ -398,8 +402,13 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 		}
 		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic()}
 		var mine []byte
-		for _, act := range ra.GetAction() {
+		for pos, act := range ra.GetAction() {
+			// Actions of a RowMutations carry no index: their results are numbered by position,
+			// as HBase's server numbers them.
 			la := &pb.Action{Index: act.GetIndex()}
+			if act.Index == nil {
+				la.Index = uint32(pos)
+			}
 			switch {
 			case act.GetMutation() != nil:
 				m, cells, err := leanMutation(act.GetMutation(), rc)
@@ -412,7 +421,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 				la.Mutation = m
 				mine = append(mine, cells...)
 			case act.GetGet() != nil:
-				existenceOnly[[2]uint32{uint32(i), act.GetIndex()}] = act.GetGet().GetExistenceOnly()
+				existenceOnly[[2]uint32{uint32(i), la.Index}] = act.GetGet().GetExistenceOnly()
 				g, err := leanGet(act.GetGet(), replica)
 				if err != nil && e == nil {
 					e = fromError(err)
@@ -456,7 +465,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			if lrr.GetException() != nil {
 				rr.Exception = fromDetail(lrr.GetException()).pair()
 			}
-			if req.GetRegionAction()[sent[j]].GetCondition() != nil {
+			if ra := req.GetRegionAction()[sent[j]]; ra.GetCondition() != nil || ra.GetAtomic() {
 				rr.Processed = proto.Bool(lrr.GetProcessed())
 			}
 			for _, roe := range lrr.GetResults() {

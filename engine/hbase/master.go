@@ -145,6 +145,17 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		return &hb.ModifyTableResponse{ProcId: proc()}, nil
 	case *hb.AddColumnRequest, *hb.ModifyColumnRequest, *hb.DeleteColumnRequest:
 		return a.alterFamily(ctx, req, proc)
+	case *hb.GetSchemaAlterStatusRequest:
+		// ModifyTable returns once every region has the new descriptor: nothing is left.
+		var n int
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: t})
+			n = len(resp.GetLocations())
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.GetSchemaAlterStatusResponse{YetToUpdateRegions: proto.Uint32(0), TotalRegions: proto.Uint32(uint32(n))}, nil
 	case *hb.GetProcedureResultRequest:
 		t, ok := a.procs.lookup(r.GetProcId())
 		if !ok {

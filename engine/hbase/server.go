@@ -316,6 +316,7 @@ func (c *conn) send(callID uint32, msg proto.Message, cellBlock []byte, exc *hb.
 
 // dispatch runs a call by its connection's service.
 func (c *conn) dispatch(k *call) {
+	c.a.log.Debug("HBase call", "service", c.service, "method", k.method, "call", k.id, "user", c.id.User)
 	switch c.service {
 	case "ClientMetaService":
 		go c.a.meta(k)

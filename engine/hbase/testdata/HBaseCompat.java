@@ -12,7 +12,30 @@ import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.CompareOperator;
 import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.Append;
+import org.apache.hadoop.hbase.client.BufferedMutator;
+import org.apache.hadoop.hbase.client.CheckAndMutate;
+import org.apache.hadoop.hbase.client.CheckAndMutateResult;
+import org.apache.hadoop.hbase.client.Consistency;
+import org.apache.hadoop.hbase.client.Increment;
+import org.apache.hadoop.hbase.client.Row;
+import org.apache.hadoop.hbase.client.RowMutations;
+import org.apache.hadoop.hbase.filter.BinaryComparator;
+import org.apache.hadoop.hbase.filter.ColumnPrefixFilter;
+import org.apache.hadoop.hbase.filter.FilterList;
+import org.apache.hadoop.hbase.filter.FirstKeyOnlyFilter;
+import org.apache.hadoop.hbase.filter.KeyOnlyFilter;
+import org.apache.hadoop.hbase.filter.PageFilter;
+import org.apache.hadoop.hbase.filter.PrefixFilter;
+import org.apache.hadoop.hbase.filter.QualifierFilter;
+import org.apache.hadoop.hbase.filter.RowFilter;
+import org.apache.hadoop.hbase.filter.SingleColumnValueFilter;
+import org.apache.hadoop.hbase.filter.SubstringComparator;
+import org.apache.hadoop.hbase.filter.TimestampsFilter;
+import org.apache.hadoop.hbase.filter.ValueFilter;
+import org.apache.hadoop.hbase.filter.WhileMatchFilter;
 import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
@@ -49,10 +72,27 @@ public class HBaseCompat {
     TableName tn = TableName.valueOf("compat");
     try (Connection conn = ConnectionFactory.createConnection(conf)) {
       for (String step : Arrays.copyOfRange(args, 1, args.length)) {
-        run(conn, tn, step);
+        try {
+          run(conn, tn, step);
+        } catch (org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException e) {
+          for (int i = 0; i < e.getNumExceptions(); i++) {
+            System.out.println("cause " + i + ": " + e.getCause(i));
+          }
+          throw e;
+        }
         System.out.println("ok " + step);
       }
     }
+  }
+
+  static int count(Table t, Scan scan) throws Exception {
+    int n = 0;
+    try (ResultScanner s = t.getScanner(scan)) {
+      for (Result r : s) {
+        n++;
+      }
+    }
+    return n;
   }
 
   static void run(Connection conn, TableName tn, String step) throws Exception {
@@ -123,6 +163,175 @@ public class HBaseCompat {
             }
           }
           check(rows.equals(Arrays.asList("row-5", "row-4", "row-3", "row-2", "row-1", "row-0")), "reversed: " + rows);
+        }
+        break;
+      }
+      case "batch": {
+        // 10,000 puts in one batch call, then 10,000 more through a BufferedMutator.
+        try (Table t = conn.getTable(tn)) {
+          List<Put> puts = new ArrayList<>();
+          for (int i = 0; i < 10000; i++) {
+            puts.add(new Put(b(String.format("b%05d", i))).addColumn(F, b("n"), Bytes.toBytes(i)));
+          }
+          t.put(puts);
+          try (BufferedMutator bm = conn.getBufferedMutator(tn)) {
+            for (int i = 0; i < 10000; i++) {
+              bm.mutate(new Put(b(String.format("m%05d", i))).addColumn(F, b("n"), Bytes.toBytes(i)));
+            }
+          }
+          check(count(t, new Scan().withStartRow(b("b")).withStopRow(b("c")).setCaching(1000)) == 10000, "10,000 rows from the batch");
+          check(count(t, new Scan().withStartRow(b("m")).withStopRow(b("n")).setCaching(500)) == 10000, "10,000 rows from the buffered mutator");
+          List<Get> gets = new ArrayList<>();
+          for (int i = 0; i < 100; i++) {
+            gets.add(new Get(b(String.format("b%05d", i * 97))));
+          }
+          Result[] rs = t.get(gets);
+          for (int i = 0; i < 100; i++) {
+            check(Bytes.toInt(rs[i].getValue(F, b("n"))) == i * 97, "multi-get " + i);
+          }
+          List<Row> mixed = new ArrayList<>();
+          mixed.add(new Delete(b("b00000")));
+          mixed.add(new Get(b("b00001")));
+          Object[] results = new Object[2];
+          t.batch(mixed, results);
+          check(t.get(new Get(b("b00000"))).isEmpty() && ((Result) results[1]).getValue(F, b("n")) != null, "a mixed batch");
+          check(t.exists(new Get(b("b00002"))) && !t.exists(new Get(b("b00000"))), "exists");
+        }
+        break;
+      }
+      case "limits": {
+        try (Table t = conn.getTable(tn)) {
+          Put wide = new Put(b("wide"));
+          for (int i = 0; i < 50; i++) {
+            wide.addColumn(F, b(String.format("c%02d", i)), new byte[1000]);
+          }
+          t.put(wide);
+          // Partial results: a row larger than the max result size comes in pieces.
+          int cells = 0;
+          int results = 0;
+          try (ResultScanner s = t.getScanner(new Scan().withStartRow(b("wide")).withStopRow(b("wide"), true)
+              .setMaxResultSize(8000).setAllowPartialResults(true))) {
+            for (Result r : s) {
+              cells += r.size();
+              results++;
+            }
+          }
+          check(cells == 50 && results > 1, "partial results: " + cells + " cells in " + results + " results");
+          // Without allowing partials, the client stitches them back into one row.
+          try (ResultScanner s = t.getScanner(new Scan().withStartRow(b("wide")).withStopRow(b("wide"), true).setMaxResultSize(8000))) {
+            Result r = s.next();
+            check(r.size() == 50 && s.next() == null, "a whole row from partials: " + r.size());
+          }
+          // Batch: at most 20 cells per result.
+          results = 0;
+          try (ResultScanner s = t.getScanner(new Scan().withStartRow(b("wide")).withStopRow(b("wide"), true).setBatch(20))) {
+            for (Result r : s) {
+              check(r.size() <= 20, "batch of at most 20, got " + r.size());
+              results++;
+            }
+          }
+          check(results == 3, "50 cells in batches of 20: 3 results, got " + results);
+          check(count(t, new Scan().setLimit(5)) == 5, "a scan limited to 5 rows");
+          Result r = t.get(new Get(b("row-1")).setConsistency(Consistency.TIMELINE));
+          check(Bytes.toString(r.getValue(F, b("q"))).equals("v1"), "a TIMELINE get");
+        }
+        break;
+      }
+      case "filters": {
+        try (Table t = conn.getTable(tn)) {
+          check(count(t, new Scan().setFilter(new PrefixFilter(b("row-")))) == 9, "PrefixFilter");
+          check(count(t, new Scan().setFilter(new RowFilter(CompareOperator.LESS, new BinaryComparator(b("row-3"))))) == 3
+              + count(t, new Scan().withStopRow(b("row-0"))), "RowFilter");
+          check(count(t, new Scan().withStartRow(b("row-")).withStopRow(b("row.")).setFilter(
+              new ValueFilter(CompareOperator.EQUAL, new SubstringComparator("v4")))) == 1, "ValueFilter with SubstringComparator");
+          SingleColumnValueFilter scvf = new SingleColumnValueFilter(F, b("q"), CompareOperator.EQUAL, b("v5"));
+          scvf.setFilterIfMissing(true);
+          check(count(t, new Scan().setFilter(scvf)) == 1, "SingleColumnValueFilter");
+          check(count(t, new Scan().withStartRow(b("row-")).setFilter(new PageFilter(4))) >= 4, "PageFilter");
+          FilterList all = new FilterList(FilterList.Operator.MUST_PASS_ALL, new PrefixFilter(b("row-")),
+              new QualifierFilter(CompareOperator.EQUAL, new BinaryComparator(b("q"))));
+          check(count(t, new Scan().setFilter(all)) == 9, "FilterList MUST_PASS_ALL");
+          FilterList one = new FilterList(FilterList.Operator.MUST_PASS_ONE, new PrefixFilter(b("row-1")), new PrefixFilter(b("row-2")));
+          check(count(t, new Scan().setFilter(one)) == 2, "FilterList MUST_PASS_ONE");
+          check(count(t, new Scan().withStartRow(b("row-")).setFilter(new WhileMatchFilter(new PrefixFilter(b("row-0"))))) == 1, "WhileMatchFilter");
+          try (ResultScanner s = t.getScanner(new Scan().withStartRow(b("wide")).withStopRow(b("wide"), true).setFilter(new FirstKeyOnlyFilter()))) {
+            check(s.next().size() == 1, "FirstKeyOnlyFilter");
+          }
+          try (ResultScanner s = t.getScanner(new Scan().withStartRow(b("wide")).withStopRow(b("wide"), true).setFilter(
+              new FilterList(new ColumnPrefixFilter(b("c1")), new KeyOnlyFilter())))) {
+            Result r = s.next();
+            check(r.size() == 10 && r.rawCells()[0].getValueLength() == 0, "ColumnPrefixFilter and KeyOnlyFilter: " + r.size());
+          }
+          t.put(new Put(b("ts")).addColumn(F, b("q"), 5, b("five")).addColumn(F, b("q"), 7, b("seven")));
+          Result r = t.get(new Get(b("ts")).readAllVersions().setFilter(new TimestampsFilter(Arrays.asList(5L))));
+          check(r.size() == 1 && Bytes.toString(r.value()).equals("five"), "TimestampsFilter");
+        }
+        break;
+      }
+      case "atomic": {
+        try (Table t = conn.getTable(tn)) {
+          t.increment(new Increment(b("ctr")).addColumn(F, b("n"), 5));
+          Result r = t.increment(new Increment(b("ctr")).addColumn(F, b("n"), 2));
+          check(Bytes.toLong(r.getValue(F, b("n"))) == 7, "increment: " + Bytes.toLong(r.getValue(F, b("n"))));
+          check(t.incrementColumnValue(b("ctr"), F, b("n"), 3) == 10, "incrementColumnValue");
+          t.append(new Append(b("app")).addColumn(F, b("s"), b("ab")));
+          r = t.append(new Append(b("app")).addColumn(F, b("s"), b("cd")));
+          check(Bytes.toString(r.getValue(F, b("s"))).equals("abcd"), "append");
+          CheckAndMutateResult cr = t.checkAndMutate(CheckAndMutate.newBuilder(b("row-1")).ifEquals(F, b("q"), b("v1"))
+              .build(new Put(b("row-1")).addColumn(F, b("q"), b("v1b"))));
+          check(cr.isSuccess(), "checkAndMutate that holds");
+          cr = t.checkAndMutate(CheckAndMutate.newBuilder(b("row-1")).ifEquals(F, b("q"), b("v1"))
+              .build(new Put(b("row-1")).addColumn(F, b("q"), b("never"))));
+          check(!cr.isSuccess() && Bytes.toString(t.get(new Get(b("row-1"))).getValue(F, b("q"))).equals("v1b"), "checkAndMutate that fails");
+          cr = t.checkAndMutate(CheckAndMutate.newBuilder(b("row-1")).ifNotExists(F, b("absent"))
+              .build(new Delete(b("row-1")).addColumns(F, b("q"))));
+          check(cr.isSuccess() && t.get(new Get(b("row-1"))).isEmpty(), "checkAndDelete if not exists");
+          RowMutations rm = new RowMutations(b("rm"));
+          rm.add(new Put(b("rm")).addColumn(F, b("a"), b("1")));
+          rm.add(new Put(b("rm")).addColumn(F, b("b"), b("2")));
+          t.mutateRow(rm);
+          check(t.get(new Get(b("rm"))).size() == 2, "RowMutations");
+          t.put(new Put(b("row-1")).addColumn(F, b("q"), b("v1")));
+        }
+        break;
+      }
+      case "alter": {
+        try (Admin admin = conn.getAdmin()) {
+          admin.addColumnFamily(tn, ColumnFamilyDescriptorBuilder.newBuilder(b("g")).setTimeToLive(3600).build());
+          check(admin.getDescriptor(tn).getColumnFamily(b("g")).getTimeToLive() == 3600, "the added family");
+          try (Table t = conn.getTable(tn)) {
+            t.put(new Put(b("gg")).addColumn(b("g"), b("x"), b("y")));
+            check(Bytes.toString(t.get(new Get(b("gg"))).getValue(b("g"), b("x"))).equals("y"), "a write to the new family");
+          }
+          admin.deleteColumnFamily(tn, b("g"));
+          check(admin.getDescriptor(tn).getColumnFamily(b("g")) == null, "the family is gone");
+          List<TableDescriptor> all = admin.listTableDescriptors();
+          check(all.stream().anyMatch(d -> d.getTableName().equals(tn)), "listTableDescriptors");
+          check(Arrays.asList(admin.listTableNames()).contains(tn), "listTableNames");
+        }
+        break;
+      }
+      case "truncate": {
+        try (Admin admin = conn.getAdmin()) {
+          admin.disableTable(tn);
+          admin.truncateTable(tn, true);
+          check(admin.isTableEnabled(tn), "enabled after truncate");
+          check(admin.getRegions(tn).size() == 3, "splits kept: " + admin.getRegions(tn).size());
+          try (Table t = conn.getTable(tn)) {
+            check(count(t, new Scan()) == 0, "empty after truncate");
+            t.put(new Put(b("row-1")).addColumn(F, b("q"), b("v1")));
+          }
+        }
+        break;
+      }
+      case "readall": {
+        // After the test splits and moves regions: the client finds them again by itself.
+        try (Table t = conn.getTable(tn)) {
+          check(count(t, new Scan().withStartRow(b("b")).withStopRow(b("c"))) == 9999, "the batch's rows after a split and a move");
+          for (int i = 1; i < 10000; i += 991) {
+            check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i);
+          }
+          t.put(new Put(b("b00000")).addColumn(F, b("n"), Bytes.toBytes(0)));
         }
         break;
       }

@@ -77,7 +77,7 @@ func (x *GetProcedureResultResponse_State) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use GetProcedureResultResponse_State.Descriptor instead.
 func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61, 0}
 }
 
 type AddColumnRequest struct {
@@ -435,6 +435,103 @@ func (x *ModifyColumnResponse) GetProcId() uint64 {
 }
 
 // Move a region; no destination means "anywhere else".
+// GetSchemaAlterStatus: the client polls it after altering a table (regions left to reopen).
+type GetSchemaAlterStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableName     *TableName             `protobuf:"bytes,1,req,name=table_name,json=tableName" json:"table_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSchemaAlterStatusRequest) Reset() {
+	*x = GetSchemaAlterStatusRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSchemaAlterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSchemaAlterStatusRequest) ProtoMessage() {}
+
+func (x *GetSchemaAlterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSchemaAlterStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetSchemaAlterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetSchemaAlterStatusRequest) GetTableName() *TableName {
+	if x != nil {
+		return x.TableName
+	}
+	return nil
+}
+
+type GetSchemaAlterStatusResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	YetToUpdateRegions *uint32                `protobuf:"varint,1,opt,name=yet_to_update_regions,json=yetToUpdateRegions" json:"yet_to_update_regions,omitempty"`
+	TotalRegions       *uint32                `protobuf:"varint,2,opt,name=total_regions,json=totalRegions" json:"total_regions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetSchemaAlterStatusResponse) Reset() {
+	*x = GetSchemaAlterStatusResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSchemaAlterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSchemaAlterStatusResponse) ProtoMessage() {}
+
+func (x *GetSchemaAlterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSchemaAlterStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetSchemaAlterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetSchemaAlterStatusResponse) GetYetToUpdateRegions() uint32 {
+	if x != nil && x.YetToUpdateRegions != nil {
+		return *x.YetToUpdateRegions
+	}
+	return 0
+}
+
+func (x *GetSchemaAlterStatusResponse) GetTotalRegions() uint32 {
+	if x != nil && x.TotalRegions != nil {
+		return *x.TotalRegions
+	}
+	return 0
+}
+
 type MoveRegionRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Region         *RegionSpecifier       `protobuf:"bytes,1,req,name=region" json:"region,omitempty"`
@@ -445,7 +542,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[6]
+	mi := &file_hbase_v2_master_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +554,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[6]
+	mi := &file_hbase_v2_master_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +567,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{6}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MoveRegionRequest) GetRegion() *RegionSpecifier {
@@ -495,7 +592,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[7]
+	mi := &file_hbase_v2_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +604,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[7]
+	mi := &file_hbase_v2_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +617,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{7}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{9}
 }
 
 // Split a region, at split_row or at a point the server picks.
@@ -542,7 +639,7 @@ const (
 
 func (x *SplitTableRegionRequest) Reset() {
 	*x = SplitTableRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[8]
+	mi := &file_hbase_v2_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +651,7 @@ func (x *SplitTableRegionRequest) String() string {
 func (*SplitTableRegionRequest) ProtoMessage() {}
 
 func (x *SplitTableRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[8]
+	mi := &file_hbase_v2_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +664,7 @@ func (x *SplitTableRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTableRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitTableRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{8}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SplitTableRegionRequest) GetRegionInfo() *RegionInfo {
@@ -607,7 +704,7 @@ type SplitTableRegionResponse struct {
 
 func (x *SplitTableRegionResponse) Reset() {
 	*x = SplitTableRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[9]
+	mi := &file_hbase_v2_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +716,7 @@ func (x *SplitTableRegionResponse) String() string {
 func (*SplitTableRegionResponse) ProtoMessage() {}
 
 func (x *SplitTableRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[9]
+	mi := &file_hbase_v2_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +729,7 @@ func (x *SplitTableRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTableRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitTableRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{9}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SplitTableRegionResponse) GetProcId() uint64 {
@@ -661,7 +758,7 @@ const (
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[10]
+	mi := &file_hbase_v2_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +770,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[10]
+	mi := &file_hbase_v2_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +783,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{10}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTableRequest) GetTableSchema() *TableSchema {
@@ -726,7 +823,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[11]
+	mi := &file_hbase_v2_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +835,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[11]
+	mi := &file_hbase_v2_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +848,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{11}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateTableResponse) GetProcId() uint64 {
@@ -778,7 +875,7 @@ const (
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	mi := &file_hbase_v2_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +887,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	mi := &file_hbase_v2_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +900,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{12}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTableRequest) GetTableName() *TableName {
@@ -836,7 +933,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	mi := &file_hbase_v2_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +945,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	mi := &file_hbase_v2_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +958,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{13}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTableResponse) GetProcId() uint64 {
@@ -890,7 +987,7 @@ const (
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[14]
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +999,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[14]
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1012,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{14}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TruncateTableRequest) GetTableName() *TableName {
@@ -955,7 +1052,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[15]
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1064,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[15]
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1077,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{15}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TruncateTableResponse) GetProcId() uint64 {
@@ -1007,7 +1104,7 @@ const (
 
 func (x *EnableTableRequest) Reset() {
 	*x = EnableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1116,7 @@ func (x *EnableTableRequest) String() string {
 func (*EnableTableRequest) ProtoMessage() {}
 
 func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1129,7 @@ func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableRequest.ProtoReflect.Descriptor instead.
 func (*EnableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnableTableRequest) GetTableName() *TableName {
@@ -1065,7 +1162,7 @@ type EnableTableResponse struct {
 
 func (x *EnableTableResponse) Reset() {
 	*x = EnableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1174,7 @@ func (x *EnableTableResponse) String() string {
 func (*EnableTableResponse) ProtoMessage() {}
 
 func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1187,7 @@ func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableResponse.ProtoReflect.Descriptor instead.
 func (*EnableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EnableTableResponse) GetProcId() uint64 {
@@ -1117,7 +1214,7 @@ const (
 
 func (x *DisableTableRequest) Reset() {
 	*x = DisableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1226,7 @@ func (x *DisableTableRequest) String() string {
 func (*DisableTableRequest) ProtoMessage() {}
 
 func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1239,7 @@ func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableRequest.ProtoReflect.Descriptor instead.
 func (*DisableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DisableTableRequest) GetTableName() *TableName {
@@ -1175,7 +1272,7 @@ type DisableTableResponse struct {
 
 func (x *DisableTableResponse) Reset() {
 	*x = DisableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1284,7 @@ func (x *DisableTableResponse) String() string {
 func (*DisableTableResponse) ProtoMessage() {}
 
 func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1297,7 @@ func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableResponse.ProtoReflect.Descriptor instead.
 func (*DisableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DisableTableResponse) GetProcId() uint64 {
@@ -1229,7 +1326,7 @@ const (
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1338,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1351,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModifyTableRequest) GetTableName() *TableName {
@@ -1294,7 +1391,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1403,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1416,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ModifyTableResponse) GetProcId() uint64 {
@@ -1347,7 +1444,7 @@ const (
 
 func (x *GetTableDescriptorsRequest) Reset() {
 	*x = GetTableDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1456,7 @@ func (x *GetTableDescriptorsRequest) String() string {
 func (*GetTableDescriptorsRequest) ProtoMessage() {}
 
 func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1469,7 @@ func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTableDescriptorsRequest) GetTableNames() []*TableName {
@@ -1412,7 +1509,7 @@ type GetTableDescriptorsResponse struct {
 
 func (x *GetTableDescriptorsResponse) Reset() {
 	*x = GetTableDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1521,7 @@ func (x *GetTableDescriptorsResponse) String() string {
 func (*GetTableDescriptorsResponse) ProtoMessage() {}
 
 func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1534,7 @@ func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTableDescriptorsResponse) GetTableSchema() []*TableSchema {
@@ -1463,7 +1560,7 @@ const (
 
 func (x *GetTableNamesRequest) Reset() {
 	*x = GetTableNamesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1572,7 @@ func (x *GetTableNamesRequest) String() string {
 func (*GetTableNamesRequest) ProtoMessage() {}
 
 func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1585,7 @@ func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesRequest.ProtoReflect.Descriptor instead.
 func (*GetTableNamesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetTableNamesRequest) GetRegex() string {
@@ -1521,7 +1618,7 @@ type GetTableNamesResponse struct {
 
 func (x *GetTableNamesResponse) Reset() {
 	*x = GetTableNamesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1630,7 @@ func (x *GetTableNamesResponse) String() string {
 func (*GetTableNamesResponse) ProtoMessage() {}
 
 func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1643,7 @@ func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesResponse.ProtoReflect.Descriptor instead.
 func (*GetTableNamesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetTableNamesResponse) GetTableNames() []*TableName {
@@ -1566,7 +1663,7 @@ type GetTableStateRequest struct {
 
 func (x *GetTableStateRequest) Reset() {
 	*x = GetTableStateRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1675,7 @@ func (x *GetTableStateRequest) String() string {
 func (*GetTableStateRequest) ProtoMessage() {}
 
 func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1688,7 @@ func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTableStateRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetTableStateRequest) GetTableName() *TableName {
@@ -1610,7 +1707,7 @@ type GetTableStateResponse struct {
 
 func (x *GetTableStateResponse) Reset() {
 	*x = GetTableStateResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1719,7 @@ func (x *GetTableStateResponse) String() string {
 func (*GetTableStateResponse) ProtoMessage() {}
 
 func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1732,7 @@ func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTableStateResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTableStateResponse) GetTableState() *TableState {
@@ -1662,7 +1759,7 @@ const (
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1771,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1784,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -1720,7 +1817,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1829,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1842,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateNamespaceResponse) GetProcId() uint64 {
@@ -1772,7 +1869,7 @@ const (
 
 func (x *DeleteNamespaceRequest) Reset() {
 	*x = DeleteNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1881,7 @@ func (x *DeleteNamespaceRequest) String() string {
 func (*DeleteNamespaceRequest) ProtoMessage() {}
 
 func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1894,7 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteNamespaceRequest) GetNamespaceName() string {
@@ -1830,7 +1927,7 @@ type DeleteNamespaceResponse struct {
 
 func (x *DeleteNamespaceResponse) Reset() {
 	*x = DeleteNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1939,7 @@ func (x *DeleteNamespaceResponse) String() string {
 func (*DeleteNamespaceResponse) ProtoMessage() {}
 
 func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1952,7 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteNamespaceResponse) GetProcId() uint64 {
@@ -1882,7 +1979,7 @@ const (
 
 func (x *ModifyNamespaceRequest) Reset() {
 	*x = ModifyNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1991,7 @@ func (x *ModifyNamespaceRequest) String() string {
 func (*ModifyNamespaceRequest) ProtoMessage() {}
 
 func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2004,7 @@ func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ModifyNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -1940,7 +2037,7 @@ type ModifyNamespaceResponse struct {
 
 func (x *ModifyNamespaceResponse) Reset() {
 	*x = ModifyNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2049,7 @@ func (x *ModifyNamespaceResponse) String() string {
 func (*ModifyNamespaceResponse) ProtoMessage() {}
 
 func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2062,7 @@ func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ModifyNamespaceResponse) GetProcId() uint64 {
@@ -1984,7 +2081,7 @@ type GetNamespaceDescriptorRequest struct {
 
 func (x *GetNamespaceDescriptorRequest) Reset() {
 	*x = GetNamespaceDescriptorRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2093,7 @@ func (x *GetNamespaceDescriptorRequest) String() string {
 func (*GetNamespaceDescriptorRequest) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2106,7 @@ func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetNamespaceDescriptorRequest) GetNamespaceName() string {
@@ -2028,7 +2125,7 @@ type GetNamespaceDescriptorResponse struct {
 
 func (x *GetNamespaceDescriptorResponse) Reset() {
 	*x = GetNamespaceDescriptorResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2137,7 @@ func (x *GetNamespaceDescriptorResponse) String() string {
 func (*GetNamespaceDescriptorResponse) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2150,7 @@ func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetNamespaceDescriptorResponse) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2071,7 +2168,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2180,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2193,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
 }
 
 type ListNamespacesResponse struct {
@@ -2108,7 +2205,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2217,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2230,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListNamespacesResponse) GetNamespaceName() []string {
@@ -2151,7 +2248,7 @@ type ListNamespaceDescriptorsRequest struct {
 
 func (x *ListNamespaceDescriptorsRequest) Reset() {
 	*x = ListNamespaceDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2260,7 @@ func (x *ListNamespaceDescriptorsRequest) String() string {
 func (*ListNamespaceDescriptorsRequest) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2273,7 @@ func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
 }
 
 type ListNamespaceDescriptorsResponse struct {
@@ -2188,7 +2285,7 @@ type ListNamespaceDescriptorsResponse struct {
 
 func (x *ListNamespaceDescriptorsResponse) Reset() {
 	*x = ListNamespaceDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2297,7 @@ func (x *ListNamespaceDescriptorsResponse) String() string {
 func (*ListNamespaceDescriptorsResponse) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2310,7 @@ func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNamespaceDescriptorsResponse) GetNamespaceDescriptor() []*NamespaceDescriptor {
@@ -2232,7 +2329,7 @@ type ListTableDescriptorsByNamespaceRequest struct {
 
 func (x *ListTableDescriptorsByNamespaceRequest) Reset() {
 	*x = ListTableDescriptorsByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2341,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) String() string {
 func (*ListTableDescriptorsByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2354,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use ListTableDescriptorsByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListTableDescriptorsByNamespaceRequest) GetNamespaceName() string {
@@ -2276,7 +2373,7 @@ type ListTableDescriptorsByNamespaceResponse struct {
 
 func (x *ListTableDescriptorsByNamespaceResponse) Reset() {
 	*x = ListTableDescriptorsByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2385,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) String() string {
 func (*ListTableDescriptorsByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2398,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ListTableDescriptorsByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListTableDescriptorsByNamespaceResponse) GetTableSchema() []*TableSchema {
@@ -2320,7 +2417,7 @@ type ListTableNamesByNamespaceRequest struct {
 
 func (x *ListTableNamesByNamespaceRequest) Reset() {
 	*x = ListTableNamesByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2429,7 @@ func (x *ListTableNamesByNamespaceRequest) String() string {
 func (*ListTableNamesByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2442,7 @@ func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTableNamesByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListTableNamesByNamespaceRequest) GetNamespaceName() string {
@@ -2364,7 +2461,7 @@ type ListTableNamesByNamespaceResponse struct {
 
 func (x *ListTableNamesByNamespaceResponse) Reset() {
 	*x = ListTableNamesByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2473,7 @@ func (x *ListTableNamesByNamespaceResponse) String() string {
 func (*ListTableNamesByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2486,7 @@ func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListTableNamesByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListTableNamesByNamespaceResponse) GetTableName() []*TableName {
@@ -2407,7 +2504,7 @@ type IsInMaintenanceModeRequest struct {
 
 func (x *IsInMaintenanceModeRequest) Reset() {
 	*x = IsInMaintenanceModeRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2516,7 @@ func (x *IsInMaintenanceModeRequest) String() string {
 func (*IsInMaintenanceModeRequest) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2529,7 @@ func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeRequest.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
 }
 
 type IsInMaintenanceModeResponse struct {
@@ -2444,7 +2541,7 @@ type IsInMaintenanceModeResponse struct {
 
 func (x *IsInMaintenanceModeResponse) Reset() {
 	*x = IsInMaintenanceModeResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2553,7 @@ func (x *IsInMaintenanceModeResponse) String() string {
 func (*IsInMaintenanceModeResponse) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2566,7 @@ func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeResponse.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *IsInMaintenanceModeResponse) GetInMaintenanceMode() bool {
@@ -2489,7 +2586,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2598,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2611,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BalanceRequest) GetIgnoreRit() bool {
@@ -2542,7 +2639,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2651,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2664,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BalanceResponse) GetBalancerRan() bool {
@@ -2601,7 +2698,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2710,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2723,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2652,7 +2749,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2761,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2774,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevBalanceValue() bool {
@@ -2695,7 +2792,7 @@ type IsBalancerEnabledRequest struct {
 
 func (x *IsBalancerEnabledRequest) Reset() {
 	*x = IsBalancerEnabledRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2804,7 @@ func (x *IsBalancerEnabledRequest) String() string {
 func (*IsBalancerEnabledRequest) ProtoMessage() {}
 
 func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2817,7 @@ func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
 }
 
 type IsBalancerEnabledResponse struct {
@@ -2732,7 +2829,7 @@ type IsBalancerEnabledResponse struct {
 
 func (x *IsBalancerEnabledResponse) Reset() {
 	*x = IsBalancerEnabledResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2841,7 @@ func (x *IsBalancerEnabledResponse) String() string {
 func (*IsBalancerEnabledResponse) ProtoMessage() {}
 
 func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2854,7 @@ func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *IsBalancerEnabledResponse) GetEnabled() bool {
@@ -2777,7 +2874,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2886,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2899,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetClusterStatusRequest) GetOptions() []Option {
@@ -2821,7 +2918,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2930,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2943,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetClusterStatusResponse) GetClusterStatus() *ClusterStatus {
@@ -2865,7 +2962,7 @@ type IsMasterRunningRequest struct {
 
 func (x *IsMasterRunningRequest) Reset() {
 	*x = IsMasterRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2974,7 @@ func (x *IsMasterRunningRequest) String() string {
 func (*IsMasterRunningRequest) ProtoMessage() {}
 
 func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2987,7 @@ func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningRequest.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
 }
 
 type IsMasterRunningResponse struct {
@@ -2902,7 +2999,7 @@ type IsMasterRunningResponse struct {
 
 func (x *IsMasterRunningResponse) Reset() {
 	*x = IsMasterRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3011,7 @@ func (x *IsMasterRunningResponse) String() string {
 func (*IsMasterRunningResponse) ProtoMessage() {}
 
 func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3024,7 @@ func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningResponse.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *IsMasterRunningResponse) GetIsMasterRunning() bool {
@@ -2946,7 +3043,7 @@ type IsProcedureDoneRequest struct {
 
 func (x *IsProcedureDoneRequest) Reset() {
 	*x = IsProcedureDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3055,7 @@ func (x *IsProcedureDoneRequest) String() string {
 func (*IsProcedureDoneRequest) ProtoMessage() {}
 
 func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3068,7 @@ func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *IsProcedureDoneRequest) GetProcedure() *ProcedureDescription {
@@ -2996,7 +3093,7 @@ const (
 
 func (x *IsProcedureDoneResponse) Reset() {
 	*x = IsProcedureDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3105,7 @@ func (x *IsProcedureDoneResponse) String() string {
 func (*IsProcedureDoneResponse) ProtoMessage() {}
 
 func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3118,7 @@ func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *IsProcedureDoneResponse) GetDone() bool {
@@ -3047,7 +3144,7 @@ type GetProcedureResultRequest struct {
 
 func (x *GetProcedureResultRequest) Reset() {
 	*x = GetProcedureResultRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3156,7 @@ func (x *GetProcedureResultRequest) String() string {
 func (*GetProcedureResultRequest) ProtoMessage() {}
 
 func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3169,7 @@ func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultRequest.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetProcedureResultRequest) GetProcId() uint64 {
@@ -3096,7 +3193,7 @@ type GetProcedureResultResponse struct {
 
 func (x *GetProcedureResultResponse) Reset() {
 	*x = GetProcedureResultResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3205,7 @@ func (x *GetProcedureResultResponse) String() string {
 func (*GetProcedureResultResponse) ProtoMessage() {}
 
 func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3218,7 @@ func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultResponse.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetProcedureResultResponse) GetState() GetProcedureResultResponse_State {
@@ -3171,7 +3268,7 @@ type StackTraceElementMessage struct {
 
 func (x *StackTraceElementMessage) Reset() {
 	*x = StackTraceElementMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3183,7 +3280,7 @@ func (x *StackTraceElementMessage) String() string {
 func (*StackTraceElementMessage) ProtoMessage() {}
 
 func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3196,7 +3293,7 @@ func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackTraceElementMessage.ProtoReflect.Descriptor instead.
 func (*StackTraceElementMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StackTraceElementMessage) GetDeclaringClass() string {
@@ -3241,7 +3338,7 @@ type GenericExceptionMessage struct {
 
 func (x *GenericExceptionMessage) Reset() {
 	*x = GenericExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3350,7 @@ func (x *GenericExceptionMessage) String() string {
 func (*GenericExceptionMessage) ProtoMessage() {}
 
 func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3363,7 @@ func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenericExceptionMessage.ProtoReflect.Descriptor instead.
 func (*GenericExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GenericExceptionMessage) GetClassName() string {
@@ -3307,7 +3404,7 @@ type ForeignExceptionMessage struct {
 
 func (x *ForeignExceptionMessage) Reset() {
 	*x = ForeignExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3416,7 @@ func (x *ForeignExceptionMessage) String() string {
 func (*ForeignExceptionMessage) ProtoMessage() {}
 
 func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3429,7 @@ func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignExceptionMessage.ProtoReflect.Descriptor instead.
 func (*ForeignExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ForeignExceptionMessage) GetSource() string {
@@ -3381,7 +3478,13 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"nonceGroup\x12\x17\n" +
 	"\x05nonce\x18\x04 \x01(\x04:\x010R\x05nonce\"/\n" +
 	"\x14ModifyColumnResponse\x12\x17\n" +
-	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\x9a\x01\n" +
+	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"[\n" +
+	"\x1bGetSchemaAlterStatusRequest\x12<\n" +
+	"\n" +
+	"table_name\x18\x01 \x02(\v2\x1d.cellstore.hbase.v2.TableNameR\ttableName\"v\n" +
+	"\x1cGetSchemaAlterStatusResponse\x121\n" +
+	"\x15yet_to_update_regions\x18\x01 \x01(\rR\x12yetToUpdateRegions\x12#\n" +
+	"\rtotal_regions\x18\x02 \x01(\rR\ftotalRegions\"\x9a\x01\n" +
 	"\x11MoveRegionRequest\x12;\n" +
 	"\x06region\x18\x01 \x02(\v2#.cellstore.hbase.v2.RegionSpecifierR\x06region\x12H\n" +
 	"\x10dest_server_name\x18\x02 \x01(\v2\x1e.cellstore.hbase.v2.ServerNameR\x0edestServerName\"\x14\n" +
@@ -3580,7 +3683,7 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 }
 
 var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
 	(*AddColumnRequest)(nil),                        // 1: cellstore.hbase.v2.AddColumnRequest
@@ -3589,115 +3692,118 @@ var file_hbase_v2_master_proto_goTypes = []any{
 	(*DeleteColumnResponse)(nil),                    // 4: cellstore.hbase.v2.DeleteColumnResponse
 	(*ModifyColumnRequest)(nil),                     // 5: cellstore.hbase.v2.ModifyColumnRequest
 	(*ModifyColumnResponse)(nil),                    // 6: cellstore.hbase.v2.ModifyColumnResponse
-	(*MoveRegionRequest)(nil),                       // 7: cellstore.hbase.v2.MoveRegionRequest
-	(*MoveRegionResponse)(nil),                      // 8: cellstore.hbase.v2.MoveRegionResponse
-	(*SplitTableRegionRequest)(nil),                 // 9: cellstore.hbase.v2.SplitTableRegionRequest
-	(*SplitTableRegionResponse)(nil),                // 10: cellstore.hbase.v2.SplitTableRegionResponse
-	(*CreateTableRequest)(nil),                      // 11: cellstore.hbase.v2.CreateTableRequest
-	(*CreateTableResponse)(nil),                     // 12: cellstore.hbase.v2.CreateTableResponse
-	(*DeleteTableRequest)(nil),                      // 13: cellstore.hbase.v2.DeleteTableRequest
-	(*DeleteTableResponse)(nil),                     // 14: cellstore.hbase.v2.DeleteTableResponse
-	(*TruncateTableRequest)(nil),                    // 15: cellstore.hbase.v2.TruncateTableRequest
-	(*TruncateTableResponse)(nil),                   // 16: cellstore.hbase.v2.TruncateTableResponse
-	(*EnableTableRequest)(nil),                      // 17: cellstore.hbase.v2.EnableTableRequest
-	(*EnableTableResponse)(nil),                     // 18: cellstore.hbase.v2.EnableTableResponse
-	(*DisableTableRequest)(nil),                     // 19: cellstore.hbase.v2.DisableTableRequest
-	(*DisableTableResponse)(nil),                    // 20: cellstore.hbase.v2.DisableTableResponse
-	(*ModifyTableRequest)(nil),                      // 21: cellstore.hbase.v2.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                     // 22: cellstore.hbase.v2.ModifyTableResponse
-	(*GetTableDescriptorsRequest)(nil),              // 23: cellstore.hbase.v2.GetTableDescriptorsRequest
-	(*GetTableDescriptorsResponse)(nil),             // 24: cellstore.hbase.v2.GetTableDescriptorsResponse
-	(*GetTableNamesRequest)(nil),                    // 25: cellstore.hbase.v2.GetTableNamesRequest
-	(*GetTableNamesResponse)(nil),                   // 26: cellstore.hbase.v2.GetTableNamesResponse
-	(*GetTableStateRequest)(nil),                    // 27: cellstore.hbase.v2.GetTableStateRequest
-	(*GetTableStateResponse)(nil),                   // 28: cellstore.hbase.v2.GetTableStateResponse
-	(*CreateNamespaceRequest)(nil),                  // 29: cellstore.hbase.v2.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),                 // 30: cellstore.hbase.v2.CreateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),                  // 31: cellstore.hbase.v2.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),                 // 32: cellstore.hbase.v2.DeleteNamespaceResponse
-	(*ModifyNamespaceRequest)(nil),                  // 33: cellstore.hbase.v2.ModifyNamespaceRequest
-	(*ModifyNamespaceResponse)(nil),                 // 34: cellstore.hbase.v2.ModifyNamespaceResponse
-	(*GetNamespaceDescriptorRequest)(nil),           // 35: cellstore.hbase.v2.GetNamespaceDescriptorRequest
-	(*GetNamespaceDescriptorResponse)(nil),          // 36: cellstore.hbase.v2.GetNamespaceDescriptorResponse
-	(*ListNamespacesRequest)(nil),                   // 37: cellstore.hbase.v2.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),                  // 38: cellstore.hbase.v2.ListNamespacesResponse
-	(*ListNamespaceDescriptorsRequest)(nil),         // 39: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
-	(*ListNamespaceDescriptorsResponse)(nil),        // 40: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
-	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 41: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
-	(*ListTableDescriptorsByNamespaceResponse)(nil), // 42: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
-	(*ListTableNamesByNamespaceRequest)(nil),        // 43: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
-	(*ListTableNamesByNamespaceResponse)(nil),       // 44: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
-	(*IsInMaintenanceModeRequest)(nil),              // 45: cellstore.hbase.v2.IsInMaintenanceModeRequest
-	(*IsInMaintenanceModeResponse)(nil),             // 46: cellstore.hbase.v2.IsInMaintenanceModeResponse
-	(*BalanceRequest)(nil),                          // 47: cellstore.hbase.v2.BalanceRequest
-	(*BalanceResponse)(nil),                         // 48: cellstore.hbase.v2.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),               // 49: cellstore.hbase.v2.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),              // 50: cellstore.hbase.v2.SetBalancerRunningResponse
-	(*IsBalancerEnabledRequest)(nil),                // 51: cellstore.hbase.v2.IsBalancerEnabledRequest
-	(*IsBalancerEnabledResponse)(nil),               // 52: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 53: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 54: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 55: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 56: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 57: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 58: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 59: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 60: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 61: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 62: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 63: cellstore.hbase.v2.ForeignExceptionMessage
-	(*TableName)(nil),                               // 64: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 65: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 66: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 67: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 68: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 69: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 70: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 71: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 72: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 73: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 74: cellstore.hbase.v2.ProcedureDescription
+	(*GetSchemaAlterStatusRequest)(nil),             // 7: cellstore.hbase.v2.GetSchemaAlterStatusRequest
+	(*GetSchemaAlterStatusResponse)(nil),            // 8: cellstore.hbase.v2.GetSchemaAlterStatusResponse
+	(*MoveRegionRequest)(nil),                       // 9: cellstore.hbase.v2.MoveRegionRequest
+	(*MoveRegionResponse)(nil),                      // 10: cellstore.hbase.v2.MoveRegionResponse
+	(*SplitTableRegionRequest)(nil),                 // 11: cellstore.hbase.v2.SplitTableRegionRequest
+	(*SplitTableRegionResponse)(nil),                // 12: cellstore.hbase.v2.SplitTableRegionResponse
+	(*CreateTableRequest)(nil),                      // 13: cellstore.hbase.v2.CreateTableRequest
+	(*CreateTableResponse)(nil),                     // 14: cellstore.hbase.v2.CreateTableResponse
+	(*DeleteTableRequest)(nil),                      // 15: cellstore.hbase.v2.DeleteTableRequest
+	(*DeleteTableResponse)(nil),                     // 16: cellstore.hbase.v2.DeleteTableResponse
+	(*TruncateTableRequest)(nil),                    // 17: cellstore.hbase.v2.TruncateTableRequest
+	(*TruncateTableResponse)(nil),                   // 18: cellstore.hbase.v2.TruncateTableResponse
+	(*EnableTableRequest)(nil),                      // 19: cellstore.hbase.v2.EnableTableRequest
+	(*EnableTableResponse)(nil),                     // 20: cellstore.hbase.v2.EnableTableResponse
+	(*DisableTableRequest)(nil),                     // 21: cellstore.hbase.v2.DisableTableRequest
+	(*DisableTableResponse)(nil),                    // 22: cellstore.hbase.v2.DisableTableResponse
+	(*ModifyTableRequest)(nil),                      // 23: cellstore.hbase.v2.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                     // 24: cellstore.hbase.v2.ModifyTableResponse
+	(*GetTableDescriptorsRequest)(nil),              // 25: cellstore.hbase.v2.GetTableDescriptorsRequest
+	(*GetTableDescriptorsResponse)(nil),             // 26: cellstore.hbase.v2.GetTableDescriptorsResponse
+	(*GetTableNamesRequest)(nil),                    // 27: cellstore.hbase.v2.GetTableNamesRequest
+	(*GetTableNamesResponse)(nil),                   // 28: cellstore.hbase.v2.GetTableNamesResponse
+	(*GetTableStateRequest)(nil),                    // 29: cellstore.hbase.v2.GetTableStateRequest
+	(*GetTableStateResponse)(nil),                   // 30: cellstore.hbase.v2.GetTableStateResponse
+	(*CreateNamespaceRequest)(nil),                  // 31: cellstore.hbase.v2.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                 // 32: cellstore.hbase.v2.CreateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                  // 33: cellstore.hbase.v2.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                 // 34: cellstore.hbase.v2.DeleteNamespaceResponse
+	(*ModifyNamespaceRequest)(nil),                  // 35: cellstore.hbase.v2.ModifyNamespaceRequest
+	(*ModifyNamespaceResponse)(nil),                 // 36: cellstore.hbase.v2.ModifyNamespaceResponse
+	(*GetNamespaceDescriptorRequest)(nil),           // 37: cellstore.hbase.v2.GetNamespaceDescriptorRequest
+	(*GetNamespaceDescriptorResponse)(nil),          // 38: cellstore.hbase.v2.GetNamespaceDescriptorResponse
+	(*ListNamespacesRequest)(nil),                   // 39: cellstore.hbase.v2.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                  // 40: cellstore.hbase.v2.ListNamespacesResponse
+	(*ListNamespaceDescriptorsRequest)(nil),         // 41: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
+	(*ListNamespaceDescriptorsResponse)(nil),        // 42: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
+	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 43: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
+	(*ListTableDescriptorsByNamespaceResponse)(nil), // 44: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
+	(*ListTableNamesByNamespaceRequest)(nil),        // 45: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
+	(*ListTableNamesByNamespaceResponse)(nil),       // 46: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
+	(*IsInMaintenanceModeRequest)(nil),              // 47: cellstore.hbase.v2.IsInMaintenanceModeRequest
+	(*IsInMaintenanceModeResponse)(nil),             // 48: cellstore.hbase.v2.IsInMaintenanceModeResponse
+	(*BalanceRequest)(nil),                          // 49: cellstore.hbase.v2.BalanceRequest
+	(*BalanceResponse)(nil),                         // 50: cellstore.hbase.v2.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),               // 51: cellstore.hbase.v2.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),              // 52: cellstore.hbase.v2.SetBalancerRunningResponse
+	(*IsBalancerEnabledRequest)(nil),                // 53: cellstore.hbase.v2.IsBalancerEnabledRequest
+	(*IsBalancerEnabledResponse)(nil),               // 54: cellstore.hbase.v2.IsBalancerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 55: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 56: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 57: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 58: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 59: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 60: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 61: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 62: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 63: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 64: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 65: cellstore.hbase.v2.ForeignExceptionMessage
+	(*TableName)(nil),                               // 66: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 67: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 68: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 69: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 70: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 71: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 72: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 73: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 74: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 75: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 76: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	64, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	65, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	64, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	64, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	65, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	66, // 5: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	67, // 6: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	68, // 7: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	69, // 8: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	64, // 9: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	64, // 10: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	64, // 11: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	64, // 12: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	64, // 13: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	69, // 14: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	64, // 15: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	69, // 16: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	64, // 17: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	64, // 18: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	70, // 19: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	71, // 20: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	71, // 21: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	71, // 22: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	71, // 23: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	69, // 24: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	64, // 25: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	72, // 26: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	73, // 27: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	74, // 28: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	74, // 29: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
-	0,  // 30: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	63, // 31: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	61, // 32: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	62, // 33: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	66, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	67, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	66, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	66, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	67, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	66, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	68, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	69, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	70, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	71, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	66, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	66, // 11: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	66, // 12: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	66, // 13: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	66, // 14: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	71, // 15: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	66, // 16: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	71, // 17: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	66, // 18: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	66, // 19: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	72, // 20: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	73, // 21: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	73, // 22: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	73, // 23: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	73, // 24: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	71, // 25: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	66, // 26: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	74, // 27: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	75, // 28: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	76, // 29: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	76, // 30: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	0,  // 31: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
+	65, // 32: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	63, // 33: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	64, // 34: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_hbase_v2_master_proto_init() }
@@ -3713,7 +3819,7 @@ func file_hbase_v2_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

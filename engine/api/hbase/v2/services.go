@@ -107,6 +107,9 @@ var Services = map[string]map[string]NewCall{
 		"ListTableNamesByNamespace": func() (proto.Message, proto.Message) {
 			return &ListTableNamesByNamespaceRequest{}, &ListTableNamesByNamespaceResponse{}
 		},
+		"GetSchemaAlterStatus": func() (proto.Message, proto.Message) {
+			return &GetSchemaAlterStatusRequest{}, &GetSchemaAlterStatusResponse{}
+		},
 		"GetClusterStatus": func() (proto.Message, proto.Message) {
 			return &GetClusterStatusRequest{}, &GetClusterStatusResponse{}
 		},
