@@ -35,6 +35,10 @@ unit() {
   [ -n "$CELLSTORE_PROMTOOL" ] && [ -x "$CELLSTORE_PROMTOOL" ] ||
     CELLSTORE_PROMTOOL=$(make --no-print-directory print-promtool | tail -n1) && [ -x "$CELLSTORE_PROMTOOL" ] || { say "cannot install promtool (make print-promtool)"; return 1; }
   export CELLSTORE_PROMTOOL
+  # The stock HBase Java client (a JDK and the client's jars from Maven Central) for the wire
+  # compatibility tests.
+  CELLSTORE_HBASE_CLIENT=$("$ROOT/hack/hbase-client.sh") || { say "cannot install the HBase client (hack/hbase-client.sh)"; return 1; }
+  export CELLSTORE_HBASE_CLIENT
   gotest -race -tags invariants -timeout 20m ./...
   local rc=$?
   smallfs || rc=1

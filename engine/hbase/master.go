@@ -3,6 +3,7 @@ package hbase
 import (
 	"context"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -145,6 +146,36 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		return &hb.ModifyTableResponse{ProcId: proc()}, nil
 	case *hb.AddColumnRequest, *hb.ModifyColumnRequest, *hb.DeleteColumnRequest:
 		return a.alterFamily(ctx, req, proc)
+	case *hb.MoveRegionRequest:
+		name, err := a.regionByName(ctx, r.GetRegion())
+		if err != nil {
+			return nil, err
+		}
+		dest := ""
+		if d := r.GetDestServerName(); d.GetHostName() != "" {
+			dest = net.JoinHostPort(d.GetHostName(), strconv.Itoa(int(d.GetPort())))
+		}
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: name, Destination: dest})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.MoveRegionResponse{}, nil
+	case *hb.SplitTableRegionRequest:
+		ri := r.GetRegionInfo()
+		name, err := a.regionByName(ctx, &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(),
+			Value: regionName(pbTableName(ri.GetTableName()), ri.GetStartKey(), ri.GetRegionId(), 0)})
+		if err != nil {
+			return nil, err
+		}
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: name, SplitKey: r.GetSplitRow()})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.SplitTableRegionResponse{ProcId: proc()}, nil
 	case *hb.GetSchemaAlterStatusRequest:
 		// ModifyTable returns once every region has the new descriptor: nothing is left.
 		var n int
@@ -246,6 +277,54 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		return &hb.CreateNamespaceResponse{ProcId: proc()}, nil
 	}
 	return nil, &exception{class: classUnknownProtocol, msg: fmt.Sprintf("MasterService method %s is not supported by Cellstore", method), doNotRetry: true}
+}
+
+// regionByName finds the encoded name of a table's primary region from HBase's region name, or
+// from the MD5 encoded name HBase's client computes (every table's regions are looked at).
+func (a *Adapter) regionByName(ctx context.Context, spec *hb.RegionSpecifier) (string, error) {
+	var tables []*pb.TableName
+	var want parsedRegion
+	encoded := spec.GetType() == hb.RegionSpecifier_ENCODED_REGION_NAME
+	if encoded {
+		all, err := a.listTables(ctx, "", "", nil)
+		if err != nil {
+			return "", err
+		}
+		for _, t := range all {
+			tables = append(tables, t.GetTable().GetName())
+		}
+	} else {
+		var err error
+		if want, err = parseRegionName(spec.GetValue()); err != nil {
+			return "", err
+		}
+		tables = []*pb.TableName{want.table}
+	}
+	for _, t := range tables {
+		var locs []*pb.RegionLocation
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: t})
+			locs = resp.GetLocations()
+			return err
+		}); err != nil {
+			return "", err
+		}
+		for _, l := range locs {
+			ri := l.GetRegion()
+			if ri.GetReplicaId() != 0 {
+				continue
+			}
+			if encoded {
+				n := regionName(ri.GetTable(), ri.GetStartKey(), ri.GetRegionId(), 0)
+				if string(n[len(n)-33:len(n)-1]) == string(spec.GetValue()) {
+					return ri.GetName(), nil
+				}
+			} else if ri.GetRegionId() == want.id {
+				return ri.GetName(), nil
+			}
+		}
+	}
+	return "", &exception{class: "org.apache.hadoop.hbase.UnknownRegionException", msg: string(spec.GetValue()), doNotRetry: true}
 }
 
 func validNamespace(ns string) error {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cellstore/cellstore/engine/processtest"
 )
 
 // hbaseClientJars finds the stock HBase client's jars. hack/test.sh (make test, CI) installs them
@@ -79,5 +81,31 @@ func TestHBaseJavaClient(t *testing.T) {
 	jars := hbaseClientJars(t)
 	cp := compileHBaseProgram(t, jars)
 	p := startStandalone(t, bin, t.TempDir())
-	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "drop")
+	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "batch", "split", "readall", "limits", "filters", "atomic", "alter", "truncate", "drop")
+}
+
+// TestHBaseJavaClientCluster: against a master and two region servers, the stock Java client
+// (bootstrapped from one region server) sees its regions split and moved between servers mid-run
+// and goes on reading and writing with no error.
+func TestHBaseJavaClientCluster(t *testing.T) {
+	bin := cellstoreBinary(t)
+	jars := hbaseClientJars(t)
+	cp := compileHBaseProgram(t, jars)
+	dir := t.TempDir()
+	masterAddr, masterHTTP := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	m := processtest.Start(t, bin, "master", "--storage-dir", dir, "--grpc-addr", masterAddr, "--http-addr", masterHTTP,
+		"--advertise-host", "127.0.0.1", "--balancer-period", "-1s", "--log-level", "warn")
+	m.HTTP = masterHTTP
+	m.WaitReady(t, 60*time.Second)
+	var data []string
+	for range 2 {
+		d, h := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		p := processtest.Start(t, bin, "regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", d,
+			"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", h, "--advertise-host", "127.0.0.1",
+			"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi", "--log-level", "warn")
+		p.HTTP = h
+		p.WaitReady(t, 60*time.Second)
+		data = append(data, d)
+	}
+	runHBaseProgram(t, cp, strings.Join(data, ","), "create", "putget", "scan", "batch", "split", "move", "readall", "atomic", "drop")
 }

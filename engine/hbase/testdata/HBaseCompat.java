@@ -313,13 +313,46 @@ public class HBaseCompat {
       }
       case "truncate": {
         try (Admin admin = conn.getAdmin()) {
+          int regions = admin.getRegions(tn).size();
           admin.disableTable(tn);
           admin.truncateTable(tn, true);
           check(admin.isTableEnabled(tn), "enabled after truncate");
-          check(admin.getRegions(tn).size() == 3, "splits kept: " + admin.getRegions(tn).size());
+          check(admin.getRegions(tn).size() == regions, "splits kept: " + admin.getRegions(tn).size() + " regions, had " + regions);
           try (Table t = conn.getTable(tn)) {
             check(count(t, new Scan()) == 0, "empty after truncate");
             t.put(new Put(b("row-1")).addColumn(F, b("q"), b("v1")));
+          }
+        }
+        break;
+      }
+      case "split": {
+        // Split the region holding the batch's rows: the same client keeps reading, finding
+        // the daughters by itself.
+        try (Admin admin = conn.getAdmin(); Table t = conn.getTable(tn)) {
+          check(Bytes.toInt(t.get(new Get(b("b05000"))).getValue(F, b("n"))) == 5000, "a read before the split");
+          int before = admin.getRegions(tn).size();
+          admin.split(tn, b("b05000"));
+          long deadline = System.currentTimeMillis() + 60000;
+          while (admin.getRegions(tn).size() <= before) {
+            check(System.currentTimeMillis() < deadline, "the split did not happen within 60 s");
+            Thread.sleep(200);
+          }
+          for (int i = 1; i < 10000; i += 499) {
+            check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i + " after the split");
+          }
+        }
+        break;
+      }
+      case "move": {
+        // Move the region of the m rows to another server: the same client keeps writing and
+        // reading through it.
+        try (Admin admin = conn.getAdmin(); Table t = conn.getTable(tn)) {
+          check(Bytes.toInt(t.get(new Get(b("m00001"))).getValue(F, b("n"))) == 1, "a read before the move");
+          byte[] encoded = conn.getRegionLocator(tn).getRegionLocation(b("m00000"), true).getRegion().getEncodedNameAsBytes();
+          admin.move(encoded);
+          for (int i = 0; i < 10000; i += 499) {
+            t.put(new Put(b(String.format("m%05d", i))).addColumn(F, b("n"), Bytes.toBytes(i + 1)));
+            check(Bytes.toInt(t.get(new Get(b(String.format("m%05d", i)))).getValue(F, b("n"))) == i + 1, "write and read m" + i + " after the move");
           }
         }
         break;
