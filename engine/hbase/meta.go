@@ -133,6 +133,13 @@ func compareMetaKeys(a, b []byte) int {
 	if c := bytes.Compare(at, bt); c != 0 {
 		return c
 	}
+	// A table's own row (its name, no delimiter) comes before its regions' rows.
+	if ac, bc := bytes.IndexByte(a, ',') >= 0, bytes.IndexByte(b, ',') >= 0; ac != bc {
+		if ac {
+			return 1
+		}
+		return -1
+	}
 	if c := bytes.Compare(as, bs); c != 0 {
 		return c
 	}

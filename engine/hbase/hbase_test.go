@@ -1,0 +1,315 @@
+package hbase
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/rpc"
+)
+
+func TestRegionNames(t *testing.T) {
+	for _, c := range []struct {
+		table   *pb.TableName
+		start   string
+		id      uint64
+		replica int32
+	}{
+		{&pb.TableName{Namespace: "default", Name: "t"}, "", 1795707766833, 0},
+		{&pb.TableName{Namespace: "ns", Name: "orders"}, "a,b.c,", 42, 0},
+		{&pb.TableName{Namespace: "default", Name: "t"}, "row-3", 7, 2},
+	} {
+		n := regionName(c.table, []byte(c.start), c.id, c.replica)
+		if !bytes.HasSuffix(n, []byte(".")) || n[len(n)-34] != '.' {
+			t.Fatalf("%s: not <name>.<md5>.", n)
+		}
+		p, err := parseRegionName(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if !proto.Equal(p.table, c.table) || string(p.start) != c.start || p.id != c.id || p.replica != c.replica {
+			t.Fatalf("%s parsed as %+v", n, p)
+		}
+	}
+	// HBase's MD5 of the name before the encoded part, known from a real HBase client.
+	if n := regionName(&pb.TableName{Namespace: "default", Name: "compat"}, nil, 1795707766833, 0); !strings.HasSuffix(string(n), ".58367c8a0045a445b0336eda7bf1798c.") {
+		t.Fatalf("%s: not the encoded name the Java client computes (58367c8a0045a445b0336eda7bf1798c)", n)
+	}
+	for _, bad := range []string{"", "t", "t,", "t,a,notanumber", "t,a,5_zz"} {
+		if _, err := parseRegionName([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestMetaOrder(t *testing.T) {
+	keys := [][]byte{[]byte("t,,1.x."), []byte("t,a,2.x."), []byte("t,a\x00,3.x."), []byte("t,b,1.x."), []byte("t2,,1.x."), []byte("t")}
+	got := slices.Clone(keys)
+	rand.Shuffle(len(got), func(i, j int) { got[i], got[j] = got[j], got[i] })
+	slices.SortFunc(got, compareMetaKeys)
+	want := [][]byte{[]byte("t"), []byte("t,,1.x."), []byte("t,a,2.x."), []byte("t,a\x00,3.x."), []byte("t,b,1.x."), []byte("t2,,1.x.")}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("order %q, want %q", got, want)
+		}
+	}
+	// The client's locating scan: reversed from "t,b5,99999999999999" down to "t,,".
+	sc := &hb.Scan{StartRow: []byte("t,b5,99999999999999"), StopRow: []byte("t,,"), IncludeStopRow: proto.Bool(true), Reversed: proto.Bool(true)}
+	var in []string
+	for _, k := range want {
+		if metaInRange(k, sc) {
+			in = append(in, string(k))
+		}
+	}
+	if !slices.Equal(in, []string{"t,,1.x.", "t,a,2.x.", "t,a\x00,3.x.", "t,b,1.x."}) {
+		t.Fatalf("in the locating scan: %q", in)
+	}
+}
+
+func TestJavaDuration(t *testing.T) {
+	for ms, want := range map[int64]string{5: "5ms", 1500: "1sec, 500ms", 61_000: "1mins, 1sec, 0ms", 0: "100ms"} {
+		if got := javaDuration(ms); got != want {
+			t.Errorf("%d ms: %q, want %q", ms, got, want)
+		}
+	}
+}
+
+// ---- the protocol over a real socket ----
+
+type fakeBackend struct{}
+
+func (fakeBackend) ClusterID() string    { return "test-cluster" }
+func (fakeBackend) Self() *pb.ServerName { return &pb.ServerName{Host: "127.0.0.1", Port: 1, StartCode: 7} }
+func (fakeBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bool) {
+	return "r1", t.GetName() == "t" && id == 1 && replica == 0
+}
+func (fakeBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
+	return errors.New("no master in this test")
+}
+
+// startServer runs an rpc.Server whose only handler answers gets with one cell, with the adapter.
+func startServer(t *testing.T) string {
+	t.Helper()
+	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
+		var req pb.GetRequest
+		if err := proto.Unmarshal(c.Message, &req); err != nil || req.GetRegion().GetName() != "r1" {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
+	}}
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+	return lis.Addr().String()
+}
+
+type client struct {
+	t  *testing.T
+	nc net.Conn
+	r  *bufio.Reader
+	id uint32
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &client{t: t, nc: nc, r: bufio.NewReader(nc)}
+}
+
+func frame(b []byte) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...) }
+
+func (c *client) hello(service string) {
+	c.t.Helper()
+	h, _ := proto.Marshal(&hb.ConnectionHeader{UserInfo: &hb.UserInformation{EffectiveUser: proto.String("alice")}, ServiceName: proto.String(service),
+		CellBlockCodecClass: proto.String("org.apache.hadoop.hbase.codec.KeyValueCodec")})
+	if _, err := c.nc.Write(append([]byte("HBas\x00\x50"), frame(h)...)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// call sends a request and reads its answer: the header and the message bytes and cell block.
+func (c *client) call(method string, req proto.Message, cells []byte) (*hb.ResponseHeader, []byte, []byte) {
+	c.t.Helper()
+	c.id++
+	h := &hb.RequestHeader{CallId: proto.Uint32(c.id), MethodName: proto.String(method), RequestParam: proto.Bool(true)}
+	if len(cells) > 0 {
+		h.CellBlockMeta = &hb.CellBlockMeta{Length: proto.Uint32(uint32(len(cells)))}
+	}
+	hbytes, _ := proto.Marshal(h)
+	body, _ := proto.Marshal(req)
+	if _, err := c.nc.Write(frame(append(appendDelimited(appendDelimited(nil, hbytes), body), cells...))); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.read()
+}
+
+func (c *client) read() (*hb.ResponseHeader, []byte, []byte) {
+	c.t.Helper()
+	buf, err := readFrame(c.r, nil, 16<<20)
+	if err != nil {
+		c.t.Fatalf("reading an answer: %v", err)
+	}
+	hbytes, rest, err := splitDelimited(buf)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var h hb.ResponseHeader
+	if err := proto.Unmarshal(hbytes, &h); err != nil {
+		c.t.Fatal(err)
+	}
+	if h.GetException() != nil {
+		return &h, nil, nil
+	}
+	msg, rest, err := splitDelimited(rest)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &h, msg, rest
+}
+
+// closed reports whether the server closed the connection (after any answers).
+func (c *client) closed() bool {
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.ReadAll(c.r)
+	return err == nil
+}
+
+func TestProtocol(t *testing.T) {
+	addr := startServer(t)
+
+	// The registry preamble answers the cluster id.
+	c := dial(t, addr)
+	if _, err := c.nc.Write([]byte("Regist")); err != nil {
+		t.Fatal(err)
+	}
+	_, msg, _ := c.read()
+	var reg hb.GetConnectionRegistryResponse
+	if err := proto.Unmarshal(msg, &reg); err != nil || reg.GetClusterId() != "test-cluster" {
+		t.Fatalf("registry preamble: %v %v", reg.GetClusterId(), err)
+	}
+
+	// ClientMetaService.
+	c = dial(t, addr)
+	c.hello("ClientMetaService")
+	_, msg, _ = c.call("GetMetaRegionLocations", &hb.GetMetaRegionLocationsRequest{}, nil)
+	var locs hb.GetMetaRegionLocationsResponse
+	if err := proto.Unmarshal(msg, &locs); err != nil || len(locs.GetMetaLocations()) != 1 ||
+		string(locs.GetMetaLocations()[0].GetRegionInfo().GetTableName().GetQualifier()) != "meta" {
+		t.Fatalf("meta locations: %v %v", &locs, err)
+	}
+	h, _, _ := c.call("NoSuchMethod", &hb.GetClusterIdRequest{}, nil)
+	if h.GetException().GetExceptionClassName() != classUnknownProtocol {
+		t.Fatalf("unknown method: %v", h)
+	}
+
+	// ClientService through the region server's handler, cells converted both ways.
+	c = dial(t, addr)
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	_, msg, cells := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil)
+	var get hb.GetResponse
+	if err := proto.Unmarshal(msg, &get); err != nil || get.GetResult().GetAssociatedCellCount() != 1 {
+		t.Fatalf("get: %v %v", &get, err)
+	}
+	if l := binary.BigEndian.Uint32(cells); int(l) != len(cells)-4 || !bytes.Contains(cells, []byte("row")) {
+		t.Fatalf("cell block %x", cells)
+	}
+	other := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 2, 0)}
+	h, _, _ = c.call("Get", &hb.GetRequest{Region: other, Get: &hb.Get{Row: []byte("row")}}, nil)
+	if h.GetException().GetExceptionClassName() != classNotServingRegion {
+		t.Fatalf("a region not here: %v", h)
+	}
+	h, _, _ = c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row"),
+		Filter: &hb.Filter{Name: proto.String("org.example.MyFilter")}}}, nil)
+	if e := h.GetException(); e.GetExceptionClassName() != classDoNotRetry || !strings.Contains(e.GetStackTrace(), "org.example.MyFilter is not supported") {
+		t.Fatalf("an unknown filter: %v", h)
+	}
+	// A mutation whose cells overrun the block is refused, and the connection goes on.
+	h, _, _ = c.call("Mutate", &hb.MutateRequest{Region: region, Mutation: &hb.MutationProto{Row: []byte("r"), MutateType: hb.MutationProto_PUT.Enum(),
+		AssociatedCellCount: proto.Int32(3)}}, []byte{0, 0, 0, 1, 9})
+	if h.GetException().GetExceptionClassName() != classDoNotRetry {
+		t.Fatalf("a short cell block: %v", h)
+	}
+	if _, msg, _ = c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
+		t.Fatal("the connection did not go on after a refused request")
+	}
+}
+
+// TestHostileConnections: bad preambles, codecs, authentication methods, oversized and
+// malformed frames and random bytes get an exception or a closed connection, never a crash, and
+// the server goes on serving.
+func TestHostileConnections(t *testing.T) {
+	addr := startServer(t)
+	fatal := func(what string, send []byte, class string) {
+		t.Helper()
+		c := dial(t, addr)
+		if _, err := c.nc.Write(send); err != nil {
+			t.Fatal(err)
+		}
+		h, _, _ := c.read()
+		if h.GetException().GetExceptionClassName() != class {
+			t.Fatalf("%s: %v, want %s", what, h, class)
+		}
+		if !c.closed() {
+			t.Fatalf("%s: the connection stayed open", what)
+		}
+	}
+	fatal("version 1", []byte("HBas\x01\x50"), classFatalConnection)
+	fatal("Kerberos", []byte("HBas\x00\x51"), classBadAuth)
+	fatal("security preamble", []byte("Securi"), classFatalConnection)
+	h, _ := proto.Marshal(&hb.ConnectionHeader{ServiceName: proto.String("ClientService"), CellBlockCodecClass: proto.String("my.Codec")})
+	fatal("unknown codec", append([]byte("HBas\x00\x50"), frame(h)...), classUnsupportedCellCodec)
+	h, _ = proto.Marshal(&hb.ConnectionHeader{ServiceName: proto.String("ClientService"), CellBlockCompressorClass: proto.String("gz")})
+	fatal("compression", append([]byte("HBas\x00\x50"), frame(h)...), classUnsupportedCompression)
+	hello, _ := proto.Marshal(&hb.ConnectionHeader{ServiceName: proto.String("ClientService")})
+	fatal("oversized frame", append(append([]byte("HBas\x00\x50"), frame(hello)...), 0x7f, 0xff, 0xff, 0xff), classDoNotRetry)
+	fatal("a header that is not protobuf", append(append([]byte("HBas\x00\x50"), frame(hello)...), frame([]byte{5, 0xff, 0xff, 0xff, 0xff, 0xff})...), classFatalConnection)
+
+	// Random bytes after a good connection header: answered or closed, nothing else.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 200 {
+		c := dial(t, addr)
+		junk := make([]byte, rng.IntN(300))
+		for j := range junk {
+			junk[j] = byte(rng.UintN(256))
+		}
+		if i%2 == 0 && len(junk) >= 4 { // a plausible length so the body is read
+			binary.BigEndian.PutUint32(junk, uint32(len(junk)-4))
+		}
+		_, _ = c.nc.Write(append(append([]byte("HBas\x00\x50"), frame(hello)...), junk...))
+		_ = c.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, _ = io.Copy(io.Discard, c.r)
+		c.nc.Close()
+	}
+	// Still serving.
+	c := dial(t, addr)
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	if _, msg, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
+		t.Fatal("no answer after the hostile connections")
+	}
+}
