@@ -7,6 +7,7 @@ M=github.com/cellstore/cellstore/engine
 rules=(
   "cell storage offheap wal memstore sfile blockcache schema lease security access rpc|region regionserver master client shell"
   "region layout|regionserver master client shell"
+  "hbase|region regionserver master client shell"
   "regionserver|master client shell"
   "client|regionserver master shell region"
   "master|regionserver client shell"
