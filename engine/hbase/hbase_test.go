@@ -92,8 +92,10 @@ func TestJavaDuration(t *testing.T) {
 
 type fakeBackend struct{}
 
-func (fakeBackend) ClusterID() string    { return "test-cluster" }
-func (fakeBackend) Self() *pb.ServerName { return &pb.ServerName{Host: "127.0.0.1", Port: 1, StartCode: 7} }
+func (fakeBackend) ClusterID() string { return "test-cluster" }
+func (fakeBackend) Self() *pb.ServerName {
+	return &pb.ServerName{Host: "127.0.0.1", Port: 1, StartCode: 7}
+}
 func (fakeBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bool) {
 	return "r1", t.GetName() == "t" && id == 1 && replica == 0
 }
