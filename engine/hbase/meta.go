@@ -34,11 +34,10 @@ import (
 // ordered as HBase's MetaCellComparator orders them (table, then start key, then the rest).
 
 var (
-	metaTableName  = &hb.TableName{Namespace: []byte("hbase"), Qualifier: []byte("meta")}
-	metaRegionName = []byte("hbase:meta,,1")
-	familyInfo     = []byte("info")
-	familyTable    = []byte("table")
-	pbufMagic      = []byte("PBUF")
+	metaTableName = &hb.TableName{Namespace: []byte("hbase"), Qualifier: []byte("meta")}
+	familyInfo    = []byte("info")
+	familyTable   = []byte("table")
+	pbufMagic     = []byte("PBUF")
 )
 
 // metaRegionInfo is hbase:meta's one region.
@@ -331,8 +330,6 @@ func (a *Adapter) meta(k *call) {
 	case "GetActiveMaster":
 		// The master's calls go through this server (forwarded to the active master).
 		k.reply(&hb.GetActiveMasterResponse{ServerName: sn}, nil)
-	case "GetMasters":
-		k.reply(&hb.GetMastersResponse{MasterServers: []*hb.GetMastersResponseEntry{{ServerName: sn, IsActive: proto.Bool(true)}}}, nil)
 	case "GetMetaRegionLocations":
 		k.reply(&hb.GetMetaRegionLocationsResponse{MetaLocations: []*hb.RegionLocation{{RegionInfo: metaRegionInfo(), ServerName: sn, SeqNum: proto.Int64(1)}}}, nil)
 	case "GetBootstrapNodes":

@@ -74,33 +74,6 @@ func appendDelimited(dst, msg []byte) []byte {
 	return append(dst, msg...)
 }
 
-// decodeCellBlock converts a KeyValueCodec cell block into the lean protocol's (KeyValues back to
-// back), checking every cell.
-func decodeCellBlock(block []byte) ([]byte, int, error) {
-	out := make([]byte, 0, len(block))
-	n := 0
-	for len(block) > 0 {
-		if len(block) < 4 {
-			return nil, 0, fmt.Errorf("%w: %d stray bytes in the cell block", errMalformed, len(block))
-		}
-		l := binary.BigEndian.Uint32(block)
-		if uint64(l) > uint64(len(block)-4) {
-			return nil, 0, fmt.Errorf("%w: a cell of %d bytes overruns the cell block", errMalformed, l)
-		}
-		kv := block[4 : 4+l]
-		if _, used, err := cell.ParseKeyValue(kv); err != nil || used != int(l) {
-			return nil, 0, fmt.Errorf("%w: bad cell in the cell block: %v", errMalformed, err)
-		}
-		if cell.KeyValue(kv).Tags() != nil {
-			return nil, 0, fmt.Errorf("%w: clients cannot send cell tags", errMalformed)
-		}
-		out = append(out, kv...)
-		block = block[4+l:]
-		n++
-	}
-	return out, n, nil
-}
-
 // appendCell appends one cell to a KeyValueCodec cell block, without its tags.
 func appendCell(dst []byte, kv cell.KeyValue) []byte {
 	if kv.Tags() == nil {
