@@ -176,6 +176,18 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		return &hb.SplitTableRegionResponse{ProcId: proc()}, nil
+	case *hb.GetClusterStatusRequest:
+		return a.clusterStatus(ctx)
+	case *hb.IsBalancerEnabledRequest:
+		var on bool
+		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+			on = resp.GetBalancerOn()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.IsBalancerEnabledResponse{Enabled: proto.Bool(on)}, nil
 	case *hb.GetSchemaAlterStatusRequest:
 		// ModifyTable returns once every region has the new descriptor: nothing is left.
 		var n int
@@ -325,6 +337,52 @@ func (a *Adapter) regionByName(ctx context.Context, spec *hb.RegionSpecifier) (s
 		}
 	}
 	return "", &exception{class: "org.apache.hadoop.hbase.UnknownRegionException", msg: string(spec.GetValue()), doNotRetry: true}
+}
+
+// clusterStatus answers GetClusterStatus (Admin.getClusterMetrics, the shell's status): the live
+// region servers with their request rate, heap and regions, the dead ones, the balancer. The
+// master is this server (HBase clients send master calls here).
+func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusResponse, error) {
+	var st *pb.ClusterStatusResponse
+	if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	self := a.b.Self()
+	cs := &hb.ClusterStatus{HbaseVersion: &hb.HBaseVersionFileContent{Version: proto.String("2.6.4-cellstore")},
+		ClusterId: &hb.ClusterId{ClusterId: proto.String(a.b.ClusterID())}, BalancerOn: proto.Bool(st.GetBalancerOn()),
+		Master: &hb.ServerName{HostName: proto.String(self.GetHost()), Port: proto.Uint32(uint32(self.GetPort())), StartCode: proto.Uint64(uint64(self.GetStartCode()))}}
+	for _, s := range st.GetServers() {
+		sn := &hb.ServerName{HostName: proto.String(s.GetServer().GetHost()), Port: proto.Uint32(uint32(s.GetServer().GetPort())),
+			StartCode: proto.Uint64(uint64(s.GetServer().GetStartCode()))}
+		if !s.GetLive() {
+			cs.DeadServers = append(cs.DeadServers, sn)
+			continue
+		}
+		l := s.GetLoad()
+		load := &hb.ServerLoad{NumberOfRequests: proto.Uint64(uint64(l.GetRequestsPerSecond())), TotalNumberOfRequests: proto.Uint64(uint64(l.GetRequestsPerSecond())),
+			UsedHeap_MB: proto.Uint32(uint32(l.GetHeapBytes() >> 20)), MaxHeap_MB: proto.Uint32(uint32(l.GetHeapBytes() >> 20))}
+		cs.LiveServers = append(cs.LiveServers, &hb.LiveServerInfo{Server: sn, ServerLoad: load})
+		cs.ServersName = append(cs.ServersName, sn)
+		if s.GetDraining() {
+			cs.DecommissionedServers = append(cs.DecommissionedServers, sn)
+		}
+	}
+	// Regions per table (the shell's alter waits on them): all open once ModifyTable returned.
+	tables, err := a.listTables(ctx, "", "", nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		n := proto.Uint32(uint32(t.GetRegions()))
+		zero := proto.Uint32(0)
+		cs.TableRegionStatesCount = append(cs.TableRegionStatesCount, &hb.TableRegionStatesCount{TableName: hbTableName(t.GetTable().GetName()),
+			RegionStatesCount: &hb.RegionStatesCount{OpenRegions: n, SplitRegions: zero, ClosedRegions: zero, RegionsInTransition: zero, TotalRegions: n}})
+	}
+	return &hb.GetClusterStatusResponse{ClusterStatus: cs}, nil
 }
 
 func validNamespace(ns string) error {

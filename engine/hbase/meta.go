@@ -330,6 +330,9 @@ func (a *Adapter) meta(k *call) {
 	case "GetActiveMaster":
 		// The master's calls go through this server (forwarded to the active master).
 		k.reply(&hb.GetActiveMasterResponse{ServerName: sn}, nil)
+	case "GetMasters":
+		// HBase 2.4's MasterRegistry asks this (2.5+ ask GetActiveMaster and GetBootstrapNodes).
+		k.reply(&hb.GetMastersResponse{MasterServers: []*hb.GetMastersResponseEntry{{ServerName: sn, IsActive: proto.Bool(true)}}}, nil)
 	case "GetMetaRegionLocations":
 		k.reply(&hb.GetMetaRegionLocationsResponse{MetaLocations: []*hb.RegionLocation{{RegionInfo: metaRegionInfo(), ServerName: sn, SeqNum: proto.Int64(1)}}}, nil)
 	case "GetBootstrapNodes":

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"archive/zip"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,29 +15,38 @@ import (
 	"github.com/cellstore/cellstore/engine/processtest"
 )
 
-// hbaseClientJars finds the stock HBase client's jars. hack/test.sh (make test, CI) installs them
-// with hack/hbase-client.sh and names the directory in $CELLSTORE_HBASE_CLIENT: then a missing
-// directory fails the test. A plain `go test` looks where the script puts them and skips, saying
-// how to get them, when they are not there.
-func hbaseClientJars(t *testing.T) string {
+// hbaseClient finds the stock HBase client: hack/hbase-client.sh installs it (lib/: the client's
+// jars, pe/: PerformanceEvaluation's). hack/test.sh (make test, CI) runs the script and names the
+// directory in $CELLSTORE_HBASE_CLIENT: then a missing one fails the test. A plain `go test` looks
+// where the script puts them and skips, saying how to get them, when they are not there.
+func hbaseClient(t *testing.T) (lib, pe, shell string) {
 	t.Helper()
-	if d := os.Getenv("CELLSTORE_HBASE_CLIENT"); d != "" {
-		if _, err := os.Stat(filepath.Join(d, ".complete")); err != nil {
+	complete := func(d string) error {
+		for _, sub := range []string{"lib", "pe", "shell"} {
+			if _, err := os.Stat(filepath.Join(d, sub, ".complete")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	d := os.Getenv("CELLSTORE_HBASE_CLIENT")
+	if d != "" {
+		if err := complete(d); err != nil {
 			t.Fatalf("CELLSTORE_HBASE_CLIENT=%s: %v (run hack/hbase-client.sh)", d, err)
 		}
-		return d
+	} else {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		out, err := exec.Command(filepath.Join(root, "hack", "hbase-client.sh"), "--print-dir").Output()
+		if err != nil {
+			t.Fatalf("hack/hbase-client.sh --print-dir: %v", err)
+		}
+		d = strings.TrimSpace(string(out))
+		if err := complete(d); err != nil {
+			t.Skipf("no HBase client at %s: run hack/hbase-client.sh (a JDK, the client's and PerformanceEvaluation's jars from Maven Central)", d)
+		}
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	out, err := exec.Command(filepath.Join(root, "hack", "hbase-client.sh"), "--print-dir").Output()
-	if err != nil {
-		t.Fatalf("hack/hbase-client.sh --print-dir: %v", err)
-	}
-	d := strings.TrimSpace(string(out))
-	if _, err := os.Stat(filepath.Join(d, ".complete")); err != nil {
-		t.Skipf("no HBase client at %s: run hack/hbase-client.sh (a JDK and the client jars from Maven Central)", d)
-	}
-	return d
+	return filepath.Join(d, "lib"), filepath.Join(d, "pe"), filepath.Join(d, "shell")
 }
 
 // compileHBaseProgram compiles the project's HBase compatibility program against the client.
@@ -75,21 +86,56 @@ func runHBaseProgram(t *testing.T, classpath, server string, steps ...string) {
 
 // TestHBaseJavaClient: the stock HBase 2.6 Java client, given only the RPC connection registry
 // and a bootstrap server (the standalone's data address), runs DDL, writes, reads and scans
-// against Cellstore.
+// against Cellstore; then HBase's own PerformanceEvaluation runs its tests.
 func TestHBaseJavaClient(t *testing.T) {
 	bin := cellstoreBinary(t)
-	jars := hbaseClientJars(t)
+	jars, pe, _ := hbaseClient(t)
 	cp := compileHBaseProgram(t, jars)
 	p := startStandalone(t, bin, t.TempDir())
 	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "batch", "split", "readall", "limits", "filters", "atomic", "alter", "truncate", "drop")
+	runPerformanceEvaluation(t, pe, p.data)
 }
 
-// TestHBaseJavaClientCluster: against a master and two region servers, the stock Java client
+// peCommands are the PerformanceEvaluation tests run against Cellstore.
+var peCommands = []string{"sequentialWrite", "randomWrite", "randomRead", "sequentialRead", "scan", "increment", "append", "checkAndPut", "checkAndMutate"}
+
+// runPerformanceEvaluation runs HBase's own PerformanceEvaluation (--nomapred, small) against a
+// server: every test must finish with its summary and no error.
+func runPerformanceEvaluation(t *testing.T, jars, servers string) {
+	t.Helper()
+	logConf := filepath.Join(t.TempDir(), "log4j2.properties")
+	if err := os.WriteFile(logConf, []byte("status = warn\nappender.console.type = Console\nappender.console.name = OUT\n"+
+		"appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %p %c{1}: %m%n\n"+
+		"rootLogger.level = warn\nrootLogger.appenderRef.out.ref = OUT\n"+
+		"logger.pe.name = org.apache.hadoop.hbase.PerformanceEvaluation\nlogger.pe.level = info\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range peCommands {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		b, err := exec.CommandContext(ctx, "java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "-Dlog4j2.configurationFile="+logConf,
+			"-cp", filepath.Join(jars, "*"), "org.apache.hadoop.hbase.PerformanceEvaluation",
+			"-Dhbase.client.registry.impl=org.apache.hadoop.hbase.client.RpcConnectionRegistry", "-Dhbase.client.bootstrap.servers="+servers,
+			"--nomapred", "--rows=500", "--presplit=4", cmd, "2").CombinedOutput()
+		cancel()
+		out := string(b)
+		if err != nil || !strings.Contains(out, "Summary of timings") || strings.Contains(out, "ERROR") || strings.Contains(out, "Exception") {
+			t.Fatalf("PerformanceEvaluation %s: %v\n%s", cmd, err, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "Summary of timings") {
+				t.Logf("PerformanceEvaluation %s: %s", cmd, l)
+			}
+		}
+	}
+}
+
+// TestHBaseJavaClientCluster: against a master and three region servers, the stock Java client
 // (bootstrapped from one region server) sees its regions split and moved between servers mid-run
-// and goes on reading and writing with no error.
+// and goes on reading and writing with no error; then HBase's PerformanceEvaluation runs against
+// the three servers.
 func TestHBaseJavaClientCluster(t *testing.T) {
 	bin := cellstoreBinary(t)
-	jars := hbaseClientJars(t)
+	jars, pe, _ := hbaseClient(t)
 	cp := compileHBaseProgram(t, jars)
 	dir := t.TempDir()
 	masterAddr, masterHTTP := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
@@ -98,7 +144,7 @@ func TestHBaseJavaClientCluster(t *testing.T) {
 	m.HTTP = masterHTTP
 	m.WaitReady(t, 60*time.Second)
 	var data []string
-	for range 2 {
+	for range 3 {
 		d, h := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 		p := processtest.Start(t, bin, "regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", d,
 			"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", h, "--advertise-host", "127.0.0.1",
@@ -108,4 +154,87 @@ func TestHBaseJavaClientCluster(t *testing.T) {
 		data = append(data, d)
 	}
 	runHBaseProgram(t, cp, strings.Join(data, ","), "create", "putget", "scan", "batch", "split", "move", "readall", "atomic", "drop")
+	runPerformanceEvaluation(t, pe, strings.Join(data, ","))
+}
+
+// TestHBaseShell: HBase's own shell (2.4.17, the last on Maven Central, with its MasterRegistry
+// pointed at the standalone's region server) creates, writes, reads, counts, lists, describes,
+// alters, disables and drops a table and shows the cluster's status. Its shell.rb loads a
+// "trace" command whose tracing classes are not on the classpath: a scratch copy without that
+// line goes first on the classpath (HBase's files are never committed).
+func TestHBaseShell(t *testing.T) {
+	bin := cellstoreBinary(t)
+	_, _, shellJars := hbaseClient(t)
+	p := startStandalone(t, bin, t.TempDir())
+	scratch := t.TempDir()
+	jar, err := filepath.Glob(filepath.Join(shellJars, "hbase-shell-*.jar"))
+	if err != nil || len(jar) != 1 {
+		t.Fatalf("the hbase-shell jar in %s: %v %v", shellJars, jar, err)
+	}
+	zr, err := zip.OpenReader(jar[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := zr.Open("shell.rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if strings.TrimSpace(l) != "trace" {
+			kept = append(kept, l)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "shell.rb"), []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(scratch, "script.rb")
+	if err := os.WriteFile(script, []byte(`create 'sh', 'f', SPLITS => ['m']
+put 'sh', 'r1', 'f:q', 'v1'
+put 'sh', 'z9', 'f:q', 'v2'
+get 'sh', 'r1'
+scan 'sh'
+count 'sh'
+list
+describe 'sh'
+alter 'sh', NAME => 'g', VERSIONS => 4
+describe 'sh'
+status
+disable 'sh'
+drop 'sh'
+list
+exit
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jruby, err := filepath.Glob(filepath.Join(shellJars, "jruby-complete-*.jar"))
+	if err != nil || len(jruby) != 1 {
+		t.Fatalf("the jruby-complete jar in %s: %v %v", shellJars, jruby, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// JRuby before the older jcodings and joni jars the client depends on: its own copies must win.
+	cp := strings.Join([]string{scratch, jruby[0], filepath.Join(shellJars, "*")}, string(os.PathListSeparator))
+	b, err := exec.CommandContext(ctx, "java", "-cp", cp,
+		"org.jruby.JarBootstrapMain", "-n", "-Dhbase.client.registry.impl=org.apache.hadoop.hbase.client.MasterRegistry",
+		"-Dhbase.masters="+p.data, "-Dhbase.client.retries.number=5", script).CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("the HBase shell failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Created table sh", "value=v1", "2 row(s)", "=> 2", "sh", "VERSIONS => '4'", "NAME => 'g'",
+		"1 active master", "servers", "Took"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in the HBase shell's output:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ERROR") {
+		t.Fatalf("the HBase shell reported an error:\n%s", out)
+	}
 }

@@ -305,6 +305,8 @@ public class HBaseCompat {
           }
           admin.deleteColumnFamily(tn, b("g"));
           check(admin.getDescriptor(tn).getColumnFamily(b("g")) == null, "the family is gone");
+          check(admin.getRegionServers().size() >= 1, "getRegionServers: " + admin.getRegionServers());
+          check(admin.getClusterMetrics().getLiveServerMetrics().size() >= 1, "getClusterMetrics");
           List<TableDescriptor> all = admin.listTableDescriptors();
           check(all.stream().anyMatch(d -> d.getTableName().equals(tn)), "listTableDescriptors");
           check(Arrays.asList(admin.listTableNames()).contains(tn), "listTableNames");

@@ -183,7 +183,6 @@ func (x *GetActiveMasterResponse) GetServerName() *ServerName {
 	return nil
 }
 
-// Deprecated: Marked as deprecated in hbase/v2/registry.proto.
 type GetMastersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -220,7 +219,6 @@ func (*GetMastersRequest) Descriptor() ([]byte, []int) {
 	return file_hbase_v2_registry_proto_rawDescGZIP(), []int{4}
 }
 
-// Deprecated: Marked as deprecated in hbase/v2/registry.proto.
 type GetMastersResponseEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ServerName    *ServerName            `protobuf:"bytes,1,req,name=server_name,json=serverName" json:"server_name,omitempty"`
@@ -273,7 +271,6 @@ func (x *GetMastersResponseEntry) GetIsActive() bool {
 	return false
 }
 
-// Deprecated: Marked as deprecated in hbase/v2/registry.proto.
 type GetMastersResponse struct {
 	state         protoimpl.MessageState     `protogen:"open.v1"`
 	MasterServers []*GetMastersResponseEntry `protobuf:"bytes,1,rep,name=master_servers,json=masterServers" json:"master_servers,omitempty"`
@@ -573,14 +570,14 @@ const file_hbase_v2_registry_proto_rawDesc = "" +
 	"\x16GetActiveMasterRequest\"Z\n" +
 	"\x17GetActiveMasterResponse\x12?\n" +
 	"\vserver_name\x18\x01 \x01(\v2\x1e.cellstore.hbase.v2.ServerNameR\n" +
-	"serverName\"\x17\n" +
-	"\x11GetMastersRequest:\x02\x18\x01\"{\n" +
+	"serverName\"\x13\n" +
+	"\x11GetMastersRequest\"w\n" +
 	"\x17GetMastersResponseEntry\x12?\n" +
 	"\vserver_name\x18\x01 \x02(\v2\x1e.cellstore.hbase.v2.ServerNameR\n" +
 	"serverName\x12\x1b\n" +
-	"\tis_active\x18\x02 \x02(\bR\bisActive:\x02\x18\x01\"l\n" +
+	"\tis_active\x18\x02 \x02(\bR\bisActive\"h\n" +
 	"\x12GetMastersResponse\x12R\n" +
-	"\x0emaster_servers\x18\x01 \x03(\v2+.cellstore.hbase.v2.GetMastersResponseEntryR\rmasterServers:\x02\x18\x01\"\x1f\n" +
+	"\x0emaster_servers\x18\x01 \x03(\v2+.cellstore.hbase.v2.GetMastersResponseEntryR\rmasterServers\"\x1f\n" +
 	"\x1dGetMetaRegionLocationsRequest\"k\n" +
 	"\x1eGetMetaRegionLocationsResponse\x12I\n" +
 	"\x0emeta_locations\x18\x01 \x03(\v2\".cellstore.hbase.v2.RegionLocationR\rmetaLocations\"\x1a\n" +
