@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The cost of the HBase protocol: HBase's own PerformanceEvaluation against a standalone beside
+# `cellstore pe` against the same standalone, one after the other, same workloads (100-byte
+# values, tables pre-split into 4 regions; each its own table: HBase's PE names its family info0). Prints rows/s of each and their ratio (docs/benchmarks.md,
+# "The HBase protocol").
+#
+# Usage: hack/pe-hbase.sh [ROWS_PER_THREAD]   (default 25000)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROWS=${1:-25000}
+HB=$("$ROOT/hack/hbase-client.sh")
+BIN=$(mktemp -d)/cellstore
+DIR=$(mktemp -d)
+(cd "$ROOT" && go build -o "$BIN" ./engine/cmd/cellstore)
+"$BIN" standalone --dir "$DIR" --master-addr 127.0.0.1:19000 --master-http-addr 127.0.0.1:19010 --data-addr 127.0.0.1:19020 \
+  --admin-addr 127.0.0.1:19021 --http-addr 127.0.0.1:19030 --log-level warn > "$DIR/standalone.log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
+for _ in $(seq 60); do grep -q "connect with" "$DIR/standalone.log" && break; sleep 0.5; done
+LOG=$DIR/log4j2.properties
+printf '%s\n' 'status = warn' 'appender.c.type = Console' 'appender.c.name = C' 'appender.c.layout.type = PatternLayout' \
+  'appender.c.layout.pattern = %m%n' 'rootLogger.level = warn' 'rootLogger.appenderRef.c.ref = C' \
+  'logger.pe.name = org.apache.hadoop.hbase.PerformanceEvaluation' 'logger.pe.level = info' > "$LOG"
+hbase_pe() { # command threads [options]: prints ops/s
+  local cmd=$1 threads=$2; shift 2
+  java --add-opens java.base/java.nio=ALL-UNNAMED -Dlog4j2.configurationFile="$LOG" -cp "$HB/pe/*" org.apache.hadoop.hbase.PerformanceEvaluation \
+    -Dhbase.client.registry.impl=org.apache.hadoop.hbase.client.RpcConnectionRegistry -Dhbase.client.bootstrap.servers=127.0.0.1:19020 \
+    --nomapred --table=HBasePE --rows="$ROWS" --presplit=4 --valueSize=100 "$@" "$cmd" "$threads" > "$DIR/hbase-pe.out" 2>&1 ||
+    { echo "HBase PerformanceEvaluation $cmd failed:" >&2; tail -20 "$DIR/hbase-pe.out" >&2; return 1; }
+  sed -n 's/.*Summary of timings (ms): \[\(.*\)\]/\1/p' "$DIR/hbase-pe.out" | tr ',' '\n' | sort -n | tail -1 |
+    awk -v n=$((ROWS * threads)) '{ printf "%.0f", n / ($1 / 1000) }'
+}
+cellstore_pe() { # command threads [options]: prints ops/s
+  local cmd=$1 threads=$2; shift 2
+  "$BIN" pe --masters 127.0.0.1:19000 --rows "$ROWS" --presplit 4 --valueSize 100 --json "$@" "$cmd" "$threads" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(round(r["rows_per_sec"]))'
+}
+echo "workload                     HBase PE rows/s  cellstore pe rows/s  ratio (HBase protocol / own)"
+run() { # label command threads [--autoFlush]
+  local label=$1 cmd=$2 threads=$3 af=${4:-}
+  local h c
+  c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush})
+  h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true})
+  printf '%-28s %14s %20s %10s\n' "$label" "$h" "$c" "$(awk -v h="$h" -v c="$c" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')"
+}
+run "sequentialWrite 1" sequentialWrite 1
+run "randomRead 1" randomRead 1
+run "randomRead 4" randomRead 4
+run "scan 1" scan 1
+run "randomWrite --autoFlush 4" randomWrite 4 autoflush
