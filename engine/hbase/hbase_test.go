@@ -90,7 +90,7 @@ func TestJavaDuration(t *testing.T) {
 
 // ---- the protocol over a real socket ----
 
-type fakeBackend struct{}
+type fakeBackend struct{ secure bool }
 
 func (fakeBackend) ClusterID() string { return "test-cluster" }
 func (fakeBackend) Self() *pb.ServerName {
@@ -102,9 +102,12 @@ func (fakeBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bo
 func (fakeBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
 	return errors.New("no master in this test")
 }
+func (b fakeBackend) Secure() bool { return b.secure }
 
 // startServer runs an rpc.Server whose only handler answers gets with one cell, with the adapter.
-func startServer(t *testing.T) string {
+func startServer(t *testing.T) string { return startServerOf(t, fakeBackend{}) }
+
+func startServerOf(t *testing.T, b Backend) string {
 	t.Helper()
 	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
 		var req pb.GetRequest
@@ -114,7 +117,7 @@ func startServer(t *testing.T) string {
 		}
 		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -313,5 +316,20 @@ func TestHostileConnections(t *testing.T) {
 	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
 	if _, msg, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
 		t.Fatal("no answer after the hostile connections")
+	}
+}
+
+// With security on, HBase clients are refused at their connection header (their master calls
+// would run as the server).
+func TestSecureServerRefusesHBaseClients(t *testing.T) {
+	addr := startServerOf(t, fakeBackend{secure: true})
+	c := dial(t, addr)
+	c.hello("ClientService")
+	h, _, _ := c.read()
+	if e := h.GetException(); e.GetExceptionClassName() != classAccessDenied || !strings.Contains(e.GetStackTrace(), "--security=on") {
+		t.Fatalf("a secure server answered %v", h)
+	}
+	if !c.closed() {
+		t.Fatal("the connection stayed open")
 	}
 }

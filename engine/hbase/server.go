@@ -31,6 +31,10 @@ type Backend interface {
 	Region(table *pb.TableName, regionID uint64, replicaID int32) (string, bool)
 	// Master runs fn with a client of the active master (retrying while there is none).
 	Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error
+	// Secure reports whether the server checks permissions (--security=on). The adapter then
+	// serves no HBase client: master calls and hbase:meta are forwarded with the server's own
+	// identity, which would bypass the caller's permissions.
+	Secure() bool
 }
 
 // Adapter serves HBase RPC connections on a region server's data port (rpc.ForeignProtocol).
@@ -160,6 +164,9 @@ func (c *conn) handshake() error {
 		return c.fatal(classUnsupportedCompression, fmt.Sprintf("cell block compression %s is not supported: unset hbase.client.rpc.compressor", comp))
 	}
 	c.service = h.GetServiceName()
+	if c.a.b.Secure() {
+		return c.fatal(classAccessDenied, "this cluster runs with --security=on, and the HBase protocol does not yet carry Cellstore's permissions: use Cellstore's client, or a cluster without security (docs/hbase-clients.md)")
+	}
 	id, err := c.fc.Authenticate("", h.GetUserInfo().GetEffectiveUser())
 	if err != nil {
 		return c.fatal(classAccessDenied, err.Error())

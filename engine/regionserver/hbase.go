@@ -30,6 +30,8 @@ func (b *hbaseBackend) ClusterID() string {
 
 func (b *hbaseBackend) Self() *pb.ServerName { return b.s.serverName() }
 
+func (b *hbaseBackend) Secure() bool { return b.s.cfg.Authorization }
+
 func (b *hbaseBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	return b.s.callMaster(ctx, fn)
 }
