@@ -56,6 +56,11 @@ func (a *Adapter) region(spec *hb.RegionSpecifier) (string, int32, *exception) {
 	if spec.GetType() == hb.RegionSpecifier_ENCODED_REGION_NAME {
 		return "", 0, doNotRetry("regions are named by their full name here, not by the encoded name %q", spec.GetValue())
 	}
+	if v, ok := a.regions.Load(string(spec.GetValue())); ok {
+		if r := v.(knownRegion); a.b.Online(r.name) {
+			return r.name, r.replica, nil
+		}
+	}
 	p, err := parseRegionName(spec.GetValue())
 	if err != nil {
 		return "", 0, err.(*exception)
@@ -64,8 +69,22 @@ func (a *Adapter) region(spec *hb.RegionSpecifier) (string, int32, *exception) {
 	if !ok {
 		return "", 0, &exception{class: classNotServingRegion, msg: "region " + string(spec.GetValue()) + " is not online on " + a.selfString()}
 	}
+	if a.regionCount.Add(1) > maxKnownRegions {
+		a.regions.Clear()
+		a.regionCount.Store(0)
+	}
+	a.regions.Store(string(spec.GetValue()), knownRegion{name: name, replica: p.replica})
 	return name, p.replica, nil
 }
+
+// knownRegion is what an HBase region name resolved to (Adapter.regions).
+type knownRegion struct {
+	name    string
+	replica int32
+}
+
+// maxKnownRegions bounds the names remembered (all are forgotten past it).
+const maxKnownRegions = 1 << 16
 
 func (a *Adapter) selfString() string {
 	s := a.b.Self()

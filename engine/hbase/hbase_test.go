@@ -102,7 +102,8 @@ func (fakeBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bo
 func (fakeBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
 	return errors.New("no master in this test")
 }
-func (b fakeBackend) Secure() bool { return b.secure }
+func (b fakeBackend) Secure() bool          { return b.secure }
+func (fakeBackend) Online(name string) bool { return name == "r1" }
 
 // startServer runs an rpc.Server whose only handler answers gets with one cell, with the adapter.
 func startServer(t *testing.T) string { return startServerOf(t, fakeBackend{}) }

@@ -29,6 +29,8 @@ type Backend interface {
 	// Region is the encoded name of the region of table with this id and replica, when it is
 	// online here.
 	Region(table *pb.TableName, regionID uint64, replicaID int32) (string, bool)
+	// Online reports whether the region of this encoded name is still online here.
+	Online(name string) bool
 	// Master runs fn with a client of the active master (retrying while there is none).
 	Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error
 	// Secure reports whether the server checks permissions (--security=on). The adapter then
@@ -41,6 +43,10 @@ type Backend interface {
 type Adapter struct {
 	b   Backend
 	log *slog.Logger
+
+	// regions remembers what HBase region names resolved to (checked with Online on every use).
+	regions     sync.Map
+	regionCount atomic.Int64
 
 	procs         procedures
 	metaScanners  metaScanners

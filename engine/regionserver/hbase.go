@@ -2,7 +2,7 @@ package regionserver
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"sync"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -32,12 +32,17 @@ func (b *hbaseBackend) Self() *pb.ServerName { return b.s.serverName() }
 
 func (b *hbaseBackend) Secure() bool { return b.s.cfg.Authorization }
 
+func (b *hbaseBackend) Online(name string) bool {
+	v, ok := b.s.regions.Load(name)
+	return ok && v.(*onlineRegion).r.Load() != nil
+}
+
 func (b *hbaseBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	return b.s.callMaster(ctx, fn)
 }
 
 func regionKey(ns, table string, id uint64, replica int32) string {
-	return fmt.Sprintf("%s\x00%s\x00%d\x00%d", ns, table, id, replica)
+	return ns + "\x00" + table + "\x00" + strconv.FormatUint(id, 10) + "\x00" + strconv.Itoa(int(replica))
 }
 
 func (b *hbaseBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bool) {
