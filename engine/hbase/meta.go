@@ -258,16 +258,7 @@ func stateName(s pb.RegionState) string {
 
 // tableStateRow is the row <table> with table:state.
 func tableStateRow(t *pb.TableName, st pb.TableState) metaRow {
-	s := hb.TableState_ENABLED
-	switch st {
-	case pb.TableState_TABLE_STATE_DISABLED:
-		s = hb.TableState_DISABLED
-	case pb.TableState_TABLE_STATE_DISABLING:
-		s = hb.TableState_DISABLING
-	case pb.TableState_TABLE_STATE_ENABLING:
-		s = hb.TableState_ENABLING
-	}
-	v, _ := proto.Marshal(&hb.TableState{State: s.Enum()})
+	v, _ := proto.Marshal(&hb.TableState{State: hbTableState(st).Enum()})
 	key := []byte(tableString(t))
 	// Written without the "PBUF" prefix, as HBase's MetaTableAccessor writes table states.
 	return metaRow{key: key, cells: []cell.KeyValue{cell.KeyValue(cell.AppendKeyValue(nil, key, familyTable, []byte("state"), 1, cell.Put, v))}}

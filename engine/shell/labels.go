@@ -87,15 +87,7 @@ func (s *Shell) listLabels(ctx context.Context, args []Value) error {
 
 // set_auths 'user' | '@group', 'label' | ['label', ...]
 func (s *Shell) setAuths(ctx context.Context, args []Value) error {
-	user, err := str(args, 0, "user or @group")
-	if err != nil {
-		return err
-	}
-	labels, err := labelList(args, 1, "labels")
-	if err != nil {
-		return err
-	}
-	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	return s.changeAuths(ctx, args, func(ctx context.Context, m pb.MasterClient, user string, labels []string) error {
 		_, err := m.SetAuths(ctx, &pb.SetAuthsRequest{User: user, Labels: labels})
 		return err
 	})
@@ -103,6 +95,14 @@ func (s *Shell) setAuths(ctx context.Context, args []Value) error {
 
 // clear_auths 'user' | '@group', 'label' | ['label', ...]
 func (s *Shell) clearAuths(ctx context.Context, args []Value) error {
+	return s.changeAuths(ctx, args, func(ctx context.Context, m pb.MasterClient, user string, labels []string) error {
+		_, err := m.ClearAuths(ctx, &pb.ClearAuthsRequest{User: user, Labels: labels})
+		return err
+	})
+}
+
+// changeAuths reads set_auths' and clear_auths' arguments and runs change with them.
+func (s *Shell) changeAuths(ctx context.Context, args []Value, change func(context.Context, pb.MasterClient, string, []string) error) error {
 	user, err := str(args, 0, "user or @group")
 	if err != nil {
 		return err
@@ -111,10 +111,7 @@ func (s *Shell) clearAuths(ctx context.Context, args []Value) error {
 	if err != nil {
 		return err
 	}
-	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.ClearAuths(ctx, &pb.ClearAuthsRequest{User: user, Labels: labels})
-		return err
-	})
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error { return change(ctx, m, user, labels) })
 }
 
 // get_auths 'user' | '@group'
