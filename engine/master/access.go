@@ -242,33 +242,27 @@ func (m *Master) Revoke(_ context.Context, req *pb.RevokeRequest) (*pb.RevokeRes
 // returning nil removes it. The new ACL is committed to the catalog with its version bumped; region
 // servers fetch it on their next heartbeat.
 func (m *Master) changeACL(p *pb.Permission, edit func(old *pb.Permission) *pb.Permission) error {
-	if err := m.lock(); err != nil {
+	var n *pb.Permission
+	version, changed, err := m.updateACL(func(next *pb.CatalogACL) (bool, *pb.ErrorDetail) {
+		var old *pb.Permission
+		kept := next.Permissions[:0]
+		for _, q := range next.GetPermissions() {
+			if access.SameScope(q, p) {
+				old = q
+				continue
+			}
+			kept = append(kept, q)
+		}
+		if n = edit(old); n != nil {
+			kept = append(kept, n)
+		}
+		next.Permissions = kept
+		return old != nil || n != nil, nil // nothing to revoke: no new version
+	})
+	if err != nil || !changed {
 		return err
 	}
-	defer m.mu.Unlock()
-	cur := m.st.acl
-	next := &pb.CatalogACL{Version: cur.GetVersion() + 1, Labels: cur.GetLabels(), Auths: cur.GetAuths()}
-	var old *pb.Permission
-	for _, q := range cur.GetPermissions() {
-		if access.SameScope(q, p) {
-			old = q
-			continue
-		}
-		next.Permissions = append(next.Permissions, q)
-	}
-	n := edit(old)
-	if n != nil {
-		next.Permissions = append(next.Permissions, n)
-	}
-	if old == nil && n == nil {
-		return nil // nothing to revoke
-	}
-	var b batch
-	b.putACL(next)
-	if err := m.commit(&b); err != nil {
-		return toStatus(err)
-	}
-	m.log.Info("permissions changed", "user", p.GetUser(), "scope", scopeString(p), "actions", access.Action(n.GetActions()).String(), "version", next.GetVersion())
+	m.log.Info("permissions changed", "user", p.GetUser(), "scope", scopeString(p), "actions", access.Action(n.GetActions()).String(), "version", version)
 	return nil
 }
 

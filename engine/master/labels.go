@@ -15,10 +15,13 @@ import (
 // groups through SetAuths/ClearAuths; they live in the catalog's ACL row beside the permissions,
 // so a change bumps its version and region servers fetch it with the permissions.
 
-// changeLabels commits edit's change of a copy of the ACL row under a new version.
-func (m *Master) changeLabels(what string, edit func(next *pb.CatalogACL) *pb.ErrorDetail) error {
+// updateACL commits edit's change of a copy of the catalog's ACL row (permissions, labels and
+// authorizations) under the next version; edit reports whether it changed anything (nothing is
+// written otherwise) or refuses the change. Every change of the row goes through here, so none
+// can drop what another kind of change keeps in it.
+func (m *Master) updateACL(edit func(next *pb.CatalogACL) (bool, *pb.ErrorDetail)) (version uint64, changed bool, err error) {
 	if err := m.lock(); err != nil {
-		return err
+		return 0, false, err
 	}
 	defer m.mu.Unlock()
 	next := proto.CloneOf(m.st.acl)
@@ -26,15 +29,28 @@ func (m *Master) changeLabels(what string, edit func(next *pb.CatalogACL) *pb.Er
 		next = &pb.CatalogACL{}
 	}
 	next.Version++
-	if d := edit(next); d != nil {
-		return d.Status()
+	changed, d := edit(next)
+	if d != nil {
+		return 0, false, d.Status()
+	}
+	if !changed {
+		return next.GetVersion() - 1, false, nil
 	}
 	var b batch
 	b.putACL(next)
 	if err := m.commit(&b); err != nil {
-		return toStatus(err)
+		return 0, false, toStatus(err)
 	}
-	m.log.Info("visibility labels changed", "change", what, "version", next.GetVersion())
+	return next.GetVersion(), true, nil
+}
+
+// changeLabels commits a change of the labels or authorizations.
+func (m *Master) changeLabels(what string, edit func(next *pb.CatalogACL) *pb.ErrorDetail) error {
+	version, _, err := m.updateACL(func(next *pb.CatalogACL) (bool, *pb.ErrorDetail) { return true, edit(next) })
+	if err != nil {
+		return err
+	}
+	m.log.Info("visibility labels changed", "change", what, "version", version)
 	return nil
 }
 
