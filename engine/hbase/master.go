@@ -76,11 +76,6 @@ func (a *Adapter) master(k *call) {
 	k.reply(resp, nil)
 }
 
-// onMaster runs fn with the active master's client.
-func (a *Adapter) onMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
-	return a.b.Master(ctx, fn)
-}
-
 func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Message) (proto.Message, error) {
 	proc := func() *uint64 { return proto.Uint64(a.procs.finished()) }
 	switch r := req.(type) {
@@ -93,7 +88,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		if err != nil {
 			return nil, err
 		}
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Table: td, SplitKeys: r.GetSplitKeys()})
 			return err
 		}); err != nil {
@@ -137,7 +132,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		if err != nil {
 			return nil, err
 		}
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
 			return err
 		}); err != nil {
@@ -155,7 +150,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		if d := r.GetDestServerName(); d.GetHostName() != "" {
 			dest = net.JoinHostPort(d.GetHostName(), strconv.Itoa(int(d.GetPort())))
 		}
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: name, Destination: dest})
 			return err
 		}); err != nil {
@@ -169,7 +164,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		if err != nil {
 			return nil, err
 		}
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.SplitRegion(ctx, &pb.SplitRegionRequest{Region: name, SplitKey: r.GetSplitRow()})
 			return err
 		}); err != nil {
@@ -180,7 +175,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		return a.clusterStatus(ctx)
 	case *hb.IsBalancerEnabledRequest:
 		var on bool
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 			on = resp.GetBalancerOn()
 			return err
@@ -314,7 +309,7 @@ func (a *Adapter) regionByName(ctx context.Context, spec *hb.RegionSpecifier) (s
 	}
 	for _, t := range tables {
 		var locs []*pb.RegionLocation
-		if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: t})
 			locs = resp.GetLocations()
 			return err
@@ -344,7 +339,7 @@ func (a *Adapter) regionByName(ctx context.Context, spec *hb.RegionSpecifier) (s
 // master is this server (HBase clients send master calls here).
 func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusResponse, error) {
 	var st *pb.ClusterStatusResponse
-	if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		var err error
 		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 		return err
@@ -395,7 +390,7 @@ func validNamespace(ns string) error {
 // tableOp runs a master call on one table, checking its name.
 func (a *Adapter) tableOp(ctx context.Context, tn *hb.TableName, fn func(context.Context, pb.MasterClient, *pb.TableName) error) error {
 	t := pbTableName(tn)
-	return a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error { return fn(ctx, m, t) })
+	return a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error { return fn(ctx, m, t) })
 }
 
 func pbTableName(t *hb.TableName) *pb.TableName {
@@ -429,7 +424,7 @@ func (a *Adapter) listTables(ctx context.Context, regex, ns string, names []*hb.
 		}
 	}
 	var all []*pb.TableSummary
-	if err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
 		all = resp.GetTables()
 		return err
@@ -479,7 +474,7 @@ func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func(
 	case *hb.DeleteColumnRequest:
 		tn = r.GetTableName()
 	}
-	err := a.onMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: pbTableName(tn)})
 		if err != nil {
 			return err

@@ -27,7 +27,7 @@ type Backend interface {
 	// Self is this server as HBase clients reach it: its advertised host and data port.
 	Self() *pb.ServerName
 	// Region is the encoded name of the region of table with this id and replica, when it is
-	// online here.
+	// online here (the adapter remembers the answer; this may be slow).
 	Region(table *pb.TableName, regionID uint64, replicaID int32) (string, bool)
 	// Online reports whether the region of this encoded name is still online here.
 	Online(name string) bool

@@ -2,8 +2,6 @@ package regionserver
 
 import (
 	"context"
-	"strconv"
-	"sync"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/hbase"
@@ -15,10 +13,6 @@ import (
 
 type hbaseBackend struct {
 	s *Server
-	// byID finds a region's encoded name from what HBase's region names carry (table, region
-	// id, replica); filled on demand and checked against s.regions on every use.
-	mu   sync.Mutex
-	byID map[string]string
 }
 
 func (b *hbaseBackend) ClusterID() string {
@@ -41,46 +35,23 @@ func (b *hbaseBackend) Master(ctx context.Context, fn func(context.Context, pb.M
 	return b.s.callMaster(ctx, fn)
 }
 
-func regionKey(ns, table string, id uint64, replica int32) string {
-	return ns + "\x00" + table + "\x00" + strconv.FormatUint(id, 10) + "\x00" + strconv.Itoa(int(replica))
-}
-
+// Region looks through the online regions: the adapter remembers what it found (checked with
+// Online on every use), so this runs once per region name a client sends.
 func (b *hbaseBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bool) {
 	ns := t.GetNamespace()
 	if ns == "" {
 		ns = "default"
 	}
-	key := regionKey(ns, t.GetName(), id, replica)
-	matches := func(or *onlineRegion) bool {
-		i := or.info
-		return i.GetRegionId() == id && i.GetReplicaId() == replica && i.GetTable().GetName() == t.GetName() && or.ns == ns
-	}
-	b.mu.Lock()
-	name, ok := b.byID[key]
-	b.mu.Unlock()
-	if ok {
-		if v, ok := b.s.regions.Load(name); ok && matches(v.(*onlineRegion)) {
-			return name, true
-		}
-	}
 	found := ""
 	b.s.regions.Range(func(_, v any) bool {
-		if or := v.(*onlineRegion); matches(or) {
+		or := v.(*onlineRegion)
+		if i := or.info; i.GetRegionId() == id && i.GetReplicaId() == replica && i.GetTable().GetName() == t.GetName() && or.ns == ns {
 			found = or.name
 			return false
 		}
 		return true
 	})
-	if found == "" {
-		return "", false
-	}
-	b.mu.Lock()
-	if b.byID == nil || len(b.byID) > 1<<16 {
-		b.byID = map[string]string{}
-	}
-	b.byID[key] = found
-	b.mu.Unlock()
-	return found, true
+	return found, found != ""
 }
 
 var _ hbase.Backend = (*hbaseBackend)(nil)
