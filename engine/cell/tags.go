@@ -94,14 +94,8 @@ func ParseTags(tags []byte) error {
 // FindTag returns the value of the first tag of type typ in a well-formed
 // tags section.
 func FindTag(tags []byte, typ byte) ([]byte, bool) {
-	for o := 0; o+tagLenSize+tagTypeSize <= len(tags); {
-		n := int(binary.BigEndian.Uint16(tags[o:]))
-		if tags[o+tagLenSize] == typ {
-			return tags[o+tagLenSize+tagTypeSize : o+tagLenSize+n], true
-		}
-		o += tagLenSize + n
-	}
-	return nil, false
+	o := 0
+	return nextOfType(tags, &o, typ)
 }
 
 // TTLOf returns the per-cell TTL of a well-formed tags section, in

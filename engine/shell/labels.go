@@ -78,10 +78,7 @@ func (s *Shell) listLabels(ctx context.Context, args []Value) error {
 	}); err != nil {
 		return err
 	}
-	for _, l := range resp.GetLabels() {
-		fmt.Fprintln(s.Out, l)
-	}
-	fmt.Fprintf(s.Out, "%d label(s)\n", len(resp.GetLabels()))
+	s.printLabels(resp.GetLabels())
 	return nil
 }
 
@@ -128,9 +125,14 @@ func (s *Shell) getAuths(ctx context.Context, args []Value) error {
 	}); err != nil {
 		return err
 	}
-	for _, l := range resp.GetLabels() {
+	s.printLabels(resp.GetLabels())
+	return nil
+}
+
+// printLabels lists labels one a line, then their count.
+func (s *Shell) printLabels(labels []string) {
+	for _, l := range labels {
 		fmt.Fprintln(s.Out, l)
 	}
-	fmt.Fprintf(s.Out, "%d label(s)\n", len(resp.GetLabels()))
-	return nil
+	fmt.Fprintf(s.Out, "%d label(s)\n", len(labels))
 }
