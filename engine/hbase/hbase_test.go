@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -20,6 +21,7 @@ import (
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 func TestRegionNames(t *testing.T) {
@@ -90,7 +92,7 @@ func TestJavaDuration(t *testing.T) {
 
 // ---- the protocol over a real socket ----
 
-type fakeBackend struct{ secure bool }
+type fakeBackend struct{}
 
 func (fakeBackend) ClusterID() string { return "test-cluster" }
 func (fakeBackend) Self() *pb.ServerName {
@@ -102,13 +104,16 @@ func (fakeBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bo
 func (fakeBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
 	return errors.New("no master in this test")
 }
-func (b fakeBackend) Secure() bool          { return b.secure }
 func (fakeBackend) Online(name string) bool { return name == "r1" }
 
 // startServer runs an rpc.Server whose only handler answers gets with one cell, with the adapter.
-func startServer(t *testing.T) string { return startServerOf(t, fakeBackend{}) }
+func startServer(t *testing.T) string { return startServerOf(t, fakeBackend{}, nil) }
 
-func startServerOf(t *testing.T, b Backend) string {
+func startServerOf(t *testing.T, b Backend, auth *security.Authenticator) string {
+	return startServerTLS(t, b, auth, nil)
+}
+
+func startServerTLS(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs) string {
 	t.Helper()
 	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
 		var req pb.GetRequest
@@ -118,7 +123,7 @@ func startServerOf(t *testing.T, b Backend) string {
 		}
 		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second, Auth: auth, TLS: certs})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -320,17 +325,57 @@ func TestHostileConnections(t *testing.T) {
 	}
 }
 
-// With security on, HBase clients are refused at their connection header (their master calls
-// would run as the server).
-func TestSecureServerRefusesHBaseClients(t *testing.T) {
-	addr := startServerOf(t, fakeBackend{secure: true})
+// With security on, an HBase client that proves no user (plaintext, no client certificate) is
+// refused at its connection header, told which client settings give it TLS.
+func TestSecureServerRefusesAnonymousHBaseClients(t *testing.T) {
+	addr := startServerOf(t, fakeBackend{}, &security.Authenticator{Required: true})
 	c := dial(t, addr)
 	c.hello("ClientService")
 	h, _, _ := c.read()
-	if e := h.GetException(); e.GetExceptionClassName() != classAccessDenied || !strings.Contains(e.GetStackTrace(), "--security=on") {
+	if e := h.GetException(); e.GetExceptionClassName() != classAccessDenied || !strings.Contains(e.GetStackTrace(), "hbase.client.netty.tls.enabled") {
 		t.Fatalf("a secure server answered %v", h)
 	}
 	if !c.closed() {
 		t.Fatal("the connection stayed open")
+	}
+}
+
+// A port that serves TLS refuses an HBase client that does not start TLS with an answer it can
+// read (in plaintext), naming the settings, also with security off; a TLS client is served.
+func TestTLSPortRefusesPlaintextHBaseClients(t *testing.T) {
+	ca, caIssued, err := security.NewCA("test-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ca.Issue(security.Request{CommonName: "server", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := security.CertsFromPEM(srv.CertPEM, srv.KeyPEM, caIssued.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServerTLS(t, fakeBackend{}, nil, certs)
+	c := dial(t, addr)
+	c.hello("ClientService")
+	h, _, _ := c.read()
+	if e := h.GetException(); e.GetExceptionClassName() != classAccessDenied || !strings.Contains(e.GetStackTrace(), "TLS only") ||
+		!strings.Contains(e.GetStackTrace(), "hbase.client.netty.tls.enabled") {
+		t.Fatalf("a TLS port answered a plaintext client %v", h)
+	}
+	if !c.closed() {
+		t.Fatal("the connection stayed open")
+	}
+	// Over TLS the same client is served.
+	tc, err := tls.Dial("tcp", addr, certs.ClientConfig("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = &client{t: t, nc: tc, r: bufio.NewReader(tc)}
+	defer tc.Close()
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	if h, msg, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
+		t.Fatalf("no answer over TLS: %v", h)
 	}
 }

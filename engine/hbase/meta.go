@@ -17,6 +17,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // hbase:meta as the HBase client sees it. Cellstore keeps region locations in the master's
@@ -267,44 +268,42 @@ func tableStateRow(t *pb.TableName, st pb.TableState) metaRow {
 // metaRows makes the rows of hbase:meta between two row keys (empty: unbounded), for the tables
 // those bounds cover.
 func (a *Adapter) metaRows(ctx context.Context, lo, hi []byte) ([]metaRow, error) {
-	var tables []*pb.TableSummary
 	lt, _, _ := splitMetaKey(lo)
 	ht, _, _ := splitMetaKey(hi)
-	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		if len(lo) > 0 && len(hi) > 0 && bytes.Equal(lt, ht) {
-			resp, err := m.DescribeTable(ctx, &pb.TableRequest{Table: parseTableString(string(lt))})
-			if err != nil {
-				if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
-					return nil
-				}
-				return err
+	var names []*pb.TableName
+	if len(lo) > 0 && len(hi) > 0 && bytes.Equal(lt, ht) {
+		names = []*pb.TableName{parseTableString(string(lt))} // a region lookup: one table
+	} else {
+		err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+			for _, t := range resp.GetTables() {
+				names = append(names, t.GetTable().GetName())
 			}
-			tables = []*pb.TableSummary{{Table: resp.GetTable(), State: resp.GetState()}}
-			return nil
-		}
-		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+			return err
+		})
 		if err != nil {
-			return err
-		}
-		tables = resp.GetTables()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var rows []metaRow
-	for _, t := range tables {
-		name := t.GetTable().GetName()
-		rows = append(rows, tableStateRow(name, t.GetState()))
-		var locs []*pb.RegionLocation
-		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-			resp, err := m.GetTableRegions(ctx, &pb.TableRequest{Table: name})
-			locs = resp.GetLocations()
-			return err
-		}); err != nil {
 			return nil, err
 		}
-		rows = append(rows, metaRowsOf(locs)...)
+	}
+	var rows []metaRow
+	for _, name := range names {
+		// A table's locations and state, which every user may read (as hbase:meta): a user who
+		// may not read the table is refused by the region server, as HBase does, not while
+		// locating.
+		var resp *pb.GetTableRegionsResponse
+		err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			resp, err = m.GetTableRegions(ctx, &pb.TableRequest{Table: name})
+			return err
+		})
+		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
+			continue // dropped meanwhile, or never there
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, tableStateRow(name, resp.GetState()))
+		rows = append(rows, metaRowsOf(resp.GetLocations())...)
 	}
 	slices.SortFunc(rows, func(x, y metaRow) int { return compareMetaKeys(x.key, y.key) })
 	return rows, nil
@@ -344,6 +343,7 @@ type metaScanners struct {
 type metaScanner struct {
 	rows    []metaRow
 	touched time.Time
+	owner   string // the user who opened it: only that user continues it
 }
 
 // maxMetaScanners bounds the open hbase:meta scanners (the oldest goes first).
@@ -368,10 +368,12 @@ func (s *metaScanners) put(id uint64, ms *metaScanner) {
 	s.open[id] = ms
 }
 
+// take removes an open scanner (put returns it): calls on one scanner never run together.
 func (s *metaScanners) take(id uint64) (*metaScanner, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ms, ok := s.open[id]
+	delete(s.open, id)
 	return ms, ok
 }
 
@@ -436,6 +438,8 @@ func selectColumns(cells []cell.KeyValue, cols []*hb.Column) []cell.KeyValue {
 
 // metaScan answers a scan of hbase:meta: the rows in the scan's range, number_of_rows at a time.
 func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanResponse, []byte, error) {
+	caller, _ := security.FromContext(ctx)
+	user := caller.User
 	var ms *metaScanner
 	id := req.GetScannerId()
 	if req.Scan != nil && id == 0 {
@@ -465,11 +469,15 @@ func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanRe
 			in = in[:l]
 		}
 		id = a.metaScannerID.Add(1) | 1<<63 // apart from region scanners' ids
-		ms = &metaScanner{rows: in}
+		ms = &metaScanner{rows: in, owner: user}
 	} else {
 		var ok bool
 		if ms, ok = a.metaScanners.take(id); !ok {
 			return nil, nil, &exception{class: classUnknownScanner, msg: fmt.Sprintf("unknown hbase:meta scanner %d: it was closed or expired", id), doNotRetry: true}
+		}
+		if ms.owner != user {
+			a.metaScanners.put(id, ms)
+			return nil, nil, &exception{class: classUnknownScanner, msg: fmt.Sprintf("unknown hbase:meta scanner %d: it was opened by another user", id), doNotRetry: true}
 		}
 	}
 	resp := &hb.ScanResponse{ScannerId: proto.Uint64(id), Ttl: proto.Uint32(60000)}

@@ -31,12 +31,10 @@ type Backend interface {
 	Region(table *pb.TableName, regionID uint64, replicaID int32) (string, bool)
 	// Online reports whether the region of this encoded name is still online here.
 	Online(name string) bool
-	// Master runs fn with a client of the active master (retrying while there is none).
+	// Master runs fn with a client of the active master (retrying while there is none). The
+	// adapter's calls act as the HBase client's user (security.OnBehalfOf on ctx), never as the
+	// server.
 	Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error
-	// Secure reports whether the server checks permissions (--security=on). The adapter then
-	// serves no HBase client: master calls and hbase:meta are forwarded with the server's own
-	// identity, which would bypass the caller's permissions.
-	Secure() bool
 }
 
 // Adapter serves HBase RPC connections on a region server's data port (rpc.ForeignProtocol).
@@ -116,6 +114,9 @@ func (a *Adapter) Serve(fc *rpc.ForeignConn) {
 // fatal answers a connection-level error (call id -1, as HBase's server does) and ends it.
 func (c *conn) fatal(class, msg string) error {
 	c.send(fatalCallID, nil, nil, &hb.ExceptionResponse{ExceptionClassName: proto.String(class), StackTrace: proto.String(msg), DoNotRetry: proto.Bool(true)})
+	c.wmu.Lock()
+	c.fc.HalfClose()
+	c.wmu.Unlock()
 	return errors.New(msg)
 }
 
@@ -170,12 +171,15 @@ func (c *conn) handshake() error {
 		return c.fatal(classUnsupportedCompression, fmt.Sprintf("cell block compression %s is not supported: unset hbase.client.rpc.compressor", comp))
 	}
 	c.service = h.GetServiceName()
-	if c.a.b.Secure() {
-		return c.fatal(classAccessDenied, "this cluster runs with --security=on, and the HBase protocol does not yet carry Cellstore's permissions: use Cellstore's client, or a cluster without security (docs/hbase-clients.md)")
-	}
+	// With security on, the user is the one the TLS client certificate proves (the connection
+	// header's user is only a claim); with it off, the user the header names.
 	id, err := c.fc.Authenticate("", h.GetUserInfo().GetEffectiveUser())
 	if err != nil {
-		return c.fatal(classAccessDenied, err.Error())
+		msg := err.Error()
+		if c.fc.TLS == nil || len(c.fc.TLS.PeerCertificates) == 0 {
+			msg += " (HBase clients: hbase.client.netty.tls.enabled=true with hbase.rpc.tls.truststore.location set to the cluster's CA and hbase.rpc.tls.keystore.location to a PEM file of your certificate and key; docs/hbase-clients.md)"
+		}
+		return c.fatal(classAccessDenied, msg)
 	}
 	c.id = id
 	return nil
@@ -281,10 +285,12 @@ func (k *call) fail(e *exception) {
 
 // context is the call's context (bounded by the client's timeout when it sent one).
 func (k *call) context() (context.Context, context.CancelFunc) {
+	// Master calls made for it act as its user.
+	ctx := security.OnBehalfOf(security.NewContext(context.Background(), k.c.id), k.c.id)
 	if k.timeout > 0 {
-		return context.WithTimeout(context.Background(), k.timeout)
+		return context.WithTimeout(ctx, k.timeout)
 	}
-	return context.WithTimeout(context.Background(), 10*time.Minute)
+	return context.WithTimeout(ctx, 10*time.Minute)
 }
 
 // send writes one answer frame.

@@ -445,12 +445,12 @@ func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResp
 }
 
 func (m *Master) getTableRegions(req *pb.TableRequest) (*pb.GetTableRegionsResponse, error) {
-	key, _, err := m.lockTable(req.GetTable())
+	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	resp := &pb.GetTableRegionsResponse{}
+	resp := &pb.GetTableRegionsResponse{State: t.GetState()}
 	for _, r := range m.st.tableRegions(key) {
 		resp.Locations = append(resp.Locations, m.locationLocked(r))
 	}

@@ -24,8 +24,6 @@ func (b *hbaseBackend) ClusterID() string {
 
 func (b *hbaseBackend) Self() *pb.ServerName { return b.s.serverName() }
 
-func (b *hbaseBackend) Secure() bool { return b.s.cfg.Authorization }
-
 func (b *hbaseBackend) Online(name string) bool {
 	v, ok := b.s.regions.Load(name)
 	return ok && v.(*onlineRegion).r.Load() != nil

@@ -46,6 +46,9 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		lastErr = err
 		tried++
 		d, ok := pb.DetailOf(err)
+		if ok && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
+			return err // a real answer: the connection stays
+		}
 		s.mmu.Lock()
 		if s.masterConn == conn {
 			s.masterConn.Close()
@@ -57,9 +60,6 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			}
 		}
 		s.mmu.Unlock()
-		if ok && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
-			return err // a real answer
-		}
 		if ctx.Err() != nil {
 			return lastErr
 		}

@@ -38,7 +38,8 @@ type ForeignConn struct {
 	Conn net.Conn
 	// Reader reads the connection; the preamble has not been consumed.
 	Reader *bufio.Reader
-	// TLS is the handshake's state (nil without TLS).
+	// TLS is the handshake's state (nil without TLS: also for a client that did not start TLS
+	// on a port that serves it, which Authenticate refuses).
 	TLS *tls.ConnectionState
 
 	c *serverConn
@@ -51,6 +52,10 @@ func (fc *ForeignConn) Options() ServerOptions { return fc.c.srv.opts }
 // certificate or token when the server authenticates, else the user it names. A refusal is an
 // error for the client.
 func (fc *ForeignConn) Authenticate(token, user string) (security.Identity, error) {
+	if fc.c.plaintextOnTLS {
+		fc.c.srv.unauthenticated.Add(1)
+		return security.Identity{}, errors.New("this port serves TLS only, and the connection did not start a TLS handshake")
+	}
 	id, err := fc.c.srv.opts.Auth.Authenticate(fc.TLS, token, user)
 	if err != nil {
 		fc.c.srv.unauthenticated.Add(1)
@@ -58,6 +63,10 @@ func (fc *ForeignConn) Authenticate(token, user string) (security.Identity, erro
 	}
 	return id, nil
 }
+
+// HalfClose ends the connection's sending side and drains what the client sent, for up to a
+// second: after a last answer (a refusal), the client reads it rather than a reset.
+func (fc *ForeignConn) HalfClose() { fc.c.halfClose() }
 
 // Acquire waits for n bytes of room in the server's queue of requests in flight (the bound every
 // connection shares) before a request's body is read; false once the connection closed. Each

@@ -337,6 +337,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
+		var tlsConfig *tls.Config
 		if s.opts.TLS != nil {
 			// The handshake itself runs on the connection's goroutine (handshake), bounded by
 			// the read timeout.
@@ -346,9 +347,13 @@ func (s *Server) Serve(lis net.Listener) error {
 				nc.Close()
 				continue
 			}
-			nc = tls.Server(nc, cfg)
+			if s.opts.Foreign == nil {
+				nc = tls.Server(nc, cfg)
+			} else {
+				tlsConfig = cfg // the connection's goroutine looks at its first bytes (startTLS)
+			}
 		}
-		c := &serverConn{srv: s, nc: nc}
+		c := &serverConn{srv: s, nc: nc, tlsConfig: tlsConfig}
 		c.cond.L = &c.mu
 		s.mu.Lock()
 		if s.closed {
@@ -358,6 +363,9 @@ func (s *Server) Serve(lis net.Listener) error {
 		}
 		if len(s.conns) >= s.opts.MaxConns {
 			s.mu.Unlock()
+			if tlsConfig != nil {
+				nc = tls.Server(nc, tlsConfig)
+			}
 			s.refuse(nc)
 			continue
 		}
@@ -477,7 +485,11 @@ func (c *Call) Fail(d *pb.ErrorDetail) {
 type serverConn struct {
 	srv *Server
 	nc  net.Conn
-	id  security.Identity
+	// tlsConfig: TLS still to start (startTLS), when the server serves a foreign protocol.
+	tlsConfig *tls.Config
+	// plaintextOnTLS: a foreign protocol's client that did not start TLS on a TLS port.
+	plaintextOnTLS bool
+	id             security.Identity
 	// token is what the connection authenticated with (empty: none): checked again when the
 	// token file changes (checkTokens).
 	token string
@@ -546,8 +558,15 @@ func (c *serverConn) serve() {
 		c.srv.inFlight.Done()
 	}()
 	opts := &c.srv.opts
-	r := bufio.NewReaderSize(c.nc, 64<<10)
 	_ = c.nc.SetReadDeadline(time.Now().Add(min(opts.ReadTimeout, 10*time.Second)))
+	if c.tlsConfig != nil {
+		if pr := c.startTLS(); pr != nil {
+			c.plaintextOnTLS = true
+			c.serveForeign(pr)
+			return
+		}
+	}
+	r := bufio.NewReaderSize(c.nc, 64<<10)
 	if err := c.handshake(r); err != nil {
 		if errors.Is(err, errForeign) {
 			c.serveForeign(r)
@@ -699,8 +718,12 @@ func (c *serverConn) failAndClose(callID uint64, d *pb.ErrorDetail) {
 	if _, err := c.nc.Write(b); err != nil {
 		return
 	}
-	// Half-close and drain what the client already sent, so that it reads the answer rather
-	// than a reset (a TLS connection sends close_notify first).
+	c.halfClose()
+}
+
+// halfClose half-closes the connection and drains what the client already sent, so that it
+// reads the last answer rather than a reset (a TLS connection sends close_notify first).
+func (c *serverConn) halfClose() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 		_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
@@ -760,6 +783,30 @@ func (c *serverConn) refuseFirstCall(r *bufio.Reader, d *pb.ErrorDetail) {
 		c.failAndClose(id, d)
 	}
 }
+
+// startTLS makes the connection TLS, unless its first bytes open the foreign protocol in
+// plaintext (an HBase client not configured for TLS): that connection is returned, to be handed
+// to the protocol, which refuses it with its own error rather than leave the client with a
+// broken handshake to retry.
+func (c *serverConn) startTLS() *bufio.Reader {
+	pr := bufio.NewReaderSize(c.nc, len(Preamble))
+	first, _ := pr.Peek(len(Preamble))
+	const tlsHandshakeRecord = 0x16
+	if len(first) > 0 && first[0] != tlsHandshakeRecord && c.srv.opts.Foreign.Accepts(first) {
+		return pr
+	}
+	c.nc = tls.Server(&peekedConn{Conn: c.nc, r: pr}, c.tlsConfig)
+	c.tlsConfig = nil
+	return nil
+}
+
+// peekedConn reads what was peeked before the rest of the connection.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 
 func (c *serverConn) handshake(r *bufio.Reader) error {
 	var cs *tls.ConnectionState

@@ -1,10 +1,14 @@
 package security
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // Authenticator decides who a connection or request is. The zero value (and nil) is security off:
@@ -14,6 +18,43 @@ type Authenticator struct {
 	Required bool
 	// Tokens are the bearer tokens accepted (nil: none).
 	Tokens *Tokens
+	// Proxy says whether an authenticated caller may act on behalf of other users (OnBehalfOf);
+	// nil: none may. The servers set it to their superusers, which the region servers are.
+	Proxy func(Identity) bool
+}
+
+// Metadata keys of a call made on behalf of another user (OnBehalfOf).
+const (
+	mdOnBehalfOf       = "cellstore-on-behalf-of"
+	mdOnBehalfOfGroups = "cellstore-on-behalf-of-groups"
+)
+
+// OnBehalfOf returns ctx whose outgoing gRPC calls act as id rather than as the caller's own
+// credentials: the server accepts that only from a caller its Authenticator.Proxy allows (or,
+// with security off, from anyone). A region server forwards an HBase client's master calls so.
+func OnBehalfOf(ctx context.Context, id Identity) context.Context {
+	kv := []string{mdOnBehalfOf, id.User}
+	for _, g := range id.Groups {
+		kv = append(kv, mdOnBehalfOfGroups, g)
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// proxied is the identity a call made by caller on behalf of user (with groups gs) acts as, or
+// an error when caller may not act for others.
+func (a *Authenticator) proxied(caller Identity, user string, gs []string) (Identity, error) {
+	gs = slices.Clone(gs)
+	if !caller.Authenticated() {
+		// Security off: the caller could as well have named the user itself.
+		return Identity{User: user, Groups: gs, Method: MethodDeclared}, nil
+	}
+	if caller.Method == MethodProxied || a == nil || a.Proxy == nil || !a.Proxy(caller) {
+		return Identity{}, unauthenticated("%s may not act on behalf of other users (only superusers may)", caller)
+	}
+	if err := checkName("user", user); err != nil {
+		return Identity{}, unauthenticated("%v", err)
+	}
+	return Identity{User: user, Groups: gs, Method: MethodProxied, Via: caller.User}, nil
 }
 
 // Authenticate returns the identity of a caller from its TLS connection state (nil: plaintext),

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
 
 // Credentials are what a client (a program, or a server calling another) presents: TLS from Certs
@@ -143,6 +145,14 @@ func GRPCServerOptions(certs *Certs, auth *Authenticator) []grpc.ServerOption {
 		id, err := auth.Authenticate(cs, token, user)
 		if err != nil {
 			return nil, status.Error(codes.Unauthenticated, err.Error())
+		}
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			if v := md.Get(mdOnBehalfOf); len(v) > 0 {
+				if id, err = auth.proxied(id, v[0], md.Get(mdOnBehalfOfGroups)); err != nil {
+					// A detailed refusal: callers do not mistake it for a broken connection.
+					return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, Message: err.Error()}).Status()
+				}
+			}
 		}
 		return NewContext(ctx, id), nil
 	}

@@ -37,12 +37,16 @@ func serveGRPC(t *testing.T, certs *Certs, auth *Authenticator) string {
 }
 
 func callWhoami(addr string, creds *Credentials) (string, error) {
+	return callWhoamiCtx(context.Background(), addr, creds)
+}
+
+func callWhoamiCtx(ctx context.Context, addr string, creds *Credentials) (string, error) {
 	cc, err := Dial(addr, creds)
 	if err != nil {
 		return "", err
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := pb.NewMasterClient(cc).ListTables(ctx, &pb.ListTablesRequest{})
 	if err != nil {
@@ -54,22 +58,7 @@ func callWhoami(addr string, creds *Credentials) (string, error) {
 func TestGRPCAuthentication(t *testing.T) {
 	ca := testCA(t)
 	dir := t.TempDir()
-	write := func(name string, req Request) *Certs {
-		is := issue(t, ca, req)
-		d := filepath.Join(dir, name)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		f, err := is.WriteFiles(d, ca.CertPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := LoadCerts(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	write := func(name string, req Request) *Certs { return writeCerts(t, ca, dir, name, req) }
 	server := write("server", Request{CommonName: "server", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true})
 	carl := write("carl", Request{CommonName: "carl", Client: true})
 	caOnly, err := LoadCerts(Files{CA: filepath.Join(dir, "server", "ca.crt")})
@@ -116,4 +105,61 @@ func TestGRPCAuthentication(t *testing.T) {
 	if got, err := callWhoami(off, &Credentials{User: "dora"}); err != nil || got != "dora/declared" {
 		t.Errorf("security off: %q, %v; want dora/declared", got, err)
 	}
+}
+
+// A call made on behalf of another user (a region server forwarding an HBase client's master
+// call) acts as that user only when the caller may proxy (Authenticator.Proxy: the superusers);
+// anyone else is refused, a proxied identity cannot proxy again, and with security off the named
+// user is taken as declared.
+func TestGRPCOnBehalfOf(t *testing.T) {
+	ca := testCA(t)
+	dir := t.TempDir()
+	write := func(name string, req Request) *Certs { return writeCerts(t, ca, dir, name, req) }
+	server := write("server", Request{CommonName: "server", Organizations: []string{"cellstore:servers"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true})
+	carl := write("carl", Request{CommonName: "carl", Client: true})
+	proxy := func(id Identity) bool { return id.InGroup("cellstore:servers") }
+	on := serveGRPC(t, server, &Authenticator{Required: true, Proxy: proxy})
+	alice := OnBehalfOf(context.Background(), Identity{User: "alice", Groups: []string{"readers", "a,b"}})
+	if got, err := callWhoamiCtx(alice, on, &Credentials{Certs: server}); err != nil || got != "alice/proxied" {
+		t.Errorf("a server on behalf of alice: %q, %v; want alice/proxied", got, err)
+	}
+	_, err := callWhoamiCtx(alice, on, &Credentials{Certs: carl})
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_ACCESS_DENIED {
+		t.Errorf("carl on behalf of alice: %v, want ACCESS_DENIED", err)
+	}
+	if _, err := callWhoamiCtx(OnBehalfOf(context.Background(), Identity{User: "bad user"}), on, &Credentials{Certs: server}); err == nil {
+		t.Error("a proxied user name with a space was accepted")
+	}
+	off := serveGRPC(t, nil, nil)
+	if got, err := callWhoamiCtx(alice, off, &Credentials{User: "dora"}); err != nil || got != "alice/declared" {
+		t.Errorf("security off, on behalf of alice: %q, %v; want alice/declared", got, err)
+	}
+	// The groups travel as they are (one may hold a comma); a proxied identity may not proxy.
+	a := &Authenticator{Proxy: func(Identity) bool { return true }}
+	id, err := a.proxied(Identity{User: "server", Method: MethodCertificate}, "alice", []string{"readers", "a,b"})
+	if err != nil || id.Via != "server" || len(id.Groups) != 2 || id.Groups[1] != "a,b" || !id.Authenticated() {
+		t.Errorf("proxied: %+v, %v", id, err)
+	}
+	if _, err := a.proxied(id, "eve", nil); err == nil {
+		t.Error("a proxied identity proxied again")
+	}
+}
+
+// writeCerts issues a certificate for req into dir/name and loads it.
+func writeCerts(t *testing.T, ca *CA, dir, name string, req Request) *Certs {
+	t.Helper()
+	is := issue(t, ca, req)
+	d := filepath.Join(dir, name)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := is.WriteFiles(d, ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadCerts(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -24,6 +24,10 @@ const (
 	MethodToken = "token"
 	// MethodDeclared: security is off and the client named itself; nothing is proven.
 	MethodDeclared = "declared"
+	// MethodProxied: an authenticated caller allowed to act for others (Authenticator.Proxy: a
+	// region server serving an HBase client's master call) named the user; Identity.Via is
+	// that caller.
+	MethodProxied = "proxied"
 )
 
 // Identity is who a connection or request acts as.
@@ -31,11 +35,13 @@ type Identity struct {
 	User   string
 	Groups []string
 	Method string
+	// Via is who named this identity when Method is MethodProxied.
+	Via string
 }
 
 // Authenticated says whether the identity was proven (not just declared).
 func (id Identity) Authenticated() bool {
-	return id.Method == MethodCertificate || id.Method == MethodToken
+	return id.Method == MethodCertificate || id.Method == MethodToken || id.Method == MethodProxied
 }
 
 // InGroup says whether the identity belongs to group (without HBase's '@').
@@ -48,6 +54,9 @@ func (id Identity) String() string {
 	}
 	if len(id.Groups) > 0 {
 		s += " (groups " + strings.Join(id.Groups, ",") + ")"
+	}
+	if id.Via != "" {
+		s += " via " + id.Via
 	}
 	return s
 }

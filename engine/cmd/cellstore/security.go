@@ -90,6 +90,11 @@ func (f *serverSecurityFlags) load(log *slog.Logger) (serverSecurity, error) {
 	}
 	s.auth = &security.Authenticator{Required: f.mode == "on"}
 	s.authorization, s.superusers = f.mode == "on", f.superusers
+	if s.authorization {
+		// Superusers (the region servers among them) may act for other users: a region server
+		// forwards an HBase client's master calls as that client's user.
+		s.auth.Proxy = access.NewChecker(0, nil, s.superusers).Superuser
+	}
 	if f.tokenFile != "" {
 		t, err := security.LoadTokens(f.tokenFile)
 		if err != nil {

@@ -63,12 +63,65 @@ public class HBaseCompat {
     return Bytes.toBytes(s);
   }
 
+  // tls configures the client's TLS from the environment: HBASE_COMPAT_TLS_CA (the cluster's CA
+  // certificate, PEM), HBASE_COMPAT_TLS_CERT and HBASE_COMPAT_TLS_KEY (the user's certificate and
+  // key, PEM; the client's PEM key store wants both in one file).
+  static void tls(Configuration conf) throws Exception {
+    String ca = System.getenv("HBASE_COMPAT_TLS_CA");
+    if (ca == null || ca.isEmpty()) {
+      return;
+    }
+    conf.setBoolean("hbase.client.netty.tls.enabled", true);
+    conf.set("hbase.rpc.tls.protocol", "TLSv1.3"); // Cellstore serves TLS 1.3 only; HBase asks 1.2 by default
+    conf.set("hbase.rpc.tls.truststore.location", ca);
+    conf.set("hbase.rpc.tls.truststore.type", "PEM");
+    java.nio.file.Path ks = java.nio.file.Files.createTempFile("hbase-compat-", ".pem");
+    ks.toFile().deleteOnExit();
+    byte[] cert = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(System.getenv("HBASE_COMPAT_TLS_CERT")));
+    byte[] key = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(System.getenv("HBASE_COMPAT_TLS_KEY")));
+    java.nio.file.Files.write(ks, key);
+    java.nio.file.Files.write(ks, cert, java.nio.file.StandardOpenOption.APPEND);
+    conf.set("hbase.rpc.tls.keystore.location", ks.toString());
+    conf.set("hbase.rpc.tls.keystore.type", "PEM");
+  }
+
+  interface Op {
+    void run() throws Exception;
+  }
+
+  // refused checks that op fails with HBase's AccessDeniedException (anywhere in its causes).
+  static void refused(String what, Op op) throws Exception {
+    try {
+      op.run();
+    } catch (Exception e) {
+      for (Throwable c = e; c != null; c = c.getCause()) {
+        if (c instanceof org.apache.hadoop.hbase.security.AccessDeniedException) {
+          return;
+        }
+      }
+      if (e instanceof org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException) {
+        org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException r =
+            (org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException) e;
+        boolean all = r.getNumExceptions() > 0;
+        for (int i = 0; i < r.getNumExceptions(); i++) {
+          all &= r.getCause(i) instanceof org.apache.hadoop.hbase.security.AccessDeniedException;
+        }
+        if (all) {
+          return;
+        }
+      }
+      throw new AssertionError(what + ": refused, but not as access denied", e);
+    }
+    throw new AssertionError(what + ": allowed, but the user holds no permission for it");
+  }
+
   public static void main(String[] args) throws Exception {
     Configuration conf = HBaseConfiguration.create();
     conf.set("hbase.client.registry.impl", "org.apache.hadoop.hbase.client.RpcConnectionRegistry");
     conf.set("hbase.client.bootstrap.servers", args[0]);
     conf.setInt("hbase.client.retries.number", 10);
     conf.setInt("hbase.client.operation.timeout", 60000);
+    tls(conf);
     TableName tn = TableName.valueOf("compat");
     try (Connection conn = ConnectionFactory.createConnection(conf)) {
       for (String step : Arrays.copyOfRange(args, 1, args.length)) {
@@ -367,6 +420,30 @@ public class HBaseCompat {
             check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i);
           }
           t.put(new Put(b("b00000")).addColumn(F, b("n"), Bytes.toBytes(0)));
+        }
+        break;
+      }
+      case "denied": {
+        // A user holding nothing: every read, write and DDL is refused as HBase refuses it.
+        try (Table t = conn.getTable(tn); Admin admin = conn.getAdmin()) {
+          refused("get", () -> t.get(new Get(b("row-1"))));
+          refused("put", () -> t.put(new Put(b("row-1")).addColumn(F, b("q"), b("x"))));
+          refused("scan", () -> count(t, new Scan()));
+          refused("create", () -> admin.createTable(TableDescriptorBuilder.newBuilder(TableName.valueOf("compat_denied"))
+              .setColumnFamily(ColumnFamilyDescriptorBuilder.of(F)).build()));
+          refused("disable", () -> admin.disableTable(tn));
+        }
+        break;
+      }
+      case "readonly": {
+        // A user granted READ on the table: reads work, writes and DDL are refused.
+        try (Table t = conn.getTable(tn); Admin admin = conn.getAdmin()) {
+          check(t.get(new Get(b("row-1"))).getValue(F, b("q")) != null, "a read with READ granted");
+          check(count(t, new Scan()) > 0, "a scan with READ granted");
+          check(admin.getDescriptor(tn).getColumnFamily(F) != null, "describe with READ granted");
+          refused("put", () -> t.put(new Put(b("row-1")).addColumn(F, b("q"), b("x"))));
+          refused("delete", () -> t.delete(new Delete(b("row-1"))));
+          refused("disable", () -> admin.disableTable(tn));
         }
         break;
       }

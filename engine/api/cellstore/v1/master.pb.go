@@ -968,8 +968,10 @@ func (x *LocateRegionResponse) GetLocations() []*RegionLocation {
 }
 
 type GetTableRegionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Locations     []*RegionLocation      `protobuf:"bytes,1,rep,name=locations,proto3" json:"locations,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Locations []*RegionLocation      `protobuf:"bytes,1,rep,name=locations,proto3" json:"locations,omitempty"`
+	// The table's state: public as the locations are (HBase's hbase:meta holds both).
+	State         TableState `protobuf:"varint,2,opt,name=state,proto3,enum=cellstore.v1.TableState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1009,6 +1011,13 @@ func (x *GetTableRegionsResponse) GetLocations() []*RegionLocation {
 		return x.Locations
 	}
 	return nil
+}
+
+func (x *GetTableRegionsResponse) GetState() TableState {
+	if x != nil {
+		return x.State
+	}
+	return TableState_TABLE_STATE_ENABLED
 }
 
 type RegisterServerRequest struct {
@@ -3854,9 +3863,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\fall_replicas\x18\x03 \x01(\bR\vallReplicas\x12\x16\n" +
 	"\x06before\x18\x04 \x01(\bR\x06before\"R\n" +
 	"\x14LocateRegionResponse\x12:\n" +
-	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"U\n" +
+	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
-	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x82\x01\n" +
+	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\x12.\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\x82\x01\n" +
 	"\x15RegisterServerRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12#\n" +
@@ -4225,106 +4235,107 @@ var file_cellstore_v1_master_proto_depIdxs = []int32{
 	77, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	15, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	15, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	79, // 16: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	71, // 17: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	21, // 18: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	79, // 19: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	22, // 20: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	72, // 21: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	79, // 22: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	76, // 23: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
-	1,  // 24: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	76, // 25: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	79, // 26: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	22, // 27: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,  // 28: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	39, // 29: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	40, // 30: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	73, // 31: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	74, // 32: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	77, // 33: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,  // 34: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	45, // 35: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,  // 36: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	77, // 37: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	48, // 38: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	48, // 39: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	77, // 40: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	48, // 41: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	55, // 42: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	56, // 43: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	45, // 44: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	4,  // 45: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	6,  // 46: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	8,  // 47: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 48: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 49: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	10, // 50: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	11, // 51: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	8,  // 52: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	16, // 53: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	8,  // 54: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	19, // 55: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	23, // 56: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	25, // 57: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	27, // 58: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	29, // 59: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	31, // 60: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	33, // 61: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	33, // 62: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	35, // 63: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	37, // 64: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	41, // 65: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	69, // 66: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	43, // 67: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	46, // 68: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	67, // 69: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	49, // 70: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	51, // 71: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	53, // 72: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	57, // 73: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	59, // 74: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	61, // 75: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	63, // 76: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	65, // 77: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	5,  // 78: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	7,  // 79: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	9,  // 80: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 81: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 82: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	9,  // 83: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	13, // 84: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	14, // 85: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	17, // 86: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	18, // 87: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	20, // 88: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	24, // 89: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	26, // 90: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	28, // 91: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	30, // 92: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	32, // 93: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	34, // 94: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	34, // 95: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	36, // 96: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	38, // 97: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	42, // 98: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	70, // 99: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	44, // 100: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	47, // 101: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	68, // 102: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	50, // 103: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	52, // 104: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	54, // 105: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	58, // 106: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	60, // 107: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	62, // 108: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	64, // 109: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	66, // 110: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	78, // [78:111] is the sub-list for method output_type
-	45, // [45:78] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	78, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	79, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	71, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	21, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	79, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	22, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	72, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	79, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	76, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	1,  // 25: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
+	76, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	79, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	22, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,  // 29: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	39, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	40, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	73, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	74, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	77, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,  // 35: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	45, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,  // 37: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	77, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	48, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	48, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	77, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	48, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	55, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	56, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	45, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	4,  // 46: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	6,  // 47: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	8,  // 48: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 49: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 50: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	10, // 51: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	11, // 52: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	8,  // 53: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	16, // 54: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	8,  // 55: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	19, // 56: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	23, // 57: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	25, // 58: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	27, // 59: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	29, // 60: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	31, // 61: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	33, // 62: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	33, // 63: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	35, // 64: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	37, // 65: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	41, // 66: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	69, // 67: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	43, // 68: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	46, // 69: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	67, // 70: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	49, // 71: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	51, // 72: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	53, // 73: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	57, // 74: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	59, // 75: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	61, // 76: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	63, // 77: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	65, // 78: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	5,  // 79: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	7,  // 80: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	9,  // 81: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 82: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 83: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	9,  // 84: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	13, // 85: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	14, // 86: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	17, // 87: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	18, // 88: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	20, // 89: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	24, // 90: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	26, // 91: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	28, // 92: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	30, // 93: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	32, // 94: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	34, // 95: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	34, // 96: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	36, // 97: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	38, // 98: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	42, // 99: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	70, // 100: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	44, // 101: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	47, // 102: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	68, // 103: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	50, // 104: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	52, // 105: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	54, // 106: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	58, // 107: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	60, // 108: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	62, // 109: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	64, // 110: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	66, // 111: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	79, // [79:112] is the sub-list for method output_type
+	46, // [46:79] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
