@@ -39,6 +39,9 @@ var (
 	engineImage    = os.Getenv("E2E_ENGINE_IMAGE")
 	operatorImage  = os.Getenv("E2E_OPERATOR_IMAGE")
 	loadcheckImage = os.Getenv("E2E_LOADCHECK_IMAGE")
+	// hbaseloadImage runs the stock HBase Java client (engine/hbase/testdata/HBaseLoad.java) with a
+	// Java runtime, built by hack/images.sh.
+	hbaseloadImage = os.Getenv("E2E_HBASELOAD_IMAGE")
 	// minioImage is a development S3 server (MinIO from its Go module) for StoreClusters on S3.
 	minioImage = os.Getenv("E2E_MINIO_IMAGE")
 	// operatorUpgradeImage is the operator image of an upgrade: the same operator under another

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,11 +134,16 @@ func adminSecret(cluster string) string { return cluster + "-admin-tls" }
 // withClientSecret mounts the TLS Secret secret into the pod's first container and has loadcheck
 // connect with it (--tls-dir).
 func withClientSecret(spec *corev1.PodSpec, secret string) {
+	mountClientSecret(spec, secret)
+	spec.Containers[0].Args = append(spec.Containers[0].Args, "--tls-dir="+clientTLSDir)
+}
+
+// mountClientSecret mounts the TLS Secret secret into the pod's first container at clientTLSDir.
+func mountClientSecret(spec *corev1.PodSpec, secret string) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "client-tls", VolumeSource: corev1.VolumeSource{
 		Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(int32(0o444))}}})
 	ctr := &spec.Containers[0]
 	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "client-tls", MountPath: clientTLSDir, ReadOnly: true})
-	ctr.Args = append(ctr.Args, "--tls-dir="+clientTLSDir)
 }
 
 // loadcheckPod runs `loadcheck run` against cluster as the user of the TLS Secret secret.
@@ -161,6 +167,33 @@ func loadcheckPodPlain(name, cluster string, args ...string) *corev1.Pod {
 			}},
 		},
 	}
+}
+
+// hbaseLoadPod runs the stock HBase Java client's load (HBaseLoad: writers and readers through
+// the region servers' HBase protocol, loadcheck's HTTP API on :8080) against cluster in ns, over
+// TLS as the user of the TLS Secret secret, bootstrapped from the region servers' headless
+// Service.
+func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers int) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "hbase-load"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "hbase-load", Image: hbaseloadImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Args: []string{cluster + "-regionserver." + ns + ".svc:16020", table, strconv.Itoa(writers), strconv.Itoa(readers)},
+				Env: []corev1.EnvVar{{Name: "HBASE_COMPAT_TLS_CA", Value: clientTLSDir + "/ca.crt"},
+					{Name: "HBASE_COMPAT_TLS_CERT", Value: clientTLSDir + "/tls.crt"}, {Name: "HBASE_COMPAT_TLS_KEY", Value: clientTLSDir + "/tls.key"}},
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+				SecurityContext: restricted(),
+			}},
+			// The JVM and the client's PEM key store write to /tmp; the root file system is read-only.
+			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	mountClientSecret(&p.Spec, secret)
+	return p
 }
 
 func restricted() *corev1.SecurityContext {

@@ -31,8 +31,8 @@ const operatorNamespace = "cellstore-e2e-operator"
 // installOperator installs prometheus-operator's CRDs and the operator's chart with the image
 // under test; the release is uninstalled when the container's specs end.
 func installOperator(ctx context.Context) {
-	if engineImage == "" || operatorImage == "" || loadcheckImage == "" {
-		Fail("set E2E_ENGINE_IMAGE, E2E_OPERATOR_IMAGE and E2E_LOADCHECK_IMAGE (hack/test.sh e2e builds and loads them)")
+	if engineImage == "" || operatorImage == "" || loadcheckImage == "" || hbaseloadImage == "" {
+		Fail("set E2E_ENGINE_IMAGE, E2E_OPERATOR_IMAGE, E2E_LOADCHECK_IMAGE and E2E_HBASELOAD_IMAGE (hack/test.sh e2e builds and loads them)")
 	}
 	if dir := os.Getenv("E2E_MONITORING_CRDS"); dir != "" {
 		_, err := kubectl(ctx, "apply", "--server-side", "-f", dir)
@@ -193,6 +193,15 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	})
 
 	It("restarts every pod once, each region server after its drain, with zero failed requests", func(ctx SpecContext) {
+		// Beside Cellstore's own client, the stock HBase Java client writes and reads through the
+		// region servers' HBase protocol, over TLS as the admin certificate's user.
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, hbaseLoadPod("hbase-load", ns, name, adminSecret(name), "hbaselive", 2, 2), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			_ = kube.CoreV1().Pods(ns).Delete(ctx, "hbase-load", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		})
+		Eventually(func() int64 { return loadcheck(ctx, ns, "hbase-load", "GET", "stats").Writes }).
+			WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeNumerically(">", 100), "the HBase Java client writes")
 		resetLoad(ctx)
 		before := podUIDs(ctx, ns, name)
 		Expect(before).To(HaveLen(5))
@@ -247,6 +256,13 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			Expect(restartAt).To(BeNumerically(">", drainAt), "%s was not restarted after its drain", pod)
 		}
 		checkLoad(ctx, "the rolling restart")
+		hs := loadcheck(ctx, ns, "hbase-load", "POST", "stop")
+		report := fmt.Sprintf("the stock HBase Java client through the rolling restart: %s", hs)
+		GinkgoWriter.Println(report)
+		AddReportEntry("hbase client", report)
+		Expect(hs.FailedWrites+hs.FailedReads+hs.Mismatches).To(BeZero(), report)
+		Expect(hs.Acknowledged).To(BeNumerically(">", 100), report)
+		Expect(hs.Lost+hs.VerifyFailed).To(BeZero(), report)
 	})
 
 	// pickServer is a region server pod that holds regions.

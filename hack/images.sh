@@ -3,7 +3,7 @@
 # registry (hack/tools/imagetar packs static binaries into a single-layer image that runs as non-root).
 # hack/local-cluster.sh load bin/images/NAME.tar puts one into the local cluster.
 #
-# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck loadcheck minio
+# Usage: hack/images.sh NAME...      NAME: engine operator pause coredns netcheck loadcheck minio hbaseload
 #        hack/images.sh --ref NAME   prints the image reference of NAME
 #        hack/images.sh --list       prints the names
 set -euo pipefail
@@ -24,11 +24,12 @@ ref() {
     coredns) echo docker.io/cellstore/coredns:v1.12.4 ;;
     netcheck) echo "docker.io/cellstore/netcheck:$VERSION" ;;
     loadcheck) echo "docker.io/cellstore/loadcheck:$VERSION" ;;
+    hbaseload) echo "docker.io/cellstore/hbaseload:$VERSION" ;;
     minio) echo "docker.io/cellstore/minio:$(basename "$("$ROOT/hack/s3-server.sh" --print-path)" | sed 's/^minio-//')" ;;
     *) echo "images: unknown image '$1' (known: $NAMES)" >&2; return 2 ;;
   esac
 }
-NAMES="engine operator pause coredns netcheck loadcheck minio"
+NAMES="engine operator pause coredns netcheck loadcheck minio hbaseload"
 if [ "${1:-}" = --ref ]; then ref "${2:?image name}"; exit; fi
 if [ "${1:-}" = --list ]; then echo "$NAMES"; exit; fi
 [ $# -gt 0 ] || { echo "usage: $0 NAME... ($NAMES) | --ref NAME | --list" >&2; exit 2; }
@@ -61,6 +62,27 @@ for name in "$@"; do
     loadcheck)
       gobuild "$TOOLS/loadcheck" ./e2e/loadcheck
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/loadcheck.tar" --file "$TOOLS/loadcheck:/usr/local/bin/loadcheck" --entrypoint "/usr/local/bin/loadcheck" ;;
+    hbaseload)
+      # The stock HBase Java client running engine/hbase/testdata/HBaseLoad.java, for the e2e
+      # suite: a Java runtime cut by jlink from the JDK hack/hbase-client.sh installs, the shared
+      # libraries it loads (from this machine), the client's jars from Maven Central. Nothing of
+      # it is committed.
+      hb=$("$ROOT/hack/hbase-client.sh")
+      jhome=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
+      work=$TOOLS/hbaseload
+      rm -rf "$work" && mkdir -p "$work/classes" "$work/root"
+      javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT/engine/hbase/testdata/HBaseCompat.java" "$ROOT/engine/hbase/testdata/HBaseLoad.java" 2>/dev/null
+      "$jhome/bin/jlink" --module-path "$jhome/jmods" --output "$work/jre" --strip-debug --no-header-files --no-man-pages \
+        --add-modules java.base,java.logging,java.management,java.naming,java.security.jgss,java.security.sasl,java.sql,java.xml,java.scripting,jdk.unsupported,jdk.httpserver,jdk.crypto.ec,jdk.zipfs,jdk.security.auth,jdk.naming.dns
+      find "$work/jre" -type l | while read -r l; do cp --remove-destination "$(readlink -f "$l")" "$l"; done
+      # The libraries the runtime's binaries load, at the paths the dynamic loader looks in.
+      { ldd "$work/jre/bin/java"; find "$work/jre" -name '*.so' -exec ldd {} \; ; } 2>/dev/null |
+        awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | grep -v "^$work/" | sort -u |
+        while read -r lib; do mkdir -p "$work/root$(dirname "$lib")" && cp -L "$lib" "$work/root$lib"; done
+      "$TOOLS/imagetar" --ref "$r" --out "$OUT/hbaseload.tar" --dir "$work/root:/" --dir "$work/jre:/opt/java" \
+        --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" \
+        --env LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu --env JAVA_HOME=/opt/java \
+        --entrypoint "/opt/java/bin/java -XX:-UsePerfData -Xmx256m -Djava.io.tmpdir=/tmp -cp /opt/hbase/lib/*:/opt/hbase/classes HBaseLoad" ;;
     minio)
       # A development S3 server in the cluster (quickstart, e2e): MinIO built from its Go module.
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/minio.tar" --file "$("$ROOT/hack/s3-server.sh"):/usr/local/bin/minio" --entrypoint /usr/local/bin/minio ;;

@@ -92,7 +92,7 @@ reap_envtest() {
 }
 
 e2e() {
-  local managed=no rc images=(netcheck loadcheck engine operator minio)
+  local managed=no rc images=(netcheck loadcheck engine operator minio hbaseload)
   # One version for every image of the run (git describe could change under a long run).
   VERSION=$("$ROOT/hack/images.sh" --ref engine) && VERSION=${VERSION##*:} || return 1
   export VERSION
@@ -125,9 +125,10 @@ e2e() {
   E2E_LOADCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref loadcheck)
   E2E_NETCHECK_IMAGE=$("$ROOT/hack/images.sh" --ref netcheck)
   E2E_MINIO_IMAGE=$("$ROOT/hack/images.sh" --ref minio)
+  E2E_HBASELOAD_IMAGE=$("$ROOT/hack/images.sh" --ref hbaseload)
   E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
   E2E_MONITORING_CRDS=$crds
-  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
+  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_HBASELOAD_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
   # The README's two commands in that order: on the cluster it manages, the stage runs the quickstart
   # first (its operator release stays installed in cellstore-system: the suite must install beside
   # it), then the suite. The quickstart's StoreCluster and S3 server are deleted once they have

@@ -326,11 +326,46 @@ func (a *Adapter) meta(k *call) {
 	case "GetMetaRegionLocations":
 		k.reply(&hb.GetMetaRegionLocationsResponse{MetaLocations: []*hb.RegionLocation{{RegionInfo: metaRegionInfo(), ServerName: sn, SeqNum: proto.Int64(1)}}}, nil)
 	case "GetBootstrapNodes":
-		k.reply(&hb.GetBootstrapNodesResponse{ServerName: []*hb.ServerName{sn}}, nil)
+		k.reply(&hb.GetBootstrapNodesResponse{ServerName: a.bootstrapNodes(sn)}, nil)
 	default:
 		k.fail(&exception{class: classUnknownProtocol, msg: "ClientMetaService has no method " + k.method, doNotRetry: true})
 	}
 }
+
+// bootstrapNodes are the live region servers, which HBase's RPC registry keeps as its bootstrap
+// list and spreads its calls over (so a client goes on when the server it bootstrapped from
+// restarts), remembered for bootstrapTTL; just self when the master cannot say. The list is
+// public in HBase: it is asked as this server, not as the caller (who may hold no permission
+// to see the cluster's status).
+func (a *Adapter) bootstrapNodes(self *hb.ServerName) []*hb.ServerName {
+	a.bootstrap.mu.Lock()
+	defer a.bootstrap.mu.Unlock()
+	if time.Since(a.bootstrap.at) < bootstrapTTL && len(a.bootstrap.nodes) > 0 {
+		return a.bootstrap.nodes
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var nodes []*hb.ServerName
+	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		st, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		nodes = nodes[:0]
+		for _, s := range st.GetServers() {
+			if s.GetLive() && !s.GetDraining() {
+				n := s.GetServer()
+				nodes = append(nodes, &hb.ServerName{HostName: proto.String(n.GetHost()), Port: proto.Uint32(uint32(n.GetPort())), StartCode: proto.Uint64(uint64(n.GetStartCode()))})
+			}
+		}
+		return err
+	})
+	if err != nil || len(nodes) == 0 {
+		return []*hb.ServerName{self}
+	}
+	a.bootstrap.at, a.bootstrap.nodes = time.Now(), nodes
+	return nodes
+}
+
+// bootstrapTTL is how long the list of bootstrap nodes is remembered.
+const bootstrapTTL = 10 * time.Second
 
 // ---- reads of hbase:meta ----
 

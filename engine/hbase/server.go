@@ -46,6 +46,12 @@ type Adapter struct {
 	regions     sync.Map
 	regionCount atomic.Int64
 
+	bootstrap struct {
+		mu    sync.Mutex
+		at    time.Time
+		nodes []*hb.ServerName
+	}
+
 	procs         procedures
 	metaScanners  metaScanners
 	metaScannerID atomic.Uint64
