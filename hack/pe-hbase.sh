@@ -35,13 +35,21 @@ cellstore_pe() { # command threads [options]: prints ops/s
   "$BIN" pe --masters 127.0.0.1:19000 --rows "$ROWS" --presplit 4 --valueSize 100 --json "$@" "$cmd" "$threads" |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(round(r["rows_per_sec"]))'
 }
-echo "workload                     HBase PE rows/s  cellstore pe rows/s  ratio (HBase protocol / own)"
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$PID/stat"; } # the standalone's CPU time, 1/100 s
+per_op() { # ticks before, after, ops: the server's CPU µs per operation
+  awk -v a="$1" -v b="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz * 1e6 / n }'
+}
+echo "The client's rows/s and the server's CPU per row (µs, from /proc: what the protocol costs the server)."
+echo "workload                     HBase PE rows/s  µs/row   cellstore pe rows/s  µs/row   rows/s ratio  server CPU ratio"
 run() { # label command threads [--autoFlush]
   local label=$1 cmd=$2 threads=$3 af=${4:-}
-  local h c
-  c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush})
-  h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true})
-  printf '%-28s %14s %20s %10s\n' "$label" "$h" "$c" "$(awk -v h="$h" -v c="$c" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')"
+  local h c c0 c1 h0 h1 cu hu
+  c0=$(cpu_ticks); c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush}); c1=$(cpu_ticks)
+  h0=$(cpu_ticks); h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true}); h1=$(cpu_ticks)
+  cu=$(per_op "$c0" "$c1" $((ROWS * threads))); hu=$(per_op "$h0" "$h1" $((ROWS * threads)))
+  printf '%-28s %14s %8s %20s %8s %12s %16s\n' "$label" "$h" "$hu" "$c" "$cu" \
+    "$(awk -v h="$h" -v c="$c" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')" \
+    "$(awk -v h="$hu" -v c="$cu" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')"
 }
 run "sequentialWrite 1" sequentialWrite 1
 run "randomRead 1" randomRead 1

@@ -94,13 +94,7 @@ func (a *Adapter) selfString() string {
 // lean runs a data-path method for the call: done converts the answer (run on the handler's
 // goroutine, before the call's buffers are reused).
 func (k *call) lean(method pb.Method, req proto.Message, cells []byte, done func(msg proto.Message, cells [][]byte)) {
-	body, err := proto.Marshal(req)
-	if err != nil {
-		k.fail(doNotRetry("cannot convert the request: %v", err))
-		return
-	}
-	timeout := k.timeout
-	k.c.fc.Call(uint32(method), body, cells, k.c.id, timeout, func(msg proto.Message, fail *pb.ErrorDetail, cells [][]byte) {
+	k.c.fc.Call(uint32(method), req, cells, k.c.id, k.timeout, func(msg proto.Message, fail *pb.ErrorDetail, cells [][]byte) {
 		if fail != nil {
 			k.fail(fromDetail(fail))
 			return
@@ -131,6 +125,13 @@ func (r *cellReader) next() (cell.KeyValue, bool) {
 
 // take appends n cells to an HBase cell block.
 func (r *cellReader) take(dst []byte, n int) ([]byte, int) {
+	if dst == nil && n > 0 { // room for all of them: the lean blocks and a length per cell
+		size := 4 * n
+		for _, b := range r.blocks {
+			size += len(b)
+		}
+		dst = make([]byte, 0, size)
+	}
 	got := 0
 	for ; got < n; got++ {
 		kv, ok := r.next()

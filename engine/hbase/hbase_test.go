@@ -116,8 +116,8 @@ func startServerOf(t *testing.T, b Backend, auth *security.Authenticator) string
 func startServerTLS(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs) string {
 	t.Helper()
 	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
-		var req pb.GetRequest
-		if err := proto.Unmarshal(c.Message, &req); err != nil || req.GetRegion().GetName() != "r1" {
+		req, err := rpc.Request[pb.GetRequest](c)
+		if err != nil || req.GetRegion().GetName() != "r1" {
 			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
 			return
 		}

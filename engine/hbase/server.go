@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -299,31 +300,22 @@ func (k *call) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Minute)
 }
 
-// send writes one answer frame.
+// send writes one answer frame: the header and the message are encoded straight into the
+// connection's write buffer.
 func (c *conn) send(callID uint32, msg proto.Message, cellBlock []byte, exc *hb.ExceptionResponse) {
 	h := &hb.ResponseHeader{CallId: proto.Uint32(callID), Exception: exc}
 	if len(cellBlock) > 0 {
 		h.CellBlockMeta = &hb.CellBlockMeta{Length: proto.Uint32(uint32(len(cellBlock)))}
 	}
-	hdr, err := proto.Marshal(h)
-	if err != nil {
-		c.a.log.Error("cannot encode an HBase response header", "err", err)
-		return
-	}
-	var body []byte
-	if msg != nil && exc == nil {
-		if body, err = (proto.MarshalOptions{AllowPartial: true}).Marshal(msg); err != nil {
-			c.a.log.Error("cannot encode an HBase response", "err", err)
-			return
-		}
-	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	w := c.wbuf[:0]
-	w = append(w, 0, 0, 0, 0)
-	w = appendDelimited(w, hdr)
-	if msg != nil && exc == nil {
-		w = appendDelimited(w, body)
+	w, err := appendMessage(append(c.wbuf[:0], 0, 0, 0, 0), h)
+	if err == nil && msg != nil && exc == nil {
+		w, err = appendMessage(w, msg)
+	}
+	if err != nil {
+		c.a.log.Error("cannot encode an HBase response", "err", err)
+		return
 	}
 	w = append(w, cellBlock...)
 	n := len(w) - 4
@@ -339,9 +331,18 @@ func (c *conn) send(callID uint32, msg proto.Message, cellBlock []byte, exc *hb.
 	}
 }
 
+// appendMessage appends m with its varint length before it.
+func appendMessage(w []byte, m proto.Message) ([]byte, error) {
+	opts := proto.MarshalOptions{AllowPartial: true, UseCachedSize: true}
+	w = protowire.AppendVarint(w, uint64(opts.Size(m)))
+	return opts.MarshalAppend(w, m)
+}
+
 // dispatch runs a call by its connection's service.
 func (c *conn) dispatch(k *call) {
-	c.a.log.Debug("HBase call", "service", c.service, "method", k.method, "call", k.id, "user", c.id.User)
+	if c.a.log.Enabled(context.Background(), slog.LevelDebug) { // (the arguments cost even when not logged)
+		c.a.log.Debug("HBase call", "service", c.service, "method", k.method, "call", k.id, "user", c.id.User)
+	}
 	switch c.service {
 	case "ClientMetaService":
 		go c.a.meta(k)

@@ -54,8 +54,8 @@ func reply(c *rpc.Call, answered *bool, m proto.Message, cells ...[]byte) {
 }
 
 func (s *Server) handlePing(_ context.Context, c *rpc.Call) {
-	var req pb.PingRequest
-	if err := proto.Unmarshal(c.Message, &req); err != nil {
+	req, err := rpc.Request[pb.PingRequest](c)
+	if err != nil {
 		c.Fail(invalid("bad PingRequest: %v", err))
 		return
 	}
@@ -197,8 +197,8 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
-	var req pb.GetRequest
-	if err := proto.Unmarshal(c.Message, &req); err != nil {
+	req, err := rpc.Request[pb.GetRequest](c)
+	if err != nil {
 		fail(c, &answered, invalid("bad GetRequest: %v", err))
 		return
 	}
@@ -259,8 +259,8 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
-	var req pb.MutateRequest
-	if err := proto.Unmarshal(c.Message, &req); err != nil {
+	req, err := rpc.Request[pb.MutateRequest](c)
+	if err != nil {
 		fail(c, &answered, invalid("bad MutateRequest: %v", err))
 		return
 	}
@@ -473,8 +473,8 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
-	var req pb.MultiRequest
-	if err := proto.Unmarshal(c.Message, &req); err != nil {
+	req, err := rpc.Request[pb.MultiRequest](c)
+	if err != nil {
 		fail(c, &answered, invalid("bad MultiRequest: %v", err))
 		return
 	}
@@ -735,8 +735,8 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
-	var req pb.ScanRequest
-	if err := proto.Unmarshal(c.Message, &req); err != nil {
+	req, err := rpc.Request[pb.ScanRequest](c)
+	if err != nil {
 		fail(c, &answered, invalid("bad ScanRequest: %v", err))
 		return
 	}

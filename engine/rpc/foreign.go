@@ -83,18 +83,19 @@ func (fc *ForeignConn) Release(n int64) { fc.c.srv.queue.release(n) }
 // msg or cells: they may live in reused buffers.
 type Reply func(msg proto.Message, fail *pb.ErrorDetail, cells [][]byte)
 
-// Call runs the handler of a data-path method for the foreign protocol's request: msg is the
-// request message encoded as the lean protocol's, cells its cell block. It returns at once; the
-// handler runs on the server's handler goroutines and answers through reply exactly once.
-// timeout bounds the handler's context (0: none).
-func (fc *ForeignConn) Call(method uint32, msg, cells []byte, id security.Identity, timeout time.Duration, reply Reply) {
+// Call runs the handler of a data-path method for the foreign protocol's request: req is the
+// method's request message (handed to the handler as is: see Request; the handler may keep it
+// only until it answers), cells its cell block. It returns at once; the handler runs on the
+// server's handler goroutines and answers through reply exactly once. timeout bounds the
+// handler's context (0: none).
+func (fc *ForeignConn) Call(method uint32, req proto.Message, cells []byte, id security.Identity, timeout time.Duration, reply Reply) {
 	handler := fc.c.srv.handlers[method]
 	if handler == nil {
 		reply(nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "unknown method"}, nil)
 		return
 	}
 	call := callPool.Get().(*Call)
-	call.Method, call.Message, call.Cells, call.User, call.Groups = method, msg, cells, id.User, id.Groups
+	call.Method, call.Message, call.decoded, call.Cells, call.User, call.Groups = method, nil, req, cells, id.User, id.Groups
 	call.conn, call.id, call.done, call.respond = fc.c, 0, false, reply
 	fc.c.srv.inFlight.Add(1)
 	fc.c.srv.dispatch(task{conn: fc.c, handler: handler, call: call, timeoutMS: uint32(min(timeout.Milliseconds(), 1<<31))})

@@ -363,3 +363,19 @@ func TestErrorTextWithRawBytesIsEscaped(t *testing.T) {
 		t.Fatalf("message %q, want %q", re.GetMessage(), want)
 	}
 }
+
+// Request hands a handler the foreign protocol's decoded request as is, decodes the lean
+// protocol's bytes, and refuses a decoded request of another type.
+func TestRequest(t *testing.T) {
+	get := &pb.GetRequest{Region: &pb.RegionSpecifier{Name: "r"}}
+	if got, err := Request[pb.GetRequest](&Call{decoded: get}); err != nil || got != get {
+		t.Fatalf("decoded: %v, %v", got, err)
+	}
+	b, _ := proto.Marshal(get)
+	if got, err := Request[pb.GetRequest](&Call{Message: b}); err != nil || got.GetRegion().GetName() != "r" {
+		t.Fatalf("encoded: %v, %v", got, err)
+	}
+	if _, err := Request[pb.ScanRequest](&Call{decoded: get}); err == nil {
+		t.Fatal("a GetRequest was handed to a ScanRequest's handler")
+	}
+}

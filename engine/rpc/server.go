@@ -452,6 +452,27 @@ type Call struct {
 	done   bool
 	// respond answers a call of a foreign protocol (ForeignConn.Call) instead of conn.
 	respond Reply
+	// decoded is a foreign protocol's request, handed over decoded (Request returns it).
+	decoded proto.Message
+}
+
+// Request returns the call's request message, M being *T for the method's request type: the
+// message a foreign protocol handed over decoded (ForeignConn.Call), or Message unmarshalled into
+// a new T. Handlers read their request this way, so that the foreign protocol's calls skip an
+// encoding and a decoding.
+func Request[T any, M interface {
+	*T
+	proto.Message
+}](c *Call) (M, error) {
+	if c.decoded != nil {
+		m, ok := c.decoded.(M)
+		if !ok {
+			return nil, fmt.Errorf("rpc: a request of type %T handed to the handler of %T", c.decoded, M(nil))
+		}
+		return m, nil
+	}
+	m := M(new(T))
+	return m, proto.Unmarshal(c.Message, m)
 }
 
 var callPool = sync.Pool{New: func() any { return &Call{} }}
@@ -754,7 +775,7 @@ func (c *serverConn) release(call *Call) {
 	}
 	c.srv.queue.release(call.held)
 	call.held = 0
-	call.Message, call.Cells, call.conn, call.respond = nil, nil, nil, nil
+	call.Message, call.Cells, call.conn, call.respond, call.decoded = nil, nil, nil, nil, nil
 	if cap(call.buf) > 1<<20 { // do not pin big buffers in the pool
 		call.buf = nil
 	}
