@@ -68,7 +68,10 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 	msg := d.GetMessage()
 	switch d.GetCode() {
 	case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION, pb.ErrorCode_ERROR_CODE_SERVER_STOPPING,
-		pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA:
+		pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:
+		// LEASE_EXPIRED: this server's lease at the master lapsed (a master handover, a partition):
+		// it acknowledges nothing until renewed or its regions reassigned, so the client looks the
+		// region up again and retries, as Cellstore's own client does.
 		return &exception{class: classNotServingRegion, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_REGION_MOVED:
 		if loc := d.GetNewLocation(); loc.GetHost() != "" {
@@ -84,7 +87,7 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 	case pb.ErrorCode_ERROR_CODE_THROTTLED:
 		// The client reads the wait from the message: "<what> exceeded - wait <time>".
 		return &exception{class: classThrottling, msg: fmt.Sprintf("number of requests exceeded - wait %s", javaDuration(d.GetRetryAfterMs()))}
-	case pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:
+	case pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER:
 		return &exception{class: classUnknownScanner, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT:
 		return &exception{class: classOutOfOrderScannerNext, msg: msg, doNotRetry: true}

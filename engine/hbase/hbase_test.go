@@ -379,3 +379,26 @@ func TestTLSPortRefusesPlaintextHBaseClients(t *testing.T) {
 		t.Fatalf("no answer over TLS: %v", h)
 	}
 }
+
+// Engine errors reach the HBase client as the exceptions it reacts to: those it must retry
+// elsewhere (after looking the region up again) are not DoNotRetry.
+func TestFromDetail(t *testing.T) {
+	for code, want := range map[pb.ErrorCode]struct {
+		class      string
+		doNotRetry bool
+	}{
+		pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION: {classNotServingRegion, false},
+		pb.ErrorCode_ERROR_CODE_SERVER_STOPPING:    {classNotServingRegion, false},
+		pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:      {classNotServingRegion, false},
+		pb.ErrorCode_ERROR_CODE_REGION_OPENING:     {classRegionOpening, false},
+		pb.ErrorCode_ERROR_CODE_TOO_BUSY:           {classRegionTooBusy, false},
+		pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER:    {classUnknownScanner, true},
+		pb.ErrorCode_ERROR_CODE_ACCESS_DENIED:      {classAccessDenied, true},
+		pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND:    {classTableNotFound, true},
+	} {
+		e := fromDetail(&pb.ErrorDetail{Code: code, Message: "m"})
+		if e.class != want.class || e.doNotRetry != want.doNotRetry {
+			t.Errorf("%v: %s (doNotRetry %v), want %s (%v)", code, e.class, e.doNotRetry, want.class, want.doNotRetry)
+		}
+	}
+}
