@@ -36,17 +36,22 @@ cellstore_pe() { # command threads [options]: prints ops/s
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(round(r["rows_per_sec"]))'
 }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$PID/stat"; } # the standalone's CPU time, 1/100 s
-per_op() { # ticks before, after, ops: the server's CPU µs per operation
-  awk -v a="$1" -v b="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz * 1e6 / n }'
+now() { date +%s.%N; }
+# What the idle server burns per second (heartbeats, timers), taken off each run's CPU time.
+i0=$(cpu_ticks); t0=$(now); sleep 5; i1=$(cpu_ticks); t1=$(now)
+IDLE=$(awk -v a="$i0" -v b="$i1" -v s="$t0" -v e="$t1" 'BEGIN { print (b - a) / (e - s) }')
+per_op() { # ticks before, after, start, end, ops: the server's CPU µs per operation beyond idle
+  awk -v a="$1" -v b="$2" -v s="$3" -v e="$4" -v n="$5" -v idle="$IDLE" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.1f", ((b - a) - idle * (e - s)) / hz * 1e6 / n }'
 }
-echo "The client's rows/s and the server's CPU per row (µs, from /proc: what the protocol costs the server)."
+echo "The client's rows/s and the server's CPU per row (µs, from /proc, less what the idle server burns: what the protocol costs the server)."
 echo "workload                     HBase PE rows/s  µs/row   cellstore pe rows/s  µs/row   rows/s ratio  server CPU ratio"
 run() { # label command threads [--autoFlush]
   local label=$1 cmd=$2 threads=$3 af=${4:-}
-  local h c c0 c1 h0 h1 cu hu
-  c0=$(cpu_ticks); c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush}); c1=$(cpu_ticks)
-  h0=$(cpu_ticks); h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true}); h1=$(cpu_ticks)
-  cu=$(per_op "$c0" "$c1" $((ROWS * threads))); hu=$(per_op "$h0" "$h1" $((ROWS * threads)))
+  local h c c0 c1 h0 h1 cs ce hs he cu hu
+  c0=$(cpu_ticks); cs=$(now); c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush}); c1=$(cpu_ticks); ce=$(now)
+  h0=$(cpu_ticks); hs=$(now); h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true}); h1=$(cpu_ticks); he=$(now)
+  cu=$(per_op "$c0" "$c1" "$cs" "$ce" $((ROWS * threads))); hu=$(per_op "$h0" "$h1" "$hs" "$he" $((ROWS * threads)))
   printf '%-28s %14s %8s %20s %8s %12s %16s\n' "$label" "$h" "$hu" "$c" "$cu" \
     "$(awk -v h="$h" -v c="$c" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')" \
     "$(awk -v h="$hu" -v c="$cu" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')"
