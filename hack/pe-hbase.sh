@@ -45,19 +45,29 @@ per_op() { # ticks before, after, start, end, ops: the server's CPU µs per oper
     'BEGIN { printf "%.1f", ((b - a) - idle * (e - s)) / hz * 1e6 / n }'
 }
 echo "The client's rows/s and the server's CPU per row (µs, from /proc, less what the idle server burns: what the protocol costs the server)."
-echo "workload                     HBase PE rows/s  µs/row   cellstore pe rows/s  µs/row   rows/s ratio  server CPU ratio"
-run() { # label command threads [--autoFlush]
-  local label=$1 cmd=$2 threads=$3 af=${4:-}
-  local h c c0 c1 h0 h1 cs ce hs he cu hu
-  c0=$(cpu_ticks); cs=$(now); c=$(cellstore_pe "$cmd" "$threads" ${af:+--autoFlush}); c1=$(cpu_ticks); ce=$(now)
-  h0=$(cpu_ticks); hs=$(now); h=$(hbase_pe "$cmd" "$threads" ${af:+--autoFlush=true}); h1=$(cpu_ticks); he=$(now)
+echo "A slower client also costs the server more per request (it idles and wakes between requests): the last columns run"
+echo "cellstore pe again paced at HBase PE's rate (--rate), so both protocols are compared at one load."
+printf '%-26s %10s %7s %10s %7s %7s %7s %10s %12s\n' workload "HBase PE" "µs/row" "cs pe" "µs/row" "rows/s" "CPU" "cs paced" "CPU ratio"
+printf '%-26s %10s %7s %10s %7s %7s %7s %10s %12s\n' "" "rows/s" "" "rows/s" "" "ratio" "ratio" "µs/row" "at one load"
+run() { # label command threads autoflush(yes|no) paced(yes|no)
+  local label=$1 cmd=$2 threads=$3 af=$4 paced=$5
+  local afc= afh= h c p c0 c1 h0 h1 p0 p1 cs ce hs he ps pe_ cu hu pu=- eq=-
+  [ "$af" = yes ] && afc=--autoFlush && afh=--autoFlush=true
+  c0=$(cpu_ticks); cs=$(now); c=$(cellstore_pe "$cmd" "$threads" $afc); c1=$(cpu_ticks); ce=$(now)
+  h0=$(cpu_ticks); hs=$(now); h=$(hbase_pe "$cmd" "$threads" $afh); h1=$(cpu_ticks); he=$(now)
   cu=$(per_op "$c0" "$c1" "$cs" "$ce" $((ROWS * threads))); hu=$(per_op "$h0" "$h1" "$hs" "$he" $((ROWS * threads)))
-  printf '%-28s %14s %8s %20s %8s %12s %16s\n' "$label" "$h" "$hu" "$c" "$cu" \
+  if [ "$paced" = yes ]; then
+    p0=$(cpu_ticks); ps=$(now); p=$(cellstore_pe "$cmd" "$threads" $afc --rate "$h"); p1=$(cpu_ticks); pe_=$(now)
+    pu=$(per_op "$p0" "$p1" "$ps" "$pe_" $((ROWS * threads)))
+    eq=$(awk -v h="$hu" -v p="$pu" 'BEGIN { printf "%.2f", (p > 0 ? h / p : 0) }')
+  fi
+  printf '%-26s %10s %7s %10s %7s %7s %7s %10s %12s\n' "$label" "$h" "$hu" "$c" "$cu" \
     "$(awk -v h="$h" -v c="$c" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')" \
-    "$(awk -v h="$hu" -v c="$cu" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')"
+    "$(awk -v h="$hu" -v c="$cu" 'BEGIN { printf "%.2f", (c > 0 ? h / c : 0) }')" "$pu" "$eq"
 }
-run "sequentialWrite 1" sequentialWrite 1
-run "randomRead 1" randomRead 1
-run "randomRead 4" randomRead 4
-run "scan 1" scan 1
-run "randomWrite --autoFlush 4" randomWrite 4 autoflush
+# Paced where one operation is one row (single gets and puts); batched writes and scans are not.
+run "sequentialWrite 1" sequentialWrite 1 no no
+run "randomRead 1" randomRead 1 no yes
+run "randomRead 4" randomRead 4 no yes
+run "scan 1" scan 1 no no
+run "randomWrite --autoFlush 4" randomWrite 4 yes yes

@@ -40,6 +40,10 @@ type Options struct {
 	Caching     int
 	Duration    time.Duration // >0: run for this long instead of Rows per thread
 	Warmup      time.Duration
+	// Rate paces the run at this many operations per second over all threads (0: as fast as
+	// they go): comparisons at one load, such as the server's CPU per request under two
+	// protocols (hack/pe-hbase.sh). Latencies count from when an operation is sent.
+	Rate float64
 	Seed        uint64
 	JSON        bool
 	// Progress is where live progress goes (nil: none); Terminal selects a redrawn bar over lines.
@@ -320,6 +324,9 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	if opts.Rows <= 0 && opts.Duration <= 0 {
 		return nil, errors.New("give --rows (per thread) or --duration")
 	}
+	if opts.Rate < 0 {
+		return nil, fmt.Errorf("--rate must be positive (operations per second over all threads) or 0 for no pacing, got %g", opts.Rate)
+	}
 	if opts.Rows <= 0 {
 		opts.Rows = 1_000_000
 	}
@@ -339,7 +346,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 		return nil, err
 	}
 	hists := make([]*hdrhistogram.Histogram, threads)
-	var ops, rows atomic.Int64
+	var ops, rows, sent atomic.Int64
 	errs := make([]map[string]int64, threads)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -363,6 +370,11 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 			for i := 0; ; i++ {
 				if ctx.Err() != nil || deadline.IsZero() && i >= opts.Rows || !deadline.IsZero() && time.Now().After(deadline) {
 					break
+				}
+				if opts.Rate > 0 {
+					if !pace(ctx, dueAt(start, sent.Add(1)-1, opts.Rate)) {
+						break
+					}
 				}
 				t0 := time.Now()
 				n, err := w.op(ctx, command, i)
@@ -407,6 +419,27 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	rep.LatencyUs = Latency{Min: all.Min(), P50: all.ValueAtQuantile(50), P95: all.ValueAtQuantile(95), P99: all.ValueAtQuantile(99),
 		P999: all.ValueAtQuantile(99.9), Max: all.Max()}
 	return rep, ctx.Err()
+}
+
+// dueAt is when the n-th operation (from 0) of a run paced at rate operations per second is due.
+func dueAt(start time.Time, n int64, rate float64) time.Time {
+	return start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+}
+
+// pace waits until due; false when ctx ended first.
+func pace(ctx context.Context, due time.Time) bool {
+	d := time.Until(due)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // ensureTable creates the table (pre-split when asked) when it does not exist yet.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
@@ -37,6 +38,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"randomReed", 1, Options{Rows: 1}, "unknown command"},
 		{"randomRead", 0, Options{Rows: 1}, "threads must be positive"},
 		{"randomRead", 1, Options{}, "--rows"},
+		{"randomRead", 1, Options{Rows: 1, Rate: -5}, "--rate"},
 	} {
 		_, err := Run(context.Background(), c, tc.cmd, tc.threads, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -59,5 +61,20 @@ func TestErrorKindsAndReport(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A paced run's operations are due evenly from its start: the n-th at n/rate seconds.
+func TestDueAt(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for n, want := range map[int64]time.Duration{0: 0, 1: 250 * time.Microsecond, 4000: time.Second, 6000: 1500 * time.Millisecond} {
+		if got := dueAt(start, n, 4000).Sub(start); got != want {
+			t.Errorf("operation %d at 4000/s: due after %v, want %v", n, got, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if pace(ctx, start.Add(time.Hour*24*365*100)) {
+		t.Error("pacing went on after its context ended")
 	}
 }

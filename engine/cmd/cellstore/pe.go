@@ -109,6 +109,7 @@ func peCommand() *cobra.Command {
 	f.IntVar(&o.Caching, "caching", 100, "scanner caching")
 	f.DurationVar(&o.Duration, "duration", 0, "run for this long instead of --rows")
 	f.DurationVar(&o.Warmup, "warmup", 0, "run this long before measuring")
+	f.Float64Var(&o.Rate, "rate", 0, "pace the run at this many operations per second over all threads (0: as fast as they go); latencies count from when an operation is sent")
 	f.Uint64Var(&o.Seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	f.BoolVar(&o.JSON, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile to this file (go tool pprof)")
