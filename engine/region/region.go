@@ -518,7 +518,11 @@ func (r *Region) releaseAll() {
 		}
 	}
 	if r.ms != nil {
+		// Writers (and a replica's applied edits) insert under updatesLock held shared: the
+		// memstore's memory goes back only once none is inside.
+		r.updatesLock.Lock()
 		r.ms.Close()
+		r.updatesLock.Unlock()
 	}
 }
 

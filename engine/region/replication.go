@@ -581,6 +581,13 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
 		}
 	}
+	// Held shared from the reservation to the last insert, as a primary's writers hold it: a
+	// close waits for it before it gives the memstore's memory back.
+	r.updatesLock.RLock()
+	defer r.updatesLock.RUnlock()
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
 	if err := r.ms.Reserve(size); err != nil {
 		return err
 	}
