@@ -44,8 +44,8 @@ type Options struct {
 	// they go): comparisons at one load, such as the server's CPU per request under two
 	// protocols (hack/pe-hbase.sh). Latencies count from when an operation is sent.
 	Rate float64
-	Seed        uint64
-	JSON        bool
+	Seed uint64
+	JSON bool
 	// Progress is where live progress goes (nil: none); Terminal selects a redrawn bar over lines.
 	Progress io.Writer
 	Terminal bool
