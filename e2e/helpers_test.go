@@ -169,31 +169,51 @@ func loadcheckPodPlain(name, cluster string, args ...string) *corev1.Pod {
 	}
 }
 
-// hbaseLoadPod runs the stock HBase Java client's load (HBaseLoad: writers and readers through
-// the region servers' HBase protocol, loadcheck's HTTP API on :8080) against cluster in ns, over
-// TLS as the user of the TLS Secret secret, bootstrapped from the region servers' headless
-// Service.
-func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers int) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "hbase-load"}},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "hbase-load", Image: hbaseloadImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Args: []string{cluster + "-regionserver." + ns + ".svc:16020", table, strconv.Itoa(writers), strconv.Itoa(readers)},
-				Env: []corev1.EnvVar{{Name: "HBASE_COMPAT_TLS_CA", Value: clientTLSDir + "/ca.crt"},
-					{Name: "HBASE_COMPAT_TLS_CERT", Value: clientTLSDir + "/tls.crt"}, {Name: "HBASE_COMPAT_TLS_KEY", Value: clientTLSDir + "/tls.key"}},
-				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
-				SecurityContext: restricted(),
-			}},
-			// The JVM and the client's PEM key store write to /tmp; the root file system is read-only.
-			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-		},
+// hbaseBootstrap is the bootstrap servers HBase clients in the cluster give: the region servers'
+// headless Service.
+func hbaseBootstrap(ns, cluster string) string { return cluster + "-regionserver." + ns + ".svc:16020" }
+
+// hbasePodSpec is a pod of the hbaseload image (the stock HBase Java client, its
+// PerformanceEvaluation and shell: engine/hbase/testdata) running command (nil: the image's
+// HBaseLoad) with args, over TLS as the user of the TLS Secret secret.
+func hbasePodSpec(secret string, command, args []string) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{
+			Name: "hbase", Image: hbaseloadImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: command, Args: args,
+			Env: []corev1.EnvVar{{Name: "HBASE_COMPAT_TLS_CA", Value: clientTLSDir + "/ca.crt"},
+				{Name: "HBASE_COMPAT_TLS_CERT", Value: clientTLSDir + "/tls.crt"}, {Name: "HBASE_COMPAT_TLS_KEY", Value: clientTLSDir + "/tls.key"}},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+			SecurityContext: restricted(),
+		}},
+		// The JVM, the client's PEM key store and the shell write to /tmp; the root file system is
+		// read-only.
+		Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}
-	mountClientSecret(&p.Spec, secret)
-	return p
+	mountClientSecret(&spec, secret)
+	return spec
+}
+
+// hbaseLoadPod runs the stock HBase Java client's load (HBaseLoad: writers and readers through
+// the region servers' HBase protocol, loadcheck's HTTP API on :8080) against cluster in ns.
+func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers int) *corev1.Pod {
+	spec := hbasePodSpec(secret, nil, []string{hbaseBootstrap(ns, cluster), table, strconv.Itoa(writers), strconv.Itoa(readers)})
+	ctr := &spec.Containers[0]
+	ctr.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	ctr.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "hbase-load"}}, Spec: spec}
+}
+
+// hbaseTool runs HBase's PerformanceEvaluation ("pe", its options) or shell ("shell", one line per
+// argument) from the hbaseload image as the Job name against cluster, and returns its output.
+func hbaseTool(ctx context.Context, ns, name, cluster, secret string, args ...string) string {
+	command := []string{"/opt/java/bin/java", "-XX:-UsePerfData", "-Xmx512m", "-Djava.io.tmpdir=/tmp", "-Duser.home=/tmp",
+		"--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens", "java.base/java.io=ALL-UNNAMED",
+		// JRuby first (the client's older jcodings and joni must not win), the shell's Ruby
+		// without its "trace" line before the shell's jar.
+		"-cp", "/opt/hbase/shell/patch:/opt/hbase/shell/jruby-complete.jar:/opt/hbase/shell/hbase-shell.jar:/opt/hbase/shell/jackson-core-asl.jar:" +
+			"/opt/hbase/shell/jackson-mapper-asl.jar:/opt/hbase/pe/*:/opt/hbase/classes", "HBaseTool", hbaseBootstrap(ns, cluster)}
+	return runJobSpec(ctx, ns, name, hbasePodSpec(secret, command, args))
 }
 
 func restricted() *corev1.SecurityContext {
@@ -235,18 +255,21 @@ func loadcheck(ctx context.Context, ns, pod, method, path string) loadStats {
 // runJob runs loadcheck as a Job to completion, as the user of the TLS Secret secret, and returns
 // its output.
 func runJob(ctx context.Context, ns, name, secret string, args ...string) string {
+	spec := corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "loadcheck", Image: loadcheckImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Args: args, SecurityContext: restricted()}},
+	}
+	withClientSecret(&spec, secret)
+	return runJobSpec(ctx, ns, name, spec)
+}
+
+// runJobSpec runs a Job of one pod to completion and returns its first container's output.
+func runJobSpec(ctx context.Context, ns, name string, spec corev1.PodSpec) string {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "loadcheck", Image: loadcheckImage, ImagePullPolicy: corev1.PullIfNotPresent,
-					Args: args, SecurityContext: restricted()}},
-			}},
-		},
+		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: spec}},
 	}
-	withClientSecret(&job.Spec.Template.Spec, secret)
 	_, err := kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var done *batchv1.Job
@@ -259,7 +282,7 @@ func runJob(ctx context.Context, ns, name, secret string, args ...string) string
 	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pods.Items).NotTo(BeEmpty())
-	out, _ := podLogs(ctx, ns, pods.Items[0].Name, "loadcheck")
+	out, _ := podLogs(ctx, ns, pods.Items[0].Name, spec.Containers[0].Name)
 	Expect(done.Status.Succeeded).To(BeEquivalentTo(1), "job %s failed: %s", name, out)
 	return out
 }

@@ -265,6 +265,27 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(hs.Lost+hs.VerifyFailed).To(BeZero(), report)
 	})
 
+	It("serves HBase's own PerformanceEvaluation and shell, run from pods", func(ctx SpecContext) {
+		for _, cmd := range []string{"sequentialWrite", "randomRead", "scan", "increment", "checkAndPut"} {
+			out := hbaseTool(ctx, ns, "hbase-pe-"+strings.ToLower(cmd), name, adminSecret(name), "pe", "--nomapred", "--rows=500", "--presplit=4", cmd, "2")
+			Expect(out).To(ContainSubstring("Summary of timings"), "PerformanceEvaluation %s:\n%s", cmd, out)
+			Expect(out).NotTo(ContainSubstring("ERROR"), "PerformanceEvaluation %s:\n%s", cmd, out)
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "Summary of timings") {
+					GinkgoWriter.Println("PerformanceEvaluation " + cmd + ": " + l)
+				}
+			}
+		}
+		out := hbaseTool(ctx, ns, "hbase-shell", name, adminSecret(name), "shell",
+			"create 'hbshell', 'f', SPLITS => ['m']", "put 'hbshell', 'r1', 'f:q', 'v1'", "put 'hbshell', 'z9', 'f:q', 'v2'",
+			"get 'hbshell', 'r1'", "scan 'hbshell'", "count 'hbshell'", "list", "describe 'hbshell'",
+			"alter 'hbshell', NAME => 'g', VERSIONS => 4", "status", "disable 'hbshell'", "drop 'hbshell'")
+		for _, want := range []string{"Created table hbshell", "value=v1", "2 row(s)", "VERSIONS => '4'", "active master", "servers"} {
+			Expect(out).To(ContainSubstring(want), "the HBase shell:\n%s", out)
+		}
+		Expect(out).NotTo(ContainSubstring("ERROR"), "the HBase shell:\n%s", out)
+	})
+
 	// pickServer is a region server pod that holds regions.
 	pickServer := func(ctx context.Context) string {
 		c := getCluster(ctx, ns, name)

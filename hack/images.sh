@@ -63,24 +63,32 @@ for name in "$@"; do
       gobuild "$TOOLS/loadcheck" ./e2e/loadcheck
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/loadcheck.tar" --file "$TOOLS/loadcheck:/usr/local/bin/loadcheck" --entrypoint "/usr/local/bin/loadcheck" ;;
     hbaseload)
-      # The stock HBase Java client running engine/hbase/testdata/HBaseLoad.java, for the e2e
+      # The stock HBase Java client running engine/hbase/testdata/HBaseLoad.java (the default
+      # command), and HBase's PerformanceEvaluation and shell run by HBaseTool.java, for the e2e
       # suite: a Java runtime cut by jlink from the JDK hack/hbase-client.sh installs, the shared
-      # libraries it loads (from this machine), the client's jars from Maven Central. Nothing of
-      # it is committed.
+      # libraries it loads (from this machine), the jars from Maven Central (the shaded client in
+      # /opt/hbase/lib; PE's in /opt/hbase/pe; the 2.4 shell's Ruby with JRuby in /opt/hbase/shell,
+      # its shell.rb without the "trace" line). Nothing of it is committed.
       hb=$("$ROOT/hack/hbase-client.sh")
       jhome=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
       work=$TOOLS/hbaseload
       rm -rf "$work" && mkdir -p "$work/classes" "$work/root"
-      javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT/engine/hbase/testdata/HBaseCompat.java" "$ROOT/engine/hbase/testdata/HBaseLoad.java" 2>/dev/null
+      javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>/dev/null
+      mkdir -p "$work/shell/patch"
+      for j in jruby-complete hbase-shell jackson-core-asl jackson-mapper-asl; do cp "$hb/shell/$j"-[0-9]*.jar "$work/shell/$j.jar"; done
+      (cd "$work/shell/patch" && unzip -q -o "$work/shell/hbase-shell.jar" shell.rb && grep -v '^[[:space:]]*trace[[:space:]]*$' shell.rb > shell.rb.new && mv shell.rb.new shell.rb)
       "$jhome/bin/jlink" --module-path "$jhome/jmods" --output "$work/jre" --strip-debug --no-header-files --no-man-pages \
-        --add-modules java.base,java.logging,java.management,java.naming,java.security.jgss,java.security.sasl,java.sql,java.xml,java.scripting,jdk.unsupported,jdk.httpserver,jdk.crypto.ec,jdk.zipfs,jdk.security.auth,jdk.naming.dns
+        --add-modules java.base,java.logging,java.management,java.naming,java.security.jgss,java.security.sasl,java.sql,java.xml,java.scripting,jdk.unsupported,jdk.httpserver,jdk.crypto.ec,jdk.zipfs,jdk.security.auth,jdk.naming.dns,java.desktop
       find "$work/jre" -type l | while read -r l; do cp --remove-destination "$(readlink -f "$l")" "$l"; done
+      # java.desktop is there for java.beans (Hadoop's configuration); its graphics, fonts and sound
+      # are never loaded: their native libraries (and the X11 ones they would pull in) stay out.
+      rm -f "$work"/jre/lib/lib{awt,awt_xawt,awt_headless,fontmanager,jawt,javajpeg,jsound,lcms,mlib_image,splashscreen}.so
       # The libraries the runtime's binaries load, at the paths the dynamic loader looks in.
       { ldd "$work/jre/bin/java"; find "$work/jre" -name '*.so' -exec ldd {} \; ; } 2>/dev/null |
         awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | grep -v "^$work/" | sort -u |
         while read -r lib; do mkdir -p "$work/root$(dirname "$lib")" && cp -L "$lib" "$work/root$lib"; done
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/hbaseload.tar" --dir "$work/root:/" --dir "$work/jre:/opt/java" \
-        --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" \
+        --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" --dir "$hb/pe:/opt/hbase/pe" --dir "$work/shell:/opt/hbase/shell" \
         --env LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu --env JAVA_HOME=/opt/java \
         --entrypoint "/opt/java/bin/java -XX:-UsePerfData -Xmx256m -Djava.io.tmpdir=/tmp -cp /opt/hbase/lib/*:/opt/hbase/classes HBaseLoad" ;;
     minio)

@@ -54,9 +54,9 @@ func compileHBaseProgram(t *testing.T, jars string) (classpath string) {
 	t.Helper()
 	out := t.TempDir()
 	_, file, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(file), "..", "..", "hbase", "testdata", "HBaseCompat.java")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "hbase", "testdata")
 	cp := filepath.Join(jars, "*")
-	if b, err := exec.Command("javac", "-nowarn", "-d", out, "-cp", cp, src).CombinedOutput(); err != nil {
+	if b, err := exec.Command("javac", "-nowarn", "-d", out, "-cp", cp, filepath.Join(dir, "HBaseCompat.java"), filepath.Join(dir, "HBaseTool.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, b)
 	}
 	return cp + string(os.PathListSeparator) + out

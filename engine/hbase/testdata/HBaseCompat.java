@@ -63,26 +63,11 @@ public class HBaseCompat {
     return Bytes.toBytes(s);
   }
 
-  // tls configures the client's TLS from the environment: HBASE_COMPAT_TLS_CA (the cluster's CA
-  // certificate, PEM), HBASE_COMPAT_TLS_CERT and HBASE_COMPAT_TLS_KEY (the user's certificate and
-  // key, PEM; the client's PEM key store wants both in one file).
+  // tls configures the client's TLS from the environment (HBaseTool.tlsSettings).
   static void tls(Configuration conf) throws Exception {
-    String ca = System.getenv("HBASE_COMPAT_TLS_CA");
-    if (ca == null || ca.isEmpty()) {
-      return;
+    for (java.util.Map.Entry<String, String> e : HBaseTool.tlsSettings().entrySet()) {
+      conf.set(e.getKey(), e.getValue());
     }
-    conf.setBoolean("hbase.client.netty.tls.enabled", true);
-    conf.set("hbase.rpc.tls.protocol", "TLSv1.3"); // Cellstore serves TLS 1.3 only; HBase asks 1.2 by default
-    conf.set("hbase.rpc.tls.truststore.location", ca);
-    conf.set("hbase.rpc.tls.truststore.type", "PEM");
-    java.nio.file.Path ks = java.nio.file.Files.createTempFile("hbase-compat-", ".pem");
-    ks.toFile().deleteOnExit();
-    byte[] cert = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(System.getenv("HBASE_COMPAT_TLS_CERT")));
-    byte[] key = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(System.getenv("HBASE_COMPAT_TLS_KEY")));
-    java.nio.file.Files.write(ks, key);
-    java.nio.file.Files.write(ks, cert, java.nio.file.StandardOpenOption.APPEND);
-    conf.set("hbase.rpc.tls.keystore.location", ks.toString());
-    conf.set("hbase.rpc.tls.keystore.type", "PEM");
   }
 
   interface Op {
