@@ -44,11 +44,11 @@ func OnBehalfOf(ctx context.Context, id Identity) context.Context {
 // an error when caller may not act for others.
 func (a *Authenticator) proxied(caller Identity, user string, gs []string) (Identity, error) {
 	gs = slices.Clone(gs)
-	if !caller.Authenticated() {
-		// Security off: the caller could as well have named the user itself.
+	if a == nil || !a.Required || !caller.Authenticated() {
+		// Security off (with or without TLS): the caller could as well have named the user itself.
 		return Identity{User: user, Groups: gs, Method: MethodDeclared}, nil
 	}
-	if caller.Method == MethodProxied || a == nil || a.Proxy == nil || !a.Proxy(caller) {
+	if caller.Method == MethodProxied || a.Proxy == nil || !a.Proxy(caller) {
 		return Identity{}, unauthenticated("%s may not act on behalf of other users (only superusers may)", caller)
 	}
 	if err := checkName("user", user); err != nil {

@@ -134,8 +134,13 @@ func TestGRPCOnBehalfOf(t *testing.T) {
 	if got, err := callWhoamiCtx(alice, off, &Credentials{User: "dora"}); err != nil || got != "alice/declared" {
 		t.Errorf("security off, on behalf of alice: %q, %v; want alice/declared", got, err)
 	}
+	// TLS with security off: a caller's certificate proves who it is, but nothing is checked.
+	tlsOff := serveGRPC(t, server, &Authenticator{})
+	if got, err := callWhoamiCtx(alice, tlsOff, &Credentials{Certs: carl}); err != nil || got != "alice/declared" {
+		t.Errorf("TLS, security off, carl on behalf of alice: %q, %v; want alice/declared", got, err)
+	}
 	// The groups travel as they are (one may hold a comma); a proxied identity may not proxy.
-	a := &Authenticator{Proxy: func(Identity) bool { return true }}
+	a := &Authenticator{Required: true, Proxy: func(Identity) bool { return true }}
 	id, err := a.proxied(Identity{User: "server", Method: MethodCertificate}, "alice", []string{"readers", "a,b"})
 	if err != nil || id.Via != "server" || len(id.Groups) != 2 || id.Groups[1] != "a,b" || !id.Authenticated() {
 		t.Errorf("proxied: %+v, %v", id, err)
