@@ -536,9 +536,10 @@ type serverConn struct {
 func (c *serverConn) close() {
 	c.mu.Lock()
 	c.isClosed = true
+	nc := c.nc // (startTLS replaces it under mu)
 	c.mu.Unlock()
 	c.cond.Broadcast()
-	c.nc.Close()
+	nc.Close()
 	c.srv.queue.wake()
 }
 
@@ -816,7 +817,10 @@ func (c *serverConn) startTLS() *bufio.Reader {
 	if len(first) > 0 && first[0] != tlsHandshakeRecord && c.srv.opts.Foreign.Accepts(first) {
 		return pr
 	}
-	c.nc = tls.Server(&peekedConn{Conn: c.nc, r: pr}, c.tlsConfig)
+	tc := tls.Server(&peekedConn{Conn: c.nc, r: pr}, c.tlsConfig)
+	c.mu.Lock() // close may run meanwhile (the server closing): it closes the connection below
+	c.nc = tc
+	c.mu.Unlock()
 	c.tlsConfig = nil
 	return nil
 }
