@@ -76,7 +76,7 @@ for name in "$@"; do
       javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>/dev/null
       mkdir -p "$work/shell/patch"
       for j in jruby-complete hbase-shell jackson-core-asl jackson-mapper-asl; do cp "$hb/shell/$j"-[0-9]*.jar "$work/shell/$j.jar"; done
-      (cd "$work/shell/patch" && unzip -q -o "$work/shell/hbase-shell.jar" shell.rb && grep -v '^[[:space:]]*trace[[:space:]]*$' shell.rb > shell.rb.new && mv shell.rb.new shell.rb)
+      (cd "$work/shell/patch" && "$jhome/bin/jar" xf "$work/shell/hbase-shell.jar" shell.rb && grep -v '^[[:space:]]*trace[[:space:]]*$' shell.rb > shell.rb.new && mv shell.rb.new shell.rb)
       "$jhome/bin/jlink" --module-path "$jhome/jmods" --output "$work/jre" --strip-debug --no-header-files --no-man-pages \
         --add-modules java.base,java.logging,java.management,java.naming,java.security.jgss,java.security.sasl,java.sql,java.xml,java.scripting,jdk.unsupported,jdk.httpserver,jdk.crypto.ec,jdk.zipfs,jdk.security.auth,jdk.naming.dns,java.desktop
       find "$work/jre" -type l | while read -r l; do cp --remove-destination "$(readlink -f "$l")" "$l"; done
