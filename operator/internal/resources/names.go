@@ -159,20 +159,14 @@ func PodOfServer(c *v1alpha1.StoreCluster, g Group, server string) string {
 	return pod
 }
 
-// MasterAddress is where the operator reaches the masters (any of them; a standby redirects).
+// MasterAddress is where the operator and the region servers (--masters) reach the masters: their
+// headless Service, which resolves to every master pod (published before they are ready; a standby
+// redirects to the active master). It does not change with the number of masters, so changing
+// that restarts only the masters.
 func MasterAddress(c *v1alpha1.StoreCluster) string {
 	return fmt.Sprintf("%s.%s.svc:%d", StatefulSetName(c, GroupMaster), c.Namespace, MasterGRPCPort)
 }
 
-// MasterList is the region servers' --masters value: every master pod.
-func MasterList(c *v1alpha1.StoreCluster) string {
-	n := int(c.Spec.MasterReplicas())
-	hosts := make([]string, n)
-	for i := range n {
-		hosts[i] = fmt.Sprintf("%s:%d", PodHost(c, GroupMaster, PodName(c, GroupMaster, i)), MasterGRPCPort)
-	}
-	return strings.Join(hosts, ",")
-}
 
 // SelectorLabels select a group's pods.
 func SelectorLabels(c *v1alpha1.StoreCluster, g Group) map[string]string {

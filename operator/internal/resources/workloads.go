@@ -75,7 +75,7 @@ func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv
 		fmt.Sprintf("--data-addr=:%d", RegionServerDataPort),
 		fmt.Sprintf("--admin-addr=:%d", RegionServerAdmin),
 		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupRegionServer), c.Namespace),
-		"--masters="+MasterList(c),
+		"--masters="+MasterAddress(c),
 		"--heap-limit="+FormatBytes(m.Heap),
 		"--memstore-offheap-size="+FormatBytes(m.MemstoreOffHeap),
 		"--blockcache-offheap-size="+FormatBytes(m.BlockCacheOffHeap),

@@ -67,7 +67,7 @@ func TestRegionServerStatefulSet(t *testing.T) {
 		"--config=/etc/cellstore/regionserver.conf",
 		"--http-addr=:16030", "--data-addr=:16020", "--admin-addr=:16021",
 		"--advertise-host=$(POD_NAME).prod-regionserver.db.svc",
-		"--masters=prod-master-0.prod-master.db.svc:16000,prod-master-1.prod-master.db.svc:16000",
+		"--masters=prod-master.db.svc:16000",
 		"--heap-limit=6Gi", "--memstore-offheap-size=4Gi", "--blockcache-offheap-size=4Gi", "--blockcache-onheap-size=512Mi",
 		"--memory-overhead=" + FormatBytes(16*gi/10), "--hugepages=2Mi",
 	} {
@@ -184,6 +184,22 @@ func TestRestartedAtGoesIntoTheTemplate(t *testing.T) {
 	got := DiffTemplates(&before.Spec.Template, &after.Spec.Template)
 	if !slices.Equal(got, []string{"spec.template.metadata.annotations[cellstore.io/restartedAt]"}) {
 		t.Errorf("diff %q", got)
+	}
+}
+
+// Changing the number of masters changes the masters' pods only: the region servers reach the
+// masters through their headless Service, whatever their number.
+func TestMasterCountRestartsOnlyMasters(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Master.Replicas = 1
+	rs1, m1 := RegionServerStatefulSet(c, inputs(c, GroupRegionServer)), MasterStatefulSet(c, inputs(c, GroupMaster))
+	c.Spec.Master.Replicas = 3
+	rs3, m3 := RegionServerStatefulSet(c, inputs(c, GroupRegionServer)), MasterStatefulSet(c, inputs(c, GroupMaster))
+	if d := DiffTemplates(&rs1.Spec.Template, &rs3.Spec.Template); len(d) > 0 {
+		t.Errorf("1 → 3 masters changes the region servers' pod template: %q", d)
+	}
+	if *m1.Spec.Replicas != 1 || *m3.Spec.Replicas != 3 {
+		t.Errorf("master replicas %d, %d", *m1.Spec.Replicas, *m3.Spec.Replicas)
 	}
 }
 
