@@ -167,7 +167,6 @@ func MasterAddress(c *v1alpha1.StoreCluster) string {
 	return fmt.Sprintf("%s.%s.svc:%d", StatefulSetName(c, GroupMaster), c.Namespace, MasterGRPCPort)
 }
 
-
 // SelectorLabels select a group's pods.
 func SelectorLabels(c *v1alpha1.StoreCluster, g Group) map[string]string {
 	return map[string]string{LabelName: AppName, LabelInstance: c.Name, LabelComponent: string(g)}
