@@ -349,10 +349,9 @@ func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusRespon
 	self := a.b.Self()
 	cs := &hb.ClusterStatus{HbaseVersion: &hb.HBaseVersionFileContent{Version: proto.String("2.6.4-cellstore")},
 		ClusterId: &hb.ClusterId{ClusterId: proto.String(a.b.ClusterID())}, BalancerOn: proto.Bool(st.GetBalancerOn()),
-		Master: &hb.ServerName{HostName: proto.String(self.GetHost()), Port: proto.Uint32(uint32(self.GetPort())), StartCode: proto.Uint64(uint64(self.GetStartCode()))}}
+		Master: hbServerName(self)}
 	for _, s := range st.GetServers() {
-		sn := &hb.ServerName{HostName: proto.String(s.GetServer().GetHost()), Port: proto.Uint32(uint32(s.GetServer().GetPort())),
-			StartCode: proto.Uint64(uint64(s.GetServer().GetStartCode()))}
+		sn := hbServerName(s.GetServer())
 		if !s.GetLive() {
 			cs.DeadServers = append(cs.DeadServers, sn)
 			continue

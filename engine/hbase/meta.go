@@ -313,7 +313,7 @@ func (a *Adapter) metaRows(ctx context.Context, lo, hi []byte) ([]metaRow, error
 
 func (a *Adapter) meta(k *call) {
 	self := a.b.Self()
-	sn := &hb.ServerName{HostName: proto.String(self.GetHost()), Port: proto.Uint32(uint32(self.GetPort())), StartCode: proto.Uint64(uint64(self.GetStartCode()))}
+	sn := hbServerName(self)
 	switch k.method {
 	case "GetClusterId":
 		k.reply(&hb.GetClusterIdResponse{ClusterId: proto.String(a.b.ClusterID())}, nil)
@@ -351,8 +351,7 @@ func (a *Adapter) bootstrapNodes(self *hb.ServerName) []*hb.ServerName {
 		nodes = nodes[:0]
 		for _, s := range st.GetServers() {
 			if s.GetLive() && !s.GetDraining() {
-				n := s.GetServer()
-				nodes = append(nodes, &hb.ServerName{HostName: proto.String(n.GetHost()), Port: proto.Uint32(uint32(n.GetPort())), StartCode: proto.Uint64(uint64(n.GetStartCode()))})
+				nodes = append(nodes, hbServerName(s.GetServer()))
 			}
 		}
 		return err
@@ -362,6 +361,11 @@ func (a *Adapter) bootstrapNodes(self *hb.ServerName) []*hb.ServerName {
 	}
 	a.bootstrap.at, a.bootstrap.nodes = time.Now(), nodes
 	return nodes
+}
+
+// hbServerName is a server's name as HBase's messages carry it.
+func hbServerName(s *pb.ServerName) *hb.ServerName {
+	return &hb.ServerName{HostName: proto.String(s.GetHost()), Port: proto.Uint32(uint32(s.GetPort())), StartCode: proto.Uint64(uint64(s.GetStartCode()))}
 }
 
 // bootstrapTTL is how long the list of bootstrap nodes is remembered.
