@@ -131,7 +131,8 @@ func GRPCServerOptions(certs *Certs, auth *Authenticator) []grpc.ServerOption {
 			}
 		}
 		var token, user string
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
+		md, _ := metadata.FromIncomingContext(ctx) // (a copy: taken once per call)
+		if md != nil {
 			if v := md.Get("authorization"); len(v) > 0 {
 				var found bool
 				if token, found = strings.CutPrefix(v[0], "Bearer "); !found {
@@ -146,12 +147,10 @@ func GRPCServerOptions(certs *Certs, auth *Authenticator) []grpc.ServerOption {
 		if err != nil {
 			return nil, status.Error(codes.Unauthenticated, err.Error())
 		}
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if v := md.Get(mdOnBehalfOf); len(v) > 0 {
-				if id, err = auth.proxied(id, v[0], md.Get(mdOnBehalfOfGroups)); err != nil {
-					// A detailed refusal: callers do not mistake it for a broken connection.
-					return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, Message: err.Error()}).Status()
-				}
+		if v := md.Get(mdOnBehalfOf); len(v) > 0 {
+			if id, err = auth.proxied(id, v[0], md.Get(mdOnBehalfOfGroups)); err != nil {
+				// A detailed refusal: callers do not mistake it for a broken connection.
+				return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, Message: err.Error()}).Status()
 			}
 		}
 		return NewContext(ctx, id), nil
