@@ -63,9 +63,9 @@ public class HBaseCompat {
     return Bytes.toBytes(s);
   }
 
-  // tls configures the client's TLS from the environment (HBaseTool.tlsSettings).
-  static void tls(Configuration conf) throws Exception {
-    for (java.util.Map.Entry<String, String> e : HBaseTool.tlsSettings().entrySet()) {
+  // configure sets what the client needs to reach Cellstore (HBaseTool.clientSettings).
+  static void configure(Configuration conf, String bootstrapServers) throws Exception {
+    for (java.util.Map.Entry<String, String> e : HBaseTool.clientSettings(bootstrapServers).entrySet()) {
       conf.set(e.getKey(), e.getValue());
     }
   }
@@ -102,11 +102,9 @@ public class HBaseCompat {
 
   public static void main(String[] args) throws Exception {
     Configuration conf = HBaseConfiguration.create();
-    conf.set("hbase.client.registry.impl", "org.apache.hadoop.hbase.client.RpcConnectionRegistry");
-    conf.set("hbase.client.bootstrap.servers", args[0]);
+    configure(conf, args[0]);
     conf.setInt("hbase.client.retries.number", 10);
     conf.setInt("hbase.client.operation.timeout", 60000);
-    tls(conf);
     TableName tn = TableName.valueOf("compat");
     try (Connection conn = ConnectionFactory.createConnection(conf)) {
       for (String step : Arrays.copyOfRange(args, 1, args.length)) {

@@ -229,12 +229,10 @@ public class HBaseLoad {
       System.exit(2);
     }
     Configuration conf = HBaseConfiguration.create();
-    conf.set("hbase.client.registry.impl", "org.apache.hadoop.hbase.client.RpcConnectionRegistry");
-    conf.set("hbase.client.bootstrap.servers", args[0]);
+    HBaseCompat.configure(conf, args[0]);
     // A region moving or a server restarting is waited out by the client's own retries.
     conf.setInt("hbase.client.retries.number", 30);
     conf.setInt("hbase.client.operation.timeout", 120000);
-    HBaseCompat.tls(conf);
     TableName tn = TableName.valueOf(args[1]);
     int writers = Integer.parseInt(args[2]), readers = Integer.parseInt(args[3]);
 

@@ -16,11 +16,14 @@ import java.util.List;
 import java.util.Map;
 
 public class HBaseTool {
-  // tlsSettings are the client's TLS settings from HBASE_COMPAT_TLS_CA (the cluster's CA, PEM),
+  // clientSettings are what an HBase client needs to reach Cellstore: the RPC connection registry,
+  // the bootstrap servers, and TLS from HBASE_COMPAT_TLS_CA (the cluster's CA, PEM),
   // HBASE_COMPAT_TLS_CERT and HBASE_COMPAT_TLS_KEY (the user's certificate and key, PEM; HBase's
-  // PEM key store wants both in one file, written to a temporary file); none without a CA.
-  static Map<String, String> tlsSettings() throws Exception {
+  // PEM key store wants both in one file, written to a temporary file) — no TLS without a CA.
+  static Map<String, String> clientSettings(String bootstrapServers) throws Exception {
     Map<String, String> s = new LinkedHashMap<>();
+    s.put("hbase.client.registry.impl", "org.apache.hadoop.hbase.client.RpcConnectionRegistry");
+    s.put("hbase.client.bootstrap.servers", bootstrapServers);
     String ca = System.getenv("HBASE_COMPAT_TLS_CA");
     if (ca == null || ca.isEmpty()) {
       return s;
@@ -44,9 +47,7 @@ public class HBaseTool {
       System.exit(2);
     }
     List<String> defs = new ArrayList<>();
-    defs.add("-Dhbase.client.registry.impl=org.apache.hadoop.hbase.client.RpcConnectionRegistry");
-    defs.add("-Dhbase.client.bootstrap.servers=" + args[0]);
-    for (Map.Entry<String, String> e : tlsSettings().entrySet()) {
+    for (Map.Entry<String, String> e : clientSettings(args[0]).entrySet()) {
       defs.add("-D" + e.getKey() + "=" + e.getValue());
     }
     List<String> rest = Arrays.asList(args).subList(2, args.length);
