@@ -73,7 +73,8 @@ for name in "$@"; do
       jhome=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
       work=$TOOLS/hbaseload
       rm -rf "$work" && mkdir -p "$work/classes" "$work/root"
-      javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>/dev/null
+      # (javac's notes about deprecated calls are not shown; its errors are.)
+      out=$(javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>&1) || { echo "$out" >&2; exit 1; }
       mkdir -p "$work/shell/patch"
       for j in jruby-complete hbase-shell jackson-core-asl jackson-mapper-asl; do cp "$hb/shell/$j"-[0-9]*.jar "$work/shell/$j.jar"; done
       (cd "$work/shell/patch" && "$jhome/bin/jar" xf "$work/shell/hbase-shell.jar" shell.rb && grep -v '^[[:space:]]*trace[[:space:]]*$' shell.rb > shell.rb.new && mv shell.rb.new shell.rb)
