@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/sfile"
 )
 
 // Names and paths on shared storage (docs/master.md, "Names and paths").
@@ -128,3 +129,48 @@ const (
 	// its lease can expire a region server stops acknowledging writes (LeaseConfig.SelfFenceMargin).
 	ConfigSelfFenceMarginMS = "self_fence_margin_ms"
 )
+
+// RegionTableDescriptor is engine/region's form of a table descriptor, for a region of it (the
+// region's table name is the one used), checked.
+func RegionTableDescriptor(t *pb.TableDescriptor, ri *pb.RegionInfo) (region.TableDescriptor, error) {
+	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(), Families: familyDescriptors(t)}
+	return td, td.Validate()
+}
+
+func familyDescriptors(t *pb.TableDescriptor) []region.Family {
+	var fams []region.Family
+	for _, f := range t.GetFamilies() {
+		rf := region.Family{Name: string(f.GetName()), MaxVersions: int(f.GetMaxVersions()), MinVersions: int(f.GetMinVersions()),
+			TTL: f.GetTtlSeconds(), BlockSize: int(f.GetBlockSize()), InMemory: f.GetInMemory(), NoBlockCache: f.GetBlockCacheDisabled()}
+		switch f.GetKeepDeletedCells() {
+		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE:
+			rf.KeepDeletedCells = region.KeepDeletedTrue
+		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL:
+			rf.KeepDeletedCells = region.KeepDeletedTTL
+		}
+		switch f.GetBloomFilter() {
+		case pb.BloomType_BLOOM_TYPE_NONE:
+			rf.Bloom = sfile.BloomNone
+		case pb.BloomType_BLOOM_TYPE_ROWCOL:
+			rf.Bloom = sfile.BloomRowCol
+		default:
+			rf.Bloom = sfile.BloomRow
+		}
+		switch f.GetCompression() {
+		case pb.Compression_COMPRESSION_SNAPPY:
+			rf.Compression = sfile.CompressionSnappy
+		case pb.Compression_COMPRESSION_LZ4:
+			rf.Compression = sfile.CompressionLZ4
+		case pb.Compression_COMPRESSION_ZSTD:
+			rf.Compression = sfile.CompressionZstd
+		}
+		switch f.GetDataBlockEncoding() {
+		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_PREFIX:
+			rf.Encoding = sfile.EncodingPrefix
+		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF:
+			rf.Encoding = sfile.EncodingDiff
+		}
+		fams = append(fams, rf)
+	}
+	return fams
+}

@@ -63,15 +63,6 @@ func (a *adminService) CompactRegion(_ context.Context, req *pb.CompactRegionReq
 	return &pb.RegionResponse{}, nil
 }
 
-func tableDescriptor(t *pb.TableDescriptor, ri *pb.RegionInfo) (region.TableDescriptor, error) {
-	fams, err := familyDescriptors(t)
-	if err != nil {
-		return region.TableDescriptor{}, err
-	}
-	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(), Families: fams}
-	return td, td.Validate()
-}
-
 func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
 	s := a.s
 	ri := req.GetRegion()
@@ -150,7 +141,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 
 func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	info := layout.StorageInfo(or.info)
-	td, err := tableDescriptor(or.table, or.info)
+	td, err := layout.RegionTableDescriptor(or.table, or.info)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/region/filter"
-	"github.com/cellstore/cellstore/engine/sfile"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -503,44 +502,6 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 		return nil, invalid("%v is not a put or delete", m.GetType())
 	}
 	return mu, nil
-}
-
-func familyDescriptors(t *pb.TableDescriptor) ([]region.Family, error) {
-	var fams []region.Family
-	for _, f := range t.GetFamilies() {
-		rf := region.Family{Name: string(f.GetName()), MaxVersions: int(f.GetMaxVersions()), MinVersions: int(f.GetMinVersions()),
-			TTL: f.GetTtlSeconds(), BlockSize: int(f.GetBlockSize()), InMemory: f.GetInMemory(), NoBlockCache: f.GetBlockCacheDisabled()}
-		switch f.GetKeepDeletedCells() {
-		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE:
-			rf.KeepDeletedCells = region.KeepDeletedTrue
-		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TTL:
-			rf.KeepDeletedCells = region.KeepDeletedTTL
-		}
-		switch f.GetBloomFilter() {
-		case pb.BloomType_BLOOM_TYPE_NONE:
-			rf.Bloom = sfile.BloomNone
-		case pb.BloomType_BLOOM_TYPE_ROWCOL:
-			rf.Bloom = sfile.BloomRowCol
-		default:
-			rf.Bloom = sfile.BloomRow
-		}
-		switch f.GetCompression() {
-		case pb.Compression_COMPRESSION_SNAPPY:
-			rf.Compression = sfile.CompressionSnappy
-		case pb.Compression_COMPRESSION_LZ4:
-			rf.Compression = sfile.CompressionLZ4
-		case pb.Compression_COMPRESSION_ZSTD:
-			rf.Compression = sfile.CompressionZstd
-		}
-		switch f.GetDataBlockEncoding() {
-		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_PREFIX:
-			rf.Encoding = sfile.EncodingPrefix
-		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF:
-			rf.Encoding = sfile.EncodingDiff
-		}
-		fams = append(fams, rf)
-	}
-	return fams, nil
 }
 
 // effectiveDurability is the mutation's durability, or the table's when the mutation uses the
