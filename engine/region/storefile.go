@@ -25,7 +25,13 @@ type reference struct {
 	// >= SplitRow.
 	SplitRow []byte `json:"splitRow"`
 	Top      bool   `json:"top"`
+	// Whole: the reference names all of the parent's file (HBase's HFileLink), not a half: a
+	// region cloned or restored from a snapshot is made of these until it compacts them away.
+	Whole bool `json:"whole,omitempty"`
 }
+
+// half reports whether the reference bounds its file to a half (a split daughter's).
+func (ref *reference) half() bool { return ref != nil && !ref.Whole }
 
 // storeFile is an open store file of one family (or a reference to half of
 // a parent's file). It is reference counted: the region's live file set
@@ -84,7 +90,7 @@ func (f *storeFile) mayOverlap(start, stop []byte) bool {
 		return false
 	}
 	first, last := f.meta.FirstKey.Row(), f.meta.LastKey.Row()
-	if f.ref != nil {
+	if f.ref.half() {
 		if f.ref.Top {
 			if bytes.Compare(last, f.ref.SplitRow) < 0 {
 				return false
@@ -100,14 +106,14 @@ func (f *storeFile) mayOverlap(start, stop []byte) bool {
 }
 
 func (f *storeFile) mayContainRow(row []byte) bool {
-	if f.ref != nil && (f.ref.Top != (bytes.Compare(row, f.ref.SplitRow) >= 0)) {
+	if f.ref.half() && (f.ref.Top != (bytes.Compare(row, f.ref.SplitRow) >= 0)) {
 		return false
 	}
 	return f.reader.MayContainRow(row)
 }
 
 func (f *storeFile) mayContainRowCol(row, fam, q []byte) bool {
-	if f.ref != nil && (f.ref.Top != (bytes.Compare(row, f.ref.SplitRow) >= 0)) {
+	if f.ref.half() && (f.ref.Top != (bytes.Compare(row, f.ref.SplitRow) >= 0)) {
 		return false
 	}
 	return f.reader.MayContainRowCol(row, fam, q)
@@ -119,7 +125,7 @@ func (f *storeFile) mayContainRowCol(row, fam, q []byte) bool {
 // Get's scanner), so it can come from and go back to a pool.
 func (f *storeFile) newScanner(cacheBlocks, recycle bool) cell.Scanner {
 	s := f.reader.NewScanner(sfile.ScanOptions{CacheBlocks: cacheBlocks, Recycle: recycle})
-	if f.ref != nil {
+	if f.ref.half() {
 		return newHalfScanner(s, f.ref.SplitRow, f.ref.Top)
 	}
 	return s
@@ -144,9 +150,10 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 	}
 	opts := sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1), InMemory: r.fams[fam].InMemory, EvictOnClose: true}
 	rd, err := openFile(r.store, dataPath, opts)
-	if err != nil && r.replica && errors.Is(err, fs.ErrNotExist) {
-		// The primary compacted the file away after naming it: a replica
-		// reads it from the archive (HBase's FileLink).
+	if err != nil && (r.replica || sf.ref != nil) && errors.Is(err, fs.ErrNotExist) {
+		// The primary compacted the file away after naming it (a replica), or the file a
+		// reference names was compacted away or dropped with its table (a region cloned from a
+		// snapshot): it is read from the archive, where it keeps its path (HBase's FileLink).
 		rd, err = openFile(r.store, path.Join("archive", dataPath), opts)
 	}
 	if err != nil {
@@ -155,7 +162,7 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 	sf.reader = rd
 	sf.meta = rd.Meta()
 	sf.size = sf.meta.Size
-	if sf.ref != nil {
+	if sf.ref.half() {
 		sf.size /= 2
 	}
 	sf.refs.Store(1)
