@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 M=github.com/cellstore/cellstore/engine
 rules=(
   "cell storage offheap wal memstore sfile blockcache schema lease security access rpc|region regionserver master client shell"
-  "region layout|regionserver master client shell"
+  "region layout snapshot|regionserver master client shell"
   "hbase|region regionserver master client shell"
   "regionserver|master client shell"
   "client|regionserver master shell region"

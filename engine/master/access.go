@@ -106,6 +106,17 @@ func (m *Master) need(ck *access.Checker, id security.Identity, method string, r
 		return onTable(r.GetTable().GetName(), access.Create|access.Admin)
 	case *pb.TruncateTableRequest:
 		return onTable(r.GetTable(), access.Create|access.Admin)
+	case *pb.SnapshotRequest: // HBase: ADMIN on the table; the other snapshot calls need global ADMIN
+		return onTable(r.GetTable(), access.Admin)
+	case *pb.CloneSnapshotRequest:
+		ns := r.GetTable().GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		if ck.Namespace(id, ns)&(access.Create|access.Admin) != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Create|access.Admin, "namespace="+ns)
 	case *pb.TableRequest:
 		switch method {
 		case "EnableTable", "DisableTable", "DeleteTable":

@@ -85,6 +85,11 @@ type Config struct {
 	// DefaultMaxRegionsPerServer; measured: a region server holds 10 000 empty regions in about
 	// 100 MiB of heap, docs/regionserver.md).
 	MaxRegionsPerServer int
+	// ArchiveTTL: files under archive/data that no snapshot names are deleted once they have
+	// been there this long (default 5 min, HBase's hbase.master.hfilecleaner.ttl; negative:
+	// never). CleanerInterval is how often the cleaner looks (default 1 min).
+	ArchiveTTL      time.Duration
+	CleanerInterval time.Duration
 
 	// Clock is the master's clock (tests inject one). Default time.Now.
 	Clock func() time.Time
@@ -143,6 +148,8 @@ func (c *Config) fill() error {
 	def(&c.StandbyReportInterval, 3*time.Second)
 	def(&c.DDLWait, 30*time.Second)
 	def(&c.JanitorInterval, 10*time.Second)
+	def(&c.ArchiveTTL, 5*time.Minute)
+	def(&c.CleanerInterval, time.Minute)
 	if c.MaxRegionsPerServer <= 0 {
 		c.MaxRegionsPerServer = DefaultMaxRegionsPerServer
 	}
@@ -157,7 +164,7 @@ func (c *Config) fill() error {
 		v    time.Duration
 	}{{"open timeout", c.OpenTimeout}, {"close timeout", c.CloseTimeout}, {"RPC timeout", c.RPCTimeout},
 		{"retry delay", c.RetryDelay}, {"tick interval", c.TickInterval}, {"DDL wait", c.DDLWait},
-		{"janitor interval", c.JanitorInterval}} {
+		{"janitor interval", c.JanitorInterval}, {"cleaner interval", c.CleanerInterval}} {
 		if d.v <= 0 {
 			return fmt.Errorf("master: %s %v must be positive", d.name, d.v)
 		}
@@ -250,6 +257,9 @@ type Master struct {
 	nextJanitor time.Time
 	splitHold   map[string]time.Time
 	splitChecks map[string]bool // the size policy reads their split rows
+	// Snapshots and the archive cleaner (snapshots.go, cleaner.go).
+	snapGuard snapGuard
+	cleaner   archiveCleaner
 }
 
 // New makes a master. It does nothing until Start.
@@ -591,6 +601,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.cleaning, m.splitHold, m.splitChecks, m.nextJanitor = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, now
 	m.nextBalance = now.Add(m.cfg.BalancerInterval)
 	m.nextSweep = now
+	m.cleaner.next, m.cleaner.linkChecks = now.Add(m.cfg.CleanerInterval), map[string]bool{}
 	// Servers the catalog knows get a fresh lease: they go on heartbeating to this master, or
 	// are declared dead when it runs out.
 	for _, s := range st.servers {
@@ -815,6 +826,7 @@ func (m *Master) tick(ctx context.Context) {
 		m.progressTablesLocked,
 		m.sweepLocked,
 		m.janitorLocked,
+		m.cleanerLocked,
 		m.drainLocked,
 		m.advanceProcsLocked,
 		m.startMovesLocked,

@@ -42,6 +42,10 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 			}
 			continue
 		}
+		if t.GetRestore() != nil {
+			m.progressRestoreLocked(key, t)
+			continue
+		}
 		if len(t.GetArchiveDirs()) > 0 && !m.busyTables[key] {
 			m.busyTables[key] = true
 			m.runTableIO(key, slices.Clone(t.GetArchiveDirs()), false)
@@ -98,7 +102,12 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 	tn := proto.CloneOf(t.GetTable().GetName())
 	m.runIO(func() (err error) {
 		if drop {
-			err = m.archiveDir(layout.TableDir(tn), path.Join("archive", layout.TableDir(tn), strconv.FormatInt(m.clock().UnixMilli(), 10)))
+			// Every file keeps its path under archive/ (region ids are never reused, so a table
+			// dropped again under the same name adds its own region directories): snapshots and
+			// tables cloned from them find their files there.
+			if err = m.archiveDir(layout.TableDir(tn), path.Join("archive", layout.TableDir(tn))); err == nil {
+				err = m.deleteLinkManifests(tn)
+			}
 		} else {
 			for _, d := range dirs {
 				if err = m.archiveDir(d, path.Join("archive", d)); err != nil {
@@ -151,7 +160,24 @@ func (m *Master) archiveDir(src, dst string) error {
 	if err := fs.MkdirAll(path.Dir(dst)); err != nil {
 		return err
 	}
-	if ok, _ := storage.Exists(fs, dst); ok {
+	if di, err := fs.Stat(dst); err == nil {
+		if si, err := fs.Stat(src); err == nil && si.IsDir && di.IsDir {
+			// Merge: the archive keeps every path (a table dropped again under its name adds
+			// its own region directories); an interrupted merge is finished by a retry.
+			names, err := fs.List(src)
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				if err := m.archiveDir(path.Join(src, n), path.Join(dst, n)); err != nil {
+					return err
+				}
+			}
+			if err := fs.Remove(src); err != nil {
+				return err
+			}
+			return fs.SyncDir(path.Dir(src))
+		}
 		dst += "." + strconv.FormatInt(m.clock().UnixNano(), 10)
 	}
 	if err := fs.Rename(src, dst); err != nil {

@@ -714,3 +714,30 @@ func sameQuotaKey(a, b *pb.Quota) bool {
 	}
 	return proto.Equal(a.GetTable(), b.GetTable())
 }
+
+// Snapshot implements pb.MasterServer.
+func (m *Master) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.SnapshotResponse, error) {
+	resp, err := m.takeSnapshot(ctx, req)
+	return resp, toStatus(err)
+}
+
+// ListSnapshots implements pb.MasterServer.
+func (m *Master) ListSnapshots(_ context.Context, req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
+	resp, err := m.listSnapshots(req)
+	return resp, toStatus(err)
+}
+
+// DeleteSnapshot implements pb.MasterServer.
+func (m *Master) DeleteSnapshot(_ context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
+	return &pb.SnapshotNameResponse{}, toStatus(m.deleteSnapshot(req))
+}
+
+// CloneSnapshot implements pb.MasterServer.
+func (m *Master) CloneSnapshot(ctx context.Context, req *pb.CloneSnapshotRequest) (*pb.CloneSnapshotResponse, error) {
+	return &pb.CloneSnapshotResponse{}, toStatus(m.cloneSnapshot(ctx, req))
+}
+
+// RestoreSnapshot implements pb.MasterServer.
+func (m *Master) RestoreSnapshot(ctx context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
+	return &pb.SnapshotNameResponse{}, toStatus(m.restoreSnapshot(ctx, req))
+}

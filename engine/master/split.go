@@ -384,6 +384,7 @@ func (m *Master) janitorLocked(now time.Time) error {
 		return nil
 	}
 	m.nextJanitor = now.Add(m.cfg.JanitorInterval)
+	m.checkLinksLocked()
 	for name, r := range m.st.regions {
 		if r.GetState() != stateSplit || m.cleaning[name] {
 			continue

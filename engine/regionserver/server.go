@@ -46,6 +46,9 @@ type Config struct {
 	// (region.Config.Bucket) and the WAL as an object log (wal.ObjectLog) under
 	// wal/<server>,<start code>.
 	Bucket storage.Bucket
+	// DisableAutoCompaction: regions compact only when asked (CompactRegion), as HBase's
+	// compaction_switch false leaves them; a region cloned from a snapshot then keeps its links.
+	DisableAutoCompaction bool
 	// FileCache, with Bucket, keeps ranges of store files on a local disk (nil: none).
 	FileCache *filecache.Cache
 	// Masters are the masters' gRPC addresses; the server finds the active one (required).
@@ -658,7 +661,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 		flush = table.GetMemstoreFlushSize()
 	}
 	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
-		Logger: s.cfg.Logger}
+		Logger: s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction}
 }
 
 // Stop shuts the server down gracefully: it tells the master it is stopping, closes every region

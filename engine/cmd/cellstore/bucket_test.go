@@ -74,6 +74,13 @@ func TestStandaloneOnBucket(t *testing.T) {
 				!strings.Contains(out, "value=unflushed") {
 				t.Fatalf("after the split and a kill -9:\n%s", out)
 			}
+			// A snapshot of the split table (its daughters may still hold halves of the parent's
+			// files), a clone of it, and after the drop below, the table back from the snapshot.
+			out = runShell(t, bin, p.master, "snapshot 't1', 's1'; list_snapshots; clone_snapshot 's1', 'c1'; count 'c1'; get 'c1', 'r3'")
+			if !strings.Contains(out, " s1 ") || !strings.Contains(out, "1 row(s)") || !strings.Contains(out, "3 row(s)") ||
+				!strings.Contains(out, "value=unflushed") {
+				t.Fatalf("snapshot and clone:\n%s", out)
+			}
 			runShell(t, bin, p.master, "disable 't1'; drop 't1'")
 			left, err := b.List(context.Background(), "data/default/t1/", "", 0)
 			if err != nil {
@@ -85,6 +92,10 @@ func TestStandaloneOnBucket(t *testing.T) {
 			}
 			if len(left) != 0 || len(archived) == 0 {
 				t.Fatalf("after drop: %d objects left under data/, %d archived", len(left), len(archived))
+			}
+			out = runShell(t, bin, p.master, "restore_snapshot 's1'; count 't1'; get 't1', 'r1'; delete_snapshot 's1'; list_snapshots")
+			if !strings.Contains(out, "3 row(s)") || !strings.Contains(out, "value=changed") || !strings.Contains(out, "0 row(s)") {
+				t.Fatalf("the dropped table restored from its snapshot:\n%s", out)
 			}
 			p.stop(t, os.Interrupt)
 		})

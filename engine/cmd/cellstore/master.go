@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,6 +41,7 @@ type masterFlags struct {
 	maxMoves                                        int
 	splitSize                                       int64
 	maxRegionsPerServer                             int
+	archiveTTL                                      time.Duration
 	logLevel, configFile                            string
 	shutdownTimeout                                 time.Duration
 
@@ -93,6 +95,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.IntVar(&f.maxMoves, "max-moves-in-flight", 16, "moves the balancer and drains run at once")
 	fl.IntVar(&f.maxRegionsPerServer, "max-regions-per-server", master.DefaultMaxRegionsPerServer,
 		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
+	addArchiveTTLFlag(fl, &f.archiveTTL)
 	fl.Int64Var(&f.splitSize, "split-size", 10<<30, "a region whose store files exceed this many bytes is split (a table's MAX_FILESIZE and the cluster setting region_split_size override it)")
 	fl.DurationVar(&f.openTimeout, "open-timeout", 2*time.Minute, "an open not reported by then is aborted and retried elsewhere")
 	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
@@ -163,6 +166,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
+		ArchiveTTL:  f.archiveTTL,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
 	})
@@ -285,4 +289,9 @@ func kubernetesElection(f masterFlags, identity string) (*master.KubernetesElect
 		return nil, err
 	}
 	return e, nil
+}
+
+// addArchiveTTLFlag is --archive-ttl, of the master and standalone.
+func addArchiveTTLFlag(fl *pflag.FlagSet, ttl *time.Duration) {
+	fl.DurationVar(ttl, "archive-ttl", 5*time.Minute, "store files compacted away or dropped are deleted from archive/ this long after the cleaner first sees them, unless a snapshot or a cloned table still needs them (negative: keep forever)")
 }

@@ -22,6 +22,7 @@ import (
 
 type standaloneFlags struct {
 	dir, masterAddr, masterHTTP string
+	archiveTTL                  time.Duration
 	rs                          regionServerFlags
 }
 
@@ -50,6 +51,7 @@ same directory recovers the tables.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dir, "dir", "", "directory holding all the data (required unless it is in a bucket: --s3-bucket or --bucket-dir)")
 	addBucketFlags(fl, &f.rs.bucket)
+	addArchiveTTLFlag(fl, &f.archiveTTL)
 	fl.StringVar(&f.masterAddr, "master-addr", "127.0.0.1:16000", "address of the Master gRPC service")
 	fl.StringVar(&f.masterHTTP, "master-http-addr", "127.0.0.1:16010", "the master's /metrics, /healthz, /readyz")
 	fl.StringVar(&f.rs.dataAddr, "data-addr", "127.0.0.1:16020", "address of the region server's data path")
@@ -125,7 +127,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	mtel.TLS, mtel.Admin = sec.certs, sec.adminHTTP()
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
-		Authorization: sec.authorization, Superusers: sec.superusers})
+		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL})
 	if err != nil {
 		return err
 	}

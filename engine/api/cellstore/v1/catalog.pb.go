@@ -199,8 +199,15 @@ type CatalogTable struct {
 	Deleting bool `protobuf:"varint,4,opt,name=deleting,proto3" json:"deleting,omitempty"`
 	// Directories (data/<ns>/<table>/<region>) of regions a truncate replaced, still to be moved
 	// to archive/.
-	ArchiveDirs   []string `protobuf:"bytes,5,rep,name=archive_dirs,json=archiveDirs,proto3" json:"archive_dirs,omitempty"`
-	StateSinceMs  int64    `protobuf:"varint,6,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
+	ArchiveDirs  []string `protobuf:"bytes,5,rep,name=archive_dirs,json=archiveDirs,proto3" json:"archive_dirs,omitempty"`
+	StateSinceMs int64    `protobuf:"varint,6,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
+	// A clone or restore from a snapshot whose region directories are still to be written; the
+	// table's regions are not assigned until it is done (a new master finishes it).
+	Restore *SnapshotRestore `protobuf:"bytes,7,opt,name=restore,proto3" json:"restore,omitempty"`
+	// Copies of snapshot manifests (links/<ns>/<table>/<snapshot>) whose files regions of this
+	// table still link to: the archive cleaner keeps those files until the regions compacted
+	// their links away, even when the snapshot itself is deleted.
+	LinkManifests []string `protobuf:"bytes,8,rep,name=link_manifests,json=linkManifests,proto3" json:"link_manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +284,92 @@ func (x *CatalogTable) GetStateSinceMs() int64 {
 	return 0
 }
 
+func (x *CatalogTable) GetRestore() *SnapshotRestore {
+	if x != nil {
+		return x.Restore
+	}
+	return nil
+}
+
+func (x *CatalogTable) GetLinkManifests() []string {
+	if x != nil {
+		return x.LinkManifests
+	}
+	return nil
+}
+
+// SnapshotRestore is a clone_snapshot or restore_snapshot under way: the regions whose directories
+// are made of links to the snapshot's files, in the order of the snapshot's regions.
+type SnapshotRestore struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot string                 `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Where the table keeps its copy of the snapshot's manifest.
+	LinkManifest string   `protobuf:"bytes,2,opt,name=link_manifest,json=linkManifest,proto3" json:"link_manifest,omitempty"`
+	Regions      []string `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
+	// Clone: the table is enabled when done; a restored table stays disabled.
+	Enable        bool `protobuf:"varint,4,opt,name=enable,proto3" json:"enable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRestore) Reset() {
+	*x = SnapshotRestore{}
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRestore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRestore) ProtoMessage() {}
+
+func (x *SnapshotRestore) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRestore.ProtoReflect.Descriptor instead.
+func (*SnapshotRestore) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SnapshotRestore) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *SnapshotRestore) GetLinkManifest() string {
+	if x != nil {
+		return x.LinkManifest
+	}
+	return ""
+}
+
+func (x *SnapshotRestore) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *SnapshotRestore) GetEnable() bool {
+	if x != nil {
+		return x.Enable
+	}
+	return false
+}
+
 // CatalogRegion is the row "region/<name>": one replica of a region.
 type CatalogRegion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -305,7 +398,7 @@ type CatalogRegion struct {
 
 func (x *CatalogRegion) Reset() {
 	*x = CatalogRegion{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[1]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +410,7 @@ func (x *CatalogRegion) String() string {
 func (*CatalogRegion) ProtoMessage() {}
 
 func (x *CatalogRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[1]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +423,7 @@ func (x *CatalogRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRegion.ProtoReflect.Descriptor instead.
 func (*CatalogRegion) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{1}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CatalogRegion) GetInfo() *RegionInfo {
@@ -440,7 +533,7 @@ type RegionProcedure struct {
 
 func (x *RegionProcedure) Reset() {
 	*x = RegionProcedure{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[2]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +545,7 @@ func (x *RegionProcedure) String() string {
 func (*RegionProcedure) ProtoMessage() {}
 
 func (x *RegionProcedure) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[2]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +558,7 @@ func (x *RegionProcedure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionProcedure.ProtoReflect.Descriptor instead.
 func (*RegionProcedure) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{2}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegionProcedure) GetId() uint64 {
@@ -594,7 +687,7 @@ type DeadServer struct {
 
 func (x *DeadServer) Reset() {
 	*x = DeadServer{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[3]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +699,7 @@ func (x *DeadServer) String() string {
 func (*DeadServer) ProtoMessage() {}
 
 func (x *DeadServer) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[3]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +712,7 @@ func (x *DeadServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadServer.ProtoReflect.Descriptor instead.
 func (*DeadServer) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{3}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeadServer) GetServer() string {
@@ -703,7 +796,7 @@ type CatalogServer struct {
 
 func (x *CatalogServer) Reset() {
 	*x = CatalogServer{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[4]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +808,7 @@ func (x *CatalogServer) String() string {
 func (*CatalogServer) ProtoMessage() {}
 
 func (x *CatalogServer) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[4]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +821,7 @@ func (x *CatalogServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogServer.ProtoReflect.Descriptor instead.
 func (*CatalogServer) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{4}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CatalogServer) GetServer() string {
@@ -784,7 +877,7 @@ type CatalogQuotas struct {
 
 func (x *CatalogQuotas) Reset() {
 	*x = CatalogQuotas{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[5]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +889,7 @@ func (x *CatalogQuotas) String() string {
 func (*CatalogQuotas) ProtoMessage() {}
 
 func (x *CatalogQuotas) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[5]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +902,7 @@ func (x *CatalogQuotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogQuotas.ProtoReflect.Descriptor instead.
 func (*CatalogQuotas) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{5}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CatalogQuotas) GetVersion() uint64 {
@@ -840,7 +933,7 @@ type CatalogACL struct {
 
 func (x *CatalogACL) Reset() {
 	*x = CatalogACL{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +945,7 @@ func (x *CatalogACL) String() string {
 func (*CatalogACL) ProtoMessage() {}
 
 func (x *CatalogACL) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[6]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +958,7 @@ func (x *CatalogACL) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogACL.ProtoReflect.Descriptor instead.
 func (*CatalogACL) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CatalogACL) GetVersion() uint64 {
@@ -907,7 +1000,7 @@ type CatalogConfig struct {
 
 func (x *CatalogConfig) Reset() {
 	*x = CatalogConfig{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1012,7 @@ func (x *CatalogConfig) String() string {
 func (*CatalogConfig) ProtoMessage() {}
 
 func (x *CatalogConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[7]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1025,7 @@ func (x *CatalogConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogConfig.ProtoReflect.Descriptor instead.
 func (*CatalogConfig) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CatalogConfig) GetConfig() map[string]string {
@@ -954,7 +1047,7 @@ type CatalogMasterState struct {
 
 func (x *CatalogMasterState) Reset() {
 	*x = CatalogMasterState{}
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1059,7 @@ func (x *CatalogMasterState) String() string {
 func (*CatalogMasterState) ProtoMessage() {}
 
 func (x *CatalogMasterState) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_catalog_proto_msgTypes[8]
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1072,7 @@ func (x *CatalogMasterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogMasterState.ProtoReflect.Descriptor instead.
 func (*CatalogMasterState) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CatalogMasterState) GetLastRegionId() uint64 {
@@ -1003,11 +1096,262 @@ func (x *CatalogMasterState) GetBalancerOff() bool {
 	return false
 }
 
+// SnapshotManifest is snapshots/<name>/manifest (HBase's snapshot manifest): a table's descriptor
+// and regions and the store files they were made of when the snapshot was taken. No data is
+// copied: the files are immutable, and once compacted away or dropped they stay in archive/ at
+// the same path while any snapshot names them. Stored as this message's bytes followed by their
+// CRC32C (4 bytes, big-endian).
+type SnapshotManifest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Table         *TableDescriptor       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	SkipFlush     bool                   `protobuf:"varint,4,opt,name=skip_flush,json=skipFlush,proto3" json:"skip_flush,omitempty"`
+	Regions       []*SnapshotRegion      `protobuf:"bytes,5,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotManifest) Reset() {
+	*x = SnapshotManifest{}
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotManifest) ProtoMessage() {}
+
+func (x *SnapshotManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotManifest.ProtoReflect.Descriptor instead.
+func (*SnapshotManifest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SnapshotManifest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotManifest) GetTable() *TableDescriptor {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *SnapshotManifest) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *SnapshotManifest) GetSkipFlush() bool {
+	if x != nil {
+		return x.SkipFlush
+	}
+	return false
+}
+
+func (x *SnapshotManifest) GetRegions() []*SnapshotRegion {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+type SnapshotRegion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RegionId      uint64                 `protobuf:"varint,1,opt,name=region_id,json=regionId,proto3" json:"region_id,omitempty"`
+	StartKey      []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	Files         []*SnapshotFile        `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRegion) Reset() {
+	*x = SnapshotRegion{}
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRegion) ProtoMessage() {}
+
+func (x *SnapshotRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRegion.ProtoReflect.Descriptor instead.
+func (*SnapshotRegion) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotRegion) GetRegionId() uint64 {
+	if x != nil {
+		return x.RegionId
+	}
+	return 0
+}
+
+func (x *SnapshotRegion) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *SnapshotRegion) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *SnapshotRegion) GetFiles() []*SnapshotFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// SnapshotFile is a store file: a data file (path data/...), or one half of one (a split
+// daughter's reference).
+type SnapshotFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Family        string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Half          bool                   `protobuf:"varint,3,opt,name=half,proto3" json:"half,omitempty"`
+	SplitRow      []byte                 `protobuf:"bytes,4,opt,name=split_row,json=splitRow,proto3" json:"split_row,omitempty"`
+	Top           bool                   `protobuf:"varint,5,opt,name=top,proto3" json:"top,omitempty"`
+	Size          int64                  `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	Entries       int64                  `protobuf:"varint,7,opt,name=entries,proto3" json:"entries,omitempty"`
+	MaxSeq        uint64                 `protobuf:"varint,8,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotFile) Reset() {
+	*x = SnapshotFile{}
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotFile) ProtoMessage() {}
+
+func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_catalog_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotFile.ProtoReflect.Descriptor instead.
+func (*SnapshotFile) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_catalog_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SnapshotFile) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *SnapshotFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SnapshotFile) GetHalf() bool {
+	if x != nil {
+		return x.Half
+	}
+	return false
+}
+
+func (x *SnapshotFile) GetSplitRow() []byte {
+	if x != nil {
+		return x.SplitRow
+	}
+	return nil
+}
+
+func (x *SnapshotFile) GetTop() bool {
+	if x != nil {
+		return x.Top
+	}
+	return false
+}
+
+func (x *SnapshotFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotFile) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *SnapshotFile) GetMaxSeq() uint64 {
+	if x != nil {
+		return x.MaxSeq
+	}
+	return 0
+}
+
 var File_cellstore_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x1acellstore/v1/catalog.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\x1a\x19cellstore/v1/master.proto\"\xf7\x01\n" +
+	"\x1acellstore/v1/catalog.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\x1a\x19cellstore/v1/master.proto\"\xd7\x02\n" +
 	"\fCatalogTable\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\x12\x1d\n" +
@@ -1015,7 +1359,14 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1a\n" +
 	"\bdeleting\x18\x04 \x01(\bR\bdeleting\x12!\n" +
 	"\farchive_dirs\x18\x05 \x03(\tR\varchiveDirs\x12$\n" +
-	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\"\xfb\x02\n" +
+	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\x127\n" +
+	"\arestore\x18\a \x01(\v2\x1d.cellstore.v1.SnapshotRestoreR\arestore\x12%\n" +
+	"\x0elink_manifests\x18\b \x03(\tR\rlinkManifests\"\x84\x01\n" +
+	"\x0fSnapshotRestore\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\tR\bsnapshot\x12#\n" +
+	"\rlink_manifest\x18\x02 \x01(\tR\flinkManifest\x12\x18\n" +
+	"\aregions\x18\x03 \x03(\tR\aregions\x12\x16\n" +
+	"\x06enable\x18\x04 \x01(\bR\x06enable\"\xfb\x02\n" +
 	"\rCatalogRegion\x12,\n" +
 	"\x04info\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x04info\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +
@@ -1089,7 +1440,29 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x12CatalogMasterState\x12$\n" +
 	"\x0elast_region_id\x18\x01 \x01(\x04R\flastRegionId\x12*\n" +
 	"\x11last_procedure_id\x18\x02 \x01(\x04R\x0flastProcedureId\x12!\n" +
-	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff*\x95\x01\n" +
+	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff\"\xd1\x01\n" +
+	"\x10SnapshotManifest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"skip_flush\x18\x04 \x01(\bR\tskipFlush\x126\n" +
+	"\aregions\x18\x05 \x03(\v2\x1c.cellstore.v1.SnapshotRegionR\aregions\"\x95\x01\n" +
+	"\x0eSnapshotRegion\x12\x1b\n" +
+	"\tregion_id\x18\x01 \x01(\x04R\bregionId\x12\x1b\n" +
+	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x03 \x01(\fR\x06endKey\x120\n" +
+	"\x05files\x18\x04 \x03(\v2\x1a.cellstore.v1.SnapshotFileR\x05files\"\xc4\x01\n" +
+	"\fSnapshotFile\x12\x16\n" +
+	"\x06family\x18\x01 \x01(\tR\x06family\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04half\x18\x03 \x01(\bR\x04half\x12\x1b\n" +
+	"\tsplit_row\x18\x04 \x01(\fR\bsplitRow\x12\x10\n" +
+	"\x03top\x18\x05 \x01(\bR\x03top\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\x12\x18\n" +
+	"\aentries\x18\a \x01(\x03R\aentries\x12\x17\n" +
+	"\amax_seq\x18\b \x01(\x04R\x06maxSeq*\x95\x01\n" +
 	"\rProcedureKind\x12\x19\n" +
 	"\x15PROCEDURE_KIND_ASSIGN\x10\x00\x12\x1b\n" +
 	"\x17PROCEDURE_KIND_UNASSIGN\x10\x01\x12\x17\n" +
@@ -1119,49 +1492,57 @@ func file_cellstore_v1_catalog_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(ProcedureKind)(0),         // 0: cellstore.v1.ProcedureKind
 	(ProcedureStep)(0),         // 1: cellstore.v1.ProcedureStep
 	(DeadServerStep)(0),        // 2: cellstore.v1.DeadServerStep
 	(*CatalogTable)(nil),       // 3: cellstore.v1.CatalogTable
-	(*CatalogRegion)(nil),      // 4: cellstore.v1.CatalogRegion
-	(*RegionProcedure)(nil),    // 5: cellstore.v1.RegionProcedure
-	(*DeadServer)(nil),         // 6: cellstore.v1.DeadServer
-	(*CatalogServer)(nil),      // 7: cellstore.v1.CatalogServer
-	(*CatalogQuotas)(nil),      // 8: cellstore.v1.CatalogQuotas
-	(*CatalogACL)(nil),         // 9: cellstore.v1.CatalogACL
-	(*CatalogConfig)(nil),      // 10: cellstore.v1.CatalogConfig
-	(*CatalogMasterState)(nil), // 11: cellstore.v1.CatalogMasterState
-	nil,                        // 12: cellstore.v1.CatalogConfig.ConfigEntry
-	(*TableDescriptor)(nil),    // 13: cellstore.v1.TableDescriptor
-	(TableState)(0),            // 14: cellstore.v1.TableState
-	(*RegionInfo)(nil),         // 15: cellstore.v1.RegionInfo
-	(RegionState)(0),           // 16: cellstore.v1.RegionState
-	(*Quota)(nil),              // 17: cellstore.v1.Quota
-	(*Permission)(nil),         // 18: cellstore.v1.Permission
-	(*VisibilityLabel)(nil),    // 19: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),         // 20: cellstore.v1.LabelAuths
+	(*SnapshotRestore)(nil),    // 4: cellstore.v1.SnapshotRestore
+	(*CatalogRegion)(nil),      // 5: cellstore.v1.CatalogRegion
+	(*RegionProcedure)(nil),    // 6: cellstore.v1.RegionProcedure
+	(*DeadServer)(nil),         // 7: cellstore.v1.DeadServer
+	(*CatalogServer)(nil),      // 8: cellstore.v1.CatalogServer
+	(*CatalogQuotas)(nil),      // 9: cellstore.v1.CatalogQuotas
+	(*CatalogACL)(nil),         // 10: cellstore.v1.CatalogACL
+	(*CatalogConfig)(nil),      // 11: cellstore.v1.CatalogConfig
+	(*CatalogMasterState)(nil), // 12: cellstore.v1.CatalogMasterState
+	(*SnapshotManifest)(nil),   // 13: cellstore.v1.SnapshotManifest
+	(*SnapshotRegion)(nil),     // 14: cellstore.v1.SnapshotRegion
+	(*SnapshotFile)(nil),       // 15: cellstore.v1.SnapshotFile
+	nil,                        // 16: cellstore.v1.CatalogConfig.ConfigEntry
+	(*TableDescriptor)(nil),    // 17: cellstore.v1.TableDescriptor
+	(TableState)(0),            // 18: cellstore.v1.TableState
+	(*RegionInfo)(nil),         // 19: cellstore.v1.RegionInfo
+	(RegionState)(0),           // 20: cellstore.v1.RegionState
+	(*Quota)(nil),              // 21: cellstore.v1.Quota
+	(*Permission)(nil),         // 22: cellstore.v1.Permission
+	(*VisibilityLabel)(nil),    // 23: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),         // 24: cellstore.v1.LabelAuths
 }
 var file_cellstore_v1_catalog_proto_depIdxs = []int32{
-	13, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
-	14, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
-	15, // 2: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
-	16, // 3: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
-	0,  // 4: cellstore.v1.RegionProcedure.kind:type_name -> cellstore.v1.ProcedureKind
-	1,  // 5: cellstore.v1.RegionProcedure.step:type_name -> cellstore.v1.ProcedureStep
-	16, // 6: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
-	2,  // 7: cellstore.v1.DeadServer.step:type_name -> cellstore.v1.DeadServerStep
-	17, // 8: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
-	18, // 9: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
-	19, // 10: cellstore.v1.CatalogACL.labels:type_name -> cellstore.v1.VisibilityLabel
-	20, // 11: cellstore.v1.CatalogACL.auths:type_name -> cellstore.v1.LabelAuths
-	12, // 12: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	17, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
+	18, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
+	4,  // 2: cellstore.v1.CatalogTable.restore:type_name -> cellstore.v1.SnapshotRestore
+	19, // 3: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
+	20, // 4: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
+	0,  // 5: cellstore.v1.RegionProcedure.kind:type_name -> cellstore.v1.ProcedureKind
+	1,  // 6: cellstore.v1.RegionProcedure.step:type_name -> cellstore.v1.ProcedureStep
+	20, // 7: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
+	2,  // 8: cellstore.v1.DeadServer.step:type_name -> cellstore.v1.DeadServerStep
+	21, // 9: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
+	22, // 10: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
+	23, // 11: cellstore.v1.CatalogACL.labels:type_name -> cellstore.v1.VisibilityLabel
+	24, // 12: cellstore.v1.CatalogACL.auths:type_name -> cellstore.v1.LabelAuths
+	16, // 13: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
+	17, // 14: cellstore.v1.SnapshotManifest.table:type_name -> cellstore.v1.TableDescriptor
+	14, // 15: cellstore.v1.SnapshotManifest.regions:type_name -> cellstore.v1.SnapshotRegion
+	15, // 16: cellstore.v1.SnapshotRegion.files:type_name -> cellstore.v1.SnapshotFile
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_catalog_proto_init() }
@@ -1177,7 +1558,7 @@ func file_cellstore_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_catalog_proto_rawDesc), len(file_cellstore_v1_catalog_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3818,6 +3818,463 @@ func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
+type SnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table *TableName             `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Record the store files as they are, without flushing the memstores first (HBase's
+	// SKIP_FLUSH): edits not yet flushed are not in the snapshot.
+	SkipFlush     bool `protobuf:"varint,3,opt,name=skip_flush,json=skipFlush,proto3" json:"skip_flush,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SnapshotRequest) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *SnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotRequest) GetSkipFlush() bool {
+	if x != nil {
+		return x.SkipFlush
+	}
+	return false
+}
+
+type SnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotResponse) Reset() {
+	*x = SnapshotResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotResponse) ProtoMessage() {}
+
+func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type SnapshotDescription struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Table     *TableName             `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	CreatedMs int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	SkipFlush bool                   `protobuf:"varint,4,opt,name=skip_flush,json=skipFlush,proto3" json:"skip_flush,omitempty"`
+	Regions   int32                  `protobuf:"varint,5,opt,name=regions,proto3" json:"regions,omitempty"`
+	Files     int32                  `protobuf:"varint,6,opt,name=files,proto3" json:"files,omitempty"`
+	// Bytes of the store files the snapshot names (shared with the table until it compacts).
+	SizeBytes     int64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDescription) Reset() {
+	*x = SnapshotDescription{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDescription) ProtoMessage() {}
+
+func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
+func (*SnapshotDescription) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *SnapshotDescription) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotDescription) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *SnapshotDescription) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *SnapshotDescription) GetSkipFlush() bool {
+	if x != nil {
+		return x.SkipFlush
+	}
+	return false
+}
+
+func (x *SnapshotDescription) GetRegions() int32 {
+	if x != nil {
+		return x.Regions
+	}
+	return 0
+}
+
+func (x *SnapshotDescription) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *SnapshotDescription) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+type ListSnapshotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Regular expression over snapshot names; empty lists all.
+	Pattern       string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsRequest) Reset() {
+	*x = ListSnapshotsRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsRequest) ProtoMessage() {}
+
+func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ListSnapshotsRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+type ListSnapshotsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshots     []*SnapshotDescription `protobuf:"bytes,1,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsResponse) Reset() {
+	*x = ListSnapshotsResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsResponse) ProtoMessage() {}
+
+func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+type SnapshotNameRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotNameRequest) Reset() {
+	*x = SnapshotNameRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotNameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotNameRequest) ProtoMessage() {}
+
+func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SnapshotNameRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type SnapshotNameResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotNameResponse) Reset() {
+	*x = SnapshotNameResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotNameResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotNameResponse) ProtoMessage() {}
+
+func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+}
+
+type CloneSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The new table (it must not exist).
+	Table         *TableName `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloneSnapshotRequest) Reset() {
+	*x = CloneSnapshotRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloneSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloneSnapshotRequest) ProtoMessage() {}
+
+func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CloneSnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CloneSnapshotRequest) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+type CloneSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloneSnapshotResponse) Reset() {
+	*x = CloneSnapshotResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloneSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloneSnapshotResponse) ProtoMessage() {}
+
+func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+}
+
 var File_cellstore_v1_master_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_master_proto_rawDesc = "" +
@@ -4053,7 +4510,36 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
 	"\x14ReportStandbyRequest\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x17\n" +
-	"\x15ReportStandbyResponse*\xdd\x01\n" +
+	"\x15ReportStandbyResponse\"s\n" +
+	"\x0fSnapshotRequest\x12-\n" +
+	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"skip_flush\x18\x03 \x01(\bR\tskipFlush\"Q\n" +
+	"\x10SnapshotResponse\x12=\n" +
+	"\bsnapshot\x18\x01 \x01(\v2!.cellstore.v1.SnapshotDescriptionR\bsnapshot\"\xe5\x01\n" +
+	"\x13SnapshotDescription\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x05table\x18\x02 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"skip_flush\x18\x04 \x01(\bR\tskipFlush\x12\x18\n" +
+	"\aregions\x18\x05 \x01(\x05R\aregions\x12\x14\n" +
+	"\x05files\x18\x06 \x01(\x05R\x05files\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\a \x01(\x03R\tsizeBytes\"0\n" +
+	"\x14ListSnapshotsRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\"X\n" +
+	"\x15ListSnapshotsResponse\x12?\n" +
+	"\tsnapshots\x18\x01 \x03(\v2!.cellstore.v1.SnapshotDescriptionR\tsnapshots\")\n" +
+	"\x13SnapshotNameRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14SnapshotNameResponse\"Y\n" +
+	"\x14CloneSnapshotRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x05table\x18\x02 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"\x17\n" +
+	"\x15CloneSnapshotResponse*\xdd\x01\n" +
 	"\vRegionState\x12\x18\n" +
 	"\x14REGION_STATE_OFFLINE\x10\x00\x12\x18\n" +
 	"\x14REGION_STATE_OPENING\x10\x01\x12\x15\n" +
@@ -4081,7 +4567,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x17PERMISSION_ACTION_WRITE\x10\x02\x12\x1a\n" +
 	"\x16PERMISSION_ACTION_EXEC\x10\x04\x12\x1c\n" +
 	"\x18PERMISSION_ACTION_CREATE\x10\b\x12\x1b\n" +
-	"\x17PERMISSION_ACTION_ADMIN\x10\x102\xce\x15\n" +
+	"\x17PERMISSION_ACTION_ADMIN\x10\x102\x80\x19\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -4120,7 +4606,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\bSetAuths\x12\x1d.cellstore.v1.SetAuthsRequest\x1a\x1e.cellstore.v1.SetAuthsResponse\x12I\n" +
 	"\bGetAuths\x12\x1d.cellstore.v1.GetAuthsRequest\x1a\x1e.cellstore.v1.GetAuthsResponse\x12O\n" +
 	"\n" +
-	"ClearAuths\x12\x1f.cellstore.v1.ClearAuthsRequest\x1a .cellstore.v1.ClearAuthsResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"ClearAuths\x12\x1f.cellstore.v1.ClearAuthsRequest\x1a .cellstore.v1.ClearAuthsResponse\x12I\n" +
+	"\bSnapshot\x12\x1d.cellstore.v1.SnapshotRequest\x1a\x1e.cellstore.v1.SnapshotResponse\x12X\n" +
+	"\rListSnapshots\x12\".cellstore.v1.ListSnapshotsRequest\x1a#.cellstore.v1.ListSnapshotsResponse\x12W\n" +
+	"\x0eDeleteSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12X\n" +
+	"\rCloneSnapshot\x12\".cellstore.v1.CloneSnapshotRequest\x1a#.cellstore.v1.CloneSnapshotResponse\x12X\n" +
+	"\x0fRestoreSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -4135,7 +4626,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -4208,134 +4699,158 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*ListQuotasResponse)(nil),             // 68: cellstore.v1.ListQuotasResponse
 	(*ReportStandbyRequest)(nil),           // 69: cellstore.v1.ReportStandbyRequest
 	(*ReportStandbyResponse)(nil),          // 70: cellstore.v1.ReportStandbyResponse
-	nil,                                    // 71: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 72: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 73: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 74: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 75: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 76: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 77: cellstore.v1.TableName
-	(TableState)(0),                        // 78: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 79: cellstore.v1.ServerName
+	(*SnapshotRequest)(nil),                // 71: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 72: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 73: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 74: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 75: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 76: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 77: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 78: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 79: cellstore.v1.CloneSnapshotResponse
+	nil,                                    // 80: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 81: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 82: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 83: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 84: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 85: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 86: cellstore.v1.TableName
+	(TableState)(0),                        // 87: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 88: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	75, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	76, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	75, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	77, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	77, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	75, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	78, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	84, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	85, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	84, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	86, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	86, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	84, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	87, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	12, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	75, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	78, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	76, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	79, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	84, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	87, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	85, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	88, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	77, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	86, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	15, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	15, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	78, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	79, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	71, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	87, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	88, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	80, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	21, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	79, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	88, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	22, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	72, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	79, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	76, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	81, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	88, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	85, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 25: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	76, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	79, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	85, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	88, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
 	22, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 29: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
 	39, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
 	40, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	73, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	74, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	77, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	82, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	83, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	86, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 35: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
 	45, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 37: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	77, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	86, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
 	48, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
 	48, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	77, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	86, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
 	48, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
 	55, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
 	56, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
 	45, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	4,  // 46: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	6,  // 47: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	8,  // 48: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 49: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 50: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	10, // 51: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	11, // 52: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	8,  // 53: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	16, // 54: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	8,  // 55: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	19, // 56: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	23, // 57: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	25, // 58: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	27, // 59: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	29, // 60: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	31, // 61: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	33, // 62: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	33, // 63: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	35, // 64: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	37, // 65: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	41, // 66: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	69, // 67: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	43, // 68: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	46, // 69: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	67, // 70: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	49, // 71: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	51, // 72: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	53, // 73: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	57, // 74: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	59, // 75: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	61, // 76: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	63, // 77: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	65, // 78: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	5,  // 79: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	7,  // 80: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	9,  // 81: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 82: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 83: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	9,  // 84: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	13, // 85: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	14, // 86: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	17, // 87: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	18, // 88: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	20, // 89: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	24, // 90: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	26, // 91: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	28, // 92: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	30, // 93: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	32, // 94: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	34, // 95: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	34, // 96: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	36, // 97: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	38, // 98: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	42, // 99: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	70, // 100: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	44, // 101: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	47, // 102: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	68, // 103: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	50, // 104: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	52, // 105: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	54, // 106: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	58, // 107: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	60, // 108: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	62, // 109: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	64, // 110: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	66, // 111: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	79, // [79:112] is the sub-list for method output_type
-	46, // [46:79] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	86, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	73, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	86, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	73, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	86, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,  // 51: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	6,  // 52: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	8,  // 53: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 54: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	8,  // 55: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	10, // 56: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	11, // 57: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	8,  // 58: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	16, // 59: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	8,  // 60: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	19, // 61: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	23, // 62: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	25, // 63: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	27, // 64: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	29, // 65: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	31, // 66: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	33, // 67: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	33, // 68: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	35, // 69: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	37, // 70: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	41, // 71: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	69, // 72: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	43, // 73: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	46, // 74: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	67, // 75: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	49, // 76: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	51, // 77: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	53, // 78: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	57, // 79: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	59, // 80: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	61, // 81: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	63, // 82: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	65, // 83: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	71, // 84: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	74, // 85: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	76, // 86: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	78, // 87: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	76, // 88: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	5,  // 89: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	7,  // 90: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	9,  // 91: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 92: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	9,  // 93: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	9,  // 94: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	13, // 95: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	14, // 96: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	17, // 97: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	18, // 98: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	20, // 99: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	24, // 100: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	26, // 101: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	28, // 102: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	30, // 103: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	32, // 104: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	34, // 105: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	34, // 106: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	36, // 107: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	38, // 108: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	42, // 109: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	70, // 110: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	44, // 111: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	47, // 112: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	68, // 113: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	50, // 114: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	52, // 115: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	54, // 116: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	58, // 117: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	60, // 118: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	62, // 119: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	64, // 120: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	66, // 121: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	72, // 122: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	75, // 123: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	77, // 124: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	79, // 125: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	77, // 126: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	89, // [89:127] is the sub-list for method output_type
+	51, // [51:89] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -4355,7 +4870,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   71,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,11 @@ const (
 	Master_SetAuths_FullMethodName               = "/cellstore.v1.Master/SetAuths"
 	Master_GetAuths_FullMethodName               = "/cellstore.v1.Master/GetAuths"
 	Master_ClearAuths_FullMethodName             = "/cellstore.v1.Master/ClearAuths"
+	Master_Snapshot_FullMethodName               = "/cellstore.v1.Master/Snapshot"
+	Master_ListSnapshots_FullMethodName          = "/cellstore.v1.Master/ListSnapshots"
+	Master_DeleteSnapshot_FullMethodName         = "/cellstore.v1.Master/DeleteSnapshot"
+	Master_CloneSnapshot_FullMethodName          = "/cellstore.v1.Master/CloneSnapshot"
+	Master_RestoreSnapshot_FullMethodName        = "/cellstore.v1.Master/RestoreSnapshot"
 )
 
 // MasterClient is the client API for Master service.
@@ -105,6 +110,13 @@ type MasterClient interface {
 	SetAuths(ctx context.Context, in *SetAuthsRequest, opts ...grpc.CallOption) (*SetAuthsResponse, error)
 	GetAuths(ctx context.Context, in *GetAuthsRequest, opts ...grpc.CallOption) (*GetAuthsResponse, error)
 	ClearAuths(ctx context.Context, in *ClearAuthsRequest, opts ...grpc.CallOption) (*ClearAuthsResponse, error)
+	// Snapshots (HBase's snapshot, list_snapshots, delete_snapshot, clone_snapshot,
+	// restore_snapshot): a manifest of a table's store files, no data copied.
+	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error)
+	DeleteSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
+	CloneSnapshot(ctx context.Context, in *CloneSnapshotRequest, opts ...grpc.CallOption) (*CloneSnapshotResponse, error)
+	RestoreSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
 }
 
 type masterClient struct {
@@ -445,6 +457,56 @@ func (c *masterClient) ClearAuths(ctx context.Context, in *ClearAuthsRequest, op
 	return out, nil
 }
 
+func (c *masterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotResponse)
+	err := c.cc.Invoke(ctx, Master_Snapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSnapshotsResponse)
+	err := c.cc.Invoke(ctx, Master_ListSnapshots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) DeleteSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotNameResponse)
+	err := c.cc.Invoke(ctx, Master_DeleteSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) CloneSnapshot(ctx context.Context, in *CloneSnapshotRequest, opts ...grpc.CallOption) (*CloneSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloneSnapshotResponse)
+	err := c.cc.Invoke(ctx, Master_CloneSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) RestoreSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotNameResponse)
+	err := c.cc.Invoke(ctx, Master_RestoreSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -496,6 +558,13 @@ type MasterServer interface {
 	SetAuths(context.Context, *SetAuthsRequest) (*SetAuthsResponse, error)
 	GetAuths(context.Context, *GetAuthsRequest) (*GetAuthsResponse, error)
 	ClearAuths(context.Context, *ClearAuthsRequest) (*ClearAuthsResponse, error)
+	// Snapshots (HBase's snapshot, list_snapshots, delete_snapshot, clone_snapshot,
+	// restore_snapshot): a manifest of a table's store files, no data copied.
+	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
+	DeleteSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
+	CloneSnapshot(context.Context, *CloneSnapshotRequest) (*CloneSnapshotResponse, error)
+	RestoreSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -604,6 +673,21 @@ func (UnimplementedMasterServer) GetAuths(context.Context, *GetAuthsRequest) (*G
 }
 func (UnimplementedMasterServer) ClearAuths(context.Context, *ClearAuthsRequest) (*ClearAuthsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClearAuths not implemented")
+}
+func (UnimplementedMasterServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedMasterServer) ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSnapshots not implemented")
+}
+func (UnimplementedMasterServer) DeleteSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedMasterServer) CloneSnapshot(context.Context, *CloneSnapshotRequest) (*CloneSnapshotResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CloneSnapshot not implemented")
+}
+func (UnimplementedMasterServer) RestoreSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RestoreSnapshot not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1220,6 +1304,96 @@ func _Master_ClearAuths_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Snapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Snapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Snapshot(ctx, req.(*SnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ListSnapshots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSnapshotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ListSnapshots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ListSnapshots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ListSnapshots(ctx, req.(*ListSnapshotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_DeleteSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).DeleteSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_DeleteSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).DeleteSnapshot(ctx, req.(*SnapshotNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_CloneSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloneSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).CloneSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_CloneSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).CloneSnapshot(ctx, req.(*CloneSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_RestoreSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).RestoreSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_RestoreSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).RestoreSnapshot(ctx, req.(*SnapshotNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1358,6 +1532,26 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClearAuths",
 			Handler:    _Master_ClearAuths_Handler,
+		},
+		{
+			MethodName: "Snapshot",
+			Handler:    _Master_Snapshot_Handler,
+		},
+		{
+			MethodName: "ListSnapshots",
+			Handler:    _Master_ListSnapshots_Handler,
+		},
+		{
+			MethodName: "DeleteSnapshot",
+			Handler:    _Master_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "CloneSnapshot",
+			Handler:    _Master_CloneSnapshot_Handler,
+		},
+		{
+			MethodName: "RestoreSnapshot",
+			Handler:    _Master_RestoreSnapshot_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

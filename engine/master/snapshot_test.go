@@ -1,0 +1,96 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"testing"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
+)
+
+// A clone is a procedure in the catalog: a master that fails while it writes the new regions'
+// directories leaves the table ENABLING with its regions unassigned; the next master writes them
+// and opens the table. (The data side — what a clone reads — is tested with real region servers in
+// engine/regionserver's TestSnapshotCloneRestoreAndTheCleaner.)
+func TestCloneSnapshotSurvivesAMasterFailover(t *testing.T) {
+	ffs := faultfs.New(storage.NewMem())
+	c := newClusterOn(t, ffs, 2, nil)
+	c.createTable("t1", 3, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	// The fake servers keep no files: the snapshot records three regions without files. (A
+	// flush is asked of a real server; SKIP_FLUSH asks none.)
+	resp, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetSnapshot().GetRegions() != 3 {
+		t.Fatalf("snapshot: %v", resp.GetSnapshot())
+	}
+	for _, bad := range []*pb.SnapshotRequest{
+		{Table: tableName("t1"), Name: ".hidden"},
+		{Table: tableName("t1"), Name: "a/b"},
+		{Table: tableName("nope"), Name: "s2"},
+		{Table: tableName("t1"), Name: "s1"}, // exists
+	} {
+		if _, err := c.mc.Snapshot(c.ctx(), bad); err == nil {
+			t.Errorf("snapshot %v was taken", bad)
+		}
+	}
+	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t1")}); errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
+		t.Errorf("clone onto an existing table: %v", err)
+	}
+	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "missing", Table: tableName("c2")}); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+		t.Errorf("clone of a missing snapshot: %v", err)
+	}
+
+	// The region directories of the clone cannot be written: the call gives up waiting.
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpMkdirAll, Path: "data/default/c1/*"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.mc.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c1")}); err == nil {
+		t.Fatal("the clone succeeded without its region directories")
+	}
+	d, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")})
+	if err != nil || d.GetState() != pb.TableState_TABLE_STATE_ENABLING {
+		t.Fatalf("clone c1 half made: %v %v", d.GetState(), err)
+	}
+	for _, l := range c.regions("c1") {
+		if l.GetState() != pb.RegionState_REGION_STATE_OFFLINE {
+			t.Fatalf("region %s of a clone not yet written is %s", l.GetRegion().GetName(), l.GetState())
+		}
+	}
+
+	// The master goes; the next one finishes the clone.
+	c.m.Close()
+	ffs.ClearRules()
+	c.startMaster()
+	locs := c.waitAllOpen("c1", 20*time.Second)
+	if len(locs) != 3 {
+		t.Fatalf("clone c1 has %d regions, want 3", len(locs))
+	}
+	for _, l := range locs {
+		manifest := path.Join(layout.RegionDir(l.GetRegion()), "MANIFEST")
+		if ok, err := storage.Exists(ffs, manifest); err != nil || !ok {
+			t.Errorf("region %s of the clone has no manifest (%v)", l.GetRegion().GetName(), err)
+		}
+	}
+	c.waitFor("c1 enabled", 10*time.Second, func() (bool, string) {
+		d, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")})
+		return err == nil && d.GetState() == pb.TableState_TABLE_STATE_ENABLED, fmt.Sprint(d.GetState(), err)
+	})
+	list, err := c.mc.ListSnapshots(c.ctx(), &pb.ListSnapshotsRequest{Pattern: "s.*"})
+	if err != nil || len(list.GetSnapshots()) != 1 {
+		t.Fatalf("list_snapshots: %v %v", list, err)
+	}
+	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+		t.Errorf("deleting a deleted snapshot: %v", err)
+	}
+}
