@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -204,4 +205,74 @@ func (s Storage) WalkFiles(dir string, fn func(p string) error) error {
 		}
 	}
 	return nil
+}
+
+// OpenObject opens a file or object for random reads; a missing one matches fs.ErrNotExist.
+func (s Storage) OpenObject(p string) (storage.ReadableFile, error) { return s.files().open(p) }
+
+// StatObject returns the size of a file or object; a missing one matches fs.ErrNotExist.
+func (s Storage) StatObject(p string) (int64, error) {
+	if s.Bucket != nil {
+		info, err := s.Bucket.Stat(context.Background(), p)
+		return info.Size, storage.NotExist(err)
+	}
+	fi, err := s.FS.Stat(p)
+	return fi.Size, err
+}
+
+// WriteStream writes a file or object of any size from r, durably and create-only (an error
+// matching fs.ErrExist when p exists): nothing is at p unless all of it was written. On a bucket a
+// large object goes up in parts; on a directory tree it is written under a temporary name and
+// renamed.
+func (s Storage) WriteStream(p string, r io.Reader) (int64, error) {
+	buf := make([]byte, 4<<20)
+	if s.Bucket != nil {
+		w, err := storage.NewObjectWriter(s.Bucket, p, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer w.Close()
+		n, err := io.CopyBuffer(w, r, buf)
+		if err != nil {
+			return n, err
+		}
+		if err := w.Sync(); err != nil {
+			if errors.Is(err, storage.ErrPrecondition) {
+				return n, fmt.Errorf("%s: %w", p, fs.ErrExist)
+			}
+			return n, err
+		}
+		return n, nil
+	}
+	if ok, err := storage.Exists(s.FS, p); err != nil {
+		return 0, err
+	} else if ok {
+		return 0, fmt.Errorf("%s: %w", p, fs.ErrExist)
+	}
+	if err := s.FS.MkdirAll(path.Dir(p)); err != nil {
+		return 0, err
+	}
+	tmp := p + ".partial"
+	if err := s.FS.RemoveAll(tmp); err != nil {
+		return 0, err
+	}
+	f, err := s.FS.Create(tmp)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, r, buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.FS.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = s.FS.Remove(tmp)
+		return n, err
+	}
+	return n, s.FS.SyncDir(path.Dir(p))
 }

@@ -1,7 +1,11 @@
 package snapshot
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io/fs"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -67,5 +71,99 @@ func TestCheckName(t *testing.T) {
 		if err := CheckName(bad); err == nil {
 			t.Errorf("%q was accepted", bad)
 		}
+	}
+}
+
+// corruptingBucket flips a byte of every object written under archive/: silent corruption on
+// the way, which no real store produces on demand.
+type corruptingBucket struct{ storage.Bucket }
+
+func (c corruptingBucket) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	if strings.HasPrefix(key, "archive/") && len(body) > 0 {
+		body = append([]byte(nil), body...)
+		body[len(body)/2] ^= 1
+	}
+	return c.Bucket.Put(ctx, key, body, cond)
+}
+
+func dirBucket(t *testing.T) *storage.DirBucket {
+	t.Helper()
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// Copy puts a snapshot's files under archive/ and its manifest at the destination, verifies each
+// file, copies nothing twice, refuses another snapshot of the same name, and leaves no manifest when
+// a file fails verification.
+func TestCopy(t *testing.T) {
+	ctx := context.Background()
+	src := region.Storage{Bucket: dirBucket(t)}
+	files := map[string][]byte{
+		"data/default/t/0000000000000001/f/a": bytes.Repeat([]byte("a"), 5<<20+3), // more than a read buffer
+		"data/default/t/0000000000000001/f/b": []byte("bee"),
+		"data/default/t/0000000000000002/f/c": []byte("sea"),
+	}
+	for p, body := range files {
+		key := p
+		if strings.HasSuffix(p, "/c") { // compacted away since: in the archive
+			key = "archive/" + p
+		}
+		if _, err := src.WriteStream(key, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	man := &pb.SnapshotManifest{Name: "s", Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}},
+		Regions: []*pb.SnapshotRegion{
+			{RegionId: 1, EndKey: []byte("m"), Files: []*pb.SnapshotFile{{Family: "f", Path: "data/default/t/0000000000000001/f/a"}, {Family: "f", Path: "data/default/t/0000000000000001/f/b"}}},
+			{RegionId: 2, StartKey: []byte("m"), Files: []*pb.SnapshotFile{{Family: "f", Path: "data/default/t/0000000000000002/f/c"},
+				{Family: "f", Path: "data/default/t/0000000000000001/f/b", Half: true, SplitRow: []byte("m"), Top: true}}}}}
+	if err := Write(src, man); err != nil {
+		t.Fatal(err)
+	}
+	dst := region.Storage{FS: storage.NewMem()}
+	prog, err := Copy(ctx, src, dst, "s", CopyOptions{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog.Files != 3 || prog.Skipped != 0 || prog.FilesTotal != 3 {
+		t.Fatalf("first copy: %+v", prog)
+	}
+	for p, body := range files {
+		got, err := dst.ReadObject("archive/" + p)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s at the destination: %d bytes, %v", p, len(got), err)
+		}
+	}
+	if got, err := Read(dst, ManifestKey("s")); err != nil || !proto.Equal(got, man) {
+		t.Fatalf("manifest at the destination: %v", err)
+	}
+	prog, err = Copy(ctx, src, dst, "s", CopyOptions{})
+	if err != nil || prog.Skipped != 3 {
+		t.Fatalf("second copy: %+v %v", prog, err)
+	}
+	// Another snapshot named s at the destination is refused.
+	other := proto.CloneOf(man)
+	other.CreatedMs = 99
+	b, _ := Encode(other)
+	if err := dst.WriteObject(ManifestKey("s"), b, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Copy(ctx, src, dst, "s", CopyOptions{}); err == nil || !strings.Contains(err.Error(), "another snapshot") {
+		t.Fatalf("copy over another snapshot of the same name: %v", err)
+	}
+	// A destination that changes bytes: the copy fails, no manifest appears, nothing damaged stays.
+	bad := region.Storage{Bucket: corruptingBucket{dirBucket(t)}}
+	if _, err := Copy(ctx, src, bad, "s", CopyOptions{}); !errors.Is(err, ErrVerify) {
+		t.Fatalf("copy to a corrupting destination: %v", err)
+	}
+	if _, err := bad.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed copy left a manifest: %v", err)
+	}
+	if _, err := Copy(ctx, src, dst, "missing", CopyOptions{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("copy of a missing snapshot: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -20,6 +21,9 @@ type bucketFlags struct {
 	endpoint, bucket, prefix, region, caFile string
 	pathStyle, create                        bool
 	dir                                      string
+	// accessEnv and secretEnv name the variables holding the keys (default envAccessKey and
+	// envSecretKey: the cluster's own bucket).
+	accessEnv, secretEnv string
 }
 
 // Credentials are not flags (they would show in the process list): CELLSTORE_S3_ACCESS_KEY_ID and
@@ -61,7 +65,7 @@ func (f *bucketFlags) open(ctx context.Context, reg prometheus.Registerer) (stor
 		return b, nil
 	}
 	cfg := s3.Config{Endpoint: f.endpoint, Bucket: f.bucket, Prefix: f.prefix, Region: f.region, PathStyle: f.pathStyle,
-		AccessKeyID: os.Getenv(envAccessKey), SecretAccessKey: os.Getenv(envSecretKey), Registerer: reg}
+		AccessKeyID: os.Getenv(cmp.Or(f.accessEnv, envAccessKey)), SecretAccessKey: os.Getenv(cmp.Or(f.secretEnv, envSecretKey)), Registerer: reg}
 	if f.caFile != "" {
 		ca, err := os.ReadFile(f.caFile)
 		if err != nil {

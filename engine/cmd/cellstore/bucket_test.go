@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -123,4 +124,60 @@ func TestBucketCheck(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "conditional writes work") {
 		t.Fatalf("a directory bucket: err %v\n%s", err, out)
 	}
+}
+
+// HBase's ExportSnapshot, to another cluster: a snapshot of a standalone on a local directory is
+// exported to a backup bucket (MinIO), again (nothing copied twice), imported into a second
+// standalone whose data is in a bucket directory, and restored there.
+func TestSnapshotExportImport(t *testing.T) {
+	bin := cellstoreBinary(t)
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "backups")
+	cfg := srv.Config("backups")
+	t.Setenv(envBackupAccessKey, cfg.AccessKeyID)
+	t.Setenv(envBackupSecretKey, cfg.SecretAccessKey)
+	backup := []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", "backups", "--s3-path-style", "--s3-prefix", "cellstore/one"}
+	remote := func(side string) []string {
+		var out []string
+		for i := 0; i < len(backup); i++ {
+			if strings.HasPrefix(backup[i], "--s3-") {
+				out = append(out, "--"+side+"-"+strings.TrimPrefix(backup[i], "--"))
+			} else {
+				out = append(out, backup[i])
+			}
+		}
+		return out
+	}
+
+	dirA := t.TempDir()
+	a := startStandalone(t, bin, dirA)
+	var puts []string
+	for i := range 50 {
+		puts = append(puts, fmt.Sprintf("put 't1', 'r%02d', 'cf:a', 'v%d'", i, i))
+	}
+	runShell(t, bin, a.master, "create 't1', 'cf', {SPLITS => ['r25']}; "+strings.Join(puts, "; ")+"; snapshot 't1', 'nightly'")
+	out := run(t, bin, append([]string{"snapshot", "export", "nightly", "--storage-dir", dirA}, remote("to")...)...)
+	if !strings.Contains(out, "nightly: copied") || strings.Contains(out, "copied 0 files") {
+		t.Fatalf("export:\n%s", out)
+	}
+	out = run(t, bin, append([]string{"snapshot", "export", "nightly", "--storage-dir", dirA}, remote("to")...)...)
+	if !strings.Contains(out, "copied 0 files") {
+		t.Fatalf("a second export copied again:\n%s", out)
+	}
+	if out := run(t, bin, append([]string{"snapshot", "list"}, remote("from")...)...); !strings.Contains(out, "nightly\tdefault:t1") {
+		t.Fatalf("list at the backup location:\n%s", out)
+	}
+	a.stop(t, os.Interrupt)
+
+	dirB := t.TempDir()
+	b := startStandalone(t, bin, "", "--bucket-dir", dirB)
+	out = run(t, bin, append([]string{"snapshot", "import", "nightly", "--bucket-dir", dirB}, remote("from")...)...)
+	if !strings.Contains(out, "nightly: copied") {
+		t.Fatalf("import:\n%s", out)
+	}
+	out = runShell(t, bin, b.master, "list_snapshots; restore_snapshot 'nightly'; count 't1'; get 't1', 'r42'")
+	if !strings.Contains(out, "nightly") || !strings.Contains(out, "50 row(s)") || !strings.Contains(out, "value=v42") {
+		t.Fatalf("the imported snapshot restored:\n%s", out)
+	}
+	b.stop(t, os.Interrupt)
 }

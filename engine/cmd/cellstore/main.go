@@ -22,7 +22,7 @@ func main() {
 	}
 	root.AddCommand(versionCommand(), shellCommand(), peCommand(), sfileCommand())
 	root.AddCommand(masterCommand())
-	root.AddCommand(regionServerCommand(), standaloneCommand(), prestopCommand(), bucketCommand())
+	root.AddCommand(regionServerCommand(), standaloneCommand(), prestopCommand(), bucketCommand(), snapshotCommand())
 	root.AddCommand(certsCommand(), tokenCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cellstore:", err)
