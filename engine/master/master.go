@@ -90,6 +90,9 @@ type Config struct {
 	// never). CleanerInterval is how often the cleaner looks (default 1 min).
 	ArchiveTTL      time.Duration
 	CleanerInterval time.Duration
+	// Backup is where snapshots are exported to and imported from (a backup bucket or prefix, a
+	// directory); nil: none.
+	Backup storage.Bucket
 
 	// Clock is the master's clock (tests inject one). Default time.Now.
 	Clock func() time.Time
@@ -260,6 +263,7 @@ type Master struct {
 	// Snapshots and the archive cleaner (snapshots.go, cleaner.go).
 	snapGuard snapGuard
 	cleaner   archiveCleaner
+	copies    copyJobs
 }
 
 // New makes a master. It does nothing until Start.

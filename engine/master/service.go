@@ -741,3 +741,20 @@ func (m *Master) CloneSnapshot(ctx context.Context, req *pb.CloneSnapshotRequest
 func (m *Master) RestoreSnapshot(ctx context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
 	return &pb.SnapshotNameResponse{}, toStatus(m.restoreSnapshot(ctx, req))
 }
+
+// ExportSnapshot implements pb.MasterServer.
+func (m *Master) ExportSnapshot(_ context.Context, req *pb.CopySnapshotRequest) (*pb.CopySnapshotResponse, error) {
+	resp, err := m.copySnapshot(req, true)
+	return resp, toStatus(err)
+}
+
+// ImportSnapshot implements pb.MasterServer.
+func (m *Master) ImportSnapshot(_ context.Context, req *pb.CopySnapshotRequest) (*pb.CopySnapshotResponse, error) {
+	resp, err := m.copySnapshot(req, false)
+	return resp, toStatus(err)
+}
+
+// DeleteBackup implements pb.MasterServer.
+func (m *Master) DeleteBackup(ctx context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
+	return &pb.SnapshotNameResponse{}, toStatus(m.deleteBackup(ctx, req))
+}

@@ -166,7 +166,14 @@ func (m *Master) listSnapshots(req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsR
 		return nil, err
 	}
 	m.mu.Unlock()
-	ms, bad, err := snapshot.List(m.regionStorage())
+	st := m.regionStorage()
+	if req.GetBackup() {
+		var err error
+		if st, err = m.backupStorage(); err != nil {
+			return nil, err
+		}
+	}
+	ms, bad, err := snapshot.List(st)
 	if err != nil {
 		return nil, err
 	}

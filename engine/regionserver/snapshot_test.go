@@ -352,3 +352,137 @@ func testSnapshots(t *testing.T, onBucket bool) {
 		t.Fatalf("the deleted snapshot's manifest: %v", err)
 	}
 }
+
+// copyDone polls an export or import through the master until it is done.
+func (c *cluster) copyDone(t *testing.T, name string, export bool) *pb.CopySnapshotResponse {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var resp *pb.CopySnapshotResponse
+		c.masterCall(t, func(ctx context.Context, m pb.MasterClient) (err error) {
+			if export {
+				resp, err = m.ExportSnapshot(ctx, &pb.CopySnapshotRequest{Name: name})
+			} else {
+				resp, err = m.ImportSnapshot(ctx, &pb.CopySnapshotRequest{Name: name})
+			}
+			return err
+		})
+		switch resp.GetState() {
+		case pb.CopyState_COPY_STATE_DONE:
+			return resp
+		case pb.CopyState_COPY_STATE_FAILED:
+			t.Fatalf("copy of %s failed: %s", name, resp.GetError())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("copy of %s not done after a minute: %v", name, resp)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the master's job
+	}
+}
+
+// Backups through the master: a snapshot exported to the backup location survives the table's
+// drop and the snapshot's deletion in the cluster, comes back by import and restore; a second
+// export of another snapshot copies only new files; deleting backups prunes the location.
+func TestBackupThroughTheMaster(t *testing.T) {
+	backup, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { backup.Close() })
+	bst := region.Storage{Bucket: backup}
+	c := startClusterWith(t, 1, nil, func(mc *master.Config) { mc.Backup = backup; mc.ArchiveTTL = time.Nanosecond })
+	ctx := context.Background()
+	td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}, Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+	if _, err := c.client.CreateTable(ctx, td, [][]byte{rowKey(50)}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("t", 2, "", 30*time.Second)
+	want := map[string]string{}
+	for i := range 100 {
+		v := fmt.Sprintf("v%d", i)
+		if err := c.client.Table("t").Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte(v))); err != nil {
+			t.Fatal(err)
+		}
+		want[string(rowKey(i))] = v
+	}
+	snap := func(name string) {
+		c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.Snapshot(ctx, &pb.SnapshotRequest{Table: td.Name, Name: name})
+			return err
+		})
+	}
+	snap("b1")
+	first := c.copyDone(t, "b1", true)
+	if first.GetFiles() == 0 || first.GetSkipped() != 0 {
+		t.Fatalf("first export: %v", first)
+	}
+	if again := c.copyDone(t, "b1", true); again.GetStartedMs() != first.GetStartedMs() {
+		t.Fatalf("a finished export ran again: %v", again)
+	}
+	if err := c.client.Table("t").Put(ctx, client.NewPut(rowKey(7)).Add("f", "q", cell.LatestTimestamp, []byte("later"))); err != nil {
+		t.Fatal(err)
+	}
+	snap("b2")
+	second := c.copyDone(t, "b2", true)
+	if second.GetSkipped() != first.GetFiles() || second.GetFiles() != first.GetFiles()+1 {
+		t.Fatalf("second export (one new flush): %v; first %v", second, first)
+	}
+	var list *pb.ListSnapshotsResponse
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) (err error) {
+		list, err = m.ListSnapshots(ctx, &pb.ListSnapshotsRequest{Backup: true})
+		return err
+	})
+	if len(list.GetSnapshots()) != 2 {
+		t.Fatalf("snapshots at the backup location: %v", list)
+	}
+
+	// Disaster: the table and the cluster's snapshots are gone, and the archive is cleaned.
+	for _, call := range []func(context.Context, pb.MasterClient) error{
+		func(ctx context.Context, m pb.MasterClient) error { _, err := m.DisableTable(ctx, &pb.TableRequest{Table: td.Name}); return err },
+		func(ctx context.Context, m pb.MasterClient) error { _, err := m.DeleteTable(ctx, &pb.TableRequest{Table: td.Name}); return err },
+		func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.DeleteSnapshot(ctx, &pb.SnapshotNameRequest{Name: "b1"})
+			return err
+		},
+		func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.DeleteSnapshot(ctx, &pb.SnapshotNameRequest{Name: "b2"})
+			return err
+		},
+	} {
+		c.masterCall(t, call)
+	}
+	c.clean(t)
+	if n := len(archived(t, region.Storage{FS: c.fs})); n != 0 {
+		t.Fatalf("%d files left in the cluster's archive", n)
+	}
+	c.copyDone(t, "b1", false)
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: "b1"})
+		return err
+	})
+	c.waitOpen("t", 2, "", 30*time.Second)
+	if got := tableContents(t, c, "t"); !maps.Equal(got, want) {
+		t.Fatalf("restored from the backup: %d rows, want %d", len(got), len(want))
+	}
+	// The imported files are the cluster's now: the cleaner keeps them.
+	c.clean(t)
+	if got := tableContents(t, c, "t"); !maps.Equal(got, want) {
+		t.Fatalf("after a cleaner pass: %d rows, want %d", len(got), len(want))
+	}
+
+	// Deleting backups prunes what no remaining one names.
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteBackup(ctx, &pb.SnapshotNameRequest{Name: "b1"})
+		return err
+	})
+	if n := len(archived(t, bst)); n != int(second.GetFiles()) {
+		t.Fatalf("after deleting b1 the backup location holds %d files, want b2's %d", n, second.GetFiles())
+	}
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteBackup(ctx, &pb.SnapshotNameRequest{Name: "b2"})
+		return err
+	})
+	if n := len(archived(t, bst)); n != 0 {
+		t.Fatalf("after deleting every backup the location holds %d files", n)
+	}
+}

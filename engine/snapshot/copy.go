@@ -220,3 +220,31 @@ func ReadFrom(st region.Storage) ([]*pb.SnapshotDescription, error) {
 	slices.SortFunc(out, func(a, b *pb.SnapshotDescription) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out, nil
 }
+
+// Prune deletes the files under archive/data at a backup location that no snapshot there names
+// (after a snapshot was deleted from it). No copy to that location may run meanwhile: its files
+// are written before its manifest.
+func Prune(st region.Storage) (int, error) {
+	ms, bad, err := List(st)
+	if err != nil {
+		return 0, err
+	}
+	for key, err := range bad {
+		return 0, fmt.Errorf("snapshot manifest %s cannot be read (%v): nothing is pruned until it is repaired or deleted", key, err)
+	}
+	keep := map[string]bool{}
+	for _, m := range ms {
+		for _, p := range Paths(m) {
+			keep[path.Join("archive", p)] = true
+		}
+	}
+	n := 0
+	err = st.WalkFiles("archive/data", func(p string) error {
+		if keep[p] {
+			return nil
+		}
+		n++
+		return st.DeleteObject(p)
+	})
+	return n, err
+}

@@ -42,6 +42,7 @@ type masterFlags struct {
 	splitSize                                       int64
 	maxRegionsPerServer                             int
 	archiveTTL                                      time.Duration
+	backup                                          bucketFlags
 	logLevel, configFile                            string
 	shutdownTimeout                                 time.Duration
 
@@ -96,6 +97,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.IntVar(&f.maxRegionsPerServer, "max-regions-per-server", master.DefaultMaxRegionsPerServer,
 		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
 	addArchiveTTLFlag(fl, &f.archiveTTL)
+	addRemoteFlags(fl, &f.backup, "backup", "where snapshots are exported to and imported from (backups)")
 	fl.Int64Var(&f.splitSize, "split-size", 10<<30, "a region whose store files exceed this many bytes is split (a table's MAX_FILESIZE and the cluster setting region_split_size override it)")
 	fl.DurationVar(&f.openTimeout, "open-timeout", 2*time.Minute, "an open not reported by then is aborted and retried elsewhere")
 	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
@@ -132,6 +134,10 @@ func runMaster(ctx context.Context, f masterFlags) error {
 			return fmt.Errorf("--storage-dir: %w", err)
 		}
 	}
+	backup, err := openBackup(ctx, &f.backup)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
@@ -166,7 +172,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
-		ArchiveTTL:  f.archiveTTL,
+		ArchiveTTL: f.archiveTTL, Backup: backup,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
 	})

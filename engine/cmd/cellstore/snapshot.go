@@ -69,6 +69,18 @@ func openRemote(ctx context.Context, f *bucketFlags, side string) (region.Storag
 	return region.Storage{Bucket: b}, err
 }
 
+// openBackup opens a server's backup location (--backup-dir, --backup-s3-*); none when not given.
+func openBackup(ctx context.Context, f *bucketFlags) (storage.Bucket, error) {
+	if !f.set() {
+		return nil, nil
+	}
+	b, err := f.open(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the backup location: %w", err)
+	}
+	return b, nil
+}
+
 // snapshotCommand is `cellstore snapshot export|import|list`: HBase's ExportSnapshot, run where
 // the cluster's storage can be read (the shell's snapshot verbs take and restore snapshots).
 func snapshotCommand() *cobra.Command {

@@ -23,6 +23,7 @@ import (
 type standaloneFlags struct {
 	dir, masterAddr, masterHTTP string
 	archiveTTL                  time.Duration
+	backup                      bucketFlags
 	rs                          regionServerFlags
 }
 
@@ -52,6 +53,7 @@ same directory recovers the tables.`,
 	fl.StringVar(&f.dir, "dir", "", "directory holding all the data (required unless it is in a bucket: --s3-bucket or --bucket-dir)")
 	addBucketFlags(fl, &f.rs.bucket)
 	addArchiveTTLFlag(fl, &f.archiveTTL)
+	addRemoteFlags(fl, &f.backup, "backup", "where snapshots are exported to and imported from (backups)")
 	fl.StringVar(&f.masterAddr, "master-addr", "127.0.0.1:16000", "address of the Master gRPC service")
 	fl.StringVar(&f.masterHTTP, "master-http-addr", "127.0.0.1:16010", "the master's /metrics, /healthz, /readyz")
 	fl.StringVar(&f.rs.dataAddr, "data-addr", "127.0.0.1:16020", "address of the region server's data path")
@@ -125,9 +127,13 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	mtel := telemetry.New()
 	mtel.TLS, mtel.Admin = sec.certs, sec.adminHTTP()
+	backup, err := openBackup(ctx, &f.backup)
+	if err != nil {
+		return err
+	}
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
-		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL})
+		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL, Backup: backup})
 	if err != nil {
 		return err
 	}

@@ -254,6 +254,58 @@ func (PermissionAction) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
 }
 
+type CopyState int32
+
+const (
+	CopyState_COPY_STATE_UNKNOWN CopyState = 0
+	CopyState_COPY_STATE_RUNNING CopyState = 1
+	CopyState_COPY_STATE_DONE    CopyState = 2
+	CopyState_COPY_STATE_FAILED  CopyState = 3
+)
+
+// Enum value maps for CopyState.
+var (
+	CopyState_name = map[int32]string{
+		0: "COPY_STATE_UNKNOWN",
+		1: "COPY_STATE_RUNNING",
+		2: "COPY_STATE_DONE",
+		3: "COPY_STATE_FAILED",
+	}
+	CopyState_value = map[string]int32{
+		"COPY_STATE_UNKNOWN": 0,
+		"COPY_STATE_RUNNING": 1,
+		"COPY_STATE_DONE":    2,
+		"COPY_STATE_FAILED":  3,
+	}
+)
+
+func (x CopyState) Enum() *CopyState {
+	p := new(CopyState)
+	*p = x
+	return p
+}
+
+func (x CopyState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CopyState) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_master_proto_enumTypes[4].Descriptor()
+}
+
+func (CopyState) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_master_proto_enumTypes[4]
+}
+
+func (x CopyState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CopyState.Descriptor instead.
+func (CopyState) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Table *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -4020,7 +4072,9 @@ func (x *SnapshotDescription) GetSizeBytes() int64 {
 type ListSnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Regular expression over snapshot names; empty lists all.
-	Pattern       string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// List the snapshots at the backup location instead of the cluster's.
+	Backup        bool `protobuf:"varint,2,opt,name=backup,proto3" json:"backup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4060,6 +4114,13 @@ func (x *ListSnapshotsRequest) GetPattern() string {
 		return x.Pattern
 	}
 	return ""
+}
+
+func (x *ListSnapshotsRequest) GetBackup() bool {
+	if x != nil {
+		return x.Backup
+	}
+	return false
 }
 
 type ListSnapshotsResponse struct {
@@ -4273,6 +4334,160 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+}
+
+type CopySnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopySnapshotRequest) Reset() {
+	*x = CopySnapshotRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopySnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopySnapshotRequest) ProtoMessage() {}
+
+func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CopySnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CopySnapshotResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	State      CopyState              `protobuf:"varint,1,opt,name=state,proto3,enum=cellstore.v1.CopyState" json:"state,omitempty"`
+	Files      int32                  `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	FilesTotal int32                  `protobuf:"varint,3,opt,name=files_total,json=filesTotal,proto3" json:"files_total,omitempty"`
+	// Files the other end had already.
+	Skipped    int32 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Bytes      int64 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	BytesTotal int64 `protobuf:"varint,6,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	// Why it failed (FAILED); the next call starts it again.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	StartedMs     int64  `protobuf:"varint,8,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	FinishedMs    int64  `protobuf:"varint,9,opt,name=finished_ms,json=finishedMs,proto3" json:"finished_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopySnapshotResponse) Reset() {
+	*x = CopySnapshotResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopySnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopySnapshotResponse) ProtoMessage() {}
+
+func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *CopySnapshotResponse) GetState() CopyState {
+	if x != nil {
+		return x.State
+	}
+	return CopyState_COPY_STATE_UNKNOWN
+}
+
+func (x *CopySnapshotResponse) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetFilesTotal() int32 {
+	if x != nil {
+		return x.FilesTotal
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetSkipped() int32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetBytesTotal() int64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CopySnapshotResponse) GetStartedMs() int64 {
+	if x != nil {
+		return x.StartedMs
+	}
+	return 0
+}
+
+func (x *CopySnapshotResponse) GetFinishedMs() int64 {
+	if x != nil {
+		return x.FinishedMs
+	}
+	return 0
 }
 
 var File_cellstore_v1_master_proto protoreflect.FileDescriptor
@@ -4528,9 +4743,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\aregions\x18\x05 \x01(\x05R\aregions\x12\x14\n" +
 	"\x05files\x18\x06 \x01(\x05R\x05files\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\a \x01(\x03R\tsizeBytes\"0\n" +
+	"size_bytes\x18\a \x01(\x03R\tsizeBytes\"H\n" +
 	"\x14ListSnapshotsRequest\x12\x18\n" +
-	"\apattern\x18\x01 \x01(\tR\apattern\"X\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x16\n" +
+	"\x06backup\x18\x02 \x01(\bR\x06backup\"X\n" +
 	"\x15ListSnapshotsResponse\x12?\n" +
 	"\tsnapshots\x18\x01 \x03(\v2!.cellstore.v1.SnapshotDescriptionR\tsnapshots\")\n" +
 	"\x13SnapshotNameRequest\x12\x12\n" +
@@ -4539,7 +4755,23 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x14CloneSnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x05table\x18\x02 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"\x17\n" +
-	"\x15CloneSnapshotResponse*\xdd\x01\n" +
+	"\x15CloneSnapshotResponse\")\n" +
+	"\x13CopySnapshotRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa3\x02\n" +
+	"\x14CopySnapshotResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.cellstore.v1.CopyStateR\x05state\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x05R\x05files\x12\x1f\n" +
+	"\vfiles_total\x18\x03 \x01(\x05R\n" +
+	"filesTotal\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\x05R\askipped\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12\x1f\n" +
+	"\vbytes_total\x18\x06 \x01(\x03R\n" +
+	"bytesTotal\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"started_ms\x18\b \x01(\x03R\tstartedMs\x12\x1f\n" +
+	"\vfinished_ms\x18\t \x01(\x03R\n" +
+	"finishedMs*\xdd\x01\n" +
 	"\vRegionState\x12\x18\n" +
 	"\x14REGION_STATE_OFFLINE\x10\x00\x12\x18\n" +
 	"\x14REGION_STATE_OPENING\x10\x01\x12\x15\n" +
@@ -4567,7 +4799,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x17PERMISSION_ACTION_WRITE\x10\x02\x12\x1a\n" +
 	"\x16PERMISSION_ACTION_EXEC\x10\x04\x12\x1c\n" +
 	"\x18PERMISSION_ACTION_CREATE\x10\b\x12\x1b\n" +
-	"\x17PERMISSION_ACTION_ADMIN\x10\x102\x80\x19\n" +
+	"\x17PERMISSION_ACTION_ADMIN\x10\x10*g\n" +
+	"\tCopyState\x12\x16\n" +
+	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
+	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
+	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\x89\x1b\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -4611,7 +4848,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\rListSnapshots\x12\".cellstore.v1.ListSnapshotsRequest\x1a#.cellstore.v1.ListSnapshotsResponse\x12W\n" +
 	"\x0eDeleteSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12X\n" +
 	"\rCloneSnapshot\x12\".cellstore.v1.CloneSnapshotRequest\x1a#.cellstore.v1.CloneSnapshotResponse\x12X\n" +
-	"\x0fRestoreSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\x0fRestoreSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12W\n" +
+	"\x0eExportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12W\n" +
+	"\x0eImportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12U\n" +
+	"\fDeleteBackup\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -4625,232 +4865,242 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_master_proto_rawDescData
 }
 
-var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
 	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
 	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
-	(*CreateTableRequest)(nil),             // 4: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 5: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 6: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 7: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 8: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 9: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 10: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 11: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 12: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 13: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 14: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 15: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 16: cellstore.v1.LocateRegionRequest
-	(*LocateRegionResponse)(nil),           // 17: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 18: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 19: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 20: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 21: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 22: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 23: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 24: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 25: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 26: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 27: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 28: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 29: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 30: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 31: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 32: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 33: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 34: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 35: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 36: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 37: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 38: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 39: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 40: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 41: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 42: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 43: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 44: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 45: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 46: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 47: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 48: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 49: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 50: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 51: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 52: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 53: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 54: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 55: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 56: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 57: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 58: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 59: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 60: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 61: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 62: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 63: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 64: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 65: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 66: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 67: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 68: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 69: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 70: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 71: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 72: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 73: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 74: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 75: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 76: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 77: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 78: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 79: cellstore.v1.CloneSnapshotResponse
-	nil,                                    // 80: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 81: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 82: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 83: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 84: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 85: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 86: cellstore.v1.TableName
-	(TableState)(0),                        // 87: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 88: cellstore.v1.ServerName
+	(CopyState)(0),                         // 4: cellstore.v1.CopyState
+	(*CreateTableRequest)(nil),             // 5: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),            // 6: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),             // 7: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),            // 8: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                   // 9: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                  // 10: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),           // 11: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),              // 12: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                   // 13: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),             // 14: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),          // 15: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                 // 16: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),            // 17: cellstore.v1.LocateRegionRequest
+	(*LocateRegionResponse)(nil),           // 18: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 19: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 20: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 21: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 22: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 23: cellstore.v1.ServerLoad
+	(*HeartbeatRequest)(nil),               // 24: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 25: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 26: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 27: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 28: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 29: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 30: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 31: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 32: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 33: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 34: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 35: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 36: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 37: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 38: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 39: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 40: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 41: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 42: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 43: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 44: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 45: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 46: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 47: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 48: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 49: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 50: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 51: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 52: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 53: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 54: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 55: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 56: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 57: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 58: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 59: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 60: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 61: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 62: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 63: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 64: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 65: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 66: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 67: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 68: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 69: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 70: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 71: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 72: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 73: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 74: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 75: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 76: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 77: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 78: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 79: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 80: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 81: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 82: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 83: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 84: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 85: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 86: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 87: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 88: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 89: cellstore.v1.TableName
+	(TableState)(0),                        // 90: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 91: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	84, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	85, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	84, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	86, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	86, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	84, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	87, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	12, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	84, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	87, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	85, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	88, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	87, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	88, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	87, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	89, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	89, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	87, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	90, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	13, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	87, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	90, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	88, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	91, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	86, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	15, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	15, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	87, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	88, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	80, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	21, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	88, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	22, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	81, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	88, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	85, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	89, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	16, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	16, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	90, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	91, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	83, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	22, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	91, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	23, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	84, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	91, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	88, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 25: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	85, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	88, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	22, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	88, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	91, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	23, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 29: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	39, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	40, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	82, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	83, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	86, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	40, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	41, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	85, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	86, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	89, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 35: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	45, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	46, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 37: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	86, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	48, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	48, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	86, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	48, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	55, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	56, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	45, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	86, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	73, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	86, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	73, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	86, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,  // 51: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	6,  // 52: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	8,  // 53: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 54: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	8,  // 55: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	10, // 56: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	11, // 57: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	8,  // 58: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	16, // 59: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	8,  // 60: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	19, // 61: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	23, // 62: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	25, // 63: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	27, // 64: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	29, // 65: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	31, // 66: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	33, // 67: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	33, // 68: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	35, // 69: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	37, // 70: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	41, // 71: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	69, // 72: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	43, // 73: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	46, // 74: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	67, // 75: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	49, // 76: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	51, // 77: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	53, // 78: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	57, // 79: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	59, // 80: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	61, // 81: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	63, // 82: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	65, // 83: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	71, // 84: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	74, // 85: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	76, // 86: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	78, // 87: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	76, // 88: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	5,  // 89: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	7,  // 90: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	9,  // 91: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 92: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	9,  // 93: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	9,  // 94: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	13, // 95: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	14, // 96: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	17, // 97: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	18, // 98: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	20, // 99: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	24, // 100: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	26, // 101: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	28, // 102: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	30, // 103: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	32, // 104: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	34, // 105: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	34, // 106: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	36, // 107: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	38, // 108: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	42, // 109: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	70, // 110: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	44, // 111: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	47, // 112: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	68, // 113: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	50, // 114: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	52, // 115: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	54, // 116: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	58, // 117: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	60, // 118: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	62, // 119: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	64, // 120: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	66, // 121: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	72, // 122: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	75, // 123: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	77, // 124: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	79, // 125: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	77, // 126: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	89, // [89:127] is the sub-list for method output_type
-	51, // [51:89] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	89, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	49, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	49, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	89, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	49, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	56, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	57, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	46, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	89, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	74, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	89, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	74, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	89, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,  // 51: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	5,  // 52: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	7,  // 53: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	9,  // 54: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	9,  // 55: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	9,  // 56: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	11, // 57: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	12, // 58: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	9,  // 59: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	17, // 60: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	9,  // 61: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	20, // 62: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	24, // 63: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	26, // 64: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	28, // 65: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	30, // 66: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	32, // 67: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	34, // 68: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	34, // 69: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	36, // 70: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	38, // 71: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	42, // 72: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	70, // 73: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	44, // 74: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	47, // 75: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	68, // 76: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	50, // 77: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	52, // 78: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	54, // 79: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	58, // 80: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	60, // 81: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	62, // 82: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	64, // 83: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	66, // 84: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	72, // 85: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	75, // 86: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	77, // 87: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	79, // 88: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	77, // 89: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	81, // 90: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	81, // 91: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	77, // 92: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	6,  // 93: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	8,  // 94: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	10, // 95: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	10, // 96: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	10, // 97: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	10, // 98: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	14, // 99: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	15, // 100: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	18, // 101: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	19, // 102: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	21, // 103: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	25, // 104: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	27, // 105: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	29, // 106: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	31, // 107: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	33, // 108: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	35, // 109: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	35, // 110: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	37, // 111: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	39, // 112: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	43, // 113: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	71, // 114: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	45, // 115: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	48, // 116: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	69, // 117: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	51, // 118: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	53, // 119: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	55, // 120: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	59, // 121: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	61, // 122: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	63, // 123: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	65, // 124: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	67, // 125: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	73, // 126: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	76, // 127: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	78, // 128: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	80, // 129: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	78, // 130: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	82, // 131: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	82, // 132: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	78, // 133: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	93, // [93:134] is the sub-list for method output_type
+	52, // [52:93] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -4869,8 +5119,8 @@ func file_cellstore_v1_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   80,
+			NumEnums:      5,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

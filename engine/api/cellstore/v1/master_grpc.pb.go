@@ -57,6 +57,9 @@ const (
 	Master_DeleteSnapshot_FullMethodName         = "/cellstore.v1.Master/DeleteSnapshot"
 	Master_CloneSnapshot_FullMethodName          = "/cellstore.v1.Master/CloneSnapshot"
 	Master_RestoreSnapshot_FullMethodName        = "/cellstore.v1.Master/RestoreSnapshot"
+	Master_ExportSnapshot_FullMethodName         = "/cellstore.v1.Master/ExportSnapshot"
+	Master_ImportSnapshot_FullMethodName         = "/cellstore.v1.Master/ImportSnapshot"
+	Master_DeleteBackup_FullMethodName           = "/cellstore.v1.Master/DeleteBackup"
 )
 
 // MasterClient is the client API for Master service.
@@ -117,6 +120,15 @@ type MasterClient interface {
 	DeleteSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
 	CloneSnapshot(ctx context.Context, in *CloneSnapshotRequest, opts ...grpc.CallOption) (*CloneSnapshotResponse, error)
 	RestoreSnapshot(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
+	// Backups: snapshots copied to and from the master's backup location (--backup-dir,
+	// --backup-s3-*). A copy runs in the master's background; the call starts it unless it runs
+	// or is done, and answers how far it is, so callers poll (the operator's StoreBackup does).
+	// Files the other end has already are not copied again.
+	ExportSnapshot(ctx context.Context, in *CopySnapshotRequest, opts ...grpc.CallOption) (*CopySnapshotResponse, error)
+	ImportSnapshot(ctx context.Context, in *CopySnapshotRequest, opts ...grpc.CallOption) (*CopySnapshotResponse, error)
+	// DeleteBackup removes a snapshot from the backup location, with the files no other snapshot
+	// there names.
+	DeleteBackup(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
 }
 
 type masterClient struct {
@@ -507,6 +519,36 @@ func (c *masterClient) RestoreSnapshot(ctx context.Context, in *SnapshotNameRequ
 	return out, nil
 }
 
+func (c *masterClient) ExportSnapshot(ctx context.Context, in *CopySnapshotRequest, opts ...grpc.CallOption) (*CopySnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CopySnapshotResponse)
+	err := c.cc.Invoke(ctx, Master_ExportSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ImportSnapshot(ctx context.Context, in *CopySnapshotRequest, opts ...grpc.CallOption) (*CopySnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CopySnapshotResponse)
+	err := c.cc.Invoke(ctx, Master_ImportSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) DeleteBackup(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotNameResponse)
+	err := c.cc.Invoke(ctx, Master_DeleteBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -565,6 +607,15 @@ type MasterServer interface {
 	DeleteSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
 	CloneSnapshot(context.Context, *CloneSnapshotRequest) (*CloneSnapshotResponse, error)
 	RestoreSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
+	// Backups: snapshots copied to and from the master's backup location (--backup-dir,
+	// --backup-s3-*). A copy runs in the master's background; the call starts it unless it runs
+	// or is done, and answers how far it is, so callers poll (the operator's StoreBackup does).
+	// Files the other end has already are not copied again.
+	ExportSnapshot(context.Context, *CopySnapshotRequest) (*CopySnapshotResponse, error)
+	ImportSnapshot(context.Context, *CopySnapshotRequest) (*CopySnapshotResponse, error)
+	// DeleteBackup removes a snapshot from the backup location, with the files no other snapshot
+	// there names.
+	DeleteBackup(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -688,6 +739,15 @@ func (UnimplementedMasterServer) CloneSnapshot(context.Context, *CloneSnapshotRe
 }
 func (UnimplementedMasterServer) RestoreSnapshot(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RestoreSnapshot not implemented")
+}
+func (UnimplementedMasterServer) ExportSnapshot(context.Context, *CopySnapshotRequest) (*CopySnapshotResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExportSnapshot not implemented")
+}
+func (UnimplementedMasterServer) ImportSnapshot(context.Context, *CopySnapshotRequest) (*CopySnapshotResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ImportSnapshot not implemented")
+}
+func (UnimplementedMasterServer) DeleteBackup(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteBackup not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1394,6 +1454,60 @@ func _Master_RestoreSnapshot_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ExportSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CopySnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ExportSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ExportSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ExportSnapshot(ctx, req.(*CopySnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ImportSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CopySnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ImportSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ImportSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ImportSnapshot(ctx, req.(*CopySnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_DeleteBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).DeleteBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_DeleteBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).DeleteBackup(ctx, req.(*SnapshotNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1552,6 +1666,18 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestoreSnapshot",
 			Handler:    _Master_RestoreSnapshot_Handler,
+		},
+		{
+			MethodName: "ExportSnapshot",
+			Handler:    _Master_ExportSnapshot_Handler,
+		},
+		{
+			MethodName: "ImportSnapshot",
+			Handler:    _Master_ImportSnapshot_Handler,
+		},
+		{
+			MethodName: "DeleteBackup",
+			Handler:    _Master_DeleteBackup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
