@@ -438,8 +438,14 @@ func TestBackupThroughTheMaster(t *testing.T) {
 
 	// Disaster: the table and the cluster's snapshots are gone, and the archive is cleaned.
 	for _, call := range []func(context.Context, pb.MasterClient) error{
-		func(ctx context.Context, m pb.MasterClient) error { _, err := m.DisableTable(ctx, &pb.TableRequest{Table: td.Name}); return err },
-		func(ctx context.Context, m pb.MasterClient) error { _, err := m.DeleteTable(ctx, &pb.TableRequest{Table: td.Name}); return err },
+		func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.DisableTable(ctx, &pb.TableRequest{Table: td.Name})
+			return err
+		},
+		func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: td.Name})
+			return err
+		},
 		func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.DeleteSnapshot(ctx, &pb.SnapshotNameRequest{Name: "b1"})
 			return err
