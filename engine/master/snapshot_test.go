@@ -44,7 +44,7 @@ func TestCloneSnapshotSurvivesAMasterFailover(t *testing.T) {
 	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t1")}); errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
 		t.Errorf("clone onto an existing table: %v", err)
 	}
-	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "missing", Table: tableName("c2")}); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "missing", Table: tableName("c2")}); errCode(err) != pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND {
 		t.Errorf("clone of a missing snapshot: %v", err)
 	}
 
@@ -90,7 +90,7 @@ func TestCloneSnapshotSurvivesAMasterFailover(t *testing.T) {
 	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); errCode(err) != pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND {
 		t.Errorf("deleting a deleted snapshot: %v", err)
 	}
 }

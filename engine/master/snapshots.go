@@ -37,7 +37,7 @@ import (
 type snapGuard struct{ sync.RWMutex }
 
 func errSnapshotNotFound(name string) *pb.ErrorDetail {
-	return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, false, "snapshot %s does not exist: list_snapshots shows those that do", name)
+	return errDetail(pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND, false, "snapshot %s does not exist: list_snapshots shows those that do", name)
 }
 
 // readSnapshot reads a snapshot's manifest for a call.
@@ -66,7 +66,7 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 	defer m.snapGuard.RUnlock()
 	st := m.regionStorage()
 	if _, err := st.ReadObject(snapshot.ManifestKey(name)); err == nil {
-		return nil, errPrecondition("snapshot %s already exists: delete it or choose another name", name)
+		return nil, errDetail(pb.ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS, false, "snapshot %s already exists: delete it or choose another name", name)
 	}
 	type target struct {
 		info  *pb.RegionInfo
@@ -128,7 +128,7 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 	}
 	if err := snapshot.Write(st, man); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil, errPrecondition("snapshot %s already exists: delete it or choose another name", name)
+			return nil, errDetail(pb.ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS, false, "snapshot %s already exists: delete it or choose another name", name)
 		}
 		return nil, err
 	}

@@ -591,6 +591,15 @@ func (s *FakeServer) opened(req *pb.OpenRegionRequest) {
 	}
 }
 
+// FlushRegion flushes nothing (the fake keeps no data) and answers like a region server: a region
+// it does not hold is NOT_SERVING.
+func (s *FakeServer) FlushRegion(_ context.Context, req *pb.RegionRequest) (*pb.RegionResponse, error) {
+	if !slices.Contains(s.Regions(), req.GetRegion()) {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: req.GetRegion(), Message: "not here"}).Status()
+	}
+	return &pb.RegionResponse{}, nil
+}
+
 // OpenRegion implements pb.AdminServer: it answers at once and reports later.
 func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
 	name := req.GetRegion().GetName()

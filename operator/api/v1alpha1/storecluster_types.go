@@ -47,6 +47,7 @@ func init() {
 // StoreClusterSpec is the desired store.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultRegionReplication) || !has(self.regionServers.replicas) || self.defaultRegionReplication <= self.regionServers.replicas",messageExpression="'defaultRegionReplication (%d) needs at least as many region servers, but regionServers.replicas is %d: replicas of a region never share a server'.format([self.defaultRegionReplication, self.regionServers.replicas])"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap cannot be set, changed or removed: it applies only when the cluster is made"
 type StoreClusterSpec struct {
 	// Image is the engine image (it holds the `cellstore` binary), e.g.
 	// docker.io/cellstore/engine:v0.1.0. Changing it restarts every pod, one at a time.
@@ -127,6 +128,17 @@ type StoreClusterSpec struct {
 	// the changed flags as the recorded reason.
 	// +optional
 	Config EngineConfig `json:"config,omitempty"`
+
+	// Backup is where StoreBackups put the cluster's snapshots (HBase's ExportSnapshot target):
+	// a bucket or prefix of an S3-compatible store, with its own credentials. The masters copy
+	// the files there. Changing it restarts the masters only.
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// Bootstrap makes a new cluster from a backup instead of empty (as CloudNativePG's
+	// bootstrap.recovery). It is read once, when the cluster is first made.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
 	// PodTemplate adds labels and annotations to every pod and sets scheduling for both groups
 	// (a group's own scheduling field, when set, replaces the one here).
@@ -291,10 +303,21 @@ const (
 
 // S3Storage is an S3-compatible bucket.
 type S3Storage struct {
+	S3Location `json:",inline"`
+	// FileCacheSize is each region server's local file cache: ranges of store files read from
+	// the bucket kept on an emptyDir volume (the node's disk), so that reads that miss the block
+	// caches in memory do not each cost a GET. "0" turns it off.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	FileCacheSize ByteSize `json:"fileCacheSize,omitempty"`
+}
+
+// S3Location is a bucket (or a prefix of one) of an S3-compatible object store.
+type S3Location struct {
 	// Endpoint URL, e.g. https://s3.eu-west-1.amazonaws.com or http://minio.minio:9000.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="storage.s3.endpoint must be an http or https URL"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="the S3 endpoint must be an http or https URL"
 	Endpoint string `json:"endpoint"`
 	// Bucket name.
 	// +kubebuilder:validation:MinLength=3
@@ -323,12 +346,27 @@ type S3Storage struct {
 	// system's (a private CA of a self-hosted store). Mounted into the pods read-only.
 	// +optional
 	EndpointCA *corev1.SecretKeySelector `json:"endpointCA,omitempty"`
-	// FileCacheSize is each region server's local file cache: ranges of store files read from
-	// the bucket kept on an emptyDir volume (the node's disk), so that reads that miss the block
-	// caches in memory do not each cost a GET. "0" turns it off.
-	// +kubebuilder:default="1Gi"
-	// +optional
-	FileCacheSize ByteSize `json:"fileCacheSize,omitempty"`
+}
+
+// BackupSpec is a StoreCluster's backup location.
+type BackupSpec struct {
+	// S3 is the bucket (and prefix) backups go to. CredentialsSecret holds the keys as for
+	// spec.storage.s3 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	S3 S3Location `json:"s3"`
+}
+
+// BootstrapSpec says how a new cluster starts.
+type BootstrapSpec struct {
+	// Recovery restores the tables of a completed StoreBackup (of this or another cluster, in
+	// this namespace) once the cluster is up. Its snapshots are read from this cluster's
+	// spec.backup location, which must be the one the backup was written to.
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
+}
+
+// RecoverySpec names the backup a new cluster starts from.
+type RecoverySpec struct {
+	// Backup is a StoreBackup in the cluster's namespace.
+	Backup corev1.LocalObjectReference `json:"backup"`
 }
 
 // MasterSpec is the master group.
@@ -612,6 +650,22 @@ type StoreClusterStatus struct {
 	// Monitoring says which prometheus-operator objects exist, or why there are none.
 	// +optional
 	Monitoring string `json:"monitoring,omitempty"`
+	// Recovery is the progress of spec.bootstrap.recovery: where the cluster came from.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+}
+
+// RecoveryStatus is how far a cluster's bootstrap from a backup is.
+type RecoveryStatus struct {
+	// Backup is the StoreBackup the cluster came from, and Cluster the cluster it backed up.
+	Backup  string `json:"backup"`
+	Cluster string `json:"cluster,omitempty"`
+	// Restored lists the snapshots already restored (one per table).
+	// +optional
+	Restored []string `json:"restored,omitempty"`
+	// CompletedAt is when every table was restored.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 
 // ClusterPhase summarises the state.

@@ -126,7 +126,7 @@ var _ = Describe("StoreCluster validation", func() {
 		Entry("no storage", "storage: set exactly one of existingClaim, volume or s3", set("storage", "{}")),
 		Entry("two storage kinds", "storage: set exactly one of existingClaim, volume or s3",
 			set("storage.volume", "{size: 1Gi}")),
-		Entry("S3 endpoint not a URL", "storage.s3.endpoint must be an http or https URL",
+		Entry("S3 endpoint not a URL", "the S3 endpoint must be an http or https URL",
 			set("storage", "{s3: {endpoint: 'ftp://x', bucket: bkt, credentialsSecret: {name: s}}}")),
 		Entry("volume size zero", "storage.volume.size must be positive",
 			set("storage", "{volume: {size: '0'}}")),

@@ -49,7 +49,7 @@ func TestCheckSpec(t *testing.T) {
 		t.Fatalf("valid spec refused: %+v", p)
 	}
 	c := base()
-	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{Endpoint: "https://x", Bucket: "b"}}
+	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{S3Location: v1alpha1.S3Location{Endpoint: "https://x", Bucket: "b"}}}
 	if _, p := checkSpec(c); p != nil {
 		t.Errorf("S3 refused: %+v", p)
 	}

@@ -22,6 +22,11 @@ import (
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeusers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeusers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cellstore.io,resources=storeusers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cellstore.io,resources=storebackups,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cellstore.io,resources=storebackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cellstore.io,resources=storebackups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cellstore.io,resources=storescheduledbackups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cellstore.io,resources=storescheduledbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create;patch
@@ -52,7 +57,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AssignmentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&StoreUserReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr)
+	if err := (&StoreUserReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&StoreBackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&ScheduledBackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o}).SetupWithManager(mgr)
 }
 
 // newRecorder makes the operator's event recorder. Unlike the manager's default it lets a

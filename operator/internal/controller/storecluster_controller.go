@@ -95,6 +95,7 @@ func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
 		{Name: "disruption-budgets", Run: r.taskPDBs},
 		{Name: "statefulsets", Run: r.taskStatefulSets},
 		{Name: "monitoring", Run: r.taskMonitoring},
+		{Name: "recovery", Run: r.taskRecovery},
 	}
 }
 

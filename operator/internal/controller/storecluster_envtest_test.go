@@ -74,10 +74,10 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		ns := newNamespace()
 		c := create(&v1alpha1.StoreCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
-			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{
+			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{S3Location: v1alpha1.S3Location{
 				Endpoint: srv.Endpoint, Bucket: "cluster-data", Prefix: "prod", PathStyle: true,
 				CredentialsSecret: &corev1.LocalObjectReference{Name: "s3-keys"},
-			}}},
+			}}}},
 		})
 		noWorkloads := func() {
 			err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "s3-regionserver"}, &appsv1.StatefulSet{})

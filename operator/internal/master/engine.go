@@ -332,3 +332,92 @@ func (e *engineClient) SetDefaultRegionReplication(ctx context.Context, n int32)
 }
 
 func (e *engineClient) Close() error { return e.c.Close() }
+
+func (e *engineClient) ListTables(ctx context.Context) ([]string, error) {
+	var out []string
+	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, t := range resp.GetTables() {
+			n := t.GetTable().GetName()
+			out = append(out, n.GetNamespace()+":"+n.GetName())
+		}
+		return nil
+	})
+	return out, err
+}
+
+// isCode says whether err is the master's answer with that code.
+func isCode(err error, code pb.ErrorCode) bool {
+	d, ok := pb.DetailOf(err)
+	return ok && d.GetCode() == code
+}
+
+func (e *engineClient) Snapshot(ctx context.Context, table, name string) error {
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.Snapshot(ctx, &pb.SnapshotRequest{Table: client.ParseTableName(table), Name: name})
+		switch {
+		case isCode(err, pb.ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS):
+			return nil // taken by an earlier attempt
+		case isCode(err, pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND):
+			return fmt.Errorf("%w: %v", ErrTableNotFound, err)
+		}
+		return err
+	})
+}
+
+func (e *engineClient) CopySnapshot(ctx context.Context, name string, export bool) (CopyStatus, error) {
+	var resp *pb.CopySnapshotResponse
+	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) (err error) {
+		if export {
+			resp, err = m.ExportSnapshot(ctx, &pb.CopySnapshotRequest{Name: name})
+		} else {
+			resp, err = m.ImportSnapshot(ctx, &pb.CopySnapshotRequest{Name: name})
+		}
+		return err
+	})
+	if err != nil {
+		return CopyStatus{}, err
+	}
+	st := CopyStatus{State: CopyRunning, Files: resp.GetFiles(), FilesTotal: resp.GetFilesTotal(), Bytes: resp.GetBytes(), Error: resp.GetError()}
+	switch resp.GetState() {
+	case pb.CopyState_COPY_STATE_DONE:
+		st.State = CopyDone
+	case pb.CopyState_COPY_STATE_FAILED:
+		st.State = CopyFailed
+	}
+	return st, nil
+}
+
+func (e *engineClient) RestoreSnapshot(ctx context.Context, name string) error {
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: name})
+		return err
+	})
+}
+
+// notFoundSnapshot: the master's answer for a snapshot that does not exist.
+func notFoundSnapshot(err error) bool { return isCode(err, pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND) }
+
+func (e *engineClient) DeleteSnapshot(ctx context.Context, name string) error {
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteSnapshot(ctx, &pb.SnapshotNameRequest{Name: name})
+		if notFoundSnapshot(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (e *engineClient) DeleteBackup(ctx context.Context, name string) error {
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteBackup(ctx, &pb.SnapshotNameRequest{Name: name})
+		if notFoundSnapshot(err) {
+			return nil
+		}
+		return err
+	})
+}

@@ -2,9 +2,11 @@ package master
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
@@ -107,5 +109,106 @@ func TestEngineClientAgainstMaster(t *testing.T) {
 	}
 	if st, _ := ec.ClusterStatus(ctx); st.DefaultRegionReplication != 2 {
 		t.Errorf("default region replication %d, want 2", st.DefaultRegionReplication)
+	}
+}
+
+// The operator's backup calls against a real in-process master with a backup location (fake
+// region servers: the snapshots name no files, the calls and their answers are real).
+func TestEngineClientBackups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	backup, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backup.Close()
+	m, err := mastertest.StartMaster(ctx, master.Config{FS: storage.NewMem(), Backup: backup, RetryDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{m.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c, err := client.New(client.Config{Masters: []string{m.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := NewEngineClient(c)
+	defer ec.Close()
+	td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "sales", Name: "orders"}, Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+	if _, err := c.CreateTable(ctx, td, nil); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := ec.ListTables(ctx)
+	if err != nil || len(tables) != 1 || tables[0] != "sales:orders" {
+		t.Fatalf("tables: %v %v", tables, err)
+	}
+	if err := ec.Snapshot(ctx, "sales:nope", "x"); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("snapshot of a missing table: %v", err)
+	}
+	for range 2 { // the second finds the first's snapshot: no error
+		err := retry(ctx, func() error { return ec.Snapshot(ctx, "sales:orders", "b1.sales.orders") })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCopy := func(export bool) CopyStatus {
+		for {
+			st, err := ec.CopySnapshot(ctx, "b1.sales.orders", export)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State == CopyDone {
+				return st
+			}
+			if st.State == CopyFailed {
+				t.Fatalf("copy failed: %s", st.Error)
+			}
+			if ctx.Err() != nil {
+				t.Fatal(ctx.Err())
+			}
+			time.Sleep(10 * time.Millisecond) // polling the master's job
+		}
+	}
+	waitCopy(true)
+	for range 2 {
+		if err := ec.DeleteSnapshot(ctx, "b1.sales.orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Master(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		if _, err := mc.DisableTable(ctx, &pb.TableRequest{Table: td.Name}); err != nil {
+			return err
+		}
+		_, err := mc.DeleteTable(ctx, &pb.TableRequest{Table: td.Name})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitCopy(false)
+	if err := ec.RestoreSnapshot(ctx, "b1.sales.orders"); err != nil {
+		t.Fatal(err)
+	}
+	if tables, _ := ec.ListTables(ctx); len(tables) != 1 {
+		t.Fatalf("after the restore: %v", tables)
+	}
+	for range 2 {
+		if err := ec.DeleteBackup(ctx, "b1.sales.orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// retry repeats a call the master answers "retry" (regions still opening) until it succeeds.
+func retry(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if d, ok := pb.DetailOf(err); !ok || !d.GetRetryable() || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // the master said retry
 	}
 }

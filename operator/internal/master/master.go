@@ -41,8 +41,46 @@ type Client interface {
 	Revoke(ctx context.Context, p Permission) error
 	// SetDefaultRegionReplication sets REGION_REPLICATION for tables that do not set one.
 	SetDefaultRegionReplication(ctx context.Context, n int32) error
+
+	// Backups (StoreBackup, bootstrap.recovery; docs/snapshots.md).
+	//
+	// ListTables lists the tables, "namespace:table".
+	ListTables(ctx context.Context) ([]string, error)
+	// Snapshot takes a snapshot of a table; one of that name that exists already is taken for it.
+	Snapshot(ctx context.Context, table, name string) error
+	// CopySnapshot starts (unless it runs or is done) the copy of a snapshot to the backup
+	// location (export) or from it (import), and says how far it is.
+	CopySnapshot(ctx context.Context, name string, export bool) (CopyStatus, error)
+	// RestoreSnapshot makes the snapshot's table from it (a table that does not exist).
+	RestoreSnapshot(ctx context.Context, name string) error
+	// DeleteSnapshot deletes a snapshot in the cluster; a missing one is no error.
+	DeleteSnapshot(ctx context.Context, name string) error
+	// DeleteBackup deletes a snapshot at the backup location; a missing one is no error.
+	DeleteBackup(ctx context.Context, name string) error
 	// Close releases the connection.
 	Close() error
+}
+
+// ErrTableNotFound: the master has no such table.
+var ErrTableNotFound = errors.New("table not found")
+
+// CopyState is where a snapshot copy is.
+type CopyState string
+
+// Copy states.
+const (
+	CopyRunning CopyState = "Running"
+	CopyDone    CopyState = "Done"
+	CopyFailed  CopyState = "Failed"
+)
+
+// CopyStatus is a snapshot copy's progress.
+type CopyStatus struct {
+	State             CopyState
+	Files, FilesTotal int32
+	Bytes             int64
+	// Error says why it failed (CopyFailed); the next CopySnapshot starts it again.
+	Error string
 }
 
 // Factory makes a Client for a StoreCluster; the reconcilers get one injected (tests pass the

@@ -48,7 +48,8 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 		args = append(args, "--lease-name="+LeaseName(c), "--lease-namespace=$(POD_NAMESPACE)")
 	}
 	args = append(args, "--hedge-delay="+spec.HedgeDelayDuration().String())
-	env := append(downwardEnv(), storageEnv(c)...)
+	args = append(args, backupArgs(c)...)
+	env := append(append(downwardEnv(), storageEnv(c)...), backupEnv(c)...)
 	if lim, ok := res.Limits[corev1.ResourceMemory]; ok {
 		if h := MasterHeapLimit(lim.Value()); h > 0 {
 			env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: fmt.Sprint(h)})
@@ -58,7 +59,9 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 		{Name: portNameGRPC, ContainerPort: MasterGRPCPort, Protocol: corev1.ProtocolTCP},
 		{Name: portNameHTTP, ContainerPort: MasterHTTPPort, Protocol: corev1.ProtocolTCP},
 	}, MasterHTTPPort, (masterGracePeriod - 10))
-	tpl := podTemplate(c, GroupMaster, ctr, nil, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash)
+	backupVols, backupMounts := backupVolumes(c)
+	ctr.VolumeMounts = append(ctr.VolumeMounts, backupMounts...)
+	tpl := podTemplate(c, GroupMaster, ctr, backupVols, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash)
 	tpl.Spec.ServiceAccountName = MasterAccountName(c)
 	setTemplateHash(&tpl)
 	return statefulSet(c, GroupMaster, spec.MasterReplicas(), tpl, in.OperatorVersion)
@@ -385,20 +388,53 @@ func storageArgs(c *v1alpha1.StoreCluster) []string {
 	if s3 == nil {
 		return []string{"--storage-dir=" + SharedMountPath}
 	}
-	args := []string{"--s3-endpoint=" + s3.Endpoint, "--s3-bucket=" + s3.Bucket}
+	return s3Args("--s3-", &s3.S3Location, S3CAMountPath+"/"+S3CAFileName)
+}
+
+// s3Args are the flags (--s3-... or --backup-s3-...) naming a bucket.
+func s3Args(flag string, s3 *v1alpha1.S3Location, caFile string) []string {
+	args := []string{flag + "endpoint=" + s3.Endpoint, flag + "bucket=" + s3.Bucket}
 	if s3.Prefix != "" {
-		args = append(args, "--s3-prefix="+s3.Prefix)
+		args = append(args, flag+"prefix="+s3.Prefix)
 	}
 	if s3.Region != "" {
-		args = append(args, "--s3-region="+s3.Region)
+		args = append(args, flag+"region="+s3.Region)
 	}
 	if s3.PathStyle {
-		args = append(args, "--s3-path-style")
+		args = append(args, flag+"path-style")
 	}
 	if s3.EndpointCA != nil {
-		args = append(args, "--s3-ca-file="+S3CAMountPath+"/"+S3CAFileName)
+		args = append(args, flag+"ca-file="+caFile)
 	}
 	return args
+}
+
+// The backup location (spec.backup.s3) is the masters' only: they copy snapshots there.
+const (
+	BackupCAVolumeName = "backup-s3-ca"
+	BackupCAMountPath  = "/etc/cellstore/backup-s3-ca"
+)
+
+// backupArgs, backupEnv and backupVolumes give the masters spec.backup.
+func backupArgs(c *v1alpha1.StoreCluster) []string {
+	if c.Spec.Backup == nil {
+		return nil
+	}
+	return s3Args("--backup-s3-", &c.Spec.Backup.S3, BackupCAMountPath+"/"+S3CAFileName)
+}
+
+func backupEnv(c *v1alpha1.StoreCluster) []corev1.EnvVar {
+	if c.Spec.Backup == nil {
+		return nil
+	}
+	return s3Env(&c.Spec.Backup.S3, "CELLSTORE_BACKUP_S3_ACCESS_KEY_ID", "CELLSTORE_BACKUP_S3_SECRET_ACCESS_KEY")
+}
+
+func backupVolumes(c *v1alpha1.StoreCluster) ([]corev1.Volume, []corev1.VolumeMount) {
+	if c.Spec.Backup == nil {
+		return nil, nil
+	}
+	return s3CAVolume(&c.Spec.Backup.S3, BackupCAVolumeName, BackupCAMountPath)
 }
 
 // The region servers' local file cache of a StoreCluster on S3 (spec.storage.s3.fileCacheSize).
@@ -431,28 +467,40 @@ const (
 // storageVolumes are the volumes and mounts storage needs besides the shared volume: the S3
 // endpoint's CA bundle, when one is named.
 func storageVolumes(c *v1alpha1.StoreCluster) ([]corev1.Volume, []corev1.VolumeMount) {
-	s3 := c.Spec.Storage.S3
-	if s3 == nil || s3.EndpointCA == nil {
+	if c.Spec.Storage.S3 == nil {
 		return nil, nil
 	}
-	vol := corev1.Volume{Name: S3CAVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+	return s3CAVolume(&c.Spec.Storage.S3.S3Location, S3CAVolumeName, S3CAMountPath)
+}
+
+// s3CAVolume mounts a bucket's endpoint CA bundle read-only, when one is named.
+func s3CAVolume(s3 *v1alpha1.S3Location, name, mountPath string) ([]corev1.Volume, []corev1.VolumeMount) {
+	if s3.EndpointCA == nil {
+		return nil, nil
+	}
+	vol := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName: s3.EndpointCA.Name, DefaultMode: ptr.To(int32(0o444)),
 		Items: []corev1.KeyToPath{{Key: s3.EndpointCA.Key, Path: S3CAFileName}}}}}
-	return []corev1.Volume{vol}, []corev1.VolumeMount{{Name: S3CAVolumeName, MountPath: S3CAMountPath, ReadOnly: true}}
+	return []corev1.Volume{vol}, []corev1.VolumeMount{{Name: name, MountPath: mountPath, ReadOnly: true}}
 }
 
 // storageEnv passes the S3 credentials from their Secret (the values never enter the pod spec).
 func storageEnv(c *v1alpha1.StoreCluster) []corev1.EnvVar {
-	s3 := c.Spec.Storage.S3
-	if s3 == nil || s3.CredentialsSecret == nil {
-		return nil // no keys: the AWS SDK's ambient chain
+	if c.Spec.Storage.S3 == nil {
+		return nil
+	}
+	return s3Env(&c.Spec.Storage.S3.S3Location, "CELLSTORE_S3_ACCESS_KEY_ID", "CELLSTORE_S3_SECRET_ACCESS_KEY")
+}
+
+// s3Env passes a bucket's keys from its credentials Secret as the engine's variables; none
+// without a Secret (the AWS SDK's ambient chain).
+func s3Env(s3 *v1alpha1.S3Location, accessEnv, secretEnv string) []corev1.EnvVar {
+	if s3.CredentialsSecret == nil {
+		return nil
 	}
 	ref := func(env, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: *s3.CredentialsSecret, Key: key}}}
 	}
-	return []corev1.EnvVar{
-		ref("CELLSTORE_S3_ACCESS_KEY_ID", S3AccessKeyIDKey),
-		ref("CELLSTORE_S3_SECRET_ACCESS_KEY", S3SecretAccessKeyKey),
-	}
+	return []corev1.EnvVar{ref(accessEnv, S3AccessKeyIDKey), ref(secretEnv, S3SecretAccessKeyKey)}
 }

@@ -337,9 +337,9 @@ func TestSharedClaim(t *testing.T) {
 
 func TestS3Storage(t *testing.T) {
 	c := defaultedCluster()
-	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{Endpoint: "https://s3.internal:9000", Bucket: "data",
+	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{S3Location: v1alpha1.S3Location{Endpoint: "https://s3.internal:9000", Bucket: "data",
 		CredentialsSecret: &corev1.LocalObjectReference{Name: "keys"},
-		EndpointCA:        &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s3-ca"}, Key: "bundle.pem"}}}
+		EndpointCA:        &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s3-ca"}, Key: "bundle.pem"}}}}
 	for _, sts := range []*appsv1.StatefulSet{MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))} {
 		ctr := container(t, sts)
 		if !hasArg(ctr.Args, "--s3-ca-file=/etc/cellstore/s3-ca/ca.crt") || !hasArg(ctr.Args, "--s3-bucket=data") {

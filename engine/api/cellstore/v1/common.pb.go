@@ -420,6 +420,9 @@ const (
 	ErrorCode_ERROR_CODE_UNAUTHENTICATED ErrorCode = 24
 	// The authenticated user lacks the permission the operation needs.
 	ErrorCode_ERROR_CODE_ACCESS_DENIED ErrorCode = 25
+	// HBase's SnapshotDoesNotExistException and SnapshotExistsException.
+	ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND ErrorCode = 26
+	ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS    ErrorCode = 27
 )
 
 // Enum value maps for ErrorCode.
@@ -451,6 +454,8 @@ var (
 		23: "ERROR_CODE_CORRUPTION",
 		24: "ERROR_CODE_UNAUTHENTICATED",
 		25: "ERROR_CODE_ACCESS_DENIED",
+		26: "ERROR_CODE_SNAPSHOT_NOT_FOUND",
+		27: "ERROR_CODE_SNAPSHOT_EXISTS",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -479,6 +484,8 @@ var (
 		"ERROR_CODE_CORRUPTION":                23,
 		"ERROR_CODE_UNAUTHENTICATED":           24,
 		"ERROR_CODE_ACCESS_DENIED":             25,
+		"ERROR_CODE_SNAPSHOT_NOT_FOUND":        26,
+		"ERROR_CODE_SNAPSHOT_EXISTS":           27,
 	}
 )
 
@@ -3083,7 +3090,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xac\x06\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\xef\x06\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3111,7 +3118,9 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x14ERROR_CODE_BAD_VALUE\x10\x16\x12\x19\n" +
 	"\x15ERROR_CODE_CORRUPTION\x10\x17\x12\x1e\n" +
 	"\x1aERROR_CODE_UNAUTHENTICATED\x10\x18\x12\x1c\n" +
-	"\x18ERROR_CODE_ACCESS_DENIED\x10\x19*\xbd\x01\n" +
+	"\x18ERROR_CODE_ACCESS_DENIED\x10\x19\x12!\n" +
+	"\x1dERROR_CODE_SNAPSHOT_NOT_FOUND\x10\x1a\x12\x1e\n" +
+	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +

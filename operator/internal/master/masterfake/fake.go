@@ -5,6 +5,7 @@ package masterfake
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -67,6 +68,15 @@ type Fake struct {
 	unreachable error
 	journal     []string
 	statusCalls int
+	// Backups: tables, snapshots in the cluster (name → table) and at the backup location,
+	// copies in progress (calls left before done), copies to fail.
+	tables     []string
+	snapshots  map[string]string
+	backups    map[string]string
+	copies     map[string]int
+	copyCalls  int
+	failCopies int
+	restored   []string
 }
 
 // New makes a fake master with no servers.
@@ -76,6 +86,10 @@ func New() *Fake {
 		draining:    map[string]bool{},
 		quotas:      map[master.QuotaKey]master.Quota{},
 		replication: 1,
+		snapshots:   map[string]string{},
+		backups:     map[string]string{},
+		copies:      map[string]int{},
+		copyCalls:   1,
 	}
 }
 
@@ -421,3 +435,141 @@ func (c client) SetDefaultRegionReplication(_ context.Context, n int32) error {
 }
 
 func (c client) Close() error { return nil }
+
+// SetTables sets the tables the fake has ("namespace:table").
+func (f *Fake) SetTables(tables ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tables = append([]string(nil), tables...)
+}
+
+// SetCopyCalls makes a copy answer Running that many times before Done (default 1: done at the
+// second call).
+func (f *Fake) SetCopyCalls(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.copyCalls = n
+}
+
+// FailCopies makes the next n copies fail (as a master that lost the backup location would).
+func (f *Fake) FailCopies(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failCopies = n
+}
+
+// Snapshots are the snapshots in the cluster (name → table); Backups those at the backup location.
+func (f *Fake) Snapshots() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.snapshots)
+}
+
+// Backups are the snapshots at the backup location (name → table).
+func (f *Fake) Backups() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.backups)
+}
+
+// PutBackup puts a snapshot at the backup location (another cluster's backup).
+func (f *Fake) PutBackup(name, table string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backups[name] = table
+}
+
+// Restored lists the snapshots restored, in order.
+func (f *Fake) Restored() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.restored)
+}
+
+func (c client) ListTables(context.Context) ([]string, error) {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	return slices.Clone(c.f.tables), nil
+}
+
+func (c client) Snapshot(_ context.Context, table, name string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.tables, table) {
+		return fmt.Errorf("%w: %s", master.ErrTableNotFound, table)
+	}
+	if _, ok := f.snapshots[name]; !ok {
+		f.snapshots[name] = table
+		f.note("snapshot %s %s", table, name)
+	}
+	return nil
+}
+
+func (c client) CopySnapshot(_ context.Context, name string, export bool) (master.CopyStatus, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	from, to := f.backups, f.snapshots
+	key := "import/" + name
+	if export {
+		from, to, key = f.snapshots, f.backups, "export/"+name
+	}
+	table, ok := from[name]
+	if !ok {
+		return master.CopyStatus{}, fmt.Errorf("snapshot %s does not exist", name)
+	}
+	left, running := f.copies[key]
+	if !running {
+		if f.failCopies > 0 {
+			f.failCopies--
+			f.note("copy %s failed", key)
+			return master.CopyStatus{State: master.CopyFailed, Error: "injected failure"}, nil
+		}
+		f.copies[key] = f.copyCalls
+		f.note("copy %s started", key)
+		return master.CopyStatus{State: master.CopyRunning, FilesTotal: 2}, nil
+	}
+	if left > 0 {
+		f.copies[key] = left - 1
+		return master.CopyStatus{State: master.CopyRunning, Files: 1, FilesTotal: 2}, nil
+	}
+	to[name] = table
+	return master.CopyStatus{State: master.CopyDone, Files: 2, FilesTotal: 2, Bytes: 2048}, nil
+}
+
+func (c client) RestoreSnapshot(_ context.Context, name string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	table, ok := f.snapshots[name]
+	if !ok {
+		return fmt.Errorf("snapshot %s does not exist", name)
+	}
+	if slices.Contains(f.tables, table) {
+		return fmt.Errorf("table %s is enabled: disable it before restoring a snapshot into it", table)
+	}
+	f.tables = append(f.tables, table)
+	f.restored = append(f.restored, name)
+	f.note("restore %s", name)
+	return nil
+}
+
+func (c client) DeleteSnapshot(_ context.Context, name string) error {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	delete(c.f.snapshots, name)
+	delete(c.f.copies, "export/"+name)
+	delete(c.f.copies, "import/"+name)
+	return nil
+}
+
+func (c client) DeleteBackup(_ context.Context, name string) error {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	if _, ok := c.f.backups[name]; ok {
+		c.f.note("delete backup %s", name)
+	}
+	delete(c.f.backups, name)
+	return nil
+}

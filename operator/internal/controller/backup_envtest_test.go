@@ -1,0 +1,204 @@
+//go:build envtest
+
+package controller_test
+
+import (
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/controller"
+	"github.com/cellstore/cellstore/operator/internal/resources"
+)
+
+func withBackupLocation(c *v1alpha1.StoreCluster) {
+	c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "http://minio:9000", Bucket: "backups", Prefix: "prod",
+		PathStyle: true, CredentialsSecret: &corev1.LocalObjectReference{Name: "backup-keys"}}}
+}
+
+func newBackup(ns, name, cluster string, tables ...string) *v1alpha1.StoreBackup {
+	b := &v1alpha1.StoreBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.StoreBackupSpec{Cluster: cluster, Tables: tables}}
+	Expect(k8s.Create(suiteCtx, b)).To(Succeed())
+	return b
+}
+
+func backupNow(b *v1alpha1.StoreBackup) func() *v1alpha1.StoreBackup {
+	return func() *v1alpha1.StoreBackup {
+		cur := &v1alpha1.StoreBackup{}
+		if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), cur); err != nil {
+			return nil
+		}
+		return cur
+	}
+}
+
+func backupPhase(b *v1alpha1.StoreBackup) func() v1alpha1.BackupPhase {
+	return func() v1alpha1.BackupPhase {
+		if cur := backupNow(b)(); cur != nil {
+			return cur.Status.Phase
+		}
+		return ""
+	}
+}
+
+func objectEvents(ns, kind, name, reason string) func() []string {
+	return func() []string {
+		list := &corev1.EventList{}
+		Expect(k8s.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
+		var out []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == name && e.Reason == reason {
+				out = append(out, e.Message)
+			}
+		}
+		return out
+	}
+}
+
+var _ = Describe("Backups", func() {
+	It("backs up every table through the master, retries a failed copy, and deletes its copies with it", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, withBackupLocation))
+		waitRunning(c)
+		fake := fakeOf(c)
+		fake.SetTables("default:t1", "sales:t2")
+		fake.FailCopies(1)
+		fake.SetCopyCalls(2)
+
+		// The masters get the backup location and its keys (never the values).
+		args := statefulSet(c, resources.GroupMaster).Spec.Template.Spec.Containers[0].Args
+		Expect(args).To(ContainElements("--backup-s3-endpoint=http://minio:9000", "--backup-s3-bucket=backups", "--backup-s3-prefix=prod", "--backup-s3-path-style"))
+		env := statefulSet(c, resources.GroupMaster).Spec.Template.Spec.Containers[0].Env
+		Expect(env).To(ContainElement(HaveField("Name", "CELLSTORE_BACKUP_S3_SECRET_ACCESS_KEY")))
+		Expect(statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(ContainSubstring("--backup-")))
+
+		b := newBackup(ns, "b1", c.Name)
+		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
+		cur := backupNow(b)()
+		Expect(cur.Status.Snapshots).To(HaveLen(2))
+		Expect(cur.Status.Snapshots[0]).To(And(HaveField("Table", "default:t1"), HaveField("Snapshot", "b1.default.t1"), HaveField("Copied", true)))
+		Expect(cur.Status.Tables).To(Equal(int32(2)))
+		Expect(cur.Status.Files).To(Equal(int32(4)))
+		Expect(cur.Status.Attempts).To(Equal(int32(1)))
+		Expect(cur.Status.Location).To(Equal("s3://backups/prod"))
+		Expect(cur.Status.StartedAt).NotTo(BeNil())
+		Expect(cur.Status.StoppedAt).NotTo(BeNil())
+		Expect(meta.FindStatusCondition(cur.Status.Conditions, controller.ConditionCompleted)).To(haveCondition(metav1.ConditionTrue, controller.ReasonBackupCompleted))
+		Expect(fake.Backups()).To(Equal(map[string]string{"b1.default.t1": "default:t1", "b1.sales.t2": "sales:t2"}))
+		Expect(fake.Snapshots()).To(BeEmpty(), "the cluster's snapshots go once copied")
+		Eventually(objectEvents(ns, "StoreBackup", "b1", controller.ReasonCopyFailed), timeout, poll).Should(ContainElement(ContainSubstring("injected failure")))
+
+		// A backup of a table that does not exist fails, and says which.
+		missing := newBackup(ns, "b-missing", c.Name, "nope")
+		Eventually(backupPhase(missing), timeout, poll).Should(Equal(v1alpha1.BackupFailed))
+		Expect(backupNow(missing)().Status.Error).To(ContainSubstring("default:nope"))
+
+		// Deleting the StoreBackup deletes its copies.
+		Expect(k8s.Delete(suiteCtx, b)).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), &v1alpha1.StoreBackup{})) }, timeout, poll).Should(BeTrue())
+		Expect(fake.Backups()).To(BeEmpty())
+	})
+
+	It("fails a backup of a cluster without a backup location, with what to do", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		b := newBackup(ns, "b1", c.Name)
+		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupFailed))
+		Expect(meta.FindStatusCondition(backupNow(b)().Status.Conditions, controller.ConditionCompleted)).To(
+			haveCondition(metav1.ConditionFalse, controller.ReasonNoBackupLocation, "spec.backup"))
+	})
+
+	It("makes backups on a schedule, keeps the newest by the retention, and stops when suspended", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, withBackupLocation))
+		waitRunning(c)
+		fakeOf(c).SetTables("default:t1")
+		sb := &v1alpha1.StoreScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+			Spec: v1alpha1.StoreScheduledBackupSpec{Cluster: c.Name, Schedule: "@every 1s", Retention: v1alpha1.BackupRetention{Count: 2}}}
+		Expect(k8s.Create(suiteCtx, sb)).To(Succeed())
+		made := func() []string {
+			var list v1alpha1.StoreBackupList
+			Expect(k8s.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+			var out []string
+			for _, b := range list.Items {
+				out = append(out, b.Name)
+			}
+			return out
+		}
+		Eventually(objectEvents(ns, "StoreScheduledBackup", "nightly", "BackupCreated"), 20*time.Second, poll).Should(HaveLen(4))
+		Eventually(objectEvents(ns, "StoreScheduledBackup", "nightly", "BackupDeleted"), 20*time.Second, poll).ShouldNot(BeEmpty())
+		Consistently(func() int { return len(made()) }, 3*time.Second, poll).Should(BeNumerically("<=", 3), "2 kept by the retention, one may run")
+
+		// Bad schedules are refused with what a schedule looks like.
+		bad := &v1alpha1.StoreScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
+			Spec: v1alpha1.StoreScheduledBackupSpec{Cluster: c.Name, Schedule: "every day"}}
+		Expect(k8s.Create(suiteCtx, bad)).To(Succeed())
+		Eventually(func() *metav1.Condition {
+			cur := &v1alpha1.StoreScheduledBackup{}
+			if k8s.Get(suiteCtx, client.ObjectKeyFromObject(bad), cur) != nil {
+				return nil
+			}
+			return meta.FindStatusCondition(cur.Status.Conditions, controller.ConditionReady)
+		}, timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonInvalidSchedule, "five fields"))
+
+		Eventually(func() error {
+			cur := &v1alpha1.StoreScheduledBackup{}
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(sb), cur); err != nil {
+				return err
+			}
+			cur.Spec.Suspend = true
+			return k8s.Update(suiteCtx, cur)
+		}, timeout, poll).Should(Succeed())
+		Eventually(func() *metav1.Condition {
+			cur := &v1alpha1.StoreScheduledBackup{}
+			if k8s.Get(suiteCtx, client.ObjectKeyFromObject(sb), cur) != nil {
+				return nil
+			}
+			return meta.FindStatusCondition(cur.Status.Conditions, controller.ConditionReady)
+		}, timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonSuspended))
+		n := len(objectEvents(ns, "StoreScheduledBackup", "nightly", "BackupCreated")())
+		Consistently(func() int { return len(objectEvents(ns, "StoreScheduledBackup", "nightly", "BackupCreated")()) }, 3*time.Second, poll).Should(Equal(n))
+	})
+
+	It("bootstraps a new cluster from a completed backup and says where it came from", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, withBackupLocation))
+		waitRunning(c)
+		fakeOf(c).SetTables("default:orders", "default:users")
+		b := newBackup(ns, "b1", c.Name)
+		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
+
+		c2 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored"}, Spec: *c.Spec.DeepCopy()}
+		c2.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
+		// The new cluster's master reads the same backup location.
+		fake2 := fakeOf(c2)
+		for name, table := range fakeOf(c).Backups() {
+			fake2.PutBackup(name, table)
+		}
+		create(c2)
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c2).Status.Recovery }, timeout, poll).Should(And(Not(BeNil()),
+			HaveField("CompletedAt", Not(BeNil())), HaveField("Backup", "b1"), HaveField("Cluster", c.Name)))
+		Expect(fake2.Restored()).To(Equal([]string{"b1.default.orders", "b1.default.users"}))
+		tables := get(c2).Status.Recovery.Restored
+		Expect(slices.Sorted(slices.Values(tables))).To(Equal([]string{"b1.default.orders", "b1.default.users"}))
+		Eventually(eventsOf(c2, "Recovered"), timeout, poll).ShouldNot(BeEmpty())
+
+		// bootstrap cannot change afterwards, nor be added to a cluster that exists.
+		cur := get(c2)
+		cur.Spec.Bootstrap = nil
+		Expect(k8s.Update(suiteCtx, cur)).To(MatchError(ContainSubstring("bootstrap cannot be set, changed or removed")))
+		cur = get(c)
+		cur.Spec.Bootstrap = c2.Spec.Bootstrap
+		Expect(k8s.Update(suiteCtx, cur)).To(MatchError(ContainSubstring("bootstrap cannot be set, changed or removed")))
+	})
+})

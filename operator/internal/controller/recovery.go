@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/master"
+)
+
+// Recovery reasons (task "recovery").
+const (
+	ReasonRecoveryNeedsBackupLocation = "RecoveryNeedsBackupLocation"
+	ReasonBackupNotFound              = "BackupNotFound"
+	ReasonBackupNotComplete           = "BackupNotComplete"
+	ReasonRecovering                  = "Recovering"
+)
+
+// taskRecovery bootstraps a new cluster from a StoreBackup (spec.bootstrap.recovery), once its
+// master answers: each snapshot of the backup is imported from the backup location and restored
+// (its table made from it); status.recovery records each, so a restarted operator or a new master
+// goes on from there. It runs to completion once, then never again.
+func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	if c.Spec.Bootstrap == nil || c.Spec.Bootstrap.Recovery == nil {
+		return Done()
+	}
+	if st := c.Status.Recovery; st != nil && st.CompletedAt != nil {
+		return Done()
+	}
+	if c.Spec.Backup == nil {
+		return Failed(ReasonRecoveryNeedsBackupLocation, "spec.bootstrap.recovery needs spec.backup: the backup location its snapshots are read from")
+	}
+	name := c.Spec.Bootstrap.Recovery.Backup.Name
+	b := &v1alpha1.StoreBackup{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Failed(ReasonBackupNotFound, "StoreBackup %s/%s (spec.bootstrap.recovery.backup) does not exist", c.Namespace, name)
+		}
+		return Errored(ReasonBackupNotFound, err)
+	}
+	if b.Status.Phase != v1alpha1.BackupCompleted {
+		return Waiting(ReasonBackupNotComplete, "StoreBackup %s is %s, not Completed: recovery waits for it", name, phaseOr(b.Status.Phase))
+	}
+	if c.Status.Recovery == nil {
+		c.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Cluster: b.Spec.Cluster}
+		r.event(c, corev1.EventTypeNormal, "RecoveryStarted", "restoring %d tables from StoreBackup %s (of StoreCluster %s)", len(b.Status.Snapshots), name, b.Spec.Cluster)
+	}
+	mc, err := r.Options.Masters(c)
+	if err != nil {
+		return Waiting(ReasonMasterUnreachable, "recovery waits for the master: %v", err)
+	}
+	defer func() { _ = mc.Close() }()
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, r.Options.MasterTimeout) }
+	cctx, cancel := call()
+	tables, err := mc.ListTables(cctx)
+	cancel()
+	if err != nil {
+		return Waiting(ReasonMasterUnreachable, "recovery waits for the master: %v", err)
+	}
+	st := c.Status.Recovery
+	for i, sn := range b.Status.Snapshots {
+		if slices.Contains(st.Restored, sn.Snapshot) {
+			continue
+		}
+		if !slices.Contains(tables, sn.Table) {
+			cctx, cancel := call()
+			cs, err := mc.CopySnapshot(cctx, sn.Snapshot, false)
+			cancel()
+			switch {
+			case err != nil:
+				return Waiting(ReasonMasterUnreachable, "importing %s: %v", sn.Snapshot, err)
+			case cs.State == master.CopyFailed:
+				r.event(c, corev1.EventTypeWarning, "ImportFailed", "importing snapshot %s failed, retrying: %s", sn.Snapshot, cs.Error)
+				return Waiting(ReasonRecovering, "importing table %s failed, retrying: %s", sn.Table, cs.Error)
+			case cs.State == master.CopyRunning:
+				return Waiting(ReasonRecovering, "importing table %s (%d of %d) from StoreBackup %s: %d of %d files", sn.Table, i+1, len(b.Status.Snapshots),
+					name, cs.Files, cs.FilesTotal)
+			}
+			cctx, cancel = call()
+			err = mc.RestoreSnapshot(cctx, sn.Snapshot)
+			cancel()
+			if err != nil {
+				return Waiting(ReasonRecovering, "restoring table %s from %s: %v", sn.Table, sn.Snapshot, err)
+			}
+		}
+		// The table links to the imported files (the cleaner keeps them); the snapshot itself
+		// is not needed in this cluster.
+		cctx, cancel := call()
+		err := mc.DeleteSnapshot(cctx, sn.Snapshot)
+		cancel()
+		if err != nil {
+			return Waiting(ReasonRecovering, "deleting the imported snapshot %s: %v", sn.Snapshot, err)
+		}
+		st.Restored = append(st.Restored, sn.Snapshot)
+	}
+	now := metav1.NewTime(r.Options.Now().Truncate(time.Second))
+	st.CompletedAt = &now
+	r.event(c, corev1.EventTypeNormal, "Recovered", "restored %d tables from StoreBackup %s", len(st.Restored), name)
+	return Done()
+}
+
+func phaseOr(p v1alpha1.BackupPhase) string {
+	if p == "" {
+		return "new"
+	}
+	return string(p)
+}
