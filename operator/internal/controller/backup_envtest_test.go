@@ -104,7 +104,9 @@ var _ = Describe("Backups", func() {
 
 		// Deleting the StoreBackup deletes its copies.
 		Expect(k8s.Delete(suiteCtx, b)).To(Succeed())
-		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), &v1alpha1.StoreBackup{})) }, timeout, poll).Should(BeTrue())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), &v1alpha1.StoreBackup{}))
+		}, timeout, poll).Should(BeTrue())
 		Expect(fake.Backups()).To(BeEmpty())
 	})
 
