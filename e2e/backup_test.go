@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -73,9 +74,10 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 
 		b := &v1alpha1.StoreBackup{}
 		Expect(crc.Get(ctx, client.ObjectKey{Namespace: ns, Name: completed}, b)).To(Succeed())
-		GinkgoWriter.Printf("backup %s: %d tables, %d files, %s at %s in %v\n", b.Name, b.Status.Tables, b.Status.Files, b.Status.Size, b.Status.Location,
+		summary := fmt.Sprintf("backup %s: %d tables, %d files, %s at %s in %v", b.Name, b.Status.Tables, b.Status.Files, b.Status.Size, b.Status.Location,
 			b.Status.StoppedAt.Sub(b.Status.StartedAt.Time))
-		AddReportEntry("backup", b.Status.Size, b.Status.StoppedAt.Sub(b.Status.StartedAt.Time).String())
+		GinkgoWriter.Println(summary)
+		AddReportEntry("backup", summary)
 		Expect(b.Status.Snapshots).To(ContainElement(And(HaveField("Table", "default:orders"), HaveField("Copied", true))))
 		out, err := kubectl(ctx, "-n", ns, "get", "storebackups", completed)
 		Expect(err).NotTo(HaveOccurred())

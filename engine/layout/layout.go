@@ -23,7 +23,10 @@ import (
 //	wal/<wal dir>/                              a region server process's WAL (WALDirName)
 //	wal/<wal dir>-splitting/                    the same, fenced by the master, being split
 //	archive/wal/<wal dir>/                      split logs, kept for inspection, deleted later
-//	archive/data/<ns>/<table>/...               data of dropped tables and truncated regions
+//	archive/data/<ns>/<table>/...               files compacted away, data of dropped tables and
+//	                                            truncated regions, each at its own path
+//	snapshots/<name>/manifest                   snapshots (engine/snapshot)
+//	links/<ns>/<table>/<snapshot>-<n>           tables' copies of the manifests they link to
 
 // SplittingSuffix marks a fenced WAL directory.
 const SplittingSuffix = "-splitting"

@@ -135,7 +135,7 @@ func (m *Master) runTableIO(key string, dirs []string, drop bool) {
 				}
 			}
 			b.deleteTable(key)
-			m.log.Info("table deleted; its data is in archive/", "table", key)
+			m.log.Info("table deleted; its files are in archive/ until the cleaner deletes them (--archive-ttl) unless a snapshot names them", "table", key)
 		} else {
 			nt := proto.CloneOf(cur)
 			nt.ArchiveDirs = slices.DeleteFunc(nt.ArchiveDirs, func(d string) bool { return slices.Contains(dirs, d) })

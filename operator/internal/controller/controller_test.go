@@ -128,3 +128,11 @@ func TestEndpointFrom(t *testing.T) {
 		}
 	}
 }
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 991956: "968.7 KiB", 5 << 30: "5.0 GiB", 3 << 50: "3.0 PiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

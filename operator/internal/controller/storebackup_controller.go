@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -233,9 +232,23 @@ func (r *StoreBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		b.Status.Files += sn.Files
 		b.Status.Bytes += sn.Bytes
 	}
-	b.Status.Size = resource.NewQuantity(b.Status.Bytes, resource.BinarySI).String()
+	b.Status.Size = humanBytes(b.Status.Bytes)
 	return save(v1alpha1.BackupCompleted, metav1.ConditionTrue, ReasonBackupCompleted, "%d tables, %d files, %s at %s",
 		len(b.Status.Snapshots), b.Status.Files, b.Status.Size, b.Status.Location)
+}
+
+// humanBytes is a size for people: "968.7 KiB".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // location names a bucket for people: "s3://bucket/prefix".
