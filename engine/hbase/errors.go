@@ -39,6 +39,9 @@ const (
 	classCallTimeout            = "org.apache.hadoop.hbase.ipc.CallTimeoutException"
 	classUnknownProtocol        = "org.apache.hadoop.hbase.exceptions.UnknownProtocolException"
 	classFailedSanityCheck      = "org.apache.hadoop.hbase.DoNotRetryIOException"
+	classSnapshotDoesNotExist   = "org.apache.hadoop.hbase.snapshot.SnapshotDoesNotExistException"
+	classSnapshotExists         = "org.apache.hadoop.hbase.snapshot.SnapshotExistsException"
+	classUnknownSnapshot        = "org.apache.hadoop.hbase.snapshot.UnknownSnapshotException"
 )
 
 // exception is an answer's error, as the HBase client sees it.
@@ -97,6 +100,10 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classTableExists, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_TABLE_DISABLED:
 		return &exception{class: classTableNotEnabled, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND:
+		return &exception{class: classSnapshotDoesNotExist, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS:
+		return &exception{class: classSnapshotExists, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_NAMESPACE_NOT_FOUND:
 		return &exception{class: classNamespaceNotFound, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY:

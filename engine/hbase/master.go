@@ -194,6 +194,8 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		return &hb.GetSchemaAlterStatusResponse{YetToUpdateRegions: proto.Uint32(0), TotalRegions: proto.Uint32(uint32(n))}, nil
+	case *hb.SnapshotRequest, *hb.IsSnapshotDoneRequest, *hb.GetCompletedSnapshotsRequest, *hb.DeleteSnapshotRequest, *hb.RestoreSnapshotRequest:
+		return a.snapshotCall(ctx, req, proc)
 	case *hb.GetProcedureResultRequest:
 		t, ok := a.procs.lookup(r.GetProcId())
 		if !ok {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -155,12 +154,9 @@ func (m *Master) flushRegion(ctx context.Context, addr, region string) error {
 }
 
 func (m *Master) listSnapshots(req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
-	var re *regexp.Regexp
-	if p := req.GetPattern(); p != "" {
-		var err error
-		if re, err = regexp.Compile("^(?:" + p + ")$"); err != nil {
-			return nil, errInvalid("pattern %q is not a regular expression: %v", p, err)
-		}
+	re, err := wholeMatch(req.GetPattern())
+	if err != nil {
+		return nil, err
 	}
 	if err := m.lock(); err != nil {
 		return nil, err
@@ -168,7 +164,6 @@ func (m *Master) listSnapshots(req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsR
 	m.mu.Unlock()
 	st := m.regionStorage()
 	if req.GetBackup() {
-		var err error
 		if st, err = m.backupStorage(); err != nil {
 			return nil, err
 		}

@@ -354,13 +354,22 @@ func tableStateName(s pb.TableState) string {
 	return s.String()
 }
 
+// wholeMatch compiles a listing's pattern, which must match a whole name; nil for "".
+func wholeMatch(p string) (*regexp.Regexp, error) {
+	if p == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile("^(?:" + p + ")$")
+	if err != nil {
+		return nil, errInvalid("pattern %q is not a regular expression: %v", p, err)
+	}
+	return re, nil
+}
+
 func (m *Master) listTables(req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
-	var re *regexp.Regexp
-	if p := req.GetPattern(); p != "" {
-		var err error
-		if re, err = regexp.Compile("^(?:" + p + ")$"); err != nil {
-			return nil, errInvalid("pattern %q is not a regular expression: %v", p, err)
-		}
+	re, err := wholeMatch(req.GetPattern())
+	if err != nil {
+		return nil, err
 	}
 	if err := m.lock(); err != nil {
 		return nil, err

@@ -51,6 +51,18 @@ func (c *cluster) masterCall(t *testing.T, fn func(context.Context, pb.MasterCli
 	}
 }
 
+// dropTable disables and deletes a table.
+func (c *cluster) dropTable(t *testing.T, tn *pb.TableName) {
+	t.Helper()
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+		if _, err := m.DisableTable(ctx, &pb.TableRequest{Table: tn}); err != nil {
+			return err
+		}
+		_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: tn})
+		return err
+	})
+}
+
 // compactTable major-compacts every open region of a table where it is served.
 func (c *cluster) compactTable(t *testing.T, table string) {
 	t.Helper()
@@ -271,18 +283,7 @@ func testSnapshots(t *testing.T, onBucket bool) {
 	}
 
 	// A dropped table comes back with restore_snapshot (its files are in the archive).
-	for _, call := range []func(context.Context, pb.MasterClient) error{
-		func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.DisableTable(ctx, &pb.TableRequest{Table: td.Name})
-			return err
-		},
-		func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: td.Name})
-			return err
-		},
-	} {
-		c.masterCall(t, call)
-	}
+	c.dropTable(t, td.Name)
 	c.clean(t)
 	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: "s1"})
@@ -437,15 +438,8 @@ func TestBackupThroughTheMaster(t *testing.T) {
 	}
 
 	// Disaster: the table and the cluster's snapshots are gone, and the archive is cleaned.
+	c.dropTable(t, td.Name)
 	for _, call := range []func(context.Context, pb.MasterClient) error{
-		func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.DisableTable(ctx, &pb.TableRequest{Table: td.Name})
-			return err
-		},
-		func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: td.Name})
-			return err
-		},
 		func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.DeleteSnapshot(ctx, &pb.SnapshotNameRequest{Name: "b1"})
 			return err

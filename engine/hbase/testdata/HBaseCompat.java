@@ -45,6 +45,8 @@ import org.apache.hadoop.hbase.client.Put;
 import org.apache.hadoop.hbase.client.Result;
 import org.apache.hadoop.hbase.client.ResultScanner;
 import org.apache.hadoop.hbase.client.Scan;
+import org.apache.hadoop.hbase.client.SnapshotDescription;
+import org.apache.hadoop.hbase.snapshot.SnapshotExistsException;
 import org.apache.hadoop.hbase.client.Table;
 import org.apache.hadoop.hbase.client.TableDescriptor;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
@@ -360,6 +362,52 @@ public class HBaseCompat {
             check(count(t, new Scan()) == 0, "empty after truncate");
             t.put(new Put(b("row-1")).addColumn(F, b("q"), b("v1")));
           }
+        }
+        break;
+      }
+      case "snapshots": {
+        // Admin's snapshot calls: snapshot, listSnapshots, cloneSnapshot, restoreSnapshot (of a
+        // disabled table, which stays disabled), deleteSnapshot; a second snapshot of a name is
+        // refused with HBase's own exception.
+        String snap = tn.getQualifierAsString() + "-snap";
+        TableName clone = TableName.valueOf(tn.getNamespaceAsString(), tn.getQualifierAsString() + "_clone");
+        try (Admin admin = conn.getAdmin(); Table t = conn.getTable(tn)) {
+          t.put(new Put(b("snap-row")).addColumn(F, b("q"), b("before")));
+          for (SnapshotDescription d : admin.listSnapshots()) {
+            if (d.getName().equals(snap)) {
+              admin.deleteSnapshot(snap);
+            }
+          }
+          if (admin.tableExists(clone)) {
+            if (admin.isTableEnabled(clone)) {
+              admin.disableTable(clone);
+            }
+            admin.deleteTable(clone);
+          }
+          admin.snapshot(snap, tn);
+          check(admin.listSnapshots().stream().anyMatch(d -> d.getName().equals(snap) && d.getTableName().equals(tn)),
+              "listSnapshots names the snapshot and its table: " + admin.listSnapshots());
+          boolean refused = false;
+          try {
+            admin.snapshot(snap, tn);
+          } catch (SnapshotExistsException e) {
+            refused = true;
+          }
+          check(refused, "a second snapshot of the same name is refused with SnapshotExistsException");
+          t.put(new Put(b("snap-row")).addColumn(F, b("q"), b("after")));
+          admin.cloneSnapshot(snap, clone);
+          try (Table c = conn.getTable(clone)) {
+            check(Bytes.toString(c.get(new Get(b("snap-row"))).getValue(F, b("q"))).equals("before"), "the clone reads the snapshot's value");
+          }
+          admin.disableTable(tn);
+          admin.restoreSnapshot(snap);
+          check(admin.isTableDisabled(tn), "the table stays disabled after restoreSnapshot");
+          admin.enableTable(tn);
+          check(Bytes.toString(t.get(new Get(b("snap-row"))).getValue(F, b("q"))).equals("before"), "restored: the snapshot's value again");
+          admin.disableTable(clone);
+          admin.deleteTable(clone);
+          admin.deleteSnapshot(snap);
+          check(admin.listSnapshots().stream().noneMatch(d -> d.getName().equals(snap)), "deleteSnapshot");
         }
         break;
       }

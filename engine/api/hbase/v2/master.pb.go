@@ -80,6 +80,65 @@ func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
 	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61, 0}
 }
 
+type SnapshotDescription_Type int32
+
+const (
+	SnapshotDescription_DISABLED  SnapshotDescription_Type = 0
+	SnapshotDescription_FLUSH     SnapshotDescription_Type = 1
+	SnapshotDescription_SKIPFLUSH SnapshotDescription_Type = 2
+)
+
+// Enum value maps for SnapshotDescription_Type.
+var (
+	SnapshotDescription_Type_name = map[int32]string{
+		0: "DISABLED",
+		1: "FLUSH",
+		2: "SKIPFLUSH",
+	}
+	SnapshotDescription_Type_value = map[string]int32{
+		"DISABLED":  0,
+		"FLUSH":     1,
+		"SKIPFLUSH": 2,
+	}
+)
+
+func (x SnapshotDescription_Type) Enum() *SnapshotDescription_Type {
+	p := new(SnapshotDescription_Type)
+	*p = x
+	return p
+}
+
+func (x SnapshotDescription_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SnapshotDescription_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_hbase_v2_master_proto_enumTypes[1].Descriptor()
+}
+
+func (SnapshotDescription_Type) Type() protoreflect.EnumType {
+	return &file_hbase_v2_master_proto_enumTypes[1]
+}
+
+func (x SnapshotDescription_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *SnapshotDescription_Type) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = SnapshotDescription_Type(num)
+	return nil
+}
+
+// Deprecated: Use SnapshotDescription_Type.Descriptor instead.
+func (SnapshotDescription_Type) EnumDescriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65, 0}
+}
+
 type AddColumnRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TableName      *TableName             `protobuf:"bytes,1,req,name=table_name,json=tableName" json:"table_name,omitempty"`
@@ -3446,6 +3505,611 @@ func (x *ForeignExceptionMessage) GetGenericException() *GenericExceptionMessage
 	return nil
 }
 
+type SnapshotDescription struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Name          *string                   `protobuf:"bytes,1,req,name=name" json:"name,omitempty"`
+	Table         *string                   `protobuf:"bytes,2,opt,name=table" json:"table,omitempty"`
+	CreationTime  *int64                    `protobuf:"varint,3,opt,name=creation_time,json=creationTime,def=0" json:"creation_time,omitempty"`
+	Type          *SnapshotDescription_Type `protobuf:"varint,4,opt,name=type,enum=cellstore.hbase.v2.SnapshotDescription_Type,def=1" json:"type,omitempty"`
+	Version       *int32                    `protobuf:"varint,5,opt,name=version" json:"version,omitempty"`
+	Owner         *string                   `protobuf:"bytes,6,opt,name=owner" json:"owner,omitempty"`
+	Ttl           *int64                    `protobuf:"varint,8,opt,name=ttl,def=0" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for SnapshotDescription fields.
+const (
+	Default_SnapshotDescription_CreationTime = int64(0)
+	Default_SnapshotDescription_Type         = SnapshotDescription_FLUSH
+	Default_SnapshotDescription_Ttl          = int64(0)
+)
+
+func (x *SnapshotDescription) Reset() {
+	*x = SnapshotDescription{}
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDescription) ProtoMessage() {}
+
+func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
+func (*SnapshotDescription) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SnapshotDescription) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotDescription) GetTable() string {
+	if x != nil && x.Table != nil {
+		return *x.Table
+	}
+	return ""
+}
+
+func (x *SnapshotDescription) GetCreationTime() int64 {
+	if x != nil && x.CreationTime != nil {
+		return *x.CreationTime
+	}
+	return Default_SnapshotDescription_CreationTime
+}
+
+func (x *SnapshotDescription) GetType() SnapshotDescription_Type {
+	if x != nil && x.Type != nil {
+		return *x.Type
+	}
+	return Default_SnapshotDescription_Type
+}
+
+func (x *SnapshotDescription) GetVersion() int32 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
+}
+
+func (x *SnapshotDescription) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *SnapshotDescription) GetTtl() int64 {
+	if x != nil && x.Ttl != nil {
+		return *x.Ttl
+	}
+	return Default_SnapshotDescription_Ttl
+}
+
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,1,req,name=snapshot" json:"snapshot,omitempty"`
+	NonceGroup    *uint64                `protobuf:"varint,2,opt,name=nonce_group,json=nonceGroup,def=0" json:"nonce_group,omitempty"`
+	Nonce         *uint64                `protobuf:"varint,3,opt,name=nonce,def=0" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for SnapshotRequest fields.
+const (
+	Default_SnapshotRequest_NonceGroup = uint64(0)
+	Default_SnapshotRequest_Nonce      = uint64(0)
+)
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *SnapshotRequest) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *SnapshotRequest) GetNonceGroup() uint64 {
+	if x != nil && x.NonceGroup != nil {
+		return *x.NonceGroup
+	}
+	return Default_SnapshotRequest_NonceGroup
+}
+
+func (x *SnapshotRequest) GetNonce() uint64 {
+	if x != nil && x.Nonce != nil {
+		return *x.Nonce
+	}
+	return Default_SnapshotRequest_Nonce
+}
+
+type SnapshotResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ExpectedTimeout *int64                 `protobuf:"varint,1,req,name=expected_timeout,json=expectedTimeout" json:"expected_timeout,omitempty"`
+	ProcId          *int64                 `protobuf:"varint,2,opt,name=proc_id,json=procId" json:"proc_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SnapshotResponse) Reset() {
+	*x = SnapshotResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotResponse) ProtoMessage() {}
+
+func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SnapshotResponse) GetExpectedTimeout() int64 {
+	if x != nil && x.ExpectedTimeout != nil {
+		return *x.ExpectedTimeout
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetProcId() int64 {
+	if x != nil && x.ProcId != nil {
+		return *x.ProcId
+	}
+	return 0
+}
+
+type IsSnapshotDoneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,1,opt,name=snapshot" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsSnapshotDoneRequest) Reset() {
+	*x = IsSnapshotDoneRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsSnapshotDoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsSnapshotDoneRequest) ProtoMessage() {}
+
+func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsSnapshotDoneRequest.ProtoReflect.Descriptor instead.
+func (*IsSnapshotDoneRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *IsSnapshotDoneRequest) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type IsSnapshotDoneResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          *bool                  `protobuf:"varint,1,opt,name=done,def=0" json:"done,omitempty"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,2,opt,name=snapshot" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for IsSnapshotDoneResponse fields.
+const (
+	Default_IsSnapshotDoneResponse_Done = bool(false)
+)
+
+func (x *IsSnapshotDoneResponse) Reset() {
+	*x = IsSnapshotDoneResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsSnapshotDoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsSnapshotDoneResponse) ProtoMessage() {}
+
+func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsSnapshotDoneResponse.ProtoReflect.Descriptor instead.
+func (*IsSnapshotDoneResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *IsSnapshotDoneResponse) GetDone() bool {
+	if x != nil && x.Done != nil {
+		return *x.Done
+	}
+	return Default_IsSnapshotDoneResponse_Done
+}
+
+func (x *IsSnapshotDoneResponse) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type GetCompletedSnapshotsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCompletedSnapshotsRequest) Reset() {
+	*x = GetCompletedSnapshotsRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCompletedSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCompletedSnapshotsRequest) ProtoMessage() {}
+
+func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCompletedSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*GetCompletedSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
+}
+
+type GetCompletedSnapshotsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshots     []*SnapshotDescription `protobuf:"bytes,1,rep,name=snapshots" json:"snapshots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCompletedSnapshotsResponse) Reset() {
+	*x = GetCompletedSnapshotsResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCompletedSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCompletedSnapshotsResponse) ProtoMessage() {}
+
+func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCompletedSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*GetCompletedSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *GetCompletedSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+type DeleteSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,1,req,name=snapshot" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotRequest) Reset() {
+	*x = DeleteSnapshotRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotRequest) ProtoMessage() {}
+
+func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type DeleteSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotResponse) Reset() {
+	*x = DeleteSnapshotResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotResponse) ProtoMessage() {}
+
+func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
+}
+
+type RestoreSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotDescription   `protobuf:"bytes,1,req,name=snapshot" json:"snapshot,omitempty"`
+	NonceGroup    *uint64                `protobuf:"varint,2,opt,name=nonce_group,json=nonceGroup,def=0" json:"nonce_group,omitempty"`
+	Nonce         *uint64                `protobuf:"varint,3,opt,name=nonce,def=0" json:"nonce,omitempty"`
+	RestoreACL    *bool                  `protobuf:"varint,4,opt,name=restoreACL,def=0" json:"restoreACL,omitempty"`
+	CustomSFT     *string                `protobuf:"bytes,5,opt,name=customSFT" json:"customSFT,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for RestoreSnapshotRequest fields.
+const (
+	Default_RestoreSnapshotRequest_NonceGroup = uint64(0)
+	Default_RestoreSnapshotRequest_Nonce      = uint64(0)
+	Default_RestoreSnapshotRequest_RestoreACL = bool(false)
+)
+
+func (x *RestoreSnapshotRequest) Reset() {
+	*x = RestoreSnapshotRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreSnapshotRequest) ProtoMessage() {}
+
+func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RestoreSnapshotRequest) GetSnapshot() *SnapshotDescription {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *RestoreSnapshotRequest) GetNonceGroup() uint64 {
+	if x != nil && x.NonceGroup != nil {
+		return *x.NonceGroup
+	}
+	return Default_RestoreSnapshotRequest_NonceGroup
+}
+
+func (x *RestoreSnapshotRequest) GetNonce() uint64 {
+	if x != nil && x.Nonce != nil {
+		return *x.Nonce
+	}
+	return Default_RestoreSnapshotRequest_Nonce
+}
+
+func (x *RestoreSnapshotRequest) GetRestoreACL() bool {
+	if x != nil && x.RestoreACL != nil {
+		return *x.RestoreACL
+	}
+	return Default_RestoreSnapshotRequest_RestoreACL
+}
+
+func (x *RestoreSnapshotRequest) GetCustomSFT() string {
+	if x != nil && x.CustomSFT != nil {
+		return *x.CustomSFT
+	}
+	return ""
+}
+
+type RestoreSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcId        *uint64                `protobuf:"varint,1,req,name=proc_id,json=procId" json:"proc_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreSnapshotResponse) Reset() {
+	*x = RestoreSnapshotResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreSnapshotResponse) ProtoMessage() {}
+
+func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *RestoreSnapshotResponse) GetProcId() uint64 {
+	if x != nil && x.ProcId != nil {
+		return *x.ProcId
+	}
+	return 0
+}
+
 var File_hbase_v2_master_proto protoreflect.FileDescriptor
 
 const file_hbase_v2_master_proto_rawDesc = "" +
@@ -3668,7 +4332,49 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"\x05trace\x18\x04 \x03(\v2,.cellstore.hbase.v2.StackTraceElementMessageR\x05trace\"\x8b\x01\n" +
 	"\x17ForeignExceptionMessage\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12X\n" +
-	"\x11generic_exception\x18\x02 \x01(\v2+.cellstore.hbase.v2.GenericExceptionMessageR\x10genericExceptionB<Z:github.com/cellstore/cellstore/engine/api/hbase/v2;hbasev2"
+	"\x11generic_exception\x18\x02 \x01(\v2+.cellstore.hbase.v2.GenericExceptionMessageR\x10genericException\"\xa5\x02\n" +
+	"\x13SnapshotDescription\x12\x12\n" +
+	"\x04name\x18\x01 \x02(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12&\n" +
+	"\rcreation_time\x18\x03 \x01(\x03:\x010R\fcreationTime\x12G\n" +
+	"\x04type\x18\x04 \x01(\x0e2,.cellstore.hbase.v2.SnapshotDescription.Type:\x05FLUSHR\x04type\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x05R\aversion\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x13\n" +
+	"\x03ttl\x18\b \x01(\x03:\x010R\x03ttl\".\n" +
+	"\x04Type\x12\f\n" +
+	"\bDISABLED\x10\x00\x12\t\n" +
+	"\x05FLUSH\x10\x01\x12\r\n" +
+	"\tSKIPFLUSH\x10\x02\"\x93\x01\n" +
+	"\x0fSnapshotRequest\x12C\n" +
+	"\bsnapshot\x18\x01 \x02(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\bsnapshot\x12\"\n" +
+	"\vnonce_group\x18\x02 \x01(\x04:\x010R\n" +
+	"nonceGroup\x12\x17\n" +
+	"\x05nonce\x18\x03 \x01(\x04:\x010R\x05nonce\"V\n" +
+	"\x10SnapshotResponse\x12)\n" +
+	"\x10expected_timeout\x18\x01 \x02(\x03R\x0fexpectedTimeout\x12\x17\n" +
+	"\aproc_id\x18\x02 \x01(\x03R\x06procId\"\\\n" +
+	"\x15IsSnapshotDoneRequest\x12C\n" +
+	"\bsnapshot\x18\x01 \x01(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\bsnapshot\"x\n" +
+	"\x16IsSnapshotDoneResponse\x12\x19\n" +
+	"\x04done\x18\x01 \x01(\b:\x05falseR\x04done\x12C\n" +
+	"\bsnapshot\x18\x02 \x01(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\bsnapshot\"\x1e\n" +
+	"\x1cGetCompletedSnapshotsRequest\"f\n" +
+	"\x1dGetCompletedSnapshotsResponse\x12E\n" +
+	"\tsnapshots\x18\x01 \x03(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\tsnapshots\"\\\n" +
+	"\x15DeleteSnapshotRequest\x12C\n" +
+	"\bsnapshot\x18\x01 \x02(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\bsnapshot\"\x18\n" +
+	"\x16DeleteSnapshotResponse\"\xdf\x01\n" +
+	"\x16RestoreSnapshotRequest\x12C\n" +
+	"\bsnapshot\x18\x01 \x02(\v2'.cellstore.hbase.v2.SnapshotDescriptionR\bsnapshot\x12\"\n" +
+	"\vnonce_group\x18\x02 \x01(\x04:\x010R\n" +
+	"nonceGroup\x12\x17\n" +
+	"\x05nonce\x18\x03 \x01(\x04:\x010R\x05nonce\x12%\n" +
+	"\n" +
+	"restoreACL\x18\x04 \x01(\b:\x05falseR\n" +
+	"restoreACL\x12\x1c\n" +
+	"\tcustomSFT\x18\x05 \x01(\tR\tcustomSFT\"2\n" +
+	"\x17RestoreSnapshotResponse\x12\x17\n" +
+	"\aproc_id\x18\x01 \x02(\x04R\x06procIdB<Z:github.com/cellstore/cellstore/engine/api/hbase/v2;hbasev2"
 
 var (
 	file_hbase_v2_master_proto_rawDescOnce sync.Once
@@ -3682,128 +4388,147 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 	return file_hbase_v2_master_proto_rawDescData
 }
 
-var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
-	(*AddColumnRequest)(nil),                        // 1: cellstore.hbase.v2.AddColumnRequest
-	(*AddColumnResponse)(nil),                       // 2: cellstore.hbase.v2.AddColumnResponse
-	(*DeleteColumnRequest)(nil),                     // 3: cellstore.hbase.v2.DeleteColumnRequest
-	(*DeleteColumnResponse)(nil),                    // 4: cellstore.hbase.v2.DeleteColumnResponse
-	(*ModifyColumnRequest)(nil),                     // 5: cellstore.hbase.v2.ModifyColumnRequest
-	(*ModifyColumnResponse)(nil),                    // 6: cellstore.hbase.v2.ModifyColumnResponse
-	(*GetSchemaAlterStatusRequest)(nil),             // 7: cellstore.hbase.v2.GetSchemaAlterStatusRequest
-	(*GetSchemaAlterStatusResponse)(nil),            // 8: cellstore.hbase.v2.GetSchemaAlterStatusResponse
-	(*MoveRegionRequest)(nil),                       // 9: cellstore.hbase.v2.MoveRegionRequest
-	(*MoveRegionResponse)(nil),                      // 10: cellstore.hbase.v2.MoveRegionResponse
-	(*SplitTableRegionRequest)(nil),                 // 11: cellstore.hbase.v2.SplitTableRegionRequest
-	(*SplitTableRegionResponse)(nil),                // 12: cellstore.hbase.v2.SplitTableRegionResponse
-	(*CreateTableRequest)(nil),                      // 13: cellstore.hbase.v2.CreateTableRequest
-	(*CreateTableResponse)(nil),                     // 14: cellstore.hbase.v2.CreateTableResponse
-	(*DeleteTableRequest)(nil),                      // 15: cellstore.hbase.v2.DeleteTableRequest
-	(*DeleteTableResponse)(nil),                     // 16: cellstore.hbase.v2.DeleteTableResponse
-	(*TruncateTableRequest)(nil),                    // 17: cellstore.hbase.v2.TruncateTableRequest
-	(*TruncateTableResponse)(nil),                   // 18: cellstore.hbase.v2.TruncateTableResponse
-	(*EnableTableRequest)(nil),                      // 19: cellstore.hbase.v2.EnableTableRequest
-	(*EnableTableResponse)(nil),                     // 20: cellstore.hbase.v2.EnableTableResponse
-	(*DisableTableRequest)(nil),                     // 21: cellstore.hbase.v2.DisableTableRequest
-	(*DisableTableResponse)(nil),                    // 22: cellstore.hbase.v2.DisableTableResponse
-	(*ModifyTableRequest)(nil),                      // 23: cellstore.hbase.v2.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                     // 24: cellstore.hbase.v2.ModifyTableResponse
-	(*GetTableDescriptorsRequest)(nil),              // 25: cellstore.hbase.v2.GetTableDescriptorsRequest
-	(*GetTableDescriptorsResponse)(nil),             // 26: cellstore.hbase.v2.GetTableDescriptorsResponse
-	(*GetTableNamesRequest)(nil),                    // 27: cellstore.hbase.v2.GetTableNamesRequest
-	(*GetTableNamesResponse)(nil),                   // 28: cellstore.hbase.v2.GetTableNamesResponse
-	(*GetTableStateRequest)(nil),                    // 29: cellstore.hbase.v2.GetTableStateRequest
-	(*GetTableStateResponse)(nil),                   // 30: cellstore.hbase.v2.GetTableStateResponse
-	(*CreateNamespaceRequest)(nil),                  // 31: cellstore.hbase.v2.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),                 // 32: cellstore.hbase.v2.CreateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),                  // 33: cellstore.hbase.v2.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),                 // 34: cellstore.hbase.v2.DeleteNamespaceResponse
-	(*ModifyNamespaceRequest)(nil),                  // 35: cellstore.hbase.v2.ModifyNamespaceRequest
-	(*ModifyNamespaceResponse)(nil),                 // 36: cellstore.hbase.v2.ModifyNamespaceResponse
-	(*GetNamespaceDescriptorRequest)(nil),           // 37: cellstore.hbase.v2.GetNamespaceDescriptorRequest
-	(*GetNamespaceDescriptorResponse)(nil),          // 38: cellstore.hbase.v2.GetNamespaceDescriptorResponse
-	(*ListNamespacesRequest)(nil),                   // 39: cellstore.hbase.v2.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),                  // 40: cellstore.hbase.v2.ListNamespacesResponse
-	(*ListNamespaceDescriptorsRequest)(nil),         // 41: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
-	(*ListNamespaceDescriptorsResponse)(nil),        // 42: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
-	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 43: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
-	(*ListTableDescriptorsByNamespaceResponse)(nil), // 44: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
-	(*ListTableNamesByNamespaceRequest)(nil),        // 45: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
-	(*ListTableNamesByNamespaceResponse)(nil),       // 46: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
-	(*IsInMaintenanceModeRequest)(nil),              // 47: cellstore.hbase.v2.IsInMaintenanceModeRequest
-	(*IsInMaintenanceModeResponse)(nil),             // 48: cellstore.hbase.v2.IsInMaintenanceModeResponse
-	(*BalanceRequest)(nil),                          // 49: cellstore.hbase.v2.BalanceRequest
-	(*BalanceResponse)(nil),                         // 50: cellstore.hbase.v2.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),               // 51: cellstore.hbase.v2.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),              // 52: cellstore.hbase.v2.SetBalancerRunningResponse
-	(*IsBalancerEnabledRequest)(nil),                // 53: cellstore.hbase.v2.IsBalancerEnabledRequest
-	(*IsBalancerEnabledResponse)(nil),               // 54: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 55: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 56: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 57: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 58: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 59: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 60: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 61: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 62: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 63: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 64: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 65: cellstore.hbase.v2.ForeignExceptionMessage
-	(*TableName)(nil),                               // 66: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 67: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 68: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 69: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 70: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 71: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 72: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 73: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 74: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 75: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 76: cellstore.hbase.v2.ProcedureDescription
+	(SnapshotDescription_Type)(0),                   // 1: cellstore.hbase.v2.SnapshotDescription.Type
+	(*AddColumnRequest)(nil),                        // 2: cellstore.hbase.v2.AddColumnRequest
+	(*AddColumnResponse)(nil),                       // 3: cellstore.hbase.v2.AddColumnResponse
+	(*DeleteColumnRequest)(nil),                     // 4: cellstore.hbase.v2.DeleteColumnRequest
+	(*DeleteColumnResponse)(nil),                    // 5: cellstore.hbase.v2.DeleteColumnResponse
+	(*ModifyColumnRequest)(nil),                     // 6: cellstore.hbase.v2.ModifyColumnRequest
+	(*ModifyColumnResponse)(nil),                    // 7: cellstore.hbase.v2.ModifyColumnResponse
+	(*GetSchemaAlterStatusRequest)(nil),             // 8: cellstore.hbase.v2.GetSchemaAlterStatusRequest
+	(*GetSchemaAlterStatusResponse)(nil),            // 9: cellstore.hbase.v2.GetSchemaAlterStatusResponse
+	(*MoveRegionRequest)(nil),                       // 10: cellstore.hbase.v2.MoveRegionRequest
+	(*MoveRegionResponse)(nil),                      // 11: cellstore.hbase.v2.MoveRegionResponse
+	(*SplitTableRegionRequest)(nil),                 // 12: cellstore.hbase.v2.SplitTableRegionRequest
+	(*SplitTableRegionResponse)(nil),                // 13: cellstore.hbase.v2.SplitTableRegionResponse
+	(*CreateTableRequest)(nil),                      // 14: cellstore.hbase.v2.CreateTableRequest
+	(*CreateTableResponse)(nil),                     // 15: cellstore.hbase.v2.CreateTableResponse
+	(*DeleteTableRequest)(nil),                      // 16: cellstore.hbase.v2.DeleteTableRequest
+	(*DeleteTableResponse)(nil),                     // 17: cellstore.hbase.v2.DeleteTableResponse
+	(*TruncateTableRequest)(nil),                    // 18: cellstore.hbase.v2.TruncateTableRequest
+	(*TruncateTableResponse)(nil),                   // 19: cellstore.hbase.v2.TruncateTableResponse
+	(*EnableTableRequest)(nil),                      // 20: cellstore.hbase.v2.EnableTableRequest
+	(*EnableTableResponse)(nil),                     // 21: cellstore.hbase.v2.EnableTableResponse
+	(*DisableTableRequest)(nil),                     // 22: cellstore.hbase.v2.DisableTableRequest
+	(*DisableTableResponse)(nil),                    // 23: cellstore.hbase.v2.DisableTableResponse
+	(*ModifyTableRequest)(nil),                      // 24: cellstore.hbase.v2.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                     // 25: cellstore.hbase.v2.ModifyTableResponse
+	(*GetTableDescriptorsRequest)(nil),              // 26: cellstore.hbase.v2.GetTableDescriptorsRequest
+	(*GetTableDescriptorsResponse)(nil),             // 27: cellstore.hbase.v2.GetTableDescriptorsResponse
+	(*GetTableNamesRequest)(nil),                    // 28: cellstore.hbase.v2.GetTableNamesRequest
+	(*GetTableNamesResponse)(nil),                   // 29: cellstore.hbase.v2.GetTableNamesResponse
+	(*GetTableStateRequest)(nil),                    // 30: cellstore.hbase.v2.GetTableStateRequest
+	(*GetTableStateResponse)(nil),                   // 31: cellstore.hbase.v2.GetTableStateResponse
+	(*CreateNamespaceRequest)(nil),                  // 32: cellstore.hbase.v2.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                 // 33: cellstore.hbase.v2.CreateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                  // 34: cellstore.hbase.v2.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                 // 35: cellstore.hbase.v2.DeleteNamespaceResponse
+	(*ModifyNamespaceRequest)(nil),                  // 36: cellstore.hbase.v2.ModifyNamespaceRequest
+	(*ModifyNamespaceResponse)(nil),                 // 37: cellstore.hbase.v2.ModifyNamespaceResponse
+	(*GetNamespaceDescriptorRequest)(nil),           // 38: cellstore.hbase.v2.GetNamespaceDescriptorRequest
+	(*GetNamespaceDescriptorResponse)(nil),          // 39: cellstore.hbase.v2.GetNamespaceDescriptorResponse
+	(*ListNamespacesRequest)(nil),                   // 40: cellstore.hbase.v2.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                  // 41: cellstore.hbase.v2.ListNamespacesResponse
+	(*ListNamespaceDescriptorsRequest)(nil),         // 42: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
+	(*ListNamespaceDescriptorsResponse)(nil),        // 43: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
+	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 44: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
+	(*ListTableDescriptorsByNamespaceResponse)(nil), // 45: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
+	(*ListTableNamesByNamespaceRequest)(nil),        // 46: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
+	(*ListTableNamesByNamespaceResponse)(nil),       // 47: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
+	(*IsInMaintenanceModeRequest)(nil),              // 48: cellstore.hbase.v2.IsInMaintenanceModeRequest
+	(*IsInMaintenanceModeResponse)(nil),             // 49: cellstore.hbase.v2.IsInMaintenanceModeResponse
+	(*BalanceRequest)(nil),                          // 50: cellstore.hbase.v2.BalanceRequest
+	(*BalanceResponse)(nil),                         // 51: cellstore.hbase.v2.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),               // 52: cellstore.hbase.v2.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),              // 53: cellstore.hbase.v2.SetBalancerRunningResponse
+	(*IsBalancerEnabledRequest)(nil),                // 54: cellstore.hbase.v2.IsBalancerEnabledRequest
+	(*IsBalancerEnabledResponse)(nil),               // 55: cellstore.hbase.v2.IsBalancerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 56: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 57: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 58: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 59: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 60: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 61: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 62: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 63: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 64: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 65: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 66: cellstore.hbase.v2.ForeignExceptionMessage
+	(*SnapshotDescription)(nil),                     // 67: cellstore.hbase.v2.SnapshotDescription
+	(*SnapshotRequest)(nil),                         // 68: cellstore.hbase.v2.SnapshotRequest
+	(*SnapshotResponse)(nil),                        // 69: cellstore.hbase.v2.SnapshotResponse
+	(*IsSnapshotDoneRequest)(nil),                   // 70: cellstore.hbase.v2.IsSnapshotDoneRequest
+	(*IsSnapshotDoneResponse)(nil),                  // 71: cellstore.hbase.v2.IsSnapshotDoneResponse
+	(*GetCompletedSnapshotsRequest)(nil),            // 72: cellstore.hbase.v2.GetCompletedSnapshotsRequest
+	(*GetCompletedSnapshotsResponse)(nil),           // 73: cellstore.hbase.v2.GetCompletedSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),                   // 74: cellstore.hbase.v2.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),                  // 75: cellstore.hbase.v2.DeleteSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),                  // 76: cellstore.hbase.v2.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),                 // 77: cellstore.hbase.v2.RestoreSnapshotResponse
+	(*TableName)(nil),                               // 78: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 79: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 80: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 81: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 82: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 83: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 84: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 85: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 86: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 87: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 88: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	66, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	67, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	66, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	66, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	67, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	66, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	68, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	69, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	70, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	71, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	66, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	66, // 11: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	66, // 12: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	66, // 13: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	66, // 14: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	71, // 15: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	66, // 16: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	71, // 17: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	66, // 18: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	66, // 19: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	72, // 20: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	73, // 21: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	73, // 22: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	73, // 23: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	73, // 24: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	71, // 25: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	66, // 26: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	74, // 27: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	75, // 28: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	76, // 29: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	76, // 30: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	78, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	79, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	78, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	78, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	79, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	78, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	80, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	81, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	82, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	83, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	78, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	78, // 11: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	78, // 12: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	78, // 13: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	78, // 14: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	83, // 15: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	78, // 16: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	83, // 17: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	78, // 18: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	78, // 19: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	84, // 20: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	85, // 21: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	85, // 22: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	85, // 23: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	85, // 24: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	83, // 25: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	78, // 26: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	86, // 27: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	87, // 28: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	88, // 29: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	88, // 30: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
 	0,  // 31: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	65, // 32: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	63, // 33: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	64, // 34: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	66, // 32: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	64, // 33: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	65, // 34: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	1,  // 35: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
+	67, // 36: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	67, // 37: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	67, // 38: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	67, // 39: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
+	67, // 40: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	67, // 41: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hbase_v2_master_proto_init() }
@@ -3818,8 +4543,8 @@ func file_hbase_v2_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   65,
+			NumEnums:      2,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -68,6 +68,21 @@ var Services = map[string]map[string]NewCall{
 		"ModifyColumn": func() (proto.Message, proto.Message) {
 			return &ModifyColumnRequest{}, &ModifyColumnResponse{}
 		},
+		"Snapshot": func() (proto.Message, proto.Message) {
+			return &SnapshotRequest{}, &SnapshotResponse{}
+		},
+		"IsSnapshotDone": func() (proto.Message, proto.Message) {
+			return &IsSnapshotDoneRequest{}, &IsSnapshotDoneResponse{}
+		},
+		"GetCompletedSnapshots": func() (proto.Message, proto.Message) {
+			return &GetCompletedSnapshotsRequest{}, &GetCompletedSnapshotsResponse{}
+		},
+		"DeleteSnapshot": func() (proto.Message, proto.Message) {
+			return &DeleteSnapshotRequest{}, &DeleteSnapshotResponse{}
+		},
+		"RestoreSnapshot": func() (proto.Message, proto.Message) {
+			return &RestoreSnapshotRequest{}, &RestoreSnapshotResponse{}
+		},
 		"getProcedureResult": func() (proto.Message, proto.Message) {
 			return &GetProcedureResultRequest{}, &GetProcedureResultResponse{}
 		},
