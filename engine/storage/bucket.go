@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"time"
@@ -132,15 +133,63 @@ func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) erro
 }
 
 // MoveObject moves the object at from to to: object stores have no rename, so it copies through
-// this process with a create-only PUT (a retry finds its own copy; another object at to stops the
-// move and keeps the original) and then deletes from.
+// this process — an object up to MoveInMemory by one GET and a create-only PUT (a retry finds its
+// own copy), a larger one streamed by ranged GETs into a multipart upload, so memory stays bounded
+// by a part whatever the size of a store file — and then deletes from. Another object at to stops
+// the move and keeps the original (for a large object: one of another size; objects never change,
+// so one of the same size is this move's own copy from an attempt that did not get to the delete).
 func MoveObject(ctx context.Context, b Bucket, from, to string) error {
-	body, _, err := b.Get(ctx, from)
+	info, err := b.Stat(ctx, from)
 	if err != nil {
 		return err
 	}
-	if _, err := b.Put(ctx, to, body, Condition{IfNoneMatch: true}); err != nil {
-		return fmt.Errorf("move %s to %s: %w", from, to, err)
+	if info.Size <= MoveInMemory {
+		body, _, err := b.Get(ctx, from)
+		if err != nil {
+			return err
+		}
+		if _, err := b.Put(ctx, to, body, Condition{IfNoneMatch: true}); err != nil {
+			return fmt.Errorf("move %s to %s: %w", from, to, err)
+		}
+		return b.Delete(ctx, from)
+	}
+	copied := func() (bool, error) {
+		have, err := b.Stat(ctx, to)
+		switch {
+		case errors.Is(err, ErrNoObject):
+			return false, nil
+		case err != nil:
+			return false, err
+		case have.Size != info.Size:
+			return false, fmt.Errorf("move %s to %s: another object of %d bytes is there: %w", from, to, have.Size, ErrPrecondition)
+		}
+		return true, nil
+	}
+	done, err := copied()
+	if err != nil {
+		return err
+	}
+	if !done {
+		w, err := NewObjectWriter(b, to, 0)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		src := io.NewSectionReader(&objectReader{b: b, key: from, size: info.Size}, 0, info.Size)
+		if _, err := io.CopyBuffer(w, src, make([]byte, 4<<20)); err != nil {
+			return fmt.Errorf("move %s to %s: %w", from, to, err)
+		}
+		if err := w.Sync(); err != nil {
+			if !errors.Is(err, ErrPrecondition) {
+				return fmt.Errorf("move %s to %s: %w", from, to, err)
+			}
+			if done, err = copied(); err != nil || !done { // lost a race with another mover
+				return fmt.Errorf("move %s to %s: %w", from, to, errors.Join(err, ErrPrecondition))
+			}
+		}
 	}
 	return b.Delete(ctx, from)
 }
+
+// MoveInMemory is the largest object MoveObject copies whole in memory.
+const MoveInMemory = 8 << 20

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
 		{"Ranges", testRanges},
 		{"LargeObject", testLarge},
 		{"Multipart", testMultipart},
+		{"Move", testMove},
 		{"Delete", testDelete},
 		{"BadKeys", testBadKeys},
 	} {
@@ -395,4 +396,71 @@ func testBadKeys(t *testing.T, b storage.Bucket) {
 			t.Errorf("put accepted the key %q", k)
 		}
 	}
+}
+
+// testMove: MoveObject moves small and large objects (the large one streamed, not read whole),
+// finishes a move whose delete did not happen, and refuses to replace another object.
+func testMove(t *testing.T, b storage.Bucket) {
+	small := []byte("a small object")
+	large := bytes.Repeat([]byte("0123456789abcdef"), (storage.MoveInMemory+3<<20)/16) // more than MoveInMemory
+	large[storage.MoveInMemory+5] = 'X'
+	for name, body := range map[string][]byte{"small": small, "large": large} {
+		from, to := "move/"+name, "archive/move/"+name
+		if _, err := b.Put(ctx, from, body, storage.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		counting := &getCounter{Bucket: b}
+		if err := storage.MoveObject(ctx, counting, from, to); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "large" && counting.gets > 0 {
+			t.Errorf("a large object was read whole (%d GETs) to be moved", counting.gets)
+		}
+		if got, _, err := b.Get(ctx, to); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%s moved: %d bytes, %v", name, len(got), err)
+		}
+		if _, err := b.Stat(ctx, from); !errors.Is(err, storage.ErrNoObject) {
+			t.Fatalf("%s: the source is still there: %v", name, err)
+		}
+		// An earlier attempt copied but did not delete: the move finishes.
+		if _, err := b.Put(ctx, from, body, storage.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := storage.MoveObject(ctx, b, from, to); err != nil {
+			t.Fatalf("%s: finishing a move: %v", name, err)
+		}
+		if _, err := b.Stat(ctx, from); !errors.Is(err, storage.ErrNoObject) {
+			t.Fatalf("%s: the source is still there after finishing: %v", name, err)
+		}
+		// Another object at the destination: refused, the source kept.
+		other := append(append([]byte(nil), body...), '!')
+		if _, err := b.Put(ctx, from, other, storage.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := storage.MoveObject(ctx, b, from, to); !errors.Is(err, storage.ErrPrecondition) {
+			t.Fatalf("%s: a move onto another object: %v", name, err)
+		}
+		if got, _, err := b.Get(ctx, from); err != nil || !bytes.Equal(got, other) {
+			t.Fatalf("%s: the refused move lost its source: %v", name, err)
+		}
+	}
+}
+
+// getCounter counts whole-object reads.
+type getCounter struct {
+	storage.Bucket
+	gets int
+}
+
+func (g *getCounter) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	g.gets++
+	return g.Bucket.Get(ctx, key)
+}
+
+func (g *getCounter) StartUpload(ctx context.Context, key string) (storage.Upload, error) {
+	mb, ok := g.Bucket.(storage.MultipartBucket)
+	if !ok {
+		return nil, errors.New("the bucket under test writes no parts")
+	}
+	return mb.StartUpload(ctx, key)
 }
