@@ -17,7 +17,7 @@ import (
 
 // Backups (docs/snapshots.md): a scheduled StoreBackup of a loaded table to the backup location on
 // the in-cluster S3 server; the table dropped; a new StoreCluster bootstrapped from the backup has
-// every row.
+// every row; then that cluster hibernates (no pod left) and wakes with every row.
 var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "backup"), func() {
 	const source, restored = "origin", "restored"
 	const rows = 20000
@@ -106,6 +106,40 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		waitSettled(ctx, ns, restored, 4*time.Minute)
 		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-restored", restored, "orders", rows))
 		Expect(getCluster(ctx, ns, restored).Status.Recovery.Backup).To(Equal(completed))
+	})
+
+	It("hibernates the restored cluster with no pod left, and wakes it with every row", func(ctx SpecContext) {
+		setHibernation := func(on bool) {
+			updateCluster(ctx, ns, restored, func(c *v1alpha1.StoreCluster) {
+				if c.Annotations == nil {
+					c.Annotations = map[string]string{}
+				}
+				if on {
+					c.Annotations[v1alpha1.AnnotationHibernation] = "on"
+				} else {
+					delete(c.Annotations, v1alpha1.AnnotationHibernation)
+				}
+			})
+		}
+		start := time.Now()
+		setHibernation(true)
+		Eventually(func(g Gomega) {
+			c := getCluster(ctx, ns, restored)
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseHibernated))
+			pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + restored})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(BeEmpty(), "pods left while hibernating")
+		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		hibernatedIn := time.Since(start).Round(time.Second)
+		start = time.Now()
+		setHibernation(false)
+		waitSettled(ctx, ns, restored, 6*time.Minute)
+		Eventually(func() *v1alpha1.HibernationStatus { return getCluster(ctx, ns, restored).Status.Hibernation }).
+			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeNil())
+		summary := fmt.Sprintf("hibernated (every pod gone) in %v, awake and settled in %v", hibernatedIn, time.Since(start).Round(time.Second))
+		GinkgoWriter.Println(summary)
+		AddReportEntry("hibernation", summary)
+		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-woken", restored, "orders", rows))
 	})
 
 })

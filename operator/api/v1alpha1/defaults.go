@@ -16,6 +16,11 @@ const (
 	// AnnotationForceRestart (cellstore.io/force-restart=<pod>) restarts that pod now, without
 	// waiting for its drain to finish. The operator removes the annotation once it has acted.
 	AnnotationForceRestart = "cellstore.io/force-restart"
+	// AnnotationHibernation (cellstore.io/hibernation=on) hibernates the cluster, as
+	// CloudNativePG's cnpg.io/hibernation: the operator disables every enabled table (its regions
+	// flush and close), then stops every pod; the data stays in storage. Removing the annotation
+	// (or any other value) starts the pods again and enables those tables.
+	AnnotationHibernation = "cellstore.io/hibernation"
 )
 
 // Defaults. They equal the CRD schema's defaults: the operator applies them to fields that are unset

@@ -13,7 +13,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.regionServers.replicas,statuspath=.status.regionServers.replicas,selectorpath=.status.regionServers.selector
 // +kubebuilder:resource:shortName=cstore,categories=cellstore
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Provisioning, Running, Updating or Degraded"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Provisioning, Running, Updating, Degraded or Hibernated"
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`,description="why a person is needed (AsExpected: nothing)"
 // +kubebuilder:printcolumn:name="Masters",type=integer,JSONPath=`.status.masters.ready`,description="master pods Ready"
 // +kubebuilder:printcolumn:name="RegionServers",type=integer,JSONPath=`.status.regionServers.ready`,description="region server pods Ready"
@@ -650,9 +650,37 @@ type StoreClusterStatus struct {
 	// Monitoring says which prometheus-operator objects exist, or why there are none.
 	// +optional
 	Monitoring string `json:"monitoring,omitempty"`
+	// Hibernation is present while the cluster hibernates or wakes (cellstore.io/hibernation).
+	// +optional
+	Hibernation *HibernationStatus `json:"hibernation,omitempty"`
 	// Recovery is the progress of spec.bootstrap.recovery: where the cluster came from.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+}
+
+// HibernationState is a step of hibernating or waking.
+type HibernationState string
+
+// Hibernation states.
+const (
+	// HibernationRecording: the enabled tables are being recorded (they are enabled again on wake).
+	HibernationRecording HibernationState = "Recording"
+	// HibernationDisabling: the recorded tables are being disabled (their regions flush and close).
+	HibernationDisabling HibernationState = "Disabling"
+	// HibernationHibernated: the pods are stopped (or stopping).
+	HibernationHibernated HibernationState = "Hibernated"
+	// HibernationWaking: the pods start again; the recorded tables are enabled once the master answers.
+	HibernationWaking HibernationState = "Waking"
+)
+
+// HibernationStatus says how far hibernating or waking is.
+type HibernationStatus struct {
+	State HibernationState `json:"state"`
+	// Since is when the state began.
+	Since metav1.Time `json:"since"`
+	// Tables are the tables that were enabled when the cluster hibernated ("namespace:table").
+	// +optional
+	Tables []string `json:"tables,omitempty"`
 }
 
 // RecoveryStatus is how far a cluster's bootstrap from a backup is.
@@ -677,6 +705,8 @@ const (
 	PhaseRunning      ClusterPhase = "Running"
 	PhaseUpdating     ClusterPhase = "Updating"
 	PhaseDegraded     ClusterPhase = "Degraded"
+	// PhaseHibernated: every pod is stopped on purpose (cellstore.io/hibernation=on).
+	PhaseHibernated ClusterPhase = "Hibernated"
 )
 
 // Condition types.

@@ -83,8 +83,10 @@ func (r *AssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if !c.DeletionTimestamp.IsZero() || c.Status.Hibernation != nil {
+		// A hibernating cluster is stopped and started by the StoreCluster controller; rollouts,
+		// scale-ins and balancing wait until it is awake.
+		return ctrl.Result{RequeueAfter: r.Options.ResyncInterval}, nil
 	}
 	a := &assignState{c: c, now: r.Options.Now(), sts: map[resources.Group]*appsv1.StatefulSet{}, pods: map[resources.Group][]*corev1.Pod{}}
 	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {

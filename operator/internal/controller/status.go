@@ -229,8 +229,24 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 			fmt.Sprintf("active master %s; %d region servers serving, %d Ready", st.Masters.Active, serving, st.RegionServers.Ready))
 	}
 
+	if h := st.Hibernation; h != nil && h.State == v1alpha1.HibernationHibernated {
+		// Stopped on purpose: not Available, nothing wrong, nothing in progress once the pods are gone.
+		since := h.Since.UTC().Format(time.RFC3339)
+		set(v1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonHibernated,
+			fmt.Sprintf("hibernated since %s (annotation %s=on): the data stays in storage; remove the annotation to wake the cluster", since, v1alpha1.AnnotationHibernation))
+		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention (hibernated)")
+		if left := st.Masters.Replicas + st.RegionServers.Replicas; left > 0 {
+			set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonHibernating, fmt.Sprintf("task hibernation: %d pods still stopping", left))
+			next = min(next, r.Options.PollInterval)
+		} else {
+			set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonHibernated, "every pod is stopped")
+		}
+	}
+
 	avail := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionAvailable)
 	switch {
+	case st.Hibernation != nil && st.Hibernation.State == v1alpha1.HibernationHibernated:
+		st.Phase = v1alpha1.PhaseHibernated
 	case meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded):
 		st.Phase = v1alpha1.PhaseDegraded
 	case !avail:

@@ -94,6 +94,7 @@ func (r *StoreClusterReconciler) tasks() []Task[*clusterState] {
 		{Name: "services", Run: r.taskServices},
 		{Name: "disruption-budgets", Run: r.taskPDBs},
 		{Name: "statefulsets", Run: r.taskStatefulSets},
+		{Name: "hibernation", Run: r.taskHibernation},
 		{Name: "monitoring", Run: r.taskMonitoring},
 		{Name: "recovery", Run: r.taskRecovery},
 	}
@@ -409,12 +410,16 @@ func (r *StoreClusterReconciler) taskPDBs(ctx context.Context, s *clusterState) 
 
 func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *clusterState) Result {
 	c := s.c
-	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory}
+	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory,
+		Hibernated: hibernated(c)}
 	if res := r.applyStatefulSet(ctx, s, resources.GroupMaster, resources.MasterStatefulSet(c, in)); res.Outcome != Complete {
 		return res
 	}
 	in.ConfigHash = s.configHash[resources.GroupRegionServer]
 	in.Replicas = c.Spec.RegionServerReplicas()
+	if in.Hibernated {
+		in.Replicas = 0
+	}
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
 }
 
@@ -431,9 +436,10 @@ func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *cluste
 		}
 		exists = false
 	}
-	if exists && g == resources.GroupRegionServer && existing.Spec.Replicas != nil && *existing.Spec.Replicas > *desired.Spec.Replicas {
+	if exists && g == resources.GroupRegionServer && existing.Spec.Replicas != nil && *existing.Spec.Replicas > *desired.Spec.Replicas && !hibernated(c) {
 		// Scale-in: the region-assignment controller lowers the replicas one pod at a time, after
-		// draining it.
+		// draining it. (Hibernation stops them all at once: their tables are disabled, they hold
+		// no regions.)
 		desired.Spec.Replicas = existing.Spec.Replicas
 	}
 	rendered, err := json.Marshal(desired.Spec.Template)

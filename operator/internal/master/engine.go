@@ -421,3 +421,42 @@ func (e *engineClient) DeleteBackup(ctx context.Context, name string) error {
 		return err
 	})
 }
+
+func (e *engineClient) EnabledTables(ctx context.Context) ([]string, error) {
+	var out []string
+	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, t := range resp.GetTables() {
+			if t.GetState() == pb.TableState_TABLE_STATE_ENABLED || t.GetState() == pb.TableState_TABLE_STATE_ENABLING {
+				n := t.GetTable().GetName()
+				out = append(out, n.GetNamespace()+":"+n.GetName())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (e *engineClient) DisableTable(ctx context.Context, table string) error {
+	return e.c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DisableTable(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
+		if isCode(err, pb.ErrorCode_ERROR_CODE_TABLE_DISABLED) || isCode(err, pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (e *engineClient) EnableTable(ctx context.Context, table string) error {
+	return e.c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.EnableTable(ctx, &pb.TableRequest{Table: client.ParseTableName(table)})
+		if isCode(err, pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND) || (isCode(err, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION) && strings.Contains(err.Error(), "already enabled")) {
+			return nil
+		}
+		return err
+	})
+}

@@ -57,6 +57,16 @@ type Client interface {
 	DeleteSnapshot(ctx context.Context, name string) error
 	// DeleteBackup deletes a snapshot at the backup location; a missing one is no error.
 	DeleteBackup(ctx context.Context, name string) error
+
+	// Hibernation (cellstore.io/hibernation).
+	//
+	// EnabledTables lists the enabled tables ("namespace:table").
+	EnabledTables(ctx context.Context) ([]string, error)
+	// DisableTable disables a table (its regions flush and close); a disabled or missing table
+	// is no error.
+	DisableTable(ctx context.Context, table string) error
+	// EnableTable enables a table; an enabled or missing one is no error.
+	EnableTable(ctx context.Context, table string) error
 	// Close releases the connection.
 	Close() error
 }

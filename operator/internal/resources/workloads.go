@@ -22,6 +22,8 @@ type WorkloadInputs struct {
 	ConfigHash string // of the group's configuration file
 	// Replicas of the group (for region servers, what the scale-in protocol allows).
 	Replicas int32
+	// Hibernated: both groups are rendered with no pods (cellstore.io/hibernation).
+	Hibernated bool
 	// OperatorVersion labels the StatefulSet (never its pod template).
 	OperatorVersion string
 	// Memory is the region servers' memory plan.
@@ -64,7 +66,11 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 	tpl := podTemplate(c, GroupMaster, ctr, backupVols, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash)
 	tpl.Spec.ServiceAccountName = MasterAccountName(c)
 	setTemplateHash(&tpl)
-	return statefulSet(c, GroupMaster, spec.MasterReplicas(), tpl, in.OperatorVersion)
+	replicas := spec.MasterReplicas()
+	if in.Hibernated {
+		replicas = 0
+	}
+	return statefulSet(c, GroupMaster, replicas, tpl, in.OperatorVersion)
 }
 
 // RegionServerStatefulSet is the region servers' StatefulSet.

@@ -77,6 +77,7 @@ type Fake struct {
 	copyCalls  int
 	failCopies int
 	restored   []string
+	disabled   map[string]bool
 }
 
 // New makes a fake master with no servers.
@@ -90,6 +91,7 @@ func New() *Fake {
 		backups:     map[string]string{},
 		copies:      map[string]int{},
 		copyCalls:   1,
+		disabled:    map[string]bool{},
 	}
 }
 
@@ -571,5 +573,54 @@ func (c client) DeleteBackup(_ context.Context, name string) error {
 		c.f.note("delete backup %s", name)
 	}
 	delete(c.f.backups, name)
+	return nil
+}
+
+// Disabled reports whether the fake's table is disabled.
+func (f *Fake) Disabled(table string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.disabled[table]
+}
+
+// DisableForTest disables a table (one a person disabled).
+func (f *Fake) DisableForTest(table string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disabled[table] = true
+}
+
+func (c client) EnabledTables(context.Context) ([]string, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, t := range f.tables {
+		if !f.disabled[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (c client) DisableTable(_ context.Context, table string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.tables, table) && !f.disabled[table] {
+		f.disabled[table] = true
+		f.note("disable %s", table)
+	}
+	return nil
+}
+
+func (c client) EnableTable(_ context.Context, table string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.disabled[table] {
+		delete(f.disabled, table)
+		f.note("enable %s", table)
+	}
 	return nil
 }
