@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	"github.com/cellstore/cellstore/operator/internal/master"
 )
 
 // Hibernation reasons.
@@ -51,18 +52,8 @@ func (r *StoreClusterReconciler) taskHibernation(ctx context.Context, s *cluster
 			set(v1alpha1.HibernationWaking)
 			r.event(c, corev1.EventTypeNormal, ReasonWaking, "waking: starting the pods; %d tables will be enabled again", len(h.Tables))
 		}
-		mc, err := r.Options.Masters(c)
-		if err != nil {
-			return Waiting(ReasonWaking, "waking: waiting for the master: %v", err)
-		}
-		defer func() { _ = mc.Close() }()
-		for _, t := range h.Tables {
-			cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout*6)
-			err := mc.EnableTable(cctx, t)
-			cancel()
-			if err != nil {
-				return Waiting(ReasonWaking, "waking: enabling table %s: %v", t, err)
-			}
+		if res := r.eachTable(ctx, c, h.Tables, ReasonWaking, "waking: enabling", master.Client.EnableTable); res.Outcome != Complete {
+			return res
 		}
 		r.event(c, corev1.EventTypeNormal, "Woken", "woken: %d tables enabled again", len(h.Tables))
 		c.Status.Hibernation = nil
@@ -99,22 +90,32 @@ func (r *StoreClusterReconciler) taskHibernation(ctx context.Context, s *cluster
 		set(v1alpha1.HibernationDisabling)
 		return Waiting(ReasonHibernating, "hibernating: %d enabled tables recorded; disabling them next", len(h.Tables))
 	case v1alpha1.HibernationDisabling:
-		mc, err := r.Options.Masters(c)
-		if err != nil {
-			return Waiting(ReasonHibernating, "hibernating: waiting for the master: %v", err)
-		}
-		defer func() { _ = mc.Close() }()
-		for _, t := range h.Tables {
-			cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout*6)
-			err := mc.DisableTable(cctx, t)
-			cancel()
-			if err != nil {
-				return Waiting(ReasonHibernating, "hibernating: disabling table %s: %v", t, err)
-			}
+		if res := r.eachTable(ctx, c, h.Tables, ReasonHibernating, "hibernating: disabling", master.Client.DisableTable); res.Outcome != Complete {
+			return res
 		}
 		set(v1alpha1.HibernationHibernated)
 		r.event(c, corev1.EventTypeNormal, ReasonHibernated, "hibernated: %d tables disabled; stopping every pod (the data stays in storage)", len(h.Tables))
 		return Waiting(ReasonHibernating, "hibernating: tables disabled; stopping the pods")
+	}
+	return Done()
+}
+
+// eachTable calls the master's op (enable or disable) on every table; a failure waits (the next
+// reconcile goes on: both calls are idempotent).
+func (r *StoreClusterReconciler) eachTable(ctx context.Context, c *v1alpha1.StoreCluster, tables []string, reason, doing string,
+	op func(master.Client, context.Context, string) error) Result {
+	mc, err := r.Options.Masters(c)
+	if err != nil {
+		return Waiting(reason, "%s tables: waiting for the master: %v", doing, err)
+	}
+	defer func() { _ = mc.Close() }()
+	for _, t := range tables {
+		cctx, cancel := context.WithTimeout(ctx, r.Options.MasterTimeout*6)
+		err := op(mc, cctx, t)
+		cancel()
+		if err != nil {
+			return Waiting(reason, "%s table %s: %v", doing, t, err)
+		}
 	}
 	return Done()
 }

@@ -333,7 +333,10 @@ func (e *engineClient) SetDefaultRegionReplication(ctx context.Context, n int32)
 
 func (e *engineClient) Close() error { return e.c.Close() }
 
-func (e *engineClient) ListTables(ctx context.Context) ([]string, error) {
+func (e *engineClient) ListTables(ctx context.Context) ([]string, error) { return e.tables(ctx, false) }
+
+// tables lists the tables ("namespace:table"), only those enabled (or being enabled) when asked.
+func (e *engineClient) tables(ctx context.Context, enabledOnly bool) ([]string, error) {
 	var out []string
 	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
@@ -342,6 +345,9 @@ func (e *engineClient) ListTables(ctx context.Context) ([]string, error) {
 		}
 		out = out[:0]
 		for _, t := range resp.GetTables() {
+			if enabledOnly && t.GetState() != pb.TableState_TABLE_STATE_ENABLED && t.GetState() != pb.TableState_TABLE_STATE_ENABLING {
+				continue
+			}
 			n := t.GetTable().GetName()
 			out = append(out, n.GetNamespace()+":"+n.GetName())
 		}
@@ -423,22 +429,7 @@ func (e *engineClient) DeleteBackup(ctx context.Context, name string) error {
 }
 
 func (e *engineClient) EnabledTables(ctx context.Context) ([]string, error) {
-	var out []string
-	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
-		if err != nil {
-			return err
-		}
-		out = out[:0]
-		for _, t := range resp.GetTables() {
-			if t.GetState() == pb.TableState_TABLE_STATE_ENABLED || t.GetState() == pb.TableState_TABLE_STATE_ENABLING {
-				n := t.GetTable().GetName()
-				out = append(out, n.GetNamespace()+":"+n.GetName())
-			}
-		}
-		return nil
-	})
-	return out, err
+	return e.tables(ctx, true)
 }
 
 func (e *engineClient) DisableTable(ctx context.Context, table string) error {
