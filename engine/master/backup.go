@@ -69,13 +69,20 @@ func (m *Master) copySnapshot(req *pb.CopySnapshotRequest, export bool) (*pb.Cop
 	if c.jobs == nil {
 		c.jobs = map[string]*copyJob{}
 	}
+	src, dst := m.regionStorage(), backup
+	if !export {
+		src, dst = backup, m.regionStorage()
+	}
 	j := c.jobs[key]
 	if j != nil {
 		j.mu.Lock()
 		st := j.status.GetState()
 		resp := proto.CloneOf(j.status)
 		j.mu.Unlock()
-		if st != pb.CopyState_COPY_STATE_FAILED {
+		// A finished copy whose snapshot is gone from the destination since (deleted there) is
+		// copied again.
+		done := st == pb.CopyState_COPY_STATE_DONE
+		if st == pb.CopyState_COPY_STATE_RUNNING || done && snapshotAt(dst, name) {
 			c.mu.Unlock()
 			return resp, nil
 		}
@@ -99,10 +106,6 @@ func (m *Master) copySnapshot(req *pb.CopySnapshotRequest, export bool) (*pb.Cop
 	resp := proto.CloneOf(j.status)
 	c.mu.Unlock()
 
-	src, dst := m.regionStorage(), backup
-	if !export {
-		src, dst = backup, m.regionStorage()
-	}
 	m.activeWG.Add(1)
 	go func() {
 		defer m.activeWG.Done()
@@ -133,6 +136,13 @@ func (m *Master) copySnapshot(req *pb.CopySnapshotRequest, export bool) (*pb.Cop
 			"bytes", prog.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return resp, nil
+}
+
+// snapshotAt says whether a snapshot's manifest is at st (an error reading it counts as there:
+// the caller's answer stands until it can be checked).
+func snapshotAt(st region.Storage, name string) bool {
+	_, err := st.ReadObject(snapshot.ManifestKey(name))
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 func setProgress(s *pb.CopySnapshotResponse, p snapshot.CopyProgress) {

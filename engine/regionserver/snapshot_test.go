@@ -420,6 +420,17 @@ func TestBackupThroughTheMaster(t *testing.T) {
 	if again := c.copyDone(t, "b1", true); again.GetStartedMs() != first.GetStartedMs() {
 		t.Fatalf("a finished export ran again: %v", again)
 	}
+	// Gone from the backup location since (deleted there by hand): the next call copies it again
+	// (its files are still there: only the manifest is written).
+	if err := bst.DeleteObject(snapshot.ManifestKey("b1")); err != nil {
+		t.Fatal(err)
+	}
+	if again := c.copyDone(t, "b1", true); again.GetSkipped() != first.GetFiles() {
+		t.Fatalf("an export whose snapshot left the backup location: %v", again)
+	}
+	if _, err := bst.ReadObject(snapshot.ManifestKey("b1")); err != nil {
+		t.Fatalf("the snapshot is not back at the backup location: %v", err)
+	}
 	if err := c.client.Table("t").Put(ctx, client.NewPut(rowKey(7)).Add("f", "q", cell.LatestTimestamp, []byte("later"))); err != nil {
 		t.Fatal(err)
 	}
