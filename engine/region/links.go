@@ -222,12 +222,12 @@ func (s Storage) StatObject(p string) (int64, error) {
 
 // WriteStream writes a file or object of any size from r, durably and create-only (an error
 // matching fs.ErrExist when p exists): nothing is at p unless all of it was written. On a bucket a
-// large object goes up in parts; on a directory tree it is written under a temporary name and
-// renamed.
-func (s Storage) WriteStream(p string, r io.Reader) (int64, error) {
+// large object goes up in parts (its requests end with ctx); on a directory tree it is written
+// under a temporary name and renamed.
+func (s Storage) WriteStream(ctx context.Context, p string, r io.Reader) (int64, error) {
 	buf := make([]byte, 4<<20)
 	if s.Bucket != nil {
-		w, err := storage.NewObjectWriter(s.Bucket, p, 0)
+		w, err := storage.NewObjectWriterContext(ctx, s.Bucket, p, 0)
 		if err != nil {
 			return 0, err
 		}

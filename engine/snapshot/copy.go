@@ -167,7 +167,7 @@ func copyFile(ctx context.Context, src, dst region.Storage, p string, sized func
 	}
 	h := crc32.New(castagnoli)
 	r := io.TeeReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, size)}, h)
-	if n, err = dst.WriteStream(to, r); err != nil {
+	if n, err = dst.WriteStream(ctx, to, r); err != nil {
 		return n, false, fmt.Errorf("copying %s to %s: %w", from, to, err)
 	}
 	if n != size {

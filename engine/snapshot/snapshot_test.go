@@ -112,7 +112,7 @@ func TestCopy(t *testing.T) {
 		if strings.HasSuffix(p, "/c") { // compacted away since: in the archive
 			key = "archive/" + p
 		}
-		if _, err := src.WriteStream(key, bytes.NewReader(body)); err != nil {
+		if _, err := src.WriteStream(context.Background(), key, bytes.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 	}

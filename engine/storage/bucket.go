@@ -170,7 +170,7 @@ func MoveObject(ctx context.Context, b Bucket, from, to string) error {
 		return err
 	}
 	if !done {
-		w, err := NewObjectWriter(b, to, 0)
+		w, err := NewObjectWriterContext(ctx, b, to, 0)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ const DefaultPartSize = 8 << 20
 // buffered and written by the first Sync with one create-only PUT. Writes after that Sync fail;
 // Close without a Sync aborts the upload.
 type ObjectWriter struct {
+	ctx      context.Context // of the uploads (aborts run without it)
 	b        Bucket
 	key      string
 	limit    int
@@ -40,13 +41,18 @@ type ObjectWriter struct {
 // NewObjectWriter returns a writer of the object at key; limit bounds the size of an object
 // written from memory (<= 0: DefaultMaxObjectWrite).
 func NewObjectWriter(b Bucket, key string, limit int) (*ObjectWriter, error) {
+	return NewObjectWriterContext(context.Background(), b, key, limit)
+}
+
+// NewObjectWriterContext is NewObjectWriter whose writes end when ctx does.
+func NewObjectWriterContext(ctx context.Context, b Bucket, key string, limit int) (*ObjectWriter, error) {
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		limit = DefaultMaxObjectWrite
 	}
-	return &ObjectWriter{b: b, key: key, limit: limit, partSize: DefaultPartSize}, nil
+	return &ObjectWriter{ctx: ctx, b: b, key: key, limit: limit, partSize: DefaultPartSize}, nil
 }
 
 // SetPartSize changes the part size (at least MinPartSize) before the first write.
@@ -80,14 +86,14 @@ func (w *ObjectWriter) Write(p []byte) (int, error) {
 		w.buf = append(w.buf, p[:take]...)
 		p = p[take:]
 		if w.up == nil {
-			up, err := mb.StartUpload(context.Background(), w.key)
+			up, err := mb.StartUpload(w.ctx, w.key)
 			if err != nil {
 				w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
 				return 0, w.err
 			}
 			w.up = up
 		}
-		if err := w.up.WritePart(context.Background(), w.buf); err != nil {
+		if err := w.up.WritePart(w.ctx, w.buf); err != nil {
 			w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
 			_ = w.up.Abort(context.Background())
 			return 0, w.err
@@ -109,13 +115,13 @@ func (w *ObjectWriter) Sync() error {
 	}
 	var err error
 	if w.up != nil {
-		if err = w.up.WritePart(context.Background(), w.buf); err == nil {
-			_, err = w.up.Complete(context.Background())
+		if err = w.up.WritePart(w.ctx, w.buf); err == nil {
+			_, err = w.up.Complete(w.ctx)
 		} else {
 			_ = w.up.Abort(context.Background())
 		}
 	} else {
-		_, err = w.b.Put(context.Background(), w.key, w.buf, Condition{IfNoneMatch: true})
+		_, err = w.b.Put(w.ctx, w.key, w.buf, Condition{IfNoneMatch: true})
 	}
 	if err != nil {
 		w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
