@@ -23,8 +23,6 @@ import (
 const maxCopyJobs = 256
 
 type copyJob struct {
-	name   string
-	export bool
 	mu     sync.Mutex
 	status *pb.CopySnapshotResponse
 	seq    uint64
@@ -88,7 +86,7 @@ func (m *Master) copySnapshot(req *pb.CopySnapshotRequest, export bool) (*pb.Cop
 		}
 	}
 	c.seq++
-	j = &copyJob{name: name, export: export, seq: c.seq,
+	j = &copyJob{seq: c.seq,
 		status: &pb.CopySnapshotResponse{State: pb.CopyState_COPY_STATE_RUNNING, StartedMs: m.clock().UnixMilli()}}
 	c.jobs[key] = j
 	if len(c.jobs) > maxCopyJobs { // forget the oldest finished job
@@ -138,10 +136,10 @@ func (m *Master) copySnapshot(req *pb.CopySnapshotRequest, export bool) (*pb.Cop
 	return resp, nil
 }
 
-// snapshotAt says whether a snapshot's manifest is at st (an error reading it counts as there:
-// the caller's answer stands until it can be checked).
+// snapshotAt says whether a snapshot's manifest is at st (an error looking counts as there: the
+// caller's answer stands until it can be checked).
 func snapshotAt(st region.Storage, name string) bool {
-	_, err := st.ReadObject(snapshot.ManifestKey(name))
+	_, err := st.StatObject(snapshot.ManifestKey(name))
 	return !errors.Is(err, fs.ErrNotExist)
 }
 

@@ -211,7 +211,11 @@ func (m *Master) cloneSnapshot(ctx context.Context, req *pb.CloneSnapshotRequest
 	if err != nil {
 		return err
 	}
-	return m.restoreFrom(ctx, req.GetName(), tn, true)
+	man, err := m.readSnapshot(req.GetName())
+	if err != nil {
+		return err
+	}
+	return m.restoreFrom(ctx, man, tn, true)
 }
 
 // restoreSnapshot returns a disabled table to a snapshot (HBase's restore_snapshot): its
@@ -228,16 +232,13 @@ func (m *Master) restoreSnapshot(ctx context.Context, req *pb.SnapshotNameReques
 	}
 	exists := m.st.table(tn) != nil
 	m.mu.Unlock()
-	return m.restoreFrom(ctx, req.GetName(), tn, !exists)
+	return m.restoreFrom(ctx, man, tn, !exists)
 }
 
-// restoreFrom clones (clone: tn must not exist) or restores (tn must be disabled) snapshot name
-// into table tn.
-func (m *Master) restoreFrom(ctx context.Context, name string, tn *pb.TableName, clone bool) error {
-	man, err := m.readSnapshot(name)
-	if err != nil {
-		return err
-	}
+// restoreFrom clones (clone: tn must not exist) or restores (tn must be disabled) the snapshot
+// of manifest man into table tn.
+func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *pb.TableName, clone bool) error {
+	name := man.GetName()
 	td := proto.CloneOf(man.GetTable())
 	td.Name = proto.CloneOf(tn)
 	if err := validDescriptor(td); err != nil {
@@ -290,16 +291,7 @@ func (m *Master) restoreFrom(ctx context.Context, name string, tn *pb.TableName,
 		}
 		nt = proto.CloneOf(t)
 		nt.Table = td
-		for _, p := range m.st.index[key] {
-			nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
-		}
-		for _, r := range m.st.tableRegions(key) {
-			batch.deleteRegion(r.GetInfo().GetName())
-		}
-		for _, r := range m.st.splitParents(key) {
-			nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
-			batch.deleteRegion(r.GetInfo().GetName())
-		}
+		m.dropRegionsLocked(&batch, nt, key)
 	}
 	var keys [][]byte
 	for _, r := range man.GetRegions()[min(1, len(man.GetRegions())):] {

@@ -320,15 +320,8 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 		if req.GetPreserveSplits() && len(p.GetInfo().GetStartKey()) > 0 {
 			keys = append(keys, p.GetInfo().GetStartKey())
 		}
-		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
 	}
-	for _, r := range m.st.tableRegions(key) {
-		b.deleteRegion(r.GetInfo().GetName())
-	}
-	for _, r := range m.st.splitParents(key) {
-		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
-		b.deleteRegion(r.GetInfo().GetName())
-	}
+	m.dropRegionsLocked(&b, nt, key)
 	m.newRegionsLocked(&b, t.GetTable(), keys, true)
 	nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLING, m.clock().UnixMilli()
 	b.putTable(nt)
@@ -338,6 +331,22 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 	m.log.Info("table truncated", "table", key, "regions", len(keys)+1)
 	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
 	return nil
+}
+
+// dropRegionsLocked takes every region of table key out of the catalog (replicas and split parents
+// included) and names their directories in nt.ArchiveDirs, which the table loop moves to archive/
+// (truncate and restore_snapshot replace a table's regions so).
+func (m *Master) dropRegionsLocked(b *batch, nt *pb.CatalogTable, key string) {
+	for _, p := range m.st.index[key] {
+		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
+	}
+	for _, r := range m.st.tableRegions(key) {
+		b.deleteRegion(r.GetInfo().GetName())
+	}
+	for _, r := range m.st.splitParents(key) {
+		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
+		b.deleteRegion(r.GetInfo().GetName())
+	}
 }
 
 func tableStateName(s pb.TableState) string {
