@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
-	"github.com/cellstore/cellstore/engine/master/mastertest"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/snapshot"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -49,7 +46,7 @@ func TestExportSurvivesAMasterFailover(t *testing.T) {
 	st := region.Storage{FS: fs}
 	files := []string{"data/default/t/0000000000000001/f/a", "data/default/t/0000000000000001/f/b"}
 	for _, p := range files {
-		if _, err := st.WriteStream(p, strings.NewReader(strings.Repeat(p, 1000))); err != nil {
+		if _, err := st.WriteStream(context.Background(), p, strings.NewReader(strings.Repeat(p, 1000))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,17 +60,7 @@ func TestExportSurvivesAMasterFailover(t *testing.T) {
 	lease := newMemLease()
 	cfg := testConfig(fs)
 	cfg.Backup = backup
-	start := func(ctx context.Context) *mastertest.Master {
-		t.Helper()
-		c := cfg
-		c.Registerer = prometheus.NewRegistry()
-		m, err := mastertest.StartElectedMaster(ctx, c, lease.elector)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
-		return m
-	}
+	start := electedStarter(t, cfg, lease.elector)
 	ctx1, kill1 := context.WithCancel(context.Background())
 	defer kill1()
 	m1 := start(ctx1)

@@ -93,14 +93,10 @@ func TestStandbyRedirectsAndTakesOverAnAssignment(t *testing.T) {
 	runFailover(t, lease.elector)
 }
 
-// runFailover: two masters over one storage; the standby answers NOT_ACTIVE_MASTER naming the
-// active one; the active one is killed (its context cancelled) while an open hangs; the standby
-// takes over, resumes the assignment and completes it.
-func runFailover(t *testing.T, elect func(addr string) master.Elector) {
-	fs := storage.NewMem()
-	cfg := testConfig(fs)
-	cfg.DDLWait = 200 * time.Millisecond
-	start := func(ctx context.Context) *mastertest.Master {
+// electedStarter starts masters of cfg that take part in an election (each with its own metrics),
+// stopped when the test ends.
+func electedStarter(t *testing.T, cfg master.Config, elect func(addr string) master.Elector) func(context.Context) *mastertest.Master {
+	return func(ctx context.Context) *mastertest.Master {
 		t.Helper()
 		c := cfg
 		c.Registerer = prometheus.NewRegistry()
@@ -111,6 +107,16 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 		t.Cleanup(m.Close)
 		return m
 	}
+}
+
+// runFailover: two masters over one storage; the standby answers NOT_ACTIVE_MASTER naming the
+// active one; the active one is killed (its context cancelled) while an open hangs; the standby
+// takes over, resumes the assignment and completes it.
+func runFailover(t *testing.T, elect func(addr string) master.Elector) {
+	fs := storage.NewMem()
+	cfg := testConfig(fs)
+	cfg.DDLWait = 200 * time.Millisecond
+	start := electedStarter(t, cfg, elect)
 	ctx1, kill1 := context.WithCancel(context.Background())
 	defer kill1()
 	m1 := start(ctx1)
