@@ -34,7 +34,8 @@ var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "Rep
 // cluster status and settings).
 var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
 	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true,
-	"AddLabels": true, "ListLabels": true, "SetAuths": true, "ClearAuths": true}
+	"AddLabels": true, "ListLabels": true, "SetAuths": true, "ClearAuths": true,
+	"ArchiveClusterWAL": true}
 
 // authorize is the master's gRPC interceptor: with Authorization on, a call runs only when the
 // caller's identity (set by security's authentication) holds what the call needs

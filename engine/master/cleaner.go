@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/snapshot"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // The archive cleaner (HBase's HFileCleaner with its snapshot and link checks): files under
@@ -37,7 +39,8 @@ type archiveCleaner struct {
 
 // cleanerLocked starts a pass of the archive cleaner every CleanerInterval.
 func (m *Master) cleanerLocked(now time.Time) error {
-	if m.cfg.ArchiveTTL < 0 || now.Before(m.cleaner.next) {
+	pruneWAL := m.cfg.WALArchive && m.cfg.WALRetention > 0
+	if (m.cfg.ArchiveTTL < 0 && !pruneWAL) || now.Before(m.cleaner.next) {
 		return nil
 	}
 	m.cleaner.next = now.Add(m.cfg.CleanerInterval)
@@ -45,10 +48,22 @@ func (m *Master) cleanerLocked(now time.Time) error {
 		return nil
 	}
 	m.cleaner.busy = true
-	m.runIO(func() error {
-		n, err := m.cleanArchive(now)
-		if n > 0 {
-			m.log.Info("archive cleaner deleted files", "files", n)
+	m.runIO(func() (err error) {
+		if m.cfg.ArchiveTTL >= 0 {
+			var n int
+			n, err = m.cleanArchive(now)
+			if n > 0 {
+				m.log.Info("archive cleaner deleted files", "files", n)
+			}
+		}
+		if pruneWAL {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			pruned, perr := wal.PruneArchive(ctx, m.cfg.Backup, now.Add(-m.cfg.WALRetention))
+			if pruned > 0 {
+				m.log.Info("deleted archived WAL past its retention", "objects", pruned, "retention", m.cfg.WALRetention)
+			}
+			err = errors.Join(err, perr)
 		}
 		return err
 	}, func(err error) {

@@ -114,6 +114,17 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 			}
 		}
 	}
+	var tables map[string]string
+	if d.GetStep() == pb.DeadServerStep_DEAD_SERVER_STEP_WAIT && m.cfg.WALArchive {
+		// The tables of the regions whose edits the archive gets (a server records each region
+		// it opens, but may have died before it did).
+		tables = map[string]string{}
+		for name, r := range m.st.regions {
+			if r.GetInfo().GetReplicaId() == 0 {
+				tables[name] = layout.TableKey(r.GetInfo().GetTable())
+			}
+		}
+	}
 	next := proto.CloneOf(d)
 	m.runIO(func() (err error) {
 		switch d.GetStep() {
@@ -136,6 +147,11 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 					"recovered_edits_files", len(res.Files), "edits", res.Edits, "took", time.Since(start).Round(time.Millisecond))
 			}
 		case pb.DeadServerStep_DEAD_SERVER_STEP_WAIT:
+			if m.cfg.WALArchive {
+				if err = m.archiveDeadLog(d.GetWalDir(), tables); err != nil {
+					return err
+				}
+			}
 			err = m.archiveWAL(d.GetWalDir())
 		}
 		return err
@@ -258,6 +274,45 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 		}
 	}
 	return res, err
+}
+
+// archiveDeadLog copies to the WAL archive (Config.WALArchive) the units of a dead server's log
+// that it had not archived, and records the tables of their regions.
+func (m *Master) archiveDeadLog(dir string, tables map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t := wal.ArchiveTarget{Bucket: m.cfg.Backup, Log: dir}
+	seen := map[string]bool{}
+	onRegion := func(r string) { seen[r] = true }
+	var units int
+	var err error
+	if b := m.cfg.Bucket; b != nil {
+		units, err = wal.ArchiveDeadObjectLog(ctx, b, path.Join("wal", dir), t, onRegion)
+	} else {
+		src := path.Join("wal", dir+layout.SplittingSuffix)
+		ok, serr := storage.Exists(m.cfg.FS, src)
+		if serr != nil || !ok {
+			return serr
+		}
+		units, err = wal.ArchiveDeadDir(ctx, m.cfg.FS, src, t, onRegion)
+	}
+	if err != nil {
+		return fmt.Errorf("archiving the WAL of %s: %w", dir, err)
+	}
+	for r := range seen {
+		tk, ok := tables[r]
+		if !ok {
+			m.log.Warn("an archived WAL edit belongs to a region the catalog no longer has (its table was dropped): point-in-time recovery cannot place it unless its server recorded it", "region", r, "wal_dir", dir)
+			continue
+		}
+		if err := wal.RecordRegion(ctx, m.cfg.Backup, r, tk); err != nil {
+			return err
+		}
+	}
+	if units > 0 {
+		m.log.Info("archived a dead server's WAL", "wal_dir", dir, "units", units, "regions", len(seen))
+	}
+	return nil
 }
 
 // archiveWAL moves a split WAL directory to archive/wal/; on a bucket it deletes the split object

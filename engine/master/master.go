@@ -93,6 +93,11 @@ type Config struct {
 	// Backup is where snapshots are exported to and imported from (a backup bucket or prefix, a
 	// directory); nil: none.
 	Backup storage.Bucket
+	// WALArchive: the region servers archive their WALs to Backup (point-in-time recovery); the
+	// master archives what a dead server left unarchived before deleting its log, and deletes
+	// archived WAL older than WALRetention (default 7 days; negative: never).
+	WALArchive   bool
+	WALRetention time.Duration
 
 	// Clock is the master's clock (tests inject one). Default time.Now.
 	Clock func() time.Time
@@ -153,6 +158,10 @@ func (c *Config) fill() error {
 	def(&c.JanitorInterval, 10*time.Second)
 	def(&c.ArchiveTTL, 5*time.Minute)
 	def(&c.CleanerInterval, time.Minute)
+	def(&c.WALRetention, 7*24*time.Hour)
+	if c.WALArchive && c.Backup == nil {
+		return errors.New("master: WAL archiving needs a backup location (--backup-dir or --backup-s3-*)")
+	}
 	if c.MaxRegionsPerServer <= 0 {
 		c.MaxRegionsPerServer = DefaultMaxRegionsPerServer
 	}

@@ -737,6 +737,12 @@ func (m *Master) CloneSnapshot(ctx context.Context, req *pb.CloneSnapshotRequest
 	return &pb.CloneSnapshotResponse{}, toStatus(m.cloneSnapshot(ctx, req))
 }
 
+// ArchiveClusterWAL implements pb.MasterServer.
+func (m *Master) ArchiveClusterWAL(ctx context.Context, _ *pb.ArchiveClusterWALRequest) (*pb.ArchiveClusterWALResponse, error) {
+	resp, err := m.archiveClusterWAL(ctx)
+	return resp, toStatus(err)
+}
+
 // RestoreSnapshot implements pb.MasterServer.
 func (m *Master) RestoreSnapshot(ctx context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
 	return &pb.SnapshotNameResponse{}, toStatus(m.restoreSnapshot(ctx, req))

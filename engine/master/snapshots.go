@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -215,7 +216,7 @@ func (m *Master) cloneSnapshot(ctx context.Context, req *pb.CloneSnapshotRequest
 	if err != nil {
 		return err
 	}
-	return m.restoreFrom(ctx, man, tn, true)
+	return m.restoreFrom(ctx, man, tn, true, req.GetUntilMs())
 }
 
 // restoreSnapshot returns a disabled table to a snapshot (HBase's restore_snapshot): its
@@ -232,13 +233,24 @@ func (m *Master) restoreSnapshot(ctx context.Context, req *pb.SnapshotNameReques
 	}
 	exists := m.st.table(tn) != nil
 	m.mu.Unlock()
-	return m.restoreFrom(ctx, man, tn, !exists)
+	return m.restoreFrom(ctx, man, tn, !exists, req.GetUntilMs())
 }
 
 // restoreFrom clones (clone: tn must not exist) or restores (tn must be disabled) the snapshot
-// of manifest man into table tn.
-func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *pb.TableName, clone bool) error {
+// of manifest man into table tn; with untilMs, to that time (pitr.go).
+func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *pb.TableName, clone bool, untilMs int64) error {
 	name := man.GetName()
+	if untilMs != 0 {
+		switch {
+		case m.cfg.Backup == nil:
+			return errInvalid("point-in-time recovery reads the WAL archive at the backup location: start the master with --backup-dir or --backup-s3-*")
+		case untilMs < man.GetCreatedMs():
+			return errInvalid("snapshot %s was taken at %s, after the target time %s: recover from an earlier snapshot", name,
+				time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339Nano), time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
+		case untilMs > m.clock().UnixMilli():
+			return errInvalid("the target time %s is in the future", time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
+		}
+	}
 	td := proto.CloneOf(man.GetTable())
 	td.Name = proto.CloneOf(tn)
 	if err := validDescriptor(td); err != nil {
@@ -298,7 +310,7 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		keys = append(keys, r.GetStartKey())
 	}
 	infos := m.newRegionsLocked(&batch, td, keys, false)
-	rs := &pb.SnapshotRestore{Snapshot: name, LinkManifest: linkKey, Enable: clone}
+	rs := &pb.SnapshotRestore{Snapshot: name, LinkManifest: linkKey, Enable: clone, UntilMs: untilMs}
 	for _, info := range infos {
 		if info.GetReplicaId() == 0 {
 			rs.Regions = append(rs.Regions, info.GetName())
@@ -346,7 +358,17 @@ func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 		if err != nil {
 			return err
 		}
-		return snapshot.Materialize(m.regionStorage(), man, td, infos)
+		if err := snapshot.Materialize(m.regionStorage(), man, td, infos); err != nil {
+			return err
+		}
+		if rs.GetUntilMs() != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			if _, err := m.replayArchive(ctx, man, infos, rs.GetUntilMs()); err != nil {
+				return fmt.Errorf("point-in-time recovery: %w", err)
+			}
+		}
+		return nil
 	}, func(err error) {
 		delete(m.busyTables, key)
 		if err != nil {

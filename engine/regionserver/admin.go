@@ -10,6 +10,8 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // adminService is the Admin gRPC service: the master's orders.
@@ -26,6 +28,18 @@ func (a *adminService) StopServer(_ context.Context, req *pb.StopServerRequest) 
 	a.s.log.Info("stop requested", "reason", req.GetReason())
 	go a.s.Stop()
 	return &pb.StopServerResponse{}, nil
+}
+
+func (a *adminService) ArchiveWAL(ctx context.Context, _ *pb.ArchiveWALRequest) (*pb.ArchiveWALResponse, error) {
+	if a.s.cfg.WALArchive == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this region server does not archive its WAL: run it with --wal-archive and a backup location")
+	}
+	n, err := a.s.archiveWALOnce(ctx)
+	if err != nil {
+		a.s.m.walArchiveErrors.Add(1)
+		return nil, status.Errorf(codes.Unavailable, "archiving the WAL: %v", err)
+	}
+	return &pb.ArchiveWALResponse{Units: int32(n)}, nil
 }
 
 func (a *adminService) GetOnlineRegions(context.Context, *pb.GetOnlineRegionsRequest) (*pb.GetOnlineRegionsResponse, error) {
@@ -173,6 +187,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	if err := s.createRegion(td, info); err != nil {
 		return nil, err
 	}
+	s.noteRegionForArchive(or.name, or.tkey)
 	r, err := region.Open(s.regionConfig(or.table), info)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ type metrics struct {
 	throttled, scannersExpired                   atomic.Int64
 	failedOpens, pressureFlushes, backlogFlushes atomic.Int64
 	walFailures                                  atomic.Int64
+	walArchivedUnits, walArchiveErrors           atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
@@ -121,6 +122,8 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("scanner_lease_expired_total", "Scanners closed because their lease expired.", &m.scannersExpired),
 		counter("failed_open_total", "Region opens that failed.", &m.failedOpens),
 		counter("wal_failure_total", "Times the WAL could not be written (disk full, I/O errors) and the server dropped its regions and registered again.", &m.walFailures),
+		counter("wal_archived_units_total", "WAL units (objects or segments) copied to the backup location for point-in-time recovery.", &m.walArchivedUnits),
+		counter("wal_archive_errors_total", "Rounds of WAL archiving that failed (the units are kept and archived at a later round).", &m.walArchiveErrors),
 		counter("memstore_pressure_flush_total", "Flushes forced by global memstore pressure (HBase flushedMemstoreBytes under pressure).", &m.pressureFlushes),
 		counter("wal_backlog_flush_total", "Flushes forced by a WAL that keeps too many objects or segments for unflushed edits (HBase's maxlogs): a dead server's recovery reads them all.", &m.backlogFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),

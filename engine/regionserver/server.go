@@ -98,6 +98,11 @@ type Config struct {
 	// pinning the oldest are flushed (default 2000 objects on a bucket, 32 closed segments on a
 	// directory: HBase's maxlogs).
 	WALMaxBacklog int
+	// WALArchive, if set, is the backup location the server archives its WAL to, for
+	// point-in-time recovery (walarchive.go), every WALArchiveInterval (default 1 min: the most
+	// a recovery can miss of what was written before its target time).
+	WALArchive         storage.Bucket
+	WALArchiveInterval time.Duration
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
 	// RPC bounds what clients can make the data path hold (rpc.ServerOptions: request size and
@@ -159,6 +164,9 @@ func (c *Config) fill() error {
 	}
 	if c.MemstoreBytes <= 0 {
 		c.MemstoreBytes = 256 << 20
+	}
+	if c.WALArchiveInterval <= 0 {
+		c.WALArchiveInterval = time.Minute
 	}
 	if c.BlockCacheOffheap <= 0 && !c.NoL2 {
 		c.BlockCacheOffheap = 64 << 20
@@ -234,12 +242,17 @@ type Server struct {
 	l2     *blockcache.BucketCache
 	cache  *blockcache.Combined
 
-	walMu     sync.RWMutex
-	wal       serverLog
-	walDir    string
-	startCode int64
-	name      *pb.ServerName // host, port, start code (under walMu for the start code)
-	nameStr   string
+	walMu  sync.RWMutex
+	wal    serverLog
+	walDir string
+	// WAL archiving (walarchive.go): regions whose table is still to be recorded, and those done.
+	archiveRound    sync.Mutex // one archiving round at a time
+	archiveMu       sync.Mutex
+	archivePending  map[string]string
+	archiveRecorded map[string]bool
+	startCode       int64
+	name            *pb.ServerName // host, port, start code (under walMu for the start code)
+	nameStr         string
 
 	regions sync.Map // name → *onlineRegion
 	movedMu sync.Mutex
@@ -458,6 +471,10 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.scannerReaper()
 	go s.pressureLoop()
 	go s.replicaWatch()
+	if s.cfg.WALArchive != nil {
+		s.bg.Add(1)
+		go s.walArchiver()
+	}
 	s.log.Info("region server started", "server", s.nameStr, "start_code", s.startCode, "wal", s.walDir,
 		"admin", s.adminLis.Addr().String(), "master", s.masterAddr)
 	return nil
@@ -482,6 +499,8 @@ type serverLog interface {
 	// Backlog is how many units (objects, closed segments) the log keeps for unflushed edits,
 	// and the regions pinning the oldest.
 	Backlog() (units int, pinning []string)
+	// Archive copies the units not archived yet to the WAL archive (Config.WALArchive).
+	Archive(ctx context.Context) (int, error)
 	Close() error
 }
 
@@ -499,14 +518,14 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
-			MaxInFlight: s.cfg.WALSyncSlots})
+			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code)})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}
 		return l, dir, code, nil
 	}
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
-		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots})
+		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code)})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}

@@ -77,9 +77,10 @@ func init() {
 		"clear_auths":      {(*Shell).clearAuths, "clear_auths 'user' | '@group', 'label' | ['label', ...]"},
 		"snapshot":         {(*Shell).snapshot, "snapshot 't', 'name'[, {SKIP_FLUSH => true}] (a manifest of the table's files; no data copied)"},
 		"list_snapshots":   {(*Shell).listSnapshots, "list_snapshots['regex']"},
+		"archive_wal":      {(*Shell).archiveWAL, "archive_wal (every live region server archives its WAL now: point-in-time recovery reaches every write acknowledged before it)"},
 		"delete_snapshot":  {(*Shell).deleteSnapshot, "delete_snapshot 'name'"},
-		"clone_snapshot":   {(*Shell).cloneSnapshot, "clone_snapshot 'name', 'new_table' (a new table made of the snapshot's files)"},
-		"restore_snapshot": {(*Shell).restoreSnapshot, "restore_snapshot 'name' (the table must be disabled; it stays disabled; a dropped table comes back)"},
+		"clone_snapshot":   {(*Shell).cloneSnapshot, "clone_snapshot 'name', 'new_table'[, {UNTIL => 'time'}] (a new table made of the snapshot's files; UNTIL: to that point in time, from the WAL archive)"},
+		"restore_snapshot": {(*Shell).restoreSnapshot, "restore_snapshot 'name'[, {UNTIL => 'time'}] (the table must be disabled; it stays disabled; a dropped table comes back; UNTIL: to that point in time, from the WAL archive)"},
 	}
 }
 

@@ -3,6 +3,7 @@ package shell
 import (
 	"context"
 	"fmt"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
@@ -85,8 +86,12 @@ func (s *Shell) cloneSnapshot(ctx context.Context, args []Value) error {
 	if err != nil {
 		return err
 	}
+	until, err := untilOption(args, 2, "clone_snapshot")
+	if err != nil {
+		return err
+	}
 	return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: name, Table: client.ParseTableName(t)})
+		_, err := m.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: name, Table: client.ParseTableName(t), UntilMs: until})
 		return err
 	})
 }
@@ -96,8 +101,51 @@ func (s *Shell) restoreSnapshot(ctx context.Context, args []Value) error {
 	if err != nil {
 		return err
 	}
+	until, err := untilOption(args, 1, "restore_snapshot")
+	if err != nil {
+		return err
+	}
 	return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: name})
+		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: name, UntilMs: until})
+		return err
+	})
+}
+
+// untilOption reads the optional {UNTIL => time} of clone_snapshot and restore_snapshot
+// (point-in-time recovery, a Cellstore extension): a time as RFC 3339 text or Unix
+// milliseconds. 0: none.
+func untilOption(args []Value, i int, verb string) (int64, error) {
+	opts, err := optHash(args, i)
+	if err != nil {
+		return 0, err
+	}
+	var until int64
+	for _, k := range opts.Keys {
+		if k != "UNTIL" {
+			return 0, usage("unknown %s option %s (UNTIL => '2006-01-02T15:04:05Z' recovers to a point in time)", verb, k)
+		}
+		v := opts.Map[k]
+		if v.Kind == Int {
+			until = v.Int
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, v.Text())
+		if err != nil {
+			return 0, usage("%s: UNTIL must be a time such as '2006-01-02T15:04:05Z' or Unix milliseconds, got %s", verb, v.Text())
+		}
+		until = ts.UnixMilli()
+	}
+	return until, nil
+}
+
+// archiveWAL is archive_wal (a Cellstore extension, Postgres's pg_switch_wal): the WAL of every
+// live region server goes to the backup location now.
+func (s *Shell) archiveWAL(ctx context.Context, _ []Value) error {
+	return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ArchiveClusterWAL(ctx, &pb.ArchiveClusterWALRequest{})
+		if err == nil {
+			fmt.Fprintf(s.Out, "archived %d WAL unit(s) of %d region server(s)\n", resp.GetUnits(), resp.GetServers())
+		}
 		return err
 	})
 }

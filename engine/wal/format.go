@@ -17,7 +17,7 @@ import (
 //	header (24 bytes):
 //	  0   8  magic "CSWALSEG"
 //	  8   2  format version (1)
-//	  10  1  kind (1 = WAL segment, 2 = recovered edits, 3 = log object, 4 = fence marker: ObjectLog)
+//	  10  1  kind (1 = WAL segment, 2 = recovered edits, 3 = log object, 4 = fence marker: ObjectLog, 5 = archive object)
 //	  11  1  reserved, zero
 //	  12  8  segment number (0 in recovered-edits files)
 //	  20  4  CRC32C of bytes 0..19
@@ -250,7 +250,7 @@ func checkHeader(h []byte) (kind byte, segNum uint64, err error) {
 		return 0, 0, fmt.Errorf("unsupported format version %d", v)
 	}
 	kind = h[10]
-	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence {
+	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence && kind != kindArchive {
 		return 0, 0, fmt.Errorf("unknown file kind %d", kind)
 	}
 	return kind, binary.LittleEndian.Uint64(h[12:]), nil

@@ -55,6 +55,11 @@ type ObjectLog struct {
 	// flushed past it is deleted.
 	live    []liveObject
 	flushed map[string]uint64
+	// archived: every object numbered up to it is archived (with opts.Archive); archiveKnown:
+	// archived was read from the archive (after a failure it is read again).
+	archived     uint64
+	archiveKnown bool
+	archiveMu    sync.Mutex // one Archive at a time
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -84,6 +89,9 @@ type ObjectLogOptions struct {
 	MaxBatchBytes int
 	// Timeout bounds one PUT, the store's retries included (default 30 s).
 	Timeout time.Duration
+	// Archive, if set, keeps every object until Archive has copied it there (point-in-time
+	// recovery), as well as until its regions flushed.
+	Archive *ArchiveTarget
 }
 
 // MaxFenceWindow is how many numbers past the highest object a fence covers: more than any
@@ -147,6 +155,11 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
+	}
+	if opts.Archive != nil {
+		if err := opts.Archive.check(); err != nil {
+			return nil, err
+		}
 	}
 	existing, err := opts.Bucket.List(ctx, opts.Prefix+"/", "", 1)
 	if err != nil {
@@ -430,19 +443,26 @@ func (l *ObjectLog) LastSeq() uint64 {
 }
 
 // MarkFlushed records that region flushed every edit up to seq and deletes the objects whose
-// regions have all flushed past their edits (HBase archives such WAL files). A failed delete is
-// retried at the next call.
+// regions have all flushed past their edits (HBase archives such WAL files), and that are
+// archived when the log is. A failed delete is retried at the next call.
 func (l *ObjectLog) MarkFlushed(region string, seq uint64) error {
 	l.mu.Lock()
 	if seq > l.flushed[region] {
 		l.flushed[region] = seq
 	}
+	l.mu.Unlock()
+	return l.dropDone()
+}
+
+// dropDone deletes the objects no longer needed.
+func (l *ObjectLog) dropDone() error {
+	l.mu.Lock()
 	var drop []uint64
 	kept := l.live[:0]
 	for _, o := range l.live {
-		done := true
+		done := l.opts.Archive == nil || o.n <= l.archived
 		for r, s := range o.regions {
-			if l.flushed[r] < s {
+			if !done || l.flushed[r] < s {
 				done = false
 				break
 			}
@@ -471,6 +491,76 @@ func (l *ObjectLog) MarkFlushed(region string, seq uint64) error {
 		l.deleted.Add(1)
 	}
 	return nil
+}
+
+// Archive copies the acknowledged objects not archived yet to opts.Archive (packed into archive
+// objects of about 16 MiB), then deletes those whose regions have flushed. It returns how many
+// objects it archived. Nothing is deleted before it is archived, so a failing archive makes the
+// log keep its objects (Backlog grows) until it works again.
+func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
+	t := l.opts.Archive
+	if t == nil {
+		return 0, errors.New("wal: the log has no archive")
+	}
+	l.archiveMu.Lock()
+	defer l.archiveMu.Unlock()
+	l.mu.Lock()
+	known := l.archiveKnown
+	l.mu.Unlock()
+	if !known {
+		through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
+		if err != nil {
+			return 0, err
+		}
+		l.mu.Lock()
+		l.archived, l.archiveKnown = max(l.archived, through), true
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	var todo []uint64
+	for _, o := range l.live {
+		if o.n > l.archived {
+			todo = append(todo, o.n)
+		}
+	}
+	l.mu.Unlock()
+	slices.Sort(todo)
+	done := 0
+	var p archivePack
+	put := func() error {
+		last := p.last
+		if err := p.put(ctx, t); err != nil {
+			l.mu.Lock()
+			l.archiveKnown = false // the PUT may have landed: read the archive again
+			l.mu.Unlock()
+			return err
+		}
+		l.mu.Lock()
+		l.archived = max(l.archived, last)
+		l.mu.Unlock()
+		return nil
+	}
+	for _, n := range todo {
+		key := objectKey(l.opts.Prefix, n)
+		data, _, err := l.opts.Bucket.Get(ctx, key)
+		if err != nil {
+			return done, fmt.Errorf("wal: archiving %s: %w", key, err)
+		}
+		if kind, num, err := checkHeader(data); err != nil || kind != kindObject || num != n {
+			return done, &CorruptionError{File: key, Reason: fmt.Sprintf("not log object %d (header: kind %d, number %d, %v)", n, kind, num, err)}
+		}
+		p.add(n, data[headerSize:])
+		done++
+		if p.full() {
+			if err := put(); err != nil {
+				return done, err
+			}
+		}
+	}
+	if err := put(); err != nil {
+		return done, err
+	}
+	return done, l.dropDone()
 }
 
 // failure is the error of a failed PUT of object n: ErrFenced when the number was taken.

@@ -136,26 +136,34 @@ func ReadRecoveredEdits(ctx context.Context, b storage.Bucket, dir string, fn fu
 // corruption (objects are written whole: there is no torn tail).
 func decodeRecords(data []byte, key string, fn func(*Edit) error) error {
 	var e Edit
-	bad := func(off int, why string) error { return &CorruptionError{File: key, Offset: int64(off), Reason: why} }
 	for off := headerSize; off < len(data); {
-		if len(data)-off < recordHeaderSize {
-			return bad(off, "truncated record header")
+		payload, n, err := readRecord(data[off:])
+		if err != nil {
+			return &CorruptionError{File: key, Offset: int64(off), Reason: err.Error()}
 		}
-		sum := binary.LittleEndian.Uint32(data[off:])
-		ln := int(binary.LittleEndian.Uint32(data[off+4:]))
-		if ln <= 0 || ln > len(data)-off-recordHeaderSize {
-			return bad(off, "bad record length")
-		}
-		if crc32.Checksum(data[off+4:off+recordHeaderSize+ln], castagnoli) != sum {
-			return bad(off, "checksum mismatch")
-		}
-		if err := decodeEdit(data[off+recordHeaderSize:off+recordHeaderSize+ln], &e); err != nil {
-			return bad(off, err.Error())
+		if err := decodeEdit(payload, &e); err != nil {
+			return &CorruptionError{File: key, Offset: int64(off), Reason: err.Error()}
 		}
 		if err := fn(&e); err != nil {
 			return err
 		}
-		off += recordHeaderSize + ln
+		off += n
 	}
 	return nil
+}
+
+// readRecord checks the record at the start of p and returns its payload and size.
+func readRecord(p []byte) (payload []byte, n int, err error) {
+	if len(p) < recordHeaderSize {
+		return nil, 0, errors.New("truncated record header")
+	}
+	sum := binary.LittleEndian.Uint32(p)
+	ln := int(binary.LittleEndian.Uint32(p[4:]))
+	if ln <= 0 || ln > len(p)-recordHeaderSize {
+		return nil, 0, errors.New("bad record length")
+	}
+	if crc32.Checksum(p[4:recordHeaderSize+ln], castagnoli) != sum {
+		return nil, 0, errors.New("checksum mismatch")
+	}
+	return p[recordHeaderSize : recordHeaderSize+ln], recordHeaderSize + ln, nil
 }

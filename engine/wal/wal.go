@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -89,6 +90,9 @@ type Options struct {
 	// at once (a batch is written while the previous one syncs). Default 1;
 	// at most 8.
 	SyncSlots int
+	// Archive, if set, keeps every closed segment until Archive has copied it there
+	// (point-in-time recovery), as well as until its regions flushed.
+	Archive *ArchiveTarget
 }
 
 // CommitMode chooses who commits a batch: writes the buffered records to
@@ -138,6 +142,11 @@ func (o *Options) fillDefaults() error {
 		return fmt.Errorf("wal: bad Options.Dir %q", o.Dir)
 	}
 	o.Dir = d
+	if o.Archive != nil {
+		if err := o.Archive.check(); err != nil {
+			return err
+		}
+	}
 	if o.ArchiveDir != "" {
 		a, err := storage.Clean(o.ArchiveDir)
 		if err != nil || a == "." || a == d {
@@ -192,6 +201,12 @@ func (o *Options) fillDefaults() error {
 type WAL struct {
 	opts Options
 	fs   storage.FS
+
+	// Archive side: every segment numbered up to archivedThrough is archived; archiveKnown:
+	// archivedThrough was read from the archive (after a failure it is read again).
+	archiveMu       sync.Mutex
+	archivedThrough atomic.Uint64
+	archiveKnown    atomic.Bool
 
 	// Append side, guarded by amu.
 	amu     sync.Mutex
@@ -1019,6 +1034,9 @@ func (w *WAL) archive() error {
 }
 
 func (w *WAL) archivable(m *segmentMeta) bool {
+	if w.opts.Archive != nil && m.num > w.archivedThrough.Load() {
+		return false
+	}
 	for r, seq := range m.regions {
 		if w.flushed[r] < seq {
 			return false
@@ -1095,6 +1113,76 @@ func (w *WAL) Backlog() (units int, pinning []string) {
 		slices.Sort(pinning)
 	})
 	return units, pinning
+}
+
+// Archive copies the closed segments not archived yet to opts.Archive, after rolling the active
+// segment if it holds edits (so everything acknowledged before the call is archived by its end),
+// then deletes the segments whose regions have flushed. It returns how many segments it
+// archived. Nothing is deleted before it is archived, so a failing archive makes the WAL keep
+// its segments (Backlog grows) until it works again.
+func (w *WAL) Archive(ctx context.Context) (int, error) {
+	t := w.opts.Archive
+	if t == nil {
+		return 0, errors.New("wal: the log has no archive")
+	}
+	w.archiveMu.Lock()
+	defer w.archiveMu.Unlock()
+	if !w.archiveKnown.Load() {
+		through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
+		if err != nil {
+			return 0, err
+		}
+		if through > w.archivedThrough.Load() {
+			w.archivedThrough.Store(through)
+		}
+		w.archiveKnown.Store(true)
+	}
+	segs, err := w.Segments()
+	if err != nil {
+		return 0, err
+	}
+	if a := segs[len(segs)-1]; a.Active && a.MaxSeq > 0 {
+		if err := w.Roll(); err != nil {
+			return 0, err
+		}
+		if segs, err = w.Segments(); err != nil {
+			return 0, err
+		}
+	}
+	done := 0
+	var p archivePack
+	put := func() error {
+		last := p.last
+		if err := p.put(ctx, t); err != nil {
+			w.archiveKnown.Store(false) // the PUT may have landed: read the archive again
+			return err
+		}
+		if last > w.archivedThrough.Load() {
+			w.archivedThrough.Store(last)
+		}
+		return nil
+	}
+	for _, sg := range segs {
+		n, ok := parseSegmentName(path.Base(sg.Path))
+		if sg.Active || !ok || n <= w.archivedThrough.Load() {
+			continue
+		}
+		recs, err := segmentRecords(w.fs, sg.Path, nil, nil)
+		if err != nil {
+			return done, err
+		}
+		p.add(n, recs)
+		done++
+		if p.full() {
+			if err := put(); err != nil {
+				return done, err
+			}
+		}
+	}
+	if err := put(); err != nil {
+		return done, err
+	}
+	return done, w.request(&request{kind: reqFlushed})
 }
 
 // onSyncer runs fn on the syncer goroutine, which owns the segment state.

@@ -43,6 +43,7 @@ type masterFlags struct {
 	maxRegionsPerServer                             int
 	archiveTTL                                      time.Duration
 	backup                                          bucketFlags
+	walArchive                                      walArchiveFlags
 	logLevel, configFile                            string
 	shutdownTimeout                                 time.Duration
 
@@ -98,6 +99,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
 	addArchiveTTLFlag(fl, &f.archiveTTL)
 	addRemoteFlags(fl, &f.backup, "backup", "where snapshots are exported to and imported from (backups)")
+	addWALArchiveFlags(fl, &f.walArchive, false, true)
 	fl.Int64Var(&f.splitSize, "split-size", 10<<30, "a region whose store files exceed this many bytes is split (a table's MAX_FILESIZE and the cluster setting region_split_size override it)")
 	fl.DurationVar(&f.openTimeout, "open-timeout", 2*time.Minute, "an open not reported by then is aborted and retried elsewhere")
 	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
@@ -138,6 +140,9 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := f.walArchive.check(backup); err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
@@ -172,7 +177,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
-		ArchiveTTL: f.archiveTTL, Backup: backup,
+		ArchiveTTL: f.archiveTTL, Backup: backup, WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
 	})
@@ -295,6 +300,32 @@ func kubernetesElection(f masterFlags, identity string) (*master.KubernetesElect
 		return nil, err
 	}
 	return e, nil
+}
+
+// walArchiveFlags are --wal-archive and its settings (point-in-time recovery).
+type walArchiveFlags struct {
+	on                  bool
+	interval, retention time.Duration
+}
+
+// addWALArchiveFlags registers --wal-archive, with --wal-archive-interval (region servers) and
+// --wal-archive-retention (the master).
+func addWALArchiveFlags(fl *pflag.FlagSet, f *walArchiveFlags, interval, retention bool) {
+	fl.BoolVar(&f.on, "wal-archive", false, "archive the WAL at the backup location (--backup-dir or --backup-s3-*) for point-in-time recovery")
+	if interval {
+		fl.DurationVar(&f.interval, "wal-archive-interval", time.Minute, "how often a region server archives its WAL: the most a point-in-time recovery can miss of what was written before its target")
+	}
+	if retention {
+		fl.DurationVar(&f.retention, "wal-archive-retention", 7*24*time.Hour, "archived WAL older than this is deleted (negative: kept forever); a point-in-time recovery reaches back to the oldest archived edit")
+	}
+}
+
+// check refuses --wal-archive without a backup location.
+func (f *walArchiveFlags) check(backup storage.Bucket) error {
+	if f.on && backup == nil {
+		return errors.New("--wal-archive needs a backup location: --backup-dir or --backup-s3-*")
+	}
+	return nil
 }
 
 // addArchiveTTLFlag is --archive-ttl, of the master and standalone.

@@ -45,6 +45,9 @@ type regionServerFlags struct {
 	cellACLEarlyOut bool
 	hbaseProtocol   bool
 	clusterID       string
+	// WAL archiving for point-in-time recovery, at the backup location
+	backup     bucketFlags
+	walArchive walArchiveFlags
 }
 
 // addFileCacheFlags registers the local file cache of a region server on a bucket.
@@ -157,6 +160,8 @@ gracefully: regions are flushed and closed and the master is told.`,
 // addHBaseFlags registers the HBase protocol's flags (docs/hbase-clients.md).
 func addHBaseFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.BoolVar(&f.hbaseProtocol, "hbase-protocol", true, "also serve the stock HBase 2.x client's RPC on --data-addr (hbase.client.registry.impl = RpcConnectionRegistry, hbase.client.bootstrap.servers = this address)")
+	addRemoteFlags(fl, &f.backup, "backup", "the backup location, where --wal-archive archives the WAL")
+	addWALArchiveFlags(fl, &f.walArchive, true, false)
 	fl.StringVar(&f.clusterID, "cluster-id", "", "cluster id HBase clients are told (default \"cellstore\")")
 }
 
@@ -233,6 +238,16 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	cfg := regionServerConfig(f, fs, bucket, plan, log)
 	if err := addFileCache(&cfg, f, bucket); err != nil {
 		return err
+	}
+	if f.walArchive.on {
+		backup, err := openBackup(ctx, &f.backup)
+		if err != nil {
+			return err
+		}
+		if err := f.walArchive.check(backup); err != nil {
+			return err
+		}
+		cfg.WALArchive, cfg.WALArchiveInterval = backup, f.walArchive.interval
 	}
 	if err := addSecurity(&cfg, f, log); err != nil {
 		return err

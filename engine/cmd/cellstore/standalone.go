@@ -24,6 +24,7 @@ type standaloneFlags struct {
 	dir, masterAddr, masterHTTP string
 	archiveTTL                  time.Duration
 	backup                      bucketFlags
+	walArchive                  walArchiveFlags
 	rs                          regionServerFlags
 }
 
@@ -54,6 +55,7 @@ same directory recovers the tables.`,
 	addBucketFlags(fl, &f.rs.bucket)
 	addArchiveTTLFlag(fl, &f.archiveTTL)
 	addRemoteFlags(fl, &f.backup, "backup", "where snapshots are exported to and imported from (backups)")
+	addWALArchiveFlags(fl, &f.walArchive, true, true)
 	fl.StringVar(&f.masterAddr, "master-addr", "127.0.0.1:16000", "address of the Master gRPC service")
 	fl.StringVar(&f.masterHTTP, "master-http-addr", "127.0.0.1:16010", "the master's /metrics, /healthz, /readyz")
 	fl.StringVar(&f.rs.dataAddr, "data-addr", "127.0.0.1:16020", "address of the region server's data path")
@@ -131,9 +133,13 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	if err != nil {
 		return err
 	}
+	if err := f.walArchive.check(backup); err != nil {
+		return err
+	}
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
-		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL, Backup: backup})
+		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL, Backup: backup,
+		WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention})
 	if err != nil {
 		return err
 	}
@@ -162,6 +168,9 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	f.rs.masters = maddr
 	cfg := regionServerConfig(&f.rs, fs, bucket, plan, log.With("process", "regionserver"))
+	if f.walArchive.on {
+		cfg.WALArchive, cfg.WALArchiveInterval = backup, f.walArchive.interval
+	}
 	if err := addFileCache(&cfg, &f.rs, bucket); err != nil {
 		stopMaster()
 		return err

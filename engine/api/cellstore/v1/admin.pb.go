@@ -925,6 +925,87 @@ func (*StopServerResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
+type ArchiveWALRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveWALRequest) Reset() {
+	*x = ArchiveWALRequest{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveWALRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveWALRequest) ProtoMessage() {}
+
+func (x *ArchiveWALRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveWALRequest.ProtoReflect.Descriptor instead.
+func (*ArchiveWALRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+type ArchiveWALResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Log units (objects or segments) archived by this call.
+	Units         int32 `protobuf:"varint,1,opt,name=units,proto3" json:"units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveWALResponse) Reset() {
+	*x = ArchiveWALResponse{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveWALResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveWALResponse) ProtoMessage() {}
+
+func (x *ArchiveWALResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveWALResponse.ProtoReflect.Descriptor instead.
+func (*ArchiveWALResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ArchiveWALResponse) GetUnits() int32 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
 var File_cellstore_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_admin_proto_rawDesc = "" +
@@ -986,7 +1067,10 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x1aRequestReplicationResponse\"+\n" +
 	"\x11StopServerRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x14\n" +
-	"\x12StopServerResponse2\x82\x06\n" +
+	"\x12StopServerResponse\"\x13\n" +
+	"\x11ArchiveWALRequest\"*\n" +
+	"\x12ArchiveWALResponse\x12\x14\n" +
+	"\x05units\x18\x01 \x01(\x05R\x05units2\xd3\x06\n" +
 	"\x05Admin\x12O\n" +
 	"\n" +
 	"OpenRegion\x12\x1f.cellstore.v1.OpenRegionRequest\x1a .cellstore.v1.OpenRegionResponse\x12R\n" +
@@ -997,7 +1081,9 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x0eReplicateEdits\x12#.cellstore.v1.ReplicateEditsRequest\x1a$.cellstore.v1.ReplicateEditsResponse\x12g\n" +
 	"\x12RequestReplication\x12'.cellstore.v1.RequestReplicationRequest\x1a(.cellstore.v1.RequestReplicationResponse\x12O\n" +
 	"\n" +
-	"StopServer\x12\x1f.cellstore.v1.StopServerRequest\x1a .cellstore.v1.StopServerResponse\x12=\n" +
+	"StopServer\x12\x1f.cellstore.v1.StopServerRequest\x1a .cellstore.v1.StopServerResponse\x12O\n" +
+	"\n" +
+	"ArchiveWAL\x12\x1f.cellstore.v1.ArchiveWALRequest\x1a .cellstore.v1.ArchiveWALResponse\x12=\n" +
 	"\x04Ping\x12\x19.cellstore.v1.PingRequest\x1a\x1a.cellstore.v1.PingResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
@@ -1013,7 +1099,7 @@ func file_cellstore_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_cellstore_v1_admin_proto_goTypes = []any{
 	(ReplicationEntry_Kind)(0),         // 0: cellstore.v1.ReplicationEntry.Kind
 	(*OpenRegionRequest)(nil),          // 1: cellstore.v1.OpenRegionRequest
@@ -1032,17 +1118,19 @@ var file_cellstore_v1_admin_proto_goTypes = []any{
 	(*RequestReplicationResponse)(nil), // 14: cellstore.v1.RequestReplicationResponse
 	(*StopServerRequest)(nil),          // 15: cellstore.v1.StopServerRequest
 	(*StopServerResponse)(nil),         // 16: cellstore.v1.StopServerResponse
-	(*RegionInfo)(nil),                 // 17: cellstore.v1.RegionInfo
-	(*TableDescriptor)(nil),            // 18: cellstore.v1.TableDescriptor
-	(*ServerName)(nil),                 // 19: cellstore.v1.ServerName
-	(*PingRequest)(nil),                // 20: cellstore.v1.PingRequest
-	(*PingResponse)(nil),               // 21: cellstore.v1.PingResponse
+	(*ArchiveWALRequest)(nil),          // 17: cellstore.v1.ArchiveWALRequest
+	(*ArchiveWALResponse)(nil),         // 18: cellstore.v1.ArchiveWALResponse
+	(*RegionInfo)(nil),                 // 19: cellstore.v1.RegionInfo
+	(*TableDescriptor)(nil),            // 20: cellstore.v1.TableDescriptor
+	(*ServerName)(nil),                 // 21: cellstore.v1.ServerName
+	(*PingRequest)(nil),                // 22: cellstore.v1.PingRequest
+	(*PingResponse)(nil),               // 23: cellstore.v1.PingResponse
 }
 var file_cellstore_v1_admin_proto_depIdxs = []int32{
-	17, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
-	18, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
-	19, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
-	17, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
+	19, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	20, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	21, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
+	19, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
 	11, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
 	0,  // 5: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
 	1,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
@@ -1053,18 +1141,20 @@ var file_cellstore_v1_admin_proto_depIdxs = []int32{
 	10, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
 	13, // 12: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
 	15, // 13: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
-	20, // 14: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
-	2,  // 15: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
-	4,  // 16: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
-	6,  // 17: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
-	6,  // 18: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
-	9,  // 19: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
-	12, // 20: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
-	14, // 21: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
-	16, // 22: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
-	21, // 23: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
-	15, // [15:24] is the sub-list for method output_type
-	6,  // [6:15] is the sub-list for method input_type
+	17, // 14: cellstore.v1.Admin.ArchiveWAL:input_type -> cellstore.v1.ArchiveWALRequest
+	22, // 15: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
+	2,  // 16: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
+	4,  // 17: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
+	6,  // 18: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
+	6,  // 19: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
+	9,  // 20: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
+	12, // 21: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
+	14, // 22: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
+	16, // 23: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
+	18, // 24: cellstore.v1.Admin.ArchiveWAL:output_type -> cellstore.v1.ArchiveWALResponse
+	23, // 25: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1083,7 +1173,7 @@ func file_cellstore_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_admin_proto_rawDesc), len(file_cellstore_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

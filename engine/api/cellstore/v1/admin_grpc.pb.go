@@ -27,6 +27,7 @@ const (
 	Admin_ReplicateEdits_FullMethodName     = "/cellstore.v1.Admin/ReplicateEdits"
 	Admin_RequestReplication_FullMethodName = "/cellstore.v1.Admin/RequestReplication"
 	Admin_StopServer_FullMethodName         = "/cellstore.v1.Admin/StopServer"
+	Admin_ArchiveWAL_FullMethodName         = "/cellstore.v1.Admin/ArchiveWAL"
 	Admin_Ping_FullMethodName               = "/cellstore.v1.Admin/Ping"
 )
 
@@ -47,6 +48,9 @@ type AdminClient interface {
 	// heard nothing for a while, asks; the primary starts a session).
 	RequestReplication(ctx context.Context, in *RequestReplicationRequest, opts ...grpc.CallOption) (*RequestReplicationResponse, error)
 	StopServer(ctx context.Context, in *StopServerRequest, opts ...grpc.CallOption) (*StopServerResponse, error)
+	// Archive the WAL now (point-in-time recovery, --wal-archive): every edit acknowledged before
+	// the call is at the backup location when it returns.
+	ArchiveWAL(ctx context.Context, in *ArchiveWALRequest, opts ...grpc.CallOption) (*ArchiveWALResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 }
@@ -139,6 +143,16 @@ func (c *adminClient) StopServer(ctx context.Context, in *StopServerRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) ArchiveWAL(ctx context.Context, in *ArchiveWALRequest, opts ...grpc.CallOption) (*ArchiveWALResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArchiveWALResponse)
+	err := c.cc.Invoke(ctx, Admin_ArchiveWAL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PingResponse)
@@ -166,6 +180,9 @@ type AdminServer interface {
 	// heard nothing for a while, asks; the primary starts a session).
 	RequestReplication(context.Context, *RequestReplicationRequest) (*RequestReplicationResponse, error)
 	StopServer(context.Context, *StopServerRequest) (*StopServerResponse, error)
+	// Archive the WAL now (point-in-time recovery, --wal-archive): every edit acknowledged before
+	// the call is at the backup location when it returns.
+	ArchiveWAL(context.Context, *ArchiveWALRequest) (*ArchiveWALResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	mustEmbedUnimplementedAdminServer()
@@ -201,6 +218,9 @@ func (UnimplementedAdminServer) RequestReplication(context.Context, *RequestRepl
 }
 func (UnimplementedAdminServer) StopServer(context.Context, *StopServerRequest) (*StopServerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method StopServer not implemented")
+}
+func (UnimplementedAdminServer) ArchiveWAL(context.Context, *ArchiveWALRequest) (*ArchiveWALResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ArchiveWAL not implemented")
 }
 func (UnimplementedAdminServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Ping not implemented")
@@ -370,6 +390,24 @@ func _Admin_StopServer_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ArchiveWAL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArchiveWALRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ArchiveWAL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ArchiveWAL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ArchiveWAL(ctx, req.(*ArchiveWALRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_Ping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PingRequest)
 	if err := dec(in); err != nil {
@@ -426,6 +464,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopServer",
 			Handler:    _Admin_StopServer_Handler,
+		},
+		{
+			MethodName: "ArchiveWAL",
+			Handler:    _Admin_ArchiveWAL_Handler,
 		},
 		{
 			MethodName: "Ping",

@@ -307,7 +307,10 @@ type SnapshotRestore struct {
 	LinkManifest string   `protobuf:"bytes,2,opt,name=link_manifest,json=linkManifest,proto3" json:"link_manifest,omitempty"`
 	Regions      []string `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
 	// Clone: the table is enabled when done; a restored table stays disabled.
-	Enable        bool `protobuf:"varint,4,opt,name=enable,proto3" json:"enable,omitempty"`
+	Enable bool `protobuf:"varint,4,opt,name=enable,proto3" json:"enable,omitempty"`
+	// Point-in-time recovery: the edits of the WAL archive made after the snapshot and up to
+	// this time (Unix ms) are written into the regions as recovered edits before they open.
+	UntilMs       int64 `protobuf:"varint,5,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,6 +371,13 @@ func (x *SnapshotRestore) GetEnable() bool {
 		return x.Enable
 	}
 	return false
+}
+
+func (x *SnapshotRestore) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
 }
 
 // CatalogRegion is the row "region/<name>": one replica of a region.
@@ -1361,12 +1371,13 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\farchive_dirs\x18\x05 \x03(\tR\varchiveDirs\x12$\n" +
 	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\x127\n" +
 	"\arestore\x18\a \x01(\v2\x1d.cellstore.v1.SnapshotRestoreR\arestore\x12%\n" +
-	"\x0elink_manifests\x18\b \x03(\tR\rlinkManifests\"\x84\x01\n" +
+	"\x0elink_manifests\x18\b \x03(\tR\rlinkManifests\"\x9f\x01\n" +
 	"\x0fSnapshotRestore\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\tR\bsnapshot\x12#\n" +
 	"\rlink_manifest\x18\x02 \x01(\tR\flinkManifest\x12\x18\n" +
 	"\aregions\x18\x03 \x03(\tR\aregions\x12\x16\n" +
-	"\x06enable\x18\x04 \x01(\bR\x06enable\"\xfb\x02\n" +
+	"\x06enable\x18\x04 \x01(\bR\x06enable\x12\x19\n" +
+	"\buntil_ms\x18\x05 \x01(\x03R\auntilMs\"\xfb\x02\n" +
 	"\rCatalogRegion\x12,\n" +
 	"\x04info\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x04info\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +

@@ -306,6 +306,94 @@ func (CopyState) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
+type ArchiveClusterWALRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveClusterWALRequest) Reset() {
+	*x = ArchiveClusterWALRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveClusterWALRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveClusterWALRequest) ProtoMessage() {}
+
+func (x *ArchiveClusterWALRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveClusterWALRequest.ProtoReflect.Descriptor instead.
+func (*ArchiveClusterWALRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{0}
+}
+
+type ArchiveClusterWALResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       int32                  `protobuf:"varint,1,opt,name=servers,proto3" json:"servers,omitempty"`
+	Units         int64                  `protobuf:"varint,2,opt,name=units,proto3" json:"units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveClusterWALResponse) Reset() {
+	*x = ArchiveClusterWALResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveClusterWALResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveClusterWALResponse) ProtoMessage() {}
+
+func (x *ArchiveClusterWALResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveClusterWALResponse.ProtoReflect.Descriptor instead.
+func (*ArchiveClusterWALResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ArchiveClusterWALResponse) GetServers() int32 {
+	if x != nil {
+		return x.Servers
+	}
+	return 0
+}
+
+func (x *ArchiveClusterWALResponse) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Table *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -319,7 +407,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	mi := &file_cellstore_v1_master_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +419,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	mi := &file_cellstore_v1_master_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +432,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{0}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateTableRequest) GetTable() *TableDescriptor {
@@ -377,7 +465,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	mi := &file_cellstore_v1_master_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +477,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	mi := &file_cellstore_v1_master_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +490,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{1}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateTableResponse) GetRegions() []*RegionInfo {
@@ -421,7 +509,7 @@ type ModifyTableRequest struct {
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	mi := &file_cellstore_v1_master_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +521,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	mi := &file_cellstore_v1_master_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +534,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModifyTableRequest) GetTable() *TableDescriptor {
@@ -464,7 +552,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	mi := &file_cellstore_v1_master_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +564,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	mi := &file_cellstore_v1_master_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +577,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{5}
 }
 
 type TableRequest struct {
@@ -501,7 +589,7 @@ type TableRequest struct {
 
 func (x *TableRequest) Reset() {
 	*x = TableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[4]
+	mi := &file_cellstore_v1_master_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +601,7 @@ func (x *TableRequest) String() string {
 func (*TableRequest) ProtoMessage() {}
 
 func (x *TableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[4]
+	mi := &file_cellstore_v1_master_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +614,7 @@ func (x *TableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequest.ProtoReflect.Descriptor instead.
 func (*TableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TableRequest) GetTable() *TableName {
@@ -544,7 +632,7 @@ type TableResponse struct {
 
 func (x *TableResponse) Reset() {
 	*x = TableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[5]
+	mi := &file_cellstore_v1_master_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +644,7 @@ func (x *TableResponse) String() string {
 func (*TableResponse) ProtoMessage() {}
 
 func (x *TableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[5]
+	mi := &file_cellstore_v1_master_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +657,7 @@ func (x *TableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableResponse.ProtoReflect.Descriptor instead.
 func (*TableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{5}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{7}
 }
 
 type TruncateTableRequest struct {
@@ -582,7 +670,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[6]
+	mi := &file_cellstore_v1_master_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +682,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[6]
+	mi := &file_cellstore_v1_master_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +695,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TruncateTableRequest) GetTable() *TableName {
@@ -634,7 +722,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[7]
+	mi := &file_cellstore_v1_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +734,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[7]
+	mi := &file_cellstore_v1_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +747,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTablesRequest) GetPattern() string {
@@ -680,7 +768,7 @@ type TableSummary struct {
 
 func (x *TableSummary) Reset() {
 	*x = TableSummary{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[8]
+	mi := &file_cellstore_v1_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +780,7 @@ func (x *TableSummary) String() string {
 func (*TableSummary) ProtoMessage() {}
 
 func (x *TableSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[8]
+	mi := &file_cellstore_v1_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +793,7 @@ func (x *TableSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableSummary.ProtoReflect.Descriptor instead.
 func (*TableSummary) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TableSummary) GetTable() *TableDescriptor {
@@ -738,7 +826,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[9]
+	mi := &file_cellstore_v1_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +838,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[9]
+	mi := &file_cellstore_v1_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +851,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListTablesResponse) GetTables() []*TableSummary {
@@ -783,7 +871,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[10]
+	mi := &file_cellstore_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +883,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[10]
+	mi := &file_cellstore_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +896,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeTableResponse) GetTable() *TableDescriptor {
@@ -842,7 +930,7 @@ type RegionLocation struct {
 
 func (x *RegionLocation) Reset() {
 	*x = RegionLocation{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[11]
+	mi := &file_cellstore_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +942,7 @@ func (x *RegionLocation) String() string {
 func (*RegionLocation) ProtoMessage() {}
 
 func (x *RegionLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[11]
+	mi := &file_cellstore_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +955,7 @@ func (x *RegionLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionLocation.ProtoReflect.Descriptor instead.
 func (*RegionLocation) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegionLocation) GetRegion() *RegionInfo {
@@ -919,7 +1007,7 @@ type LocateRegionRequest struct {
 
 func (x *LocateRegionRequest) Reset() {
 	*x = LocateRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[12]
+	mi := &file_cellstore_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1019,7 @@ func (x *LocateRegionRequest) String() string {
 func (*LocateRegionRequest) ProtoMessage() {}
 
 func (x *LocateRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[12]
+	mi := &file_cellstore_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1032,7 @@ func (x *LocateRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateRegionRequest.ProtoReflect.Descriptor instead.
 func (*LocateRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LocateRegionRequest) GetTable() *TableName {
@@ -984,7 +1072,7 @@ type LocateRegionResponse struct {
 
 func (x *LocateRegionResponse) Reset() {
 	*x = LocateRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[13]
+	mi := &file_cellstore_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1084,7 @@ func (x *LocateRegionResponse) String() string {
 func (*LocateRegionResponse) ProtoMessage() {}
 
 func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[13]
+	mi := &file_cellstore_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1097,7 @@ func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateRegionResponse.ProtoReflect.Descriptor instead.
 func (*LocateRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LocateRegionResponse) GetLocations() []*RegionLocation {
@@ -1030,7 +1118,7 @@ type GetTableRegionsResponse struct {
 
 func (x *GetTableRegionsResponse) Reset() {
 	*x = GetTableRegionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[14]
+	mi := &file_cellstore_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1130,7 @@ func (x *GetTableRegionsResponse) String() string {
 func (*GetTableRegionsResponse) ProtoMessage() {}
 
 func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[14]
+	mi := &file_cellstore_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1143,7 @@ func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableRegionsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetTableRegionsResponse) GetLocations() []*RegionLocation {
@@ -1084,7 +1172,7 @@ type RegisterServerRequest struct {
 
 func (x *RegisterServerRequest) Reset() {
 	*x = RegisterServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[15]
+	mi := &file_cellstore_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1184,7 @@ func (x *RegisterServerRequest) String() string {
 func (*RegisterServerRequest) ProtoMessage() {}
 
 func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[15]
+	mi := &file_cellstore_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1197,7 @@ func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterServerRequest) GetServer() *ServerName {
@@ -1146,7 +1234,7 @@ type RegisterServerResponse struct {
 
 func (x *RegisterServerResponse) Reset() {
 	*x = RegisterServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[16]
+	mi := &file_cellstore_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1246,7 @@ func (x *RegisterServerResponse) String() string {
 func (*RegisterServerResponse) ProtoMessage() {}
 
 func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[16]
+	mi := &file_cellstore_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1259,7 @@ func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegisterServerResponse) GetLeaseMs() int64 {
@@ -1213,7 +1301,7 @@ type RegionLoad struct {
 
 func (x *RegionLoad) Reset() {
 	*x = RegionLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[17]
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1313,7 @@ func (x *RegionLoad) String() string {
 func (*RegionLoad) ProtoMessage() {}
 
 func (x *RegionLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[17]
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1326,7 @@ func (x *RegionLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionLoad.ProtoReflect.Descriptor instead.
 func (*RegionLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionLoad) GetRegion() string {
@@ -1311,7 +1399,7 @@ type ServerLoad struct {
 
 func (x *ServerLoad) Reset() {
 	*x = ServerLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[18]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1411,7 @@ func (x *ServerLoad) String() string {
 func (*ServerLoad) ProtoMessage() {}
 
 func (x *ServerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[18]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1424,7 @@ func (x *ServerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLoad.ProtoReflect.Descriptor instead.
 func (*ServerLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerLoad) GetRequestsPerSecond() int64 {
@@ -1393,7 +1481,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1493,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1506,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerName {
@@ -1458,7 +1546,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1558,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1571,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatResponse) GetLeaseMs() int64 {
@@ -1536,7 +1624,7 @@ type ReportRegionTransitionRequest struct {
 
 func (x *ReportRegionTransitionRequest) Reset() {
 	*x = ReportRegionTransitionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1636,7 @@ func (x *ReportRegionTransitionRequest) String() string {
 func (*ReportRegionTransitionRequest) ProtoMessage() {}
 
 func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1649,7 @@ func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionRequest.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportRegionTransitionRequest) GetServer() *ServerName {
@@ -1614,7 +1702,7 @@ type ReportRegionTransitionResponse struct {
 
 func (x *ReportRegionTransitionResponse) Reset() {
 	*x = ReportRegionTransitionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1714,7 @@ func (x *ReportRegionTransitionResponse) String() string {
 func (*ReportRegionTransitionResponse) ProtoMessage() {}
 
 func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1727,7 @@ func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionResponse.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 type SetServerZoneRequest struct {
@@ -1652,7 +1740,7 @@ type SetServerZoneRequest struct {
 
 func (x *SetServerZoneRequest) Reset() {
 	*x = SetServerZoneRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1752,7 @@ func (x *SetServerZoneRequest) String() string {
 func (*SetServerZoneRequest) ProtoMessage() {}
 
 func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1765,7 @@ func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneRequest.ProtoReflect.Descriptor instead.
 func (*SetServerZoneRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetServerZoneRequest) GetServer() string {
@@ -1702,7 +1790,7 @@ type SetServerZoneResponse struct {
 
 func (x *SetServerZoneResponse) Reset() {
 	*x = SetServerZoneResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1802,7 @@ func (x *SetServerZoneResponse) String() string {
 func (*SetServerZoneResponse) ProtoMessage() {}
 
 func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1815,7 @@ func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneResponse.ProtoReflect.Descriptor instead.
 func (*SetServerZoneResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 type MoveRegionRequest struct {
@@ -1741,7 +1829,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1841,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1854,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -1791,7 +1879,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1891,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1904,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 type SplitRegionRequest struct {
@@ -1830,7 +1918,7 @@ type SplitRegionRequest struct {
 
 func (x *SplitRegionRequest) Reset() {
 	*x = SplitRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1930,7 @@ func (x *SplitRegionRequest) String() string {
 func (*SplitRegionRequest) ProtoMessage() {}
 
 func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1943,7 @@ func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SplitRegionRequest) GetRegion() string {
@@ -1880,7 +1968,7 @@ type SplitRegionResponse struct {
 
 func (x *SplitRegionResponse) Reset() {
 	*x = SplitRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1980,7 @@ func (x *SplitRegionResponse) String() string {
 func (*SplitRegionResponse) ProtoMessage() {}
 
 func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1993,7 @@ func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 type DrainServerRequest struct {
@@ -1921,7 +2009,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2021,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2034,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -1971,7 +2059,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2071,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2084,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 type BalanceRequest struct {
@@ -2007,7 +2095,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2107,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2120,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 type BalanceResponse struct {
@@ -2045,7 +2133,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2145,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2158,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2089,7 +2177,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2189,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2202,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2133,7 +2221,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2233,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2246,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2185,7 +2273,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2285,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2298,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2281,7 +2369,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2381,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2394,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -2345,7 +2433,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2445,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2458,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 type ClusterStatusResponse struct {
@@ -2389,7 +2477,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2489,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2502,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -2484,7 +2572,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2584,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2597,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -2527,7 +2615,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2627,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2640,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -2574,7 +2662,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2674,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2687,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -2693,7 +2781,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2793,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2806,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -2750,7 +2838,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2850,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2863,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -2795,7 +2883,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2895,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2908,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Permission) GetUser() string {
@@ -2876,7 +2964,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +2976,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +2989,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -2919,7 +3007,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3019,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3032,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -2957,7 +3045,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3057,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3070,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3000,7 +3088,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3100,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3113,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3041,7 +3129,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3141,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3154,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3103,7 +3191,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3203,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3216,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3170,7 +3258,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3270,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3283,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3223,7 +3311,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3323,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3336,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3275,7 +3363,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3375,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3388,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -3318,7 +3406,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3418,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3431,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -3356,7 +3444,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3456,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3469,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -3400,7 +3488,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3500,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3513,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -3446,7 +3534,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3546,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3559,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -3496,7 +3584,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3596,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3609,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 type GetAuthsRequest struct {
@@ -3533,7 +3621,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3633,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3646,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -3577,7 +3665,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3677,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3690,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -3623,7 +3711,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3723,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3736,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -3673,7 +3761,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +3773,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +3786,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 type ListQuotasRequest struct {
@@ -3709,7 +3797,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3809,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3822,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 type ListQuotasResponse struct {
@@ -3747,7 +3835,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3847,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3860,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -3799,7 +3887,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3899,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +3912,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -3842,7 +3930,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +3942,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +3955,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 type SnapshotRequest struct {
@@ -3883,7 +3971,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +3983,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +3996,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -3941,7 +4029,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4041,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4054,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -3992,7 +4080,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4004,7 +4092,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4017,7 +4105,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4081,7 +4169,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4181,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4194,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4132,7 +4220,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4232,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4245,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4168,15 +4256,18 @@ func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
 }
 
 type SnapshotNameRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// RestoreSnapshot only: recover to this time (Unix ms, point-in-time recovery): the
+	// snapshot's state plus the edits of the WAL archive (--wal-archive) made up to it.
+	UntilMs       int64 `protobuf:"varint,2,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4279,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4292,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4209,6 +4300,13 @@ func (x *SnapshotNameRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *SnapshotNameRequest) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
 }
 
 type SnapshotNameResponse struct {
@@ -4219,7 +4317,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4329,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,21 +4342,24 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 type CloneSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The new table (it must not exist).
-	Table         *TableName `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Table *TableName `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// Recover to this time (Unix ms, point-in-time recovery): the snapshot's state plus the
+	// edits of the WAL archive (--wal-archive) made up to it. 0: the snapshot's state.
+	UntilMs       int64 `protobuf:"varint,3,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4371,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4384,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -4300,6 +4401,13 @@ func (x *CloneSnapshotRequest) GetTable() *TableName {
 	return nil
 }
 
+func (x *CloneSnapshotRequest) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
+}
+
 type CloneSnapshotResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4308,7 +4416,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4428,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4441,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 type CopySnapshotRequest struct {
@@ -4345,7 +4453,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4465,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4478,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -4399,7 +4507,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4519,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4532,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -4494,7 +4602,11 @@ var File_cellstore_v1_master_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\n" +
-	"\x19cellstore/v1/master.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\"\x89\x01\n" +
+	"\x19cellstore/v1/master.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\"\x1a\n" +
+	"\x18ArchiveClusterWALRequest\"K\n" +
+	"\x19ArchiveClusterWALResponse\x12\x18\n" +
+	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x14\n" +
+	"\x05units\x18\x02 \x01(\x03R\x05units\"\x89\x01\n" +
 	"\x12CreateTableRequest\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12\x1d\n" +
 	"\n" +
@@ -4748,13 +4860,15 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x16\n" +
 	"\x06backup\x18\x02 \x01(\bR\x06backup\"X\n" +
 	"\x15ListSnapshotsResponse\x12?\n" +
-	"\tsnapshots\x18\x01 \x03(\v2!.cellstore.v1.SnapshotDescriptionR\tsnapshots\")\n" +
+	"\tsnapshots\x18\x01 \x03(\v2!.cellstore.v1.SnapshotDescriptionR\tsnapshots\"D\n" +
 	"\x13SnapshotNameRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14SnapshotNameResponse\"Y\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\buntil_ms\x18\x02 \x01(\x03R\auntilMs\"\x16\n" +
+	"\x14SnapshotNameResponse\"t\n" +
 	"\x14CloneSnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
-	"\x05table\x18\x02 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"\x17\n" +
+	"\x05table\x18\x02 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x19\n" +
+	"\buntil_ms\x18\x03 \x01(\x03R\auntilMs\"\x17\n" +
 	"\x15CloneSnapshotResponse\")\n" +
 	"\x13CopySnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xa3\x02\n" +
@@ -4804,7 +4918,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11COPY_STATE_FAILED\x10\x032\x89\x1b\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\xef\x1b\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -4851,7 +4965,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x0fRestoreSnapshot\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12W\n" +
 	"\x0eExportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12W\n" +
 	"\x0eImportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12U\n" +
-	"\fDeleteBackup\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\fDeleteBackup\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12d\n" +
+	"\x11ArchiveClusterWAL\x12&.cellstore.v1.ArchiveClusterWALRequest\x1a'.cellstore.v1.ArchiveClusterWALResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -4866,238 +4981,242 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
 	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
 	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
 	(CopyState)(0),                         // 4: cellstore.v1.CopyState
-	(*CreateTableRequest)(nil),             // 5: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 6: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 7: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 8: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 9: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 10: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 11: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 12: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 13: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 14: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 15: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 16: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 17: cellstore.v1.LocateRegionRequest
-	(*LocateRegionResponse)(nil),           // 18: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 19: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 20: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 21: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 22: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 23: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 24: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 25: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 26: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 27: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 28: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 29: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 30: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 31: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 32: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 33: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 34: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 35: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 36: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 37: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 38: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 39: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 40: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 41: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 42: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 43: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 44: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 45: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 46: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 47: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 48: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 49: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 50: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 51: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 52: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 53: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 54: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 55: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 56: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 57: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 58: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 59: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 60: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 61: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 62: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 63: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 64: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 65: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 66: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 67: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 68: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 69: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 70: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 71: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 72: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 73: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 74: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 75: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 76: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 77: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 78: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 79: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 80: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 81: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 82: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 83: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 84: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 85: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 86: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 87: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 88: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 89: cellstore.v1.TableName
-	(TableState)(0),                        // 90: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 91: cellstore.v1.ServerName
+	(*ArchiveClusterWALRequest)(nil),       // 5: cellstore.v1.ArchiveClusterWALRequest
+	(*ArchiveClusterWALResponse)(nil),      // 6: cellstore.v1.ArchiveClusterWALResponse
+	(*CreateTableRequest)(nil),             // 7: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),            // 8: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),             // 9: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),            // 10: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                   // 11: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                  // 12: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),           // 13: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),              // 14: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                   // 15: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),             // 16: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),          // 17: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                 // 18: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),            // 19: cellstore.v1.LocateRegionRequest
+	(*LocateRegionResponse)(nil),           // 20: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 21: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 22: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 23: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 24: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 25: cellstore.v1.ServerLoad
+	(*HeartbeatRequest)(nil),               // 26: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 27: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 28: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 29: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 30: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 31: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 32: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 33: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 34: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 35: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 36: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 37: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 38: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 39: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 40: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 41: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 42: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 43: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 44: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 45: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 46: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 47: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 48: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 49: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 50: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 51: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 52: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 53: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 54: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 55: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 56: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 57: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 58: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 59: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 60: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 61: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 62: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 63: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 64: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 65: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 66: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 67: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 68: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 69: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 70: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 71: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 72: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 73: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 74: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 75: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 76: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 77: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 78: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 79: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 80: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 81: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 82: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 83: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 84: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 85: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 86: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 87: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 88: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	(*TableDescriptor)(nil),                // 89: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 90: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 91: cellstore.v1.TableName
+	(TableState)(0),                        // 92: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 93: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	87, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	88, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	87, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	89, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	89, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	87, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	90, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	13, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	87, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	90, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	88, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	91, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	89, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	90, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	89, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	91, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	91, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	89, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	92, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	15, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	89, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	92, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	90, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	93, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	89, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	16, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	16, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	90, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	91, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	83, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	22, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	91, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	23, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	84, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	91, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	88, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	91, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	18, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	18, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	92, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	93, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	85, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	24, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	93, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	25, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	86, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	93, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	90, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,  // 25: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	88, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	91, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	23, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	90, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	93, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	25, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,  // 29: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	40, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	41, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	85, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	86, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	89, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	42, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	43, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	87, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	88, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	91, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
 	2,  // 35: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	46, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	48, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
 	2,  // 37: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	89, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	49, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	49, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	89, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	49, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	56, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	57, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	46, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	89, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	74, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	89, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	74, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	89, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	91, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	51, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	51, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	91, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	51, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	58, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	59, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	48, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	91, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	76, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	91, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	76, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	91, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
 	4,  // 51: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	5,  // 52: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	7,  // 53: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	9,  // 54: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	9,  // 55: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	9,  // 56: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	11, // 57: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	12, // 58: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	9,  // 59: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	17, // 60: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	9,  // 61: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	20, // 62: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	24, // 63: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	26, // 64: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	28, // 65: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	30, // 66: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	32, // 67: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	34, // 68: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	34, // 69: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	36, // 70: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	38, // 71: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	42, // 72: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	70, // 73: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	44, // 74: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	47, // 75: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	68, // 76: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	50, // 77: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	52, // 78: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	54, // 79: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	58, // 80: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	60, // 81: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	62, // 82: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	64, // 83: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	66, // 84: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	72, // 85: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	75, // 86: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	77, // 87: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	79, // 88: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	77, // 89: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	81, // 90: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	81, // 91: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	77, // 92: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	6,  // 93: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	8,  // 94: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	10, // 95: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	10, // 96: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	10, // 97: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	10, // 98: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	14, // 99: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	15, // 100: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	18, // 101: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	19, // 102: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	21, // 103: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	25, // 104: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	27, // 105: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	29, // 106: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	31, // 107: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	33, // 108: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	35, // 109: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	35, // 110: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	37, // 111: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	39, // 112: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	43, // 113: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	71, // 114: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	45, // 115: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	48, // 116: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	69, // 117: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	51, // 118: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	53, // 119: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	55, // 120: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	59, // 121: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	61, // 122: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	63, // 123: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	65, // 124: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	67, // 125: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	73, // 126: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	76, // 127: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	78, // 128: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	80, // 129: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	78, // 130: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	82, // 131: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	82, // 132: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	78, // 133: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	93, // [93:134] is the sub-list for method output_type
-	52, // [52:93] is the sub-list for method input_type
+	7,  // 52: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	9,  // 53: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	11, // 54: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	11, // 55: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	11, // 56: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	13, // 57: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	14, // 58: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	11, // 59: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	19, // 60: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	11, // 61: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	22, // 62: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	26, // 63: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	28, // 64: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	30, // 65: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	32, // 66: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	34, // 67: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	36, // 68: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	36, // 69: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	38, // 70: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	40, // 71: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	44, // 72: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	72, // 73: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	46, // 74: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	49, // 75: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	70, // 76: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	52, // 77: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	54, // 78: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	56, // 79: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	60, // 80: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	62, // 81: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	64, // 82: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	66, // 83: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	68, // 84: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	74, // 85: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	77, // 86: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	79, // 87: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	81, // 88: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	79, // 89: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	83, // 90: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	83, // 91: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	79, // 92: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	5,  // 93: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	8,  // 94: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	10, // 95: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	12, // 96: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	12, // 97: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	12, // 98: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	12, // 99: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	16, // 100: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	17, // 101: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	20, // 102: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	21, // 103: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	23, // 104: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	27, // 105: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	29, // 106: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	31, // 107: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	33, // 108: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	35, // 109: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	37, // 110: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	37, // 111: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	39, // 112: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	41, // 113: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	45, // 114: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	73, // 115: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	47, // 116: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	50, // 117: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	71, // 118: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	53, // 119: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	55, // 120: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	57, // 121: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	61, // 122: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	63, // 123: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	65, // 124: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	67, // 125: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	69, // 126: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	75, // 127: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	78, // 128: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	80, // 129: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	82, // 130: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	80, // 131: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	84, // 132: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	84, // 133: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	80, // 134: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	6,  // 135: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	94, // [94:136] is the sub-list for method output_type
+	52, // [52:94] is the sub-list for method input_type
 	52, // [52:52] is the sub-list for extension type_name
 	52, // [52:52] is the sub-list for extension extendee
 	0,  // [0:52] is the sub-list for field type_name
@@ -5109,7 +5228,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[41].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[43].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5120,7 +5239,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   82,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

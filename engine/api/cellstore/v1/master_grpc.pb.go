@@ -60,6 +60,7 @@ const (
 	Master_ExportSnapshot_FullMethodName         = "/cellstore.v1.Master/ExportSnapshot"
 	Master_ImportSnapshot_FullMethodName         = "/cellstore.v1.Master/ImportSnapshot"
 	Master_DeleteBackup_FullMethodName           = "/cellstore.v1.Master/DeleteBackup"
+	Master_ArchiveClusterWAL_FullMethodName      = "/cellstore.v1.Master/ArchiveClusterWAL"
 )
 
 // MasterClient is the client API for Master service.
@@ -129,6 +130,10 @@ type MasterClient interface {
 	// DeleteBackup removes a snapshot from the backup location, with the files no other snapshot
 	// there names.
 	DeleteBackup(ctx context.Context, in *SnapshotNameRequest, opts ...grpc.CallOption) (*SnapshotNameResponse, error)
+	// ArchiveClusterWAL has every live region server archive its WAL now (--wal-archive): when it
+	// returns, every edit acknowledged before the call can be recovered to (Postgres's
+	// pg_switch_wal). Fails naming the servers that could not.
+	ArchiveClusterWAL(ctx context.Context, in *ArchiveClusterWALRequest, opts ...grpc.CallOption) (*ArchiveClusterWALResponse, error)
 }
 
 type masterClient struct {
@@ -549,6 +554,16 @@ func (c *masterClient) DeleteBackup(ctx context.Context, in *SnapshotNameRequest
 	return out, nil
 }
 
+func (c *masterClient) ArchiveClusterWAL(ctx context.Context, in *ArchiveClusterWALRequest, opts ...grpc.CallOption) (*ArchiveClusterWALResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArchiveClusterWALResponse)
+	err := c.cc.Invoke(ctx, Master_ArchiveClusterWAL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -616,6 +631,10 @@ type MasterServer interface {
 	// DeleteBackup removes a snapshot from the backup location, with the files no other snapshot
 	// there names.
 	DeleteBackup(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error)
+	// ArchiveClusterWAL has every live region server archive its WAL now (--wal-archive): when it
+	// returns, every edit acknowledged before the call can be recovered to (Postgres's
+	// pg_switch_wal). Fails naming the servers that could not.
+	ArchiveClusterWAL(context.Context, *ArchiveClusterWALRequest) (*ArchiveClusterWALResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -748,6 +767,9 @@ func (UnimplementedMasterServer) ImportSnapshot(context.Context, *CopySnapshotRe
 }
 func (UnimplementedMasterServer) DeleteBackup(context.Context, *SnapshotNameRequest) (*SnapshotNameResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteBackup not implemented")
+}
+func (UnimplementedMasterServer) ArchiveClusterWAL(context.Context, *ArchiveClusterWALRequest) (*ArchiveClusterWALResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ArchiveClusterWAL not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1508,6 +1530,24 @@ func _Master_DeleteBackup_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ArchiveClusterWAL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArchiveClusterWALRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ArchiveClusterWAL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ArchiveClusterWAL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ArchiveClusterWAL(ctx, req.(*ArchiveClusterWALRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1678,6 +1718,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteBackup",
 			Handler:    _Master_DeleteBackup_Handler,
+		},
+		{
+			MethodName: "ArchiveClusterWAL",
+			Handler:    _Master_ArchiveClusterWAL_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,213 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/wal"
+)
+
+// Point-in-time recovery: a clone or restore of a snapshot with a target time (until_ms) gets,
+// on top of the snapshot's files, the edits of the WAL archive (Config.WALArchive, at
+// Config.Backup) made after the snapshot and up to the target: before its regions open, the
+// master writes those edits into each new region's recovered.edits, which the region replays
+// when it opens, as after a crash.
+//
+// Which edits: those of the snapshot's regions with a sequence id above what the snapshot's
+// files of that region hold, and those of regions made later from them (splits, merges: the
+// archive records each region's table) written from the snapshot's time on; all with a write
+// time at or before the target. The archive is read in sequence-id order (wal.ReadArchive),
+// each edit's cells go to the new region holding their rows, renumbered above the region's
+// files so that they replay in the order they were made.
+
+// recoveredObjectBytes cuts a region's recovered edits into objects of about this size.
+const recoveredObjectBytes = 8 << 20
+
+// pitrTarget is one region of the recovered table and the edits it gets.
+type pitrTarget struct {
+	name  string
+	start []byte
+	dir   string
+	seq   uint64 // the last sequence id given
+	n     uint64 // recovered-edits objects written
+	buf   []byte
+	edits int
+	total int64
+}
+
+// replayArchive writes the recovered edits of a point-in-time recovery into regions infos (the
+// new primaries, in the order of man's regions) and returns how many edits it wrote.
+func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, infos []*pb.RegionInfo, untilMs int64) (int64, error) {
+	if m.cfg.Backup == nil {
+		return 0, fmt.Errorf("point-in-time recovery reads the WAL archive at the backup location: start the master with --backup-dir or --backup-s3-*")
+	}
+	if len(infos) != len(man.GetRegions()) {
+		return 0, fmt.Errorf("snapshot %s has %d regions, %d given", man.GetName(), len(man.GetRegions()), len(infos))
+	}
+	src := layout.TableKey(man.GetTable().GetName())
+	regions, err := wal.ArchivedRegions(ctx, m.cfg.Backup)
+	if err != nil {
+		return 0, err
+	}
+	st := m.regionStorage()
+	snapSeq := map[string]uint64{}
+	targets := make([]*pitrTarget, len(infos))
+	for i, sr := range man.GetRegions() {
+		var maxSeq uint64
+		for _, f := range sr.GetFiles() {
+			maxSeq = max(maxSeq, f.GetMaxSeq())
+		}
+		snapSeq[layout.RegionName(sr.GetRegionId())] = maxSeq
+		t := &pitrTarget{name: infos[i].GetName(), start: infos[i].GetStartKey(), dir: layout.RecoveredEditsDir(infos[i]), seq: maxSeq}
+		t.buf = wal.RecoveredEditsHeader(nil)
+		targets[i] = t
+		// What an earlier attempt wrote goes: the objects are written again from the start.
+		var old []string
+		if err := st.WalkFiles(t.dir, func(p string) error { old = append(old, p); return nil }); err != nil {
+			return 0, err
+		}
+		for _, p := range old {
+			if err := st.DeleteObject(p); err != nil {
+				return 0, err
+			}
+		}
+	}
+	write := func(t *pitrTarget) error {
+		if t.edits == 0 {
+			return nil
+		}
+		t.n++
+		if err := st.WriteObject(path.Join(t.dir, wal.RecoveredEditsName(t.n)), t.buf, false); err != nil {
+			return fmt.Errorf("writing the recovered edits of region %s: %w", t.name, err)
+		}
+		t.buf, t.edits = wal.RecoveredEditsHeader(t.buf[:0]), 0
+		return nil
+	}
+	untilNs := (untilMs + 1) * int64(time.Millisecond) // every edit of the target's millisecond
+	fromNs := man.GetCreatedMs() * int64(time.Millisecond)
+	var total int64
+	var rec wal.Edit
+	stats, err := wal.ReadArchive(ctx, m.cfg.Backup, func(_ string, e *wal.Edit) error {
+		if e.WriteTime >= untilNs {
+			return nil
+		}
+		name := string(e.Region)
+		if s, ok := snapSeq[name]; ok {
+			if e.Seq <= s {
+				return nil // in the snapshot's files
+			}
+		} else if regions[name] != src || e.WriteTime < fromNs {
+			return nil
+		}
+		// The cells, grouped by the region holding their row (an edit of a region merged after
+		// the snapshot may span several).
+		for i := 0; i < len(e.Cells); {
+			t := routeRow(targets, cell.KeyValue(e.Cells[i]).Key().Row())
+			j := i + 1
+			for j < len(e.Cells) && routeRow(targets, cell.KeyValue(e.Cells[j]).Key().Row()) == t {
+				j++
+			}
+			t.seq++
+			rec = wal.Edit{Region: []byte(t.name), Seq: t.seq, WriteTime: e.WriteTime, Cells: e.Cells[i:j]}
+			var err error
+			if t.buf, err = wal.AppendEditRecord(t.buf, &rec); err != nil {
+				return err
+			}
+			t.edits++
+			t.total++
+			total++
+			if len(t.buf) >= recoveredObjectBytes {
+				if err := write(t); err != nil {
+					return err
+				}
+			}
+			i = j
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range targets {
+		if err := write(t); err != nil {
+			return 0, err
+		}
+	}
+	until := time.UnixMilli(untilMs).UTC()
+	if stats.Edits == 0 || stats.Newest < untilMs*int64(time.Millisecond) {
+		m.log.Warn("point-in-time recovery: the WAL archive holds nothing written at or after the target time; if writes were made up to it, the last of them may not have been archived yet (the region servers archive every --wal-archive-interval)",
+			"snapshot", man.GetName(), "until", until, "archive_newest", time.Unix(0, stats.Newest).UTC())
+	}
+	m.log.Info("point-in-time recovery: archived edits written into the regions", "snapshot", man.GetName(), "until", until,
+		"edits", total, "archive_edits", stats.Edits, "archive_logs", stats.Logs)
+	return total, nil
+}
+
+// routeRow is the target region whose range holds row (targets sorted by start key, the first
+// starting at the empty key).
+func routeRow(targets []*pitrTarget, row []byte) *pitrTarget {
+	i := sort.Search(len(targets), func(i int) bool { return bytes.Compare(targets[i].start, row) > 0 })
+	return targets[max(i-1, 0)]
+}
+
+// archiveClusterWAL has every live region server archive its WAL now (ArchiveClusterWAL).
+func (m *Master) archiveClusterWAL(ctx context.Context) (*pb.ArchiveClusterWALResponse, error) {
+	if !m.cfg.WALArchive {
+		return nil, errPrecondition("the cluster does not archive its WAL: run the masters and region servers with --wal-archive")
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	var live []ServerState
+	for _, s := range m.reg.All() {
+		if s.Live && s.AdminAddress != "" {
+			live = append(live, s)
+		}
+	}
+	m.mu.Unlock()
+	type result struct {
+		units int32
+		err   error
+	}
+	results := make([]result, len(live))
+	var wg sync.WaitGroup
+	for i, s := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := m.admin.client(s.AdminAddress)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			resp, err := c.ArchiveWAL(cctx, &pb.ArchiveWALRequest{})
+			results[i] = result{resp.GetUnits(), err}
+		}()
+	}
+	wg.Wait()
+	resp := &pb.ArchiveClusterWALResponse{Servers: int32(len(live))}
+	var failed []string
+	for i, r := range results {
+		resp.Units += int64(r.units)
+		if r.err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", live[i].Name, r.err))
+		}
+	}
+	if len(failed) > 0 {
+		return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "archiving the WAL failed on %d of %d servers (retry): %s",
+			len(failed), len(live), strings.Join(failed, "; "))
+	}
+	m.log.Info("archived the WAL of every live region server", "servers", len(live), "units", resp.Units)
+	return resp, nil
+}

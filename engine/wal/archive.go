@@ -1,0 +1,475 @@
+package wal
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// The WAL archive keeps a cluster's logs for point-in-time recovery: a copy of every log unit
+// (directory segment or log object) at a backup location, kept after the unit itself is gone from
+// the cluster's storage. Archive objects are immutable and written whole, create-only:
+//
+//	wal/<log>/<first>-<last>.log     the records of units first..last of one log, in order
+//	wal-regions/<region>             the table of a region ("namespace:table")
+//
+// where <log> is a region server process's log name (its WAL directory's name: server and start
+// code) and the numbers have 20 digits. An archive object is the 24-byte WAL header (kind 5, the
+// number field holding <first>) then records exactly as in a segment. A region server archives
+// its own closed units (Archiver on a Log; a unit is deleted only once flushed and archived) and
+// the master archives what a dead server had not (ArchiveDeadLog) before deleting its log.
+// ReadArchive merges every log's edits back into sequence order.
+
+// ArchivePrefix and ArchiveRegionsPrefix are the archive's key prefixes at a backup location.
+const (
+	ArchivePrefix        = "wal"
+	ArchiveRegionsPrefix = "wal-regions"
+)
+
+// archiveObjectBytes cuts archive objects at about this size.
+const archiveObjectBytes = 16 << 20
+
+const kindArchive = 5
+
+// ArchiveTarget is where a log is archived: a backup location and the log's name there.
+type ArchiveTarget struct {
+	Bucket storage.Bucket
+	Log    string
+}
+
+func (t *ArchiveTarget) check() error {
+	if t.Bucket == nil || t.Log == "" || strings.Contains(t.Log, "/") {
+		return fmt.Errorf("wal: an ArchiveTarget needs a Bucket and a log name without '/' (got %q)", t.Log)
+	}
+	return nil
+}
+
+// ArchiveKey names the archive object holding units first..last of log.
+func ArchiveKey(log string, first, last uint64) string {
+	return path.Join(ArchivePrefix, log, fmt.Sprintf("%0*d-%0*d.log", segmentNameDigits, first, segmentNameDigits, last))
+}
+
+// archivedObject is one archive object's key and unit range.
+type archivedObject struct {
+	key         string
+	log         string
+	first, last uint64
+}
+
+func parseArchiveKey(key string) (archivedObject, bool) {
+	rest, ok := strings.CutPrefix(key, ArchivePrefix+"/")
+	if !ok {
+		return archivedObject{}, false
+	}
+	log, name, ok := strings.Cut(rest, "/")
+	if !ok || log == "" || strings.Contains(name, "/") {
+		return archivedObject{}, false
+	}
+	name, ok = strings.CutSuffix(name, ".log")
+	if !ok {
+		return archivedObject{}, false
+	}
+	a, b, ok := strings.Cut(name, "-")
+	if !ok {
+		return archivedObject{}, false
+	}
+	first, ok1 := parseNumbered(a, "")
+	last, ok2 := parseNumbered(b, "")
+	if !ok1 || !ok2 || last < first {
+		return archivedObject{}, false
+	}
+	return archivedObject{key: key, log: log, first: first, last: last}, true
+}
+
+// listArchive lists the archive objects of one log (log != "") or of every log, sorted by log
+// and first unit.
+func listArchive(ctx context.Context, b storage.Bucket, log string) ([]archivedObject, error) {
+	prefix := ArchivePrefix + "/"
+	if log != "" {
+		prefix += log + "/"
+	}
+	var out []archivedObject
+	err := storage.Walk(ctx, b, prefix, func(o storage.ObjectInfo) error {
+		if a, ok := parseArchiveKey(o.Key); ok {
+			out = append(out, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wal: listing the archive at %s: %w", b.Describe(), err)
+	}
+	slices.SortFunc(out, func(x, y archivedObject) int {
+		if c := strings.Compare(x.log, y.log); c != 0 {
+			return c
+		}
+		return compareUint(x.first, y.first)
+	})
+	return out, nil
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ArchivedThrough returns the highest unit of log already archived (0: none).
+func ArchivedThrough(ctx context.Context, b storage.Bucket, log string) (uint64, error) {
+	objs, err := listArchive(ctx, b, log)
+	if err != nil {
+		return 0, err
+	}
+	var through uint64
+	for _, o := range objs {
+		through = max(through, o.last)
+	}
+	return through, nil
+}
+
+// archivePack gathers the records of consecutive units into one archive object.
+type archivePack struct {
+	first, last uint64
+	buf         []byte
+	units       int
+}
+
+// add appends unit n's records (a whole number of records in the segment encoding).
+func (p *archivePack) add(n uint64, records []byte) {
+	if p.units == 0 {
+		p.first = n
+		p.buf = appendHeader(p.buf[:0], kindArchive, n)
+	}
+	p.last = n
+	p.units++
+	p.buf = append(p.buf, records...)
+}
+
+func (p *archivePack) full() bool { return len(p.buf) >= archiveObjectBytes }
+
+// put writes the pack (create-only: a retried PUT whose first answer was lost finds its own
+// body) and empties it.
+func (p *archivePack) put(ctx context.Context, t *ArchiveTarget) error {
+	if p.units == 0 {
+		return nil
+	}
+	key := ArchiveKey(t.Log, p.first, p.last)
+	if _, err := t.Bucket.Put(ctx, key, p.buf, storage.Condition{IfNoneMatch: true}); err != nil {
+		return fmt.Errorf("wal: archiving units %d-%d of %s to %s: %w", p.first, p.last, t.Log, t.Bucket.Describe(), err)
+	}
+	p.units = 0
+	p.buf = p.buf[:0]
+	if cap(p.buf) > 2*archiveObjectBytes {
+		p.buf = nil
+	}
+	return nil
+}
+
+// segmentRecords reads the valid records of one segment file (a torn tail, such as a killed
+// server's preallocated zeros, is left out) and appends them, re-encoded, to dst.
+func segmentRecords(fs storage.FS, file string, dst []byte, onRegion func(string)) ([]byte, error) {
+	r := &Reader{fs: fs, files: []string{file}, tolerateTail: true, kind: kindSegment}
+	defer r.Close()
+	for r.Next() {
+		dst = append(dst, r.raw...)
+		if onRegion != nil {
+			onRegion(string(r.edit.Region))
+		}
+	}
+	return dst, r.Err()
+}
+
+// ArchiveDeadObjectLog archives the units of a dead server's object log (fenced: nothing more is
+// written to it) that its server had not archived, before the log is deleted. Fence markers are
+// not archived. onRegion, if set, is called with the region of every edit archived.
+func ArchiveDeadObjectLog(ctx context.Context, b storage.Bucket, prefix string, t ArchiveTarget, onRegion func(string)) (units int, err error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
+	if err != nil {
+		return 0, err
+	}
+	objs, err := listObjects(ctx, b, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("wal: archive %s: %w", prefix, err)
+	}
+	var p archivePack
+	for _, o := range objs {
+		if o.n <= through {
+			continue
+		}
+		data, _, err := b.Get(ctx, o.key)
+		if err != nil {
+			return units, fmt.Errorf("wal: archive %s: %w", o.key, err)
+		}
+		if err := applyObject(o, data, func(e *Edit) error {
+			if onRegion != nil {
+				onRegion(string(e.Region))
+			}
+			return nil
+		}); err != nil {
+			return units, err // damage: checked before a byte of it is archived
+		}
+		if kind, _, _ := checkHeader(data); kind == kindFence {
+			continue
+		}
+		p.add(o.n, data[headerSize:])
+		units++
+		if p.full() {
+			if err := p.put(ctx, &t); err != nil {
+				return units, err
+			}
+		}
+	}
+	return units, p.put(ctx, &t)
+}
+
+// ArchiveDeadDir archives the segments of a dead server's WAL directory (fenced) that its server
+// had not archived, before the directory is moved away. onRegion is as for ArchiveDeadObjectLog.
+func ArchiveDeadDir(ctx context.Context, fs storage.FS, dir string, t ArchiveTarget, onRegion func(string)) (units int, err error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
+	if err != nil {
+		return 0, err
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return 0, fmt.Errorf("wal: archive %s: %w", dir, err)
+	}
+	slices.Sort(names)
+	var p archivePack
+	for _, name := range names {
+		n, ok := parseSegmentName(name)
+		if !ok || n <= through {
+			continue
+		}
+		recs, err := segmentRecords(fs, path.Join(dir, name), nil, onRegion)
+		if err != nil {
+			return units, err
+		}
+		p.add(n, recs)
+		units++
+		if p.full() {
+			if err := p.put(ctx, &t); err != nil {
+				return units, err
+			}
+		}
+	}
+	return units, p.put(ctx, &t)
+}
+
+// RecordRegion records a region's table in the archive, once (create-only; an existing record
+// is kept).
+func RecordRegion(ctx context.Context, b storage.Bucket, region, table string) error {
+	key := path.Join(ArchiveRegionsPrefix, region)
+	if err := storage.CheckKey(key); err != nil {
+		return fmt.Errorf("wal: region %q: %w", region, err)
+	}
+	_, err := b.Put(ctx, key, []byte(table), storage.Condition{IfNoneMatch: true})
+	if errors.Is(err, storage.ErrPrecondition) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("wal: recording the table of region %s in the archive at %s: %w", region, b.Describe(), err)
+	}
+	return nil
+}
+
+// ArchivedRegions returns the table of every region the archive has a record of.
+func ArchivedRegions(ctx context.Context, b storage.Bucket) (map[string]string, error) {
+	out := map[string]string{}
+	err := storage.Walk(ctx, b, ArchiveRegionsPrefix+"/", func(o storage.ObjectInfo) error {
+		data, _, err := b.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		out[strings.TrimPrefix(o.Key, ArchiveRegionsPrefix+"/")] = string(data)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wal: reading the archive's regions at %s: %w", b.Describe(), err)
+	}
+	return out, nil
+}
+
+// PruneArchive deletes the archive objects last modified before cutoff, and returns how many.
+// Region records are small and kept.
+func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int, error) {
+	var old []string
+	err := storage.Walk(ctx, b, ArchivePrefix+"/", func(o storage.ObjectInfo) error {
+		if _, ok := parseArchiveKey(o.Key); ok && !o.ModTime.IsZero() && o.ModTime.Before(cutoff) {
+			old = append(old, o.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("wal: listing the archive at %s: %w", b.Describe(), err)
+	}
+	for i, k := range old {
+		if err := b.Delete(ctx, k); err != nil {
+			return i, fmt.Errorf("wal: pruning the archive: %w", err)
+		}
+	}
+	return len(old), nil
+}
+
+// ArchiveStats describe what ReadArchive read.
+type ArchiveStats struct {
+	Logs, Objects int
+	Edits         int64
+	// Oldest and Newest are the write times (ms) of the first and last edit of the archive.
+	Oldest, Newest int64
+}
+
+// ReadArchive calls fn with every archived edit, in sequence-id order across all logs: each log
+// is in order already, and a region's sequence ids grow across the servers it moves between, so
+// the merge gives every region's edits in the order they were made. At most one archive object
+// per log is in memory at once. An edit that a log repeats (its number range overlapping an
+// object written before) is given once. The Edit passed to fn is valid until fn returns.
+func ReadArchive(ctx context.Context, b storage.Bucket, fn func(log string, e *Edit) error) (ArchiveStats, error) {
+	var st ArchiveStats
+	objs, err := listArchive(ctx, b, "")
+	if err != nil {
+		return st, err
+	}
+	byLog := map[string][]archivedObject{}
+	var logs []string
+	for _, o := range objs {
+		if byLog[o.log] == nil {
+			logs = append(logs, o.log)
+		}
+		byLog[o.log] = append(byLog[o.log], o)
+	}
+	st.Logs, st.Objects = len(logs), len(objs)
+	h := &cursorHeap{}
+	for _, l := range logs {
+		c := &archiveCursor{ctx: ctx, b: b, log: l, objs: byLog[l]}
+		ok, err := c.next()
+		if err != nil {
+			return st, err
+		}
+		if ok {
+			h.items = append(h.items, c)
+		}
+	}
+	heap.Init(h)
+	for h.Len() > 0 {
+		c := h.items[0]
+		e := &c.edit
+		if st.Edits == 0 || e.WriteTime < st.Oldest {
+			st.Oldest = e.WriteTime
+		}
+		st.Newest = max(st.Newest, e.WriteTime)
+		st.Edits++
+		if err := fn(c.log, e); err != nil {
+			return st, err
+		}
+		ok, err := c.next()
+		if err != nil {
+			return st, err
+		}
+		if ok {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+	}
+	return st, nil
+}
+
+// archiveCursor reads one log's archive objects, one at a time, edit by edit.
+type archiveCursor struct {
+	ctx  context.Context
+	b    storage.Bucket
+	log  string
+	objs []archivedObject
+	key  string
+	data []byte
+	off  int
+	edit Edit
+	seen bool
+	prev uint64 // the last sequence id given
+}
+
+// next decodes the log's next edit into c.edit; false at the end.
+func (c *archiveCursor) next() (bool, error) {
+	for {
+		for c.off < len(c.data) {
+			payload, n, err := readRecord(c.data[c.off:])
+			if err != nil {
+				return false, &CorruptionError{File: c.key, Offset: int64(c.off), Reason: err.Error()}
+			}
+			off := c.off
+			c.off += n
+			if err := decodeEdit(payload, &c.edit); err != nil {
+				return false, &CorruptionError{File: c.key, Offset: int64(off), Reason: "undecodable record: " + err.Error()}
+			}
+			if c.seen && c.edit.Seq <= c.prev {
+				continue // archived twice (an overlapping range)
+			}
+			c.seen, c.prev = true, c.edit.Seq
+			return true, nil
+		}
+		if len(c.objs) == 0 {
+			c.data = nil
+			return false, nil
+		}
+		o := c.objs[0]
+		c.objs = c.objs[1:]
+		data, _, err := c.b.Get(c.ctx, o.key)
+		if err != nil {
+			return false, fmt.Errorf("wal: reading the archive: %s: %w", o.key, err)
+		}
+		kind, first, err := checkHeader(data)
+		if err != nil {
+			return false, &CorruptionError{File: o.key, Reason: err.Error()}
+		}
+		if kind != kindArchive || first != o.first {
+			return false, &CorruptionError{File: o.key, Offset: 10, Reason: "not the archive object its key names (kind " +
+				strconv.Itoa(int(kind)) + ", first unit " + strconv.FormatUint(first, 10) + ")"}
+		}
+		c.key, c.data, c.off = o.key, data, headerSize
+	}
+}
+
+type cursorHeap struct{ items []*archiveCursor }
+
+func (h *cursorHeap) Len() int { return len(h.items) }
+func (h *cursorHeap) Less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if a.edit.Seq != b.edit.Seq {
+		return a.edit.Seq < b.edit.Seq
+	}
+	return a.log < b.log
+}
+func (h *cursorHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *cursorHeap) Push(x any)    { h.items = append(h.items, x.(*archiveCursor)) }
+func (h *cursorHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+// RecoveredEditsHeader starts the body of a recovered-edits object or file; records follow
+// (AppendEditRecord), in increasing sequence ids across a region's recovered edits.
+func RecoveredEditsHeader(dst []byte) []byte { return appendHeader(dst, kindRecovered, 0) }
+
+// RecoveredEditsName is the name of the n-th recovered-edits object or file of a region (they
+// are read in the order of n).
+func RecoveredEditsName(n uint64) string {
+	return fmt.Sprintf("%0*d%s", segmentNameDigits, n, recoveredSuffix)
+}

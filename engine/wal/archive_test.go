@@ -1,0 +1,252 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/storage"
+)
+
+// readArchive returns copies of every archived edit, in the order ReadArchive gives them.
+func readArchive(t testing.TB, b storage.Bucket) []Edit {
+	t.Helper()
+	var out []Edit
+	if _, err := ReadArchive(context.Background(), b, func(_ string, e *Edit) error {
+		out = append(out, cloneEdit(e))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func countKeys(t testing.TB, b storage.Bucket, prefix string) int {
+	t.Helper()
+	objs, err := b.List(context.Background(), prefix, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(objs)
+}
+
+// An object log with an archive keeps a flushed object until it is archived, archives each
+// acknowledged edit once, and deletes what is both flushed and archived.
+func TestObjectLogArchive(t *testing.T) {
+	ctx := context.Background()
+	b, dst := dirBucket(t), dirBucket(t)
+	l, err := OpenObjectLog(ctx, ObjectLogOptions{Bucket: b, Prefix: "wal/rs1_1", Writer: "test",
+		Archive: &ArchiveTarget{Bucket: dst, Log: "rs1_1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var want []Edit
+	for i := range 10 {
+		e := testEdit("r1", i)
+		seq, err := l.Append(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = seq
+		want = append(want, cloneEdit(e))
+	}
+	if err := l.MarkFlushed("r1", l.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, b, "wal/rs1_1/"); n != 10 {
+		t.Fatalf("%d objects left after a flush, want all 10 (none archived yet)", n)
+	}
+	n, err := l.Archive(ctx)
+	if err != nil || n != 10 {
+		t.Fatalf("Archive = %d, %v; want 10 objects", n, err)
+	}
+	if n := countKeys(t, b, "wal/rs1_1/"); n != 0 {
+		t.Fatalf("%d objects left once flushed and archived", n)
+	}
+	// More edits, archived before they are flushed: kept until the flush.
+	for i := 10; i < 15; i++ {
+		e := testEdit("r1", i)
+		seq, err := l.Append(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = seq
+		want = append(want, cloneEdit(e))
+	}
+	if n, err := l.Archive(ctx); err != nil || n != 5 {
+		t.Fatalf("second Archive = %d, %v; want 5", n, err)
+	}
+	if n := countKeys(t, b, "wal/rs1_1/"); n != 5 {
+		t.Fatalf("%d objects left archived but not flushed, want 5", n)
+	}
+	if n, err := l.Archive(ctx); err != nil || n != 0 {
+		t.Fatalf("Archive with nothing new = %d, %v", n, err)
+	}
+	got := readArchive(t, dst)
+	if len(got) != len(want) {
+		t.Fatalf("archive has %d edits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameEdit(&got[i], &want[i]) {
+			t.Fatalf("archived edit %d differs", i)
+		}
+	}
+	if through, err := ArchivedThrough(ctx, dst, "rs1_1"); err != nil || through != 15 {
+		t.Fatalf("ArchivedThrough = %d, %v; want 15", through, err)
+	}
+	// The master archives what a dead server left: nothing twice.
+	if n, err := ArchiveDeadObjectLog(ctx, b, "wal/rs1_1", ArchiveTarget{Bucket: dst, Log: "rs1_1"}, nil); err != nil || n != 0 {
+		t.Fatalf("ArchiveDeadObjectLog after the server archived everything = %d, %v", n, err)
+	}
+}
+
+// A directory WAL with an archive: Archive rolls the active segment so everything acknowledged is
+// archived; a flushed segment stays until archived; the master archives a dead directory's rest,
+// torn tail left out.
+func TestDirWALArchive(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	fs, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := dirBucket(t)
+	target := &ArchiveTarget{Bucket: dst, Log: "rs1_1"}
+	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1_1", Archive: target})
+	var want []Edit
+	appendN := func(from, to int) {
+		for i := from; i < to; i++ {
+			e := testEdit("r1", i)
+			seq, err := w.Append(e, SyncWAL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Seq = seq
+			want = append(want, cloneEdit(e))
+		}
+	}
+	appendN(0, 20)
+	if err := w.MarkFlushed("r1", w.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := w.Segments()
+	if len(segs) != 2 {
+		t.Fatalf("%d segments after a flush and a roll, want 2 (the flushed one kept until archived)", len(segs))
+	}
+	appendN(20, 25)
+	if n, err := w.Archive(ctx); err != nil || n != 2 {
+		t.Fatalf("Archive = %d, %v; want 2 segments (the active one rolled)", n, err)
+	}
+	segs, _ = w.Segments()
+	if len(segs) != 2 {
+		t.Fatalf("%d segments after archiving, want 2 (unflushed + active)", len(segs))
+	}
+	appendN(25, 30)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server died: its last segment ends in garbage (a torn write).
+	segs2, err := fs.List("wal/rs1_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := filepath.Join(root, "wal/rs1_1", segs2[len(segs2)-1])
+	f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if n, err := ArchiveDeadDir(ctx, fs, "wal/rs1_1", *target, nil); err != nil || n < 1 {
+		t.Fatalf("ArchiveDeadDir = %d, %v; want the last segment", n, err)
+	}
+	got := readArchive(t, dst)
+	if len(got) != len(want) {
+		t.Fatalf("archive has %d edits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameEdit(&got[i], &want[i]) {
+			t.Fatalf("archived edit %d differs", i)
+		}
+	}
+}
+
+// ReadArchive merges logs by sequence id: a region that moved from one server to another reads
+// back in the order it was written; damage is reported as corruption.
+func TestReadArchiveMergesLogs(t *testing.T) {
+	ctx := context.Background()
+	dst := dirBucket(t)
+	mk := func(log string, first uint64, seqs ...uint64) {
+		var p archivePack
+		for i, s := range seqs {
+			e := testEdit("r1", int(s))
+			e.Seq = s
+			rec := appendRecord(nil, e, s, time.Now().UnixMilli(), payloadSize(e))
+			p.add(first+uint64(i), rec)
+		}
+		if err := p.put(ctx, &ArchiveTarget{Bucket: dst, Log: log}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("a_1", 1, 1, 2, 3)
+	mk("b_1", 1, 4, 7, 9)
+	mk("a_1", 4, 5, 6, 8)
+	mk("a_1", 6, 8, 10) // overlaps the previous object: 8 is given once
+	got := readArchive(t, dst)
+	var seqs []uint64
+	for _, e := range got {
+		seqs = append(seqs, e.Seq)
+	}
+	if len(seqs) != 10 {
+		t.Fatalf("seqs %v, want 1..10", seqs)
+	}
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("seqs %v, want 1..10 in order", seqs)
+		}
+	}
+	// Flip a byte of one object.
+	key := ArchiveKey("b_1", 1, 3)
+	data, _, err := dst.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-5] ^= 0xff
+	if err := dst.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.Put(ctx, key, data, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadArchive(ctx, dst, func(string, *Edit) error { return nil })
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.File != key {
+		t.Fatalf("ReadArchive over a damaged object = %v, want a CorruptionError naming %s", err, key)
+	}
+	// Regions and pruning.
+	if err := RecordRegion(ctx, dst, "00000000000000aa", "ns:t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordRegion(ctx, dst, "00000000000000aa", "ns:other"); err != nil {
+		t.Fatal(err)
+	}
+	regions, err := ArchivedRegions(ctx, dst)
+	if err != nil || regions["00000000000000aa"] != "ns:t" {
+		t.Fatalf("ArchivedRegions = %v, %v", regions, err)
+	}
+	if n, err := PruneArchive(ctx, dst, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("PruneArchive of nothing old = %d, %v", n, err)
+	}
+	if n, err := PruneArchive(ctx, dst, time.Now().Add(time.Hour)); err != nil || n != 4 {
+		t.Fatalf("PruneArchive of everything = %d, %v", n, err)
+	}
+}
