@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,16 +17,21 @@ import (
 )
 
 // Backups (docs/snapshots.md): a scheduled StoreBackup of a loaded table to the backup location on
-// the in-cluster S3 server; the table dropped; a new StoreCluster bootstrapped from the backup has
-// every row; then that cluster hibernates (no pod left) and wakes with every row.
+// the in-cluster S3 server, with the WAL archived there too; more writes and a delete, a time T,
+// then more writes, deletes and the table dropped; a new StoreCluster bootstrapped from the backup
+// to T (point-in-time recovery) has exactly the rows acknowledged before T; then that cluster
+// hibernates (no pod left) and wakes with every row.
 var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "backup"), func() {
 	const source, restored = "origin", "restored"
 	const rows = 20000
 	var ns string
 	var completed string
+	var target time.Time
+	atT := 0 // rows row00000000.. at T
 
 	backupLocation := func(c *v1alpha1.StoreCluster) {
-		c.Spec.Backup = &v1alpha1.BackupSpec{S3: c.Spec.Storage.S3.S3Location}
+		c.Spec.Backup = &v1alpha1.BackupSpec{S3: c.Spec.Storage.S3.S3Location,
+			WALArchive: &v1alpha1.WALArchiveSpec{Interval: &metav1.Duration{Duration: 10 * time.Second}}}
 		c.Spec.Backup.S3.Prefix = "backups/" + source
 	}
 	small := func(c *v1alpha1.StoreCluster, name string) {
@@ -85,16 +91,42 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		GinkgoWriter.Println(out)
 	})
 
-	It("bootstraps a new StoreCluster from the backup after the table was dropped, with every row", func(ctx SpecContext) {
+	It("writes and deletes after the backup, notes a time T, then writes, deletes and drops the table", func(ctx SpecContext) {
 		Expect(completed).NotTo(BeEmpty())
+		// Before T: ten more rows (the loader's keys and values), then the last of them deleted.
+		var script strings.Builder
+		for i := rows; i < rows+10; i++ {
+			fmt.Fprintf(&script, "put 'orders', 'row%08d', 'f:q', 'value-of-row%08d'; ", i, i)
+		}
+		fmt.Fprintf(&script, "deleteall 'orders', 'row%08d'", rows+9)
+		shell(ctx, ns, source, script.String())
+		atT = rows + 9
+		// T is a whole second (what targetTime holds) after every write above was acknowledged.
+		target = time.Now().Truncate(time.Second).Add(time.Second)
+		for !time.Now().After(target.Add(time.Millisecond)) {
+			time.Sleep(10 * time.Millisecond) // the clock passes T
+		}
+		// After T: a row deleted, one changed, one added — none of it may be recovered.
+		shell(ctx, ns, source, fmt.Sprintf("deleteall 'orders', 'row%08d'; put 'orders', 'row%08d', 'f:q', 'changed'; put 'orders', 'row%08d', 'f:q', 'value-of-row%08d'",
+			5, 7, rows+20, rows+20))
+		// Everything acknowledged so far is archived now (else within walArchive.interval).
+		out := shell(ctx, ns, source, "archive_wal")
+		GinkgoWriter.Print(out)
+		Expect(out).To(ContainSubstring("region server(s)"))
 		Expect(shell(ctx, ns, source, "disable 'orders'; drop 'orders'; list")).NotTo(ContainSubstring("orders"))
+	})
+
+	It("bootstraps a new StoreCluster from the backup to T, with exactly the rows acknowledged before T", func(ctx SpecContext) {
+		Expect(completed).NotTo(BeEmpty())
+		Expect(atT).NotTo(BeZero())
 		// The source cluster is not needed any more: leave the node's cores to the new one.
 		Expect(crc.Delete(ctx, &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: source}})).To(Succeed())
 
 		c := sampleCluster("cellstore_v1alpha1_storecluster_minimal.yaml", ns, restored)
 		small(c, restored)
 		backupLocation(c)
-		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: completed}}}
+		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: completed},
+			TargetTime: &metav1.Time{Time: target}}}
 		Expect(crc.Create(ctx, c)).To(Succeed())
 		start := time.Now()
 		Eventually(func(g Gomega) {
@@ -102,10 +134,17 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 			g.Expect(cur.Status.Recovery).NotTo(BeNil())
 			g.Expect(cur.Status.Recovery.CompletedAt).NotTo(BeNil(), "recovery: %+v; conditions %+v", cur.Status.Recovery, cur.Status.Conditions)
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		GinkgoWriter.Printf("recovered in %v from %s\n", time.Since(start).Round(time.Second), completed)
+		summary := fmt.Sprintf("recovered to %s in %v from %s", target.UTC().Format(time.RFC3339), time.Since(start).Round(time.Second), completed)
+		GinkgoWriter.Println(summary)
+		AddReportEntry("point-in-time recovery", summary)
 		waitSettled(ctx, ns, restored, 4*time.Minute)
-		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-restored", restored, "orders", rows))
-		Expect(getCluster(ctx, ns, restored).Status.Recovery.Backup).To(Equal(completed))
+		// Rows 0..atT-1 with the loader's values, nothing else: the deleted row 5, the changed
+		// row 7 and the added rows after T would show as missing, wrong or extra.
+		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-restored", restored, "orders", atT))
+		rec := getCluster(ctx, ns, restored).Status.Recovery
+		Expect(rec.Backup).To(Equal(completed))
+		Expect(rec.TargetTime).NotTo(BeNil())
+		Expect(rec.TargetTime.Time.Equal(target)).To(BeTrue())
 	})
 
 	It("hibernates the restored cluster with no pod left, and wakes it with every row", func(ctx SpecContext) {
@@ -139,7 +178,7 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		summary := fmt.Sprintf("hibernated (every pod gone) in %v, awake and settled in %v", hibernatedIn, time.Since(start).Round(time.Second))
 		GinkgoWriter.Println(summary)
 		AddReportEntry("hibernation", summary)
-		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-woken", restored, "orders", rows))
+		GinkgoWriter.Printf("verify: %s", verifyRows(ctx, ns, "verify-woken", restored, "orders", atT))
 	})
 
 })

@@ -154,14 +154,14 @@ gracefully: regions are flushed and closed and the master is told.`,
 	addServerSecurityFlags(fl, &f.security)
 	addCellACLFlag(fl, f)
 	addHBaseFlags(fl, f)
+	addRemoteFlags(fl, &f.backup, "backup", "the backup location, where --wal-archive archives the WAL")
+	addWALArchiveFlags(fl, &f.walArchive, true, false)
 	return cmd
 }
 
 // addHBaseFlags registers the HBase protocol's flags (docs/hbase-clients.md).
 func addHBaseFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.BoolVar(&f.hbaseProtocol, "hbase-protocol", true, "also serve the stock HBase 2.x client's RPC on --data-addr (hbase.client.registry.impl = RpcConnectionRegistry, hbase.client.bootstrap.servers = this address)")
-	addRemoteFlags(fl, &f.backup, "backup", "the backup location, where --wal-archive archives the WAL")
-	addWALArchiveFlags(fl, &f.walArchive, true, false)
 	fl.StringVar(&f.clusterID, "cluster-id", "", "cluster id HBase clients are told (default \"cellstore\")")
 }
 

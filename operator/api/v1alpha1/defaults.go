@@ -173,3 +173,19 @@ func (q *QuotaSpec) Kind() ThrottleKind {
 	}
 	return DefaultThrottleKind
 }
+
+// WALArchiveInterval and WALArchiveRetention are spec.backup.walArchive's settings with their
+// defaults.
+func (w *WALArchiveSpec) WALArchiveInterval() time.Duration {
+	if w == nil || w.Interval == nil {
+		return time.Minute
+	}
+	return w.Interval.Duration
+}
+
+func (w *WALArchiveSpec) WALArchiveRetention() time.Duration {
+	if w == nil || w.Retention == nil {
+		return 7 * 24 * time.Hour
+	}
+	return w.Retention.Duration
+}

@@ -353,7 +353,30 @@ type BackupSpec struct {
 	// S3 is the bucket (and prefix) backups go to. CredentialsSecret holds the keys as for
 	// spec.storage.s3 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
 	S3 S3Location `json:"s3"`
+	// WALArchive keeps the cluster's write-ahead log at the backup location too, so that a
+	// cluster recovered from its backups can be taken to any point in time after one
+	// (spec.bootstrap.recovery.targetTime). The region servers then also reach the backup
+	// location.
+	// +optional
+	WALArchive *WALArchiveSpec `json:"walArchive,omitempty"`
 }
+
+// WALArchiveSpec is WAL archiving for point-in-time recovery.
+type WALArchiveSpec struct {
+	// Interval is how often each region server archives its WAL: the most a point-in-time
+	// recovery can miss of what was written before its target time.
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="walArchive.interval must be between 1s and 1h, e.g. 1m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Retention: archived WAL older than this is deleted. A point-in-time recovery needs the
+	// WAL from its backup on: keep it at least as long as the backups you may recover from.
+	// +kubebuilder:default="168h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="walArchive.retention must be at least 1h, e.g. 168h"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+}
+
 
 // BootstrapSpec says how a new cluster starts.
 type BootstrapSpec struct {
@@ -367,6 +390,13 @@ type BootstrapSpec struct {
 type RecoverySpec struct {
 	// Backup is a StoreBackup in the cluster's namespace.
 	Backup corev1.LocalObjectReference `json:"backup"`
+	// TargetTime recovers to this point in time (RFC 3339, e.g. "2026-11-27T01:30:00Z") rather
+	// than to the backup: the backup's tables plus the edits of the archived WAL made up to it
+	// (point-in-time recovery). It must be after the backup was taken, and the backed-up
+	// cluster must have archived its WAL (spec.backup.walArchive) to this cluster's
+	// spec.backup location, up to the target.
+	// +optional
+	TargetTime *metav1.Time `json:"targetTime,omitempty"`
 }
 
 // MasterSpec is the master group.
@@ -688,6 +718,10 @@ type RecoveryStatus struct {
 	// Backup is the StoreBackup the cluster came from, and Cluster the cluster it backed up.
 	Backup  string `json:"backup"`
 	Cluster string `json:"cluster,omitempty"`
+	// TargetTime is the point in time the tables were recovered to (spec.bootstrap.recovery's);
+	// none: the backup's own state.
+	// +optional
+	TargetTime *metav1.Time `json:"targetTime,omitempty"`
 	// Restored lists the snapshots already restored (one per table).
 	// +optional
 	Restored []string `json:"restored,omitempty"`

@@ -195,6 +195,30 @@ var _ = Describe("Backups", func() {
 		Expect(slices.Sorted(slices.Values(tables))).To(Equal([]string{"b1.default.orders", "b1.default.users"}))
 		Eventually(eventsOf(c2, "Recovered"), timeout, poll).ShouldNot(BeEmpty())
 
+		// To a point in time: the target goes to the master with each restore, and to status; a
+		// target before the backup was taken is refused, saying which backup to name.
+		bk := &v1alpha1.StoreBackup{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "b1"}, bk)).To(Succeed())
+		target := metav1.NewTime(bk.Status.StartedAt.Add(90 * time.Second).UTC().Truncate(time.Second))
+		c3 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pitr"}, Spec: *c.Spec.DeepCopy()}
+		c3.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}, TargetTime: &target}}
+		fake3 := fakeOf(c3)
+		for name, table := range fakeOf(c).Backups() {
+			fake3.PutBackup(name, table)
+		}
+		create(c3)
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c3).Status.Recovery }, timeout, poll).Should(And(Not(BeNil()),
+			HaveField("CompletedAt", Not(BeNil())), HaveField("TargetTime", Not(BeNil()))))
+		Expect(get(c3).Status.Recovery.TargetTime.Equal(&target)).To(BeTrue())
+		Expect(fake3.Journal()).To(ContainElement("restore b1.default.orders until " + target.UTC().Format(time.RFC3339)))
+		early := metav1.NewTime(bk.Status.StartedAt.Add(-time.Hour))
+		c4 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "too-early"}, Spec: *c.Spec.DeepCopy()}
+		c4.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}, TargetTime: &early}}
+		create(c4)
+		Eventually(condition(c4, v1alpha1.ConditionDegraded), timeout, poll).Should(
+			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTargetBeforeBackup, "name an earlier backup"))
+		Expect(fakeOf(c4).Restored()).To(BeEmpty())
+
 		// bootstrap cannot change afterwards, nor be added to a cluster that exists.
 		cur := get(c2)
 		cur.Spec.Bootstrap = nil

@@ -20,6 +20,7 @@ const (
 	ReasonBackupNotFound              = "BackupNotFound"
 	ReasonBackupNotComplete           = "BackupNotComplete"
 	ReasonRecovering                  = "Recovering"
+	ReasonRecoveryTargetBeforeBackup  = "RecoveryTargetBeforeBackup"
 )
 
 // taskRecovery bootstraps a new cluster from a StoreBackup (spec.bootstrap.recovery), once its
@@ -48,9 +49,21 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 	if b.Status.Phase != v1alpha1.BackupCompleted {
 		return Waiting(ReasonBackupNotComplete, "StoreBackup %s is %s, not Completed: recovery waits for it", name, phaseOr(b.Status.Phase))
 	}
+	var target time.Time
+	if t := c.Spec.Bootstrap.Recovery.TargetTime; t != nil {
+		target = t.Time
+		if b.Status.StartedAt != nil && !target.After(b.Status.StartedAt.Time) {
+			return Failed(ReasonRecoveryTargetBeforeBackup, "spec.bootstrap.recovery.targetTime %s is not after StoreBackup %s was taken (%s): name an earlier backup",
+				target.UTC().Format(time.RFC3339), name, b.Status.StartedAt.UTC().Format(time.RFC3339))
+		}
+	}
 	if c.Status.Recovery == nil {
-		c.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Cluster: b.Spec.Cluster}
-		r.event(c, corev1.EventTypeNormal, "RecoveryStarted", "restoring %d tables from StoreBackup %s (of StoreCluster %s)", len(b.Status.Snapshots), name, b.Spec.Cluster)
+		c.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Cluster: b.Spec.Cluster, TargetTime: c.Spec.Bootstrap.Recovery.TargetTime.DeepCopy()}
+		to := ""
+		if !target.IsZero() {
+			to = ", to " + target.UTC().Format(time.RFC3339)
+		}
+		r.event(c, corev1.EventTypeNormal, "RecoveryStarted", "restoring %d tables from StoreBackup %s (of StoreCluster %s)%s", len(b.Status.Snapshots), name, b.Spec.Cluster, to)
 	}
 	mc, err := r.Options.Masters(c)
 	if err != nil {
@@ -84,7 +97,7 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 					name, cs.Files, cs.FilesTotal)
 			}
 			cctx, cancel = call()
-			err = mc.RestoreSnapshot(cctx, sn.Snapshot)
+			err = mc.RestoreSnapshot(cctx, sn.Snapshot, target)
 			cancel()
 			if err != nil {
 				return Waiting(ReasonRecovering, "restoring table %s from %s: %v", sn.Table, sn.Snapshot, err)

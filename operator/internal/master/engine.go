@@ -398,9 +398,13 @@ func (e *engineClient) CopySnapshot(ctx context.Context, name string, export boo
 	return st, nil
 }
 
-func (e *engineClient) RestoreSnapshot(ctx context.Context, name string) error {
+func (e *engineClient) RestoreSnapshot(ctx context.Context, name string, until time.Time) error {
+	req := &pb.SnapshotNameRequest{Name: name}
+	if !until.IsZero() {
+		req.UntilMs = until.UnixMilli()
+	}
 	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: name})
+		_, err := m.RestoreSnapshot(ctx, req)
 		return err
 	})
 }

@@ -189,7 +189,7 @@ func TestEngineClientBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCopy(false)
-	if err := ec.RestoreSnapshot(ctx, "b1.sales.orders"); err != nil {
+	if err := ec.RestoreSnapshot(ctx, "b1.sales.orders", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if tables, _ := ec.ListTables(ctx); len(tables) != 1 {

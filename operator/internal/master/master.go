@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
@@ -51,8 +52,9 @@ type Client interface {
 	// CopySnapshot starts (unless it runs or is done) the copy of a snapshot to the backup
 	// location (export) or from it (import), and says how far it is.
 	CopySnapshot(ctx context.Context, name string, export bool) (CopyStatus, error)
-	// RestoreSnapshot makes the snapshot's table from it (a table that does not exist).
-	RestoreSnapshot(ctx context.Context, name string) error
+	// RestoreSnapshot makes the snapshot's table from it (a table that does not exist); with a
+	// non-zero until, to that point in time (the snapshot plus the archived WAL up to it).
+	RestoreSnapshot(ctx context.Context, name string, until time.Time) error
 	// DeleteSnapshot deletes a snapshot in the cluster; a missing one is no error.
 	DeleteSnapshot(ctx context.Context, name string) error
 	// DeleteBackup deletes a snapshot at the backup location; a missing one is no error.

@@ -51,6 +51,9 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 	}
 	args = append(args, "--hedge-delay="+spec.HedgeDelayDuration().String())
 	args = append(args, backupArgs(c)...)
+	if w := walArchive(c); w != nil {
+		args = append(args, "--wal-archive", "--wal-archive-retention="+w.WALArchiveRetention().String())
+	}
 	env := append(append(downwardEnv(), storageEnv(c)...), backupEnv(c)...)
 	if lim, ok := res.Limits[corev1.ResourceMemory]; ok {
 		if h := MasterHeapLimit(lim.Value()); h > 0 {
@@ -110,14 +113,27 @@ func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(string(corev1.StorageMediumHugePagesPrefix) + m.HugePageName)},
 		}})
 	}
+	env := append(downwardEnv(), storageEnv(c)...)
+	if w := walArchive(c); w != nil {
+		// The region servers archive their WALs at the backup location themselves.
+		args = append(args, backupArgs(c)...)
+		args = append(args, "--wal-archive", "--wal-archive-interval="+w.WALArchiveInterval().String())
+		env = append(env, backupEnv(c)...)
+		vols, _ := backupVolumes(c)
+		extra = append(extra, vols...)
+	}
 	drain := spec.DrainTimeoutDuration()
-	ctr := engineContainer(c, args, append(downwardEnv(), storageEnv(c)...), res, []corev1.ContainerPort{
+	ctr := engineContainer(c, args, env, res, []corev1.ContainerPort{
 		{Name: portNameData, ContainerPort: RegionServerDataPort, Protocol: corev1.ProtocolTCP},
 		{Name: portNameAdmin, ContainerPort: RegionServerAdmin, Protocol: corev1.ProtocolTCP},
 		{Name: portNameHTTP, ContainerPort: RegionServerHTTPPort, Protocol: corev1.ProtocolTCP},
 	}, RegionServerHTTPPort, int64(drain.Seconds()))
 	if m.HugePageSize > 0 {
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volumeHugePages, MountPath: HugePagesPath})
+	}
+	if walArchive(c) != nil {
+		_, mounts := backupVolumes(c)
+		ctr.VolumeMounts = append(ctr.VolumeMounts, mounts...)
 	}
 	if n := FileCacheBytes(c); n > 0 {
 		// The entries' headers and checksums take a little more than the bytes cached.
@@ -415,7 +431,8 @@ func s3Args(flag string, s3 *v1alpha1.S3Location, caFile string) []string {
 	return args
 }
 
-// The backup location (spec.backup.s3) is the masters' only: they copy snapshots there.
+// The backup location (spec.backup.s3): the masters copy snapshots there; with WAL archiving
+// (spec.backup.walArchive) the region servers archive their WALs there too.
 const (
 	BackupCAVolumeName = "backup-s3-ca"
 	BackupCAMountPath  = "/etc/cellstore/backup-s3-ca"
@@ -427,6 +444,14 @@ func backupArgs(c *v1alpha1.StoreCluster) []string {
 		return nil
 	}
 	return s3Args("--backup-s3-", &c.Spec.Backup.S3, BackupCAMountPath+"/"+S3CAFileName)
+}
+
+// walArchive is spec.backup.walArchive, nil when off.
+func walArchive(c *v1alpha1.StoreCluster) *v1alpha1.WALArchiveSpec {
+	if c.Spec.Backup == nil {
+		return nil
+	}
+	return c.Spec.Backup.WALArchive
 }
 
 func backupEnv(c *v1alpha1.StoreCluster) []corev1.EnvVar {

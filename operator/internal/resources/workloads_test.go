@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -550,5 +551,39 @@ func TestRegionServerNetworkPolicy(t *testing.T) {
 	}
 	if !open[int(RegionServerDataPort)] || !open[int(RegionServerHTTPPort)] || open[int(RegionServerAdmin)] {
 		t.Errorf("open ports %v: want data and HTTP open, admin restricted", open)
+	}
+}
+
+// spec.backup goes to the masters only; with walArchive the region servers also get the backup
+// location (flags, keys, CA) and archive their WALs there, and the masters archive dead ones.
+func TestBackupLocationAndWALArchive(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "https://s3.internal:9000", Bucket: "backups",
+		CredentialsSecret: &corev1.LocalObjectReference{Name: "backup-keys"},
+		EndpointCA:        &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "backup-ca"}, Key: "ca.pem"}}}
+	hasBackup := func(sts *appsv1.StatefulSet) bool {
+		ctr := container(t, sts)
+		return hasArg(ctr.Args, "--backup-s3-bucket=backups") &&
+			slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "CELLSTORE_BACKUP_S3_ACCESS_KEY_ID" }) &&
+			slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == BackupCAVolumeName }) &&
+			slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == BackupCAVolumeName })
+	}
+	walArgs := func(sts *appsv1.StatefulSet) []string {
+		return slices.DeleteFunc(slices.Clone(container(t, sts).Args), func(a string) bool { return !strings.HasPrefix(a, "--wal-archive") })
+	}
+	m, rs := MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))
+	if !hasBackup(m) || hasBackup(rs) || len(walArgs(m)) != 0 || len(walArgs(rs)) != 0 {
+		t.Fatalf("without walArchive: the master gets the backup location (%v), region servers nothing (%v)", container(t, m).Args, container(t, rs).Args)
+	}
+	c.Spec.Backup.WALArchive = &v1alpha1.WALArchiveSpec{Interval: &metav1.Duration{Duration: 30 * time.Second}}
+	m, rs = MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))
+	if !hasBackup(m) || !hasBackup(rs) {
+		t.Fatalf("with walArchive both reach the backup location: master %v, region server %v", container(t, m).Args, container(t, rs).Args)
+	}
+	if got := walArgs(m); !slices.Equal(got, []string{"--wal-archive", "--wal-archive-retention=168h0m0s"}) {
+		t.Errorf("master WAL archive args %v", got)
+	}
+	if got := walArgs(rs); !slices.Equal(got, []string{"--wal-archive", "--wal-archive-interval=30s"}) {
+		t.Errorf("region server WAL archive args %v", got)
 	}
 }

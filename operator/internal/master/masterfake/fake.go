@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/master"
@@ -540,7 +541,7 @@ func (c client) CopySnapshot(_ context.Context, name string, export bool) (maste
 	return master.CopyStatus{State: master.CopyDone, Files: 2, FilesTotal: 2, Bytes: 2048}, nil
 }
 
-func (c client) RestoreSnapshot(_ context.Context, name string) error {
+func (c client) RestoreSnapshot(_ context.Context, name string, until time.Time) error {
 	f := c.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -553,7 +554,11 @@ func (c client) RestoreSnapshot(_ context.Context, name string) error {
 	}
 	f.tables = append(f.tables, table)
 	f.restored = append(f.restored, name)
-	f.note("restore %s", name)
+	if until.IsZero() {
+		f.note("restore %s", name)
+	} else {
+		f.note("restore %s until %s", name, until.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 
