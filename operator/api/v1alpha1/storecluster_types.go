@@ -377,7 +377,6 @@ type WALArchiveSpec struct {
 	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
-
 // BootstrapSpec says how a new cluster starts.
 type BootstrapSpec struct {
 	// Recovery restores the tables of a completed StoreBackup (of this or another cluster, in
