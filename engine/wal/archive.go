@@ -206,32 +206,33 @@ func ArchiveDeadObjectLog(ctx context.Context, b storage.Bucket, prefix string, 
 		return 0, fmt.Errorf("wal: archive %s: %w", prefix, err)
 	}
 	var p archivePack
+	var todo []numberedObject
 	for _, o := range objs {
-		if o.n <= through {
-			continue
+		if o.n > through {
+			todo = append(todo, o)
 		}
-		data, _, err := b.Get(ctx, o.key)
-		if err != nil {
-			return units, fmt.Errorf("wal: archive %s: %w", o.key, err)
-		}
+	}
+	err = fetchObjects(ctx, b, todo, func(o numberedObject, data []byte) error {
 		if err := applyObject(o, data, func(e *Edit) error {
 			if onRegion != nil {
 				onRegion(string(e.Region))
 			}
 			return nil
 		}); err != nil {
-			return units, err // damage: checked before a byte of it is archived
+			return err // damage: checked before a byte of it is archived
 		}
 		if kind, _, _ := checkHeader(data); kind == kindFence {
-			continue
+			return nil
 		}
 		p.add(o.n, data[headerSize:])
 		units++
 		if p.full() {
-			if err := p.put(ctx, &t); err != nil {
-				return units, err
-			}
+			return p.put(ctx, &t)
 		}
+		return nil
+	})
+	if err != nil {
+		return units, err
 	}
 	return units, p.put(ctx, &t)
 }

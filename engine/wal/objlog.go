@@ -540,22 +540,23 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 		l.mu.Unlock()
 		return nil
 	}
-	for _, n := range todo {
-		key := objectKey(l.opts.Prefix, n)
-		data, _, err := l.opts.Bucket.Get(ctx, key)
-		if err != nil {
-			return done, fmt.Errorf("wal: archiving %s: %w", key, err)
+	objs := make([]numberedObject, len(todo))
+	for i, n := range todo {
+		objs[i] = numberedObject{n: n, key: objectKey(l.opts.Prefix, n)}
+	}
+	err := fetchObjects(ctx, l.opts.Bucket, objs, func(o numberedObject, data []byte) error {
+		if kind, num, err := checkHeader(data); err != nil || kind != kindObject || num != o.n {
+			return &CorruptionError{File: o.key, Reason: fmt.Sprintf("not log object %d (header: kind %d, number %d, %v)", o.n, kind, num, err)}
 		}
-		if kind, num, err := checkHeader(data); err != nil || kind != kindObject || num != n {
-			return done, &CorruptionError{File: key, Reason: fmt.Sprintf("not log object %d (header: kind %d, number %d, %v)", n, kind, num, err)}
-		}
-		p.add(n, data[headerSize:])
+		p.add(o.n, data[headerSize:])
 		done++
 		if p.full() {
-			if err := put(); err != nil {
-				return done, err
-			}
+			return put()
 		}
+		return nil
+	})
+	if err != nil {
+		return done, err
 	}
 	if err := put(); err != nil {
 		return done, err
@@ -860,6 +861,15 @@ func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func
 		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
 	}
 	var highest uint64
+	err = fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
+		highest = max(highest, o.n)
+		return applyObject(o, data, fn)
+	})
+	return highest, err
+}
+
+// fetchObjects gets objs readAhead at a time and calls fn with each, in order.
+func fetchObjects(ctx context.Context, b storage.Bucket, objs []numberedObject, fn func(numberedObject, []byte) error) error {
 	bodies := make([][]byte, readAhead)
 	errs := make([]error, readAhead)
 	for start := 0; start < len(objs); start += readAhead {
@@ -875,16 +885,15 @@ func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func
 		wg.Wait()
 		for i, o := range batch {
 			if errs[i] != nil {
-				return 0, fmt.Errorf("wal: read %s: %w", o.key, errs[i])
+				return fmt.Errorf("wal: read %s: %w", o.key, errs[i])
 			}
-			highest = max(highest, o.n)
-			if err := applyObject(o, bodies[i], fn); err != nil {
-				return 0, err
+			if err := fn(o, bodies[i]); err != nil {
+				return err
 			}
 			bodies[i] = nil
 		}
 	}
-	return highest, nil
+	return nil
 }
 
 // applyObject checks one log object and calls fn with its edits.

@@ -1141,7 +1141,8 @@ func (w *WAL) Archive(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if a := segs[len(segs)-1]; a.Active && a.MaxSeq > 0 {
+	// Not a broken WAL: its Roll is the region server's way back (it takes a new WAL instead).
+	if a := segs[len(segs)-1]; a.Active && a.MaxSeq > 0 && w.Err() == nil {
 		if err := w.Roll(); err != nil {
 			return 0, err
 		}
