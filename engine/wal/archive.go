@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/storage"
@@ -110,19 +113,9 @@ func listArchive(ctx context.Context, b storage.Bucket, log string) ([]archivedO
 		if c := strings.Compare(x.log, y.log); c != 0 {
 			return c
 		}
-		return compareUint(x.first, y.first)
+		return cmp.Compare(x.first, y.first)
 	})
 	return out, nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ArchivedThrough returns the highest unit of log already archived (0: none).
@@ -136,6 +129,49 @@ func ArchivedThrough(ctx context.Context, b storage.Bucket, log string) (uint64,
 		through = max(through, o.last)
 	}
 	return through, nil
+}
+
+// archiveProgress is how far a live log is archived, shared by WAL and ObjectLog: every unit
+// numbered up to through is archived; known says through was read from the archive (after a
+// failed PUT, which may have landed, it is read again). One Archive runs at a time (round).
+type archiveProgress struct {
+	round   sync.Mutex
+	through atomic.Uint64
+	known   atomic.Bool
+}
+
+// begin makes through known (the caller holds round).
+func (a *archiveProgress) begin(ctx context.Context, t *ArchiveTarget) error {
+	if a.known.Load() {
+		return nil
+	}
+	through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
+	if err != nil {
+		return err
+	}
+	a.advance(through)
+	a.known.Store(true)
+	return nil
+}
+
+func (a *archiveProgress) advance(n uint64) {
+	for {
+		cur := a.through.Load()
+		if n <= cur || a.through.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// put writes a pack and moves through past it.
+func (a *archiveProgress) put(ctx context.Context, t *ArchiveTarget, p *archivePack) error {
+	last := p.last
+	if err := p.put(ctx, t); err != nil {
+		a.known.Store(false)
+		return err
+	}
+	a.advance(last)
+	return nil
 }
 
 // archivePack gathers the records of consecutive units into one archive object.

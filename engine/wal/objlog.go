@@ -55,11 +55,8 @@ type ObjectLog struct {
 	// flushed past it is deleted.
 	live    []liveObject
 	flushed map[string]uint64
-	// archived: every object numbered up to it is archived (with opts.Archive); archiveKnown:
-	// archived was read from the archive (after a failure it is read again).
-	archived     uint64
-	archiveKnown bool
-	archiveMu    sync.Mutex // one Archive at a time
+	// archived: how far the log is archived (with opts.Archive).
+	archived archiveProgress
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -460,7 +457,7 @@ func (l *ObjectLog) dropDone() error {
 	var drop []uint64
 	kept := l.live[:0]
 	for _, o := range l.live {
-		done := l.opts.Archive == nil || o.n <= l.archived
+		done := l.opts.Archive == nil || o.n <= l.archived.through.Load()
 		for r, s := range o.regions {
 			if !done || l.flushed[r] < s {
 				done = false
@@ -502,24 +499,16 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 	if t == nil {
 		return 0, errors.New("wal: the log has no archive")
 	}
-	l.archiveMu.Lock()
-	defer l.archiveMu.Unlock()
-	l.mu.Lock()
-	known := l.archiveKnown
-	l.mu.Unlock()
-	if !known {
-		through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
-		if err != nil {
-			return 0, err
-		}
-		l.mu.Lock()
-		l.archived, l.archiveKnown = max(l.archived, through), true
-		l.mu.Unlock()
+	l.archived.round.Lock()
+	defer l.archived.round.Unlock()
+	if err := l.archived.begin(ctx, t); err != nil {
+		return 0, err
 	}
+	through := l.archived.through.Load()
 	l.mu.Lock()
 	var todo []uint64
 	for _, o := range l.live {
-		if o.n > l.archived {
+		if o.n > through {
 			todo = append(todo, o.n)
 		}
 	}
@@ -527,19 +516,6 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 	slices.Sort(todo)
 	done := 0
 	var p archivePack
-	put := func() error {
-		last := p.last
-		if err := p.put(ctx, t); err != nil {
-			l.mu.Lock()
-			l.archiveKnown = false // the PUT may have landed: read the archive again
-			l.mu.Unlock()
-			return err
-		}
-		l.mu.Lock()
-		l.archived = max(l.archived, last)
-		l.mu.Unlock()
-		return nil
-	}
 	objs := make([]numberedObject, len(todo))
 	for i, n := range todo {
 		objs[i] = numberedObject{n: n, key: objectKey(l.opts.Prefix, n)}
@@ -551,14 +527,14 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 		p.add(o.n, data[headerSize:])
 		done++
 		if p.full() {
-			return put()
+			return l.archived.put(ctx, t, &p)
 		}
 		return nil
 	})
 	if err != nil {
 		return done, err
 	}
-	if err := put(); err != nil {
+	if err := l.archived.put(ctx, t, &p); err != nil {
 		return done, err
 	}
 	return done, l.dropDone()

@@ -202,11 +202,8 @@ type WAL struct {
 	opts Options
 	fs   storage.FS
 
-	// Archive side: every segment numbered up to archivedThrough is archived; archiveKnown:
-	// archivedThrough was read from the archive (after a failure it is read again).
-	archiveMu       sync.Mutex
-	archivedThrough atomic.Uint64
-	archiveKnown    atomic.Bool
+	// archived: how far the segments are archived (with opts.Archive).
+	archived archiveProgress
 
 	// Append side, guarded by amu.
 	amu     sync.Mutex
@@ -1034,7 +1031,7 @@ func (w *WAL) archive() error {
 }
 
 func (w *WAL) archivable(m *segmentMeta) bool {
-	if w.opts.Archive != nil && m.num > w.archivedThrough.Load() {
+	if w.opts.Archive != nil && m.num > w.archived.through.Load() {
 		return false
 	}
 	for r, seq := range m.regions {
@@ -1125,17 +1122,10 @@ func (w *WAL) Archive(ctx context.Context) (int, error) {
 	if t == nil {
 		return 0, errors.New("wal: the log has no archive")
 	}
-	w.archiveMu.Lock()
-	defer w.archiveMu.Unlock()
-	if !w.archiveKnown.Load() {
-		through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
-		if err != nil {
-			return 0, err
-		}
-		if through > w.archivedThrough.Load() {
-			w.archivedThrough.Store(through)
-		}
-		w.archiveKnown.Store(true)
+	w.archived.round.Lock()
+	defer w.archived.round.Unlock()
+	if err := w.archived.begin(ctx, t); err != nil {
+		return 0, err
 	}
 	segs, err := w.Segments()
 	if err != nil {
@@ -1152,20 +1142,9 @@ func (w *WAL) Archive(ctx context.Context) (int, error) {
 	}
 	done := 0
 	var p archivePack
-	put := func() error {
-		last := p.last
-		if err := p.put(ctx, t); err != nil {
-			w.archiveKnown.Store(false) // the PUT may have landed: read the archive again
-			return err
-		}
-		if last > w.archivedThrough.Load() {
-			w.archivedThrough.Store(last)
-		}
-		return nil
-	}
 	for _, sg := range segs {
 		n, ok := parseSegmentName(path.Base(sg.Path))
-		if sg.Active || !ok || n <= w.archivedThrough.Load() {
+		if sg.Active || !ok || n <= w.archived.through.Load() {
 			continue
 		}
 		recs, err := segmentRecords(w.fs, sg.Path, nil, nil)
@@ -1175,12 +1154,12 @@ func (w *WAL) Archive(ctx context.Context) (int, error) {
 		p.add(n, recs)
 		done++
 		if p.full() {
-			if err := put(); err != nil {
+			if err := w.archived.put(ctx, t, &p); err != nil {
 				return done, err
 			}
 		}
 	}
-	if err := put(); err != nil {
+	if err := w.archived.put(ctx, t, &p); err != nil {
 		return done, err
 	}
 	return done, w.request(&request{kind: reqFlushed})
