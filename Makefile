@@ -85,7 +85,7 @@ lint: $(STATICCHECK) ## Check the code: gofmt, go mod tidy, go vet and staticche
 build: ## Build every package and the programs into bin/.
 	go build ./...
 	@mkdir -p $(LOCALBIN)
-	@for d in engine/cmd/cellstore operator/cmd; do \
+	@for d in engine/cmd/cellstore operator/cmd operator/cmd/kubectl-cellstore; do \
 	  if [ -d $$d ]; then CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./$$d; fi; done
 
 .PHONY: images

@@ -41,6 +41,7 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 	}
 
 	BeforeAll(func(ctx SpecContext) {
+		buildPlugin(ctx)
 		installOperator(ctx)
 		ns = newNamespace("backup")
 		deployDevS3(ctx, ns)
@@ -147,18 +148,45 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		Expect(rec.TargetTime.Time.Equal(target)).To(BeTrue())
 	})
 
+	It("is operated with kubectl cellstore: status, shell, drain and undrain, balance, logs", func(ctx SpecContext) {
+		out := kubectlCellstore(ctx, "status", restored, "-n", ns, "--master")
+		GinkgoWriter.Println(out)
+		Expect(out).To(And(ContainSubstring("Phase:"), ContainSubstring("Running"), ContainSubstring(restored+"-regionserver-1"),
+			ContainSubstring("Conditions:"), ContainSubstring("The master's view:")))
+		Expect(kubectlCellstore(ctx, "shell", restored, "-n", ns, "-e", "list")).To(ContainSubstring("orders"))
+		// Drain a region server through the plugin: its regions move away; undrain lets it take some again.
+		rs := restored + "-regionserver-1"
+		Expect(kubectlCellstore(ctx, "drain", restored, rs, "-n", ns)).To(ContainSubstring("is draining"))
+		Eventually(func(g Gomega) {
+			for _, s := range getCluster(ctx, ns, restored).Status.Regions.PerServer {
+				if s.Pod == rs {
+					g.Expect(s.Draining).To(BeTrue())
+					g.Expect(s.Regions).To(BeZero())
+				}
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		kubectlCellstore(ctx, "undrain", restored, rs, "-n", ns)
+		kubectlCellstore(ctx, "balance", restored, "-n", ns)
+		Eventually(func(g Gomega) {
+			for _, s := range getCluster(ctx, ns, restored).Status.Regions.PerServer {
+				if s.Pod == rs {
+					g.Expect(s.Draining).To(BeFalse())
+					g.Expect(s.Regions).To(BeNumerically(">", 0))
+				}
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		logs := kubectlCellstore(ctx, "logs", restored, "-n", ns, "--role", "master", "--tail", "5")
+		Expect(logs).To(ContainSubstring("[" + restored + "-master-0] "))
+		waitSettled(ctx, ns, restored, 4*time.Minute)
+	})
+
 	It("hibernates the restored cluster with no pod left, and wakes it with every row", func(ctx SpecContext) {
 		setHibernation := func(on bool) {
-			updateCluster(ctx, ns, restored, func(c *v1alpha1.StoreCluster) {
-				if c.Annotations == nil {
-					c.Annotations = map[string]string{}
-				}
-				if on {
-					c.Annotations[v1alpha1.AnnotationHibernation] = "on"
-				} else {
-					delete(c.Annotations, v1alpha1.AnnotationHibernation)
-				}
-			})
+			state := "off"
+			if on {
+				state = "on"
+			}
+			Expect(kubectlCellstore(ctx, "hibernate", restored, state, "-n", ns)).To(ContainSubstring("storecluster/" + restored))
 		}
 		start := time.Now()
 		setHibernation(true)

@@ -46,6 +46,22 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// buildPlugin builds kubectl-cellstore into a directory put first on PATH, so that `kubectl
+// cellstore` finds it as kubectl finds any plugin.
+func buildPlugin(ctx context.Context) {
+	dir := GinkgoT().TempDir()
+	out, err := run(ctx, "go", "build", "-o", filepath.Join(dir, "kubectl-cellstore"), filepath.Join(repoRoot(), "operator", "cmd", "kubectl-cellstore"))
+	Expect(err).NotTo(HaveOccurred(), out)
+	Expect(os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))).To(Succeed())
+}
+
+// kubectlCellstore runs `kubectl cellstore ARGS` (the plugin) and returns its output.
+func kubectlCellstore(ctx context.Context, args ...string) string {
+	out, err := kubectl(ctx, append([]string{"cellstore"}, args...)...)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
 func kubectl(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, envOr("KUBECTL", "kubectl"), args...)
 }

@@ -1,0 +1,25 @@
+// Command kubectl-cellstore is the kubectl plugin for Cellstore's StoreClusters: put it on the PATH
+// and run `kubectl cellstore ...` (docs/operator.md, "kubectl plugin").
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cellstore/cellstore/operator/internal/plugin"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := plugin.NewCommand(func(o plugin.ConnectOptions) (*plugin.Env, error) {
+		return plugin.Connect(o, os.Stdin, os.Stdout, os.Stderr)
+	})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
