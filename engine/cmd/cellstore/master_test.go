@@ -63,9 +63,18 @@ func TestMasterCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	st, err := pb.NewMasterClient(conn).ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-	if err != nil {
-		t.Fatal(err)
+	// /readyz is OK for a standby too: the master may still be becoming active (loading its
+	// catalog) at first.
+	var st *pb.ClusterStatusResponse
+	for {
+		st, err = pb.NewMasterClient(conn).ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the master
 	}
 	if st.GetActiveMaster() != a[0] || st.GetClusterConfig()["hedge_delay_ms"] != "25" || st.GetClusterConfig()["default_region_replication"] != "2" {
 		t.Errorf("status %v (listening on %s)", st, a[0])
