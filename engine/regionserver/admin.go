@@ -89,6 +89,7 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 	// Orders may arrive before RegisterServer's answer has been processed here: the master
 	// assigns as soon as it registered the server, so they are accepted while registering.
 	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace()}
+	or.lat = s.tm.latencyOf(or.tkey)
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
 		ex := v.(*onlineRegion)
 		if ex.state.Load() == stateOpen {

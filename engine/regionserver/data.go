@@ -228,7 +228,11 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 	}
 	reply(c, &answered, &pb.GetResponse{Result: out}, block)
 	s.m.gets.Add(1)
-	s.m.getLatency.Observe(time.Since(start).Seconds())
+	took := time.Since(start).Seconds()
+	s.m.getLatency.Observe(took)
+	if or.lat != nil {
+		or.lat.get.Observe(took)
+	}
 }
 
 func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get) (*region.Result, *pb.ErrorDetail) {
@@ -340,7 +344,11 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 	}
 	reply(c, &answered, &resp, block)
 	s.m.mutates.Add(1)
-	s.m.mutateLatency.Observe(time.Since(start).Seconds())
+	took := time.Since(start).Seconds()
+	s.m.mutateLatency.Observe(took)
+	if or.lat != nil {
+		or.lat.mutate.Observe(took)
+	}
 }
 
 // mutate applies one non-conditional mutation.
@@ -911,7 +919,11 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		sc.rs.ReleaseBatch()
 	}
 	s.m.scans.Add(1)
-	s.m.scanLatency.Observe(time.Since(start).Seconds())
+	took := time.Since(start).Seconds()
+	s.m.scanLatency.Observe(took)
+	if sc != nil && sc.or.lat != nil {
+		sc.or.lat.scan.Observe(took)
+	}
 }
 
 // moreAfterRegion says whether the scan goes on past this region: not when its stop row is in

@@ -103,6 +103,11 @@ type Config struct {
 	// a recovery can miss of what was written before its target time).
 	WALArchive         storage.Bucket
 	WALArchiveInterval time.Duration
+	// TableMetricsMax bounds the tables with per-table series (the busiest keep their names, the
+	// rest are summed under table="_other"; default 100). RegionMetricsTop is how many of the
+	// busiest regions get series of their own (default 20; negative: none). tablemetrics.go.
+	TableMetricsMax  int
+	RegionMetricsTop int
 	// MaxCellSize bounds one cell (default cell.DefaultMaxCellSize).
 	MaxCellSize int
 	// RPC bounds what clients can make the data path hold (rpc.ServerOptions: request size and
@@ -165,6 +170,12 @@ func (c *Config) fill() error {
 	if c.MemstoreBytes <= 0 {
 		c.MemstoreBytes = 256 << 20
 	}
+	if c.TableMetricsMax <= 0 {
+		c.TableMetricsMax = 100
+	}
+	if c.RegionMetricsTop == 0 {
+		c.RegionMetricsTop = 20
+	}
 	if c.WALArchiveInterval <= 0 {
 		c.WALArchiveInterval = time.Minute
 	}
@@ -214,6 +225,7 @@ type onlineRegion struct {
 	table  *pb.TableDescriptor
 	tkey   string // namespace:name
 	ns     string
+	lat    *tableLatency // the table's latency histograms
 	state  atomic.Int32
 	r      atomic.Pointer[region.Region]
 	cancel atomic.Bool // a close arrived while opening
@@ -245,6 +257,8 @@ type Server struct {
 	walMu  sync.RWMutex
 	wal    serverLog
 	walDir string
+	// tm: per-table and per-region metrics (tablemetrics.go).
+	tm *tableMetrics
 	// WAL archiving (walarchive.go): regions whose table is still to be recorded, and those done.
 	archiveRound    sync.Mutex // one archiving round at a time
 	archiveMu       sync.Mutex
@@ -348,6 +362,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cache = blockcache.NewCombined(s.l1, s.l2)
 	s.m = newMetrics(s)
+	s.tm = newTableMetrics(s, s.cfg.TableMetricsMax, max(s.cfg.RegionMetricsTop, 0))
 	if cfg.HTTPAddr != "" {
 		s.tel = telemetry.New()
 		if cfg.Registerer == nil {
@@ -357,6 +372,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.cfg.Registerer != nil {
 		if err := s.m.register(s.cfg.Registerer); err != nil {
+			s.release()
+			return nil, err
+		}
+		if err := s.cfg.Registerer.Register(s.tm); err != nil {
 			s.release()
 			return nil, err
 		}

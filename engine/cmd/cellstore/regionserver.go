@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,8 @@ type regionServerFlags struct {
 	cellACLEarlyOut bool
 	hbaseProtocol   bool
 	clusterID       string
+	// per-table and per-region metrics
+	tableMetricsMax, regionMetricsTop int
 	// WAL archiving for point-in-time recovery, at the backup location
 	backup     bucketFlags
 	walArchive walArchiveFlags
@@ -99,6 +102,12 @@ func (c *commitModeFlag) Set(s string) (err error) {
 func (c *commitModeFlag) Type() string { return "mode" }
 
 // addWALFlags registers how the WAL commits.
+// addTableMetricsFlags registers the cardinality guard of the per-table and per-region metrics.
+func addTableMetricsFlags(fl *pflag.FlagSet, f *regionServerFlags) {
+	fl.IntVar(&f.tableMetricsMax, "table-metrics-max", 100, "tables with per-table metric series; the rest are summed under table=\"_other\"")
+	fl.IntVar(&f.regionMetricsTop, "region-metrics-top", 20, "the busiest regions that get metric series of their own (0: none)")
+}
+
 func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
@@ -150,6 +159,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	f.mem.AddFlags(fl)
 	addAdmissionFlags(fl, f)
 	addWALFlags(fl, f)
+	addTableMetricsFlags(fl, f)
 	addFileCacheFlags(fl, f)
 	addServerSecurityFlags(fl, &f.security)
 	addCellACLFlag(fl, f)
@@ -207,7 +217,8 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID}
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
+		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 
 func runRegionServer(ctx context.Context, f *regionServerFlags) error {

@@ -68,6 +68,7 @@ same directory recovers the tables.`,
 	f.rs.mem.AddFlags(fl)
 	addAdmissionFlags(fl, &f.rs)
 	addWALFlags(fl, &f.rs)
+	addTableMetricsFlags(fl, &f.rs)
 	addFileCacheFlags(fl, &f.rs)
 	addServerSecurityFlags(fl, &f.rs.security)
 	addCellACLFlag(fl, &f.rs)

@@ -1,0 +1,147 @@
+package regionserver
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/client"
+)
+
+// series gathers a registry into "name{label=value,...}" → value.
+func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			key := f.GetName() + "{" + strings.Join(ls, ",") + "}"
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[key] = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[key] = m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// Per-table and per-region metrics: counts per table from the regions' own counters, latency per
+// table and operation, the busiest regions only, tables beyond the limit summed under "_other",
+// and a table's counters that do not go down when one of its regions moves away.
+func TestTableAndRegionMetrics(t *testing.T) {
+	var regs []*prometheus.Registry
+	c := startTunedCluster(t, 2, func(cfg *Config) {
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		cfg.Registerer, cfg.TableMetricsMax, cfg.RegionMetricsTop = reg, 2, 3
+	})
+	ctx := context.Background()
+	for _, name := range []string{"busy", "quiet", "idle"} {
+		td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: name}, Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+		if _, err := c.client.CreateTable(ctx, td, [][]byte{rowKey(50)}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitOpen(name, 2, "", 30*time.Second)
+	}
+	for i := range 100 {
+		if err := c.client.Table("busy").Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if _, err := c.client.Table("quiet").Get(ctx, &pb.Get{Row: rowKey(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := func(name string) float64 {
+		var n float64
+		for _, reg := range regs {
+			n += series(t, reg)[name]
+		}
+		return n
+	}
+	if got := sum(`cellstore_regionserver_table_write_requests_total{table=default:busy}`); got != 100 {
+		t.Errorf("writes of busy: %v, want 100", got)
+	}
+	if got := sum(`cellstore_regionserver_table_request_seconds{op=mutate,table=default:busy}`); got != 100 {
+		t.Errorf("mutate latencies of busy: %v, want 100", got)
+	}
+	if got := sum(`cellstore_regionserver_table_regions{table=default:busy}`); got != 2 {
+		t.Errorf("regions of busy: %v", got)
+	}
+	// With at most 2 tables a server names the busiest and sums the rest: quiet and idle share
+	// "_other" on a server that holds regions of all three.
+	for i, reg := range regs {
+		s := series(t, reg)
+		tables := map[string]bool{}
+		regions := 0
+		for k := range s {
+			if rest, ok := strings.CutPrefix(k, "cellstore_regionserver_table_regions{table="); ok {
+				tables[strings.TrimSuffix(rest, "}")] = true
+			}
+			if strings.HasPrefix(k, "cellstore_regionserver_region_write_requests_total{") {
+				regions++
+			}
+		}
+		if len(tables) > 2 {
+			t.Errorf("server %d: per-table series for %v, want at most 2 tables", i, tables)
+		}
+		if tables[otherTables] && s["cellstore_regionserver_table_metrics_folded_tables{}"] < 2 {
+			t.Errorf("server %d: _other without folded tables: %v", i, s)
+		}
+		if regions > 3 {
+			t.Errorf("server %d: %d regions with series of their own, want at most 3", i, regions)
+		}
+		if n := len(c.servers[i].OnlineRegions()); float64(regions)+s["cellstore_regionserver_region_metrics_omitted_regions{}"] != float64(n) {
+			t.Errorf("server %d: %d region series + %v omitted, %d regions", i, regions, s["cellstore_regionserver_region_metrics_omitted_regions{}"], n)
+		}
+	}
+
+	// A region of busy moves: the source server still counts what it served.
+	var src, dst int
+	var moving string
+	for i, s := range c.servers {
+		s.regions.Range(func(_, v any) bool {
+			if or := v.(*onlineRegion); or.tkey == "default:busy" && moving == "" {
+				moving, src, dst = or.name, i, 1-i
+			}
+			return true
+		})
+	}
+	before := series(t, regs[src])[`cellstore_regionserver_table_write_requests_total{table=default:busy}`]
+	if before == 0 {
+		t.Fatalf("server %d holds region %s of busy but counted no writes", src, moving)
+	}
+	c.masterCall(t, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: moving, Destination: c.servers[dst].Name()})
+		return err
+	})
+	c.waitOpen("busy", 2, "", 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.serves(c.servers[src].Name(), moving) {
+		if time.Now().After(deadline) {
+			t.Fatalf("region %s still on server %d", moving, src)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the move
+	}
+	if after := series(t, regs[src])[`cellstore_regionserver_table_write_requests_total{table=default:busy}`]; after < before {
+		t.Fatalf("busy's writes on server %d went from %v to %v when a region moved away", src, before, after)
+	}
+}
