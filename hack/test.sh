@@ -39,6 +39,9 @@ unit() {
   # compatibility tests.
   CELLSTORE_HBASE_CLIENT=$("$ROOT/hack/hbase-client.sh") || { say "cannot install the HBase client (hack/hbase-client.sh)"; return 1; }
   export CELLSTORE_HBASE_CLIENT
+  # Headless Chromium (Debian's) for the status pages' browser test.
+  CELLSTORE_CHROMIUM=$("$ROOT/hack/chromium.sh") || { say "cannot install Chromium (hack/chromium.sh)"; return 1; }
+  export CELLSTORE_CHROMIUM
   gotest -race -tags invariants -timeout 20m ./...
   local rc=$?
   smallfs || rc=1

@@ -21,6 +21,7 @@ import (
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/telemetry"
 )
 
 // Config configures a Master.
@@ -103,6 +104,9 @@ type Config struct {
 	Clock func() time.Time
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// HTTPAddress is where this master's HTTP endpoint (status page) is reached, told to region
+	// servers for links; empty without one (SetHTTPAddress sets it once the endpoint listens).
+	HTTPAddress string
 	// Registerer receives the master's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// DialAdmin returns the Admin client of a region server address; nil dials gRPC with Creds.
@@ -223,6 +227,7 @@ type Master struct {
 
 	cfg     Config
 	log     *slog.Logger
+	recent  *telemetry.Recent // the last warnings and errors (status page)
 	clock   func() time.Time
 	metrics *metrics
 	admin   *adminPool
@@ -256,6 +261,7 @@ type Master struct {
 	kickCh      chan struct{}
 	changed     chan struct{}
 	loads       map[string]*pb.ServerLoad // by server, from heartbeats
+	httpAddrs   map[string]string         // by server: its HTTP endpoint (status page links)
 	stoppingSrv map[string]int64          // servers that said they are stopping: start code
 	standbys    map[string]time.Time      // standby masters' addresses: their last report
 	moveQueue   []queuedMove
@@ -286,7 +292,7 @@ func New(cfg Config) (*Master, error) {
 	}
 	m := &Master{
 		cfg:     cfg,
-		log:     cfg.Logger.With("component", "master"),
+		recent:  telemetry.NewRecent(50),
 		clock:   cfg.Clock,
 		metrics: newMetrics(cfg.Registerer),
 		admin:   newAdminPool(cfg.DialAdmin, cfg.Creds),
@@ -294,6 +300,7 @@ func New(cfg Config) (*Master, error) {
 		done:    make(chan struct{}),
 		reg:     reg,
 	}
+	m.log = slog.New(m.recent.Handler(cfg.Logger.Handler())).With("component", "master")
 	none := ""
 	m.leader.Store(&none)
 	return m, nil
@@ -607,6 +614,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.kickCh = make(chan struct{}, 1)
 	m.changed = make(chan struct{})
 	m.loads = map[string]*pb.ServerLoad{}
+	m.httpAddrs = map[string]string{}
 	m.stoppingSrv = map[string]int64{}
 	m.standbys = map[string]time.Time{}
 	m.moveQueue, m.queued = nil, map[string]bool{}

@@ -141,13 +141,14 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 		}
 	}
 	delete(m.stoppingSrv, name)
+	m.httpAddrs[name] = req.GetHttpAddress()
 	m.log.Info("region server registered", "server", name, "start_code", sc, "admin", req.GetAdminAddress(), "zone", zone)
 	m.kick()
 	lease := m.reg.Config()
 	cc := m.clusterConfigLocked()
 	cc[layout.ConfigSelfFenceMarginMS] = strconv.FormatInt(lease.SelfFenceMargin.Milliseconds(), 10)
 	return &pb.RegisterServerResponse{LeaseMs: lease.Lease.Milliseconds(), HeartbeatIntervalMs: lease.HeartbeatInterval.Milliseconds(),
-		ClusterConfig: cc}, nil
+		ClusterConfig: cc, MasterHttpAddress: m.cfg.HTTPAddress}, nil
 }
 
 // Heartbeat implements pb.MasterServer.

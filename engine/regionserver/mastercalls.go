@@ -75,7 +75,7 @@ func (s *Server) register(ctx context.Context) error {
 		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
 			resp, err = m.RegisterServer(ctx, &pb.RegisterServerRequest{Server: s.serverName(), Zone: s.cfg.Zone,
-				AdminAddress: s.advertisedAdmin()})
+				AdminAddress: s.advertisedAdmin(), HttpAddress: s.advertisedHTTP()})
 			return err
 		})
 		if err == nil {
@@ -94,6 +94,8 @@ func (s *Server) register(ctx context.Context) error {
 			s.fence.Store(f)
 			s.hbEvery.Store(int64(lc.HeartbeatInterval))
 			s.applyClusterConfig(resp.GetClusterConfig())
+			a := resp.GetMasterHttpAddress()
+			s.masterHTTP.Store(&a)
 			s.registered.Store(true)
 			return nil
 		}
@@ -110,6 +112,15 @@ func (s *Server) register(ctx context.Context) error {
 
 func (s *Server) advertisedAdmin() string {
 	_, port, _ := splitHostPort(s.adminLis.Addr().String())
+	return joinHostPort(s.serverName().GetHost(), port)
+}
+
+// advertisedHTTP is the HTTP endpoint's address under the advertised host ("" without one).
+func (s *Server) advertisedHTTP() string {
+	if s.tel == nil || s.tel.Addr() == "" {
+		return ""
+	}
+	_, port, _ := splitHostPort(s.tel.Addr())
 	return joinHostPort(s.serverName().GetHost(), port)
 }
 

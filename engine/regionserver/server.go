@@ -259,6 +259,10 @@ type Server struct {
 	walDir string
 	// tm: per-table and per-region metrics (tablemetrics.go).
 	tm *tableMetrics
+	// recent: the last warnings and errors; masterHTTP: the active master's HTTP endpoint as it
+	// said at registration (status page).
+	recent     *telemetry.Recent
+	masterHTTP atomic.Pointer[string]
 	// WAL archiving (walarchive.go): regions whose table is still to be recorded, and those done.
 	archiveRound    sync.Mutex // one archiving round at a time
 	archiveMu       sync.Mutex
@@ -326,7 +330,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "regionserver"), moved: map[string]movedEntry{},
+	recent := telemetry.NewRecent(50)
+	s := &Server{cfg: cfg, log: slog.New(recent.Handler(cfg.Logger.Handler())).With("component", "regionserver"), recent: recent, moved: map[string]movedEntry{},
 		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
 	s.acl.Store(access.NewChecker(0, nil, cfg.Superusers))
@@ -463,6 +468,7 @@ func (s *Server) Start(ctx context.Context) error {
 		})
 		s.tel.Ready("regionserver", s.Ready)
 		s.tel.Handle("/prestop", telemetry.LocalOnly(s.PrestopHandler()))
+		s.tel.HandleAdmin("/{$}", s.StatusPage())
 		s.tel.TLS = s.cfg.TLS
 		if s.cfg.Authorization {
 			s.tel.Admin = telemetry.SuperusersOnly(s.cfg.Auth, s.cfg.TLS, func(id security.Identity) bool { return s.acl.Load().Superuser(id) })

@@ -33,6 +33,7 @@ type Server struct {
 	liveness  map[string]Check
 	readiness map[string]Check
 	extra     map[string]http.Handler
+	admin     map[string]http.Handler // guarded by Admin (status pages)
 	srv       *http.Server
 	lis       net.Listener
 	failed    chan error
@@ -97,7 +98,7 @@ func New() *Server {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "cellstore"}),
 	)
-	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{},
+	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{}, admin: map[string]http.Handler{},
 		failed: make(chan error, 1)}
 }
 
@@ -120,6 +121,14 @@ func LocalOnly(h http.Handler) http.Handler {
 func (s *Server) Handle(path string, h http.Handler) {
 	s.mu.Lock()
 	s.extra[path] = h
+	s.mu.Unlock()
+}
+
+// HandleAdmin adds an endpoint (before Start) that, like the profiling endpoints, runs only for
+// requests Admin accepts: the status pages, which show tables and servers.
+func (s *Server) HandleAdmin(path string, h http.Handler) {
+	s.mu.Lock()
+	s.admin[path] = h
 	s.mu.Unlock()
 }
 
@@ -176,6 +185,9 @@ func (s *Server) Start(addr string) error {
 	s.mu.Lock()
 	for p, h := range s.extra {
 		mux.Handle(p, h)
+	}
+	for p, h := range s.admin {
+		mux.HandleFunc(p, s.guard(h.ServeHTTP))
 	}
 	if s.TLS != nil {
 		certs := s.TLS

@@ -187,8 +187,14 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	tel.Live("master", m.Live)
 	tel.Ready("master", m.Ready)
 	tel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))
+	page := m.StatusPage()
+	tel.HandleAdmin("/{$}", page)
+	tel.HandleAdmin("/table", page)
 	if err := tel.Start(f.httpAddr); err != nil {
 		return err
+	}
+	if _, port, err := net.SplitHostPort(tel.Addr()); err == nil {
+		m.SetHTTPAddress(net.JoinHostPort(host, port))
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)

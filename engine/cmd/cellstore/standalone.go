@@ -147,9 +147,17 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	mtel.Live("master", m.Live)
 	mtel.Ready("master", m.Ready)
 	mtel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))
+	page := m.StatusPage()
+	mtel.HandleAdmin("/{$}", page)
+	mtel.HandleAdmin("/table", page)
 	if f.masterHTTP != "" {
 		if err := mtel.Start(f.masterHTTP); err != nil {
 			return err
+		}
+		if host, _, err := net.SplitHostPort(maddr); err == nil {
+			if _, port, err := net.SplitHostPort(mtel.Addr()); err == nil {
+				m.SetHTTPAddress(net.JoinHostPort(host, port))
+			}
 		}
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1165,7 +1165,10 @@ type RegisterServerRequest struct {
 	Server *ServerName            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
 	Zone   string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
 	// Address of the server's Admin gRPC service.
-	AdminAddress  string `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	AdminAddress string `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	// Address of the server's HTTP endpoint (metrics, status page), for links from the master's
+	// status page; empty without one.
+	HttpAddress   string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1221,6 +1224,13 @@ func (x *RegisterServerRequest) GetAdminAddress() string {
 	return ""
 }
 
+func (x *RegisterServerRequest) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
 type RegisterServerResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long the lease lasts from the master's receipt of each heartbeat.
@@ -1228,8 +1238,10 @@ type RegisterServerResponse struct {
 	// How often to heartbeat.
 	HeartbeatIntervalMs int64             `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	ClusterConfig       map[string]string `protobuf:"bytes,3,rep,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Address of the active master's HTTP endpoint (its status page), for links; empty without one.
+	MasterHttpAddress string `protobuf:"bytes,4,opt,name=master_http_address,json=masterHttpAddress,proto3" json:"master_http_address,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterServerResponse) Reset() {
@@ -1281,6 +1293,13 @@ func (x *RegisterServerResponse) GetClusterConfig() map[string]string {
 		return x.ClusterConfig
 	}
 	return nil
+}
+
+func (x *RegisterServerResponse) GetMasterHttpAddress() string {
+	if x != nil {
+		return x.MasterHttpAddress
+	}
+	return ""
 }
 
 type RegionLoad struct {
@@ -4650,15 +4669,17 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\x12.\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\x82\x01\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xa5\x01\n" +
 	"\x15RegisterServerRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12#\n" +
-	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\"\x89\x02\n" +
+	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12!\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\"\xb9\x02\n" +
 	"\x16RegisterServerResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12^\n" +
-	"\x0ecluster_config\x18\x03 \x03(\v27.cellstore.v1.RegisterServerResponse.ClusterConfigEntryR\rclusterConfig\x1a@\n" +
+	"\x0ecluster_config\x18\x03 \x03(\v27.cellstore.v1.RegisterServerResponse.ClusterConfigEntryR\rclusterConfig\x12.\n" +
+	"\x13master_http_address\x18\x04 \x01(\tR\x11masterHttpAddress\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
