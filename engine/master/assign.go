@@ -350,15 +350,16 @@ func (m *Master) dispatchLocked(name string) {
 		return
 	}
 	p.sending, p.lastSend = true, m.clock()
-	gen, step, addr := p.gen, p.p.GetStep(), s.AdminAddress
+	gen, step, addr, sc := p.gen, p.p.GetStep(), s.AdminAddress, r.GetServerStartCode()
 	var call func(ctx context.Context, c pb.AdminClient) error
 	switch step {
 	case stepOpen:
 		t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]
-		req := &pb.OpenRegionRequest{Region: proto.CloneOf(r.GetInfo()), Table: proto.CloneOf(t.GetTable()), ProcedureId: p.p.GetId()}
+		req := &pb.OpenRegionRequest{Region: proto.CloneOf(r.GetInfo()), Table: proto.CloneOf(t.GetTable()), ProcedureId: p.p.GetId(),
+			ServerStartCode: sc}
 		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.OpenRegion(ctx, req); return err }
 	case stepClose:
-		req := &pb.CloseRegionRequest{Region: name, Flush: p.p.GetFlush(), ProcedureId: p.p.GetId()}
+		req := &pb.CloseRegionRequest{Region: name, Flush: p.p.GetFlush(), ProcedureId: p.p.GetId(), ServerStartCode: sc}
 		if p.p.GetKind() == kindMove && p.p.GetTarget() != "" {
 			if sn, err := layout.ParseServerName(p.p.GetTarget()); err == nil {
 				if ts, ok := m.reg.Get(p.p.GetTarget()); ok {
@@ -385,12 +386,12 @@ func (m *Master) dispatchLocked(name string) {
 		}
 		cancel()
 		<-m.rpcSem
-		m.dispatched(name, gen, step, r.GetServer(), err)
+		m.dispatched(name, gen, step, r.GetServer(), sc, err)
 	}()
 }
 
 // dispatched handles the reply to an Open/CloseRegion call.
-func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, server string, err error) {
+func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, server string, startCode int64, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.activeLocked() {
@@ -408,6 +409,17 @@ func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, serv
 	}
 	var b batch
 	switch {
+	case isWrongProcess(err):
+		// Another process of that name answered: the one the catalog names is gone. Its regions
+		// (this one included) wait for the recovery of its WAL, which reassigns them; taking the
+		// answer as "closed" would move or split the region without its unflushed edits.
+		m.log.Warn("an order reached a newer process of the server: the process that held the region is gone, recovering it",
+			"region", name, "server", server, "start_code", startCode, "step", step)
+		m.reg.Expel(server, startCode)
+		if err := m.serverDiedLocked(server, startCode); err != nil {
+			m.log.Error("recording the dead process failed: retrying at the next order", "server", server, "err", err)
+		}
+		return
 	case step == stepClose && isNotServing(err):
 		m.closedLocked(&b, r, p.p) // it does not have the region: closed
 	case step == stepOpen && isStopping(err):
@@ -419,6 +431,12 @@ func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, serv
 		return
 	}
 	_ = m.commit(&b)
+}
+
+// isWrongProcess: the order reached another process of the server's name (WRONG_SERVER_PROCESS).
+func isWrongProcess(err error) bool {
+	d, ok := pb.DetailOf(err)
+	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS
 }
 
 // isStopping: the server refused an order because it is stopping (SERVER_STOPPING).

@@ -3,6 +3,7 @@ package regionserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"time"
 
@@ -82,6 +83,9 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 	ri := req.GetRegion()
 	if ri == nil || ri.GetName() == "" || ri.GetTable() == nil || req.GetTable() == nil {
 		return nil, invalid("OpenRegion needs a region with a name, its table and the table descriptor").Status()
+	}
+	if d := s.checkProcess(req.GetServerStartCode()); d != nil {
+		return nil, d.Status()
 	}
 	if s.stopping.Load() {
 		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
@@ -202,9 +206,26 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	return r, nil
 }
 
+// checkProcess refuses an order meant for another process of this server's name (the master
+// still thinks a process this one replaced is live: after a failover, or before this process
+// registered with it).
+func (s *Server) checkProcess(startCode int64) *pb.ErrorDetail {
+	cur := s.serverName().GetStartCode()
+	if startCode == 0 || startCode == cur {
+		return nil
+	}
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS,
+		Message: fmt.Sprintf("the order is for process %d of %s, which is gone; this is process %d: recover the old process's WAL", startCode, s.nameStr, cur)}
+}
+
 func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) (*pb.CloseRegionResponse, error) {
 	s := a.s
 	name := req.GetRegion()
+	if d := s.checkProcess(req.GetServerStartCode()); d != nil {
+		// Before the lookup: this process does not have the region because it is not the process
+		// the order is for, and that one's unflushed edits are in its WAL (not "closed").
+		return nil, d.Status()
+	}
 	v, ok := s.regions.Load(name)
 	if !ok {
 		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name,

@@ -145,3 +145,21 @@ func TestTableAndRegionMetrics(t *testing.T) {
 		t.Fatalf("busy's writes on server %d went from %v to %v when a region moved away", src, before, after)
 	}
 }
+
+// An order for an earlier process of this server's name is refused (WRONG_SERVER_PROCESS), before
+// the region is even looked up: "not serving" would tell the master the region is closed while
+// its unflushed edits are in the earlier process's WAL.
+func TestOrdersForAnotherProcessAreRefused(t *testing.T) {
+	c := startCluster(t, 1)
+	s := c.servers[0]
+	a := &adminService{s: s}
+	ctx := context.Background()
+	old := s.serverName().GetStartCode() - 1
+	_, err := a.CloseRegion(ctx, &pb.CloseRegionRequest{Region: "0000000000000001", ServerStartCode: old})
+	wantCode(t, "close for an earlier process", err, pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS)
+	_, err = a.OpenRegion(ctx, &pb.OpenRegionRequest{Region: &pb.RegionInfo{Name: "0000000000000001", Table: &pb.TableName{Namespace: "default", Name: "x"}},
+		Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "x"}}, ServerStartCode: old})
+	wantCode(t, "open for an earlier process", err, pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS)
+	_, err = a.CloseRegion(ctx, &pb.CloseRegionRequest{Region: "0000000000000001", ServerStartCode: s.serverName().GetStartCode()})
+	wantCode(t, "close of a region it does not have", err, pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION)
+}

@@ -608,6 +608,10 @@ func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Region: name, ProcedureID: req.GetProcedureId(), Open: true, At: time.Now()})
+	if d := s.wrongProcessLocked(req.GetServerStartCode()); d != nil {
+		s.mu.Unlock()
+		return nil, d.Status()
+	}
 	if s.stopping {
 		s.mu.Unlock()
 		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
@@ -642,6 +646,10 @@ func (s *FakeServer) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) 
 		c.Destination = layout.ServerName(req.GetDestination())
 	}
 	s.calls = append(s.calls, c)
+	if d := s.wrongProcessLocked(req.GetServerStartCode()); d != nil {
+		s.mu.Unlock()
+		return nil, d.Status()
+	}
 	info := s.regions[name]
 	if info == nil {
 		if h := s.hung[name]; h != nil {
@@ -658,6 +666,28 @@ func (s *FakeServer) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) 
 		_ = s.report(&pb.ReportRegionTransitionRequest{Region: info, Transition: pb.RegionTransition_REGION_TRANSITION_CLOSED})
 	}()
 	return &pb.CloseRegionResponse{}, nil
+}
+
+// wrongProcessLocked refuses an order for another process of this server, as a region server
+// does (WRONG_SERVER_PROCESS).
+func (s *FakeServer) wrongProcessLocked(startCode int64) *pb.ErrorDetail {
+	if startCode == 0 || startCode == s.startCode {
+		return nil
+	}
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS,
+		Message: fmt.Sprintf("the order is for process %d, this is process %d", startCode, s.startCode)}
+}
+
+// Reincarnate makes the server a new process (a new start code, no regions) that has not
+// reached the master yet: its heartbeats stay paused until PauseHeartbeats(false), when the
+// master answers "unknown server" and it registers.
+func (s *FakeServer) Reincarnate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startCode = newStartCode()
+	s.regions = map[string]*pb.RegionInfo{}
+	s.hung = map[string]*pb.OpenRegionRequest{}
+	s.paused = true
 }
 
 // GetOnlineRegions implements pb.AdminServer.

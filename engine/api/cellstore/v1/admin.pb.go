@@ -83,9 +83,12 @@ type OpenRegionRequest struct {
 	Region *RegionInfo            `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
 	Table  *TableDescriptor       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
 	// The master's procedure id, echoed in the transition report.
-	ProcedureId   uint64 `protobuf:"varint,3,opt,name=procedure_id,json=procedureId,proto3" json:"procedure_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProcedureId uint64 `protobuf:"varint,3,opt,name=procedure_id,json=procedureId,proto3" json:"procedure_id,omitempty"`
+	// The start code of the process the order is for (the catalog's): a server refuses an order
+	// for another process of its name (one it replaced) with ERROR_CODE_WRONG_SERVER_PROCESS. 0: any.
+	ServerStartCode int64 `protobuf:"varint,4,opt,name=server_start_code,json=serverStartCode,proto3" json:"server_start_code,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OpenRegionRequest) Reset() {
@@ -139,6 +142,13 @@ func (x *OpenRegionRequest) GetProcedureId() uint64 {
 	return 0
 }
 
+func (x *OpenRegionRequest) GetServerStartCode() int64 {
+	if x != nil {
+		return x.ServerStartCode
+	}
+	return 0
+}
+
 type OpenRegionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -182,9 +192,12 @@ type CloseRegionRequest struct {
 	Flush       bool   `protobuf:"varint,2,opt,name=flush,proto3" json:"flush,omitempty"`
 	ProcedureId uint64 `protobuf:"varint,3,opt,name=procedure_id,json=procedureId,proto3" json:"procedure_id,omitempty"`
 	// Where the region is going, for REGION_MOVED answers while it is in flight.
-	Destination   *ServerName `protobuf:"bytes,4,opt,name=destination,proto3" json:"destination,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Destination *ServerName `protobuf:"bytes,4,opt,name=destination,proto3" json:"destination,omitempty"`
+	// As OpenRegionRequest.server_start_code: a close meant for a process this one replaced is
+	// refused (that process's regions are not "closed" here: their unflushed edits are in its WAL).
+	ServerStartCode int64 `protobuf:"varint,5,opt,name=server_start_code,json=serverStartCode,proto3" json:"server_start_code,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CloseRegionRequest) Reset() {
@@ -243,6 +256,13 @@ func (x *CloseRegionRequest) GetDestination() *ServerName {
 		return x.Destination
 	}
 	return nil
+}
+
+func (x *CloseRegionRequest) GetServerStartCode() int64 {
+	if x != nil {
+		return x.ServerStartCode
+	}
+	return 0
 }
 
 type CloseRegionResponse struct {
@@ -1010,17 +1030,19 @@ var File_cellstore_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x18cellstore/v1/admin.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/client.proto\x1a\x19cellstore/v1/common.proto\"\x9d\x01\n" +
+	"\x18cellstore/v1/admin.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/client.proto\x1a\x19cellstore/v1/common.proto\"\xc9\x01\n" +
 	"\x11OpenRegionRequest\x120\n" +
 	"\x06region\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x123\n" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12!\n" +
-	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\"\x14\n" +
-	"\x12OpenRegionResponse\"\xa1\x01\n" +
+	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12*\n" +
+	"\x11server_start_code\x18\x04 \x01(\x03R\x0fserverStartCode\"\x14\n" +
+	"\x12OpenRegionResponse\"\xcd\x01\n" +
 	"\x12CloseRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05flush\x18\x02 \x01(\bR\x05flush\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12:\n" +
-	"\vdestination\x18\x04 \x01(\v2\x18.cellstore.v1.ServerNameR\vdestination\"\x15\n" +
+	"\vdestination\x18\x04 \x01(\v2\x18.cellstore.v1.ServerNameR\vdestination\x12*\n" +
+	"\x11server_start_code\x18\x05 \x01(\x03R\x0fserverStartCode\"\x15\n" +
 	"\x13CloseRegionResponse\"'\n" +
 	"\rRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x10\n" +

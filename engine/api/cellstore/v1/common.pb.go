@@ -423,6 +423,9 @@ const (
 	// HBase's SnapshotDoesNotExistException and SnapshotExistsException.
 	ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND ErrorCode = 26
 	ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS    ErrorCode = 27
+	// A region server got an order (open, close) for an earlier process of its name, one that is
+	// gone: the master must recover that process's WAL, not take the answer for the region's state.
+	ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS ErrorCode = 28
 )
 
 // Enum value maps for ErrorCode.
@@ -456,6 +459,7 @@ var (
 		25: "ERROR_CODE_ACCESS_DENIED",
 		26: "ERROR_CODE_SNAPSHOT_NOT_FOUND",
 		27: "ERROR_CODE_SNAPSHOT_EXISTS",
+		28: "ERROR_CODE_WRONG_SERVER_PROCESS",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -486,6 +490,7 @@ var (
 		"ERROR_CODE_ACCESS_DENIED":             25,
 		"ERROR_CODE_SNAPSHOT_NOT_FOUND":        26,
 		"ERROR_CODE_SNAPSHOT_EXISTS":           27,
+		"ERROR_CODE_WRONG_SERVER_PROCESS":      28,
 	}
 )
 
@@ -3090,7 +3095,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xef\x06\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\x94\a\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3120,7 +3125,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1aERROR_CODE_UNAUTHENTICATED\x10\x18\x12\x1c\n" +
 	"\x18ERROR_CODE_ACCESS_DENIED\x10\x19\x12!\n" +
 	"\x1dERROR_CODE_SNAPSHOT_NOT_FOUND\x10\x1a\x12\x1e\n" +
-	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b*\xbd\x01\n" +
+	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b\x12#\n" +
+	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +
