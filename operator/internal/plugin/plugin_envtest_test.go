@@ -99,7 +99,7 @@ func TestPlugin(t *testing.T) {
 	pod("prod-regionserver-1", resources.GroupRegionServer, true)
 	if err := cl.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "prod.restart1"},
 		InvolvedObject: corev1.ObjectReference{Kind: "StoreCluster", Name: "prod", Namespace: "db"}, Reason: "RollingRestart",
-		Message: "draining region server pod prod-regionserver-0 before restarting it (1 of 2 to restart): spec.image",
+		Message:       "draining region server pod prod-regionserver-0 before restarting it (1 of 2 to restart): spec.image",
 		LastTimestamp: metav1.NewTime(now.Add(-5 * time.Minute)), Type: corev1.EventTypeNormal}); err != nil {
 		t.Fatal(err)
 	}
