@@ -126,6 +126,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 		}
 	}
 	next := proto.CloneOf(d)
+	actx := m.activeCtx
 	m.runIO(func() (err error) {
 		switch d.GetStep() {
 		case pb.DeadServerStep_DEAD_SERVER_STEP_FENCE:
@@ -148,7 +149,7 @@ func (m *Master) runDeadStepLocked(ds *deadServer, now time.Time) {
 			}
 		case pb.DeadServerStep_DEAD_SERVER_STEP_WAIT:
 			if m.cfg.WALArchive {
-				if err = m.archiveDeadLog(d.GetWalDir(), tables); err != nil {
+				if err = m.archiveDeadLog(actx, d.GetWalDir(), tables); err != nil {
 					return err
 				}
 			}
@@ -278,8 +279,8 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 
 // archiveDeadLog copies to the WAL archive (Config.WALArchive) the units of a dead server's log
 // that it had not archived, and records the tables of their regions.
-func (m *Master) archiveDeadLog(dir string, tables map[string]string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+func (m *Master) archiveDeadLog(actx context.Context, dir string, tables map[string]string) error {
+	ctx, cancel := context.WithTimeout(actx, 10*time.Minute)
 	defer cancel()
 	t := wal.ArchiveTarget{Bucket: m.cfg.Backup, Log: dir}
 	seen := map[string]bool{}

@@ -29,8 +29,19 @@ import (
 // each edit's cells go to the new region holding their rows, renumbered above the region's
 // files so that they replay in the order they were made.
 
-// recoveredObjectBytes cuts a region's recovered edits into objects of about this size.
-const recoveredObjectBytes = 8 << 20
+// recoveredObjectBytes cuts a region's recovered edits into objects of about this size;
+// recoveredBufferBytes bounds what all the regions' buffers hold together.
+const (
+	recoveredObjectBytes = 8 << 20
+	recoveredBufferBytes = 64 << 20
+)
+
+// archiveSkew is how much older than a flushed snapshot an archive object may be and still hold
+// edits its files lack (the flush runs before the snapshot's time is taken; clocks differ).
+const archiveSkew = 10 * time.Minute
+
+// headerLen is the size of an empty recovered-edits buffer.
+func headerLen(*pitrTarget) int { return len(wal.RecoveredEditsHeader(nil)) }
 
 // pitrTarget is one region of the recovered table and the edits it gets.
 type pitrTarget struct {
@@ -94,9 +105,17 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	}
 	untilNs := (untilMs + 1) * int64(time.Millisecond) // every edit of the target's millisecond
 	fromNs := man.GetCreatedMs() * int64(time.Millisecond)
+	// Archive objects written well before a flushed snapshot hold only edits its files have
+	// (not so for SKIP_FLUSH: edits then in memstores are only in the log).
+	var since time.Time
+	if !man.GetSkipFlush() {
+		since = time.UnixMilli(man.GetCreatedMs()).Add(-archiveSkew)
+	}
+	// What the regions' buffers hold together is bounded: past it, the largest is written.
+	var buffered int
 	var total int64
 	var rec wal.Edit
-	stats, err := wal.ReadArchive(ctx, m.cfg.Backup, func(_ string, e *wal.Edit) error {
+	stats, err := wal.ReadArchiveSince(ctx, m.cfg.Backup, since, func(_ string, e *wal.Edit) error {
 		if e.WriteTime >= untilNs {
 			return nil
 		}
@@ -119,14 +138,23 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 			t.seq++
 			rec = wal.Edit{Region: []byte(t.name), Seq: t.seq, WriteTime: e.WriteTime, Cells: e.Cells[i:j]}
 			var err error
+			before := len(t.buf)
 			if t.buf, err = wal.AppendEditRecord(t.buf, &rec); err != nil {
 				return err
 			}
+			buffered += len(t.buf) - before
 			t.edits++
 			t.total++
 			total++
-			if len(t.buf) >= recoveredObjectBytes {
-				if err := write(t); err != nil {
+			if len(t.buf) >= recoveredObjectBytes || buffered >= recoveredBufferBytes {
+				big := t
+				for _, o := range targets {
+					if len(o.buf) > len(big.buf) {
+						big = o
+					}
+				}
+				buffered -= len(big.buf) - headerLen(big)
+				if err := write(big); err != nil {
 					return err
 				}
 			}
@@ -143,6 +171,10 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		}
 	}
 	until := time.UnixMilli(untilMs).UTC()
+	if stats.Edits > 0 && stats.Oldest > fromNs && man.GetSkipFlush() {
+		m.log.Warn("point-in-time recovery: the WAL archive begins after the snapshot was taken; edits between the two are not in it (archived WAL past its retention, or archiving turned on later)",
+			"snapshot", man.GetName(), "archive_oldest", time.Unix(0, stats.Oldest).UTC())
+	}
 	if stats.Edits == 0 || stats.Newest < untilMs*int64(time.Millisecond) {
 		m.log.Warn("point-in-time recovery: the WAL archive holds nothing written at or after the target time; if writes were made up to it, the last of them may not have been archived yet (the region servers archive every --wal-archive-interval)",
 			"snapshot", man.GetName(), "until", until, "archive_newest", time.Unix(0, stats.Newest).UTC())

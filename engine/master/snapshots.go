@@ -353,6 +353,7 @@ func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 	}
 	td := proto.CloneOf(t.GetTable())
 	m.busyTables[key] = true
+	actx := m.activeCtx // a master that stops being active stops writing the regions
 	m.runIO(func() error {
 		man, err := snapshot.Read(m.regionStorage(), rs.GetLinkManifest())
 		if err != nil {
@@ -362,7 +363,7 @@ func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 			return err
 		}
 		if rs.GetUntilMs() != 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			ctx, cancel := context.WithTimeout(actx, time.Hour)
 			defer cancel()
 			if _, err := m.replayArchive(ctx, man, infos, rs.GetUntilMs()); err != nil {
 				return fmt.Errorf("point-in-time recovery: %w", err)

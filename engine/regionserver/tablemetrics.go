@@ -50,9 +50,14 @@ type tableMetrics struct {
 	latencyMu sync.Mutex
 	latencies map[string]*tableLatency
 
-	mu       sync.Mutex // one scrape at a time
-	last     map[string]regionCounts
-	departed map[string]regionCounts // by table
+	mu sync.Mutex // one scrape at a time
+	// last: each open region's counters at the previous scrape, by the region's instance (a
+	// region reopened here starts again from zero); departed: by table, the last counters of
+	// regions gone since; folded: tables summed under "_other" — once folded, always (else
+	// "_other" would go down when one of them left it).
+	last     map[*region.Region]regionCounts
+	departed map[string]regionCounts
+	folded   map[string]bool
 
 	tReads, tWrites, tFlushes, tCompactions      *prometheus.Desc
 	tRegions, tMemstore, tFiles, tFileBytes      *prometheus.Desc
@@ -71,7 +76,7 @@ func newTableMetrics(s *Server, maxTables, topRegions int) *tableMetrics {
 			Name: "table_request_seconds", Help: "Latency of gets, mutations and scan calls per table (HBase MetricsTableLatencies).",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 4, 9)}, []string{"table", "op"}),
 		latencies: map[string]*tableLatency{},
-		last:      map[string]regionCounts{}, departed: map[string]regionCounts{},
+		last:      map[*region.Region]regionCounts{}, departed: map[string]regionCounts{}, folded: map[string]bool{},
 		tReads:       d("table_read_requests_total", "Gets and scanners opened on the table's regions here (HBase readRequestCount per table).", t...),
 		tWrites:      d("table_write_requests_total", "Writes applied to the table's regions here (HBase writeRequestCount per table).", t...),
 		tFlushes:     d("table_flushes_total", "Flushes of the table's regions here.", t...),
@@ -130,6 +135,7 @@ func (m *tableMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 type regionSample struct {
+	r    *region.Region
 	name string
 	regionCounts
 	memstore, files, fileBytes int64
@@ -154,12 +160,12 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 		regions = append(regions, sampleRegion(or, r))
 		return true
 	})
-	live := make(map[string]regionCounts, len(regions))
+	live := make(map[*region.Region]regionCounts, len(regions))
 	for _, rs := range regions {
-		live[rs.name] = rs.regionCounts
+		live[rs.r] = rs.regionCounts
 	}
-	for name, c := range m.last {
-		if _, ok := live[name]; !ok {
+	for r, c := range m.last {
+		if _, ok := live[r]; !ok {
 			d := m.departed[c.table]
 			d.table = c.table
 			d.add(c)
@@ -188,10 +194,12 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 		ts.files += rs.files
 		ts.fileBytes += rs.fileBytes
 	}
-	// The busiest tables keep their names; the rest are summed under "_other".
-	names := make([]string, 0, len(tables))
+	// The busiest tables keep their names; the rest are summed under "_other" (for good).
+	var names []string
 	for t := range tables {
-		names = append(names, t)
+		if !m.folded[t] {
+			names = append(names, t)
+		}
 	}
 	busy := func(ts *tableSample) int64 { return ts.reads + ts.writes }
 	slices.SortFunc(names, func(a, b string) int {
@@ -200,11 +208,23 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		return cmp.Compare(a, b)
 	})
+	if len(names) > m.maxTables || len(m.folded) > 0 {
+		keep := m.maxTables - 1
+		if len(names) > keep {
+			for _, t := range names[keep:] {
+				m.folded[t] = true
+			}
+			names = names[:keep]
+		}
+	}
 	folded := 0
-	if len(names) > m.maxTables {
+	if len(m.folded) > 0 {
 		other := &tableSample{}
-		for _, t := range names[m.maxTables-1:] {
+		for t := range m.folded {
 			ts := tables[t]
+			if ts == nil {
+				continue
+			}
 			other.add(ts.regionCounts)
 			other.regions += ts.regions
 			other.memstore += ts.memstore
@@ -212,7 +232,7 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 			other.fileBytes += ts.fileBytes
 			folded++
 		}
-		names = append(names[:m.maxTables-1], otherTables)
+		names = append(names, otherTables)
 		tables[otherTables] = other
 	}
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
@@ -232,7 +252,7 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.tFiles, ts.files, t)
 		gauge(m.tFileBytes, ts.fileBytes, t)
 	}
-	gauge(m.tablesSeen, int64(len(tables)-min(folded, 1)))
+	gauge(m.tablesSeen, int64(len(tables)-min(len(m.folded), 1)))
 	gauge(m.tablesFolded, int64(folded))
 
 	// The busiest regions, by requests since they opened here.
@@ -256,7 +276,7 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 
 func sampleRegion(or *onlineRegion, r *region.Region) regionSample {
 	mt := r.Metrics()
-	return regionSample{name: or.name,
+	return regionSample{r: r, name: or.name,
 		regionCounts: regionCounts{table: or.tkey, reads: mt.ReadRequests.Load(), writes: mt.WriteRequests.Load(),
 			flushes: mt.Flushes.Load(), compactions: mt.Compactions.Load()},
 		memstore: r.MemstoreStats().DataBytes, files: mt.StoreFiles.Load(), fileBytes: mt.StoreFileBytes.Load()}

@@ -23,16 +23,32 @@ func (s *Server) walArchiveTarget(code int64) *wal.ArchiveTarget {
 	return &wal.ArchiveTarget{Bucket: s.cfg.WALArchive, Log: layout.WALDirName(s.nameStr, code)}
 }
 
-// noteRegionForArchive queues a primary region's table record for the archive.
+// noteRegionForArchive records a primary region's table in the archive as it opens, before it
+// takes a write; when the backup location fails, the record is queued and the next archiving
+// round writes it before any unit.
 func (s *Server) noteRegionForArchive(region, table string) {
 	if s.cfg.WALArchive == nil {
 		return
 	}
 	s.archiveMu.Lock()
-	defer s.archiveMu.Unlock()
-	if s.archiveRecorded[region] {
+	done := s.archiveRecorded[region]
+	s.archiveMu.Unlock()
+	if done {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := wal.RecordRegion(ctx, s.cfg.WALArchive, region, table)
+	s.archiveMu.Lock()
+	defer s.archiveMu.Unlock()
+	if err == nil {
+		if s.archiveRecorded == nil {
+			s.archiveRecorded = map[string]bool{}
+		}
+		s.archiveRecorded[region] = true
+		return
+	}
+	s.log.Warn("recording a region's table in the WAL archive failed: the next archiving round retries it", "region", region, "error", err)
 	if s.archivePending == nil {
 		s.archivePending = map[string]string{}
 	}
@@ -47,6 +63,13 @@ func (s *Server) walArchiver() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		go func() { // a stopping server does not wait for a slow store
+			select {
+			case <-s.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		if _, err := s.archiveWALOnce(ctx); err != nil {
 			s.m.walArchiveErrors.Add(1)
 			s.log.Warn("archiving the WAL to the backup location failed: its units are kept until it works (point-in-time recovery cannot reach past the last archived edit meanwhile)",
@@ -60,24 +83,30 @@ func (s *Server) walArchiver() {
 func (s *Server) archiveWALOnce(ctx context.Context) (int, error) {
 	s.archiveRound.Lock()
 	defer s.archiveRound.Unlock()
-	s.archiveMu.Lock()
-	pending := make(map[string]string, len(s.archivePending))
-	for r, t := range s.archivePending {
-		pending[r] = t
-	}
-	s.archiveMu.Unlock()
-	for r, t := range pending {
-		// A region's record goes first: no edit of it is archived without it.
-		if err := wal.RecordRegion(ctx, s.cfg.WALArchive, r, t); err != nil {
-			return 0, err
-		}
+	// The queued region records go first (until none is left): no edit of a region is archived
+	// without its record.
+	for {
 		s.archiveMu.Lock()
-		delete(s.archivePending, r)
-		if s.archiveRecorded == nil {
-			s.archiveRecorded = map[string]bool{}
+		pending := make(map[string]string, len(s.archivePending))
+		for r, t := range s.archivePending {
+			pending[r] = t
 		}
-		s.archiveRecorded[r] = true
 		s.archiveMu.Unlock()
+		if len(pending) == 0 {
+			break
+		}
+		for r, t := range pending {
+			if err := wal.RecordRegion(ctx, s.cfg.WALArchive, r, t); err != nil {
+				return 0, err
+			}
+			s.archiveMu.Lock()
+			delete(s.archivePending, r)
+			if s.archiveRecorded == nil {
+				s.archiveRecorded = map[string]bool{}
+			}
+			s.archiveRecorded[r] = true
+			s.archiveMu.Unlock()
+		}
 	}
 	n, err := s.currentWAL().Archive(ctx)
 	s.m.walArchivedUnits.Add(int64(n))

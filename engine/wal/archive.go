@@ -65,6 +65,7 @@ type archivedObject struct {
 	key         string
 	log         string
 	first, last uint64
+	modTime     time.Time
 }
 
 func parseArchiveKey(key string) (archivedObject, bool) {
@@ -102,6 +103,7 @@ func listArchive(ctx context.Context, b storage.Bucket, log string) ([]archivedO
 	var out []archivedObject
 	err := storage.Walk(ctx, b, prefix, func(o storage.ObjectInfo) error {
 		if a, ok := parseArchiveKey(o.Key); ok {
+			a.modTime = o.ModTime
 			out = append(out, a)
 		}
 		return nil
@@ -378,10 +380,19 @@ type ArchiveStats struct {
 // per log is in memory at once. An edit that a log repeats (its number range overlapping an
 // object written before) is given once. The Edit passed to fn is valid until fn returns.
 func ReadArchive(ctx context.Context, b storage.Bucket, fn func(log string, e *Edit) error) (ArchiveStats, error) {
+	return ReadArchiveSince(ctx, b, time.Time{}, fn)
+}
+
+// ReadArchiveSince is ReadArchive without the archive objects last modified before since: an
+// object is written after every edit in it, so those hold only edits older than since.
+func ReadArchiveSince(ctx context.Context, b storage.Bucket, since time.Time, fn func(log string, e *Edit) error) (ArchiveStats, error) {
 	var st ArchiveStats
 	objs, err := listArchive(ctx, b, "")
 	if err != nil {
 		return st, err
+	}
+	if !since.IsZero() {
+		objs = slices.DeleteFunc(objs, func(o archivedObject) bool { return !o.modTime.IsZero() && o.modTime.Before(since) })
 	}
 	byLog := map[string][]archivedObject{}
 	var logs []string

@@ -21,6 +21,7 @@ const (
 	ReasonBackupNotComplete           = "BackupNotComplete"
 	ReasonRecovering                  = "Recovering"
 	ReasonRecoveryTargetBeforeBackup  = "RecoveryTargetBeforeBackup"
+	ReasonRecoveryRefused             = "RecoveryRefused"
 )
 
 // taskRecovery bootstraps a new cluster from a StoreBackup (spec.bootstrap.recovery), once its
@@ -99,14 +100,29 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 			cctx, cancel = call()
 			err = mc.RestoreSnapshot(cctx, sn.Snapshot, target)
 			cancel()
+			if master.IsInvalid(err) {
+				return Failed(ReasonRecoveryRefused, "the master refuses to restore table %s from %s: %v", sn.Table, sn.Snapshot, err)
+			}
 			if err != nil {
 				return Waiting(ReasonRecovering, "restoring table %s from %s: %v", sn.Table, sn.Snapshot, err)
 			}
 		}
+		// The table is listed while its regions are being made (and, to a target time, the
+		// archived WAL replayed into them): done only once it is ENABLED.
+		cctx, cancel := call()
+		ready, err := mc.TableEnabled(cctx, sn.Table)
+		cancel()
+		if err != nil {
+			return Waiting(ReasonMasterUnreachable, "recovery waits for the master: %v", err)
+		}
+		if !ready {
+			return Waiting(ReasonRecovering, "restoring table %s (%d of %d) from StoreBackup %s: its regions are being written and opened",
+				sn.Table, i+1, len(b.Status.Snapshots), name)
+		}
 		// The table links to the imported files (the cleaner keeps them); the snapshot itself
 		// is not needed in this cluster.
-		cctx, cancel := call()
-		err := mc.DeleteSnapshot(cctx, sn.Snapshot)
+		cctx, cancel = call()
+		err = mc.DeleteSnapshot(cctx, sn.Snapshot)
 		cancel()
 		if err != nil {
 			return Waiting(ReasonRecovering, "deleting the imported snapshot %s: %v", sn.Snapshot, err)

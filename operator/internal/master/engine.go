@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cellstore/cellstore/engine/access"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/security"
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -435,6 +436,26 @@ func (e *engineClient) DeleteBackup(ctx context.Context, name string) error {
 func (e *engineClient) EnabledTables(ctx context.Context) ([]string, error) {
 	return e.tables(ctx, true)
 }
+
+func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, error) {
+	var enabled bool
+	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.GetTables() {
+			if layout.TableKey(t.GetTable().GetName()) == table {
+				enabled = t.GetState() == pb.TableState_TABLE_STATE_ENABLED
+			}
+		}
+		return nil
+	})
+	return enabled, err
+}
+
+// IsInvalid says whether err is the master's refusal of a request as invalid (a retry cannot help).
+func IsInvalid(err error) bool { return isCode(err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT) }
 
 func (e *engineClient) DisableTable(ctx context.Context, table string) error {
 	return e.c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {

@@ -64,6 +64,8 @@ type Client interface {
 	//
 	// EnabledTables lists the enabled tables ("namespace:table").
 	EnabledTables(ctx context.Context) ([]string, error)
+	// TableEnabled says whether a table is ENABLED (not ENABLING: a clone or restore under way).
+	TableEnabled(ctx context.Context, table string) (bool, error)
 	// DisableTable disables a table (its regions flush and close); a disabled or missing table
 	// is no error.
 	DisableTable(ctx context.Context, table string) error

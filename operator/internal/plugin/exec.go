@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -29,7 +30,11 @@ func SPDYExecutor(cfg *rest.Config, kube kubernetes.Interface) Executor {
 		if err != nil {
 			return err
 		}
-		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool { return true })
+		// SPDY only when the server cannot upgrade to WebSocket: never again after a command ran
+		// (a script that failed would run twice).
+		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
 		if err != nil {
 			return err
 		}

@@ -595,6 +595,13 @@ func (f *Fake) DisableForTest(table string) {
 	f.disabled[table] = true
 }
 
+func (c client) TableEnabled(_ context.Context, table string) (bool, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.tables, table) && !f.disabled[table], nil
+}
+
 func (c client) EnabledTables(context.Context) ([]string, error) {
 	f := c.f
 	f.mu.Lock()
