@@ -188,7 +188,7 @@ var _ = Describe("Backups", func() {
 			fake2.PutBackup(name, table)
 		}
 		create(c2)
-		Eventually(func() *v1alpha1.RecoveryStatus { return get(c2).Status.Recovery }, timeout, poll).Should(And(Not(BeNil()),
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c2).Status.Recovery }, 2*timeout, poll).Should(And(Not(BeNil()),
 			HaveField("CompletedAt", Not(BeNil())), HaveField("Backup", "b1"), HaveField("Cluster", c.Name)))
 		Expect(fake2.Restored()).To(Equal([]string{"b1.default.orders", "b1.default.users"}))
 		tables := get(c2).Status.Recovery.Restored
@@ -207,7 +207,7 @@ var _ = Describe("Backups", func() {
 			fake3.PutBackup(name, table)
 		}
 		create(c3)
-		Eventually(func() *v1alpha1.RecoveryStatus { return get(c3).Status.Recovery }, timeout, poll).Should(And(Not(BeNil()),
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c3).Status.Recovery }, 2*timeout, poll).Should(And(Not(BeNil()),
 			HaveField("CompletedAt", Not(BeNil())), HaveField("TargetTime", Not(BeNil()))))
 		Expect(get(c3).Status.Recovery.TargetTime.Equal(&target)).To(BeTrue())
 		Expect(fake3.Journal()).To(ContainElement("restore b1.default.orders until " + target.UTC().Format(time.RFC3339)))
