@@ -25,12 +25,7 @@ import (
 //go:embed statuspage.html
 var statusFS embed.FS
 
-var statusTmpl = template.Must(template.New("statuspage.html").Funcs(template.FuncMap{
-	"bytes": formatBytes,
-	"ago":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Second).String() },
-	"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"key":   printableKey,
-}).ParseFS(statusFS, "statuspage.html"))
+var statusTmpl = template.Must(template.Must(template.New("statuspage.html").Funcs(telemetry.PageFuncs()).Parse(telemetry.PageHead)).ParseFS(statusFS, "statuspage.html"))
 
 // statusServer is a row of the servers table.
 type statusServer struct {
@@ -174,7 +169,7 @@ func (m *Master) statusData(ctx context.Context, table string) *statusPage {
 					continue
 				}
 				sr := statusRegion{Name: info.GetName(), State: strings.TrimPrefix(cr.GetState().String(), "REGION_STATE_"),
-					Server: cr.GetServer(), Start: printableKey(info.GetStartKey()), End: printableKey(info.GetEndKey()), Replica: info.GetReplicaId()}
+					Server: cr.GetServer(), Start: telemetry.PrintableKey(info.GetStartKey()), End: telemetry.PrintableKey(info.GetEndKey()), Replica: info.GetReplicaId()}
 				if pr := m.st.procs[info.GetName()]; pr != nil {
 					sr.State += " (" + strings.TrimPrefix(pr.p.GetStep().String(), "PROCEDURE_STEP_") + ")"
 				}
@@ -259,33 +254,4 @@ func quotaText(q *pb.Quota) string {
 	}
 	return fmt.Sprintf("%s, THROTTLE_TYPE => %s, LIMIT => %d per %ds", subject, strings.TrimPrefix(q.GetType().String(), "THROTTLE_TYPE_"),
 		q.GetLimit(), q.GetTimeUnitSeconds())
-}
-
-// printableKey shows a row key as the shell does: printable bytes as they are, others as \xNN.
-func printableKey(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	var s strings.Builder
-	for _, c := range b {
-		if c >= 0x20 && c < 0x7f && c != '\\' {
-			s.WriteByte(c)
-		} else {
-			fmt.Fprintf(&s, `\x%02X`, c)
-		}
-	}
-	return s.String()
-}
-
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

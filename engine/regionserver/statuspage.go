@@ -21,16 +21,7 @@ import (
 //go:embed statuspage.html
 var statusFS embed.FS
 
-var statusTmpl = template.Must(template.New("statuspage.html").Funcs(template.FuncMap{
-	"bytes": formatBytes,
-	"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"pct": func(a, b int64) string {
-		if b <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
-	},
-}).ParseFS(statusFS, "statuspage.html"))
+var statusTmpl = template.Must(template.Must(template.New("statuspage.html").Funcs(telemetry.PageFuncs()).Parse(telemetry.PageHead)).ParseFS(statusFS, "statuspage.html"))
 
 type statusRegion struct {
 	Name, Table, State, Start, End string
@@ -95,7 +86,7 @@ func (s *Server) statusData() *statusPage {
 	s.regions.Range(func(_, v any) bool {
 		or := v.(*onlineRegion)
 		sr := statusRegion{Name: or.name, Table: or.tkey, Replica: or.info.GetReplicaId(), State: stateName(or.state.Load()),
-			Start: printableKey(or.info.GetStartKey()), End: printableKey(or.info.GetEndKey())}
+			Start: telemetry.PrintableKey(or.info.GetStartKey()), End: telemetry.PrintableKey(or.info.GetEndKey())}
 		if r := or.r.Load(); r != nil {
 			ms := r.MemstoreStats()
 			mt := r.Metrics()
@@ -128,30 +119,4 @@ func stateName(st int32) string {
 		return "CLOSING"
 	}
 	return fmt.Sprint(st)
-}
-
-// printableKey shows a row key as the shell does: printable bytes as they are, others as \xNN.
-func printableKey(b []byte) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c >= 0x20 && c < 0x7f && c != '\\' {
-			out = append(out, c)
-		} else {
-			out = fmt.Appendf(out, `\x%02X`, c)
-		}
-	}
-	return string(out)
-}
-
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
