@@ -9,7 +9,8 @@ import (
 // What the master's and region servers' status pages share: the page's head (title, inline
 // style; no external assets) and the template functions.
 
-// PageHead is the template "head" of a status page: {{template "head" .Title}}.
+// PageHead defines the templates "head" (the page's start: {{template "head" .Title}}) and
+// "tail" (the recent warnings and errors, and the page's end: {{template "tail" .Recent}}).
 const PageHead = `{{define "head"}}<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -25,7 +26,12 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .err { color: #a00; } .muted { color: #777; }
 nav a { margin-right: 1em; }
 </style>
-</head>{{end}}`
+</head>{{end}}{{define "tail"}}<h2>Recent warnings and errors</h2>
+{{if .}}<table id="recent"><tr><th>Time</th><th>Level</th><th>Message</th><th>Details</th></tr>
+{{range .}}<tr><td>{{time .Time}}</td><td>{{.Level}}</td><td>{{.Message}}</td><td>{{.Attrs}}</td></tr>{{end}}
+</table>{{else}}<p class="muted" id="recent">None since the process started.</p>{{end}}
+</body>
+</html>{{end}}`
 
 // PageFuncs are the status pages' template functions: bytes (1.5 MiB), time (UTC), key (a row key
 // as the shell prints it), ago (milliseconds as a duration) and pct.
