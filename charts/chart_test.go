@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -80,7 +81,11 @@ func renderRelease(t *testing.T, name, ns string, sets ...string) map[string]*un
 			continue
 		}
 		u := &unstructured.Unstructured{Object: m}
-		objs[u.GetKind()+"/"+u.GetName()] = u
+		key := u.GetKind() + "/" + u.GetName()
+		if u.GetNamespace() != "" && u.GetNamespace() != ns {
+			key = u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName() // outside the release namespace
+		}
+		objs[key] = u
 	}
 	return objs
 }
@@ -216,8 +221,79 @@ func TestNonDefaults(t *testing.T) {
 	}
 }
 
+// With watchNamespaces the operator gets a Role in each watched namespace and nothing cluster-wide;
+// rbac.clusterReads adds only the cluster-scoped reads. Together they grant exactly controller-gen's
+// rules.
+func TestNamespacedRBAC(t *testing.T) {
+	want := readYAML(t, "../config/rbac/role.yaml")["rules"].([]any)
+	grants := func(rules []any) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range rules {
+			r := r.(map[string]any)
+			for _, g := range toStrings(r["apiGroups"]) {
+				for _, res := range toStrings(r["resources"]) {
+					for _, v := range toStrings(r["verbs"]) {
+						out[g+"/"+res+":"+v] = true
+					}
+				}
+			}
+		}
+		return out
+	}
+	for _, clusterReads := range []bool{false, true} {
+		objs := render(t, "watchNamespaces={team-a,team-b}", fmt.Sprintf("rbac.clusterReads=%t", clusterReads))
+		got := map[string]bool{}
+		for _, ns := range []string{"team-a", "team-b"} {
+			name := "ops-cellstore-operator-cellstore-system"
+			role := get(t, objs, "Role/"+ns+"/"+name)
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			g := grants(rules)
+			for k := range g {
+				if strings.Contains(k, "/nodes:") || strings.Contains(k, "/storageclasses:") {
+					t.Errorf("the Role in %s grants the cluster-scoped %s", ns, k)
+				}
+				got[k] = true
+			}
+			if len(g) == 0 {
+				t.Errorf("the Role in %s grants nothing", ns)
+			}
+			b := get(t, objs, "RoleBinding/"+ns+"/"+name)
+			subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+			if ref, _, _ := unstructured.NestedString(b.Object, "roleRef", "name"); ref != name || len(subjects) != 1 ||
+				subjects[0].(map[string]any)["namespace"] != "cellstore-system" || subjects[0].(map[string]any)["name"] != "ops-cellstore-operator" {
+				t.Errorf("RoleBinding in %s: roleRef %s, subjects %v", ns, ref, subjects)
+			}
+		}
+		cr, hasCR := objs["ClusterRole/ops-cellstore-operator-cellstore-system"]
+		_, hasCRB := objs["ClusterRoleBinding/ops-cellstore-operator-cellstore-system"]
+		if hasCR != clusterReads || hasCRB != clusterReads {
+			t.Errorf("clusterReads=%t: ClusterRole rendered %t, ClusterRoleBinding %t", clusterReads, hasCR, hasCRB)
+		}
+		if hasCR {
+			rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+			for k := range grants(rules) {
+				if !strings.HasSuffix(k, "/nodes:get") && !strings.Contains(k, "/storageclasses:") {
+					t.Errorf("the cluster-wide reads grant %s", k)
+				}
+				got[k] = true
+			}
+		}
+		all := grants(want)
+		for k := range all {
+			if !got[k] && (clusterReads || !(strings.Contains(k, "/nodes:") || strings.Contains(k, "/storageclasses:"))) {
+				t.Errorf("clusterReads=%t: %s is not granted", clusterReads, k)
+			}
+		}
+		for k := range got {
+			if !all[k] {
+				t.Errorf("%s is granted beyond config/rbac/role.yaml", k)
+			}
+		}
+	}
+}
+
 func TestSchemaRejectsBadValues(t *testing.T) {
-	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}"} {
+	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}", "rbac.clusterReads=maybe", "rbac.nosuch=1"} {
 		out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", set)
 		if err == nil || !strings.Contains(out, "don't meet the specifications of the schema") {
 			t.Errorf("--set %s: want a schema error, got:\n%.300s", set, out)

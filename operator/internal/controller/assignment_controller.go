@@ -168,6 +168,11 @@ func (r *AssignmentReconciler) taskZones(ctx context.Context, a *assignState) Re
 				if apierrors.IsNotFound(err) {
 					continue
 				}
+				if apierrors.IsForbidden(err) {
+					// A namespaced install without rbac.clusterReads: no zones, replicas placed
+					// without them (docs/operator.md).
+					return Done()
+				}
 				return Errored("ReadNodeFailed", fmt.Errorf("read node %s for the zone of %s: %w", p.Spec.NodeName, p.Name, err))
 			}
 			zone = node.Labels[LabelZone]

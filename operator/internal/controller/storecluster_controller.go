@@ -291,7 +291,8 @@ var blockOnlyProvisioners = map[string]string{
 }
 
 // checkStorageClass refuses, before any claim is made, a StorageClass that does not exist or whose
-// provisioner makes only ReadWriteOnce volumes. name nil: the cluster's default class.
+// provisioner makes only ReadWriteOnce volumes. name nil: the cluster's default class. An operator
+// not allowed to read StorageClasses (a namespaced install without rbac.clusterReads) skips it.
 func (r *StoreClusterReconciler) checkStorageClass(ctx context.Context, name *string) Result {
 	var sc *storagev1.StorageClass
 	if name != nil && *name != "" {
@@ -300,11 +301,17 @@ func (r *StoreClusterReconciler) checkStorageClass(ctx context.Context, name *st
 			if apierrors.IsNotFound(err) {
 				return r.failedPolling(ReasonStorageClassMissing, "StorageClass %s (spec.storage.volume.storageClassName) does not exist: name one that provides ReadWriteMany volumes (kubectl get storageclass)", *name)
 			}
+			if apierrors.IsForbidden(err) {
+				return Done() // installed with namespaced RBAC only: the claim's events say what happens
+			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read StorageClass %s: %w", *name, err))
 		}
 	} else {
 		var list storagev1.StorageClassList
 		if err := r.APIReader.List(ctx, &list); err != nil {
+			if apierrors.IsForbidden(err) {
+				return Done() // installed with namespaced RBAC only, as above
+			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("list StorageClasses: %w", err))
 		}
 		for i := range list.Items {
