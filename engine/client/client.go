@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,11 @@ type Config struct {
 	// HedgeDelay is how long a TIMELINE read waits for the primary before also asking the
 	// replicas. Default 10 ms.
 	HedgeDelay time.Duration
+	// External is for a client outside the cluster's network (a laptop, another cluster):
+	// Masters are external addresses (spec.externalAccess), and the client asks the masters for
+	// the external address of every server (GetExternalAddresses) and dials that instead of the
+	// address the server advertises. TLS still checks each server's own name.
+	External bool
 }
 
 func (c *Config) fill() error {
@@ -94,6 +100,11 @@ type Client struct {
 	dials map[string]*dialing
 
 	nonceGroup uint64
+
+	emu       sync.Mutex
+	external  map[string]string // External: advertised address -> external address
+	extLoaded time.Time         // when external was last fetched (or its fetch failed)
+	eload     sync.Mutex        // one fetch at a time
 }
 
 type dialing struct {
@@ -160,16 +171,37 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 		c.mmu.Lock()
 		addr := c.active
 		cc := c.masters[addr]
+		c.mmu.Unlock()
 		if cc == nil {
-			var err error
-			cc, err = security.Dial(addr, c.creds())
+			target, name, err := c.route(ctx, addr)
 			if err != nil {
+				// An active master with no external address yet: try the others.
+				lastErr = err
+				c.mmu.Lock()
+				c.active = c.nextMaster(addr)
 				c.mmu.Unlock()
+				if err := c.backoff(ctx, try, nil); err != nil {
+					return fmt.Errorf("client: master unreachable: %w (last error: %v)", err, lastErr)
+				}
+				continue
+			}
+			var extra []grpc.DialOption
+			if name != "" {
+				extra = append(extra, grpc.WithAuthority(addr)) // TLS checks the master's own name
+			}
+			dialed, err := security.Dial(target, c.creds(), extra...)
+			if err != nil {
 				return fmt.Errorf("client: master address %q: %w", addr, err)
 			}
-			c.masters[addr] = cc
+			c.mmu.Lock()
+			if cc = c.masters[addr]; cc == nil {
+				cc = dialed
+				c.masters[addr] = cc
+			} else {
+				dialed.Close() // another caller dialled it meanwhile
+			}
+			c.mmu.Unlock()
 		}
-		c.mmu.Unlock()
 		actx, acancel := ctx, context.CancelFunc(func() {})
 		if attempt > 0 {
 			actx, acancel = context.WithTimeout(ctx, attempt)
@@ -221,6 +253,76 @@ func (c *Client) nextMaster(cur string) string {
 	return c.cfg.Masters[0]
 }
 
+// route says where to dial addr (an address a server advertises): addr itself, or for an External
+// client the external address the masters publish for it, with name the host its TLS certificate
+// names (empty when dialled as is). The addresses given in Config.Masters are dialled as they are.
+func (c *Client) route(ctx context.Context, addr string) (target, name string, err error) {
+	if !c.cfg.External || slices.Contains(c.cfg.Masters, addr) {
+		return addr, "", nil
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ext, ok := c.externalOf(addr); ok {
+		return ext, host, nil
+	}
+	// Unknown (a server that started since, or nothing fetched yet): fetch the map again, at
+	// most once a second however many callers miss.
+	c.eload.Lock()
+	defer c.eload.Unlock()
+	if ext, ok := c.externalOf(addr); ok {
+		return ext, host, nil
+	}
+	c.emu.Lock()
+	recent := time.Since(c.extLoaded) < time.Second
+	c.emu.Unlock()
+	if !recent {
+		if err := c.loadExternal(ctx); err != nil {
+			return "", "", err
+		}
+		if ext, ok := c.externalOf(addr); ok {
+			return ext, host, nil
+		}
+	}
+	return "", "", fmt.Errorf("client: no external address is published for %s (the operator publishes one for every server of a StoreCluster with spec.externalAccess; a server that just started gets one within seconds)", addr)
+}
+
+func (c *Client) externalOf(addr string) (string, bool) {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	ext, ok := c.external[addr]
+	return ext, ok
+}
+
+// loadExternal fetches the external addresses from the first of Config.Masters that answers.
+func (c *Client) loadExternal(ctx context.Context) error {
+	var lastErr error
+	for _, m := range c.cfg.Masters {
+		cc, err := security.Dial(m, c.creds())
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		resp, err := pb.NewMasterClient(cc).GetExternalAddresses(actx, &pb.GetExternalAddressesRequest{})
+		cancel()
+		cc.Close()
+		if err == nil && len(resp.GetAddresses()) == 0 {
+			err = errors.New("the cluster publishes no external addresses: its StoreCluster needs spec.externalAccess")
+		}
+		if err != nil {
+			lastErr = fmt.Errorf("%s: %w", m, err)
+			continue
+		}
+		c.emu.Lock()
+		c.external, c.extLoaded = resp.GetAddresses(), time.Now()
+		c.emu.Unlock()
+		return nil
+	}
+	c.emu.Lock()
+	c.extLoaded = time.Now()
+	c.emu.Unlock()
+	return fmt.Errorf("client: the external addresses of the cluster's servers: %w", lastErr)
+}
+
 // conn returns the data-path connection to addr, dialling it once however many callers want it.
 func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 	c.cmu.Lock()
@@ -235,7 +337,10 @@ func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 		go func() {
 			dctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
 			defer cancel()
-			d.conn, d.err = rpc.Dial(dctx, addr, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client", TLS: c.cfg.TLS, Token: c.cfg.Token})
+			var target, name string
+			if target, name, d.err = c.route(dctx, addr); d.err == nil {
+				d.conn, d.err = rpc.Dial(dctx, target, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client", TLS: c.cfg.TLS, Token: c.cfg.Token, ServerName: name})
+			}
 			c.cmu.Lock()
 			if d.err == nil {
 				if old := c.conns[addr]; old != nil {

@@ -35,7 +35,7 @@ var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "Rep
 var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
 	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true,
 	"AddLabels": true, "ListLabels": true, "SetAuths": true, "ClearAuths": true,
-	"ArchiveClusterWAL": true}
+	"ArchiveClusterWAL": true, "SetExternalAddresses": true}
 
 // authorize is the master's gRPC interceptor: with Authorization on, a call runs only when the
 // caller's identity (set by security's authentication) holds what the call needs
@@ -135,7 +135,7 @@ func (m *Master) need(ck *access.Checker, id security.Identity, method string, r
 		case "GetTableRegions":
 			return nil // region locations are public, as hbase:meta is readable by all
 		}
-	case *pb.LocateRegionRequest, *pb.ListTablesRequest:
+	case *pb.LocateRegionRequest, *pb.ListTablesRequest, *pb.GetExternalAddressesRequest:
 		return nil
 	case *pb.GrantRequest:
 		return needAdminAt(ck, id, r.GetPermission())

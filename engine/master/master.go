@@ -237,6 +237,9 @@ type Master struct {
 	leader atomic.Pointer[string]
 	// checker holds the permissions of the last ACL version asked for (aclChecker).
 	checker atomic.Pointer[access.Checker]
+	// standbyExternal is, on a standby, the external addresses the active master last answered
+	// its ReportStandby with (GetExternalAddresses).
+	standbyExternal atomic.Pointer[map[string]string]
 
 	lifeMu      sync.Mutex
 	stopping    bool
@@ -386,11 +389,14 @@ func (m *Master) reportStandby() {
 			conn, connTo = c, leader
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StandbyReportInterval)
-		_, err := pb.NewMasterClient(conn).ReportStandby(ctx, &pb.ReportStandbyRequest{Address: m.cfg.Address})
+		resp, err := pb.NewMasterClient(conn).ReportStandby(ctx, &pb.ReportStandbyRequest{Address: m.cfg.Address})
 		cancel()
 		if err != nil {
 			m.log.Debug("standby report failed", "leader", leader, "err", err)
+			continue
 		}
+		ext := resp.GetExternalAddresses()
+		m.standbyExternal.Store(&ext)
 	}
 }
 

@@ -2,6 +2,9 @@ package master
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -478,7 +481,7 @@ func (m *Master) ReportStandby(_ context.Context, req *pb.ReportStandbyRequest) 
 			delete(m.standbys, a)
 		}
 	}
-	return &pb.ReportStandbyResponse{}, nil
+	return &pb.ReportStandbyResponse{ExternalAddresses: maps.Clone(m.st.config.GetExternalAddresses())}, nil
 }
 
 func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
@@ -764,4 +767,70 @@ func (m *Master) ImportSnapshot(_ context.Context, req *pb.CopySnapshotRequest) 
 // DeleteBackup implements pb.MasterServer.
 func (m *Master) DeleteBackup(ctx context.Context, req *pb.SnapshotNameRequest) (*pb.SnapshotNameResponse, error) {
 	return &pb.SnapshotNameResponse{}, toStatus(m.deleteBackup(ctx, req))
+}
+
+// maxExternalAddresses bounds SetExternalAddresses's map: one entry per master and region server.
+const maxExternalAddresses = 10000
+
+// SetExternalAddresses implements pb.MasterServer: the map is kept in the catalog's config row, so
+// the next active master has it, and handed to standbys with their reports.
+func (m *Master) SetExternalAddresses(_ context.Context, req *pb.SetExternalAddressesRequest) (*pb.SetExternalAddressesResponse, error) {
+	addrs := req.GetAddresses()
+	if len(addrs) > maxExternalAddresses {
+		return nil, toStatus(errInvalid("SetExternalAddresses: %d addresses, at most %d", len(addrs), maxExternalAddresses))
+	}
+	for k, v := range addrs {
+		for _, a := range []string{k, v} {
+			if err := checkHostPort(a); err != nil {
+				return nil, toStatus(errInvalid("SetExternalAddresses: %q -> %q: %v", k, v, err))
+			}
+		}
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	nc := proto.CloneOf(m.st.config)
+	if nc == nil {
+		nc = &pb.CatalogConfig{}
+	}
+	nc.ExternalAddresses = maps.Clone(addrs)
+	if !proto.Equal(nc, m.st.config) {
+		var b batch
+		b.putConfig(nc)
+		if err := m.commit(&b); err != nil {
+			return nil, toStatus(err)
+		}
+		m.log.Info("external addresses changed", "servers", len(addrs))
+	}
+	return &pb.SetExternalAddressesResponse{}, nil
+}
+
+// GetExternalAddresses implements pb.MasterServer. Every master answers: the active one from its
+// catalog, a standby with what the active one last told it (NOT_ACTIVE_MASTER until it has heard).
+func (m *Master) GetExternalAddresses(context.Context, *pb.GetExternalAddressesRequest) (*pb.GetExternalAddressesResponse, error) {
+	if m.lock() == nil {
+		ext := maps.Clone(m.st.config.GetExternalAddresses())
+		m.mu.Unlock()
+		return &pb.GetExternalAddressesResponse{Addresses: ext}, nil
+	}
+	if ext := m.standbyExternal.Load(); ext != nil && m.status.Load() == stateStandby {
+		return &pb.GetExternalAddressesResponse{Addresses: maps.Clone(*ext)}, nil
+	}
+	return nil, m.notActive()
+}
+
+// checkHostPort accepts host:port with a host and a port in 1..65535.
+func checkHostPort(a string) error {
+	if len(a) > 512 {
+		return errors.New("longer than 512 bytes")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+		return errors.New("want host:port with a port in 1..65535")
+	}
+	return nil
 }

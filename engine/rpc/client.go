@@ -44,6 +44,9 @@ type ClientOptions struct {
 	MaxRequest int
 	// DialTimeout bounds connecting. Default 5 s.
 	DialTimeout time.Duration
+	// ServerName is the name the server's TLS certificate must hold; default the host dialled. A
+	// client outside the cluster dials an external address but checks the server's own name.
+	ServerName string
 }
 
 // Conn is a client connection. Any number of goroutines may call on it at once; their calls share
@@ -98,6 +101,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Conn, error) {
 	}
 	if opts.TLS != nil {
 		host, _, _ := net.SplitHostPort(addr)
+		if opts.ServerName != "" {
+			host = opts.ServerName
+		}
 		tc := tls.Client(nc, opts.TLS.ClientConfig(host))
 		hctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 		err := tc.HandshakeContext(hctx)

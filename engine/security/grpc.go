@@ -49,8 +49,9 @@ func hostOf(addr string) string {
 // and gRPC's own DNS resolver re-resolves at most every 30 seconds, which would leave the
 // connection dialing the dead address that long. Reconnects back off from 100 ms to at most 2 s,
 // so that a restarted server is reached within seconds of answering. Each TLS handshake uses the
-// certificates as they are on disk then (rotation).
-func Dial(addr string, creds *Credentials) (*grpc.ClientConn, error) {
+// certificates as they are on disk then (rotation). extra are further dial options (an authority:
+// the name a certificate must hold when addr is an external address).
+func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := creds.Check(); err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func Dial(addr string, creds *Credentials) (*grpc.ClientConn, error) {
 				return s(metadata.AppendToOutgoingContext(ctx, "cellstore-user", user), desc, cc, method, o...)
 			}))
 	}
-	return grpc.NewClient("passthrough:///"+addr, opts...)
+	return grpc.NewClient("passthrough:///"+addr, append(opts, extra...)...)
 }
 
 // tokenCreds sends a bearer token with every call.

@@ -1000,12 +1000,13 @@ func (x *CatalogACL) GetAuths() []*LabelAuths {
 }
 
 // CatalogConfig is the row "config": cluster settings changed through SetClusterConfig; they
-// override the master's flags.
+// override the master's flags. external_addresses: SetExternalAddresses's map.
 type CatalogConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        map[string]string      `protobuf:"bytes,1,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Config            map[string]string      `protobuf:"bytes,1,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExternalAddresses map[string]string      `protobuf:"bytes,2,rep,name=external_addresses,json=externalAddresses,proto3" json:"external_addresses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CatalogConfig) Reset() {
@@ -1041,6 +1042,13 @@ func (*CatalogConfig) Descriptor() ([]byte, []int) {
 func (x *CatalogConfig) GetConfig() map[string]string {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *CatalogConfig) GetExternalAddresses() map[string]string {
+	if x != nil {
+		return x.ExternalAddresses
 	}
 	return nil
 }
@@ -1442,10 +1450,14 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12:\n" +
 	"\vpermissions\x18\x02 \x03(\v2\x18.cellstore.v1.PermissionR\vpermissions\x125\n" +
 	"\x06labels\x18\x03 \x03(\v2\x1d.cellstore.v1.VisibilityLabelR\x06labels\x12.\n" +
-	"\x05auths\x18\x04 \x03(\v2\x18.cellstore.v1.LabelAuthsR\x05auths\"\x8b\x01\n" +
+	"\x05auths\x18\x04 \x03(\v2\x18.cellstore.v1.LabelAuthsR\x05auths\"\xb4\x02\n" +
 	"\rCatalogConfig\x12?\n" +
-	"\x06config\x18\x01 \x03(\v2'.cellstore.v1.CatalogConfig.ConfigEntryR\x06config\x1a9\n" +
+	"\x06config\x18\x01 \x03(\v2'.cellstore.v1.CatalogConfig.ConfigEntryR\x06config\x12a\n" +
+	"\x12external_addresses\x18\x02 \x03(\v22.cellstore.v1.CatalogConfig.ExternalAddressesEntryR\x11externalAddresses\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16ExternalAddressesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
 	"\x12CatalogMasterState\x12$\n" +
@@ -1503,7 +1515,7 @@ func file_cellstore_v1_catalog_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_cellstore_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(ProcedureKind)(0),         // 0: cellstore.v1.ProcedureKind
 	(ProcedureStep)(0),         // 1: cellstore.v1.ProcedureStep
@@ -1522,38 +1534,40 @@ var file_cellstore_v1_catalog_proto_goTypes = []any{
 	(*SnapshotRegion)(nil),     // 14: cellstore.v1.SnapshotRegion
 	(*SnapshotFile)(nil),       // 15: cellstore.v1.SnapshotFile
 	nil,                        // 16: cellstore.v1.CatalogConfig.ConfigEntry
-	(*TableDescriptor)(nil),    // 17: cellstore.v1.TableDescriptor
-	(TableState)(0),            // 18: cellstore.v1.TableState
-	(*RegionInfo)(nil),         // 19: cellstore.v1.RegionInfo
-	(RegionState)(0),           // 20: cellstore.v1.RegionState
-	(*Quota)(nil),              // 21: cellstore.v1.Quota
-	(*Permission)(nil),         // 22: cellstore.v1.Permission
-	(*VisibilityLabel)(nil),    // 23: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),         // 24: cellstore.v1.LabelAuths
+	nil,                        // 17: cellstore.v1.CatalogConfig.ExternalAddressesEntry
+	(*TableDescriptor)(nil),    // 18: cellstore.v1.TableDescriptor
+	(TableState)(0),            // 19: cellstore.v1.TableState
+	(*RegionInfo)(nil),         // 20: cellstore.v1.RegionInfo
+	(RegionState)(0),           // 21: cellstore.v1.RegionState
+	(*Quota)(nil),              // 22: cellstore.v1.Quota
+	(*Permission)(nil),         // 23: cellstore.v1.Permission
+	(*VisibilityLabel)(nil),    // 24: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),         // 25: cellstore.v1.LabelAuths
 }
 var file_cellstore_v1_catalog_proto_depIdxs = []int32{
-	17, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
-	18, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
+	18, // 0: cellstore.v1.CatalogTable.table:type_name -> cellstore.v1.TableDescriptor
+	19, // 1: cellstore.v1.CatalogTable.state:type_name -> cellstore.v1.TableState
 	4,  // 2: cellstore.v1.CatalogTable.restore:type_name -> cellstore.v1.SnapshotRestore
-	19, // 3: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
-	20, // 4: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
+	20, // 3: cellstore.v1.CatalogRegion.info:type_name -> cellstore.v1.RegionInfo
+	21, // 4: cellstore.v1.CatalogRegion.state:type_name -> cellstore.v1.RegionState
 	0,  // 5: cellstore.v1.RegionProcedure.kind:type_name -> cellstore.v1.ProcedureKind
 	1,  // 6: cellstore.v1.RegionProcedure.step:type_name -> cellstore.v1.ProcedureStep
-	20, // 7: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
+	21, // 7: cellstore.v1.RegionProcedure.final_state:type_name -> cellstore.v1.RegionState
 	2,  // 8: cellstore.v1.DeadServer.step:type_name -> cellstore.v1.DeadServerStep
-	21, // 9: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
-	22, // 10: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
-	23, // 11: cellstore.v1.CatalogACL.labels:type_name -> cellstore.v1.VisibilityLabel
-	24, // 12: cellstore.v1.CatalogACL.auths:type_name -> cellstore.v1.LabelAuths
+	22, // 9: cellstore.v1.CatalogQuotas.quotas:type_name -> cellstore.v1.Quota
+	23, // 10: cellstore.v1.CatalogACL.permissions:type_name -> cellstore.v1.Permission
+	24, // 11: cellstore.v1.CatalogACL.labels:type_name -> cellstore.v1.VisibilityLabel
+	25, // 12: cellstore.v1.CatalogACL.auths:type_name -> cellstore.v1.LabelAuths
 	16, // 13: cellstore.v1.CatalogConfig.config:type_name -> cellstore.v1.CatalogConfig.ConfigEntry
-	17, // 14: cellstore.v1.SnapshotManifest.table:type_name -> cellstore.v1.TableDescriptor
-	14, // 15: cellstore.v1.SnapshotManifest.regions:type_name -> cellstore.v1.SnapshotRegion
-	15, // 16: cellstore.v1.SnapshotRegion.files:type_name -> cellstore.v1.SnapshotFile
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	17, // 14: cellstore.v1.CatalogConfig.external_addresses:type_name -> cellstore.v1.CatalogConfig.ExternalAddressesEntry
+	18, // 15: cellstore.v1.SnapshotManifest.table:type_name -> cellstore.v1.TableDescriptor
+	14, // 16: cellstore.v1.SnapshotManifest.regions:type_name -> cellstore.v1.SnapshotRegion
+	15, // 17: cellstore.v1.SnapshotRegion.files:type_name -> cellstore.v1.SnapshotFile
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_catalog_proto_init() }
@@ -1569,7 +1583,7 @@ func file_cellstore_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_catalog_proto_rawDesc), len(file_cellstore_v1_catalog_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

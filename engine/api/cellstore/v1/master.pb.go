@@ -306,6 +306,169 @@ func (CopyState) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
+type SetExternalAddressesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// addresses maps an advertised host:port (a master's gRPC address, a region server's data
+	// address) to the host:port that reaches it from outside. It replaces the whole map; empty
+	// removes it.
+	Addresses     map[string]string `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExternalAddressesRequest) Reset() {
+	*x = SetExternalAddressesRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExternalAddressesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExternalAddressesRequest) ProtoMessage() {}
+
+func (x *SetExternalAddressesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExternalAddressesRequest.ProtoReflect.Descriptor instead.
+func (*SetExternalAddressesRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetExternalAddressesRequest) GetAddresses() map[string]string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+type SetExternalAddressesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExternalAddressesResponse) Reset() {
+	*x = SetExternalAddressesResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExternalAddressesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExternalAddressesResponse) ProtoMessage() {}
+
+func (x *SetExternalAddressesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExternalAddressesResponse.ProtoReflect.Descriptor instead.
+func (*SetExternalAddressesResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{1}
+}
+
+type GetExternalAddressesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExternalAddressesRequest) Reset() {
+	*x = GetExternalAddressesRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalAddressesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalAddressesRequest) ProtoMessage() {}
+
+func (x *GetExternalAddressesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalAddressesRequest.ProtoReflect.Descriptor instead.
+func (*GetExternalAddressesRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
+}
+
+type GetExternalAddressesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Addresses     map[string]string      `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExternalAddressesResponse) Reset() {
+	*x = GetExternalAddressesResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalAddressesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalAddressesResponse) ProtoMessage() {}
+
+func (x *GetExternalAddressesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalAddressesResponse.ProtoReflect.Descriptor instead.
+func (*GetExternalAddressesResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetExternalAddressesResponse) GetAddresses() map[string]string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
 type ArchiveClusterWALRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -314,7 +477,7 @@ type ArchiveClusterWALRequest struct {
 
 func (x *ArchiveClusterWALRequest) Reset() {
 	*x = ArchiveClusterWALRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	mi := &file_cellstore_v1_master_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +489,7 @@ func (x *ArchiveClusterWALRequest) String() string {
 func (*ArchiveClusterWALRequest) ProtoMessage() {}
 
 func (x *ArchiveClusterWALRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[0]
+	mi := &file_cellstore_v1_master_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +502,7 @@ func (x *ArchiveClusterWALRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveClusterWALRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveClusterWALRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{0}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
 type ArchiveClusterWALResponse struct {
@@ -352,7 +515,7 @@ type ArchiveClusterWALResponse struct {
 
 func (x *ArchiveClusterWALResponse) Reset() {
 	*x = ArchiveClusterWALResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	mi := &file_cellstore_v1_master_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +527,7 @@ func (x *ArchiveClusterWALResponse) String() string {
 func (*ArchiveClusterWALResponse) ProtoMessage() {}
 
 func (x *ArchiveClusterWALResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[1]
+	mi := &file_cellstore_v1_master_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +540,7 @@ func (x *ArchiveClusterWALResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveClusterWALResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveClusterWALResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{1}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ArchiveClusterWALResponse) GetServers() int32 {
@@ -407,7 +570,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	mi := &file_cellstore_v1_master_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +582,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[2]
+	mi := &file_cellstore_v1_master_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +595,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateTableRequest) GetTable() *TableDescriptor {
@@ -465,7 +628,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	mi := &file_cellstore_v1_master_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +640,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[3]
+	mi := &file_cellstore_v1_master_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +653,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateTableResponse) GetRegions() []*RegionInfo {
@@ -509,7 +672,7 @@ type ModifyTableRequest struct {
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[4]
+	mi := &file_cellstore_v1_master_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +684,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[4]
+	mi := &file_cellstore_v1_master_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +697,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ModifyTableRequest) GetTable() *TableDescriptor {
@@ -552,7 +715,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[5]
+	mi := &file_cellstore_v1_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +727,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[5]
+	mi := &file_cellstore_v1_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +740,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{5}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{9}
 }
 
 type TableRequest struct {
@@ -589,7 +752,7 @@ type TableRequest struct {
 
 func (x *TableRequest) Reset() {
 	*x = TableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[6]
+	mi := &file_cellstore_v1_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +764,7 @@ func (x *TableRequest) String() string {
 func (*TableRequest) ProtoMessage() {}
 
 func (x *TableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[6]
+	mi := &file_cellstore_v1_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +777,7 @@ func (x *TableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequest.ProtoReflect.Descriptor instead.
 func (*TableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TableRequest) GetTable() *TableName {
@@ -632,7 +795,7 @@ type TableResponse struct {
 
 func (x *TableResponse) Reset() {
 	*x = TableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[7]
+	mi := &file_cellstore_v1_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +807,7 @@ func (x *TableResponse) String() string {
 func (*TableResponse) ProtoMessage() {}
 
 func (x *TableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[7]
+	mi := &file_cellstore_v1_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +820,7 @@ func (x *TableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableResponse.ProtoReflect.Descriptor instead.
 func (*TableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{11}
 }
 
 type TruncateTableRequest struct {
@@ -670,7 +833,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[8]
+	mi := &file_cellstore_v1_master_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +845,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[8]
+	mi := &file_cellstore_v1_master_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +858,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TruncateTableRequest) GetTable() *TableName {
@@ -722,7 +885,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[9]
+	mi := &file_cellstore_v1_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +897,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[9]
+	mi := &file_cellstore_v1_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +910,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTablesRequest) GetPattern() string {
@@ -768,7 +931,7 @@ type TableSummary struct {
 
 func (x *TableSummary) Reset() {
 	*x = TableSummary{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[10]
+	mi := &file_cellstore_v1_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +943,7 @@ func (x *TableSummary) String() string {
 func (*TableSummary) ProtoMessage() {}
 
 func (x *TableSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[10]
+	mi := &file_cellstore_v1_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +956,7 @@ func (x *TableSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableSummary.ProtoReflect.Descriptor instead.
 func (*TableSummary) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TableSummary) GetTable() *TableDescriptor {
@@ -826,7 +989,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[11]
+	mi := &file_cellstore_v1_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1001,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[11]
+	mi := &file_cellstore_v1_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1014,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTablesResponse) GetTables() []*TableSummary {
@@ -871,7 +1034,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[12]
+	mi := &file_cellstore_v1_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1046,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[12]
+	mi := &file_cellstore_v1_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1059,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTableResponse) GetTable() *TableDescriptor {
@@ -930,7 +1093,7 @@ type RegionLocation struct {
 
 func (x *RegionLocation) Reset() {
 	*x = RegionLocation{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[13]
+	mi := &file_cellstore_v1_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1105,7 @@ func (x *RegionLocation) String() string {
 func (*RegionLocation) ProtoMessage() {}
 
 func (x *RegionLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[13]
+	mi := &file_cellstore_v1_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1118,7 @@ func (x *RegionLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionLocation.ProtoReflect.Descriptor instead.
 func (*RegionLocation) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegionLocation) GetRegion() *RegionInfo {
@@ -1007,7 +1170,7 @@ type LocateRegionRequest struct {
 
 func (x *LocateRegionRequest) Reset() {
 	*x = LocateRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[14]
+	mi := &file_cellstore_v1_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1182,7 @@ func (x *LocateRegionRequest) String() string {
 func (*LocateRegionRequest) ProtoMessage() {}
 
 func (x *LocateRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[14]
+	mi := &file_cellstore_v1_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1195,7 @@ func (x *LocateRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateRegionRequest.ProtoReflect.Descriptor instead.
 func (*LocateRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LocateRegionRequest) GetTable() *TableName {
@@ -1072,7 +1235,7 @@ type LocateRegionResponse struct {
 
 func (x *LocateRegionResponse) Reset() {
 	*x = LocateRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[15]
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1247,7 @@ func (x *LocateRegionResponse) String() string {
 func (*LocateRegionResponse) ProtoMessage() {}
 
 func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[15]
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1260,7 @@ func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateRegionResponse.ProtoReflect.Descriptor instead.
 func (*LocateRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LocateRegionResponse) GetLocations() []*RegionLocation {
@@ -1118,7 +1281,7 @@ type GetTableRegionsResponse struct {
 
 func (x *GetTableRegionsResponse) Reset() {
 	*x = GetTableRegionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[16]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1293,7 @@ func (x *GetTableRegionsResponse) String() string {
 func (*GetTableRegionsResponse) ProtoMessage() {}
 
 func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[16]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1306,7 @@ func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableRegionsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetTableRegionsResponse) GetLocations() []*RegionLocation {
@@ -1175,7 +1338,7 @@ type RegisterServerRequest struct {
 
 func (x *RegisterServerRequest) Reset() {
 	*x = RegisterServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[17]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1350,7 @@ func (x *RegisterServerRequest) String() string {
 func (*RegisterServerRequest) ProtoMessage() {}
 
 func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[17]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1363,7 @@ func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterServerRequest) GetServer() *ServerName {
@@ -1246,7 +1409,7 @@ type RegisterServerResponse struct {
 
 func (x *RegisterServerResponse) Reset() {
 	*x = RegisterServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[18]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1421,7 @@ func (x *RegisterServerResponse) String() string {
 func (*RegisterServerResponse) ProtoMessage() {}
 
 func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[18]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1434,7 @@ func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{18}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterServerResponse) GetLeaseMs() int64 {
@@ -1320,7 +1483,7 @@ type RegionLoad struct {
 
 func (x *RegionLoad) Reset() {
 	*x = RegionLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1495,7 @@ func (x *RegionLoad) String() string {
 func (*RegionLoad) ProtoMessage() {}
 
 func (x *RegionLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1508,7 @@ func (x *RegionLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionLoad.ProtoReflect.Descriptor instead.
 func (*RegionLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegionLoad) GetRegion() string {
@@ -1418,7 +1581,7 @@ type ServerLoad struct {
 
 func (x *ServerLoad) Reset() {
 	*x = ServerLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1593,7 @@ func (x *ServerLoad) String() string {
 func (*ServerLoad) ProtoMessage() {}
 
 func (x *ServerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1606,7 @@ func (x *ServerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLoad.ProtoReflect.Descriptor instead.
 func (*ServerLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ServerLoad) GetRequestsPerSecond() int64 {
@@ -1500,7 +1663,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1675,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1688,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerName {
@@ -1565,7 +1728,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1740,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1753,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatResponse) GetLeaseMs() int64 {
@@ -1643,7 +1806,7 @@ type ReportRegionTransitionRequest struct {
 
 func (x *ReportRegionTransitionRequest) Reset() {
 	*x = ReportRegionTransitionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1818,7 @@ func (x *ReportRegionTransitionRequest) String() string {
 func (*ReportRegionTransitionRequest) ProtoMessage() {}
 
 func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1831,7 @@ func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionRequest.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReportRegionTransitionRequest) GetServer() *ServerName {
@@ -1721,7 +1884,7 @@ type ReportRegionTransitionResponse struct {
 
 func (x *ReportRegionTransitionResponse) Reset() {
 	*x = ReportRegionTransitionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1896,7 @@ func (x *ReportRegionTransitionResponse) String() string {
 func (*ReportRegionTransitionResponse) ProtoMessage() {}
 
 func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1909,7 @@ func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionResponse.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 type SetServerZoneRequest struct {
@@ -1759,7 +1922,7 @@ type SetServerZoneRequest struct {
 
 func (x *SetServerZoneRequest) Reset() {
 	*x = SetServerZoneRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1934,7 @@ func (x *SetServerZoneRequest) String() string {
 func (*SetServerZoneRequest) ProtoMessage() {}
 
 func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1947,7 @@ func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneRequest.ProtoReflect.Descriptor instead.
 func (*SetServerZoneRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetServerZoneRequest) GetServer() string {
@@ -1809,7 +1972,7 @@ type SetServerZoneResponse struct {
 
 func (x *SetServerZoneResponse) Reset() {
 	*x = SetServerZoneResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1984,7 @@ func (x *SetServerZoneResponse) String() string {
 func (*SetServerZoneResponse) ProtoMessage() {}
 
 func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1997,7 @@ func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneResponse.ProtoReflect.Descriptor instead.
 func (*SetServerZoneResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 type MoveRegionRequest struct {
@@ -1848,7 +2011,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2023,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2036,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -1898,7 +2061,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2073,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2086,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 type SplitRegionRequest struct {
@@ -1937,7 +2100,7 @@ type SplitRegionRequest struct {
 
 func (x *SplitRegionRequest) Reset() {
 	*x = SplitRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2112,7 @@ func (x *SplitRegionRequest) String() string {
 func (*SplitRegionRequest) ProtoMessage() {}
 
 func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2125,7 @@ func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SplitRegionRequest) GetRegion() string {
@@ -1987,7 +2150,7 @@ type SplitRegionResponse struct {
 
 func (x *SplitRegionResponse) Reset() {
 	*x = SplitRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2162,7 @@ func (x *SplitRegionResponse) String() string {
 func (*SplitRegionResponse) ProtoMessage() {}
 
 func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2175,7 @@ func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 type DrainServerRequest struct {
@@ -2028,7 +2191,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2203,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2216,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -2078,7 +2241,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2253,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2266,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 type BalanceRequest struct {
@@ -2114,7 +2277,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2289,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2302,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 type BalanceResponse struct {
@@ -2152,7 +2315,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2327,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2340,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2196,7 +2359,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2371,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2384,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2240,7 +2403,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2415,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2428,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2292,7 +2455,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2467,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2480,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2388,7 +2551,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2563,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2576,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -2452,7 +2615,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2627,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2640,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 type ClusterStatusResponse struct {
@@ -2496,7 +2659,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2671,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2684,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -2591,7 +2754,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2766,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2779,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -2634,7 +2797,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2809,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2822,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -2681,7 +2844,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2856,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2869,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -2800,7 +2963,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2975,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2988,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -2857,7 +3020,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3032,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3045,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -2902,7 +3065,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3077,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3090,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Permission) GetUser() string {
@@ -2983,7 +3146,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3158,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3171,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3026,7 +3189,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3201,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3214,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3064,7 +3227,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3239,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3252,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3107,7 +3270,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3282,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3295,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3148,7 +3311,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3323,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3336,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3210,7 +3373,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3385,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3398,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3277,7 +3440,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3452,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3465,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3330,7 +3493,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3505,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3518,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3382,7 +3545,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3557,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3570,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -3425,7 +3588,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3600,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3613,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -3463,7 +3626,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3638,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3651,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -3507,7 +3670,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3682,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3695,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -3553,7 +3716,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3728,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3741,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -3603,7 +3766,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3778,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3791,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 type GetAuthsRequest struct {
@@ -3640,7 +3803,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3815,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3828,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -3684,7 +3847,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3859,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3872,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -3730,7 +3893,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3905,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3918,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -3780,7 +3943,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3792,7 +3955,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3805,7 +3968,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 type ListQuotasRequest struct {
@@ -3816,7 +3979,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3828,7 +3991,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3841,7 +4004,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 type ListQuotasResponse struct {
@@ -3854,7 +4017,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +4029,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4042,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -3906,7 +4069,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +4081,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4094,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -3942,14 +4105,16 @@ func (x *ReportStandbyRequest) GetAddress() string {
 }
 
 type ReportStandbyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The external addresses (SetExternalAddresses), so a standby answers GetExternalAddresses too.
+	ExternalAddresses map[string]string `protobuf:"bytes,1,rep,name=external_addresses,json=externalAddresses,proto3" json:"external_addresses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4126,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4139,14 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
+	if x != nil {
+		return x.ExternalAddresses
+	}
+	return nil
 }
 
 type SnapshotRequest struct {
@@ -3990,7 +4162,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4174,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4187,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4048,7 +4220,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4232,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4245,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4099,7 +4271,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4283,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4296,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4188,7 +4360,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4372,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4385,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4239,7 +4411,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4423,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4436,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4286,7 +4458,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4470,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4483,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4336,7 +4508,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4520,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4533,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 type CloneSnapshotRequest struct {
@@ -4378,7 +4550,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4562,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4575,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -4435,7 +4607,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4619,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4632,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 type CopySnapshotRequest struct {
@@ -4472,7 +4644,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4656,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4669,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -4526,7 +4698,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4538,7 +4710,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4551,7 +4723,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -4621,7 +4793,19 @@ var File_cellstore_v1_master_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\n" +
-	"\x19cellstore/v1/master.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\"\x1a\n" +
+	"\x19cellstore/v1/master.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\"\xb3\x01\n" +
+	"\x1bSetExternalAddressesRequest\x12V\n" +
+	"\taddresses\x18\x01 \x03(\v28.cellstore.v1.SetExternalAddressesRequest.AddressesEntryR\taddresses\x1a<\n" +
+	"\x0eAddressesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
+	"\x1cSetExternalAddressesResponse\"\x1d\n" +
+	"\x1bGetExternalAddressesRequest\"\xb5\x01\n" +
+	"\x1cGetExternalAddressesResponse\x12W\n" +
+	"\taddresses\x18\x01 \x03(\v29.cellstore.v1.GetExternalAddressesResponse.AddressesEntryR\taddresses\x1a<\n" +
+	"\x0eAddressesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1a\n" +
 	"\x18ArchiveClusterWALRequest\"K\n" +
 	"\x19ArchiveClusterWALResponse\x12\x18\n" +
 	"\aservers\x18\x01 \x01(\x05R\aservers\x12\x14\n" +
@@ -4857,8 +5041,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
 	"\x14ReportStandbyRequest\x12\x18\n" +
-	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x17\n" +
-	"\x15ReportStandbyResponse\"s\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\xc8\x01\n" +
+	"\x15ReportStandbyResponse\x12i\n" +
+	"\x12external_addresses\x18\x01 \x03(\v2:.cellstore.v1.ReportStandbyResponse.ExternalAddressesEntryR\x11externalAddresses\x1aD\n" +
+	"\x16ExternalAddressesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x0fSnapshotRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -4939,7 +5127,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11COPY_STATE_FAILED\x10\x032\xef\x1b\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\xcd\x1d\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -4987,7 +5175,9 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x0eExportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12W\n" +
 	"\x0eImportSnapshot\x12!.cellstore.v1.CopySnapshotRequest\x1a\".cellstore.v1.CopySnapshotResponse\x12U\n" +
 	"\fDeleteBackup\x12!.cellstore.v1.SnapshotNameRequest\x1a\".cellstore.v1.SnapshotNameResponse\x12d\n" +
-	"\x11ArchiveClusterWAL\x12&.cellstore.v1.ArchiveClusterWALRequest\x1a'.cellstore.v1.ArchiveClusterWALResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\x11ArchiveClusterWAL\x12&.cellstore.v1.ArchiveClusterWALRequest\x1a'.cellstore.v1.ArchiveClusterWALResponse\x12m\n" +
+	"\x14SetExternalAddresses\x12).cellstore.v1.SetExternalAddressesRequest\x1a*.cellstore.v1.SetExternalAddressesResponse\x12m\n" +
+	"\x14GetExternalAddresses\x12).cellstore.v1.GetExternalAddressesRequest\x1a*.cellstore.v1.GetExternalAddressesResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_master_proto_rawDescOnce sync.Once
@@ -5002,245 +5192,259 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
 	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
 	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
 	(CopyState)(0),                         // 4: cellstore.v1.CopyState
-	(*ArchiveClusterWALRequest)(nil),       // 5: cellstore.v1.ArchiveClusterWALRequest
-	(*ArchiveClusterWALResponse)(nil),      // 6: cellstore.v1.ArchiveClusterWALResponse
-	(*CreateTableRequest)(nil),             // 7: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 8: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 9: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 10: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 11: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 12: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 13: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 14: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 15: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 16: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 17: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 18: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 19: cellstore.v1.LocateRegionRequest
-	(*LocateRegionResponse)(nil),           // 20: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 21: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 22: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 23: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 24: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 25: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 26: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 27: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 28: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 29: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 30: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 31: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 32: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 33: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 34: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 35: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 36: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 37: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 38: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 39: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 40: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 41: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 42: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 43: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 44: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 45: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 46: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 47: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 48: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 49: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 50: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 51: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 52: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 53: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 54: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 55: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 56: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 57: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 58: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 59: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 60: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 61: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 62: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 63: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 64: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 65: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 66: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 67: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 68: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 69: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 70: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 71: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 72: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 73: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 74: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 75: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 76: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 77: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 78: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 79: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 80: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 81: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 82: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 83: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 84: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 85: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 86: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 87: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 88: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	(*TableDescriptor)(nil),                // 89: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 90: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 91: cellstore.v1.TableName
-	(TableState)(0),                        // 92: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 93: cellstore.v1.ServerName
+	(*SetExternalAddressesRequest)(nil),    // 5: cellstore.v1.SetExternalAddressesRequest
+	(*SetExternalAddressesResponse)(nil),   // 6: cellstore.v1.SetExternalAddressesResponse
+	(*GetExternalAddressesRequest)(nil),    // 7: cellstore.v1.GetExternalAddressesRequest
+	(*GetExternalAddressesResponse)(nil),   // 8: cellstore.v1.GetExternalAddressesResponse
+	(*ArchiveClusterWALRequest)(nil),       // 9: cellstore.v1.ArchiveClusterWALRequest
+	(*ArchiveClusterWALResponse)(nil),      // 10: cellstore.v1.ArchiveClusterWALResponse
+	(*CreateTableRequest)(nil),             // 11: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),            // 12: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),             // 13: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),            // 14: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                   // 15: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                  // 16: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),           // 17: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),              // 18: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                   // 19: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),             // 20: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),          // 21: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                 // 22: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),            // 23: cellstore.v1.LocateRegionRequest
+	(*LocateRegionResponse)(nil),           // 24: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 25: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 26: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 27: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 28: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 29: cellstore.v1.ServerLoad
+	(*HeartbeatRequest)(nil),               // 30: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 31: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 32: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 33: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 34: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 35: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 36: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 37: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 38: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 39: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 40: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 41: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 42: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 43: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 44: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 45: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 46: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 47: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 48: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 49: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 50: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 51: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 52: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 53: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 54: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 55: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 56: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 57: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 58: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 59: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 60: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 61: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 62: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 63: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 64: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 65: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 66: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 67: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 68: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 69: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 70: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 71: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 72: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 73: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 74: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 75: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 76: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 77: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 78: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 79: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 80: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 81: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 82: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 83: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 84: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 85: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 86: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 87: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 88: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 89: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                    // 90: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                    // 91: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 92: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 93: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 94: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                    // 95: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                // 96: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 97: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 98: cellstore.v1.TableName
+	(TableState)(0),                        // 99: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 100: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	89, // 0: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	90, // 1: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	89, // 2: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	91, // 3: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	91, // 4: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	89, // 5: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	92, // 6: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	15, // 7: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	89, // 8: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	92, // 9: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	90, // 10: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	93, // 11: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
-	0,  // 12: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	91, // 13: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	18, // 14: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	18, // 15: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	92, // 16: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	93, // 17: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	85, // 18: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	24, // 19: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	93, // 20: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	25, // 21: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	86, // 22: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	93, // 23: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	90, // 24: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
-	1,  // 25: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	90, // 26: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	93, // 27: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	25, // 28: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,  // 29: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	42, // 30: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	43, // 31: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	87, // 32: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	88, // 33: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	91, // 34: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,  // 35: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	48, // 36: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,  // 37: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	91, // 38: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	51, // 39: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	51, // 40: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	91, // 41: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	51, // 42: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	58, // 43: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	59, // 44: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	48, // 45: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	91, // 46: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	76, // 47: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	91, // 48: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	76, // 49: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	91, // 50: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,  // 51: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	7,  // 52: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	9,  // 53: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	11, // 54: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	11, // 55: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	11, // 56: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	13, // 57: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	14, // 58: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	11, // 59: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	19, // 60: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	11, // 61: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	22, // 62: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	26, // 63: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	28, // 64: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	30, // 65: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	32, // 66: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	34, // 67: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	36, // 68: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	36, // 69: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	38, // 70: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	40, // 71: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	44, // 72: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	72, // 73: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	46, // 74: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	49, // 75: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	70, // 76: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	52, // 77: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	54, // 78: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	56, // 79: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	60, // 80: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	62, // 81: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	64, // 82: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	66, // 83: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	68, // 84: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	74, // 85: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	77, // 86: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	79, // 87: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	81, // 88: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	79, // 89: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	83, // 90: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	83, // 91: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	79, // 92: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	5,  // 93: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	8,  // 94: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	10, // 95: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	12, // 96: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	12, // 97: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	12, // 98: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	12, // 99: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	16, // 100: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	17, // 101: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	20, // 102: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	21, // 103: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	23, // 104: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	27, // 105: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	29, // 106: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	31, // 107: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	33, // 108: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	35, // 109: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	37, // 110: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	37, // 111: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	39, // 112: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	41, // 113: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	45, // 114: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	73, // 115: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	47, // 116: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	50, // 117: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	71, // 118: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	53, // 119: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	55, // 120: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	57, // 121: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	61, // 122: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	63, // 123: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	65, // 124: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	67, // 125: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	69, // 126: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	75, // 127: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	78, // 128: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	80, // 129: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	82, // 130: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	80, // 131: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	84, // 132: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	84, // 133: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	80, // 134: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	6,  // 135: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	94, // [94:136] is the sub-list for method output_type
-	52, // [52:94] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	89,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	90,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	96,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	97,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	96,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	98,  // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	98,  // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	96,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	99,  // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	96,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	99,  // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	97,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	100, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
+	98,  // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	22,  // 16: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	22,  // 17: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	99,  // 18: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	100, // 19: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	91,  // 20: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	28,  // 21: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	100, // 22: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	29,  // 23: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	92,  // 24: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	100, // 25: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	97,  // 26: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	1,   // 27: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
+	97,  // 28: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	100, // 29: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	29,  // 30: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 31: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	46,  // 32: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	47,  // 33: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	93,  // 34: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	94,  // 35: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	98,  // 36: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 37: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	52,  // 38: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 39: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	98,  // 40: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	55,  // 41: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	55,  // 42: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	98,  // 43: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	55,  // 44: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	62,  // 45: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	63,  // 46: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	52,  // 47: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	95,  // 48: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	98,  // 49: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	80,  // 50: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	98,  // 51: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	80,  // 52: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	98,  // 53: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 54: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	11,  // 55: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	13,  // 56: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	15,  // 57: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 58: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 59: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	17,  // 60: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	18,  // 61: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	15,  // 62: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	23,  // 63: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	15,  // 64: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	26,  // 65: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	30,  // 66: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	32,  // 67: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	34,  // 68: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	36,  // 69: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	38,  // 70: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	40,  // 71: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	40,  // 72: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	42,  // 73: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	44,  // 74: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	48,  // 75: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	76,  // 76: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	50,  // 77: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	53,  // 78: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	74,  // 79: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	56,  // 80: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	58,  // 81: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	60,  // 82: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	64,  // 83: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	66,  // 84: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	68,  // 85: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	70,  // 86: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	72,  // 87: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	78,  // 88: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	81,  // 89: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	83,  // 90: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	85,  // 91: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	83,  // 92: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	87,  // 93: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	87,  // 94: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	83,  // 95: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	9,   // 96: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	5,   // 97: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	7,   // 98: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	12,  // 99: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	14,  // 100: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	16,  // 101: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 102: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 103: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	16,  // 104: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	20,  // 105: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	21,  // 106: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	24,  // 107: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	25,  // 108: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	27,  // 109: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	31,  // 110: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	33,  // 111: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	35,  // 112: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	37,  // 113: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	39,  // 114: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	41,  // 115: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	41,  // 116: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	43,  // 117: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	45,  // 118: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	49,  // 119: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	77,  // 120: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	51,  // 121: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	54,  // 122: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	75,  // 123: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	57,  // 124: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	59,  // 125: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	61,  // 126: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	65,  // 127: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	67,  // 128: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	69,  // 129: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	71,  // 130: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	73,  // 131: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	79,  // 132: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	82,  // 133: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	84,  // 134: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	86,  // 135: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	84,  // 136: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	88,  // 137: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	88,  // 138: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	84,  // 139: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	10,  // 140: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	6,   // 141: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	8,   // 142: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	99,  // [99:143] is the sub-list for method output_type
+	55,  // [55:99] is the sub-list for method input_type
+	55,  // [55:55] is the sub-list for extension type_name
+	55,  // [55:55] is the sub-list for extension extendee
+	0,   // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5249,7 +5453,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[43].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[47].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5260,7 +5464,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   84,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,6 +61,8 @@ const (
 	Master_ImportSnapshot_FullMethodName         = "/cellstore.v1.Master/ImportSnapshot"
 	Master_DeleteBackup_FullMethodName           = "/cellstore.v1.Master/DeleteBackup"
 	Master_ArchiveClusterWAL_FullMethodName      = "/cellstore.v1.Master/ArchiveClusterWAL"
+	Master_SetExternalAddresses_FullMethodName   = "/cellstore.v1.Master/SetExternalAddresses"
+	Master_GetExternalAddresses_FullMethodName   = "/cellstore.v1.Master/GetExternalAddresses"
 )
 
 // MasterClient is the client API for Master service.
@@ -134,6 +136,12 @@ type MasterClient interface {
 	// returns, every edit acknowledged before the call can be recovered to (Postgres's
 	// pg_switch_wal). Fails naming the servers that could not.
 	ArchiveClusterWAL(ctx context.Context, in *ArchiveClusterWALRequest, opts ...grpc.CallOption) (*ArchiveClusterWALResponse, error)
+	// Clients outside the cluster's network: the address each master and region server is reached
+	// at from outside, by the address it advertises. Set by the operator (spec.externalAccess);
+	// answered by every master, standbys included, so a client bootstrapping through any of them
+	// can dial the rest.
+	SetExternalAddresses(ctx context.Context, in *SetExternalAddressesRequest, opts ...grpc.CallOption) (*SetExternalAddressesResponse, error)
+	GetExternalAddresses(ctx context.Context, in *GetExternalAddressesRequest, opts ...grpc.CallOption) (*GetExternalAddressesResponse, error)
 }
 
 type masterClient struct {
@@ -564,6 +572,26 @@ func (c *masterClient) ArchiveClusterWAL(ctx context.Context, in *ArchiveCluster
 	return out, nil
 }
 
+func (c *masterClient) SetExternalAddresses(ctx context.Context, in *SetExternalAddressesRequest, opts ...grpc.CallOption) (*SetExternalAddressesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetExternalAddressesResponse)
+	err := c.cc.Invoke(ctx, Master_SetExternalAddresses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) GetExternalAddresses(ctx context.Context, in *GetExternalAddressesRequest, opts ...grpc.CallOption) (*GetExternalAddressesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetExternalAddressesResponse)
+	err := c.cc.Invoke(ctx, Master_GetExternalAddresses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -635,6 +663,12 @@ type MasterServer interface {
 	// returns, every edit acknowledged before the call can be recovered to (Postgres's
 	// pg_switch_wal). Fails naming the servers that could not.
 	ArchiveClusterWAL(context.Context, *ArchiveClusterWALRequest) (*ArchiveClusterWALResponse, error)
+	// Clients outside the cluster's network: the address each master and region server is reached
+	// at from outside, by the address it advertises. Set by the operator (spec.externalAccess);
+	// answered by every master, standbys included, so a client bootstrapping through any of them
+	// can dial the rest.
+	SetExternalAddresses(context.Context, *SetExternalAddressesRequest) (*SetExternalAddressesResponse, error)
+	GetExternalAddresses(context.Context, *GetExternalAddressesRequest) (*GetExternalAddressesResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -770,6 +804,12 @@ func (UnimplementedMasterServer) DeleteBackup(context.Context, *SnapshotNameRequ
 }
 func (UnimplementedMasterServer) ArchiveClusterWAL(context.Context, *ArchiveClusterWALRequest) (*ArchiveClusterWALResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ArchiveClusterWAL not implemented")
+}
+func (UnimplementedMasterServer) SetExternalAddresses(context.Context, *SetExternalAddressesRequest) (*SetExternalAddressesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetExternalAddresses not implemented")
+}
+func (UnimplementedMasterServer) GetExternalAddresses(context.Context, *GetExternalAddressesRequest) (*GetExternalAddressesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetExternalAddresses not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1548,6 +1588,42 @@ func _Master_ArchiveClusterWAL_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_SetExternalAddresses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetExternalAddressesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetExternalAddresses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetExternalAddresses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetExternalAddresses(ctx, req.(*SetExternalAddressesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_GetExternalAddresses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExternalAddressesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).GetExternalAddresses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_GetExternalAddresses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).GetExternalAddresses(ctx, req.(*GetExternalAddressesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1722,6 +1798,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ArchiveClusterWAL",
 			Handler:    _Master_ArchiveClusterWAL_Handler,
+		},
+		{
+			MethodName: "SetExternalAddresses",
+			Handler:    _Master_SetExternalAddresses_Handler,
+		},
+		{
+			MethodName: "GetExternalAddresses",
+			Handler:    _Master_GetExternalAddresses_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
