@@ -144,6 +144,13 @@ type StoreClusterSpec struct {
 	// (a group's own scheduling field, when set, replaces the one here).
 	// +optional
 	PodTemplate *PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// ExternalAccess exposes every master and region server to clients outside the Kubernetes
+	// cluster (a laptop, another cluster): a Service per pod, whose address the masters publish
+	// so that a client started with any master's external address (`cellstore shell --external`)
+	// reaches each server there. Absent: reachable inside the cluster only.
+	// +optional
+	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
 }
 
 // TLSMode says where a cluster's certificates come from.
@@ -198,6 +205,25 @@ type SecuritySpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	NetworkPolicy *bool `json:"networkPolicy,omitempty"`
+}
+
+// ExternalAccessSpec says how masters and region servers are reached from outside.
+// +kubebuilder:validation:XValidation:rule="!has(self.host) || self.type == 'NodePort'",message="spec.externalAccess.host is for NodePort Services: a LoadBalancer's address is the one its cloud gives it"
+type ExternalAccessSpec struct {
+	// Type of the per-pod Services: NodePort (each server at a port of every node) or
+	// LoadBalancer (each server at its own load balancer address).
+	// +kubebuilder:validation:Enum=NodePort;LoadBalancer
+	Type corev1.ServiceType `json:"type"`
+	// Host is, for NodePort, the host name or address clients reach the nodes at (a node's
+	// public address, or a DNS name over them): every server is then published as host:nodePort.
+	// Default: the address of the node each pod runs on (its status.hostIP).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.:]*[A-Za-z0-9])?$`
+	// +optional
+	Host string `json:"host,omitempty"`
+	// Annotations of the Services (a cloud's load balancer settings: internal or public, ...).
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // ProvidedCertificates names Secrets in the StoreCluster's namespace, each with the keys of a
@@ -685,6 +711,22 @@ type StoreClusterStatus struct {
 	// Recovery is the progress of spec.bootstrap.recovery: where the cluster came from.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+	// ExternalAccess is where clients outside the cluster start (spec.externalAccess).
+	// +optional
+	ExternalAccess *ExternalAccessStatus `json:"externalAccess,omitempty"`
+}
+
+// ExternalAccessStatus reports the external addresses.
+type ExternalAccessStatus struct {
+	// Masters are the masters' external addresses: what a client outside is started with
+	// (`cellstore shell --external --masters ADDR,...`).
+	// +optional
+	Masters []string `json:"masters,omitempty"`
+	// Published is how many servers (masters and region servers) have an external address.
+	Published int32 `json:"published"`
+	// Pending is how many do not have one yet (a load balancer being made, a pod not scheduled).
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
 }
 
 // HibernationState is a step of hibernating or waking.

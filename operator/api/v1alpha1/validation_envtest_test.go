@@ -205,6 +205,12 @@ var _ = Describe("StoreCluster validation", func() {
 			set("security", "{tls: Provided, certificates: {serverSecretName: Server_TLS, clientSecretName: operator-tls}}")),
 		Entry("an unknown tls mode", `Unsupported value: "Custom": supported values: "Generated", "Provided", "Disabled"`,
 			set("security", "{tls: Custom}")),
+		Entry("external access through a ClusterIP", `Unsupported value: "ClusterIP": supported values: "NodePort", "LoadBalancer"`,
+			set("externalAccess", "{type: ClusterIP}")),
+		Entry("a host for load balancers", "spec.externalAccess.host is for NodePort Services",
+			set("externalAccess", "{type: LoadBalancer, host: db.example.com}")),
+		Entry("a host that is not a host", "spec.externalAccess.host in body should match",
+			set("externalAccess", "{type: NodePort, host: 'http://x/'}")),
 	)
 
 	DescribeTable("refuses a bad name",

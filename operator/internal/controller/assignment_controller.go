@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
@@ -69,6 +71,7 @@ type assignState struct {
 func (r *AssignmentReconciler) tasks() []Task[*assignState] {
 	return []Task[*assignState]{
 		{Name: "zones", Run: r.taskZones},
+		{Name: "external-addresses", Run: r.taskExternalAddresses},
 		{Name: "region-replication", Run: r.taskReplication},
 		{Name: "quotas", Run: r.taskQuotas},
 		{Name: "rollout", Run: r.taskRollout},
@@ -188,6 +191,44 @@ func (r *AssignmentReconciler) taskZones(ctx context.Context, a *assignState) Re
 			return Errored(ReasonMasterUnreachable, fmt.Errorf("tell the master the zone of %s: %w", sv.Name, err))
 		}
 		r.event(a.c, corev1.EventTypeNormal, "ZoneSet", "told the master that region server %s (node %s) is in zone %s", p.Name, p.Spec.NodeName, zone)
+	}
+	return Done()
+}
+
+// taskExternalAddresses has the masters publish each server's external address
+// (spec.externalAccess), or nothing without it.
+func (r *AssignmentReconciler) taskExternalAddresses(ctx context.Context, a *assignState) Result {
+	var want map[string]string
+	var masters []string
+	if a.c.Spec.ExternalAccess != nil {
+		var svcs corev1.ServiceList
+		sel := resources.ClusterLabels(a.c)
+		sel[resources.LabelExternal] = "true"
+		if err := r.Client.List(ctx, &svcs, client.InNamespace(a.c.Namespace), client.MatchingLabels(sel)); err != nil {
+			return Errored(ReasonApplyFailed, fmt.Errorf("list the external Services: %w", err))
+		}
+		want, masters, _ = resources.ExternalAddresses(a.c, a.pods, svcs.Items)
+	}
+	cctx, cancel := r.call(ctx)
+	have, err := a.mc.ExternalAddresses(cctx)
+	cancel()
+	if err != nil {
+		return Errored(ReasonMasterUnreachable, fmt.Errorf("read the published external addresses: %w", err))
+	}
+	if maps.Equal(have, want) {
+		return Done()
+	}
+	cctx, cancel = r.call(ctx)
+	err = a.mc.SetExternalAddresses(cctx, want)
+	cancel()
+	if err != nil {
+		return Errored(ReasonMasterUnreachable, fmt.Errorf("publish the external addresses: %w", err))
+	}
+	if len(want) == 0 {
+		r.event(a.c, corev1.EventTypeNormal, "ExternalAddressesPublished", "no external addresses published")
+	} else {
+		r.event(a.c, corev1.EventTypeNormal, "ExternalAddressesPublished", "published the external addresses of %d servers; clients outside start with the masters at %s",
+			len(want), strings.Join(masters, ","))
 	}
 	return Done()
 }

@@ -4,8 +4,12 @@ package controller_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 
@@ -338,6 +342,59 @@ var _ = Describe("The master's settings", func() {
 		Eventually(func() []v1alpha1.ServerRegions { return get(c).Status.Regions.PerServer }, timeout, poll).Should(ContainElement(And(
 			HaveField("Pod", rsPod(c, 1)), HaveField("Zone", "zone-b"))))
 		Eventually(eventsOf(c, "ZoneSet"), timeout, poll).Should(ContainElement(ContainSubstring("region server store-regionserver-1 (node zoned-1) is in zone zone-b")))
+	})
+
+	It("exposes every server outside the cluster and has the masters publish where (spec.externalAccess)", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) {
+			c.Spec.RegionServers.Replicas = 2
+			c.Spec.ExternalAccess = &v1alpha1.ExternalAccessSpec{Type: corev1.ServiceTypeNodePort, Host: "203.0.113.9",
+				Annotations: map[string]string{"example.com/lb": "internal"}}
+		}))
+		waitRunning(c)
+		f := fakeOf(c)
+		svc := func(pod string) *corev1.Service {
+			s := &corev1.Service{}
+			Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.ExternalServiceName(pod)}, s)).To(Succeed())
+			return s
+		}
+		nodePort := func(pod string) string { return fmt.Sprintf("203.0.113.9:%d", svc(pod).Spec.Ports[0].NodePort) }
+		m0, rs0, rs1 := resources.PodName(c, resources.GroupMaster, 0), rsPod(c, 0), rsPod(c, 1)
+		s := svc(rs1)
+		Expect(s.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+		Expect(s.Spec.Selector).To(HaveKeyWithValue(appsv1.StatefulSetPodNameLabel, rs1))
+		Expect(s.Spec.Ports).To(ConsistOf(HaveField("Port", resources.RegionServerDataPort)))
+		Expect(s.Annotations).To(HaveKeyWithValue("example.com/lb", "internal"))
+		Expect(svc(m0).Spec.Ports).To(ConsistOf(HaveField("Port", resources.MasterGRPCPort)))
+		want := map[string]string{resources.ServerName(c, rs0): nodePort(rs0), resources.ServerName(c, rs1): nodePort(rs1)}
+		var masterAddrs []string
+		for pod := range pods(c, resources.GroupMaster) {
+			want[resources.MasterServerName(c, pod)] = nodePort(pod)
+			masterAddrs = append(masterAddrs, nodePort(pod))
+		}
+		slices.Sort(masterAddrs)
+		Expect(masterAddrs).To(HaveLen(int(get(c).Spec.MasterReplicas())))
+		Eventually(f.External, timeout, poll).Should(Equal(want))
+		Eventually(func() *v1alpha1.ExternalAccessStatus { return get(c).Status.ExternalAccess }, timeout, poll).Should(Equal(
+			&v1alpha1.ExternalAccessStatus{Masters: masterAddrs, Published: int32(len(want))}))
+		Eventually(eventsOf(c, "ExternalAddressesPublished"), timeout, poll).Should(ContainElement(ContainSubstring("clients outside start with the masters at " + strings.Join(masterAddrs, ","))))
+
+		// Scaled in: the Service of the pod that went goes too, and so does its address.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 1 })
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.ExternalServiceName(rs1)}, &corev1.Service{}))
+		}, timeout, poll).Should(BeTrue())
+		Eventually(f.External, timeout, poll).Should(HaveLen(len(want) - 1))
+
+		// Removed: no Service, nothing published, no status.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.ExternalAccess = nil })
+		Eventually(func() []corev1.Service {
+			list := &corev1.ServiceList{}
+			Expect(k8s.List(suiteCtx, list, client.InNamespace(ns), client.MatchingLabels{resources.LabelExternal: "true"})).To(Succeed())
+			return list.Items
+		}, timeout, poll).Should(BeEmpty())
+		Eventually(f.External, timeout, poll).Should(BeEmpty())
+		Eventually(func() *v1alpha1.ExternalAccessStatus { return get(c).Status.ExternalAccess }, timeout, poll).Should(BeNil())
 	})
 
 	It("applies quotas and region replication through the master, without a restart, and removes only its own quotas", func() {

@@ -29,6 +29,7 @@ import (
 // +kubebuilder:rbac:groups=cellstore.io,resources=storescheduledbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get

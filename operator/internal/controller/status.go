@@ -129,6 +129,18 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 		st.Masters.Active = ""
 	}
 
+	st.ExternalAccess = nil
+	if c.Spec.ExternalAccess != nil {
+		var svcs corev1.ServiceList
+		sel := resources.ClusterLabels(c)
+		sel[resources.LabelExternal] = "true"
+		if err := r.Client.List(ctx, &svcs, client.InNamespace(c.Namespace), client.MatchingLabels(sel)); err != nil {
+			return 0, err
+		}
+		addrs, masters, pending := resources.ExternalAddresses(c, o.pods, svcs.Items)
+		st.ExternalAccess = &v1alpha1.ExternalAccessStatus{Masters: masters, Published: int32(len(addrs)), Pending: pending}
+	}
+
 	// The rollout under way, as the region-assignment controller recorded it.
 	st.Rollout = nil
 	var blocked *rolloutState

@@ -398,12 +398,57 @@ func (r *StoreClusterReconciler) taskServices(ctx context.Context, s *clusterSta
 		resources.ClientService(s.c, v)); res.Outcome != Complete {
 		return res
 	}
+	if res := r.externalServices(ctx, s); res.Outcome != Complete {
+		return res
+	}
 	np := resources.RegionServerNetworkPolicy(s.c, v)
 	if s.c.Spec.NetworkPolicyEnabled() {
 		return r.applyAll(ctx, s.c, np)
 	}
 	if err := r.Client.Delete(ctx, np); err != nil && !apierrors.IsNotFound(err) {
 		return Errored(ReasonApplyFailed, fmt.Errorf("delete NetworkPolicy %s: %w", np.Name, err))
+	}
+	return Done()
+}
+
+// externalServices applies the per-pod Services of spec.externalAccess and deletes those no
+// longer wanted: all of them without it, and those of pods scaled away (once the pod is gone, so
+// a region server being drained stays reachable).
+func (r *StoreClusterReconciler) externalServices(ctx context.Context, s *clusterState) Result {
+	c := s.c
+	replicas := map[resources.Group]int32{resources.GroupMaster: c.Spec.MasterReplicas(), resources.GroupRegionServer: c.Spec.RegionServerReplicas()}
+	want := resources.ExternalServices(c, replicas, r.Options.OperatorVersion)
+	objs := make([]client.Object, 0, len(want))
+	keep := map[string]bool{}
+	for _, svc := range want {
+		objs = append(objs, svc)
+		keep[svc.Name] = true
+	}
+	if res := r.applyAll(ctx, c, objs...); res.Outcome != Complete {
+		return res
+	}
+	var have corev1.ServiceList
+	sel := resources.ClusterLabels(c)
+	sel[resources.LabelExternal] = "true"
+	if err := r.Client.List(ctx, &have, client.InNamespace(c.Namespace), client.MatchingLabels(sel)); err != nil {
+		return Errored(ReasonApplyFailed, fmt.Errorf("list the external Services: %w", err))
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.ClusterLabels(c))); err != nil {
+		return Errored(ReasonApplyFailed, fmt.Errorf("list pods: %w", err))
+	}
+	running := map[string]bool{}
+	for _, p := range pods.Items {
+		running[resources.ExternalServiceName(p.Name)] = c.Spec.ExternalAccess != nil
+	}
+	for i := range have.Items {
+		svc := &have.Items[i]
+		if keep[svc.Name] || running[svc.Name] {
+			continue
+		}
+		if err := r.Client.Delete(ctx, svc); err != nil && !apierrors.IsNotFound(err) {
+			return Errored(ReasonApplyFailed, fmt.Errorf("delete Service %s: %w", svc.Name, err))
+		}
 	}
 	return Done()
 }

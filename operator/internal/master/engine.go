@@ -207,6 +207,23 @@ func (e *engineClient) SetServerZone(ctx context.Context, server, zone string) e
 	})
 }
 
+func (e *engineClient) ExternalAddresses(ctx context.Context) (map[string]string, error) {
+	var out map[string]string
+	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.GetExternalAddresses(ctx, &pb.GetExternalAddressesRequest{})
+		out = resp.GetAddresses()
+		return err
+	})
+	return out, err
+}
+
+func (e *engineClient) SetExternalAddresses(ctx context.Context, addrs map[string]string) error {
+	return e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetExternalAddresses(ctx, &pb.SetExternalAddressesRequest{Addresses: addrs})
+		return err
+	})
+}
+
 var timeUnitSeconds = map[TimeUnit]int64{Second: 1, Minute: 60, Hour: 3600, Day: 86400}
 
 func toProto(s Subject, t ThrottleType) (*pb.Quota, error) {

@@ -30,6 +30,11 @@ type Client interface {
 	// SetServerZone tells the master a server's zone; replicas of a region go to different zones
 	// when it can.
 	SetServerZone(ctx context.Context, server, zone string) error
+	// ExternalAddresses returns what the masters publish for clients outside the cluster:
+	// each server's advertised address to its external one (empty: none).
+	ExternalAddresses(ctx context.Context) (map[string]string, error)
+	// SetExternalAddresses replaces that map (empty removes it).
+	SetExternalAddresses(ctx context.Context, addrs map[string]string) error
 	// SetQuota creates or replaces the throttle of q's identity (Subject and Type).
 	SetQuota(ctx context.Context, q Quota) error
 	// RemoveQuota removes a throttle; removing a missing one does nothing.

@@ -79,6 +79,7 @@ type Fake struct {
 	failCopies int
 	restored   []string
 	disabled   map[string]bool
+	external   map[string]string
 }
 
 // New makes a fake master with no servers.
@@ -349,6 +350,26 @@ func (c client) Balance(context.Context) error {
 		f.servers[name].regions = 0
 	}
 	f.spread(total)
+	return nil
+}
+
+// External is what SetExternalAddresses last set.
+func (f *Fake) External() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.external)
+}
+
+func (c client) ExternalAddresses(context.Context) (map[string]string, error) {
+	return c.f.External(), nil
+}
+
+func (c client) SetExternalAddresses(_ context.Context, addrs map[string]string) error {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.note("SetExternalAddresses %d", len(addrs))
+	f.external = maps.Clone(addrs)
 	return nil
 }
 
