@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -556,6 +557,49 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(string(b)).To(ContainSubstring(fmt.Sprintf(`service=\"%s-regionserver\"`, name)))
 		Expect(string(b)).To(ContainSubstring(fmt.Sprintf(`service=\"%s-master\"`, name)))
 		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "turning monitoring on restarted pods")
+	})
+
+	It("serves a client outside the cluster at the NodePorts it publishes (spec.externalAccess)", func(ctx SpecContext) {
+		before := podUIDs(ctx, ns, name)
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
+			c.Spec.ExternalAccess = &v1alpha1.ExternalAccessSpec{Type: corev1.ServiceTypeNodePort}
+		})
+		c := getCluster(ctx, ns, name)
+		servers := c.Spec.MasterReplicas() + c.Spec.RegionServerReplicas()
+		var masters []string
+		Eventually(func() int32 {
+			st := getCluster(ctx, ns, name).Status.ExternalAccess
+			if st == nil {
+				return 0
+			}
+			masters = st.Masters
+			return st.Published
+		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal(servers), "every master and region server published")
+		Expect(masters).To(HaveLen(int(c.Spec.MasterReplicas())))
+		Expect(clusterEvents(ctx, ns, name)).To(ContainElement(HaveField("Reason", "ExternalAddressesPublished")))
+
+		// The test machine is outside the cluster's network: it cannot resolve the pods' names, so
+		// the published addresses are its only way to each server.
+		_, err := net.DefaultResolver.LookupHost(ctx, fmt.Sprintf("%s-master-0.%s-master.%s.svc", name, name, ns))
+		Expect(err).To(HaveOccurred(), "the test machine resolves the pods' names: it would not prove external access")
+		sec, err := kube.CoreV1().Secrets(ns).Get(ctx, adminSecret(name), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+			Expect(os.WriteFile(filepath.Join(dir, k), sec.Data[k], 0o600)).To(Succeed())
+		}
+		bin := filepath.Join(dir, "cellstore")
+		out, err := run(ctx, "go", "build", "-o", bin, filepath.Join(repoRoot(), "engine", "cmd", "cellstore"))
+		Expect(err).NotTo(HaveOccurred(), out)
+		// count reads every region of the loaded table, on every region server.
+		out, err = run(ctx, bin, "shell", "--external", "--masters", strings.Join(masters, ","),
+			"--tls-ca-file", filepath.Join(dir, "ca.crt"), "--tls-cert-file", filepath.Join(dir, "tls.crt"), "--tls-key-file", filepath.Join(dir, "tls.key"),
+			"-e", "put 'smoke', 'outside', 'f:q', 'from-the-host'; get 'smoke', 'outside'; count 'loaded'")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("value=from-the-host"))
+		Expect(out).To(ContainSubstring("100000 row(s)"))
+		AddReportEntry("external access", fmt.Sprintf("a shell on the test machine reached %d servers through NodePorts, starting at %s", servers, strings.Join(masters, ",")))
+		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "turning external access on restarted pods")
 	})
 
 	It("restarts no engine pod when the operator is upgraded", func(ctx SpecContext) {
