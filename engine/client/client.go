@@ -54,6 +54,11 @@ type Config struct {
 	// the external address of every server (GetExternalAddresses) and dials that instead of the
 	// address the server advertises. TLS still checks each server's own name.
 	External bool
+	// TLSServerName is, for an External client over TLS, the name the masters' certificates are
+	// checked against when dialled at the addresses in Masters (the external addresses, which the
+	// certificates do not name). Empty: any server certificate of the CA in TLS is accepted there
+	// (the operator's CA is the cluster's own). Every other server is checked against its own name.
+	TLSServerName string
 }
 
 func (c *Config) fill() error {
@@ -189,7 +194,11 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 			if name != "" {
 				extra = append(extra, grpc.WithAuthority(addr)) // TLS checks the master's own name
 			}
-			dialed, err := security.Dial(target, c.creds(), extra...)
+			creds := c.creds()
+			if target == addr && c.cfg.External {
+				creds = c.bootstrapCreds()
+			}
+			dialed, err := security.Dial(target, creds, extra...)
 			if err != nil {
 				return fmt.Errorf("client: master address %q: %w", addr, err)
 			}
@@ -296,7 +305,7 @@ func (c *Client) externalOf(addr string) (string, bool) {
 func (c *Client) loadExternal(ctx context.Context) error {
 	var lastErr error
 	for _, m := range c.cfg.Masters {
-		cc, err := security.Dial(m, c.creds())
+		cc, err := security.Dial(m, c.bootstrapCreds())
 		if err != nil {
 			lastErr = err
 			continue
@@ -439,6 +448,17 @@ func transient(err error) bool {
 }
 
 // creds are what the client presents to masters over gRPC.
+// bootstrapCreds are the credentials of a connection to one of Config.Masters of an External
+// client: TLS checks TLSServerName, or that the certificate is a server's of the CA.
+func (c *Client) bootstrapCreds() *security.Credentials {
+	cr := c.creds()
+	if cr == nil || cr.Certs == nil {
+		return cr
+	}
+	cr.ServerName, cr.AnyServerName = c.cfg.TLSServerName, c.cfg.TLSServerName == ""
+	return cr
+}
+
 func (c *Client) creds() *security.Credentials {
 	if c.cfg.TLS == nil && c.cfg.Token == "" && c.cfg.User == "" {
 		return nil

@@ -26,6 +26,11 @@ type Credentials struct {
 	Certs *Certs
 	Token string
 	User  string
+	// ServerName, when set, is the name the server's certificate must hold instead of the host
+	// dialled; AnyServerName accepts any server certificate of the CA (ClientConfigAnyName). Both
+	// are for servers reached at external addresses.
+	ServerName    string
+	AnyServerName bool
 }
 
 // Check says whether the credentials can be used: a token is sent only over TLS.
@@ -62,7 +67,11 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 		}),
 	}
 	if creds != nil && creds.Certs != nil {
-		opts = append(opts, grpc.WithTransportCredentials(&transportCreds{certs: creds.Certs}))
+		opts = append(opts, grpc.WithTransportCredentials(&transportCreds{certs: creds.Certs, anyName: creds.AnyServerName}))
+		if creds.ServerName != "" {
+			// gRPC's TLS checks the authority's host name.
+			opts = append(opts, grpc.WithAuthority(creds.ServerName))
+		}
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
@@ -95,9 +104,18 @@ func (tokenCreds) RequireTransportSecurity() bool { return true }
 type transportCreds struct {
 	certs      *Certs
 	clientAuth tls.ClientAuthType
+	anyName    bool // any server certificate of the CA
 }
 
 func (t *transportCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if t.anyName {
+		cfg, err := t.certs.ClientConfigAnyName()
+		if err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+		return credentials.NewTLS(cfg).ClientHandshake(ctx, authority, conn)
+	}
 	return credentials.NewTLS(t.certs.ClientConfig(hostOf(authority))).ClientHandshake(ctx, authority, conn)
 }
 

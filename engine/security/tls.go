@@ -223,6 +223,40 @@ func (c *Certs) ClientConfig(serverName string) *tls.Config {
 	return cfg
 }
 
+// ClientConfigAnyName returns the TLS configuration of a connection to a server reached at an
+// address its certificate does not name (an external address: a NodePort, a load balancer): the
+// certificate must chain to the CA in use and be a server certificate (server auth usage), whatever
+// names it holds. Only with a CA of one's own: against the system's roots any public server would
+// pass.
+func (c *Certs) ClientConfigAnyName() (*tls.Config, error) {
+	l := c.current()
+	if l.pool == nil {
+		return nil, errors.New("tls: a server reached at an address its certificate does not name is checked against the cluster's own CA: give it (--tls-ca-file), or the name the certificate holds (--tls-server-name)")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: l.pool,
+		// The chain is checked below, without the host name; nothing else is skipped.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("tls: the server presented no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, ic := range cs.PeerCertificates[1:] {
+				inter.AddCert(ic)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: l.pool, Intermediates: inter,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			if err != nil {
+				return fmt.Errorf("tls: the server's certificate is not a server certificate of the cluster's CA: %w", err)
+			}
+			return nil
+		}}
+	if l.cert != nil {
+		cfg.Certificates = []tls.Certificate{*l.cert}
+	}
+	return cfg, nil
+}
+
 // CertsFromPEM is a TLS identity held in memory (never reloaded): a certificate and key (both
 // empty for none) and a CA (empty: the system's roots). The operator uses it for the client
 // certificate it issues itself.

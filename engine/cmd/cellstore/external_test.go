@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/processtest"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // forwarder is a TCP port forwarder standing in for a NodePort or load balancer: the only way
@@ -89,26 +91,54 @@ func (f *forwarder) stop() {
 // spec.externalAccess's NodePorts) reaches the master and every region server through the
 // addresses the master publishes for them, and through nothing else: with the forwarders
 // stopped it cannot read, with them back it can. Without published addresses it says what to do.
+//
+// Over TLS the servers' certificate names only "localhost", which they advertise, and not the
+// forwarders' 127.0.0.1: the client checks each server against its own name, and the masters it
+// is given (external addresses) as server certificates of the CA, or against --tls-server-name.
 func TestExternalAccess(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { testExternalAccess(t, false) })
+	t.Run("TLS", func(t *testing.T) { testExternalAccess(t, true) })
+}
+
+func testExternalAccess(t *testing.T, withTLS bool) {
 	bin := cellstoreBinary(t)
 	dir := t.TempDir()
-	masterAddr, masterHTTP := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-	m := processtest.Start(t, bin, "master", "--storage-dir", dir, "--grpc-addr", masterAddr, "--http-addr", masterHTTP,
-		"--advertise-host", "127.0.0.1", "--balancer-period", "-1s", "--log-level", "warn")
-	m.HTTP = masterHTTP
+	host := "127.0.0.1"
+	var secFlags []string
+	var certs *security.Certs
+	if withTLS {
+		host = "localhost"
+		pk := filepath.Join(dir, "pki")
+		run(t, bin, "certs", "ca", "--out", filepath.Join(pk, "ca"))
+		run(t, bin, "certs", "issue", "--ca", filepath.Join(pk, "ca"), "--out", filepath.Join(pk, "server"), "--cn", "cellstore-server",
+			"--groups", "cellstore:servers", "--hosts", "localhost", "--server", "--client")
+		run(t, bin, "certs", "issue", "--ca", filepath.Join(pk, "ca"), "--out", filepath.Join(pk, "admin"), "--cn", "admin", "--client")
+		server := filepath.Join(pk, "server")
+		secFlags = []string{"--security=on", "--tls-cert-file", filepath.Join(server, "tls.crt"), "--tls-key-file", filepath.Join(server, "tls.key"),
+			"--tls-ca-file", filepath.Join(server, "ca.crt"), "--superusers", "@cellstore:servers,admin"}
+		var err error
+		caFile := filepath.Join(pk, "ca", "ca.crt")
+		if certs, err = security.LoadCerts(security.Files{CA: caFile, Cert: filepath.Join(pk, "admin", "tls.crt"), Key: filepath.Join(pk, "admin", "tls.key")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	masterAddr, masterHTTP := host+":"+freePort(t), "127.0.0.1:"+freePort(t)
+	m := processtest.Start(t, bin, append([]string{"master", "--storage-dir", dir, "--grpc-addr", masterAddr, "--http-addr", masterHTTP,
+		"--advertise-host", host, "--balancer-period", "-1s", "--log-level", "warn"}, secFlags...)...)
+	m.HTTP, m.HTTPS = masterHTTP, withTLS
 	m.WaitReady(t, 60*time.Second)
 	var datas []string
 	for range 2 {
-		data, httpAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-		p := processtest.Start(t, bin, "regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", data,
-			"--admin-addr", "127.0.0.1:"+freePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
-			"--memstore-offheap-size", "32Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi", "--log-level", "warn")
-		p.HTTP, p.Data = httpAddr, data
+		data, httpAddr := host+":"+freePort(t), "127.0.0.1:"+freePort(t)
+		p := processtest.Start(t, bin, append([]string{"regionserver", "--storage-dir", dir, "--masters", masterAddr, "--data-addr", data,
+			"--admin-addr", "127.0.0.1:" + freePort(t), "--http-addr", httpAddr, "--advertise-host", host,
+			"--memstore-offheap-size", "32Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi", "--log-level", "warn"}, secFlags...)...)
+		p.HTTP, p.HTTPS, p.Data = httpAddr, withTLS, data
 		p.WaitReady(t, 60*time.Second)
 		datas = append(datas, data)
 	}
 	ctx := context.Background()
-	admin, err := client.New(client.Config{Masters: []string{masterAddr}})
+	admin, err := client.New(client.Config{Masters: []string{masterAddr}, TLS: certs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +159,7 @@ func TestExternalAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ext, err := client.New(client.Config{Masters: []string{masterFwd.addr}, External: true, OperationTimeout: 30 * time.Second,
+	ext, err := client.New(client.Config{Masters: []string{masterFwd.addr}, External: true, TLS: certs, OperationTimeout: 30 * time.Second,
 		RPCTimeout: 2 * time.Second, Pause: 20 * time.Millisecond, MaxPause: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +235,23 @@ func TestExternalAccess(t *testing.T) {
 		t.Fatalf("read after the external addresses came back: %v", err)
 	}
 
+	if withTLS {
+		// A named master is checked against that name; the wrong one fails.
+		for name, ok := range map[string]bool{"localhost": true, "db.example.com": false} {
+			named, err := client.New(client.Config{Masters: []string{masterFwd.addr}, External: true, TLS: certs, TLSServerName: name,
+				OperationTimeout: 3 * time.Second, RPCTimeout: time.Second, Pause: 20 * time.Millisecond, MaxPause: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = read(ctx, named)
+			named.Close()
+			if (err == nil) != ok {
+				t.Errorf("TLSServerName %q: %v, want success %t", name, err, ok)
+			}
+		}
+		// (A master with a certificate of another CA is refused: TestClientConfigAnyName.)
+	}
+
 	// With nothing published, an external client is told what is missing.
 	if err := admin.Master(ctx, func(ctx context.Context, mc pb.MasterClient) error {
 		_, err := mc.SetExternalAddresses(ctx, &pb.SetExternalAddressesRequest{})
@@ -212,7 +259,7 @@ func TestExternalAccess(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := client.New(client.Config{Masters: []string{masterFwd.addr}, External: true, OperationTimeout: 3 * time.Second,
+	fresh, err := client.New(client.Config{Masters: []string{masterFwd.addr}, External: true, TLS: certs, OperationTimeout: 3 * time.Second,
 		RPCTimeout: time.Second, Pause: 20 * time.Millisecond, MaxPause: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

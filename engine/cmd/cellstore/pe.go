@@ -23,6 +23,7 @@ import (
 func peCommand() *cobra.Command {
 	var masters []string
 	var external bool
+	var serverName string
 	var user, durability, consistency, cpuProfile, memProfile string
 	var sec clientSecurityFlags
 	o := pe.Options{}
@@ -52,7 +53,7 @@ func peCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external})
+			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external, TLSServerName: serverName})
 			if err != nil {
 				return err
 			}
@@ -94,6 +95,7 @@ func peCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVar(&masters, "masters", []string{"127.0.0.1:16000"}, "master addresses")
 	f.BoolVar(&external, "external", false, "the masters are external addresses (a StoreCluster's spec.externalAccess): reach every server at the external address the masters publish for it, from outside the cluster's network")
+	f.StringVar(&serverName, "tls-server-name", "", "with --external over TLS: the name the masters' certificates hold (default: any server certificate of --tls-ca-file)")
 	f.StringVar(&user, "user", "pe", "user presented to a cluster with security off")
 	addClientSecurityFlags(f, &sec)
 	f.StringVar(&o.Table, "table", "TestTable", "table")

@@ -23,6 +23,7 @@ import (
 func shellCommand() *cobra.Command {
 	var masters []string
 	var external bool
+	var serverName string
 	var user, exec string
 	var sec clientSecurityFlags
 	var timeout time.Duration
@@ -44,7 +45,7 @@ command failed.`,
 			if err != nil {
 				return err
 			}
-			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external})
+			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external, TLSServerName: serverName})
 			if err != nil {
 				return err
 			}
@@ -74,6 +75,7 @@ command failed.`,
 	}
 	cmd.Flags().StringSliceVar(&masters, "masters", []string{"127.0.0.1:16000"}, "master addresses (host:port, comma-separated)")
 	cmd.Flags().BoolVar(&external, "external", false, "the masters are external addresses (a StoreCluster's spec.externalAccess): reach every server at the external address the masters publish for it, from outside the cluster's network")
+	cmd.Flags().StringVar(&serverName, "tls-server-name", "", "with --external over TLS: the name the masters' certificates hold (default: any server certificate of --tls-ca-file)")
 	cmd.Flags().StringVar(&user, "user", os.Getenv("USER"), "user name presented to a cluster with security off (quotas are per user); with security on the certificate or token says who you are")
 	addClientSecurityFlags(cmd.Flags(), &sec)
 	cmd.Flags().StringVarP(&exec, "execute", "e", "", "commands to run (separated by newlines or ';'), then exit")
