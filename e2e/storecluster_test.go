@@ -86,7 +86,7 @@ func pauseOtherOperators(ctx context.Context) {
 // A second release of the chart, of the same name in another namespace (the quickstart's
 // cellstore-system beside the suite's), installs: no cluster-scoped object of one collides with
 // the other's. Its operator watches only its own (empty) namespace, so it manages nothing of the
-// suite's.
+// suite's, and holds only namespaced permissions.
 var _ = Describe("The operator chart", Label("chart"), func() {
 	It("installs a second release of the same name in another namespace", func(ctx SpecContext) {
 		installOperator(ctx)
@@ -105,7 +105,12 @@ var _ = Describe("The operator chart", Label("chart"), func() {
 		out, err = kubectl(ctx, "get", "clusterroles", "-l", "app.kubernetes.io/name=cellstore-operator", "-o", "name")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cellstore-operator-" + operatorNamespace))
-		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cellstore-operator-" + second))
+		// Watching only its own namespace, the second release is granted a Role there and
+		// nothing cluster-wide — and its operator runs with that (--wait waited for it to be ready).
+		Expect(out).NotTo(ContainSubstring("cellstore-operator-"+second), "a release that watches selected namespaces has a ClusterRole")
+		out, err = kubectl(ctx, "-n", second, "get", "roles", "-l", "app.kubernetes.io/name=cellstore-operator", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("role.rbac.authorization.k8s.io/cellstore-operator-" + second))
 	})
 })
 
