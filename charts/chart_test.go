@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -292,8 +293,56 @@ func TestNamespacedRBAC(t *testing.T) {
 	}
 }
 
+// Before every install and upgrade a hook Job applies the CRDs with the operator's image, under a
+// transient account allowed only that; crds.upgrade=false renders none of it.
+func TestCRDUpgradeHook(t *testing.T) {
+	objs := render(t, "image.tag=v9.9.9")
+	job := get(t, objs, "Job/ops-cellstore-operator-crds")
+	hookOf := func(u *unstructured.Unstructured) (string, string) {
+		a := u.GetAnnotations()
+		if a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("%s/%s: delete policy %q", u.GetKind(), u.GetName(), a["helm.sh/hook-delete-policy"])
+		}
+		return a["helm.sh/hook"], a["helm.sh/hook-weight"]
+	}
+	weights := map[string]int{}
+	for _, key := range []string{"ServiceAccount/ops-cellstore-operator-crds", "ClusterRole/ops-cellstore-operator-cellstore-system-crds",
+		"ClusterRoleBinding/ops-cellstore-operator-cellstore-system-crds", "Job/ops-cellstore-operator-crds"} {
+		hook, w := hookOf(get(t, objs, key))
+		if hook != "pre-install,pre-upgrade" {
+			t.Errorf("%s: hook %q", key, hook)
+		}
+		n, err := strconv.Atoi(w)
+		if err != nil {
+			t.Errorf("%s: weight %q", key, w)
+		}
+		weights[key] = n
+	}
+	if !(weights["ServiceAccount/ops-cellstore-operator-crds"] < weights["Job/ops-cellstore-operator-crds"] &&
+		weights["ClusterRoleBinding/ops-cellstore-operator-cellstore-system-crds"] < weights["Job/ops-cellstore-operator-crds"]) {
+		t.Errorf("the Job must come after its account and role: weights %v", weights)
+	}
+	rules, _, _ := unstructured.NestedSlice(get(t, objs, "ClusterRole/ops-cellstore-operator-cellstore-system-crds").Object, "rules")
+	if len(rules) != 1 || !reflect.DeepEqual(toStrings(rules[0].(map[string]any)["resources"]), []string{"customresourcedefinitions"}) {
+		t.Errorf("the hook's role grants %v", rules)
+	}
+	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["image"] != "docker.io/cellstore/operator:v9.9.9" || !strings.Contains(strings.Join(toStrings(c["args"]), " "), "--apply-crds") {
+		t.Errorf("hook container: image %v, args %v", c["image"], c["args"])
+	}
+	if sa, _, _ := unstructured.NestedString(job.Object, "spec", "template", "spec", "serviceAccountName"); sa != "ops-cellstore-operator-crds" {
+		t.Errorf("hook account %q", sa)
+	}
+	for k := range render(t, "crds.upgrade=false") {
+		if strings.HasSuffix(k, "-crds") {
+			t.Errorf("%s rendered with crds.upgrade=false", k)
+		}
+	}
+}
+
 func TestSchemaRejectsBadValues(t *testing.T) {
-	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}", "rbac.clusterReads=maybe", "rbac.nosuch=1"} {
+	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}", "rbac.clusterReads=maybe", "rbac.nosuch=1", "crds.upgrade=1"} {
 		out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", set)
 		if err == nil || !strings.Contains(out, "don't meet the specifications of the schema") {
 			t.Errorf("--set %s: want a schema error, got:\n%.300s", set, out)

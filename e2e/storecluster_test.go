@@ -114,6 +114,42 @@ var _ = Describe("The operator chart", Label("chart"), func() {
 	})
 })
 
+// Helm never upgrades a chart's crds/: the chart's pre-upgrade hook does. An older StoreCluster CRD
+// (one field fewer) is brought up to date by `helm upgrade`, and the hook leaves nothing behind.
+var _ = Describe("The operator chart's CRDs", Label("chart"), func() {
+	It("are upgraded by helm upgrade, through the chart's hook", func(ctx SpecContext) {
+		installOperator(ctx)
+		crds := filepath.Join(repoRoot(), "charts", "cellstore-operator", "crds")
+		DeferCleanup(func(ctx SpecContext) {
+			_, err := kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", crds)
+			Expect(err).NotTo(HaveOccurred())
+		})
+		has := func() bool {
+			out, err := kubectl(ctx, "get", "crd", "storeclusters.cellstore.io", "-o",
+				"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.externalAccess.type}")
+			Expect(err).NotTo(HaveOccurred())
+			return strings.TrimSpace(out) == "object"
+		}
+		Expect(has()).To(BeTrue(), "the installed CRD lacks spec.externalAccess")
+		out, err := kubectl(ctx, "patch", "crd", "storeclusters.cellstore.io", "--type=json", "-p",
+			`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/externalAccess"}]`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(has()).To(BeFalse(), "the CRD was not made older")
+		upgraded := time.Now()
+		out, err = helm(ctx, "upgrade", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
+			"--namespace", operatorNamespace, "--reuse-values", "--wait", "--timeout", "5m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(has()).To(BeTrue(), "helm upgrade left the older CRD")
+		AddReportEntry("crd upgrade", fmt.Sprintf("helm upgrade with the CRD hook took %s", time.Since(upgraded).Round(time.Second)))
+		out, err = kubectl(ctx, "-n", operatorNamespace, "get", "jobs,serviceaccounts", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).NotTo(ContainSubstring("cellstore-operator-crds"), "the hook's objects outlived it")
+		out, err = kubectl(ctx, "get", "clusterroles,clusterrolebindings", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).NotTo(ContainSubstring("cellstore-operator-"+operatorNamespace+"-crds"), "the hook's cluster-wide grant outlived it")
+	})
+})
+
 // One StoreCluster goes through what users do to it, in order, under a load that never stops
 // between "starts a continuous load" and the end: every request must succeed and every
 // acknowledged write must be readable at the end. Its data is all in S3 — the development S3

@@ -14,13 +14,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellstore/cellstore/config/crd/bases"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/controller"
+	"github.com/cellstore/cellstore/operator/internal/crds"
 	"github.com/cellstore/cellstore/operator/internal/master"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -46,6 +51,7 @@ func run() error {
 		pollInterval    time.Duration
 		resyncInterval  time.Duration
 		masterTimeout   time.Duration
+		applyCRDs       bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
@@ -55,6 +61,7 @@ func run() error {
 	flag.DurationVar(&pollInterval, "poll-interval", 5*time.Second, "how often a changing StoreCluster (provisioning, draining, restarting) is looked at")
 	flag.DurationVar(&resyncInterval, "resync-interval", 60*time.Second, "how often a settled StoreCluster is looked at (status, zones, quotas)")
 	flag.DurationVar(&masterTimeout, "master-timeout", 10*time.Second, "timeout of each call to a Cellstore master")
+	flag.BoolVar(&applyCRDs, "apply-crds", false, "apply the operator's CustomResourceDefinitions (server-side), wait until they are served, and exit: the chart's pre-install/pre-upgrade hook")
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -75,6 +82,9 @@ func run() error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("no Kubernetes API to talk to (in a pod the service account is used; outside, set KUBECONFIG): %w", err)
+	}
+	if applyCRDs {
+		return runApplyCRDs(cfg, logger)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -136,4 +146,22 @@ func operatorVersion() string {
 		v = "dev"
 	}
 	return v
+}
+
+// runApplyCRDs applies the embedded CRDs and returns once the API server serves them.
+func runApplyCRDs(cfg *rest.Config, logger logr.Logger) error {
+	defs, err := crds.Load(bases.FS)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), 5*time.Minute)
+	defer cancel()
+	if err := crds.Apply(ctx, c, defs, 2*time.Minute, func(msg string) { logger.Info(msg) }); err != nil {
+		return fmt.Errorf("%w (the operator's service account needs create and patch on customresourcedefinitions: the chart's hook grants it)", err)
+	}
+	return nil
 }
