@@ -241,6 +241,12 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 		default: // unreachable or busy master: try the next
 			c.mmu.Lock()
 			c.active = c.nextMaster(addr)
+			if cc := c.masters[addr]; cc != nil && c.cfg.External && !slices.Contains(c.cfg.Masters, addr) {
+				// Its external address may have changed (a pod on another node): ask again.
+				cc.Close()
+				delete(c.masters, addr)
+				c.forgetExternal(addr)
+			}
 			c.mmu.Unlock()
 		}
 		if err := c.backoff(ctx, try, d); err != nil {
@@ -291,7 +297,17 @@ func (c *Client) route(ctx context.Context, addr string) (target, name string, e
 			return ext, host, nil
 		}
 	}
-	return "", "", fmt.Errorf("client: no external address is published for %s (the operator publishes one for every server of a StoreCluster with spec.externalAccess; a server that just started gets one within seconds)", addr)
+	return "", "", fmt.Errorf("client: %w for %s (the operator publishes one for every server of a StoreCluster with spec.externalAccess; a server that just started gets one within seconds)", errNoExternalAddress, addr)
+}
+
+// errNoExternalAddress: the masters publish no external address for a server (yet); retried.
+var errNoExternalAddress = errors.New("no external address is published")
+
+// forgetExternal drops addr's external address, so the next dial fetches the map again.
+func (c *Client) forgetExternal(addr string) {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	delete(c.external, addr)
 }
 
 func (c *Client) externalOf(addr string) (string, bool) {
@@ -349,6 +365,9 @@ func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 			var target, name string
 			if target, name, d.err = c.route(dctx, addr); d.err == nil {
 				d.conn, d.err = rpc.Dial(dctx, target, rpc.ClientOptions{User: c.cfg.User, Name: "cellstore-go-client", TLS: c.cfg.TLS, Token: c.cfg.Token, ServerName: name})
+				if d.err != nil && target != addr {
+					c.forgetExternal(addr) // its external address may have changed: ask again next time
+				}
 			}
 			c.cmu.Lock()
 			if d.err == nil {
@@ -429,7 +448,7 @@ func transient(err error) bool {
 	if security.IsAuthFailure(err) {
 		return false // retrying with the same credentials fails the same way
 	}
-	if errors.Is(err, rpc.ErrConnClosed) {
+	if errors.Is(err, rpc.ErrConnClosed) || errors.Is(err, errNoExternalAddress) {
 		return true
 	}
 	var ne net.Error
@@ -447,7 +466,6 @@ func transient(err error) bool {
 	return false
 }
 
-// creds are what the client presents to masters over gRPC.
 // bootstrapCreds are the credentials of a connection to one of Config.Masters of an External
 // client: TLS checks TLSServerName, or that the certificate is a server's of the CA.
 func (c *Client) bootstrapCreds() *security.Credentials {
@@ -459,6 +477,7 @@ func (c *Client) bootstrapCreds() *security.Credentials {
 	return cr
 }
 
+// creds are what the client presents to masters over gRPC.
 func (c *Client) creds() *security.Credentials {
 	if c.cfg.TLS == nil && c.cfg.Token == "" && c.cfg.User == "" {
 		return nil

@@ -90,7 +90,8 @@ func (f *forwarder) stop() {
 // TestExternalAccess: a client given only external addresses (forwarders standing in for
 // spec.externalAccess's NodePorts) reaches the master and every region server through the
 // addresses the master publishes for them, and through nothing else: with the forwarders
-// stopped it cannot read, with them back it can. Without published addresses it says what to do.
+// stopped it cannot read; published elsewhere, it finds them again. Without published addresses
+// it says what to do.
 //
 // Over TLS the servers' certificate names only "localhost", which they advertise, and not the
 // forwarders' 127.0.0.1: the client checks each server against its own name, and the masters it
@@ -228,11 +229,24 @@ func testExternalAccess(t *testing.T, withTLS bool) {
 	if err == nil {
 		t.Fatal("read with the region servers' external addresses down: want an error, the client went around them")
 	}
-	for _, f := range rsFwd {
-		f.start()
+	// The servers come back at other external addresses (their pods on other nodes): the client
+	// drops the addresses it could not reach and asks the masters again.
+	for i, d := range datas {
+		f := newForwarder(t, d)
+		rsFwd[i] = f
+		published[d] = f.addr
+	}
+	if err := admin.Master(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		_, err := mc.SetExternalAddresses(ctx, &pb.SetExternalAddressesRequest{Addresses: published})
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if err := read(ctx, ext); err != nil {
-		t.Fatalf("read after the external addresses came back: %v", err)
+		t.Fatalf("read after the servers moved to new external addresses: %v", err)
+	}
+	if rsFwd[0].accepted.Load() == 0 && rsFwd[1].accepted.Load() == 0 {
+		t.Fatal("the read after the move went around the new external addresses")
 	}
 
 	if withTLS {
