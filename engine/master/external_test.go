@@ -18,6 +18,7 @@ func TestExternalAddresses(t *testing.T) {
 	fs := storage.NewMem()
 	cfg := testConfig(fs)
 	cfg.StandbyReportInterval = 50 * time.Millisecond
+	cfg.Version = "v1.4.0"
 	start := electedStarter(t, cfg, lease.elector)
 	ctx1, kill1 := context.WithCancel(context.Background())
 	defer kill1()
@@ -61,6 +62,10 @@ func TestExternalAddresses(t *testing.T) {
 	}
 	c.waitFor("the active master to answer them", 5*time.Second, got(active))
 	c.waitFor("the standby to answer them", 10*time.Second, got(standby))
+	// The standby's report carries its version too.
+	if st, err := active.ClusterStatus(c.ctx(), &pb.ClusterStatusRequest{}); err != nil || st.GetMasterVersions()[m2.Addr] != "v1.4.0" || st.GetMasterVersions()[m1.Addr] != "v1.4.0" {
+		t.Errorf("master versions %v (%v)", st.GetMasterVersions(), err)
+	}
 
 	kill1()
 	<-m1.Done()

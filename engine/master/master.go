@@ -36,6 +36,9 @@ type Config struct {
 	// Address is this master's advertised gRPC address (host:port): its identity in the election,
 	// what ClusterStatus names as the active master, and what standbys send clients to.
 	Address string
+	// Version is this master's release version (`cellstore version`): reported in ClusterStatus
+	// and checked against each registering region server's (engine/version).
+	Version string
 	// Election decides when this master is active. nil: NoElection (active at once).
 	Election Elector
 	// Lease is the region servers' lease timing. Zero: lease.Default.
@@ -265,6 +268,7 @@ type Master struct {
 	changed     chan struct{}
 	loads       map[string]*pb.ServerLoad // by server, from heartbeats
 	httpAddrs   map[string]string         // by server: its HTTP endpoint (status page links)
+	versions    map[string]string         // by server and by standby master address: its release version
 	stoppingSrv map[string]int64          // servers that said they are stopping: start code
 	standbys    map[string]time.Time      // standby masters' addresses: their last report
 	moveQueue   []queuedMove
@@ -389,7 +393,7 @@ func (m *Master) reportStandby() {
 			conn, connTo = c, leader
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StandbyReportInterval)
-		resp, err := pb.NewMasterClient(conn).ReportStandby(ctx, &pb.ReportStandbyRequest{Address: m.cfg.Address})
+		resp, err := pb.NewMasterClient(conn).ReportStandby(ctx, &pb.ReportStandbyRequest{Address: m.cfg.Address, Version: m.cfg.Version})
 		cancel()
 		if err != nil {
 			m.log.Debug("standby report failed", "leader", leader, "err", err)
@@ -621,6 +625,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.changed = make(chan struct{})
 	m.loads = map[string]*pb.ServerLoad{}
 	m.httpAddrs = map[string]string{}
+	m.versions = map[string]string{}
 	m.stoppingSrv = map[string]int64{}
 	m.standbys = map[string]time.Time{}
 	m.moveQueue, m.queued = nil, map[string]bool{}

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/version"
 )
 
 // The Master gRPC service. Every handler answers NOT_ACTIVE_MASTER unless this master is active,
@@ -100,6 +101,13 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	if req.GetAdminAddress() == "" {
 		return nil, errInvalid("server %s registered no admin address", name)
 	}
+	if len(req.GetVersion()) > 128 {
+		return nil, errInvalid("server %s: version longer than 128 bytes", name)
+	}
+	if err := version.CheckServer(m.cfg.Version, req.GetVersion()); err != nil {
+		m.log.Warn("region server refused: version skew", "server", name, "version", req.GetVersion(), "master_version", m.cfg.Version, "why", err)
+		return nil, errPrecondition("%v", err)
+	}
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
@@ -145,7 +153,8 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	}
 	delete(m.stoppingSrv, name)
 	m.httpAddrs[name] = req.GetHttpAddress()
-	m.log.Info("region server registered", "server", name, "start_code", sc, "admin", req.GetAdminAddress(), "zone", zone)
+	m.versions[name] = req.GetVersion()
+	m.log.Info("region server registered", "server", name, "start_code", sc, "admin", req.GetAdminAddress(), "zone", zone, "version", req.GetVersion())
 	m.kick()
 	lease := m.reg.Config()
 	cc := m.clusterConfigLocked()
@@ -475,10 +484,14 @@ func (m *Master) ReportStandby(_ context.Context, req *pb.ReportStandbyRequest) 
 		m.log.Info("standby master reported", "standby", addr)
 	}
 	m.standbys[addr] = now
+	if v := req.GetVersion(); len(v) <= 128 {
+		m.versions[addr] = v
+	}
 	// Forget those long silent (and bound the map: every entry is one that reported recently).
 	for a, at := range m.standbys {
 		if now.Sub(at) > 10*m.cfg.StandbyReportInterval {
 			delete(m.standbys, a)
+			delete(m.versions, a)
 		}
 	}
 	return &pb.ReportStandbyResponse{ExternalAddresses: maps.Clone(m.st.config.GetExternalAddresses())}, nil
@@ -491,10 +504,12 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 	defer m.mu.Unlock()
 	now := m.clock()
 	resp := &pb.ClusterStatusResponse{ActiveMaster: m.cfg.Address, BalancerOn: !m.st.state.GetBalancerOff(),
-		ClusterConfig: m.clusterConfigLocked(), Regions: int32(len(m.st.regions))}
+		ClusterConfig: m.clusterConfigLocked(), Regions: int32(len(m.st.regions)),
+		MasterVersions: map[string]string{m.cfg.Address: m.cfg.Version}}
 	for addr, at := range m.standbys {
 		if addr != m.cfg.Address && now.Sub(at) <= 3*m.cfg.StandbyReportInterval {
 			resp.StandbyMasters = append(resp.StandbyMasters, addr)
+			resp.MasterVersions[addr] = m.versions[addr]
 		}
 	}
 	slices.Sort(resp.StandbyMasters)
@@ -519,7 +534,7 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 	for _, s := range m.reg.All() {
 		seen[s.Name] = true
 		ss := &pb.ServerStatus{Zone: s.Zone, Draining: s.Draining, Live: s.Live, Regions: count[s.Name],
-			LastHeartbeatMsAgo: max(0, now.Sub(s.LastSeen).Milliseconds()), Load: m.loads[s.Name]}
+			LastHeartbeatMsAgo: max(0, now.Sub(s.LastSeen).Milliseconds()), Load: m.loads[s.Name], Version: m.versions[s.Name]}
 		if sc, ok := m.stoppingSrv[s.Name]; ok && sc == s.StartCode && s.Live {
 			ss.Stopping = true
 		}

@@ -75,7 +75,7 @@ func (s *Server) register(ctx context.Context) error {
 		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
 			resp, err = m.RegisterServer(ctx, &pb.RegisterServerRequest{Server: s.serverName(), Zone: s.cfg.Zone,
-				AdminAddress: s.advertisedAdmin(), HttpAddress: s.advertisedHTTP()})
+				AdminAddress: s.advertisedAdmin(), HttpAddress: s.advertisedHTTP(), Version: s.cfg.Version})
 			return err
 		})
 		if err == nil {

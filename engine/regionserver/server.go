@@ -40,6 +40,10 @@ import (
 
 // Config configures a region server.
 type Config struct {
+	// Version is the server's release version (`cellstore version`), sent when it registers: a
+	// master of an older minor version refuses it (engine/version), and it retries until the
+	// masters are upgraded.
+	Version string
 	// FS is the shared storage root (required unless Bucket is set).
 	FS storage.FS
 	// Bucket, when set, holds everything instead of FS (object storage): regions' files
@@ -376,6 +380,10 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if s.cfg.Registerer != nil {
+		if err := s.cfg.Registerer.Register(telemetry.BuildInfo("regionserver", s.cfg.Version)); err != nil {
+			s.release()
+			return nil, err
+		}
 		if err := s.m.register(s.cfg.Registerer); err != nil {
 			s.release()
 			return nil, err

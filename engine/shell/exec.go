@@ -1080,9 +1080,9 @@ func (s *Shell) status(ctx context.Context, args []Value) error {
 	fmt.Fprintf(s.Out, "1 active master, %d backup masters, %d servers (%d draining), %d dead, %d regions, %d in transition (%d failed to open)\n",
 		len(st.StandbyMasters), live, draining, len(st.DeadServers), st.Regions, len(st.RegionsInTransition), failed)
 	if len(args) > 0 && strings.EqualFold(args[0].Text(), "simple") || len(args) > 0 && strings.EqualFold(args[0].Text(), "detailed") {
-		fmt.Fprintf(s.Out, "active master: %s\n", st.ActiveMaster)
+		fmt.Fprintf(s.Out, "active master: %s%s\n", st.ActiveMaster, versionNote(st.MasterVersions[st.ActiveMaster]))
 		for _, b := range st.StandbyMasters {
-			fmt.Fprintf(s.Out, "backup master: %s\n", b)
+			fmt.Fprintf(s.Out, "backup master: %s%s\n", b, versionNote(st.MasterVersions[b]))
 		}
 		for _, sv := range st.Servers {
 			flags := ""
@@ -1092,13 +1092,21 @@ func (s *Shell) status(ctx context.Context, args []Value) error {
 			if !sv.Live {
 				flags += " dead"
 			}
-			fmt.Fprintf(s.Out, "    %s zone=%s regions=%d%s\n", sv.Server.Address(), sv.Zone, sv.Regions, flags)
+			fmt.Fprintf(s.Out, "    %s zone=%s regions=%d%s%s\n", sv.Server.Address(), sv.Zone, sv.Regions, versionNote(sv.Version), flags)
 		}
 		for _, r := range st.RegionsInTransition {
 			fmt.Fprintf(s.Out, "    in transition: %s %s on %s for %d ms\n", r.Region, strings.TrimPrefix(r.State.String(), "REGION_STATE_"), r.Server, r.SinceMsAgo)
 		}
 	}
 	return nil
+}
+
+// versionNote is " version=V", or nothing for a process that did not say.
+func versionNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " version=" + v
 }
 
 func (s *Shell) listRegions(ctx context.Context, args []Value) error {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -233,4 +234,17 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	return srv.Shutdown(ctx)
+}
+
+// BuildInfo is the gauge cellstore_build_info{role, version, goversion} = 1: which release each
+// process runs (dashboards and alerts count versions during a rolling upgrade).
+func BuildInfo(role, version string) prometheus.Collector {
+	goVersion := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cellstore_build_info", Help: "The release this process runs (value 1).",
+		ConstLabels: prometheus.Labels{"role": role, "version": version, "goversion": goVersion}})
+	g.Set(1)
+	return g
 }

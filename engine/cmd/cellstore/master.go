@@ -122,6 +122,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	}
 	tel.TLS, tel.Admin = sec.certs, sec.adminHTTP()
 	tel.Registry.MustRegister(sec.collectors()...)
+	tel.Registry.MustRegister(telemetry.BuildInfo("master", version))
 	var fs storage.FS
 	var bucket storage.Bucket
 	switch {
@@ -172,7 +173,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	}
 
 	m, err := master.New(master.Config{
-		FS: fs, Bucket: bucket, Address: identity, Election: elector,
+		FS: fs, Bucket: bucket, Address: identity, Election: elector, Version: version,
 		Lease: lease.Config{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,

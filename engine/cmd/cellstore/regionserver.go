@@ -210,7 +210,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 			masters = append(masters, m)
 		}
 	}
-	return regionserver.Config{FS: fs, Bucket: bucket, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
+	return regionserver.Config{Version: version, FS: fs, Bucket: bucket, Masters: masters, DataAddr: f.dataAddr, AdminAddr: f.adminAddr, HTTPAddr: f.httpAddr,
 		AdvertiseHost: f.advertiseHost, Zone: f.zone, MemstoreBytes: plan.MemstoreOffheap, BlockCacheOffheap: plan.BlockCacheOffheap,
 		NoL2: plan.BlockCacheOffheap == 0, BlockCacheOnheap: plan.BlockCacheOnheap, Hugepages: plan.Hugepages,
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,

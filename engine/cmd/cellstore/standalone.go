@@ -130,6 +130,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	}
 	mtel := telemetry.New()
 	mtel.TLS, mtel.Admin = sec.certs, sec.adminHTTP()
+	mtel.Registry.MustRegister(telemetry.BuildInfo("master", version))
 	backup, err := openBackup(ctx, &f.backup)
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	if err := f.walArchive.check(backup); err != nil {
 		return err
 	}
-	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr},
+	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr}, Version: version,
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
 		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL, Backup: backup,
 		WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention})

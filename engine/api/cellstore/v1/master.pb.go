@@ -1331,7 +1331,10 @@ type RegisterServerRequest struct {
 	AdminAddress string `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
 	// Address of the server's HTTP endpoint (metrics, status page), for links from the master's
 	// status page; empty without one.
-	HttpAddress   string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	HttpAddress string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// The server's release version (`cellstore version`); the master refuses one it must not run
+	// with (engine/version: masters are upgraded first).
+	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1390,6 +1393,13 @@ func (x *RegisterServerRequest) GetAdminAddress() string {
 func (x *RegisterServerRequest) GetHttpAddress() string {
 	if x != nil {
 		return x.HttpAddress
+	}
+	return ""
+}
+
+func (x *RegisterServerRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -2448,7 +2458,9 @@ type ServerStatus struct {
 	LastHeartbeatMsAgo int64                  `protobuf:"varint,6,opt,name=last_heartbeat_ms_ago,json=lastHeartbeatMsAgo,proto3" json:"last_heartbeat_ms_ago,omitempty"`
 	Load               *ServerLoad            `protobuf:"bytes,7,opt,name=load,proto3" json:"load,omitempty"`
 	// The server said it is shutting down (heartbeats with stopping): it takes no new regions.
-	Stopping      bool `protobuf:"varint,8,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Stopping bool `protobuf:"varint,8,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	// Its release version, as it registered.
+	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2537,6 +2549,13 @@ func (x *ServerStatus) GetStopping() bool {
 		return x.Stopping
 	}
 	return false
+}
+
+func (x *ServerStatus) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 type RegionInTransition struct {
@@ -2653,8 +2672,10 @@ type ClusterStatusResponse struct {
 	RegionsInTransition []*RegionInTransition  `protobuf:"bytes,6,rep,name=regions_in_transition,json=regionsInTransition,proto3" json:"regions_in_transition,omitempty"`
 	BalancerOn          bool                   `protobuf:"varint,7,opt,name=balancer_on,json=balancerOn,proto3" json:"balancer_on,omitempty"`
 	ClusterConfig       map[string]string      `protobuf:"bytes,8,rep,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The release version of each master (the active one and the standbys), by address.
+	MasterVersions map[string]string `protobuf:"bytes,9,rep,name=master_versions,json=masterVersions,proto3" json:"master_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
@@ -2739,6 +2760,13 @@ func (x *ClusterStatusResponse) GetBalancerOn() bool {
 func (x *ClusterStatusResponse) GetClusterConfig() map[string]string {
 	if x != nil {
 		return x.ClusterConfig
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetMasterVersions() map[string]string {
+	if x != nil {
+		return x.MasterVersions
 	}
 	return nil
 }
@@ -4062,7 +4090,9 @@ func (x *ListQuotasResponse) GetVersion() uint64 {
 type ReportStandbyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// address is the standby's Master service address.
-	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// version is the standby's release version.
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4100,6 +4130,13 @@ func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
 func (x *ReportStandbyRequest) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *ReportStandbyRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -4853,12 +4890,13 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\x12.\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xa5\x01\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xbf\x01\n" +
 	"\x15RegisterServerRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12#\n" +
 	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12!\n" +
-	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\"\xb9\x02\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\xb9\x02\n" +
 	"\x16RegisterServerResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12^\n" +
@@ -4934,7 +4972,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x19SetBalancerRunningRequest\x12\x0e\n" +
 	"\x02on\x18\x01 \x01(\bR\x02on\"8\n" +
 	"\x1aSetBalancerRunningResponse\x12\x1a\n" +
-	"\bprevious\x18\x01 \x01(\bR\bprevious\"\x9b\x02\n" +
+	"\bprevious\x18\x01 \x01(\bR\bprevious\"\xb5\x02\n" +
 	"\fServerStatus\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x1a\n" +
@@ -4943,14 +4981,15 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\aregions\x18\x05 \x01(\x05R\aregions\x121\n" +
 	"\x15last_heartbeat_ms_ago\x18\x06 \x01(\x03R\x12lastHeartbeatMsAgo\x12,\n" +
 	"\x04load\x18\a \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
-	"\bstopping\x18\b \x01(\bR\bstopping\"\x97\x01\n" +
+	"\bstopping\x18\b \x01(\bR\bstopping\x12\x18\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\x97\x01\n" +
 	"\x12RegionInTransition\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12 \n" +
 	"\fsince_ms_ago\x18\x04 \x01(\x03R\n" +
 	"sinceMsAgo\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xf0\x03\n" +
+	"\x14ClusterStatusRequest\"\x95\x05\n" +
 	"\x15ClusterStatusResponse\x12#\n" +
 	"\ractive_master\x18\x01 \x01(\tR\factiveMaster\x12'\n" +
 	"\x0fstandby_masters\x18\x02 \x03(\tR\x0estandbyMasters\x124\n" +
@@ -4960,8 +4999,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x15regions_in_transition\x18\x06 \x03(\v2 .cellstore.v1.RegionInTransitionR\x13regionsInTransition\x12\x1f\n" +
 	"\vbalancer_on\x18\a \x01(\bR\n" +
 	"balancerOn\x12]\n" +
-	"\x0ecluster_config\x18\b \x03(\v26.cellstore.v1.ClusterStatusResponse.ClusterConfigEntryR\rclusterConfig\x1a@\n" +
+	"\x0ecluster_config\x18\b \x03(\v26.cellstore.v1.ClusterStatusResponse.ClusterConfigEntryR\rclusterConfig\x12`\n" +
+	"\x0fmaster_versions\x18\t \x03(\v27.cellstore.v1.ClusterStatusResponse.MasterVersionsEntryR\x0emasterVersions\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13MasterVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
 	"\x17SetClusterConfigRequest\x12I\n" +
@@ -5039,9 +5082,10 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x11ListQuotasRequest\"[\n" +
 	"\x12ListQuotasResponse\x12+\n" +
 	"\x06quotas\x18\x01 \x03(\v2\x13.cellstore.v1.QuotaR\x06quotas\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"0\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"J\n" +
 	"\x14ReportStandbyRequest\x12\x18\n" +
-	"\aaddress\x18\x01 \x01(\tR\aaddress\"\xc8\x01\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"\xc8\x01\n" +
 	"\x15ReportStandbyResponse\x12i\n" +
 	"\x12external_addresses\x18\x01 \x03(\v2:.cellstore.v1.ReportStandbyResponse.ExternalAddressesEntryR\x11externalAddresses\x1aD\n" +
 	"\x16ExternalAddressesEntry\x12\x10\n" +
@@ -5192,7 +5236,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -5288,163 +5332,165 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	nil,                                    // 91: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	nil,                                    // 92: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
 	nil,                                    // 93: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 94: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                    // 95: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                // 96: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 97: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 98: cellstore.v1.TableName
-	(TableState)(0),                        // 99: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 100: cellstore.v1.ServerName
+	nil,                                    // 94: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                    // 95: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                    // 96: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                // 97: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 98: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 99: cellstore.v1.TableName
+	(TableState)(0),                        // 100: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 101: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
 	89,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
 	90,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	96,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	97,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	96,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	98,  // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	98,  // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	96,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	99,  // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	97,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	98,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	97,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	99,  // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	99,  // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	97,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	100, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	96,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	99,  // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	97,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	100, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	97,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	100, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	98,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	101, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	98,  // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	99,  // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	22,  // 16: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	22,  // 17: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	99,  // 18: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	100, // 19: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	100, // 18: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	101, // 19: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
 	91,  // 20: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	28,  // 21: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	100, // 22: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	101, // 22: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	29,  // 23: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
 	92,  // 24: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	100, // 25: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	97,  // 26: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	101, // 25: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	98,  // 26: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,   // 27: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	97,  // 28: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	100, // 29: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	98,  // 28: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	101, // 29: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
 	29,  // 30: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,   // 31: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
 	46,  // 32: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
 	47,  // 33: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
 	93,  // 34: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	94,  // 35: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	98,  // 36: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 37: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	52,  // 38: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 39: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	98,  // 40: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	55,  // 41: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	55,  // 42: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	98,  // 43: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	55,  // 44: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	62,  // 45: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	63,  // 46: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	52,  // 47: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	95,  // 48: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	98,  // 49: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	80,  // 50: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	98,  // 51: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	80,  // 52: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	98,  // 53: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 54: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	11,  // 55: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	13,  // 56: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	15,  // 57: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 58: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 59: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	17,  // 60: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	18,  // 61: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	15,  // 62: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	23,  // 63: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	15,  // 64: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	26,  // 65: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	30,  // 66: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	32,  // 67: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	34,  // 68: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	36,  // 69: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	38,  // 70: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	40,  // 71: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	40,  // 72: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	42,  // 73: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	44,  // 74: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	48,  // 75: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	76,  // 76: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	50,  // 77: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	53,  // 78: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	74,  // 79: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	56,  // 80: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	58,  // 81: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	60,  // 82: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	64,  // 83: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	66,  // 84: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	68,  // 85: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	70,  // 86: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	72,  // 87: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	78,  // 88: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	81,  // 89: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	83,  // 90: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	85,  // 91: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	83,  // 92: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	87,  // 93: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	87,  // 94: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	83,  // 95: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	9,   // 96: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	5,   // 97: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	7,   // 98: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	12,  // 99: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	14,  // 100: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	16,  // 101: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 102: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 103: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	16,  // 104: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	20,  // 105: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	21,  // 106: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	24,  // 107: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	25,  // 108: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	27,  // 109: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	31,  // 110: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	33,  // 111: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	35,  // 112: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	37,  // 113: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	39,  // 114: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	41,  // 115: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	41,  // 116: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	43,  // 117: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	45,  // 118: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	49,  // 119: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	77,  // 120: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	51,  // 121: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	54,  // 122: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	75,  // 123: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	57,  // 124: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	59,  // 125: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	61,  // 126: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	65,  // 127: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	67,  // 128: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	69,  // 129: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	71,  // 130: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	73,  // 131: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	79,  // 132: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	82,  // 133: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	84,  // 134: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	86,  // 135: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	84,  // 136: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	88,  // 137: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	88,  // 138: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	84,  // 139: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	10,  // 140: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	6,   // 141: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	8,   // 142: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	99,  // [99:143] is the sub-list for method output_type
-	55,  // [55:99] is the sub-list for method input_type
-	55,  // [55:55] is the sub-list for extension type_name
-	55,  // [55:55] is the sub-list for extension extendee
-	0,   // [0:55] is the sub-list for field type_name
+	94,  // 35: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	95,  // 36: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	99,  // 37: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 38: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	52,  // 39: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 40: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	99,  // 41: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	55,  // 42: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	55,  // 43: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	99,  // 44: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	55,  // 45: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	62,  // 46: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	63,  // 47: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	52,  // 48: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	96,  // 49: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	99,  // 50: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	80,  // 51: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	99,  // 52: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	80,  // 53: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	99,  // 54: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 55: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	11,  // 56: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	13,  // 57: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	15,  // 58: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 59: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 60: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	17,  // 61: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	18,  // 62: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	15,  // 63: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	23,  // 64: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	15,  // 65: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	26,  // 66: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	30,  // 67: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	32,  // 68: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	34,  // 69: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	36,  // 70: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	38,  // 71: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	40,  // 72: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	40,  // 73: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	42,  // 74: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	44,  // 75: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	48,  // 76: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	76,  // 77: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	50,  // 78: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	53,  // 79: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	74,  // 80: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	56,  // 81: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	58,  // 82: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	60,  // 83: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	64,  // 84: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	66,  // 85: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	68,  // 86: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	70,  // 87: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	72,  // 88: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	78,  // 89: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	81,  // 90: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	83,  // 91: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	85,  // 92: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	83,  // 93: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	87,  // 94: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	87,  // 95: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	83,  // 96: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	9,   // 97: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	5,   // 98: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	7,   // 99: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	12,  // 100: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	14,  // 101: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	16,  // 102: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 103: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 104: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	16,  // 105: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	20,  // 106: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	21,  // 107: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	24,  // 108: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	25,  // 109: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	27,  // 110: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	31,  // 111: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	33,  // 112: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	35,  // 113: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	37,  // 114: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	39,  // 115: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	41,  // 116: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	41,  // 117: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	43,  // 118: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	45,  // 119: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	49,  // 120: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	77,  // 121: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	51,  // 122: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	54,  // 123: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	75,  // 124: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	57,  // 125: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	59,  // 126: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	61,  // 127: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	65,  // 128: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	67,  // 129: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	69,  // 130: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	71,  // 131: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	73,  // 132: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	79,  // 133: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	82,  // 134: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	84,  // 135: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	86,  // 136: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	84,  // 137: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	88,  // 138: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	88,  // 139: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	84,  // 140: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	10,  // 141: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	6,   // 142: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	8,   // 143: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	100, // [100:144] is the sub-list for method output_type
+	56,  // [56:100] is the sub-list for method input_type
+	56,  // [56:56] is the sub-list for extension type_name
+	56,  // [56:56] is the sub-list for extension extendee
+	0,   // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5464,7 +5510,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   91,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,60 @@
+// Package version parses Cellstore's release versions and holds the rule of which versions may run
+// together in one cluster during a rolling upgrade (docs/master.md, "Versions").
+//
+// The rule is HBase's upgrade order: masters first, then region servers. A region server may run
+// the active master's minor version or the one before (the servers not restarted yet), never a newer
+// one (a master must understand everything a server sends it); a different major version never.
+// Builds without a release version ("dev", a commit) are not checked.
+package version
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Version is a release version MAJOR.MINOR.PATCH.
+type Version struct{ Major, Minor, Patch int }
+
+func (v Version) String() string { return fmt.Sprintf("v%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// Parse reads "v1.2.3" or "1.2.3", with an optional pre-release or build suffix ("-rc.1", "+abc");
+// ok is false for anything else (a development build).
+func Parse(s string) (v Version, ok bool) {
+	s = strings.TrimPrefix(s, "v")
+	if i := strings.IndexAny(s, "-+"); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return Version{}, false
+	}
+	var n [3]int
+	for i, p := range parts {
+		x, err := strconv.Atoi(p)
+		if err != nil || x < 0 || p == "" || (len(p) > 1 && p[0] == '0') {
+			return Version{}, false
+		}
+		n[i] = x
+	}
+	return Version{n[0], n[1], n[2]}, true
+}
+
+// CheckServer says whether a region server of version server may join an active master of
+// version master, and if not, what to do. Unparseable versions pass.
+func CheckServer(master, server string) error {
+	m, okM := Parse(master)
+	s, okS := Parse(server)
+	if !okM || !okS {
+		return nil
+	}
+	switch {
+	case s.Major != m.Major:
+		return fmt.Errorf("region server %s and master %s are of different major versions, which do not run together: upgrade the whole cluster to one major version", s, m)
+	case s.Minor > m.Minor:
+		return fmt.Errorf("region server %s is newer than the active master %s: upgrade the masters first, then the region servers", s, m)
+	case s.Minor < m.Minor-1:
+		return fmt.Errorf("region server %s is more than one minor version older than the active master %s: upgrade one minor version at a time", s, m)
+	}
+	return nil
+}
