@@ -58,3 +58,24 @@ func CheckServer(master, server string) error {
 	}
 	return nil
 }
+
+// CheckUpgrade says whether a cluster running version from may be rolled to version to, masters
+// first: the same major version and the same or the next minor (patch releases either way). A
+// minor downgrade is refused: rolled masters first, the masters would be older than the region
+// servers. Unparseable versions pass.
+func CheckUpgrade(from, to string) error {
+	f, okF := Parse(from)
+	t, okT := Parse(to)
+	if !okF || !okT {
+		return nil
+	}
+	switch {
+	case t.Major != f.Major:
+		return fmt.Errorf("%s to %s changes the major version, which a rolling upgrade cannot do: make a new cluster from a backup", f, t)
+	case t.Minor > f.Minor+1:
+		return fmt.Errorf("%s to %s skips a minor version: upgrade one minor version at a time (to v%d.%d.x first)", f, t, f.Major, f.Minor+1)
+	case t.Minor < f.Minor:
+		return fmt.Errorf("%s to %s is a minor downgrade, which a rolling restart cannot do (the masters, rolled first, would be older than the region servers): go back to %s, or restore a backup made before the upgrade", f, t, f)
+	}
+	return nil
+}

@@ -35,3 +35,20 @@ func TestCheckServer(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckUpgrade(t *testing.T) {
+	for _, tc := range []struct{ from, to, want string }{
+		{"v1.3.2", "v1.3.5", ""},
+		{"v1.3.5", "v1.3.2", ""}, // a patch back
+		{"v1.3.2", "v1.4.0", ""},
+		{"v1.3.2", "v1.5.0", "upgrade one minor version at a time (to v1.4.x first)"},
+		{"v1.4.0", "v1.3.9", "minor downgrade"},
+		{"v1.9.0", "v2.0.0", "major version"},
+		{"fc6eab3", "v9.0.0", ""},
+	} {
+		err := CheckUpgrade(tc.from, tc.to)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckUpgrade(%s, %s) = %v, want %q", tc.from, tc.to, err, tc.want)
+		}
+	}
+}

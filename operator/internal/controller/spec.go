@@ -31,6 +31,7 @@ const (
 	ReasonNotChecked           = "NotChecked"
 	ReasonMemoryBudgetExceeded = "MemoryBudgetExceeded"
 	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonVersionSkew          = "VersionSkewRefused"
 	ReasonApplyFailed          = "ApplyFailed"
 	ReasonConflict             = "Conflict"
 	ReasonMasterUnreachable    = "MasterUnreachable"

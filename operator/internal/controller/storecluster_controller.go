@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/version"
+
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/master"
 	"github.com/cellstore/cellstore/operator/internal/resources"
@@ -462,6 +464,9 @@ func (r *StoreClusterReconciler) taskPDBs(ctx context.Context, s *clusterState) 
 
 func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *clusterState) Result {
 	c := s.c
+	if res := r.checkUpgrade(ctx, c); res.Outcome != Complete {
+		return res
+	}
 	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory,
 		Hibernated: hibernated(c)}
 	if res := r.applyStatefulSet(ctx, s, resources.GroupMaster, resources.MasterStatefulSet(c, in)); res.Outcome != Complete {
@@ -473,6 +478,47 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 		in.Replicas = 0
 	}
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
+}
+
+// checkUpgrade refuses an engine image whose version cannot be rolled to from what runs now —
+// the images of the StatefulSets' templates and of every pod, by their tags (engine/version:
+// the same major, the same or the next minor) — before any template changes, so the cluster keeps
+// running the old version and the condition says what to do.
+func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.StoreCluster) Result {
+	to := resources.ImageTag(c.Spec.Image)
+	running := map[string]bool{}
+	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+		sts := &appsv1.StatefulSet{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.StatefulSetName(c, g)}, sts); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read StatefulSet %s: %w", resources.StatefulSetName(c, g), err))
+		}
+		if img := resources.EngineImage(&sts.Spec.Template.Spec); img != "" {
+			running[resources.ImageTag(img)] = true
+		}
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.ClusterLabels(c))); err != nil {
+		return Errored(ReasonApplyFailed, fmt.Errorf("list pods: %w", err))
+	}
+	for i := range pods.Items {
+		if img := resources.EngineImage(&pods.Items[i].Spec); img != "" {
+			running[resources.ImageTag(img)] = true
+		}
+	}
+	froms := make([]string, 0, len(running))
+	for v := range running {
+		froms = append(froms, v)
+	}
+	slices.Sort(froms)
+	for _, from := range froms {
+		if err := version.CheckUpgrade(from, to); err != nil {
+			return r.failedPolling(ReasonVersionSkew, "spec.image %s is refused, the cluster keeps running %s: %v", c.Spec.Image, strings.Join(froms, ", "), err)
+		}
+	}
+	return Done()
 }
 
 // applyStatefulSet applies a group's StatefulSet. When the pod template changes it records which

@@ -66,6 +66,28 @@ var _ = Describe("StoreCluster controller", func() {
 })
 
 var _ = Describe("StoreCluster controller: refused specs", func() {
+	It("refuses an engine image the running version cannot be rolled to, and keeps running the old one", func() {
+		ns := newNamespace()
+		const repo = "registry.example:5000/cellstore/engine"
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.3.2" }))
+		waitRunning(c)
+		image := func(g resources.Group) func() string {
+			return func() string { return resources.EngineImage(&statefulSet(c, g).Spec.Template.Spec) }
+		}
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.5.0" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew,
+			"the cluster keeps running v1.3.2", "upgrade one minor version at a time (to v1.4.x first)"))
+		Expect(image(resources.GroupMaster)()).To(Equal(repo + ":v1.3.2"))
+		Expect(image(resources.GroupRegionServer)()).To(Equal(repo + ":v1.3.2"))
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.2.0" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew, "minor downgrade"))
+
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.4.0" })
+		Eventually(image(resources.GroupMaster), timeout, poll).Should(Equal(repo + ":v1.4.0"))
+		Eventually(image(resources.GroupRegionServer), timeout, poll).Should(Equal(repo + ":v1.4.0"))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).ShouldNot(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew))
+	})
+
 	It("checks S3 storage — credentials Secret, then the bucket itself — and makes workloads only when it can be used", func() {
 		if os.Getenv("CELLSTORE_S3_SERVER") == "" {
 			Skip("needs an S3 server: make test builds it, or set CELLSTORE_S3_SERVER=$(hack/s3-server.sh)")

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -201,4 +202,26 @@ func objectMeta(c *v1alpha1.StoreCluster, name string, g Group, operatorVersion 
 		Labels:          objectLabels(c, g, operatorVersion),
 		OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
 	}
+}
+
+// ImageTag is an image reference's tag ("" without one; a digest is not a tag).
+func ImageTag(image string) string {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	i := strings.LastIndexByte(image, ':')
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return "" // the colon is a registry's port
+	}
+	return image[i+1:]
+}
+
+// EngineImage is the image of a pod spec's engine container ("" without one).
+func EngineImage(spec *corev1.PodSpec) string {
+	for _, ctr := range spec.Containers {
+		if ctr.Name == EngineContainer {
+			return ctr.Image
+		}
+	}
+	return ""
 }
