@@ -47,6 +47,9 @@ var (
 	// operatorUpgradeImage is the operator image of an upgrade: the same operator under another
 	// version (hack/test.sh loads it under a second tag).
 	operatorUpgradeImage = os.Getenv("E2E_OPERATOR_UPGRADE_IMAGE")
+	// engineUpgradeImage is the engine image of an upgrade: the same engine built under another
+	// version (hack/test.sh loads it under a second tag).
+	engineUpgradeImage = os.Getenv("E2E_ENGINE_UPGRADE_IMAGE")
 )
 
 func TestE2E(t *testing.T) {

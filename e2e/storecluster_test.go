@@ -643,6 +643,51 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "turning external access on restarted pods")
 	})
 
+	It("rolls to another engine image pod by pod, masters first, with zero failed requests", func(ctx SpecContext) {
+		if engineUpgradeImage == "" {
+			Fail("set E2E_ENGINE_UPGRADE_IMAGE (hack/test.sh e2e builds and loads it)")
+		}
+		resetLoad(ctx)
+		before := podUIDs(ctx, ns, name)
+		start := time.Now()
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Image = engineUpgradeImage })
+		var pods *corev1.PodList
+		Eventually(func(g Gomega) {
+			var err error
+			pods, err = kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + name})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(len(before)))
+			for _, p := range pods.Items {
+				g.Expect(p.UID).NotTo(Equal(before[p.Name]), "pod %s has not restarted yet", p.Name)
+				for _, ctr := range p.Spec.Containers {
+					if ctr.Name == "engine" {
+						g.Expect(ctr.Image).To(Equal(engineUpgradeImage), "pod %s", p.Name)
+					}
+				}
+			}
+			g.Expect(settled(getCluster(ctx, ns, name))).To(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		took := time.Since(start).Round(time.Second)
+		// Masters first (the engine refuses region servers newer than the active master).
+		var lastMaster, firstServer time.Time
+		for _, p := range pods.Items {
+			at := p.CreationTimestamp.Time
+			if strings.Contains(p.Name, "-master-") && at.After(lastMaster) {
+				lastMaster = at
+			}
+			if strings.Contains(p.Name, "-regionserver-") && (firstServer.IsZero() || at.Before(firstServer)) {
+				firstServer = at
+			}
+		}
+		Expect(lastMaster.After(firstServer)).To(BeFalse(), "a region server (%s) was restarted before the last master (%s)", firstServer, lastMaster)
+		// Every process runs, and reports, the new build.
+		_, version, _ := strings.Cut(engineUpgradeImage[strings.LastIndex(engineUpgradeImage, "/")+1:], ":")
+		out := shell(ctx, ns, name, "status 'detailed'")
+		Expect(strings.Count(out, "version="+version)).To(Equal(len(before)), "processes reporting version %s:\n%s", version, out)
+		s := checkLoad(ctx, "the engine upgrade")
+		AddReportEntry("engine upgrade", fmt.Sprintf("%d pods rolled to %s in %s, masters first; slowest request %.0f ms", len(before), version, took, s.MaxLatencyMs))
+	})
+
 	It("restarts no engine pod when the operator is upgraded", func(ctx SpecContext) {
 		if operatorUpgradeImage == "" {
 			Skip("E2E_OPERATOR_UPGRADE_IMAGE is not set")

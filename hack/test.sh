@@ -101,8 +101,10 @@ e2e() {
   export VERSION
   # The operator upgrade spec needs a second operator image: the same code under another version.
   VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1
+  # The engine upgrade spec rolls a cluster to a second engine image: the same code under another version.
+  VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" engine && mv "$ROOT/bin/images/engine.tar" "$ROOT/bin/images/engine-upgrade.tar" || return 1
   "$ROOT/hack/images.sh" "${images[@]}" || return 1
-  images+=(operator-upgrade)
+  images+=(operator-upgrade engine-upgrade)
   local crds
   crds=$("$ROOT/hack/monitoring-crds.sh") || return 1
   if [ -z "${KUBECONFIG:-}" ]; then
@@ -130,8 +132,9 @@ e2e() {
   E2E_MINIO_IMAGE=$("$ROOT/hack/images.sh" --ref minio)
   E2E_HBASELOAD_IMAGE=$("$ROOT/hack/images.sh" --ref hbaseload)
   E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
+  E2E_ENGINE_UPGRADE_IMAGE=${E2E_ENGINE_IMAGE}-upgrade
   E2E_MONITORING_CRDS=$crds
-  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_HBASELOAD_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_MONITORING_CRDS
+  export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_HBASELOAD_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_ENGINE_UPGRADE_IMAGE E2E_MONITORING_CRDS
   # The README's two commands in that order: on the cluster it manages, the stage runs the quickstart
   # first (its operator release stays installed in cellstore-system: the suite must install beside
   # it), then the suite. The quickstart's StoreCluster and S3 server are deleted once they have
