@@ -213,6 +213,14 @@ func (r *AssignmentReconciler) taskExternalAddresses(ctx context.Context, a *ass
 	have, err := a.mc.ExternalAddresses(cctx)
 	cancel()
 	if err != nil {
+		if master.IsUnimplemented(err) {
+			// An engine older than the operator: nothing was published, and nothing can be. This
+			// must not hold up the tasks after, the rollout that upgrades the engine among them.
+			if a.c.Spec.ExternalAccess != nil {
+				r.event(a.c, corev1.EventTypeWarning, ReasonEngineTooOld, "spec.externalAccess needs an engine image that publishes external addresses (this one does not): upgrade spec.image")
+			}
+			return Done()
+		}
 		return Errored(ReasonMasterUnreachable, fmt.Errorf("read the published external addresses: %w", err))
 	}
 	if maps.Equal(have, want) {

@@ -397,6 +397,22 @@ var _ = Describe("The master's settings", func() {
 		Eventually(func() *v1alpha1.ExternalAccessStatus { return get(c).Status.ExternalAccess }, timeout, poll).Should(BeNil())
 	})
 
+	It("rolls out and balances on an engine older than external access, and says it cannot publish", func() {
+		ns := newNamespace()
+		c := newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
+		fakeOf(c).SetExternalUnimplemented(true) // the engine answers Unimplemented
+		create(c)
+		waitRunning(c) // the first balance ran: the tasks after external-addresses were not held up
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.ExternalAccess = &v1alpha1.ExternalAccessSpec{Type: corev1.ServiceTypeNodePort, Host: "203.0.113.9"}
+		})
+		Eventually(eventsOf(c, controller.ReasonEngineTooOld), timeout, poll).Should(ContainElement(ContainSubstring("upgrade spec.image")))
+		// A scale-out still balances onto the new server.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
+		Eventually(func() map[string]string { return statefulSet(c, resources.GroupRegionServer).Annotations }, timeout, poll).
+			Should(HaveKeyWithValue(resources.AnnotationBalancedReplicas, "3"))
+	})
+
 	It("applies quotas and region replication through the master, without a restart, and removes only its own quotas", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) {

@@ -32,6 +32,7 @@ const (
 	ReasonMemoryBudgetExceeded = "MemoryBudgetExceeded"
 	ReasonInvalidSpec          = "InvalidSpec"
 	ReasonVersionSkew          = "VersionSkewRefused"
+	ReasonEngineTooOld         = "EngineTooOld"
 	ReasonApplyFailed          = "ApplyFailed"
 	ReasonConflict             = "Conflict"
 	ReasonMasterUnreachable    = "MasterUnreachable"

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cellstore/cellstore/engine/access"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/security"
@@ -473,6 +476,10 @@ func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, er
 
 // IsInvalid says whether err is the master's refusal of a request as invalid (a retry cannot help).
 func IsInvalid(err error) bool { return isCode(err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT) }
+
+// IsUnimplemented says whether err is a master's answer to a call its engine version does not
+// have (an engine older than the operator).
+func IsUnimplemented(err error) bool { return status.Code(err) == codes.Unimplemented }
 
 func (e *engineClient) DisableTable(ctx context.Context, table string) error {
 	return e.c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/master"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,6 +83,8 @@ type Fake struct {
 	restored   []string
 	disabled   map[string]bool
 	external   map[string]string
+	// externalUnimpl: the external-address calls answer Unimplemented (an older engine).
+	externalUnimpl bool
 }
 
 // New makes a fake master with no servers.
@@ -360,7 +365,20 @@ func (f *Fake) External() map[string]string {
 	return maps.Clone(f.external)
 }
 
+// SetExternalUnimplemented makes the external-address calls fail as an engine that predates them.
+func (f *Fake) SetExternalUnimplemented(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.externalUnimpl = on
+}
+
 func (c client) ExternalAddresses(context.Context) (map[string]string, error) {
+	c.f.mu.Lock()
+	unimpl := c.f.externalUnimpl
+	c.f.mu.Unlock()
+	if unimpl {
+		return nil, status.Error(codes.Unimplemented, "unknown method GetExternalAddresses")
+	}
 	return c.f.External(), nil
 }
 
@@ -368,6 +386,9 @@ func (c client) SetExternalAddresses(_ context.Context, addrs map[string]string)
 	f := c.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.externalUnimpl {
+		return status.Error(codes.Unimplemented, "unknown method SetExternalAddresses")
+	}
 	f.note("SetExternalAddresses %d", len(addrs))
 	f.external = maps.Clone(addrs)
 	return nil
