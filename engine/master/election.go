@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -80,6 +85,8 @@ type KubernetesElection struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
 
 	mu    sync.Mutex
 	le    *leaderelection.LeaderElector
@@ -117,6 +124,13 @@ func (e *KubernetesElection) fill() error {
 		e.token = strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return nil
+}
+
+func (e *KubernetesElection) log() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.Default()
 }
 
 // Validate checks the settings and builds the elector (so a bad setting fails at start-up).
@@ -161,33 +175,132 @@ func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.Lead
 	})
 }
 
-// Run implements Elector.
+// Run implements Elector. Besides client-go's polling (every RetryPeriod), a standby watches the
+// Lease: when the active master gives it up (a stopping master releases it: no holder), the
+// standby tries at once instead of at its next poll, so a graceful handover takes a round trip to
+// the API server rather than up to RetryPeriod. Without permission to watch (a Role from before
+// this change), the standby polls as before.
 func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
+	released := make(chan struct{}, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go e.watchReleases(wctx, released)
+
+	var mu sync.Mutex
+	leading := false
 	elected := make(chan struct{})
 	var electedDone sync.WaitGroup
-	wrapped := cb
-	wrapped.Elected = func(lctx context.Context) {
-		electedDone.Add(1)
-		defer electedDone.Done()
-		close(elected)
-		cb.Elected(lctx)
+	for ctx.Err() == nil {
+		actx, acancel := context.WithCancel(ctx)
+		calledOff := false // this attempt's, under mu
+		wrapped := cb
+		wrapped.Elected = func(lctx context.Context) {
+			mu.Lock()
+			if calledOff {
+				// The attempt was called off (below) just as it won: client-go gives the Lease
+				// up again on the cancelled context, and the next attempt takes it.
+				mu.Unlock()
+				return
+			}
+			leading = true
+			electedDone.Add(1)
+			mu.Unlock()
+			defer electedDone.Done()
+			close(elected)
+			cb.Elected(lctx)
+		}
+		le, err := e.elector(wrapped)
+		if err != nil {
+			// Validate was called at start-up; this cannot fail later except for the same reasons.
+			acancel()
+			<-ctx.Done()
+			return
+		}
+		e.mu.Lock()
+		e.le = le
+		e.mu.Unlock()
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-stop:
+			case <-released:
+				mu.Lock()
+				if !leading {
+					calledOff = true
+					acancel()
+				}
+				mu.Unlock()
+			}
+		}()
+		le.Run(actx)
+		close(stop)
+		acancel()
+		mu.Lock()
+		again := calledOff && !leading
+		mu.Unlock()
+		if !again {
+			break // leadership ended, or ctx did
+		}
+		e.log().Info("the election Lease was released: trying to take it at once", "lease", e.Namespace+"/"+e.Name)
 	}
-	le, err := e.elector(wrapped)
-	if err != nil {
-		// Validate was called at start-up; this cannot fail later except for the same reasons.
-		<-ctx.Done()
-		return
-	}
-	e.mu.Lock()
-	e.le = le
-	e.mu.Unlock()
-	le.Run(ctx)
 	// client-go starts OnStartedLeading in a goroutine and returns when leadership ends; wait
 	// for the callback so the caller knows the active phase is over.
 	select {
 	case <-elected:
 		electedDone.Wait()
 	default:
+	}
+}
+
+// watchReleases signals released whenever the Lease has no holder (given up by a stopping master,
+// or deleted), until ctx ends. Watch errors are retried with a pause; a refused watch (no
+// permission) ends the watching: the election polls.
+func (e *KubernetesElection) watchReleases(ctx context.Context, released chan<- struct{}) {
+	cfg := rest.CopyConfig(e.Config)
+	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+	if err != nil {
+		return
+	}
+	leases := cs.CoordinationV1().Leases(e.Namespace)
+	signal := func() {
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", e.Name).String()
+	rv, pause := "", e.RetryPeriod
+	for ctx.Err() == nil {
+		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			e.log().Info("cannot watch the election Lease: a standby notices a released Lease only when it polls", "lease", e.Namespace+"/"+e.Name, "err", err)
+			return
+		}
+		if err == nil {
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Error:
+					if apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) || apierrors.IsGone(apierrors.FromObject(ev.Object)) {
+						rv = "" // start again from the current state
+					}
+				case watch.Deleted:
+					rv = ""
+					signal()
+				case watch.Added, watch.Modified, watch.Bookmark:
+					if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+						rv = l.ResourceVersion
+						if ev.Type != watch.Bookmark && (l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "") {
+							signal()
+						}
+					}
+				}
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
 	}
 }
 

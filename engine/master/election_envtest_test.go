@@ -128,3 +128,57 @@ func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
 	case <-time.After(4 * time.Second):
 	}
 }
+
+// A standby takes a released Lease at once, not at its next poll: with a retry period of 30 s
+// (client-go polls every 30–36 s), the standby must hold the Lease well within that after the
+// active candidate gives it up. Without the watch on the Lease this fails.
+func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
+	cfg := startAPIServer(t)
+	elect := func(addr string) *master.KubernetesElection {
+		return &master.KubernetesElection{Config: cfg, Namespace: "default", Name: "released", Identity: addr,
+			LeaseDuration: 90 * time.Second, RenewDeadline: 60 * time.Second, RetryPeriod: 30 * time.Second}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	firstElected, firstDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		elect("m-0:16000").Run(firstCtx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
+	}()
+	select {
+	case <-firstElected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first candidate was not elected")
+	}
+	secondElected := make(chan time.Time, 1)
+	leaders := make(chan string, 16)
+	go elect("m-1:16000").Run(ctx, master.ElectionCallbacks{
+		Elected: func(lctx context.Context) { secondElected <- time.Now(); <-lctx.Done() },
+		Leader: func(id string) {
+			select {
+			case leaders <- id:
+			default:
+			}
+		},
+	})
+	// The second candidate has seen the Lease held (it made its first attempt) before the first
+	// gives it up; its next poll would be 30 s away.
+	select {
+	case id := <-leaders:
+		if id != "m-0:16000" {
+			t.Fatalf("leader %q, want m-0:16000", id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second candidate never learned the leader")
+	}
+	released := time.Now()
+	stopFirst()
+	<-firstDone // the first candidate released the Lease on its way out
+	select {
+	case at := <-secondElected:
+		t.Logf("the standby took the released Lease %v after the first candidate stopped", at.Sub(released).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("the standby did not take the released Lease within 15 s (it waited for its 30 s poll)")
+	}
+}

@@ -69,7 +69,8 @@ func MasterServiceAccount(c *v1alpha1.StoreCluster, operatorVersion string) *cor
 	}
 }
 
-// MasterLeaseRole allows the masters to create their Lease and to read and renew that one Lease.
+// MasterLeaseRole allows the masters to create their Lease and to read, watch and renew that one
+// Lease (a standby watches it to take over the moment it is released).
 func MasterLeaseRole(c *v1alpha1.StoreCluster, operatorVersion string) *rbacv1.Role {
 	return &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
@@ -77,7 +78,7 @@ func MasterLeaseRole(c *v1alpha1.StoreCluster, operatorVersion string) *rbacv1.R
 		Rules: []rbacv1.PolicyRule{
 			// create cannot be limited by name (the object does not exist yet).
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{LeaseName(c)}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{LeaseName(c)}, Verbs: []string{"get", "update", "list", "watch"}},
 		},
 	}
 }

@@ -305,7 +305,7 @@ func TestMasterLeaseRBAC(t *testing.T) {
 	c := defaultedCluster()
 	role := MasterLeaseRole(c, "v1")
 	if len(role.Rules) != 2 || !slices.Equal(role.Rules[0].Verbs, []string{"create"}) ||
-		!slices.Equal(role.Rules[1].ResourceNames, []string{"prod-master"}) || !slices.Equal(role.Rules[1].Verbs, []string{"get", "update"}) {
+		!slices.Equal(role.Rules[1].ResourceNames, []string{"prod-master"}) || !slices.Equal(role.Rules[1].Verbs, []string{"get", "update", "list", "watch"}) {
 		t.Errorf("rules %+v: want create leases, and get/update of the lease prod-master only", role.Rules)
 	}
 	rb := MasterLeaseRoleBinding(c, "v1")
