@@ -247,11 +247,28 @@ type loadStats struct {
 	MaxLatencyAt                                         time.Time
 	Errors                                               []string
 	Acknowledged, Lost, VerifyFailed                     int64
+	// Slowest are the slowest requests, slowest first, with the client's retries.
+	Slowest []struct {
+		Start   time.Time
+		Op, Row string
+		Ms      float64
+		Retries []string
+	}
 }
 
 func (s loadStats) String() string {
-	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v",
-		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors)
+	var slow strings.Builder
+	for i, r := range s.Slowest {
+		if i == 3 {
+			break
+		}
+		fmt.Fprintf(&slow, "\n  %s %s %s: %.0f ms", r.Start.Format("15:04:05.000"), r.Op, r.Row, r.Ms)
+		for _, step := range r.Retries {
+			slow.WriteString("\n    " + step)
+		}
+	}
+	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v; slowest requests:%s",
+		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, slow.String())
 }
 
 // loadcheck calls the load pod's HTTP API through the API server's pod proxy (any cluster).

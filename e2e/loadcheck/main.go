@@ -17,17 +17,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +66,7 @@ func main() {
 	if *masters == "" {
 		fail(errors.New("--masters is required"))
 	}
-	cfg := client.Config{Masters: strings.Split(*masters, ","), User: *user}
+	cfg := client.Config{Masters: strings.Split(*masters, ","), User: *user, Logger: slog.New(traceHandler{})}
 	if *tlsDir != "" {
 		certs, err := security.LoadCerts(security.Files{CA: filepath.Join(*tlsDir, "ca.crt"), Cert: filepath.Join(*tlsDir, "tls.crt"), Key: filepath.Join(*tlsDir, "tls.key")})
 		if err != nil {
@@ -234,22 +237,25 @@ type runner struct {
 
 // stats are the counts GET /stats reports.
 type stats struct {
-	Since         time.Time `json:"since"`
-	Writes        int64     `json:"writes"`
-	Reads         int64     `json:"reads"`
-	StaleReads    int64     `json:"staleReads"`
-	StaleBehind   int64     `json:"staleBehind"` // stale answers without the acknowledged write yet
-	FailedWrites  int64     `json:"failedWrites"`
-	FailedReads   int64     `json:"failedReads"`
-	Mismatches    int64     `json:"mismatches"`
-	MaxLatencyMs  float64   `json:"maxLatencyMs"`
-	MaxLatencyAt  time.Time `json:"maxLatencyAt"`
-	Errors        []string  `json:"errors,omitempty"`
-	Stopped       bool      `json:"stopped"`
-	Acknowledged  int64     `json:"acknowledged"`
-	Lost          int64     `json:"lost"`
-	VerifyFailed  int64     `json:"verifyFailed"`
-	VerifySeconds float64   `json:"verifySeconds"`
+	Since        time.Time `json:"since"`
+	Writes       int64     `json:"writes"`
+	Reads        int64     `json:"reads"`
+	StaleReads   int64     `json:"staleReads"`
+	StaleBehind  int64     `json:"staleBehind"` // stale answers without the acknowledged write yet
+	FailedWrites int64     `json:"failedWrites"`
+	FailedReads  int64     `json:"failedReads"`
+	Mismatches   int64     `json:"mismatches"`
+	MaxLatencyMs float64   `json:"maxLatencyMs"`
+	MaxLatencyAt time.Time `json:"maxLatencyAt"`
+	// Slowest are the slowest requests (at most maxSlowest), slowest first, with the client's
+	// retries: what each waited for.
+	Slowest       []slowRequest `json:"slowest,omitempty"`
+	Errors        []string      `json:"errors,omitempty"`
+	Stopped       bool          `json:"stopped"`
+	Acknowledged  int64         `json:"acknowledged"`
+	Lost          int64         `json:"lost"`
+	VerifyFailed  int64         `json:"verifyFailed"`
+	VerifySeconds float64       `json:"verifySeconds"`
 }
 
 // spreadRow is writer w's row seq, behind a hashed prefix that spreads the rows over the table's
@@ -261,12 +267,88 @@ func spreadRow(w int, seq int64) []byte {
 	return fmt.Appendf(nil, "row%08d-%s", int(h.Sum32()%100000), k)
 }
 
-func (r *runner) record(d time.Duration, write bool, err error, mismatch, stale bool) {
+// slowRequest is one of the slowest requests: when it started, what it was, how long it took,
+// and the retries the client made (each "+ms since the start: the error, the pause").
+type slowRequest struct {
+	Start   time.Time `json:"start"`
+	Op      string    `json:"op"`
+	Row     string    `json:"row"`
+	Ms      float64   `json:"ms"`
+	Retries []string  `json:"retries,omitempty"`
+}
+
+const maxSlowest = 5
+
+// trace gathers the client's retry records of one request: the client logs them at Debug with
+// the request's context, which carries the trace.
+type trace struct {
+	start time.Time
+	mu    sync.Mutex
+	steps []string
+}
+
+type traceKey struct{}
+
+func traced(ctx context.Context) (context.Context, *trace) {
+	t := &trace{start: time.Now()}
+	return context.WithValue(ctx, traceKey{}, t), t
+}
+
+func (t *trace) retries() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.steps)
+}
+
+// traceHandler is the client's slog handler: it keeps the records of traced requests (at most
+// 20 each) and drops the rest.
+type traceHandler struct{}
+
+func (traceHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return ctx != nil && ctx.Value(traceKey{}) != nil
+}
+
+func (traceHandler) Handle(ctx context.Context, rec slog.Record) error {
+	t, _ := ctx.Value(traceKey{}).(*trace)
+	if t == nil {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "+%dms %s", rec.Time.Sub(t.start).Milliseconds(), rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	t.mu.Lock()
+	if len(t.steps) < 20 {
+		t.steps = append(t.steps, b.String())
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+func (h traceHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h traceHandler) WithGroup(string) slog.Handler      { return h }
+
+func (r *runner) record(d time.Duration, write bool, err error, mismatch, stale bool, row []byte, tr *trace) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.stats
-	if ms := float64(d.Microseconds()) / 1000; ms > s.MaxLatencyMs {
+	ms := float64(d.Microseconds()) / 1000
+	if ms > s.MaxLatencyMs {
 		s.MaxLatencyMs, s.MaxLatencyAt = ms, time.Now()
+	}
+	if len(s.Slowest) < maxSlowest || ms > s.Slowest[len(s.Slowest)-1].Ms {
+		op := "get"
+		if write {
+			op = "put"
+		}
+		sr := slowRequest{Start: tr.start.UTC(), Op: op, Row: string(row), Ms: ms, Retries: tr.retries()}
+		i, _ := slices.BinarySearchFunc(s.Slowest, ms, func(e slowRequest, ms float64) int { return cmp.Compare(ms, e.Ms) })
+		s.Slowest = slices.Insert(s.Slowest, i, sr)
+		if len(s.Slowest) > maxSlowest {
+			s.Slowest = s.Slowest[:maxSlowest]
+		}
 	}
 	switch {
 	case write:
@@ -295,12 +377,12 @@ func (r *runner) record(d time.Duration, write bool, err error, mismatch, stale 
 func (r *runner) write(ctx context.Context, w int) {
 	for seq := int64(0); ctx.Err() == nil; {
 		k := spreadRow(w, seq)
-		start := time.Now()
-		err := r.t.Put(ctx, client.NewPut(k).Add(family, "q", cell.LatestTimestamp, value(k)))
+		tctx, tr := traced(ctx)
+		err := r.t.Put(tctx, client.NewPut(k).Add(family, "q", cell.LatestTimestamp, value(k)))
 		if ctx.Err() != nil {
 			return // stopped: this write's outcome is unknown, and not counted
 		}
-		r.record(time.Since(start), true, err, false, false)
+		r.record(time.Since(tr.start), true, err, false, false, k, tr)
 		if err == nil {
 			seq++
 			r.acked[w].Store(seq)
@@ -320,8 +402,8 @@ func (r *runner) read(ctx context.Context, rnd *rand.Rand) {
 			continue
 		}
 		k := spreadRow(w, rnd.Int64N(n))
-		start := time.Now()
-		res, err := r.t.Get(ctx, &pb.Get{Row: k, Consistency: r.consistency})
+		tctx, tr := traced(ctx)
+		res, err := r.t.Get(tctx, &pb.Get{Row: k, Consistency: r.consistency})
 		if ctx.Err() != nil {
 			return
 		}
@@ -336,7 +418,7 @@ func (r *runner) read(ctx context.Context, rnd *rand.Rand) {
 				err = fmt.Errorf("get %s: value %q, want %q (stale %v)", k, got, value(k), res.Stale)
 			}
 		}
-		r.record(time.Since(start), false, err, mismatch, err == nil && res.Stale)
+		r.record(time.Since(tr.start), false, err, mismatch, err == nil && res.Stale, k, tr)
 		if behind {
 			r.mu.Lock()
 			r.stats.StaleBehind++

@@ -125,8 +125,7 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		if len(pending) == 0 {
 			break
 		}
-		d, _ := pb.DetailOf(lastErr)
-		if err := c.backoff(ctx, attempt, d); err != nil {
+		if err := c.backoff(ctx, attempt, lastErr); err != nil {
 			for _, i := range pending {
 				results[i].Err = fmt.Errorf("client: gave up on row %q: %w (last error: %v)", prep[i].row, err, lastErr)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -59,6 +60,9 @@ type Config struct {
 	// certificates do not name). Empty: any server certificate of the CA in TLS is accepted there
 	// (the operator's CA is the cluster's own). Every other server is checked against its own name.
 	TLSServerName string
+	// Logger, when set, receives a Debug record for every retry (the operation's context, the
+	// attempt, the pause and the error that caused it): what a slow request waited for.
+	Logger *slog.Logger
 }
 
 func (c *Config) fill() error {
@@ -172,7 +176,19 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	var lastErr error
-	for try := 0; ; try++ {
+	// pauses counts the backoffs that grow (a master's retry-after hint does not); hops the
+	// redirects followed without a pause, bounded in case two masters name each other while
+	// their views of the election differ.
+	pauses, hops := 0, 0
+	pause := func(cause error) error {
+		hops = 0
+		err := c.backoff(ctx, pauses, cause)
+		if d, _ := pb.DetailOf(cause); d.GetRetryAfterMs() == 0 {
+			pauses++
+		}
+		return err
+	}
+	for {
 		c.mmu.Lock()
 		addr := c.active
 		cc := c.masters[addr]
@@ -185,7 +201,7 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 				c.mmu.Lock()
 				c.active = c.nextMaster(addr)
 				c.mmu.Unlock()
-				if err := c.backoff(ctx, try, nil); err != nil {
+				if err := pause(err); err != nil {
 					return fmt.Errorf("client: master unreachable: %w (last error: %v)", err, lastErr)
 				}
 				continue
@@ -231,7 +247,8 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 				c.active = c.nextMaster(addr)
 			}
 			c.mmu.Unlock()
-			if d.GetNewMaster() != "" {
+			if d.GetNewMaster() != "" && hops <= len(c.cfg.Masters) {
+				hops++
 				continue // no pause: we know where to go
 			}
 		case typed && !retryable(d):
@@ -249,7 +266,7 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 			}
 			c.mmu.Unlock()
 		}
-		if err := c.backoff(ctx, try, d); err != nil {
+		if err := pause(lastErr); err != nil {
 			hint := ""
 			if c.cfg.TLS == nil && strings.Contains(lastErr.Error(), "server preface") {
 				hint = "; if the cluster serves TLS, connect with its CA (--tls-ca-file) and credentials"
@@ -398,16 +415,20 @@ func (c *Client) opContext(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, c.cfg.OperationTimeout)
 }
 
-// backoff waits before retry number attempt (0-based): the server's retry-after when it gave one,
-// else an exponential pause with jitter, capped by MaxPause. It fails when ctx ends first.
-func (c *Client) backoff(ctx context.Context, attempt int, d *pb.ErrorDetail) error {
+// backoff waits before retry number attempt (0-based) after cause: the server's retry-after when it
+// gave one, else an exponential pause with jitter, capped by MaxPause. It fails when ctx ends first.
+func (c *Client) backoff(ctx context.Context, attempt int, cause error) error {
 	wait := c.cfg.Pause << min(attempt, 10)
 	if wait > c.cfg.MaxPause || wait <= 0 {
 		wait = c.cfg.MaxPause
 	}
 	wait = wait/2 + rand.N(wait/2+1)
+	d, _ := pb.DetailOf(cause)
 	if ra := time.Duration(d.GetRetryAfterMs()) * time.Millisecond; ra > 0 {
 		wait = ra
+	}
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.DebugContext(ctx, "retrying", "attempt", attempt, "pause", wait, "error", cause)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
@@ -657,5 +658,111 @@ func TestOversizedCellRefusedBeforeSending(t *testing.T) {
 	}
 	if n := ss[0].calls.Load() - before; n != 0 {
 		t.Errorf("%d calls reached the server", n)
+	}
+}
+
+// refusingMaster answers NOT_ACTIVE_MASTER while refusals last (naming other as the active master,
+// or, leaderless, naming none with a retry-after as a master handover does), then as m.
+type refusingMaster struct {
+	*fakeMaster
+	other      *string
+	leaderless bool
+	refusals   *atomic.Int64
+	calls      atomic.Int64
+}
+
+func (r *refusingMaster) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+	r.calls.Add(1)
+	if r.refusals.Add(-1) >= 0 {
+		d := &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER, Message: "standby", Retryable: true}
+		if r.leaderless {
+			d.RetryAfterMs = 1
+		} else {
+			d.NewMaster = *r.other
+		}
+		return nil, d.Status()
+	}
+	return r.fakeMaster.LocateRegion(ctx, req)
+}
+
+// retryRecords is a slog handler that keeps the client's retry records.
+type retryRecords struct {
+	mu       sync.Mutex
+	attempts []int64
+}
+
+func (h *retryRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *retryRecords) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "attempt" {
+			h.mu.Lock()
+			h.attempts = append(h.attempts, a.Value.Int64())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+func (h *retryRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *retryRecords) WithGroup(string) slog.Handler      { return h }
+
+// Two masters that name each other as the active one (their views of the election differ for a
+// moment) are followed a bounded number of times before the client pauses; a handover's answers
+// (no leader, a retry-after) are waited out at the hinted pause without growing the backoff.
+func TestMasterRedirectsAreBoundedAndHandoverHintsDoNotGrowTheBackoff(t *testing.T) {
+	for _, leaderless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leaderless=%v", leaderless), func(t *testing.T) {
+			_, ss, _ := newCluster(t, 1)
+			inner := &fakeMaster{}
+			for _, r := range ss[0].regions {
+				inner.regions = append(inner.regions, &fakeRegion{info: r, server: ss[0]})
+			}
+			refusals := &atomic.Int64{}
+			refusals.Store(40)
+			var addrs [2]string
+			var masters [2]*refusingMaster
+			for i := range masters {
+				masters[i] = &refusingMaster{fakeMaster: inner, other: &addrs[1-i], leaderless: leaderless, refusals: refusals}
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				addrs[i] = lis.Addr().String()
+				gs := grpc.NewServer()
+				pb.RegisterMasterServer(gs, masters[i])
+				go gs.Serve(lis)
+				t.Cleanup(gs.Stop)
+			}
+			rec := &retryRecords{}
+			c, err := New(Config{Masters: addrs[:], Pause: time.Millisecond, MaxPause: 5 * time.Millisecond, RPCTimeout: 2 * time.Second,
+				OperationTimeout: 20 * time.Second, Logger: slog.New(rec)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			put(t, c.Table("t"), "a", "1")
+			calls := masters[0].calls.Load() + masters[1].calls.Load()
+			if calls != 41 {
+				t.Fatalf("%d calls to the masters, want the 40 refusals and the answer", calls)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if leaderless {
+				// Every refusal is a pause at the hint, and the backoff's attempt never grows.
+				if len(rec.attempts) != 40 {
+					t.Fatalf("%d pauses for 40 leaderless answers", len(rec.attempts))
+				}
+				for _, a := range rec.attempts {
+					if a != 0 {
+						t.Fatalf("the backoff grew on retry-after hints: attempts %v", rec.attempts)
+					}
+				}
+				return
+			}
+			// At most len(Masters)+1 redirects in a row, then a pause.
+			if min := 40 / 4; len(rec.attempts) < min {
+				t.Fatalf("%d pauses in 40 redirects between two masters naming each other, want at least %d", len(rec.attempts), min)
+			}
+		})
 	}
 }

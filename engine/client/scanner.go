@@ -133,7 +133,7 @@ func (s *Scanner) fetch() error {
 			}
 		}
 		s.reset()
-		if err := c.backoff(ctx, attempt, d); err != nil {
+		if err := c.backoff(ctx, attempt, lastErr); err != nil {
 			return fmt.Errorf("client: scan of %s gave up: %w (last error: %v)", s.t.name, err, lastErr)
 		}
 	}

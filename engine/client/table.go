@@ -392,8 +392,7 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 				return err
 			}
 		}
-		d, _ := pb.DetailOf(lastErr)
-		if err := c.backoff(ctx, attempt, d); err != nil {
+		if err := c.backoff(ctx, attempt, lastErr); err != nil {
 			return fmt.Errorf("client: gave up on table %s row %q: %w (last error: %v)", t.name, row, err, lastErr)
 		}
 	}

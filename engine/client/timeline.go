@@ -123,8 +123,7 @@ func (c *Client) replicaGet(ctx context.Context, r replica, g *pb.Get) (*Result,
 		if d, ok := pb.DetailOf(err); ok && !retryable(d) {
 			return nil, d
 		}
-		d, _ := pb.DetailOf(err)
-		if berr := c.backoff(ctx, attempt, d); berr != nil {
+		if berr := c.backoff(ctx, attempt, err); berr != nil {
 			return nil, errors.Join(berr, err)
 		}
 	}

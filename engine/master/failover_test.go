@@ -163,6 +163,14 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 	killed := time.Now()
 	kill1()
 	<-m1.Done()
+	// The stopped master never names itself: it names the new active master once it knows it,
+	// and until then asks callers to come back soon (a handover is under way).
+	_, err := pb.NewMasterClient(dial(t, m1.Addr)).ClusterStatus(c.ctx(), &pb.ClusterStatusRequest{})
+	if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER || d.GetNewMaster() == m1.Addr ||
+		(d.GetNewMaster() == "") != (d.GetRetryAfterMs() > 0) {
+		t.Errorf("the stopped master answered %v (retry after %d ms), want NOT_ACTIVE_MASTER naming the new master or else with a retry-after",
+			err, d.GetRetryAfterMs())
+	}
 	if err := m2.WaitActive(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}

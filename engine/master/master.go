@@ -687,6 +687,13 @@ func (m *Master) activeLocked() bool {
 	return m.st != nil && m.activeCtx.Err() == nil && m.status.Load() == stateActive
 }
 
+// The pauses a master asks of its callers while no master is active: a standby that knows no
+// leader (or one that is stepping down) and a master loading the catalog.
+const (
+	notActiveRetryMs  = 100
+	activatingRetryMs = 50
+)
+
 // notActive is the answer of a master that is not the active one.
 func (m *Master) notActive() error {
 	leader := m.Leader()
@@ -694,16 +701,22 @@ func (m *Master) notActive() error {
 		leader = "" // elected but not serving yet (or any more): the client tries again
 	}
 	msg := "this master is a standby"
+	// Without a leader to name, a handover is under way: the standby takes a released Lease at
+	// once and an elected master loads the catalog in milliseconds, so the caller asks again soon.
+	var retryAfter int64 = notActiveRetryMs
 	switch m.status.Load() {
 	case stateActivating:
 		msg = "this master was elected and is loading the catalog"
+		retryAfter = activatingRetryMs
 	case stateStopped:
 		msg = "this master has stopped"
 	}
 	if leader != "" {
 		msg += "; the active master is " + leader
+		retryAfter = 0 // the caller goes there at once
 	}
-	return (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER, Message: msg, NewMaster: leader, Retryable: true}).Status()
+	return (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER, Message: msg, NewMaster: leader, Retryable: true,
+		RetryAfterMs: retryAfter}).Status()
 }
 
 // lock takes m.mu for a handler if this master is active; otherwise it returns the answer.

@@ -148,7 +148,7 @@ func (s *Server) checkWrite(or *onlineRegion) *pb.ErrorDetail {
 func (s *Server) fenceClosed(regionName string) *pb.ErrorDetail {
 	if f := s.fence.Load(); f == nil || !f.Open() {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, Region: regionName,
-			Message: "this server's lease at the master may have expired: it does not acknowledge writes", Retryable: true, RetryAfterMs: 500}
+			Message: "this server's lease at the master may have expired: it does not acknowledge writes", Retryable: true, RetryAfterMs: 200}
 	}
 	return nil
 }

@@ -130,26 +130,44 @@ func (s *Server) applyClusterConfig(cc map[string]string) {
 	}
 }
 
-// heartbeatLoop renews the lease until the server stops.
+// heartbeatRetry is the first pause after a failed heartbeat.
+const heartbeatRetry = 100 * time.Millisecond
+
+// heartbeatLoop renews the lease until the server stops. A failed heartbeat is retried after
+// 100 ms, doubling up to the heartbeat interval: a master handover (the standby takes over within
+// a few hundred milliseconds) then renews the lease long before the fence would close and stop
+// this server's reads and writes.
 func (s *Server) heartbeatLoop() {
 	defer s.hbWG.Done()
+	failures := 0
 	for {
 		every := time.Duration(s.hbEvery.Load())
 		if every <= 0 {
 			every = time.Second
 		}
+		wait := every
+		if failures > 0 {
+			wait = min(every, heartbeatRetry<<min(failures-1, 10))
+		}
 		select {
 		case <-s.hbQuit:
 			return
-		case <-time.After(every):
+		case <-time.After(wait):
 		}
 		stopping := s.stopping.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), every*2)
 		resp, err := s.heartbeat(ctx, stopping)
 		cancel()
 		if err != nil {
-			s.log.Warn("heartbeat failed", "error", err)
+			if failures == 0 || failures%10 == 0 {
+				s.log.Warn("heartbeat failed; retrying", "error", err, "failures", failures+1)
+			}
+			failures++
 			continue
+		}
+		if failures > 0 {
+			s.log.Info("heartbeat answered again", "after_failures", failures)
+			failures = 0
 		}
 		if stopping {
 			continue // the stop reports its regions itself; only the lease matters now
