@@ -60,7 +60,7 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		var retry []int
 		var lastErr error
 		for _, i := range pending {
-			loc, err := c.locate(ctx, t, prep[i].row, false)
+			loc, err := c.locate(ctx, t, prep[i].row, false, true)
 			if err != nil {
 				if permanent(err) {
 					results[i].Err = err

@@ -261,7 +261,7 @@ func (s *Scanner) openRequest(ctx context.Context) (*pb.Scan, bool, error) {
 		// Reversed scans look for the region holding the rows below the start: below a region
 		// boundary (exclusive) or the table's end (empty start row).
 		before := s.scan.Reversed && (len(open.StartRow) == 0 || open.ExcludeStartRow)
-		loc, err := s.t.c.locate(ctx, s.t, open.StartRow, before)
+		loc, err := s.t.c.locate(ctx, s.t, open.StartRow, before, true)
 		if err != nil {
 			return nil, false, err
 		}

@@ -344,7 +344,7 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	defer cancel()
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		loc, err := c.locate(ctx, t, row, false)
+		loc, err := c.locate(ctx, t, row, false, true)
 		if err == nil {
 			var conn *rpc.Conn
 			if conn, err = c.conn(ctx, loc.addr); err == nil {
@@ -398,9 +398,13 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	}
 }
 
+// locateWait is how long a lookup of a moving region waits at the master.
+const locateWait = 2 * time.Second
+
 // locate finds the region holding row (or, with before, the rows just before it), from the cache
-// or the master.
-func (c *Client) locate(ctx context.Context, t *Table, row []byte, before bool) (*location, error) {
+// or the master. With wait, a lookup of a region that is moving waits at the master until it is
+// open again (up to locateWait): the request then goes on the moment the region does.
+func (c *Client) locate(ctx context.Context, t *Table, row []byte, before, wait bool) (*location, error) {
 	cached := func() *location {
 		if before {
 			return c.cache.lookupBefore(t.name, row)
@@ -412,7 +416,11 @@ func (c *Client) locate(ctx context.Context, t *Table, row []byte, before bool) 
 		var resp *pb.LocateRegionResponse
 		err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
-			resp, err = m.LocateRegion(ctx, &pb.LocateRegionRequest{Table: t.pb, Row: row, AllReplicas: true, Before: before})
+			req := &pb.LocateRegionRequest{Table: t.pb, Row: row, AllReplicas: true, Before: before}
+			if wait {
+				req.WaitMs = uint32(min(locateWait, c.cfg.RPCTimeout/2).Milliseconds())
+			}
+			resp, err = m.LocateRegion(ctx, req)
 			return err
 		})
 		if err != nil {

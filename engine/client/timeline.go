@@ -92,7 +92,7 @@ func (t *Table) timelineGet(ctx context.Context, g *pb.Get) (*Result, error) {
 		})
 		return res, err
 	}, func() []func(context.Context) (*Result, error) {
-		loc, err := c.locate(ctx, t, g.Row, false)
+		loc, err := c.locate(ctx, t, g.Row, false, false)
 		if err != nil {
 			return nil
 		}

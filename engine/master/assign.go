@@ -260,6 +260,17 @@ func (m *Master) finishClosedLocked(b *batch, r *pb.CatalogRegion) {
 }
 
 // closedLocked applies "the region is closed on its server" to the region and its procedure.
+// logStepLocked logs the end of a procedure's open or close step: how long the step took, of
+// which how long before its order was sent (the dispatch), and the procedure's kind.
+func (m *Master) logStepLocked(msg, region, server string, p *proc, now time.Time) {
+	sent := time.Duration(0)
+	if !p.lastSend.IsZero() && p.lastSend.After(p.stepStart) {
+		sent = p.lastSend.Sub(p.stepStart)
+	}
+	m.log.Info(msg, "region", region, "server", server, "kind", p.p.GetKind(),
+		"took", now.Sub(p.stepStart).Round(time.Millisecond), "sent_after", sent.Round(time.Millisecond))
+}
+
 func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure) {
 	name := r.GetInfo().GetName()
 	prev := r.GetServer()
@@ -498,6 +509,7 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 		}
 		now := m.clock()
 		m.metrics.assignTime.Observe(now.Sub(p.stepStart).Seconds())
+		m.logStepLocked("region opened", name, server, p, now)
 		nr := proto.CloneOf(r)
 		nr.State, nr.StateSinceMs, nr.LastError = stateOpen, now.UnixMilli(), ""
 		nr.LocationSeq++
@@ -518,6 +530,7 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			var pp *pb.RegionProcedure
 			if p != nil {
 				pp = p.p
+				m.logStepLocked("region closed", name, server, p, m.clock())
 			}
 			m.closedLocked(&b, r, pp)
 		case here && r.GetState() == stateOpen && p == nil:

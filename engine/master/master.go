@@ -272,10 +272,12 @@ type Master struct {
 	stoppingSrv map[string]int64          // servers that said they are stopping: start code
 	standbys    map[string]time.Time      // standby masters' addresses: their last report
 	moveQueue   []queuedMove
-	queued      map[string]bool
-	nextBalance time.Time
-	nextSweep   time.Time
-	busyTables  map[string]bool // tables whose delete or archive runs
+	// locateWaiters counts the LocateRegion calls waiting for a moving region.
+	locateWaiters atomic.Int64
+	queued        map[string]bool
+	nextBalance   time.Time
+	nextSweep     time.Time
+	busyTables    map[string]bool // tables whose delete or archive runs
 	// Splits: parents whose cleanup runs, when the janitor runs next, and regions whose last
 	// split was rolled back (not split again by the size policy before the time).
 	cleaning    map[string]bool

@@ -457,3 +457,45 @@ func TestOpensRefusedByStoppingServersAreNotFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lookup of a moving region with a wait answers once the region is open again, at its new
+// server; without a wait it answers at once, with no server.
+func TestLocateRegionWaitsForAMove(t *testing.T) {
+	c := newCluster(t, 2, nil, func(cfg *master.Config) { cfg.DDLWait = 50 * time.Millisecond }) // MoveRegion answers before the open
+	c.createTable("t1", 1, 0)
+	l := c.waitAllOpen("t1", 10*time.Second)[0]
+	name, from := l.GetRegion().GetName(), layout.ServerName(l.GetServer())
+	to := c.servers[0]
+	if to.Name() == from {
+		to = c.servers[1]
+	}
+	to.SetHangOpens(true)
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name, Destination: to.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the open to hang on the destination", 10*time.Second, func() (bool, string) {
+		return len(to.Hung()) == 1, fmt.Sprint(to.Hung())
+	})
+	locate := func(waitMs uint32) (*pb.RegionLocation, error) {
+		resp, err := c.mc.LocateRegion(c.ctx(), &pb.LocateRegionRequest{Table: &pb.TableName{Name: "t1"}, Row: []byte("a"), WaitMs: waitMs})
+		return resp.GetLocations()[0], err
+	}
+	if got, err := locate(0); err != nil || got.GetServer() != nil || got.GetState() != pb.RegionState_REGION_STATE_OPENING {
+		t.Fatalf("lookup without a wait: %v %v, want the region OPENING with no server", got, err)
+	}
+	type answer struct {
+		loc *pb.RegionLocation
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		loc, err := locate(60_000) // capped at the master's 5 s
+		answers <- answer{loc, err}
+	}()
+	to.SetHangOpens(false)
+	to.ReleaseHung()
+	a := <-answers
+	if a.err != nil || layout.ServerName(a.loc.GetServer()) != to.Name() || a.loc.GetState() != pb.RegionState_REGION_STATE_OPEN {
+		t.Fatalf("lookup with a wait: %v %v, want the region OPEN on %s", a.loc, a.err, to.Name())
+	}
+}

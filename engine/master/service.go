@@ -64,9 +64,54 @@ func (m *Master) DescribeTable(_ context.Context, req *pb.TableRequest) (*pb.Des
 }
 
 // LocateRegion implements pb.MasterServer.
-func (m *Master) LocateRegion(_ context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
-	resp, err := m.locateRegion(req)
-	return resp, toStatus(err)
+func (m *Master) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+	resp, changed, err := m.locateRegion(req)
+	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, maxLocateWait)
+	if err != nil || wait <= 0 || !moving(resp.GetLocations()[0]) {
+		return resp, toStatus(err)
+	}
+	// The region is moving: answer when the model changes so that it is open again (every
+	// commit closes changed), or when the wait is over. Waiters are bounded: beyond the bound,
+	// the answer comes at once and the client pauses as before.
+	if m.locateWaiters.Add(1) > maxLocateWaiters {
+		m.locateWaiters.Add(-1)
+		return resp, nil
+	}
+	defer m.locateWaiters.Add(-1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-t.C:
+			return resp, nil
+		case <-ctx.Done():
+			return resp, nil
+		}
+		resp, changed, err = m.locateRegion(req)
+		if err != nil || !moving(resp.GetLocations()[0]) {
+			return resp, toStatus(err)
+		}
+	}
+}
+
+// LocateRegion's waits for a moving region: at most this long, and this many at once.
+const (
+	maxLocateWait    = 5 * time.Second
+	maxLocateWaiters = 4096
+)
+
+// moving says whether a region is between servers in a way that ends by itself: being closed,
+// opened or split (not closed or failed to open, which need an operator).
+func moving(l *pb.RegionLocation) bool {
+	if l.GetServer() != nil {
+		return false
+	}
+	switch l.GetState() {
+	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit:
+		return true
+	}
+	return false
 }
 
 // GetTableRegions implements pb.MasterServer.

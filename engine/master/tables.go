@@ -428,12 +428,18 @@ func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
 	return loc
 }
 
-func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
+// locateRegion answers LocateRegion from the model, with the channel that closes on its next change.
+func (m *Master) locateRegion(req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, <-chan struct{}, error) {
 	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer m.mu.Unlock()
+	resp, err := m.locateRegionLocked(key, t, req)
+	return resp, m.changed, err
+}
+
+func (m *Master) locateRegionLocked(key string, t *pb.CatalogTable, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
 	if s := t.GetState(); s == pb.TableState_TABLE_STATE_DISABLED || s == pb.TableState_TABLE_STATE_DISABLING {
 		return nil, errDetail(pb.ErrorCode_ERROR_CODE_TABLE_DISABLED, false, "table %s is %s", key, tableStateName(s))
 	}

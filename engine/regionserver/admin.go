@@ -248,9 +248,13 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		start := time.Now()
+		var closed time.Duration
 		if r := or.r.Load(); r != nil {
 			if req.GetFlush() {
-				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
+				err := r.Close()
+				closed = time.Since(start)
+				if err != nil && !errors.Is(err, region.ErrClosed) {
 					// Its unflushed edits are only in this server's WAL: reporting CLOSED would
 					// let the region open elsewhere (or split) without them. Abort instead, as
 					// HBase does: the master recovers this server's WAL and reassigns.
@@ -263,7 +267,9 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 				r.Abort()
 			}
 		}
-		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		s.log.Info("region closed", "region", name, "flushed", req.GetFlush(), "close_took", closed.Round(time.Millisecond),
+			"took", time.Since(start).Round(time.Millisecond), "report_error", err)
 	}()
 	return &pb.CloseRegionResponse{}, nil
 }

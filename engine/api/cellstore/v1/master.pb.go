@@ -1163,7 +1163,12 @@ type LocateRegionRequest struct {
 	// Also return the replicas' locations.
 	AllReplicas bool `protobuf:"varint,3,opt,name=all_replicas,json=allReplicas,proto3" json:"all_replicas,omitempty"`
 	// Locate the region before row (reversed scans).
-	Before        bool `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	Before bool `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	// When the region's primary is moving (closing, opening, being split), answer once it is open
+	// again, or after this many milliseconds, whichever comes first (the master caps it at 5 s);
+	// 0: answer at once. A client relocating a region it was told moved waits here instead of
+	// polling.
+	WaitMs        uint32 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1224,6 +1229,13 @@ func (x *LocateRegionRequest) GetBefore() bool {
 		return x.Before
 	}
 	return false
+}
+
+func (x *LocateRegionRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
 }
 
 type LocateRegionResponse struct {
@@ -4880,12 +4892,13 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12/\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
-	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\x91\x01\n" +
+	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\xaa\x01\n" +
 	"\x13LocateRegionRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12!\n" +
 	"\fall_replicas\x18\x03 \x01(\bR\vallReplicas\x12\x16\n" +
-	"\x06before\x18\x04 \x01(\bR\x06before\"R\n" +
+	"\x06before\x18\x04 \x01(\bR\x06before\x12\x17\n" +
+	"\await_ms\x18\x05 \x01(\rR\x06waitMs\"R\n" +
 	"\x14LocateRegionResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
