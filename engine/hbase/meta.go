@@ -267,12 +267,26 @@ func tableStateRow(t *pb.TableName, st pb.TableState) metaRow {
 
 // metaRows makes the rows of hbase:meta between two row keys (empty: unbounded), for the tables
 // those bounds cover.
+// metaLookupWaitMs is how long a region lookup waits at the master for a moving region.
+const metaLookupWaitMs = 2000
+
 func (a *Adapter) metaRows(ctx context.Context, lo, hi []byte) ([]metaRow, error) {
 	lt, _, _ := splitMetaKey(lo)
 	ht, _, _ := splitMetaKey(hi)
+	_, hrow, _ := splitMetaKey(hi)
 	var names []*pb.TableName
 	if len(lo) > 0 && len(hi) > 0 && bytes.Equal(lt, ht) {
 		names = []*pb.TableName{parseTableString(string(lt))} // a region lookup: one table
+		if len(hrow) > 0 {
+			// The client locates the region of hrow (the scan's upper bound): if that region is
+			// moving, wait at the master until it is open again, so that the client's next
+			// request goes to its new server instead of backing off. Best effort: the rows
+			// below are read anyway.
+			_ = a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+				_, err := m.LocateRegion(ctx, &pb.LocateRegionRequest{Table: names[0], Row: hrow, WaitMs: metaLookupWaitMs})
+				return err
+			})
+		}
 	} else {
 		err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})

@@ -142,8 +142,15 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 		return res, err
 	}
 	limiter := newThrottle(r.cfg.Compaction.ThroughputLimit, r.cfg.Compaction.Sleep)
-	var n int64
+	var n, seen int64
 	for it.seekFirst(cell.AppendFirstOnRow(nil, nil)); it.valid(); it.next() {
+		if seen++; seen%closeCheckCells == 0 && r.closed.Load() {
+			// The region is closing (a move, a split, a stop): give the compaction up rather
+			// than keep the region unavailable until it ends, as HBase interrupts it. Its
+			// partial file is dropped; the next opener compacts again.
+			fw.drop()
+			return res, fmt.Errorf("region %s: compaction given up: %w", r.name, ErrClosed)
+		}
 		k, tags := it.key(), it.tags()
 		if !c.keep(k, tags) {
 			continue
@@ -184,6 +191,9 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	r.metrics.CompactionBytesWritten.Add(res.BytesOut)
 	return res, nil
 }
+
+// closeCheckCells is how often (in cells read) a compaction checks whether its region is closing.
+const closeCheckCells = 512
 
 // compactor decides which cells a compaction keeps (HBase's
 // MinorCompactionScanQueryMatcher and MajorCompactionScanQueryMatcher).

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/sfile"
@@ -346,5 +347,67 @@ func TestGetResultsSurviveRecycledScanners(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// A close gives up a compaction in flight instead of waiting for it (a region being moved stays
+// unavailable only for its flush): the compaction fails with ErrClosed, its partial file is
+// dropped, and the region reopens with every row and only the files its manifest names.
+func TestCloseGivesUpACompactionInFlight(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	inside, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	// The throughput limiter's pause is where the compaction is held until the close has begun.
+	e.cfg.Compaction.ThroughputLimit = 1
+	e.cfg.Compaction.Sleep = func(time.Duration) {
+		once.Do(func() {
+			close(inside)
+			<-release
+		})
+	}
+	e.reopen()
+	const rows = 3000
+	for part := range 2 {
+		for i := part; i < rows; i += 2 {
+			if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%05d", i)).Put([]byte("f"), []byte("q"), 1, bytes.Repeat([]byte{'v'}, 100))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.r
+	compacted := make(chan error, 1)
+	go func() {
+		_, err := r.Compact(true)
+		compacted <- err
+	}()
+	<-inside
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	for deadline := time.Now().Add(10 * time.Second); !r.closed.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the close did not begin")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-compacted; !errors.Is(err, ErrClosed) {
+		t.Fatalf("compaction during the close: %v, want it given up with ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	if n := countRows(t, e.r); n != rows {
+		t.Fatalf("%d rows after the reopen, want %d", n, rows)
+	}
+	files, err := e.fs.List(path.Join(e.r.dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(e.r.files.Load().byFamily[0]); len(files) != want {
+		t.Errorf("family directory holds %v, the manifest names %d files: the partial compaction output stayed", files, want)
 	}
 }
