@@ -5,6 +5,13 @@
 // connection. Batches are grouped by region and server; scans stream across regions, assemble
 // partial rows and survive region moves; TIMELINE reads hedge to read replicas.
 //
+// A region that is moving (closed on one server, not yet open on the next) is relocated with a
+// lookup that waits at the master until the region is open again (LocateRegion's wait_ms), so the
+// request goes on when the region does rather than after a backoff. While masters hand over, their
+// NOT_ACTIVE_MASTER answers carry a short retry-after, which the client honours without growing its
+// backoff. Config.Logger receives a Debug record per retry, with the operation's context: what a
+// slow request waited for.
+//
 // Non-idempotent mutations (increments, appends) carry a nonce so a retry after a lost answer is
 // applied once: the region remembers recent nonces.
 package client
