@@ -416,7 +416,9 @@ func (m *Master) describeTable(req *pb.TableRequest) (*pb.DescribeTableResponse,
 // locationLocked is a region's location as clients see it: the server only while it is OPEN.
 func (m *Master) locationLocked(r *pb.CatalogRegion) *pb.RegionLocation {
 	loc := &pb.RegionLocation{Region: proto.CloneOf(r.GetInfo()), State: r.GetState(), Seq: r.GetLocationSeq()}
-	if r.GetState() == stateOpen && r.GetServer() != "" {
+	// A CLOSING region is still served where it is until that server reports it closed (a
+	// move's pre-close flush runs meanwhile): clients go there, and are told when it moved.
+	if (r.GetState() == stateOpen || r.GetState() == stateClosing) && r.GetServer() != "" {
 		if sn, err := layout.ParseServerName(r.GetServer()); err == nil {
 			sn.StartCode = r.GetServerStartCode()
 			loc.Server = sn

@@ -22,6 +22,9 @@ type FlushResult struct {
 	Files   int
 	Bytes   int64
 	Cells   int64
+	// How long the flush waited for the snapshot's writes to be durable, wrote its files, and
+	// committed them (opened the files and replaced the manifest).
+	WaitWrites, Write, Commit time.Duration
 }
 
 // Flush writes the memstore to new store files (one per family with
@@ -87,14 +90,17 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 	flushSeq := st.MaxSeq
 	// Every write in the snapshot must be complete (its WAL record
 	// durable) before its cells go to a store file.
+	t0 := time.Now()
 	if err := r.mvcc.waitBefore(flushSeq); err != nil {
 		return FlushResult{}, err
 	}
+	t1 := time.Now()
 	written, err := r.writeSegment(snap)
 	if err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush: %w", r.name, err)
 	}
-	res := FlushResult{Flushed: true, Seq: flushSeq, Files: len(written), Cells: st.Cells}
+	t2 := time.Now()
+	res := FlushResult{Flushed: true, Seq: flushSeq, Files: len(written), Cells: st.Cells, WaitWrites: t1.Sub(t0), Write: t2.Sub(t1)}
 	for _, w := range written {
 		res.Bytes += w.size
 	}
@@ -104,6 +110,7 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 	}, func() { r.ms.ClearSnapshot(snap) }); err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush commit: %w", r.name, err)
 	}
+	res.Commit = time.Since(t2)
 	if err := r.wal.MarkFlushed(r.name, flushSeq); err != nil && !closing {
 		r.log.Warn("MarkFlushed failed", "error", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/memstore"
@@ -471,18 +472,31 @@ func (r *Region) removeRecoveredEdits() error {
 // memory and files. Scanners still open keep what they read until they
 // close. A broken region is not flushed: Close returns its error, since its
 // memstore may hold acknowledged edits that only the WAL has.
+// slowClose is how long a close takes before it is logged with its parts.
+const slowClose = 300 * time.Millisecond
+
 func (r *Region) Close() error {
 	if r.closed.Swap(true) {
 		return ErrClosed
 	}
+	start := time.Now()
 	close(r.bgDone)
 	r.bgWG.Wait()
-	r.compactMu.Lock() // wait for a compaction in flight
+	bg := time.Since(start)
+	r.compactMu.Lock() // wait for a compaction in flight (it gives up: it sees closed)
 	defer r.compactMu.Unlock()
+	compaction := time.Since(start) - bg
 	var err error
 	if !r.replica {
 		if err = r.brokenErr(); err == nil {
-			_, err = r.flush(true)
+			var fr FlushResult
+			fr, err = r.flush(true)
+			if took := time.Since(start); took > slowClose {
+				r.log.Info("slow close", "took", took.Round(time.Millisecond), "background_wait", bg.Round(time.Millisecond),
+					"compaction_wait", compaction.Round(time.Millisecond), "flush_wait_writes", fr.WaitWrites.Round(time.Millisecond),
+					"flush_write", fr.Write.Round(time.Millisecond), "flush_commit", fr.Commit.Round(time.Millisecond),
+					"flushed_bytes", fr.Bytes, "error", err)
+			}
 		}
 		// A broken region's memstore holds acknowledged edits that only its WAL has: the error
 		// tells the caller so (a region server aborts rather than report the region closed).

@@ -232,46 +232,76 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 			Message: "region is not on " + s.nameStr}).Status()
 	}
 	or := v.(*onlineRegion)
-	if req.GetDestination() != nil {
-		s.rememberMoved(name, req.GetDestination())
+	if req.GetFlush() && or.state.Load() == stateOpen {
+		// A move: flush while the region still serves (HBase's pre-close flush), then close it
+		// with what was written meanwhile. The region is unavailable only for that last,
+		// small flush instead of a flush of its whole memstore.
+		if !or.preClosing.CompareAndSwap(false, true) {
+			return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
+		}
+		go func() {
+			if r := or.r.Load(); r != nil && or.info.GetReplicaId() == 0 && r.MemstoreStats().DataBytes > 0 {
+				start := time.Now()
+				if _, err := r.Flush(); err != nil && !errors.Is(err, region.ErrClosed) {
+					s.log.Warn("pre-close flush failed; the close flushes", "region", name, "error", err)
+				}
+				s.log.Debug("pre-close flush", "region", name, "took", time.Since(start).Round(time.Millisecond))
+			}
+			if !or.state.CompareAndSwap(stateOpen, stateClosing) {
+				return // a stop or an abort took it over meanwhile: that reports
+			}
+			s.closeRegion(or, req)
+		}()
+		return &pb.CloseRegionResponse{}, nil
 	}
 	switch {
 	case or.state.CompareAndSwap(stateOpening, stateClosing):
 		// The opener sees the cancel, aborts and reports CLOSED.
+		if req.GetDestination() != nil {
+			s.rememberMoved(name, req.GetDestination())
+		}
 		or.cancel.Store(true)
 		return &pb.CloseRegionResponse{}, nil
 	case or.state.CompareAndSwap(stateOpen, stateClosing):
 	default:
 		return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
 	}
-	s.regions.CompareAndDelete(name, or)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		var closed time.Duration
-		if r := or.r.Load(); r != nil {
-			if req.GetFlush() {
-				err := r.Close()
-				closed = time.Since(start)
-				if err != nil && !errors.Is(err, region.ErrClosed) {
-					// Its unflushed edits are only in this server's WAL: reporting CLOSED would
-					// let the region open elsewhere (or split) without them. Abort instead, as
-					// HBase does: the master recovers this server's WAL and reassigns.
-					s.log.Error("closing region failed to flush: aborting the server so that its WAL is recovered",
-						"region", name, "error", err)
-					go s.Abort()
-					return
-				}
-			} else {
-				r.Abort()
-			}
-		}
-		err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
-		s.log.Info("region closed", "region", name, "flushed", req.GetFlush(), "close_took", closed.Round(time.Millisecond),
-			"took", time.Since(start).Round(time.Millisecond), "report_error", err)
-	}()
+	go s.closeRegion(or, req)
 	return &pb.CloseRegionResponse{}, nil
+}
+
+// closeRegion closes a region this server has put in stateClosing (with a flush unless the order
+// says not) and reports it CLOSED.
+func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
+	name := or.name
+	if req.GetDestination() != nil {
+		s.rememberMoved(name, req.GetDestination())
+	}
+	s.regions.CompareAndDelete(name, or)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var closed time.Duration
+	if r := or.r.Load(); r != nil {
+		if req.GetFlush() {
+			err := r.Close()
+			closed = time.Since(start)
+			if err != nil && !errors.Is(err, region.ErrClosed) {
+				// Its unflushed edits are only in this server's WAL: reporting CLOSED would
+				// let the region open elsewhere (or split) without them. Abort instead, as
+				// HBase does: the master recovers this server's WAL and reassigns.
+				s.log.Error("closing region failed to flush: aborting the server so that its WAL is recovered",
+					"region", name, "error", err)
+				go s.Abort()
+				return
+			}
+		} else {
+			r.Abort()
+		}
+	}
+	err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+	s.log.Info("region closed", "region", name, "flushed", req.GetFlush(), "close_took", closed.Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond), "report_error", err)
 }
 
 // exists reports whether a file (or object) of the shared storage exists.

@@ -17,6 +17,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
 )
 
 func createTable(t *testing.T, c *cluster, name string, splits [][]byte) {
@@ -686,6 +687,64 @@ func TestWALBacklogForcesFlushes(t *testing.T) {
 		r := v.(*onlineRegion).r.Load()
 		if r.Table().Name == "quiet" && r.Metrics().StoreFiles.Load() == 0 {
 			t.Fatal("the region pinning the oldest segment was never flushed")
+		}
+	}
+}
+
+// A move flushes the region while it still serves (HBase's pre-close flush): with that flush held,
+// the source still answers reads and writes; once it ends, the region closes with what was
+// written meanwhile and opens at the destination with every write.
+func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
+	var ffs []*faultfs.FS
+	c := startTunedCluster(t, 2, func(cfg *Config) { f := faultfs.New(cfg.FS); cfg.FS = f; ffs = append(ffs, f) })
+	ctx := context.Background()
+	createTable(t, c, "pf", nil)
+	tbl := c.client.Table("pf")
+	put := func(row, v string) {
+		t.Helper()
+		if err := tbl.Put(ctx, client.NewPut([]byte(row)).Add("f", "q", cell.LatestTimestamp, []byte(v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", "1")
+	regionName, conn := locate(t, c, "pf", []byte("a"))
+	src := 0
+	if len(c.servers[1].OnlineRegions()) == 1 {
+		src = 1
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	ffs[src].AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/pf/*/.tmp/*", Nth: 1, Action: faultfs.Call,
+		Fn: func() { close(entered); <-release }})
+	moved := make(chan error, 1)
+	go func() {
+		moved <- c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: c.servers[1-src].Name()})
+			return err
+		})
+	}()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("the move flushed nothing")
+	}
+	// The first flush is held: the region still serves where it is.
+	resp := &pb.GetResponse{}
+	_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, resp, nil)
+	if err != nil || resp.GetResult().GetCellCount() != 1 {
+		close(release)
+		t.Fatalf("get from the source during the pre-close flush: %v %v, want the row", resp, err)
+	}
+	put("b", "2") // a write during the pre-close flush, flushed by the close
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("pf", 1, c.servers[src].Name(), 30*time.Second)
+	for row, want := range map[string]string{"a": "1", "b": "2"} {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})
+		if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != want {
+			t.Fatalf("get %s after the move: %v %v, want %s", row, r, err, want)
 		}
 	}
 }

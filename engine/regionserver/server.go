@@ -233,6 +233,8 @@ type onlineRegion struct {
 	state  atomic.Int32
 	r      atomic.Pointer[region.Region]
 	cancel atomic.Bool // a close arrived while opening
+	// preClosing: a flushing close was ordered; the region is pre-flushed while it still serves.
+	preClosing atomic.Bool
 
 	// Read replicas: when a batch last came and when the primary was last asked for one (unix
 	// nanos); flushWanted asks the primary for a flush in the next answer (memory pressure).
