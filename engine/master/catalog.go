@@ -52,6 +52,8 @@ type Catalog struct {
 	sinceSnap   int
 	snapshotSeq uint64
 	closed      bool
+	// snapshotPending: the opening read earlier logs that a snapshot would let go.
+	snapshotPending bool
 }
 
 // catalogStore is where the catalog lives: a directory tree (a snapshot file and a segment WAL,
@@ -232,7 +234,7 @@ func (c *Catalog) snapshotLocked() error {
 	if err := c.store.writeSnapshot(b, seq); err != nil {
 		return err
 	}
-	c.snapshotSeq, c.sinceSnap = seq, 0
+	c.snapshotSeq, c.sinceSnap, c.snapshotPending = seq, 0, false
 	return nil
 }
 

@@ -30,62 +30,175 @@ type bucketCatalog struct {
 const catalogTimeout = time.Minute
 
 // OpenBucketCatalog opens (or creates) the catalog under dir in a bucket: it loads the snapshot,
-// fences and replays every earlier generation's log, and starts the next generation.
+// fences and replays every earlier generation's log, and starts the next generation. The earlier
+// logs are dropped by the next snapshot (SnapshotIfPending).
 func OpenBucketCatalog(b storage.Bucket, dir, who string) (*Catalog, error) {
+	return OpenBucketCatalogFrom(b, dir, who, nil)
+}
+
+// OpenBucketCatalogFrom is OpenBucketCatalog for a master that followed the catalog as a standby:
+// when f's copy rests on the current snapshot, only the log objects written since f's last
+// refresh are read (after fencing, as always); otherwise the catalog is read whole. f must not be
+// used afterwards.
+func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower) (*Catalog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	c := &Catalog{dir: dir, rows: map[string][]byte{}}
 	name := path.Join(dir, "snapshot")
-	snap, info, err := b.Get(ctx, name)
-	switch {
-	case errors.Is(err, storage.ErrNoObject):
-		snap = nil
-	case err != nil:
-		return nil, fmt.Errorf("catalog: read %s in %s: %w", name, b.Describe(), err)
+	if f != nil && f.loaded {
+		info, err := b.Stat(ctx, name)
+		switch {
+		case errors.Is(err, storage.ErrNoObject):
+			info.ETag = ""
+		case err != nil:
+			return nil, fmt.Errorf("catalog: stat %s in %s: %w", name, b.Describe(), err)
+		}
+		if info.ETag != f.etag {
+			f = nil // the active master wrote a snapshot since the last refresh
+		}
+	} else {
+		f = nil
 	}
-	if err := c.loadSnapshot(name, snap); err != nil {
-		return nil, err
+	if f == nil {
+		f = &CatalogFollower{b: b, dir: dir}
+		if err := f.load(ctx); err != nil {
+			return nil, err
+		}
 	}
 	gens, err := catalogGenerations(ctx, b, dir)
 	if err != nil {
 		return nil, err
 	}
-	bc := &bucketCatalog{b: b, dir: dir, etag: info.ETag}
-	last := c.snapshotSeq
+	c := f.c
+	bc := &bucketCatalog{b: b, dir: dir, etag: f.etag}
 	var next uint64 = 1
 	for _, g := range gens {
 		prefix := catalogLogPrefix(dir, g)
 		if _, err := wal.FenceObjectLog(ctx, b, prefix, who); err != nil {
 			return nil, fmt.Errorf("catalog: fence the log of an earlier master: %w", err)
 		}
-		if _, err := wal.ReadObjectLog(ctx, b, prefix, func(e *wal.Edit) error {
-			if e.Seq > c.snapshotSeq {
-				c.applyEdit(e)
-				c.sinceSnap++
-			}
-			last = max(last, e.Seq)
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("catalog: replay: %w", err)
+		if err := f.readLog(ctx, g); err != nil {
+			return nil, err
 		}
 		bc.oldLogs = append(bc.oldLogs, prefix)
 		next = g + 1
 	}
 	bc.log, err = wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: b, Prefix: catalogLogPrefix(dir, next),
-		Writer: who, FirstSeq: last + 1})
+		Writer: who, FirstSeq: f.last + 1})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open log: %w", err)
 	}
 	c.store = bc
-	if len(bc.oldLogs) > 0 {
-		// A snapshot now lets the earlier logs go: the next opening reads one snapshot, not every
-		// earlier activation's log.
-		if err := c.Snapshot(); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("catalog: snapshot after replay: %w", err)
+	// A snapshot lets the earlier logs go, so that the next opening reads one snapshot and not
+	// every earlier activation's log; the master writes it once it serves (SnapshotIfPending).
+	c.snapshotPending = len(bc.oldLogs) > 0
+	f.c = nil
+	return c, nil
+}
+
+// SnapshotIfPending writes the snapshot an opening left to do (it read earlier generations' logs,
+// which the snapshot lets go). The master calls it once it serves, off the takeover's path.
+func (c *Catalog) SnapshotIfPending() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.snapshotPending || c.closed {
+		return nil
+	}
+	if err := c.snapshotLocked(); err != nil {
+		return fmt.Errorf("catalog: snapshot after the opening: %w", err)
+	}
+	return nil
+}
+
+// CatalogFollower is a standby master's copy of a bucket catalog, kept up to date by reading what
+// the active master writes (its snapshot and its log's objects) without writing anything. Elected,
+// the standby opens the catalog from it (OpenBucketCatalogFrom) and reads only the objects written
+// since its last Refresh instead of the whole catalog: a warm standby takes over in a few requests
+// to the bucket. Not safe for concurrent use.
+type CatalogFollower struct {
+	b   storage.Bucket
+	dir string
+
+	loaded bool
+	c      *Catalog          // rows and snapshotSeq (no store)
+	etag   string            // of the snapshot the copy rests on ("" when there is none)
+	last   uint64            // the highest sequence id applied
+	read   map[uint64]uint64 // generation → the highest object number applied
+}
+
+// NewCatalogFollower follows the catalog under dir in b.
+func NewCatalogFollower(b storage.Bucket, dir string) *CatalogFollower {
+	return &CatalogFollower{b: b, dir: dir}
+}
+
+// Refresh reads what the active master wrote since the last refresh: the log objects written
+// since, or everything again when it replaced the snapshot (which drops the logs it covers).
+func (f *CatalogFollower) Refresh(ctx context.Context) error {
+	if f.loaded {
+		info, err := f.b.Stat(ctx, path.Join(f.dir, "snapshot"))
+		switch {
+		case errors.Is(err, storage.ErrNoObject):
+			info.ETag = ""
+		case err != nil:
+			return fmt.Errorf("catalog: follow: %w", err)
+		}
+		if info.ETag != f.etag {
+			f.loaded = false
 		}
 	}
-	return c, nil
+	if !f.loaded {
+		if err := f.load(ctx); err != nil {
+			return err
+		}
+	}
+	gens, err := catalogGenerations(ctx, f.b, f.dir)
+	if err != nil {
+		return err
+	}
+	for _, g := range gens {
+		if err := f.readLog(ctx, g); err != nil {
+			f.loaded = false // logs dropped under a newer snapshot while they were read: start again
+			return err
+		}
+	}
+	return nil
+}
+
+// load reads the snapshot (no log yet).
+func (f *CatalogFollower) load(ctx context.Context) error {
+	f.loaded = false
+	name := path.Join(f.dir, "snapshot")
+	snap, info, err := f.b.Get(ctx, name)
+	switch {
+	case errors.Is(err, storage.ErrNoObject):
+		snap, info.ETag = nil, ""
+	case err != nil:
+		return fmt.Errorf("catalog: read %s in %s: %w", name, f.b.Describe(), err)
+	}
+	c := &Catalog{dir: f.dir, rows: map[string][]byte{}}
+	if err := c.loadSnapshot(name, snap); err != nil {
+		return err
+	}
+	f.c, f.etag, f.last, f.read = c, info.ETag, c.snapshotSeq, map[uint64]uint64{}
+	f.loaded = true
+	return nil
+}
+
+// readLog applies generation g's log objects numbered above those read before.
+func (f *CatalogFollower) readLog(ctx context.Context, g uint64) error {
+	c := f.c
+	highest, err := wal.ReadObjectLogAfter(ctx, f.b, catalogLogPrefix(f.dir, g), f.read[g], func(e *wal.Edit) error {
+		if e.Seq > c.snapshotSeq {
+			c.applyEdit(e)
+			c.sinceSnap++
+		}
+		f.last = max(f.last, e.Seq)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: replay: %w", err)
+	}
+	f.read[g] = highest
+	return nil
 }
 
 func catalogLogPrefix(dir string, gen uint64) string {

@@ -3,6 +3,10 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cellstore/cellstore/engine/storage"
@@ -33,6 +37,9 @@ func TestBucketCatalogFencesThePreviousMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
+	if err := second.SnapshotIfPending(); err != nil { // as the master does once it serves
+		t.Fatal(err)
+	}
 	if got := string(second.Get("c")); got != "v-c" {
 		t.Fatalf("the new master reads %q for c", got)
 	}
@@ -53,6 +60,9 @@ func TestBucketCatalogFencesThePreviousMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer third.Close()
+	if err := third.SnapshotIfPending(); err != nil {
+		t.Fatal(err)
+	}
 	if third.Get("a") != nil || string(third.Get("b")) != "v-b" || third.Get("d") != nil {
 		t.Fatalf("after reopening: a=%q b=%q d=%q", third.Get("a"), third.Get("b"), third.Get("d"))
 	}
@@ -64,4 +74,90 @@ func TestBucketCatalogFencesThePreviousMaster(t *testing.T) {
 	if len(objs) > 3*(wal.MaxFenceWindow+1) {
 		t.Fatalf("%d objects under meta/log after three openings", len(objs))
 	}
+}
+
+// countingBucket counts the GETs of log objects.
+type countingBucket struct {
+	storage.Bucket
+	logGets atomic.Int64
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	if strings.HasPrefix(key, "meta/log/") {
+		c.logGets.Add(1)
+	}
+	return c.Bucket.Get(ctx, key)
+}
+
+// A standby follows the catalog the active master writes (its log objects, then a new snapshot);
+// elected, it opens the catalog from its copy, reading only the objects written since its last
+// refresh, and has exactly what a full opening reads.
+func TestCatalogFollowerTakesOverWithTheLastChangesOnly(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	b := &countingBucket{Bucket: dir}
+	ctx := context.Background()
+	active, err := OpenBucketCatalog(b, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewCatalogFollower(b, "meta")
+	apply := func(c *Catalog, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			ch := CatalogChange{Key: fmt.Sprintf("k%03d", i%50), Value: []byte(fmt.Sprint(i))}
+			if i%7 == 0 {
+				ch.Value = nil
+			}
+			if err := c.Apply(ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	apply(active, 0, 100)
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(active, 100, 200)
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot drops the logs it covers: the follower reads the new snapshot.
+	if err := active.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	apply(active, 200, 300)
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.c.Scan(""), active.Scan(""); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the follower's copy differs from the active catalog:\n%v\n%v", got, want)
+	}
+	apply(active, 300, 303) // after the last refresh: three objects
+	before := b.logGets.Load()
+	taken, err := OpenBucketCatalogFrom(b, "meta", "m2", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The 3 objects written since the last refresh, and the fence markers placed above them (a
+	// whole reading would read the 103 objects since the snapshot as well).
+	if n := b.logGets.Load() - before; n > 3+wal.MaxFenceWindow {
+		t.Errorf("the takeover read %d log objects, want the 3 written since the last refresh and at most %d fence markers", n, wal.MaxFenceWindow)
+	}
+	if err := active.Apply(CatalogChange{Key: "late", Value: []byte("x")}); !errors.Is(err, wal.ErrFenced) {
+		t.Fatalf("the deposed master's change: %v, want it fenced", err)
+	}
+	full, err := OpenBucketCatalog(b, "meta", "m3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if got, want := taken.Scan(""), full.Scan(""); !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("taken over from the follower:\n%v\nread whole:\n%v", got, want)
+	}
+	taken.Close()
+	active.Close()
 }

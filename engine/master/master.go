@@ -71,6 +71,10 @@ type Config struct {
 	// TickInterval is the period of the master's housekeeping: lease expiry, procedure timeouts
 	// and retries (default 250 ms; events also wake it at once).
 	TickInterval time.Duration
+	// CatalogFollowInterval is how often a standby master on a bucket reads what the active one
+	// wrote to the catalog (CatalogFollower), so that taking over reads only the last changes.
+	// Default 1 s; negative: a standby reads the whole catalog when elected.
+	CatalogFollowInterval time.Duration
 	// StandbyReportInterval is how often a standby master tells the active one it is there
 	// (ReportStandby; default 3 s); the active lists it for three intervals after its last report.
 	StandbyReportInterval time.Duration
@@ -161,6 +165,7 @@ func (c *Config) fill() error {
 	def(&c.RetryDelay, time.Second)
 	def(&c.TickInterval, 250*time.Millisecond)
 	def(&c.StandbyReportInterval, 3*time.Second)
+	def(&c.CatalogFollowInterval, time.Second)
 	def(&c.DDLWait, 30*time.Second)
 	def(&c.JanitorInterval, 10*time.Second)
 	def(&c.ArchiveTTL, 5*time.Minute)
@@ -243,6 +248,10 @@ type Master struct {
 	// standbyExternal is, on a standby, the external addresses the active master last answered
 	// its ReportStandby with (GetExternalAddresses).
 	standbyExternal atomic.Pointer[map[string]string]
+	// follower is, on a standby with a bucket catalog, its copy of the catalog (followMu held to
+	// use it); the elected master opens the catalog from it.
+	followMu sync.Mutex
+	follower *CatalogFollower
 
 	lifeMu      sync.Mutex
 	stopping    bool
@@ -357,7 +366,39 @@ func (m *Master) Start(ctx context.Context) error {
 		}
 	}()
 	go m.reportStandby()
+	if m.cfg.Bucket != nil && m.cfg.CatalogFollowInterval > 0 {
+		go m.followCatalog()
+	}
 	return nil
+}
+
+// followCatalog keeps a standby's copy of the catalog up to date (CatalogFollower) until the
+// master is elected or stops.
+func (m *Master) followCatalog() {
+	t := time.NewTicker(m.cfg.CatalogFollowInterval)
+	defer t.Stop()
+	f := NewCatalogFollower(m.cfg.Bucket, "meta")
+	m.followMu.Lock()
+	m.follower = f
+	m.followMu.Unlock()
+	for {
+		m.followMu.Lock()
+		if m.follower == nil || m.status.Load() != stateStandby {
+			m.followMu.Unlock()
+			return // taken by the election, or stopped
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+		if err := f.Refresh(ctx); err != nil {
+			m.log.Debug("following the catalog", "err", err)
+		}
+		cancel()
+		m.followMu.Unlock()
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // reportStandby tells the active master, while this one is a standby, that it is there
@@ -603,8 +644,14 @@ func (m *Master) activate(ctx context.Context) error {
 	start := time.Now()
 	var cat *Catalog
 	var err error
+	followed := false
 	if m.cfg.Bucket != nil {
-		cat, err = OpenBucketCatalog(m.cfg.Bucket, "meta", m.cfg.Address)
+		m.followMu.Lock() // waits for a refresh under way: its result is used
+		f := m.follower
+		m.follower = nil
+		m.followMu.Unlock()
+		followed = f != nil && f.loaded
+		cat, err = OpenBucketCatalogFrom(m.cfg.Bucket, "meta", m.cfg.Address, f)
 	} else {
 		cat, err = OpenCatalog(m.cfg.FS, "meta")
 	}
@@ -648,11 +695,19 @@ func (m *Master) activate(ctx context.Context) error {
 	m.status.Store(stateActive)
 	m.metrics.isActive.Set(1)
 	m.log.Info("active: catalog loaded", "tables", len(st.tables), "regions", len(st.regions),
-		"procedures", len(st.procs), "dead_servers", len(st.dead), "took", time.Since(start).Round(time.Millisecond))
+		"procedures", len(st.procs), "dead_servers", len(st.dead), "took", time.Since(start).Round(time.Millisecond),
+		"from_followed_copy", followed)
 	m.activeWG.Add(1)
 	go func() {
 		defer m.activeWG.Done()
 		m.loop(actx)
+	}()
+	m.activeWG.Add(1)
+	go func() {
+		defer m.activeWG.Done()
+		if err := cat.SnapshotIfPending(); err != nil && actx.Err() == nil {
+			m.log.Warn("the snapshot after taking over failed: the next takeover reads the earlier logs again", "err", err)
+		}
 	}()
 	return nil
 }

@@ -832,12 +832,35 @@ const readAhead = 32
 // object's key. The Edit passed to fn aliases the object: copy what you keep. Objects are fetched
 // readAhead at a time and applied in order.
 func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func(*Edit) error) (uint64, error) {
-	objs, err := listObjects(ctx, b, prefix)
-	if err != nil {
-		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
+	return ReadObjectLogAfter(ctx, b, prefix, 0, fn)
+}
+
+// ReadObjectLogAfter is ReadObjectLog for the objects numbered above after (a reader that read
+// the log up to after before: a standby master following the catalog). It returns after when
+// there is nothing newer.
+func ReadObjectLogAfter(ctx context.Context, b storage.Bucket, prefix string, after uint64, fn func(*Edit) error) (uint64, error) {
+	var objs []numberedObject
+	start := ""
+	if after > 0 {
+		start = objectKey(prefix, after) // keys are zero-padded: the listing starts past it
 	}
-	var highest uint64
-	err = fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
+	for {
+		page, err := b.List(ctx, prefix+"/", start, 1000)
+		if err != nil {
+			return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, o := range page {
+			if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
+				objs = append(objs, numberedObject{n: n, key: o.Key})
+			}
+		}
+		start = page[len(page)-1].Key
+	}
+	highest := after
+	err := fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
 		highest = max(highest, o.n)
 		return applyObject(o, data, fn)
 	})
