@@ -466,10 +466,15 @@ func (m *Master) Stop() error {
 		m.finish(nil)
 		return nil
 	}
+	start := time.Now()
 	m.deactivate()
+	deactivated := time.Since(start)
 	m.finish(nil)
 	cancel()
 	<-electDone
+	// The next master waits for both: the end of the active phase, then the release of the Lease.
+	m.log.Info("master stopped", "active_phase_ended_in", deactivated.Round(time.Millisecond),
+		"election_ended_in", (time.Since(start) - deactivated).Round(time.Millisecond))
 	m.admin.close()
 	return nil
 }
