@@ -602,7 +602,8 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 
 // FenceObjectLog stops the log's writer: it writes fence markers at every number missing among the
 // MaxFenceWindow numbers up to the highest object and at the MaxFenceWindow numbers after it (twice
-// as many each further round), each by create-only PUT, top down, until
+// as many each further round), each by create-only PUT — the top one first, then the others
+// fenceParallelism at a time — until
 // the highest object under the prefix is one of its markers. From then on every PUT the writer
 // makes fails its condition, so it acknowledges nothing more, and ReadObjectLog returns every
 // edit it acknowledged. It returns the highest marker's number. Fencing a fenced log again is
@@ -688,13 +689,14 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
+		var free []uint64
 		for n := top - 1; n >= first && n > 0; n-- {
-			if have[n] {
-				continue
+			if !have[n] {
+				free = append(free, n)
 			}
-			if _, err := put(n); err != nil {
-				return 0, err
-			}
+		}
+		if err := putMarkers(free, put); err != nil {
+			return 0, err
 		}
 		// Nothing can lie above the top marker; check anyway (and fence above it if something does).
 		if more, err := has(top, 0); err != nil {
@@ -706,8 +708,46 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 	}
 }
 
+// fenceParallelism is how many marker PUTs a fence has under way at once: the markers below the
+// top one may go in any order (the top marker already stops the writer past it; the others fill
+// the numbers it may still reach), and one PUT after another made a fence take a second.
+const fenceParallelism = 16
+
+// putMarkers places markers at the numbers given (highest first), fenceParallelism at a time, and
+// returns the first error.
+func putMarkers(numbers []uint64, put func(uint64) (bool, error)) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, fenceParallelism)
+	for _, n := range numbers {
+		mu.Lock()
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := put(n); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
 // fencedBefore returns the highest object and whether the log was fenced completely before (a
-// fence writes top-down: a crash mid-way leaves gaps below its top marker): its highest object is
+// fence places its top marker first: a crash mid-way leaves gaps below it): its highest object is
 // a marker and every number of the window below it is taken, so the writer can get past none.
 // Fencing it again adds nothing.
 func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func(n, limit uint64) (bool, error)) (uint64, bool, error) {
