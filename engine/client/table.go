@@ -343,8 +343,10 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	var lastErr error
+	notOn := "" // the server that last said it does not serve the region
 	for attempt := 0; ; attempt++ {
-		loc, err := c.locate(ctx, t, row, false, true)
+		loc, err := c.locateNotOn(ctx, t, row, false, true, notOn)
+		notOn = ""
 		if err == nil {
 			var conn *rpc.Conn
 			if conn, err = c.conn(ctx, loc.addr); err == nil {
@@ -372,6 +374,7 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 					c.cache.invalidate(t.name, loc.region)
 				case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION:
 					c.cache.invalidate(t.name, loc.region)
+					notOn = loc.addr
 					if attempt == 0 {
 						continue // the first relocation needs no pause
 					}
@@ -405,6 +408,12 @@ const locateWait = 2 * time.Second
 // or the master. With wait, a lookup of a region that is moving waits at the master until it is
 // open again (up to locateWait): the request then goes on the moment the region does.
 func (c *Client) locate(ctx context.Context, t *Table, row []byte, before, wait bool) (*location, error) {
+	return c.locateNotOn(ctx, t, row, before, wait, "")
+}
+
+// locateNotOn is locate after notOn (an address) answered that it does not serve the region: a
+// master that still places the region there, closing, makes the lookup wait for its next place.
+func (c *Client) locateNotOn(ctx context.Context, t *Table, row []byte, before, wait bool, notOn string) (*location, error) {
 	cached := func() *location {
 		if before {
 			return c.cache.lookupBefore(t.name, row)
@@ -419,6 +428,7 @@ func (c *Client) locate(ctx context.Context, t *Table, row []byte, before, wait 
 			req := &pb.LocateRegionRequest{Table: t.pb, Row: row, AllReplicas: true, Before: before}
 			if wait {
 				req.WaitMs = uint32(min(locateWait, c.cfg.RPCTimeout/2).Milliseconds())
+				req.NotOn = notOn
 			}
 			resp, err = m.LocateRegion(ctx, req)
 			return err

@@ -67,7 +67,7 @@ func (m *Master) DescribeTable(_ context.Context, req *pb.TableRequest) (*pb.Des
 func (m *Master) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
 	resp, changed, err := m.locateRegion(req)
 	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, maxLocateWait)
-	if err != nil || wait <= 0 || !moving(resp.GetLocations()[0]) {
+	if err != nil || wait <= 0 || !moving(resp.GetLocations()[0], req.GetNotOn()) {
 		return resp, toStatus(err)
 	}
 	// The region is moving: answer when the model changes so that it is open again (every
@@ -89,7 +89,7 @@ func (m *Master) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) 
 			return resp, nil
 		}
 		resp, changed, err = m.locateRegion(req)
-		if err != nil || !moving(resp.GetLocations()[0]) {
+		if err != nil || !moving(resp.GetLocations()[0], req.GetNotOn()) {
 			return resp, toStatus(err)
 		}
 	}
@@ -102,10 +102,11 @@ const (
 )
 
 // moving says whether a region is between servers in a way that ends by itself: being closed,
-// opened or split (not closed or failed to open, which need an operator).
-func moving(l *pb.RegionLocation) bool {
+// opened or split (not closed or failed to open, which need an operator). A CLOSING region is
+// still served at its server, unless that server is notOn: it said it no longer has it.
+func moving(l *pb.RegionLocation, notOn string) bool {
 	if l.GetServer() != nil {
-		return false
+		return l.GetState() == stateClosing && notOn != "" && l.GetServer().Address() == notOn
 	}
 	switch l.GetState() {
 	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit:

@@ -1168,7 +1168,11 @@ type LocateRegionRequest struct {
 	// again, or after this many milliseconds, whichever comes first (the master caps it at 5 s);
 	// 0: answer at once. A client relocating a region it was told moved waits here instead of
 	// polling.
-	WaitMs        uint32 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs uint32 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// The server (host:port) that just answered NOT_SERVING_REGION for this region: if the master
+	// still places the region there, CLOSING, its close is done and the report on its way, so with
+	// wait_ms it counts as moving.
+	NotOn         string `protobuf:"bytes,6,opt,name=not_on,json=notOn,proto3" json:"not_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1236,6 +1240,13 @@ func (x *LocateRegionRequest) GetWaitMs() uint32 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *LocateRegionRequest) GetNotOn() string {
+	if x != nil {
+		return x.NotOn
+	}
+	return ""
 }
 
 type LocateRegionResponse struct {
@@ -4892,13 +4903,14 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12/\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
-	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\xaa\x01\n" +
+	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\xc1\x01\n" +
 	"\x13LocateRegionRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12!\n" +
 	"\fall_replicas\x18\x03 \x01(\bR\vallReplicas\x12\x16\n" +
 	"\x06before\x18\x04 \x01(\bR\x06before\x12\x17\n" +
-	"\await_ms\x18\x05 \x01(\rR\x06waitMs\"R\n" +
+	"\await_ms\x18\x05 \x01(\rR\x06waitMs\x12\x15\n" +
+	"\x06not_on\x18\x06 \x01(\tR\x05notOn\"R\n" +
 	"\x14LocateRegionResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
