@@ -16,8 +16,8 @@ func TestMovingLocations(t *testing.T) {
 		want   bool
 	}{
 		{stateOpen, at, "", false},
-		{stateOpen, at, "rs-1:16020", false}, // open again there (a stale answer): go there
-		{stateClosing, at, "", false},        // still served where it is
+		{stateOpen, at, "rs-1:16020", true}, // a stopping server closed it on its own: its report is on its way
+		{stateClosing, at, "", false},       // still served where it is
 		{stateClosing, at, "rs-2:16020", false},
 		{stateClosing, at, "rs-1:16020", true}, // that server said it closed it: the report is on its way
 		{stateOffline, nil, "", true},

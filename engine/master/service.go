@@ -102,11 +102,12 @@ const (
 )
 
 // moving says whether a region is between servers in a way that ends by itself: being closed,
-// opened or split (not closed or failed to open, which need an operator). A CLOSING region is
-// still served at its server, unless that server is notOn: it said it no longer has it.
+// opened or split (not closed or failed to open, which need an operator). A region placed at a
+// server (OPEN, or CLOSING and still served) is not, unless that server is notOn: it said it no
+// longer has the region, whose report is on its way (a close, or a stopping server's own).
 func moving(l *pb.RegionLocation, notOn string) bool {
 	if l.GetServer() != nil {
-		return l.GetState() == stateClosing && notOn != "" && l.GetServer().Address() == notOn
+		return notOn != "" && l.GetServer().Address() == notOn
 	}
 	switch l.GetState() {
 	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit:

@@ -1170,8 +1170,8 @@ type LocateRegionRequest struct {
 	// polling.
 	WaitMs uint32 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// The server (host:port) that just answered NOT_SERVING_REGION for this region: if the master
-	// still places the region there, CLOSING, its close is done and the report on its way, so with
-	// wait_ms it counts as moving.
+	// still places the region there (CLOSING, or OPEN when a stopping server closed it on its own),
+	// the server's report is on its way, so with wait_ms the region counts as moving.
 	NotOn         string `protobuf:"bytes,6,opt,name=not_on,json=notOn,proto3" json:"not_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
