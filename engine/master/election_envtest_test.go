@@ -102,25 +102,8 @@ func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first candidate was not elected")
 	}
-	secondElected := make(chan struct{}, 1)
-	leaders := make(chan string, 16)
-	go elect().Run(ctx, master.ElectionCallbacks{
-		Elected: func(lctx context.Context) { secondElected <- struct{}{}; <-lctx.Done() },
-		Leader: func(id string) {
-			select {
-			case leaders <- id:
-			default:
-			}
-		},
-	})
-	select {
-	case id := <-leaders:
-		if id != "m-0.m.ns.svc:16000" {
-			t.Errorf("leader reported as %q, want the address alone", id)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the second candidate never learned the leader")
-	}
+	secondElected, leaders := candidate(ctx, elect())
+	waitLeader(t, leaders, "m-0.m.ns.svc:16000") // the address alone
 	// Several lease durations: the first process renews, the second must stay a standby.
 	select {
 	case <-secondElected:
@@ -151,27 +134,10 @@ func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first candidate was not elected")
 	}
-	secondElected := make(chan time.Time, 1)
-	leaders := make(chan string, 16)
-	go elect("m-1:16000").Run(ctx, master.ElectionCallbacks{
-		Elected: func(lctx context.Context) { secondElected <- time.Now(); <-lctx.Done() },
-		Leader: func(id string) {
-			select {
-			case leaders <- id:
-			default:
-			}
-		},
-	})
+	secondElected, leaders := candidate(ctx, elect("m-1:16000"))
 	// The second candidate has seen the Lease held (it made its first attempt) before the first
 	// gives it up; its next poll would be 30 s away.
-	select {
-	case id := <-leaders:
-		if id != "m-0:16000" {
-			t.Fatalf("leader %q, want m-0:16000", id)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the second candidate never learned the leader")
-	}
+	waitLeader(t, leaders, "m-0:16000")
 	released := time.Now()
 	stopFirst()
 	<-firstDone // the first candidate released the Lease on its way out
@@ -180,5 +146,34 @@ func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 		t.Logf("the standby took the released Lease %v after the first candidate stopped", at.Sub(released).Round(time.Millisecond))
 	case <-time.After(15 * time.Second):
 		t.Fatal("the standby did not take the released Lease within 15 s (it waited for its 30 s poll)")
+	}
+}
+
+// candidate runs an election in the background: when it is elected (it then holds on until its
+// leadership ends) and the leaders it learns.
+func candidate(ctx context.Context, e master.Elector) (elected <-chan time.Time, leaders <-chan string) {
+	el, ls := make(chan time.Time, 1), make(chan string, 16)
+	go e.Run(ctx, master.ElectionCallbacks{
+		Elected: func(lctx context.Context) { el <- time.Now(); <-lctx.Done() },
+		Leader: func(id string) {
+			select {
+			case ls <- id:
+			default:
+			}
+		},
+	})
+	return el, ls
+}
+
+// waitLeader fails unless the first leader learned is want.
+func waitLeader(t *testing.T, leaders <-chan string, want string) {
+	t.Helper()
+	select {
+	case id := <-leaders:
+		if id != want {
+			t.Fatalf("leader reported as %q, want %q", id, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the candidate never learned the leader")
 	}
 }
