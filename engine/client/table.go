@@ -343,10 +343,10 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	var lastErr error
-	notOn := "" // the server that last said it does not serve the region
+	var refused *location // the location that last said it does not serve the region
 	for attempt := 0; ; attempt++ {
-		loc, err := c.locateNotOn(ctx, t, row, false, true, notOn)
-		notOn = ""
+		loc, err := c.locateNotOn(ctx, t, row, false, true, refused)
+		refused = nil
 		if err == nil {
 			var conn *rpc.Conn
 			if conn, err = c.conn(ctx, loc.addr); err == nil {
@@ -374,7 +374,7 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 					c.cache.invalidate(t.name, loc.region)
 				case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION:
 					c.cache.invalidate(t.name, loc.region)
-					notOn = loc.addr
+					refused = loc
 					if attempt == 0 {
 						continue // the first relocation needs no pause
 					}
@@ -408,12 +408,12 @@ const locateWait = 2 * time.Second
 // or the master. With wait, a lookup of a region that is moving waits at the master until it is
 // open again (up to locateWait): the request then goes on the moment the region does.
 func (c *Client) locate(ctx context.Context, t *Table, row []byte, before, wait bool) (*location, error) {
-	return c.locateNotOn(ctx, t, row, before, wait, "")
+	return c.locateNotOn(ctx, t, row, before, wait, nil)
 }
 
-// locateNotOn is locate after notOn (an address) answered that it does not serve the region: a
-// master that still places the region there, closing, makes the lookup wait for its next place.
-func (c *Client) locateNotOn(ctx context.Context, t *Table, row []byte, before, wait bool, notOn string) (*location, error) {
+// locateNotOn is locate after the location refused answered that it does not serve the region: a
+// master that still places the region there makes the lookup wait for its next place.
+func (c *Client) locateNotOn(ctx context.Context, t *Table, row []byte, before, wait bool, refused *location) (*location, error) {
 	cached := func() *location {
 		if before {
 			return c.cache.lookupBefore(t.name, row)
@@ -428,7 +428,9 @@ func (c *Client) locateNotOn(ctx context.Context, t *Table, row []byte, before, 
 			req := &pb.LocateRegionRequest{Table: t.pb, Row: row, AllReplicas: true, Before: before}
 			if wait {
 				req.WaitMs = uint32(min(locateWait, c.cfg.RPCTimeout/2).Milliseconds())
-				req.NotOn = notOn
+				if refused != nil {
+					req.Refused = &pb.RefusedLocation{Region: refused.region, Server: refused.addr, Seq: refused.seq}
+				}
 			}
 			resp, err = m.LocateRegion(ctx, req)
 			return err

@@ -67,7 +67,7 @@ func (m *Master) DescribeTable(_ context.Context, req *pb.TableRequest) (*pb.Des
 func (m *Master) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) (*pb.LocateRegionResponse, error) {
 	resp, changed, err := m.locateRegion(req)
 	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, maxLocateWait)
-	if err != nil || wait <= 0 || !moving(resp.GetLocations()[0], req.GetNotOn()) {
+	if err != nil || wait <= 0 || !moving(resp.GetLocations()[0], req.GetRefused()) {
 		return resp, toStatus(err)
 	}
 	// The region is moving: answer when the model changes so that it is open again (every
@@ -89,7 +89,7 @@ func (m *Master) LocateRegion(ctx context.Context, req *pb.LocateRegionRequest) 
 			return resp, nil
 		}
 		resp, changed, err = m.locateRegion(req)
-		if err != nil || !moving(resp.GetLocations()[0], req.GetNotOn()) {
+		if err != nil || !moving(resp.GetLocations()[0], req.GetRefused()) {
 			return resp, toStatus(err)
 		}
 	}
@@ -103,11 +103,14 @@ const (
 
 // moving says whether a region is between servers in a way that ends by itself: being closed,
 // opened or split (not closed or failed to open, which need an operator). A region placed at a
-// server (OPEN, or CLOSING and still served) is not, unless that server is notOn: it said it no
-// longer has the region, whose report is on its way (a close, or a stopping server's own).
-func moving(l *pb.RegionLocation, notOn string) bool {
+// server (OPEN, or CLOSING and still served) is not, unless it is the very location the caller
+// was refused at (same region, server and seq): that server no longer has the region, and its
+// report is on its way (a close, or a stopping server's own). A region opened since (a daughter,
+// a reopening: another name or seq) is where the caller goes.
+func moving(l *pb.RegionLocation, refused *pb.RefusedLocation) bool {
 	if l.GetServer() != nil {
-		return notOn != "" && l.GetServer().Address() == notOn
+		return refused != nil && l.GetRegion().GetName() == refused.GetRegion() &&
+			l.GetServer().Address() == refused.GetServer() && l.GetSeq() == refused.GetSeq()
 	}
 	switch l.GetState() {
 	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit:

@@ -1169,10 +1169,10 @@ type LocateRegionRequest struct {
 	// 0: answer at once. A client relocating a region it was told moved waits here instead of
 	// polling.
 	WaitMs uint32 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
-	// The server (host:port) that just answered NOT_SERVING_REGION for this region: if the master
-	// still places the region there (CLOSING, or OPEN when a stopping server closed it on its own),
-	// the server's report is on its way, so with wait_ms the region counts as moving.
-	NotOn         string `protobuf:"bytes,6,opt,name=not_on,json=notOn,proto3" json:"not_on,omitempty"`
+	// The location that just answered NOT_SERVING_REGION for this row: if the master still places
+	// that region there under the same location seq (CLOSING, or OPEN when a stopping server
+	// closed it on its own), the server's report is on its way, so with wait_ms it counts as moving.
+	Refused       *RefusedLocation `protobuf:"bytes,6,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1242,11 +1242,71 @@ func (x *LocateRegionRequest) GetWaitMs() uint32 {
 	return 0
 }
 
-func (x *LocateRegionRequest) GetNotOn() string {
+func (x *LocateRegionRequest) GetRefused() *RefusedLocation {
 	if x != nil {
-		return x.NotOn
+		return x.Refused
+	}
+	return nil
+}
+
+type RefusedLocation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"` // host:port
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefusedLocation) Reset() {
+	*x = RefusedLocation{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefusedLocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefusedLocation) ProtoMessage() {}
+
+func (x *RefusedLocation) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefusedLocation.ProtoReflect.Descriptor instead.
+func (*RefusedLocation) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RefusedLocation) GetRegion() string {
+	if x != nil {
+		return x.Region
 	}
 	return ""
+}
+
+func (x *RefusedLocation) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *RefusedLocation) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 type LocateRegionResponse struct {
@@ -1258,7 +1318,7 @@ type LocateRegionResponse struct {
 
 func (x *LocateRegionResponse) Reset() {
 	*x = LocateRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1330,7 @@ func (x *LocateRegionResponse) String() string {
 func (*LocateRegionResponse) ProtoMessage() {}
 
 func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[19]
+	mi := &file_cellstore_v1_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1343,7 @@ func (x *LocateRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateRegionResponse.ProtoReflect.Descriptor instead.
 func (*LocateRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{19}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LocateRegionResponse) GetLocations() []*RegionLocation {
@@ -1304,7 +1364,7 @@ type GetTableRegionsResponse struct {
 
 func (x *GetTableRegionsResponse) Reset() {
 	*x = GetTableRegionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1376,7 @@ func (x *GetTableRegionsResponse) String() string {
 func (*GetTableRegionsResponse) ProtoMessage() {}
 
 func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[20]
+	mi := &file_cellstore_v1_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1389,7 @@ func (x *GetTableRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableRegionsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{20}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetTableRegionsResponse) GetLocations() []*RegionLocation {
@@ -1364,7 +1424,7 @@ type RegisterServerRequest struct {
 
 func (x *RegisterServerRequest) Reset() {
 	*x = RegisterServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1436,7 @@ func (x *RegisterServerRequest) String() string {
 func (*RegisterServerRequest) ProtoMessage() {}
 
 func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[21]
+	mi := &file_cellstore_v1_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1449,7 @@ func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterServerRequest) GetServer() *ServerName {
@@ -1442,7 +1502,7 @@ type RegisterServerResponse struct {
 
 func (x *RegisterServerResponse) Reset() {
 	*x = RegisterServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1514,7 @@ func (x *RegisterServerResponse) String() string {
 func (*RegisterServerResponse) ProtoMessage() {}
 
 func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[22]
+	mi := &file_cellstore_v1_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1527,7 @@ func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterServerResponse) GetLeaseMs() int64 {
@@ -1516,7 +1576,7 @@ type RegionLoad struct {
 
 func (x *RegionLoad) Reset() {
 	*x = RegionLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1588,7 @@ func (x *RegionLoad) String() string {
 func (*RegionLoad) ProtoMessage() {}
 
 func (x *RegionLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[23]
+	mi := &file_cellstore_v1_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1601,7 @@ func (x *RegionLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionLoad.ProtoReflect.Descriptor instead.
 func (*RegionLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegionLoad) GetRegion() string {
@@ -1614,7 +1674,7 @@ type ServerLoad struct {
 
 func (x *ServerLoad) Reset() {
 	*x = ServerLoad{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1686,7 @@ func (x *ServerLoad) String() string {
 func (*ServerLoad) ProtoMessage() {}
 
 func (x *ServerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[24]
+	mi := &file_cellstore_v1_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1699,7 @@ func (x *ServerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLoad.ProtoReflect.Descriptor instead.
 func (*ServerLoad) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{24}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServerLoad) GetRequestsPerSecond() int64 {
@@ -1696,7 +1756,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1768,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[25]
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1781,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{25}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerName {
@@ -1761,7 +1821,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1833,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1846,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatResponse) GetLeaseMs() int64 {
@@ -1839,7 +1899,7 @@ type ReportRegionTransitionRequest struct {
 
 func (x *ReportRegionTransitionRequest) Reset() {
 	*x = ReportRegionTransitionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1911,7 @@ func (x *ReportRegionTransitionRequest) String() string {
 func (*ReportRegionTransitionRequest) ProtoMessage() {}
 
 func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1924,7 @@ func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionRequest.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReportRegionTransitionRequest) GetServer() *ServerName {
@@ -1917,7 +1977,7 @@ type ReportRegionTransitionResponse struct {
 
 func (x *ReportRegionTransitionResponse) Reset() {
 	*x = ReportRegionTransitionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +1989,7 @@ func (x *ReportRegionTransitionResponse) String() string {
 func (*ReportRegionTransitionResponse) ProtoMessage() {}
 
 func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2002,7 @@ func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionResponse.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 type SetServerZoneRequest struct {
@@ -1955,7 +2015,7 @@ type SetServerZoneRequest struct {
 
 func (x *SetServerZoneRequest) Reset() {
 	*x = SetServerZoneRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2027,7 @@ func (x *SetServerZoneRequest) String() string {
 func (*SetServerZoneRequest) ProtoMessage() {}
 
 func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2040,7 @@ func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneRequest.ProtoReflect.Descriptor instead.
 func (*SetServerZoneRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetServerZoneRequest) GetServer() string {
@@ -2005,7 +2065,7 @@ type SetServerZoneResponse struct {
 
 func (x *SetServerZoneResponse) Reset() {
 	*x = SetServerZoneResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2077,7 @@ func (x *SetServerZoneResponse) String() string {
 func (*SetServerZoneResponse) ProtoMessage() {}
 
 func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2090,7 @@ func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneResponse.ProtoReflect.Descriptor instead.
 func (*SetServerZoneResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 type MoveRegionRequest struct {
@@ -2044,7 +2104,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2116,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2129,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -2094,7 +2154,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2166,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2179,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 type SplitRegionRequest struct {
@@ -2133,7 +2193,7 @@ type SplitRegionRequest struct {
 
 func (x *SplitRegionRequest) Reset() {
 	*x = SplitRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2205,7 @@ func (x *SplitRegionRequest) String() string {
 func (*SplitRegionRequest) ProtoMessage() {}
 
 func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2218,7 @@ func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SplitRegionRequest) GetRegion() string {
@@ -2183,7 +2243,7 @@ type SplitRegionResponse struct {
 
 func (x *SplitRegionResponse) Reset() {
 	*x = SplitRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2255,7 @@ func (x *SplitRegionResponse) String() string {
 func (*SplitRegionResponse) ProtoMessage() {}
 
 func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2268,7 @@ func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 type DrainServerRequest struct {
@@ -2224,7 +2284,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2296,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2309,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -2274,7 +2334,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2346,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2359,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 type BalanceRequest struct {
@@ -2310,7 +2370,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2382,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2395,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 type BalanceResponse struct {
@@ -2348,7 +2408,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2420,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2433,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2392,7 +2452,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2464,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2477,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2436,7 +2496,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2508,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2521,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2490,7 +2550,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2562,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2575,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2593,7 +2653,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2665,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2678,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -2657,7 +2717,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2729,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2742,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 type ClusterStatusResponse struct {
@@ -2703,7 +2763,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2775,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2788,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -2805,7 +2865,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +2877,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +2890,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -2848,7 +2908,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2920,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2933,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -2895,7 +2955,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +2967,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +2980,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -3014,7 +3074,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3086,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3099,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -3071,7 +3131,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +3143,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +3156,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -3116,7 +3176,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3188,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3201,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Permission) GetUser() string {
@@ -3197,7 +3257,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3269,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3282,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3240,7 +3300,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3312,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3325,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3278,7 +3338,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3350,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3363,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3321,7 +3381,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3333,7 +3393,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3346,7 +3406,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3362,7 +3422,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3434,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3447,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3424,7 +3484,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3496,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3509,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3491,7 +3551,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3563,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3576,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3544,7 +3604,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3616,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3629,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3596,7 +3656,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3668,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3681,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -3639,7 +3699,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3711,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3724,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -3677,7 +3737,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3749,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3762,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -3721,7 +3781,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3793,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3806,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -3767,7 +3827,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +3839,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +3852,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -3817,7 +3877,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +3889,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +3902,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 type GetAuthsRequest struct {
@@ -3854,7 +3914,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +3926,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +3939,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -3898,7 +3958,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3910,7 +3970,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3923,7 +3983,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -3944,7 +4004,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4016,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4029,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -3994,7 +4054,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4066,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4079,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 type ListQuotasRequest struct {
@@ -4030,7 +4090,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4102,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4115,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 type ListQuotasResponse struct {
@@ -4068,7 +4128,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4140,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4153,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -4122,7 +4182,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4134,7 +4194,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4147,7 +4207,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -4174,7 +4234,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4246,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4259,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
@@ -4222,7 +4282,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4234,7 +4294,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4247,7 +4307,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4280,7 +4340,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4352,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4365,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4331,7 +4391,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4403,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4416,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4420,7 +4480,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4432,7 +4492,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4445,7 +4505,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4471,7 +4531,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4543,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4556,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4518,7 +4578,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4590,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4603,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4568,7 +4628,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4580,7 +4640,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4593,7 +4653,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 type CloneSnapshotRequest struct {
@@ -4610,7 +4670,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4622,7 +4682,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4635,7 +4695,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -4667,7 +4727,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4679,7 +4739,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4692,7 +4752,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 type CopySnapshotRequest struct {
@@ -4704,7 +4764,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4716,7 +4776,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4729,7 +4789,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -4758,7 +4818,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +4830,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +4843,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -4903,14 +4963,18 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12/\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
-	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\xc1\x01\n" +
+	"\radmin_address\x18\x05 \x01(\tR\fadminAddress\"\xe3\x01\n" +
 	"\x13LocateRegionRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12!\n" +
 	"\fall_replicas\x18\x03 \x01(\bR\vallReplicas\x12\x16\n" +
 	"\x06before\x18\x04 \x01(\bR\x06before\x12\x17\n" +
-	"\await_ms\x18\x05 \x01(\rR\x06waitMs\x12\x15\n" +
-	"\x06not_on\x18\x06 \x01(\tR\x05notOn\"R\n" +
+	"\await_ms\x18\x05 \x01(\rR\x06waitMs\x127\n" +
+	"\arefused\x18\x06 \x01(\v2\x1d.cellstore.v1.RefusedLocationR\arefused\"S\n" +
+	"\x0fRefusedLocation\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"R\n" +
 	"\x14LocateRegionResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
@@ -5261,7 +5325,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -5287,235 +5351,237 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*DescribeTableResponse)(nil),          // 21: cellstore.v1.DescribeTableResponse
 	(*RegionLocation)(nil),                 // 22: cellstore.v1.RegionLocation
 	(*LocateRegionRequest)(nil),            // 23: cellstore.v1.LocateRegionRequest
-	(*LocateRegionResponse)(nil),           // 24: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 25: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 26: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 27: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 28: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 29: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 30: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 31: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 32: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 33: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 34: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 35: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 36: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 37: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 38: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 39: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 40: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 41: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 42: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 43: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 44: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 45: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 46: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 47: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 48: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 49: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 50: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 51: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 52: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 53: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 54: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 55: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 56: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 57: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 58: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 59: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 60: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 61: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 62: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 63: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 64: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 65: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 66: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 67: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 68: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 69: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 70: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 71: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 72: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 73: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 74: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 75: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 76: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 77: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 78: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 79: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 80: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 81: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 82: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 83: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 84: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 85: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 86: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 87: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 88: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 89: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                    // 90: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                    // 91: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 92: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 93: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 94: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                    // 95: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                    // 96: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                // 97: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 98: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 99: cellstore.v1.TableName
-	(TableState)(0),                        // 100: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 101: cellstore.v1.ServerName
+	(*RefusedLocation)(nil),                // 24: cellstore.v1.RefusedLocation
+	(*LocateRegionResponse)(nil),           // 25: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 26: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 27: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 28: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 29: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 30: cellstore.v1.ServerLoad
+	(*HeartbeatRequest)(nil),               // 31: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 32: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 33: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 34: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 35: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 36: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 37: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 38: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 39: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 40: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 41: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 42: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 43: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 44: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 45: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 46: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 47: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 48: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 49: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 50: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 51: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 52: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 53: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 54: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 55: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 56: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 57: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 58: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 59: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 60: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 61: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 62: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 63: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 64: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 65: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 66: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 67: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 68: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 69: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 70: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 71: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 72: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 73: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 74: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 75: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 76: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 77: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 78: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 79: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 80: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 81: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 82: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 83: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 84: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 85: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 86: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 87: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 88: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 89: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 90: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                    // 91: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                    // 92: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 93: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 94: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 95: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                    // 96: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                    // 97: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                // 98: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 99: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 100: cellstore.v1.TableName
+	(TableState)(0),                        // 101: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 102: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	89,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	90,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	97,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	98,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	97,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	99,  // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	99,  // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	97,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	100, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	90,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	91,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	98,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	99,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	98,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	100, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	100, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	98,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	101, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	97,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	100, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	98,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	101, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	98,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	101, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	99,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	102, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	99,  // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	22,  // 16: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	22,  // 17: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	100, // 18: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	101, // 19: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	91,  // 20: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	28,  // 21: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	101, // 22: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	29,  // 23: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	92,  // 24: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	101, // 25: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	98,  // 26: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
-	1,   // 27: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	98,  // 28: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	101, // 29: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	29,  // 30: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,   // 31: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	46,  // 32: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	47,  // 33: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	93,  // 34: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	94,  // 35: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	95,  // 36: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	99,  // 37: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 38: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	52,  // 39: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 40: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	99,  // 41: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	55,  // 42: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	55,  // 43: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	99,  // 44: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	55,  // 45: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	62,  // 46: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	63,  // 47: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	52,  // 48: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	96,  // 49: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	99,  // 50: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	80,  // 51: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	99,  // 52: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	80,  // 53: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	99,  // 54: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 55: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	11,  // 56: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	13,  // 57: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	15,  // 58: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 59: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 60: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	17,  // 61: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	18,  // 62: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	15,  // 63: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	23,  // 64: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	15,  // 65: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	26,  // 66: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	30,  // 67: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	32,  // 68: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	34,  // 69: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	36,  // 70: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	38,  // 71: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	40,  // 72: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	40,  // 73: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	42,  // 74: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	44,  // 75: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	48,  // 76: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	76,  // 77: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	50,  // 78: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	53,  // 79: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	74,  // 80: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	56,  // 81: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	58,  // 82: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	60,  // 83: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	64,  // 84: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	66,  // 85: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	68,  // 86: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	70,  // 87: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	72,  // 88: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	78,  // 89: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	81,  // 90: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	83,  // 91: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	85,  // 92: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	83,  // 93: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	87,  // 94: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	87,  // 95: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	83,  // 96: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	9,   // 97: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	5,   // 98: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	7,   // 99: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	12,  // 100: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	14,  // 101: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	16,  // 102: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 103: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 104: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	16,  // 105: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	20,  // 106: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	21,  // 107: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	24,  // 108: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	25,  // 109: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	27,  // 110: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	31,  // 111: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	33,  // 112: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	35,  // 113: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	37,  // 114: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	39,  // 115: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	41,  // 116: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	41,  // 117: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	43,  // 118: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	45,  // 119: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	49,  // 120: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	77,  // 121: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	51,  // 122: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	54,  // 123: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	75,  // 124: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	57,  // 125: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	59,  // 126: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	61,  // 127: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	65,  // 128: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	67,  // 129: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	69,  // 130: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	71,  // 131: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	73,  // 132: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	79,  // 133: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	82,  // 134: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	84,  // 135: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	86,  // 136: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	84,  // 137: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	88,  // 138: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	88,  // 139: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	84,  // 140: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	10,  // 141: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	6,   // 142: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	8,   // 143: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	100, // [100:144] is the sub-list for method output_type
-	56,  // [56:100] is the sub-list for method input_type
-	56,  // [56:56] is the sub-list for extension type_name
-	56,  // [56:56] is the sub-list for extension extendee
-	0,   // [0:56] is the sub-list for field type_name
+	100, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	24,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
+	22,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	22,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	101, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	102, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	92,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	29,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	102, // 23: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	30,  // 24: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	93,  // 25: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	102, // 26: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	99,  // 27: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	1,   // 28: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
+	99,  // 29: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	102, // 30: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	30,  // 31: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 32: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	47,  // 33: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	48,  // 34: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	94,  // 35: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	95,  // 36: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	96,  // 37: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	100, // 38: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 39: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	53,  // 40: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 41: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	100, // 42: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	56,  // 43: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	56,  // 44: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	100, // 45: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	56,  // 46: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	63,  // 47: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	64,  // 48: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	53,  // 49: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	97,  // 50: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	100, // 51: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	81,  // 52: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	100, // 53: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	81,  // 54: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	100, // 55: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 56: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	11,  // 57: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	13,  // 58: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	15,  // 59: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 60: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 61: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	17,  // 62: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	18,  // 63: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	15,  // 64: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	23,  // 65: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	15,  // 66: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	27,  // 67: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	31,  // 68: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	33,  // 69: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	35,  // 70: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	37,  // 71: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	39,  // 72: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	41,  // 73: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	41,  // 74: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	43,  // 75: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	45,  // 76: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	49,  // 77: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	77,  // 78: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	51,  // 79: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	54,  // 80: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	75,  // 81: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	57,  // 82: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	59,  // 83: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	61,  // 84: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	65,  // 85: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	67,  // 86: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	69,  // 87: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	71,  // 88: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	73,  // 89: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	79,  // 90: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	82,  // 91: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	84,  // 92: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	86,  // 93: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	84,  // 94: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	88,  // 95: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	88,  // 96: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	84,  // 97: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	9,   // 98: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	5,   // 99: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	7,   // 100: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	12,  // 101: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	14,  // 102: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	16,  // 103: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 104: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 105: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	16,  // 106: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	20,  // 107: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	21,  // 108: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	25,  // 109: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	26,  // 110: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	28,  // 111: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	32,  // 112: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	34,  // 113: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	36,  // 114: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	38,  // 115: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	40,  // 116: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	42,  // 117: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	42,  // 118: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	44,  // 119: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	46,  // 120: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	50,  // 121: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	78,  // 122: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	52,  // 123: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	55,  // 124: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	76,  // 125: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	58,  // 126: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	60,  // 127: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	62,  // 128: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	66,  // 129: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	68,  // 130: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	70,  // 131: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	72,  // 132: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	74,  // 133: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	80,  // 134: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	83,  // 135: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	85,  // 136: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	87,  // 137: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	85,  // 138: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	89,  // 139: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	89,  // 140: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	85,  // 141: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	10,  // 142: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	6,   // 143: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	8,   // 144: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	101, // [101:145] is the sub-list for method output_type
+	57,  // [57:101] is the sub-list for method input_type
+	57,  // [57:57] is the sub-list for extension type_name
+	57,  // [57:57] is the sub-list for extension extendee
+	0,   // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5524,7 +5590,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[47].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[48].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5535,7 +5601,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   92,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
