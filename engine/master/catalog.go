@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -52,6 +53,10 @@ type Catalog struct {
 	sinceSnap   int
 	snapshotSeq uint64
 	closed      bool
+	// releasing: a release of what a snapshot covers runs (at most one; the next snapshot's
+	// release covers what one skipped). released waits for it on Close.
+	releasing atomic.Bool
+	released  sync.WaitGroup
 	// snapshotPending: the opening read earlier logs that a snapshot would let go.
 	snapshotPending bool
 }
@@ -63,8 +68,13 @@ type catalogStore interface {
 	append(e *wal.Edit) error
 	// lastSeq is the highest sequence id of the log.
 	lastSeq() uint64
-	// writeSnapshot replaces the snapshot and lets the log drop what it covers (up to seq).
+	// writeSnapshot replaces the snapshot and lets the log drop what it covers (up to seq), or
+	// leaves the dropping to release.
 	writeSnapshot(b []byte, seq uint64) error
+	// release drops what the snapshots written so far cover (nothing to do for some stores). It
+	// runs without the catalog's lock: on a bucket it deletes objects one by one, which took
+	// seconds while every commit — and so the master's every call, heartbeats included — waited.
+	release() error
 	close() error
 }
 
@@ -91,6 +101,8 @@ func (f *fsCatalog) writeSnapshot(b []byte, seq uint64) error {
 	}
 	return f.log.Roll()
 }
+
+func (f *fsCatalog) release() error { return nil }
 
 func (f *fsCatalog) close() error { return f.log.Close() }
 
@@ -182,8 +194,23 @@ func (c *Catalog) Apply(changes ...CatalogChange) error {
 		if err := c.snapshotLocked(); err != nil {
 			return fmt.Errorf("catalog: change applied, but the snapshot failed: %w", err)
 		}
+		c.releaseInBackground()
 	}
 	return nil
+}
+
+// releaseInBackground lets the store drop what the snapshot covers, off the caller's path (c.mu
+// held or not).
+func (c *Catalog) releaseInBackground() {
+	if !c.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	c.released.Add(1)
+	go func() {
+		defer c.released.Done()
+		defer c.releasing.Store(false)
+		_ = c.store.release() // what is left is dropped by the next release
+	}()
 }
 
 // Get returns a row's value (a copy) or nil.
@@ -210,8 +237,12 @@ func (c *Catalog) Scan(prefix string) []CatalogChange {
 // Snapshot writes every row to meta/snapshot and lets the log segments before it be archived.
 func (c *Catalog) Snapshot() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.snapshotLocked()
+	err := c.snapshotLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.store.release()
 }
 
 func (c *Catalog) snapshotLocked() error {
@@ -283,5 +314,6 @@ func (c *Catalog) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.released.Wait()
 	return c.store.close()
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/storage"
@@ -20,10 +22,13 @@ import (
 // Its snapshot is replaced only against the ETag its opener read, so it cannot overwrite a newer
 // one either. This replaces the directory lock of the directory-tree catalog.
 type bucketCatalog struct {
-	b       storage.Bucket
-	dir     string
-	log     *wal.ObjectLog
-	etag    string   // of the snapshot this master read or wrote ("" when there is none)
+	b    storage.Bucket
+	dir  string
+	log  *wal.ObjectLog
+	etag string // of the snapshot this master read or wrote ("" when there is none)
+
+	relMu   sync.Mutex
+	covered uint64   // the highest sequence id a written snapshot covers
 	oldLogs []string // earlier generations' prefixes, fenced and read: dropped after a snapshot
 }
 
@@ -99,14 +104,16 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 // which the snapshot lets go). The master calls it once it serves, off the takeover's path.
 func (c *Catalog) SnapshotIfPending() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.snapshotPending || c.closed {
+		c.mu.Unlock()
 		return nil
 	}
-	if err := c.snapshotLocked(); err != nil {
+	err := c.snapshotLocked()
+	c.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("catalog: snapshot after the opening: %w", err)
 	}
-	return nil
+	return c.store.release()
 }
 
 // CatalogFollower is a standby master's copy of a bucket catalog, kept up to date by reading what
@@ -229,9 +236,9 @@ func (c *bucketCatalog) append(e *wal.Edit) error {
 
 func (c *bucketCatalog) lastSeq() uint64 { return c.log.LastSeq() }
 
-// writeSnapshot replaces the snapshot only if it is still the one this master read or wrote, then
-// drops what the snapshot covers: the objects of the current log and the earlier logs (their fence
-// markers stay).
+// writeSnapshot replaces the snapshot only if it is still the one this master read or wrote; what
+// it covers — the objects of the current log and the earlier logs (their fence markers stay) — is
+// dropped by release.
 func (c *bucketCatalog) writeSnapshot(b []byte, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
@@ -244,14 +251,32 @@ func (c *bucketCatalog) writeSnapshot(b []byte, seq uint64) error {
 		return err
 	}
 	c.etag = etag
+	c.relMu.Lock()
+	c.covered = max(c.covered, seq)
+	c.relMu.Unlock()
+	return nil
+}
+
+// release drops what the snapshots written so far cover. Callers run one at a time.
+func (c *bucketCatalog) release() error {
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	c.relMu.Lock()
+	seq, old := c.covered, slices.Clone(c.oldLogs)
+	c.relMu.Unlock()
+	if seq == 0 {
+		return nil
+	}
 	if err := c.log.MarkFlushed(string(catalogRegion), seq); err != nil {
 		return err
 	}
-	for len(c.oldLogs) > 0 {
-		if err := wal.DeleteObjectLog(ctx, c.b, c.oldLogs[0]); err != nil {
+	for _, prefix := range old {
+		if err := wal.DeleteObjectLog(ctx, c.b, prefix); err != nil {
 			return err
 		}
-		c.oldLogs = c.oldLogs[1:]
+		c.relMu.Lock()
+		c.oldLogs = slices.DeleteFunc(c.oldLogs, func(p string) bool { return p == prefix })
+		c.relMu.Unlock()
 	}
 	return nil
 }
