@@ -19,13 +19,6 @@ import (
 // callMaster runs fn against the active master, trying every configured master and following
 // NOT_ACTIVE_MASTER redirects.
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
-	return s.callMasterTries(ctx, 10*time.Second, fn)
-}
-
-// callMasterTries is callMaster with each try bounded by try: a heartbeat must not spend its
-// whole deadline dialling a master that is gone (a pod deleted in a rolling restart) while the
-// next one already serves.
-func (s *Server) callMasterTries(ctx context.Context, try time.Duration, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
 	tried := 0
 	for tried < len(s.cfg.Masters)+3 {
@@ -44,7 +37,7 @@ func (s *Server) callMasterTries(ctx context.Context, try time.Duration, fn func
 		}
 		conn := s.masterConn
 		s.mmu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, try)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := fn(cctx, pb.NewMasterClient(conn))
 		cancel()
 		if err == nil {
@@ -223,11 +216,7 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 	sent := time.Now()
 	load := s.load()
 	var resp *pb.HeartbeatResponse
-	every := time.Duration(s.hbEvery.Load())
-	if every <= 0 {
-		every = time.Second
-	}
-	err := s.callMasterTries(ctx, max(every/2, 200*time.Millisecond), func(ctx context.Context, m pb.MasterClient) error {
+	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		var err error
 		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping})
 		return err
