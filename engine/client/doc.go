@@ -7,7 +7,10 @@
 //
 // A region that is moving (closed on one server, not yet open on the next) is relocated with a
 // lookup that waits at the master until the region is open again (LocateRegion's wait_ms), so the
-// request goes on when the region does rather than after a backoff. While masters hand over, their
+// request goes on when the region does rather than after a backoff; a single-row operation
+// relocates up to three times in a row without a pause (REGION_MOVED, or NOT_SERVING_REGION with
+// the refused location sent along), and its backoff grows with the pauses it took, not with its
+// attempts. While masters hand over, their
 // NOT_ACTIVE_MASTER answers carry a short retry-after, which the client honours without growing its
 // backoff. Config.Logger receives a Debug record per retry, with the operation's context: what a
 // slow request waited for.

@@ -344,7 +344,11 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	defer cancel()
 	var lastErr error
 	var refused *location // the location that last said it does not serve the region
-	for attempt := 0; ; attempt++ {
+	// pauses counts the backoffs taken (their growth); hops the relocations made at once since
+	// the last one — a move's REGION_MOVED, a NOT_SERVING_REGION whose relocation waits at the
+	// master for the region's next place — bounded, should the answers go round in a circle.
+	pauses, hops := 0, 0
+	for {
 		loc, err := c.locateNotOn(ctx, t, row, false, true, refused)
 		refused = nil
 		if err == nil {
@@ -369,14 +373,19 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 				case pb.ErrorCode_ERROR_CODE_REGION_MOVED:
 					if a := serverAddr(d.GetNewLocation()); a != "" {
 						c.cache.moved(t.name, loc.region, a)
-						continue // retry at once where the region went
+						if hops < maxHops {
+							hops++
+							continue // retry at once where the region went
+						}
+					} else {
+						c.cache.invalidate(t.name, loc.region)
 					}
-					c.cache.invalidate(t.name, loc.region)
 				case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION:
 					c.cache.invalidate(t.name, loc.region)
 					refused = loc
-					if attempt == 0 {
-						continue // the first relocation needs no pause
+					if hops < maxHops {
+						hops++
+						continue // relocate at once: the lookup waits for a moving region
 					}
 				}
 			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
@@ -395,14 +404,19 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 				return err
 			}
 		}
-		if err := c.backoff(ctx, attempt, lastErr); err != nil {
+		if err := c.backoff(ctx, pauses, lastErr); err != nil {
 			return fmt.Errorf("client: gave up on table %s row %q: %w (last error: %v)", t.name, row, err, lastErr)
 		}
+		pauses, hops = pauses+1, 0
 	}
 }
 
-// locateWait is how long a lookup of a moving region waits at the master.
-const locateWait = 2 * time.Second
+// locateWait is how long a lookup of a moving region waits at the master; maxHops how many
+// relocations a single-row operation makes without a pause.
+const (
+	locateWait = 2 * time.Second
+	maxHops    = 3
+)
 
 // locate finds the region holding row (or, with before, the rows just before it), from the cache
 // or the master. With wait, a lookup of a region that is moving waits at the master until it is
