@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
@@ -37,9 +40,17 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		}
 		conn := s.masterConn
 		s.mmu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := fn(cctx, pb.NewMasterClient(conn))
-		cancel()
+		var err error
+		if !connected(ctx, conn, masterConnectWait) {
+			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
+			// the new pod) is skipped quickly instead of spending the caller's whole deadline
+			// on the dial; a slow answer from a connected master is waited for.
+			err = fmt.Errorf("regionserver: no connection to the master within %v", masterConnectWait)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = fn(cctx, pb.NewMasterClient(conn))
+			cancel()
+		}
 		if err == nil {
 			return nil
 		}
@@ -65,6 +76,30 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		}
 	}
 	return lastErr
+}
+
+// masterConnectWait is how long a call waits for its connection to a master before it tries
+// another one.
+const masterConnectWait = 500 * time.Millisecond
+
+// connected waits up to d for conn to be ready (connecting it if idle).
+func connected(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Ready:
+			return true
+		case connectivity.Idle:
+			conn.Connect()
+		case connectivity.Shutdown:
+			return false
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return false
+		}
+	}
 }
 
 // register registers this process with the master, retrying until ctx ends.
