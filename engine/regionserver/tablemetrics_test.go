@@ -2,6 +2,7 @@ package regionserver
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,9 +81,12 @@ func TestTableAndRegionMetrics(t *testing.T) {
 	if got := sum(`cellstore_regionserver_table_write_requests_total{table=default:busy}`); got != 100 {
 		t.Errorf("writes of busy: %v, want 100", got)
 	}
-	if got := sum(`cellstore_regionserver_table_request_seconds{op=mutate,table=default:busy}`); got != 100 {
-		t.Errorf("mutate latencies of busy: %v, want 100", got)
-	}
+	// A request's latency is observed once its answer is on its way: the last one may land just
+	// after the client has it.
+	waitForState(t, "mutate latencies of busy", 10*time.Second, func() (bool, string) {
+		got := sum(`cellstore_regionserver_table_request_seconds{op=mutate,table=default:busy}`)
+		return got == 100, fmt.Sprintf("%v, want 100", got)
+	})
 	if got := sum(`cellstore_regionserver_table_regions{table=default:busy}`); got != 2 {
 		t.Errorf("regions of busy: %v", got)
 	}
