@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
@@ -53,9 +52,10 @@ type Catalog struct {
 	sinceSnap   int
 	snapshotSeq uint64
 	closed      bool
-	// releasing: a release of what a snapshot covers runs (at most one; the next snapshot's
-	// release covers what one skipped). released waits for it on Close.
-	releasing atomic.Bool
+	// releaseMu: one release of what the snapshots cover runs at a time (a background one that
+	// finds another running skips: the next covers what it skipped). released waits for the
+	// background ones on Close.
+	releaseMu sync.Mutex
 	released  sync.WaitGroup
 	// snapshotPending: the opening read earlier logs that a snapshot would let go.
 	snapshotPending bool
@@ -202,15 +202,22 @@ func (c *Catalog) Apply(changes ...CatalogChange) error {
 // releaseInBackground lets the store drop what the snapshot covers, off the caller's path (c.mu
 // held or not).
 func (c *Catalog) releaseInBackground() {
-	if !c.releasing.CompareAndSwap(false, true) {
+	if !c.releaseMu.TryLock() {
 		return
 	}
 	c.released.Add(1)
 	go func() {
 		defer c.released.Done()
-		defer c.releasing.Store(false)
+		defer c.releaseMu.Unlock()
 		_ = c.store.release() // what is left is dropped by the next release
 	}()
+}
+
+// release lets the store drop what the snapshots cover, waiting for a release under way.
+func (c *Catalog) release() error {
+	c.releaseMu.Lock()
+	defer c.releaseMu.Unlock()
+	return c.store.release()
 }
 
 // Get returns a row's value (a copy) or nil.
@@ -242,7 +249,7 @@ func (c *Catalog) Snapshot() error {
 	if err != nil {
 		return err
 	}
-	return c.store.release()
+	return c.release()
 }
 
 func (c *Catalog) snapshotLocked() error {

@@ -48,16 +48,12 @@ func OpenBucketCatalog(b storage.Bucket, dir, who string) (*Catalog, error) {
 func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower) (*Catalog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	name := path.Join(dir, "snapshot")
 	if f != nil && f.loaded {
-		info, err := b.Stat(ctx, name)
-		switch {
-		case errors.Is(err, storage.ErrNoObject):
-			info.ETag = ""
-		case err != nil:
-			return nil, fmt.Errorf("catalog: stat %s in %s: %w", name, b.Describe(), err)
+		current, err := f.current(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if info.ETag != f.etag {
+		if !current {
 			f = nil // the active master wrote a snapshot since the last refresh
 		}
 	} else {
@@ -113,7 +109,7 @@ func (c *Catalog) SnapshotIfPending() error {
 	if err != nil {
 		return fmt.Errorf("catalog: snapshot after the opening: %w", err)
 	}
-	return c.store.release()
+	return c.release()
 }
 
 // CatalogFollower is a standby master's copy of a bucket catalog, kept up to date by reading what
@@ -141,16 +137,11 @@ func NewCatalogFollower(b storage.Bucket, dir string) *CatalogFollower {
 // since, or everything again when it replaced the snapshot (which drops the logs it covers).
 func (f *CatalogFollower) Refresh(ctx context.Context) error {
 	if f.loaded {
-		info, err := f.b.Stat(ctx, path.Join(f.dir, "snapshot"))
-		switch {
-		case errors.Is(err, storage.ErrNoObject):
-			info.ETag = ""
-		case err != nil:
-			return fmt.Errorf("catalog: follow: %w", err)
+		current, err := f.current(ctx)
+		if err != nil {
+			return err
 		}
-		if info.ETag != f.etag {
-			f.loaded = false
-		}
+		f.loaded = current
 	}
 	if !f.loaded {
 		if err := f.load(ctx); err != nil {
@@ -168,6 +159,19 @@ func (f *CatalogFollower) Refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// current says whether the copy rests on the snapshot the bucket holds now.
+func (f *CatalogFollower) current(ctx context.Context) (bool, error) {
+	name := path.Join(f.dir, "snapshot")
+	info, err := f.b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, storage.ErrNoObject):
+		info.ETag = ""
+	case err != nil:
+		return false, fmt.Errorf("catalog: stat %s in %s: %w", name, f.b.Describe(), err)
+	}
+	return info.ETag == f.etag, nil
 }
 
 // load reads the snapshot (no log yet).
@@ -257,7 +261,7 @@ func (c *bucketCatalog) writeSnapshot(b []byte, seq uint64) error {
 	return nil
 }
 
-// release drops what the snapshots written so far cover. Callers run one at a time.
+// release drops what the snapshots written so far cover. Catalog.release runs one at a time.
 func (c *bucketCatalog) release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
