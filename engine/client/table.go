@@ -349,7 +349,7 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 	// master for the region's next place — bounded, should the answers go round in a circle.
 	pauses, hops := 0, 0
 	for {
-		loc, err := c.locateNotOn(ctx, t, row, false, true, refused)
+		loc, err := c.locateAfter(ctx, t, row, false, true, refused)
 		refused = nil
 		if err == nil {
 			var conn *rpc.Conn
@@ -422,12 +422,12 @@ const (
 // or the master. With wait, a lookup of a region that is moving waits at the master until it is
 // open again (up to locateWait): the request then goes on the moment the region does.
 func (c *Client) locate(ctx context.Context, t *Table, row []byte, before, wait bool) (*location, error) {
-	return c.locateNotOn(ctx, t, row, before, wait, nil)
+	return c.locateAfter(ctx, t, row, before, wait, nil)
 }
 
-// locateNotOn is locate after the location refused answered that it does not serve the region: a
+// locateAfter is locate after the location refused answered that it does not serve the region: a
 // master that still places the region there makes the lookup wait for its next place.
-func (c *Client) locateNotOn(ctx context.Context, t *Table, row []byte, before, wait bool, refused *location) (*location, error) {
+func (c *Client) locateAfter(ctx context.Context, t *Table, row []byte, before, wait bool, refused *location) (*location, error) {
 	cached := func() *location {
 		if before {
 			return c.cache.lookupBefore(t.name, row)
