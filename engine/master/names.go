@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/schema"
 )
 
@@ -35,10 +36,22 @@ func normTableName(t *pb.TableName) *pb.TableName {
 
 // The rules for names and a descriptor's numbers are the schema package's, shared with the
 // shell, the client and the region.
-func validNamespace(ns string) error               { return schema.Namespace(ns) }
-func validTableName(t *pb.TableName) error         { return schema.TableName(t) }
-func validFamilyName(f []byte) error               { return schema.Family(f) }
-func validDescriptor(td *pb.TableDescriptor) error { return schema.Descriptor(td) }
+func validNamespace(ns string) error       { return schema.Namespace(ns) }
+func validTableName(t *pb.TableName) error { return schema.TableName(t) }
+func validFamilyName(f []byte) error       { return schema.Family(f) }
+func validDescriptor(td *pb.TableDescriptor) error {
+	if err := schema.Descriptor(td); err != nil {
+		return err
+	}
+	_, err := region.ParseSplitPolicy(td.GetAttributes())
+	return err
+}
+
+// splitPolicyOf is a table's split policy (checked when the table was created or altered).
+func splitPolicyOf(t *pb.CatalogTable) region.SplitPolicy {
+	p, _ := region.ParseSplitPolicy(t.GetTable().GetAttributes())
+	return p
+}
 
 const maxReplication = schema.MaxReplication
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strconv"
@@ -113,6 +114,9 @@ func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why
 	if t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
 		return nil, errPrecondition("table %s is %s: only regions of enabled tables split", layout.TableKey(info.GetTable()), tableStateName(t.GetState()))
 	}
+	if len(key) > 0 {
+		key = splitPolicyOf(t).Cut(key) // as HBase, a requested split row is cut too
+	}
 	if len(key) > 0 && (bytes.Equal(key, info.GetStartKey()) || bytes.Compare(key, info.GetStartKey()) < 0 ||
 		len(info.GetEndKey()) > 0 && bytes.Compare(key, info.GetEndKey()) >= 0) {
 		return nil, errInvalid("split key %q is not inside region %s (%q, %q)", key, name, info.GetStartKey(), info.GetEndKey())
@@ -209,8 +213,16 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 	key := bytes.Clone(pr.p.GetSplitKey())
 	name, gen := ri.GetName(), pr.gen
 	pr.sending, pr.lastSend = true, now
+	policy := splitPolicyOf(t)
 	var row []byte
 	m.runIO(func() (err error) {
+		if key == nil && policy.Name != "" {
+			// A split without a row: the middle row, cut by the table's policy.
+			if key, err = region.SplitRowOf(m.regionStorage(), parent); err != nil {
+				return err
+			}
+			key = policy.Cut(key)
+		}
 		row, err = region.SplitClosed(m.regionStorage(), parent, lo, hi, key)
 		return err
 	}, func(err error) {
@@ -340,6 +352,10 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 		if t == nil || t.GetState() != pb.TableState_TABLE_STATE_ENABLED || rl.GetStoreFileBytes() <= size {
 			continue
 		}
+		policy := splitPolicyOf(t)
+		if policy.NoAutoSplit {
+			continue
+		}
 		if until, ok := m.splitHold[name]; ok {
 			if now.Before(until) {
 				continue
@@ -352,8 +368,17 @@ func (m *Master) splitPolicyLocked(server string, sc int64, load *pb.ServerLoad)
 		m.splitChecks[name] = true
 		var row []byte
 		m.runIO(func() (err error) {
-			row, err = region.SplitRowOf(m.regionStorage(), info)
-			return err
+			if row, err = region.SplitRowOf(m.regionStorage(), info); err != nil {
+				return err
+			}
+			cut := policy.Cut(row)
+			if !bytes.Equal(cut, row) {
+				if _, err := region.CheckSplitRow(info, cut); err != nil {
+					return fmt.Errorf("%w (the middle row %q cut to %q by the table's %s)", err, row, cut, policy.Name)
+				}
+			}
+			row = cut
+			return nil
 		}, func(err error) {
 			delete(m.splitChecks, name)
 			if err != nil {

@@ -50,6 +50,10 @@ func (r *Region) SplitPoint() ([]byte, error) {
 	return checkSplitRow(r.info, row)
 }
 
+// CheckSplitRow returns row if a region can split there (inside it, not its start row), or an
+// ErrCannotSplit.
+func CheckSplitRow(parent Info, row []byte) ([]byte, error) { return checkSplitRow(parent, row) }
+
 func checkSplitRow(parent Info, row []byte) ([]byte, error) {
 	if len(row) == 0 || bytes.Equal(row, parent.StartKey) || !parent.ContainsRow(row) {
 		return nil, fmt.Errorf("%w: split row %q is not inside region %s (%q, %q)", ErrCannotSplit, row,

@@ -203,6 +203,17 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 		return err
 	}
 	defer r.unlockRows(locks)
+	req, err := r.resolveMutations(ms)
+	if err != nil {
+		return err
+	}
+	_, err = r.write(req, true)
+	return err
+}
+
+// resolveMutations makes the write of valid mutations (cells of one row together), under their
+// row locks.
+func (r *Region) resolveMutations(ms []*Mutation) (*writeReq, error) {
 	now := r.nowMs()
 	req := &writeReq{rows: make([]rowEdit, 0, len(ms))}
 	byRow := make(map[string]int, len(ms))
@@ -219,12 +230,11 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 		}
 		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.rows[i].cells = append(req.rows[i].cells, cells...)
 	}
-	_, err = r.write(req, true)
-	return err
+	return req, nil
 }
 
 // resolveOps turns ops into cells: "now" timestamps, delete-row
@@ -517,4 +527,56 @@ func dedupeCells(cells []cell.KeyValue) []cell.KeyValue {
 		}
 	}
 	return out
+}
+
+// MutateRows applies mutations of several rows of the region as one atomic edit, all or none
+// (HBase's MultiRowMutationEndpoint): readers see every row changed or none. With conditions
+// (check-and-mutate conditions without mutations of their own, each on a row of the region) it
+// applies them only when every one holds, checked under the same row locks; it reports whether it
+// applied them. Any invalid mutation or condition fails the whole call.
+func (r *Region) MutateRows(ms []*Mutation, conds []*CheckAndMutate) (bool, error) {
+	if err := r.checkOpen(); err != nil {
+		return false, err
+	}
+	if len(ms) == 0 {
+		return false, fmt.Errorf("%w: MutateRows without mutations", ErrInvalid)
+	}
+	rows := make([][]byte, 0, len(ms)+len(conds))
+	for _, m := range ms {
+		if err := r.validateMutation(m); err != nil {
+			return false, err
+		}
+		rows = append(rows, m.Row)
+	}
+	for _, c := range conds {
+		if c == nil || len(c.Mutations) > 0 {
+			return false, fmt.Errorf("%w: a MutateRows condition carries mutations of its own", ErrInvalid)
+		}
+		if err := r.checkRow(c.Row); err != nil {
+			return false, err
+		}
+		if c.Filter == nil && r.familyIndex(c.Family) < 0 {
+			return false, fmt.Errorf("%w: %q", ErrNoSuchFamily, c.Family)
+		}
+		rows = append(rows, c.Row)
+	}
+	locks, err := r.lockRows(rows)
+	if err != nil {
+		return false, err
+	}
+	defer r.unlockRows(locks)
+	for _, c := range conds {
+		ok, err := r.checkCondition(c)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	req, err := r.resolveMutations(ms)
+	if err != nil {
+		return false, err
+	}
+	if _, err := r.write(req, true); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -28,6 +28,9 @@ func (s *Server) handlers() map[uint32]rpc.Handler {
 		uint32(pb.Method_METHOD_MUTATE): s.handleMutate,
 		uint32(pb.Method_METHOD_MULTI):  s.handleMulti,
 		uint32(pb.Method_METHOD_SCAN):   s.handleScan,
+
+		uint32(pb.Method_METHOD_AGGREGATE):   s.handleAggregate,
+		uint32(pb.Method_METHOD_BULK_DELETE): s.handleBulkDelete,
 	}
 }
 
@@ -420,26 +423,41 @@ func (s *Server) checkAndMutate(c *rpc.Call, r *region.Region, or *onlineRegion,
 	if len(cond.GetRow()) > 0 && !bytes.Equal(cond.GetRow(), row) {
 		return false, invalid("condition row %q differs from the mutation row %q", cond.GetRow(), row)
 	}
-	tr, err := convertTimeRange(cond.GetTimeRange())
+	cm, d := s.conditionOf(c, or, cond, row)
+	if d != nil {
+		return false, d
+	}
+	cm.Mutations = ms
+	s.m.writeRequests.Add(1)
+	ok, err := r.CheckAndMutate(cm)
 	if err != nil {
 		return false, s.errDetail(err, or.name)
 	}
+	return ok, nil
+}
+
+// conditionOf converts the condition of a check-and-mutate on row.
+func (s *Server) conditionOf(c *rpc.Call, or *onlineRegion, cond *pb.Condition, row []byte) (*region.CheckAndMutate, *pb.ErrorDetail) {
+	tr, err := convertTimeRange(cond.GetTimeRange())
+	if err != nil {
+		return nil, s.errDetail(err, or.name)
+	}
 	// The check sees what a get by the caller would (visibility labels); its READ on the
 	// checked column was asked by mayCheck.
-	cm := &region.CheckAndMutate{Row: row, TimeRange: tr, Mutations: ms, CellCheck: s.withVisibility(c, nil, nil)}
+	cm := &region.CheckAndMutate{Row: row, TimeRange: tr, CellCheck: s.withVisibility(c, nil, nil)}
 	if cond.GetFilter() != nil {
 		f, err := convertFilter(cond.GetFilter())
 		if err != nil {
-			return false, s.errDetail(err, or.name)
+			return nil, s.errDetail(err, or.name)
 		}
 		cm.Filter = f
 	} else {
 		if len(cond.GetFamily()) == 0 {
-			return false, invalid("condition names no family and no filter")
+			return nil, invalid("condition names no family and no filter")
 		}
 		op, err := convertOp(cond.GetOp())
 		if err != nil {
-			return false, s.errDetail(err, or.name)
+			return nil, s.errDetail(err, or.name)
 		}
 		cm.Family, cm.Qualifier, cm.Op = cond.GetFamily(), cond.GetQualifier(), op
 		if cm.Qualifier == nil {
@@ -456,15 +474,46 @@ func (s *Server) checkAndMutate(c *rpc.Call, r *region.Region, or *onlineRegion,
 		default:
 			cmp, err := convertComparator(cond.GetComparator())
 			if err != nil {
-				return false, s.errDetail(err, or.name)
+				return nil, s.errDetail(err, or.name)
 			}
 			cm.Family, cm.Qualifier = nil, nil
 			cm.Filter = &filter.SingleColumnValueFilter{Family: cond.GetFamily(), Qualifier: cond.GetQualifier(), Op: op,
 				Comparator: cmp, FilterIfMissing: true, LatestVersionOnly: true}
 		}
 	}
-	s.m.writeRequests.Add(1)
-	ok, err := r.CheckAndMutate(cm)
+	return cm, nil
+}
+
+// mutateRows applies an atomic multi-row region action (HBase's MultiRowMutationEndpoint): its
+// mutations, of rows of this region, all or none, when its conditions hold.
+func (s *Server) mutateRows(c *rpc.Call, r *region.Region, or *onlineRegion, ra *pb.RegionAction, ms []*region.Mutation) (bool, *pb.ErrorDetail) {
+	conds := ra.GetConditions()
+	if ra.GetCondition() != nil {
+		conds = append([]*pb.Condition{ra.GetCondition()}, conds...)
+	}
+	var cms []*region.CheckAndMutate
+	for _, cond := range conds {
+		if len(cond.GetRow()) == 0 {
+			return false, invalid("a multi-row condition names no row")
+		}
+		if d := s.mayCheck(c, or, cond); d != nil {
+			return false, d
+		}
+		cm, d := s.conditionOf(c, or, cond, cond.GetRow())
+		if d != nil {
+			return false, d
+		}
+		cms = append(cms, cm)
+	}
+	for _, m := range ms {
+		if !or.contains(m.Row) {
+			return false, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
+				Message: fmt.Sprintf("row %q is not in region %s: an atomic multi-row mutation takes rows of one region "+
+					"(a KeyPrefixRegionSplitPolicy or DelimitedKeyPrefixRegionSplitPolicy keeps rows of a prefix together)", m.Row, or.name)}
+		}
+	}
+	s.m.writeRequests.Add(int64(len(ms)))
+	ok, err := r.MutateRows(ms, cms)
 	if err != nil {
 		return false, s.errDetail(err, or.name)
 	}
@@ -574,8 +623,8 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 				rar.Exception = s.errDetail(err, name)
 				return rar, out
 			}
-			if len(ms) > 0 && !bytes.Equal(mu.Row, ms[0].Row) {
-				rar.Exception = invalid("atomic row mutations must share one row (%q and %q)", ms[0].Row, mu.Row)
+			if !ra.GetMultiRow() && len(ms) > 0 && !bytes.Equal(mu.Row, ms[0].Row) {
+				rar.Exception = invalid("atomic row mutations must share one row (%q and %q); several rows of one region take multi_row", ms[0].Row, mu.Row)
 				return rar, out
 			}
 			ms = append(ms, mu)
@@ -588,14 +637,25 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 			rar.Exception = d
 			return rar, out
 		}
-		if ra.GetCondition() != nil {
+		switch {
+		case ra.GetMultiRow():
+			ok, d := s.mutateRows(c, r, or, ra, ms)
+			if d != nil {
+				rar.Exception = d
+				return rar, out
+			}
+			rar.Processed = ok
+		case len(ra.GetConditions()) > 0:
+			rar.Exception = invalid("a list of conditions takes multi_row")
+			return rar, out
+		case ra.GetCondition() != nil:
 			ok, d := s.checkAndMutate(c, r, or, ra.GetCondition(), ms)
 			if d != nil {
 				rar.Exception = d
 				return rar, out
 			}
 			rar.Processed = ok
-		} else {
+		default:
 			s.m.writeRequests.Add(1)
 			if err := r.MutateRow(ms); err != nil {
 				rar.Exception = s.errDetail(err, name)

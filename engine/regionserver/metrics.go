@@ -24,6 +24,7 @@ type metrics struct {
 	failedOpens, pressureFlushes, backlogFlushes atomic.Int64
 	walFailures                                  atomic.Int64
 	walArchivedUnits, walArchiveErrors           atomic.Int64
+	aggregates, bulkDeletes, bulkDeletedRows     atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
@@ -116,6 +117,9 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("mutate_request_count_total", "Mutate calls.", &m.mutates),
 		counter("multi_request_count_total", "Multi calls.", &m.multis),
 		counter("scan_request_count_total", "Scan calls (open and next).", &m.scans),
+		counter("aggregate_request_count_total", "Aggregation endpoint calls (HBase's AggregateService).", &m.aggregates),
+		counter("bulk_delete_request_count_total", "Bulk delete endpoint calls (HBase's BulkDeleteService).", &m.bulkDeletes),
+		counter("bulk_deleted_row_count_total", "Rows bulk delete calls deleted in.", &m.bulkDeletedRows),
 		counter("read_request_count_total", "Read requests: gets and scanner opens (HBase readRequestCount).", &m.readRequests),
 		counter("write_request_count_total", "Write requests (HBase writeRequestCount).", &m.writeRequests),
 		counter("throttled_request_count_total", "Requests refused by quotas.", &m.throttled),

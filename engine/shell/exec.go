@@ -50,6 +50,8 @@ func init() {
 		"deleteall":        {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]][, {VISIBILITY => 'secret'}]"},
 		"incr":             {(*Shell).incr, "incr 't', 'row', 'f:q'[, amount]"},
 		"count":            {(*Shell).count, "count 't'[, {INTERVAL => n}]"},
+		"aggregate":        {(*Shell).aggregate, "aggregate 't', 'f:q'[, {TYPE => 'long' | 'double', MEDIAN => true, STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', TIMERANGE => [from, to], VERSIONS => n}] (count, sum, min, max, avg, std of a column's 8-byte numbers, computed in the region servers)"},
+		"bulk_delete":      {(*Shell).bulkDelete, "bulk_delete 't', {DELETE_TYPE => 'ROW' | 'FAMILY' | 'COLUMN' | 'VERSION', STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', COLUMNS => [...], TIMERANGE => [from, to], VERSIONS => n, TIMESTAMP => ts, BATCH => rows} (deletes what the scan reads, in the region servers)"},
 		"list":             {(*Shell).list, "list['regex']"},
 		"describe":         {(*Shell).describe, "describe 't'"},
 		"alter":            {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2}"},
@@ -389,9 +391,19 @@ func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return scanFromHash(h, "scan", func(k string, _ Value) bool { return k == "INTERVAL" }) // INTERVAL: count's option
+}
+
+// scanFromHash reads a scan's options from a hash; the keys other says are its command's own
+// are left to it.
+func scanFromHash(h Value, cmd string, other func(k string, v Value) bool) (*pb.Scan, error) {
 	sc := &pb.Scan{}
+	var err error
 	for _, k := range h.Keys {
 		v := h.Map[k]
+		if other != nil && other(k, v) {
+			continue
+		}
 		switch k {
 		case "STARTROW":
 			sc.StartRow = ParseBinary(v.Text())
@@ -415,10 +427,11 @@ func (s *Shell) scanOf(args []Value) (*pb.Scan, error) {
 			sc.Consistency, err = consistency(v)
 		case "AUTHORIZATIONS":
 			sc.Attributes, err = authorizations(sc.Attributes, v)
-		case "INTERVAL":
-			// count's option: ignored by the scan itself
+		case "ROWPREFIXFILTER":
+			p := ParseBinary(v.Text())
+			sc.StartRow, sc.StopRow = p, prefixEnd(p)
 		default:
-			err = usage("scan does not know %s", k)
+			err = usage("%s does not know %s", cmd, k)
 		}
 		if err != nil {
 			return nil, err

@@ -50,6 +50,12 @@ func TestUsageErrors(t *testing.T) {
 		`create 't', {NAME => 'f', VERSIONS => 99999999999}`:             "VERSIONS 99999999999 is out of range",
 		`scan 't', {LIMIT => 4294967297}`:                                "LIMIT 4294967297 is out of range",
 		`create 't', 'f', {NUMREGIONS => 4294967298}`:                    "NUMREGIONS 4294967298 is out of range",
+		`aggregate 't', 'f:q', {TYPE => 'int'}`:                          "TYPE is 'long' or 'double'",
+		`aggregate 't', 'f:q', {REVERSED => true}`:                       "it does not take REVERSED",
+		`aggregate 't', 'f:q', {NOPE => 1}`:                              "aggregate does not know NOPE",
+		`bulk_delete 't'`:                                                "bulk_delete takes a table and",
+		`bulk_delete 't', {DELETE_TYPE => 'CELL'}`:                       "DELETE_TYPE is ROW, FAMILY, COLUMN or VERSION",
+		`bulk_delete 't', {TIMESTAMP => -1}`:                             "TIMESTAMP takes a timestamp",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError

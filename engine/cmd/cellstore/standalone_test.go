@@ -197,6 +197,25 @@ func TestStandaloneSmoke(t *testing.T) {
 	if strings.Contains(out, "value=gone") || !strings.Contains(out, "value=kept") || !strings.Contains(out, "4 row(s)") {
 		t.Fatalf("cells with TTLs:\n%s", out)
 	}
+	// Server-side compute from the shell: counters aggregated in the region server, then deleted
+	// by a bulk delete.
+	out = runShell(t, bin, p.master, "incr 't1', 'n1', 'cf:n', 5; incr 't1', 'n2', 'cf:n', 7; incr 't1', 'n3', 'cf:n', -3; "+
+		"aggregate 't1', 'cf:n', {ROWPREFIXFILTER => 'n', MEDIAN => true}")
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			got[f[0]] = f[1]
+		}
+	}
+	for k, want := range map[string]string{"values": "3", "sum": "9", "min": "-3", "max": "7", "avg": "3", "median": "5"} {
+		if got[k] != want {
+			t.Fatalf("aggregate: %s = %q, want %q\n%s", k, got[k], want, out)
+		}
+	}
+	out = runShell(t, bin, p.master, "bulk_delete 't1', {ROWPREFIXFILTER => 'n'}; count 't1'")
+	if !strings.Contains(out, "3 row(s) deleted") || !strings.Contains(out, "4 row(s)") {
+		t.Fatalf("bulk_delete:\n%s", out)
+	}
 	p.stop(t, os.Interrupt)
 }
 

@@ -31,6 +31,8 @@ const (
 	Method_METHOD_MUTATE      Method = 3
 	Method_METHOD_MULTI       Method = 4
 	Method_METHOD_SCAN        Method = 5
+	Method_METHOD_AGGREGATE   Method = 6
+	Method_METHOD_BULK_DELETE Method = 7
 )
 
 // Enum value maps for Method.
@@ -42,6 +44,8 @@ var (
 		3: "METHOD_MUTATE",
 		4: "METHOD_MULTI",
 		5: "METHOD_SCAN",
+		6: "METHOD_AGGREGATE",
+		7: "METHOD_BULK_DELETE",
 	}
 	Method_value = map[string]int32{
 		"METHOD_UNSPECIFIED": 0,
@@ -50,6 +54,8 @@ var (
 		"METHOD_MUTATE":      3,
 		"METHOD_MULTI":       4,
 		"METHOD_SCAN":        5,
+		"METHOD_AGGREGATE":   6,
+		"METHOD_BULK_DELETE": 7,
 	}
 )
 
@@ -78,6 +84,55 @@ func (x Method) Number() protoreflect.EnumNumber {
 // Deprecated: Use Method.Descriptor instead.
 func (Method) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{0}
+}
+
+// How a cell's value reads as a number (HBase's column interpreters): LONG is an 8-byte
+// big-endian two's complement integer (LongColumnInterpreter), DOUBLE an 8-byte big-endian IEEE
+// 754 double (DoubleColumnInterpreter). Values of another length are not numbers and are skipped.
+type ValueType int32
+
+const (
+	ValueType_VALUE_TYPE_LONG   ValueType = 0
+	ValueType_VALUE_TYPE_DOUBLE ValueType = 1
+)
+
+// Enum value maps for ValueType.
+var (
+	ValueType_name = map[int32]string{
+		0: "VALUE_TYPE_LONG",
+		1: "VALUE_TYPE_DOUBLE",
+	}
+	ValueType_value = map[string]int32{
+		"VALUE_TYPE_LONG":   0,
+		"VALUE_TYPE_DOUBLE": 1,
+	}
+)
+
+func (x ValueType) Enum() *ValueType {
+	p := new(ValueType)
+	*p = x
+	return p
+}
+
+func (x ValueType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ValueType) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_client_proto_enumTypes[1].Descriptor()
+}
+
+func (ValueType) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_client_proto_enumTypes[1]
+}
+
+func (x ValueType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ValueType.Descriptor instead.
+func (ValueType) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{1}
 }
 
 type MutationProto_Type int32
@@ -116,11 +171,11 @@ func (x MutationProto_Type) String() string {
 }
 
 func (MutationProto_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_client_proto_enumTypes[1].Descriptor()
+	return file_cellstore_v1_client_proto_enumTypes[2].Descriptor()
 }
 
 func (MutationProto_Type) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_client_proto_enumTypes[1]
+	return &file_cellstore_v1_client_proto_enumTypes[2]
 }
 
 func (x MutationProto_Type) Number() protoreflect.EnumNumber {
@@ -130,6 +185,62 @@ func (x MutationProto_Type) Number() protoreflect.EnumNumber {
 // Deprecated: Use MutationProto_Type.Descriptor instead.
 func (MutationProto_Type) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{8, 0}
+}
+
+type BulkDeleteRequest_DeleteType int32
+
+const (
+	// Every matched row, whole.
+	BulkDeleteRequest_DELETE_TYPE_ROW BulkDeleteRequest_DeleteType = 0
+	// The families the scan returned cells of, in each matched row.
+	BulkDeleteRequest_DELETE_TYPE_FAMILY BulkDeleteRequest_DeleteType = 1
+	// The columns (all versions up to the timestamp) the scan returned cells of.
+	BulkDeleteRequest_DELETE_TYPE_COLUMN BulkDeleteRequest_DeleteType = 2
+	// Exactly the versions the scan returned (or, with a timestamp, the version at it).
+	BulkDeleteRequest_DELETE_TYPE_VERSION BulkDeleteRequest_DeleteType = 3
+)
+
+// Enum value maps for BulkDeleteRequest_DeleteType.
+var (
+	BulkDeleteRequest_DeleteType_name = map[int32]string{
+		0: "DELETE_TYPE_ROW",
+		1: "DELETE_TYPE_FAMILY",
+		2: "DELETE_TYPE_COLUMN",
+		3: "DELETE_TYPE_VERSION",
+	}
+	BulkDeleteRequest_DeleteType_value = map[string]int32{
+		"DELETE_TYPE_ROW":     0,
+		"DELETE_TYPE_FAMILY":  1,
+		"DELETE_TYPE_COLUMN":  2,
+		"DELETE_TYPE_VERSION": 3,
+	}
+)
+
+func (x BulkDeleteRequest_DeleteType) Enum() *BulkDeleteRequest_DeleteType {
+	p := new(BulkDeleteRequest_DeleteType)
+	*p = x
+	return p
+}
+
+func (x BulkDeleteRequest_DeleteType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BulkDeleteRequest_DeleteType) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_client_proto_enumTypes[3].Descriptor()
+}
+
+func (BulkDeleteRequest_DeleteType) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_client_proto_enumTypes[3]
+}
+
+func (x BulkDeleteRequest_DeleteType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BulkDeleteRequest_DeleteType.Descriptor instead.
+func (BulkDeleteRequest_DeleteType) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{24, 0}
 }
 
 // RegionSpecifier names a region by its encoded name.
@@ -1004,13 +1115,18 @@ func (x *Action) GetGet() *Get {
 }
 
 // RegionAction groups a multi request's actions for one region. With atomic set, the actions are
-// mutations of one row applied together (RowMutations), under condition when one is given.
+// mutations of one row applied together (RowMutations), under condition when one is given. With
+// multi_row too, they may be mutations of several rows of the region, applied all or none as one
+// edit (HBase's MultiRowMutationEndpoint), when every one of conditions holds.
 type RegionAction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Region        *RegionSpecifier       `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	Atomic        bool                   `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
-	Condition     *Condition             `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Region    *RegionSpecifier       `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Atomic    bool                   `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	Actions   []*Action              `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	Condition *Condition             `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
+	MultiRow  bool                   `protobuf:"varint,5,opt,name=multi_row,json=multiRow,proto3" json:"multi_row,omitempty"`
+	// multi_row: conditions on rows of the region, each a column check or a filter; all must hold.
+	Conditions    []*Condition `protobuf:"bytes,6,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1069,6 +1185,20 @@ func (x *RegionAction) GetActions() []*Action {
 func (x *RegionAction) GetCondition() *Condition {
 	if x != nil {
 		return x.Condition
+	}
+	return nil
+}
+
+func (x *RegionAction) GetMultiRow() bool {
+	if x != nil {
+		return x.MultiRow
+	}
+	return false
+}
+
+func (x *RegionAction) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
 	}
 	return nil
 }
@@ -1735,6 +1865,456 @@ func (x *ScanResponse) GetStale() bool {
 	return false
 }
 
+// Histogram asks an aggregation to count the values whose order key (engine/aggregate.Key: the
+// values' order as unsigned integers) lies in [lo, hi], in `buckets` buckets of equal width, and
+// to return those keys themselves when the region has at most max_values of them. The client
+// narrows a median down with it.
+type Histogram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lo            uint64                 `protobuf:"varint,1,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint64                 `protobuf:"varint,2,opt,name=hi,proto3" json:"hi,omitempty"`
+	Buckets       int32                  `protobuf:"varint,3,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	MaxValues     int32                  `protobuf:"varint,4,opt,name=max_values,json=maxValues,proto3" json:"max_values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Histogram) Reset() {
+	*x = Histogram{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Histogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Histogram) ProtoMessage() {}
+
+func (x *Histogram) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
+func (*Histogram) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Histogram) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *Histogram) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *Histogram) GetBuckets() int32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *Histogram) GetMaxValues() int32 {
+	if x != nil {
+		return x.MaxValues
+	}
+	return 0
+}
+
+// AggregateRequest folds the values of a scan of one region (HBase's AggregateImplementation).
+type AggregateRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region *RegionSpecifier       `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// The rows and the column: one family and at most one qualifier (HBase's rule); the scan's
+	// filter, time range and versions apply. Not reversed, not raw.
+	Scan      *Scan     `protobuf:"bytes,2,opt,name=scan,proto3" json:"scan,omitempty"`
+	ValueType ValueType `protobuf:"varint,3,opt,name=value_type,json=valueType,proto3,enum=cellstore.v1.ValueType" json:"value_type,omitempty"`
+	// Server-side time budget of this call in ms (0: the server's); past it the answer covers the
+	// rows before resume_row and the client asks again from there.
+	TimeLimitMs   int64      `protobuf:"varint,4,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	Histogram     *Histogram `protobuf:"bytes,5,opt,name=histogram,proto3" json:"histogram,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateRequest) Reset() {
+	*x = AggregateRequest{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateRequest) ProtoMessage() {}
+
+func (x *AggregateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateRequest.ProtoReflect.Descriptor instead.
+func (*AggregateRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AggregateRequest) GetRegion() *RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *AggregateRequest) GetScan() *Scan {
+	if x != nil {
+		return x.Scan
+	}
+	return nil
+}
+
+func (x *AggregateRequest) GetValueType() ValueType {
+	if x != nil {
+		return x.ValueType
+	}
+	return ValueType_VALUE_TYPE_LONG
+}
+
+func (x *AggregateRequest) GetTimeLimitMs() int64 {
+	if x != nil {
+		return x.TimeLimitMs
+	}
+	return 0
+}
+
+func (x *AggregateRequest) GetHistogram() *Histogram {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+type AggregateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows the scan returned cells of, numbers or not (HBase's rowNum).
+	Rows int64 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Values read as numbers, and cells skipped because they were not (wrong length).
+	Values  int64 `protobuf:"varint,2,opt,name=values,proto3" json:"values,omitempty"`
+	Skipped int64 `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Sum of the values: wrapping int64 for LONG (as Java's long), double for DOUBLE.
+	SumLong    int64   `protobuf:"varint,4,opt,name=sum_long,json=sumLong,proto3" json:"sum_long,omitempty"`
+	SumDouble  float64 `protobuf:"fixed64,5,opt,name=sum_double,json=sumDouble,proto3" json:"sum_double,omitempty"`
+	SumSquares float64 `protobuf:"fixed64,6,opt,name=sum_squares,json=sumSquares,proto3" json:"sum_squares,omitempty"`
+	// Order keys of the smallest and largest value (when values > 0).
+	MinKey uint64 `protobuf:"varint,7,opt,name=min_key,json=minKey,proto3" json:"min_key,omitempty"`
+	MaxKey uint64 `protobuf:"varint,8,opt,name=max_key,json=maxKey,proto3" json:"max_key,omitempty"`
+	// Histogram: values below lo, the buckets' counts, and the keys in [lo, hi] when there were
+	// at most max_values of them (keys_complete).
+	Below        int64    `protobuf:"varint,9,opt,name=below,proto3" json:"below,omitempty"`
+	Buckets      []int64  `protobuf:"varint,10,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
+	Keys         []uint64 `protobuf:"varint,11,rep,packed,name=keys,proto3" json:"keys,omitempty"`
+	KeysComplete bool     `protobuf:"varint,12,opt,name=keys_complete,json=keysComplete,proto3" json:"keys_complete,omitempty"`
+	// Not empty: the time budget ran out; rows from resume_row on were not read yet.
+	ResumeRow     []byte `protobuf:"bytes,13,opt,name=resume_row,json=resumeRow,proto3" json:"resume_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateResponse) Reset() {
+	*x = AggregateResponse{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateResponse) ProtoMessage() {}
+
+func (x *AggregateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateResponse.ProtoReflect.Descriptor instead.
+func (*AggregateResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AggregateResponse) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetValues() int64 {
+	if x != nil {
+		return x.Values
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetSumLong() int64 {
+	if x != nil {
+		return x.SumLong
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetSumDouble() float64 {
+	if x != nil {
+		return x.SumDouble
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetSumSquares() float64 {
+	if x != nil {
+		return x.SumSquares
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetMinKey() uint64 {
+	if x != nil {
+		return x.MinKey
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetMaxKey() uint64 {
+	if x != nil {
+		return x.MaxKey
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetBelow() int64 {
+	if x != nil {
+		return x.Below
+	}
+	return 0
+}
+
+func (x *AggregateResponse) GetBuckets() []int64 {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *AggregateResponse) GetKeys() []uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *AggregateResponse) GetKeysComplete() bool {
+	if x != nil {
+		return x.KeysComplete
+	}
+	return false
+}
+
+func (x *AggregateResponse) GetResumeRow() []byte {
+	if x != nil {
+		return x.ResumeRow
+	}
+	return nil
+}
+
+// BulkDeleteRequest deletes what a scan of one region matches (HBase's BulkDeleteEndpoint), in
+// batches of rows_per_batch rows, each one atomic edit.
+type BulkDeleteRequest struct {
+	state      protoimpl.MessageState       `protogen:"open.v1"`
+	Region     *RegionSpecifier             `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Scan       *Scan                        `protobuf:"bytes,2,opt,name=scan,proto3" json:"scan,omitempty"`
+	DeleteType BulkDeleteRequest_DeleteType `protobuf:"varint,3,opt,name=delete_type,json=deleteType,proto3,enum=cellstore.v1.BulkDeleteRequest_DeleteType" json:"delete_type,omitempty"`
+	// The delete markers' timestamp; unset: now (ROW, FAMILY, COLUMN) or each cell's own (VERSION).
+	Timestamp *int64 `protobuf:"varint,4,opt,name=timestamp,proto3,oneof" json:"timestamp,omitempty"`
+	// Rows per atomic batch (0: 1000).
+	RowsPerBatch  int32 `protobuf:"varint,5,opt,name=rows_per_batch,json=rowsPerBatch,proto3" json:"rows_per_batch,omitempty"`
+	TimeLimitMs   int64 `protobuf:"varint,6,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkDeleteRequest) Reset() {
+	*x = BulkDeleteRequest{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkDeleteRequest) ProtoMessage() {}
+
+func (x *BulkDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkDeleteRequest.ProtoReflect.Descriptor instead.
+func (*BulkDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *BulkDeleteRequest) GetRegion() *RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *BulkDeleteRequest) GetScan() *Scan {
+	if x != nil {
+		return x.Scan
+	}
+	return nil
+}
+
+func (x *BulkDeleteRequest) GetDeleteType() BulkDeleteRequest_DeleteType {
+	if x != nil {
+		return x.DeleteType
+	}
+	return BulkDeleteRequest_DELETE_TYPE_ROW
+}
+
+func (x *BulkDeleteRequest) GetTimestamp() int64 {
+	if x != nil && x.Timestamp != nil {
+		return *x.Timestamp
+	}
+	return 0
+}
+
+func (x *BulkDeleteRequest) GetRowsPerBatch() int32 {
+	if x != nil {
+		return x.RowsPerBatch
+	}
+	return 0
+}
+
+func (x *BulkDeleteRequest) GetTimeLimitMs() int64 {
+	if x != nil {
+		return x.TimeLimitMs
+	}
+	return 0
+}
+
+type BulkDeleteResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RowsDeleted int64                  `protobuf:"varint,1,opt,name=rows_deleted,json=rowsDeleted,proto3" json:"rows_deleted,omitempty"`
+	// VERSION deletes: the versions deleted.
+	VersionsDeleted int64 `protobuf:"varint,2,opt,name=versions_deleted,json=versionsDeleted,proto3" json:"versions_deleted,omitempty"`
+	// Not empty: the time budget ran out; rows from resume_row on were not looked at yet.
+	ResumeRow     []byte `protobuf:"bytes,3,opt,name=resume_row,json=resumeRow,proto3" json:"resume_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkDeleteResponse) Reset() {
+	*x = BulkDeleteResponse{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkDeleteResponse) ProtoMessage() {}
+
+func (x *BulkDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkDeleteResponse.ProtoReflect.Descriptor instead.
+func (*BulkDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BulkDeleteResponse) GetRowsDeleted() int64 {
+	if x != nil {
+		return x.RowsDeleted
+	}
+	return 0
+}
+
+func (x *BulkDeleteResponse) GetVersionsDeleted() int64 {
+	if x != nil {
+		return x.VersionsDeleted
+	}
+	return 0
+}
+
+func (x *BulkDeleteResponse) GetResumeRow() []byte {
+	if x != nil {
+		return x.ResumeRow
+	}
+	return nil
+}
+
 type ConnectionHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user the client names itself. Trusted only while security is off; with security on the
@@ -1749,7 +2329,7 @@ type ConnectionHeader struct {
 
 func (x *ConnectionHeader) Reset() {
 	*x = ConnectionHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	mi := &file_cellstore_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +2341,7 @@ func (x *ConnectionHeader) String() string {
 func (*ConnectionHeader) ProtoMessage() {}
 
 func (x *ConnectionHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	mi := &file_cellstore_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +2354,7 @@ func (x *ConnectionHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionHeader.ProtoReflect.Descriptor instead.
 func (*ConnectionHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConnectionHeader) GetUser() string {
@@ -1811,7 +2391,7 @@ type RequestHeader struct {
 
 func (x *RequestHeader) Reset() {
 	*x = RequestHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	mi := &file_cellstore_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2403,7 @@ func (x *RequestHeader) String() string {
 func (*RequestHeader) ProtoMessage() {}
 
 func (x *RequestHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	mi := &file_cellstore_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2416,7 @@ func (x *RequestHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHeader.ProtoReflect.Descriptor instead.
 func (*RequestHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequestHeader) GetCallId() uint64 {
@@ -1871,7 +2451,7 @@ type ResponseHeader struct {
 
 func (x *ResponseHeader) Reset() {
 	*x = ResponseHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	mi := &file_cellstore_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2463,7 @@ func (x *ResponseHeader) String() string {
 func (*ResponseHeader) ProtoMessage() {}
 
 func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	mi := &file_cellstore_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2476,7 @@ func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHeader.ProtoReflect.Descriptor instead.
 func (*ResponseHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResponseHeader) GetCallId() uint64 {
@@ -2009,12 +2589,16 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\x06Action\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x127\n" +
 	"\bmutation\x18\x02 \x01(\v2\x1b.cellstore.v1.MutationProtoR\bmutation\x12#\n" +
-	"\x03get\x18\x03 \x01(\v2\x11.cellstore.v1.GetR\x03get\"\xc4\x01\n" +
+	"\x03get\x18\x03 \x01(\v2\x11.cellstore.v1.GetR\x03get\"\x9a\x02\n" +
 	"\fRegionAction\x125\n" +
 	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12\x16\n" +
 	"\x06atomic\x18\x02 \x01(\bR\x06atomic\x12.\n" +
 	"\aactions\x18\x03 \x03(\v2\x14.cellstore.v1.ActionR\aactions\x125\n" +
-	"\tcondition\x18\x04 \x01(\v2\x17.cellstore.v1.ConditionR\tcondition\"r\n" +
+	"\tcondition\x18\x04 \x01(\v2\x17.cellstore.v1.ConditionR\tcondition\x12\x1b\n" +
+	"\tmulti_row\x18\x05 \x01(\bR\bmultiRow\x127\n" +
+	"\n" +
+	"conditions\x18\x06 \x03(\v2\x17.cellstore.v1.ConditionR\n" +
+	"conditions\"r\n" +
 	"\fMultiRequest\x12A\n" +
 	"\x0eregion_actions\x18\x01 \x03(\v2\x1a.cellstore.v1.RegionActionR\rregionActions\x12\x1f\n" +
 	"\vnonce_group\x18\x02 \x01(\x04R\n" +
@@ -2084,7 +2668,59 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\theartbeat\x18\a \x01(\bR\theartbeat\x12\x1d\n" +
 	"\n" +
 	"cursor_row\x18\b \x01(\fR\tcursorRow\x12\x14\n" +
-	"\x05stale\x18\t \x01(\bR\x05stale\"T\n" +
+	"\x05stale\x18\t \x01(\bR\x05stale\"d\n" +
+	"\tHistogram\x12\x0e\n" +
+	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x02 \x01(\x04R\x02hi\x12\x18\n" +
+	"\abuckets\x18\x03 \x01(\x05R\abuckets\x12\x1d\n" +
+	"\n" +
+	"max_values\x18\x04 \x01(\x05R\tmaxValues\"\x84\x02\n" +
+	"\x10AggregateRequest\x125\n" +
+	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12&\n" +
+	"\x04scan\x18\x02 \x01(\v2\x12.cellstore.v1.ScanR\x04scan\x126\n" +
+	"\n" +
+	"value_type\x18\x03 \x01(\x0e2\x17.cellstore.v1.ValueTypeR\tvalueType\x12\"\n" +
+	"\rtime_limit_ms\x18\x04 \x01(\x03R\vtimeLimitMs\x125\n" +
+	"\thistogram\x18\x05 \x01(\v2\x17.cellstore.v1.HistogramR\thistogram\"\xee\x02\n" +
+	"\x11AggregateResponse\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x16\n" +
+	"\x06values\x18\x02 \x01(\x03R\x06values\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\x12\x19\n" +
+	"\bsum_long\x18\x04 \x01(\x03R\asumLong\x12\x1d\n" +
+	"\n" +
+	"sum_double\x18\x05 \x01(\x01R\tsumDouble\x12\x1f\n" +
+	"\vsum_squares\x18\x06 \x01(\x01R\n" +
+	"sumSquares\x12\x17\n" +
+	"\amin_key\x18\a \x01(\x04R\x06minKey\x12\x17\n" +
+	"\amax_key\x18\b \x01(\x04R\x06maxKey\x12\x14\n" +
+	"\x05below\x18\t \x01(\x03R\x05below\x12\x18\n" +
+	"\abuckets\x18\n" +
+	" \x03(\x03R\abuckets\x12\x12\n" +
+	"\x04keys\x18\v \x03(\x04R\x04keys\x12#\n" +
+	"\rkeys_complete\x18\f \x01(\bR\fkeysComplete\x12\x1d\n" +
+	"\n" +
+	"resume_row\x18\r \x01(\fR\tresumeRow\"\xa6\x03\n" +
+	"\x11BulkDeleteRequest\x125\n" +
+	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12&\n" +
+	"\x04scan\x18\x02 \x01(\v2\x12.cellstore.v1.ScanR\x04scan\x12K\n" +
+	"\vdelete_type\x18\x03 \x01(\x0e2*.cellstore.v1.BulkDeleteRequest.DeleteTypeR\n" +
+	"deleteType\x12!\n" +
+	"\ttimestamp\x18\x04 \x01(\x03H\x00R\ttimestamp\x88\x01\x01\x12$\n" +
+	"\x0erows_per_batch\x18\x05 \x01(\x05R\frowsPerBatch\x12\"\n" +
+	"\rtime_limit_ms\x18\x06 \x01(\x03R\vtimeLimitMs\"j\n" +
+	"\n" +
+	"DeleteType\x12\x13\n" +
+	"\x0fDELETE_TYPE_ROW\x10\x00\x12\x16\n" +
+	"\x12DELETE_TYPE_FAMILY\x10\x01\x12\x16\n" +
+	"\x12DELETE_TYPE_COLUMN\x10\x02\x12\x17\n" +
+	"\x13DELETE_TYPE_VERSION\x10\x03B\f\n" +
+	"\n" +
+	"_timestamp\"\x81\x01\n" +
+	"\x12BulkDeleteResponse\x12!\n" +
+	"\frows_deleted\x18\x01 \x01(\x03R\vrowsDeleted\x12)\n" +
+	"\x10versions_deleted\x18\x02 \x01(\x03R\x0fversionsDeleted\x12\x1d\n" +
+	"\n" +
+	"resume_row\x18\x03 \x01(\fR\tresumeRow\"T\n" +
 	"\x10ConnectionHeader\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x14\n" +
@@ -2096,7 +2732,7 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"Z\n" +
 	"\x0eResponseHeader\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12/\n" +
-	"\x05error\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\x05error*w\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\x05error*\xa5\x01\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vMETHOD_PING\x10\x01\x12\x0e\n" +
@@ -2104,7 +2740,12 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"METHOD_GET\x10\x02\x12\x11\n" +
 	"\rMETHOD_MUTATE\x10\x03\x12\x10\n" +
 	"\fMETHOD_MULTI\x10\x04\x12\x0f\n" +
-	"\vMETHOD_SCAN\x10\x05BDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\vMETHOD_SCAN\x10\x05\x12\x14\n" +
+	"\x10METHOD_AGGREGATE\x10\x06\x12\x16\n" +
+	"\x12METHOD_BULK_DELETE\x10\a*7\n" +
+	"\tValueType\x12\x13\n" +
+	"\x0fVALUE_TYPE_LONG\x10\x00\x12\x15\n" +
+	"\x11VALUE_TYPE_DOUBLE\x10\x01BDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_client_proto_rawDescOnce sync.Once
@@ -2118,91 +2759,106 @@ func file_cellstore_v1_client_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_client_proto_rawDescData
 }
 
-var file_cellstore_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_cellstore_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_cellstore_v1_client_proto_goTypes = []any{
-	(Method)(0),                // 0: cellstore.v1.Method
-	(MutationProto_Type)(0),    // 1: cellstore.v1.MutationProto.Type
-	(*RegionSpecifier)(nil),    // 2: cellstore.v1.RegionSpecifier
-	(*PingRequest)(nil),        // 3: cellstore.v1.PingRequest
-	(*PingResponse)(nil),       // 4: cellstore.v1.PingResponse
-	(*Column)(nil),             // 5: cellstore.v1.Column
-	(*Get)(nil),                // 6: cellstore.v1.Get
-	(*Result)(nil),             // 7: cellstore.v1.Result
-	(*GetRequest)(nil),         // 8: cellstore.v1.GetRequest
-	(*GetResponse)(nil),        // 9: cellstore.v1.GetResponse
-	(*MutationProto)(nil),      // 10: cellstore.v1.MutationProto
-	(*Condition)(nil),          // 11: cellstore.v1.Condition
-	(*MutateRequest)(nil),      // 12: cellstore.v1.MutateRequest
-	(*MutateResponse)(nil),     // 13: cellstore.v1.MutateResponse
-	(*Action)(nil),             // 14: cellstore.v1.Action
-	(*RegionAction)(nil),       // 15: cellstore.v1.RegionAction
-	(*MultiRequest)(nil),       // 16: cellstore.v1.MultiRequest
-	(*ResultOrException)(nil),  // 17: cellstore.v1.ResultOrException
-	(*RegionActionResult)(nil), // 18: cellstore.v1.RegionActionResult
-	(*MultiResponse)(nil),      // 19: cellstore.v1.MultiResponse
-	(*Scan)(nil),               // 20: cellstore.v1.Scan
-	(*ScanRequest)(nil),        // 21: cellstore.v1.ScanRequest
-	(*ScanResponse)(nil),       // 22: cellstore.v1.ScanResponse
-	(*ConnectionHeader)(nil),   // 23: cellstore.v1.ConnectionHeader
-	(*RequestHeader)(nil),      // 24: cellstore.v1.RequestHeader
-	(*ResponseHeader)(nil),     // 25: cellstore.v1.ResponseHeader
-	nil,                        // 26: cellstore.v1.Get.AttributesEntry
-	nil,                        // 27: cellstore.v1.MutationProto.AttributesEntry
-	nil,                        // 28: cellstore.v1.Scan.AttributesEntry
-	(*Filter)(nil),             // 29: cellstore.v1.Filter
-	(*TimeRange)(nil),          // 30: cellstore.v1.TimeRange
-	(Consistency)(0),           // 31: cellstore.v1.Consistency
-	(Durability)(0),            // 32: cellstore.v1.Durability
-	(CompareOp)(0),             // 33: cellstore.v1.CompareOp
-	(*Comparator)(nil),         // 34: cellstore.v1.Comparator
-	(*ErrorDetail)(nil),        // 35: cellstore.v1.ErrorDetail
+	(Method)(0),                       // 0: cellstore.v1.Method
+	(ValueType)(0),                    // 1: cellstore.v1.ValueType
+	(MutationProto_Type)(0),           // 2: cellstore.v1.MutationProto.Type
+	(BulkDeleteRequest_DeleteType)(0), // 3: cellstore.v1.BulkDeleteRequest.DeleteType
+	(*RegionSpecifier)(nil),           // 4: cellstore.v1.RegionSpecifier
+	(*PingRequest)(nil),               // 5: cellstore.v1.PingRequest
+	(*PingResponse)(nil),              // 6: cellstore.v1.PingResponse
+	(*Column)(nil),                    // 7: cellstore.v1.Column
+	(*Get)(nil),                       // 8: cellstore.v1.Get
+	(*Result)(nil),                    // 9: cellstore.v1.Result
+	(*GetRequest)(nil),                // 10: cellstore.v1.GetRequest
+	(*GetResponse)(nil),               // 11: cellstore.v1.GetResponse
+	(*MutationProto)(nil),             // 12: cellstore.v1.MutationProto
+	(*Condition)(nil),                 // 13: cellstore.v1.Condition
+	(*MutateRequest)(nil),             // 14: cellstore.v1.MutateRequest
+	(*MutateResponse)(nil),            // 15: cellstore.v1.MutateResponse
+	(*Action)(nil),                    // 16: cellstore.v1.Action
+	(*RegionAction)(nil),              // 17: cellstore.v1.RegionAction
+	(*MultiRequest)(nil),              // 18: cellstore.v1.MultiRequest
+	(*ResultOrException)(nil),         // 19: cellstore.v1.ResultOrException
+	(*RegionActionResult)(nil),        // 20: cellstore.v1.RegionActionResult
+	(*MultiResponse)(nil),             // 21: cellstore.v1.MultiResponse
+	(*Scan)(nil),                      // 22: cellstore.v1.Scan
+	(*ScanRequest)(nil),               // 23: cellstore.v1.ScanRequest
+	(*ScanResponse)(nil),              // 24: cellstore.v1.ScanResponse
+	(*Histogram)(nil),                 // 25: cellstore.v1.Histogram
+	(*AggregateRequest)(nil),          // 26: cellstore.v1.AggregateRequest
+	(*AggregateResponse)(nil),         // 27: cellstore.v1.AggregateResponse
+	(*BulkDeleteRequest)(nil),         // 28: cellstore.v1.BulkDeleteRequest
+	(*BulkDeleteResponse)(nil),        // 29: cellstore.v1.BulkDeleteResponse
+	(*ConnectionHeader)(nil),          // 30: cellstore.v1.ConnectionHeader
+	(*RequestHeader)(nil),             // 31: cellstore.v1.RequestHeader
+	(*ResponseHeader)(nil),            // 32: cellstore.v1.ResponseHeader
+	nil,                               // 33: cellstore.v1.Get.AttributesEntry
+	nil,                               // 34: cellstore.v1.MutationProto.AttributesEntry
+	nil,                               // 35: cellstore.v1.Scan.AttributesEntry
+	(*Filter)(nil),                    // 36: cellstore.v1.Filter
+	(*TimeRange)(nil),                 // 37: cellstore.v1.TimeRange
+	(Consistency)(0),                  // 38: cellstore.v1.Consistency
+	(Durability)(0),                   // 39: cellstore.v1.Durability
+	(CompareOp)(0),                    // 40: cellstore.v1.CompareOp
+	(*Comparator)(nil),                // 41: cellstore.v1.Comparator
+	(*ErrorDetail)(nil),               // 42: cellstore.v1.ErrorDetail
 }
 var file_cellstore_v1_client_proto_depIdxs = []int32{
-	5,  // 0: cellstore.v1.Get.columns:type_name -> cellstore.v1.Column
-	29, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
-	30, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
-	31, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
-	26, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
-	2,  // 5: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	6,  // 6: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
-	7,  // 7: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
-	1,  // 8: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
-	32, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
-	30, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
-	27, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
-	33, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
-	34, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
-	29, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
-	30, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
-	2,  // 16: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	10, // 17: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
-	11, // 18: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
-	7,  // 19: cellstore.v1.MutateResponse.result:type_name -> cellstore.v1.Result
-	10, // 20: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
-	6,  // 21: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
-	2,  // 22: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
-	14, // 23: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
-	11, // 24: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
-	15, // 25: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
-	7,  // 26: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
-	35, // 27: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
-	17, // 28: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
-	35, // 29: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
-	18, // 30: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
-	5,  // 31: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
-	29, // 32: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
-	30, // 33: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
-	31, // 34: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
-	28, // 35: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
-	2,  // 36: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	20, // 37: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
-	35, // 38: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	7,  // 0: cellstore.v1.Get.columns:type_name -> cellstore.v1.Column
+	36, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
+	37, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
+	38, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
+	33, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
+	4,  // 5: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	8,  // 6: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
+	9,  // 7: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
+	2,  // 8: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
+	39, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
+	37, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
+	34, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
+	40, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
+	41, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
+	36, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
+	37, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
+	4,  // 16: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	12, // 17: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
+	13, // 18: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
+	9,  // 19: cellstore.v1.MutateResponse.result:type_name -> cellstore.v1.Result
+	12, // 20: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
+	8,  // 21: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
+	4,  // 22: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
+	16, // 23: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
+	13, // 24: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
+	13, // 25: cellstore.v1.RegionAction.conditions:type_name -> cellstore.v1.Condition
+	17, // 26: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
+	9,  // 27: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
+	42, // 28: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
+	19, // 29: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
+	42, // 30: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
+	20, // 31: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
+	7,  // 32: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
+	36, // 33: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
+	37, // 34: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
+	38, // 35: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
+	35, // 36: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
+	4,  // 37: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	22, // 38: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
+	4,  // 39: cellstore.v1.AggregateRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	22, // 40: cellstore.v1.AggregateRequest.scan:type_name -> cellstore.v1.Scan
+	1,  // 41: cellstore.v1.AggregateRequest.value_type:type_name -> cellstore.v1.ValueType
+	25, // 42: cellstore.v1.AggregateRequest.histogram:type_name -> cellstore.v1.Histogram
+	4,  // 43: cellstore.v1.BulkDeleteRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	22, // 44: cellstore.v1.BulkDeleteRequest.scan:type_name -> cellstore.v1.Scan
+	3,  // 45: cellstore.v1.BulkDeleteRequest.delete_type:type_name -> cellstore.v1.BulkDeleteRequest.DeleteType
+	42, // 46: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_client_proto_init() }
@@ -2211,13 +2867,14 @@ func file_cellstore_v1_client_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
+	file_cellstore_v1_client_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_client_proto_rawDesc), len(file_cellstore_v1_client_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   27,
+			NumEnums:      4,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
