@@ -5,6 +5,7 @@
 #   lib/  the stock HBase client: the shaded client jar and its runtime dependencies
 #   pe/   HBase's PerformanceEvaluation: hbase-mapreduce and hbase-server with their test jars
 #         (where PerformanceEvaluation and the filters it uses live), their dependencies, log4j
+#   endpoint/ hbase-endpoint (AggregationClient and its protos), run on pe/'s unshaded client
 #   shell/ HBase's shell: hbase-shell 2.4.17 (the last shell on Maven Central) with JRuby and its
 #         client (2.4's MasterRegistry asks any region server, as the RPC registry does)
 # Nothing of HBase is committed. A second run finds them and takes no time.
@@ -15,6 +16,7 @@ set -euo pipefail
 HBASE_VERSION=2.6.4
 LOG4J_VERSION=2.17.2
 SHELL_VERSION=2.4.17
+ENDPOINT_VERSION=2.6.1
 JRUBY_VERSION=9.3.13.0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=$ROOT/.cache/hbase-client/$HBASE_VERSION
@@ -64,6 +66,9 @@ $(dep org.apache.hbase hbase-server $HBASE_VERSION test-jar)
 $(dep org.apache.logging.log4j log4j-1.2-api $LOG4J_VERSION)
 $(dep org.apache.logging.log4j log4j-core $LOG4J_VERSION)
 $(dep org.apache.logging.log4j log4j-slf4j-impl $LOG4J_VERSION)"
+# hbase-endpoint alone (2.6.4 is not on Maven Central; 2.6.1 is): it runs on pe/'s unshaded client.
+fetch endpoint "    <dependency><groupId>org.apache.hbase</groupId><artifactId>hbase-endpoint</artifactId><version>$ENDPOINT_VERSION</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>"
 fetch shell "$(dep org.apache.hbase hbase-shell $SHELL_VERSION)
 $(dep org.jruby jruby-complete $JRUBY_VERSION)
 $(dep org.apache.logging.log4j log4j-1.2-api $LOG4J_VERSION)

@@ -153,6 +153,7 @@ func (f *Fold) Add(v []byte) {
 		f.resp.SumSquares += n.Double * n.Double
 	} else {
 		f.resp.SumLong += n.Long // wraps, as Java's long
+		f.resp.SumSquaresLong += n.Long * n.Long
 		f.resp.SumSquares += float64(n.Long) * float64(n.Long)
 	}
 	if f.h == nil {

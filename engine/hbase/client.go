@@ -46,8 +46,15 @@ func (a *Adapter) client(k *call) {
 			return
 		}
 		a.multi(k, &req)
+	case "ExecService":
+		var req hb.CoprocessorServiceRequest
+		if err := proto.Unmarshal(k.param, &req); err != nil {
+			k.fail(doNotRetry("bad ExecService request: %v", err))
+			return
+		}
+		a.execService(k, &req)
 	default:
-		k.fail(&exception{class: classUnknownProtocol, msg: "ClientService method " + k.method + " is not supported by Cellstore (no coprocessors, no bulk load)", doNotRetry: true})
+		k.fail(&exception{class: classUnknownProtocol, msg: "ClientService method " + k.method + " is not supported by Cellstore (no bulk load)", doNotRetry: true})
 	}
 }
 
@@ -449,7 +456,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 				la.Get = g
 			case act.GetServiceCall() != nil:
 				if e == nil {
-					e = &exception{class: classUnknownProtocol, msg: "coprocessor service " + act.GetServiceCall().GetServiceName() + " is not available (Cellstore loads no coprocessors)", doNotRetry: true}
+					e = &exception{class: classUnknownProtocol, msg: "coprocessor service " + act.GetServiceCall().GetServiceName() + " is not available in a batch (Cellstore loads no coprocessors; AggregateService and MultiRowMutationService are served through ExecService)", doNotRetry: true}
 				}
 			}
 			lra.Actions = append(lra.Actions, la)

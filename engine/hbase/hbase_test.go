@@ -268,6 +268,32 @@ func TestProtocol(t *testing.T) {
 	if _, msg, _ = c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
 		t.Fatal("the connection did not go on after a refused request")
 	}
+	// Coprocessor services: an unknown one, an interpreter and a request that cannot be served
+	// are refused, saying why.
+	exec := func(service, method string, req proto.Message) *hb.ResponseHeader {
+		b, _ := proto.Marshal(req)
+		if b == nil {
+			b = []byte{}
+		}
+		h, _, _ := c.call("ExecService", &hb.CoprocessorServiceRequest{Region: region, Call: &hb.CoprocessorServiceCall{
+			Row: []byte("row"), ServiceName: proto.String(service), MethodName: proto.String(method), Request: b}}, nil)
+		return h
+	}
+	if h := exec("AccessControlService", "Grant", &hb.GetRequest{}); h.GetException().GetExceptionClassName() != classUnknownProtocol {
+		t.Fatalf("an unknown coprocessor service: %v", h)
+	}
+	agg := &hb.AggregateRequest{InterpreterClassName: proto.String("org.apache.hadoop.hbase.client.coprocessor.BigDecimalColumnInterpreter"),
+		Scan: &hb.Scan{Column: []*hb.Column{{Family: []byte("f")}}}}
+	if h := exec("AggregateService", "GetSum", agg); !strings.Contains(h.GetException().GetStackTrace(), "LongColumnInterpreter or DoubleColumnInterpreter") {
+		t.Fatalf("an unknown interpreter: %v", h)
+	}
+	agg.InterpreterClassName = proto.String("org.apache.hadoop.hbase.client.coprocessor.LongColumnInterpreter")
+	if h := exec("AggregateService", "GetMode", agg); h.GetException().GetExceptionClassName() != classUnknownProtocol {
+		t.Fatalf("an unknown aggregate method: %v", h)
+	}
+	if h := exec("hbase.pb.MultiRowMutationService", "MutateRows", &hb.GetRequest{Region: region}); h.GetException() == nil {
+		t.Fatalf("a MutateRows request that is not one: %v", h)
+	}
 }
 
 // TestHostileConnections: bad preambles, codecs, authentication methods, oversized and

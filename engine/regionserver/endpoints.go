@@ -100,9 +100,8 @@ func (s *Server) handleAggregate(ctx context.Context, c *rpc.Call) {
 		fail(c, &answered, invalid("bad AggregateRequest: %v", err))
 		return
 	}
-	cols := req.GetScan().GetColumns()
-	if len(cols) != 1 || len(cols[0].GetQualifiers()) > 1 {
-		fail(c, &answered, invalid("an aggregation reads one column: name one family and at most one qualifier"))
+	if len(req.GetScan().GetColumns()) > 1 {
+		fail(c, &answered, invalid("an aggregation reads one column family (and one qualifier, as HBase's clients ask)"))
 		return
 	}
 	fold, err := aggregate.NewFold(req.GetValueType(), req.GetHistogram())

@@ -22,7 +22,7 @@ import (
 func hbaseClient(t *testing.T) (lib, pe, shell string) {
 	t.Helper()
 	complete := func(d string) error {
-		for _, sub := range []string{"lib", "pe", "shell"} {
+		for _, sub := range []string{"lib", "pe", "shell", "endpoint"} {
 			if _, err := os.Stat(filepath.Join(d, sub, ".complete")); err != nil {
 				return err
 			}
@@ -112,7 +112,40 @@ func TestHBaseJavaClient(t *testing.T) {
 	cp := compileHBaseProgram(t, jars)
 	p := startStandalone(t, bin, t.TempDir())
 	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "batch", "split", "readall", "limits", "filters", "atomic", "alter", "truncate", "snapshots", "drop")
+	runHBaseEndpoints(t, pe, p.data)
 	runPerformanceEvaluation(t, pe, p.data)
+}
+
+// runHBaseEndpoints runs HBase's AggregationClient (hbase-endpoint, on pe/'s unshaded client) and
+// MultiRowMutationService calls against Cellstore's built-in endpoints (HBaseEndpoints.java).
+func runHBaseEndpoints(t *testing.T, pe, server string) {
+	t.Helper()
+	out := t.TempDir()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "hbase", "testdata")
+	cp := filepath.Join(pe, "*") + string(os.PathListSeparator) + filepath.Join(filepath.Dir(pe), "endpoint", "*")
+	if b, err := exec.Command("javac", "-nowarn", "-d", out, "-cp", cp, filepath.Join(dir, "HBaseEndpoints.java"), filepath.Join(dir, "HBaseTool.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, b)
+	}
+	logConf := filepath.Join(out, "log4j2.properties")
+	if err := os.WriteFile(logConf, []byte("status = warn\nappender.console.type = Console\nappender.console.name = OUT\n"+
+		"appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %p %c{1}: %m%n\n"+
+		"rootLogger.level = warn\nrootLogger.appenderRef.out.ref = OUT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, "java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "-Dlog4j2.configurationFile="+logConf,
+		"-cp", cp+string(os.PathListSeparator)+out, "HBaseEndpoints", server).CombinedOutput()
+	got := string(b)
+	for _, step := range []string{"load", "aggregate", "multirow"} {
+		if !strings.Contains(got, "ok "+step+"\n") {
+			t.Fatalf("endpoint step %s did not pass (exit %v):\n%s", step, err, got)
+		}
+	}
+	if err != nil {
+		t.Fatalf("HBaseEndpoints: %v\n%s", err, got)
+	}
 }
 
 // TestHBaseJavaClientSecure: against a standalone with --security=on, the stock Java client

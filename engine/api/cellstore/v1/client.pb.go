@@ -1941,8 +1941,9 @@ func (x *Histogram) GetMaxValues() int32 {
 type AggregateRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region *RegionSpecifier       `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	// The rows and the column: one family and at most one qualifier (HBase's rule); the scan's
-	// filter, time range and versions apply. Not reversed, not raw.
+	// The rows and the column: at most one family (its qualifiers, or all of it; no family: every
+	// cell, as for counting rows); the scan's filter, time range and versions apply. Not reversed,
+	// not raw. The Go client asks for one column (HBase's rule).
 	Scan      *Scan     `protobuf:"bytes,2,opt,name=scan,proto3" json:"scan,omitempty"`
 	ValueType ValueType `protobuf:"varint,3,opt,name=value_type,json=valueType,proto3,enum=cellstore.v1.ValueType" json:"value_type,omitempty"`
 	// Server-side time budget of this call in ms (0: the server's); past it the answer covers the
@@ -2039,9 +2040,11 @@ type AggregateResponse struct {
 	Keys         []uint64 `protobuf:"varint,11,rep,packed,name=keys,proto3" json:"keys,omitempty"`
 	KeysComplete bool     `protobuf:"varint,12,opt,name=keys_complete,json=keysComplete,proto3" json:"keys_complete,omitempty"`
 	// Not empty: the time budget ran out; rows from resume_row on were not read yet.
-	ResumeRow     []byte `protobuf:"bytes,13,opt,name=resume_row,json=resumeRow,proto3" json:"resume_row,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResumeRow []byte `protobuf:"bytes,13,opt,name=resume_row,json=resumeRow,proto3" json:"resume_row,omitempty"`
+	// LONG: the sum of the squares as a wrapping int64 (HBase's long interpreter's).
+	SumSquaresLong int64 `protobuf:"varint,14,opt,name=sum_squares_long,json=sumSquaresLong,proto3" json:"sum_squares_long,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AggregateResponse) Reset() {
@@ -2163,6 +2166,13 @@ func (x *AggregateResponse) GetResumeRow() []byte {
 		return x.ResumeRow
 	}
 	return nil
+}
+
+func (x *AggregateResponse) GetSumSquaresLong() int64 {
+	if x != nil {
+		return x.SumSquaresLong
+	}
+	return 0
 }
 
 // BulkDeleteRequest deletes what a scan of one region matches (HBase's BulkDeleteEndpoint), in
@@ -2681,7 +2691,7 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\n" +
 	"value_type\x18\x03 \x01(\x0e2\x17.cellstore.v1.ValueTypeR\tvalueType\x12\"\n" +
 	"\rtime_limit_ms\x18\x04 \x01(\x03R\vtimeLimitMs\x125\n" +
-	"\thistogram\x18\x05 \x01(\v2\x17.cellstore.v1.HistogramR\thistogram\"\xee\x02\n" +
+	"\thistogram\x18\x05 \x01(\v2\x17.cellstore.v1.HistogramR\thistogram\"\x98\x03\n" +
 	"\x11AggregateResponse\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x16\n" +
 	"\x06values\x18\x02 \x01(\x03R\x06values\x12\x18\n" +
@@ -2699,7 +2709,8 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\x04keys\x18\v \x03(\x04R\x04keys\x12#\n" +
 	"\rkeys_complete\x18\f \x01(\bR\fkeysComplete\x12\x1d\n" +
 	"\n" +
-	"resume_row\x18\r \x01(\fR\tresumeRow\"\xa6\x03\n" +
+	"resume_row\x18\r \x01(\fR\tresumeRow\x12(\n" +
+	"\x10sum_squares_long\x18\x0e \x01(\x03R\x0esumSquaresLong\"\xa6\x03\n" +
 	"\x11BulkDeleteRequest\x125\n" +
 	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12&\n" +
 	"\x04scan\x18\x02 \x01(\v2\x12.cellstore.v1.ScanR\x04scan\x12K\n" +
