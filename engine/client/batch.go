@@ -9,16 +9,22 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
 
-// BatchOp is one operation of a batch: a Get or a Mutation.
+// BatchOp is one operation of a batch: a Get, a Mutation, or RowMutations — mutations of one row
+// applied together (HBase's RowMutations in a batch), under Condition when one is given (HBase's
+// CheckAndMutate in a batch: a column compared with a value, or a filter over the row).
 type BatchOp struct {
-	Get      *pb.Get
-	Mutation *Mutation
+	Get          *pb.Get
+	Mutation     *Mutation
+	RowMutations []*Mutation
+	Condition    *pb.Condition
 }
 
 // BatchResult is the outcome of one BatchOp.
 type BatchResult struct {
 	Result *Result
 	Err    error
+	// Processed: RowMutations were applied (false when their condition did not hold).
+	Processed bool
 }
 
 // Batch runs operations on many rows. They are grouped by region and server, sent as one multi
@@ -29,15 +35,25 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	results := make([]BatchResult, len(ops))
-	type prepared struct {
-		action *pb.Action
-		cells  []byte
-		row    []byte
-	}
 	prep := make([]prepared, len(ops))
 	var pending []int
 	for i, op := range ops {
+		if op.Condition != nil && len(op.RowMutations) == 0 {
+			results[i].Err = errors.New("client: a batch condition applies to RowMutations")
+			continue
+		}
 		switch {
+		case len(op.RowMutations) > 0:
+			if op.Mutation != nil || op.Get != nil {
+				results[i].Err = errors.New("client: a batch operation holds one of Get, Mutation or RowMutations")
+				continue
+			}
+			p, err := c.prepareRowMutations(op.RowMutations, op.Condition)
+			if err != nil {
+				results[i].Err = err
+				continue
+			}
+			prep[i] = p
 		case op.Mutation != nil:
 			if err := op.Mutation.validate(c.cfg.MaxCellSize); err != nil {
 				results[i].Err = err
@@ -87,23 +103,40 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 				defer wg.Done()
 				req := &pb.MultiRequest{NonceGroup: c.nonceGroup}
 				var block []byte
-				var order [][]int
+				var sent []sentAction
 				for _, g := range regions {
+					// The region's plain operations in one region action, then each RowMutations
+					// in one of its own; the cell block follows the region actions' order.
 					ra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: g.loc.region}}
+					var plain, atomic []int
 					for _, i := range g.idx {
+						if prep[i].atomic != nil {
+							atomic = append(atomic, i)
+							continue
+						}
 						ra.Actions = append(ra.Actions, prep[i].action)
 						block = append(block, prep[i].cells...)
+						plain = append(plain, i)
 					}
-					req.RegionActions = append(req.RegionActions, ra)
-					order = append(order, g.idx)
+					if len(plain) > 0 {
+						req.RegionActions = append(req.RegionActions, ra)
+						sent = append(sent, sentAction{loc: g.loc, idx: plain})
+					}
+					for _, i := range atomic {
+						p := prep[i]
+						req.RegionActions = append(req.RegionActions, &pb.RegionAction{Region: ra.Region, Atomic: true,
+							Actions: p.atomic, Condition: p.cond})
+						block = append(block, p.cells...)
+						sent = append(sent, sentAction{loc: g.loc, idx: []int{i}, atomic: true})
+					}
 				}
-				failed, err := c.sendMulti(ctx, t, addr, req, block, regions, results)
+				failed, err := c.sendMulti(ctx, t, addr, req, block, sent, results)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
 					lastErr = err
-					for _, idx := range order {
-						retry = append(retry, idx...)
+					for _, sa := range sent {
+						retry = append(retry, sa.idx...)
 					}
 					return
 				}
@@ -140,17 +173,59 @@ func isRetryable(err error) bool {
 	return ok && retryable(d)
 }
 
+// prepared is a batch operation ready to send: one action, or RowMutations' actions (atomic)
+// with their condition.
+type prepared struct {
+	action *pb.Action
+	atomic []*pb.Action
+	cond   *pb.Condition
+	cells  []byte
+	row    []byte
+}
+
+// prepareRowMutations checks and encodes RowMutations of a batch.
+func (c *Client) prepareRowMutations(ms []*Mutation, cond *pb.Condition) (prepared, error) {
+	row := ms[0].Row
+	p := prepared{row: row, cond: cond}
+	for j, m := range ms {
+		if err := m.validate(c.cfg.MaxCellSize); err != nil {
+			return p, err
+		}
+		if string(m.Row) != string(row) {
+			return p, fmt.Errorf("client: RowMutations must share one row (%q and %q)", row, m.Row)
+		}
+		if m.Type != pb.MutationProto_TYPE_PUT && m.Type != pb.MutationProto_TYPE_DELETE {
+			return p, errors.New("client: RowMutations take puts and deletes")
+		}
+		var msg *pb.MutationProto
+		msg, p.cells = m.encode(p.cells, c.nonce(m))
+		p.atomic = append(p.atomic, &pb.Action{Index: uint32(j), Mutation: msg})
+	}
+	if cond != nil && len(cond.GetRow()) == 0 {
+		cond.Row = row
+	}
+	return p, nil
+}
+
 // regionGroup is a batch's actions for one region.
 type regionGroup struct {
 	loc *location
 	idx []int
 }
 
+// sentAction is what one region action of a multi request holds: batch operations of a region,
+// or (atomic) one operation's RowMutations.
+type sentAction struct {
+	loc    *location
+	idx    []int
+	atomic bool
+}
+
 // sendMulti sends one server's share of a batch. It fills the results of the actions that ended
 // (success, or an error a retry cannot mend) and returns the indexes to retry; err is a transport
 // error, after which every action of the request is retried.
 func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.MultiRequest, block []byte,
-	regions map[string]*regionGroup, results []BatchResult) ([]int, error) {
+	sent []sentAction, results []BatchResult) ([]int, error) {
 	conn, err := c.conn(ctx, addr)
 	if err != nil {
 		c.cache.invalidateServer(addr)
@@ -162,8 +237,8 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	cells, err := conn.Call(actx, pb.Method_METHOD_MULTI, req, block, &resp, nil)
 	if err != nil {
 		if d, ok := pb.DetailOf(err); ok && !retryable(d) {
-			for _, g := range regions {
-				for _, i := range g.idx {
+			for _, sa := range sent {
+				for _, i := range sa.idx {
 					results[i].Err = d
 				}
 			}
@@ -179,8 +254,15 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	}
 	var retry []int
 	for ri, rr := range resp.Results {
-		ra := req.RegionActions[ri]
-		g := regions[ra.Region.Name]
+		g := sent[ri]
+		if rr.Exception == nil && g.atomic {
+			for _, roe := range rr.Results {
+				if roe.Exception != nil {
+					rr.Exception = roe.Exception
+					break
+				}
+			}
+		}
 		if rr.Exception != nil {
 			c.noteRegionError(t, g.loc, rr.Exception)
 			for _, i := range g.idx {
@@ -189,6 +271,11 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 			if retryable(rr.Exception) {
 				retry = append(retry, g.idx...)
 			}
+			continue
+		}
+		if g.atomic {
+			i := g.idx[0]
+			results[i] = BatchResult{Result: &Result{Row: req.RegionActions[ri].Actions[0].Mutation.GetRow()}, Processed: rr.Processed}
 			continue
 		}
 		for _, roe := range rr.Results {

@@ -2,8 +2,11 @@
 // locations, and talks to region servers over the data-path protocol (engine/rpc), retrying with
 // backoff on the answers that say a retry can succeed: a region that moved (the answer names the new
 // server), is not served, is opening, a busy or throttled server (honouring retry-after), a broken
-// connection. Batches are grouped by region and server; scans stream across regions, assemble
-// partial rows and survive region moves; TIMELINE reads hedge to read replicas.
+// connection. Batches are grouped by region and server (RowMutations, conditional or not, each
+// go as an atomic region action of their own); scans stream across regions, assemble partial rows
+// and survive region moves; TIMELINE reads hedge to read replicas. The built-in endpoints
+// (Aggregate, Median, MutateRows, BulkDelete; docs/endpoints.md) run in the region servers over
+// a scan's regions, and their answers are merged here.
 //
 // A region that is moving (closed on one server, not yet open on the next) is relocated with a
 // lookup that waits at the master until the region is open again (LocateRegion's wait_ms), so the

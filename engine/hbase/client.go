@@ -427,7 +427,8 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 		} else {
 			name, replica, e = a.region(ra.GetRegion())
 		}
-		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic()}
+		// A conditional region action (CheckAndMutate in a batch) is applied as one.
+		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic() || ra.GetCondition() != nil}
 		var mine []byte
 		for pos, act := range ra.GetAction() {
 			// Actions of a RowMutations carry no index: their results are numbered by position,

@@ -668,6 +668,10 @@ func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAct
 		}
 		return rar, out
 	}
+	if ra.GetCondition() != nil || len(ra.GetConditions()) > 0 || ra.GetMultiRow() {
+		rar.Exception = invalid("a region action with a condition or multi_row must be atomic")
+		return rar, out
+	}
 	// Non-atomic: plain puts and deletes go through one Batch; the rest one by one.
 	results := make([]*pb.ResultOrException, len(acts))
 	cellsOf := make([]*region.Result, len(acts))

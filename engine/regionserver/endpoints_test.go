@@ -505,3 +505,53 @@ func TestMultiRowMutationsAndKeyPrefixSplits(t *testing.T) {
 		wantCode(t, fmt.Sprint("create with ", attrs), err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	}
 }
+
+// RowMutations, plain and conditional (a column check or a filter), inside a batch across
+// regions: each applied atomically, as its own region action, with Processed telling whether
+// its condition held.
+func TestBatchWithRowMutations(t *testing.T) {
+	c := startCluster(t, 2)
+	ctx := context.Background()
+	createTable(t, c, "brm", [][]byte{[]byte("m")})
+	tbl := c.client.Table("brm")
+	putAll(t, tbl, []*client.Mutation{
+		client.NewPut([]byte("a")).Add("f", "x", cell.LatestTimestamp, []byte("old")).Add("f", "gone", cell.LatestTimestamp, []byte("1")),
+		client.NewPut([]byte("z")).Add("f", "x", cell.LatestTimestamp, []byte("old")),
+	})
+	rm := func(row, v string) []*client.Mutation {
+		return []*client.Mutation{client.NewPut([]byte(row)).Add("f", "x", cell.LatestTimestamp, []byte(v)),
+			client.NewDelete([]byte(row)).AddMarker(cell.DeleteColumn, "f", "gone", cell.LatestTimestamp)}
+	}
+	valueIs := func(v string) *pb.Filter {
+		return &pb.Filter{Filter: &pb.Filter_SingleColumnValue{SingleColumnValue: &pb.SingleColumnValueFilter{Family: []byte("f"),
+			Qualifier: []byte("x"), Op: pb.CompareOp_COMPARE_OP_EQUAL, Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte(v)}},
+			FilterIfMissing: true}}}
+	}
+	ops := []client.BatchOp{
+		{Mutation: client.NewPut([]byte("b")).Add("f", "x", cell.LatestTimestamp, []byte("plain"))},
+		{RowMutations: rm("a", "new")},
+		{RowMutations: rm("n", "cond"), Condition: &pb.Condition{Family: []byte("f"), Qualifier: []byte("x"), Op: pb.CompareOp_COMPARE_OP_EQUAL}},
+		{RowMutations: rm("z", "filtered"), Condition: &pb.Condition{Filter: valueIs("old")}},
+		{RowMutations: rm("y", "never"), Condition: &pb.Condition{Filter: valueIs("old")}},
+		{Get: &pb.Get{Row: []byte("z")}},
+		{RowMutations: []*client.Mutation{client.NewPut([]byte("c")), client.NewPut([]byte("d"))}},
+		{Condition: &pb.Condition{Filter: valueIs("x")}},
+	}
+	ops[6].RowMutations[0].Add("f", "x", cell.LatestTimestamp, nil)
+	ops[6].RowMutations[1].Add("f", "x", cell.LatestTimestamp, nil)
+	res := tbl.Batch(ctx, ops)
+	for i, want := range []bool{false, true, true, true, false} {
+		if res[i].Err != nil || (i > 0 && res[i].Processed != want) {
+			t.Fatalf("op %d: %+v, want processed %v", i, res[i], want)
+		}
+	}
+	if res[6].Err == nil || res[7].Err == nil {
+		t.Fatalf("RowMutations of two rows and a condition without mutations were accepted: %v, %v", res[6].Err, res[7].Err)
+	}
+	for row, want := range map[string]string{"a": "new", "b": "plain", "n": "cond", "z": "filtered", "y": ""} {
+		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})
+		if err != nil || string(r.Value("f", "x")) != want || r.Value("f", "gone") != nil {
+			t.Fatalf("row %s: %v %v, want f:x=%q and no f:gone", row, r, err, want)
+		}
+	}
+}

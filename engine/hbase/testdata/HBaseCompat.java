@@ -329,6 +329,27 @@ public class HBaseCompat {
           rm.add(new Put(b("rm")).addColumn(F, b("b"), b("2")));
           t.mutateRow(rm);
           check(t.get(new Get(b("rm"))).size() == 2, "RowMutations");
+          // RowMutations and CheckAndMutate (with a filter, of RowMutations; and one that fails)
+          // inside a batch.
+          t.put(new Put(b("brm2")).addColumn(F, b("a"), b("0")).addColumn(F, b("b"), b("2")));
+          RowMutations brm = new RowMutations(b("brm"));
+          brm.add(new Put(b("brm")).addColumn(F, b("a"), b("1")));
+          brm.add(new Put(b("brm")).addColumn(F, b("b"), b("2")));
+          RowMutations crm = new RowMutations(b("brm2"));
+          crm.add(new Put(b("brm2")).addColumn(F, b("c"), b("3")));
+          crm.add(new Delete(b("brm2")).addColumns(F, b("a")));
+          List<Row> ops = new ArrayList<>();
+          ops.add(new Put(b("bplain")).addColumn(F, b("q"), b("p")));
+          ops.add(brm);
+          ops.add(CheckAndMutate.newBuilder(b("brm2")).ifMatches(new SingleColumnValueFilter(F, b("b"), CompareOperator.EQUAL, b("2"))).build(crm));
+          ops.add(CheckAndMutate.newBuilder(b("brm2")).ifEquals(F, b("b"), b("nope")).build(new Put(b("brm2")).addColumn(F, b("never"), b("x"))));
+          Object[] res = new Object[ops.size()];
+          t.batch(ops, res);
+          check(res[2] instanceof CheckAndMutateResult && ((CheckAndMutateResult) res[2]).isSuccess(), "CheckAndMutate with a filter in a batch: " + res[2]);
+          check(res[3] instanceof CheckAndMutateResult && !((CheckAndMutateResult) res[3]).isSuccess(), "failing CheckAndMutate in a batch: " + res[3]);
+          Result brm2 = t.get(new Get(b("brm2")));
+          check(t.get(new Get(b("brm"))).size() == 2 && t.get(new Get(b("bplain"))).size() == 1, "RowMutations in a batch");
+          check(brm2.size() == 2 && brm2.getValue(F, b("a")) == null && brm2.getValue(F, b("never")) == null, "CheckAndMutate RowMutations in a batch: " + brm2);
           t.put(new Put(b("row-1")).addColumn(F, b("q"), b("v1")));
         }
         break;
