@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cellstore/cellstore/engine/aggregate"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
-	"github.com/cellstore/cellstore/engine/aggregate"
 )
 
 // Coprocessor service calls of the stock client (ClientService.ExecService) that Cellstore's
