@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/version"
 )
 
@@ -272,7 +273,21 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 			return &pb.HeartbeatResponse{LeaseMs: lease, UnknownServer: true}, nil
 		}
 	}
-	return &pb.HeartbeatResponse{LeaseMs: lease, QuotaVersion: m.st.quotas.GetVersion(), AclVersion: m.st.acl.GetVersion(), ClusterConfig: m.clusterConfigLocked()}, nil
+	return &pb.HeartbeatResponse{LeaseMs: lease, QuotaVersion: m.st.quotas.GetVersion(), AclVersion: m.st.acl.GetVersion(),
+		ClusterConfig: m.clusterConfigLocked(), QuotaShares: m.quotaSharesLocked(name)}, nil
+}
+
+// quotaSharesLocked is a server's shares of the quotas, in proportion to the demand every server
+// reported in its last heartbeat (quota.Shares).
+func (m *Master) quotaSharesLocked(server string) map[string]float64 {
+	if len(m.st.quotas.GetQuotas()) == 0 {
+		return nil
+	}
+	demand := make(map[string][]*pb.QuotaDemand, len(m.loads))
+	for name, l := range m.loads {
+		demand[name] = l.GetQuotaDemand()
+	}
+	return quota.Shares(demand)[server]
 }
 
 func (m *Master) holdsRegionsLocked(name string, sc int64) bool {

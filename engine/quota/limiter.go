@@ -2,6 +2,9 @@ package quota
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +26,14 @@ func newBucket(amount float64, per time.Duration, now time.Time) *bucket {
 	return &bucket{capacity: amount, rate: amount / float64(per), tokens: amount, last: now}
 }
 
+// resize gives the bucket a new amount per unit (its share of a quota changed) without a burst:
+// what it holds carries over, up to the new capacity.
+func (b *bucket) resize(amount float64, per time.Duration, now time.Time) {
+	b.refill(now)
+	b.capacity, b.rate = amount, amount/float64(per)
+	b.tokens = min(b.tokens, b.capacity)
+}
+
 func (b *bucket) refill(now time.Time) {
 	if now.After(b.last) {
 		b.tokens = min(b.capacity, b.tokens+float64(now.Sub(b.last))*b.rate)
@@ -34,11 +45,18 @@ func (b *bucket) refill(now time.Time) {
 func (b *bucket) wait(n float64, now time.Time) time.Duration {
 	b.refill(now)
 	n = min(n, b.capacity) // a request larger than the whole bucket waits for a full bucket
-	if b.tokens >= n {
+	if b.tokens >= n && b.capacity > 0 {
 		return 0
+	}
+	if b.rate <= 0 {
+		// No share of the quota here (its demand was elsewhere): the next heartbeat brings one.
+		return noShareWait
 	}
 	return time.Duration((n-b.tokens)/b.rate) + time.Millisecond
 }
+
+// noShareWait is the retry-after of a request to a server that holds no share of its quota.
+const noShareWait = 250 * time.Millisecond
 
 // Subject kinds a quota applies to.
 const (
@@ -74,26 +92,80 @@ func (t *Throttled) Error() string {
 }
 
 // Limiters holds a region server's token buckets for the quotas in the catalog. Each server
-// enforces its share of a quota (Share), so a cluster as a whole gives about the quota's rate.
+// enforces its share of a quota, so that the cluster as a whole gives the quota's rate: the
+// master divides each subject's quota among the servers in proportion to the demand they report
+// (Demand, Shares, SetShares); a subject with no demand reported anywhere gets the default share
+// (Share: an even split, or a table's fraction of regions).
 type Limiters struct {
 	clock func() time.Time
 
 	active atomic.Bool // quotas enabled and at least one: requests skip the lock when false
 
-	mu       sync.Mutex
-	version  uint64
-	enabled  bool
-	buckets  map[limiterKey]*bucket
-	limits   map[limiterKey]Limit
-	throttle map[string]int64 // throttled requests by subject, for metrics
+	mu           sync.Mutex
+	version      uint64
+	enabled      bool
+	buckets      map[limiterKey]*bucket
+	limits       map[limiterKey]Limit // as in the catalog, before shares
+	defaultShare Share
+	shares       map[string]float64 // from the master (SetShares), by ShareKey
+	demand       map[string]*demandCount
+	demandSince  time.Time
+	throttle     map[string]int64 // throttled requests by subject, for metrics
 }
+
+// demandCount is a subject's requests and bytes since the last report, and the smoothed rates
+// reported (an exponentially weighted average over heartbeats: demand that moves between servers
+// from one second to the next, as a client's requests do, leaves every server it touches a share).
+type demandCount struct{ requests, bytes, reqRate, byteRate float64 }
+
+// demandWeight is the weight of the last interval in the reported rates; a subject whose smoothed
+// demand falls below minDemand is no longer reported.
+const (
+	demandWeight = 0.3
+	minDemand    = 1e-3
+)
 
 // NewLimiters makes an empty set (no quota: everything passes).
 func NewLimiters(clock func() time.Time) *Limiters {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Limiters{clock: clock, enabled: true, buckets: map[limiterKey]*bucket{}, limits: map[limiterKey]Limit{}, throttle: map[string]int64{}}
+	return &Limiters{clock: clock, enabled: true, buckets: map[limiterKey]*bucket{}, limits: map[limiterKey]Limit{},
+		throttle: map[string]int64{}, demand: map[string]*demandCount{}, demandSince: clock()}
+}
+
+// SubjectID names a quota subject: "user=alice", "table=ns:t", "namespace=ns".
+func SubjectID(kind, name string) string { return kind + "=" + name }
+
+// ShareKey is the key of a subject's share for its number quotas (size false) or its size quotas.
+func ShareKey(subject string, size bool) string {
+	if size {
+		return subject + "#b"
+	}
+	return subject + "#n"
+}
+
+// share is this server's share of the quota of k: the master's, else the default.
+func (l *Limiters) share(k limiterKey) float64 {
+	if f, ok := l.shares[ShareKey(SubjectID(k.kind, k.name), isSize(k.tt))]; ok {
+		return max(0, min(f, 1))
+	}
+	if l.defaultShare == nil {
+		return 1
+	}
+	return max(0, min(l.defaultShare(k.kind, k.name), 1))
+}
+
+// applyShares sizes every bucket by its quota and share (under mu).
+func (l *Limiters) applyShares(now time.Time) {
+	for k, lim := range l.limits {
+		amount := float64(lim.Amount) * l.share(k)
+		if b := l.buckets[k]; b != nil {
+			b.resize(amount, lim.Per, now)
+		} else {
+			l.buckets[k] = newBucket(amount, lim.Per, now)
+		}
+	}
 }
 
 // Share is the fraction of a quota this server enforces: for users and namespaces 1/servers, for a
@@ -120,14 +192,6 @@ func (l *Limiters) Update(version uint64, enabled bool, quotas []*pb.Quota, shar
 		default:
 			return fmt.Errorf("quota: a quota without user, table or namespace")
 		}
-		f := 1.0
-		if share != nil {
-			f = share(k.kind, k.name)
-		}
-		if f <= 0 {
-			continue // nothing of it is served here
-		}
-		lim.Amount = max(1, int64(float64(lim.Amount)*min(f, 1)))
 		limits[k] = lim
 	}
 	l.mu.Lock()
@@ -135,11 +199,10 @@ func (l *Limiters) Update(version uint64, enabled bool, quotas []*pb.Quota, shar
 	if version != 0 && version < l.version {
 		return nil
 	}
-	l.version, l.enabled = version, enabled
-	now := l.clock()
+	l.version, l.enabled, l.defaultShare = version, enabled, share
 	for k, lim := range limits {
-		if old, ok := l.limits[k]; !ok || old != lim {
-			l.buckets[k] = newBucket(float64(lim.Amount), lim.Per, now)
+		if old, ok := l.limits[k]; ok && old != lim {
+			delete(l.buckets, k) // a new quota starts with a full bucket
 		}
 	}
 	for k := range l.limits {
@@ -148,8 +211,114 @@ func (l *Limiters) Update(version uint64, enabled bool, quotas []*pb.Quota, shar
 		}
 	}
 	l.limits = limits
+	l.applyShares(l.clock())
 	l.active.Store(enabled && len(l.buckets) > 0)
 	return nil
+}
+
+// SetShares applies the master's shares of the quotas (by ShareKey; subjects not listed get the
+// default share). Buckets keep what they hold, up to their new size: a share that grows gives no
+// burst.
+func (l *Limiters) SetShares(shares map[string]float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if maps.Equal(shares, l.shares) {
+		return
+	}
+	l.shares = maps.Clone(shares)
+	l.applyShares(l.clock())
+}
+
+// Shares is a copy of the master's shares in force (by ShareKey).
+func (l *Limiters) Shares() map[string]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.shares)
+}
+
+// Demand reports, per quota subject, the requests (admitted or throttled) and bytes per second
+// asked of this server since the last call, for the master's Shares.
+func (l *Limiters) Demand() []*pb.QuotaDemand {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock()
+	secs := now.Sub(l.demandSince).Seconds()
+	if secs <= 0 || len(l.demand) == 0 {
+		return nil
+	}
+	l.demandSince = now
+	out := make([]*pb.QuotaDemand, 0, len(l.demand))
+	for id, d := range l.demand {
+		d.reqRate += demandWeight * (d.requests/secs - d.reqRate)
+		d.byteRate += demandWeight * (d.bytes/secs - d.byteRate)
+		d.requests, d.bytes = 0, 0
+		if d.reqRate < minDemand && d.byteRate < minDemand {
+			delete(l.demand, id)
+			continue
+		}
+		out = append(out, &pb.QuotaDemand{Subject: id, Requests: d.reqRate, Bytes: d.byteRate})
+	}
+	slices.SortFunc(out, func(a, b *pb.QuotaDemand) int { return strings.Compare(a.GetSubject(), b.GetSubject()) })
+	return out
+}
+
+// noteDemand counts a request of a subject with a quota (under mu).
+func (l *Limiters) noteDemand(id string, requests, bytes float64) {
+	d := l.demand[id]
+	if d == nil {
+		if len(l.demand) >= maxDemandSubjects {
+			return
+		}
+		d = &demandCount{}
+		l.demand[id] = d
+	}
+	d.requests += requests
+	d.bytes += bytes
+}
+
+// maxDemandSubjects bounds the subjects whose demand a server counts between heartbeats (only
+// subjects with a quota are counted).
+const maxDemandSubjects = 1 << 14
+
+// Shares divides each subject's quota among servers in proportion to their demand (by requests
+// for number quotas, by bytes for size quotas): a server that asked nothing of a subject others
+// asked of gets share 0, and the shares of a subject add up to 1, so that however a tenant's
+// requests fall on the servers, the cluster gives its quota, and never more. demand is each live
+// server's last report; the answer is each server's shares by ShareKey. Subjects no server asked
+// of are left out (the default share applies).
+func Shares(demand map[string][]*pb.QuotaDemand) map[string]map[string]float64 {
+	type total struct{ requests, bytes float64 }
+	totals := map[string]*total{}
+	for _, ds := range demand {
+		for _, d := range ds {
+			t := totals[d.GetSubject()]
+			if t == nil {
+				t = &total{}
+				totals[d.GetSubject()] = t
+			}
+			t.requests += max(d.GetRequests(), 0)
+			t.bytes += max(d.GetBytes(), 0)
+		}
+	}
+	out := make(map[string]map[string]float64, len(demand))
+	for server, ds := range demand {
+		mine := make(map[string]*pb.QuotaDemand, len(ds))
+		for _, d := range ds {
+			mine[d.GetSubject()] = d
+		}
+		shares := make(map[string]float64, len(totals)*2)
+		for subject, t := range totals {
+			d := mine[subject]
+			if t.requests > 0 {
+				shares[ShareKey(subject, false)] = max(d.GetRequests(), 0) / t.requests
+			}
+			if t.bytes > 0 {
+				shares[ShareKey(subject, true)] = max(d.GetBytes(), 0) / t.bytes
+			}
+		}
+		out[server] = shares
+	}
+	return out
 }
 
 // Version is the version of the quotas in force.
@@ -180,6 +349,13 @@ func (l *Limiters) Check(r Request) *Throttled {
 		if subj.name == "" {
 			continue
 		}
+		counted := false
+		for _, tt := range applicable(r.Write) {
+			if !counted && l.buckets[limiterKey{subj.kind, subj.name, tt}] != nil {
+				counted = true
+				l.noteDemand(SubjectID(subj.kind, subj.name), 1, float64(r.Size))
+			}
+		}
 		for _, tt := range applicable(r.Write) {
 			b := l.buckets[limiterKey{subj.kind, subj.name, tt}]
 			if b == nil {
@@ -193,7 +369,7 @@ func (l *Limiters) Check(r Request) *Throttled {
 				}
 			}
 			if w := b.wait(n, now); w > 0 {
-				who := subj.kind + "=" + subj.name
+				who := SubjectID(subj.kind, subj.name)
 				l.throttle[who]++
 				return &Throttled{Subject: who, Type: tt, RetryAfter: w}
 			}
@@ -217,10 +393,15 @@ func (l *Limiters) Charge(r Request, size int64) {
 	defer l.mu.Unlock()
 	now := l.clock()
 	for _, subj := range [...]struct{ kind, name string }{{SubjectUser, r.User}, {SubjectTable, r.Table}, {SubjectNamespace, r.Namespace}} {
+		counted := false
 		for _, tt := range []pb.ThrottleType{pb.ThrottleType_THROTTLE_TYPE_REQUEST_SIZE, pb.ThrottleType_THROTTLE_TYPE_READ_SIZE} {
 			if b := l.buckets[limiterKey{subj.kind, subj.name, tt}]; b != nil {
 				b.refill(now)
 				b.tokens -= float64(size)
+				if !counted {
+					counted = true
+					l.noteDemand(SubjectID(subj.kind, subj.name), 0, float64(size))
+				}
 			}
 		}
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/rpc"
 )
 
 func longValue(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
@@ -554,4 +556,52 @@ func TestBatchWithRowMutations(t *testing.T) {
 			t.Fatalf("row %s: %v %v, want f:x=%q and no f:gone", row, r, err, want)
 		}
 	}
+}
+
+// A user quota follows the tenant's requests: the server holding the tenant's only region gets
+// the whole of it from the master, the others none (an even split gave it a third).
+func TestQuotaSharesFollowTheTenant(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := context.Background()
+	createTable(t, c, "qs", nil)
+	regionName, _ := locate(t, c, "qs", []byte("a"))
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: "tenant"},
+			Type: pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER, Limit: 1000, TimeUnitSeconds: 1}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var holder *Server
+	for _, s := range c.servers {
+		if c.regionOn(s.Name(), regionName) != nil {
+			holder = s
+		}
+	}
+	conn, err := rpc.Dial(ctx, holder.DataAddr(), rpc.ClientOptions{User: "tenant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	key := quota.ShareKey(quota.SubjectID(quota.SubjectUser, "tenant"), false)
+	waitForState(t, "the holder's share of the tenant's quota", 20*time.Second, func() (bool, string) {
+		// Keep the tenant writing: its demand is what the shares follow.
+		for range 5 {
+			_, _ = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
+				Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("a"), CellCount: 1}},
+				cell.AppendKeyValue(nil, []byte("a"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("v")), &pb.MutateResponse{}, nil)
+		}
+		state := ""
+		ok := true
+		for _, s := range c.servers {
+			f, has := s.limiters.Shares()[key]
+			state += fmt.Sprintf(" %s=%.3f(%v)", s.Name(), f, has)
+			if s == holder {
+				ok = ok && has && f > 0.99
+			} else {
+				ok = ok && has && f < 0.01
+			}
+		}
+		return ok, state
+	})
 }

@@ -220,6 +220,7 @@ func (s *Server) heartbeatLoop() {
 		if resp.GetQuotaVersion() != s.limiters.Version() {
 			s.refreshQuotas()
 		}
+		s.limiters.SetShares(resp.GetQuotaShares())
 		if resp.GetAclVersion() != s.acl.Load().Version() { // permissions with security on; labels always
 			s.refreshACL()
 		}
@@ -274,7 +275,7 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 
 // load is the heartbeat's load report.
 func (s *Server) load() *pb.ServerLoad {
-	l := &pb.ServerLoad{HugepageMode: s.cfg.Hugepages.String()}
+	l := &pb.ServerLoad{HugepageMode: s.cfg.Hugepages.String(), QuotaDemand: s.limiters.Demand()}
 	s.regions.Range(func(_, v any) bool {
 		or := v.(*onlineRegion)
 		r := or.r.Load()

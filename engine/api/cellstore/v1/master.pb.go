@@ -1668,8 +1668,10 @@ type ServerLoad struct {
 	MemstoreBytes     int64                  `protobuf:"varint,4,opt,name=memstore_bytes,json=memstoreBytes,proto3" json:"memstore_bytes,omitempty"`
 	HugepageMode      string                 `protobuf:"bytes,5,opt,name=hugepage_mode,json=hugepageMode,proto3" json:"hugepage_mode,omitempty"`
 	Regions           []*RegionLoad          `protobuf:"bytes,6,rep,name=regions,proto3" json:"regions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the subjects of quotas asked of this server since its last heartbeat (engine/quota).
+	QuotaDemand   []*QuotaDemand `protobuf:"bytes,7,rep,name=quota_demand,json=quotaDemand,proto3" json:"quota_demand,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerLoad) Reset() {
@@ -1744,6 +1746,76 @@ func (x *ServerLoad) GetRegions() []*RegionLoad {
 	return nil
 }
 
+func (x *ServerLoad) GetQuotaDemand() []*QuotaDemand {
+	if x != nil {
+		return x.QuotaDemand
+	}
+	return nil
+}
+
+// QuotaDemand is a quota subject's demand on one server: requests (admitted or throttled) and
+// bytes per second.
+type QuotaDemand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "user=NAME", "table=NS:NAME" or "namespace=NS".
+	Subject       string  `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Requests      float64 `protobuf:"fixed64,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	Bytes         float64 `protobuf:"fixed64,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaDemand) Reset() {
+	*x = QuotaDemand{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaDemand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaDemand) ProtoMessage() {}
+
+func (x *QuotaDemand) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaDemand.ProtoReflect.Descriptor instead.
+func (*QuotaDemand) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QuotaDemand) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *QuotaDemand) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *QuotaDemand) GetBytes() float64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type HeartbeatRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Server *ServerName            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
@@ -1756,7 +1828,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1840,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[26]
+	mi := &file_cellstore_v1_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1853,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerName {
@@ -1814,14 +1886,18 @@ type HeartbeatResponse struct {
 	QuotaVersion  uint64            `protobuf:"varint,3,opt,name=quota_version,json=quotaVersion,proto3" json:"quota_version,omitempty"`
 	ClusterConfig map[string]string `protobuf:"bytes,4,rep,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Version of the permissions (GetUserPermissions): a server holding another fetches them.
-	AclVersion    uint64 `protobuf:"varint,5,opt,name=acl_version,json=aclVersion,proto3" json:"acl_version,omitempty"`
+	AclVersion uint64 `protobuf:"varint,5,opt,name=acl_version,json=aclVersion,proto3" json:"acl_version,omitempty"`
+	// This server's share of each quota subject with demand somewhere (engine/quota.Shares): keys
+	// are the subject with "#n" (request and write/read number quotas) or "#b" (size quotas).
+	// Subjects not listed keep the default share.
+	QuotaShares   map[string]float64 `protobuf:"bytes,6,rep,name=quota_shares,json=quotaShares,proto3" json:"quota_shares,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1909,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[27]
+	mi := &file_cellstore_v1_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1922,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeartbeatResponse) GetLeaseMs() int64 {
@@ -1884,6 +1960,13 @@ func (x *HeartbeatResponse) GetAclVersion() uint64 {
 	return 0
 }
 
+func (x *HeartbeatResponse) GetQuotaShares() map[string]float64 {
+	if x != nil {
+		return x.QuotaShares
+	}
+	return nil
+}
+
 type ReportRegionTransitionRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Server     *ServerName            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
@@ -1899,7 +1982,7 @@ type ReportRegionTransitionRequest struct {
 
 func (x *ReportRegionTransitionRequest) Reset() {
 	*x = ReportRegionTransitionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +1994,7 @@ func (x *ReportRegionTransitionRequest) String() string {
 func (*ReportRegionTransitionRequest) ProtoMessage() {}
 
 func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[28]
+	mi := &file_cellstore_v1_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2007,7 @@ func (x *ReportRegionTransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionRequest.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportRegionTransitionRequest) GetServer() *ServerName {
@@ -1977,7 +2060,7 @@ type ReportRegionTransitionResponse struct {
 
 func (x *ReportRegionTransitionResponse) Reset() {
 	*x = ReportRegionTransitionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2072,7 @@ func (x *ReportRegionTransitionResponse) String() string {
 func (*ReportRegionTransitionResponse) ProtoMessage() {}
 
 func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[29]
+	mi := &file_cellstore_v1_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2085,7 @@ func (x *ReportRegionTransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRegionTransitionResponse.ProtoReflect.Descriptor instead.
 func (*ReportRegionTransitionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
 }
 
 type SetServerZoneRequest struct {
@@ -2015,7 +2098,7 @@ type SetServerZoneRequest struct {
 
 func (x *SetServerZoneRequest) Reset() {
 	*x = SetServerZoneRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2110,7 @@ func (x *SetServerZoneRequest) String() string {
 func (*SetServerZoneRequest) ProtoMessage() {}
 
 func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[30]
+	mi := &file_cellstore_v1_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2123,7 @@ func (x *SetServerZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneRequest.ProtoReflect.Descriptor instead.
 func (*SetServerZoneRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetServerZoneRequest) GetServer() string {
@@ -2065,7 +2148,7 @@ type SetServerZoneResponse struct {
 
 func (x *SetServerZoneResponse) Reset() {
 	*x = SetServerZoneResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2160,7 @@ func (x *SetServerZoneResponse) String() string {
 func (*SetServerZoneResponse) ProtoMessage() {}
 
 func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[31]
+	mi := &file_cellstore_v1_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2173,7 @@ func (x *SetServerZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerZoneResponse.ProtoReflect.Descriptor instead.
 func (*SetServerZoneResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{31}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
 type MoveRegionRequest struct {
@@ -2104,7 +2187,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2199,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[32]
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2212,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -2154,7 +2237,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2249,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2262,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
 }
 
 type SplitRegionRequest struct {
@@ -2193,7 +2276,7 @@ type SplitRegionRequest struct {
 
 func (x *SplitRegionRequest) Reset() {
 	*x = SplitRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2288,7 @@ func (x *SplitRegionRequest) String() string {
 func (*SplitRegionRequest) ProtoMessage() {}
 
 func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2301,7 @@ func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SplitRegionRequest) GetRegion() string {
@@ -2243,7 +2326,7 @@ type SplitRegionResponse struct {
 
 func (x *SplitRegionResponse) Reset() {
 	*x = SplitRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2338,7 @@ func (x *SplitRegionResponse) String() string {
 func (*SplitRegionResponse) ProtoMessage() {}
 
 func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2351,7 @@ func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 type DrainServerRequest struct {
@@ -2284,7 +2367,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2379,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2392,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -2334,7 +2417,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2429,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2442,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 type BalanceRequest struct {
@@ -2370,7 +2453,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2465,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2478,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 type BalanceResponse struct {
@@ -2408,7 +2491,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2503,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2516,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2452,7 +2535,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2547,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2560,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2496,7 +2579,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2591,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2604,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2550,7 +2633,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2645,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2658,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2653,7 +2736,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2748,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2761,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -2717,7 +2800,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2812,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2825,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 type ClusterStatusResponse struct {
@@ -2763,7 +2846,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2858,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2871,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -2865,7 +2948,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2960,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2973,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -2908,7 +2991,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3003,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3016,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -2955,7 +3038,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3050,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3063,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -3074,7 +3157,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3169,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3182,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -3131,7 +3214,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3226,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3239,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -3176,7 +3259,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3271,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3284,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Permission) GetUser() string {
@@ -3257,7 +3340,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3352,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3365,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3300,7 +3383,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3395,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3408,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3338,7 +3421,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3433,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3446,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3381,7 +3464,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3476,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3489,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3422,7 +3505,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3517,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3530,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3484,7 +3567,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3579,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3592,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3551,7 +3634,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3646,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3659,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3604,7 +3687,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3699,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3712,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3656,7 +3739,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3751,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3764,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -3699,7 +3782,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3794,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3807,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -3737,7 +3820,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3832,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3845,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -3781,7 +3864,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3876,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3889,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -3827,7 +3910,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +3922,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +3935,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -3877,7 +3960,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3972,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +3985,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 type GetAuthsRequest struct {
@@ -3914,7 +3997,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4009,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4022,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -3958,7 +4041,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4053,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4066,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -4004,7 +4087,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4099,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4112,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -4054,7 +4137,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4149,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4162,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 type ListQuotasRequest struct {
@@ -4090,7 +4173,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4185,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4198,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 type ListQuotasResponse struct {
@@ -4128,7 +4211,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4223,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4236,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -4182,7 +4265,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4194,7 +4277,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4207,7 +4290,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -4234,7 +4317,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4329,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4342,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
@@ -4282,7 +4365,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4377,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4390,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4340,7 +4423,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4435,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4448,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4391,7 +4474,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4486,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4499,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4480,7 +4563,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4575,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4588,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4531,7 +4614,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4626,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4639,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4578,7 +4661,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4590,7 +4673,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4603,7 +4686,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4628,7 +4711,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4723,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4736,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 type CloneSnapshotRequest struct {
@@ -4670,7 +4753,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4765,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4778,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -4727,7 +4810,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4739,7 +4822,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4752,7 +4835,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 type CopySnapshotRequest struct {
@@ -4764,7 +4847,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4776,7 +4859,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4789,7 +4872,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -4818,7 +4901,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +4913,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +4926,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -5004,7 +5087,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\rread_requests\x18\x05 \x01(\x03R\freadRequests\x12%\n" +
 	"\x0ewrite_requests\x18\x06 \x01(\x03R\rwriteRequests\x12&\n" +
 	"\x0fmax_flushed_seq\x18\a \x01(\x04R\rmaxFlushedSeq\x12%\n" +
-	"\x0ehas_references\x18\b \x01(\bR\rhasReferences\"\x80\x02\n" +
+	"\x0ehas_references\x18\b \x01(\bR\rhasReferences\"\xbe\x02\n" +
 	"\n" +
 	"ServerLoad\x12.\n" +
 	"\x13requests_per_second\x18\x01 \x01(\x03R\x11requestsPerSecond\x12\x1d\n" +
@@ -5013,21 +5096,30 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\roffheap_bytes\x18\x03 \x01(\x03R\foffheapBytes\x12%\n" +
 	"\x0ememstore_bytes\x18\x04 \x01(\x03R\rmemstoreBytes\x12#\n" +
 	"\rhugepage_mode\x18\x05 \x01(\tR\fhugepageMode\x122\n" +
-	"\aregions\x18\x06 \x03(\v2\x18.cellstore.v1.RegionLoadR\aregions\"\x8e\x01\n" +
+	"\aregions\x18\x06 \x03(\v2\x18.cellstore.v1.RegionLoadR\aregions\x12<\n" +
+	"\fquota_demand\x18\a \x03(\v2\x19.cellstore.v1.QuotaDemandR\vquotaDemand\"Y\n" +
+	"\vQuotaDemand\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x01R\brequests\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x01R\x05bytes\"\x8e\x01\n" +
 	"\x10HeartbeatRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12,\n" +
 	"\x04load\x18\x02 \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
-	"\bstopping\x18\x03 \x01(\bR\bstopping\"\xb8\x02\n" +
+	"\bstopping\x18\x03 \x01(\bR\bstopping\"\xcd\x03\n" +
 	"\x11HeartbeatResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x12%\n" +
 	"\x0eunknown_server\x18\x02 \x01(\bR\runknownServer\x12#\n" +
 	"\rquota_version\x18\x03 \x01(\x04R\fquotaVersion\x12Y\n" +
 	"\x0ecluster_config\x18\x04 \x03(\v22.cellstore.v1.HeartbeatResponse.ClusterConfigEntryR\rclusterConfig\x12\x1f\n" +
 	"\vacl_version\x18\x05 \x01(\x04R\n" +
-	"aclVersion\x1a@\n" +
+	"aclVersion\x12S\n" +
+	"\fquota_shares\x18\x06 \x03(\v20.cellstore.v1.HeartbeatResponse.QuotaSharesEntryR\vquotaShares\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10QuotaSharesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xac\x02\n" +
 	"\x1dReportRegionTransitionRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x120\n" +
 	"\x06region\x18\x02 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x12>\n" +
@@ -5325,7 +5417,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
@@ -5358,230 +5450,234 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*RegisterServerResponse)(nil),         // 28: cellstore.v1.RegisterServerResponse
 	(*RegionLoad)(nil),                     // 29: cellstore.v1.RegionLoad
 	(*ServerLoad)(nil),                     // 30: cellstore.v1.ServerLoad
-	(*HeartbeatRequest)(nil),               // 31: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 32: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 33: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 34: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 35: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 36: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 37: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 38: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 39: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 40: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 41: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 42: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 43: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 44: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 45: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 46: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 47: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 48: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 49: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 50: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 51: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 52: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 53: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 54: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 55: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 56: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 57: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 58: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 59: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 60: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 61: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 62: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 63: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 64: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 65: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 66: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 67: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 68: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 69: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 70: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 71: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 72: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 73: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 74: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 75: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 76: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 77: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 78: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 79: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 80: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 81: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 82: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 83: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 84: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 85: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 86: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 87: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 88: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 89: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 90: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                    // 91: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                    // 92: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 93: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 94: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 95: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                    // 96: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                    // 97: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                // 98: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 99: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 100: cellstore.v1.TableName
-	(TableState)(0),                        // 101: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 102: cellstore.v1.ServerName
+	(*QuotaDemand)(nil),                    // 31: cellstore.v1.QuotaDemand
+	(*HeartbeatRequest)(nil),               // 32: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 33: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 34: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 35: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 36: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 37: cellstore.v1.SetServerZoneResponse
+	(*MoveRegionRequest)(nil),              // 38: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 39: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 40: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 41: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 42: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 43: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 44: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 45: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 46: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 47: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 48: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 49: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 50: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 51: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 52: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 53: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 54: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 55: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 56: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 57: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 58: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 59: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 60: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 61: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 62: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 63: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 64: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 65: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 66: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 67: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 68: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 69: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 70: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 71: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 72: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 73: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 74: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 75: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 76: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 77: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 78: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 79: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 80: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 81: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 82: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 83: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 84: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 85: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 86: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 87: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 88: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 89: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 90: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 91: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                    // 92: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                    // 93: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 94: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 95: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	nil,                                    // 96: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 97: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                    // 98: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                    // 99: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                // 100: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 101: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 102: cellstore.v1.TableName
+	(TableState)(0),                        // 103: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 104: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	90,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	91,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	98,  // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	99,  // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	98,  // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	100, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	100, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	98,  // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	101, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	91,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	92,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	100, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	101, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	100, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	102, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	102, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	100, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	103, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	98,  // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	101, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	99,  // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	102, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	100, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	103, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	101, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	104, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	100, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	102, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	24,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
 	22,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	22,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	101, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	102, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	92,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	103, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	104, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	93,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	29,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	102, // 23: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	30,  // 24: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	93,  // 25: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	102, // 26: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	99,  // 27: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
-	1,   // 28: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	99,  // 29: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	102, // 30: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	30,  // 31: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,   // 32: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	47,  // 33: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	48,  // 34: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	94,  // 35: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	95,  // 36: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	96,  // 37: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	100, // 38: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 39: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	53,  // 40: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 41: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	100, // 42: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	56,  // 43: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	56,  // 44: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	100, // 45: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	56,  // 46: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	63,  // 47: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	64,  // 48: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	53,  // 49: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	97,  // 50: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	100, // 51: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	81,  // 52: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	100, // 53: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	81,  // 54: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	100, // 55: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 56: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	11,  // 57: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	13,  // 58: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	15,  // 59: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 60: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 61: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	17,  // 62: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	18,  // 63: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	15,  // 64: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	23,  // 65: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	15,  // 66: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	27,  // 67: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	31,  // 68: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	33,  // 69: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	35,  // 70: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	37,  // 71: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	39,  // 72: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	41,  // 73: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	41,  // 74: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	43,  // 75: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	45,  // 76: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	49,  // 77: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	77,  // 78: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	51,  // 79: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	54,  // 80: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	75,  // 81: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	57,  // 82: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	59,  // 83: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	61,  // 84: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	65,  // 85: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	67,  // 86: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	69,  // 87: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	71,  // 88: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	73,  // 89: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	79,  // 90: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	82,  // 91: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	84,  // 92: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	86,  // 93: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	84,  // 94: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	88,  // 95: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	88,  // 96: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	84,  // 97: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	9,   // 98: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	5,   // 99: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	7,   // 100: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	12,  // 101: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	14,  // 102: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	16,  // 103: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 104: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 105: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	16,  // 106: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	20,  // 107: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	21,  // 108: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	25,  // 109: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	26,  // 110: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	28,  // 111: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	32,  // 112: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	34,  // 113: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	36,  // 114: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	38,  // 115: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	40,  // 116: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	42,  // 117: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	42,  // 118: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	44,  // 119: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	46,  // 120: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	50,  // 121: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	78,  // 122: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	52,  // 123: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	55,  // 124: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	76,  // 125: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	58,  // 126: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	60,  // 127: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	62,  // 128: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	66,  // 129: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	68,  // 130: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	70,  // 131: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	72,  // 132: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	74,  // 133: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	80,  // 134: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	83,  // 135: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	85,  // 136: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	87,  // 137: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	85,  // 138: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	89,  // 139: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	89,  // 140: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	85,  // 141: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	10,  // 142: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	6,   // 143: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	8,   // 144: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	101, // [101:145] is the sub-list for method output_type
-	57,  // [57:101] is the sub-list for method input_type
-	57,  // [57:57] is the sub-list for extension type_name
-	57,  // [57:57] is the sub-list for extension extendee
-	0,   // [0:57] is the sub-list for field type_name
+	31,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
+	104, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	30,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	94,  // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	95,  // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	104, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	101, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	1,   // 30: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
+	101, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	104, // 32: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	30,  // 33: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 34: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	48,  // 35: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	49,  // 36: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	96,  // 37: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	97,  // 38: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	98,  // 39: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	102, // 40: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 41: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	54,  // 42: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 43: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	102, // 44: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	57,  // 45: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	57,  // 46: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	102, // 47: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	57,  // 48: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	64,  // 49: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	65,  // 50: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	54,  // 51: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	99,  // 52: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	102, // 53: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	82,  // 54: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	102, // 55: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	82,  // 56: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	102, // 57: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 58: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	11,  // 59: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	13,  // 60: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	15,  // 61: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 62: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 63: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	17,  // 64: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	18,  // 65: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	15,  // 66: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	23,  // 67: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	15,  // 68: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	27,  // 69: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	32,  // 70: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	34,  // 71: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	36,  // 72: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	38,  // 73: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	40,  // 74: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	42,  // 75: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	42,  // 76: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	44,  // 77: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	46,  // 78: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	50,  // 79: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	78,  // 80: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	52,  // 81: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	55,  // 82: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	76,  // 83: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	58,  // 84: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	60,  // 85: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	62,  // 86: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	66,  // 87: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	68,  // 88: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	70,  // 89: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	72,  // 90: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	74,  // 91: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	80,  // 92: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	83,  // 93: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	85,  // 94: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	87,  // 95: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	85,  // 96: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	89,  // 97: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	89,  // 98: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	85,  // 99: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	9,   // 100: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	5,   // 101: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	7,   // 102: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	12,  // 103: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	14,  // 104: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	16,  // 105: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 106: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 107: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	16,  // 108: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	20,  // 109: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	21,  // 110: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	25,  // 111: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	26,  // 112: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	28,  // 113: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	33,  // 114: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	35,  // 115: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	37,  // 116: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	39,  // 117: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	41,  // 118: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	43,  // 119: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	43,  // 120: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	45,  // 121: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	47,  // 122: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	51,  // 123: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	79,  // 124: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	53,  // 125: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	56,  // 126: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	77,  // 127: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	59,  // 128: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	61,  // 129: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	63,  // 130: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	67,  // 131: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	69,  // 132: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	71,  // 133: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	73,  // 134: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	75,  // 135: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	81,  // 136: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	84,  // 137: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	86,  // 138: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	88,  // 139: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	86,  // 140: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	90,  // 141: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	90,  // 142: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	86,  // 143: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	10,  // 144: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	6,   // 145: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	8,   // 146: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	103, // [103:147] is the sub-list for method output_type
+	59,  // [59:103] is the sub-list for method input_type
+	59,  // [59:59] is the sub-list for extension type_name
+	59,  // [59:59] is the sub-list for extension extendee
+	0,   // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5590,7 +5686,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[48].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[49].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5601,7 +5697,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   93,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
