@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,17 +95,23 @@ type fakeServer struct {
 	block chan struct{} // when set, GETs wait on it (a hung server)
 	// partialRows sends each scanned row as two partial results.
 	partialRows bool
-	scanners    map[uint64]*fakeScanner
-	nextID      uint64
-	calls       atomic.Int64
-	increments  atomic.Int64
-	nonces      map[uint64]bool
+	// heartbeats: each scanner answers this many heartbeats before each batch of rows (a filter
+	// that skips rows for longer than the call's time limit); timeLimits records what clients
+	// asked for.
+	heartbeats int
+	timeLimits []int64
+	scanners   map[uint64]*fakeScanner
+	nextID     uint64
+	calls      atomic.Int64
+	increments atomic.Int64
+	nonces     map[uint64]bool
 }
 
 type fakeScanner struct {
 	region *pb.RegionInfo
 	rows   []string
 	pos    int
+	beats  int
 }
 
 func (s *fakeServer) name() *pb.ServerName {
@@ -323,7 +330,15 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 		s.scanners[s.nextID] = sc
 		req.ScannerId = s.nextID
 	}
+	s.timeLimits = append(s.timeLimits, req.TimeLimitMs)
 	resp := &pb.ScanResponse{ScannerId: req.ScannerId, MoreResults: true, Stale: s.stale}
+	if sc.beats < s.heartbeats && sc.pos < len(sc.rows) {
+		sc.beats++
+		resp.Heartbeat, resp.MoreResultsInRegion, resp.CursorRow = true, true, []byte(sc.rows[sc.pos])
+		c.Reply(resp)
+		return
+	}
+	sc.beats = 0
 	var out []byte
 	for n := 0; n < int(req.NumberOfRows) && sc.pos < len(sc.rows); n++ {
 		cells := s.rows[sc.rows[sc.pos]]
@@ -764,5 +779,44 @@ func TestMasterRedirectsAreBoundedAndHandoverHintsDoNotGrowTheBackoff(t *testing
 				t.Fatalf("%d pauses in 40 redirects between two masters naming each other, want at least %d", len(rec.attempts), min)
 			}
 		})
+	}
+}
+
+// A scan whose server answers heartbeats (no rows yet, a cursor) goes on through them, and asks
+// the server for a time limit under its call timeout.
+func TestScanFollowsHeartbeats(t *testing.T) {
+	_, ss, c := newCluster(t, 2, "m")
+	tb := c.Table("t")
+	for _, r := range []string{"a", "b", "n", "z"} {
+		put(t, tb, r, "v"+r)
+	}
+	for _, s := range ss {
+		s.heartbeats = 3
+	}
+	sc := tb.Scan(context.Background(), &pb.Scan{Caching: 1})
+	defer sc.Close()
+	var got []string
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		got = append(got, string(r.Row))
+	}
+	if err := sc.Err(); err != nil || strings.Join(got, ",") != "a,b,n,z" {
+		t.Fatalf("scan through heartbeats: %v %v", got, err)
+	}
+	for _, s := range ss {
+		s.mu.Lock()
+		limits := slices.Clone(s.timeLimits)
+		s.mu.Unlock()
+		if len(limits) < 8 { // 3 heartbeats before each of the server's 2 rows, and the rows
+			t.Fatalf("server answered %d scan calls, want at least 8", len(limits))
+		}
+		for _, l := range limits {
+			if l <= 0 || l > c.cfg.RPCTimeout.Milliseconds() {
+				t.Fatalf("a scan call asked for a time limit of %d ms (call timeout %v)", l, c.cfg.RPCTimeout)
+			}
+		}
 	}
 }

@@ -69,6 +69,8 @@ type Config struct {
 	// Clock returns the current time (cell timestamps, TTL, time limits);
 	// nil means time.Now.
 	Clock func() time.Time
+	// realClock: Clock is the system's (not a test's): scans' time limits run on timers.
+	realClock bool
 	// FlushSize triggers a flush when the memstore holds this many data
 	// bytes (default 128 MiB).
 	FlushSize int64
@@ -123,7 +125,7 @@ func (c *Config) fill() error {
 		return errors.New("region: Config needs FS or Bucket, WAL and Pool")
 	}
 	if c.Clock == nil {
-		c.Clock = time.Now
+		c.Clock, c.realClock = time.Now, true
 	}
 	if c.FlushSize <= 0 {
 		c.FlushSize = 128 << 20

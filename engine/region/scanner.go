@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
@@ -154,7 +155,12 @@ const (
 // with Region.Scanner; call Next until a batch says More is false, then
 // Close. It sees the MVCC snapshot of the moment it was opened.
 type RegionScanner struct {
-	r         *Region
+	r *Region
+	// expired is set by a timer when a Next call's time limit runs out (with the system clock):
+	// the scan checks it at every cell and every skipped row, whatever each costs. gen tells a
+	// late timer of an earlier call from the current one's.
+	expired   atomic.Bool
+	gen       atomic.Uint64
 	s         Scan
 	fams      []*famScan // selected, sorted by name
 	it        *mergeIter
@@ -486,6 +492,16 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 	var deadline time.Time
 	if s.s.TimeLimit > 0 {
 		deadline = s.r.cfg.Clock().Add(s.s.TimeLimit)
+		if s.r.cfg.realClock {
+			gen := s.gen.Add(1)
+			s.expired.Store(false)
+			t := time.AfterFunc(s.s.TimeLimit, func() {
+				if s.gen.Load() == gen {
+					s.expired.Store(true)
+				}
+			})
+			defer t.Stop()
+		}
 	}
 	var size int64
 	// Results of this batch are carved from two slabs (cell bytes and
@@ -620,8 +636,16 @@ func (s *RegionScanner) dropPending() {
 	s.kvs = s.kvs[:s.rowStart]
 }
 
+// timeUp says whether the Next call's time limit ran out: the timer's flag with the system
+// clock (cheap enough for every cell), else a read of the configured clock.
 func (s *RegionScanner) timeUp(deadline time.Time) bool {
-	return !deadline.IsZero() && !s.r.cfg.Clock().Before(deadline)
+	if deadline.IsZero() {
+		return false
+	}
+	if s.r.cfg.realClock {
+		return s.expired.Load()
+	}
+	return !s.r.cfg.Clock().Before(deadline)
 }
 
 // startRow positions on the next row that may be returned.
@@ -690,7 +714,9 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 		}
 		fresh = false
 		s.cellsN++
-		if s.cellsN&63 == 0 && s.timeUp(deadline) {
+		// Every cell with the system clock (an atomic flag); every 64 with a test's clock, whose
+		// reads may advance it.
+		if (s.r.cfg.realClock || s.cellsN&63 == 0) && s.timeUp(deadline) {
 			if s.pendingCells() > 0 && s.s.AllowPartialResults && !s.rowFilter {
 				s.emitPartial(b)
 			}
