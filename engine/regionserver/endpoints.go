@@ -83,11 +83,14 @@ func scanFor(rs *region.RegionScanner, deadline time.Time, each func(res *region
 			return nil, nil, nil
 		}
 		if time.Now().After(deadline) {
-			if b.Heartbeat {
+			if b.Heartbeat && len(b.Cursor) > 0 {
 				// The cursor row was not returned: start again at it.
 				return slices.Clone(b.Cursor), nil, nil
 			}
-			return append(last, 0), nil, nil // the row just after the last one read
+			if last != nil {
+				return append(last, 0), nil, nil // the row just after the last one read
+			}
+			// Nothing to say where to go on from yet: read on.
 		}
 	}
 }
