@@ -614,7 +614,7 @@ func familyDescriptor(cf *hb.ColumnFamilySchema) (*pb.ColumnFamilyDescriptor, er
 		case "COMPRESSION":
 			c, ok := pb.Compression_value["COMPRESSION_"+strings.ToUpper(v)]
 			if !ok {
-				return nil, doNotRetry("COMPRESSION %q of family %s is not supported: use NONE, SNAPPY, LZ4 or ZSTD", v, cf.GetName())
+				return nil, doNotRetry("COMPRESSION %q of family %s is not supported: use NONE, SNAPPY, LZ4, ZSTD or GZ", v, cf.GetName())
 			}
 			fd.Compression = pb.Compression(c)
 		case "DATA_BLOCK_ENCODING":

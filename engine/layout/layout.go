@@ -166,6 +166,8 @@ func familyDescriptors(t *pb.TableDescriptor) []region.Family {
 			rf.Compression = sfile.CompressionLZ4
 		case pb.Compression_COMPRESSION_ZSTD:
 			rf.Compression = sfile.CompressionZstd
+		case pb.Compression_COMPRESSION_GZ:
+			rf.Compression = sfile.CompressionGZ
 		}
 		switch f.GetDataBlockEncoding() {
 		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_PREFIX:

@@ -1,9 +1,13 @@
 package sfile
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -37,7 +41,12 @@ type compressor struct {
 	codec Compression
 	lz4   lz4.Compressor
 	buf   []byte
+	gz    *gzip.Writer
+	gzOut bytes.Buffer
 }
+
+// gzipReaders are reused gzip readers (each holds a DEFLATE window).
+var gzipReaders sync.Pool
 
 // compress returns the compressed form of src (valid until the next call)
 // and the codec to record, CompressionNone when compression did not
@@ -60,6 +69,20 @@ func (c *compressor) compress(src []byte) ([]byte, Compression) {
 	case CompressionZstd:
 		c.buf = zstdEncoder().EncodeAll(src, c.buf[:0])
 		out = c.buf
+	case CompressionGZ:
+		c.gzOut.Reset()
+		if c.gz == nil {
+			c.gz, _ = gzip.NewWriterLevel(&c.gzOut, gzip.DefaultCompression)
+		} else {
+			c.gz.Reset(&c.gzOut)
+		}
+		if _, err := c.gz.Write(src); err != nil {
+			return src, CompressionNone
+		}
+		if err := c.gz.Close(); err != nil {
+			return src, CompressionNone
+		}
+		out = c.gzOut.Bytes()
 	default:
 		return src, CompressionNone
 	}
@@ -97,6 +120,14 @@ func checkDecodedLen(codec Compression, src []byte, ulen int) string {
 		}
 		if !h.HasFCS || h.FrameContentSize != uint64(ulen) {
 			return fmt.Sprintf("zstd frame content size %d (present %v), header says %d", h.FrameContentSize, h.HasFCS, ulen)
+		}
+	case CompressionGZ:
+		// gzip's trailer ends with the length it holds (mod 2^32; blocks are smaller).
+		if len(src) < 18 {
+			return fmt.Sprintf("gzip payload of %d bytes is shorter than gzip's header and trailer", len(src))
+		}
+		if n := binary.LittleEndian.Uint32(src[len(src)-4:]); n != uint32(ulen) {
+			return fmt.Sprintf("gzip payload holds %d bytes, header says %d", n, ulen)
 		}
 	}
 	return ""
@@ -138,8 +169,38 @@ func decompress(codec Compression, src, dst []byte) string {
 		if len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
 			return fmt.Sprintf("zstd payload decoded to %d bytes, want %d", len(out), len(dst))
 		}
+	case CompressionGZ:
+		return gunzip(src, dst)
 	default:
 		return fmt.Sprintf("unknown compression codec %d", uint8(codec))
+	}
+	return ""
+}
+
+// gunzip decodes one gzip member into dst exactly, checking its CRC-32 (read at its end).
+func gunzip(src, dst []byte) string {
+	r, _ := gzipReaders.Get().(*gzip.Reader)
+	br := bytes.NewReader(src) // a ByteReader: the gzip reader reads no further than its member
+	var err error
+	if r == nil {
+		r, err = gzip.NewReader(br)
+	} else {
+		err = r.Reset(br)
+	}
+	if err != nil {
+		return fmt.Sprintf("gzip: %v", err)
+	}
+	defer gzipReaders.Put(r)
+	r.Multistream(false)
+	if _, err := io.ReadFull(r, dst); err != nil {
+		return fmt.Sprintf("gzip payload does not decode to %d bytes: %v", len(dst), err)
+	}
+	var one [1]byte
+	if n, err := r.Read(one[:]); n != 0 || err != io.EOF {
+		return fmt.Sprintf("gzip payload decodes to more than %d bytes, or its checksum does not match (%v)", len(dst), err)
+	}
+	if br.Len() != 0 {
+		return fmt.Sprintf("gzip payload has %d bytes after its member", br.Len())
 	}
 	return ""
 }

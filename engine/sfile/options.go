@@ -55,10 +55,13 @@ const (
 	CompressionSnappy
 	CompressionLZ4
 	CompressionZstd
+	// CompressionGZ is DEFLATE in gzip's framing (HBase's GZ), whose trailer carries the length
+	// and CRC-32 of what it holds.
+	CompressionGZ
 	numCompressions
 )
 
-var compressionNames = [numCompressions]string{"NONE", "SNAPPY", "LZ4", "ZSTD"}
+var compressionNames = [numCompressions]string{"NONE", "SNAPPY", "LZ4", "ZSTD", "GZ"}
 
 func (c Compression) String() string {
 	if c < numCompressions {
@@ -67,14 +70,14 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// ParseCompression parses NONE, SNAPPY, LZ4 or ZSTD (case-insensitive).
+// ParseCompression parses NONE, SNAPPY, LZ4, ZSTD or GZ (case-insensitive).
 func ParseCompression(s string) (Compression, error) {
 	for i, n := range compressionNames {
 		if strings.EqualFold(s, n) {
 			return Compression(i), nil
 		}
 	}
-	return 0, fmt.Errorf("sfile: unknown compression %q (want NONE, SNAPPY, LZ4 or ZSTD)", s)
+	return 0, fmt.Errorf("sfile: unknown compression %q (want NONE, SNAPPY, LZ4, ZSTD or GZ)", s)
 }
 
 // BloomType is the kind of bloom filter a file carries (the family's

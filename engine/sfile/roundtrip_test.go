@@ -321,7 +321,7 @@ func TestParse(t *testing.T) {
 	if got, err := ParseCompression("zstd"); err != nil || got != CompressionZstd {
 		t.Errorf("lower case: %v %v", got, err)
 	}
-	for _, s := range []string{"FAST_DIFF", "GZ", "ROWPREFIX_FIXED_LENGTH", ""} {
+	for _, s := range []string{"FAST_DIFF", "LZO", "ROWPREFIX_FIXED_LENGTH", ""} {
 		_, e1 := ParseEncoding(s)
 		_, e2 := ParseCompression(s)
 		_, e3 := ParseBloomType(s)

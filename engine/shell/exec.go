@@ -660,7 +660,7 @@ var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
 	"COMPRESSION": func(d *pb.ColumnFamilyDescriptor, v Value) error {
 		x, ok := pb.Compression_value["COMPRESSION_"+strings.ToUpper(v.Text())]
 		if !ok {
-			return usage("COMPRESSION must be NONE, SNAPPY, LZ4 or ZSTD")
+			return usage("COMPRESSION must be NONE, SNAPPY, LZ4, ZSTD or GZ")
 		}
 		d.Compression = pb.Compression(x)
 		return nil

@@ -230,6 +230,8 @@ const (
 	Compression_COMPRESSION_SNAPPY Compression = 1
 	Compression_COMPRESSION_LZ4    Compression = 2
 	Compression_COMPRESSION_ZSTD   Compression = 3
+	// DEFLATE in gzip's framing (HBase's GZ).
+	Compression_COMPRESSION_GZ Compression = 4
 )
 
 // Enum value maps for Compression.
@@ -239,12 +241,14 @@ var (
 		1: "COMPRESSION_SNAPPY",
 		2: "COMPRESSION_LZ4",
 		3: "COMPRESSION_ZSTD",
+		4: "COMPRESSION_GZ",
 	}
 	Compression_value = map[string]int32{
 		"COMPRESSION_NONE":   0,
 		"COMPRESSION_SNAPPY": 1,
 		"COMPRESSION_LZ4":    2,
 		"COMPRESSION_ZSTD":   3,
+		"COMPRESSION_GZ":     4,
 	}
 )
 
@@ -3080,12 +3084,13 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\tBloomType\x12\x12\n" +
 	"\x0eBLOOM_TYPE_ROW\x10\x00\x12\x13\n" +
 	"\x0fBLOOM_TYPE_NONE\x10\x01\x12\x15\n" +
-	"\x11BLOOM_TYPE_ROWCOL\x10\x02*f\n" +
+	"\x11BLOOM_TYPE_ROWCOL\x10\x02*z\n" +
 	"\vCompression\x12\x14\n" +
 	"\x10COMPRESSION_NONE\x10\x00\x12\x16\n" +
 	"\x12COMPRESSION_SNAPPY\x10\x01\x12\x13\n" +
 	"\x0fCOMPRESSION_LZ4\x10\x02\x12\x14\n" +
-	"\x10COMPRESSION_ZSTD\x10\x03*o\n" +
+	"\x10COMPRESSION_ZSTD\x10\x03\x12\x12\n" +
+	"\x0eCOMPRESSION_GZ\x10\x04*o\n" +
 	"\x11DataBlockEncoding\x12\x1c\n" +
 	"\x18DATA_BLOCK_ENCODING_NONE\x10\x00\x12\x1e\n" +
 	"\x1aDATA_BLOCK_ENCODING_PREFIX\x10\x01\x12\x1c\n" +
