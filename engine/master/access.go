@@ -9,6 +9,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/security"
 )
 
@@ -109,6 +110,17 @@ func (m *Master) need(ck *access.Checker, id security.Identity, method string, r
 		return onTable(r.GetTable(), access.Create|access.Admin)
 	case *pb.SnapshotRequest: // HBase: ADMIN on the table; the other snapshot calls need global ADMIN
 		return onTable(r.GetTable(), access.Admin)
+	case *pb.FlushCompactRequest: // HBase: ADMIN or CREATE on the table
+		if r.GetTable() != nil {
+			return onTable(r.GetTable(), access.Create|access.Admin)
+		}
+		if tn := m.tableOfRegion(r.GetRegion()); tn != nil {
+			return onTable(tn, access.Create|access.Admin)
+		}
+		if ck.Global(id)&access.Admin != 0 {
+			return nil // an unknown region: the call says so
+		}
+		return access.Denied(id, access.Admin, "global")
 	case *pb.CloneSnapshotRequest:
 		ns := r.GetTable().GetNamespace()
 		if ns == "" {
@@ -321,4 +333,16 @@ func (m *Master) GetUserPermissions(_ context.Context, req *pb.GetUserPermission
 		}
 	}
 	return resp, nil
+}
+
+// tableOfRegion is the table of a region (nil when the region is not known).
+func (m *Master) tableOfRegion(name string) *pb.TableName {
+	if err := m.lock(); err != nil {
+		return nil
+	}
+	defer m.mu.Unlock()
+	if r := m.st.regions[layout.PrimaryName(name)]; r != nil {
+		return proto.CloneOf(r.GetInfo().GetTable())
+	}
+	return nil
 }

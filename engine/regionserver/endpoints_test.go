@@ -605,3 +605,76 @@ func TestQuotaSharesFollowTheTenant(t *testing.T) {
 		return ok, state
 	})
 }
+
+// The master's FlushCompact (the shell's flush, compact and major_compact) flushes or compacts
+// every open region of a table through their servers, or one region.
+func TestFlushCompactThroughTheMaster(t *testing.T) {
+	c := startCluster(t, 2)
+	ctx := context.Background()
+	createTable(t, c, "fc", [][]byte{[]byte("m")})
+	tbl := c.client.Table("fc")
+	call := func(req *pb.FlushCompactRequest) (*pb.FlushCompactResponse, error) {
+		var resp *pb.FlushCompactResponse
+		err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			var err error
+			resp, err = m.FlushCompact(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	regions := func() []*region.Region {
+		var out []*region.Region
+		for _, s := range c.servers {
+			for _, name := range s.OnlineRegions() {
+				out = append(out, c.regionOn(s.Name(), name))
+			}
+		}
+		return out
+	}
+	for round := range 2 {
+		putAll(t, tbl, []*client.Mutation{
+			client.NewPut([]byte("a")).Add("f", "q", cell.LatestTimestamp, fmt.Appendf(nil, "v%d", round)),
+			client.NewPut([]byte("z")).Add("f", "q", cell.LatestTimestamp, fmt.Appendf(nil, "v%d", round)),
+		})
+		resp, err := call(&pb.FlushCompactRequest{Table: client.ParseTableName("fc")})
+		if err != nil || resp.GetRegions() != 2 {
+			t.Fatalf("flush round %d: %v %v", round, resp, err)
+		}
+	}
+	for _, r := range regions() {
+		if r.MemstoreStats().DataBytes != 0 || r.StoreFileCount()["f"] != 2 {
+			t.Fatalf("region %s after two flushes: memstore %d bytes, files %v", r.Name(), r.MemstoreStats().DataBytes, r.StoreFileCount())
+		}
+	}
+	one := regions()[0]
+	resp, err := call(&pb.FlushCompactRequest{Region: one.Name(), Kind: pb.FlushCompactRequest_KIND_MAJOR_COMPACT})
+	if err != nil || resp.GetRegions() != 1 {
+		t.Fatalf("major compaction of %s: %v %v", one.Name(), resp, err)
+	}
+	for _, r := range regions() {
+		want := 2
+		if r.Name() == one.Name() {
+			want = 1
+		}
+		if got := r.StoreFileCount()["f"]; got != want {
+			t.Fatalf("region %s holds %d files, want %d", r.Name(), got, want)
+		}
+	}
+	if resp, err := call(&pb.FlushCompactRequest{Table: client.ParseTableName("fc"), Kind: pb.FlushCompactRequest_KIND_MAJOR_COMPACT}); err != nil || resp.GetRegions() != 2 {
+		t.Fatalf("major compaction of the table: %v %v", resp, err)
+	}
+	for _, bad := range []*pb.FlushCompactRequest{
+		{},
+		{Table: client.ParseTableName("fc"), Region: one.Name()},
+		{Region: "00000000000000ff"},
+		{Table: client.ParseTableName("nope")},
+		{Table: client.ParseTableName("fc"), Kind: 7},
+	} {
+		if _, err := call(bad); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+	if r, err := tbl.Get(ctx, &pb.Get{Row: []byte("z")}); err != nil || string(r.Value("f", "q")) != "v1" {
+		t.Fatalf("after the compactions: %v %v", r, err)
+	}
+}

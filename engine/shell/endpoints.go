@@ -162,3 +162,38 @@ func (s *Shell) bulkDelete(ctx context.Context, args []Value) error {
 		pb.BulkDeleteRequest_DELETE_TYPE_FAMILY: "families", pb.BulkDeleteRequest_DELETE_TYPE_COLUMN: "columns"}[typ], res.Rows)
 	return nil
 }
+
+// flushCompact is the flush, compact and major_compact verbs: a table's regions or one region,
+// through the master.
+func flushCompact(kind pb.FlushCompactRequest_Kind) func(*Shell, context.Context, []Value) error {
+	verb := map[pb.FlushCompactRequest_Kind]string{pb.FlushCompactRequest_KIND_FLUSH: "flush",
+		pb.FlushCompactRequest_KIND_COMPACT: "compact", pb.FlushCompactRequest_KIND_MAJOR_COMPACT: "major_compact"}[kind]
+	return func(s *Shell, ctx context.Context, args []Value) error {
+		target, err := str(args, 0, "table or region")
+		if err != nil {
+			return err
+		}
+		if len(args) > 1 {
+			return usage("%s takes a table or a region (a column family cannot be named: every family is done)", verb)
+		}
+		req := &pb.FlushCompactRequest{Kind: kind}
+		if isRegionName(target) {
+			req.Region = target
+		} else {
+			req.Table = client.ParseTableName(target)
+		}
+		var resp *pb.FlushCompactResponse
+		if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err = m.FlushCompact(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "%s: %d region(s) done", verb, resp.GetRegions())
+		if n := len(resp.GetSkipped()); n > 0 {
+			fmt.Fprintf(s.Out, ", %d not open (in transition): %s", n, strings.Join(resp.GetSkipped(), ", "))
+		}
+		fmt.Fprintln(s.Out)
+		return nil
+	}
+}

@@ -144,6 +144,8 @@ func TestSecureCluster(t *testing.T) {
 		"alice", "actions=READ,WRITE", "2 row(s)")
 	mustShell("alice (certificate)", "put 'st', 'a', 'f:q', 'from-alice'; put 'st', 'a', 'f:secret', 's'; put 'st', 'z', 'f:q', 'z'; get 'st', 'a'", alice, "from-alice")
 	denied("alice", "drop 'st'", alice, "access denied")
+	denied("alice (RW)", "flush 'st'", alice, "action=CREATE|ADMIN")
+	mustShell("admin", "flush 'st'; major_compact 'st'", admin, "flush: 2 region(s) done", "major_compact: 2 region(s) done")
 	mustShell("bob (token)", "get 'st', 'a'", bob, "from-alice")
 	denied("bob", "put 'st', 'b', 'f:q', 'x'", bob, "action=WRITE")
 	denied("carol", "get 'st', 'a'", carol, "access denied: insufficient permissions for user 'carol' (table=default:st, action=READ)")

@@ -216,6 +216,12 @@ func TestStandaloneSmoke(t *testing.T) {
 	if !strings.Contains(out, "3 row(s) deleted") || !strings.Contains(out, "4 row(s)") {
 		t.Fatalf("bulk_delete:\n%s", out)
 	}
+	out = runShell(t, bin, p.master, "flush 't1'; compact 't1'; major_compact 't1'; count 't1'")
+	for _, want := range []string{"flush: 2 region(s) done", "compact: 2 region(s) done", "major_compact: 2 region(s) done", "4 row(s)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("flush and compactions: no %q in\n%s", want, out)
+		}
+	}
 	p.stop(t, os.Interrupt)
 }
 

@@ -306,6 +306,55 @@ func (CopyState) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
 }
 
+type FlushCompactRequest_Kind int32
+
+const (
+	FlushCompactRequest_KIND_FLUSH         FlushCompactRequest_Kind = 0
+	FlushCompactRequest_KIND_COMPACT       FlushCompactRequest_Kind = 1
+	FlushCompactRequest_KIND_MAJOR_COMPACT FlushCompactRequest_Kind = 2
+)
+
+// Enum value maps for FlushCompactRequest_Kind.
+var (
+	FlushCompactRequest_Kind_name = map[int32]string{
+		0: "KIND_FLUSH",
+		1: "KIND_COMPACT",
+		2: "KIND_MAJOR_COMPACT",
+	}
+	FlushCompactRequest_Kind_value = map[string]int32{
+		"KIND_FLUSH":         0,
+		"KIND_COMPACT":       1,
+		"KIND_MAJOR_COMPACT": 2,
+	}
+)
+
+func (x FlushCompactRequest_Kind) Enum() *FlushCompactRequest_Kind {
+	p := new(FlushCompactRequest_Kind)
+	*p = x
+	return p
+}
+
+func (x FlushCompactRequest_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FlushCompactRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_master_proto_enumTypes[5].Descriptor()
+}
+
+func (FlushCompactRequest_Kind) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_master_proto_enumTypes[5]
+}
+
+func (x FlushCompactRequest_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FlushCompactRequest_Kind.Descriptor instead.
+func (FlushCompactRequest_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33, 0}
+}
+
 type SetExternalAddressesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// addresses maps an advertised host:port (a master's gRPC address, a region server's data
@@ -2176,6 +2225,120 @@ func (*SetServerZoneResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{32}
 }
 
+type FlushCompactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A table, or one region (its encoded name; a replica's name means its primary).
+	Table         *TableName               `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Region        string                   `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	Kind          FlushCompactRequest_Kind `protobuf:"varint,3,opt,name=kind,proto3,enum=cellstore.v1.FlushCompactRequest_Kind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushCompactRequest) Reset() {
+	*x = FlushCompactRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushCompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushCompactRequest) ProtoMessage() {}
+
+func (x *FlushCompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushCompactRequest.ProtoReflect.Descriptor instead.
+func (*FlushCompactRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FlushCompactRequest) GetTable() *TableName {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *FlushCompactRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *FlushCompactRequest) GetKind() FlushCompactRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return FlushCompactRequest_KIND_FLUSH
+}
+
+type FlushCompactResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Regions flushed or compacted; regions skipped because they were not open (in transition).
+	Regions       int32    `protobuf:"varint,1,opt,name=regions,proto3" json:"regions,omitempty"`
+	Skipped       []string `protobuf:"bytes,2,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushCompactResponse) Reset() {
+	*x = FlushCompactResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushCompactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushCompactResponse) ProtoMessage() {}
+
+func (x *FlushCompactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushCompactResponse.ProtoReflect.Descriptor instead.
+func (*FlushCompactResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *FlushCompactResponse) GetRegions() int32 {
+	if x != nil {
+		return x.Regions
+	}
+	return 0
+}
+
+func (x *FlushCompactResponse) GetSkipped() []string {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
 type MoveRegionRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -2187,7 +2350,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2362,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[33]
+	mi := &file_cellstore_v1_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2375,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{33}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -2237,7 +2400,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2412,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[34]
+	mi := &file_cellstore_v1_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2425,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{34}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
 }
 
 type SplitRegionRequest struct {
@@ -2276,7 +2439,7 @@ type SplitRegionRequest struct {
 
 func (x *SplitRegionRequest) Reset() {
 	*x = SplitRegionRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2451,7 @@ func (x *SplitRegionRequest) String() string {
 func (*SplitRegionRequest) ProtoMessage() {}
 
 func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[35]
+	mi := &file_cellstore_v1_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2464,7 @@ func (x *SplitRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionRequest.ProtoReflect.Descriptor instead.
 func (*SplitRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{35}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SplitRegionRequest) GetRegion() string {
@@ -2326,7 +2489,7 @@ type SplitRegionResponse struct {
 
 func (x *SplitRegionResponse) Reset() {
 	*x = SplitRegionResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2501,7 @@ func (x *SplitRegionResponse) String() string {
 func (*SplitRegionResponse) ProtoMessage() {}
 
 func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[36]
+	mi := &file_cellstore_v1_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2514,7 @@ func (x *SplitRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRegionResponse.ProtoReflect.Descriptor instead.
 func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{36}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
 type DrainServerRequest struct {
@@ -2367,7 +2530,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2542,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[37]
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2555,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{37}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -2417,7 +2580,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2592,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[38]
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2605,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
 }
 
 type BalanceRequest struct {
@@ -2453,7 +2616,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2628,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2641,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 type BalanceResponse struct {
@@ -2491,7 +2654,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2666,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2679,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2535,7 +2698,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2710,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2723,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2579,7 +2742,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2754,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2767,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2633,7 +2796,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2808,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2821,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2736,7 +2899,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2911,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2924,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -2800,7 +2963,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2975,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2988,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 type ClusterStatusResponse struct {
@@ -2846,7 +3009,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3021,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3034,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -2948,7 +3111,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3123,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3136,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -2991,7 +3154,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3166,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3179,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -3038,7 +3201,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3213,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3226,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -3157,7 +3320,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3332,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3345,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -3214,7 +3377,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3389,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3402,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -3259,7 +3422,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3434,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3447,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Permission) GetUser() string {
@@ -3340,7 +3503,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3515,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3528,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3383,7 +3546,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3558,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3571,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3421,7 +3584,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3596,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3609,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3464,7 +3627,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3639,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3652,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3505,7 +3668,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3680,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3693,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3567,7 +3730,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3742,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3755,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3634,7 +3797,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3809,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3822,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3687,7 +3850,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3862,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3875,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3739,7 +3902,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3914,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3927,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -3782,7 +3945,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3957,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3970,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -3820,7 +3983,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3995,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +4008,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -3864,7 +4027,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +4039,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4052,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -3910,7 +4073,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3922,7 +4085,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3935,7 +4098,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -3960,7 +4123,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4135,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4148,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 type GetAuthsRequest struct {
@@ -3997,7 +4160,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4172,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4022,7 +4185,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -4041,7 +4204,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4216,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4066,7 +4229,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -4087,7 +4250,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4262,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4275,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -4137,7 +4300,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4149,7 +4312,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4162,7 +4325,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 type ListQuotasRequest struct {
@@ -4173,7 +4336,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4185,7 +4348,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4198,7 +4361,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 type ListQuotasResponse struct {
@@ -4211,7 +4374,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4386,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4399,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -4265,7 +4428,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4440,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4453,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -4317,7 +4480,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4492,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4505,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
@@ -4365,7 +4528,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4377,7 +4540,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4390,7 +4553,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4423,7 +4586,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4435,7 +4598,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4448,7 +4611,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4474,7 +4637,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4649,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4662,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4563,7 +4726,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +4738,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +4751,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4614,7 +4777,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4626,7 +4789,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4639,7 +4802,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4661,7 +4824,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4673,7 +4836,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4686,7 +4849,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4711,7 +4874,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4723,7 +4886,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4736,7 +4899,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 type CloneSnapshotRequest struct {
@@ -4753,7 +4916,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +4928,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +4941,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -4810,7 +4973,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +4985,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +4998,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
 }
 
 type CopySnapshotRequest struct {
@@ -4847,7 +5010,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5022,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5035,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -4901,7 +5064,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5076,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5089,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -5133,7 +5296,19 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x14SetServerZoneRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\"\x17\n" +
-	"\x15SetServerZoneResponse\"M\n" +
+	"\x15SetServerZoneResponse\"\xda\x01\n" +
+	"\x13FlushCompactRequest\x12-\n" +
+	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12:\n" +
+	"\x04kind\x18\x03 \x01(\x0e2&.cellstore.v1.FlushCompactRequest.KindR\x04kind\"@\n" +
+	"\x04Kind\x12\x0e\n" +
+	"\n" +
+	"KIND_FLUSH\x10\x00\x12\x10\n" +
+	"\fKIND_COMPACT\x10\x01\x12\x16\n" +
+	"\x12KIND_MAJOR_COMPACT\x10\x02\"J\n" +
+	"\x14FlushCompactResponse\x12\x18\n" +
+	"\aregions\x18\x01 \x01(\x05R\aregions\x12\x18\n" +
+	"\askipped\x18\x02 \x03(\tR\askipped\"M\n" +
 	"\x11MoveRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12 \n" +
 	"\vdestination\x18\x02 \x01(\tR\vdestination\"\x14\n" +
@@ -5352,7 +5527,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11COPY_STATE_FAILED\x10\x032\xcd\x1d\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\xa4\x1e\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -5371,7 +5546,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\rSetServerZone\x12\".cellstore.v1.SetServerZoneRequest\x1a#.cellstore.v1.SetServerZoneResponse\x12O\n" +
 	"\n" +
 	"MoveRegion\x12\x1f.cellstore.v1.MoveRegionRequest\x1a .cellstore.v1.MoveRegionResponse\x12R\n" +
-	"\vSplitRegion\x12 .cellstore.v1.SplitRegionRequest\x1a!.cellstore.v1.SplitRegionResponse\x12R\n" +
+	"\vSplitRegion\x12 .cellstore.v1.SplitRegionRequest\x1a!.cellstore.v1.SplitRegionResponse\x12U\n" +
+	"\fFlushCompact\x12!.cellstore.v1.FlushCompactRequest\x1a\".cellstore.v1.FlushCompactResponse\x12R\n" +
 	"\vDrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12T\n" +
 	"\rUndrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12F\n" +
 	"\aBalance\x12\x1c.cellstore.v1.BalanceRequest\x1a\x1d.cellstore.v1.BalanceResponse\x12g\n" +
@@ -5416,268 +5592,275 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_master_proto_rawDescData
 }
 
-var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
+var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                       // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
 	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
 	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
 	(CopyState)(0),                         // 4: cellstore.v1.CopyState
-	(*SetExternalAddressesRequest)(nil),    // 5: cellstore.v1.SetExternalAddressesRequest
-	(*SetExternalAddressesResponse)(nil),   // 6: cellstore.v1.SetExternalAddressesResponse
-	(*GetExternalAddressesRequest)(nil),    // 7: cellstore.v1.GetExternalAddressesRequest
-	(*GetExternalAddressesResponse)(nil),   // 8: cellstore.v1.GetExternalAddressesResponse
-	(*ArchiveClusterWALRequest)(nil),       // 9: cellstore.v1.ArchiveClusterWALRequest
-	(*ArchiveClusterWALResponse)(nil),      // 10: cellstore.v1.ArchiveClusterWALResponse
-	(*CreateTableRequest)(nil),             // 11: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 12: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 13: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 14: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 15: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 16: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 17: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 18: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 19: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 20: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 21: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 22: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 23: cellstore.v1.LocateRegionRequest
-	(*RefusedLocation)(nil),                // 24: cellstore.v1.RefusedLocation
-	(*LocateRegionResponse)(nil),           // 25: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 26: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 27: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 28: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 29: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 30: cellstore.v1.ServerLoad
-	(*QuotaDemand)(nil),                    // 31: cellstore.v1.QuotaDemand
-	(*HeartbeatRequest)(nil),               // 32: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 33: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 34: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 35: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 36: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 37: cellstore.v1.SetServerZoneResponse
-	(*MoveRegionRequest)(nil),              // 38: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 39: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 40: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 41: cellstore.v1.SplitRegionResponse
-	(*DrainServerRequest)(nil),             // 42: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 43: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 44: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 45: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 46: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 47: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 48: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 49: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 50: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 51: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 52: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 53: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 54: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 55: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 56: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 57: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 58: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 59: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 60: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 61: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 62: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 63: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 64: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 65: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 66: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 67: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 68: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 69: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 70: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 71: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 72: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 73: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 74: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 75: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 76: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 77: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 78: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 79: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 80: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 81: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 82: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 83: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 84: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 85: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 86: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 87: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 88: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 89: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 90: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 91: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                    // 92: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                    // 93: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 94: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 95: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	nil,                                    // 96: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 97: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                    // 98: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                    // 99: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                // 100: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 101: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 102: cellstore.v1.TableName
-	(TableState)(0),                        // 103: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 104: cellstore.v1.ServerName
+	(FlushCompactRequest_Kind)(0),          // 5: cellstore.v1.FlushCompactRequest.Kind
+	(*SetExternalAddressesRequest)(nil),    // 6: cellstore.v1.SetExternalAddressesRequest
+	(*SetExternalAddressesResponse)(nil),   // 7: cellstore.v1.SetExternalAddressesResponse
+	(*GetExternalAddressesRequest)(nil),    // 8: cellstore.v1.GetExternalAddressesRequest
+	(*GetExternalAddressesResponse)(nil),   // 9: cellstore.v1.GetExternalAddressesResponse
+	(*ArchiveClusterWALRequest)(nil),       // 10: cellstore.v1.ArchiveClusterWALRequest
+	(*ArchiveClusterWALResponse)(nil),      // 11: cellstore.v1.ArchiveClusterWALResponse
+	(*CreateTableRequest)(nil),             // 12: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),            // 13: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),             // 14: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),            // 15: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                   // 16: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                  // 17: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),           // 18: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),              // 19: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                   // 20: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),             // 21: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),          // 22: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                 // 23: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),            // 24: cellstore.v1.LocateRegionRequest
+	(*RefusedLocation)(nil),                // 25: cellstore.v1.RefusedLocation
+	(*LocateRegionResponse)(nil),           // 26: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),        // 27: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),          // 28: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),         // 29: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                     // 30: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                     // 31: cellstore.v1.ServerLoad
+	(*QuotaDemand)(nil),                    // 32: cellstore.v1.QuotaDemand
+	(*HeartbeatRequest)(nil),               // 33: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),              // 34: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),  // 35: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil), // 36: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),           // 37: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),          // 38: cellstore.v1.SetServerZoneResponse
+	(*FlushCompactRequest)(nil),            // 39: cellstore.v1.FlushCompactRequest
+	(*FlushCompactResponse)(nil),           // 40: cellstore.v1.FlushCompactResponse
+	(*MoveRegionRequest)(nil),              // 41: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),             // 42: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),             // 43: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),            // 44: cellstore.v1.SplitRegionResponse
+	(*DrainServerRequest)(nil),             // 45: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 46: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                 // 47: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                // 48: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),      // 49: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),     // 50: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                   // 51: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),             // 52: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),           // 53: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 54: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),        // 55: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),       // 56: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                          // 57: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                // 58: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),               // 59: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                     // 60: cellstore.v1.Permission
+	(*GrantRequest)(nil),                   // 61: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                  // 62: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                  // 63: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 64: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),      // 65: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),     // 66: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                // 67: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                     // 68: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),               // 69: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),              // 70: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),              // 71: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),             // 72: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                // 73: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),               // 74: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                // 75: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),               // 76: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),              // 77: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),             // 78: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),              // 79: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),             // 80: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),           // 81: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),          // 82: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                // 83: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 84: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),            // 85: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),           // 86: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 87: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),            // 88: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),           // 89: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),           // 90: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),          // 91: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),            // 92: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),           // 93: cellstore.v1.CopySnapshotResponse
+	nil,                                    // 94: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                    // 95: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                    // 96: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                    // 97: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                    // 98: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	nil,                                    // 99: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                    // 100: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                    // 101: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                    // 102: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                // 103: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                     // 104: cellstore.v1.RegionInfo
+	(*TableName)(nil),                      // 105: cellstore.v1.TableName
+	(TableState)(0),                        // 106: cellstore.v1.TableState
+	(*ServerName)(nil),                     // 107: cellstore.v1.ServerName
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	91,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	92,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	100, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	101, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	100, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	102, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	102, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	100, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	103, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	100, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	103, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	101, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	104, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	94,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	95,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	103, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	104, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	103, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	105, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	105, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	103, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	106, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	20,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	103, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	106, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	104, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	107, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	102, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	24,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
-	22,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	22,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	103, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	104, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	93,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	29,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	31,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
-	104, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	30,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	94,  // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	95,  // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	104, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	101, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	105, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	25,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
+	23,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	23,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	106, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	107, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	96,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	30,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	32,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
+	107, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	31,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	97,  // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	98,  // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	107, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	104, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,   // 30: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	101, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	104, // 32: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	30,  // 33: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,   // 34: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	48,  // 35: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	49,  // 36: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	96,  // 37: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	97,  // 38: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	98,  // 39: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	102, // 40: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 41: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	54,  // 42: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 43: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	102, // 44: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	57,  // 45: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	57,  // 46: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	102, // 47: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	57,  // 48: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	64,  // 49: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	65,  // 50: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	54,  // 51: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	99,  // 52: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	102, // 53: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	82,  // 54: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	102, // 55: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	82,  // 56: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	102, // 57: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 58: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	11,  // 59: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	13,  // 60: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	15,  // 61: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 62: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	15,  // 63: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	17,  // 64: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	18,  // 65: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	15,  // 66: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	23,  // 67: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	15,  // 68: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	27,  // 69: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	32,  // 70: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	34,  // 71: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	36,  // 72: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	38,  // 73: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	40,  // 74: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	42,  // 75: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	42,  // 76: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	44,  // 77: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	46,  // 78: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	50,  // 79: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	78,  // 80: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	52,  // 81: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	55,  // 82: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	76,  // 83: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	58,  // 84: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	60,  // 85: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	62,  // 86: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	66,  // 87: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	68,  // 88: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	70,  // 89: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	72,  // 90: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	74,  // 91: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	80,  // 92: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	83,  // 93: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	85,  // 94: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	87,  // 95: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	85,  // 96: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	89,  // 97: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	89,  // 98: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	85,  // 99: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	9,   // 100: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	5,   // 101: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	7,   // 102: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	12,  // 103: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	14,  // 104: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	16,  // 105: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 106: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	16,  // 107: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	16,  // 108: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	20,  // 109: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	21,  // 110: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	25,  // 111: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	26,  // 112: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	28,  // 113: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	33,  // 114: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	35,  // 115: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	37,  // 116: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	39,  // 117: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	41,  // 118: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	43,  // 119: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	43,  // 120: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	45,  // 121: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	47,  // 122: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	51,  // 123: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	79,  // 124: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	53,  // 125: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	56,  // 126: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	77,  // 127: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	59,  // 128: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	61,  // 129: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	63,  // 130: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	67,  // 131: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	69,  // 132: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	71,  // 133: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	73,  // 134: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	75,  // 135: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	81,  // 136: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	84,  // 137: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	86,  // 138: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	88,  // 139: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	86,  // 140: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	90,  // 141: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	90,  // 142: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	86,  // 143: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	10,  // 144: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	6,   // 145: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	8,   // 146: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	103, // [103:147] is the sub-list for method output_type
-	59,  // [59:103] is the sub-list for method input_type
-	59,  // [59:59] is the sub-list for extension type_name
-	59,  // [59:59] is the sub-list for extension extendee
-	0,   // [0:59] is the sub-list for field type_name
+	104, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	105, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
+	5,   // 33: cellstore.v1.FlushCompactRequest.kind:type_name -> cellstore.v1.FlushCompactRequest.Kind
+	107, // 34: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	31,  // 35: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 36: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	51,  // 37: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	52,  // 38: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	99,  // 39: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	100, // 40: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	101, // 41: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	105, // 42: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 43: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	57,  // 44: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 45: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	105, // 46: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	60,  // 47: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	60,  // 48: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	105, // 49: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	60,  // 50: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	67,  // 51: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	68,  // 52: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	57,  // 53: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	102, // 54: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	105, // 55: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	85,  // 56: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	105, // 57: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	85,  // 58: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	105, // 59: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 60: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	12,  // 61: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	14,  // 62: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	16,  // 63: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 64: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 65: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	18,  // 66: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	19,  // 67: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	16,  // 68: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	24,  // 69: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	16,  // 70: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	28,  // 71: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	33,  // 72: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	35,  // 73: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	37,  // 74: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	41,  // 75: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	43,  // 76: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	39,  // 77: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
+	45,  // 78: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	45,  // 79: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	47,  // 80: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	49,  // 81: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	53,  // 82: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	81,  // 83: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	55,  // 84: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	58,  // 85: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	79,  // 86: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	61,  // 87: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	63,  // 88: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	65,  // 89: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	69,  // 90: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	71,  // 91: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	73,  // 92: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	75,  // 93: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	77,  // 94: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	83,  // 95: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	86,  // 96: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	88,  // 97: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	90,  // 98: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	88,  // 99: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	92,  // 100: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	92,  // 101: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	88,  // 102: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	10,  // 103: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	6,   // 104: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	8,   // 105: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	13,  // 106: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	15,  // 107: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	17,  // 108: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 109: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 110: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	17,  // 111: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	21,  // 112: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	22,  // 113: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	26,  // 114: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	27,  // 115: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	29,  // 116: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	34,  // 117: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	36,  // 118: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	38,  // 119: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	42,  // 120: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	44,  // 121: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	40,  // 122: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
+	46,  // 123: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	46,  // 124: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	48,  // 125: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	50,  // 126: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	54,  // 127: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	82,  // 128: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	56,  // 129: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	59,  // 130: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	80,  // 131: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	62,  // 132: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	64,  // 133: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	66,  // 134: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	70,  // 135: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	72,  // 136: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	74,  // 137: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	76,  // 138: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	78,  // 139: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	84,  // 140: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	87,  // 141: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	89,  // 142: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	91,  // 143: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	89,  // 144: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	93,  // 145: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	93,  // 146: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	89,  // 147: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	11,  // 148: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	7,   // 149: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	9,   // 150: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	106, // [106:151] is the sub-list for method output_type
+	61,  // [61:106] is the sub-list for method input_type
+	61,  // [61:61] is the sub-list for extension type_name
+	61,  // [61:61] is the sub-list for extension extendee
+	0,   // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5686,7 +5869,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[49].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[51].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5696,8 +5879,8 @@ func file_cellstore_v1_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   95,
+			NumEnums:      6,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

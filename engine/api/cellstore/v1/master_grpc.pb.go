@@ -35,6 +35,7 @@ const (
 	Master_SetServerZone_FullMethodName          = "/cellstore.v1.Master/SetServerZone"
 	Master_MoveRegion_FullMethodName             = "/cellstore.v1.Master/MoveRegion"
 	Master_SplitRegion_FullMethodName            = "/cellstore.v1.Master/SplitRegion"
+	Master_FlushCompact_FullMethodName           = "/cellstore.v1.Master/FlushCompact"
 	Master_DrainServer_FullMethodName            = "/cellstore.v1.Master/DrainServer"
 	Master_UndrainServer_FullMethodName          = "/cellstore.v1.Master/UndrainServer"
 	Master_Balance_FullMethodName                = "/cellstore.v1.Master/Balance"
@@ -92,6 +93,9 @@ type MasterClient interface {
 	// Operations
 	MoveRegion(ctx context.Context, in *MoveRegionRequest, opts ...grpc.CallOption) (*MoveRegionResponse, error)
 	SplitRegion(ctx context.Context, in *SplitRegionRequest, opts ...grpc.CallOption) (*SplitRegionResponse, error)
+	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
+	// major_compact).
+	FlushCompact(ctx context.Context, in *FlushCompactRequest, opts ...grpc.CallOption) (*FlushCompactResponse, error)
 	DrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error)
 	UndrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error)
 	Balance(ctx context.Context, in *BalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
@@ -306,6 +310,16 @@ func (c *masterClient) SplitRegion(ctx context.Context, in *SplitRegionRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SplitRegionResponse)
 	err := c.cc.Invoke(ctx, Master_SplitRegion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) FlushCompact(ctx context.Context, in *FlushCompactRequest, opts ...grpc.CallOption) (*FlushCompactResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FlushCompactResponse)
+	err := c.cc.Invoke(ctx, Master_FlushCompact_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -619,6 +633,9 @@ type MasterServer interface {
 	// Operations
 	MoveRegion(context.Context, *MoveRegionRequest) (*MoveRegionResponse, error)
 	SplitRegion(context.Context, *SplitRegionRequest) (*SplitRegionResponse, error)
+	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
+	// major_compact).
+	FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error)
 	DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error)
 	UndrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error)
 	Balance(context.Context, *BalanceRequest) (*BalanceResponse, error)
@@ -726,6 +743,9 @@ func (UnimplementedMasterServer) MoveRegion(context.Context, *MoveRegionRequest)
 }
 func (UnimplementedMasterServer) SplitRegion(context.Context, *SplitRegionRequest) (*SplitRegionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SplitRegion not implemented")
+}
+func (UnimplementedMasterServer) FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FlushCompact not implemented")
 }
 func (UnimplementedMasterServer) DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DrainServer not implemented")
@@ -1116,6 +1136,24 @@ func _Master_SplitRegion_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServer).SplitRegion(ctx, req.(*SplitRegionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_FlushCompact_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FlushCompactRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).FlushCompact(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_FlushCompact_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).FlushCompact(ctx, req.(*FlushCompactRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1694,6 +1732,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SplitRegion",
 			Handler:    _Master_SplitRegion_Handler,
+		},
+		{
+			MethodName: "FlushCompact",
+			Handler:    _Master_FlushCompact_Handler,
 		},
 		{
 			MethodName: "DrainServer",
