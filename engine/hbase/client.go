@@ -1,6 +1,7 @@
 package hbase
 
 import (
+	"context"
 	"encoding/binary"
 	"strconv"
 	"time"
@@ -610,6 +611,58 @@ func rawAttribute(attrs []*hb.NameBytesPair) bool {
 
 // ---- AdminService (what clients call there) ----
 
+// admin serves Admin.flush, compact and majorCompact of a region (HBase's client sends them to
+// the region's server) through the master's FlushCompact, which flushes or compacts it here.
 func (a *Adapter) admin(k *call) {
-	k.fail(&exception{class: classUnknownProtocol, msg: "AdminService method " + k.method + " is not supported by Cellstore", doNotRetry: true})
+	nc, ok := hb.Lookup("AdminService", k.method)
+	if !ok {
+		k.fail(&exception{class: classUnknownProtocol, msg: "AdminService method " + k.method + " is not supported by Cellstore", doNotRetry: true})
+		return
+	}
+	req, _ := nc()
+	if err := proto.Unmarshal(k.param, req); err != nil {
+		k.fail(doNotRetry("bad %s request: %v", k.method, err))
+		return
+	}
+	var spec *hb.RegionSpecifier
+	var family []byte
+	lreq := &pb.FlushCompactRequest{}
+	switch r := req.(type) {
+	case *hb.FlushRegionRequest:
+		spec, family = r.GetRegion(), r.GetFamily()
+	case *hb.CompactRegionRequest:
+		spec, family = r.GetRegion(), r.GetFamily()
+		lreq.Kind = pb.FlushCompactRequest_KIND_COMPACT
+		if r.GetMajor() {
+			lreq.Kind = pb.FlushCompactRequest_KIND_MAJOR_COMPACT
+		}
+	}
+	if len(family) > 0 {
+		k.fail(doNotRetry("%s of one column family is not supported: every family is flushed or compacted (leave the family out)", k.method))
+		return
+	}
+	if isMeta(spec) {
+		k.fail(doNotRetry("%s of hbase:meta is not supported (Cellstore's catalog is the master's)", k.method))
+		return
+	}
+	name, _, e := a.region(spec)
+	if e != nil {
+		k.fail(e)
+		return
+	}
+	lreq.Region = name
+	ctx, cancel := k.context()
+	defer cancel()
+	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.FlushCompact(ctx, lreq)
+		return err
+	}); err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	if _, ok := req.(*hb.FlushRegionRequest); ok {
+		k.reply(&hb.FlushRegionResponse{LastFlushTime: proto.Uint64(uint64(time.Now().UnixMilli())), Flushed: proto.Bool(true)}, nil)
+		return
+	}
+	k.reply(&hb.CompactRegionResponse{}, nil)
 }

@@ -119,6 +119,17 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		return &hb.DisableTableResponse{ProcId: proc()}, nil
+	case *hb.FlushTableRequest:
+		if len(r.GetColumnFamily()) > 0 {
+			return nil, doNotRetry("flushing some column families is not supported: every family is flushed (leave them out)")
+		}
+		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
+			_, err := m.FlushCompact(ctx, &pb.FlushCompactRequest{Table: t})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.FlushTableResponse{ProcId: proc()}, nil
 	case *hb.TruncateTableRequest:
 		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
 			_, err := m.TruncateTable(ctx, &pb.TruncateTableRequest{Table: t, PreserveSplits: r.GetPreserveSplits()})

@@ -369,6 +369,19 @@ public class HBaseCompat {
           List<TableDescriptor> all = admin.listTableDescriptors();
           check(all.stream().anyMatch(d -> d.getTableName().equals(tn)), "listTableDescriptors");
           check(Arrays.asList(admin.listTableNames()).contains(tn), "listTableNames");
+          // Flushes and compactions: of the table (through the master) and of each region (at
+          // its server); the data reads the same after.
+          admin.flush(tn);
+          admin.compact(tn);
+          admin.majorCompact(tn);
+          for (org.apache.hadoop.hbase.client.RegionInfo ri : admin.getRegions(tn)) {
+            admin.flushRegion(ri.getRegionName());
+            admin.majorCompactRegion(ri.getRegionName());
+          }
+          try (Table t = conn.getTable(tn)) {
+            check(Bytes.toString(t.get(new Get(b("gg"))).getValue(F, b("q"))) == null, "after the compactions");
+            check(t.get(new Get(b("rm"))).size() == 2, "RowMutations after the compactions");
+          }
         }
         break;
       }

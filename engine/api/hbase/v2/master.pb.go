@@ -77,7 +77,7 @@ func (x *GetProcedureResultResponse_State) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use GetProcedureResultResponse_State.Descriptor instead.
 func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67, 0}
 }
 
 type SnapshotDescription_Type int32
@@ -136,7 +136,7 @@ func (x *SnapshotDescription_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use SnapshotDescription_Type.Descriptor instead.
 func (SnapshotDescription_Type) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71, 0}
 }
 
 type AddColumnRequest struct {
@@ -1027,6 +1027,349 @@ func (x *DeleteTableResponse) GetProcId() uint64 {
 	return 0
 }
 
+type FlushTableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableName     *TableName             `protobuf:"bytes,1,req,name=table_name,json=tableName" json:"table_name,omitempty"`
+	ColumnFamily  [][]byte               `protobuf:"bytes,2,rep,name=column_family,json=columnFamily" json:"column_family,omitempty"`
+	NonceGroup    *uint64                `protobuf:"varint,3,opt,name=nonce_group,json=nonceGroup,def=0" json:"nonce_group,omitempty"`
+	Nonce         *uint64                `protobuf:"varint,4,opt,name=nonce,def=0" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for FlushTableRequest fields.
+const (
+	Default_FlushTableRequest_NonceGroup = uint64(0)
+	Default_FlushTableRequest_Nonce      = uint64(0)
+)
+
+func (x *FlushTableRequest) Reset() {
+	*x = FlushTableRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushTableRequest) ProtoMessage() {}
+
+func (x *FlushTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushTableRequest.ProtoReflect.Descriptor instead.
+func (*FlushTableRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FlushTableRequest) GetTableName() *TableName {
+	if x != nil {
+		return x.TableName
+	}
+	return nil
+}
+
+func (x *FlushTableRequest) GetColumnFamily() [][]byte {
+	if x != nil {
+		return x.ColumnFamily
+	}
+	return nil
+}
+
+func (x *FlushTableRequest) GetNonceGroup() uint64 {
+	if x != nil && x.NonceGroup != nil {
+		return *x.NonceGroup
+	}
+	return Default_FlushTableRequest_NonceGroup
+}
+
+func (x *FlushTableRequest) GetNonce() uint64 {
+	if x != nil && x.Nonce != nil {
+		return *x.Nonce
+	}
+	return Default_FlushTableRequest_Nonce
+}
+
+type FlushTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcId        *uint64                `protobuf:"varint,1,opt,name=proc_id,json=procId" json:"proc_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushTableResponse) Reset() {
+	*x = FlushTableResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushTableResponse) ProtoMessage() {}
+
+func (x *FlushTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushTableResponse.ProtoReflect.Descriptor instead.
+func (*FlushTableResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *FlushTableResponse) GetProcId() uint64 {
+	if x != nil && x.ProcId != nil {
+		return *x.ProcId
+	}
+	return 0
+}
+
+// AdminService (region servers): what clients call there.
+type FlushRegionRequest struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Region              *RegionSpecifier       `protobuf:"bytes,1,req,name=region" json:"region,omitempty"`
+	IfOlderThanTs       *uint64                `protobuf:"varint,2,opt,name=if_older_than_ts,json=ifOlderThanTs" json:"if_older_than_ts,omitempty"`
+	WriteFlushWalMarker *bool                  `protobuf:"varint,3,opt,name=write_flush_wal_marker,json=writeFlushWalMarker" json:"write_flush_wal_marker,omitempty"`
+	Family              []byte                 `protobuf:"bytes,4,opt,name=family" json:"family,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *FlushRegionRequest) Reset() {
+	*x = FlushRegionRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushRegionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushRegionRequest) ProtoMessage() {}
+
+func (x *FlushRegionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushRegionRequest.ProtoReflect.Descriptor instead.
+func (*FlushRegionRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FlushRegionRequest) GetRegion() *RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *FlushRegionRequest) GetIfOlderThanTs() uint64 {
+	if x != nil && x.IfOlderThanTs != nil {
+		return *x.IfOlderThanTs
+	}
+	return 0
+}
+
+func (x *FlushRegionRequest) GetWriteFlushWalMarker() bool {
+	if x != nil && x.WriteFlushWalMarker != nil {
+		return *x.WriteFlushWalMarker
+	}
+	return false
+}
+
+func (x *FlushRegionRequest) GetFamily() []byte {
+	if x != nil {
+		return x.Family
+	}
+	return nil
+}
+
+type FlushRegionResponse struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	LastFlushTime       *uint64                `protobuf:"varint,1,req,name=last_flush_time,json=lastFlushTime" json:"last_flush_time,omitempty"`
+	Flushed             *bool                  `protobuf:"varint,2,opt,name=flushed" json:"flushed,omitempty"`
+	WroteFlushWalMarker *bool                  `protobuf:"varint,3,opt,name=wrote_flush_wal_marker,json=wroteFlushWalMarker" json:"wrote_flush_wal_marker,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *FlushRegionResponse) Reset() {
+	*x = FlushRegionResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushRegionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushRegionResponse) ProtoMessage() {}
+
+func (x *FlushRegionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushRegionResponse.ProtoReflect.Descriptor instead.
+func (*FlushRegionResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FlushRegionResponse) GetLastFlushTime() uint64 {
+	if x != nil && x.LastFlushTime != nil {
+		return *x.LastFlushTime
+	}
+	return 0
+}
+
+func (x *FlushRegionResponse) GetFlushed() bool {
+	if x != nil && x.Flushed != nil {
+		return *x.Flushed
+	}
+	return false
+}
+
+func (x *FlushRegionResponse) GetWroteFlushWalMarker() bool {
+	if x != nil && x.WroteFlushWalMarker != nil {
+		return *x.WroteFlushWalMarker
+	}
+	return false
+}
+
+type CompactRegionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        *RegionSpecifier       `protobuf:"bytes,1,req,name=region" json:"region,omitempty"`
+	Major         *bool                  `protobuf:"varint,2,opt,name=major" json:"major,omitempty"`
+	Family        []byte                 `protobuf:"bytes,3,opt,name=family" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRegionRequest) Reset() {
+	*x = CompactRegionRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRegionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRegionRequest) ProtoMessage() {}
+
+func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRegionRequest.ProtoReflect.Descriptor instead.
+func (*CompactRegionRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CompactRegionRequest) GetRegion() *RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *CompactRegionRequest) GetMajor() bool {
+	if x != nil && x.Major != nil {
+		return *x.Major
+	}
+	return false
+}
+
+func (x *CompactRegionRequest) GetFamily() []byte {
+	if x != nil {
+		return x.Family
+	}
+	return nil
+}
+
+type CompactRegionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRegionResponse) Reset() {
+	*x = CompactRegionResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRegionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRegionResponse) ProtoMessage() {}
+
+func (x *CompactRegionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRegionResponse.ProtoReflect.Descriptor instead.
+func (*CompactRegionResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+}
+
 type TruncateTableRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TableName      *TableName             `protobuf:"bytes,1,req,name=tableName" json:"tableName,omitempty"`
@@ -1046,7 +1389,7 @@ const (
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1401,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1414,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TruncateTableRequest) GetTableName() *TableName {
@@ -1111,7 +1454,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1466,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1479,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TruncateTableResponse) GetProcId() uint64 {
@@ -1163,7 +1506,7 @@ const (
 
 func (x *EnableTableRequest) Reset() {
 	*x = EnableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1518,7 @@ func (x *EnableTableRequest) String() string {
 func (*EnableTableRequest) ProtoMessage() {}
 
 func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1531,7 @@ func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableRequest.ProtoReflect.Descriptor instead.
 func (*EnableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EnableTableRequest) GetTableName() *TableName {
@@ -1221,7 +1564,7 @@ type EnableTableResponse struct {
 
 func (x *EnableTableResponse) Reset() {
 	*x = EnableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1576,7 @@ func (x *EnableTableResponse) String() string {
 func (*EnableTableResponse) ProtoMessage() {}
 
 func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1589,7 @@ func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableResponse.ProtoReflect.Descriptor instead.
 func (*EnableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EnableTableResponse) GetProcId() uint64 {
@@ -1273,7 +1616,7 @@ const (
 
 func (x *DisableTableRequest) Reset() {
 	*x = DisableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1628,7 @@ func (x *DisableTableRequest) String() string {
 func (*DisableTableRequest) ProtoMessage() {}
 
 func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1641,7 @@ func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableRequest.ProtoReflect.Descriptor instead.
 func (*DisableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DisableTableRequest) GetTableName() *TableName {
@@ -1331,7 +1674,7 @@ type DisableTableResponse struct {
 
 func (x *DisableTableResponse) Reset() {
 	*x = DisableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1686,7 @@ func (x *DisableTableResponse) String() string {
 func (*DisableTableResponse) ProtoMessage() {}
 
 func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1699,7 @@ func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableResponse.ProtoReflect.Descriptor instead.
 func (*DisableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DisableTableResponse) GetProcId() uint64 {
@@ -1385,7 +1728,7 @@ const (
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1740,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1753,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ModifyTableRequest) GetTableName() *TableName {
@@ -1450,7 +1793,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1805,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1818,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ModifyTableResponse) GetProcId() uint64 {
@@ -1503,7 +1846,7 @@ const (
 
 func (x *GetTableDescriptorsRequest) Reset() {
 	*x = GetTableDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1858,7 @@ func (x *GetTableDescriptorsRequest) String() string {
 func (*GetTableDescriptorsRequest) ProtoMessage() {}
 
 func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1871,7 @@ func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTableDescriptorsRequest) GetTableNames() []*TableName {
@@ -1568,7 +1911,7 @@ type GetTableDescriptorsResponse struct {
 
 func (x *GetTableDescriptorsResponse) Reset() {
 	*x = GetTableDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1923,7 @@ func (x *GetTableDescriptorsResponse) String() string {
 func (*GetTableDescriptorsResponse) ProtoMessage() {}
 
 func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1936,7 @@ func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetTableDescriptorsResponse) GetTableSchema() []*TableSchema {
@@ -1619,7 +1962,7 @@ const (
 
 func (x *GetTableNamesRequest) Reset() {
 	*x = GetTableNamesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1974,7 @@ func (x *GetTableNamesRequest) String() string {
 func (*GetTableNamesRequest) ProtoMessage() {}
 
 func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1987,7 @@ func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesRequest.ProtoReflect.Descriptor instead.
 func (*GetTableNamesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetTableNamesRequest) GetRegex() string {
@@ -1677,7 +2020,7 @@ type GetTableNamesResponse struct {
 
 func (x *GetTableNamesResponse) Reset() {
 	*x = GetTableNamesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2032,7 @@ func (x *GetTableNamesResponse) String() string {
 func (*GetTableNamesResponse) ProtoMessage() {}
 
 func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2045,7 @@ func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesResponse.ProtoReflect.Descriptor instead.
 func (*GetTableNamesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTableNamesResponse) GetTableNames() []*TableName {
@@ -1722,7 +2065,7 @@ type GetTableStateRequest struct {
 
 func (x *GetTableStateRequest) Reset() {
 	*x = GetTableStateRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +2077,7 @@ func (x *GetTableStateRequest) String() string {
 func (*GetTableStateRequest) ProtoMessage() {}
 
 func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +2090,7 @@ func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTableStateRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTableStateRequest) GetTableName() *TableName {
@@ -1766,7 +2109,7 @@ type GetTableStateResponse struct {
 
 func (x *GetTableStateResponse) Reset() {
 	*x = GetTableStateResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2121,7 @@ func (x *GetTableStateResponse) String() string {
 func (*GetTableStateResponse) ProtoMessage() {}
 
 func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2134,7 @@ func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTableStateResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTableStateResponse) GetTableState() *TableState {
@@ -1818,7 +2161,7 @@ const (
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2173,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2186,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -1876,7 +2219,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2231,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2244,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateNamespaceResponse) GetProcId() uint64 {
@@ -1928,7 +2271,7 @@ const (
 
 func (x *DeleteNamespaceRequest) Reset() {
 	*x = DeleteNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2283,7 @@ func (x *DeleteNamespaceRequest) String() string {
 func (*DeleteNamespaceRequest) ProtoMessage() {}
 
 func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2296,7 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteNamespaceRequest) GetNamespaceName() string {
@@ -1986,7 +2329,7 @@ type DeleteNamespaceResponse struct {
 
 func (x *DeleteNamespaceResponse) Reset() {
 	*x = DeleteNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2341,7 @@ func (x *DeleteNamespaceResponse) String() string {
 func (*DeleteNamespaceResponse) ProtoMessage() {}
 
 func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2354,7 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteNamespaceResponse) GetProcId() uint64 {
@@ -2038,7 +2381,7 @@ const (
 
 func (x *ModifyNamespaceRequest) Reset() {
 	*x = ModifyNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2393,7 @@ func (x *ModifyNamespaceRequest) String() string {
 func (*ModifyNamespaceRequest) ProtoMessage() {}
 
 func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2406,7 @@ func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ModifyNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2096,7 +2439,7 @@ type ModifyNamespaceResponse struct {
 
 func (x *ModifyNamespaceResponse) Reset() {
 	*x = ModifyNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2451,7 @@ func (x *ModifyNamespaceResponse) String() string {
 func (*ModifyNamespaceResponse) ProtoMessage() {}
 
 func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2464,7 @@ func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ModifyNamespaceResponse) GetProcId() uint64 {
@@ -2140,7 +2483,7 @@ type GetNamespaceDescriptorRequest struct {
 
 func (x *GetNamespaceDescriptorRequest) Reset() {
 	*x = GetNamespaceDescriptorRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2495,7 @@ func (x *GetNamespaceDescriptorRequest) String() string {
 func (*GetNamespaceDescriptorRequest) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2508,7 @@ func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetNamespaceDescriptorRequest) GetNamespaceName() string {
@@ -2184,7 +2527,7 @@ type GetNamespaceDescriptorResponse struct {
 
 func (x *GetNamespaceDescriptorResponse) Reset() {
 	*x = GetNamespaceDescriptorResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2539,7 @@ func (x *GetNamespaceDescriptorResponse) String() string {
 func (*GetNamespaceDescriptorResponse) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2552,7 @@ func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetNamespaceDescriptorResponse) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2227,7 +2570,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2582,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2595,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
 }
 
 type ListNamespacesResponse struct {
@@ -2264,7 +2607,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2619,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2632,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListNamespacesResponse) GetNamespaceName() []string {
@@ -2307,7 +2650,7 @@ type ListNamespaceDescriptorsRequest struct {
 
 func (x *ListNamespaceDescriptorsRequest) Reset() {
 	*x = ListNamespaceDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2662,7 @@ func (x *ListNamespaceDescriptorsRequest) String() string {
 func (*ListNamespaceDescriptorsRequest) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2675,7 @@ func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
 }
 
 type ListNamespaceDescriptorsResponse struct {
@@ -2344,7 +2687,7 @@ type ListNamespaceDescriptorsResponse struct {
 
 func (x *ListNamespaceDescriptorsResponse) Reset() {
 	*x = ListNamespaceDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2699,7 @@ func (x *ListNamespaceDescriptorsResponse) String() string {
 func (*ListNamespaceDescriptorsResponse) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2712,7 @@ func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListNamespaceDescriptorsResponse) GetNamespaceDescriptor() []*NamespaceDescriptor {
@@ -2388,7 +2731,7 @@ type ListTableDescriptorsByNamespaceRequest struct {
 
 func (x *ListTableDescriptorsByNamespaceRequest) Reset() {
 	*x = ListTableDescriptorsByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2743,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) String() string {
 func (*ListTableDescriptorsByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2756,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use ListTableDescriptorsByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListTableDescriptorsByNamespaceRequest) GetNamespaceName() string {
@@ -2432,7 +2775,7 @@ type ListTableDescriptorsByNamespaceResponse struct {
 
 func (x *ListTableDescriptorsByNamespaceResponse) Reset() {
 	*x = ListTableDescriptorsByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2787,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) String() string {
 func (*ListTableDescriptorsByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2800,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ListTableDescriptorsByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTableDescriptorsByNamespaceResponse) GetTableSchema() []*TableSchema {
@@ -2476,7 +2819,7 @@ type ListTableNamesByNamespaceRequest struct {
 
 func (x *ListTableNamesByNamespaceRequest) Reset() {
 	*x = ListTableNamesByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2831,7 @@ func (x *ListTableNamesByNamespaceRequest) String() string {
 func (*ListTableNamesByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2844,7 @@ func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTableNamesByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTableNamesByNamespaceRequest) GetNamespaceName() string {
@@ -2520,7 +2863,7 @@ type ListTableNamesByNamespaceResponse struct {
 
 func (x *ListTableNamesByNamespaceResponse) Reset() {
 	*x = ListTableNamesByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2875,7 @@ func (x *ListTableNamesByNamespaceResponse) String() string {
 func (*ListTableNamesByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2888,7 @@ func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListTableNamesByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTableNamesByNamespaceResponse) GetTableName() []*TableName {
@@ -2563,7 +2906,7 @@ type IsInMaintenanceModeRequest struct {
 
 func (x *IsInMaintenanceModeRequest) Reset() {
 	*x = IsInMaintenanceModeRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2918,7 @@ func (x *IsInMaintenanceModeRequest) String() string {
 func (*IsInMaintenanceModeRequest) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2931,7 @@ func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeRequest.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
 }
 
 type IsInMaintenanceModeResponse struct {
@@ -2600,7 +2943,7 @@ type IsInMaintenanceModeResponse struct {
 
 func (x *IsInMaintenanceModeResponse) Reset() {
 	*x = IsInMaintenanceModeResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2955,7 @@ func (x *IsInMaintenanceModeResponse) String() string {
 func (*IsInMaintenanceModeResponse) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2968,7 @@ func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeResponse.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *IsInMaintenanceModeResponse) GetInMaintenanceMode() bool {
@@ -2645,7 +2988,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +3000,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +3013,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BalanceRequest) GetIgnoreRit() bool {
@@ -2698,7 +3041,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +3053,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +3066,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BalanceResponse) GetBalancerRan() bool {
@@ -2757,7 +3100,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3112,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3125,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2808,7 +3151,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +3163,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3176,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevBalanceValue() bool {
@@ -2851,7 +3194,7 @@ type IsBalancerEnabledRequest struct {
 
 func (x *IsBalancerEnabledRequest) Reset() {
 	*x = IsBalancerEnabledRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3206,7 @@ func (x *IsBalancerEnabledRequest) String() string {
 func (*IsBalancerEnabledRequest) ProtoMessage() {}
 
 func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3219,7 @@ func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
 }
 
 type IsBalancerEnabledResponse struct {
@@ -2888,7 +3231,7 @@ type IsBalancerEnabledResponse struct {
 
 func (x *IsBalancerEnabledResponse) Reset() {
 	*x = IsBalancerEnabledResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3243,7 @@ func (x *IsBalancerEnabledResponse) String() string {
 func (*IsBalancerEnabledResponse) ProtoMessage() {}
 
 func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3256,7 @@ func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *IsBalancerEnabledResponse) GetEnabled() bool {
@@ -2933,7 +3276,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3288,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3301,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetClusterStatusRequest) GetOptions() []Option {
@@ -2977,7 +3320,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3332,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3345,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetClusterStatusResponse) GetClusterStatus() *ClusterStatus {
@@ -3021,7 +3364,7 @@ type IsMasterRunningRequest struct {
 
 func (x *IsMasterRunningRequest) Reset() {
 	*x = IsMasterRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3376,7 @@ func (x *IsMasterRunningRequest) String() string {
 func (*IsMasterRunningRequest) ProtoMessage() {}
 
 func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3389,7 @@ func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningRequest.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
 }
 
 type IsMasterRunningResponse struct {
@@ -3058,7 +3401,7 @@ type IsMasterRunningResponse struct {
 
 func (x *IsMasterRunningResponse) Reset() {
 	*x = IsMasterRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3413,7 @@ func (x *IsMasterRunningResponse) String() string {
 func (*IsMasterRunningResponse) ProtoMessage() {}
 
 func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3426,7 @@ func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningResponse.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *IsMasterRunningResponse) GetIsMasterRunning() bool {
@@ -3102,7 +3445,7 @@ type IsProcedureDoneRequest struct {
 
 func (x *IsProcedureDoneRequest) Reset() {
 	*x = IsProcedureDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3457,7 @@ func (x *IsProcedureDoneRequest) String() string {
 func (*IsProcedureDoneRequest) ProtoMessage() {}
 
 func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3470,7 @@ func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *IsProcedureDoneRequest) GetProcedure() *ProcedureDescription {
@@ -3152,7 +3495,7 @@ const (
 
 func (x *IsProcedureDoneResponse) Reset() {
 	*x = IsProcedureDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3507,7 @@ func (x *IsProcedureDoneResponse) String() string {
 func (*IsProcedureDoneResponse) ProtoMessage() {}
 
 func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3520,7 @@ func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *IsProcedureDoneResponse) GetDone() bool {
@@ -3203,7 +3546,7 @@ type GetProcedureResultRequest struct {
 
 func (x *GetProcedureResultRequest) Reset() {
 	*x = GetProcedureResultRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3558,7 @@ func (x *GetProcedureResultRequest) String() string {
 func (*GetProcedureResultRequest) ProtoMessage() {}
 
 func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3571,7 @@ func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultRequest.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetProcedureResultRequest) GetProcId() uint64 {
@@ -3252,7 +3595,7 @@ type GetProcedureResultResponse struct {
 
 func (x *GetProcedureResultResponse) Reset() {
 	*x = GetProcedureResultResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3264,7 +3607,7 @@ func (x *GetProcedureResultResponse) String() string {
 func (*GetProcedureResultResponse) ProtoMessage() {}
 
 func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3277,7 +3620,7 @@ func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultResponse.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetProcedureResultResponse) GetState() GetProcedureResultResponse_State {
@@ -3327,7 +3670,7 @@ type StackTraceElementMessage struct {
 
 func (x *StackTraceElementMessage) Reset() {
 	*x = StackTraceElementMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3682,7 @@ func (x *StackTraceElementMessage) String() string {
 func (*StackTraceElementMessage) ProtoMessage() {}
 
 func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3695,7 @@ func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackTraceElementMessage.ProtoReflect.Descriptor instead.
 func (*StackTraceElementMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StackTraceElementMessage) GetDeclaringClass() string {
@@ -3397,7 +3740,7 @@ type GenericExceptionMessage struct {
 
 func (x *GenericExceptionMessage) Reset() {
 	*x = GenericExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3752,7 @@ func (x *GenericExceptionMessage) String() string {
 func (*GenericExceptionMessage) ProtoMessage() {}
 
 func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3765,7 @@ func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenericExceptionMessage.ProtoReflect.Descriptor instead.
 func (*GenericExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GenericExceptionMessage) GetClassName() string {
@@ -3463,7 +3806,7 @@ type ForeignExceptionMessage struct {
 
 func (x *ForeignExceptionMessage) Reset() {
 	*x = ForeignExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3818,7 @@ func (x *ForeignExceptionMessage) String() string {
 func (*ForeignExceptionMessage) ProtoMessage() {}
 
 func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3831,7 @@ func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignExceptionMessage.ProtoReflect.Descriptor instead.
 func (*ForeignExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ForeignExceptionMessage) GetSource() string {
@@ -3527,7 +3870,7 @@ const (
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3882,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3895,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -3621,7 +3964,7 @@ const (
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3976,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3989,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -3680,7 +4023,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +4035,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +4048,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotResponse) GetExpectedTimeout() int64 {
@@ -3731,7 +4074,7 @@ type IsSnapshotDoneRequest struct {
 
 func (x *IsSnapshotDoneRequest) Reset() {
 	*x = IsSnapshotDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +4086,7 @@ func (x *IsSnapshotDoneRequest) String() string {
 func (*IsSnapshotDoneRequest) ProtoMessage() {}
 
 func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +4099,7 @@ func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *IsSnapshotDoneRequest) GetSnapshot() *SnapshotDescription {
@@ -3781,7 +4124,7 @@ const (
 
 func (x *IsSnapshotDoneResponse) Reset() {
 	*x = IsSnapshotDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4136,7 @@ func (x *IsSnapshotDoneResponse) String() string {
 func (*IsSnapshotDoneResponse) ProtoMessage() {}
 
 func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4149,7 @@ func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *IsSnapshotDoneResponse) GetDone() bool {
@@ -3831,7 +4174,7 @@ type GetCompletedSnapshotsRequest struct {
 
 func (x *GetCompletedSnapshotsRequest) Reset() {
 	*x = GetCompletedSnapshotsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +4186,7 @@ func (x *GetCompletedSnapshotsRequest) String() string {
 func (*GetCompletedSnapshotsRequest) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +4199,7 @@ func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
 }
 
 type GetCompletedSnapshotsResponse struct {
@@ -3868,7 +4211,7 @@ type GetCompletedSnapshotsResponse struct {
 
 func (x *GetCompletedSnapshotsResponse) Reset() {
 	*x = GetCompletedSnapshotsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +4223,7 @@ func (x *GetCompletedSnapshotsResponse) String() string {
 func (*GetCompletedSnapshotsResponse) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4236,7 @@ func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetCompletedSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -3912,7 +4255,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4267,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4280,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -3955,7 +4298,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4310,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4323,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
 }
 
 type RestoreSnapshotRequest struct {
@@ -4003,7 +4346,7 @@ const (
 
 func (x *RestoreSnapshotRequest) Reset() {
 	*x = RestoreSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4358,7 @@ func (x *RestoreSnapshotRequest) String() string {
 func (*RestoreSnapshotRequest) ProtoMessage() {}
 
 func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4371,7 @@ func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RestoreSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4075,7 +4418,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4087,7 +4430,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4100,7 +4443,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RestoreSnapshotResponse) GetProcId() uint64 {
@@ -4178,7 +4521,30 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"nonceGroup\x12\x17\n" +
 	"\x05nonce\x18\x03 \x01(\x04:\x010R\x05nonce\".\n" +
 	"\x13DeleteTableResponse\x12\x17\n" +
-	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xbf\x01\n" +
+	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xb3\x01\n" +
+	"\x11FlushTableRequest\x12<\n" +
+	"\n" +
+	"table_name\x18\x01 \x02(\v2\x1d.cellstore.hbase.v2.TableNameR\ttableName\x12#\n" +
+	"\rcolumn_family\x18\x02 \x03(\fR\fcolumnFamily\x12\"\n" +
+	"\vnonce_group\x18\x03 \x01(\x04:\x010R\n" +
+	"nonceGroup\x12\x17\n" +
+	"\x05nonce\x18\x04 \x01(\x04:\x010R\x05nonce\"-\n" +
+	"\x12FlushTableResponse\x12\x17\n" +
+	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xc7\x01\n" +
+	"\x12FlushRegionRequest\x12;\n" +
+	"\x06region\x18\x01 \x02(\v2#.cellstore.hbase.v2.RegionSpecifierR\x06region\x12'\n" +
+	"\x10if_older_than_ts\x18\x02 \x01(\x04R\rifOlderThanTs\x123\n" +
+	"\x16write_flush_wal_marker\x18\x03 \x01(\bR\x13writeFlushWalMarker\x12\x16\n" +
+	"\x06family\x18\x04 \x01(\fR\x06family\"\x8c\x01\n" +
+	"\x13FlushRegionResponse\x12&\n" +
+	"\x0flast_flush_time\x18\x01 \x02(\x04R\rlastFlushTime\x12\x18\n" +
+	"\aflushed\x18\x02 \x01(\bR\aflushed\x123\n" +
+	"\x16wrote_flush_wal_marker\x18\x03 \x01(\bR\x13wroteFlushWalMarker\"\x81\x01\n" +
+	"\x14CompactRegionRequest\x12;\n" +
+	"\x06region\x18\x01 \x02(\v2#.cellstore.hbase.v2.RegionSpecifierR\x06region\x12\x14\n" +
+	"\x05major\x18\x02 \x01(\bR\x05major\x12\x16\n" +
+	"\x06family\x18\x03 \x01(\fR\x06family\"\x17\n" +
+	"\x15CompactRegionResponse\"\xbf\x01\n" +
 	"\x14TruncateTableRequest\x12;\n" +
 	"\ttableName\x18\x01 \x02(\v2\x1d.cellstore.hbase.v2.TableNameR\ttableName\x12-\n" +
 	"\x0epreserveSplits\x18\x02 \x01(\b:\x05falseR\x0epreserveSplits\x12\"\n" +
@@ -4389,7 +4755,7 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 }
 
 var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
 	(SnapshotDescription_Type)(0),                   // 1: cellstore.hbase.v2.SnapshotDescription.Type
@@ -4409,126 +4775,135 @@ var file_hbase_v2_master_proto_goTypes = []any{
 	(*CreateTableResponse)(nil),                     // 15: cellstore.hbase.v2.CreateTableResponse
 	(*DeleteTableRequest)(nil),                      // 16: cellstore.hbase.v2.DeleteTableRequest
 	(*DeleteTableResponse)(nil),                     // 17: cellstore.hbase.v2.DeleteTableResponse
-	(*TruncateTableRequest)(nil),                    // 18: cellstore.hbase.v2.TruncateTableRequest
-	(*TruncateTableResponse)(nil),                   // 19: cellstore.hbase.v2.TruncateTableResponse
-	(*EnableTableRequest)(nil),                      // 20: cellstore.hbase.v2.EnableTableRequest
-	(*EnableTableResponse)(nil),                     // 21: cellstore.hbase.v2.EnableTableResponse
-	(*DisableTableRequest)(nil),                     // 22: cellstore.hbase.v2.DisableTableRequest
-	(*DisableTableResponse)(nil),                    // 23: cellstore.hbase.v2.DisableTableResponse
-	(*ModifyTableRequest)(nil),                      // 24: cellstore.hbase.v2.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                     // 25: cellstore.hbase.v2.ModifyTableResponse
-	(*GetTableDescriptorsRequest)(nil),              // 26: cellstore.hbase.v2.GetTableDescriptorsRequest
-	(*GetTableDescriptorsResponse)(nil),             // 27: cellstore.hbase.v2.GetTableDescriptorsResponse
-	(*GetTableNamesRequest)(nil),                    // 28: cellstore.hbase.v2.GetTableNamesRequest
-	(*GetTableNamesResponse)(nil),                   // 29: cellstore.hbase.v2.GetTableNamesResponse
-	(*GetTableStateRequest)(nil),                    // 30: cellstore.hbase.v2.GetTableStateRequest
-	(*GetTableStateResponse)(nil),                   // 31: cellstore.hbase.v2.GetTableStateResponse
-	(*CreateNamespaceRequest)(nil),                  // 32: cellstore.hbase.v2.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),                 // 33: cellstore.hbase.v2.CreateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),                  // 34: cellstore.hbase.v2.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),                 // 35: cellstore.hbase.v2.DeleteNamespaceResponse
-	(*ModifyNamespaceRequest)(nil),                  // 36: cellstore.hbase.v2.ModifyNamespaceRequest
-	(*ModifyNamespaceResponse)(nil),                 // 37: cellstore.hbase.v2.ModifyNamespaceResponse
-	(*GetNamespaceDescriptorRequest)(nil),           // 38: cellstore.hbase.v2.GetNamespaceDescriptorRequest
-	(*GetNamespaceDescriptorResponse)(nil),          // 39: cellstore.hbase.v2.GetNamespaceDescriptorResponse
-	(*ListNamespacesRequest)(nil),                   // 40: cellstore.hbase.v2.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),                  // 41: cellstore.hbase.v2.ListNamespacesResponse
-	(*ListNamespaceDescriptorsRequest)(nil),         // 42: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
-	(*ListNamespaceDescriptorsResponse)(nil),        // 43: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
-	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 44: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
-	(*ListTableDescriptorsByNamespaceResponse)(nil), // 45: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
-	(*ListTableNamesByNamespaceRequest)(nil),        // 46: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
-	(*ListTableNamesByNamespaceResponse)(nil),       // 47: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
-	(*IsInMaintenanceModeRequest)(nil),              // 48: cellstore.hbase.v2.IsInMaintenanceModeRequest
-	(*IsInMaintenanceModeResponse)(nil),             // 49: cellstore.hbase.v2.IsInMaintenanceModeResponse
-	(*BalanceRequest)(nil),                          // 50: cellstore.hbase.v2.BalanceRequest
-	(*BalanceResponse)(nil),                         // 51: cellstore.hbase.v2.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),               // 52: cellstore.hbase.v2.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),              // 53: cellstore.hbase.v2.SetBalancerRunningResponse
-	(*IsBalancerEnabledRequest)(nil),                // 54: cellstore.hbase.v2.IsBalancerEnabledRequest
-	(*IsBalancerEnabledResponse)(nil),               // 55: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 56: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 57: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 58: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 59: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 60: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 61: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 62: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 63: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 64: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 65: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 66: cellstore.hbase.v2.ForeignExceptionMessage
-	(*SnapshotDescription)(nil),                     // 67: cellstore.hbase.v2.SnapshotDescription
-	(*SnapshotRequest)(nil),                         // 68: cellstore.hbase.v2.SnapshotRequest
-	(*SnapshotResponse)(nil),                        // 69: cellstore.hbase.v2.SnapshotResponse
-	(*IsSnapshotDoneRequest)(nil),                   // 70: cellstore.hbase.v2.IsSnapshotDoneRequest
-	(*IsSnapshotDoneResponse)(nil),                  // 71: cellstore.hbase.v2.IsSnapshotDoneResponse
-	(*GetCompletedSnapshotsRequest)(nil),            // 72: cellstore.hbase.v2.GetCompletedSnapshotsRequest
-	(*GetCompletedSnapshotsResponse)(nil),           // 73: cellstore.hbase.v2.GetCompletedSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),                   // 74: cellstore.hbase.v2.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),                  // 75: cellstore.hbase.v2.DeleteSnapshotResponse
-	(*RestoreSnapshotRequest)(nil),                  // 76: cellstore.hbase.v2.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil),                 // 77: cellstore.hbase.v2.RestoreSnapshotResponse
-	(*TableName)(nil),                               // 78: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 79: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 80: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 81: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 82: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 83: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 84: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 85: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 86: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 87: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 88: cellstore.hbase.v2.ProcedureDescription
+	(*FlushTableRequest)(nil),                       // 18: cellstore.hbase.v2.FlushTableRequest
+	(*FlushTableResponse)(nil),                      // 19: cellstore.hbase.v2.FlushTableResponse
+	(*FlushRegionRequest)(nil),                      // 20: cellstore.hbase.v2.FlushRegionRequest
+	(*FlushRegionResponse)(nil),                     // 21: cellstore.hbase.v2.FlushRegionResponse
+	(*CompactRegionRequest)(nil),                    // 22: cellstore.hbase.v2.CompactRegionRequest
+	(*CompactRegionResponse)(nil),                   // 23: cellstore.hbase.v2.CompactRegionResponse
+	(*TruncateTableRequest)(nil),                    // 24: cellstore.hbase.v2.TruncateTableRequest
+	(*TruncateTableResponse)(nil),                   // 25: cellstore.hbase.v2.TruncateTableResponse
+	(*EnableTableRequest)(nil),                      // 26: cellstore.hbase.v2.EnableTableRequest
+	(*EnableTableResponse)(nil),                     // 27: cellstore.hbase.v2.EnableTableResponse
+	(*DisableTableRequest)(nil),                     // 28: cellstore.hbase.v2.DisableTableRequest
+	(*DisableTableResponse)(nil),                    // 29: cellstore.hbase.v2.DisableTableResponse
+	(*ModifyTableRequest)(nil),                      // 30: cellstore.hbase.v2.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                     // 31: cellstore.hbase.v2.ModifyTableResponse
+	(*GetTableDescriptorsRequest)(nil),              // 32: cellstore.hbase.v2.GetTableDescriptorsRequest
+	(*GetTableDescriptorsResponse)(nil),             // 33: cellstore.hbase.v2.GetTableDescriptorsResponse
+	(*GetTableNamesRequest)(nil),                    // 34: cellstore.hbase.v2.GetTableNamesRequest
+	(*GetTableNamesResponse)(nil),                   // 35: cellstore.hbase.v2.GetTableNamesResponse
+	(*GetTableStateRequest)(nil),                    // 36: cellstore.hbase.v2.GetTableStateRequest
+	(*GetTableStateResponse)(nil),                   // 37: cellstore.hbase.v2.GetTableStateResponse
+	(*CreateNamespaceRequest)(nil),                  // 38: cellstore.hbase.v2.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                 // 39: cellstore.hbase.v2.CreateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                  // 40: cellstore.hbase.v2.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                 // 41: cellstore.hbase.v2.DeleteNamespaceResponse
+	(*ModifyNamespaceRequest)(nil),                  // 42: cellstore.hbase.v2.ModifyNamespaceRequest
+	(*ModifyNamespaceResponse)(nil),                 // 43: cellstore.hbase.v2.ModifyNamespaceResponse
+	(*GetNamespaceDescriptorRequest)(nil),           // 44: cellstore.hbase.v2.GetNamespaceDescriptorRequest
+	(*GetNamespaceDescriptorResponse)(nil),          // 45: cellstore.hbase.v2.GetNamespaceDescriptorResponse
+	(*ListNamespacesRequest)(nil),                   // 46: cellstore.hbase.v2.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                  // 47: cellstore.hbase.v2.ListNamespacesResponse
+	(*ListNamespaceDescriptorsRequest)(nil),         // 48: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
+	(*ListNamespaceDescriptorsResponse)(nil),        // 49: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
+	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 50: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
+	(*ListTableDescriptorsByNamespaceResponse)(nil), // 51: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
+	(*ListTableNamesByNamespaceRequest)(nil),        // 52: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
+	(*ListTableNamesByNamespaceResponse)(nil),       // 53: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
+	(*IsInMaintenanceModeRequest)(nil),              // 54: cellstore.hbase.v2.IsInMaintenanceModeRequest
+	(*IsInMaintenanceModeResponse)(nil),             // 55: cellstore.hbase.v2.IsInMaintenanceModeResponse
+	(*BalanceRequest)(nil),                          // 56: cellstore.hbase.v2.BalanceRequest
+	(*BalanceResponse)(nil),                         // 57: cellstore.hbase.v2.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),               // 58: cellstore.hbase.v2.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),              // 59: cellstore.hbase.v2.SetBalancerRunningResponse
+	(*IsBalancerEnabledRequest)(nil),                // 60: cellstore.hbase.v2.IsBalancerEnabledRequest
+	(*IsBalancerEnabledResponse)(nil),               // 61: cellstore.hbase.v2.IsBalancerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 62: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 63: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 64: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 65: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 66: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 67: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 68: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 69: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 70: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 71: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 72: cellstore.hbase.v2.ForeignExceptionMessage
+	(*SnapshotDescription)(nil),                     // 73: cellstore.hbase.v2.SnapshotDescription
+	(*SnapshotRequest)(nil),                         // 74: cellstore.hbase.v2.SnapshotRequest
+	(*SnapshotResponse)(nil),                        // 75: cellstore.hbase.v2.SnapshotResponse
+	(*IsSnapshotDoneRequest)(nil),                   // 76: cellstore.hbase.v2.IsSnapshotDoneRequest
+	(*IsSnapshotDoneResponse)(nil),                  // 77: cellstore.hbase.v2.IsSnapshotDoneResponse
+	(*GetCompletedSnapshotsRequest)(nil),            // 78: cellstore.hbase.v2.GetCompletedSnapshotsRequest
+	(*GetCompletedSnapshotsResponse)(nil),           // 79: cellstore.hbase.v2.GetCompletedSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),                   // 80: cellstore.hbase.v2.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),                  // 81: cellstore.hbase.v2.DeleteSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),                  // 82: cellstore.hbase.v2.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),                 // 83: cellstore.hbase.v2.RestoreSnapshotResponse
+	(*TableName)(nil),                               // 84: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 85: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 86: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 87: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 88: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 89: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 90: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 91: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 92: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 93: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 94: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	78, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	79, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	78, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	78, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	79, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	78, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	80, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	81, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	82, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	83, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	78, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	78, // 11: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	78, // 12: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	78, // 13: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	78, // 14: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	83, // 15: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	78, // 16: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	83, // 17: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	78, // 18: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	78, // 19: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	84, // 20: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	85, // 21: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	85, // 22: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	85, // 23: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	85, // 24: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	83, // 25: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	78, // 26: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	86, // 27: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	87, // 28: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	88, // 29: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	88, // 30: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
-	0,  // 31: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	66, // 32: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	64, // 33: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	65, // 34: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
-	1,  // 35: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
-	67, // 36: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	67, // 37: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	67, // 38: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	67, // 39: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
-	67, // 40: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	67, // 41: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	84, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	85, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	84, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	84, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	85, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	84, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	87, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	88, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	89, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	84, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	84, // 11: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 12: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	86, // 13: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	84, // 14: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	84, // 15: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	84, // 16: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	84, // 17: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	89, // 18: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	84, // 19: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	89, // 20: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	84, // 21: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	84, // 22: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	90, // 23: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	91, // 24: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	91, // 25: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	91, // 26: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	91, // 27: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	89, // 28: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	84, // 29: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	92, // 30: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	93, // 31: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	94, // 32: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	94, // 33: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	0,  // 34: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
+	72, // 35: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	70, // 36: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	71, // 37: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	1,  // 38: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
+	73, // 39: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	73, // 40: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	73, // 41: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	73, // 42: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
+	73, // 43: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	73, // 44: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_hbase_v2_master_proto_init() }
@@ -4544,7 +4919,7 @@ func file_hbase_v2_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   76,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -34,6 +34,14 @@ var Services = map[string]map[string]NewCall{
 			return &CoprocessorServiceRequest{}, &CoprocessorServiceResponse{}
 		},
 	},
+	"AdminService": {
+		"FlushRegion": func() (proto.Message, proto.Message) {
+			return &FlushRegionRequest{}, &FlushRegionResponse{}
+		},
+		"CompactRegion": func() (proto.Message, proto.Message) {
+			return &CompactRegionRequest{}, &CompactRegionResponse{}
+		},
+	},
 	"MasterService": {
 		"IsMasterRunning": func() (proto.Message, proto.Message) {
 			return &IsMasterRunningRequest{}, &IsMasterRunningResponse{}
@@ -46,6 +54,9 @@ var Services = map[string]map[string]NewCall{
 		},
 		"DeleteTable": func() (proto.Message, proto.Message) {
 			return &DeleteTableRequest{}, &DeleteTableResponse{}
+		},
+		"FlushTable": func() (proto.Message, proto.Message) {
+			return &FlushTableRequest{}, &FlushTableResponse{}
 		},
 		"truncateTable": func() (proto.Message, proto.Message) {
 			return &TruncateTableRequest{}, &TruncateTableResponse{}
