@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
 
@@ -202,7 +204,8 @@ func (c *Client) prepareRowMutations(ms []*Mutation, cond *pb.Condition) (prepar
 		p.atomic = append(p.atomic, &pb.Action{Index: uint32(j), Mutation: msg})
 	}
 	if cond != nil && len(cond.GetRow()) == 0 {
-		cond.Row = row
+		p.cond = proto.CloneOf(cond) // the caller's condition stays as it was
+		p.cond.Row = row
 	}
 	return p, nil
 }

@@ -630,8 +630,13 @@ func familyDescriptor(cf *hb.ColumnFamilySchema) (*pb.ColumnFamilyDescriptor, er
 			fd.Compression = pb.Compression(c)
 		case "DATA_BLOCK_ENCODING":
 			e, ok := pb.DataBlockEncoding_value["DATA_BLOCK_ENCODING_"+strings.ToUpper(v)]
-			if !ok {
-				e = int32(pb.DataBlockEncoding_DATA_BLOCK_ENCODING_NONE) // FAST_DIFF and the like: stored plainly
+			switch {
+			case strings.EqualFold(v, "FAST_DIFF"):
+				// HBase's faster variant of DIFF; Cellstore's DIFF is its own layout, already cheap
+				// to decode: FAST_DIFF families are stored DIFF (and described so).
+				e = int32(pb.DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF)
+			case !ok:
+				return nil, doNotRetry("DATA_BLOCK_ENCODING %q of family %s is not supported: use NONE, PREFIX, DIFF, FAST_DIFF or ROW_INDEX_V1", v, cf.GetName())
 			}
 			fd.DataBlockEncoding = pb.DataBlockEncoding(e)
 		case "IN_MEMORY":

@@ -174,6 +174,8 @@ func familyDescriptors(t *pb.TableDescriptor) []region.Family {
 			rf.Encoding = sfile.EncodingPrefix
 		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF:
 			rf.Encoding = sfile.EncodingDiff
+		case pb.DataBlockEncoding_DATA_BLOCK_ENCODING_ROW_INDEX_V1:
+			rf.Encoding = sfile.EncodingRowIndex
 		}
 		fams = append(fams, rf)
 	}

@@ -114,12 +114,18 @@ func (m *Master) startSplitLocked(b *batch, r *pb.CatalogRegion, key []byte, why
 	if t.GetState() != pb.TableState_TABLE_STATE_ENABLED {
 		return nil, errPrecondition("table %s is %s: only regions of enabled tables split", layout.TableKey(info.GetTable()), tableStateName(t.GetState()))
 	}
+	asked, cut := key, ""
 	if len(key) > 0 {
-		key = splitPolicyOf(t).Cut(key) // as HBase, a requested split row is cut too
+		if p := splitPolicyOf(t); p.Name != "" {
+			key = p.Cut(key) // as HBase, a requested split row is cut too
+			if !bytes.Equal(key, asked) {
+				cut = fmt.Sprintf(" (%q cut by the table's %s)", asked, p.Name)
+			}
+		}
 	}
 	if len(key) > 0 && (bytes.Equal(key, info.GetStartKey()) || bytes.Compare(key, info.GetStartKey()) < 0 ||
 		len(info.GetEndKey()) > 0 && bytes.Compare(key, info.GetEndKey()) >= 0) {
-		return nil, errInvalid("split key %q is not inside region %s (%q, %q)", key, name, info.GetStartKey(), info.GetEndKey())
+		return nil, errInvalid("split key %q%s is not inside region %s (%q, %q)", key, cut, name, info.GetStartKey(), info.GetEndKey())
 	}
 	busy := func(rr *pb.CatalogRegion) *pb.ErrorDetail {
 		if m.st.procs[rr.GetInfo().GetName()] != nil {

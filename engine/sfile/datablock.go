@@ -1,6 +1,7 @@
 package sfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -15,6 +16,8 @@ import (
 // Entry layouts by encoding:
 //
 //	NONE:   keyLen uv | valueLen uv | seq uv | key | value
+//	ROW_INDEX_V1: as NONE, with a restart point at each row's first cell (and every
+//	        RestartInterval cells within a longer row)
 //	PREFIX: shared uv | unshared uv | valueLen uv | seq uv | key[shared:] | value
 //	DIFF:   flags u8 | shared uv | unshared uv | [valueLen uv] | [tsDelta zz] |
 //	        [type u8] | [seqDelta zz] | column[shared:] | value
@@ -43,8 +46,9 @@ const (
 
 // blockBuilder encodes the cells of one data block.
 type blockBuilder struct {
-	enc      Encoding
-	interval int
+	enc         Encoding
+	interval    int
+	lastRestart int // the cell number of the last restart point
 	buf      []byte
 	restarts []uint32
 	n        int
@@ -71,15 +75,23 @@ func (b *blockBuilder) empty() bool { return b.n == 0 }
 // vlField its length field (see cell.StoredValue).
 func (b *blockBuilder) add(key, value []byte, vlField uint32, seq uint64) {
 	restart := b.n%b.interval == 0
+	if b.enc == EncodingRowIndex {
+		// At each row's first cell, and every interval cells within a long row.
+		restart = b.n == 0 || b.n-b.lastRestart >= b.interval || !bytes.Equal(cell.Key(key).Row(), cell.Key(b.prevKey).Row())
+	}
 	if restart {
 		b.restarts = append(b.restarts, uint32(len(b.buf)))
+		b.lastRestart = b.n
 	}
 	switch b.enc {
-	case EncodingNone:
+	case EncodingNone, EncodingRowIndex:
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(key)))
 		b.buf = binary.AppendUvarint(b.buf, uint64(vlField))
 		b.buf = binary.AppendUvarint(b.buf, seq)
 		b.buf = append(b.buf, key...)
+		if b.enc == EncodingRowIndex {
+			b.prevKey = append(b.prevKey[:0], key...)
+		}
 	case EncodingPrefix:
 		shared := 0
 		if !restart {
@@ -138,6 +150,15 @@ func (b *blockBuilder) add(key, value []byte, vlField uint32, seq uint64) {
 	b.n++
 }
 
+// entryLayout is how an encoding lays its entries out: ROW_INDEX_V1's are NONE's (only its
+// restart points differ, and readers take restart points as they come).
+func entryLayout(e Encoding) Encoding {
+	if e == EncodingRowIndex {
+		return EncodingNone
+	}
+	return e
+}
+
 // finish appends the restart array and trailer and returns the payload,
 // valid until reset.
 func (b *blockBuilder) finish() []byte {
@@ -188,7 +209,7 @@ type blockIter struct {
 func (it *blockIter) init(data []byte) {
 	n := len(data)
 	it.data = data
-	it.enc = Encoding(data[n-1])
+	it.enc = entryLayout(Encoding(data[n-1]))
 	it.nRestarts = int(binary.LittleEndian.Uint32(data[n-blockTrailerLen:]))
 	it.end = n - blockTrailerLen - 4*it.nRestarts
 	it.off, it.next = 0, 0
@@ -369,7 +390,7 @@ func validateDataBlock(data []byte, v *validator) string {
 	}
 	it := &v.it
 	it.data = data
-	it.enc = enc
+	it.enc = entryLayout(enc)
 	it.nRestarts = int(nr)
 	it.end = n - blockTrailerLen - 4*int(nr)
 	if it.end == 0 {

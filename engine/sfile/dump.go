@@ -169,7 +169,7 @@ func (d *dumper) blocks() error {
 			cells++
 		}
 		fmt.Fprintf(d.w, "  [%d] at %d: %d bytes on disk, %d uncompressed, %s, %s, %d cells, %d restarts, first %v\n",
-			i, h.off, h.size, fr.ulen, fr.codec, it.enc, cells, it.nRestarts, cell.Key(first))
+			i, h.off, h.size, fr.ulen, fr.codec, Encoding(payload[len(payload)-1]), cells, it.nRestarts, cell.Key(first))
 		return nil
 	}, &n)
 }

@@ -23,10 +23,14 @@ const (
 	// stores timestamp, type, value length and sequence id as deltas or
 	// "same as previous" flags.
 	EncodingDiff
+	// EncodingRowIndex (HBase's ROW_INDEX_V1) stores every key whole, as NONE, with a restart
+	// point at the first cell of every row (and every RestartInterval cells within a longer
+	// row): a seek to a row binary-searches the block's rows and lands on its first cell.
+	EncodingRowIndex
 	numEncodings
 )
 
-var encodingNames = [numEncodings]string{"NONE", "PREFIX", "DIFF"}
+var encodingNames = [numEncodings]string{"NONE", "PREFIX", "DIFF", "ROW_INDEX_V1"}
 
 func (e Encoding) String() string {
 	if e < numEncodings {
@@ -35,14 +39,14 @@ func (e Encoding) String() string {
 	return fmt.Sprintf("Encoding(%d)", uint8(e))
 }
 
-// ParseEncoding parses NONE, PREFIX or DIFF (case-insensitive).
+// ParseEncoding parses NONE, PREFIX, DIFF or ROW_INDEX_V1 (case-insensitive).
 func ParseEncoding(s string) (Encoding, error) {
 	for i, n := range encodingNames {
 		if strings.EqualFold(s, n) {
 			return Encoding(i), nil
 		}
 	}
-	return 0, fmt.Errorf("sfile: unknown data block encoding %q (want NONE, PREFIX or DIFF)", s)
+	return 0, fmt.Errorf("sfile: unknown data block encoding %q (want NONE, PREFIX, DIFF or ROW_INDEX_V1)", s)
 }
 
 // Compression is the data block compression codec (the family's

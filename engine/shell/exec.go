@@ -671,7 +671,7 @@ var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
 	"DATA_BLOCK_ENCODING": func(d *pb.ColumnFamilyDescriptor, v Value) error {
 		x, ok := pb.DataBlockEncoding_value["DATA_BLOCK_ENCODING_"+strings.ToUpper(v.Text())]
 		if !ok {
-			return usage("DATA_BLOCK_ENCODING must be NONE, PREFIX or DIFF")
+			return usage("DATA_BLOCK_ENCODING must be NONE, PREFIX, DIFF or ROW_INDEX_V1")
 		}
 		d.DataBlockEncoding = pb.DataBlockEncoding(x)
 		return nil

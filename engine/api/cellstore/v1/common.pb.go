@@ -285,6 +285,8 @@ const (
 	DataBlockEncoding_DATA_BLOCK_ENCODING_NONE   DataBlockEncoding = 0
 	DataBlockEncoding_DATA_BLOCK_ENCODING_PREFIX DataBlockEncoding = 1
 	DataBlockEncoding_DATA_BLOCK_ENCODING_DIFF   DataBlockEncoding = 2
+	// Keys whole, with a restart point at each row: seeks binary-search the block's rows (HBase's ROW_INDEX_V1).
+	DataBlockEncoding_DATA_BLOCK_ENCODING_ROW_INDEX_V1 DataBlockEncoding = 3
 )
 
 // Enum value maps for DataBlockEncoding.
@@ -293,11 +295,13 @@ var (
 		0: "DATA_BLOCK_ENCODING_NONE",
 		1: "DATA_BLOCK_ENCODING_PREFIX",
 		2: "DATA_BLOCK_ENCODING_DIFF",
+		3: "DATA_BLOCK_ENCODING_ROW_INDEX_V1",
 	}
 	DataBlockEncoding_value = map[string]int32{
-		"DATA_BLOCK_ENCODING_NONE":   0,
-		"DATA_BLOCK_ENCODING_PREFIX": 1,
-		"DATA_BLOCK_ENCODING_DIFF":   2,
+		"DATA_BLOCK_ENCODING_NONE":         0,
+		"DATA_BLOCK_ENCODING_PREFIX":       1,
+		"DATA_BLOCK_ENCODING_DIFF":         2,
+		"DATA_BLOCK_ENCODING_ROW_INDEX_V1": 3,
 	}
 )
 
@@ -3090,11 +3094,12 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x12COMPRESSION_SNAPPY\x10\x01\x12\x13\n" +
 	"\x0fCOMPRESSION_LZ4\x10\x02\x12\x14\n" +
 	"\x10COMPRESSION_ZSTD\x10\x03\x12\x12\n" +
-	"\x0eCOMPRESSION_GZ\x10\x04*o\n" +
+	"\x0eCOMPRESSION_GZ\x10\x04*\x95\x01\n" +
 	"\x11DataBlockEncoding\x12\x1c\n" +
 	"\x18DATA_BLOCK_ENCODING_NONE\x10\x00\x12\x1e\n" +
 	"\x1aDATA_BLOCK_ENCODING_PREFIX\x10\x01\x12\x1c\n" +
-	"\x18DATA_BLOCK_ENCODING_DIFF\x10\x02*t\n" +
+	"\x18DATA_BLOCK_ENCODING_DIFF\x10\x02\x12$\n" +
+	" DATA_BLOCK_ENCODING_ROW_INDEX_V1\x10\x03*t\n" +
 	"\n" +
 	"TableState\x12\x17\n" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
