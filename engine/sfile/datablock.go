@@ -49,14 +49,14 @@ type blockBuilder struct {
 	enc         Encoding
 	interval    int
 	lastRestart int // the cell number of the last restart point
-	buf      []byte
-	restarts []uint32
-	n        int
-	prevKey  []byte
-	ts       int64
-	typ      byte
-	vlen     int
-	seq      uint64
+	buf         []byte
+	restarts    []uint32
+	n           int
+	prevKey     []byte
+	ts          int64
+	typ         byte
+	vlen        int
+	seq         uint64
 }
 
 func (b *blockBuilder) reset() {
