@@ -364,6 +364,15 @@ public class HBaseCompat {
           }
           admin.deleteColumnFamily(tn, b("g"));
           check(admin.getDescriptor(tn).getColumnFamily(b("g")) == null, "the family is gone");
+          // Data block encodings: ROW_INDEX_V1 kept, FAST_DIFF stored (and described) as DIFF.
+          admin.addColumnFamily(tn, ColumnFamilyDescriptorBuilder.newBuilder(b("ri"))
+              .setDataBlockEncoding(org.apache.hadoop.hbase.io.encoding.DataBlockEncoding.ROW_INDEX_V1).build());
+          admin.addColumnFamily(tn, ColumnFamilyDescriptorBuilder.newBuilder(b("fd"))
+              .setDataBlockEncoding(org.apache.hadoop.hbase.io.encoding.DataBlockEncoding.FAST_DIFF).build());
+          check(admin.getDescriptor(tn).getColumnFamily(b("ri")).getDataBlockEncoding().name().equals("ROW_INDEX_V1"), "ROW_INDEX_V1");
+          check(admin.getDescriptor(tn).getColumnFamily(b("fd")).getDataBlockEncoding().name().equals("DIFF"), "FAST_DIFF as DIFF");
+          admin.deleteColumnFamily(tn, b("ri"));
+          admin.deleteColumnFamily(tn, b("fd"));
           check(admin.getRegionServers().size() >= 1, "getRegionServers: " + admin.getRegionServers());
           check(admin.getClusterMetrics().getLiveServerMetrics().size() >= 1, "getClusterMetrics");
           List<TableDescriptor> all = admin.listTableDescriptors();
