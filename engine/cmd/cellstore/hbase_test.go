@@ -124,7 +124,8 @@ func runHBaseEndpoints(t *testing.T, pe, server string) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "hbase", "testdata")
 	cp := filepath.Join(pe, "*") + string(os.PathListSeparator) + filepath.Join(filepath.Dir(pe), "endpoint", "*")
-	if b, err := exec.Command("javac", "-nowarn", "-d", out, "-cp", cp, filepath.Join(dir, "HBaseEndpoints.java"), filepath.Join(dir, "HBaseTool.java")).CombinedOutput(); err != nil {
+	// In a directory of its own: the e2e image compiles testdata/*.java against the shaded client.
+	if b, err := exec.Command("javac", "-nowarn", "-d", out, "-cp", cp, filepath.Join(dir, "endpoints", "HBaseEndpoints.java"), filepath.Join(dir, "HBaseTool.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, b)
 	}
 	logConf := filepath.Join(out, "log4j2.properties")

@@ -3,6 +3,8 @@
 // HBase client. Prints "ok <step>" after each step.
 //
 //   java -cp <pe jars>:<hbase-endpoint jar>:. HBaseEndpoints host:port
+//
+// It lives apart from testdata/*.java, which the e2e image compiles against the shaded client.
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.TableName;
