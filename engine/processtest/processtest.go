@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,15 +20,36 @@ import (
 	"github.com/cellstore/cellstore/engine/client"
 )
 
-// FreePort returns a loopback port that was free a moment ago.
+// handedOut are the ports FreePort returned in this test binary: a port handed to a process that
+// has not bound it yet is free again, and the kernel may offer it twice.
+var handedOut sync.Map
+
+// FreePort returns a loopback port that was free a moment ago and that it never returned before
+// in this test binary (a chaos run once gave a region server the port of a master that had not
+// started yet).
 func FreePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var held []net.Listener // ports offered twice stay bound until one that was not comes
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if _, dup := handedOut.LoadOrStore(port, true); dup {
+			held = append(held, l)
+			continue
+		}
+		l.Close()
+		return strconv.Itoa(port)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	t.Fatal("processtest: no loopback port that was not handed out already")
+	return ""
 }
 
 // Proc is a process a test started.
