@@ -190,7 +190,7 @@ type Totals struct {
 	// Rows the scan returned cells of; Values read as numbers; Skipped cells that were not
 	// numbers of the type (another length).
 	Rows, Values, Skipped int64
-	sumLong               int64
+	sumLong, sqLong       int64
 	sumDouble, sumSquares float64
 	min, max              uint64
 }
@@ -209,8 +209,15 @@ func (t *Totals) Merge(r *pb.AggregateResponse) {
 	t.Values += r.GetValues()
 	t.Skipped += r.GetSkipped()
 	t.sumLong += r.GetSumLong()
+	t.sqLong += r.GetSumSquaresLong()
 	t.sumDouble += r.GetSumDouble()
 	t.sumSquares += r.GetSumSquares()
+}
+
+// SumSquares is the sum of the values' squares: a wrapping int64 for LONG (HBase's long
+// interpreter's promoted type), a float64 for DOUBLE.
+func (t *Totals) SumSquares() Number {
+	return Number{Type: t.Type, Long: t.sqLong, Double: t.sumSquares}
 }
 
 // Sum of the values (an int64 that wraps as Java's long, for LONG).

@@ -71,14 +71,6 @@ func (a *Adapter) execService(k *call, req *hb.CoprocessorServiceRequest) {
 	}
 }
 
-// regionTotals is one region's aggregation as HBase's AggregateImplementation answers from it.
-type regionTotals struct {
-	rows, values        int64
-	sumLong, sqLong     int64
-	sumDouble, sqDouble float64
-	min, max            uint64
-}
-
 func (a *Adapter) aggregate(k *call, region string, replica int32, method string, req *hb.AggregateRequest, done func(*hb.AggregateResponse)) {
 	var vt pb.ValueType
 	switch cls := req.GetInterpreterClassName(); {
@@ -110,25 +102,12 @@ func (a *Adapter) aggregate(k *call, region string, replica int32, method string
 	if k.timeout > 0 {
 		lreq.TimeLimitMs = (k.timeout / 4).Milliseconds()
 	}
-	var t regionTotals
+	t := &aggregate.Totals{Type: vt}
 	var step func()
 	step = func() {
 		k.lean(pb.Method_METHOD_AGGREGATE, lreq, nil, func(msg proto.Message, _ [][]byte) {
 			r := msg.(*pb.AggregateResponse)
-			if r.GetValues() > 0 {
-				if t.values == 0 || r.GetMinKey() < t.min {
-					t.min = r.GetMinKey()
-				}
-				if t.values == 0 || r.GetMaxKey() > t.max {
-					t.max = r.GetMaxKey()
-				}
-			}
-			t.rows += r.GetRows()
-			t.values += r.GetValues()
-			t.sumLong += r.GetSumLong()
-			t.sqLong += r.GetSumSquaresLong()
-			t.sumDouble += r.GetSumDouble()
-			t.sqDouble += r.GetSumSquares()
+			t.Merge(r)
 			if resume := r.GetResumeRow(); len(resume) > 0 {
 				// The region's part ran out of its time budget: go on from there (the answer is
 				// the region's whole, as HBase's).
@@ -137,7 +116,7 @@ func (a *Adapter) aggregate(k *call, region string, replica int32, method string
 				go step()
 				return
 			}
-			done(hbaseAggregate(method, vt, weighted, &t))
+			done(hbaseAggregate(method, weighted, t))
 		})
 	}
 	step()
@@ -146,52 +125,50 @@ func (a *Adapter) aggregate(k *call, region string, replica int32, method string
 // hbaseAggregate encodes a region's totals as AggregateImplementation does: values as LongMsg or
 // DoubleMsg (the interpreters' cell and promoted types), counts as 8 bytes; no part when the
 // region had no value.
-func hbaseAggregate(method string, vt pb.ValueType, weighted bool, t *regionTotals) *hb.AggregateResponse {
-	num := func(long int64, double float64) []byte {
+func hbaseAggregate(method string, weighted bool, t *aggregate.Totals) *hb.AggregateResponse {
+	enc := func(n aggregate.Number) []byte {
 		var b []byte
-		if vt == pb.ValueType_VALUE_TYPE_DOUBLE {
-			b, _ = proto.Marshal(&hb.DoubleMsg{DoubleMsg: proto.Float64(double)})
+		if n.Type == pb.ValueType_VALUE_TYPE_DOUBLE {
+			b, _ = proto.Marshal(&hb.DoubleMsg{DoubleMsg: proto.Float64(n.Double)})
 		} else {
-			b, _ = proto.Marshal(&hb.LongMsg{LongMsg: proto.Int64(long)})
+			b, _ = proto.Marshal(&hb.LongMsg{LongMsg: proto.Int64(n.Long)})
 		}
 		return b
-	}
-	key := func(k uint64) []byte {
-		n := aggregate.FromKey(k, vt)
-		return num(n.Long, n.Double)
 	}
 	count := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 	out := &hb.AggregateResponse{}
 	switch method {
 	case "GetRowNum":
-		out.FirstPart = [][]byte{count(t.rows)}
+		out.FirstPart = [][]byte{count(t.Rows)}
 		return out
 	case "GetMedian":
 		// The sum of the values and of the weights; the client scans the region holding the
 		// median itself. HBase's interpreters read every cell of the row for both sums (they do
 		// not look at the qualifier), so with a weight column both are the same sum; without
 		// one it sends the interpreter's minimum value (Long.MIN_VALUE, Double.MIN_VALUE).
-		weights := num(math.MinInt64, math.SmallestNonzeroFloat64)
+		weights := aggregate.Number{Type: t.Type, Long: math.MinInt64, Double: math.SmallestNonzeroFloat64}
 		if weighted {
-			weights = num(t.sumLong, t.sumDouble)
+			weights = t.Sum()
 		}
-		out.FirstPart = [][]byte{num(t.sumLong, t.sumDouble), weights}
+		out.FirstPart = [][]byte{enc(t.Sum()), enc(weights)}
 		return out
 	}
-	if t.values == 0 {
+	mn, ok := t.Min()
+	if !ok {
 		return out
 	}
+	mx, _ := t.Max()
 	switch method {
 	case "GetMax":
-		out.FirstPart = [][]byte{key(t.max)}
+		out.FirstPart = [][]byte{enc(mx)}
 	case "GetMin":
-		out.FirstPart = [][]byte{key(t.min)}
+		out.FirstPart = [][]byte{enc(mn)}
 	case "GetSum":
-		out.FirstPart = [][]byte{num(t.sumLong, t.sumDouble)}
+		out.FirstPart = [][]byte{enc(t.Sum())}
 	case "GetAvg":
-		out.FirstPart, out.SecondPart = [][]byte{num(t.sumLong, t.sumDouble)}, count(t.rows)
+		out.FirstPart, out.SecondPart = [][]byte{enc(t.Sum())}, count(t.Rows)
 	case "GetStd":
-		out.FirstPart, out.SecondPart = [][]byte{num(t.sumLong, t.sumDouble), num(t.sqLong, t.sqDouble)}, count(t.rows)
+		out.FirstPart, out.SecondPart = [][]byte{enc(t.Sum()), enc(t.SumSquares())}, count(t.Rows)
 	}
 	return out
 }
