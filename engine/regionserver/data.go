@@ -496,6 +496,10 @@ func (s *Server) mutateRows(c *rpc.Call, r *region.Region, or *onlineRegion, ra 
 		if len(cond.GetRow()) == 0 {
 			return false, invalid("a multi-row condition names no row")
 		}
+		if !or.contains(cond.GetRow()) {
+			return false, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
+				Message: fmt.Sprintf("condition row %q is not in region %s: an atomic multi-row mutation checks rows of its region", cond.GetRow(), or.name)}
+		}
 		if d := s.mayCheck(c, or, cond); d != nil {
 			return false, d
 		}

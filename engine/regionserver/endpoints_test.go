@@ -385,6 +385,9 @@ func TestMultiRowMutationsAndKeyPrefixSplits(t *testing.T) {
 	// Rows of two regions, or a mutation the region refuses: nothing is applied.
 	_, err := tbl.MutateRows(ctx, nil, put(group(2, 0), "a"), put(group(60, 0), "a"))
 	wantCode(t, "rows of two regions", err, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION)
+	_, err = tbl.MutateRows(ctx, []*pb.Condition{{Row: group(60, 0), Family: []byte("f"), Qualifier: []byte("v"), Op: pb.CompareOp_COMPARE_OP_EQUAL}},
+		put(group(2, 0), "a"))
+	wantCode(t, "a condition on a row of another region", err, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION)
 	_, err = tbl.MutateRows(ctx, nil, put(group(2, 0), "a"), client.NewPut(group(2, 1)).Add("nofamily", "v", cell.LatestTimestamp, nil))
 	wantCode(t, "a mutation of an unknown family", err, pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY)
 	if r, err := tbl.Get(ctx, &pb.Get{Row: group(2, 0)}); err != nil || len(r.Cells) != 0 {
