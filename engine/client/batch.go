@@ -189,19 +189,9 @@ type prepared struct {
 func (c *Client) prepareRowMutations(ms []*Mutation, cond *pb.Condition) (prepared, error) {
 	row := ms[0].Row
 	p := prepared{row: row, cond: cond}
-	for j, m := range ms {
-		if err := m.validate(c.cfg.MaxCellSize); err != nil {
-			return p, err
-		}
-		if string(m.Row) != string(row) {
-			return p, fmt.Errorf("client: RowMutations must share one row (%q and %q)", row, m.Row)
-		}
-		if m.Type != pb.MutationProto_TYPE_PUT && m.Type != pb.MutationProto_TYPE_DELETE {
-			return p, errors.New("client: RowMutations take puts and deletes")
-		}
-		var msg *pb.MutationProto
-		msg, p.cells = m.encode(p.cells, c.nonce(m))
-		p.atomic = append(p.atomic, &pb.Action{Index: uint32(j), Mutation: msg})
+	var err error
+	if p.atomic, p.cells, err = c.encodeAtomic(ms, "RowMutations", true, true); err != nil {
+		return p, err
 	}
 	if cond != nil && len(cond.GetRow()) == 0 {
 		p.cond = proto.CloneOf(cond) // the caller's condition stays as it was

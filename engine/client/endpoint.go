@@ -146,43 +146,18 @@ func (t *Table) MutateRows(ctx context.Context, conds []*pb.Condition, ms ...*Mu
 	if len(ms) == 0 {
 		return false, errors.New("client: MutateRows without mutations")
 	}
-	var block []byte
-	actions := make([]*pb.Action, len(ms))
-	for i, m := range ms {
-		if err := m.validate(t.c.cfg.MaxCellSize); err != nil {
-			return false, err
-		}
-		if m.Type != pb.MutationProto_TYPE_PUT && m.Type != pb.MutationProto_TYPE_DELETE {
-			return false, errors.New("client: MutateRows takes puts and deletes")
-		}
-		var msg *pb.MutationProto
-		msg, block = m.encode(block, t.c.nonce(m))
-		actions[i] = &pb.Action{Index: uint32(i), Mutation: msg}
+	actions, block, err := t.c.encodeAtomic(ms, "MutateRows", false, true)
+	if err != nil {
+		return false, err
 	}
 	for i, c := range conds {
 		if len(c.GetRow()) == 0 {
 			return false, fmt.Errorf("client: MutateRows condition %d names no row", i)
 		}
 	}
-	var processed bool
-	err := t.c.withRegion(ctx, t, ms[0].Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
-		var resp pb.MultiResponse
-		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{{
-			Region: &pb.RegionSpecifier{Name: loc.region}, Atomic: true, MultiRow: true, Actions: actions, Conditions: conds}}}
-		if _, err := conn.Call(ctx, pb.Method_METHOD_MULTI, req, block, &resp, nil); err != nil {
-			return err
-		}
-		if len(resp.Results) != 1 {
-			return fmt.Errorf("client: server answered %d region results for 1 region action", len(resp.Results))
-		}
-		r := resp.Results[0]
-		if r.Exception != nil {
-			return r.Exception
-		}
-		processed = r.Processed
-		return nil
+	return t.sendAtomic(ctx, ms[0].Row, block, func(region *pb.RegionSpecifier) *pb.RegionAction {
+		return &pb.RegionAction{Region: region, Atomic: true, MultiRow: true, Actions: actions, Conditions: conds}
 	})
-	return processed, err
 }
 
 // BulkDeleteResult counts what BulkDelete deleted.

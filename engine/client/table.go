@@ -297,24 +297,49 @@ func (t *Table) MutateRow(ctx context.Context, ms ...*Mutation) error {
 }
 
 func (t *Table) rowAction(ctx context.Context, cond *pb.Condition, ms []*Mutation, processed *bool) error {
-	row := ms[0].Row
+	actions, block, err := t.c.encodeAtomic(ms, "atomic row mutations", true, false)
+	if err != nil {
+		return err
+	}
+	ok, err := t.sendAtomic(ctx, ms[0].Row, block, func(region *pb.RegionSpecifier) *pb.RegionAction {
+		return &pb.RegionAction{Region: region, Atomic: true, Actions: actions, Condition: cond}
+	})
+	if err == nil && processed != nil {
+		*processed = ok
+	}
+	return err
+}
+
+// encodeAtomic checks and encodes the mutations of an atomic region action (what names them in
+// errors): of one row when sameRow, only puts and deletes when putsDeletes (else the server says
+// what it refuses).
+func (c *Client) encodeAtomic(ms []*Mutation, what string, sameRow, putsDeletes bool) ([]*pb.Action, []byte, error) {
 	var block []byte
 	actions := make([]*pb.Action, len(ms))
 	for i, m := range ms {
-		if err := m.validate(t.c.cfg.MaxCellSize); err != nil {
-			return err
+		if err := m.validate(c.cfg.MaxCellSize); err != nil {
+			return nil, nil, err
 		}
-		if string(m.Row) != string(row) {
-			return fmt.Errorf("client: atomic row mutations must share one row (%q and %q)", row, m.Row)
+		if sameRow && string(m.Row) != string(ms[0].Row) {
+			return nil, nil, fmt.Errorf("client: %s must share one row (%q and %q)", what, ms[0].Row, m.Row)
+		}
+		if putsDeletes && m.Type != pb.MutationProto_TYPE_PUT && m.Type != pb.MutationProto_TYPE_DELETE {
+			return nil, nil, fmt.Errorf("client: %s take puts and deletes", what)
 		}
 		var msg *pb.MutationProto
-		msg, block = m.encode(block, t.c.nonce(m))
+		msg, block = m.encode(block, c.nonce(m))
 		actions[i] = &pb.Action{Index: uint32(i), Mutation: msg}
 	}
-	return t.c.withRegion(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+	return actions, block, nil
+}
+
+// sendAtomic sends one atomic region action (made for the region holding row) and answers
+// whether it was processed.
+func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*pb.RegionSpecifier) *pb.RegionAction) (bool, error) {
+	var processed bool
+	err := t.c.withRegion(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
 		var resp pb.MultiResponse
-		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{{
-			Region: &pb.RegionSpecifier{Name: loc.region}, Atomic: true, Actions: actions, Condition: cond}}}
+		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{action(&pb.RegionSpecifier{Name: loc.region})}}
 		if _, err := conn.Call(ctx, pb.Method_METHOD_MULTI, req, block, &resp, nil); err != nil {
 			return err
 		}
@@ -330,11 +355,10 @@ func (t *Table) rowAction(ctx context.Context, cond *pb.Condition, ms []*Mutatio
 				return a.Exception
 			}
 		}
-		if processed != nil {
-			*processed = r.Processed
-		}
+		processed = r.Processed
 		return nil
 	})
+	return processed, err
 }
 
 // withRegion runs fn against the primary of the region holding row, relocating and retrying on
