@@ -351,15 +351,13 @@ func (l *Limiters) Check(r Request) *Throttled {
 		}
 		counted := false
 		for _, tt := range applicable(r.Write) {
-			if !counted && l.buckets[limiterKey{subj.kind, subj.name, tt}] != nil {
-				counted = true
-				l.noteDemand(SubjectID(subj.kind, subj.name), 1, float64(r.Size))
-			}
-		}
-		for _, tt := range applicable(r.Write) {
 			b := l.buckets[limiterKey{subj.kind, subj.name, tt}]
 			if b == nil {
 				continue
+			}
+			if !counted { // the request counts in the subject's demand, admitted or not
+				counted = true
+				l.noteDemand(SubjectID(subj.kind, subj.name), 1, float64(r.Size))
 			}
 			n := 1.0
 			if isSize(tt) {

@@ -491,12 +491,13 @@ func (s *Server) mutateRows(c *rpc.Call, r *region.Region, or *onlineRegion, ra 
 	if ra.GetCondition() != nil {
 		conds = append([]*pb.Condition{ra.GetCondition()}, conds...)
 	}
+	info := r.Info() // the open region's range: region.Info.ContainsRow
 	var cms []*region.CheckAndMutate
 	for _, cond := range conds {
 		if len(cond.GetRow()) == 0 {
 			return false, invalid("a multi-row condition names no row")
 		}
-		if !or.contains(cond.GetRow()) {
+		if !info.ContainsRow(cond.GetRow()) {
 			return false, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
 				Message: fmt.Sprintf("condition row %q is not in region %s: an atomic multi-row mutation checks rows of its region", cond.GetRow(), or.name)}
 		}
@@ -510,7 +511,7 @@ func (s *Server) mutateRows(c *rpc.Call, r *region.Region, or *onlineRegion, ra 
 		cms = append(cms, cm)
 	}
 	for _, m := range ms {
-		if !or.contains(m.Row) {
+		if !info.ContainsRow(m.Row) {
 			return false, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: or.name,
 				Message: fmt.Sprintf("row %q is not in region %s: an atomic multi-row mutation takes rows of one region "+
 					"(a KeyPrefixRegionSplitPolicy or DelimitedKeyPrefixRegionSplitPolicy keeps rows of a prefix together)", m.Row, or.name)}

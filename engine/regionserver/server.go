@@ -6,7 +6,6 @@
 package regionserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -241,11 +240,6 @@ type onlineRegion struct {
 	// nanos); flushWanted asks the primary for a flush in the next answer (memory pressure).
 	lastReplicated, lastAsked atomic.Int64
 	flushWanted               atomic.Bool
-}
-
-// contains says whether row is in the region's key range.
-func (or *onlineRegion) contains(row []byte) bool {
-	return bytes.Compare(row, or.info.GetStartKey()) >= 0 && (len(or.info.GetEndKey()) == 0 || bytes.Compare(row, or.info.GetEndKey()) < 0)
 }
 
 type movedEntry struct {
