@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,6 +271,45 @@ func (s loadStats) String() string {
 	}
 	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v; slowest requests:%s",
 		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, slow.String())
+}
+
+// withHBaseClientRetries fills the slowest requests of the hbaseload pod's stats with the retries
+// its client logged for them: lines of the request's thread (named in its Op) from its start to
+// its end, read from the pod's log since since.
+func withHBaseClientRetries(ctx context.Context, ns, pod string, since time.Time, s loadStats) loadStats {
+	r, err := kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{SinceTime: &metav1.Time{Time: since}}).Stream(ctx)
+	if err != nil {
+		s.Errors = append(s.Errors, "reading the client's log: "+err.Error())
+		return s
+	}
+	defer r.Close()
+	var b bytes.Buffer
+	_, _ = io.Copy(&b, io.LimitReader(r, 16<<20))
+	lines := strings.Split(b.String(), "\n")
+	for i := range s.Slowest {
+		req := &s.Slowest[i]
+		open, closing := strings.LastIndex(req.Op, "("), strings.LastIndex(req.Op, ")")
+		if open < 0 || closing < open {
+			continue
+		}
+		thread := "[" + req.Op[open+1:closing] + "]"
+		end := req.Start.Add(time.Duration(req.Ms*float64(time.Millisecond)) + 10*time.Millisecond)
+		for _, l := range lines {
+			at, rest, ok := strings.Cut(l, " ")
+			if !ok || !strings.HasPrefix(rest, thread) {
+				continue
+			}
+			t, err := time.Parse("2006-01-02T15:04:05.000Z", at)
+			if err != nil || t.Before(req.Start.Add(-10*time.Millisecond)) || t.After(end) {
+				continue
+			}
+			req.Retries = append(req.Retries, fmt.Sprintf("+%dms %s", t.Sub(req.Start).Milliseconds(), strings.TrimPrefix(rest, thread+" ")))
+			if len(req.Retries) == 20 {
+				break
+			}
+		}
+	}
+	return s
 }
 
 // loadcheck calls the load pod's HTTP API through the API server's pod proxy (any cluster).

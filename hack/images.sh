@@ -75,6 +75,22 @@ for name in "$@"; do
       rm -rf "$work" && mkdir -p "$work/classes" "$work/root"
       # (javac's notes about deprecated calls are not shown; its errors are.)
       out=$(javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>&1) || { echo "$out" >&2; exit 1; }
+      # A logging backend for HBaseLoad alone (the shaded client has only slf4j's API): log4j's jars
+      # from pe/ and a configuration that prints the client's INFO records (each retry) with the
+      # time and the thread, so the e2e can tell what a slow request waited for.
+      mkdir -p "$work/log"
+      for j in log4j-api log4j-core log4j-slf4j-impl; do cp "$hb/pe/$j"-[0-9]*.jar "$work/log/"; done
+      cat > "$work/log/log4j2.properties" <<'LOG'
+status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{yyyy-MM-dd'T'HH:mm:ss.SSS'Z'}{UTC} [%t] %c{1}: %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.client.name = org.apache.hadoop.hbase.client
+logger.client.level = info
+LOG
       mkdir -p "$work/shell/patch"
       for j in jruby-complete hbase-shell jackson-core-asl jackson-mapper-asl; do cp "$hb/shell/$j"-[0-9]*.jar "$work/shell/$j.jar"; done
       (cd "$work/shell/patch" && "$jhome/bin/jar" xf "$work/shell/hbase-shell.jar" shell.rb && grep -v '^[[:space:]]*trace[[:space:]]*$' shell.rb > shell.rb.new && mv shell.rb.new shell.rb)
@@ -89,9 +105,9 @@ for name in "$@"; do
         awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | grep -v "^$work/" | sort -u |
         while read -r lib; do mkdir -p "$work/root$(dirname "$lib")" && cp -L "$lib" "$work/root$lib"; done
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/hbaseload.tar" --dir "$work/root:/" --dir "$work/jre:/opt/java" \
-        --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" --dir "$hb/pe:/opt/hbase/pe" --dir "$work/shell:/opt/hbase/shell" \
+        --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" --dir "$hb/pe:/opt/hbase/pe" --dir "$work/shell:/opt/hbase/shell" --dir "$work/log:/opt/hbase/log" \
         --env LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu --env JAVA_HOME=/opt/java \
-        --entrypoint "/opt/java/bin/java -XX:-UsePerfData -Xmx256m -Djava.io.tmpdir=/tmp -cp /opt/hbase/lib/*:/opt/hbase/classes HBaseLoad" ;;
+        --entrypoint "/opt/java/bin/java -XX:-UsePerfData -Xmx256m -Djava.io.tmpdir=/tmp -Dlog4j2.configurationFile=/opt/hbase/log/log4j2.properties -cp /opt/hbase/lib/*:/opt/hbase/log/*:/opt/hbase/classes HBaseLoad" ;;
     minio)
       # A development S3 server in the cluster (quickstart, e2e): MinIO built from its Go module.
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/minio.tar" --file "$("$ROOT/hack/s3-server.sh"):/usr/local/bin/minio" --entrypoint /usr/local/bin/minio ;;

@@ -8,11 +8,15 @@
 //   POST /reset    zero the counters (not the acknowledged rows)
 //   POST /stop     stop the load, read back every acknowledged row, answer the final counters
 //
+// The counters name the slowest requests with their thread; the client logs every retry (with
+// the thread's name) when a logging backend is on the class path, as in the hbaseload image.
+//
 //   java -cp <hbase client jars>:<classes> HBaseLoad host:port,... table writers readers
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
@@ -41,6 +45,21 @@ public class HBaseLoad {
   static final byte[] F = Bytes.toBytes("f");
   static final byte[] Q = Bytes.toBytes("q");
   static final int MAX_ERRORS = 20;
+  static final int MAX_SLOWEST = 5;
+
+  // Slow is one of the slowest requests: when it started, what it was (with its thread), how long.
+  static final class Slow {
+    final Instant start;
+    final String op, row;
+    final double ms;
+
+    Slow(Instant start, String op, String row, double ms) {
+      this.start = start;
+      this.op = op;
+      this.row = row;
+      this.ms = ms;
+    }
+  }
 
   final Connection conn;
   final TableName tn;
@@ -52,6 +71,7 @@ public class HBaseLoad {
   final AtomicLong writes = new AtomicLong(), reads = new AtomicLong(), failedWrites = new AtomicLong(),
       failedReads = new AtomicLong(), mismatches = new AtomicLong(), maxLatencyMicros = new AtomicLong();
   final List<String> errors = new ArrayList<>();
+  final List<Slow> slowest = new ArrayList<>(); // slowest first
   final List<Thread> threads = new ArrayList<>();
   volatile String verified = null; // the final answer, once stopped
 
@@ -73,9 +93,22 @@ public class HBaseLoad {
     }
   }
 
-  void latency(long startNanos) {
+  void latency(Instant started, long startNanos, String op, byte[] row) {
     long us = (System.nanoTime() - startNanos) / 1000;
     maxLatencyMicros.accumulateAndGet(us, Math::max);
+    synchronized (slowest) {
+      if (slowest.size() == MAX_SLOWEST && us / 1000.0 <= slowest.get(MAX_SLOWEST - 1).ms) {
+        return;
+      }
+      int i = 0;
+      while (i < slowest.size() && slowest.get(i).ms >= us / 1000.0) {
+        i++;
+      }
+      slowest.add(i, new Slow(started, op + " (" + Thread.currentThread().getName() + ")", Bytes.toString(row), us / 1000.0));
+      if (slowest.size() > MAX_SLOWEST) {
+        slowest.remove(MAX_SLOWEST);
+      }
+    }
   }
 
   void writer(int w) {
@@ -83,6 +116,7 @@ public class HBaseLoad {
       while (!stopped.get()) {
         long seq = acked.get(w);
         byte[] k = key(w, seq);
+        Instant started = Instant.now();
         long start = System.nanoTime();
         try {
           t.put(new Put(k).addColumn(F, Q, k));
@@ -92,7 +126,7 @@ public class HBaseLoad {
           failedWrites.incrementAndGet();
           error("put " + Bytes.toString(k), e);
         }
-        latency(start);
+        latency(started, start, "put", k);
       }
     } catch (IOException e) {
       error("writer " + w, e);
@@ -114,6 +148,7 @@ public class HBaseLoad {
           continue;
         }
         byte[] k = key(w, rnd.nextLong(n));
+        Instant started = Instant.now();
         long start = System.nanoTime();
         try {
           Result r = t.get(new Get(k));
@@ -126,7 +161,7 @@ public class HBaseLoad {
           failedReads.incrementAndGet();
           error("get " + Bytes.toString(k), e);
         }
-        latency(start);
+        latency(started, start, "get", k);
       }
     } catch (IOException e) {
       error("reader", e);
@@ -196,10 +231,19 @@ public class HBaseLoad {
       }
     }
     errs.append("]");
+    StringBuilder slow = new StringBuilder("[");
+    synchronized (slowest) {
+      for (int i = 0; i < slowest.size(); i++) {
+        Slow r = slowest.get(i);
+        slow.append(i > 0 ? "," : "").append(String.format("{\"Start\":%s,\"Op\":%s,\"Row\":%s,\"Ms\":%.1f}",
+            quote(r.start.toString()), quote(r.op), quote(r.row), r.ms));
+      }
+    }
+    slow.append("]");
     return String.format("{\"Writes\":%d,\"Reads\":%d,\"FailedWrites\":%d,\"FailedReads\":%d,\"Mismatches\":%d,"
-        + "\"MaxLatencyMs\":%.1f,\"Errors\":%s,\"Acknowledged\":%d,\"Lost\":%d,\"VerifyFailed\":%d}",
+        + "\"MaxLatencyMs\":%.1f,\"Slowest\":%s,\"Errors\":%s,\"Acknowledged\":%d,\"Lost\":%d,\"VerifyFailed\":%d}",
         writes.get(), reads.get(), failedWrites.get(), failedReads.get(), mismatches.get(),
-        maxLatencyMicros.get() / 1000.0, errs, acknowledged, lost, verifyFailed);
+        maxLatencyMicros.get() / 1000.0, slow, errs, acknowledged, lost, verifyFailed);
   }
 
   void reset() {
@@ -209,6 +253,9 @@ public class HBaseLoad {
     failedReads.set(0);
     mismatches.set(0);
     maxLatencyMicros.set(0);
+    synchronized (slowest) {
+      slowest.clear();
+    }
     synchronized (errors) {
       errors.clear();
     }
@@ -233,6 +280,8 @@ public class HBaseLoad {
     // A region moving or a server restarting is waited out by the client's own retries.
     conf.setInt("hbase.client.retries.number", 30);
     conf.setInt("hbase.client.operation.timeout", 120000);
+    // Every retry is logged (at INFO, from the first), so a slow request's retries can be read.
+    conf.setInt("hbase.client.start.log.errors.counter", -1);
     TableName tn = TableName.valueOf(args[1]);
     int writers = Integer.parseInt(args[2]), readers = Integer.parseInt(args[3]);
 
