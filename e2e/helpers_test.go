@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -271,6 +273,68 @@ func (s loadStats) String() string {
 	}
 	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v; slowest requests:%s",
 		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, slow.String())
+}
+
+// logWatch keeps the lines of pods' logs that hold one of its words, across restarts of the
+// pods (a pod deleted by a rolling restart takes its log with it): each pod's log is followed
+// until the watch stops, and followed again from the new pod of the same name.
+type logWatch struct {
+	mu     sync.Mutex
+	lines  []string
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func watchLogs(ctx context.Context, ns string, pods []string, words ...string) *logWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &logWatch{cancel: cancel}
+	since := metav1.Now()
+	for _, pod := range pods {
+		w.done.Add(1)
+		go func() {
+			defer w.done.Done()
+			seen := map[string]bool{}
+			for ctx.Err() == nil {
+				r, err := kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Follow: true, SinceTime: &since}).Stream(ctx)
+				if err == nil {
+					sc := bufio.NewScanner(r)
+					sc.Buffer(make([]byte, 64<<10), 1<<20)
+					for sc.Scan() {
+						l := sc.Text()
+						if seen[l] {
+							continue // read again after a reconnection
+						}
+						for _, word := range words {
+							if strings.Contains(l, word) {
+								seen[l] = true
+								w.mu.Lock()
+								if len(w.lines) < 200 {
+									w.lines = append(w.lines, pod+": "+l)
+								}
+								w.mu.Unlock()
+								break
+							}
+						}
+					}
+					r.Close()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// stop ends the watch and returns the lines kept.
+func (w *logWatch) stop() []string {
+	w.cancel()
+	w.done.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.lines)
 }
 
 // withHBaseClientRetries fills the slowest requests of the hbaseload pod's stats with the retries

@@ -253,6 +253,13 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		for p, uid := range before {
 			seen[p] = map[types.UID]bool{uid: true}
 		}
+		// What the servers found slow during the restart (their logs go with their pods).
+		var pods []string
+		for p := range before {
+			pods = append(pods, p)
+		}
+		slow := watchLogs(ctx, ns, pods, "slow call", "slow WAL commit", "slow close")
+		DeferCleanup(func() { slow.stop() })
 		start := time.Now()
 		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
 			if c.Annotations == nil {
@@ -303,6 +310,9 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		// region moves (the goal is 500 ms; reported, not asserted — the machines are shared).
 		rs := checkLoad(ctx, "the rolling restart")
 		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms)", time.Since(start).Round(time.Second), rs.MaxLatencyMs))
+		if lines := slow.stop(); len(lines) > 0 {
+			AddReportEntry("slow on the servers during the rolling restart", strings.Join(lines, "\n"))
+		}
 		hs := withHBaseClientRetries(ctx, ns, "hbase-load", start, loadcheck(ctx, ns, "hbase-load", "POST", "stop"))
 		report := fmt.Sprintf("the stock HBase Java client through the rolling restart: %s", hs)
 		GinkgoWriter.Println(report)
