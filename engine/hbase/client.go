@@ -596,7 +596,7 @@ func leanScan(s *hb.Scan, replica int32) (*pb.Scan, error) {
 		MaxResultSize: int64(s.GetMaxResultSize()), Reversed: s.GetReversed(), Consistency: pb.Consistency(s.GetConsistency()),
 		Caching: int32(s.GetCaching()), AllowPartialResults: s.GetAllowPartialResults(), StoreLimit: int32(s.GetStoreLimit()),
 		StoreOffset: int32(s.GetStoreOffset()), Limit: int32(s.GetLimit()), ReplicaId: replica, Attributes: leanAttributes(s.GetAttribute()),
-		Raw: rawAttribute(s.GetAttribute())}, nil
+		Raw: rawAttribute(s.GetAttribute()), LoadColumnFamiliesOnDemand: s.GetLoadColumnFamiliesOnDemand()}, nil
 }
 
 // rawAttribute reads Scan.setRaw, which HBase's client sends as the attribute "_raw_".

@@ -152,6 +152,12 @@ type Scan struct {
 	Filter      filter.Filter
 	// Raw returns delete markers and deleted cells.
 	Raw bool
+	// LoadColumnFamiliesOnDemand (HBase's Scan.setLoadColumnFamiliesOnDemand): when the filter
+	// decides rows from some families alone (filter.IsFamilyEssential; SingleColumnValueFilter
+	// with FilterIfMissing), a row's other families are read only if the filter keeps the row,
+	// so their store files are not read for the rows it drops. Rows with no cell in an
+	// essential family are not returned. Forward scans only (reversed scans read every family).
+	LoadColumnFamiliesOnDemand bool
 	// Limit is the number of rows to return in total (0: unlimited).
 	Limit int
 	// Caching is the number of rows per batch returned by Next (0: 100).

@@ -222,6 +222,18 @@ type RegionScanner struct {
 	scratch []byte
 	cellsN  int
 	err     error
+
+	// joined reads the families the filter does not need to decide a row (the scan loads
+	// column families on demand): only for the rows the filter keeps.
+	joined *joinedFamilies
+}
+
+// joinedFamilies are the non-essential families of an on-demand scan (HBase's joined heap):
+// their own sources, positioned by seeks to each row the filter keeps.
+type joinedFamilies struct {
+	fams    []*famScan
+	it      *mergeIter
+	started bool
 }
 
 func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int64) ([]*famScan, error) {
@@ -318,6 +330,24 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 		s.filter.SetReversed(scan.Reversed)
 		s.rowFilter = s.filter.HasFilterRow()
 	}
+	var joinedFams []*famScan
+	if scan.LoadColumnFamiliesOnDemand && s.rowFilter && !scan.Reversed && getRow == nil {
+		// The families the filter needs are read first; the others only for rows it keeps
+		// (a row filter: it decides once the row is complete, and rows are never cut).
+		var essential []*famScan
+		for _, fs := range fams {
+			if filter.IsFamilyEssential(s.filter, fs.name) {
+				essential = append(essential, fs)
+			} else {
+				joinedFams = append(joinedFams, fs)
+			}
+		}
+		if len(essential) > 0 && len(joinedFams) > 0 {
+			s.fams = essential
+		} else {
+			joinedFams = nil
+		}
+	}
 	// Row bounds.
 	lo, hi := r.info.StartKey, r.info.EndKey // region range [lo, hi)
 	if !scan.Reversed {
@@ -377,33 +407,59 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 			}
 		}
 	}
-	for _, fs := range s.fams {
-		fam := &r.fams[fs.idx]
-		for _, f := range set.byFamily[fs.idx] {
-			if !f.mayOverlap(keyLo, keyHi) {
-				continue
-			}
-			if f.maxTs() < s.trMin {
-				continue // every cell is older than the range
-			}
-			if fs.minVersions == 0 && f.maxTs() < fs.oldest {
-				continue // every cell expired
-			}
-			if getRow != nil {
-				if len(fs.quals) == 1 && fam.Bloom == sfile.BloomRowCol {
-					if !f.mayContainRowCol(getRow, fs.name, fs.quals[0]) && !f.mayContainRowCol(getRow, fs.name, nil) {
-						continue
-					}
-				} else if !f.mayContainRow(getRow) {
+	// The store files of the selected families that can hold cells of the scan: each retained
+	// until Close, its scanner added to *to.
+	addFiles := func(fams []*famScan, to *[]cell.Scanner) {
+		for _, fs := range fams {
+			fam := &r.fams[fs.idx]
+			for _, f := range set.byFamily[fs.idx] {
+				if !f.mayOverlap(keyLo, keyHi) {
 					continue
 				}
+				if f.maxTs() < s.trMin {
+					continue // every cell is older than the range
+				}
+				if fs.minVersions == 0 && f.maxTs() < fs.oldest {
+					continue // every cell expired
+				}
+				if getRow != nil {
+					if len(fs.quals) == 1 && fam.Bloom == sfile.BloomRowCol {
+						if !f.mayContainRowCol(getRow, fs.name, fs.quals[0]) && !f.mayContainRowCol(getRow, fs.name, nil) {
+							continue
+						}
+					} else if !f.mayContainRow(getRow) {
+						continue
+					}
+				}
+				if !f.retain() {
+					continue
+				}
+				s.files = append(s.files, f)
+				*to = append(*to, f.newScanner(!scan.NoCache && !fam.NoBlockCache, s.pooled))
 			}
-			if !f.retain() {
-				continue
-			}
-			s.files = append(s.files, f)
-			scanners = append(scanners, f.newScanner(!scan.NoCache && !fam.NoBlockCache, s.pooled))
 		}
+	}
+	addFiles(s.fams, &scanners)
+	if joinedFams != nil {
+		// The joined families' own sources: the memstore again (at the same read point) and
+		// their files.
+		jms, err := r.ms.Scanners(s.readPoint)
+		if err != nil {
+			r.viewMu.RUnlock()
+			for _, sc := range scanners {
+				sc.Close()
+			}
+			for _, f := range s.files {
+				f.release()
+			}
+			return nil, fmt.Errorf("region %s: %w", r.name, err)
+		}
+		jscanners := make([]cell.Scanner, 0, len(jms)+4)
+		for _, m := range jms {
+			jscanners = append(jscanners, m)
+		}
+		addFiles(joinedFams, &jscanners)
+		s.joined = &joinedFamilies{fams: joinedFams, it: newMergeIter(jscanners, false)}
 	}
 	r.viewMu.RUnlock()
 
@@ -434,6 +490,9 @@ func (s *RegionScanner) Close() error {
 	s.closed = true
 	if s.it != nil {
 		s.it.close()
+	}
+	if s.joined != nil {
+		s.joined.it.close()
 	}
 	for _, f := range s.files {
 		f.release()
@@ -540,7 +599,7 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 		if st == rowSizeLimit {
 			break
 		}
-		s.finishRow(&b)
+		s.finishRow(&b, &size)
 		if s.s.MaxResultSize > 0 && size >= s.s.MaxResultSize {
 			break
 		}
@@ -801,7 +860,7 @@ func (s *RegionScanner) emit(b *ScanBatch, partial bool) {
 	b.Results = append(b.Results, s.makeResult(partial))
 }
 
-func (s *RegionScanner) finishRow(b *ScanBatch) {
+func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
 	s.inRow = false
 	if s.s.Reversed {
 		s.needPrev = true
@@ -811,6 +870,8 @@ func (s *RegionScanner) finishRow(b *ScanBatch) {
 		if s.filter.FilterRow() {
 			s.dropPending()
 			s.r.metrics.FilteredReadRequests.Add(1)
+		} else if s.joined != nil {
+			s.addJoined(b, size)
 		}
 	}
 	emitted := s.pendingCells() > 0
@@ -826,6 +887,55 @@ func (s *RegionScanner) finishRow(b *ScanBatch) {
 			s.done = true
 		}
 	}
+}
+
+// addJoined adds the cells of the non-essential families to the row the filter kept (HBase's
+// populateFromJoinedHeap): the joined sources seek to the row and the row's cells go through
+// the same matching (versions, deletes, time range, the filter's FilterCell); then the row's
+// cells are put back in store order, the joined families may sort before the essential ones.
+func (s *RegionScanner) addJoined(b *ScanBatch, size *int64) {
+	j := s.joined
+	s.scratch = cell.AppendFirstOnRow(s.scratch[:0], s.row)
+	if !j.started {
+		j.it.seekFirst(s.scratch)
+		j.started = true
+	} else {
+		j.it.seek(s.scratch)
+	}
+	before := s.pendingCells()
+	it, fams := s.it, s.fams
+	s.it, s.fams, s.cur = j.it, j.fams, nil
+	s.dt.reset()
+	s.colSet, s.skipEmpty, s.rowFresh = false, false, false
+	s.processRow(b, size, time.Time{})
+	s.it, s.fams, s.cur = it, fams, nil
+	if err := j.it.err; err != nil && s.err == nil {
+		s.err = fmt.Errorf("region %s: %w", s.r.name, err)
+	}
+	if s.pendingCells() > before && before > 0 {
+		s.sortPending()
+	}
+}
+
+// sortPending puts the pending cells of the row in store order.
+func (s *RegionScanner) sortPending() {
+	if !s.s.CellBlock {
+		slices.SortStableFunc(s.kvs[s.rowStart:], func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
+		return
+	}
+	s.rowCells = s.rowCells[:0]
+	for b := s.arena[s.blockRowStart:]; len(b) > 0; {
+		n := cell.KeyValue(b).Len()
+		kv := cell.KeyValue(b[:n:n])
+		s.rowCells = append(s.rowCells, filter.RowCell{Key: kv.Key(), Value: kv.Value()})
+		b = b[n:]
+	}
+	slices.SortStableFunc(s.rowCells, func(a, b filter.RowCell) int { return cell.Compare(a.Key, b.Key) })
+	s.rowScratch = s.rowScratch[:0]
+	for _, c := range s.rowCells {
+		s.rowScratch = cell.AppendKeyValueFromKey(s.rowScratch, c.Key, c.Value)
+	}
+	s.arena = append(s.arena[:s.blockRowStart], s.rowScratch...)
 }
 
 // filterRowCells hands the pending cells of the row to the filter's

@@ -359,7 +359,8 @@ func convertScan(s *pb.Scan) (*region.Scan, error) {
 		IncludeStopRow: s.GetIncludeStopRow(), Reversed: s.GetReversed(), Columns: cols, TimeRange: tr,
 		MaxVersions: int(s.GetMaxVersions()), Filter: f, Raw: s.GetRaw(), Limit: int(s.GetLimit()),
 		Caching: int(s.GetCaching()), Batch: int(s.GetBatch()), MaxResultSize: s.GetMaxResultSize(),
-		AllowPartialResults: s.GetAllowPartialResults(), NoCache: s.GetNoCacheBlocks()}, nil
+		AllowPartialResults: s.GetAllowPartialResults(), NoCache: s.GetNoCacheBlocks(),
+		LoadColumnFamiliesOnDemand: s.GetLoadColumnFamiliesOnDemand()}, nil
 }
 
 // TTLAttribute is the mutation attribute that carries a per-cell TTL, an

@@ -107,6 +107,22 @@ type Filter interface {
 	SetReversed(reversed bool)
 }
 
+// FamilySelector is a filter that decides rows from some families alone (HBase's
+// Filter.isFamilyEssential): a scan that loads column families on demand reads only the
+// essential families of a row first, and the others only for the rows the filter keeps.
+type FamilySelector interface {
+	IsFamilyEssential(family []byte) bool
+}
+
+// IsFamilyEssential says whether f needs the cells of family to decide on a row: true unless f
+// says otherwise.
+func IsFamilyEssential(f Filter, family []byte) bool {
+	if s, ok := f.(FamilySelector); ok {
+		return s.IsFamilyEssential(family)
+	}
+	return true
+}
+
 // Base implements every method of Filter but Name and FilterCell with the
 // neutral behaviour (include everything); filters embed it.
 type Base struct {

@@ -158,6 +158,11 @@ func (f *SingleColumnValueFilter) FilterRow() bool {
 	return !f.matched
 }
 
+// IsFamilyEssential: with FilterIfMissing a row is decided by the tested family alone.
+func (f *SingleColumnValueFilter) IsFamilyEssential(family []byte) bool {
+	return !f.FilterIfMissing || bytes.Equal(family, f.Family)
+}
+
 // SingleColumnValueExcludeFilter is SingleColumnValueFilter that also drops
 // the tested column from the returned row.
 type SingleColumnValueExcludeFilter struct {
@@ -657,6 +662,9 @@ func (f *SkipFilter) TransformCell(k cell.Key, v []byte) []byte { return f.Filte
 func (f *SkipFilter) HasFilterRow() bool                        { return true }
 func (f *SkipFilter) FilterRow() bool                           { return f.skip }
 func (f *SkipFilter) SetReversed(r bool)                        { f.Base.SetReversed(r); f.Filter.SetReversed(r) }
+func (f *SkipFilter) IsFamilyEssential(family []byte) bool {
+	return IsFamilyEssential(f.Filter, family)
+}
 
 // WhileMatchFilter ends the scan at the first row or cell that Filter
 // rejects.
@@ -697,6 +705,9 @@ func (f *WhileMatchFilter) FilterRow() bool {
 }
 func (f *WhileMatchFilter) NextCellHint(k cell.Key) cell.Key { return f.Filter.NextCellHint(k) }
 func (f *WhileMatchFilter) SetReversed(r bool)               { f.Base.SetReversed(r); f.Filter.SetReversed(r) }
+func (f *WhileMatchFilter) IsFamilyEssential(family []byte) bool {
+	return IsFamilyEssential(f.Filter, family)
+}
 
 // DependentColumnFilter returns only the cells whose timestamp equals the
 // timestamp of a version of the reference column Family:Qualifier in the

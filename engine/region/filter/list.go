@@ -42,6 +42,20 @@ func (l *FilterList) SetReversed(r bool) {
 	}
 }
 
+// IsFamilyEssential: a family is essential when any filter of the list needs it (an empty list
+// needs every family).
+func (l *FilterList) IsFamilyEssential(family []byte) bool {
+	if len(l.Filters) == 0 {
+		return true
+	}
+	for _, f := range l.Filters {
+		if IsFamilyEssential(f, family) {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *FilterList) FilterAllRemaining() bool {
 	if len(l.Filters) == 0 {
 		return false

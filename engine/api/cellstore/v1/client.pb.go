@@ -1450,9 +1450,12 @@ type Scan struct {
 	StoreOffset int32 `protobuf:"varint,19,opt,name=store_offset,json=storeOffset,proto3" json:"store_offset,omitempty"`
 	ReplicaId   int32 `protobuf:"varint,20,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
 	// Operation attributes, as HBase's (acl.strategy: docs/security.md, "Cell ACLs").
-	Attributes    map[string][]byte `protobuf:"bytes,21,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Attributes map[string][]byte `protobuf:"bytes,21,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Read the families the filter does not need to decide a row only for the rows it keeps
+	// (HBase's Scan.setLoadColumnFamiliesOnDemand).
+	LoadColumnFamiliesOnDemand bool `protobuf:"varint,22,opt,name=load_column_families_on_demand,json=loadColumnFamiliesOnDemand,proto3" json:"load_column_families_on_demand,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *Scan) Reset() {
@@ -1630,6 +1633,13 @@ func (x *Scan) GetAttributes() map[string][]byte {
 		return x.Attributes
 	}
 	return nil
+}
+
+func (x *Scan) GetLoadColumnFamiliesOnDemand() bool {
+	if x != nil {
+		return x.LoadColumnFamiliesOnDemand
+	}
+	return false
 }
 
 // ScanRequest opens a scanner (scan set, scanner_id 0) or continues one (scanner_id set).
@@ -2622,7 +2632,7 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\texception\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\texception\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\bR\tprocessed\"K\n" +
 	"\rMultiResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .cellstore.v1.RegionActionResultR\aresults\"\xe8\x06\n" +
+	"\aresults\x18\x01 \x03(\v2 .cellstore.v1.RegionActionResultR\aresults\"\xac\a\n" +
 	"\x04Scan\x12\x1b\n" +
 	"\tstart_row\x18\x01 \x01(\fR\bstartRow\x12*\n" +
 	"\x11exclude_start_row\x18\x02 \x01(\bR\x0fexcludeStartRow\x12\x19\n" +
@@ -2650,7 +2660,8 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"replica_id\x18\x14 \x01(\x05R\treplicaId\x12B\n" +
 	"\n" +
 	"attributes\x18\x15 \x03(\v2\".cellstore.v1.Scan.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x12B\n" +
+	"\x1eload_column_families_on_demand\x18\x16 \x01(\bR\x1aloadColumnFamiliesOnDemand\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa8\x03\n" +
