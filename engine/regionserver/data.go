@@ -236,6 +236,7 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 	if or.lat != nil {
 		or.lat.get.Observe(took)
 	}
+	s.noteSlowCall("get", name, start)
 }
 
 func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get) (*region.Result, *pb.ErrorDetail) {
@@ -352,6 +353,7 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 	if or.lat != nil {
 		or.lat.mutate.Observe(took)
 	}
+	s.noteSlowCall("mutate", name, start)
 }
 
 // mutate applies one non-conditional mutation.
@@ -578,6 +580,7 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 	reply(c, &answered, resp, out)
 	s.m.multis.Add(1)
 	s.m.multiLatency.Observe(time.Since(start).Seconds())
+	s.noteSlowCall("multi", "", start)
 }
 
 func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
@@ -992,6 +995,9 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 	s.m.scanLatency.Observe(took)
 	if sc != nil && sc.or.lat != nil {
 		sc.or.lat.scan.Observe(took)
+	}
+	if sc != nil {
+		s.noteSlowCall("scan", sc.or.name, start)
 	}
 }
 

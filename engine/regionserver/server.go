@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path"
@@ -98,6 +99,10 @@ type Config struct {
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
+	// SlowCall: a data-path call (get, mutate, multi, scan) or a WAL commit that takes this long
+	// or longer is logged with what it was ("slow call", "slow WAL commit"), HBase's
+	// responseTooSlow. 0: 500 ms; negative: never.
+	SlowCall time.Duration
 	// WALMaxBacklog is how many units the WAL may keep for unflushed edits before the regions
 	// pinning the oldest are flushed (default 2000 objects on a bucket, 32 closed segments on a
 	// directory: HBase's maxlogs).
@@ -553,14 +558,15 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
-			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code)})
+			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: s.slowCall()})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}
 		return l, dir, code, nil
 	}
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
-		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code)})
+		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code),
+		Slow: s.slowCommit, SlowCommit: s.slowCall()})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}
@@ -864,3 +870,30 @@ func (s *Server) forEachRegion(fn func(*onlineRegion, *region.Region)) {
 
 func splitHostPort(a string) (string, string, error) { return net.SplitHostPort(a) }
 func joinHostPort(h, p string) string                { return net.JoinHostPort(h, p) }
+
+// slowCall is the threshold of the slow-call log (Config.SlowCall).
+func (s *Server) slowCall() time.Duration {
+	switch {
+	case s.cfg.SlowCall < 0:
+		return time.Duration(math.MaxInt64)
+	case s.cfg.SlowCall == 0:
+		return 500 * time.Millisecond
+	}
+	return s.cfg.SlowCall
+}
+
+// slowCommit logs a WAL commit that took long (the wal package calls it).
+func (s *Server) slowCommit(c wal.SlowCommit) {
+	if c.Err != nil {
+		s.log.Warn("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond), "error", c.Err)
+		return
+	}
+	s.log.Info("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond))
+}
+
+// noteSlowCall logs a data-path call that took long: its method, region and time.
+func (s *Server) noteSlowCall(method, region string, start time.Time) {
+	if took := time.Since(start); took >= s.slowCall() {
+		s.log.Info("slow call", "method", method, "region", region, "took", took.Round(time.Millisecond))
+	}
+}

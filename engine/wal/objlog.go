@@ -89,6 +89,9 @@ type ObjectLogOptions struct {
 	// Archive, if set, keeps every object until Archive has copied it there (point-in-time
 	// recovery), as well as until its regions flushed.
 	Archive *ArchiveTarget
+	// Slow, if set, is told of every PUT that took SlowCommit (default 500 ms) or longer.
+	Slow       func(SlowCommit)
+	SlowCommit time.Duration
 }
 
 // MaxFenceWindow is how many numbers past the highest object a fence covers: more than any
@@ -372,6 +375,7 @@ func (l *ObjectLog) put(c objectCommit) {
 	_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, c.n), c.body, storage.Condition{IfNoneMatch: true})
 	took := time.Since(start)
 	cancel()
+	slowCommit(l.opts.Slow, l.opts.SlowCommit, SlowCommit{Log: objectKey(l.opts.Prefix, c.n), Bytes: len(c.body), Took: took, Err: err})
 	l.mu.Lock()
 	if err == nil {
 		l.puts.Add(1)

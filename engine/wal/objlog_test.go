@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -668,4 +669,46 @@ func TestFenceCatchesAFastWriter(t *testing.T) {
 	if above, err := b.List(ctx, prefix+"/", objectKey(prefix, top), 0); err != nil || len(above) != 0 {
 		t.Fatalf("%d objects above the top marker %d: %v", len(above), top, err)
 	}
+}
+
+// TestSlowCommitsAreReported: a PUT the store answers late is reported (its object, bytes,
+// time), one answered at once is not; the directory WAL reports its syncs the same way.
+func TestSlowCommitsAreReported(t *testing.T) {
+	t.Run("object log", func(t *testing.T) {
+		b, proxy := minioBucket(t, "slowcommit")
+		var mu sync.Mutex
+		var slow []SlowCommit
+		l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: b, Prefix: "wal/slow_1", Writer: "test",
+			SlowCommit: 200 * time.Millisecond, Slow: func(c SlowCommit) { mu.Lock(); slow = append(slow, c); mu.Unlock() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if _, err := l.Append(testEdit("r", 1)); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Inject(s3test.Delay, "PUT", 1, 400*time.Millisecond)
+		if _, err := l.Append(testEdit("r", 2)); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(slow) != 1 || !strings.HasPrefix(slow[0].Log, "wal/slow_1/") || slow[0].Took < 400*time.Millisecond || slow[0].Bytes == 0 || slow[0].Err != nil {
+			t.Fatalf("slow commits reported: %+v; want the one delayed PUT", slow)
+		}
+	})
+	t.Run("directory", func(t *testing.T) {
+		var slow []SlowCommit
+		w, err := Open(Options{FS: storage.NewMem(), Dir: "wal/rs1", SlowCommit: time.Nanosecond, Slow: func(c SlowCommit) { slow = append(slow, c) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := w.Append(testEdit("r", 1), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+		if len(slow) != 1 || !strings.HasPrefix(slow[0].Log, "wal/rs1/") || slow[0].Bytes == 0 {
+			t.Fatalf("slow commits reported: %+v; want the sync (threshold 1 ns)", slow)
+		}
+	})
 }

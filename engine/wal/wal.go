@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,25 @@ type Options struct {
 	// Archive, if set, keeps every closed segment until Archive has copied it there
 	// (point-in-time recovery), as well as until its regions flushed.
 	Archive *ArchiveTarget
+	// Slow, if set, is told of every commit (write and sync) that took SlowCommit or longer.
+	Slow func(SlowCommit)
+	// SlowCommit is the threshold of Slow (default 500 ms).
+	SlowCommit time.Duration
+}
+
+// SlowCommit describes a group commit that took long: what a write acknowledged late waited for.
+type SlowCommit struct {
+	Log   string // the segment or object written
+	Bytes int
+	Took  time.Duration
+	Err   error
+}
+
+// slowCommit tells slow of a commit that took threshold (default 500 ms) or longer.
+func slowCommit(slow func(SlowCommit), threshold time.Duration, c SlowCommit) {
+	if slow != nil && c.Took >= cmp.Or(threshold, 500*time.Millisecond) {
+		slow(c)
+	}
 }
 
 // CommitMode chooses who commits a batch: writes the buffered records to
@@ -818,6 +838,7 @@ func (w *WAL) commit() {
 	}
 	var err error
 	var good int64
+	var written int
 	if b == nil {
 		// Nothing to write. Sequence ids up to upTo without a record
 		// (SKIP_WAL, AdvanceSeq) are durable once the commits before them
@@ -836,6 +857,7 @@ func (w *WAL) commit() {
 		good = s.meta.size
 		var n int
 		n, err = s.f.Write(b.data)
+		written = n
 		s.meta.size += int64(n)
 		w.stats.bytesWritten.Add(uint64(n))
 		for _, m := range b.maxes {
@@ -856,7 +878,9 @@ func (w *WAL) commit() {
 	if err == nil && b != nil {
 		start := time.Now()
 		err = s.f.Sync()
-		w.stats.observeSync(time.Since(start))
+		took := time.Since(start)
+		w.stats.observeSync(took)
+		slowCommit(w.opts.Slow, w.opts.SlowCommit, SlowCommit{Log: s.meta.path, Bytes: written, Took: took, Err: err})
 	}
 
 	w.smu.Lock()
