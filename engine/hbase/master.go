@@ -182,6 +182,28 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		return &hb.SplitTableRegionResponse{ProcId: proc()}, nil
+	case *hb.MergeTableRegionsRequest:
+		if r.GetForcible() {
+			return nil, doNotRetry("forced merges of regions that do not touch are not supported: merge two neighbouring regions")
+		}
+		var names []string
+		for _, spec := range r.GetRegion() {
+			name, err := a.regionByName(ctx, spec)
+			if err != nil {
+				return nil, err
+			}
+			names = append(names, name)
+		}
+		if len(names) != 2 {
+			return nil, doNotRetry("Cellstore merges two regions at a time, got %d", len(names))
+		}
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.MergeRegions(ctx, &pb.MergeRegionsRequest{Regions: names})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.MergeTableRegionsResponse{ProcId: proc()}, nil
 	case *hb.GetClusterStatusRequest:
 		return a.clusterStatus(ctx)
 	case *hb.IsBalancerEnabledRequest:

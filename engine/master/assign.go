@@ -155,6 +155,10 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 			m.splitStepLocked(p, r, now)
 			continue
 		}
+		if server == "" && p.p.GetStep() == stepMerge {
+			m.mergeStepLocked(p, r, now)
+			continue
+		}
 		if server == "" {
 			if p.p.GetStep() == stepClose { // nothing to close any more
 				m.closedLocked(&b, r, p.p)
@@ -286,6 +290,9 @@ func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedu
 		return
 	case p.GetKind() == kindSplit:
 		m.splitClosedLocked(b, r, p)
+		return
+	case p.GetKind() == kindMerge:
+		m.mergeClosedLocked(b, r, p)
 		return
 	case p.GetKind() == kindUnassign:
 		if p.GetDeleteAfterClose() {

@@ -26,6 +26,8 @@ type metrics struct {
 	splitEdits        prometheus.Counter
 	splits            prometheus.Counter
 	splitRollbacks    prometheus.Counter
+	merges            prometheus.Counter
+	mergeRollbacks    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,11 +60,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		splitEdits:     c("wal_split_edits_total", "WAL edits written to recovered edits by log splitting."),
 		splits:         c("region_splits_total", "Regions split into two daughters (SplitTableRegionProcedure successes)."),
 		splitRollbacks: c("region_split_rollbacks_total", "Splits given up (no split row, references, unreplayed edits): the region reopened."),
+		merges:         c("region_merges_total", "Pairs of regions merged into one (MergeTableRegionsProcedure successes)."),
+		mergeRollbacks: c("region_merge_rollbacks_total", "Merges given up (references, unreplayed edits): the regions reopened."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.failedOpenRegions, m.liveServers, m.deadServers, m.drainingServer,
 			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
-			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks)
+			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks, m.merges, m.mergeRollbacks)
 	}
 	return m
 }

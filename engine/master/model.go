@@ -149,7 +149,8 @@ func (m *model) regionInTransition(r *pb.CatalogRegion) bool {
 		return true
 	}
 	switch r.GetState() {
-	case pb.RegionState_REGION_STATE_OPENING, pb.RegionState_REGION_STATE_CLOSING, pb.RegionState_REGION_STATE_SPLITTING:
+	case pb.RegionState_REGION_STATE_OPENING, pb.RegionState_REGION_STATE_CLOSING, pb.RegionState_REGION_STATE_SPLITTING,
+		pb.RegionState_REGION_STATE_MERGING:
 		return true
 	}
 	return false

@@ -210,7 +210,7 @@ func (m *Master) sweepLocked(now time.Time) error {
 			}
 			continue
 		}
-		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) || m.splitBlocksLocked(name) {
+		if m.st.procs[name] != nil || !m.tableWantsOpenLocked(r) || m.splitBlocksLocked(name) || m.mergeBlocksLocked(name) {
 			continue
 		}
 		if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t.GetState() != pb.TableState_TABLE_STATE_ENABLED {

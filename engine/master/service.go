@@ -114,7 +114,7 @@ func moving(l *pb.RegionLocation, refused *pb.RefusedLocation) bool {
 			l.GetServer().Address() == refused.GetServer() && l.GetSeq() == refused.GetSeq()
 	}
 	switch l.GetState() {
-	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit:
+	case stateOffline, stateOpening, stateClosing, stateSplitting, stateSplit, stateMerging:
 		return true
 	}
 	return false

@@ -416,6 +416,7 @@ func (m *Master) janitorLocked(now time.Time) error {
 	}
 	m.nextJanitor = now.Add(m.cfg.JanitorInterval)
 	m.checkLinksLocked()
+	m.mergeJanitorLocked()
 	for name, r := range m.st.regions {
 		if r.GetState() != stateSplit || m.cleaning[name] {
 			continue

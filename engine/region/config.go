@@ -39,6 +39,8 @@ var (
 	ErrCorrupt = errors.New("region: corrupt file")
 	// ErrCannotSplit: no valid split point or the region holds references.
 	ErrCannotSplit = errors.New("region: cannot split")
+	// ErrCannotMerge: the regions do not touch, hold references or have edits not replayed.
+	ErrCannotMerge = errors.New("region: cannot merge")
 )
 
 // Requester is called when the region wants a flush or a compaction; the

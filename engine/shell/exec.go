@@ -61,6 +61,7 @@ func init() {
 		"truncate":         {tableOp("truncate"), "truncate 't' (disables, empties and enables the table, keeping its splits)"},
 		"move":             {(*Shell).move, "move 'region'[, 'host:port']"},
 		"split":            {(*Shell).split, "split 't' | 'region'[, 'splitKey'] (every region of a table at its midpoint, or one region; the region holding splitKey when a table is named)"},
+		"merge_region":     {(*Shell).mergeRegion, "merge_region 'region', 'region' | ['region', 'region'] (two neighbouring regions of a table into one)"},
 		"flush":            {flushCompact(pb.FlushCompactRequest_KIND_FLUSH), "flush 't' | 'region' (writes the memstores of a table's regions, or one region's, to store files)"},
 		"compact":          {flushCompact(pb.FlushCompactRequest_KIND_COMPACT), "compact 't' | 'region' (a minor compaction of each region)"},
 		"major_compact":    {flushCompact(pb.FlushCompactRequest_KIND_MAJOR_COMPACT), "major_compact 't' | 'region' (rewrites each region's files into one per family, dropping deleted and expired cells)"},
@@ -1000,6 +1001,41 @@ func (s *Shell) split(ctx context.Context, args []Value) error {
 		}
 		fmt.Fprintf(s.Out, "split region %s\n", name)
 	}
+	return nil
+}
+
+// mergeRegion merges two adjacent regions: merge_region 'A', 'B' or merge_region ['A', 'B'] (HBase
+// 2's forms; its third argument, force, would merge regions that do not touch, which Cellstore
+// refuses).
+func (s *Shell) mergeRegion(ctx context.Context, args []Value) error {
+	var names []string
+	switch {
+	case len(args) >= 1 && args[0].Kind == Array:
+		for _, it := range args[0].Items {
+			names = append(names, it.Text())
+		}
+		args = args[1:]
+	default:
+		for len(args) > 0 && args[0].Kind == String {
+			names = append(names, args[0].Str)
+			args = args[1:]
+		}
+	}
+	if len(args) > 0 && args[0].Kind == Const && args[0].Str == "true" {
+		return fmt.Errorf("merge_region: forced merges of regions that do not touch are not supported: name two neighbouring regions (list_regions 't' shows them in key order)")
+	}
+	if len(args) > 0 || len(names) != 2 {
+		return fmt.Errorf("merge_region takes two region names ('A', 'B' or ['A', 'B']); got %d", len(names))
+	}
+	var merged string
+	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.MergeRegions(ctx, &pb.MergeRegionsRequest{Regions: names})
+		merged = resp.GetMerged()
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "merged regions %s and %s into %s\n", names[0], names[1], merged)
 	return nil
 }
 

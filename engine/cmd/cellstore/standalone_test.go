@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -221,6 +222,22 @@ func TestStandaloneSmoke(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("flush and compactions: no %q in\n%s", want, out)
 		}
+	}
+	// Merge the split's two regions back (their references are compacted away): one region,
+	// every row, also after a kill -9 (the merged region reads its parents' files through links
+	// until it compacts them).
+	names := regexp.MustCompile(`\b[0-9a-f]{16}\b`).FindAllString(runShell(t, bin, p.master, "list_regions 't1'"), -1)
+	if len(names) != 2 {
+		t.Fatalf("list_regions before the merge names %v", names)
+	}
+	if out := runShell(t, bin, p.master, fmt.Sprintf("merge_region '%s', '%s'", names[0], names[1])); !strings.Contains(out, "merged regions") {
+		t.Fatalf("merge_region:\n%s", out)
+	}
+	p.stop(t, syscall.SIGKILL)
+	p = startStandalone(t, bin, dir)
+	out = runShell(t, bin, p.master, "list_regions 't1'; count 't1'; get 't1', 'r3'")
+	if !strings.Contains(out, `"" ""`) || !strings.Contains(out, "1 row(s)") || !strings.Contains(out, "4 row(s)") || !strings.Contains(out, "value=unflushed") {
+		t.Fatalf("after the merge:\n%s", out)
 	}
 	p.stop(t, os.Interrupt)
 }

@@ -6,6 +6,8 @@
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.Cell;
@@ -42,6 +44,7 @@ import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.Delete;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Put;
+import org.apache.hadoop.hbase.client.RegionLocator;
 import org.apache.hadoop.hbase.client.Result;
 import org.apache.hadoop.hbase.client.ResultScanner;
 import org.apache.hadoop.hbase.client.Scan;
@@ -468,6 +471,40 @@ public class HBaseCompat {
           }
           for (int i = 1; i < 10000; i += 499) {
             check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i + " after the split");
+          }
+        }
+        break;
+      }
+      case "merge": {
+        // Merge the split's daughters back (Admin.mergeRegionsAsync with encoded names, as the
+        // shell's merge_region): once their references are compacted away the merge is done and
+        // the same client reads every row through the merged region.
+        try (Admin admin = conn.getAdmin(); Table t = conn.getTable(tn)) {
+          RegionLocator loc = conn.getRegionLocator(tn);
+          org.apache.hadoop.hbase.client.RegionInfo lo = loc.getRegionLocation(b("b04999"), true).getRegion();
+          org.apache.hadoop.hbase.client.RegionInfo hi = loc.getRegionLocation(b("b05000"), true).getRegion();
+          check(!lo.getEncodedName().equals(hi.getEncodedName()), "the split's daughters are two regions");
+          int before = admin.getRegions(tn).size();
+          long rows = count(t, new Scan().withStartRow(b("b")).withStopRow(b("c")));
+          admin.majorCompactRegion(lo.getRegionName());
+          admin.majorCompactRegion(hi.getRegionName());
+          long deadline = System.currentTimeMillis() + 60000;
+          for (;;) {
+            try {
+              admin.mergeRegionsAsync(new byte[][] {lo.getEncodedNameAsBytes(), hi.getEncodedNameAsBytes()}, false).get(60, TimeUnit.SECONDS);
+              break;
+            } catch (ExecutionException e) {
+              // Refused while a daughter still reads its parent's files (the compaction's news
+              // reaches the master with the next heartbeat).
+              check(System.currentTimeMillis() < deadline, "the merge was refused for 60 s: " + e.getCause());
+              Thread.sleep(500);
+            }
+          }
+          check(admin.getRegions(tn).size() == before - 1, "one region fewer after the merge: " + admin.getRegions(tn).size() + ", had " + before);
+          long after = count(t, new Scan().withStartRow(b("b")).withStopRow(b("c")));
+          check(after == rows, "the batch's rows after the merge: " + after + ", had " + rows);
+          for (int i = 1; i < 10000; i += 499) {
+            check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i + " after the merge");
           }
         }
         break;

@@ -31,6 +31,10 @@ const (
 	// Split a primary in two: close it (and close its replicas), write the daughters' reference
 	// files, replace it in the catalog by the daughters and assign them.
 	ProcedureKind_PROCEDURE_KIND_SPLIT ProcedureKind = 4
+	// Merge two adjacent primaries (each has one): close both (and their replicas), write the
+	// merged region (links to both parents' files), replace both in the catalog by it and assign
+	// it.
+	ProcedureKind_PROCEDURE_KIND_MERGE ProcedureKind = 5
 )
 
 // Enum value maps for ProcedureKind.
@@ -41,6 +45,7 @@ var (
 		2: "PROCEDURE_KIND_MOVE",
 		3: "PROCEDURE_KIND_REOPEN",
 		4: "PROCEDURE_KIND_SPLIT",
+		5: "PROCEDURE_KIND_MERGE",
 	}
 	ProcedureKind_value = map[string]int32{
 		"PROCEDURE_KIND_ASSIGN":   0,
@@ -48,6 +53,7 @@ var (
 		"PROCEDURE_KIND_MOVE":     2,
 		"PROCEDURE_KIND_REOPEN":   3,
 		"PROCEDURE_KIND_SPLIT":    4,
+		"PROCEDURE_KIND_MERGE":    5,
 	}
 )
 
@@ -87,6 +93,9 @@ const (
 	ProcedureStep_PROCEDURE_STEP_CLOSE ProcedureStep = 1
 	// SPLIT only: the parent is closed; the master writes the daughters' directories.
 	ProcedureStep_PROCEDURE_STEP_SPLIT ProcedureStep = 2
+	// MERGE only: the region is closed (MERGING); once the other parent is too, the master writes
+	// the merged region's directory.
+	ProcedureStep_PROCEDURE_STEP_MERGE ProcedureStep = 3
 )
 
 // Enum value maps for ProcedureStep.
@@ -95,11 +104,13 @@ var (
 		0: "PROCEDURE_STEP_OPEN",
 		1: "PROCEDURE_STEP_CLOSE",
 		2: "PROCEDURE_STEP_SPLIT",
+		3: "PROCEDURE_STEP_MERGE",
 	}
 	ProcedureStep_value = map[string]int32{
 		"PROCEDURE_STEP_OPEN":  0,
 		"PROCEDURE_STEP_CLOSE": 1,
 		"PROCEDURE_STEP_SPLIT": 2,
+		"PROCEDURE_STEP_MERGE": 3,
 	}
 )
 
@@ -401,7 +412,10 @@ type CatalogRegion struct {
 	LastError string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// A split parent (state SPLIT, info.split): its daughters' names. The row and the parent's
 	// directory stay until neither daughter references the parent's files any more.
-	Daughters     []string `protobuf:"bytes,10,rep,name=daughters,proto3" json:"daughters,omitempty"`
+	Daughters []string `protobuf:"bytes,10,rep,name=daughters,proto3" json:"daughters,omitempty"`
+	// A merged region: the names of the two regions it was made from. Their directories stay
+	// (their rows are gone) until this region references none of their files any more.
+	MergeParents  []string `protobuf:"bytes,11,rep,name=merge_parents,json=mergeParents,proto3" json:"merge_parents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +520,13 @@ func (x *CatalogRegion) GetDaughters() []string {
 	return nil
 }
 
+func (x *CatalogRegion) GetMergeParents() []string {
+	if x != nil {
+		return x.MergeParents
+	}
+	return nil
+}
+
 // RegionProcedure is the row "proc/<region name>": the one transition in flight for a region
 // (HBase's TransitRegionStateProcedure). A new active master resumes it from this row.
 type RegionProcedure struct {
@@ -535,8 +556,10 @@ type RegionProcedure struct {
 	// SPLIT only: the row to split at (empty: the middle key of the largest store file, chosen at
 	// the SPLIT step) and the ids of the two daughters (allocated when the split starts, so a
 	// resumed split writes the same directories).
-	SplitKey      []byte   `protobuf:"bytes,14,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
-	DaughterIds   []uint64 `protobuf:"varint,15,rep,packed,name=daughter_ids,json=daughterIds,proto3" json:"daughter_ids,omitempty"`
+	SplitKey    []byte   `protobuf:"bytes,14,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	DaughterIds []uint64 `protobuf:"varint,15,rep,packed,name=daughter_ids,json=daughterIds,proto3" json:"daughter_ids,omitempty"`
+	// MERGE only: the other region of the merge; daughter_ids holds the merged region's id.
+	MergeWith     string `protobuf:"bytes,16,opt,name=merge_with,json=mergeWith,proto3" json:"merge_with,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -674,6 +697,13 @@ func (x *RegionProcedure) GetDaughterIds() []uint64 {
 		return x.DaughterIds
 	}
 	return nil
+}
+
+func (x *RegionProcedure) GetMergeWith() string {
+	if x != nil {
+		return x.MergeWith
+	}
+	return ""
 }
 
 // DeadServer is the row "dead/<wal dir>": the recovery of one dead region server process
@@ -1385,7 +1415,7 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\rlink_manifest\x18\x02 \x01(\tR\flinkManifest\x12\x18\n" +
 	"\aregions\x18\x03 \x03(\tR\aregions\x12\x16\n" +
 	"\x06enable\x18\x04 \x01(\bR\x06enable\x12\x19\n" +
-	"\buntil_ms\x18\x05 \x01(\x03R\auntilMs\"\xfb\x02\n" +
+	"\buntil_ms\x18\x05 \x01(\x03R\auntilMs\"\xa0\x03\n" +
 	"\rCatalogRegion\x12,\n" +
 	"\x04info\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x04info\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.cellstore.v1.RegionStateR\x05state\x12\x16\n" +
@@ -1398,7 +1428,8 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x12\x1c\n" +
 	"\tdaughters\x18\n" +
-	" \x03(\tR\tdaughters\"\xfc\x03\n" +
+	" \x03(\tR\tdaughters\x12#\n" +
+	"\rmerge_parents\x18\v \x03(\tR\fmergeParents\"\x9b\x04\n" +
 	"\x0fRegionProcedure\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12/\n" +
@@ -1417,7 +1448,9 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x05flush\x18\f \x01(\bR\x05flush\x12\x1a\n" +
 	"\baborting\x18\r \x01(\bR\baborting\x12\x1b\n" +
 	"\tsplit_key\x18\x0e \x01(\fR\bsplitKey\x12!\n" +
-	"\fdaughter_ids\x18\x0f \x03(\x04R\vdaughterIds\"\xaa\x02\n" +
+	"\fdaughter_ids\x18\x0f \x03(\x04R\vdaughterIds\x12\x1d\n" +
+	"\n" +
+	"merge_with\x18\x10 \x01(\tR\tmergeWith\"\xaa\x02\n" +
 	"\n" +
 	"DeadServer\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1d\n" +
@@ -1485,17 +1518,19 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x03top\x18\x05 \x01(\bR\x03top\x12\x12\n" +
 	"\x04size\x18\x06 \x01(\x03R\x04size\x12\x18\n" +
 	"\aentries\x18\a \x01(\x03R\aentries\x12\x17\n" +
-	"\amax_seq\x18\b \x01(\x04R\x06maxSeq*\x95\x01\n" +
+	"\amax_seq\x18\b \x01(\x04R\x06maxSeq*\xaf\x01\n" +
 	"\rProcedureKind\x12\x19\n" +
 	"\x15PROCEDURE_KIND_ASSIGN\x10\x00\x12\x1b\n" +
 	"\x17PROCEDURE_KIND_UNASSIGN\x10\x01\x12\x17\n" +
 	"\x13PROCEDURE_KIND_MOVE\x10\x02\x12\x19\n" +
 	"\x15PROCEDURE_KIND_REOPEN\x10\x03\x12\x18\n" +
-	"\x14PROCEDURE_KIND_SPLIT\x10\x04*\\\n" +
+	"\x14PROCEDURE_KIND_SPLIT\x10\x04\x12\x18\n" +
+	"\x14PROCEDURE_KIND_MERGE\x10\x05*v\n" +
 	"\rProcedureStep\x12\x17\n" +
 	"\x13PROCEDURE_STEP_OPEN\x10\x00\x12\x18\n" +
 	"\x14PROCEDURE_STEP_CLOSE\x10\x01\x12\x18\n" +
-	"\x14PROCEDURE_STEP_SPLIT\x10\x02*\x80\x01\n" +
+	"\x14PROCEDURE_STEP_SPLIT\x10\x02\x12\x18\n" +
+	"\x14PROCEDURE_STEP_MERGE\x10\x03*\x80\x01\n" +
 	"\x0eDeadServerStep\x12\x1a\n" +
 	"\x16DEAD_SERVER_STEP_FENCE\x10\x00\x12\x1a\n" +
 	"\x16DEAD_SERVER_STEP_SPLIT\x10\x01\x12\x1b\n" +

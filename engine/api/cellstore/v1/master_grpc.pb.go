@@ -35,6 +35,7 @@ const (
 	Master_SetServerZone_FullMethodName          = "/cellstore.v1.Master/SetServerZone"
 	Master_MoveRegion_FullMethodName             = "/cellstore.v1.Master/MoveRegion"
 	Master_SplitRegion_FullMethodName            = "/cellstore.v1.Master/SplitRegion"
+	Master_MergeRegions_FullMethodName           = "/cellstore.v1.Master/MergeRegions"
 	Master_FlushCompact_FullMethodName           = "/cellstore.v1.Master/FlushCompact"
 	Master_DrainServer_FullMethodName            = "/cellstore.v1.Master/DrainServer"
 	Master_UndrainServer_FullMethodName          = "/cellstore.v1.Master/UndrainServer"
@@ -93,6 +94,8 @@ type MasterClient interface {
 	// Operations
 	MoveRegion(ctx context.Context, in *MoveRegionRequest, opts ...grpc.CallOption) (*MoveRegionResponse, error)
 	SplitRegion(ctx context.Context, in *SplitRegionRequest, opts ...grpc.CallOption) (*SplitRegionResponse, error)
+	// Merges two adjacent primaries of a table into one region (HBase's merge_region).
+	MergeRegions(ctx context.Context, in *MergeRegionsRequest, opts ...grpc.CallOption) (*MergeRegionsResponse, error)
 	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
 	// major_compact).
 	FlushCompact(ctx context.Context, in *FlushCompactRequest, opts ...grpc.CallOption) (*FlushCompactResponse, error)
@@ -310,6 +313,16 @@ func (c *masterClient) SplitRegion(ctx context.Context, in *SplitRegionRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SplitRegionResponse)
 	err := c.cc.Invoke(ctx, Master_SplitRegion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) MergeRegions(ctx context.Context, in *MergeRegionsRequest, opts ...grpc.CallOption) (*MergeRegionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeRegionsResponse)
+	err := c.cc.Invoke(ctx, Master_MergeRegions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -633,6 +646,8 @@ type MasterServer interface {
 	// Operations
 	MoveRegion(context.Context, *MoveRegionRequest) (*MoveRegionResponse, error)
 	SplitRegion(context.Context, *SplitRegionRequest) (*SplitRegionResponse, error)
+	// Merges two adjacent primaries of a table into one region (HBase's merge_region).
+	MergeRegions(context.Context, *MergeRegionsRequest) (*MergeRegionsResponse, error)
 	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
 	// major_compact).
 	FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error)
@@ -743,6 +758,9 @@ func (UnimplementedMasterServer) MoveRegion(context.Context, *MoveRegionRequest)
 }
 func (UnimplementedMasterServer) SplitRegion(context.Context, *SplitRegionRequest) (*SplitRegionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SplitRegion not implemented")
+}
+func (UnimplementedMasterServer) MergeRegions(context.Context, *MergeRegionsRequest) (*MergeRegionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MergeRegions not implemented")
 }
 func (UnimplementedMasterServer) FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FlushCompact not implemented")
@@ -1136,6 +1154,24 @@ func _Master_SplitRegion_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServer).SplitRegion(ctx, req.(*SplitRegionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_MergeRegions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRegionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).MergeRegions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_MergeRegions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).MergeRegions(ctx, req.(*MergeRegionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1732,6 +1768,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SplitRegion",
 			Handler:    _Master_SplitRegion_Handler,
+		},
+		{
+			MethodName: "MergeRegions",
+			Handler:    _Master_MergeRegions_Handler,
 		},
 		{
 			MethodName: "FlushCompact",

@@ -77,7 +77,7 @@ func (x *GetProcedureResultResponse_State) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use GetProcedureResultResponse_State.Descriptor instead.
 func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69, 0}
 }
 
 type SnapshotDescription_Type int32
@@ -136,7 +136,7 @@ func (x *SnapshotDescription_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use SnapshotDescription_Type.Descriptor instead.
 func (SnapshotDescription_Type) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73, 0}
 }
 
 type AddColumnRequest struct {
@@ -798,6 +798,126 @@ func (x *SplitTableRegionResponse) GetProcId() uint64 {
 	return 0
 }
 
+// Merge regions of a table (Admin.mergeRegionsAsync): forcible merges regions that do not touch.
+type MergeTableRegionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        []*RegionSpecifier     `protobuf:"bytes,1,rep,name=region" json:"region,omitempty"`
+	Forcible      *bool                  `protobuf:"varint,3,opt,name=forcible,def=0" json:"forcible,omitempty"`
+	NonceGroup    *uint64                `protobuf:"varint,4,opt,name=nonce_group,json=nonceGroup,def=0" json:"nonce_group,omitempty"`
+	Nonce         *uint64                `protobuf:"varint,5,opt,name=nonce,def=0" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for MergeTableRegionsRequest fields.
+const (
+	Default_MergeTableRegionsRequest_Forcible   = bool(false)
+	Default_MergeTableRegionsRequest_NonceGroup = uint64(0)
+	Default_MergeTableRegionsRequest_Nonce      = uint64(0)
+)
+
+func (x *MergeTableRegionsRequest) Reset() {
+	*x = MergeTableRegionsRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTableRegionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTableRegionsRequest) ProtoMessage() {}
+
+func (x *MergeTableRegionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTableRegionsRequest.ProtoReflect.Descriptor instead.
+func (*MergeTableRegionsRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MergeTableRegionsRequest) GetRegion() []*RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *MergeTableRegionsRequest) GetForcible() bool {
+	if x != nil && x.Forcible != nil {
+		return *x.Forcible
+	}
+	return Default_MergeTableRegionsRequest_Forcible
+}
+
+func (x *MergeTableRegionsRequest) GetNonceGroup() uint64 {
+	if x != nil && x.NonceGroup != nil {
+		return *x.NonceGroup
+	}
+	return Default_MergeTableRegionsRequest_NonceGroup
+}
+
+func (x *MergeTableRegionsRequest) GetNonce() uint64 {
+	if x != nil && x.Nonce != nil {
+		return *x.Nonce
+	}
+	return Default_MergeTableRegionsRequest_Nonce
+}
+
+type MergeTableRegionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcId        *uint64                `protobuf:"varint,1,opt,name=proc_id,json=procId" json:"proc_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeTableRegionsResponse) Reset() {
+	*x = MergeTableRegionsResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTableRegionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTableRegionsResponse) ProtoMessage() {}
+
+func (x *MergeTableRegionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTableRegionsResponse.ProtoReflect.Descriptor instead.
+func (*MergeTableRegionsResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MergeTableRegionsResponse) GetProcId() uint64 {
+	if x != nil && x.ProcId != nil {
+		return *x.ProcId
+	}
+	return 0
+}
+
 // split_keys pre-split the table into len(split_keys)+1 regions.
 type CreateTableRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -817,7 +937,7 @@ const (
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	mi := &file_hbase_v2_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +949,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[12]
+	mi := &file_hbase_v2_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +962,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{12}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTableRequest) GetTableSchema() *TableSchema {
@@ -882,7 +1002,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	mi := &file_hbase_v2_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1014,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[13]
+	mi := &file_hbase_v2_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1027,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{13}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateTableResponse) GetProcId() uint64 {
@@ -934,7 +1054,7 @@ const (
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[14]
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1066,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[14]
+	mi := &file_hbase_v2_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1079,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{14}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTableRequest) GetTableName() *TableName {
@@ -992,7 +1112,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[15]
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1124,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[15]
+	mi := &file_hbase_v2_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1137,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{15}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTableResponse) GetProcId() uint64 {
@@ -1045,7 +1165,7 @@ const (
 
 func (x *FlushTableRequest) Reset() {
 	*x = FlushTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1177,7 @@ func (x *FlushTableRequest) String() string {
 func (*FlushTableRequest) ProtoMessage() {}
 
 func (x *FlushTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[16]
+	mi := &file_hbase_v2_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1190,7 @@ func (x *FlushTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushTableRequest.ProtoReflect.Descriptor instead.
 func (*FlushTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{16}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FlushTableRequest) GetTableName() *TableName {
@@ -1110,7 +1230,7 @@ type FlushTableResponse struct {
 
 func (x *FlushTableResponse) Reset() {
 	*x = FlushTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1242,7 @@ func (x *FlushTableResponse) String() string {
 func (*FlushTableResponse) ProtoMessage() {}
 
 func (x *FlushTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[17]
+	mi := &file_hbase_v2_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1255,7 @@ func (x *FlushTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushTableResponse.ProtoReflect.Descriptor instead.
 func (*FlushTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{17}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FlushTableResponse) GetProcId() uint64 {
@@ -1158,7 +1278,7 @@ type FlushRegionRequest struct {
 
 func (x *FlushRegionRequest) Reset() {
 	*x = FlushRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1290,7 @@ func (x *FlushRegionRequest) String() string {
 func (*FlushRegionRequest) ProtoMessage() {}
 
 func (x *FlushRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[18]
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1303,7 @@ func (x *FlushRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRegionRequest.ProtoReflect.Descriptor instead.
 func (*FlushRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{18}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FlushRegionRequest) GetRegion() *RegionSpecifier {
@@ -1225,7 +1345,7 @@ type FlushRegionResponse struct {
 
 func (x *FlushRegionResponse) Reset() {
 	*x = FlushRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1357,7 @@ func (x *FlushRegionResponse) String() string {
 func (*FlushRegionResponse) ProtoMessage() {}
 
 func (x *FlushRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[19]
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1370,7 @@ func (x *FlushRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRegionResponse.ProtoReflect.Descriptor instead.
 func (*FlushRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{19}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FlushRegionResponse) GetLastFlushTime() uint64 {
@@ -1285,7 +1405,7 @@ type CompactRegionRequest struct {
 
 func (x *CompactRegionRequest) Reset() {
 	*x = CompactRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1417,7 @@ func (x *CompactRegionRequest) String() string {
 func (*CompactRegionRequest) ProtoMessage() {}
 
 func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1430,7 @@ func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionRequest.ProtoReflect.Descriptor instead.
 func (*CompactRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompactRegionRequest) GetRegion() *RegionSpecifier {
@@ -1342,7 +1462,7 @@ type CompactRegionResponse struct {
 
 func (x *CompactRegionResponse) Reset() {
 	*x = CompactRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1474,7 @@ func (x *CompactRegionResponse) String() string {
 func (*CompactRegionResponse) ProtoMessage() {}
 
 func (x *CompactRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1487,7 @@ func (x *CompactRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionResponse.ProtoReflect.Descriptor instead.
 func (*CompactRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
 }
 
 type TruncateTableRequest struct {
@@ -1389,7 +1509,7 @@ const (
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1521,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1534,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TruncateTableRequest) GetTableName() *TableName {
@@ -1454,7 +1574,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1586,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1599,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TruncateTableResponse) GetProcId() uint64 {
@@ -1506,7 +1626,7 @@ const (
 
 func (x *EnableTableRequest) Reset() {
 	*x = EnableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1638,7 @@ func (x *EnableTableRequest) String() string {
 func (*EnableTableRequest) ProtoMessage() {}
 
 func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1651,7 @@ func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableRequest.ProtoReflect.Descriptor instead.
 func (*EnableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EnableTableRequest) GetTableName() *TableName {
@@ -1564,7 +1684,7 @@ type EnableTableResponse struct {
 
 func (x *EnableTableResponse) Reset() {
 	*x = EnableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1696,7 @@ func (x *EnableTableResponse) String() string {
 func (*EnableTableResponse) ProtoMessage() {}
 
 func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1709,7 @@ func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableResponse.ProtoReflect.Descriptor instead.
 func (*EnableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EnableTableResponse) GetProcId() uint64 {
@@ -1616,7 +1736,7 @@ const (
 
 func (x *DisableTableRequest) Reset() {
 	*x = DisableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1748,7 @@ func (x *DisableTableRequest) String() string {
 func (*DisableTableRequest) ProtoMessage() {}
 
 func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1761,7 @@ func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableRequest.ProtoReflect.Descriptor instead.
 func (*DisableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DisableTableRequest) GetTableName() *TableName {
@@ -1674,7 +1794,7 @@ type DisableTableResponse struct {
 
 func (x *DisableTableResponse) Reset() {
 	*x = DisableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1806,7 @@ func (x *DisableTableResponse) String() string {
 func (*DisableTableResponse) ProtoMessage() {}
 
 func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1819,7 @@ func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableResponse.ProtoReflect.Descriptor instead.
 func (*DisableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DisableTableResponse) GetProcId() uint64 {
@@ -1728,7 +1848,7 @@ const (
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1860,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1873,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ModifyTableRequest) GetTableName() *TableName {
@@ -1793,7 +1913,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1925,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1938,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ModifyTableResponse) GetProcId() uint64 {
@@ -1846,7 +1966,7 @@ const (
 
 func (x *GetTableDescriptorsRequest) Reset() {
 	*x = GetTableDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +1978,7 @@ func (x *GetTableDescriptorsRequest) String() string {
 func (*GetTableDescriptorsRequest) ProtoMessage() {}
 
 func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +1991,7 @@ func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetTableDescriptorsRequest) GetTableNames() []*TableName {
@@ -1911,7 +2031,7 @@ type GetTableDescriptorsResponse struct {
 
 func (x *GetTableDescriptorsResponse) Reset() {
 	*x = GetTableDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2043,7 @@ func (x *GetTableDescriptorsResponse) String() string {
 func (*GetTableDescriptorsResponse) ProtoMessage() {}
 
 func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2056,7 @@ func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTableDescriptorsResponse) GetTableSchema() []*TableSchema {
@@ -1962,7 +2082,7 @@ const (
 
 func (x *GetTableNamesRequest) Reset() {
 	*x = GetTableNamesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2094,7 @@ func (x *GetTableNamesRequest) String() string {
 func (*GetTableNamesRequest) ProtoMessage() {}
 
 func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2107,7 @@ func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesRequest.ProtoReflect.Descriptor instead.
 func (*GetTableNamesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTableNamesRequest) GetRegex() string {
@@ -2020,7 +2140,7 @@ type GetTableNamesResponse struct {
 
 func (x *GetTableNamesResponse) Reset() {
 	*x = GetTableNamesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2152,7 @@ func (x *GetTableNamesResponse) String() string {
 func (*GetTableNamesResponse) ProtoMessage() {}
 
 func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2165,7 @@ func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesResponse.ProtoReflect.Descriptor instead.
 func (*GetTableNamesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTableNamesResponse) GetTableNames() []*TableName {
@@ -2065,7 +2185,7 @@ type GetTableStateRequest struct {
 
 func (x *GetTableStateRequest) Reset() {
 	*x = GetTableStateRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2197,7 @@ func (x *GetTableStateRequest) String() string {
 func (*GetTableStateRequest) ProtoMessage() {}
 
 func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2210,7 @@ func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTableStateRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetTableStateRequest) GetTableName() *TableName {
@@ -2109,7 +2229,7 @@ type GetTableStateResponse struct {
 
 func (x *GetTableStateResponse) Reset() {
 	*x = GetTableStateResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2241,7 @@ func (x *GetTableStateResponse) String() string {
 func (*GetTableStateResponse) ProtoMessage() {}
 
 func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2254,7 @@ func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTableStateResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTableStateResponse) GetTableState() *TableState {
@@ -2161,7 +2281,7 @@ const (
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2293,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2306,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2219,7 +2339,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2351,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2364,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateNamespaceResponse) GetProcId() uint64 {
@@ -2271,7 +2391,7 @@ const (
 
 func (x *DeleteNamespaceRequest) Reset() {
 	*x = DeleteNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2403,7 @@ func (x *DeleteNamespaceRequest) String() string {
 func (*DeleteNamespaceRequest) ProtoMessage() {}
 
 func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2416,7 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteNamespaceRequest) GetNamespaceName() string {
@@ -2329,7 +2449,7 @@ type DeleteNamespaceResponse struct {
 
 func (x *DeleteNamespaceResponse) Reset() {
 	*x = DeleteNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2461,7 @@ func (x *DeleteNamespaceResponse) String() string {
 func (*DeleteNamespaceResponse) ProtoMessage() {}
 
 func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2474,7 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteNamespaceResponse) GetProcId() uint64 {
@@ -2381,7 +2501,7 @@ const (
 
 func (x *ModifyNamespaceRequest) Reset() {
 	*x = ModifyNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2513,7 @@ func (x *ModifyNamespaceRequest) String() string {
 func (*ModifyNamespaceRequest) ProtoMessage() {}
 
 func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2526,7 @@ func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ModifyNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2439,7 +2559,7 @@ type ModifyNamespaceResponse struct {
 
 func (x *ModifyNamespaceResponse) Reset() {
 	*x = ModifyNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2571,7 @@ func (x *ModifyNamespaceResponse) String() string {
 func (*ModifyNamespaceResponse) ProtoMessage() {}
 
 func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2584,7 @@ func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ModifyNamespaceResponse) GetProcId() uint64 {
@@ -2483,7 +2603,7 @@ type GetNamespaceDescriptorRequest struct {
 
 func (x *GetNamespaceDescriptorRequest) Reset() {
 	*x = GetNamespaceDescriptorRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2615,7 @@ func (x *GetNamespaceDescriptorRequest) String() string {
 func (*GetNamespaceDescriptorRequest) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2628,7 @@ func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetNamespaceDescriptorRequest) GetNamespaceName() string {
@@ -2527,7 +2647,7 @@ type GetNamespaceDescriptorResponse struct {
 
 func (x *GetNamespaceDescriptorResponse) Reset() {
 	*x = GetNamespaceDescriptorResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2659,7 @@ func (x *GetNamespaceDescriptorResponse) String() string {
 func (*GetNamespaceDescriptorResponse) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2672,7 @@ func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetNamespaceDescriptorResponse) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2570,7 +2690,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2702,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2715,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
 }
 
 type ListNamespacesResponse struct {
@@ -2607,7 +2727,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2739,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2752,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListNamespacesResponse) GetNamespaceName() []string {
@@ -2650,7 +2770,7 @@ type ListNamespaceDescriptorsRequest struct {
 
 func (x *ListNamespaceDescriptorsRequest) Reset() {
 	*x = ListNamespaceDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2782,7 @@ func (x *ListNamespaceDescriptorsRequest) String() string {
 func (*ListNamespaceDescriptorsRequest) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2795,7 @@ func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
 }
 
 type ListNamespaceDescriptorsResponse struct {
@@ -2687,7 +2807,7 @@ type ListNamespaceDescriptorsResponse struct {
 
 func (x *ListNamespaceDescriptorsResponse) Reset() {
 	*x = ListNamespaceDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2819,7 @@ func (x *ListNamespaceDescriptorsResponse) String() string {
 func (*ListNamespaceDescriptorsResponse) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2832,7 @@ func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListNamespaceDescriptorsResponse) GetNamespaceDescriptor() []*NamespaceDescriptor {
@@ -2731,7 +2851,7 @@ type ListTableDescriptorsByNamespaceRequest struct {
 
 func (x *ListTableDescriptorsByNamespaceRequest) Reset() {
 	*x = ListTableDescriptorsByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2863,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) String() string {
 func (*ListTableDescriptorsByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2876,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use ListTableDescriptorsByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTableDescriptorsByNamespaceRequest) GetNamespaceName() string {
@@ -2775,7 +2895,7 @@ type ListTableDescriptorsByNamespaceResponse struct {
 
 func (x *ListTableDescriptorsByNamespaceResponse) Reset() {
 	*x = ListTableDescriptorsByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2907,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) String() string {
 func (*ListTableDescriptorsByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2920,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ListTableDescriptorsByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTableDescriptorsByNamespaceResponse) GetTableSchema() []*TableSchema {
@@ -2819,7 +2939,7 @@ type ListTableNamesByNamespaceRequest struct {
 
 func (x *ListTableNamesByNamespaceRequest) Reset() {
 	*x = ListTableNamesByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +2951,7 @@ func (x *ListTableNamesByNamespaceRequest) String() string {
 func (*ListTableNamesByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +2964,7 @@ func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTableNamesByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListTableNamesByNamespaceRequest) GetNamespaceName() string {
@@ -2863,7 +2983,7 @@ type ListTableNamesByNamespaceResponse struct {
 
 func (x *ListTableNamesByNamespaceResponse) Reset() {
 	*x = ListTableNamesByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2995,7 @@ func (x *ListTableNamesByNamespaceResponse) String() string {
 func (*ListTableNamesByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3008,7 @@ func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListTableNamesByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListTableNamesByNamespaceResponse) GetTableName() []*TableName {
@@ -2906,7 +3026,7 @@ type IsInMaintenanceModeRequest struct {
 
 func (x *IsInMaintenanceModeRequest) Reset() {
 	*x = IsInMaintenanceModeRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3038,7 @@ func (x *IsInMaintenanceModeRequest) String() string {
 func (*IsInMaintenanceModeRequest) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3051,7 @@ func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeRequest.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
 }
 
 type IsInMaintenanceModeResponse struct {
@@ -2943,7 +3063,7 @@ type IsInMaintenanceModeResponse struct {
 
 func (x *IsInMaintenanceModeResponse) Reset() {
 	*x = IsInMaintenanceModeResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3075,7 @@ func (x *IsInMaintenanceModeResponse) String() string {
 func (*IsInMaintenanceModeResponse) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3088,7 @@ func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeResponse.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *IsInMaintenanceModeResponse) GetInMaintenanceMode() bool {
@@ -2988,7 +3108,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3120,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3133,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BalanceRequest) GetIgnoreRit() bool {
@@ -3041,7 +3161,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3173,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3186,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BalanceResponse) GetBalancerRan() bool {
@@ -3100,7 +3220,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3232,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3245,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -3151,7 +3271,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3283,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3296,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevBalanceValue() bool {
@@ -3194,7 +3314,7 @@ type IsBalancerEnabledRequest struct {
 
 func (x *IsBalancerEnabledRequest) Reset() {
 	*x = IsBalancerEnabledRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3206,7 +3326,7 @@ func (x *IsBalancerEnabledRequest) String() string {
 func (*IsBalancerEnabledRequest) ProtoMessage() {}
 
 func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3219,7 +3339,7 @@ func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
 }
 
 type IsBalancerEnabledResponse struct {
@@ -3231,7 +3351,7 @@ type IsBalancerEnabledResponse struct {
 
 func (x *IsBalancerEnabledResponse) Reset() {
 	*x = IsBalancerEnabledResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3363,7 @@ func (x *IsBalancerEnabledResponse) String() string {
 func (*IsBalancerEnabledResponse) ProtoMessage() {}
 
 func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3376,7 @@ func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *IsBalancerEnabledResponse) GetEnabled() bool {
@@ -3276,7 +3396,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3408,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3421,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetClusterStatusRequest) GetOptions() []Option {
@@ -3320,7 +3440,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3452,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3465,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetClusterStatusResponse) GetClusterStatus() *ClusterStatus {
@@ -3364,7 +3484,7 @@ type IsMasterRunningRequest struct {
 
 func (x *IsMasterRunningRequest) Reset() {
 	*x = IsMasterRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3496,7 @@ func (x *IsMasterRunningRequest) String() string {
 func (*IsMasterRunningRequest) ProtoMessage() {}
 
 func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3509,7 @@ func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningRequest.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
 }
 
 type IsMasterRunningResponse struct {
@@ -3401,7 +3521,7 @@ type IsMasterRunningResponse struct {
 
 func (x *IsMasterRunningResponse) Reset() {
 	*x = IsMasterRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3533,7 @@ func (x *IsMasterRunningResponse) String() string {
 func (*IsMasterRunningResponse) ProtoMessage() {}
 
 func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3546,7 @@ func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningResponse.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *IsMasterRunningResponse) GetIsMasterRunning() bool {
@@ -3445,7 +3565,7 @@ type IsProcedureDoneRequest struct {
 
 func (x *IsProcedureDoneRequest) Reset() {
 	*x = IsProcedureDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3577,7 @@ func (x *IsProcedureDoneRequest) String() string {
 func (*IsProcedureDoneRequest) ProtoMessage() {}
 
 func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3590,7 @@ func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *IsProcedureDoneRequest) GetProcedure() *ProcedureDescription {
@@ -3495,7 +3615,7 @@ const (
 
 func (x *IsProcedureDoneResponse) Reset() {
 	*x = IsProcedureDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3627,7 @@ func (x *IsProcedureDoneResponse) String() string {
 func (*IsProcedureDoneResponse) ProtoMessage() {}
 
 func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3640,7 @@ func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *IsProcedureDoneResponse) GetDone() bool {
@@ -3546,7 +3666,7 @@ type GetProcedureResultRequest struct {
 
 func (x *GetProcedureResultRequest) Reset() {
 	*x = GetProcedureResultRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3678,7 @@ func (x *GetProcedureResultRequest) String() string {
 func (*GetProcedureResultRequest) ProtoMessage() {}
 
 func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3691,7 @@ func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultRequest.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetProcedureResultRequest) GetProcId() uint64 {
@@ -3595,7 +3715,7 @@ type GetProcedureResultResponse struct {
 
 func (x *GetProcedureResultResponse) Reset() {
 	*x = GetProcedureResultResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3727,7 @@ func (x *GetProcedureResultResponse) String() string {
 func (*GetProcedureResultResponse) ProtoMessage() {}
 
 func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3740,7 @@ func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultResponse.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetProcedureResultResponse) GetState() GetProcedureResultResponse_State {
@@ -3670,7 +3790,7 @@ type StackTraceElementMessage struct {
 
 func (x *StackTraceElementMessage) Reset() {
 	*x = StackTraceElementMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3682,7 +3802,7 @@ func (x *StackTraceElementMessage) String() string {
 func (*StackTraceElementMessage) ProtoMessage() {}
 
 func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3695,7 +3815,7 @@ func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackTraceElementMessage.ProtoReflect.Descriptor instead.
 func (*StackTraceElementMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StackTraceElementMessage) GetDeclaringClass() string {
@@ -3740,7 +3860,7 @@ type GenericExceptionMessage struct {
 
 func (x *GenericExceptionMessage) Reset() {
 	*x = GenericExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3872,7 @@ func (x *GenericExceptionMessage) String() string {
 func (*GenericExceptionMessage) ProtoMessage() {}
 
 func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3885,7 @@ func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenericExceptionMessage.ProtoReflect.Descriptor instead.
 func (*GenericExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GenericExceptionMessage) GetClassName() string {
@@ -3806,7 +3926,7 @@ type ForeignExceptionMessage struct {
 
 func (x *ForeignExceptionMessage) Reset() {
 	*x = ForeignExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +3938,7 @@ func (x *ForeignExceptionMessage) String() string {
 func (*ForeignExceptionMessage) ProtoMessage() {}
 
 func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +3951,7 @@ func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignExceptionMessage.ProtoReflect.Descriptor instead.
 func (*ForeignExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ForeignExceptionMessage) GetSource() string {
@@ -3870,7 +3990,7 @@ const (
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4002,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4015,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -3964,7 +4084,7 @@ const (
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4096,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4109,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4023,7 +4143,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4035,7 +4155,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4048,7 +4168,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotResponse) GetExpectedTimeout() int64 {
@@ -4074,7 +4194,7 @@ type IsSnapshotDoneRequest struct {
 
 func (x *IsSnapshotDoneRequest) Reset() {
 	*x = IsSnapshotDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4206,7 @@ func (x *IsSnapshotDoneRequest) String() string {
 func (*IsSnapshotDoneRequest) ProtoMessage() {}
 
 func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4219,7 @@ func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *IsSnapshotDoneRequest) GetSnapshot() *SnapshotDescription {
@@ -4124,7 +4244,7 @@ const (
 
 func (x *IsSnapshotDoneResponse) Reset() {
 	*x = IsSnapshotDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4256,7 @@ func (x *IsSnapshotDoneResponse) String() string {
 func (*IsSnapshotDoneResponse) ProtoMessage() {}
 
 func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4269,7 @@ func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *IsSnapshotDoneResponse) GetDone() bool {
@@ -4174,7 +4294,7 @@ type GetCompletedSnapshotsRequest struct {
 
 func (x *GetCompletedSnapshotsRequest) Reset() {
 	*x = GetCompletedSnapshotsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4306,7 @@ func (x *GetCompletedSnapshotsRequest) String() string {
 func (*GetCompletedSnapshotsRequest) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4319,7 @@ func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
 }
 
 type GetCompletedSnapshotsResponse struct {
@@ -4211,7 +4331,7 @@ type GetCompletedSnapshotsResponse struct {
 
 func (x *GetCompletedSnapshotsResponse) Reset() {
 	*x = GetCompletedSnapshotsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4343,7 @@ func (x *GetCompletedSnapshotsResponse) String() string {
 func (*GetCompletedSnapshotsResponse) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4356,7 @@ func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetCompletedSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4255,7 +4375,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4267,7 +4387,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4280,7 +4400,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4298,7 +4418,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4430,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4443,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
 }
 
 type RestoreSnapshotRequest struct {
@@ -4346,7 +4466,7 @@ const (
 
 func (x *RestoreSnapshotRequest) Reset() {
 	*x = RestoreSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4478,7 @@ func (x *RestoreSnapshotRequest) String() string {
 func (*RestoreSnapshotRequest) ProtoMessage() {}
 
 func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4491,7 @@ func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RestoreSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4418,7 +4538,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4550,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4563,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RestoreSnapshotResponse) GetProcId() uint64 {
@@ -4504,6 +4624,14 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"nonceGroup\x12\x17\n" +
 	"\x05nonce\x18\x04 \x01(\x04:\x010R\x05nonce\"3\n" +
 	"\x18SplitTableRegionResponse\x12\x17\n" +
+	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xb7\x01\n" +
+	"\x18MergeTableRegionsRequest\x12;\n" +
+	"\x06region\x18\x01 \x03(\v2#.cellstore.hbase.v2.RegionSpecifierR\x06region\x12!\n" +
+	"\bforcible\x18\x03 \x01(\b:\x05falseR\bforcible\x12\"\n" +
+	"\vnonce_group\x18\x04 \x01(\x04:\x010R\n" +
+	"nonceGroup\x12\x17\n" +
+	"\x05nonce\x18\x05 \x01(\x04:\x010R\x05nonce\"4\n" +
+	"\x19MergeTableRegionsResponse\x12\x17\n" +
 	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xb4\x01\n" +
 	"\x12CreateTableRequest\x12B\n" +
 	"\ftable_schema\x18\x01 \x02(\v2\x1f.cellstore.hbase.v2.TableSchemaR\vtableSchema\x12\x1d\n" +
@@ -4755,7 +4883,7 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 }
 
 var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
 	(SnapshotDescription_Type)(0),                   // 1: cellstore.hbase.v2.SnapshotDescription.Type
@@ -4771,139 +4899,142 @@ var file_hbase_v2_master_proto_goTypes = []any{
 	(*MoveRegionResponse)(nil),                      // 11: cellstore.hbase.v2.MoveRegionResponse
 	(*SplitTableRegionRequest)(nil),                 // 12: cellstore.hbase.v2.SplitTableRegionRequest
 	(*SplitTableRegionResponse)(nil),                // 13: cellstore.hbase.v2.SplitTableRegionResponse
-	(*CreateTableRequest)(nil),                      // 14: cellstore.hbase.v2.CreateTableRequest
-	(*CreateTableResponse)(nil),                     // 15: cellstore.hbase.v2.CreateTableResponse
-	(*DeleteTableRequest)(nil),                      // 16: cellstore.hbase.v2.DeleteTableRequest
-	(*DeleteTableResponse)(nil),                     // 17: cellstore.hbase.v2.DeleteTableResponse
-	(*FlushTableRequest)(nil),                       // 18: cellstore.hbase.v2.FlushTableRequest
-	(*FlushTableResponse)(nil),                      // 19: cellstore.hbase.v2.FlushTableResponse
-	(*FlushRegionRequest)(nil),                      // 20: cellstore.hbase.v2.FlushRegionRequest
-	(*FlushRegionResponse)(nil),                     // 21: cellstore.hbase.v2.FlushRegionResponse
-	(*CompactRegionRequest)(nil),                    // 22: cellstore.hbase.v2.CompactRegionRequest
-	(*CompactRegionResponse)(nil),                   // 23: cellstore.hbase.v2.CompactRegionResponse
-	(*TruncateTableRequest)(nil),                    // 24: cellstore.hbase.v2.TruncateTableRequest
-	(*TruncateTableResponse)(nil),                   // 25: cellstore.hbase.v2.TruncateTableResponse
-	(*EnableTableRequest)(nil),                      // 26: cellstore.hbase.v2.EnableTableRequest
-	(*EnableTableResponse)(nil),                     // 27: cellstore.hbase.v2.EnableTableResponse
-	(*DisableTableRequest)(nil),                     // 28: cellstore.hbase.v2.DisableTableRequest
-	(*DisableTableResponse)(nil),                    // 29: cellstore.hbase.v2.DisableTableResponse
-	(*ModifyTableRequest)(nil),                      // 30: cellstore.hbase.v2.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                     // 31: cellstore.hbase.v2.ModifyTableResponse
-	(*GetTableDescriptorsRequest)(nil),              // 32: cellstore.hbase.v2.GetTableDescriptorsRequest
-	(*GetTableDescriptorsResponse)(nil),             // 33: cellstore.hbase.v2.GetTableDescriptorsResponse
-	(*GetTableNamesRequest)(nil),                    // 34: cellstore.hbase.v2.GetTableNamesRequest
-	(*GetTableNamesResponse)(nil),                   // 35: cellstore.hbase.v2.GetTableNamesResponse
-	(*GetTableStateRequest)(nil),                    // 36: cellstore.hbase.v2.GetTableStateRequest
-	(*GetTableStateResponse)(nil),                   // 37: cellstore.hbase.v2.GetTableStateResponse
-	(*CreateNamespaceRequest)(nil),                  // 38: cellstore.hbase.v2.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),                 // 39: cellstore.hbase.v2.CreateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),                  // 40: cellstore.hbase.v2.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),                 // 41: cellstore.hbase.v2.DeleteNamespaceResponse
-	(*ModifyNamespaceRequest)(nil),                  // 42: cellstore.hbase.v2.ModifyNamespaceRequest
-	(*ModifyNamespaceResponse)(nil),                 // 43: cellstore.hbase.v2.ModifyNamespaceResponse
-	(*GetNamespaceDescriptorRequest)(nil),           // 44: cellstore.hbase.v2.GetNamespaceDescriptorRequest
-	(*GetNamespaceDescriptorResponse)(nil),          // 45: cellstore.hbase.v2.GetNamespaceDescriptorResponse
-	(*ListNamespacesRequest)(nil),                   // 46: cellstore.hbase.v2.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),                  // 47: cellstore.hbase.v2.ListNamespacesResponse
-	(*ListNamespaceDescriptorsRequest)(nil),         // 48: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
-	(*ListNamespaceDescriptorsResponse)(nil),        // 49: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
-	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 50: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
-	(*ListTableDescriptorsByNamespaceResponse)(nil), // 51: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
-	(*ListTableNamesByNamespaceRequest)(nil),        // 52: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
-	(*ListTableNamesByNamespaceResponse)(nil),       // 53: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
-	(*IsInMaintenanceModeRequest)(nil),              // 54: cellstore.hbase.v2.IsInMaintenanceModeRequest
-	(*IsInMaintenanceModeResponse)(nil),             // 55: cellstore.hbase.v2.IsInMaintenanceModeResponse
-	(*BalanceRequest)(nil),                          // 56: cellstore.hbase.v2.BalanceRequest
-	(*BalanceResponse)(nil),                         // 57: cellstore.hbase.v2.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),               // 58: cellstore.hbase.v2.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),              // 59: cellstore.hbase.v2.SetBalancerRunningResponse
-	(*IsBalancerEnabledRequest)(nil),                // 60: cellstore.hbase.v2.IsBalancerEnabledRequest
-	(*IsBalancerEnabledResponse)(nil),               // 61: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 62: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 63: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 64: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 65: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 66: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 67: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 68: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 69: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 70: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 71: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 72: cellstore.hbase.v2.ForeignExceptionMessage
-	(*SnapshotDescription)(nil),                     // 73: cellstore.hbase.v2.SnapshotDescription
-	(*SnapshotRequest)(nil),                         // 74: cellstore.hbase.v2.SnapshotRequest
-	(*SnapshotResponse)(nil),                        // 75: cellstore.hbase.v2.SnapshotResponse
-	(*IsSnapshotDoneRequest)(nil),                   // 76: cellstore.hbase.v2.IsSnapshotDoneRequest
-	(*IsSnapshotDoneResponse)(nil),                  // 77: cellstore.hbase.v2.IsSnapshotDoneResponse
-	(*GetCompletedSnapshotsRequest)(nil),            // 78: cellstore.hbase.v2.GetCompletedSnapshotsRequest
-	(*GetCompletedSnapshotsResponse)(nil),           // 79: cellstore.hbase.v2.GetCompletedSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),                   // 80: cellstore.hbase.v2.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),                  // 81: cellstore.hbase.v2.DeleteSnapshotResponse
-	(*RestoreSnapshotRequest)(nil),                  // 82: cellstore.hbase.v2.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil),                 // 83: cellstore.hbase.v2.RestoreSnapshotResponse
-	(*TableName)(nil),                               // 84: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 85: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 86: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 87: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 88: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 89: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 90: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 91: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 92: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 93: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 94: cellstore.hbase.v2.ProcedureDescription
+	(*MergeTableRegionsRequest)(nil),                // 14: cellstore.hbase.v2.MergeTableRegionsRequest
+	(*MergeTableRegionsResponse)(nil),               // 15: cellstore.hbase.v2.MergeTableRegionsResponse
+	(*CreateTableRequest)(nil),                      // 16: cellstore.hbase.v2.CreateTableRequest
+	(*CreateTableResponse)(nil),                     // 17: cellstore.hbase.v2.CreateTableResponse
+	(*DeleteTableRequest)(nil),                      // 18: cellstore.hbase.v2.DeleteTableRequest
+	(*DeleteTableResponse)(nil),                     // 19: cellstore.hbase.v2.DeleteTableResponse
+	(*FlushTableRequest)(nil),                       // 20: cellstore.hbase.v2.FlushTableRequest
+	(*FlushTableResponse)(nil),                      // 21: cellstore.hbase.v2.FlushTableResponse
+	(*FlushRegionRequest)(nil),                      // 22: cellstore.hbase.v2.FlushRegionRequest
+	(*FlushRegionResponse)(nil),                     // 23: cellstore.hbase.v2.FlushRegionResponse
+	(*CompactRegionRequest)(nil),                    // 24: cellstore.hbase.v2.CompactRegionRequest
+	(*CompactRegionResponse)(nil),                   // 25: cellstore.hbase.v2.CompactRegionResponse
+	(*TruncateTableRequest)(nil),                    // 26: cellstore.hbase.v2.TruncateTableRequest
+	(*TruncateTableResponse)(nil),                   // 27: cellstore.hbase.v2.TruncateTableResponse
+	(*EnableTableRequest)(nil),                      // 28: cellstore.hbase.v2.EnableTableRequest
+	(*EnableTableResponse)(nil),                     // 29: cellstore.hbase.v2.EnableTableResponse
+	(*DisableTableRequest)(nil),                     // 30: cellstore.hbase.v2.DisableTableRequest
+	(*DisableTableResponse)(nil),                    // 31: cellstore.hbase.v2.DisableTableResponse
+	(*ModifyTableRequest)(nil),                      // 32: cellstore.hbase.v2.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                     // 33: cellstore.hbase.v2.ModifyTableResponse
+	(*GetTableDescriptorsRequest)(nil),              // 34: cellstore.hbase.v2.GetTableDescriptorsRequest
+	(*GetTableDescriptorsResponse)(nil),             // 35: cellstore.hbase.v2.GetTableDescriptorsResponse
+	(*GetTableNamesRequest)(nil),                    // 36: cellstore.hbase.v2.GetTableNamesRequest
+	(*GetTableNamesResponse)(nil),                   // 37: cellstore.hbase.v2.GetTableNamesResponse
+	(*GetTableStateRequest)(nil),                    // 38: cellstore.hbase.v2.GetTableStateRequest
+	(*GetTableStateResponse)(nil),                   // 39: cellstore.hbase.v2.GetTableStateResponse
+	(*CreateNamespaceRequest)(nil),                  // 40: cellstore.hbase.v2.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                 // 41: cellstore.hbase.v2.CreateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                  // 42: cellstore.hbase.v2.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                 // 43: cellstore.hbase.v2.DeleteNamespaceResponse
+	(*ModifyNamespaceRequest)(nil),                  // 44: cellstore.hbase.v2.ModifyNamespaceRequest
+	(*ModifyNamespaceResponse)(nil),                 // 45: cellstore.hbase.v2.ModifyNamespaceResponse
+	(*GetNamespaceDescriptorRequest)(nil),           // 46: cellstore.hbase.v2.GetNamespaceDescriptorRequest
+	(*GetNamespaceDescriptorResponse)(nil),          // 47: cellstore.hbase.v2.GetNamespaceDescriptorResponse
+	(*ListNamespacesRequest)(nil),                   // 48: cellstore.hbase.v2.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                  // 49: cellstore.hbase.v2.ListNamespacesResponse
+	(*ListNamespaceDescriptorsRequest)(nil),         // 50: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
+	(*ListNamespaceDescriptorsResponse)(nil),        // 51: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
+	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 52: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
+	(*ListTableDescriptorsByNamespaceResponse)(nil), // 53: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
+	(*ListTableNamesByNamespaceRequest)(nil),        // 54: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
+	(*ListTableNamesByNamespaceResponse)(nil),       // 55: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
+	(*IsInMaintenanceModeRequest)(nil),              // 56: cellstore.hbase.v2.IsInMaintenanceModeRequest
+	(*IsInMaintenanceModeResponse)(nil),             // 57: cellstore.hbase.v2.IsInMaintenanceModeResponse
+	(*BalanceRequest)(nil),                          // 58: cellstore.hbase.v2.BalanceRequest
+	(*BalanceResponse)(nil),                         // 59: cellstore.hbase.v2.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),               // 60: cellstore.hbase.v2.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),              // 61: cellstore.hbase.v2.SetBalancerRunningResponse
+	(*IsBalancerEnabledRequest)(nil),                // 62: cellstore.hbase.v2.IsBalancerEnabledRequest
+	(*IsBalancerEnabledResponse)(nil),               // 63: cellstore.hbase.v2.IsBalancerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 64: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 65: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 66: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 67: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 68: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 69: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 70: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 71: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 72: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 73: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 74: cellstore.hbase.v2.ForeignExceptionMessage
+	(*SnapshotDescription)(nil),                     // 75: cellstore.hbase.v2.SnapshotDescription
+	(*SnapshotRequest)(nil),                         // 76: cellstore.hbase.v2.SnapshotRequest
+	(*SnapshotResponse)(nil),                        // 77: cellstore.hbase.v2.SnapshotResponse
+	(*IsSnapshotDoneRequest)(nil),                   // 78: cellstore.hbase.v2.IsSnapshotDoneRequest
+	(*IsSnapshotDoneResponse)(nil),                  // 79: cellstore.hbase.v2.IsSnapshotDoneResponse
+	(*GetCompletedSnapshotsRequest)(nil),            // 80: cellstore.hbase.v2.GetCompletedSnapshotsRequest
+	(*GetCompletedSnapshotsResponse)(nil),           // 81: cellstore.hbase.v2.GetCompletedSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),                   // 82: cellstore.hbase.v2.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),                  // 83: cellstore.hbase.v2.DeleteSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),                  // 84: cellstore.hbase.v2.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),                 // 85: cellstore.hbase.v2.RestoreSnapshotResponse
+	(*TableName)(nil),                               // 86: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 87: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 88: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 89: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 90: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 91: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 92: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 93: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 94: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 95: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 96: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	84, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	85, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	84, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	84, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	85, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	84, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	87, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	88, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	89, // 9: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	84, // 10: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	84, // 11: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 12: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	86, // 13: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	84, // 14: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	84, // 15: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	84, // 16: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	84, // 17: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	89, // 18: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	84, // 19: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	89, // 20: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	84, // 21: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	84, // 22: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	90, // 23: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	91, // 24: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	91, // 25: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	91, // 26: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	91, // 27: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	89, // 28: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	84, // 29: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	92, // 30: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	93, // 31: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	94, // 32: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	94, // 33: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
-	0,  // 34: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	72, // 35: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	70, // 36: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	71, // 37: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
-	1,  // 38: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
-	73, // 39: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	73, // 40: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	73, // 41: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	73, // 42: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
-	73, // 43: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	73, // 44: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	86, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	87, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	86, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	87, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	86, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	89, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	90, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	88, // 9: cellstore.hbase.v2.MergeTableRegionsRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	91, // 10: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	86, // 11: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 12: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 13: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	88, // 14: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	86, // 15: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	86, // 16: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 17: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	86, // 18: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	91, // 19: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	86, // 20: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	91, // 21: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	86, // 22: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	86, // 23: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	92, // 24: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	93, // 25: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	93, // 26: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	93, // 27: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	93, // 28: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	91, // 29: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	86, // 30: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	94, // 31: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	95, // 32: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	96, // 33: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	96, // 34: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	0,  // 35: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
+	74, // 36: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	72, // 37: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	73, // 38: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	1,  // 39: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
+	75, // 40: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	75, // 41: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	75, // 42: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	75, // 43: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
+	75, // 44: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	75, // 45: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_hbase_v2_master_proto_init() }
@@ -4919,7 +5050,7 @@ func file_hbase_v2_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   82,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

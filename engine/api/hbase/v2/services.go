@@ -154,6 +154,9 @@ var Services = map[string]map[string]NewCall{
 		"SplitRegion": func() (proto.Message, proto.Message) {
 			return &SplitTableRegionRequest{}, &SplitTableRegionResponse{}
 		},
+		"MergeTableRegions": func() (proto.Message, proto.Message) {
+			return &MergeTableRegionsRequest{}, &MergeTableRegionsResponse{}
+		},
 	},
 	"ClientMetaService": {
 		"GetClusterId": func() (proto.Message, proto.Message) {
