@@ -182,6 +182,9 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		c := sampleCluster("cellstore_v1alpha1_storecluster_minimal.yaml", ns, name)
 		Expect(c.Spec.Storage.S3).NotTo(BeNil(), "the minimal sample keeps its data in S3")
 		c.Spec.Storage.S3.Prefix = "clusters/" + name
+		// The region servers log calls and WAL commits of 250 ms or more: the rolling restart
+		// reports them beside its slowest requests.
+		c.Spec.RegionServers.Config = v1alpha1.EngineConfig{"slow-call-threshold": "250ms"}
 		Expect(crc.Create(ctx, c)).To(Succeed())
 		c = waitSettled(ctx, ns, name, 8*time.Minute)
 		Expect(c.Status.RegionServers.Ready).To(BeEquivalentTo(3))
