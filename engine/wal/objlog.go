@@ -62,6 +62,12 @@ type ObjectLog struct {
 	stop    chan struct{}
 	stopped chan struct{}
 
+	// The deletes of flushed objects run on their own goroutine (dropLoop), so a region's flush
+	// or close never waits for them; dropMu makes one run at a time.
+	dropMu                       sync.Mutex
+	dropKick, dropStop, dropDone chan struct{}
+	deleteErrors                 atomic.Uint64
+
 	puts    atomic.Uint64
 	appends atomic.Uint64
 	deleted atomic.Uint64
@@ -171,9 +177,11 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 	}
 	l := &ObjectLog{opts: opts, nextSeq: opts.FirstSeq, gc: newCommitter[putResult](opts.MaxInFlight),
 		curRegions: map[string]uint64{}, flushed: map[string]uint64{},
-		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		dropKick: make(chan struct{}, 1), dropStop: make(chan struct{}), dropDone: make(chan struct{})}
 	l.cond.L = &l.mu
 	go l.run()
+	go l.dropLoop()
 	return l, nil
 }
 
@@ -289,6 +297,11 @@ func (l *ObjectLog) Close() error {
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.stopped
+	close(l.dropStop)
+	<-l.dropDone
+	if err := l.DropFlushed(); err != nil {
+		l.deleteErrors.Add(1) // left for the master's cleanup of the log
+	}
 	return l.Err()
 }
 
@@ -297,6 +310,8 @@ type ObjectLogStats struct {
 	Appends uint64 // edits appended
 	Puts    uint64 // objects written (group commits)
 	Deleted uint64 // objects deleted because every edit in them was flushed
+	// DeleteErrors counts failed rounds of those deletes (retried at the next flush).
+	DeleteErrors uint64
 	// PutBytes and PutNanos sum the size and the time of the objects written.
 	PutBytes, PutNanos uint64
 }
@@ -304,7 +319,7 @@ type ObjectLogStats struct {
 // Stats returns the counters: Appends/Puts is the edits one PUT carries.
 func (l *ObjectLog) Stats() ObjectLogStats {
 	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
-		PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
+		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
 }
 
 func (l *ObjectLog) signal() { kick(l.kick) }
@@ -443,20 +458,40 @@ func (l *ObjectLog) LastSeq() uint64 {
 	return l.nextSeq - 1
 }
 
-// MarkFlushed records that region flushed every edit up to seq and deletes the objects whose
-// regions have all flushed past their edits (HBase archives such WAL files), and that are
-// archived when the log is. A failed delete is retried at the next call.
+// MarkFlushed records that region flushed every edit up to seq; the objects whose regions have
+// all flushed past their edits (HBase archives such WAL files), and that are archived when the
+// log is, are deleted in the background: a flush (a region's close, so a region move) never
+// waits for a store's DELETEs, of which a server's last flushes free hundreds. A failed delete
+// is retried at the next flush; Close deletes what is left.
 func (l *ObjectLog) MarkFlushed(region string, seq uint64) error {
 	l.mu.Lock()
 	if seq > l.flushed[region] {
 		l.flushed[region] = seq
 	}
 	l.mu.Unlock()
-	return l.dropDone()
+	kick(l.dropKick)
+	return nil
 }
 
-// dropDone deletes the objects no longer needed.
-func (l *ObjectLog) dropDone() error {
+// dropLoop deletes the objects no longer needed whenever a flush was marked.
+func (l *ObjectLog) dropLoop() {
+	defer close(l.dropDone)
+	for {
+		select {
+		case <-l.dropKick:
+			if err := l.DropFlushed(); err != nil {
+				l.deleteErrors.Add(1)
+			}
+		case <-l.dropStop:
+			return
+		}
+	}
+}
+
+// DropFlushed deletes the objects no longer needed now, after any round under way.
+func (l *ObjectLog) DropFlushed() error {
+	l.dropMu.Lock()
+	defer l.dropMu.Unlock()
 	l.mu.Lock()
 	var drop []uint64
 	kept := l.live[:0]
@@ -541,7 +576,7 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 	if err := l.archived.put(ctx, t, &p); err != nil {
 		return done, err
 	}
-	return done, l.dropDone()
+	return done, l.DropFlushed()
 }
 
 // failure is the error of a failed PUT of object n: ErrFenced when the number was taken.

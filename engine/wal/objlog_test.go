@@ -496,6 +496,9 @@ func TestObjectLogMarkFlushedAndNextSeq(t *testing.T) {
 	if err := l.MarkFlushed("a", lastA); err != nil {
 		t.Fatal(err)
 	}
+	if err := l.DropFlushed(); err != nil { // (the background's deletes, now)
+		t.Fatal(err)
+	}
 	if units, pin := l.Backlog(); units != 10 || len(pin) != 1 || pin[0] != "b" {
 		t.Fatalf("after region a flushed: backlog %d objects pinned by %v, want 10 by [b]", units, pin)
 	}
@@ -503,6 +506,9 @@ func TestObjectLogMarkFlushedAndNextSeq(t *testing.T) {
 		t.Fatalf("after region a flushed, %d edits remain (want region b's 10)", len(got))
 	}
 	if err := l.MarkFlushed("b", lastB-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DropFlushed(); err != nil {
 		t.Fatal(err)
 	}
 	if got := readLog(t, b, "wal/flushed_1"); len(got) != 1 {
@@ -711,4 +717,50 @@ func TestSlowCommitsAreReported(t *testing.T) {
 			t.Fatalf("slow commits reported: %+v; want the sync (threshold 1 ns)", slow)
 		}
 	})
+}
+
+// TestMarkFlushedDoesNotWaitForDeletes: the objects a flush frees are deleted in the background
+// (a region's close must not wait for a store's DELETEs): MarkFlushed returns while the store
+// still holds the first DELETE, and the objects go soon after; Close deletes what is left.
+func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
+	b, proxy := minioBucket(t, "markflushed")
+	l := openLog(t, b, "wal/drop_1", 1)
+	for i := range 5 {
+		if _, err := l.Append(testEdit("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.Inject(s3test.Delay, "DELETE", 1, time.Second)
+	if err := l.MarkFlushed("a", l.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.Stats().Deleted; d != 0 {
+		t.Fatalf("MarkFlushed returned after %d deletes: it waited for the store", d)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for l.Stats().Deleted != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 flushed objects deleted after 30 s", l.Stats().Deleted)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := readLog(t, b, "wal/drop_1"); len(got) != 0 {
+		t.Fatalf("%d edits left in the log after every object was flushed", len(got))
+	}
+	// A close right after a flush leaves nothing flushed behind.
+	for i := range 3 {
+		if _, err := l.Append(testEdit("a", 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.Inject(s3test.Delay, "DELETE", 1, 300*time.Millisecond)
+	if err := l.MarkFlushed("a", l.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLog(t, b, "wal/drop_1"); len(got) != 0 {
+		t.Fatalf("%d flushed edits left in the log after Close", len(got))
+	}
 }
