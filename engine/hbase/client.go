@@ -3,6 +3,7 @@ package hbase
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"strconv"
 	"time"
 
@@ -624,6 +625,10 @@ func (a *Adapter) admin(k *call) {
 		k.fail(doNotRetry("bad %s request: %v", k.method, err))
 		return
 	}
+	if _, ok := req.(*hb.UpdateConfigurationRequest); ok {
+		a.updateConfiguration(k)
+		return
+	}
 	var spec *hb.RegionSpecifier
 	var family []byte
 	lreq := &pb.FlushCompactRequest{}
@@ -665,4 +670,29 @@ func (a *Adapter) admin(k *call) {
 		return
 	}
 	k.reply(&hb.CompactRegionResponse{}, nil)
+}
+
+// updateConfiguration serves Admin.updateConfiguration(server) (and, server by server,
+// updateConfiguration()): this region server re-reads its configuration file, through the master
+// (which checks the caller may: ADMIN). A file that could not be applied fails the call.
+func (a *Adapter) updateConfiguration(k *call) {
+	self := a.b.Self()
+	ctx, cancel := k.context()
+	defer cancel()
+	var resp *pb.UpdateClusterConfigurationResponse
+	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.UpdateConfiguration(ctx, &pb.UpdateClusterConfigurationRequest{Server: net.JoinHostPort(self.GetHost(), strconv.Itoa(int(self.GetPort())))})
+		return err
+	}); err != nil {
+		k.fail(fromError(err))
+		return
+	}
+	for _, r := range resp.GetReports() {
+		if r.GetError() != "" {
+			k.fail(doNotRetry("updating the configuration of %s: %s", r.GetProcess(), r.GetError()))
+			return
+		}
+	}
+	k.reply(&hb.UpdateConfigurationResponse{}, nil)
 }

@@ -48,10 +48,11 @@ func (m *Master) cleanerLocked(now time.Time) error {
 		return nil
 	}
 	m.cleaner.busy = true
+	ttl := m.cfg.ArchiveTTL // (it may change meanwhile: Reconfigure)
 	m.runIO(func() (err error) {
-		if m.cfg.ArchiveTTL >= 0 {
+		if ttl >= 0 {
 			var n int
-			n, err = m.cleanArchive(now)
+			n, err = m.cleanArchive(now, ttl)
 			if n > 0 {
 				m.log.Info("archive cleaner deleted files", "files", n)
 			}
@@ -76,9 +77,14 @@ func (m *Master) cleanerLocked(now time.Time) error {
 }
 
 // CleanArchive runs one pass of the archive cleaner now and returns how many files it deleted.
-func (m *Master) CleanArchive() (int, error) { return m.cleanArchive(m.clock()) }
+func (m *Master) CleanArchive() (int, error) {
+	m.mu.Lock()
+	ttl := m.cfg.ArchiveTTL
+	m.mu.Unlock()
+	return m.cleanArchive(m.clock(), ttl)
+}
 
-func (m *Master) cleanArchive(now time.Time) (int, error) {
+func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 	m.snapGuard.Lock() // no snapshot, clone or restore is recording files meanwhile
 	defer m.snapGuard.Unlock()
 	m.cleaner.mu.Lock()
@@ -129,7 +135,7 @@ func (m *Master) cleanArchive(now time.Time) (int, error) {
 		if !ok {
 			first = now
 		}
-		if now.Sub(first) < m.cfg.ArchiveTTL {
+		if now.Sub(first) < ttl {
 			seen[p] = first
 			return nil
 		}

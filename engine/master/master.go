@@ -114,6 +114,9 @@ type Config struct {
 	// HTTPAddress is where this master's HTTP endpoint (status page) is reached, told to region
 	// servers for links; empty without one (SetHTTPAddress sets it once the endpoint listens).
 	HTTPAddress string
+	// Reload, if set, re-reads the master's configuration file and applies the settings that
+	// change without a restart (UpdateConfiguration; they call Reconfigure).
+	Reload func() *pb.ConfigurationReport
 	// Registerer receives the master's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// DialAdmin returns the Admin client of a region server address; nil dials gRPC with Creds.

@@ -644,6 +644,23 @@ func TestOpenScannersAreBounded(t *testing.T) {
 	if _, err := open(); err != nil {
 		t.Fatalf("after closing one: %v", err)
 	}
+	// The limit changes while the server runs (an online setting): one more fits, then no more.
+	s := c.servers[0]
+	if err := s.SetMaxScanners(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(); err != nil {
+		t.Fatalf("with the limit raised to 3: %v", err)
+	}
+	_, err = open()
+	wantCode(t, "a fourth open scanner", err, pb.ErrorCode_ERROR_CODE_TOO_BUSY)
+	if err := s.SetMaxScanners(0); err == nil {
+		t.Fatal("a limit of 0 scanners was accepted")
+	}
+	// UpdateConfiguration without a configuration file changes nothing.
+	if r, err := s.UpdateConfiguration(); err != nil || len(r.GetApplied())+len(r.GetNeedsRestart()) > 0 || r.GetError() != "" {
+		t.Fatalf("UpdateConfiguration without a file: %v, %v", r, err)
+	}
 }
 
 // A WAL that keeps more units than WALMaxBacklog for unflushed edits gets the regions pinning its

@@ -853,8 +853,8 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		}
 		// However many rows the client asks for, one answer holds at most the server's
 		// maximum result size (the rest comes with the next call).
-		if rscan.MaxResultSize <= 0 || rscan.MaxResultSize > s.cfg.MaxScanResultSize {
-			rscan.MaxResultSize = s.cfg.MaxScanResultSize
+		if maxResult := s.maxScanResult.Load(); rscan.MaxResultSize <= 0 || rscan.MaxResultSize > maxResult {
+			rscan.MaxResultSize = maxResult
 		}
 		if req.GetClientHandlesHeartbeats() && req.GetTimeLimitMs() > 0 {
 			rscan.TimeLimit = time.Duration(req.GetTimeLimitMs()) * time.Millisecond
@@ -869,11 +869,11 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			fail(c, &answered, d)
 			return
 		}
-		if n := s.openScanners.Add(1); n > int64(s.cfg.MaxScanners) {
+		if limit := s.maxScanners.Load(); s.openScanners.Add(1) > limit {
 			s.openScanners.Add(-1)
 			fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TOO_BUSY, Region: name, Retryable: true, RetryAfterMs: 1000,
 				Message: fmt.Sprintf("region server has %d open scanners, its limit: close scanners you no longer need (they expire after %s unused)",
-					s.cfg.MaxScanners, s.cfg.ScannerLease)})
+					limit, s.cfg.ScannerLease)})
 			return
 		}
 		rs, err := r.Scanner(rscan)

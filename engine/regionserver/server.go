@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"path"
@@ -103,6 +102,9 @@ type Config struct {
 	// or longer is logged with what it was ("slow call", "slow WAL commit"), HBase's
 	// responseTooSlow. 0: 500 ms; negative: never.
 	SlowCall time.Duration
+	// Reload, if set, re-reads the server's configuration file and applies the settings that
+	// change without a restart (the Admin service's UpdateConfiguration).
+	Reload func() *pb.ConfigurationReport
 	// WALMaxBacklog is how many units the WAL may keep for unflushed edits before the regions
 	// pinning the oldest are flushed (default 2000 objects on a bucket, 32 closed segments on a
 	// directory: HBase's maxlogs).
@@ -290,6 +292,8 @@ type Server struct {
 	scanners     sync.Map // id → *scanner
 	scannerID    atomic.Uint64
 	openScanners atomic.Int64
+	// Settings that change without a restart (online.go): read at each use.
+	slowCallNanos, maxScanners, maxScanResult atomic.Int64
 
 	shippers    sync.Map // shipperKey → *shipper
 	replFlushAt sync.Map // primary name → unix nanos of the last flush a replica asked for
@@ -345,6 +349,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: slog.New(recent.Handler(cfg.Logger.Handler())).With("component", "regionserver"), recent: recent, moved: map[string]movedEntry{},
 		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
+	s.slowCallNanos.Store(int64(s.slowCallFor(cfg.SlowCall)))
+	s.maxScanners.Store(int64(cfg.MaxScanners))
+	s.maxScanResult.Store(cfg.MaxScanResultSize)
 	s.acl.Store(access.NewChecker(0, nil, cfg.Superusers))
 	s.quotasEnabled.Store(true)
 	var err error
@@ -558,7 +565,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
-			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: s.slowCall()})
+			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: time.Nanosecond})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}
@@ -566,7 +573,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 	}
 	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
 		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code),
-		Slow: s.slowCommit, SlowCommit: s.slowCall()})
+		Slow: s.slowCommit, SlowCommit: time.Nanosecond})
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}
@@ -871,19 +878,15 @@ func (s *Server) forEachRegion(fn func(*onlineRegion, *region.Region)) {
 func splitHostPort(a string) (string, string, error) { return net.SplitHostPort(a) }
 func joinHostPort(h, p string) string                { return net.JoinHostPort(h, p) }
 
-// slowCall is the threshold of the slow-call log (Config.SlowCall).
-func (s *Server) slowCall() time.Duration {
-	switch {
-	case s.cfg.SlowCall < 0:
-		return time.Duration(math.MaxInt64)
-	case s.cfg.SlowCall == 0:
-		return 500 * time.Millisecond
-	}
-	return s.cfg.SlowCall
-}
+// slowCall is the threshold of the slow-call log (Config.SlowCall, SetSlowCall).
+func (s *Server) slowCall() time.Duration { return time.Duration(s.slowCallNanos.Load()) }
 
-// slowCommit logs a WAL commit that took long (the wal package calls it).
+// slowCommit logs a WAL commit that took long: the logs report every commit (a threshold of
+// 1 ns) and the current threshold decides.
 func (s *Server) slowCommit(c wal.SlowCommit) {
+	if c.Took < s.slowCall() {
+		return
+	}
 	if c.Err != nil {
 		s.log.Warn("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond), "error", c.Err)
 		return

@@ -120,6 +120,10 @@ type Server struct {
 
 	refused, tooLarge, idleClosed, timeouts, acceptErrors, throttled, unauthenticated atomic.Int64
 
+	// maxConns and idleTimeout are opts.MaxConns and opts.IdleTimeout, which change while the
+	// server runs (SetMaxConns, SetIdleTimeout).
+	maxConns, idleTimeout atomic.Int64
+
 	// work hands calls to idle handler goroutines (see dispatch).
 	work chan task
 	quit chan struct{} // closed by Close: idle handler goroutines exit
@@ -224,6 +228,14 @@ func (s *Server) worker(t task) {
 	}
 }
 
+// SetMaxConns changes the connection limit (ServerOptions.MaxConns); connections already open
+// over a lower limit stay.
+func (s *Server) SetMaxConns(n int) { s.maxConns.Store(int64(max(n, 1))) }
+
+// SetIdleTimeout changes ServerOptions.IdleTimeout; a connection waiting for its next frame
+// uses the new value from its next wait.
+func (s *Server) SetIdleTimeout(d time.Duration) { s.idleTimeout.Store(int64(max(d, time.Millisecond))) }
+
 // NewServer makes a server with the given handlers, by method number.
 func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
 	orDefault(&opts.MaxQueuedBytes, DefaultMaxQueuedBytes)
@@ -241,6 +253,8 @@ func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {
 	s := &Server{opts: opts, handlers: handlers, conns: map[*serverConn]struct{}{}, work: make(chan task), quit: make(chan struct{})}
 	s.queue.max = opts.MaxQueuedBytes
 	s.queue.cond.L = &s.queue.mu
+	s.maxConns.Store(int64(opts.MaxConns))
+	s.idleTimeout.Store(int64(opts.IdleTimeout))
 	if opts.Auth != nil && opts.Auth.Tokens != nil {
 		go s.checkTokens(opts.Auth.Tokens)
 	}
@@ -361,7 +375,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			nc.Close()
 			return nil
 		}
-		if len(s.conns) >= s.opts.MaxConns {
+		if len(s.conns) >= int(s.maxConns.Load()) {
 			s.mu.Unlock()
 			if tlsConfig != nil {
 				nc = tls.Server(nc, tlsConfig)
@@ -389,7 +403,7 @@ func (s *Server) refuse(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	s.opts.Logger.Warn("rpc: connection limit reached; refusing a connection", "remote", nc.RemoteAddr(), "limit", s.opts.MaxConns)
+	s.opts.Logger.Warn("rpc: connection limit reached; refusing a connection", "remote", nc.RemoteAddr(), "limit", s.maxConns.Load())
 	go func() {
 		defer s.refusing.Add(-1)
 		c := &serverConn{srv: s, nc: nc}
@@ -404,7 +418,7 @@ func (s *Server) refuse(nc net.Conn) {
 			}
 			if id, err := readCallPrefix(io.LimitReader(r, int64(binary.BigEndian.Uint32(lenBuf[:])))); err == nil {
 				c.failAndClose(id, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TOO_BUSY, Retryable: true, RetryAfterMs: 1000,
-					Message: fmt.Sprintf("server has reached its limit of %d connections; retry later, close idle clients or raise the limit", s.opts.MaxConns)})
+					Message: fmt.Sprintf("server has reached its limit of %d connections; retry later, close idle clients or raise the limit", s.maxConns.Load())})
 			}
 		}
 		nc.Close()
@@ -612,14 +626,15 @@ func (c *serverConn) serve() {
 		}
 		// Wait for the next frame; a connection with nothing in flight that stays quiet for the
 		// idle timeout is closed. Peek consumes nothing, so a timeout loses no byte.
-		_ = c.nc.SetReadDeadline(time.Now().Add(opts.IdleTimeout))
+		idle := time.Duration(c.srv.idleTimeout.Load())
+		_ = c.nc.SetReadDeadline(time.Now().Add(idle))
 		if _, err := r.Peek(4); err != nil {
 			if isTimeout(err) {
 				if c.inFlight() > 0 {
 					continue
 				}
 				c.srv.idleClosed.Add(1)
-				opts.Logger.Debug("rpc: closing idle connection", "remote", c.nc.RemoteAddr(), "idle", opts.IdleTimeout)
+				opts.Logger.Debug("rpc: closing idle connection", "remote", c.nc.RemoteAddr(), "idle", idle)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				opts.Logger.Debug("rpc: connection closed", "remote", c.nc.RemoteAddr(), "err", err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/settings"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
 )
@@ -64,12 +65,13 @@ with NOT_ACTIVE_MASTER naming it. A master that loses the Lease exits (its pod r
 standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadConfigFile(cmd.Flags(), f.configFile); err != nil {
+			cf, err := loadConfigFile(cmd.Flags(), f.configFile, settings.Master)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return runMaster(ctx, *f)
+			return runMaster(ctx, f, cf)
 		},
 	}
 	d := lease.Default
@@ -110,8 +112,8 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	return cmd
 }
 
-func runMaster(ctx context.Context, f masterFlags) error {
-	log, err := newLogger(f.logLevel)
+func runMaster(ctx context.Context, f *masterFlags, cf *configFile) error {
+	log, lv, err := newLeveledLogger(f.logLevel)
 	if err != nil {
 		return err
 	}
@@ -163,7 +165,7 @@ func runMaster(ctx context.Context, f masterFlags) error {
 	case "none":
 		elector = master.NoElection{Identity: identity}
 	case "kubernetes":
-		ke, err := kubernetesElection(f, identity)
+		ke, err := kubernetesElection(*f, identity)
 		if err != nil {
 			return err
 		}
@@ -179,12 +181,14 @@ func runMaster(ctx context.Context, f masterFlags) error {
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		ArchiveTTL: f.archiveTTL, Backup: backup, WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention,
-		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout,
+		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout, Reload: reloadHook(cf, log),
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
 	})
 	if err != nil {
 		return err
 	}
+	cf.setApply(masterSettings(m, f, lv))
+	cf.watch(ctx, configWatchInterval, log)
 	tel.Live("master", m.Live)
 	tel.Ready("master", m.Ready)
 	tel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))
@@ -338,4 +342,20 @@ func (f *walArchiveFlags) check(backup storage.Bucket) error {
 // addArchiveTTLFlag is --archive-ttl, of the master and standalone.
 func addArchiveTTLFlag(fl *pflag.FlagSet, ttl *time.Duration) {
 	fl.DurationVar(ttl, "archive-ttl", 5*time.Minute, "store files compacted away or dropped are deleted from archive/ this long after the cleaner first sees them, unless a snapshot or a cloned table still needs them (negative: keep forever)")
+}
+
+// masterSettings are the master's settings that change without a restart (engine/settings):
+// how each takes effect.
+func masterSettings(m *master.Master, f *masterFlags, lv *slog.LevelVar) map[string]func() error {
+	set := func(fn func(c *master.Config)) func() error { return func() error { return m.Reconfigure(fn) } }
+	return map[string]func() error{
+		"log-level":              func() error { return setLevel(lv, f.logLevel) },
+		"archive-ttl":            set(func(c *master.Config) { c.ArchiveTTL = f.archiveTTL }),
+		"balancer-period":        set(func(c *master.Config) { c.BalancerInterval = f.balancerPeriod }),
+		"open-timeout":           set(func(c *master.Config) { c.OpenTimeout = f.openTimeout }),
+		"close-timeout":          set(func(c *master.Config) { c.CloseTimeout = f.closeTimeout }),
+		"max-moves-in-flight":    set(func(c *master.Config) { c.MaxMovesInFlight = f.maxMoves }),
+		"max-regions-per-server": set(func(c *master.Config) { c.MaxRegionsPerServer = f.maxRegionsPerServer }),
+		"split-size":             set(func(c *master.Config) { c.SplitSize = f.splitSize }),
+	}
 }

@@ -15,9 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/regionserver"
 	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/settings"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
 	"github.com/cellstore/cellstore/engine/telemetry"
@@ -137,12 +139,13 @@ scans on --data-addr. Its WAL is <storage-dir>/wal/<server>_<start code>/. SIGTE
 gracefully: regions are flushed and closed and the master is told.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadConfigFile(cmd.Flags(), f.configFile); err != nil {
+			cf, err := loadConfigFile(cmd.Flags(), f.configFile, settings.RegionServer)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return runRegionServer(ctx, f)
+			return runRegionServer(ctx, f, cf)
 		},
 	}
 	fl := cmd.Flags()
@@ -183,13 +186,54 @@ func addCellACLFlag(fl *pflag.FlagSet, f *regionServerFlags) {
 }
 
 func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+	log, _, err := newLeveledLogger(level)
+	return log, err
+}
+
+// newLeveledLogger is newLogger with the level it logs at, which may change (--log-level is a
+// setting that changes without a restart).
+func newLeveledLogger(level string) (*slog.Logger, *slog.LevelVar, error) {
+	lv := new(slog.LevelVar)
+	if err := setLevel(lv, level); err != nil {
+		return nil, nil, err
 	}
 	// A line repeated more than 10 times in 10 s (a failing peer, a storm of one error) is
 	// dropped and counted (telemetry.RateLimited).
-	return slog.New(telemetry.RateLimited(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}), telemetry.RateLimitOptions{})), nil
+	return slog.New(telemetry.RateLimited(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}), telemetry.RateLimitOptions{})), lv, nil
+}
+
+func setLevel(lv *slog.LevelVar, level string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	lv.Set(l)
+	return nil
+}
+
+// configWatchInterval is how often a process checks its configuration file for changes.
+const configWatchInterval = 10 * time.Second
+
+// regionServerSettings are the region server's settings that change without a restart
+// (engine/settings): how each takes effect.
+func regionServerSettings(s *regionserver.Server, f *regionServerFlags, lv *slog.LevelVar) map[string]func() error {
+	return map[string]func() error{
+		"log-level":            func() error { return setLevel(lv, f.logLevel) },
+		"slow-call-threshold":  func() error { s.SetSlowCall(f.slowCall); return nil },
+		"max-scanners":         func() error { return s.SetMaxScanners(f.maxScanners) },
+		"scan-max-result-size": func() error { return s.SetMaxScanResultSize(int64(f.maxScanResult)) },
+		"max-connections":      func() error { return s.SetMaxConnections(f.maxConns) },
+		"idle-timeout":         func() error { return s.SetIdleTimeout(f.idleTimeout) },
+	}
+}
+
+// reloadHook is a process's Reload: it re-reads the file and logs what it did.
+func reloadHook(cf *configFile, log *slog.Logger) func() *pb.ConfigurationReport {
+	return func() *pb.ConfigurationReport {
+		r := cf.Reload()
+		logReport(log, r)
+		return r
+	}
 }
 
 // memoryPlan validates the memory flags and applies the heap limit.
@@ -223,8 +267,8 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 
-func runRegionServer(ctx context.Context, f *regionServerFlags) error {
-	log, err := newLogger(f.logLevel)
+func runRegionServer(ctx context.Context, f *regionServerFlags, cf *configFile) error {
+	log, lv, err := newLeveledLogger(f.logLevel)
 	if err != nil {
 		return err
 	}
@@ -265,14 +309,19 @@ func runRegionServer(ctx context.Context, f *regionServerFlags) error {
 	if err := addSecurity(&cfg, f, log); err != nil {
 		return err
 	}
+	if f.configFile != "" {
+		cfg.Reload = reloadHook(cf, log)
+	}
 	s, err := regionserver.New(cfg)
 	if err != nil {
 		return err
 	}
+	cf.setApply(regionServerSettings(s, f, lv))
 	if err := s.Start(ctx); err != nil {
 		s.Abort()
 		return err
 	}
+	cf.watch(ctx, configWatchInterval, log)
 	select {
 	case <-ctx.Done():
 		log.Info("stopping (signal): flushing and closing regions")

@@ -12,10 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/regionserver"
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/settings"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
 )
@@ -42,12 +44,13 @@ everything under --dir. Ctrl-C (or SIGTERM) flushes every region and exits; star
 same directory recovers the tables.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadConfigFile(cmd.Flags(), f.rs.configFile); err != nil {
+			cf, err := loadConfigFile(cmd.Flags(), f.rs.configFile, settings.RegionServer)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return runStandalone(ctx, cmd, f)
+			return runStandalone(ctx, cmd, f, cf)
 		},
 	}
 	fl := cmd.Flags()
@@ -76,8 +79,8 @@ same directory recovers the tables.`,
 	return cmd
 }
 
-func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) error {
-	log, err := newLogger(f.rs.logLevel)
+func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags, cf *configFile) error {
+	log, lv, err := newLeveledLogger(f.rs.logLevel)
 	if err != nil {
 		return err
 	}
@@ -141,7 +144,9 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	m, err := master.New(master.Config{FS: fs, Bucket: bucket, Address: maddr, Election: master.NoElection{Identity: maddr}, Version: version,
 		Logger: log.With("process", "master"), Registerer: mtel.Registry, RetryDelay: 200 * time.Millisecond, Creds: sec.creds(),
 		Authorization: sec.authorization, Superusers: sec.superusers, ArchiveTTL: f.archiveTTL, Backup: backup,
-		WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention})
+		WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention,
+		// The process's settings are the region server's: its report says what the file did.
+		Reload: func() *pb.ConfigurationReport { return &pb.ConfigurationReport{} }})
 	if err != nil {
 		return err
 	}
@@ -189,11 +194,16 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags) 
 	cfg.Authorization, cfg.Superusers = sec.authorization, sec.superusers
 	cfg.NoCellACLEarlyOut = !f.rs.cellACLEarlyOut
 	cfg.Collectors = append(cfg.Collectors, sec.collectors()...)
+	if f.rs.configFile != "" {
+		cfg.Reload = reloadHook(cf, log)
+	}
 	s, err := regionserver.New(cfg)
 	if err != nil {
 		stopMaster()
 		return err
 	}
+	cf.setApply(regionServerSettings(s, &f.rs, lv))
+	cf.watch(ctx, configWatchInterval, log)
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = s.Start(sctx)
 	cancel()

@@ -309,3 +309,37 @@ func TestPECommands(t *testing.T) {
 		t.Fatalf("randomRead of an empty table:\n%s", out)
 	}
 }
+
+// TestUpdateConfig: a standalone started with --config re-reads it when asked from the shell
+// (update_config / update_all_config, HBase's): the changed settings that apply online take
+// effect and are reported, the others are reported as waiting for a restart; an unknown setting
+// is reported with its line and changes nothing.
+func TestUpdateConfig(t *testing.T) {
+	bin := cellstoreBinary(t)
+	conf := filepath.Join(t.TempDir(), "standalone.conf")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("max-scanners = 100\nmemstore-flush-size = 134217728\n")
+	p := startStandalone(t, bin, t.TempDir(), "--config", conf)
+	if out := runShell(t, bin, p.master, "update_all_config"); !strings.Contains(out, p.data+": no change") {
+		t.Fatalf("update_all_config with the file unchanged:\n%s", out)
+	}
+	write("max-scanners = 7\nslow-call-threshold = 1s\nmemstore-flush-size = 67108864\n")
+	out := runShell(t, bin, p.master, fmt.Sprintf("update_config '%s'", p.data))
+	for _, want := range []string{"applied max-scanners = 7", "applied slow-call-threshold = 1s",
+		"changed, takes effect at the next restart: memstore-flush-size"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("update_config: no %q in\n%s", want, out)
+		}
+	}
+	write("max-scanners = 9\nno-such-setting = 1\n")
+	out = runShell(t, bin, p.master, "update_all_config")
+	if !strings.Contains(out, `standalone.conf:2: unknown setting "no-such-setting"`) || strings.Contains(out, "applied") {
+		t.Fatalf("update_all_config with an unknown setting:\n%s", out)
+	}
+	p.stop(t, os.Interrupt)
+}

@@ -377,6 +377,9 @@ public class HBaseCompat {
           admin.deleteColumnFamily(tn, b("ri"));
           admin.deleteColumnFamily(tn, b("fd"));
           check(admin.getRegionServers().size() >= 1, "getRegionServers: " + admin.getRegionServers());
+          // update_config and update_all_config: the servers re-read their configuration.
+          admin.updateConfiguration(admin.getRegionServers().iterator().next());
+          admin.updateConfiguration();
           check(admin.getClusterMetrics().getLiveServerMetrics().size() >= 1, "getClusterMetrics");
           List<TableDescriptor> all = admin.listTableDescriptors();
           check(all.stream().anyMatch(d -> d.getTableName().equals(tn)), "listTableDescriptors");

@@ -375,9 +375,17 @@ func (r *StoreClusterReconciler) taskConfig(ctx context.Context, s *clusterState
 		for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
 			f := resources.ConfigFileName(g)
 			if old, cur := existing.Data[f], cm.Data[f]; old != cur {
-				r.event(c, corev1.EventTypeNormal, "ConfigChanged",
-					"%s configuration (ConfigMap %s, %s) changed: %s; the pods restart one at a time to read it",
-					groupTitle(g), cm.Name, f, strings.Join(resources.ConfigKeysChanged(old, cur), ", "))
+				online, restart := resources.SplitOnline(g, resources.ConfigKeysChanged(old, cur))
+				if len(restart) > 0 {
+					r.event(c, corev1.EventTypeNormal, "ConfigChanged",
+						"%s configuration (ConfigMap %s, %s) changed: %s; the pods restart one at a time to read it",
+						groupTitle(g), cm.Name, f, strings.Join(restart, ", "))
+				}
+				if len(online) > 0 {
+					r.event(c, corev1.EventTypeNormal, "ConfigChanged",
+						"%s configuration (ConfigMap %s, %s) changed: %s; applied without a restart (the pods re-read the file within about a minute)",
+						groupTitle(g), cm.Name, f, strings.Join(online, ", "))
+				}
 			}
 		}
 	case !apierrors.IsNotFound(err):
@@ -556,7 +564,8 @@ func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *cluste
 	if exists {
 		history = parseHistory(existing.Annotations[resources.AnnotationRestartHistory])
 		if oldHash := existing.Spec.Template.Annotations[resources.AnnotationTemplateHash]; oldHash != newHash {
-			paths := r.templateChanges(existing, desired, resources.ConfigKeysChanged(existing.Annotations[resources.AnnotationRenderedConfig], config))
+			_, restartKeys := resources.SplitOnline(g, resources.ConfigKeysChanged(existing.Annotations[resources.AnnotationRenderedConfig], config))
+			paths := r.templateChanges(existing, desired, restartKeys)
 			history = append(history, templateChange{From: oldHash, To: newHash, Changed: paths, At: metav1.NewTime(r.Options.Now())})
 			if len(history) > maxHistory {
 				history = history[len(history)-maxHistory:]

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cellstore/cellstore/engine/settings"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -332,7 +333,10 @@ func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraV
 func ConfigFileName(g Group) string { return string(g) + ".conf" }
 
 // ConfigMap holds the engine configuration files of both groups; it returns the hash of each
-// file, which goes into that group's pod template (so a change restarts only that group).
+// file, which goes into that group's pod template (so a change restarts only that group). The
+// hash leaves out the settings that change without a restart (engine/settings): a change to
+// those alone updates the file, which the running pods re-read (within about a minute: the
+// kubelet refreshes the volume), and restarts nothing.
 func ConfigMap(c *v1alpha1.StoreCluster, operatorVersion string) (*corev1.ConfigMap, map[Group]string) {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -343,9 +347,37 @@ func ConfigMap(c *v1alpha1.StoreCluster, operatorVersion string) (*corev1.Config
 	for _, g := range []Group{GroupMaster, GroupRegionServer} {
 		content := ConfigFile(c, g)
 		cm.Data[ConfigFileName(g)] = content
-		hashes[g] = shortHash([]byte(content))
+		var restart strings.Builder
+		for _, line := range strings.Split(content, "\n") {
+			if k, _, ok := strings.Cut(line, " = "); ok && settings.IsOnline(groupRole(g), k) {
+				continue
+			}
+			restart.WriteString(line + "\n")
+		}
+		hashes[g] = shortHash([]byte(restart.String()))
 	}
 	return cm, hashes
+}
+
+// groupRole is the engine role of a group's pods.
+func groupRole(g Group) settings.Role {
+	if g == GroupMaster {
+		return settings.Master
+	}
+	return settings.RegionServer
+}
+
+// SplitOnline divides changed configuration flags of group g into those its pods apply without a
+// restart and those that need one.
+func SplitOnline(g Group, keys []string) (online, restart []string) {
+	for _, k := range keys {
+		if settings.IsOnline(groupRole(g), k) {
+			online = append(online, k)
+		} else {
+			restart = append(restart, k)
+		}
+	}
+	return online, restart
 }
 
 // ConfigFile renders a group's engine configuration file: spec.config overlaid with the group's

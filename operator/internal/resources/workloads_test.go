@@ -413,6 +413,25 @@ func TestConfigMap(t *testing.T) {
 	if got := ConfigKeysChanged(cm.Data["regionserver.conf"], cm2.Data["regionserver.conf"]); !slices.Equal(got, []string{"compaction-threads"}) {
 		t.Errorf("changed keys %q", got)
 	}
+	// Settings the engine applies without a restart change the file, not the hash: the pods
+	// re-read the file and nothing restarts. The same flag of the other group's is no exception.
+	c.Spec.RegionServers.Config["max-scanners"] = "500"
+	c.Spec.Master.Config = v1alpha1.EngineConfig{"balancer-period": "1m", "max-scanners": "9"}
+	cm3, hashes3 := ConfigMap(c, "v1")
+	if hashes3[GroupRegionServer] != hashes2[GroupRegionServer] || !strings.Contains(cm3.Data["regionserver.conf"], "max-scanners = 500") {
+		t.Errorf("an online region-server setting changed the hash (%v -> %v) or is not in the file", hashes2, hashes3)
+	}
+	if hashes3[GroupMaster] == hashes2[GroupMaster] {
+		t.Errorf("max-scanners is not a master setting that changes online: the masters' hash must change")
+	}
+	online, restart := SplitOnline(GroupMaster, []string{"balancer-period", "max-scanners"})
+	if !slices.Equal(online, []string{"balancer-period"}) || !slices.Equal(restart, []string{"max-scanners"}) {
+		t.Errorf("SplitOnline(master) = %q, %q", online, restart)
+	}
+	delete(c.Spec.Master.Config, "max-scanners")
+	if _, h := ConfigMap(c, "v1"); h[GroupMaster] != hashes2[GroupMaster] {
+		t.Errorf("only balancer-period (online) differs from before: the masters' hash must be the same")
+	}
 	// Group values win over spec.config.
 	c.Spec.Master.Config = v1alpha1.EngineConfig{"flush-size": "64Mi"}
 	if got := ConfigFile(c, GroupMaster); !strings.Contains(got, "flush-size = 64Mi") {

@@ -75,7 +75,43 @@ func (x ReplicationEntry_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicationEntry_Kind.Descriptor instead.
 func (ReplicationEntry_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10, 0}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11, 0}
+}
+
+type UpdateConfigurationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConfigurationRequest) Reset() {
+	*x = UpdateConfigurationRequest{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConfigurationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConfigurationRequest) ProtoMessage() {}
+
+func (x *UpdateConfigurationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConfigurationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateConfigurationRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
 type OpenRegionRequest struct {
@@ -93,7 +129,7 @@ type OpenRegionRequest struct {
 
 func (x *OpenRegionRequest) Reset() {
 	*x = OpenRegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[0]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +141,7 @@ func (x *OpenRegionRequest) String() string {
 func (*OpenRegionRequest) ProtoMessage() {}
 
 func (x *OpenRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[0]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +154,7 @@ func (x *OpenRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRegionRequest.ProtoReflect.Descriptor instead.
 func (*OpenRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *OpenRegionRequest) GetRegion() *RegionInfo {
@@ -157,7 +193,7 @@ type OpenRegionResponse struct {
 
 func (x *OpenRegionResponse) Reset() {
 	*x = OpenRegionResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[1]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +205,7 @@ func (x *OpenRegionResponse) String() string {
 func (*OpenRegionResponse) ProtoMessage() {}
 
 func (x *OpenRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[1]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +218,7 @@ func (x *OpenRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRegionResponse.ProtoReflect.Descriptor instead.
 func (*OpenRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type CloseRegionRequest struct {
@@ -202,7 +238,7 @@ type CloseRegionRequest struct {
 
 func (x *CloseRegionRequest) Reset() {
 	*x = CloseRegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[2]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +250,7 @@ func (x *CloseRegionRequest) String() string {
 func (*CloseRegionRequest) ProtoMessage() {}
 
 func (x *CloseRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[2]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +263,7 @@ func (x *CloseRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRegionRequest.ProtoReflect.Descriptor instead.
 func (*CloseRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CloseRegionRequest) GetRegion() string {
@@ -273,7 +309,7 @@ type CloseRegionResponse struct {
 
 func (x *CloseRegionResponse) Reset() {
 	*x = CloseRegionResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[3]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +321,7 @@ func (x *CloseRegionResponse) String() string {
 func (*CloseRegionResponse) ProtoMessage() {}
 
 func (x *CloseRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[3]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +334,7 @@ func (x *CloseRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRegionResponse.ProtoReflect.Descriptor instead.
 func (*CloseRegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type RegionRequest struct {
@@ -310,7 +346,7 @@ type RegionRequest struct {
 
 func (x *RegionRequest) Reset() {
 	*x = RegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[4]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +358,7 @@ func (x *RegionRequest) String() string {
 func (*RegionRequest) ProtoMessage() {}
 
 func (x *RegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[4]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +371,7 @@ func (x *RegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRequest.ProtoReflect.Descriptor instead.
 func (*RegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegionRequest) GetRegion() string {
@@ -353,7 +389,7 @@ type RegionResponse struct {
 
 func (x *RegionResponse) Reset() {
 	*x = RegionResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +401,7 @@ func (x *RegionResponse) String() string {
 func (*RegionResponse) ProtoMessage() {}
 
 func (x *RegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +414,7 @@ func (x *RegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionResponse.ProtoReflect.Descriptor instead.
 func (*RegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type CompactRegionRequest struct {
@@ -392,7 +428,7 @@ type CompactRegionRequest struct {
 
 func (x *CompactRegionRequest) Reset() {
 	*x = CompactRegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +440,7 @@ func (x *CompactRegionRequest) String() string {
 func (*CompactRegionRequest) ProtoMessage() {}
 
 func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +453,7 @@ func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionRequest.ProtoReflect.Descriptor instead.
 func (*CompactRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompactRegionRequest) GetRegion() string {
@@ -449,7 +485,7 @@ type GetOnlineRegionsRequest struct {
 
 func (x *GetOnlineRegionsRequest) Reset() {
 	*x = GetOnlineRegionsRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +497,7 @@ func (x *GetOnlineRegionsRequest) String() string {
 func (*GetOnlineRegionsRequest) ProtoMessage() {}
 
 func (x *GetOnlineRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +510,7 @@ func (x *GetOnlineRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnlineRegionsRequest.ProtoReflect.Descriptor instead.
 func (*GetOnlineRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type GetOnlineRegionsResponse struct {
@@ -486,7 +522,7 @@ type GetOnlineRegionsResponse struct {
 
 func (x *GetOnlineRegionsResponse) Reset() {
 	*x = GetOnlineRegionsResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +534,7 @@ func (x *GetOnlineRegionsResponse) String() string {
 func (*GetOnlineRegionsResponse) ProtoMessage() {}
 
 func (x *GetOnlineRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +547,7 @@ func (x *GetOnlineRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnlineRegionsResponse.ProtoReflect.Descriptor instead.
 func (*GetOnlineRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetOnlineRegionsResponse) GetRegions() []*RegionInfo {
@@ -547,7 +583,7 @@ type ReplicateEditsRequest struct {
 
 func (x *ReplicateEditsRequest) Reset() {
 	*x = ReplicateEditsRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +595,7 @@ func (x *ReplicateEditsRequest) String() string {
 func (*ReplicateEditsRequest) ProtoMessage() {}
 
 func (x *ReplicateEditsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +608,7 @@ func (x *ReplicateEditsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateEditsRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateEditsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplicateEditsRequest) GetRegion() string {
@@ -641,7 +677,7 @@ type ReplicationEntry struct {
 
 func (x *ReplicationEntry) Reset() {
 	*x = ReplicationEntry{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +689,7 @@ func (x *ReplicationEntry) String() string {
 func (*ReplicationEntry) ProtoMessage() {}
 
 func (x *ReplicationEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +702,7 @@ func (x *ReplicationEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationEntry.ProtoReflect.Descriptor instead.
 func (*ReplicationEntry) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplicationEntry) GetKind() ReplicationEntry_Kind {
@@ -727,7 +763,7 @@ type ReplicateEditsResponse struct {
 
 func (x *ReplicateEditsResponse) Reset() {
 	*x = ReplicateEditsResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +775,7 @@ func (x *ReplicateEditsResponse) String() string {
 func (*ReplicateEditsResponse) ProtoMessage() {}
 
 func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +788,7 @@ func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateEditsResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateEditsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicateEditsResponse) GetAppliedSeq() uint64 {
@@ -787,7 +823,7 @@ type RequestReplicationRequest struct {
 
 func (x *RequestReplicationRequest) Reset() {
 	*x = RequestReplicationRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +835,7 @@ func (x *RequestReplicationRequest) String() string {
 func (*RequestReplicationRequest) ProtoMessage() {}
 
 func (x *RequestReplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +848,7 @@ func (x *RequestReplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReplicationRequest.ProtoReflect.Descriptor instead.
 func (*RequestReplicationRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RequestReplicationRequest) GetRegion() string {
@@ -837,7 +873,7 @@ type RequestReplicationResponse struct {
 
 func (x *RequestReplicationResponse) Reset() {
 	*x = RequestReplicationResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +885,7 @@ func (x *RequestReplicationResponse) String() string {
 func (*RequestReplicationResponse) ProtoMessage() {}
 
 func (x *RequestReplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +898,7 @@ func (x *RequestReplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReplicationResponse.ProtoReflect.Descriptor instead.
 func (*RequestReplicationResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type StopServerRequest struct {
@@ -874,7 +910,7 @@ type StopServerRequest struct {
 
 func (x *StopServerRequest) Reset() {
 	*x = StopServerRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +922,7 @@ func (x *StopServerRequest) String() string {
 func (*StopServerRequest) ProtoMessage() {}
 
 func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +935,7 @@ func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerRequest.ProtoReflect.Descriptor instead.
 func (*StopServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopServerRequest) GetReason() string {
@@ -917,7 +953,7 @@ type StopServerResponse struct {
 
 func (x *StopServerResponse) Reset() {
 	*x = StopServerResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +965,7 @@ func (x *StopServerResponse) String() string {
 func (*StopServerResponse) ProtoMessage() {}
 
 func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +978,7 @@ func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerResponse.ProtoReflect.Descriptor instead.
 func (*StopServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type ArchiveWALRequest struct {
@@ -953,7 +989,7 @@ type ArchiveWALRequest struct {
 
 func (x *ArchiveWALRequest) Reset() {
 	*x = ArchiveWALRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1001,7 @@ func (x *ArchiveWALRequest) String() string {
 func (*ArchiveWALRequest) ProtoMessage() {}
 
 func (x *ArchiveWALRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1014,7 @@ func (x *ArchiveWALRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveWALRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveWALRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type ArchiveWALResponse struct {
@@ -991,7 +1027,7 @@ type ArchiveWALResponse struct {
 
 func (x *ArchiveWALResponse) Reset() {
 	*x = ArchiveWALResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1039,7 @@ func (x *ArchiveWALResponse) String() string {
 func (*ArchiveWALResponse) ProtoMessage() {}
 
 func (x *ArchiveWALResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1052,7 @@ func (x *ArchiveWALResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveWALResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveWALResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ArchiveWALResponse) GetUnits() int32 {
@@ -1030,7 +1066,8 @@ var File_cellstore_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x18cellstore/v1/admin.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/client.proto\x1a\x19cellstore/v1/common.proto\"\xc9\x01\n" +
+	"\x18cellstore/v1/admin.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/client.proto\x1a\x19cellstore/v1/common.proto\"\x1c\n" +
+	"\x1aUpdateConfigurationRequest\"\xc9\x01\n" +
 	"\x11OpenRegionRequest\x120\n" +
 	"\x06region\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x123\n" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12!\n" +
@@ -1092,7 +1129,7 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x12StopServerResponse\"\x13\n" +
 	"\x11ArchiveWALRequest\"*\n" +
 	"\x12ArchiveWALResponse\x12\x14\n" +
-	"\x05units\x18\x01 \x01(\x05R\x05units2\xd3\x06\n" +
+	"\x05units\x18\x01 \x01(\x05R\x05units2\xb7\a\n" +
 	"\x05Admin\x12O\n" +
 	"\n" +
 	"OpenRegion\x12\x1f.cellstore.v1.OpenRegionRequest\x1a .cellstore.v1.OpenRegionResponse\x12R\n" +
@@ -1106,7 +1143,8 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"StopServer\x12\x1f.cellstore.v1.StopServerRequest\x1a .cellstore.v1.StopServerResponse\x12O\n" +
 	"\n" +
 	"ArchiveWAL\x12\x1f.cellstore.v1.ArchiveWALRequest\x1a .cellstore.v1.ArchiveWALResponse\x12=\n" +
-	"\x04Ping\x12\x19.cellstore.v1.PingRequest\x1a\x1a.cellstore.v1.PingResponseBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
+	"\x04Ping\x12\x19.cellstore.v1.PingRequest\x1a\x1a.cellstore.v1.PingResponse\x12b\n" +
+	"\x13UpdateConfiguration\x12(.cellstore.v1.UpdateConfigurationRequest\x1a!.cellstore.v1.ConfigurationReportBDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
 
 var (
 	file_cellstore_v1_admin_proto_rawDescOnce sync.Once
@@ -1121,62 +1159,66 @@ func file_cellstore_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_cellstore_v1_admin_proto_goTypes = []any{
 	(ReplicationEntry_Kind)(0),         // 0: cellstore.v1.ReplicationEntry.Kind
-	(*OpenRegionRequest)(nil),          // 1: cellstore.v1.OpenRegionRequest
-	(*OpenRegionResponse)(nil),         // 2: cellstore.v1.OpenRegionResponse
-	(*CloseRegionRequest)(nil),         // 3: cellstore.v1.CloseRegionRequest
-	(*CloseRegionResponse)(nil),        // 4: cellstore.v1.CloseRegionResponse
-	(*RegionRequest)(nil),              // 5: cellstore.v1.RegionRequest
-	(*RegionResponse)(nil),             // 6: cellstore.v1.RegionResponse
-	(*CompactRegionRequest)(nil),       // 7: cellstore.v1.CompactRegionRequest
-	(*GetOnlineRegionsRequest)(nil),    // 8: cellstore.v1.GetOnlineRegionsRequest
-	(*GetOnlineRegionsResponse)(nil),   // 9: cellstore.v1.GetOnlineRegionsResponse
-	(*ReplicateEditsRequest)(nil),      // 10: cellstore.v1.ReplicateEditsRequest
-	(*ReplicationEntry)(nil),           // 11: cellstore.v1.ReplicationEntry
-	(*ReplicateEditsResponse)(nil),     // 12: cellstore.v1.ReplicateEditsResponse
-	(*RequestReplicationRequest)(nil),  // 13: cellstore.v1.RequestReplicationRequest
-	(*RequestReplicationResponse)(nil), // 14: cellstore.v1.RequestReplicationResponse
-	(*StopServerRequest)(nil),          // 15: cellstore.v1.StopServerRequest
-	(*StopServerResponse)(nil),         // 16: cellstore.v1.StopServerResponse
-	(*ArchiveWALRequest)(nil),          // 17: cellstore.v1.ArchiveWALRequest
-	(*ArchiveWALResponse)(nil),         // 18: cellstore.v1.ArchiveWALResponse
-	(*RegionInfo)(nil),                 // 19: cellstore.v1.RegionInfo
-	(*TableDescriptor)(nil),            // 20: cellstore.v1.TableDescriptor
-	(*ServerName)(nil),                 // 21: cellstore.v1.ServerName
-	(*PingRequest)(nil),                // 22: cellstore.v1.PingRequest
-	(*PingResponse)(nil),               // 23: cellstore.v1.PingResponse
+	(*UpdateConfigurationRequest)(nil), // 1: cellstore.v1.UpdateConfigurationRequest
+	(*OpenRegionRequest)(nil),          // 2: cellstore.v1.OpenRegionRequest
+	(*OpenRegionResponse)(nil),         // 3: cellstore.v1.OpenRegionResponse
+	(*CloseRegionRequest)(nil),         // 4: cellstore.v1.CloseRegionRequest
+	(*CloseRegionResponse)(nil),        // 5: cellstore.v1.CloseRegionResponse
+	(*RegionRequest)(nil),              // 6: cellstore.v1.RegionRequest
+	(*RegionResponse)(nil),             // 7: cellstore.v1.RegionResponse
+	(*CompactRegionRequest)(nil),       // 8: cellstore.v1.CompactRegionRequest
+	(*GetOnlineRegionsRequest)(nil),    // 9: cellstore.v1.GetOnlineRegionsRequest
+	(*GetOnlineRegionsResponse)(nil),   // 10: cellstore.v1.GetOnlineRegionsResponse
+	(*ReplicateEditsRequest)(nil),      // 11: cellstore.v1.ReplicateEditsRequest
+	(*ReplicationEntry)(nil),           // 12: cellstore.v1.ReplicationEntry
+	(*ReplicateEditsResponse)(nil),     // 13: cellstore.v1.ReplicateEditsResponse
+	(*RequestReplicationRequest)(nil),  // 14: cellstore.v1.RequestReplicationRequest
+	(*RequestReplicationResponse)(nil), // 15: cellstore.v1.RequestReplicationResponse
+	(*StopServerRequest)(nil),          // 16: cellstore.v1.StopServerRequest
+	(*StopServerResponse)(nil),         // 17: cellstore.v1.StopServerResponse
+	(*ArchiveWALRequest)(nil),          // 18: cellstore.v1.ArchiveWALRequest
+	(*ArchiveWALResponse)(nil),         // 19: cellstore.v1.ArchiveWALResponse
+	(*RegionInfo)(nil),                 // 20: cellstore.v1.RegionInfo
+	(*TableDescriptor)(nil),            // 21: cellstore.v1.TableDescriptor
+	(*ServerName)(nil),                 // 22: cellstore.v1.ServerName
+	(*PingRequest)(nil),                // 23: cellstore.v1.PingRequest
+	(*PingResponse)(nil),               // 24: cellstore.v1.PingResponse
+	(*ConfigurationReport)(nil),        // 25: cellstore.v1.ConfigurationReport
 }
 var file_cellstore_v1_admin_proto_depIdxs = []int32{
-	19, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
-	20, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
-	21, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
-	19, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
-	11, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
+	20, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	21, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	22, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
+	20, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
+	12, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
 	0,  // 5: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
-	1,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
-	3,  // 7: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
-	5,  // 8: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
-	7,  // 9: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
-	8,  // 10: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
-	10, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
-	13, // 12: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
-	15, // 13: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
-	17, // 14: cellstore.v1.Admin.ArchiveWAL:input_type -> cellstore.v1.ArchiveWALRequest
-	22, // 15: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
-	2,  // 16: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
-	4,  // 17: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
-	6,  // 18: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
-	6,  // 19: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
-	9,  // 20: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
-	12, // 21: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
-	14, // 22: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
-	16, // 23: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
-	18, // 24: cellstore.v1.Admin.ArchiveWAL:output_type -> cellstore.v1.ArchiveWALResponse
-	23, // 25: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
+	2,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
+	4,  // 7: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
+	6,  // 8: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
+	8,  // 9: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
+	9,  // 10: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
+	11, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
+	14, // 12: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
+	16, // 13: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
+	18, // 14: cellstore.v1.Admin.ArchiveWAL:input_type -> cellstore.v1.ArchiveWALRequest
+	23, // 15: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
+	1,  // 16: cellstore.v1.Admin.UpdateConfiguration:input_type -> cellstore.v1.UpdateConfigurationRequest
+	3,  // 17: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
+	5,  // 18: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
+	7,  // 19: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
+	7,  // 20: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
+	10, // 21: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
+	13, // 22: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
+	15, // 23: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
+	17, // 24: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
+	19, // 25: cellstore.v1.Admin.ArchiveWAL:output_type -> cellstore.v1.ArchiveWALResponse
+	24, // 26: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
+	25, // 27: cellstore.v1.Admin.UpdateConfiguration:output_type -> cellstore.v1.ConfigurationReport
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1195,7 +1237,7 @@ func file_cellstore_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_admin_proto_rawDesc), len(file_cellstore_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_OpenRegion_FullMethodName         = "/cellstore.v1.Admin/OpenRegion"
-	Admin_CloseRegion_FullMethodName        = "/cellstore.v1.Admin/CloseRegion"
-	Admin_FlushRegion_FullMethodName        = "/cellstore.v1.Admin/FlushRegion"
-	Admin_CompactRegion_FullMethodName      = "/cellstore.v1.Admin/CompactRegion"
-	Admin_GetOnlineRegions_FullMethodName   = "/cellstore.v1.Admin/GetOnlineRegions"
-	Admin_ReplicateEdits_FullMethodName     = "/cellstore.v1.Admin/ReplicateEdits"
-	Admin_RequestReplication_FullMethodName = "/cellstore.v1.Admin/RequestReplication"
-	Admin_StopServer_FullMethodName         = "/cellstore.v1.Admin/StopServer"
-	Admin_ArchiveWAL_FullMethodName         = "/cellstore.v1.Admin/ArchiveWAL"
-	Admin_Ping_FullMethodName               = "/cellstore.v1.Admin/Ping"
+	Admin_OpenRegion_FullMethodName          = "/cellstore.v1.Admin/OpenRegion"
+	Admin_CloseRegion_FullMethodName         = "/cellstore.v1.Admin/CloseRegion"
+	Admin_FlushRegion_FullMethodName         = "/cellstore.v1.Admin/FlushRegion"
+	Admin_CompactRegion_FullMethodName       = "/cellstore.v1.Admin/CompactRegion"
+	Admin_GetOnlineRegions_FullMethodName    = "/cellstore.v1.Admin/GetOnlineRegions"
+	Admin_ReplicateEdits_FullMethodName      = "/cellstore.v1.Admin/ReplicateEdits"
+	Admin_RequestReplication_FullMethodName  = "/cellstore.v1.Admin/RequestReplication"
+	Admin_StopServer_FullMethodName          = "/cellstore.v1.Admin/StopServer"
+	Admin_ArchiveWAL_FullMethodName          = "/cellstore.v1.Admin/ArchiveWAL"
+	Admin_Ping_FullMethodName                = "/cellstore.v1.Admin/Ping"
+	Admin_UpdateConfiguration_FullMethodName = "/cellstore.v1.Admin/UpdateConfiguration"
 )
 
 // AdminClient is the client API for Admin service.
@@ -53,6 +54,9 @@ type AdminClient interface {
 	ArchiveWAL(ctx context.Context, in *ArchiveWALRequest, opts ...grpc.CallOption) (*ArchiveWALResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// Re-read the configuration file and apply the settings that change without a restart
+	// (engine/settings; HBase's update_config).
+	UpdateConfiguration(ctx context.Context, in *UpdateConfigurationRequest, opts ...grpc.CallOption) (*ConfigurationReport, error)
 }
 
 type adminClient struct {
@@ -163,6 +167,16 @@ func (c *adminClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *adminClient) UpdateConfiguration(ctx context.Context, in *UpdateConfigurationRequest, opts ...grpc.CallOption) (*ConfigurationReport, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigurationReport)
+	err := c.cc.Invoke(ctx, Admin_UpdateConfiguration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -185,6 +199,9 @@ type AdminServer interface {
 	ArchiveWAL(context.Context, *ArchiveWALRequest) (*ArchiveWALResponse, error)
 	// Same no-op as the data path's ping: compares gRPC's per-call cost with the lean protocol.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// Re-read the configuration file and apply the settings that change without a restart
+	// (engine/settings; HBase's update_config).
+	UpdateConfiguration(context.Context, *UpdateConfigurationRequest) (*ConfigurationReport, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -224,6 +241,9 @@ func (UnimplementedAdminServer) ArchiveWAL(context.Context, *ArchiveWALRequest) 
 }
 func (UnimplementedAdminServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedAdminServer) UpdateConfiguration(context.Context, *UpdateConfigurationRequest) (*ConfigurationReport, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateConfiguration not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -426,6 +446,24 @@ func _Admin_Ping_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_UpdateConfiguration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateConfigurationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateConfiguration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateConfiguration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateConfiguration(ctx, req.(*UpdateConfigurationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -472,6 +510,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _Admin_Ping_Handler,
+		},
+		{
+			MethodName: "UpdateConfiguration",
+			Handler:    _Admin_UpdateConfiguration_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

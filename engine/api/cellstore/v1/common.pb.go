@@ -2883,6 +2883,79 @@ func (x *FilterList) GetFilters() []*Filter {
 	return nil
 }
 
+// ConfigurationReport is what one process did with its configuration file.
+type ConfigurationReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process: its server name (region server) or address (master).
+	Process string `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	// "flag = value" for each setting applied.
+	Applied []string `protobuf:"bytes,2,rep,name=applied,proto3" json:"applied,omitempty"`
+	// Flags changed in the file that take effect at the next start.
+	NeedsRestart []string `protobuf:"bytes,3,rep,name=needs_restart,json=needsRestart,proto3" json:"needs_restart,omitempty"`
+	// Why the file could not be applied (nothing was then).
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigurationReport) Reset() {
+	*x = ConfigurationReport{}
+	mi := &file_cellstore_v1_common_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigurationReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigurationReport) ProtoMessage() {}
+
+func (x *ConfigurationReport) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_common_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigurationReport.ProtoReflect.Descriptor instead.
+func (*ConfigurationReport) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ConfigurationReport) GetProcess() string {
+	if x != nil {
+		return x.Process
+	}
+	return ""
+}
+
+func (x *ConfigurationReport) GetApplied() []string {
+	if x != nil {
+		return x.Applied
+	}
+	return nil
+}
+
+func (x *ConfigurationReport) GetNeedsRestart() []string {
+	if x != nil {
+		return x.NeedsRestart
+	}
+	return nil
+}
+
+func (x *ConfigurationReport) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_cellstore_v1_common_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_common_proto_rawDesc = "" +
@@ -3070,7 +3143,12 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\afilters\x18\x02 \x03(\v2\x14.cellstore.v1.FilterR\afilters\"B\n" +
 	"\bOperator\x12\x1a\n" +
 	"\x16OPERATOR_MUST_PASS_ALL\x10\x00\x12\x1a\n" +
-	"\x16OPERATOR_MUST_PASS_ONE\x10\x01*?\n" +
+	"\x16OPERATOR_MUST_PASS_ONE\x10\x01\"\x84\x01\n" +
+	"\x13ConfigurationReport\x12\x18\n" +
+	"\aprocess\x18\x01 \x01(\tR\aprocess\x12\x18\n" +
+	"\aapplied\x18\x02 \x03(\tR\aapplied\x12#\n" +
+	"\rneeds_restart\x18\x03 \x03(\tR\fneedsRestart\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error*?\n" +
 	"\vConsistency\x12\x16\n" +
 	"\x12CONSISTENCY_STRONG\x10\x00\x12\x18\n" +
 	"\x14CONSISTENCY_TIMELINE\x10\x01*\x8e\x01\n" +
@@ -3159,7 +3237,7 @@ func file_cellstore_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_cellstore_v1_common_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: cellstore.v1.Consistency
 	(Durability)(0),                    // 1: cellstore.v1.Durability
@@ -3201,8 +3279,9 @@ var file_cellstore_v1_common_proto_goTypes = []any{
 	(*WhileMatchFilter)(nil),           // 37: cellstore.v1.WhileMatchFilter
 	(*DependentColumnFilter)(nil),      // 38: cellstore.v1.DependentColumnFilter
 	(*FilterList)(nil),                 // 39: cellstore.v1.FilterList
-	nil,                                // 40: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
-	nil,                                // 41: cellstore.v1.TableDescriptor.AttributesEntry
+	(*ConfigurationReport)(nil),        // 40: cellstore.v1.ConfigurationReport
+	nil,                                // 41: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	nil,                                // 42: cellstore.v1.TableDescriptor.AttributesEntry
 }
 var file_cellstore_v1_common_proto_depIdxs = []int32{
 	10, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
@@ -3210,11 +3289,11 @@ var file_cellstore_v1_common_proto_depIdxs = []int32{
 	3,  // 2: cellstore.v1.ColumnFamilyDescriptor.bloom_filter:type_name -> cellstore.v1.BloomType
 	4,  // 3: cellstore.v1.ColumnFamilyDescriptor.compression:type_name -> cellstore.v1.Compression
 	5,  // 4: cellstore.v1.ColumnFamilyDescriptor.data_block_encoding:type_name -> cellstore.v1.DataBlockEncoding
-	40, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	41, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
 	10, // 6: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
 	14, // 7: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
 	1,  // 8: cellstore.v1.TableDescriptor.durability:type_name -> cellstore.v1.Durability
-	41, // 9: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
+	42, // 9: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
 	7,  // 10: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
 	11, // 11: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
 	21, // 12: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
@@ -3301,7 +3380,7 @@ func file_cellstore_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_common_proto_rawDesc), len(file_cellstore_v1_common_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

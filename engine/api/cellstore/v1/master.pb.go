@@ -2521,6 +2521,104 @@ func (*SplitRegionResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{38}
 }
 
+type UpdateClusterConfigurationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A region server ("host:port" of its data path) or this master's address; empty with all.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The active master and every live region server.
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateClusterConfigurationRequest) Reset() {
+	*x = UpdateClusterConfigurationRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterConfigurationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterConfigurationRequest) ProtoMessage() {}
+
+func (x *UpdateClusterConfigurationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterConfigurationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateClusterConfigurationRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UpdateClusterConfigurationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *UpdateClusterConfigurationRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type UpdateClusterConfigurationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reports       []*ConfigurationReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateClusterConfigurationResponse) Reset() {
+	*x = UpdateClusterConfigurationResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterConfigurationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterConfigurationResponse) ProtoMessage() {}
+
+func (x *UpdateClusterConfigurationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterConfigurationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateClusterConfigurationResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *UpdateClusterConfigurationResponse) GetReports() []*ConfigurationReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
 type MergeRegionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Two primaries of one table, in either order, whose ranges touch.
@@ -2531,7 +2629,7 @@ type MergeRegionsRequest struct {
 
 func (x *MergeRegionsRequest) Reset() {
 	*x = MergeRegionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2641,7 @@ func (x *MergeRegionsRequest) String() string {
 func (*MergeRegionsRequest) ProtoMessage() {}
 
 func (x *MergeRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[39]
+	mi := &file_cellstore_v1_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2654,7 @@ func (x *MergeRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRegionsRequest.ProtoReflect.Descriptor instead.
 func (*MergeRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{39}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MergeRegionsRequest) GetRegions() []string {
@@ -2576,7 +2674,7 @@ type MergeRegionsResponse struct {
 
 func (x *MergeRegionsResponse) Reset() {
 	*x = MergeRegionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2686,7 @@ func (x *MergeRegionsResponse) String() string {
 func (*MergeRegionsResponse) ProtoMessage() {}
 
 func (x *MergeRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[40]
+	mi := &file_cellstore_v1_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2699,7 @@ func (x *MergeRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRegionsResponse.ProtoReflect.Descriptor instead.
 func (*MergeRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{40}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MergeRegionsResponse) GetMerged() string {
@@ -2624,7 +2722,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2734,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[41]
+	mi := &file_cellstore_v1_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2747,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{41}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainServerRequest) GetServer() string {
@@ -2674,7 +2772,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2784,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[42]
+	mi := &file_cellstore_v1_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2797,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{42}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
 }
 
 type BalanceRequest struct {
@@ -2710,7 +2808,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2820,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[43]
+	mi := &file_cellstore_v1_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2833,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{43}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
 }
 
 type BalanceResponse struct {
@@ -2748,7 +2846,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2858,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[44]
+	mi := &file_cellstore_v1_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2871,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{44}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BalanceResponse) GetMoves() int32 {
@@ -2792,7 +2890,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2902,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[45]
+	mi := &file_cellstore_v1_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2915,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{45}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -2836,7 +2934,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2946,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[46]
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2959,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{46}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2890,7 +2988,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3000,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[47]
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3013,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{47}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -2993,7 +3091,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3103,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3116,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -3057,7 +3155,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3167,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3180,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 type ClusterStatusResponse struct {
@@ -3103,7 +3201,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3213,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3226,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -3205,7 +3303,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3217,7 +3315,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3230,7 +3328,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -3248,7 +3346,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3358,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3371,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -3295,7 +3393,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3405,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3418,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -3414,7 +3512,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3524,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3537,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -3471,7 +3569,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3581,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3594,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -3516,7 +3614,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3626,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3639,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Permission) GetUser() string {
@@ -3597,7 +3695,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3707,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3720,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3640,7 +3738,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3750,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3763,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3678,7 +3776,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +3788,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +3801,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3721,7 +3819,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3831,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3844,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3762,7 +3860,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3774,7 +3872,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3787,7 +3885,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3824,7 +3922,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +3934,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +3947,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3891,7 +3989,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4001,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4014,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -3944,7 +4042,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4054,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4067,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -3996,7 +4094,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4106,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4119,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -4039,7 +4137,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4149,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4162,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -4077,7 +4175,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4187,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4200,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -4121,7 +4219,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4231,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4244,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -4167,7 +4265,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4277,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4290,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -4217,7 +4315,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4229,7 +4327,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4242,7 +4340,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 type GetAuthsRequest struct {
@@ -4254,7 +4352,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4364,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4377,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -4298,7 +4396,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4408,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4421,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -4344,7 +4442,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4454,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4467,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -4394,7 +4492,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4504,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4517,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 type ListQuotasRequest struct {
@@ -4430,7 +4528,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4540,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4553,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 type ListQuotasResponse struct {
@@ -4468,7 +4566,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4480,7 +4578,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4493,7 +4591,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -4522,7 +4620,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4632,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4645,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -4574,7 +4672,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4684,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4697,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
@@ -4622,7 +4720,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4732,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4745,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4680,7 +4778,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4790,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4803,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4731,7 +4829,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4841,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +4854,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4820,7 +4918,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4832,7 +4930,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4845,7 +4943,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4871,7 +4969,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4883,7 +4981,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4896,7 +4994,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4918,7 +5016,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5028,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5041,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -4968,7 +5066,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5078,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5091,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{87}
 }
 
 type CloneSnapshotRequest struct {
@@ -5010,7 +5108,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[86]
+	mi := &file_cellstore_v1_master_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5022,7 +5120,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[86]
+	mi := &file_cellstore_v1_master_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5035,7 +5133,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{86}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -5067,7 +5165,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[87]
+	mi := &file_cellstore_v1_master_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5079,7 +5177,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[87]
+	mi := &file_cellstore_v1_master_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5092,7 +5190,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{87}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{89}
 }
 
 type CopySnapshotRequest struct {
@@ -5104,7 +5202,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[88]
+	mi := &file_cellstore_v1_master_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5116,7 +5214,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[88]
+	mi := &file_cellstore_v1_master_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5129,7 +5227,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{88}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -5158,7 +5256,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[89]
+	mi := &file_cellstore_v1_master_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5170,7 +5268,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[89]
+	mi := &file_cellstore_v1_master_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5183,7 +5281,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{89}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -5410,7 +5508,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12SplitRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
 	"\tsplit_key\x18\x02 \x01(\fR\bsplitKey\"\x15\n" +
-	"\x13SplitRegionResponse\"/\n" +
+	"\x13SplitRegionResponse\"M\n" +
+	"!UpdateClusterConfigurationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"a\n" +
+	"\"UpdateClusterConfigurationResponse\x12;\n" +
+	"\areports\x18\x01 \x03(\v2!.cellstore.v1.ConfigurationReportR\areports\"/\n" +
 	"\x13MergeRegionsRequest\x12\x18\n" +
 	"\aregions\x18\x01 \x03(\tR\aregions\".\n" +
 	"\x14MergeRegionsResponse\x12\x16\n" +
@@ -5626,7 +5729,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11COPY_STATE_FAILED\x10\x032\xfb\x1e\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\xf5\x1f\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -5646,7 +5749,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\n" +
 	"MoveRegion\x12\x1f.cellstore.v1.MoveRegionRequest\x1a .cellstore.v1.MoveRegionResponse\x12R\n" +
 	"\vSplitRegion\x12 .cellstore.v1.SplitRegionRequest\x1a!.cellstore.v1.SplitRegionResponse\x12U\n" +
-	"\fMergeRegions\x12!.cellstore.v1.MergeRegionsRequest\x1a\".cellstore.v1.MergeRegionsResponse\x12U\n" +
+	"\fMergeRegions\x12!.cellstore.v1.MergeRegionsRequest\x1a\".cellstore.v1.MergeRegionsResponse\x12x\n" +
+	"\x13UpdateConfiguration\x12/.cellstore.v1.UpdateClusterConfigurationRequest\x1a0.cellstore.v1.UpdateClusterConfigurationResponse\x12U\n" +
 	"\fFlushCompact\x12!.cellstore.v1.FlushCompactRequest\x1a\".cellstore.v1.FlushCompactResponse\x12R\n" +
 	"\vDrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12T\n" +
 	"\rUndrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12F\n" +
@@ -5693,278 +5797,284 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_cellstore_v1_master_proto_goTypes = []any{
-	(RegionState)(0),                       // 0: cellstore.v1.RegionState
-	(RegionTransition)(0),                  // 1: cellstore.v1.RegionTransition
-	(ThrottleType)(0),                      // 2: cellstore.v1.ThrottleType
-	(PermissionAction)(0),                  // 3: cellstore.v1.PermissionAction
-	(CopyState)(0),                         // 4: cellstore.v1.CopyState
-	(FlushCompactRequest_Kind)(0),          // 5: cellstore.v1.FlushCompactRequest.Kind
-	(*SetExternalAddressesRequest)(nil),    // 6: cellstore.v1.SetExternalAddressesRequest
-	(*SetExternalAddressesResponse)(nil),   // 7: cellstore.v1.SetExternalAddressesResponse
-	(*GetExternalAddressesRequest)(nil),    // 8: cellstore.v1.GetExternalAddressesRequest
-	(*GetExternalAddressesResponse)(nil),   // 9: cellstore.v1.GetExternalAddressesResponse
-	(*ArchiveClusterWALRequest)(nil),       // 10: cellstore.v1.ArchiveClusterWALRequest
-	(*ArchiveClusterWALResponse)(nil),      // 11: cellstore.v1.ArchiveClusterWALResponse
-	(*CreateTableRequest)(nil),             // 12: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),            // 13: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),             // 14: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),            // 15: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                   // 16: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                  // 17: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),           // 18: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),              // 19: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                   // 20: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),             // 21: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),          // 22: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                 // 23: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),            // 24: cellstore.v1.LocateRegionRequest
-	(*RefusedLocation)(nil),                // 25: cellstore.v1.RefusedLocation
-	(*LocateRegionResponse)(nil),           // 26: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),        // 27: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),          // 28: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),         // 29: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                     // 30: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                     // 31: cellstore.v1.ServerLoad
-	(*QuotaDemand)(nil),                    // 32: cellstore.v1.QuotaDemand
-	(*HeartbeatRequest)(nil),               // 33: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),              // 34: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),  // 35: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil), // 36: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),           // 37: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),          // 38: cellstore.v1.SetServerZoneResponse
-	(*FlushCompactRequest)(nil),            // 39: cellstore.v1.FlushCompactRequest
-	(*FlushCompactResponse)(nil),           // 40: cellstore.v1.FlushCompactResponse
-	(*MoveRegionRequest)(nil),              // 41: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),             // 42: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),             // 43: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),            // 44: cellstore.v1.SplitRegionResponse
-	(*MergeRegionsRequest)(nil),            // 45: cellstore.v1.MergeRegionsRequest
-	(*MergeRegionsResponse)(nil),           // 46: cellstore.v1.MergeRegionsResponse
-	(*DrainServerRequest)(nil),             // 47: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 48: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                 // 49: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                // 50: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),      // 51: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),     // 52: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                   // 53: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),             // 54: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),           // 55: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 56: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),        // 57: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),       // 58: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                          // 59: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                // 60: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),               // 61: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                     // 62: cellstore.v1.Permission
-	(*GrantRequest)(nil),                   // 63: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                  // 64: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                  // 65: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 66: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),      // 67: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),     // 68: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                // 69: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                     // 70: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),               // 71: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),              // 72: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),              // 73: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),             // 74: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                // 75: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),               // 76: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                // 77: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),               // 78: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),              // 79: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),             // 80: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),              // 81: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),             // 82: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),           // 83: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),          // 84: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                // 85: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 86: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),            // 87: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),           // 88: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),          // 89: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),            // 90: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),           // 91: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),           // 92: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),          // 93: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),            // 94: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),           // 95: cellstore.v1.CopySnapshotResponse
-	nil,                                    // 96: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                    // 97: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                    // 98: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                    // 99: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                    // 100: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	nil,                                    // 101: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                    // 102: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                    // 103: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                    // 104: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                // 105: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                     // 106: cellstore.v1.RegionInfo
-	(*TableName)(nil),                      // 107: cellstore.v1.TableName
-	(TableState)(0),                        // 108: cellstore.v1.TableState
-	(*ServerName)(nil),                     // 109: cellstore.v1.ServerName
+	(RegionState)(0),                           // 0: cellstore.v1.RegionState
+	(RegionTransition)(0),                      // 1: cellstore.v1.RegionTransition
+	(ThrottleType)(0),                          // 2: cellstore.v1.ThrottleType
+	(PermissionAction)(0),                      // 3: cellstore.v1.PermissionAction
+	(CopyState)(0),                             // 4: cellstore.v1.CopyState
+	(FlushCompactRequest_Kind)(0),              // 5: cellstore.v1.FlushCompactRequest.Kind
+	(*SetExternalAddressesRequest)(nil),        // 6: cellstore.v1.SetExternalAddressesRequest
+	(*SetExternalAddressesResponse)(nil),       // 7: cellstore.v1.SetExternalAddressesResponse
+	(*GetExternalAddressesRequest)(nil),        // 8: cellstore.v1.GetExternalAddressesRequest
+	(*GetExternalAddressesResponse)(nil),       // 9: cellstore.v1.GetExternalAddressesResponse
+	(*ArchiveClusterWALRequest)(nil),           // 10: cellstore.v1.ArchiveClusterWALRequest
+	(*ArchiveClusterWALResponse)(nil),          // 11: cellstore.v1.ArchiveClusterWALResponse
+	(*CreateTableRequest)(nil),                 // 12: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                // 13: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),                 // 14: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                // 15: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                       // 16: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                      // 17: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),               // 18: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),                  // 19: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                       // 20: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),                 // 21: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),              // 22: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                     // 23: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),                // 24: cellstore.v1.LocateRegionRequest
+	(*RefusedLocation)(nil),                    // 25: cellstore.v1.RefusedLocation
+	(*LocateRegionResponse)(nil),               // 26: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),            // 27: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),              // 28: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),             // 29: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                         // 30: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                         // 31: cellstore.v1.ServerLoad
+	(*QuotaDemand)(nil),                        // 32: cellstore.v1.QuotaDemand
+	(*HeartbeatRequest)(nil),                   // 33: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                  // 34: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),      // 35: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil),     // 36: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),               // 37: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),              // 38: cellstore.v1.SetServerZoneResponse
+	(*FlushCompactRequest)(nil),                // 39: cellstore.v1.FlushCompactRequest
+	(*FlushCompactResponse)(nil),               // 40: cellstore.v1.FlushCompactResponse
+	(*MoveRegionRequest)(nil),                  // 41: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),                 // 42: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),                 // 43: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),                // 44: cellstore.v1.SplitRegionResponse
+	(*UpdateClusterConfigurationRequest)(nil),  // 45: cellstore.v1.UpdateClusterConfigurationRequest
+	(*UpdateClusterConfigurationResponse)(nil), // 46: cellstore.v1.UpdateClusterConfigurationResponse
+	(*MergeRegionsRequest)(nil),                // 47: cellstore.v1.MergeRegionsRequest
+	(*MergeRegionsResponse)(nil),               // 48: cellstore.v1.MergeRegionsResponse
+	(*DrainServerRequest)(nil),                 // 49: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),                // 50: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                     // 51: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                    // 52: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),          // 53: cellstore.v1.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),         // 54: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                       // 55: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),                 // 56: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),               // 57: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),              // 58: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),            // 59: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),           // 60: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                              // 61: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                    // 62: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                   // 63: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                         // 64: cellstore.v1.Permission
+	(*GrantRequest)(nil),                       // 65: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                      // 66: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                      // 67: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                     // 68: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),          // 69: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),         // 70: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                    // 71: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                         // 72: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),                   // 73: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),                  // 74: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),                  // 75: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),                 // 76: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                    // 77: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),                   // 78: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                    // 79: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),                   // 80: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),                  // 81: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),                 // 82: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),                  // 83: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                 // 84: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),               // 85: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),              // 86: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                    // 87: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),                   // 88: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),                // 89: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),               // 90: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),              // 91: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),                // 92: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),               // 93: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),               // 94: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),              // 95: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),                // 96: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),               // 97: cellstore.v1.CopySnapshotResponse
+	nil,                                        // 98: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                        // 99: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                        // 100: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                        // 101: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                        // 102: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	nil,                                        // 103: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                        // 104: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                        // 105: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                        // 106: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                    // 107: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                         // 108: cellstore.v1.RegionInfo
+	(*TableName)(nil),                          // 109: cellstore.v1.TableName
+	(TableState)(0),                            // 110: cellstore.v1.TableState
+	(*ServerName)(nil),                         // 111: cellstore.v1.ServerName
+	(*ConfigurationReport)(nil),                // 112: cellstore.v1.ConfigurationReport
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	96,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	97,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	105, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	106, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	105, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	107, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	107, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	105, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	108, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	98,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	99,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	107, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	108, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	107, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	109, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	109, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	107, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	110, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	20,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	105, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	108, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	106, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	109, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	107, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	110, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	108, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	111, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	107, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	109, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	25,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
 	23,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	23,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	108, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	109, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	98,  // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	110, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	111, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	100, // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	30,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
 	32,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
-	109, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	111, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	31,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	99,  // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	100, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	109, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	106, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	101, // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	102, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	111, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	108, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,   // 30: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	106, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	107, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
+	108, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	109, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
 	5,   // 33: cellstore.v1.FlushCompactRequest.kind:type_name -> cellstore.v1.FlushCompactRequest.Kind
-	109, // 34: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	31,  // 35: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,   // 36: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	53,  // 37: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	54,  // 38: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	101, // 39: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	102, // 40: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	103, // 41: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	107, // 42: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 43: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	59,  // 44: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 45: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	107, // 46: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	62,  // 47: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	62,  // 48: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	107, // 49: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	62,  // 50: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	69,  // 51: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	70,  // 52: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	59,  // 53: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	104, // 54: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	107, // 55: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	87,  // 56: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	107, // 57: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	87,  // 58: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	107, // 59: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 60: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	12,  // 61: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	14,  // 62: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	16,  // 63: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 64: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 65: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	18,  // 66: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	19,  // 67: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	16,  // 68: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	24,  // 69: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	16,  // 70: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	28,  // 71: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	33,  // 72: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	35,  // 73: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	37,  // 74: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	41,  // 75: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	43,  // 76: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	45,  // 77: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
-	39,  // 78: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
-	47,  // 79: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	47,  // 80: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	49,  // 81: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	51,  // 82: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	55,  // 83: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	83,  // 84: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	57,  // 85: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	60,  // 86: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	81,  // 87: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	63,  // 88: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	65,  // 89: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	67,  // 90: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	71,  // 91: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	73,  // 92: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	75,  // 93: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	77,  // 94: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	79,  // 95: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	85,  // 96: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	88,  // 97: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	90,  // 98: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	92,  // 99: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	90,  // 100: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	94,  // 101: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	94,  // 102: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	90,  // 103: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	10,  // 104: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	6,   // 105: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	8,   // 106: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	13,  // 107: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	15,  // 108: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	17,  // 109: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 110: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 111: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	17,  // 112: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	21,  // 113: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	22,  // 114: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	26,  // 115: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	27,  // 116: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	29,  // 117: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	34,  // 118: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	36,  // 119: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	38,  // 120: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	42,  // 121: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	44,  // 122: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	46,  // 123: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
-	40,  // 124: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
-	48,  // 125: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	48,  // 126: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	50,  // 127: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	52,  // 128: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	56,  // 129: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	84,  // 130: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	58,  // 131: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	61,  // 132: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	82,  // 133: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	64,  // 134: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	66,  // 135: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	68,  // 136: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	72,  // 137: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	74,  // 138: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	76,  // 139: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	78,  // 140: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	80,  // 141: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	86,  // 142: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	89,  // 143: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	91,  // 144: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	93,  // 145: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	91,  // 146: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	95,  // 147: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	95,  // 148: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	91,  // 149: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	11,  // 150: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	7,   // 151: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	9,   // 152: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	107, // [107:153] is the sub-list for method output_type
-	61,  // [61:107] is the sub-list for method input_type
-	61,  // [61:61] is the sub-list for extension type_name
-	61,  // [61:61] is the sub-list for extension extendee
-	0,   // [0:61] is the sub-list for field type_name
+	112, // 34: cellstore.v1.UpdateClusterConfigurationResponse.reports:type_name -> cellstore.v1.ConfigurationReport
+	111, // 35: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	31,  // 36: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 37: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	55,  // 38: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	56,  // 39: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	103, // 40: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	104, // 41: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	105, // 42: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	109, // 43: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 44: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	61,  // 45: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 46: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	109, // 47: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	64,  // 48: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	64,  // 49: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	109, // 50: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	64,  // 51: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	71,  // 52: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	72,  // 53: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	61,  // 54: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	106, // 55: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	109, // 56: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	89,  // 57: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	109, // 58: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	89,  // 59: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	109, // 60: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 61: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	12,  // 62: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	14,  // 63: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	16,  // 64: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 65: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 66: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	18,  // 67: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	19,  // 68: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	16,  // 69: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	24,  // 70: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	16,  // 71: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	28,  // 72: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	33,  // 73: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	35,  // 74: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	37,  // 75: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	41,  // 76: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	43,  // 77: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	47,  // 78: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
+	45,  // 79: cellstore.v1.Master.UpdateConfiguration:input_type -> cellstore.v1.UpdateClusterConfigurationRequest
+	39,  // 80: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
+	49,  // 81: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	49,  // 82: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	51,  // 83: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	53,  // 84: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	57,  // 85: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	85,  // 86: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	59,  // 87: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	62,  // 88: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	83,  // 89: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	65,  // 90: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	67,  // 91: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	69,  // 92: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	73,  // 93: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	75,  // 94: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	77,  // 95: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	79,  // 96: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	81,  // 97: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	87,  // 98: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	90,  // 99: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	92,  // 100: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	94,  // 101: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	92,  // 102: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	96,  // 103: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	96,  // 104: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	92,  // 105: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	10,  // 106: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	6,   // 107: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	8,   // 108: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	13,  // 109: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	15,  // 110: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	17,  // 111: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 112: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 113: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	17,  // 114: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	21,  // 115: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	22,  // 116: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	26,  // 117: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	27,  // 118: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	29,  // 119: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	34,  // 120: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	36,  // 121: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	38,  // 122: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	42,  // 123: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	44,  // 124: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	48,  // 125: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
+	46,  // 126: cellstore.v1.Master.UpdateConfiguration:output_type -> cellstore.v1.UpdateClusterConfigurationResponse
+	40,  // 127: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
+	50,  // 128: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	50,  // 129: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	52,  // 130: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	54,  // 131: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	58,  // 132: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	86,  // 133: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	60,  // 134: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	63,  // 135: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	84,  // 136: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	66,  // 137: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	68,  // 138: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	70,  // 139: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	74,  // 140: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	76,  // 141: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	78,  // 142: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	80,  // 143: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	82,  // 144: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	88,  // 145: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	91,  // 146: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	93,  // 147: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	95,  // 148: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	93,  // 149: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	97,  // 150: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	97,  // 151: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	93,  // 152: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	11,  // 153: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	7,   // 154: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	9,   // 155: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	109, // [109:156] is the sub-list for method output_type
+	62,  // [62:109] is the sub-list for method input_type
+	62,  // [62:62] is the sub-list for extension type_name
+	62,  // [62:62] is the sub-list for extension extendee
+	0,   // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -5973,7 +6083,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[53].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[55].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -5984,7 +6094,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   99,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	Master_MoveRegion_FullMethodName             = "/cellstore.v1.Master/MoveRegion"
 	Master_SplitRegion_FullMethodName            = "/cellstore.v1.Master/SplitRegion"
 	Master_MergeRegions_FullMethodName           = "/cellstore.v1.Master/MergeRegions"
+	Master_UpdateConfiguration_FullMethodName    = "/cellstore.v1.Master/UpdateConfiguration"
 	Master_FlushCompact_FullMethodName           = "/cellstore.v1.Master/FlushCompact"
 	Master_DrainServer_FullMethodName            = "/cellstore.v1.Master/DrainServer"
 	Master_UndrainServer_FullMethodName          = "/cellstore.v1.Master/UndrainServer"
@@ -96,6 +97,9 @@ type MasterClient interface {
 	SplitRegion(ctx context.Context, in *SplitRegionRequest, opts ...grpc.CallOption) (*SplitRegionResponse, error)
 	// Merges two adjacent primaries of a table into one region (HBase's merge_region).
 	MergeRegions(ctx context.Context, in *MergeRegionsRequest, opts ...grpc.CallOption) (*MergeRegionsResponse, error)
+	// Makes processes re-read their configuration files and apply the settings that change
+	// without a restart (HBase's update_config and update_all_config).
+	UpdateConfiguration(ctx context.Context, in *UpdateClusterConfigurationRequest, opts ...grpc.CallOption) (*UpdateClusterConfigurationResponse, error)
 	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
 	// major_compact).
 	FlushCompact(ctx context.Context, in *FlushCompactRequest, opts ...grpc.CallOption) (*FlushCompactResponse, error)
@@ -323,6 +327,16 @@ func (c *masterClient) MergeRegions(ctx context.Context, in *MergeRegionsRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MergeRegionsResponse)
 	err := c.cc.Invoke(ctx, Master_MergeRegions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) UpdateConfiguration(ctx context.Context, in *UpdateClusterConfigurationRequest, opts ...grpc.CallOption) (*UpdateClusterConfigurationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateClusterConfigurationResponse)
+	err := c.cc.Invoke(ctx, Master_UpdateConfiguration_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -648,6 +662,9 @@ type MasterServer interface {
 	SplitRegion(context.Context, *SplitRegionRequest) (*SplitRegionResponse, error)
 	// Merges two adjacent primaries of a table into one region (HBase's merge_region).
 	MergeRegions(context.Context, *MergeRegionsRequest) (*MergeRegionsResponse, error)
+	// Makes processes re-read their configuration files and apply the settings that change
+	// without a restart (HBase's update_config and update_all_config).
+	UpdateConfiguration(context.Context, *UpdateClusterConfigurationRequest) (*UpdateClusterConfigurationResponse, error)
 	// Flushes or compacts every open region of a table, or one region (HBase's flush, compact,
 	// major_compact).
 	FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error)
@@ -761,6 +778,9 @@ func (UnimplementedMasterServer) SplitRegion(context.Context, *SplitRegionReques
 }
 func (UnimplementedMasterServer) MergeRegions(context.Context, *MergeRegionsRequest) (*MergeRegionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MergeRegions not implemented")
+}
+func (UnimplementedMasterServer) UpdateConfiguration(context.Context, *UpdateClusterConfigurationRequest) (*UpdateClusterConfigurationResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateConfiguration not implemented")
 }
 func (UnimplementedMasterServer) FlushCompact(context.Context, *FlushCompactRequest) (*FlushCompactResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FlushCompact not implemented")
@@ -1172,6 +1192,24 @@ func _Master_MergeRegions_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServer).MergeRegions(ctx, req.(*MergeRegionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_UpdateConfiguration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateClusterConfigurationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).UpdateConfiguration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_UpdateConfiguration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).UpdateConfiguration(ctx, req.(*UpdateClusterConfigurationRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1772,6 +1810,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeRegions",
 			Handler:    _Master_MergeRegions_Handler,
+		},
+		{
+			MethodName: "UpdateConfiguration",
+			Handler:    _Master_UpdateConfiguration_Handler,
 		},
 		{
 			MethodName: "FlushCompact",

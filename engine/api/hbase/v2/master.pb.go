@@ -77,7 +77,7 @@ func (x *GetProcedureResultResponse_State) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use GetProcedureResultResponse_State.Descriptor instead.
 func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71, 0}
 }
 
 type SnapshotDescription_Type int32
@@ -136,7 +136,7 @@ func (x *SnapshotDescription_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use SnapshotDescription_Type.Descriptor instead.
 func (SnapshotDescription_Type) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75, 0}
 }
 
 type AddColumnRequest struct {
@@ -1265,7 +1265,79 @@ func (x *FlushTableResponse) GetProcId() uint64 {
 	return 0
 }
 
-// AdminService (region servers): what clients call there.
+// Admin.updateConfiguration(server): the server re-reads its configuration.
+type UpdateConfigurationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConfigurationRequest) Reset() {
+	*x = UpdateConfigurationRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConfigurationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConfigurationRequest) ProtoMessage() {}
+
+func (x *UpdateConfigurationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConfigurationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateConfigurationRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+}
+
+type UpdateConfigurationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConfigurationResponse) Reset() {
+	*x = UpdateConfigurationResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConfigurationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConfigurationResponse) ProtoMessage() {}
+
+func (x *UpdateConfigurationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConfigurationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateConfigurationResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+}
+
 type FlushRegionRequest struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Region              *RegionSpecifier       `protobuf:"bytes,1,req,name=region" json:"region,omitempty"`
@@ -1278,7 +1350,7 @@ type FlushRegionRequest struct {
 
 func (x *FlushRegionRequest) Reset() {
 	*x = FlushRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1362,7 @@ func (x *FlushRegionRequest) String() string {
 func (*FlushRegionRequest) ProtoMessage() {}
 
 func (x *FlushRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[20]
+	mi := &file_hbase_v2_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1375,7 @@ func (x *FlushRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRegionRequest.ProtoReflect.Descriptor instead.
 func (*FlushRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{20}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FlushRegionRequest) GetRegion() *RegionSpecifier {
@@ -1345,7 +1417,7 @@ type FlushRegionResponse struct {
 
 func (x *FlushRegionResponse) Reset() {
 	*x = FlushRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1429,7 @@ func (x *FlushRegionResponse) String() string {
 func (*FlushRegionResponse) ProtoMessage() {}
 
 func (x *FlushRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[21]
+	mi := &file_hbase_v2_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1442,7 @@ func (x *FlushRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRegionResponse.ProtoReflect.Descriptor instead.
 func (*FlushRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{21}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FlushRegionResponse) GetLastFlushTime() uint64 {
@@ -1405,7 +1477,7 @@ type CompactRegionRequest struct {
 
 func (x *CompactRegionRequest) Reset() {
 	*x = CompactRegionRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1489,7 @@ func (x *CompactRegionRequest) String() string {
 func (*CompactRegionRequest) ProtoMessage() {}
 
 func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[22]
+	mi := &file_hbase_v2_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1502,7 @@ func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionRequest.ProtoReflect.Descriptor instead.
 func (*CompactRegionRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{22}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CompactRegionRequest) GetRegion() *RegionSpecifier {
@@ -1462,7 +1534,7 @@ type CompactRegionResponse struct {
 
 func (x *CompactRegionResponse) Reset() {
 	*x = CompactRegionResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1546,7 @@ func (x *CompactRegionResponse) String() string {
 func (*CompactRegionResponse) ProtoMessage() {}
 
 func (x *CompactRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[23]
+	mi := &file_hbase_v2_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1559,7 @@ func (x *CompactRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionResponse.ProtoReflect.Descriptor instead.
 func (*CompactRegionResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{23}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
 }
 
 type TruncateTableRequest struct {
@@ -1509,7 +1581,7 @@ const (
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1593,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[24]
+	mi := &file_hbase_v2_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1606,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{24}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TruncateTableRequest) GetTableName() *TableName {
@@ -1574,7 +1646,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1658,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[25]
+	mi := &file_hbase_v2_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1671,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{25}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TruncateTableResponse) GetProcId() uint64 {
@@ -1626,7 +1698,7 @@ const (
 
 func (x *EnableTableRequest) Reset() {
 	*x = EnableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1710,7 @@ func (x *EnableTableRequest) String() string {
 func (*EnableTableRequest) ProtoMessage() {}
 
 func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[26]
+	mi := &file_hbase_v2_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1723,7 @@ func (x *EnableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableRequest.ProtoReflect.Descriptor instead.
 func (*EnableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{26}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EnableTableRequest) GetTableName() *TableName {
@@ -1684,7 +1756,7 @@ type EnableTableResponse struct {
 
 func (x *EnableTableResponse) Reset() {
 	*x = EnableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1768,7 @@ func (x *EnableTableResponse) String() string {
 func (*EnableTableResponse) ProtoMessage() {}
 
 func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[27]
+	mi := &file_hbase_v2_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1781,7 @@ func (x *EnableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableTableResponse.ProtoReflect.Descriptor instead.
 func (*EnableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{27}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EnableTableResponse) GetProcId() uint64 {
@@ -1736,7 +1808,7 @@ const (
 
 func (x *DisableTableRequest) Reset() {
 	*x = DisableTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1820,7 @@ func (x *DisableTableRequest) String() string {
 func (*DisableTableRequest) ProtoMessage() {}
 
 func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[28]
+	mi := &file_hbase_v2_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1833,7 @@ func (x *DisableTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableRequest.ProtoReflect.Descriptor instead.
 func (*DisableTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{28}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DisableTableRequest) GetTableName() *TableName {
@@ -1794,7 +1866,7 @@ type DisableTableResponse struct {
 
 func (x *DisableTableResponse) Reset() {
 	*x = DisableTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1878,7 @@ func (x *DisableTableResponse) String() string {
 func (*DisableTableResponse) ProtoMessage() {}
 
 func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[29]
+	mi := &file_hbase_v2_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1891,7 @@ func (x *DisableTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableTableResponse.ProtoReflect.Descriptor instead.
 func (*DisableTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{29}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DisableTableResponse) GetProcId() uint64 {
@@ -1848,7 +1920,7 @@ const (
 
 func (x *ModifyTableRequest) Reset() {
 	*x = ModifyTableRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1932,7 @@ func (x *ModifyTableRequest) String() string {
 func (*ModifyTableRequest) ProtoMessage() {}
 
 func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[30]
+	mi := &file_hbase_v2_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1945,7 @@ func (x *ModifyTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableRequest.ProtoReflect.Descriptor instead.
 func (*ModifyTableRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{30}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ModifyTableRequest) GetTableName() *TableName {
@@ -1913,7 +1985,7 @@ type ModifyTableResponse struct {
 
 func (x *ModifyTableResponse) Reset() {
 	*x = ModifyTableResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +1997,7 @@ func (x *ModifyTableResponse) String() string {
 func (*ModifyTableResponse) ProtoMessage() {}
 
 func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[31]
+	mi := &file_hbase_v2_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2010,7 @@ func (x *ModifyTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyTableResponse.ProtoReflect.Descriptor instead.
 func (*ModifyTableResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{31}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ModifyTableResponse) GetProcId() uint64 {
@@ -1966,7 +2038,7 @@ const (
 
 func (x *GetTableDescriptorsRequest) Reset() {
 	*x = GetTableDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2050,7 @@ func (x *GetTableDescriptorsRequest) String() string {
 func (*GetTableDescriptorsRequest) ProtoMessage() {}
 
 func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[32]
+	mi := &file_hbase_v2_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2063,7 @@ func (x *GetTableDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{32}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTableDescriptorsRequest) GetTableNames() []*TableName {
@@ -2031,7 +2103,7 @@ type GetTableDescriptorsResponse struct {
 
 func (x *GetTableDescriptorsResponse) Reset() {
 	*x = GetTableDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2115,7 @@ func (x *GetTableDescriptorsResponse) String() string {
 func (*GetTableDescriptorsResponse) ProtoMessage() {}
 
 func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[33]
+	mi := &file_hbase_v2_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2128,7 @@ func (x *GetTableDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*GetTableDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{33}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTableDescriptorsResponse) GetTableSchema() []*TableSchema {
@@ -2082,7 +2154,7 @@ const (
 
 func (x *GetTableNamesRequest) Reset() {
 	*x = GetTableNamesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2166,7 @@ func (x *GetTableNamesRequest) String() string {
 func (*GetTableNamesRequest) ProtoMessage() {}
 
 func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[34]
+	mi := &file_hbase_v2_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2179,7 @@ func (x *GetTableNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesRequest.ProtoReflect.Descriptor instead.
 func (*GetTableNamesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{34}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetTableNamesRequest) GetRegex() string {
@@ -2140,7 +2212,7 @@ type GetTableNamesResponse struct {
 
 func (x *GetTableNamesResponse) Reset() {
 	*x = GetTableNamesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2224,7 @@ func (x *GetTableNamesResponse) String() string {
 func (*GetTableNamesResponse) ProtoMessage() {}
 
 func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[35]
+	mi := &file_hbase_v2_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2237,7 @@ func (x *GetTableNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableNamesResponse.ProtoReflect.Descriptor instead.
 func (*GetTableNamesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{35}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTableNamesResponse) GetTableNames() []*TableName {
@@ -2185,7 +2257,7 @@ type GetTableStateRequest struct {
 
 func (x *GetTableStateRequest) Reset() {
 	*x = GetTableStateRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2269,7 @@ func (x *GetTableStateRequest) String() string {
 func (*GetTableStateRequest) ProtoMessage() {}
 
 func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[36]
+	mi := &file_hbase_v2_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2282,7 @@ func (x *GetTableStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTableStateRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{36}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetTableStateRequest) GetTableName() *TableName {
@@ -2229,7 +2301,7 @@ type GetTableStateResponse struct {
 
 func (x *GetTableStateResponse) Reset() {
 	*x = GetTableStateResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2313,7 @@ func (x *GetTableStateResponse) String() string {
 func (*GetTableStateResponse) ProtoMessage() {}
 
 func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[37]
+	mi := &file_hbase_v2_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2326,7 @@ func (x *GetTableStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTableStateResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{37}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTableStateResponse) GetTableState() *TableState {
@@ -2281,7 +2353,7 @@ const (
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2365,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[38]
+	mi := &file_hbase_v2_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2378,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{38}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2339,7 +2411,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2423,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[39]
+	mi := &file_hbase_v2_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2436,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{39}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateNamespaceResponse) GetProcId() uint64 {
@@ -2391,7 +2463,7 @@ const (
 
 func (x *DeleteNamespaceRequest) Reset() {
 	*x = DeleteNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2475,7 @@ func (x *DeleteNamespaceRequest) String() string {
 func (*DeleteNamespaceRequest) ProtoMessage() {}
 
 func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[40]
+	mi := &file_hbase_v2_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2488,7 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{40}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteNamespaceRequest) GetNamespaceName() string {
@@ -2449,7 +2521,7 @@ type DeleteNamespaceResponse struct {
 
 func (x *DeleteNamespaceResponse) Reset() {
 	*x = DeleteNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2533,7 @@ func (x *DeleteNamespaceResponse) String() string {
 func (*DeleteNamespaceResponse) ProtoMessage() {}
 
 func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[41]
+	mi := &file_hbase_v2_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2546,7 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{41}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteNamespaceResponse) GetProcId() uint64 {
@@ -2501,7 +2573,7 @@ const (
 
 func (x *ModifyNamespaceRequest) Reset() {
 	*x = ModifyNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2585,7 @@ func (x *ModifyNamespaceRequest) String() string {
 func (*ModifyNamespaceRequest) ProtoMessage() {}
 
 func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[42]
+	mi := &file_hbase_v2_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2598,7 @@ func (x *ModifyNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{42}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ModifyNamespaceRequest) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2559,7 +2631,7 @@ type ModifyNamespaceResponse struct {
 
 func (x *ModifyNamespaceResponse) Reset() {
 	*x = ModifyNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2643,7 @@ func (x *ModifyNamespaceResponse) String() string {
 func (*ModifyNamespaceResponse) ProtoMessage() {}
 
 func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[43]
+	mi := &file_hbase_v2_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2656,7 @@ func (x *ModifyNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ModifyNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{43}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ModifyNamespaceResponse) GetProcId() uint64 {
@@ -2603,7 +2675,7 @@ type GetNamespaceDescriptorRequest struct {
 
 func (x *GetNamespaceDescriptorRequest) Reset() {
 	*x = GetNamespaceDescriptorRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2687,7 @@ func (x *GetNamespaceDescriptorRequest) String() string {
 func (*GetNamespaceDescriptorRequest) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[44]
+	mi := &file_hbase_v2_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2700,7 @@ func (x *GetNamespaceDescriptorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{44}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetNamespaceDescriptorRequest) GetNamespaceName() string {
@@ -2647,7 +2719,7 @@ type GetNamespaceDescriptorResponse struct {
 
 func (x *GetNamespaceDescriptorResponse) Reset() {
 	*x = GetNamespaceDescriptorResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2731,7 @@ func (x *GetNamespaceDescriptorResponse) String() string {
 func (*GetNamespaceDescriptorResponse) ProtoMessage() {}
 
 func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[45]
+	mi := &file_hbase_v2_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2744,7 @@ func (x *GetNamespaceDescriptorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceDescriptorResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceDescriptorResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{45}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetNamespaceDescriptorResponse) GetNamespaceDescriptor() *NamespaceDescriptor {
@@ -2690,7 +2762,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2774,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[46]
+	mi := &file_hbase_v2_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2787,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{46}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
 }
 
 type ListNamespacesResponse struct {
@@ -2727,7 +2799,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2811,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[47]
+	mi := &file_hbase_v2_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2824,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{47}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListNamespacesResponse) GetNamespaceName() []string {
@@ -2770,7 +2842,7 @@ type ListNamespaceDescriptorsRequest struct {
 
 func (x *ListNamespaceDescriptorsRequest) Reset() {
 	*x = ListNamespaceDescriptorsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2854,7 @@ func (x *ListNamespaceDescriptorsRequest) String() string {
 func (*ListNamespaceDescriptorsRequest) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[48]
+	mi := &file_hbase_v2_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +2867,7 @@ func (x *ListNamespaceDescriptorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{48}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
 }
 
 type ListNamespaceDescriptorsResponse struct {
@@ -2807,7 +2879,7 @@ type ListNamespaceDescriptorsResponse struct {
 
 func (x *ListNamespaceDescriptorsResponse) Reset() {
 	*x = ListNamespaceDescriptorsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2891,7 @@ func (x *ListNamespaceDescriptorsResponse) String() string {
 func (*ListNamespaceDescriptorsResponse) ProtoMessage() {}
 
 func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[49]
+	mi := &file_hbase_v2_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2904,7 @@ func (x *ListNamespaceDescriptorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespaceDescriptorsResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespaceDescriptorsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{49}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListNamespaceDescriptorsResponse) GetNamespaceDescriptor() []*NamespaceDescriptor {
@@ -2851,7 +2923,7 @@ type ListTableDescriptorsByNamespaceRequest struct {
 
 func (x *ListTableDescriptorsByNamespaceRequest) Reset() {
 	*x = ListTableDescriptorsByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +2935,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) String() string {
 func (*ListTableDescriptorsByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[50]
+	mi := &file_hbase_v2_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +2948,7 @@ func (x *ListTableDescriptorsByNamespaceRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use ListTableDescriptorsByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{50}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListTableDescriptorsByNamespaceRequest) GetNamespaceName() string {
@@ -2895,7 +2967,7 @@ type ListTableDescriptorsByNamespaceResponse struct {
 
 func (x *ListTableDescriptorsByNamespaceResponse) Reset() {
 	*x = ListTableDescriptorsByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +2979,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) String() string {
 func (*ListTableDescriptorsByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[51]
+	mi := &file_hbase_v2_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +2992,7 @@ func (x *ListTableDescriptorsByNamespaceResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ListTableDescriptorsByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableDescriptorsByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{51}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListTableDescriptorsByNamespaceResponse) GetTableSchema() []*TableSchema {
@@ -2939,7 +3011,7 @@ type ListTableNamesByNamespaceRequest struct {
 
 func (x *ListTableNamesByNamespaceRequest) Reset() {
 	*x = ListTableNamesByNamespaceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3023,7 @@ func (x *ListTableNamesByNamespaceRequest) String() string {
 func (*ListTableNamesByNamespaceRequest) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[52]
+	mi := &file_hbase_v2_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3036,7 @@ func (x *ListTableNamesByNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTableNamesByNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{52}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListTableNamesByNamespaceRequest) GetNamespaceName() string {
@@ -2983,7 +3055,7 @@ type ListTableNamesByNamespaceResponse struct {
 
 func (x *ListTableNamesByNamespaceResponse) Reset() {
 	*x = ListTableNamesByNamespaceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3067,7 @@ func (x *ListTableNamesByNamespaceResponse) String() string {
 func (*ListTableNamesByNamespaceResponse) ProtoMessage() {}
 
 func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[53]
+	mi := &file_hbase_v2_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3080,7 @@ func (x *ListTableNamesByNamespaceResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListTableNamesByNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*ListTableNamesByNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{53}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListTableNamesByNamespaceResponse) GetTableName() []*TableName {
@@ -3026,7 +3098,7 @@ type IsInMaintenanceModeRequest struct {
 
 func (x *IsInMaintenanceModeRequest) Reset() {
 	*x = IsInMaintenanceModeRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3110,7 @@ func (x *IsInMaintenanceModeRequest) String() string {
 func (*IsInMaintenanceModeRequest) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[54]
+	mi := &file_hbase_v2_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3123,7 @@ func (x *IsInMaintenanceModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeRequest.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{54}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
 }
 
 type IsInMaintenanceModeResponse struct {
@@ -3063,7 +3135,7 @@ type IsInMaintenanceModeResponse struct {
 
 func (x *IsInMaintenanceModeResponse) Reset() {
 	*x = IsInMaintenanceModeResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3147,7 @@ func (x *IsInMaintenanceModeResponse) String() string {
 func (*IsInMaintenanceModeResponse) ProtoMessage() {}
 
 func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[55]
+	mi := &file_hbase_v2_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3160,7 @@ func (x *IsInMaintenanceModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsInMaintenanceModeResponse.ProtoReflect.Descriptor instead.
 func (*IsInMaintenanceModeResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{55}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *IsInMaintenanceModeResponse) GetInMaintenanceMode() bool {
@@ -3108,7 +3180,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3192,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[56]
+	mi := &file_hbase_v2_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3205,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{56}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BalanceRequest) GetIgnoreRit() bool {
@@ -3161,7 +3233,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3245,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[57]
+	mi := &file_hbase_v2_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3258,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{57}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *BalanceResponse) GetBalancerRan() bool {
@@ -3220,7 +3292,7 @@ type SetBalancerRunningRequest struct {
 
 func (x *SetBalancerRunningRequest) Reset() {
 	*x = SetBalancerRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3304,7 @@ func (x *SetBalancerRunningRequest) String() string {
 func (*SetBalancerRunningRequest) ProtoMessage() {}
 
 func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[58]
+	mi := &file_hbase_v2_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3317,7 @@ func (x *SetBalancerRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningRequest.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{58}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetBalancerRunningRequest) GetOn() bool {
@@ -3271,7 +3343,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3355,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[59]
+	mi := &file_hbase_v2_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3368,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{59}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevBalanceValue() bool {
@@ -3314,7 +3386,7 @@ type IsBalancerEnabledRequest struct {
 
 func (x *IsBalancerEnabledRequest) Reset() {
 	*x = IsBalancerEnabledRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3398,7 @@ func (x *IsBalancerEnabledRequest) String() string {
 func (*IsBalancerEnabledRequest) ProtoMessage() {}
 
 func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[60]
+	mi := &file_hbase_v2_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3411,7 @@ func (x *IsBalancerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{60}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
 }
 
 type IsBalancerEnabledResponse struct {
@@ -3351,7 +3423,7 @@ type IsBalancerEnabledResponse struct {
 
 func (x *IsBalancerEnabledResponse) Reset() {
 	*x = IsBalancerEnabledResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3435,7 @@ func (x *IsBalancerEnabledResponse) String() string {
 func (*IsBalancerEnabledResponse) ProtoMessage() {}
 
 func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[61]
+	mi := &file_hbase_v2_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3448,7 @@ func (x *IsBalancerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsBalancerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*IsBalancerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{61}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *IsBalancerEnabledResponse) GetEnabled() bool {
@@ -3396,7 +3468,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3480,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[62]
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3493,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{62}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetClusterStatusRequest) GetOptions() []Option {
@@ -3440,7 +3512,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3524,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[63]
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3537,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{63}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetClusterStatusResponse) GetClusterStatus() *ClusterStatus {
@@ -3484,7 +3556,7 @@ type IsMasterRunningRequest struct {
 
 func (x *IsMasterRunningRequest) Reset() {
 	*x = IsMasterRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3568,7 @@ func (x *IsMasterRunningRequest) String() string {
 func (*IsMasterRunningRequest) ProtoMessage() {}
 
 func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3581,7 @@ func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningRequest.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
 }
 
 type IsMasterRunningResponse struct {
@@ -3521,7 +3593,7 @@ type IsMasterRunningResponse struct {
 
 func (x *IsMasterRunningResponse) Reset() {
 	*x = IsMasterRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3605,7 @@ func (x *IsMasterRunningResponse) String() string {
 func (*IsMasterRunningResponse) ProtoMessage() {}
 
 func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3618,7 @@ func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningResponse.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *IsMasterRunningResponse) GetIsMasterRunning() bool {
@@ -3565,7 +3637,7 @@ type IsProcedureDoneRequest struct {
 
 func (x *IsProcedureDoneRequest) Reset() {
 	*x = IsProcedureDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3649,7 @@ func (x *IsProcedureDoneRequest) String() string {
 func (*IsProcedureDoneRequest) ProtoMessage() {}
 
 func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3662,7 @@ func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *IsProcedureDoneRequest) GetProcedure() *ProcedureDescription {
@@ -3615,7 +3687,7 @@ const (
 
 func (x *IsProcedureDoneResponse) Reset() {
 	*x = IsProcedureDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3699,7 @@ func (x *IsProcedureDoneResponse) String() string {
 func (*IsProcedureDoneResponse) ProtoMessage() {}
 
 func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3712,7 @@ func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *IsProcedureDoneResponse) GetDone() bool {
@@ -3666,7 +3738,7 @@ type GetProcedureResultRequest struct {
 
 func (x *GetProcedureResultRequest) Reset() {
 	*x = GetProcedureResultRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3750,7 @@ func (x *GetProcedureResultRequest) String() string {
 func (*GetProcedureResultRequest) ProtoMessage() {}
 
 func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3763,7 @@ func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultRequest.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetProcedureResultRequest) GetProcId() uint64 {
@@ -3715,7 +3787,7 @@ type GetProcedureResultResponse struct {
 
 func (x *GetProcedureResultResponse) Reset() {
 	*x = GetProcedureResultResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3799,7 @@ func (x *GetProcedureResultResponse) String() string {
 func (*GetProcedureResultResponse) ProtoMessage() {}
 
 func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3812,7 @@ func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultResponse.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetProcedureResultResponse) GetState() GetProcedureResultResponse_State {
@@ -3790,7 +3862,7 @@ type StackTraceElementMessage struct {
 
 func (x *StackTraceElementMessage) Reset() {
 	*x = StackTraceElementMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +3874,7 @@ func (x *StackTraceElementMessage) String() string {
 func (*StackTraceElementMessage) ProtoMessage() {}
 
 func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +3887,7 @@ func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackTraceElementMessage.ProtoReflect.Descriptor instead.
 func (*StackTraceElementMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *StackTraceElementMessage) GetDeclaringClass() string {
@@ -3860,7 +3932,7 @@ type GenericExceptionMessage struct {
 
 func (x *GenericExceptionMessage) Reset() {
 	*x = GenericExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +3944,7 @@ func (x *GenericExceptionMessage) String() string {
 func (*GenericExceptionMessage) ProtoMessage() {}
 
 func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +3957,7 @@ func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenericExceptionMessage.ProtoReflect.Descriptor instead.
 func (*GenericExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GenericExceptionMessage) GetClassName() string {
@@ -3926,7 +3998,7 @@ type ForeignExceptionMessage struct {
 
 func (x *ForeignExceptionMessage) Reset() {
 	*x = ForeignExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4010,7 @@ func (x *ForeignExceptionMessage) String() string {
 func (*ForeignExceptionMessage) ProtoMessage() {}
 
 func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4023,7 @@ func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignExceptionMessage.ProtoReflect.Descriptor instead.
 func (*ForeignExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ForeignExceptionMessage) GetSource() string {
@@ -3990,7 +4062,7 @@ const (
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4074,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4087,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4084,7 +4156,7 @@ const (
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4168,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4181,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4143,7 +4215,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4227,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4240,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SnapshotResponse) GetExpectedTimeout() int64 {
@@ -4194,7 +4266,7 @@ type IsSnapshotDoneRequest struct {
 
 func (x *IsSnapshotDoneRequest) Reset() {
 	*x = IsSnapshotDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4278,7 @@ func (x *IsSnapshotDoneRequest) String() string {
 func (*IsSnapshotDoneRequest) ProtoMessage() {}
 
 func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4291,7 @@ func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *IsSnapshotDoneRequest) GetSnapshot() *SnapshotDescription {
@@ -4244,7 +4316,7 @@ const (
 
 func (x *IsSnapshotDoneResponse) Reset() {
 	*x = IsSnapshotDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4328,7 @@ func (x *IsSnapshotDoneResponse) String() string {
 func (*IsSnapshotDoneResponse) ProtoMessage() {}
 
 func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4341,7 @@ func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *IsSnapshotDoneResponse) GetDone() bool {
@@ -4294,7 +4366,7 @@ type GetCompletedSnapshotsRequest struct {
 
 func (x *GetCompletedSnapshotsRequest) Reset() {
 	*x = GetCompletedSnapshotsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4378,7 @@ func (x *GetCompletedSnapshotsRequest) String() string {
 func (*GetCompletedSnapshotsRequest) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4391,7 @@ func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
 }
 
 type GetCompletedSnapshotsResponse struct {
@@ -4331,7 +4403,7 @@ type GetCompletedSnapshotsResponse struct {
 
 func (x *GetCompletedSnapshotsResponse) Reset() {
 	*x = GetCompletedSnapshotsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4415,7 @@ func (x *GetCompletedSnapshotsResponse) String() string {
 func (*GetCompletedSnapshotsResponse) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4428,7 @@ func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetCompletedSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4375,7 +4447,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4459,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4472,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4418,7 +4490,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4502,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4515,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{83}
 }
 
 type RestoreSnapshotRequest struct {
@@ -4466,7 +4538,7 @@ const (
 
 func (x *RestoreSnapshotRequest) Reset() {
 	*x = RestoreSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[82]
+	mi := &file_hbase_v2_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4478,7 +4550,7 @@ func (x *RestoreSnapshotRequest) String() string {
 func (*RestoreSnapshotRequest) ProtoMessage() {}
 
 func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[82]
+	mi := &file_hbase_v2_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4491,7 +4563,7 @@ func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{82}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RestoreSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4538,7 +4610,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[83]
+	mi := &file_hbase_v2_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +4622,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[83]
+	mi := &file_hbase_v2_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +4635,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{83}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RestoreSnapshotResponse) GetProcId() uint64 {
@@ -4658,7 +4730,9 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"nonceGroup\x12\x17\n" +
 	"\x05nonce\x18\x04 \x01(\x04:\x010R\x05nonce\"-\n" +
 	"\x12FlushTableResponse\x12\x17\n" +
-	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\xc7\x01\n" +
+	"\aproc_id\x18\x01 \x01(\x04R\x06procId\"\x1c\n" +
+	"\x1aUpdateConfigurationRequest\"\x1d\n" +
+	"\x1bUpdateConfigurationResponse\"\xc7\x01\n" +
 	"\x12FlushRegionRequest\x12;\n" +
 	"\x06region\x18\x01 \x02(\v2#.cellstore.hbase.v2.RegionSpecifierR\x06region\x12'\n" +
 	"\x10if_older_than_ts\x18\x02 \x01(\x04R\rifOlderThanTs\x123\n" +
@@ -4883,7 +4957,7 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 }
 
 var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
 	(SnapshotDescription_Type)(0),                   // 1: cellstore.hbase.v2.SnapshotDescription.Type
@@ -4907,129 +4981,131 @@ var file_hbase_v2_master_proto_goTypes = []any{
 	(*DeleteTableResponse)(nil),                     // 19: cellstore.hbase.v2.DeleteTableResponse
 	(*FlushTableRequest)(nil),                       // 20: cellstore.hbase.v2.FlushTableRequest
 	(*FlushTableResponse)(nil),                      // 21: cellstore.hbase.v2.FlushTableResponse
-	(*FlushRegionRequest)(nil),                      // 22: cellstore.hbase.v2.FlushRegionRequest
-	(*FlushRegionResponse)(nil),                     // 23: cellstore.hbase.v2.FlushRegionResponse
-	(*CompactRegionRequest)(nil),                    // 24: cellstore.hbase.v2.CompactRegionRequest
-	(*CompactRegionResponse)(nil),                   // 25: cellstore.hbase.v2.CompactRegionResponse
-	(*TruncateTableRequest)(nil),                    // 26: cellstore.hbase.v2.TruncateTableRequest
-	(*TruncateTableResponse)(nil),                   // 27: cellstore.hbase.v2.TruncateTableResponse
-	(*EnableTableRequest)(nil),                      // 28: cellstore.hbase.v2.EnableTableRequest
-	(*EnableTableResponse)(nil),                     // 29: cellstore.hbase.v2.EnableTableResponse
-	(*DisableTableRequest)(nil),                     // 30: cellstore.hbase.v2.DisableTableRequest
-	(*DisableTableResponse)(nil),                    // 31: cellstore.hbase.v2.DisableTableResponse
-	(*ModifyTableRequest)(nil),                      // 32: cellstore.hbase.v2.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                     // 33: cellstore.hbase.v2.ModifyTableResponse
-	(*GetTableDescriptorsRequest)(nil),              // 34: cellstore.hbase.v2.GetTableDescriptorsRequest
-	(*GetTableDescriptorsResponse)(nil),             // 35: cellstore.hbase.v2.GetTableDescriptorsResponse
-	(*GetTableNamesRequest)(nil),                    // 36: cellstore.hbase.v2.GetTableNamesRequest
-	(*GetTableNamesResponse)(nil),                   // 37: cellstore.hbase.v2.GetTableNamesResponse
-	(*GetTableStateRequest)(nil),                    // 38: cellstore.hbase.v2.GetTableStateRequest
-	(*GetTableStateResponse)(nil),                   // 39: cellstore.hbase.v2.GetTableStateResponse
-	(*CreateNamespaceRequest)(nil),                  // 40: cellstore.hbase.v2.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),                 // 41: cellstore.hbase.v2.CreateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),                  // 42: cellstore.hbase.v2.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),                 // 43: cellstore.hbase.v2.DeleteNamespaceResponse
-	(*ModifyNamespaceRequest)(nil),                  // 44: cellstore.hbase.v2.ModifyNamespaceRequest
-	(*ModifyNamespaceResponse)(nil),                 // 45: cellstore.hbase.v2.ModifyNamespaceResponse
-	(*GetNamespaceDescriptorRequest)(nil),           // 46: cellstore.hbase.v2.GetNamespaceDescriptorRequest
-	(*GetNamespaceDescriptorResponse)(nil),          // 47: cellstore.hbase.v2.GetNamespaceDescriptorResponse
-	(*ListNamespacesRequest)(nil),                   // 48: cellstore.hbase.v2.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),                  // 49: cellstore.hbase.v2.ListNamespacesResponse
-	(*ListNamespaceDescriptorsRequest)(nil),         // 50: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
-	(*ListNamespaceDescriptorsResponse)(nil),        // 51: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
-	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 52: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
-	(*ListTableDescriptorsByNamespaceResponse)(nil), // 53: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
-	(*ListTableNamesByNamespaceRequest)(nil),        // 54: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
-	(*ListTableNamesByNamespaceResponse)(nil),       // 55: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
-	(*IsInMaintenanceModeRequest)(nil),              // 56: cellstore.hbase.v2.IsInMaintenanceModeRequest
-	(*IsInMaintenanceModeResponse)(nil),             // 57: cellstore.hbase.v2.IsInMaintenanceModeResponse
-	(*BalanceRequest)(nil),                          // 58: cellstore.hbase.v2.BalanceRequest
-	(*BalanceResponse)(nil),                         // 59: cellstore.hbase.v2.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),               // 60: cellstore.hbase.v2.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),              // 61: cellstore.hbase.v2.SetBalancerRunningResponse
-	(*IsBalancerEnabledRequest)(nil),                // 62: cellstore.hbase.v2.IsBalancerEnabledRequest
-	(*IsBalancerEnabledResponse)(nil),               // 63: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 64: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 65: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 66: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 67: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 68: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 69: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 70: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 71: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 72: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 73: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 74: cellstore.hbase.v2.ForeignExceptionMessage
-	(*SnapshotDescription)(nil),                     // 75: cellstore.hbase.v2.SnapshotDescription
-	(*SnapshotRequest)(nil),                         // 76: cellstore.hbase.v2.SnapshotRequest
-	(*SnapshotResponse)(nil),                        // 77: cellstore.hbase.v2.SnapshotResponse
-	(*IsSnapshotDoneRequest)(nil),                   // 78: cellstore.hbase.v2.IsSnapshotDoneRequest
-	(*IsSnapshotDoneResponse)(nil),                  // 79: cellstore.hbase.v2.IsSnapshotDoneResponse
-	(*GetCompletedSnapshotsRequest)(nil),            // 80: cellstore.hbase.v2.GetCompletedSnapshotsRequest
-	(*GetCompletedSnapshotsResponse)(nil),           // 81: cellstore.hbase.v2.GetCompletedSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),                   // 82: cellstore.hbase.v2.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),                  // 83: cellstore.hbase.v2.DeleteSnapshotResponse
-	(*RestoreSnapshotRequest)(nil),                  // 84: cellstore.hbase.v2.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil),                 // 85: cellstore.hbase.v2.RestoreSnapshotResponse
-	(*TableName)(nil),                               // 86: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 87: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 88: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 89: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 90: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 91: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 92: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 93: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 94: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 95: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 96: cellstore.hbase.v2.ProcedureDescription
+	(*UpdateConfigurationRequest)(nil),              // 22: cellstore.hbase.v2.UpdateConfigurationRequest
+	(*UpdateConfigurationResponse)(nil),             // 23: cellstore.hbase.v2.UpdateConfigurationResponse
+	(*FlushRegionRequest)(nil),                      // 24: cellstore.hbase.v2.FlushRegionRequest
+	(*FlushRegionResponse)(nil),                     // 25: cellstore.hbase.v2.FlushRegionResponse
+	(*CompactRegionRequest)(nil),                    // 26: cellstore.hbase.v2.CompactRegionRequest
+	(*CompactRegionResponse)(nil),                   // 27: cellstore.hbase.v2.CompactRegionResponse
+	(*TruncateTableRequest)(nil),                    // 28: cellstore.hbase.v2.TruncateTableRequest
+	(*TruncateTableResponse)(nil),                   // 29: cellstore.hbase.v2.TruncateTableResponse
+	(*EnableTableRequest)(nil),                      // 30: cellstore.hbase.v2.EnableTableRequest
+	(*EnableTableResponse)(nil),                     // 31: cellstore.hbase.v2.EnableTableResponse
+	(*DisableTableRequest)(nil),                     // 32: cellstore.hbase.v2.DisableTableRequest
+	(*DisableTableResponse)(nil),                    // 33: cellstore.hbase.v2.DisableTableResponse
+	(*ModifyTableRequest)(nil),                      // 34: cellstore.hbase.v2.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                     // 35: cellstore.hbase.v2.ModifyTableResponse
+	(*GetTableDescriptorsRequest)(nil),              // 36: cellstore.hbase.v2.GetTableDescriptorsRequest
+	(*GetTableDescriptorsResponse)(nil),             // 37: cellstore.hbase.v2.GetTableDescriptorsResponse
+	(*GetTableNamesRequest)(nil),                    // 38: cellstore.hbase.v2.GetTableNamesRequest
+	(*GetTableNamesResponse)(nil),                   // 39: cellstore.hbase.v2.GetTableNamesResponse
+	(*GetTableStateRequest)(nil),                    // 40: cellstore.hbase.v2.GetTableStateRequest
+	(*GetTableStateResponse)(nil),                   // 41: cellstore.hbase.v2.GetTableStateResponse
+	(*CreateNamespaceRequest)(nil),                  // 42: cellstore.hbase.v2.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                 // 43: cellstore.hbase.v2.CreateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                  // 44: cellstore.hbase.v2.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                 // 45: cellstore.hbase.v2.DeleteNamespaceResponse
+	(*ModifyNamespaceRequest)(nil),                  // 46: cellstore.hbase.v2.ModifyNamespaceRequest
+	(*ModifyNamespaceResponse)(nil),                 // 47: cellstore.hbase.v2.ModifyNamespaceResponse
+	(*GetNamespaceDescriptorRequest)(nil),           // 48: cellstore.hbase.v2.GetNamespaceDescriptorRequest
+	(*GetNamespaceDescriptorResponse)(nil),          // 49: cellstore.hbase.v2.GetNamespaceDescriptorResponse
+	(*ListNamespacesRequest)(nil),                   // 50: cellstore.hbase.v2.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                  // 51: cellstore.hbase.v2.ListNamespacesResponse
+	(*ListNamespaceDescriptorsRequest)(nil),         // 52: cellstore.hbase.v2.ListNamespaceDescriptorsRequest
+	(*ListNamespaceDescriptorsResponse)(nil),        // 53: cellstore.hbase.v2.ListNamespaceDescriptorsResponse
+	(*ListTableDescriptorsByNamespaceRequest)(nil),  // 54: cellstore.hbase.v2.ListTableDescriptorsByNamespaceRequest
+	(*ListTableDescriptorsByNamespaceResponse)(nil), // 55: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse
+	(*ListTableNamesByNamespaceRequest)(nil),        // 56: cellstore.hbase.v2.ListTableNamesByNamespaceRequest
+	(*ListTableNamesByNamespaceResponse)(nil),       // 57: cellstore.hbase.v2.ListTableNamesByNamespaceResponse
+	(*IsInMaintenanceModeRequest)(nil),              // 58: cellstore.hbase.v2.IsInMaintenanceModeRequest
+	(*IsInMaintenanceModeResponse)(nil),             // 59: cellstore.hbase.v2.IsInMaintenanceModeResponse
+	(*BalanceRequest)(nil),                          // 60: cellstore.hbase.v2.BalanceRequest
+	(*BalanceResponse)(nil),                         // 61: cellstore.hbase.v2.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),               // 62: cellstore.hbase.v2.SetBalancerRunningRequest
+	(*SetBalancerRunningResponse)(nil),              // 63: cellstore.hbase.v2.SetBalancerRunningResponse
+	(*IsBalancerEnabledRequest)(nil),                // 64: cellstore.hbase.v2.IsBalancerEnabledRequest
+	(*IsBalancerEnabledResponse)(nil),               // 65: cellstore.hbase.v2.IsBalancerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 66: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 67: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 68: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 69: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 70: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 71: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 72: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 73: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 74: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 75: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 76: cellstore.hbase.v2.ForeignExceptionMessage
+	(*SnapshotDescription)(nil),                     // 77: cellstore.hbase.v2.SnapshotDescription
+	(*SnapshotRequest)(nil),                         // 78: cellstore.hbase.v2.SnapshotRequest
+	(*SnapshotResponse)(nil),                        // 79: cellstore.hbase.v2.SnapshotResponse
+	(*IsSnapshotDoneRequest)(nil),                   // 80: cellstore.hbase.v2.IsSnapshotDoneRequest
+	(*IsSnapshotDoneResponse)(nil),                  // 81: cellstore.hbase.v2.IsSnapshotDoneResponse
+	(*GetCompletedSnapshotsRequest)(nil),            // 82: cellstore.hbase.v2.GetCompletedSnapshotsRequest
+	(*GetCompletedSnapshotsResponse)(nil),           // 83: cellstore.hbase.v2.GetCompletedSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),                   // 84: cellstore.hbase.v2.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),                  // 85: cellstore.hbase.v2.DeleteSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),                  // 86: cellstore.hbase.v2.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),                 // 87: cellstore.hbase.v2.RestoreSnapshotResponse
+	(*TableName)(nil),                               // 88: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 89: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 90: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 91: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 92: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 93: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 94: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 95: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 96: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 97: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 98: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	86, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	87, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	86, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	87, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	86, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	89, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	90, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	88, // 9: cellstore.hbase.v2.MergeTableRegionsRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	91, // 10: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	86, // 11: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 12: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 13: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	88, // 14: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	86, // 15: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	86, // 16: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 17: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	86, // 18: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	91, // 19: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	86, // 20: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	91, // 21: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	86, // 22: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	86, // 23: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	92, // 24: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	93, // 25: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	93, // 26: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	93, // 27: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	93, // 28: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	91, // 29: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	86, // 30: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	94, // 31: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	95, // 32: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	96, // 33: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	96, // 34: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	88, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	89, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	88, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	89, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	88, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	90, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	91, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	92, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	90, // 9: cellstore.hbase.v2.MergeTableRegionsRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	93, // 10: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	88, // 11: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 12: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	90, // 13: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	90, // 14: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	88, // 15: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	88, // 16: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 17: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	88, // 18: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	93, // 19: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	88, // 20: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	93, // 21: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	88, // 22: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	88, // 23: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	94, // 24: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	95, // 25: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	95, // 26: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	95, // 27: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	95, // 28: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	93, // 29: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	88, // 30: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	96, // 31: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	97, // 32: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	98, // 33: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	98, // 34: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
 	0,  // 35: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	74, // 36: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	72, // 37: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	73, // 38: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	76, // 36: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	74, // 37: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	75, // 38: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
 	1,  // 39: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
-	75, // 40: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	75, // 41: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	75, // 42: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	75, // 43: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
-	75, // 44: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	75, // 45: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 40: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 41: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 42: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 43: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 44: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	77, // 45: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
 	46, // [46:46] is the sub-list for method output_type
 	46, // [46:46] is the sub-list for method input_type
 	46, // [46:46] is the sub-list for extension type_name
@@ -5050,7 +5126,7 @@ func file_hbase_v2_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

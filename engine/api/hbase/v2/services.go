@@ -41,6 +41,9 @@ var Services = map[string]map[string]NewCall{
 		"CompactRegion": func() (proto.Message, proto.Message) {
 			return &CompactRegionRequest{}, &CompactRegionResponse{}
 		},
+		"UpdateConfiguration": func() (proto.Message, proto.Message) {
+			return &UpdateConfigurationRequest{}, &UpdateConfigurationResponse{}
+		},
 	},
 	"MasterService": {
 		"IsMasterRunning": func() (proto.Message, proto.Message) {
