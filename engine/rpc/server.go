@@ -234,7 +234,9 @@ func (s *Server) SetMaxConns(n int) { s.maxConns.Store(int64(max(n, 1))) }
 
 // SetIdleTimeout changes ServerOptions.IdleTimeout; a connection waiting for its next frame
 // uses the new value from its next wait.
-func (s *Server) SetIdleTimeout(d time.Duration) { s.idleTimeout.Store(int64(max(d, time.Millisecond))) }
+func (s *Server) SetIdleTimeout(d time.Duration) {
+	s.idleTimeout.Store(int64(max(d, time.Millisecond)))
+}
 
 // NewServer makes a server with the given handlers, by method number.
 func NewServer(handlers map[uint32]Handler, opts ServerOptions) *Server {

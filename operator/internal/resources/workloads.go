@@ -347,14 +347,13 @@ func ConfigMap(c *v1alpha1.StoreCluster, operatorVersion string) (*corev1.Config
 	for _, g := range []Group{GroupMaster, GroupRegionServer} {
 		content := ConfigFile(c, g)
 		cm.Data[ConfigFileName(g)] = content
-		var restart strings.Builder
-		for _, line := range strings.Split(content, "\n") {
-			if k, _, ok := strings.Cut(line, " = "); ok && settings.IsOnline(groupRole(g), k) {
-				continue
-			}
-			restart.WriteString(line + "\n")
-		}
-		hashes[g] = shortHash([]byte(restart.String()))
+		// (Without online settings the hash is the file's, as before they existed: an upgrade of
+		// the operator restarts nothing.)
+		lines := slices.DeleteFunc(strings.Split(content, "\n"), func(line string) bool {
+			k, _, ok := strings.Cut(line, " = ")
+			return ok && settings.IsOnline(groupRole(g), k)
+		})
+		hashes[g] = shortHash([]byte(strings.Join(lines, "\n")))
 	}
 	return cm, hashes
 }
