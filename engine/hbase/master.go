@@ -204,6 +204,41 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		return &hb.MergeTableRegionsResponse{ProcId: proc()}, nil
+	case *hb.NormalizeRequest:
+		if r.GetRegex() != "" || r.GetNamespace() != "" {
+			return nil, doNotRetry("normalize by regex or namespace is not supported: name the tables, or none for every table with NORMALIZATION_ENABLED")
+		}
+		req := &pb.NormalizeRequest{}
+		for _, t := range r.GetTableNames() {
+			req.Tables = append(req.Tables, pbTableName(t))
+		}
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.Normalize(ctx, req)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.NormalizeResponse{NormalizerRan: proto.Bool(true)}, nil
+	case *hb.SetNormalizerRunningRequest:
+		var prev bool
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.SetNormalizerRunning(ctx, &pb.SetBalancerRunningRequest{On: r.GetOn()})
+			prev = resp.GetPrevious()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.SetNormalizerRunningResponse{PrevNormalizerValue: proto.Bool(prev)}, nil
+	case *hb.IsNormalizerEnabledRequest:
+		var on bool
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+			on = resp.GetNormalizerOn()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.IsNormalizerEnabledResponse{Enabled: proto.Bool(on)}, nil
 	case *hb.GetClusterStatusRequest:
 		return a.clusterStatus(ctx)
 	case *hb.IsBalancerEnabledRequest:
@@ -585,7 +620,15 @@ func tableDescriptor(s *hb.TableSchema) (*pb.TableDescriptor, error) {
 				return nil, doNotRetry("table attribute DURABILITY %q: use USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL", v)
 			}
 			td.Durability = pb.Durability(d)
-		case "IS_META", "NORMALIZATION_ENABLED", "COMPACTION_ENABLED", "SPLIT_ENABLED", "MERGE_ENABLED", "PRIORITY", "REGION_MEMSTORE_REPLICATION":
+		case "NORMALIZATION_ENABLED":
+			// HBase writes false by default: kept only when the table asks for the normalizer.
+			if strings.EqualFold(v, "true") {
+				if td.Attributes == nil {
+					td.Attributes = map[string]string{}
+				}
+				td.Attributes[k] = "true"
+			}
+		case "IS_META", "COMPACTION_ENABLED", "SPLIT_ENABLED", "MERGE_ENABLED", "PRIORITY", "REGION_MEMSTORE_REPLICATION":
 			// HBase writes these with their defaults; nothing to keep.
 		default:
 			if td.Attributes == nil {

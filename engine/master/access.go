@@ -33,7 +33,7 @@ var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "Rep
 
 // globalAdmin are the calls that need ADMIN everywhere (HBase: balance, move, drain, quotas,
 // cluster status and settings).
-var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "MergeRegions": true, "UpdateConfiguration": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
+var globalAdmin = map[string]bool{"MoveRegion": true, "SplitRegion": true, "MergeRegions": true, "UpdateConfiguration": true, "Normalize": true, "SetNormalizerRunning": true, "DrainServer": true, "UndrainServer": true, "Balance": true,
 	"SetBalancerRunning": true, "ClusterStatus": true, "SetClusterConfig": true, "SetQuota": true, "ListQuotas": true, "SetServerZone": true,
 	"AddLabels": true, "ListLabels": true, "SetAuths": true, "ClearAuths": true,
 	"ArchiveClusterWAL": true, "SetExternalAddresses": true}

@@ -56,6 +56,13 @@ type Config struct {
 	// calls). MaxMovesInFlight bounds the balancer's and drains' concurrent moves (default 16).
 	BalancerInterval time.Duration
 	MaxMovesInFlight int
+	// NormalizerInterval is the period of the region normalizer (default 5 min; negative: only
+	// on Normalize calls). It looks at tables with NORMALIZATION_ENABLED (docs/master.md,
+	// "Normalizer"): regions smaller than NormalizerMergeMinSize (default 1 MiB) or younger than
+	// NormalizerMergeMinAge (default 3 days) are not merged.
+	NormalizerInterval     time.Duration
+	NormalizerMergeMinAge  time.Duration
+	NormalizerMergeMinSize int64
 	// MaxOpenAttempts: an open that fails this many times leaves the region FAILED_OPEN (default 3).
 	MaxOpenAttempts int
 	// OpenTimeout: a region server that has not reported an open after this long is told to
@@ -162,6 +169,11 @@ func (c *Config) fill() error {
 		}
 	}
 	def(&c.BalancerInterval, 5*time.Minute)
+	def(&c.NormalizerInterval, 5*time.Minute)
+	def(&c.NormalizerMergeMinAge, 72*time.Hour)
+	if c.NormalizerMergeMinSize == 0 {
+		c.NormalizerMergeMinSize = 1 << 20
+	}
 	def(&c.OpenTimeout, 2*time.Minute)
 	def(&c.CloseTimeout, 2*time.Minute)
 	def(&c.RPCTimeout, 10*time.Second)
@@ -288,6 +300,7 @@ type Master struct {
 	locateWaiters atomic.Int64
 	queued        map[string]bool
 	nextBalance   time.Time
+	nextNormalize time.Time
 	nextSweep     time.Time
 	busyTables    map[string]bool // tables whose delete or archive runs
 	// Splits: parents whose cleanup runs, when the janitor runs next, and regions whose last
@@ -689,6 +702,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.busyTables = map[string]bool{}
 	m.cleaning, m.splitHold, m.splitChecks, m.nextJanitor = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, now
 	m.nextBalance = now.Add(m.cfg.BalancerInterval)
+	m.nextNormalize = now.Add(m.cfg.NormalizerInterval)
 	m.nextSweep = now
 	m.cleaner.next, m.cleaner.linkChecks = now.Add(m.cfg.CleanerInterval), map[string]bool{}
 	// Servers the catalog knows get a fresh lease: they go on heartbeating to this master, or
@@ -941,6 +955,7 @@ func (m *Master) tick(ctx context.Context) {
 		m.advanceProcsLocked,
 		m.startMovesLocked,
 		m.balancerTickLocked,
+		m.normalizerTickLocked,
 	}
 	for _, step := range steps {
 		if !m.activeLocked() {

@@ -43,8 +43,10 @@ func validDescriptor(td *pb.TableDescriptor) error {
 	if err := schema.Descriptor(td); err != nil {
 		return err
 	}
-	_, err := region.ParseSplitPolicy(td.GetAttributes())
-	return err
+	if _, err := region.ParseSplitPolicy(td.GetAttributes()); err != nil {
+		return err
+	}
+	return checkNormalizerAttributes(td.GetAttributes())
 }
 
 // splitPolicyOf is a table's split policy (checked when the table was created or altered).

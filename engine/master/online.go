@@ -36,6 +36,9 @@ func (m *Master) Reconfigure(fn func(c *Config)) error {
 	if c.BalancerInterval != m.cfg.BalancerInterval && c.BalancerInterval > 0 {
 		m.nextBalance = m.clock().Add(c.BalancerInterval)
 	}
+	if c.NormalizerInterval != m.cfg.NormalizerInterval && c.NormalizerInterval > 0 {
+		m.nextNormalize = m.clock().Add(c.NormalizerInterval)
+	}
 	m.cfg = c
 	return nil
 }

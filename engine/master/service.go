@@ -568,7 +568,7 @@ func (m *Master) ClusterStatus(context.Context, *pb.ClusterStatusRequest) (*pb.C
 	}
 	defer m.mu.Unlock()
 	now := m.clock()
-	resp := &pb.ClusterStatusResponse{ActiveMaster: m.cfg.Address, BalancerOn: !m.st.state.GetBalancerOff(),
+	resp := &pb.ClusterStatusResponse{ActiveMaster: m.cfg.Address, BalancerOn: !m.st.state.GetBalancerOff(), NormalizerOn: !m.st.state.GetNormalizerOff(),
 		ClusterConfig: m.clusterConfigLocked(), Regions: int32(len(m.st.regions)),
 		MasterVersions: map[string]string{m.cfg.Address: m.cfg.Version}}
 	for addr, at := range m.standbys {

@@ -43,53 +43,56 @@ var verbs map[string]verb
 
 func init() {
 	verbs = map[string]verb{
-		"create":            {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
-		"put":               {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms, ACL => {'user' => 'RW', '@group' => 'R'}, VISIBILITY => 'secret&!eu'}]"},
-		"get":               {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
-		"scan":              {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
-		"delete":            {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp][, {VISIBILITY => 'secret'}]"},
-		"deleteall":         {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]][, {VISIBILITY => 'secret'}]"},
-		"incr":              {(*Shell).incr, "incr 't', 'row', 'f:q'[, amount]"},
-		"count":             {(*Shell).count, "count 't'[, {INTERVAL => n}]"},
-		"aggregate":         {(*Shell).aggregate, "aggregate 't', 'f:q'[, {TYPE => 'long' | 'double', MEDIAN => true, STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', TIMERANGE => [from, to], VERSIONS => n}] (count, sum, min, max, avg, std of a column's 8-byte numbers, computed in the region servers)"},
-		"bulk_delete":       {(*Shell).bulkDelete, "bulk_delete 't', {DELETE_TYPE => 'ROW' | 'FAMILY' | 'COLUMN' | 'VERSION', STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', COLUMNS => [...], TIMERANGE => [from, to], VERSIONS => n, TIMESTAMP => ts, BATCH => rows} (deletes what the scan reads, in the region servers)"},
-		"list":              {(*Shell).list, "list['regex']"},
-		"describe":          {(*Shell).describe, "describe 't'"},
-		"alter":             {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2}"},
-		"disable":           {tableOp("disable"), "disable 't'"},
-		"enable":            {tableOp("enable"), "enable 't'"},
-		"drop":              {tableOp("drop"), "drop 't' (the table must be disabled)"},
-		"truncate":          {tableOp("truncate"), "truncate 't' (disables, empties and enables the table, keeping its splits)"},
-		"move":              {(*Shell).move, "move 'region'[, 'host:port']"},
-		"split":             {(*Shell).split, "split 't' | 'region'[, 'splitKey'] (every region of a table at its midpoint, or one region; the region holding splitKey when a table is named)"},
-		"merge_region":      {(*Shell).mergeRegion, "merge_region 'region', 'region' | ['region', 'region'] (two neighbouring regions of a table into one)"},
-		"update_config":     {(*Shell).updateConfig, "update_config 'host:port' (a region server or the master re-reads its configuration file; settings that change online apply at once)"},
-		"update_all_config": {(*Shell).updateAllConfig, "update_all_config (the master and every region server re-read their configuration files)"},
-		"flush":             {flushCompact(pb.FlushCompactRequest_KIND_FLUSH), "flush 't' | 'region' (writes the memstores of a table's regions, or one region's, to store files)"},
-		"compact":           {flushCompact(pb.FlushCompactRequest_KIND_COMPACT), "compact 't' | 'region' (a minor compaction of each region)"},
-		"major_compact":     {flushCompact(pb.FlushCompactRequest_KIND_MAJOR_COMPACT), "major_compact 't' | 'region' (rewrites each region's files into one per family, dropping deleted and expired cells)"},
-		"balancer":          {(*Shell).balancer, "balancer"},
-		"balance_switch":    {(*Shell).balanceSwitch, "balance_switch true|false"},
-		"drain":             {(*Shell).drain, "drain 'host:port' (move its regions away; no new ones)"},
-		"undrain":           {(*Shell).undrain, "undrain 'host:port' (take regions again)"},
-		"status":            {(*Shell).status, "status['simple' | 'detailed']"},
-		"list_regions":      {(*Shell).listRegions, "list_regions 't' (every region and replica: server, state, start and end keys)"},
-		"set_quota":         {(*Shell).setQuota, "set_quota TYPE => THROTTLE, USER => 'u' | TABLE => 't' | NAMESPACE => 'ns', LIMIT => '100req/sec' | NONE[, THROTTLE_TYPE => READ | WRITE]"},
-		"list_quotas":       {(*Shell).listQuotas, "list_quotas"},
-		"grant":             {(*Shell).grant, "grant 'user' | '@group', 'RWXCA'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]] (security on)"},
-		"revoke":            {(*Shell).revoke, "revoke 'user' | '@group'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]]"},
-		"user_permission":   {(*Shell).userPermission, "user_permission['@namespace' | 'table']"},
-		"add_labels":        {(*Shell).addLabels, "add_labels 'label' | ['label', ...]"},
-		"list_labels":       {(*Shell).listLabels, "list_labels['regex']"},
-		"set_auths":         {(*Shell).setAuths, "set_auths 'user' | '@group', 'label' | ['label', ...]"},
-		"get_auths":         {(*Shell).getAuths, "get_auths 'user' | '@group'"},
-		"clear_auths":       {(*Shell).clearAuths, "clear_auths 'user' | '@group', 'label' | ['label', ...]"},
-		"snapshot":          {(*Shell).snapshot, "snapshot 't', 'name'[, {SKIP_FLUSH => true}] (a manifest of the table's files; no data copied)"},
-		"list_snapshots":    {(*Shell).listSnapshots, "list_snapshots['regex']"},
-		"archive_wal":       {(*Shell).archiveWAL, "archive_wal (every live region server archives its WAL now: point-in-time recovery reaches every write acknowledged before it)"},
-		"delete_snapshot":   {(*Shell).deleteSnapshot, "delete_snapshot 'name'"},
-		"clone_snapshot":    {(*Shell).cloneSnapshot, "clone_snapshot 'name', 'new_table'[, {UNTIL => 'time'}] (a new table made of the snapshot's files; UNTIL: to that point in time, from the WAL archive)"},
-		"restore_snapshot":  {(*Shell).restoreSnapshot, "restore_snapshot 'name'[, {UNTIL => 'time'}] (the table must be disabled; it stays disabled; a dropped table comes back; UNTIL: to that point in time, from the WAL archive)"},
+		"create":             {(*Shell).create, "create 'ns:t', 'f1', {NAME => 'f2', VERSIONS => 3}, {SPLITS => ['a', 'm']} or {NUMREGIONS => 8}, {REGION_REPLICATION => 2}"},
+		"put":                {(*Shell).put, "put 't', 'row', 'f:q', 'value'[, timestamp][, {TTL => ms, ACL => {'user' => 'RW', '@group' => 'R'}, VISIBILITY => 'secret&!eu'}]"},
+		"get":                {(*Shell).get, "get 't', 'row'[, 'f:q' | {COLUMNS => ['f:q'], VERSIONS => n, TIMERANGE => [from, to], CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
+		"scan":               {(*Shell).scan, "scan 't'[, {STARTROW => 'a', STOPROW => 'z', LIMIT => n, COLUMNS => [...], REVERSED => true, VERSIONS => n, RAW => true, CONSISTENCY => 'TIMELINE', AUTHORIZATIONS => ['secret']}]"},
+		"delete":             {(*Shell).delete, "delete 't', 'row', 'f:q'[, timestamp][, {VISIBILITY => 'secret'}]"},
+		"deleteall":          {(*Shell).deleteall, "deleteall 't', 'row'[, 'f:q'[, timestamp]][, {VISIBILITY => 'secret'}]"},
+		"incr":               {(*Shell).incr, "incr 't', 'row', 'f:q'[, amount]"},
+		"count":              {(*Shell).count, "count 't'[, {INTERVAL => n}]"},
+		"aggregate":          {(*Shell).aggregate, "aggregate 't', 'f:q'[, {TYPE => 'long' | 'double', MEDIAN => true, STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', TIMERANGE => [from, to], VERSIONS => n}] (count, sum, min, max, avg, std of a column's 8-byte numbers, computed in the region servers)"},
+		"bulk_delete":        {(*Shell).bulkDelete, "bulk_delete 't', {DELETE_TYPE => 'ROW' | 'FAMILY' | 'COLUMN' | 'VERSION', STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', COLUMNS => [...], TIMERANGE => [from, to], VERSIONS => n, TIMESTAMP => ts, BATCH => rows} (deletes what the scan reads, in the region servers)"},
+		"list":               {(*Shell).list, "list['regex']"},
+		"describe":           {(*Shell).describe, "describe 't'"},
+		"alter":              {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2}"},
+		"disable":            {tableOp("disable"), "disable 't'"},
+		"enable":             {tableOp("enable"), "enable 't'"},
+		"drop":               {tableOp("drop"), "drop 't' (the table must be disabled)"},
+		"truncate":           {tableOp("truncate"), "truncate 't' (disables, empties and enables the table, keeping its splits)"},
+		"move":               {(*Shell).move, "move 'region'[, 'host:port']"},
+		"split":              {(*Shell).split, "split 't' | 'region'[, 'splitKey'] (every region of a table at its midpoint, or one region; the region holding splitKey when a table is named)"},
+		"merge_region":       {(*Shell).mergeRegion, "merge_region 'region', 'region' | ['region', 'region'] (two neighbouring regions of a table into one)"},
+		"normalize":          {(*Shell).normalize, "normalize ['t'] (the region normalizer now: tables with NORMALIZATION_ENABLED, or the one named)"},
+		"normalizer_switch":  {(*Shell).normalizerSwitch, "normalizer_switch true|false (the normalizer's periodic runs)"},
+		"normalizer_enabled": {(*Shell).normalizerEnabled, "normalizer_enabled"},
+		"update_config":      {(*Shell).updateConfig, "update_config 'host:port' (a region server or the master re-reads its configuration file; settings that change online apply at once)"},
+		"update_all_config":  {(*Shell).updateAllConfig, "update_all_config (the master and every region server re-read their configuration files)"},
+		"flush":              {flushCompact(pb.FlushCompactRequest_KIND_FLUSH), "flush 't' | 'region' (writes the memstores of a table's regions, or one region's, to store files)"},
+		"compact":            {flushCompact(pb.FlushCompactRequest_KIND_COMPACT), "compact 't' | 'region' (a minor compaction of each region)"},
+		"major_compact":      {flushCompact(pb.FlushCompactRequest_KIND_MAJOR_COMPACT), "major_compact 't' | 'region' (rewrites each region's files into one per family, dropping deleted and expired cells)"},
+		"balancer":           {(*Shell).balancer, "balancer"},
+		"balance_switch":     {(*Shell).balanceSwitch, "balance_switch true|false"},
+		"drain":              {(*Shell).drain, "drain 'host:port' (move its regions away; no new ones)"},
+		"undrain":            {(*Shell).undrain, "undrain 'host:port' (take regions again)"},
+		"status":             {(*Shell).status, "status['simple' | 'detailed']"},
+		"list_regions":       {(*Shell).listRegions, "list_regions 't' (every region and replica: server, state, start and end keys)"},
+		"set_quota":          {(*Shell).setQuota, "set_quota TYPE => THROTTLE, USER => 'u' | TABLE => 't' | NAMESPACE => 'ns', LIMIT => '100req/sec' | NONE[, THROTTLE_TYPE => READ | WRITE]"},
+		"list_quotas":        {(*Shell).listQuotas, "list_quotas"},
+		"grant":              {(*Shell).grant, "grant 'user' | '@group', 'RWXCA'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]] (security on)"},
+		"revoke":             {(*Shell).revoke, "revoke 'user' | '@group'[, '@namespace' | 'table'[, 'family'[, 'qualifier']]]"},
+		"user_permission":    {(*Shell).userPermission, "user_permission['@namespace' | 'table']"},
+		"add_labels":         {(*Shell).addLabels, "add_labels 'label' | ['label', ...]"},
+		"list_labels":        {(*Shell).listLabels, "list_labels['regex']"},
+		"set_auths":          {(*Shell).setAuths, "set_auths 'user' | '@group', 'label' | ['label', ...]"},
+		"get_auths":          {(*Shell).getAuths, "get_auths 'user' | '@group'"},
+		"clear_auths":        {(*Shell).clearAuths, "clear_auths 'user' | '@group', 'label' | ['label', ...]"},
+		"snapshot":           {(*Shell).snapshot, "snapshot 't', 'name'[, {SKIP_FLUSH => true}] (a manifest of the table's files; no data copied)"},
+		"list_snapshots":     {(*Shell).listSnapshots, "list_snapshots['regex']"},
+		"archive_wal":        {(*Shell).archiveWAL, "archive_wal (every live region server archives its WAL now: point-in-time recovery reaches every write acknowledged before it)"},
+		"delete_snapshot":    {(*Shell).deleteSnapshot, "delete_snapshot 'name'"},
+		"clone_snapshot":     {(*Shell).cloneSnapshot, "clone_snapshot 'name', 'new_table'[, {UNTIL => 'time'}] (a new table made of the snapshot's files; UNTIL: to that point in time, from the WAL archive)"},
+		"restore_snapshot":   {(*Shell).restoreSnapshot, "restore_snapshot 'name'[, {UNTIL => 'time'}] (the table must be disabled; it stays disabled; a dropped table comes back; UNTIL: to that point in time, from the WAL archive)"},
 	}
 }
 
@@ -833,6 +836,15 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 				if td.MaxFileSize, err = intOf(a.Map[k], k); err != nil {
 					return err
 				}
+			case "NORMALIZATION_ENABLED", "NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB":
+				if td.Attributes == nil {
+					td.Attributes = map[string]string{}
+				}
+				if v := a.Map[k].Text(); v == "" {
+					delete(td.Attributes, k)
+				} else {
+					td.Attributes[k] = v
+				}
 			default:
 				return usage("unknown table attribute %s", k)
 			}
@@ -1146,6 +1158,49 @@ func (s *Shell) balanceSwitch(ctx context.Context, args []Value) error {
 		resp, err := m.SetBalancerRunning(ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
 		if err == nil {
 			fmt.Fprintf(s.Out, "Previous balancer state : %v\n", resp.Previous)
+		}
+		return err
+	})
+}
+
+// normalize runs the region normalizer now: on the tables that set NORMALIZATION_ENABLED, or on
+// the one named.
+func (s *Shell) normalize(ctx context.Context, args []Value) error {
+	req := &pb.NormalizeRequest{}
+	if len(args) > 0 {
+		t, err := str(args, 0, "table")
+		if err != nil {
+			return err
+		}
+		req.Tables = []*pb.TableName{client.ParseTableName(t)}
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.Normalize(ctx, req)
+		if err == nil {
+			fmt.Fprintf(s.Out, "normalizer ran: %d split(s) and %d merge(s) started\n", resp.GetSplits(), resp.GetMerges())
+		}
+		return err
+	})
+}
+
+func (s *Shell) normalizerSwitch(ctx context.Context, args []Value) error {
+	if len(args) != 1 {
+		return usage("normalizer_switch takes true or false")
+	}
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.SetNormalizerRunning(ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
+		if err == nil {
+			fmt.Fprintf(s.Out, "Previous normalizer state : %v\n", resp.Previous)
+		}
+		return err
+	})
+}
+
+func (s *Shell) normalizerEnabled(ctx context.Context, _ []Value) error {
+	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		st, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		if err == nil {
+			fmt.Fprintf(s.Out, "%v\n", st.GetNormalizerOn())
 		}
 		return err
 	})

@@ -39,6 +39,8 @@ type masterFlags struct {
 	hedgeDelay                                      time.Duration
 	quotasDisabled                                  bool
 	balancerPeriod, openTimeout, closeTimeout       time.Duration
+	normalizerPeriod, normalizerMinAge              time.Duration
+	normalizerMinSize                               int64
 	maxMoves                                        int
 	splitSize                                       int64
 	maxRegionsPerServer                             int
@@ -96,6 +98,9 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.DurationVar(&f.hedgeDelay, "hedge-delay", 10*time.Millisecond, "TIMELINE reads ask replicas after this long (SetClusterConfig overrides)")
 	fl.BoolVar(&f.quotasDisabled, "quotas-disabled", false, "turn request throttling off (SetClusterConfig overrides)")
 	fl.DurationVar(&f.balancerPeriod, "balancer-period", 5*time.Minute, "period of the balancer (negative: only when asked)")
+	fl.DurationVar(&f.normalizerPeriod, "normalizer-period", 5*time.Minute, "period of the region normalizer, for tables with NORMALIZATION_ENABLED (negative: only when asked: normalize)")
+	fl.DurationVar(&f.normalizerMinAge, "normalizer-merge-min-age", 72*time.Hour, "the normalizer merges no region younger than this")
+	fl.Int64Var(&f.normalizerMinSize, "normalizer-merge-min-size", 1<<20, "the normalizer merges no region with fewer store file bytes than this")
 	fl.IntVar(&f.maxMoves, "max-moves-in-flight", 16, "moves the balancer and drains run at once")
 	fl.IntVar(&f.maxRegionsPerServer, "max-regions-per-server", master.DefaultMaxRegionsPerServer,
 		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
@@ -179,7 +184,8 @@ func runMaster(ctx context.Context, f *masterFlags, cf *configFile) error {
 		Lease: lease.Config{Lease: f.serverLease, HeartbeatInterval: f.heartbeatInterval,
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
-		BalancerInterval: f.balancerPeriod, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
+		BalancerInterval: f.balancerPeriod, NormalizerInterval: f.normalizerPeriod, NormalizerMergeMinAge: f.normalizerMinAge,
+		NormalizerMergeMinSize: f.normalizerMinSize, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		ArchiveTTL: f.archiveTTL, Backup: backup, WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout, Reload: reloadHook(cf, log),
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
@@ -352,6 +358,7 @@ func masterSettings(m *master.Master, f *masterFlags, lv *slog.LevelVar) map[str
 		"log-level":              func() error { return setLevel(lv, f.logLevel) },
 		"archive-ttl":            set(func(c *master.Config) { c.ArchiveTTL = f.archiveTTL }),
 		"balancer-period":        set(func(c *master.Config) { c.BalancerInterval = f.balancerPeriod }),
+		"normalizer-period":      set(func(c *master.Config) { c.NormalizerInterval = f.normalizerPeriod }),
 		"open-timeout":           set(func(c *master.Config) { c.OpenTimeout = f.openTimeout }),
 		"close-timeout":          set(func(c *master.Config) { c.CloseTimeout = f.closeTimeout }),
 		"max-moves-in-flight":    set(func(c *master.Config) { c.MaxMovesInFlight = f.maxMoves }),

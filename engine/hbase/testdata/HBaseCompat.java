@@ -377,6 +377,13 @@ public class HBaseCompat {
           admin.deleteColumnFamily(tn, b("ri"));
           admin.deleteColumnFamily(tn, b("fd"));
           check(admin.getRegionServers().size() >= 1, "getRegionServers: " + admin.getRegionServers());
+          // The region normalizer: the table asks for it, the switch, a run now.
+          admin.modifyTable(TableDescriptorBuilder.newBuilder(admin.getDescriptor(tn)).setNormalizationEnabled(true).build());
+          check(admin.getDescriptor(tn).isNormalizationEnabled(), "NORMALIZATION_ENABLED kept");
+          admin.normalizerSwitch(false);
+          check(!admin.isNormalizerEnabled(), "normalizer switched off");
+          check(!admin.normalizerSwitch(true), "normalizerSwitch answers the previous state");
+          check(admin.isNormalizerEnabled() && admin.normalize(), "normalize runs");
           // update_config and update_all_config: the servers re-read their configuration.
           admin.updateConfiguration(admin.getRegionServers().iterator().next());
           admin.updateConfiguration();

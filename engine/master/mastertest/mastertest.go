@@ -148,6 +148,7 @@ type FakeServer struct {
 	regions    map[string]*pb.RegionInfo
 	hung       map[string]*pb.OpenRegionRequest
 	flushed    map[string]uint64
+	bytes      map[string]int64 // store file bytes heartbeats report per region
 	calls      []Call
 	gets       []Get
 	failOpens  bool
@@ -200,7 +201,7 @@ func StartFakeServer(opts FakeServerOptions) (*FakeServer, error) {
 		name: &pb.ServerName{Host: host, Port: int32(p)}, stop: make(chan struct{}),
 		masters: slices.Clone(opts.Masters), conns: map[string]*grpc.ClientConn{},
 		startCode: newStartCode(), regions: map[string]*pb.RegionInfo{}, hung: map[string]*pb.OpenRegionRequest{},
-		flushed: map[string]uint64{}, interval: opts.HeartbeatInterval,
+		flushed: map[string]uint64{}, bytes: map[string]int64{}, interval: opts.HeartbeatInterval,
 	}
 	s.log = s.log.With("fake_server", s.Name())
 	s.admin = grpc.NewServer()
@@ -345,6 +346,14 @@ func (s *FakeServer) SetFlushedSeq(region string, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushed[region] = seq
+}
+
+// SetRegionBytes sets the store file bytes heartbeats report for a region (what the split and
+// normalizer policies read).
+func (s *FakeServer) SetRegionBytes(region string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bytes[region] = n
 }
 
 // PauseHeartbeats stops (or resumes) heartbeats while the server goes on serving: a server cut
@@ -516,7 +525,7 @@ func (s *FakeServer) heartbeat(ctx context.Context) {
 	sn.StartCode = s.startCode
 	load := &pb.ServerLoad{}
 	for name := range s.regions {
-		load.Regions = append(load.Regions, &pb.RegionLoad{Region: name, MaxFlushedSeq: s.flushed[name]})
+		load.Regions = append(load.Regions, &pb.RegionLoad{Region: name, MaxFlushedSeq: s.flushed[name], StoreFileBytes: s.bytes[name]})
 	}
 	s.mu.Unlock()
 	var resp *pb.HeartbeatResponse

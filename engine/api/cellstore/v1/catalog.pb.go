@@ -1089,8 +1089,10 @@ type CatalogMasterState struct {
 	LastRegionId    uint64                 `protobuf:"varint,1,opt,name=last_region_id,json=lastRegionId,proto3" json:"last_region_id,omitempty"`
 	LastProcedureId uint64                 `protobuf:"varint,2,opt,name=last_procedure_id,json=lastProcedureId,proto3" json:"last_procedure_id,omitempty"`
 	BalancerOff     bool                   `protobuf:"varint,3,opt,name=balancer_off,json=balancerOff,proto3" json:"balancer_off,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The region normalizer's switch (normalizer_switch), on unless turned off.
+	NormalizerOff bool `protobuf:"varint,4,opt,name=normalizer_off,json=normalizerOff,proto3" json:"normalizer_off,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CatalogMasterState) Reset() {
@@ -1140,6 +1142,13 @@ func (x *CatalogMasterState) GetLastProcedureId() uint64 {
 func (x *CatalogMasterState) GetBalancerOff() bool {
 	if x != nil {
 		return x.BalancerOff
+	}
+	return false
+}
+
+func (x *CatalogMasterState) GetNormalizerOff() bool {
+	if x != nil {
+		return x.NormalizerOff
 	}
 	return false
 }
@@ -1492,11 +1501,12 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
 	"\x16ExternalAddressesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\x12CatalogMasterState\x12$\n" +
 	"\x0elast_region_id\x18\x01 \x01(\x04R\flastRegionId\x12*\n" +
 	"\x11last_procedure_id\x18\x02 \x01(\x04R\x0flastProcedureId\x12!\n" +
-	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff\"\xd1\x01\n" +
+	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff\x12%\n" +
+	"\x0enormalizer_off\x18\x04 \x01(\bR\rnormalizerOff\"\xd1\x01\n" +
 	"\x10SnapshotManifest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12\x1d\n" +

@@ -2925,6 +2925,105 @@ func (x *SetBalancerRunningRequest) GetOn() bool {
 	return false
 }
 
+type NormalizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tables to normalize (they need not set NORMALIZATION_ENABLED); empty: every table that
+	// sets it.
+	Tables        []*TableName `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizeRequest) Reset() {
+	*x = NormalizeRequest{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizeRequest) ProtoMessage() {}
+
+func (x *NormalizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizeRequest.ProtoReflect.Descriptor instead.
+func (*NormalizeRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *NormalizeRequest) GetTables() []*TableName {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
+type NormalizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Splits and merges started.
+	Splits        int32 `protobuf:"varint,1,opt,name=splits,proto3" json:"splits,omitempty"`
+	Merges        int32 `protobuf:"varint,2,opt,name=merges,proto3" json:"merges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizeResponse) Reset() {
+	*x = NormalizeResponse{}
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizeResponse) ProtoMessage() {}
+
+func (x *NormalizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizeResponse.ProtoReflect.Descriptor instead.
+func (*NormalizeResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NormalizeResponse) GetSplits() int32 {
+	if x != nil {
+		return x.Splits
+	}
+	return 0
+}
+
+func (x *NormalizeResponse) GetMerges() int32 {
+	if x != nil {
+		return x.Merges
+	}
+	return 0
+}
+
 type SetBalancerRunningResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Previous      bool                   `protobuf:"varint,1,opt,name=previous,proto3" json:"previous,omitempty"`
@@ -2934,7 +3033,7 @@ type SetBalancerRunningResponse struct {
 
 func (x *SetBalancerRunningResponse) Reset() {
 	*x = SetBalancerRunningResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3045,7 @@ func (x *SetBalancerRunningResponse) String() string {
 func (*SetBalancerRunningResponse) ProtoMessage() {}
 
 func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[48]
+	mi := &file_cellstore_v1_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3058,7 @@ func (x *SetBalancerRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBalancerRunningResponse.ProtoReflect.Descriptor instead.
 func (*SetBalancerRunningResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{48}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetBalancerRunningResponse) GetPrevious() bool {
@@ -2988,7 +3087,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3099,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[49]
+	mi := &file_cellstore_v1_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3112,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{49}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ServerStatus) GetServer() *ServerName {
@@ -3091,7 +3190,7 @@ type RegionInTransition struct {
 
 func (x *RegionInTransition) Reset() {
 	*x = RegionInTransition{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3202,7 @@ func (x *RegionInTransition) String() string {
 func (*RegionInTransition) ProtoMessage() {}
 
 func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[50]
+	mi := &file_cellstore_v1_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3215,7 @@ func (x *RegionInTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionInTransition.ProtoReflect.Descriptor instead.
 func (*RegionInTransition) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{50}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RegionInTransition) GetRegion() string {
@@ -3155,7 +3254,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3266,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[51]
+	mi := &file_cellstore_v1_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3279,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{51}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
 }
 
 type ClusterStatusResponse struct {
@@ -3195,13 +3294,14 @@ type ClusterStatusResponse struct {
 	ClusterConfig       map[string]string      `protobuf:"bytes,8,rep,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The release version of each master (the active one and the standbys), by address.
 	MasterVersions map[string]string `protobuf:"bytes,9,rep,name=master_versions,json=masterVersions,proto3" json:"master_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	NormalizerOn   bool              `protobuf:"varint,10,opt,name=normalizer_on,json=normalizerOn,proto3" json:"normalizer_on,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3313,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[52]
+	mi := &file_cellstore_v1_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3326,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{52}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterStatusResponse) GetActiveMaster() string {
@@ -3292,6 +3392,13 @@ func (x *ClusterStatusResponse) GetMasterVersions() map[string]string {
 	return nil
 }
 
+func (x *ClusterStatusResponse) GetNormalizerOn() bool {
+	if x != nil {
+		return x.NormalizerOn
+	}
+	return false
+}
+
 // SetClusterConfigRequest changes cluster-wide settings held in the catalog, for example
 // default_region_replication, hedge_delay_ms, quotas_enabled.
 type SetClusterConfigRequest struct {
@@ -3303,7 +3410,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3422,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[53]
+	mi := &file_cellstore_v1_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3435,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{53}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetClusterConfigRequest) GetConfig() map[string]string {
@@ -3346,7 +3453,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3465,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[54]
+	mi := &file_cellstore_v1_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3478,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{54}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
 }
 
 // Quota is one throttle: LIMIT => '100req/sec' on a user, table or namespace.
@@ -3393,7 +3500,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3512,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[55]
+	mi := &file_cellstore_v1_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3525,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{55}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Quota) GetSubject() isQuota_Subject {
@@ -3512,7 +3619,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3631,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[56]
+	mi := &file_cellstore_v1_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3644,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{56}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetQuotaRequest) GetQuota() *Quota {
@@ -3569,7 +3676,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3688,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[57]
+	mi := &file_cellstore_v1_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3701,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{57}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
 }
 
 // Permission grants actions to a user or a group ("@name") at a scope: global (no namespace, no
@@ -3614,7 +3721,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3733,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[58]
+	mi := &file_cellstore_v1_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3746,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{58}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Permission) GetUser() string {
@@ -3695,7 +3802,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3814,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[59]
+	mi := &file_cellstore_v1_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3827,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{59}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GrantRequest) GetPermission() *Permission {
@@ -3738,7 +3845,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +3857,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[60]
+	mi := &file_cellstore_v1_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +3870,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{60}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
 }
 
 // RevokeRequest takes permission.actions (0: all) at its scope from permission.user.
@@ -3776,7 +3883,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3788,7 +3895,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[61]
+	mi := &file_cellstore_v1_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3801,7 +3908,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{61}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeRequest) GetPermission() *Permission {
@@ -3819,7 +3926,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3938,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[62]
+	mi := &file_cellstore_v1_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3951,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{62}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
 }
 
 // GetUserPermissionsRequest lists the permissions at a scope and below (empty: all), of one user
@@ -3860,7 +3967,7 @@ type GetUserPermissionsRequest struct {
 
 func (x *GetUserPermissionsRequest) Reset() {
 	*x = GetUserPermissionsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +3979,7 @@ func (x *GetUserPermissionsRequest) String() string {
 func (*GetUserPermissionsRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[63]
+	mi := &file_cellstore_v1_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +3992,7 @@ func (x *GetUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{63}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetUserPermissionsRequest) GetUser() string {
@@ -3922,7 +4029,7 @@ type GetUserPermissionsResponse struct {
 
 func (x *GetUserPermissionsResponse) Reset() {
 	*x = GetUserPermissionsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4041,7 @@ func (x *GetUserPermissionsResponse) String() string {
 func (*GetUserPermissionsResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[64]
+	mi := &file_cellstore_v1_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4054,7 @@ func (x *GetUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{64}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetUserPermissionsResponse) GetPermissions() []*Permission {
@@ -3989,7 +4096,7 @@ type VisibilityLabel struct {
 
 func (x *VisibilityLabel) Reset() {
 	*x = VisibilityLabel{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4001,7 +4108,7 @@ func (x *VisibilityLabel) String() string {
 func (*VisibilityLabel) ProtoMessage() {}
 
 func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[65]
+	mi := &file_cellstore_v1_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4014,7 +4121,7 @@ func (x *VisibilityLabel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VisibilityLabel.ProtoReflect.Descriptor instead.
 func (*VisibilityLabel) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{65}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *VisibilityLabel) GetName() string {
@@ -4042,7 +4149,7 @@ type LabelAuths struct {
 
 func (x *LabelAuths) Reset() {
 	*x = LabelAuths{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4054,7 +4161,7 @@ func (x *LabelAuths) String() string {
 func (*LabelAuths) ProtoMessage() {}
 
 func (x *LabelAuths) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[66]
+	mi := &file_cellstore_v1_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4067,7 +4174,7 @@ func (x *LabelAuths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelAuths.ProtoReflect.Descriptor instead.
 func (*LabelAuths) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{66}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LabelAuths) GetUser() string {
@@ -4094,7 +4201,7 @@ type AddLabelsRequest struct {
 
 func (x *AddLabelsRequest) Reset() {
 	*x = AddLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4106,7 +4213,7 @@ func (x *AddLabelsRequest) String() string {
 func (*AddLabelsRequest) ProtoMessage() {}
 
 func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[67]
+	mi := &file_cellstore_v1_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4119,7 +4226,7 @@ func (x *AddLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsRequest.ProtoReflect.Descriptor instead.
 func (*AddLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{67}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AddLabelsRequest) GetLabels() []string {
@@ -4137,7 +4244,7 @@ type AddLabelsResponse struct {
 
 func (x *AddLabelsResponse) Reset() {
 	*x = AddLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4149,7 +4256,7 @@ func (x *AddLabelsResponse) String() string {
 func (*AddLabelsResponse) ProtoMessage() {}
 
 func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[68]
+	mi := &file_cellstore_v1_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4162,7 +4269,7 @@ func (x *AddLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLabelsResponse.ProtoReflect.Descriptor instead.
 func (*AddLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{68}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
 }
 
 // ListLabelsRequest lists the labels, those matching a regular expression when one is given.
@@ -4175,7 +4282,7 @@ type ListLabelsRequest struct {
 
 func (x *ListLabelsRequest) Reset() {
 	*x = ListLabelsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +4294,7 @@ func (x *ListLabelsRequest) String() string {
 func (*ListLabelsRequest) ProtoMessage() {}
 
 func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[69]
+	mi := &file_cellstore_v1_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +4307,7 @@ func (x *ListLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsRequest.ProtoReflect.Descriptor instead.
 func (*ListLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{69}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListLabelsRequest) GetRegex() string {
@@ -4219,7 +4326,7 @@ type ListLabelsResponse struct {
 
 func (x *ListLabelsResponse) Reset() {
 	*x = ListLabelsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4338,7 @@ func (x *ListLabelsResponse) String() string {
 func (*ListLabelsResponse) ProtoMessage() {}
 
 func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[70]
+	mi := &file_cellstore_v1_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4351,7 @@ func (x *ListLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLabelsResponse.ProtoReflect.Descriptor instead.
 func (*ListLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{70}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListLabelsResponse) GetLabels() []string {
@@ -4265,7 +4372,7 @@ type SetAuthsRequest struct {
 
 func (x *SetAuthsRequest) Reset() {
 	*x = SetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4384,7 @@ func (x *SetAuthsRequest) String() string {
 func (*SetAuthsRequest) ProtoMessage() {}
 
 func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[71]
+	mi := &file_cellstore_v1_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4397,7 @@ func (x *SetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*SetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{71}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetAuthsRequest) GetUser() string {
@@ -4315,7 +4422,7 @@ type SetAuthsResponse struct {
 
 func (x *SetAuthsResponse) Reset() {
 	*x = SetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4434,7 @@ func (x *SetAuthsResponse) String() string {
 func (*SetAuthsResponse) ProtoMessage() {}
 
 func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[72]
+	mi := &file_cellstore_v1_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4447,7 @@ func (x *SetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*SetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{72}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
 }
 
 type GetAuthsRequest struct {
@@ -4352,7 +4459,7 @@ type GetAuthsRequest struct {
 
 func (x *GetAuthsRequest) Reset() {
 	*x = GetAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4471,7 @@ func (x *GetAuthsRequest) String() string {
 func (*GetAuthsRequest) ProtoMessage() {}
 
 func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[73]
+	mi := &file_cellstore_v1_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4484,7 @@ func (x *GetAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{73}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetAuthsRequest) GetUser() string {
@@ -4396,7 +4503,7 @@ type GetAuthsResponse struct {
 
 func (x *GetAuthsResponse) Reset() {
 	*x = GetAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4515,7 @@ func (x *GetAuthsResponse) String() string {
 func (*GetAuthsResponse) ProtoMessage() {}
 
 func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[74]
+	mi := &file_cellstore_v1_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4528,7 @@ func (x *GetAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthsResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{74}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetAuthsResponse) GetLabels() []string {
@@ -4442,7 +4549,7 @@ type ClearAuthsRequest struct {
 
 func (x *ClearAuthsRequest) Reset() {
 	*x = ClearAuthsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4454,7 +4561,7 @@ func (x *ClearAuthsRequest) String() string {
 func (*ClearAuthsRequest) ProtoMessage() {}
 
 func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[75]
+	mi := &file_cellstore_v1_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4467,7 +4574,7 @@ func (x *ClearAuthsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsRequest.ProtoReflect.Descriptor instead.
 func (*ClearAuthsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{75}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ClearAuthsRequest) GetUser() string {
@@ -4492,7 +4599,7 @@ type ClearAuthsResponse struct {
 
 func (x *ClearAuthsResponse) Reset() {
 	*x = ClearAuthsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +4611,7 @@ func (x *ClearAuthsResponse) String() string {
 func (*ClearAuthsResponse) ProtoMessage() {}
 
 func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[76]
+	mi := &file_cellstore_v1_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +4624,7 @@ func (x *ClearAuthsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearAuthsResponse.ProtoReflect.Descriptor instead.
 func (*ClearAuthsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{76}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
 }
 
 type ListQuotasRequest struct {
@@ -4528,7 +4635,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4540,7 +4647,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[77]
+	mi := &file_cellstore_v1_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4553,7 +4660,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{77}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
 }
 
 type ListQuotasResponse struct {
@@ -4566,7 +4673,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4685,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[78]
+	mi := &file_cellstore_v1_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4698,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{78}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -4620,7 +4727,7 @@ type ReportStandbyRequest struct {
 
 func (x *ReportStandbyRequest) Reset() {
 	*x = ReportStandbyRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4739,7 @@ func (x *ReportStandbyRequest) String() string {
 func (*ReportStandbyRequest) ProtoMessage() {}
 
 func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[79]
+	mi := &file_cellstore_v1_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4752,7 @@ func (x *ReportStandbyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandbyRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{79}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ReportStandbyRequest) GetAddress() string {
@@ -4672,7 +4779,7 @@ type ReportStandbyResponse struct {
 
 func (x *ReportStandbyResponse) Reset() {
 	*x = ReportStandbyResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4684,7 +4791,7 @@ func (x *ReportStandbyResponse) String() string {
 func (*ReportStandbyResponse) ProtoMessage() {}
 
 func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[80]
+	mi := &file_cellstore_v1_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4697,7 +4804,7 @@ func (x *ReportStandbyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandbyResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandbyResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{80}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ReportStandbyResponse) GetExternalAddresses() map[string]string {
@@ -4720,7 +4827,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4839,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[81]
+	mi := &file_cellstore_v1_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4852,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{81}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotRequest) GetTable() *TableName {
@@ -4778,7 +4885,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +4897,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[82]
+	mi := &file_cellstore_v1_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +4910,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{82}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotDescription {
@@ -4829,7 +4936,7 @@ type SnapshotDescription struct {
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4948,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[83]
+	mi := &file_cellstore_v1_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4961,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{83}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4918,7 +5025,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5037,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[84]
+	mi := &file_cellstore_v1_master_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5050,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{84}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListSnapshotsRequest) GetPattern() string {
@@ -4969,7 +5076,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4981,7 +5088,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[85]
+	mi := &file_cellstore_v1_master_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4994,7 +5101,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{85}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -5016,7 +5123,7 @@ type SnapshotNameRequest struct {
 
 func (x *SnapshotNameRequest) Reset() {
 	*x = SnapshotNameRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[86]
+	mi := &file_cellstore_v1_master_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5135,7 @@ func (x *SnapshotNameRequest) String() string {
 func (*SnapshotNameRequest) ProtoMessage() {}
 
 func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[86]
+	mi := &file_cellstore_v1_master_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5148,7 @@ func (x *SnapshotNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotNameRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{86}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SnapshotNameRequest) GetName() string {
@@ -5066,7 +5173,7 @@ type SnapshotNameResponse struct {
 
 func (x *SnapshotNameResponse) Reset() {
 	*x = SnapshotNameResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[87]
+	mi := &file_cellstore_v1_master_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +5185,7 @@ func (x *SnapshotNameResponse) String() string {
 func (*SnapshotNameResponse) ProtoMessage() {}
 
 func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[87]
+	mi := &file_cellstore_v1_master_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +5198,7 @@ func (x *SnapshotNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotNameResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotNameResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{87}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{89}
 }
 
 type CloneSnapshotRequest struct {
@@ -5108,7 +5215,7 @@ type CloneSnapshotRequest struct {
 
 func (x *CloneSnapshotRequest) Reset() {
 	*x = CloneSnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[88]
+	mi := &file_cellstore_v1_master_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5120,7 +5227,7 @@ func (x *CloneSnapshotRequest) String() string {
 func (*CloneSnapshotRequest) ProtoMessage() {}
 
 func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[88]
+	mi := &file_cellstore_v1_master_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5133,7 +5240,7 @@ func (x *CloneSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{88}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CloneSnapshotRequest) GetName() string {
@@ -5165,7 +5272,7 @@ type CloneSnapshotResponse struct {
 
 func (x *CloneSnapshotResponse) Reset() {
 	*x = CloneSnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[89]
+	mi := &file_cellstore_v1_master_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5177,7 +5284,7 @@ func (x *CloneSnapshotResponse) String() string {
 func (*CloneSnapshotResponse) ProtoMessage() {}
 
 func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[89]
+	mi := &file_cellstore_v1_master_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5190,7 +5297,7 @@ func (x *CloneSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CloneSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{89}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{91}
 }
 
 type CopySnapshotRequest struct {
@@ -5202,7 +5309,7 @@ type CopySnapshotRequest struct {
 
 func (x *CopySnapshotRequest) Reset() {
 	*x = CopySnapshotRequest{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[90]
+	mi := &file_cellstore_v1_master_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5214,7 +5321,7 @@ func (x *CopySnapshotRequest) String() string {
 func (*CopySnapshotRequest) ProtoMessage() {}
 
 func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[90]
+	mi := &file_cellstore_v1_master_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5227,7 +5334,7 @@ func (x *CopySnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CopySnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{90}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CopySnapshotRequest) GetName() string {
@@ -5256,7 +5363,7 @@ type CopySnapshotResponse struct {
 
 func (x *CopySnapshotResponse) Reset() {
 	*x = CopySnapshotResponse{}
-	mi := &file_cellstore_v1_master_proto_msgTypes[91]
+	mi := &file_cellstore_v1_master_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5268,7 +5375,7 @@ func (x *CopySnapshotResponse) String() string {
 func (*CopySnapshotResponse) ProtoMessage() {}
 
 func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_master_proto_msgTypes[91]
+	mi := &file_cellstore_v1_master_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5281,7 +5388,7 @@ func (x *CopySnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopySnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CopySnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{91}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *CopySnapshotResponse) GetState() CopyState {
@@ -5527,7 +5634,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x0fBalanceResponse\x12\x14\n" +
 	"\x05moves\x18\x01 \x01(\x05R\x05moves\"+\n" +
 	"\x19SetBalancerRunningRequest\x12\x0e\n" +
-	"\x02on\x18\x01 \x01(\bR\x02on\"8\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\"C\n" +
+	"\x10NormalizeRequest\x12/\n" +
+	"\x06tables\x18\x01 \x03(\v2\x17.cellstore.v1.TableNameR\x06tables\"C\n" +
+	"\x11NormalizeResponse\x12\x16\n" +
+	"\x06splits\x18\x01 \x01(\x05R\x06splits\x12\x16\n" +
+	"\x06merges\x18\x02 \x01(\x05R\x06merges\"8\n" +
 	"\x1aSetBalancerRunningResponse\x12\x1a\n" +
 	"\bprevious\x18\x01 \x01(\bR\bprevious\"\xb5\x02\n" +
 	"\fServerStatus\x120\n" +
@@ -5546,7 +5658,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12 \n" +
 	"\fsince_ms_ago\x18\x04 \x01(\x03R\n" +
 	"sinceMsAgo\"\x16\n" +
-	"\x14ClusterStatusRequest\"\x95\x05\n" +
+	"\x14ClusterStatusRequest\"\xba\x05\n" +
 	"\x15ClusterStatusResponse\x12#\n" +
 	"\ractive_master\x18\x01 \x01(\tR\factiveMaster\x12'\n" +
 	"\x0fstandby_masters\x18\x02 \x03(\tR\x0estandbyMasters\x124\n" +
@@ -5557,7 +5669,9 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\vbalancer_on\x18\a \x01(\bR\n" +
 	"balancerOn\x12]\n" +
 	"\x0ecluster_config\x18\b \x03(\v26.cellstore.v1.ClusterStatusResponse.ClusterConfigEntryR\rclusterConfig\x12`\n" +
-	"\x0fmaster_versions\x18\t \x03(\v27.cellstore.v1.ClusterStatusResponse.MasterVersionsEntryR\x0emasterVersions\x1a@\n" +
+	"\x0fmaster_versions\x18\t \x03(\v27.cellstore.v1.ClusterStatusResponse.MasterVersionsEntryR\x0emasterVersions\x12#\n" +
+	"\rnormalizer_on\x18\n" +
+	" \x01(\bR\fnormalizerOn\x1a@\n" +
 	"\x12ClusterConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
@@ -5729,7 +5843,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x12COPY_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12COPY_STATE_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fCOPY_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11COPY_STATE_FAILED\x10\x032\xf5\x1f\n" +
+	"\x11COPY_STATE_FAILED\x10\x032\xae!\n" +
 	"\x06Master\x12R\n" +
 	"\vCreateTable\x12 .cellstore.v1.CreateTableRequest\x1a!.cellstore.v1.CreateTableResponse\x12R\n" +
 	"\vModifyTable\x12 .cellstore.v1.ModifyTableRequest\x1a!.cellstore.v1.ModifyTableResponse\x12F\n" +
@@ -5755,7 +5869,9 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\vDrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12T\n" +
 	"\rUndrainServer\x12 .cellstore.v1.DrainServerRequest\x1a!.cellstore.v1.DrainServerResponse\x12F\n" +
 	"\aBalance\x12\x1c.cellstore.v1.BalanceRequest\x1a\x1d.cellstore.v1.BalanceResponse\x12g\n" +
-	"\x12SetBalancerRunning\x12'.cellstore.v1.SetBalancerRunningRequest\x1a(.cellstore.v1.SetBalancerRunningResponse\x12X\n" +
+	"\x12SetBalancerRunning\x12'.cellstore.v1.SetBalancerRunningRequest\x1a(.cellstore.v1.SetBalancerRunningResponse\x12L\n" +
+	"\tNormalize\x12\x1e.cellstore.v1.NormalizeRequest\x1a\x1f.cellstore.v1.NormalizeResponse\x12i\n" +
+	"\x14SetNormalizerRunning\x12'.cellstore.v1.SetBalancerRunningRequest\x1a(.cellstore.v1.SetBalancerRunningResponse\x12X\n" +
 	"\rClusterStatus\x12\".cellstore.v1.ClusterStatusRequest\x1a#.cellstore.v1.ClusterStatusResponse\x12X\n" +
 	"\rReportStandby\x12\".cellstore.v1.ReportStandbyRequest\x1a#.cellstore.v1.ReportStandbyResponse\x12a\n" +
 	"\x10SetClusterConfig\x12%.cellstore.v1.SetClusterConfigRequest\x1a&.cellstore.v1.SetClusterConfigResponse\x12I\n" +
@@ -5797,7 +5913,7 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                           // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                      // 1: cellstore.v1.RegionTransition
@@ -5853,228 +5969,235 @@ var file_cellstore_v1_master_proto_goTypes = []any{
 	(*BalanceRequest)(nil),                     // 51: cellstore.v1.BalanceRequest
 	(*BalanceResponse)(nil),                    // 52: cellstore.v1.BalanceResponse
 	(*SetBalancerRunningRequest)(nil),          // 53: cellstore.v1.SetBalancerRunningRequest
-	(*SetBalancerRunningResponse)(nil),         // 54: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                       // 55: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),                 // 56: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),               // 57: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),              // 58: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),            // 59: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),           // 60: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                              // 61: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                    // 62: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                   // 63: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                         // 64: cellstore.v1.Permission
-	(*GrantRequest)(nil),                       // 65: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                      // 66: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                      // 67: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                     // 68: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),          // 69: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),         // 70: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                    // 71: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                         // 72: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),                   // 73: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),                  // 74: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),                  // 75: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),                 // 76: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                    // 77: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),                   // 78: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                    // 79: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),                   // 80: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),                  // 81: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),                 // 82: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),                  // 83: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                 // 84: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),               // 85: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),              // 86: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                    // 87: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),                   // 88: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),                // 89: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),               // 90: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),              // 91: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),                // 92: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),               // 93: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),               // 94: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),              // 95: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),                // 96: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),               // 97: cellstore.v1.CopySnapshotResponse
-	nil,                                        // 98: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                        // 99: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                        // 100: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                        // 101: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                        // 102: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	nil,                                        // 103: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                        // 104: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                        // 105: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                        // 106: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                    // 107: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                         // 108: cellstore.v1.RegionInfo
-	(*TableName)(nil),                          // 109: cellstore.v1.TableName
-	(TableState)(0),                            // 110: cellstore.v1.TableState
-	(*ServerName)(nil),                         // 111: cellstore.v1.ServerName
-	(*ConfigurationReport)(nil),                // 112: cellstore.v1.ConfigurationReport
+	(*NormalizeRequest)(nil),                   // 54: cellstore.v1.NormalizeRequest
+	(*NormalizeResponse)(nil),                  // 55: cellstore.v1.NormalizeResponse
+	(*SetBalancerRunningResponse)(nil),         // 56: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                       // 57: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),                 // 58: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),               // 59: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),              // 60: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),            // 61: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),           // 62: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                              // 63: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                    // 64: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                   // 65: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                         // 66: cellstore.v1.Permission
+	(*GrantRequest)(nil),                       // 67: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                      // 68: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                      // 69: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                     // 70: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),          // 71: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),         // 72: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                    // 73: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                         // 74: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),                   // 75: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),                  // 76: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),                  // 77: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),                 // 78: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                    // 79: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),                   // 80: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                    // 81: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),                   // 82: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),                  // 83: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),                 // 84: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),                  // 85: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                 // 86: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),               // 87: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),              // 88: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                    // 89: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),                   // 90: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),                // 91: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),               // 92: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),              // 93: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),                // 94: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),               // 95: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),               // 96: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),              // 97: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),                // 98: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),               // 99: cellstore.v1.CopySnapshotResponse
+	nil,                                        // 100: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                        // 101: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                        // 102: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                        // 103: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                        // 104: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	nil,                                        // 105: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                        // 106: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                        // 107: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                        // 108: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                    // 109: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                         // 110: cellstore.v1.RegionInfo
+	(*TableName)(nil),                          // 111: cellstore.v1.TableName
+	(TableState)(0),                            // 112: cellstore.v1.TableState
+	(*ServerName)(nil),                         // 113: cellstore.v1.ServerName
+	(*ConfigurationReport)(nil),                // 114: cellstore.v1.ConfigurationReport
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	98,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	99,  // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	107, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	108, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	107, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	109, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	109, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	107, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	110, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	100, // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	101, // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	109, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	110, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	109, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	111, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	111, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	109, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	112, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
 	20,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	107, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	110, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	108, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	111, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	109, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	112, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	110, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	113, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	109, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	111, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
 	25,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
 	23,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
 	23,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	110, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	111, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	100, // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	112, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	113, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	102, // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
 	30,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
 	32,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
-	111, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	113, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
 	31,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	101, // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	102, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	111, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	108, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	103, // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	104, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	113, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	110, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,   // 30: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	108, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	109, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
+	110, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	111, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
 	5,   // 33: cellstore.v1.FlushCompactRequest.kind:type_name -> cellstore.v1.FlushCompactRequest.Kind
-	112, // 34: cellstore.v1.UpdateClusterConfigurationResponse.reports:type_name -> cellstore.v1.ConfigurationReport
-	111, // 35: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	31,  // 36: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
-	0,   // 37: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	55,  // 38: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	56,  // 39: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	103, // 40: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	104, // 41: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	105, // 42: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	109, // 43: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 44: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	61,  // 45: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 46: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	109, // 47: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	64,  // 48: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	64,  // 49: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	109, // 50: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	64,  // 51: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	71,  // 52: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	72,  // 53: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	61,  // 54: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	106, // 55: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	109, // 56: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	89,  // 57: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	109, // 58: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	89,  // 59: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	109, // 60: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 61: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	12,  // 62: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	14,  // 63: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	16,  // 64: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 65: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 66: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	18,  // 67: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	19,  // 68: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	16,  // 69: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	24,  // 70: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	16,  // 71: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	28,  // 72: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	33,  // 73: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	35,  // 74: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	37,  // 75: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	41,  // 76: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	43,  // 77: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	47,  // 78: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
-	45,  // 79: cellstore.v1.Master.UpdateConfiguration:input_type -> cellstore.v1.UpdateClusterConfigurationRequest
-	39,  // 80: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
-	49,  // 81: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	49,  // 82: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	51,  // 83: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	53,  // 84: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	57,  // 85: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	85,  // 86: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	59,  // 87: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	62,  // 88: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	83,  // 89: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	65,  // 90: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	67,  // 91: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	69,  // 92: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	73,  // 93: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	75,  // 94: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	77,  // 95: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	79,  // 96: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	81,  // 97: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	87,  // 98: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	90,  // 99: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	92,  // 100: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	94,  // 101: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	92,  // 102: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	96,  // 103: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	96,  // 104: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	92,  // 105: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	10,  // 106: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	6,   // 107: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	8,   // 108: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	13,  // 109: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	15,  // 110: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	17,  // 111: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 112: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 113: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	17,  // 114: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	21,  // 115: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	22,  // 116: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	26,  // 117: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	27,  // 118: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	29,  // 119: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	34,  // 120: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	36,  // 121: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	38,  // 122: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	42,  // 123: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	44,  // 124: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	48,  // 125: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
-	46,  // 126: cellstore.v1.Master.UpdateConfiguration:output_type -> cellstore.v1.UpdateClusterConfigurationResponse
-	40,  // 127: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
-	50,  // 128: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	50,  // 129: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	52,  // 130: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	54,  // 131: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	58,  // 132: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	86,  // 133: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	60,  // 134: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	63,  // 135: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	84,  // 136: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	66,  // 137: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	68,  // 138: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	70,  // 139: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	74,  // 140: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	76,  // 141: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	78,  // 142: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	80,  // 143: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	82,  // 144: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	88,  // 145: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	91,  // 146: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	93,  // 147: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	95,  // 148: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	93,  // 149: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	97,  // 150: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	97,  // 151: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	93,  // 152: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	11,  // 153: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	7,   // 154: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	9,   // 155: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
-	109, // [109:156] is the sub-list for method output_type
-	62,  // [62:109] is the sub-list for method input_type
-	62,  // [62:62] is the sub-list for extension type_name
-	62,  // [62:62] is the sub-list for extension extendee
-	0,   // [0:62] is the sub-list for field type_name
+	114, // 34: cellstore.v1.UpdateClusterConfigurationResponse.reports:type_name -> cellstore.v1.ConfigurationReport
+	111, // 35: cellstore.v1.NormalizeRequest.tables:type_name -> cellstore.v1.TableName
+	113, // 36: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	31,  // 37: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	0,   // 38: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
+	57,  // 39: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	58,  // 40: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	105, // 41: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	106, // 42: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	107, // 43: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	111, // 44: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	2,   // 45: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	63,  // 46: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	2,   // 47: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	111, // 48: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	66,  // 49: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	66,  // 50: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	111, // 51: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	66,  // 52: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	73,  // 53: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	74,  // 54: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	63,  // 55: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	108, // 56: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	111, // 57: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	91,  // 58: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	111, // 59: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	91,  // 60: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	111, // 61: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 62: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	12,  // 63: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	14,  // 64: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	16,  // 65: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 66: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	16,  // 67: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	18,  // 68: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	19,  // 69: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	16,  // 70: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	24,  // 71: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	16,  // 72: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	28,  // 73: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	33,  // 74: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	35,  // 75: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	37,  // 76: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	41,  // 77: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	43,  // 78: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	47,  // 79: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
+	45,  // 80: cellstore.v1.Master.UpdateConfiguration:input_type -> cellstore.v1.UpdateClusterConfigurationRequest
+	39,  // 81: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
+	49,  // 82: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	49,  // 83: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	51,  // 84: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	53,  // 85: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	54,  // 86: cellstore.v1.Master.Normalize:input_type -> cellstore.v1.NormalizeRequest
+	53,  // 87: cellstore.v1.Master.SetNormalizerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	59,  // 88: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	87,  // 89: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	61,  // 90: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	64,  // 91: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	85,  // 92: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	67,  // 93: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	69,  // 94: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	71,  // 95: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	75,  // 96: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	77,  // 97: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	79,  // 98: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	81,  // 99: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	83,  // 100: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	89,  // 101: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	92,  // 102: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	94,  // 103: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	96,  // 104: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	94,  // 105: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	98,  // 106: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	98,  // 107: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	94,  // 108: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	10,  // 109: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	6,   // 110: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	8,   // 111: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	13,  // 112: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	15,  // 113: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	17,  // 114: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 115: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	17,  // 116: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	17,  // 117: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	21,  // 118: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	22,  // 119: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	26,  // 120: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	27,  // 121: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	29,  // 122: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	34,  // 123: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	36,  // 124: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	38,  // 125: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	42,  // 126: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	44,  // 127: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	48,  // 128: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
+	46,  // 129: cellstore.v1.Master.UpdateConfiguration:output_type -> cellstore.v1.UpdateClusterConfigurationResponse
+	40,  // 130: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
+	50,  // 131: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	50,  // 132: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	52,  // 133: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	56,  // 134: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	55,  // 135: cellstore.v1.Master.Normalize:output_type -> cellstore.v1.NormalizeResponse
+	56,  // 136: cellstore.v1.Master.SetNormalizerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	60,  // 137: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	88,  // 138: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	62,  // 139: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	65,  // 140: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	86,  // 141: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	68,  // 142: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	70,  // 143: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	72,  // 144: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	76,  // 145: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	78,  // 146: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	80,  // 147: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	82,  // 148: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	84,  // 149: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	90,  // 150: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	93,  // 151: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	95,  // 152: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	97,  // 153: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	95,  // 154: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	99,  // 155: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	99,  // 156: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	95,  // 157: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	11,  // 158: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	7,   // 159: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	9,   // 160: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	112, // [112:161] is the sub-list for method output_type
+	63,  // [63:112] is the sub-list for method input_type
+	63,  // [63:63] is the sub-list for extension type_name
+	63,  // [63:63] is the sub-list for extension extendee
+	0,   // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_master_proto_init() }
@@ -6083,7 +6206,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_master_proto_msgTypes[55].OneofWrappers = []any{
+	file_cellstore_v1_master_proto_msgTypes[57].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
 		(*Quota_Namespace)(nil),
@@ -6094,7 +6217,7 @@ func file_cellstore_v1_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,8 @@ const (
 	Master_UndrainServer_FullMethodName          = "/cellstore.v1.Master/UndrainServer"
 	Master_Balance_FullMethodName                = "/cellstore.v1.Master/Balance"
 	Master_SetBalancerRunning_FullMethodName     = "/cellstore.v1.Master/SetBalancerRunning"
+	Master_Normalize_FullMethodName              = "/cellstore.v1.Master/Normalize"
+	Master_SetNormalizerRunning_FullMethodName   = "/cellstore.v1.Master/SetNormalizerRunning"
 	Master_ClusterStatus_FullMethodName          = "/cellstore.v1.Master/ClusterStatus"
 	Master_ReportStandby_FullMethodName          = "/cellstore.v1.Master/ReportStandby"
 	Master_SetClusterConfig_FullMethodName       = "/cellstore.v1.Master/SetClusterConfig"
@@ -107,6 +109,9 @@ type MasterClient interface {
 	UndrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error)
 	Balance(ctx context.Context, in *BalanceRequest, opts ...grpc.CallOption) (*BalanceResponse, error)
 	SetBalancerRunning(ctx context.Context, in *SetBalancerRunningRequest, opts ...grpc.CallOption) (*SetBalancerRunningResponse, error)
+	// Runs the region normalizer now (HBase's normalize), and switches its periodic runs.
+	Normalize(ctx context.Context, in *NormalizeRequest, opts ...grpc.CallOption) (*NormalizeResponse, error)
+	SetNormalizerRunning(ctx context.Context, in *SetBalancerRunningRequest, opts ...grpc.CallOption) (*SetBalancerRunningResponse, error)
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
 	// ReportStandby: a standby master tells the active one it is there (every few seconds), so
 	// that ClusterStatus lists it among the standby (backup) masters.
@@ -393,6 +398,26 @@ func (c *masterClient) SetBalancerRunning(ctx context.Context, in *SetBalancerRu
 	return out, nil
 }
 
+func (c *masterClient) Normalize(ctx context.Context, in *NormalizeRequest, opts ...grpc.CallOption) (*NormalizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NormalizeResponse)
+	err := c.cc.Invoke(ctx, Master_Normalize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) SetNormalizerRunning(ctx context.Context, in *SetBalancerRunningRequest, opts ...grpc.CallOption) (*SetBalancerRunningResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetBalancerRunningResponse)
+	err := c.cc.Invoke(ctx, Master_SetNormalizerRunning_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterClient) ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClusterStatusResponse)
@@ -672,6 +697,9 @@ type MasterServer interface {
 	UndrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error)
 	Balance(context.Context, *BalanceRequest) (*BalanceResponse, error)
 	SetBalancerRunning(context.Context, *SetBalancerRunningRequest) (*SetBalancerRunningResponse, error)
+	// Runs the region normalizer now (HBase's normalize), and switches its periodic runs.
+	Normalize(context.Context, *NormalizeRequest) (*NormalizeResponse, error)
+	SetNormalizerRunning(context.Context, *SetBalancerRunningRequest) (*SetBalancerRunningResponse, error)
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
 	// ReportStandby: a standby master tells the active one it is there (every few seconds), so
 	// that ClusterStatus lists it among the standby (backup) masters.
@@ -796,6 +824,12 @@ func (UnimplementedMasterServer) Balance(context.Context, *BalanceRequest) (*Bal
 }
 func (UnimplementedMasterServer) SetBalancerRunning(context.Context, *SetBalancerRunningRequest) (*SetBalancerRunningResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetBalancerRunning not implemented")
+}
+func (UnimplementedMasterServer) Normalize(context.Context, *NormalizeRequest) (*NormalizeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Normalize not implemented")
+}
+func (UnimplementedMasterServer) SetNormalizerRunning(context.Context, *SetBalancerRunningRequest) (*SetBalancerRunningResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetNormalizerRunning not implemented")
 }
 func (UnimplementedMasterServer) ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClusterStatus not implemented")
@@ -1300,6 +1334,42 @@ func _Master_SetBalancerRunning_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServer).SetBalancerRunning(ctx, req.(*SetBalancerRunningRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_Normalize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NormalizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Normalize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Normalize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Normalize(ctx, req.(*NormalizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_SetNormalizerRunning_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetBalancerRunningRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetNormalizerRunning(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetNormalizerRunning_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetNormalizerRunning(ctx, req.(*SetBalancerRunningRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1834,6 +1904,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBalancerRunning",
 			Handler:    _Master_SetBalancerRunning_Handler,
+		},
+		{
+			MethodName: "Normalize",
+			Handler:    _Master_Normalize_Handler,
+		},
+		{
+			MethodName: "SetNormalizerRunning",
+			Handler:    _Master_SetNormalizerRunning_Handler,
 		},
 		{
 			MethodName: "ClusterStatus",

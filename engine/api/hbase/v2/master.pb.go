@@ -77,7 +77,7 @@ func (x *GetProcedureResultResponse_State) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use GetProcedureResultResponse_State.Descriptor instead.
 func (GetProcedureResultResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77, 0}
 }
 
 type SnapshotDescription_Type int32
@@ -136,7 +136,7 @@ func (x *SnapshotDescription_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use SnapshotDescription_Type.Descriptor instead.
 func (SnapshotDescription_Type) EnumDescriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75, 0}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81, 0}
 }
 
 type AddColumnRequest struct {
@@ -3458,6 +3458,280 @@ func (x *IsBalancerEnabledResponse) GetEnabled() bool {
 	return false
 }
 
+// The region normalizer: run it now (on the named tables, or those with NORMALIZATION_ENABLED),
+// switch its periodic runs, ask whether they are on.
+type NormalizeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableNames    []*TableName           `protobuf:"bytes,1,rep,name=table_names,json=tableNames" json:"table_names,omitempty"`
+	Regex         *string                `protobuf:"bytes,2,opt,name=regex" json:"regex,omitempty"`
+	Namespace     *string                `protobuf:"bytes,3,opt,name=namespace" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizeRequest) Reset() {
+	*x = NormalizeRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizeRequest) ProtoMessage() {}
+
+func (x *NormalizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizeRequest.ProtoReflect.Descriptor instead.
+func (*NormalizeRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *NormalizeRequest) GetTableNames() []*TableName {
+	if x != nil {
+		return x.TableNames
+	}
+	return nil
+}
+
+func (x *NormalizeRequest) GetRegex() string {
+	if x != nil && x.Regex != nil {
+		return *x.Regex
+	}
+	return ""
+}
+
+func (x *NormalizeRequest) GetNamespace() string {
+	if x != nil && x.Namespace != nil {
+		return *x.Namespace
+	}
+	return ""
+}
+
+type NormalizeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NormalizerRan *bool                  `protobuf:"varint,1,req,name=normalizer_ran,json=normalizerRan" json:"normalizer_ran,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizeResponse) Reset() {
+	*x = NormalizeResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizeResponse) ProtoMessage() {}
+
+func (x *NormalizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizeResponse.ProtoReflect.Descriptor instead.
+func (*NormalizeResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *NormalizeResponse) GetNormalizerRan() bool {
+	if x != nil && x.NormalizerRan != nil {
+		return *x.NormalizerRan
+	}
+	return false
+}
+
+type SetNormalizerRunningRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	On            *bool                  `protobuf:"varint,1,req,name=on" json:"on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNormalizerRunningRequest) Reset() {
+	*x = SetNormalizerRunningRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNormalizerRunningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNormalizerRunningRequest) ProtoMessage() {}
+
+func (x *SetNormalizerRunningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNormalizerRunningRequest.ProtoReflect.Descriptor instead.
+func (*SetNormalizerRunningRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *SetNormalizerRunningRequest) GetOn() bool {
+	if x != nil && x.On != nil {
+		return *x.On
+	}
+	return false
+}
+
+type SetNormalizerRunningResponse struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	PrevNormalizerValue *bool                  `protobuf:"varint,1,opt,name=prev_normalizer_value,json=prevNormalizerValue" json:"prev_normalizer_value,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SetNormalizerRunningResponse) Reset() {
+	*x = SetNormalizerRunningResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNormalizerRunningResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNormalizerRunningResponse) ProtoMessage() {}
+
+func (x *SetNormalizerRunningResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNormalizerRunningResponse.ProtoReflect.Descriptor instead.
+func (*SetNormalizerRunningResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SetNormalizerRunningResponse) GetPrevNormalizerValue() bool {
+	if x != nil && x.PrevNormalizerValue != nil {
+		return *x.PrevNormalizerValue
+	}
+	return false
+}
+
+type IsNormalizerEnabledRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsNormalizerEnabledRequest) Reset() {
+	*x = IsNormalizerEnabledRequest{}
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsNormalizerEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsNormalizerEnabledRequest) ProtoMessage() {}
+
+func (x *IsNormalizerEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsNormalizerEnabledRequest.ProtoReflect.Descriptor instead.
+func (*IsNormalizerEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+}
+
+type IsNormalizerEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       *bool                  `protobuf:"varint,1,req,name=enabled" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsNormalizerEnabledResponse) Reset() {
+	*x = IsNormalizerEnabledResponse{}
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsNormalizerEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsNormalizerEnabledResponse) ProtoMessage() {}
+
+func (x *IsNormalizerEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsNormalizerEnabledResponse.ProtoReflect.Descriptor instead.
+func (*IsNormalizerEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *IsNormalizerEnabledResponse) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
 // No options: everything.
 type GetClusterStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3468,7 +3742,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3754,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[64]
+	mi := &file_hbase_v2_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3767,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{64}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetClusterStatusRequest) GetOptions() []Option {
@@ -3512,7 +3786,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3798,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[65]
+	mi := &file_hbase_v2_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3811,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{65}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetClusterStatusResponse) GetClusterStatus() *ClusterStatus {
@@ -3556,7 +3830,7 @@ type IsMasterRunningRequest struct {
 
 func (x *IsMasterRunningRequest) Reset() {
 	*x = IsMasterRunningRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3842,7 @@ func (x *IsMasterRunningRequest) String() string {
 func (*IsMasterRunningRequest) ProtoMessage() {}
 
 func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[66]
+	mi := &file_hbase_v2_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3855,7 @@ func (x *IsMasterRunningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningRequest.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{66}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
 }
 
 type IsMasterRunningResponse struct {
@@ -3593,7 +3867,7 @@ type IsMasterRunningResponse struct {
 
 func (x *IsMasterRunningResponse) Reset() {
 	*x = IsMasterRunningResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3605,7 +3879,7 @@ func (x *IsMasterRunningResponse) String() string {
 func (*IsMasterRunningResponse) ProtoMessage() {}
 
 func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[67]
+	mi := &file_hbase_v2_master_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3618,7 +3892,7 @@ func (x *IsMasterRunningResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsMasterRunningResponse.ProtoReflect.Descriptor instead.
 func (*IsMasterRunningResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{67}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *IsMasterRunningResponse) GetIsMasterRunning() bool {
@@ -3637,7 +3911,7 @@ type IsProcedureDoneRequest struct {
 
 func (x *IsProcedureDoneRequest) Reset() {
 	*x = IsProcedureDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3923,7 @@ func (x *IsProcedureDoneRequest) String() string {
 func (*IsProcedureDoneRequest) ProtoMessage() {}
 
 func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[68]
+	mi := &file_hbase_v2_master_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3936,7 @@ func (x *IsProcedureDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{68}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *IsProcedureDoneRequest) GetProcedure() *ProcedureDescription {
@@ -3687,7 +3961,7 @@ const (
 
 func (x *IsProcedureDoneResponse) Reset() {
 	*x = IsProcedureDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3973,7 @@ func (x *IsProcedureDoneResponse) String() string {
 func (*IsProcedureDoneResponse) ProtoMessage() {}
 
 func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[69]
+	mi := &file_hbase_v2_master_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3986,7 @@ func (x *IsProcedureDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsProcedureDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsProcedureDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{69}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *IsProcedureDoneResponse) GetDone() bool {
@@ -3738,7 +4012,7 @@ type GetProcedureResultRequest struct {
 
 func (x *GetProcedureResultRequest) Reset() {
 	*x = GetProcedureResultRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +4024,7 @@ func (x *GetProcedureResultRequest) String() string {
 func (*GetProcedureResultRequest) ProtoMessage() {}
 
 func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[70]
+	mi := &file_hbase_v2_master_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +4037,7 @@ func (x *GetProcedureResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultRequest.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{70}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetProcedureResultRequest) GetProcId() uint64 {
@@ -3787,7 +4061,7 @@ type GetProcedureResultResponse struct {
 
 func (x *GetProcedureResultResponse) Reset() {
 	*x = GetProcedureResultResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +4073,7 @@ func (x *GetProcedureResultResponse) String() string {
 func (*GetProcedureResultResponse) ProtoMessage() {}
 
 func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[71]
+	mi := &file_hbase_v2_master_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +4086,7 @@ func (x *GetProcedureResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcedureResultResponse.ProtoReflect.Descriptor instead.
 func (*GetProcedureResultResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{71}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetProcedureResultResponse) GetState() GetProcedureResultResponse_State {
@@ -3862,7 +4136,7 @@ type StackTraceElementMessage struct {
 
 func (x *StackTraceElementMessage) Reset() {
 	*x = StackTraceElementMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4148,7 @@ func (x *StackTraceElementMessage) String() string {
 func (*StackTraceElementMessage) ProtoMessage() {}
 
 func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[72]
+	mi := &file_hbase_v2_master_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4161,7 @@ func (x *StackTraceElementMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackTraceElementMessage.ProtoReflect.Descriptor instead.
 func (*StackTraceElementMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{72}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *StackTraceElementMessage) GetDeclaringClass() string {
@@ -3932,7 +4206,7 @@ type GenericExceptionMessage struct {
 
 func (x *GenericExceptionMessage) Reset() {
 	*x = GenericExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4218,7 @@ func (x *GenericExceptionMessage) String() string {
 func (*GenericExceptionMessage) ProtoMessage() {}
 
 func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[73]
+	mi := &file_hbase_v2_master_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4231,7 @@ func (x *GenericExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenericExceptionMessage.ProtoReflect.Descriptor instead.
 func (*GenericExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{73}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GenericExceptionMessage) GetClassName() string {
@@ -3998,7 +4272,7 @@ type ForeignExceptionMessage struct {
 
 func (x *ForeignExceptionMessage) Reset() {
 	*x = ForeignExceptionMessage{}
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4284,7 @@ func (x *ForeignExceptionMessage) String() string {
 func (*ForeignExceptionMessage) ProtoMessage() {}
 
 func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[74]
+	mi := &file_hbase_v2_master_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4297,7 @@ func (x *ForeignExceptionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignExceptionMessage.ProtoReflect.Descriptor instead.
 func (*ForeignExceptionMessage) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{74}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ForeignExceptionMessage) GetSource() string {
@@ -4062,7 +4336,7 @@ const (
 
 func (x *SnapshotDescription) Reset() {
 	*x = SnapshotDescription{}
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4074,7 +4348,7 @@ func (x *SnapshotDescription) String() string {
 func (*SnapshotDescription) ProtoMessage() {}
 
 func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[75]
+	mi := &file_hbase_v2_master_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4361,7 @@ func (x *SnapshotDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDescription.ProtoReflect.Descriptor instead.
 func (*SnapshotDescription) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{75}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SnapshotDescription) GetName() string {
@@ -4156,7 +4430,7 @@ const (
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4168,7 +4442,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[76]
+	mi := &file_hbase_v2_master_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4181,7 +4455,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{76}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4215,7 +4489,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4501,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[77]
+	mi := &file_hbase_v2_master_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4514,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{77}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotResponse) GetExpectedTimeout() int64 {
@@ -4266,7 +4540,7 @@ type IsSnapshotDoneRequest struct {
 
 func (x *IsSnapshotDoneRequest) Reset() {
 	*x = IsSnapshotDoneRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4552,7 @@ func (x *IsSnapshotDoneRequest) String() string {
 func (*IsSnapshotDoneRequest) ProtoMessage() {}
 
 func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[78]
+	mi := &file_hbase_v2_master_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4565,7 @@ func (x *IsSnapshotDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneRequest.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{78}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *IsSnapshotDoneRequest) GetSnapshot() *SnapshotDescription {
@@ -4316,7 +4590,7 @@ const (
 
 func (x *IsSnapshotDoneResponse) Reset() {
 	*x = IsSnapshotDoneResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4602,7 @@ func (x *IsSnapshotDoneResponse) String() string {
 func (*IsSnapshotDoneResponse) ProtoMessage() {}
 
 func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[79]
+	mi := &file_hbase_v2_master_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4615,7 @@ func (x *IsSnapshotDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSnapshotDoneResponse.ProtoReflect.Descriptor instead.
 func (*IsSnapshotDoneResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{79}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *IsSnapshotDoneResponse) GetDone() bool {
@@ -4366,7 +4640,7 @@ type GetCompletedSnapshotsRequest struct {
 
 func (x *GetCompletedSnapshotsRequest) Reset() {
 	*x = GetCompletedSnapshotsRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4652,7 @@ func (x *GetCompletedSnapshotsRequest) String() string {
 func (*GetCompletedSnapshotsRequest) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[80]
+	mi := &file_hbase_v2_master_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4665,7 @@ func (x *GetCompletedSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{80}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{86}
 }
 
 type GetCompletedSnapshotsResponse struct {
@@ -4403,7 +4677,7 @@ type GetCompletedSnapshotsResponse struct {
 
 func (x *GetCompletedSnapshotsResponse) Reset() {
 	*x = GetCompletedSnapshotsResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4689,7 @@ func (x *GetCompletedSnapshotsResponse) String() string {
 func (*GetCompletedSnapshotsResponse) ProtoMessage() {}
 
 func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[81]
+	mi := &file_hbase_v2_master_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4702,7 @@ func (x *GetCompletedSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompletedSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*GetCompletedSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{81}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetCompletedSnapshotsResponse) GetSnapshots() []*SnapshotDescription {
@@ -4447,7 +4721,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[82]
+	mi := &file_hbase_v2_master_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4733,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[82]
+	mi := &file_hbase_v2_master_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4746,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{82}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4490,7 +4764,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[83]
+	mi := &file_hbase_v2_master_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4502,7 +4776,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[83]
+	mi := &file_hbase_v2_master_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4515,7 +4789,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{83}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{89}
 }
 
 type RestoreSnapshotRequest struct {
@@ -4538,7 +4812,7 @@ const (
 
 func (x *RestoreSnapshotRequest) Reset() {
 	*x = RestoreSnapshotRequest{}
-	mi := &file_hbase_v2_master_proto_msgTypes[84]
+	mi := &file_hbase_v2_master_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +4824,7 @@ func (x *RestoreSnapshotRequest) String() string {
 func (*RestoreSnapshotRequest) ProtoMessage() {}
 
 func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[84]
+	mi := &file_hbase_v2_master_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +4837,7 @@ func (x *RestoreSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{84}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RestoreSnapshotRequest) GetSnapshot() *SnapshotDescription {
@@ -4610,7 +4884,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_hbase_v2_master_proto_msgTypes[85]
+	mi := &file_hbase_v2_master_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4622,7 +4896,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hbase_v2_master_proto_msgTypes[85]
+	mi := &file_hbase_v2_master_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4635,7 +4909,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hbase_v2_master_proto_rawDescGZIP(), []int{85}
+	return file_hbase_v2_master_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RestoreSnapshotResponse) GetProcId() uint64 {
@@ -4858,6 +5132,20 @@ const file_hbase_v2_master_proto_rawDesc = "" +
 	"\x12prev_balance_value\x18\x01 \x01(\bR\x10prevBalanceValue\"\x1a\n" +
 	"\x18IsBalancerEnabledRequest\"5\n" +
 	"\x19IsBalancerEnabledResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x02(\bR\aenabled\"\x86\x01\n" +
+	"\x10NormalizeRequest\x12>\n" +
+	"\vtable_names\x18\x01 \x03(\v2\x1d.cellstore.hbase.v2.TableNameR\n" +
+	"tableNames\x12\x14\n" +
+	"\x05regex\x18\x02 \x01(\tR\x05regex\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\":\n" +
+	"\x11NormalizeResponse\x12%\n" +
+	"\x0enormalizer_ran\x18\x01 \x02(\bR\rnormalizerRan\"-\n" +
+	"\x1bSetNormalizerRunningRequest\x12\x0e\n" +
+	"\x02on\x18\x01 \x02(\bR\x02on\"R\n" +
+	"\x1cSetNormalizerRunningResponse\x122\n" +
+	"\x15prev_normalizer_value\x18\x01 \x01(\bR\x13prevNormalizerValue\"\x1c\n" +
+	"\x1aIsNormalizerEnabledRequest\"7\n" +
+	"\x1bIsNormalizerEnabledResponse\x12\x18\n" +
 	"\aenabled\x18\x01 \x02(\bR\aenabled\"O\n" +
 	"\x17GetClusterStatusRequest\x124\n" +
 	"\aoptions\x18\x01 \x03(\x0e2\x1a.cellstore.hbase.v2.OptionR\aoptions\"d\n" +
@@ -4957,7 +5245,7 @@ func file_hbase_v2_master_proto_rawDescGZIP() []byte {
 }
 
 var file_hbase_v2_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_hbase_v2_master_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_hbase_v2_master_proto_goTypes = []any{
 	(GetProcedureResultResponse_State)(0),           // 0: cellstore.hbase.v2.GetProcedureResultResponse.State
 	(SnapshotDescription_Type)(0),                   // 1: cellstore.hbase.v2.SnapshotDescription.Type
@@ -5025,92 +5313,99 @@ var file_hbase_v2_master_proto_goTypes = []any{
 	(*SetBalancerRunningResponse)(nil),              // 63: cellstore.hbase.v2.SetBalancerRunningResponse
 	(*IsBalancerEnabledRequest)(nil),                // 64: cellstore.hbase.v2.IsBalancerEnabledRequest
 	(*IsBalancerEnabledResponse)(nil),               // 65: cellstore.hbase.v2.IsBalancerEnabledResponse
-	(*GetClusterStatusRequest)(nil),                 // 66: cellstore.hbase.v2.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),                // 67: cellstore.hbase.v2.GetClusterStatusResponse
-	(*IsMasterRunningRequest)(nil),                  // 68: cellstore.hbase.v2.IsMasterRunningRequest
-	(*IsMasterRunningResponse)(nil),                 // 69: cellstore.hbase.v2.IsMasterRunningResponse
-	(*IsProcedureDoneRequest)(nil),                  // 70: cellstore.hbase.v2.IsProcedureDoneRequest
-	(*IsProcedureDoneResponse)(nil),                 // 71: cellstore.hbase.v2.IsProcedureDoneResponse
-	(*GetProcedureResultRequest)(nil),               // 72: cellstore.hbase.v2.GetProcedureResultRequest
-	(*GetProcedureResultResponse)(nil),              // 73: cellstore.hbase.v2.GetProcedureResultResponse
-	(*StackTraceElementMessage)(nil),                // 74: cellstore.hbase.v2.StackTraceElementMessage
-	(*GenericExceptionMessage)(nil),                 // 75: cellstore.hbase.v2.GenericExceptionMessage
-	(*ForeignExceptionMessage)(nil),                 // 76: cellstore.hbase.v2.ForeignExceptionMessage
-	(*SnapshotDescription)(nil),                     // 77: cellstore.hbase.v2.SnapshotDescription
-	(*SnapshotRequest)(nil),                         // 78: cellstore.hbase.v2.SnapshotRequest
-	(*SnapshotResponse)(nil),                        // 79: cellstore.hbase.v2.SnapshotResponse
-	(*IsSnapshotDoneRequest)(nil),                   // 80: cellstore.hbase.v2.IsSnapshotDoneRequest
-	(*IsSnapshotDoneResponse)(nil),                  // 81: cellstore.hbase.v2.IsSnapshotDoneResponse
-	(*GetCompletedSnapshotsRequest)(nil),            // 82: cellstore.hbase.v2.GetCompletedSnapshotsRequest
-	(*GetCompletedSnapshotsResponse)(nil),           // 83: cellstore.hbase.v2.GetCompletedSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),                   // 84: cellstore.hbase.v2.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),                  // 85: cellstore.hbase.v2.DeleteSnapshotResponse
-	(*RestoreSnapshotRequest)(nil),                  // 86: cellstore.hbase.v2.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil),                 // 87: cellstore.hbase.v2.RestoreSnapshotResponse
-	(*TableName)(nil),                               // 88: cellstore.hbase.v2.TableName
-	(*ColumnFamilySchema)(nil),                      // 89: cellstore.hbase.v2.ColumnFamilySchema
-	(*RegionSpecifier)(nil),                         // 90: cellstore.hbase.v2.RegionSpecifier
-	(*ServerName)(nil),                              // 91: cellstore.hbase.v2.ServerName
-	(*RegionInfo)(nil),                              // 92: cellstore.hbase.v2.RegionInfo
-	(*TableSchema)(nil),                             // 93: cellstore.hbase.v2.TableSchema
-	(*TableState)(nil),                              // 94: cellstore.hbase.v2.TableState
-	(*NamespaceDescriptor)(nil),                     // 95: cellstore.hbase.v2.NamespaceDescriptor
-	(Option)(0),                                     // 96: cellstore.hbase.v2.Option
-	(*ClusterStatus)(nil),                           // 97: cellstore.hbase.v2.ClusterStatus
-	(*ProcedureDescription)(nil),                    // 98: cellstore.hbase.v2.ProcedureDescription
+	(*NormalizeRequest)(nil),                        // 66: cellstore.hbase.v2.NormalizeRequest
+	(*NormalizeResponse)(nil),                       // 67: cellstore.hbase.v2.NormalizeResponse
+	(*SetNormalizerRunningRequest)(nil),             // 68: cellstore.hbase.v2.SetNormalizerRunningRequest
+	(*SetNormalizerRunningResponse)(nil),            // 69: cellstore.hbase.v2.SetNormalizerRunningResponse
+	(*IsNormalizerEnabledRequest)(nil),              // 70: cellstore.hbase.v2.IsNormalizerEnabledRequest
+	(*IsNormalizerEnabledResponse)(nil),             // 71: cellstore.hbase.v2.IsNormalizerEnabledResponse
+	(*GetClusterStatusRequest)(nil),                 // 72: cellstore.hbase.v2.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),                // 73: cellstore.hbase.v2.GetClusterStatusResponse
+	(*IsMasterRunningRequest)(nil),                  // 74: cellstore.hbase.v2.IsMasterRunningRequest
+	(*IsMasterRunningResponse)(nil),                 // 75: cellstore.hbase.v2.IsMasterRunningResponse
+	(*IsProcedureDoneRequest)(nil),                  // 76: cellstore.hbase.v2.IsProcedureDoneRequest
+	(*IsProcedureDoneResponse)(nil),                 // 77: cellstore.hbase.v2.IsProcedureDoneResponse
+	(*GetProcedureResultRequest)(nil),               // 78: cellstore.hbase.v2.GetProcedureResultRequest
+	(*GetProcedureResultResponse)(nil),              // 79: cellstore.hbase.v2.GetProcedureResultResponse
+	(*StackTraceElementMessage)(nil),                // 80: cellstore.hbase.v2.StackTraceElementMessage
+	(*GenericExceptionMessage)(nil),                 // 81: cellstore.hbase.v2.GenericExceptionMessage
+	(*ForeignExceptionMessage)(nil),                 // 82: cellstore.hbase.v2.ForeignExceptionMessage
+	(*SnapshotDescription)(nil),                     // 83: cellstore.hbase.v2.SnapshotDescription
+	(*SnapshotRequest)(nil),                         // 84: cellstore.hbase.v2.SnapshotRequest
+	(*SnapshotResponse)(nil),                        // 85: cellstore.hbase.v2.SnapshotResponse
+	(*IsSnapshotDoneRequest)(nil),                   // 86: cellstore.hbase.v2.IsSnapshotDoneRequest
+	(*IsSnapshotDoneResponse)(nil),                  // 87: cellstore.hbase.v2.IsSnapshotDoneResponse
+	(*GetCompletedSnapshotsRequest)(nil),            // 88: cellstore.hbase.v2.GetCompletedSnapshotsRequest
+	(*GetCompletedSnapshotsResponse)(nil),           // 89: cellstore.hbase.v2.GetCompletedSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),                   // 90: cellstore.hbase.v2.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),                  // 91: cellstore.hbase.v2.DeleteSnapshotResponse
+	(*RestoreSnapshotRequest)(nil),                  // 92: cellstore.hbase.v2.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),                 // 93: cellstore.hbase.v2.RestoreSnapshotResponse
+	(*TableName)(nil),                               // 94: cellstore.hbase.v2.TableName
+	(*ColumnFamilySchema)(nil),                      // 95: cellstore.hbase.v2.ColumnFamilySchema
+	(*RegionSpecifier)(nil),                         // 96: cellstore.hbase.v2.RegionSpecifier
+	(*ServerName)(nil),                              // 97: cellstore.hbase.v2.ServerName
+	(*RegionInfo)(nil),                              // 98: cellstore.hbase.v2.RegionInfo
+	(*TableSchema)(nil),                             // 99: cellstore.hbase.v2.TableSchema
+	(*TableState)(nil),                              // 100: cellstore.hbase.v2.TableState
+	(*NamespaceDescriptor)(nil),                     // 101: cellstore.hbase.v2.NamespaceDescriptor
+	(Option)(0),                                     // 102: cellstore.hbase.v2.Option
+	(*ClusterStatus)(nil),                           // 103: cellstore.hbase.v2.ClusterStatus
+	(*ProcedureDescription)(nil),                    // 104: cellstore.hbase.v2.ProcedureDescription
 }
 var file_hbase_v2_master_proto_depIdxs = []int32{
-	88, // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	89, // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	88, // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	89, // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
-	88, // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	90, // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	91, // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
-	92, // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
-	90, // 9: cellstore.hbase.v2.MergeTableRegionsRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	93, // 10: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	88, // 11: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 12: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	90, // 13: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	90, // 14: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
-	88, // 15: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
-	88, // 16: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 17: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	88, // 18: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	93, // 19: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	88, // 20: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
-	93, // 21: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
-	88, // 22: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
-	88, // 23: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
-	94, // 24: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
-	95, // 25: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	95, // 26: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	95, // 27: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	95, // 28: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
-	93, // 29: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
-	88, // 30: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
-	96, // 31: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
-	97, // 32: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
-	98, // 33: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
-	98, // 34: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
-	0,  // 35: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
-	76, // 36: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
-	74, // 37: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
-	75, // 38: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
-	1,  // 39: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
-	77, // 40: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	77, // 41: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	77, // 42: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	77, // 43: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
-	77, // 44: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	77, // 45: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	94,  // 0: cellstore.hbase.v2.AddColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	95,  // 1: cellstore.hbase.v2.AddColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	94,  // 2: cellstore.hbase.v2.DeleteColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	94,  // 3: cellstore.hbase.v2.ModifyColumnRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	95,  // 4: cellstore.hbase.v2.ModifyColumnRequest.column_families:type_name -> cellstore.hbase.v2.ColumnFamilySchema
+	94,  // 5: cellstore.hbase.v2.GetSchemaAlterStatusRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	96,  // 6: cellstore.hbase.v2.MoveRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	97,  // 7: cellstore.hbase.v2.MoveRegionRequest.dest_server_name:type_name -> cellstore.hbase.v2.ServerName
+	98,  // 8: cellstore.hbase.v2.SplitTableRegionRequest.region_info:type_name -> cellstore.hbase.v2.RegionInfo
+	96,  // 9: cellstore.hbase.v2.MergeTableRegionsRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	99,  // 10: cellstore.hbase.v2.CreateTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	94,  // 11: cellstore.hbase.v2.DeleteTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	94,  // 12: cellstore.hbase.v2.FlushTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	96,  // 13: cellstore.hbase.v2.FlushRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	96,  // 14: cellstore.hbase.v2.CompactRegionRequest.region:type_name -> cellstore.hbase.v2.RegionSpecifier
+	94,  // 15: cellstore.hbase.v2.TruncateTableRequest.tableName:type_name -> cellstore.hbase.v2.TableName
+	94,  // 16: cellstore.hbase.v2.EnableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	94,  // 17: cellstore.hbase.v2.DisableTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	94,  // 18: cellstore.hbase.v2.ModifyTableRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	99,  // 19: cellstore.hbase.v2.ModifyTableRequest.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	94,  // 20: cellstore.hbase.v2.GetTableDescriptorsRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	99,  // 21: cellstore.hbase.v2.GetTableDescriptorsResponse.table_schema:type_name -> cellstore.hbase.v2.TableSchema
+	94,  // 22: cellstore.hbase.v2.GetTableNamesResponse.table_names:type_name -> cellstore.hbase.v2.TableName
+	94,  // 23: cellstore.hbase.v2.GetTableStateRequest.table_name:type_name -> cellstore.hbase.v2.TableName
+	100, // 24: cellstore.hbase.v2.GetTableStateResponse.table_state:type_name -> cellstore.hbase.v2.TableState
+	101, // 25: cellstore.hbase.v2.CreateNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	101, // 26: cellstore.hbase.v2.ModifyNamespaceRequest.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	101, // 27: cellstore.hbase.v2.GetNamespaceDescriptorResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	101, // 28: cellstore.hbase.v2.ListNamespaceDescriptorsResponse.namespaceDescriptor:type_name -> cellstore.hbase.v2.NamespaceDescriptor
+	99,  // 29: cellstore.hbase.v2.ListTableDescriptorsByNamespaceResponse.tableSchema:type_name -> cellstore.hbase.v2.TableSchema
+	94,  // 30: cellstore.hbase.v2.ListTableNamesByNamespaceResponse.tableName:type_name -> cellstore.hbase.v2.TableName
+	94,  // 31: cellstore.hbase.v2.NormalizeRequest.table_names:type_name -> cellstore.hbase.v2.TableName
+	102, // 32: cellstore.hbase.v2.GetClusterStatusRequest.options:type_name -> cellstore.hbase.v2.Option
+	103, // 33: cellstore.hbase.v2.GetClusterStatusResponse.cluster_status:type_name -> cellstore.hbase.v2.ClusterStatus
+	104, // 34: cellstore.hbase.v2.IsProcedureDoneRequest.procedure:type_name -> cellstore.hbase.v2.ProcedureDescription
+	104, // 35: cellstore.hbase.v2.IsProcedureDoneResponse.snapshot:type_name -> cellstore.hbase.v2.ProcedureDescription
+	0,   // 36: cellstore.hbase.v2.GetProcedureResultResponse.state:type_name -> cellstore.hbase.v2.GetProcedureResultResponse.State
+	82,  // 37: cellstore.hbase.v2.GetProcedureResultResponse.exception:type_name -> cellstore.hbase.v2.ForeignExceptionMessage
+	80,  // 38: cellstore.hbase.v2.GenericExceptionMessage.trace:type_name -> cellstore.hbase.v2.StackTraceElementMessage
+	81,  // 39: cellstore.hbase.v2.ForeignExceptionMessage.generic_exception:type_name -> cellstore.hbase.v2.GenericExceptionMessage
+	1,   // 40: cellstore.hbase.v2.SnapshotDescription.type:type_name -> cellstore.hbase.v2.SnapshotDescription.Type
+	83,  // 41: cellstore.hbase.v2.SnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	83,  // 42: cellstore.hbase.v2.IsSnapshotDoneRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	83,  // 43: cellstore.hbase.v2.IsSnapshotDoneResponse.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	83,  // 44: cellstore.hbase.v2.GetCompletedSnapshotsResponse.snapshots:type_name -> cellstore.hbase.v2.SnapshotDescription
+	83,  // 45: cellstore.hbase.v2.DeleteSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	83,  // 46: cellstore.hbase.v2.RestoreSnapshotRequest.snapshot:type_name -> cellstore.hbase.v2.SnapshotDescription
+	47,  // [47:47] is the sub-list for method output_type
+	47,  // [47:47] is the sub-list for method input_type
+	47,  // [47:47] is the sub-list for extension type_name
+	47,  // [47:47] is the sub-list for extension extendee
+	0,   // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_hbase_v2_master_proto_init() }
@@ -5126,7 +5421,7 @@ func file_hbase_v2_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hbase_v2_master_proto_rawDesc), len(file_hbase_v2_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   86,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -157,6 +157,15 @@ var Services = map[string]map[string]NewCall{
 		"SplitRegion": func() (proto.Message, proto.Message) {
 			return &SplitTableRegionRequest{}, &SplitTableRegionResponse{}
 		},
+		"Normalize": func() (proto.Message, proto.Message) {
+			return &NormalizeRequest{}, &NormalizeResponse{}
+		},
+		"SetNormalizerRunning": func() (proto.Message, proto.Message) {
+			return &SetNormalizerRunningRequest{}, &SetNormalizerRunningResponse{}
+		},
+		"IsNormalizerEnabled": func() (proto.Message, proto.Message) {
+			return &IsNormalizerEnabledRequest{}, &IsNormalizerEnabledResponse{}
+		},
 		"MergeTableRegions": func() (proto.Message, proto.Message) {
 			return &MergeTableRegionsRequest{}, &MergeTableRegionsResponse{}
 		},
