@@ -52,6 +52,25 @@ const (
 	TagVisibility byte = 2
 )
 
+// FirstClientTagType is the first tag type a client may send with its cells (besides TagTTL):
+// the types below are the system's (HBase's ACL, visibility, MOB, TTL ... and room for more).
+const FirstClientTagType byte = 64
+
+// ClientTagType says whether a client may send a tag of type typ (TagTTL is one).
+func ClientTagType(typ byte) bool { return typ == TagTTL || typ >= FirstClientTagType }
+
+// ForEachTag calls fn with the type and value of every tag of a well-formed tags section, in
+// order, until fn returns false.
+func ForEachTag(tags []byte, fn func(typ byte, value []byte) bool) {
+	for o := 0; o+tagLenSize+tagTypeSize <= len(tags); {
+		n := int(binary.BigEndian.Uint16(tags[o:]))
+		if o+tagLenSize+n > len(tags) || !fn(tags[o+tagLenSize], tags[o+tagLenSize+tagTypeSize:o+tagLenSize+n]) {
+			return
+		}
+		o += tagLenSize + n
+	}
+}
+
 // ErrBadTags is matched (errors.Is) by the errors for malformed tags.
 var ErrBadTags = fmt.Errorf("%w: bad tags", ErrMalformed)
 

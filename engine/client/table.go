@@ -98,6 +98,16 @@ func (m *Mutation) Add(family, qualifier string, ts int64, value []byte) *Mutati
 	return m
 }
 
+// AddTagged adds a cell with tags (cell.Tags form: cell.AppendTag): a TTL tag (cell.TagTTL, 8
+// bytes of milliseconds) or tags of the application's own types (cell.FirstClientTagType and
+// above), stored with the cell for server-side code; reads do not return them. The system's tag
+// types (ACLs, visibility) come from the mutation's ACL and Visibility instead.
+func (m *Mutation) AddTagged(family, qualifier string, ts int64, value, tags []byte) *Mutation {
+	m.Cells = append(m.Cells, cell.Cell{Row: m.Row, Family: []byte(family), Qualifier: []byte(qualifier), Timestamp: ts, Type: cell.Put,
+		Value: value, Tags: tags})
+	return m
+}
+
 // NewDelete starts a Delete of row. With no cells added it deletes the whole row (every family,
 // every version up to now), as HBase's deleteall.
 func NewDelete(row []byte) *Mutation { return &Mutation{Type: pb.MutationProto_TYPE_DELETE, Row: row} }
@@ -144,6 +154,21 @@ func (m *Mutation) validate(maxCell int) error {
 			return fmt.Errorf("client: a cell of row %s (%s:%s) is %d bytes, over the limit of %d (Config.MaxCellSize; servers refuse it too)",
 				schema.Key(m.Row), schema.Key(c.Family), schema.Key(c.Qualifier), n, maxCell)
 		}
+		if len(c.Tags) > 0 {
+			if err := cell.ParseTags(c.Tags); err != nil {
+				return fmt.Errorf("client: the tags of a cell of row %s: %w", schema.Key(m.Row), err)
+			}
+			var bad byte
+			refused := false
+			cell.ForEachTag(c.Tags, func(typ byte, _ []byte) bool {
+				bad, refused = typ, !cell.ClientTagType(typ)
+				return !refused
+			})
+			if refused {
+				return fmt.Errorf("client: a cell of row %s carries a tag of type %d, which only the server writes; use types from %d (or the mutation's ACL, Visibility, TTL)",
+					schema.Key(m.Row), bad, cell.FirstClientTagType)
+			}
+		}
 	}
 	if m.TTL < 0 || m.TTL > 0 && m.TTL < time.Millisecond {
 		return fmt.Errorf("client: TTL %v of a mutation of row %q: use a positive number of milliseconds", m.TTL, m.Row)
@@ -174,6 +199,10 @@ func (m *Mutation) validate(maxCell int) error {
 func (m *Mutation) encode(block []byte, nonce uint64) (*pb.MutationProto, []byte) {
 	for i := range m.Cells {
 		c := &m.Cells[i]
+		if len(c.Tags) > 0 {
+			block = cell.AppendTaggedKeyValue(block, cell.AppendKey(nil, m.Row, c.Family, c.Qualifier, c.Timestamp, c.Type), c.Value, c.Tags)
+			continue
+		}
 		block = cell.AppendKeyValue(block, m.Row, c.Family, c.Qualifier, c.Timestamp, c.Type, c.Value)
 	}
 	mp := &pb.MutationProto{Type: m.Type, Row: m.Row, CellCount: int32(len(m.Cells)), Durability: m.Durability,

@@ -172,13 +172,24 @@ func (r *requestCells) take(n int) ([]byte, error) {
 			return nil, doNotRetry("a cell of %d bytes overruns the request's cell block", l)
 		}
 		kv := r.block[4 : 4+l]
-		if _, used, err := cell.ParseKeyValue(kv); err != nil || used != int(l) {
+		parsed, used, err := cell.ParseKeyValue(kv)
+		if err != nil {
 			return nil, doNotRetry("bad cell in the request's cell block: %v", err)
 		}
-		if cell.KeyValue(kv).Tags() != nil {
-			return nil, doNotRetry("clients cannot send cell tags")
+		switch rest := kv[used:]; {
+		case len(rest) == 0:
+			out = append(out, kv...)
+		case len(rest) >= 2 && int(binary.BigEndian.Uint16(rest)) == len(rest)-2 && parsed.Tags() == nil:
+			// KeyValueCodecWithTags: a tags section after the value. The tags go on: the region
+			// takes a TTL tag and a client's own types, and refuses the system's.
+			tags := rest[2:]
+			if err := cell.ParseTags(tags); err != nil {
+				return nil, doNotRetry("bad tags in the request's cell block: %v", err)
+			}
+			out = cell.AppendTaggedKeyValue(out, parsed.Key(), parsed.Value(), tags)
+		default:
+			return nil, doNotRetry("bad cell in the request's cell block: %d bytes after its value", len(rest))
 		}
-		out = append(out, kv...)
 		r.block = r.block[4+l:]
 	}
 	return out, nil

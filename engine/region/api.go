@@ -22,6 +22,12 @@ type Op struct {
 	// TTL is a Put's per-cell time to live in milliseconds (0: the
 	// mutation's TTL, if any). See Mutation.TTL.
 	TTL int64
+	// Tags are a Put's tags as its client sent them (cell.Tags form; HBase's client with
+	// KeyValueCodecWithTags): stored with the cell before the server's own. A client may send a
+	// TTL tag (honoured as a per-cell TTL) and tags of its own types (above the system ones,
+	// cell.ClientTagType); the system types (ACLs, visibility, ...) come from the mutation's
+	// fields only.
+	Tags []byte
 }
 
 // Mutation is a Put or Delete of one row (HBase's Put/Delete): all its

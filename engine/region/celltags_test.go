@@ -2,6 +2,8 @@ package region
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/cellstore/cellstore/engine/cell"
@@ -79,5 +81,75 @@ func TestMutationTagsAndCellCheck(t *testing.T) {
 	m.Tags = cell.AppendTTLTag(nil, 5)
 	if err := e.r.Mutate(m); err == nil {
 		t.Error("a TTL in the mutation's tags accepted")
+	}
+}
+
+// TestClientSentTags: the tags a client sends with a put's cells (HBase's
+// KeyValueCodecWithTags) are stored with the cell before the server's own, across a flush; a TTL
+// tag among them is honoured as a per-cell TTL; the system's tag types, tags on deletes, two TTLs
+// and malformed tags are refused and nothing of the mutation is written.
+func TestClientSentTags(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	now := e.clock.now.Load()
+	mine := cell.AppendTag(nil, 70, []byte("app"))
+	acl := cell.AppendTag(nil, 1, []byte("server"))
+	put := func(row string, ts int64, tags []byte, mutate func(m *Mutation)) error {
+		m := NewMutation([]byte(row))
+		m.Ops = append(m.Ops, Op{Type: cell.Put, Family: []byte("f"), Qualifier: []byte("q"), Timestamp: ts, Value: []byte(row), Tags: tags})
+		if mutate != nil {
+			mutate(m)
+		}
+		return e.r.Mutate(m)
+	}
+	if err := put("kept", now, mine, func(m *Mutation) { m.Tags = acl }); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("expired", now-10_000, append(cell.AppendTTLTag(nil, 1000), mine...), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("alive", now-10_000, cell.AppendTTLTag(nil, 3_600_000), nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		res, err := e.r.Get(&Get{Row: []byte("kept")})
+		if err != nil || len(res.Cells) != 1 {
+			t.Fatalf("%s: kept: %v %v", when, res, err)
+		}
+		if tags := res.Cells[0].Tags; !bytes.Equal(tags, append(slices.Clone(mine), acl...)) {
+			t.Fatalf("%s: kept's tags %x, want the client's then the server's", when, tags)
+		}
+		if res, err := e.r.Get(&Get{Row: []byte("expired")}); err != nil || len(res.Cells) != 0 {
+			t.Fatalf("%s: a cell past its TTL tag: %v %v", when, res, err)
+		}
+		if res, err := e.r.Get(&Get{Row: []byte("alive")}); err != nil || len(res.Cells) != 1 {
+			t.Fatalf("%s: a cell within its TTL tag: %v %v", when, res, err)
+		}
+	}
+	check("in the memstore")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("after a flush")
+	for name, c := range map[string]struct {
+		tags   []byte
+		mutate func(m *Mutation)
+	}{
+		"an ACL tag":        {tags: acl},
+		"a visibility tag":  {tags: cell.AppendTag(nil, cell.TagVisibility, []byte("x"))},
+		"a reserved type":   {tags: cell.AppendTag(nil, 63, []byte("x"))},
+		"malformed tags":    {tags: []byte{0, 9, 70}},
+		"two TTL tags":      {tags: append(cell.AppendTTLTag(nil, 5), cell.AppendTTLTag(nil, 6)...)},
+		"a TTL tag and TTL": {tags: cell.AppendTTLTag(nil, 5), mutate: func(m *Mutation) { m.TTL = 10 }},
+		"tags on a delete": {tags: mine, mutate: func(m *Mutation) {
+			m.Ops[0].Type, m.Ops[0].Value = cell.DeleteColumn, nil
+		}},
+	} {
+		if err := put("refused", now, c.tags, c.mutate); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if res, err := e.r.Get(&Get{Row: []byte("refused")}); err != nil || len(res.Cells) != 0 {
+		t.Fatalf("a refused mutation wrote %v (%v)", res, err)
 	}
 }

@@ -161,6 +161,11 @@ func (r *Region) validateMutation(m *Mutation) error {
 		if op.Type != cell.Put && (op.TTL != 0 || m.TTL != 0) {
 			return fmt.Errorf("%w: a TTL applies to puts; a %v cannot carry one (HBase refuses TTLs on deletes)", ErrInvalid, op.Type)
 		}
+		if len(op.Tags) > 0 {
+			if err := checkClientTags(op, m); err != nil {
+				return err
+			}
+		}
 		if op.Family == nil && op.Type == cell.DeleteFamily {
 			continue // delete row
 		}
@@ -176,6 +181,39 @@ func (r *Region) validateMutation(m *Mutation) error {
 		if err := cell.Validate(m.Row, op.Family, op.Qualifier, 0, op.Type, op.Value, r.table.MaxCellSize); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+	}
+	return nil
+}
+
+// checkClientTags checks the tags a client sent with a cell: on a put, well formed, of types a
+// client may send, one TTL at most, and room for the server's tags beside them.
+func checkClientTags(op Op, m *Mutation) error {
+	if op.Type != cell.Put {
+		return fmt.Errorf("%w: a %v cannot carry tags (only puts do)", ErrInvalid, op.Type)
+	}
+	if err := cell.ParseTags(op.Tags); err != nil {
+		return fmt.Errorf("%w: a cell's tags: %w", ErrInvalid, err)
+	}
+	var bad error
+	ttls := 0
+	cell.ForEachTag(op.Tags, func(typ byte, _ []byte) bool {
+		switch {
+		case typ == cell.TagTTL:
+			ttls++
+		case !cell.ClientTagType(typ):
+			bad = fmt.Errorf("%w: a cell carries a tag of type %d, which only the server writes (ACLs, visibility and such come from the mutation's attributes); a client's own tags have types from %d", ErrInvalid, typ, cell.FirstClientTagType)
+			return false
+		}
+		return true
+	})
+	if bad != nil {
+		return bad
+	}
+	if ttls > 1 || ttls == 1 && (op.TTL != 0 || m.TTL != 0) {
+		return fmt.Errorf("%w: a cell carries two TTLs (a TTL tag and the mutation's TTL): send one", ErrInvalid)
+	}
+	if n := len(op.Tags) + len(m.Tags) + len(m.Visibility) + len(cell.AppendTTLTag(nil, 1)); n > cell.MaxTagsLength {
+		return fmt.Errorf("%w: %d bytes of tags with the server's, limit %d", ErrInvalid, n, cell.MaxTagsLength)
 	}
 	return nil
 }
@@ -245,23 +283,24 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, 
 	size := 0
 	for _, op := range ops {
 		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
-		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0) || len(vis) > 0 {
-			size += ttlTaggedExtra + len(extra) + len(vis)
+		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0 || len(op.Tags) > 0) || len(vis) > 0 {
+			size += ttlTaggedExtra + len(extra) + len(vis) + len(op.Tags)
 		}
 	}
 	buf := make([]byte, 0, size)
 	out := make([]cell.KeyValue, 0, len(ops))
 	var tags, key []byte
-	add := func(fam, q []byte, ts int64, t cell.Type, v []byte, cellTTL int64) {
+	add := func(fam, q []byte, ts int64, t cell.Type, v []byte, cellTTL int64, sent []byte) {
 		start := len(buf)
 		if cellTTL == 0 {
 			cellTTL = ttl
 		}
-		if (t != cell.Put || (cellTTL == 0 && len(extra) == 0)) && len(vis) == 0 {
+		if (t != cell.Put || (cellTTL == 0 && len(extra) == 0 && len(sent) == 0)) && len(vis) == 0 {
 			buf = cell.AppendKeyValue(buf, row, fam, q, ts, t, v)
 		} else {
 			tags = tags[:0]
 			if t == cell.Put {
+				tags = append(tags, sent...)
 				if cellTTL != 0 {
 					tags = cell.AppendTTLTag(tags, cellTTL)
 				}
@@ -300,7 +339,7 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, 
 				}
 			}
 		}
-		add(op.Family, op.Qualifier, ts, op.Type, op.Value, op.TTL)
+		add(op.Family, op.Qualifier, ts, op.Type, op.Value, op.TTL, op.Tags)
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage/faultfs"
@@ -764,4 +765,42 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 			t.Fatalf("get %s after the move: %v %v, want %s", row, r, err, want)
 		}
 	}
+}
+
+// TestClientSentTags: tags a client sends with its cells cross the data path and are stored
+// before the server's (a TTL tag is honoured, an application's own type kept for server-side
+// code); a tag of a system type sent around the client's own check is refused by the server.
+func TestClientSentTags(t *testing.T) {
+	c := startTunedCluster(t, 1, nil)
+	ctx := context.Background()
+	createTable(t, c, "tags", nil)
+	tbl := c.client.Table("tags")
+	mine := cell.AppendTag(nil, 70, []byte("app"))
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	if err := tbl.Put(ctx, client.NewPut([]byte("kept")).AddTagged("f", "q", cell.LatestTimestamp, []byte("v"), mine)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Put(ctx, client.NewPut([]byte("expired")).AddTagged("f", "q", old, []byte("v"), cell.AppendTTLTag(nil, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := tbl.Get(ctx, &pb.Get{Row: []byte("expired")}); err != nil || len(res.Cells) != 0 {
+		t.Fatalf("a cell past its TTL tag: %v %v", res, err)
+	}
+	name, conn := locate(t, c, "tags", []byte("kept"))
+	_, r, d := c.servers[0].lookup(name)
+	if d != nil {
+		t.Fatal(d)
+	}
+	res, err := r.Get(&region.Get{Row: []byte("kept")})
+	if err != nil || len(res.Cells) != 1 || !bytes.Equal(res.Cells[0].Tags, mine) {
+		t.Fatalf("the stored cell: %v %v", res, err)
+	}
+	if err := tbl.Put(ctx, client.NewPut([]byte("acl")).AddTagged("f", "q", cell.LatestTimestamp, []byte("v"), cell.AppendTag(nil, cell.TagACL, []byte("x")))); err == nil {
+		t.Fatal("the client sent an ACL tag")
+	}
+	block := cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, []byte("acl"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put),
+		[]byte("v"), cell.AppendTag(nil, cell.TagACL, []byte("x")))
+	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: name},
+		Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("acl"), CellCount: 1}}, block, &pb.MutateResponse{}, nil)
+	wantCode(t, "a put with an ACL tag", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 }

@@ -441,10 +441,7 @@ func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 		if err != nil {
 			return nil, nil, invalid("bad cell block: %v", err)
 		}
-		c := kv.Decode()
-		if len(c.Tags) > 0 {
-			return nil, nil, invalid("cell of row %q carries tags; clients cannot send tags (for a per-cell TTL set the mutation's %q attribute)", c.Row, TTLAttribute)
-		}
+		c := kv.Decode() // its tags, if any, are checked by the region (region.Op.Tags)
 		if string(c.Row) != string(row) {
 			return nil, nil, invalid("cell of row %q in a mutation of row %q", c.Row, row)
 		}
@@ -483,7 +480,7 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 			if c.Type != cell.Put {
 				return nil, invalid("Put of row %q carries a %v cell", m.GetRow(), c.Type)
 			}
-			mu.Put(c.Family, c.Qualifier, c.Timestamp, c.Value)
+			mu.Ops = append(mu.Ops, region.Op{Type: cell.Put, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.Timestamp, Value: c.Value, Tags: c.Tags})
 		}
 	case pb.MutationProto_TYPE_DELETE:
 		if len(cells) == 0 {
@@ -492,9 +489,9 @@ func mutationOf(m *pb.MutationProto, cells []cell.Cell, nonceGroup uint64, table
 		for _, c := range cells {
 			switch c.Type {
 			case cell.DeleteFamily, cell.DeleteFamilyVersion:
-				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Timestamp: c.Timestamp})
+				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Timestamp: c.Timestamp, Tags: c.Tags})
 			case cell.Delete, cell.DeleteColumn:
-				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.Timestamp})
+				mu.Ops = append(mu.Ops, region.Op{Type: c.Type, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.Timestamp, Tags: c.Tags})
 			default:
 				return nil, invalid("Delete of row %q carries a %v cell", m.GetRow(), c.Type)
 			}

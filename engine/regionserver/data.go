@@ -383,6 +383,11 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 		if len(cells) == 0 {
 			return nil, invalid("%v of row %q has no cells", m.GetType(), m.GetRow())
 		}
+		for _, c := range cells {
+			if len(c.Tags) > 0 {
+				return nil, invalid("%v of row %q: a cell carries tags, which only puts may (the result keeps the tags of the cell it replaces)", m.GetType(), m.GetRow())
+			}
+		}
 		var nonce uint64
 		if m.GetNonce() != 0 {
 			nonce = m.GetNonce()

@@ -185,13 +185,8 @@ func addCellACLFlag(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.BoolVar(&f.cellACLEarlyOut, "cell-acl-early-out", true, "with --security=on: refuse at once a read by a user with no READ grant on what it reads, cell ACLs unread, unless the read asks for the cell-first strategy (HBase's hbase.security.access.early_out); false: return the cells whose ACL grants READ")
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	log, _, err := newLeveledLogger(level)
-	return log, err
-}
-
-// newLeveledLogger is newLogger with the level it logs at, which may change (--log-level is a
-// setting that changes without a restart).
+// newLeveledLogger makes a process's logger and the level it logs at, which may change
+// (--log-level is a setting that changes without a restart).
 func newLeveledLogger(level string) (*slog.Logger, *slog.LevelVar, error) {
 	lv := new(slog.LevelVar)
 	if err := setLevel(lv, level); err != nil {

@@ -3,6 +3,7 @@
 // against a Cellstore server and prints "ok <step>" after each (anything else fails the run).
 //
 //   java -cp <hbase client jars>:. HBaseCompat host:port step...
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -10,9 +11,13 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.ArrayBackedTag;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.HConstants;
+import org.apache.hadoop.hbase.KeyValue;
+import org.apache.hadoop.hbase.Tag;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.CompareOperator;
 import org.apache.hadoop.hbase.client.Admin;
@@ -516,6 +521,30 @@ public class HBaseCompat {
           for (int i = 1; i < 10000; i += 499) {
             check(Bytes.toInt(t.get(new Get(b(String.format("b%05d", i)))).getValue(F, b("n"))) == i, "get b" + i + " after the merge");
           }
+        }
+        break;
+      }
+      case "tags": {
+        // Cells with tags (KeyValueCodecWithTags): a TTL tag is honoured, an application's own
+        // tag type is taken, a system one (ACL) is refused.
+        Configuration withTags = new Configuration(conn.getConfiguration());
+        withTags.set("hbase.client.rpc.codec", "org.apache.hadoop.hbase.codec.KeyValueCodecWithTags");
+        try (Connection tc = ConnectionFactory.createConnection(withTags); Table t = tc.getTable(tn)) {
+          long old = System.currentTimeMillis() - 3600_000L;
+          t.put(new Put(b("tag-ttl")).add(new KeyValue(b("tag-ttl"), F, b("q"), old, KeyValue.Type.Put, b("v"),
+              Arrays.<Tag>asList(new ArrayBackedTag((byte) 8, Bytes.toBytes(1000L))))));
+          check(t.get(new Get(b("tag-ttl"))).isEmpty(), "a cell past its TTL tag is not read");
+          t.put(new Put(b("tag-app")).add(new KeyValue(b("tag-app"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
+              Arrays.<Tag>asList(new ArrayBackedTag((byte) 70, b("app"))))));
+          check(Bytes.toString(t.get(new Get(b("tag-app"))).getValue(F, b("q"))).equals("v"), "a cell with an application's tag");
+          boolean refused = false;
+          try {
+            t.put(new Put(b("tag-acl")).add(new KeyValue(b("tag-acl"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
+                Arrays.<Tag>asList(new ArrayBackedTag((byte) 1, b("x"))))));
+          } catch (IOException e) {
+            refused = true;
+          }
+          check(refused, "a cell with an ACL tag is refused");
         }
         break;
       }
