@@ -105,7 +105,7 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	if isMajor {
 		sel = slices.Clone(files)
 	} else {
-		sel = selectMinor(files, r.cfg.Compaction)
+		sel = selectMinor(files, r.compactionConfig())
 	}
 	if len(sel) == 0 || !isMajor && len(sel) < 2 {
 		return CompactionResult{}, nil
@@ -141,7 +141,8 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	if err != nil {
 		return res, err
 	}
-	limiter := newThrottle(r.cfg.Compaction.ThroughputLimit, r.cfg.Compaction.Sleep)
+	cc := r.compactionConfig()
+	limiter := newThrottle(cc.ThroughputLimit, cc.Sleep)
 	var n, seen int64
 	for it.seekFirst(cell.AppendFirstOnRow(nil, nil)); it.valid(); it.next() {
 		if seen++; seen%closeCheckCells == 0 && r.closed.Load() {

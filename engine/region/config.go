@@ -2,6 +2,7 @@ package region
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -147,7 +148,12 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	cc := &c.Compaction
+	c.Compaction.fill()
+	return nil
+}
+
+// fill gives unset fields their defaults.
+func (cc *CompactionConfig) fill() {
 	if cc.MinFiles <= 1 {
 		cc.MinFiles = 3
 	}
@@ -159,6 +165,21 @@ func (c *Config) fill() error {
 	}
 	if cc.Sleep == nil {
 		cc.Sleep = time.Sleep
+	}
+}
+
+// CheckCompaction refuses compaction settings no region can use (a change made while regions
+// are open, SetCompaction).
+func CheckCompaction(cc CompactionConfig) error {
+	switch {
+	case cc.MinFiles < 2:
+		return fmt.Errorf("a minor compaction needs at least 2 files, got a minimum of %d", cc.MinFiles)
+	case cc.MaxFiles < cc.MinFiles:
+		return fmt.Errorf("at most %d files per compaction is below the minimum of %d", cc.MaxFiles, cc.MinFiles)
+	case cc.Ratio <= 0:
+		return fmt.Errorf("compaction ratio %v: want a positive number", cc.Ratio)
+	case cc.MaxFileSize < 0 || cc.ThroughputLimit < 0:
+		return errors.New("the compaction's maximum file size and throughput must not be negative (0: no limit)")
 	}
 	return nil
 }

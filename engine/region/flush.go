@@ -121,7 +121,7 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 	if !closing {
 		set := r.files.Load()
 		for _, fs := range set.byFamily {
-			if len(fs) >= r.cfg.Compaction.MinFiles {
+			if len(fs) >= r.compactionConfig().MinFiles {
 				r.requestCompaction()
 				break
 			}

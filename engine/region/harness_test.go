@@ -127,10 +127,12 @@ func (r *Region) compactAllMinor() error {
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	for i := range r.fams {
-		saved := r.cfg.Compaction
-		r.cfg.Compaction.MinFiles, r.cfg.Compaction.MaxFiles, r.cfg.Compaction.Ratio = 2, 1000, 1e18
+		saved := r.compactionConfig()
+		all := saved
+		all.MinFiles, all.MaxFiles, all.Ratio = 2, 1000, 1e18
+		r.compaction.Store(&all)
 		_, err := r.compactFamily(i, false)
-		r.cfg.Compaction = saved
+		r.compaction.Store(&saved)
 		if err != nil {
 			return err
 		}

@@ -63,7 +63,7 @@ func (r *Region) StoreFileCount() map[string]int {
 // counts such regions in compactionQueueLength). A daughter's reference files want one too.
 func (r *Region) CompactionWanted() bool {
 	for _, fs := range r.files.Load().byFamily {
-		if len(fs) >= r.cfg.Compaction.MinFiles {
+		if len(fs) >= r.compactionConfig().MinFiles {
 			return true
 		}
 	}

@@ -35,6 +35,8 @@ type Region struct {
 	wal      wal.Log
 	cfg      Config
 	log      *slog.Logger
+	// compaction is cfg.Compaction, which changes while the region is open (SetCompaction).
+	compaction atomic.Pointer[CompactionConfig]
 
 	ms    *memstore.Memstore
 	mvcc  *mvcc
@@ -281,6 +283,8 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 		locks:   newRowLocks(),
 		replica: replica,
 	}
+	cc := cfg.Compaction
+	r.compaction.Store(&cc)
 	if replica {
 		r.wal, r.rs = nil, &replicaState{}
 		r.log = r.log.With("replica", true)
@@ -673,3 +677,19 @@ func famList(fams []Family) string {
 // family no longer lets reads skip past the rest of it at once: each cell is checked, since one
 // with other visibility tags is not masked.
 func (r *Region) SetLabelsInUse(on bool) { r.labelsInUse.Store(on) }
+
+// SetCompaction changes the region's compaction settings (a region server's online setting);
+// the next selection uses them. Sleep is kept when cc has none.
+func (r *Region) SetCompaction(cc CompactionConfig) error {
+	if err := CheckCompaction(cc); err != nil {
+		return err
+	}
+	if cc.Sleep == nil {
+		cc.Sleep = r.compaction.Load().Sleep
+	}
+	r.compaction.Store(&cc)
+	return nil
+}
+
+// compactionConfig is the region's compaction settings now.
+func (r *Region) compactionConfig() CompactionConfig { return *r.compaction.Load() }

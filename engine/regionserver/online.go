@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/region"
 )
 
 // Settings that change without a restart (engine/settings; HBase's dynamic configuration). The
@@ -48,6 +49,35 @@ func (s *Server) SetIdleTimeout(d time.Duration) error {
 	}
 	s.data.SetIdleTimeout(d)
 	return nil
+}
+
+// SetCompaction changes how regions compact: the open ones at their next selection, those opened
+// later from the start. Zero values are the defaults.
+func (s *Server) SetCompaction(cc region.CompactionConfig) error {
+	filled := cc
+	if filled.MinFiles == 0 {
+		filled.MinFiles = 3
+	}
+	if filled.MaxFiles == 0 {
+		filled.MaxFiles = max(10, filled.MinFiles)
+	}
+	if filled.Ratio == 0 {
+		filled.Ratio = 1.2
+	}
+	if err := region.CheckCompaction(filled); err != nil {
+		return err
+	}
+	s.compaction.Store(&filled)
+	var err error
+	s.regions.Range(func(_, v any) bool {
+		if r := v.(*onlineRegion).r.Load(); r != nil {
+			if e := r.SetCompaction(filled); e != nil && err == nil {
+				err = e
+			}
+		}
+		return true
+	})
+	return err
 }
 
 // slowCallFor is the threshold d means (0: 500 ms, negative: never).

@@ -98,6 +98,9 @@ type Config struct {
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
+	// Compaction is how regions compact (region.CompactionConfig; zero values: the defaults);
+	// it changes while the server runs (SetCompaction).
+	Compaction region.CompactionConfig
 	// SlowCall: a data-path call (get, mutate, multi, scan) or a WAL commit that takes this long
 	// or longer is logged with what it was ("slow call", "slow WAL commit"), HBase's
 	// responseTooSlow. 0: 500 ms; negative: never.
@@ -294,6 +297,7 @@ type Server struct {
 	openScanners atomic.Int64
 	// Settings that change without a restart (online.go): read at each use.
 	slowCallNanos, maxScanners, maxScanResult atomic.Int64
+	compaction                                atomic.Pointer[region.CompactionConfig]
 
 	shippers    sync.Map // shipperKey → *shipper
 	replFlushAt sync.Map // primary name → unix nanos of the last flush a replica asked for
@@ -352,6 +356,8 @@ func New(cfg Config) (*Server, error) {
 	s.slowCallNanos.Store(int64(s.slowCallFor(cfg.SlowCall)))
 	s.maxScanners.Store(int64(cfg.MaxScanners))
 	s.maxScanResult.Store(cfg.MaxScanResultSize)
+	cc := cfg.Compaction
+	s.compaction.Store(&cc)
 	s.acl.Store(access.NewChecker(0, nil, cfg.Superusers))
 	s.quotasEnabled.Store(true)
 	var err error
@@ -728,7 +734,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 		flush = table.GetMemstoreFlushSize()
 	}
 	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
-		Logger: s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction}
+		Logger: s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load()}
 }
 
 // Stop shuts the server down gracefully: it tells the master it is stopping, closes every region

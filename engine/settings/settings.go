@@ -19,7 +19,8 @@ const (
 var online = map[Role][]string{
 	Master: {"archive-ttl", "balancer-period", "close-timeout", "log-level", "max-moves-in-flight",
 		"max-regions-per-server", "normalizer-period", "open-timeout", "split-size"},
-	RegionServer: {"idle-timeout", "log-level", "max-connections", "max-scanners", "scan-max-result-size",
+	RegionServer: {"compaction-max-file-size", "compaction-max-files", "compaction-min-files", "compaction-ratio",
+		"compaction-throughput", "idle-timeout", "log-level", "max-connections", "max-scanners", "scan-max-result-size",
 		"slow-call-threshold"},
 }
 

@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/offheap"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/regionserver"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/settings"
@@ -41,6 +42,7 @@ type regionServerFlags struct {
 	walCommit    commitModeFlag
 	walSyncSlots int
 	slowCall     time.Duration
+	compaction   compactionFlags
 	// local file cache of store-file ranges read from a bucket
 	fileCacheDir  string
 	fileCacheSize offheap.Quantity
@@ -117,6 +119,26 @@ func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
 }
 
+// compactionFlags are how regions compact (region.CompactionConfig; HBase's
+// hbase.hstore.compaction.*), settings that change without a restart.
+type compactionFlags struct {
+	minFiles, maxFiles     int
+	ratio                  float64
+	maxFileSize, bandwidth int64
+}
+
+func addCompactionFlags(fl *pflag.FlagSet, f *compactionFlags) {
+	fl.IntVar(&f.minFiles, "compaction-min-files", 3, "a minor compaction needs at least this many store files of a family (hbase.hstore.compaction.min)")
+	fl.IntVar(&f.maxFiles, "compaction-max-files", 10, "at most this many store files per minor compaction (hbase.hstore.compaction.max)")
+	fl.Float64Var(&f.ratio, "compaction-ratio", 1.2, "a file joins a minor compaction only if it is at most this many times the others together (hbase.hstore.compaction.ratio)")
+	fl.Int64Var(&f.maxFileSize, "compaction-max-file-size", 0, "store files larger than this many bytes are left out of minor compactions (0: no limit; hbase.hstore.compaction.max.size)")
+	fl.Int64Var(&f.bandwidth, "compaction-throughput", 0, "bytes per second a compaction may write (0: no limit; hbase.hstore.compaction.throughput.higher.bound)")
+}
+
+func (f *compactionFlags) config() region.CompactionConfig {
+	return region.CompactionConfig{MinFiles: f.minFiles, MaxFiles: f.maxFiles, Ratio: f.ratio, MaxFileSize: f.maxFileSize, ThroughputLimit: f.bandwidth}
+}
+
 // addAdmissionFlags registers the data path's limits (docs/regionserver.md, "Admission control").
 func addAdmissionFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	f.maxRequest = rpc.DefaultMaxFrame
@@ -163,6 +185,7 @@ gracefully: regions are flushed and closed and the master is told.`,
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.mem.AddFlags(fl)
 	addAdmissionFlags(fl, f)
+	addCompactionFlags(fl, &f.compaction)
 	addWALFlags(fl, f)
 	addTableMetricsFlags(fl, f)
 	addFileCacheFlags(fl, f)
@@ -212,7 +235,7 @@ const configWatchInterval = 10 * time.Second
 // regionServerSettings are the region server's settings that change without a restart
 // (engine/settings): how each takes effect.
 func regionServerSettings(s *regionserver.Server, f *regionServerFlags, lv *slog.LevelVar) map[string]func() error {
-	return map[string]func() error{
+	apply := map[string]func() error{
 		"log-level":            func() error { return setLevel(lv, f.logLevel) },
 		"slow-call-threshold":  func() error { s.SetSlowCall(f.slowCall); return nil },
 		"max-scanners":         func() error { return s.SetMaxScanners(f.maxScanners) },
@@ -220,6 +243,10 @@ func regionServerSettings(s *regionserver.Server, f *regionServerFlags, lv *slog
 		"max-connections":      func() error { return s.SetMaxConnections(f.maxConns) },
 		"idle-timeout":         func() error { return s.SetIdleTimeout(f.idleTimeout) },
 	}
+	for _, name := range []string{"compaction-min-files", "compaction-max-files", "compaction-ratio", "compaction-max-file-size", "compaction-throughput"} {
+		apply[name] = func() error { return s.SetCompaction(f.compaction.config()) }
+	}
+	return apply
 }
 
 // reloadHook is a process's Reload: it re-reads the file and logs what it did.
@@ -258,7 +285,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, SlowCall: f.slowCall, HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 

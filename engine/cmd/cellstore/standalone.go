@@ -70,6 +70,7 @@ same directory recovers the tables.`,
 	fl.StringVar(&f.rs.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
 	f.rs.mem.AddFlags(fl)
 	addAdmissionFlags(fl, &f.rs)
+	addCompactionFlags(fl, &f.rs.compaction)
 	addWALFlags(fl, &f.rs)
 	addTableMetricsFlags(fl, &f.rs)
 	addFileCacheFlags(fl, &f.rs)
