@@ -312,7 +312,10 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 		}
 		n = int(m.GetAssociatedCellCount())
 	} else {
-		cells, n = columnValueCells(m, t)
+		var err error
+		if cells, n, err = columnValueCells(m, t); err != nil {
+			return nil, nil, err
+		}
 	}
 	out := &pb.MutationProto{Type: t, Row: m.GetRow(), CellCount: int32(n), Durability: pb.Durability(m.GetDurability()),
 		TimeRange: leanTimeRange(m.GetTimeRange()), Nonce: m.GetNonce(), ReturnResults: t == pb.MutationProto_TYPE_INCREMENT || t == pb.MutationProto_TYPE_APPEND,
@@ -325,8 +328,9 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 	return out, cells, nil
 }
 
-// columnValueCells makes the cells of a mutation sent without a cell block.
-func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type) ([]byte, int) {
+// columnValueCells makes the cells of a mutation sent without a cell block (the stock client's
+// single mutations), with their tags.
+func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type) ([]byte, int, error) {
 	var out []byte
 	n := 0
 	defTs := cell.LatestTimestamp
@@ -352,11 +356,18 @@ func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type) ([]byte, int
 					typ = cell.DeleteFamilyVersion
 				}
 			}
-			out = cell.AppendKeyValue(out, m.GetRow(), cv.GetFamily(), qv.GetQualifier(), ts, typ, qv.GetValue())
+			if tags := qv.GetTags(); len(tags) > 0 {
+				if err := cell.ParseTags(tags); err != nil {
+					return nil, 0, doNotRetry("bad tags of a cell of row %q: %v", m.GetRow(), err)
+				}
+				out = cell.AppendTaggedKeyValue(out, cell.AppendKey(nil, m.GetRow(), cv.GetFamily(), qv.GetQualifier(), ts, typ), qv.GetValue(), tags)
+			} else {
+				out = cell.AppendKeyValue(out, m.GetRow(), cv.GetFamily(), qv.GetQualifier(), ts, typ, qv.GetValue())
+			}
 			n++
 		}
 	}
-	return out, n
+	return out, n, nil
 }
 
 func leanCondition(c *hb.Condition) (*pb.Condition, error) {

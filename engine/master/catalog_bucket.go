@@ -136,6 +136,19 @@ func NewCatalogFollower(b storage.Bucket, dir string) *CatalogFollower {
 // Refresh reads what the active master wrote since the last refresh: the log objects written
 // since, or everything again when it replaced the snapshot (which drops the logs it covers).
 func (f *CatalogFollower) Refresh(ctx context.Context) error {
+	// A log object listed and gone when read was dropped under a newer snapshot meanwhile (the
+	// active master deletes what its snapshots cover, in the background): start again from that
+	// snapshot, a few times.
+	var err error
+	for range 3 {
+		if err = f.refresh(ctx); !errors.Is(err, storage.ErrNoObject) {
+			return err
+		}
+	}
+	return err
+}
+
+func (f *CatalogFollower) refresh(ctx context.Context) error {
 	if f.loaded {
 		current, err := f.current(ctx)
 		if err != nil {
@@ -272,6 +285,10 @@ func (c *bucketCatalog) release() error {
 		return nil
 	}
 	if err := c.log.MarkFlushed(string(catalogRegion), seq); err != nil {
+		return err
+	}
+	// (release runs off the catalog's lock already: the deletes are done here, in order.)
+	if err := c.log.DropFlushed(); err != nil {
 		return err
 	}
 	for _, prefix := range old {

@@ -525,22 +525,23 @@ public class HBaseCompat {
         break;
       }
       case "tags": {
-        // Cells with tags (KeyValueCodecWithTags): a TTL tag is honoured, an application's own
-        // tag type is taken, a system one (ACL) is refused.
+        // Cells with tags (KeyValueCodecWithTags; the client sends tags in cell blocks, so in
+        // batches, not with single puts): a TTL tag is honoured, an application's own tag type is
+        // taken, a system one (ACL) is refused.
         Configuration withTags = new Configuration(conn.getConfiguration());
         withTags.set("hbase.client.rpc.codec", "org.apache.hadoop.hbase.codec.KeyValueCodecWithTags");
         try (Connection tc = ConnectionFactory.createConnection(withTags); Table t = tc.getTable(tn)) {
           long old = System.currentTimeMillis() - 3600_000L;
-          t.put(new Put(b("tag-ttl")).add(new KeyValue(b("tag-ttl"), F, b("q"), old, KeyValue.Type.Put, b("v"),
-              Arrays.<Tag>asList(new ArrayBackedTag((byte) 8, Bytes.toBytes(1000L))))));
+          t.put(Arrays.asList(new Put(b("tag-ttl")).add(new KeyValue(b("tag-ttl"), F, b("q"), old, KeyValue.Type.Put, b("v"),
+              Arrays.<Tag>asList(new ArrayBackedTag((byte) 8, Bytes.toBytes(1000L)))))));
           check(t.get(new Get(b("tag-ttl"))).isEmpty(), "a cell past its TTL tag is not read");
-          t.put(new Put(b("tag-app")).add(new KeyValue(b("tag-app"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
-              Arrays.<Tag>asList(new ArrayBackedTag((byte) 70, b("app"))))));
+          t.put(Arrays.asList(new Put(b("tag-app")).add(new KeyValue(b("tag-app"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
+              Arrays.<Tag>asList(new ArrayBackedTag((byte) 70, b("app")))))));
           check(Bytes.toString(t.get(new Get(b("tag-app"))).getValue(F, b("q"))).equals("v"), "a cell with an application's tag");
           boolean refused = false;
           try {
-            t.put(new Put(b("tag-acl")).add(new KeyValue(b("tag-acl"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
-                Arrays.<Tag>asList(new ArrayBackedTag((byte) 1, b("x"))))));
+            t.put(Arrays.asList(new Put(b("tag-acl")).add(new KeyValue(b("tag-acl"), F, b("q"), HConstants.LATEST_TIMESTAMP, KeyValue.Type.Put, b("v"),
+                Arrays.<Tag>asList(new ArrayBackedTag((byte) 1, b("x")))))));
           } catch (IOException e) {
             refused = true;
           }
