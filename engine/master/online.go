@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,7 +100,7 @@ func (m *Master) updateConfiguration(ctx context.Context, req *pb.UpdateClusterC
 	}
 	wg.Wait()
 	slices.SortStableFunc(resp.Reports[min(1, len(resp.Reports)):], func(a, b *pb.ConfigurationReport) int {
-		return cmpStrings(a.GetProcess(), b.GetProcess())
+		return strings.Compare(a.GetProcess(), b.GetProcess())
 	})
 	return resp, nil
 }
@@ -112,14 +113,4 @@ func (m *Master) reloadConfig() *pb.ConfigurationReport {
 	r := m.cfg.Reload()
 	r.Process = m.cfg.Address
 	return r
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -923,6 +923,14 @@ func (s *RegionScanner) sortPending() {
 		slices.SortStableFunc(s.kvs[s.rowStart:], func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
 		return
 	}
+	cells := s.blockRowCells()
+	slices.SortStableFunc(cells, func(a, b filter.RowCell) int { return cell.Compare(a.Key, b.Key) })
+	s.setBlockRowCells(cells)
+}
+
+// blockRowCells lists the pending cells of the row in CellBlock mode (serialized at the end of
+// the block).
+func (s *RegionScanner) blockRowCells() []filter.RowCell {
 	s.rowCells = s.rowCells[:0]
 	for b := s.arena[s.blockRowStart:]; len(b) > 0; {
 		n := cell.KeyValue(b).Len()
@@ -930,12 +938,17 @@ func (s *RegionScanner) sortPending() {
 		s.rowCells = append(s.rowCells, filter.RowCell{Key: kv.Key(), Value: kv.Value()})
 		b = b[n:]
 	}
-	slices.SortStableFunc(s.rowCells, func(a, b filter.RowCell) int { return cell.Compare(a.Key, b.Key) })
+	return s.rowCells
+}
+
+// setBlockRowCells replaces the pending cells of the row in CellBlock mode.
+func (s *RegionScanner) setBlockRowCells(cells []filter.RowCell) {
 	s.rowScratch = s.rowScratch[:0]
-	for _, c := range s.rowCells {
+	for _, c := range cells {
 		s.rowScratch = cell.AppendKeyValueFromKey(s.rowScratch, c.Key, c.Value)
 	}
 	s.arena = append(s.arena[:s.blockRowStart], s.rowScratch...)
+	s.blockPending = len(cells)
 }
 
 // filterRowCells hands the pending cells of the row to the filter's
@@ -975,23 +988,11 @@ func (s *RegionScanner) filterRowCells() {
 // filterBlockRowCells is filterRowCells in CellBlock mode: the pending
 // cells are the serialized cells at the end of the block.
 func (s *RegionScanner) filterBlockRowCells() {
-	s.rowCells = s.rowCells[:0]
-	for b := s.arena[s.blockRowStart:]; len(b) > 0; {
-		n := cell.KeyValue(b).Len()
-		kv := cell.KeyValue(b[:n:n])
-		s.rowCells = append(s.rowCells, filter.RowCell{Key: kv.Key(), Value: kv.Value()})
-		b = b[n:]
-	}
-	kept := s.filter.FilterRowCells(s.rowCells)
+	kept := s.filter.FilterRowCells(s.blockRowCells())
 	if len(kept) == s.blockPending {
 		return
 	}
-	s.rowScratch = s.rowScratch[:0]
-	for _, c := range kept {
-		s.rowScratch = cell.AppendKeyValueFromKey(s.rowScratch, c.Key, c.Value)
-	}
-	s.arena = append(s.arena[:s.blockRowStart], s.rowScratch...)
-	s.blockPending = len(kept)
+	s.setBlockRowCells(kept)
 }
 
 // makeResult turns the pending cells into a Result.
