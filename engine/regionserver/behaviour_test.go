@@ -535,7 +535,8 @@ func TestCellTTLOverRPC(t *testing.T) {
 		return err == nil && len(r.Cells) == 0
 	})
 
-	// Refusals: a delete with a TTL, a malformed or zero attribute, a client cell with tags.
+	// Refusals: a delete with a TTL, a malformed or zero attribute, a client cell with a system
+	// tag (an ACL; clients may send TTL tags and their own types: TestClientSentTags).
 	regionName, conn := locate(t, c, "ttl", []byte("a"))
 	region := &pb.RegionSpecifier{Name: regionName}
 	ttlAttr := map[string][]byte{TTLAttribute: {0, 0, 0, 0, 0, 0, 0, 10}}
@@ -550,10 +551,11 @@ func TestCellTTLOverRPC(t *testing.T) {
 	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
 		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1, Attributes: map[string][]byte{TTLAttribute: make([]byte, 8)}}}, p, &pb.MutateResponse{}, nil)
 	wantCode(t, "a 0 ms TTL attribute", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
-	tagged := cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, []byte("x"), []byte("f"), []byte("q"), now, cell.Put), []byte("v"), cell.AppendTTLTag(nil, 10))
+	tagged := cell.AppendTaggedKeyValue(nil, cell.AppendKey(nil, []byte("x"), []byte("f"), []byte("q"), now, cell.Put), []byte("v"),
+		cell.AppendTag(nil, cell.TagACL, []byte("x")))
 	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region, Mutation: &pb.MutationProto{
 		Type: pb.MutationProto_TYPE_PUT, Row: []byte("x"), CellCount: 1}}, tagged, &pb.MutateResponse{}, nil)
-	wantCode(t, "a client cell with tags", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	wantCode(t, "a client cell with an ACL tag", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	if r, err := tbl.Get(ctx, &pb.Get{Row: []byte("plain")}); err != nil || len(r.Cells) != 1 {
 		t.Fatalf("the refused delete changed row plain: %v, %v", r, err)
 	}
