@@ -84,21 +84,9 @@ func (m *Master) Normalize(_ context.Context, req *pb.NormalizeRequest) (*pb.Nor
 
 // SetNormalizerRunning implements pb.MasterServer (HBase's normalizer_switch).
 func (m *Master) SetNormalizerRunning(_ context.Context, req *pb.SetBalancerRunningRequest) (*pb.SetBalancerRunningResponse, error) {
-	if err := m.lock(); err != nil {
-		return nil, toStatus(err)
-	}
-	defer m.mu.Unlock()
-	prev := !m.st.state.GetNormalizerOff()
-	if prev != req.GetOn() {
-		var b batch
-		b.counters(m.st).NormalizerOff = !req.GetOn()
-		if err := m.commit(&b); err != nil {
-			return nil, toStatus(err)
-		}
+	return m.flipSwitch(req.GetOn(), "normalizer", func(st *pb.CatalogMasterState) *bool { return &st.NormalizerOff }, func() {
 		m.nextNormalize = m.clock().Add(m.cfg.NormalizerInterval)
-		m.log.Info("normalizer switched", "on", req.GetOn())
-	}
-	return &pb.SetBalancerRunningResponse{Previous: prev}, nil
+	})
 }
 
 // normalizeLocked plans and starts the splits and merges of the given tables (nil: every enabled

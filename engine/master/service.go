@@ -516,19 +516,32 @@ func (m *Master) Balance(context.Context, *pb.BalanceRequest) (*pb.BalanceRespon
 
 // SetBalancerRunning implements pb.MasterServer.
 func (m *Master) SetBalancerRunning(_ context.Context, req *pb.SetBalancerRunningRequest) (*pb.SetBalancerRunningResponse, error) {
+	return m.flipSwitch(req.GetOn(), "balancer", func(st *pb.CatalogMasterState) *bool { return &st.BalancerOff }, func() {
+		m.nextBalance = m.clock().Add(m.cfg.BalancerInterval)
+	})
+}
+
+// flipSwitch turns one of the catalog's switches (the balancer's, the normalizer's) on or off
+// and answers its previous state; off points at the switch in a state row, restart is called
+// when it changes.
+func (m *Master) flipSwitch(on bool, what string, off func(st *pb.CatalogMasterState) *bool, restart func()) (*pb.SetBalancerRunningResponse, error) {
 	if err := m.lock(); err != nil {
-		return nil, err
+		return nil, toStatus(err)
 	}
 	defer m.mu.Unlock()
-	prev := !m.st.state.GetBalancerOff()
-	if prev != req.GetOn() {
+	cur := proto.CloneOf(m.st.state)
+	if cur == nil {
+		cur = &pb.CatalogMasterState{}
+	}
+	prev := !*off(cur)
+	if prev != on {
 		var b batch
-		b.counters(m.st).BalancerOff = !req.GetOn()
+		*off(b.counters(m.st)) = !on
 		if err := m.commit(&b); err != nil {
 			return nil, toStatus(err)
 		}
-		m.nextBalance = m.clock().Add(m.cfg.BalancerInterval)
-		m.log.Info("balancer switched", "on", req.GetOn())
+		restart()
+		m.log.Info(what+" switched", "on", on)
 	}
 	return &pb.SetBalancerRunningResponse{Previous: prev}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/schema"
+	"google.golang.org/grpc"
 )
 
 // Shell runs commands against a cluster.
@@ -1151,13 +1152,20 @@ func (s *Shell) undrain(ctx context.Context, args []Value) error {
 }
 
 func (s *Shell) balanceSwitch(ctx context.Context, args []Value) error {
+	return s.flipSwitch(ctx, args, "balance_switch", "balancer", pb.MasterClient.SetBalancerRunning)
+}
+
+// flipSwitch runs one of the master's on/off switches (balance_switch, normalizer_switch) and
+// prints its previous state as HBase's shell does.
+func (s *Shell) flipSwitch(ctx context.Context, args []Value, verb, what string,
+	set func(pb.MasterClient, context.Context, *pb.SetBalancerRunningRequest, ...grpc.CallOption) (*pb.SetBalancerRunningResponse, error)) error {
 	if len(args) != 1 {
-		return usage("balance_switch takes true or false")
+		return usage("%s takes true or false", verb)
 	}
 	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.SetBalancerRunning(ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
+		resp, err := set(m, ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
 		if err == nil {
-			fmt.Fprintf(s.Out, "Previous balancer state : %v\n", resp.Previous)
+			fmt.Fprintf(s.Out, "Previous %s state : %v\n", what, resp.Previous)
 		}
 		return err
 	})
@@ -1184,16 +1192,7 @@ func (s *Shell) normalize(ctx context.Context, args []Value) error {
 }
 
 func (s *Shell) normalizerSwitch(ctx context.Context, args []Value) error {
-	if len(args) != 1 {
-		return usage("normalizer_switch takes true or false")
-	}
-	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.SetNormalizerRunning(ctx, &pb.SetBalancerRunningRequest{On: boolOf(args[0])})
-		if err == nil {
-			fmt.Fprintf(s.Out, "Previous normalizer state : %v\n", resp.Previous)
-		}
-		return err
-	})
+	return s.flipSwitch(ctx, args, "normalizer_switch", "normalizer", pb.MasterClient.SetNormalizerRunning)
 }
 
 func (s *Shell) normalizerEnabled(ctx context.Context, _ []Value) error {
