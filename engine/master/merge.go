@@ -230,13 +230,10 @@ func (m *Master) mergeStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		merged, err = region.MergeClosed(m.regionStorage(), a, c, merged)
 		return err
 	}, func(err error) {
-		cur, r, o := m.st.procs[name], m.st.regions[name], m.st.regions[otherName]
-		if cur == nil || cur.gen != gen || r == nil || o == nil {
+		cur, r, ok := m.stepDoneLocked(name, gen)
+		o := m.st.regions[otherName]
+		if !ok || o == nil {
 			return
-		}
-		cur.sending = false
-		if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
-			return // dropped meanwhile: the drop removes the rows and the procedures
 		}
 		var b batch
 		switch {

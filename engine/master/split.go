@@ -232,13 +232,9 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		row, err = region.SplitClosed(m.regionStorage(), parent, lo, hi, key)
 		return err
 	}, func(err error) {
-		cur, r := m.st.procs[name], m.st.regions[name]
-		if cur == nil || cur.gen != gen || r == nil {
+		cur, r, ok := m.stepDoneLocked(name, gen)
+		if !ok {
 			return
-		}
-		cur.sending = false
-		if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
-			return // dropped meanwhile: the drop removes the rows and the procedure
 		}
 		var b batch
 		switch {
@@ -252,6 +248,22 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		}
 		_ = m.commit(&b)
 	})
+}
+
+// stepDoneLocked is where the storage work of a procedure's step (SPLIT, MERGE) comes back: the
+// procedure and its region when the work is still wanted — the same generation of the procedure
+// (it is then no longer sending), and its table not being dropped (the drop removes the rows and
+// the procedures).
+func (m *Master) stepDoneLocked(name string, gen uint64) (*proc, *pb.CatalogRegion, bool) {
+	cur, r := m.st.procs[name], m.st.regions[name]
+	if cur == nil || cur.gen != gen || r == nil {
+		return nil, nil, false
+	}
+	cur.sending = false
+	if t := m.st.tables[layout.TableKey(r.GetInfo().GetTable())]; t == nil || t.GetDeleting() {
+		return nil, nil, false
+	}
+	return cur, r, true
 }
 
 // finishSplitLocked replaces the parent by its daughters in the catalog.
