@@ -14,8 +14,10 @@ import (
 // Settings that change without a restart (engine/settings; HBase's dynamic configuration).
 
 // Reconfigure changes settings of a running master: fn edits a copy of its configuration,
-// which replaces it under the master's lock when it is valid. The balancer's next run moves to
-// the new period.
+// which replaces it under the master's lock when it is valid — the start-up rules (Config.fill:
+// zero means the default, the same limits), and no zero timeout, region limit or split size,
+// which a running master is never meant to be given. The balancer's and normalizer's next runs
+// move to their new periods.
 func (m *Master) Reconfigure(fn func(c *Config)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -24,15 +26,13 @@ func (m *Master) Reconfigure(fn func(c *Config)) error {
 	switch {
 	case c.OpenTimeout <= 0 || c.CloseTimeout <= 0:
 		return errors.New("open-timeout and close-timeout must be positive")
-	case c.MaxMovesInFlight < 0:
-		return errors.New("max-moves-in-flight must not be negative")
 	case c.MaxRegionsPerServer <= 0:
 		return errors.New("max-regions-per-server must be positive")
 	case c.SplitSize <= 0:
 		return errors.New("split-size must be positive")
 	}
-	if c.MaxMovesInFlight == 0 {
-		c.MaxMovesInFlight = 16
+	if err := c.fill(); err != nil {
+		return err
 	}
 	if c.BalancerInterval != m.cfg.BalancerInterval && c.BalancerInterval > 0 {
 		m.nextBalance = m.clock().Add(c.BalancerInterval)
