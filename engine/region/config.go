@@ -152,16 +152,23 @@ func (c *Config) fill() error {
 	return nil
 }
 
+// CompactionConfig's defaults (HBase's hbase.hstore.compaction.min, .max and .ratio).
+const (
+	DefaultCompactionMinFiles = 3
+	DefaultCompactionMaxFiles = 10
+	DefaultCompactionRatio    = 1.2
+)
+
 // fill gives unset fields their defaults.
 func (cc *CompactionConfig) fill() {
 	if cc.MinFiles <= 1 {
-		cc.MinFiles = 3
+		cc.MinFiles = DefaultCompactionMinFiles
 	}
 	if cc.MaxFiles < cc.MinFiles {
-		cc.MaxFiles = max(10, cc.MinFiles)
+		cc.MaxFiles = max(DefaultCompactionMaxFiles, cc.MinFiles)
 	}
 	if cc.Ratio <= 0 {
-		cc.Ratio = 1.2
+		cc.Ratio = DefaultCompactionRatio
 	}
 	if cc.Sleep == nil {
 		cc.Sleep = time.Sleep

@@ -56,13 +56,13 @@ func (s *Server) SetIdleTimeout(d time.Duration) error {
 func (s *Server) SetCompaction(cc region.CompactionConfig) error {
 	filled := cc
 	if filled.MinFiles == 0 {
-		filled.MinFiles = 3
+		filled.MinFiles = region.DefaultCompactionMinFiles
 	}
 	if filled.MaxFiles == 0 {
-		filled.MaxFiles = max(10, filled.MinFiles)
+		filled.MaxFiles = max(region.DefaultCompactionMaxFiles, filled.MinFiles)
 	}
 	if filled.Ratio == 0 {
-		filled.Ratio = 1.2
+		filled.Ratio = region.DefaultCompactionRatio
 	}
 	if err := region.CheckCompaction(filled); err != nil {
 		return err

@@ -128,9 +128,9 @@ type compactionFlags struct {
 }
 
 func addCompactionFlags(fl *pflag.FlagSet, f *compactionFlags) {
-	fl.IntVar(&f.minFiles, "compaction-min-files", 3, "a minor compaction needs at least this many store files of a family (hbase.hstore.compaction.min)")
-	fl.IntVar(&f.maxFiles, "compaction-max-files", 10, "at most this many store files per minor compaction (hbase.hstore.compaction.max)")
-	fl.Float64Var(&f.ratio, "compaction-ratio", 1.2, "a file joins a minor compaction only if it is at most this many times the others together (hbase.hstore.compaction.ratio)")
+	fl.IntVar(&f.minFiles, "compaction-min-files", region.DefaultCompactionMinFiles, "a minor compaction needs at least this many store files of a family (hbase.hstore.compaction.min)")
+	fl.IntVar(&f.maxFiles, "compaction-max-files", region.DefaultCompactionMaxFiles, "at most this many store files per minor compaction (hbase.hstore.compaction.max)")
+	fl.Float64Var(&f.ratio, "compaction-ratio", region.DefaultCompactionRatio, "a file joins a minor compaction only if it is at most this many times the others together (hbase.hstore.compaction.ratio)")
 	fl.Int64Var(&f.maxFileSize, "compaction-max-file-size", 0, "store files larger than this many bytes are left out of minor compactions (0: no limit; hbase.hstore.compaction.max.size)")
 	fl.Int64Var(&f.bandwidth, "compaction-throughput", 0, "bytes per second a compaction may write (0: no limit; hbase.hstore.compaction.throughput.higher.bound)")
 }
