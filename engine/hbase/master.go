@@ -230,27 +230,19 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}
 		return &hb.SetNormalizerRunningResponse{PrevNormalizerValue: proto.Bool(prev)}, nil
 	case *hb.IsNormalizerEnabledRequest:
-		var on bool
-		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-			resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-			on = resp.GetNormalizerOn()
-			return err
-		}); err != nil {
+		st, err := a.masterStatus(ctx)
+		if err != nil {
 			return nil, err
 		}
-		return &hb.IsNormalizerEnabledResponse{Enabled: proto.Bool(on)}, nil
+		return &hb.IsNormalizerEnabledResponse{Enabled: proto.Bool(st.GetNormalizerOn())}, nil
 	case *hb.GetClusterStatusRequest:
 		return a.clusterStatus(ctx)
 	case *hb.IsBalancerEnabledRequest:
-		var on bool
-		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-			resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-			on = resp.GetBalancerOn()
-			return err
-		}); err != nil {
+		st, err := a.masterStatus(ctx)
+		if err != nil {
 			return nil, err
 		}
-		return &hb.IsBalancerEnabledResponse{Enabled: proto.Bool(on)}, nil
+		return &hb.IsBalancerEnabledResponse{Enabled: proto.Bool(st.GetBalancerOn())}, nil
 	case *hb.GetSchemaAlterStatusRequest:
 		// ModifyTable returns once every region has the new descriptor: nothing is left.
 		var n int
@@ -404,16 +396,23 @@ func (a *Adapter) regionByName(ctx context.Context, spec *hb.RegionSpecifier) (s
 	return "", &exception{class: "org.apache.hadoop.hbase.UnknownRegionException", msg: string(spec.GetValue()), doNotRetry: true}
 }
 
+// masterStatus is the active master's ClusterStatus.
+func (a *Adapter) masterStatus(ctx context.Context) (*pb.ClusterStatusResponse, error) {
+	var st *pb.ClusterStatusResponse
+	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		return err
+	})
+	return st, err
+}
+
 // clusterStatus answers GetClusterStatus (Admin.getClusterMetrics, the shell's status): the live
 // region servers with their request rate, heap and regions, the dead ones, the balancer. The
 // master is this server (HBase clients send master calls here).
 func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusResponse, error) {
-	var st *pb.ClusterStatusResponse
-	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		var err error
-		st, err = m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-		return err
-	}); err != nil {
+	st, err := a.masterStatus(ctx)
+	if err != nil {
 		return nil, err
 	}
 	self := a.b.Self()
