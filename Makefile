@@ -77,6 +77,7 @@ lint: $(STATICCHECK) ## Check the code: gofmt, go mod tidy, go vet and staticche
 	go vet -tags invariants,envtest,e2e,faultinject ./...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags invariants,envtest,e2e,faultinject ./...
+	GOOS=wasip1 GOARCH=wasm go vet ./engine/compute/function/guest/ ./engine/compute/function/examples/... ./engine/compute/function/testdata/testguest/
 	hack/layers.sh
 
 ##@ Build
@@ -87,6 +88,14 @@ build: ## Build every package and the programs into bin/.
 	@mkdir -p $(LOCALBIN)
 	@for d in engine/cmd/cellstore operator/cmd operator/cmd/kubectl-cellstore; do \
 	  if [ -d $$d ]; then CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./$$d; fi; done
+	@$(MAKE) --no-print-directory functions
+
+.PHONY: functions
+functions: ## Build the example table functions (WebAssembly, docs/functions.md) into bin/functions/.
+	@mkdir -p $(LOCALBIN)/functions
+	@for d in engine/compute/function/examples/*/; do n=$$(basename $$d); \
+	  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(LOCALBIN)/functions/$$n.wasm ./$$d; \
+	  echo "bin/functions/$$n.wasm"; done
 
 .PHONY: images
 images: ## Build the images as tarballs into bin/images/ (no Docker daemon needed).

@@ -26,7 +26,8 @@ require (
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.1
 	github.com/spf13/pflag v1.0.9
-	golang.org/x/sys v0.36.0
+	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/sys v0.44.0
 	golang.org/x/term v0.35.0
 	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.7

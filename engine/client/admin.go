@@ -46,3 +46,50 @@ func (c *Client) DeleteTable(ctx context.Context, name string) error {
 		return err
 	})
 }
+
+// SetFunction loads a WebAssembly function into a table, or replaces the one of the same name
+// (docs/functions.md): f carries the module's bytes (Module) and its settings. The master
+// checks and stores the module and the table's regions reopen with it.
+func (c *Client) SetFunction(ctx context.Context, table string, f *pb.TableFunction) error {
+	return c.alterFunctions(ctx, table, func(fns []*pb.TableFunction) ([]*pb.TableFunction, error) {
+		out := make([]*pb.TableFunction, 0, len(fns)+1)
+		for _, g := range fns {
+			if g.GetName() != f.GetName() {
+				out = append(out, g)
+			}
+		}
+		return append(out, f), nil
+	})
+}
+
+// RemoveFunction removes a table's function.
+func (c *Client) RemoveFunction(ctx context.Context, table, name string) error {
+	return c.alterFunctions(ctx, table, func(fns []*pb.TableFunction) ([]*pb.TableFunction, error) {
+		out := make([]*pb.TableFunction, 0, len(fns))
+		for _, g := range fns {
+			if g.GetName() != name {
+				out = append(out, g)
+			}
+		}
+		if len(out) == len(fns) {
+			return nil, fmt.Errorf("client: table %s has no function %q", table, name)
+		}
+		return out, nil
+	})
+}
+
+func (c *Client) alterFunctions(ctx context.Context, table string, change func([]*pb.TableFunction) ([]*pb.TableFunction, error)) error {
+	tn := ParseTableName(table)
+	return c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		d, err := m.DescribeTable(ctx, &pb.TableRequest{Table: tn})
+		if err != nil {
+			return err
+		}
+		td := d.GetTable()
+		if td.Functions, err = change(td.GetFunctions()); err != nil {
+			return err
+		}
+		_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+		return err
+	})
+}

@@ -194,3 +194,47 @@ func (t *Table) BulkDelete(ctx context.Context, s *pb.Scan, typ pb.BulkDeleteReq
 	})
 	return res, err
 }
+
+// FunctionResult is what a table function's endpoint answered for one call: a region, or the
+// part of one the call covered before its time budget ran out.
+type FunctionResult struct {
+	Region string
+	// StartRow is where the call's rows began.
+	StartRow []byte
+	Output   []byte
+	// Rows the endpoint was handed; Stopped: it asked to stop before the region's end.
+	Rows    int64
+	Stopped bool
+}
+
+// CallFunction runs an endpoint of a table's WebAssembly function (docs/functions.md) over the
+// rows of the scan, region by region in row order, and returns each call's output for the
+// caller to merge (endpoints that answer row by row concatenate: see Concat). The scan goes
+// forward, not raw, without a row limit; its filters, columns and time range apply.
+func (t *Table) CallFunction(ctx context.Context, s *pb.Scan, function, endpoint string, arg []byte) ([]FunctionResult, error) {
+	if s == nil {
+		s = &pb.Scan{}
+	}
+	var out []FunctionResult
+	err := t.overRegions(ctx, s, func(ctx context.Context, conn *rpc.Conn, region string, scan *pb.Scan) ([]byte, error) {
+		req := &pb.CallFunctionRequest{Region: &pb.RegionSpecifier{Name: region}, Scan: scan, Function: function, Endpoint: endpoint,
+			Argument: arg, TimeLimitMs: (t.c.cfg.RPCTimeout / 4).Milliseconds()}
+		var resp pb.CallFunctionResponse
+		if _, err := conn.Call(ctx, pb.Method_METHOD_CALL_FUNCTION, req, nil, &resp, nil); err != nil {
+			return nil, err
+		}
+		out = append(out, FunctionResult{Region: region, StartRow: bytes.Clone(scan.GetStartRow()), Output: resp.GetOutput(),
+			Rows: resp.GetRows(), Stopped: resp.GetStopped()})
+		return resp.GetResumeRow(), nil
+	})
+	return out, err
+}
+
+// Concat joins the outputs of results in order.
+func Concat(results []FunctionResult) []byte {
+	var b []byte
+	for _, r := range results {
+		b = append(b, r.Output...)
+	}
+	return b
+}

@@ -108,6 +108,13 @@ func RegionDir(r *pb.RegionInfo) string {
 // RecoveredEditsDir is where the master writes a region's edits split from dead servers' logs.
 func RecoveredEditsDir(r *pb.RegionInfo) string { return path.Join(RegionDir(r), "recovered.edits") }
 
+// FunctionsDir holds the modules of table functions, each once whatever uses it.
+const FunctionsDir = "functions"
+
+// FunctionModuleKey is where the module of a table function with that SHA-256 is stored
+// (content-addressed: written once, never replaced).
+func FunctionModuleKey(sha []byte) string { return fmt.Sprintf("%s/%x.wasm", FunctionsDir, sha) }
+
 // TableKey is "namespace:name", the key of a table in the catalog and in messages.
 func TableKey(t *pb.TableName) string { return t.GetNamespace() + ":" + t.GetName() }
 

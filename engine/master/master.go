@@ -17,6 +17,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/compute/function"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
 	"github.com/cellstore/cellstore/engine/security"
@@ -345,7 +346,8 @@ func (m *Master) Register(s *grpc.Server) { pb.RegisterMasterServer(s, m) }
 
 // NewGRPCServer makes a gRPC server with the Master service registered.
 func (m *Master) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(m.authorize))...)
+	// Table functions' modules come in ModifyTable requests (function.MaxModulesSize).
+	s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(function.MaxModulesSize+4<<20), grpc.ChainUnaryInterceptor(m.authorize))...)
 	m.Register(s)
 	return s
 }

@@ -78,6 +78,9 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := m.storeFunctions(ctx, td); err != nil {
+		return nil, err
+	}
 	keys, err := splitKeysFor(req.GetSplitKeys(), req.GetNumRegions())
 	if err != nil {
 		return nil, errInvalid("table %s: %v", layout.TableKey(td.GetName()), err)
@@ -157,6 +160,9 @@ func (m *Master) tableRegionsBusyLocked(key string) bool {
 func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) error {
 	td, err := checkTableDescriptor(req.GetTable())
 	if err != nil {
+		return err
+	}
+	if err := m.storeFunctions(ctx, td); err != nil {
 		return err
 	}
 	if err := m.lock(); err != nil {

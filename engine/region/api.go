@@ -1,6 +1,7 @@
 package region
 
 import (
+	"errors"
 	"math"
 	"time"
 
@@ -328,3 +329,46 @@ type CheckAndMutate struct {
 	// Durability of the edit (the strongest of the mutations' otherwise).
 	Durability wal.Durability
 }
+
+// ErrFunction is the error of a mutation or read a table's function refused or failed
+// (engine/compute/function): not retried.
+var ErrFunction = errors.New("table function")
+
+// Observer is user code a table runs around its regions' work (engine/compute/function's sandboxed
+// WebAssembly functions): before and after writes, on what reads return and on what flushes and
+// compactions write. Calls come from many goroutines at once. A region without one pays nothing.
+type Observer interface {
+	// Hooks says which of the hooks below do something.
+	Hooks() ObserverHooks
+	// PreMutate runs before a put or delete is applied, outside row locks: it may change m.Ops
+	// (of m.Row); an error (wrapping ErrFunction) refuses the mutation.
+	PreMutate(m *Mutation) error
+	// PostMutate runs after a mutation was applied and is durable.
+	PostMutate(m *Mutation)
+	// FilterRead sees each row (or part of one: partial) a user read returns: it may hide it
+	// (keep false) or return other cells of the row instead (replaced, in any order). An error
+	// fails the read.
+	FilterRead(row []byte, cells []KV, partial bool) (keep bool, replaced []KV, err error)
+	// FilterFile sees the put cells of one row and family (at most a bounded number at a time,
+	// continued set for the rest of a row) a flush or compaction writes, with keep all true:
+	// it clears keep[i] for the cells to leave out. Delete markers are always written. It
+	// cannot fail: on an error of its own it keeps everything.
+	FilterFile(kind FileWrite, continued bool, row []byte, cells []KV, keep []bool)
+}
+
+// ObserverHooks says which hooks an Observer has.
+type ObserverHooks struct {
+	PreMutate, PostMutate, FilterRead, FilterFile bool
+}
+
+// FileWrite says what writes a store file.
+type FileWrite int
+
+const (
+	FileFlush FileWrite = iota
+	FileMinorCompaction
+	FileMajorCompaction
+)
+
+// FileRowCells bounds the cells of one FilterFile call.
+const FileRowCells = 1024

@@ -144,6 +144,19 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	cc := r.compactionConfig()
 	limiter := newThrottle(cc.ThroughputLimit, cc.Sleep)
 	var n, seen int64
+	write := func(k cell.Key, v, tags []byte, seq uint64) error {
+		if err := fw.w.AppendTagged(k, v, tags, seq); err != nil {
+			return err
+		}
+		n++
+		limiter.wrote(int64(len(k) + len(v)))
+		return nil
+	}
+	kind := FileMinorCompaction
+	if isMajor {
+		kind = FileMajorCompaction
+	}
+	ff := newFileFilter(r.observer.Load(), kind, write)
 	for it.seekFirst(cell.AppendFirstOnRow(nil, nil)); it.valid(); it.next() {
 		if seen++; seen%closeCheckCells == 0 && r.closed.Load() {
 			// The region is closing (a move, a split, a stop): give the compaction up rather
@@ -156,17 +169,26 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 		if !c.keep(k, tags) {
 			continue
 		}
-		v := it.value()
-		if err := fw.w.AppendTagged(k, v, tags, it.seq()); err != nil {
+		var err error
+		if ff != nil {
+			err = ff.add(k, it.value(), tags, it.seq())
+		} else {
+			err = write(k, it.value(), tags, it.seq())
+		}
+		if err != nil {
 			fw.drop()
 			return res, err
 		}
-		n++
-		limiter.wrote(int64(len(k) + len(v)))
 	}
 	if err := it.err; err != nil {
 		fw.drop()
 		return res, err
+	}
+	if ff != nil {
+		if err := ff.flush(); err != nil {
+			fw.drop()
+			return res, err
+		}
 	}
 	written := []*fileWriter{fw}
 	if n == 0 {

@@ -203,6 +203,19 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 	expected := int(seg.Stats().Cells)
 	last := -1
 	var lastFam []byte
+	// With a table function's file hook, cells go through it on their way to the writers.
+	ff := newFileFilter(r.observer.Load(), FileFlush, func(k cell.Key, v, tags []byte, seq uint64) error {
+		i := r.familyIndex(k.Family())
+		w := writers[i]
+		if w == nil {
+			var err error
+			if w, err = r.newFileWriter(i, expected); err != nil {
+				return err
+			}
+			writers[i] = w
+		}
+		return w.w.AppendTagged(k, v, tags, seq)
+	})
 	for ok := sc.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = sc.Next() {
 		k := sc.Key()
 		fam := k.Family()
@@ -222,6 +235,13 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 		if tags != nil && cell.TTLExpired(tags, k.Timestamp(), now) {
 			continue // past its per-cell TTL: no read can see it either
 		}
+		if ff != nil {
+			if err := ff.add(k, sc.Value(), tags, sc.Seq()); err != nil {
+				abort()
+				return nil, err
+			}
+			continue
+		}
 		w := writers[last]
 		if w == nil {
 			if w, err = r.newFileWriter(last, expected); err != nil {
@@ -231,6 +251,12 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 			writers[last] = w
 		}
 		if err := w.w.AppendTagged(k, sc.Value(), tags, sc.Seq()); err != nil {
+			abort()
+			return nil, err
+		}
+	}
+	if ff != nil {
+		if err := ff.flush(); err != nil {
 			abort()
 			return nil, err
 		}

@@ -235,11 +235,15 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	if err := r.checkRow(cm.Row); err != nil {
 		return false, err
 	}
+	ob := r.observer.Load()
 	for _, m := range cm.Mutations {
 		if !bytes.Equal(m.Row, cm.Row) {
 			return false, fmt.Errorf("%w: check-and-mutate of row %q with a mutation of row %q", ErrInvalid, cm.Row, m.Row)
 		}
 		if err := r.validateMutation(m); err != nil {
+			return false, err
+		}
+		if err := ob.preMutate(r, m); err != nil {
 			return false, err
 		}
 	}
@@ -250,7 +254,7 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer r.unlockRows(locks)
+	defer func() { r.unlockRows(locks) }() // locks is cleared once they are released early
 	ok, err := r.checkCondition(cm)
 	if err != nil || !ok {
 		return false, err
@@ -271,6 +275,9 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	if _, err := r.write(req, true); err != nil {
 		return false, err
 	}
+	r.unlockRows(locks)
+	locks = nil
+	ob.postMutate(cm.Mutations...)
 	return true, nil
 }
 

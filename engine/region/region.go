@@ -37,6 +37,8 @@ type Region struct {
 	log      *slog.Logger
 	// compaction is cfg.Compaction, which changes while the region is open (SetCompaction).
 	compaction atomic.Pointer[CompactionConfig]
+	// observer is the table's functions (SetObserver); nil without.
+	observer atomic.Pointer[observed]
 
 	ms    *memstore.Memstore
 	mvcc  *mvcc
@@ -525,6 +527,11 @@ func (r *Region) Abort() {
 }
 
 func (r *Region) releaseAll() {
+	if ob := r.observer.Swap(nil); ob != nil {
+		if c, ok := ob.o.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
 	r.viewMu.Lock()
 	set := r.files.Swap(&fileSet{byFamily: make([][]*storeFile, len(r.fams))})
 	r.viewMu.Unlock()

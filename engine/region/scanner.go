@@ -156,6 +156,8 @@ const (
 // Close. It sees the MVCC snapshot of the moment it was opened.
 type RegionScanner struct {
 	r *Region
+	// observer filters what a user read returns (SetObserver); nil without.
+	observer *observed
 	// expired is set by a timer when a Next call's time limit runs out (with the system clock):
 	// the scan checks it at every cell and every skipped row, whatever each costs. gen tells a
 	// late timer of an earlier call from the current one's.
@@ -311,6 +313,10 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 		s.r, s.s, s.filter, s.pooled = r, *scan, scan.Filter, true
 	} else {
 		s = &RegionScanner{r: r, s: *scan, filter: scan.Filter}
+	}
+	s.observer = nil
+	if ob := r.observer.Load(); ob != nil && ob.hooks.FilterRead && !scan.Raw && !scan.ReadUncommitted {
+		s.observer = ob // internal reads (conditions, increments) and raw scans see the cells as stored
 	}
 	s.versions = scan.MaxVersions
 	if s.versions <= 0 {
@@ -600,6 +606,9 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 			break
 		}
 		s.finishRow(&b, &size)
+		if s.err != nil {
+			return ScanBatch{}, s.err
+		}
 		if s.s.MaxResultSize > 0 && size >= s.s.MaxResultSize {
 			break
 		}
@@ -845,6 +854,11 @@ func (s *RegionScanner) emitPartial(b *ScanBatch) {
 	if s.pendingCells() == 0 {
 		return
 	}
+	if s.observer != nil {
+		if s.observeRow(true); s.err != nil || s.pendingCells() == 0 {
+			return
+		}
+	}
 	s.emit(b, true)
 	s.partialEmitted = true
 }
@@ -872,6 +886,11 @@ func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
 			s.r.metrics.FilteredReadRequests.Add(1)
 		} else if s.joined != nil {
 			s.addJoined(b, size)
+		}
+	}
+	if s.observer != nil {
+		if s.observeRow(false); s.err != nil {
+			return
 		}
 	}
 	emitted := s.pendingCells() > 0

@@ -98,8 +98,13 @@ func (r *Region) Batch(ms []*Mutation) []error {
 	}
 	var valid []*Mutation
 	var idx []int
+	ob := r.observer.Load()
 	for i, m := range ms {
 		if err := r.validateMutation(m); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := ob.preMutate(r, m); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -112,6 +117,9 @@ func (r *Region) Batch(ms []*Mutation) []error {
 	err := r.applyMutations(valid)
 	for _, i := range idx {
 		errs[i] = err
+	}
+	if err == nil {
+		ob.postMutate(valid...)
 	}
 	return errs
 }
@@ -581,8 +589,12 @@ func (r *Region) MutateRows(ms []*Mutation, conds []*CheckAndMutate) (bool, erro
 		return false, fmt.Errorf("%w: MutateRows without mutations", ErrInvalid)
 	}
 	rows := make([][]byte, 0, len(ms)+len(conds))
+	ob := r.observer.Load()
 	for _, m := range ms {
 		if err := r.validateMutation(m); err != nil {
+			return false, err
+		}
+		if err := ob.preMutate(r, m); err != nil {
 			return false, err
 		}
 		rows = append(rows, m.Row)
@@ -603,7 +615,7 @@ func (r *Region) MutateRows(ms []*Mutation, conds []*CheckAndMutate) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	defer r.unlockRows(locks)
+	defer func() { r.unlockRows(locks) }() // locks is cleared once they are released early
 	for _, c := range conds {
 		ok, err := r.checkCondition(c)
 		if err != nil || !ok {
@@ -617,5 +629,8 @@ func (r *Region) MutateRows(ms []*Mutation, conds []*CheckAndMutate) (bool, erro
 	if _, err := r.write(req, true); err != nil {
 		return false, err
 	}
+	r.unlockRows(locks)
+	locks = nil
+	ob.postMutate(ms...)
 	return true, nil
 }

@@ -159,6 +159,25 @@ func (s *Server) openRegion(or *onlineRegion) {
 }
 
 func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
+	set, err := s.openFunctions(or)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.openStorage(or)
+	if err != nil {
+		if set != nil {
+			set.Close()
+		}
+		return nil, err
+	}
+	if set != nil {
+		or.functions.Store(set)
+		r.SetObserver(set) // the region closes it
+	}
+	return r, nil
+}
+
+func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
 	info := layout.StorageInfo(or.info)
 	td, err := layout.RegionTableDescriptor(or.table, or.info)
 	if err != nil {

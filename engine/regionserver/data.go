@@ -29,8 +29,9 @@ func (s *Server) handlers() map[uint32]rpc.Handler {
 		uint32(pb.Method_METHOD_MULTI):  s.handleMulti,
 		uint32(pb.Method_METHOD_SCAN):   s.handleScan,
 
-		uint32(pb.Method_METHOD_AGGREGATE):   s.handleAggregate,
-		uint32(pb.Method_METHOD_BULK_DELETE): s.handleBulkDelete,
+		uint32(pb.Method_METHOD_AGGREGATE):     s.handleAggregate,
+		uint32(pb.Method_METHOD_CALL_FUNCTION): s.handleCallFunction,
+		uint32(pb.Method_METHOD_BULK_DELETE):   s.handleBulkDelete,
 	}
 }
 
@@ -104,6 +105,8 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 		return mk(pb.ErrorCode_ERROR_CODE_BAD_VALUE, false)
 	case errors.Is(err, region.ErrCorrupt):
 		return mk(pb.ErrorCode_ERROR_CODE_CORRUPTION, false)
+	case errors.Is(err, region.ErrFunction):
+		return mk(pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED, false)
 	case errors.Is(err, region.ErrInvalid), errors.Is(err, cell.ErrCellTooLarge), errors.Is(err, cell.ErrRowTooLong),
 		errors.Is(err, cell.ErrEmptyRow), errors.Is(err, cell.ErrEmptyFamily), errors.Is(err, cell.ErrFamilyTooLong),
 		errors.Is(err, cell.ErrInvalidType), errors.Is(err, cell.ErrNegativeTimestamp), errors.Is(err, cell.ErrMalformed):

@@ -25,6 +25,7 @@ type metrics struct {
 	walFailures                                  atomic.Int64
 	walArchivedUnits, walArchiveErrors           atomic.Int64
 	aggregates, bulkDeletes, bulkDeletedRows     atomic.Int64
+	functionCalls                                atomic.Int64
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
@@ -120,6 +121,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("aggregate_request_count_total", "Aggregation endpoint calls (HBase's AggregateService).", &m.aggregates),
 		counter("bulk_delete_request_count_total", "Bulk delete endpoint calls (HBase's BulkDeleteService).", &m.bulkDeletes),
 		counter("bulk_deleted_row_count_total", "Rows bulk delete calls deleted in.", &m.bulkDeletedRows),
+		counter("function_endpoint_request_count_total", "Calls of table functions' endpoints (docs/functions.md).", &m.functionCalls),
 		counter("read_request_count_total", "Read requests: gets and scanner opens (HBase readRequestCount).", &m.readRequests),
 		counter("write_request_count_total", "Write requests (HBase writeRequestCount).", &m.writeRequests),
 		counter("throttled_request_count_total", "Requests refused by quotas.", &m.throttled),
@@ -163,6 +165,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counterFn("rpc_throttled_reads_total", "Times a connection's requests stopped being read for a bound (backpressure).", dataStat(func(st rpc.Stats) int64 { return st.ThrottledReads })),
 		counterFn("rpc_unauthenticated_connections_total", "Data-path connections refused because they proved no identity while security is on, presented an unknown token, or failed the TLS check of their certificate.", dataStat(func(st rpc.Stats) int64 { return st.Unauthenticated })),
 		&lagCollector{s: s},
+		&functionCollector{s: s},
 		blockcache.NewCollector(s.l1, s.l2),
 		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),
 	}

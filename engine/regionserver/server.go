@@ -24,6 +24,7 @@ import (
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/blockcache"
+	"github.com/cellstore/cellstore/engine/compute/function"
 	"github.com/cellstore/cellstore/engine/hbase"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/lease"
@@ -250,6 +251,9 @@ type onlineRegion struct {
 	// nanos); flushWanted asks the primary for a flush in the next answer (memory pressure).
 	lastReplicated, lastAsked atomic.Int64
 	flushWanted               atomic.Bool
+	// functions are the table's functions as loaded for this region (nil without); the region
+	// closes them when it closes.
+	functions atomic.Pointer[function.Set]
 }
 
 type movedEntry struct {
@@ -263,6 +267,8 @@ type Server struct {
 	log *slog.Logger
 	// hbase serves HBase clients on the data port (Config.HBaseProtocol; nil without).
 	hbase *hbase.Adapter
+	// functions runs the tables' WebAssembly functions (docs/functions.md).
+	functions *function.Runtime
 
 	pool   *offheap.ChunkPool
 	budget *offheap.Budget
@@ -353,6 +359,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: slog.New(recent.Handler(cfg.Logger.Handler())).With("component", "regionserver"), recent: recent, moved: map[string]movedEntry{},
 		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
+	s.functions = function.NewRuntime(s.log)
 	s.slowCallNanos.Store(int64(s.slowCallFor(cfg.SlowCall)))
 	s.maxScanners.Store(int64(cfg.MaxScanners))
 	s.maxScanResult.Store(cfg.MaxScanResultSize)
@@ -423,6 +430,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) release() {
+	s.functions.Close()
 	if s.l2 != nil {
 		s.l2.Close()
 	}

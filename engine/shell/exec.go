@@ -56,7 +56,8 @@ func init() {
 		"bulk_delete":        {(*Shell).bulkDelete, "bulk_delete 't', {DELETE_TYPE => 'ROW' | 'FAMILY' | 'COLUMN' | 'VERSION', STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', COLUMNS => [...], TIMERANGE => [from, to], VERSIONS => n, TIMESTAMP => ts, BATCH => rows} (deletes what the scan reads, in the region servers)"},
 		"list":               {(*Shell).list, "list['regex']"},
 		"describe":           {(*Shell).describe, "describe 't'"},
-		"alter":              {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2}"},
+		"alter":              {(*Shell).alter, "alter 't', {NAME => 'f', VERSIONS => 5} | {NAME => 'f', METHOD => 'delete'} | {REGION_REPLICATION => 2} | FUNCTION => {NAME => 'fn', FILE => 'path/to/module.wasm', MEMORY_MB => 16, TIMEOUT_MS => 100, MAX_FAILURES => 5, ARGS => {'k' => 'v'}} | {METHOD => 'function_unset', NAME => 'fn'}"},
+		"call_function":      {(*Shell).callFunction, "call_function 't', 'function', 'endpoint'[, 'argument'][, {STARTROW => 'a', STOPROW => 'z', ROWPREFIXFILTER => 'p', COLUMNS => ['f'], TIMERANGE => [from, to]}] (runs a table function's endpoint in the region servers; prints each region's answer)"},
 		"disable":            {tableOp("disable"), "disable 't'"},
 		"enable":             {tableOp("enable"), "enable 't'"},
 		"drop":               {tableOp("drop"), "drop 't' (the table must be disabled)"},
@@ -801,6 +802,18 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 		if a.Kind != Hash {
 			return usage("alter takes hashes: {NAME => 'f', ...}")
 		}
+		if fn, ok := a.Map["FUNCTION"]; ok {
+			if err := alterFunction(td, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if strings.EqualFold(a.Map["METHOD"].Text(), "function_unset") {
+			if err := unsetFunction(td, a.Map["NAME"].Text()); err != nil {
+				return err
+			}
+			continue
+		}
 		if name, ok := a.Map["NAME"]; ok {
 			var fd *pb.ColumnFamilyDescriptor
 			idx := -1
@@ -951,6 +964,23 @@ func (s *Shell) describe(ctx context.Context, args []Value) error {
 			f.InMemory, !f.BlockCacheDisabled)
 	}
 	fmt.Fprintf(s.Out, "%d row(s)\n", len(td.Families))
+	for _, f := range td.Functions {
+		fmt.Fprintf(s.Out, "FUNCTION => {NAME => '%s', SHA256 => '%x', SIZE => '%d', MEMORY_MB => '%d', TIMEOUT_MS => '%d', MAX_FAILURES => '%d'",
+			f.Name, f.Sha256, f.Size, f.MemoryMb, f.TimeoutMs, f.MaxFailures)
+		if len(f.Args) > 0 {
+			keys := make([]string, 0, len(f.Args))
+			for k := range f.Args {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("'%s' => '%s'", k, f.Args[k])
+			}
+			fmt.Fprintf(s.Out, ", ARGS => {%s}", strings.Join(parts, ", "))
+		}
+		fmt.Fprintln(s.Out, "}")
+	}
 	return nil
 }
 

@@ -149,13 +149,16 @@ func Describe(m *pb.SnapshotManifest) *pb.SnapshotDescription {
 	return d
 }
 
-// Paths are the data files a manifest names.
+// Paths are the data files a manifest names, the modules of the table's functions included.
 func Paths(m *pb.SnapshotManifest) []string {
 	var out []string
 	for _, r := range m.GetRegions() {
 		for _, f := range r.GetFiles() {
 			out = append(out, f.GetPath())
 		}
+	}
+	for _, f := range m.GetTable().GetFunctions() {
+		out = append(out, layout.FunctionModuleKey(f.GetSha256()))
 	}
 	return out
 }

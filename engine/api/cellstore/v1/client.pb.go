@@ -25,14 +25,15 @@ const (
 type Method int32
 
 const (
-	Method_METHOD_UNSPECIFIED Method = 0
-	Method_METHOD_PING        Method = 1
-	Method_METHOD_GET         Method = 2
-	Method_METHOD_MUTATE      Method = 3
-	Method_METHOD_MULTI       Method = 4
-	Method_METHOD_SCAN        Method = 5
-	Method_METHOD_AGGREGATE   Method = 6
-	Method_METHOD_BULK_DELETE Method = 7
+	Method_METHOD_UNSPECIFIED   Method = 0
+	Method_METHOD_PING          Method = 1
+	Method_METHOD_GET           Method = 2
+	Method_METHOD_MUTATE        Method = 3
+	Method_METHOD_MULTI         Method = 4
+	Method_METHOD_SCAN          Method = 5
+	Method_METHOD_AGGREGATE     Method = 6
+	Method_METHOD_BULK_DELETE   Method = 7
+	Method_METHOD_CALL_FUNCTION Method = 8
 )
 
 // Enum value maps for Method.
@@ -46,16 +47,18 @@ var (
 		5: "METHOD_SCAN",
 		6: "METHOD_AGGREGATE",
 		7: "METHOD_BULK_DELETE",
+		8: "METHOD_CALL_FUNCTION",
 	}
 	Method_value = map[string]int32{
-		"METHOD_UNSPECIFIED": 0,
-		"METHOD_PING":        1,
-		"METHOD_GET":         2,
-		"METHOD_MUTATE":      3,
-		"METHOD_MULTI":       4,
-		"METHOD_SCAN":        5,
-		"METHOD_AGGREGATE":   6,
-		"METHOD_BULK_DELETE": 7,
+		"METHOD_UNSPECIFIED":   0,
+		"METHOD_PING":          1,
+		"METHOD_GET":           2,
+		"METHOD_MUTATE":        3,
+		"METHOD_MULTI":         4,
+		"METHOD_SCAN":          5,
+		"METHOD_AGGREGATE":     6,
+		"METHOD_BULK_DELETE":   7,
+		"METHOD_CALL_FUNCTION": 8,
 	}
 )
 
@@ -2513,6 +2516,168 @@ func (x *ResponseHeader) GetError() *ErrorDetail {
 	return nil
 }
 
+// CallFunctionRequest runs a table function's endpoint over a scan of one region (docs/functions.md).
+type CallFunctionRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region *RegionSpecifier       `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// The rows: forward, not raw, no row limit; filters, columns and time range apply.
+	Scan *Scan `protobuf:"bytes,2,opt,name=scan,proto3" json:"scan,omitempty"`
+	// The table function (TableFunction.name) and the endpoint it exports.
+	Function string `protobuf:"bytes,3,opt,name=function,proto3" json:"function,omitempty"`
+	Endpoint string `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// Handed to the endpoint's begin hook.
+	Argument []byte `protobuf:"bytes,5,opt,name=argument,proto3" json:"argument,omitempty"`
+	// Server-side time budget of this call in ms (0: the server's); past it the answer covers the
+	// rows before resume_row and the client asks again from there.
+	TimeLimitMs   int64 `protobuf:"varint,6,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallFunctionRequest) Reset() {
+	*x = CallFunctionRequest{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallFunctionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallFunctionRequest) ProtoMessage() {}
+
+func (x *CallFunctionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallFunctionRequest.ProtoReflect.Descriptor instead.
+func (*CallFunctionRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CallFunctionRequest) GetRegion() *RegionSpecifier {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *CallFunctionRequest) GetScan() *Scan {
+	if x != nil {
+		return x.Scan
+	}
+	return nil
+}
+
+func (x *CallFunctionRequest) GetFunction() string {
+	if x != nil {
+		return x.Function
+	}
+	return ""
+}
+
+func (x *CallFunctionRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *CallFunctionRequest) GetArgument() []byte {
+	if x != nil {
+		return x.Argument
+	}
+	return nil
+}
+
+func (x *CallFunctionRequest) GetTimeLimitMs() int64 {
+	if x != nil {
+		return x.TimeLimitMs
+	}
+	return 0
+}
+
+type CallFunctionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the endpoint's end hook returned for the rows this call covered.
+	Output []byte `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	// Rows handed to the endpoint.
+	Rows int64 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Set when the time budget ran out first: ask again from this row.
+	ResumeRow []byte `protobuf:"bytes,3,opt,name=resume_row,json=resumeRow,proto3" json:"resume_row,omitempty"`
+	// The endpoint asked to stop early: the rest of the region was not read.
+	Stopped       bool `protobuf:"varint,4,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallFunctionResponse) Reset() {
+	*x = CallFunctionResponse{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallFunctionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallFunctionResponse) ProtoMessage() {}
+
+func (x *CallFunctionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallFunctionResponse.ProtoReflect.Descriptor instead.
+func (*CallFunctionResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CallFunctionResponse) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *CallFunctionResponse) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *CallFunctionResponse) GetResumeRow() []byte {
+	if x != nil {
+		return x.ResumeRow
+	}
+	return nil
+}
+
+func (x *CallFunctionResponse) GetStopped() bool {
+	if x != nil {
+		return x.Stopped
+	}
+	return false
+}
+
 var File_cellstore_v1_client_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_client_proto_rawDesc = "" +
@@ -2754,7 +2919,20 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"Z\n" +
 	"\x0eResponseHeader\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12/\n" +
-	"\x05error\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\x05error*\xa5\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\x05error\"\xec\x01\n" +
+	"\x13CallFunctionRequest\x125\n" +
+	"\x06region\x18\x01 \x01(\v2\x1d.cellstore.v1.RegionSpecifierR\x06region\x12&\n" +
+	"\x04scan\x18\x02 \x01(\v2\x12.cellstore.v1.ScanR\x04scan\x12\x1a\n" +
+	"\bfunction\x18\x03 \x01(\tR\bfunction\x12\x1a\n" +
+	"\bendpoint\x18\x04 \x01(\tR\bendpoint\x12\x1a\n" +
+	"\bargument\x18\x05 \x01(\fR\bargument\x12\"\n" +
+	"\rtime_limit_ms\x18\x06 \x01(\x03R\vtimeLimitMs\"{\n" +
+	"\x14CallFunctionResponse\x12\x16\n" +
+	"\x06output\x18\x01 \x01(\fR\x06output\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x1d\n" +
+	"\n" +
+	"resume_row\x18\x03 \x01(\fR\tresumeRow\x12\x18\n" +
+	"\astopped\x18\x04 \x01(\bR\astopped*\xbf\x01\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vMETHOD_PING\x10\x01\x12\x0e\n" +
@@ -2764,7 +2942,8 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\fMETHOD_MULTI\x10\x04\x12\x0f\n" +
 	"\vMETHOD_SCAN\x10\x05\x12\x14\n" +
 	"\x10METHOD_AGGREGATE\x10\x06\x12\x16\n" +
-	"\x12METHOD_BULK_DELETE\x10\a*7\n" +
+	"\x12METHOD_BULK_DELETE\x10\a\x12\x18\n" +
+	"\x14METHOD_CALL_FUNCTION\x10\b*7\n" +
 	"\tValueType\x12\x13\n" +
 	"\x0fVALUE_TYPE_LONG\x10\x00\x12\x15\n" +
 	"\x11VALUE_TYPE_DOUBLE\x10\x01BDZBgithub.com/cellstore/cellstore/engine/api/cellstore/v1;cellstorev1b\x06proto3"
@@ -2782,7 +2961,7 @@ func file_cellstore_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_cellstore_v1_client_proto_goTypes = []any{
 	(Method)(0),                       // 0: cellstore.v1.Method
 	(ValueType)(0),                    // 1: cellstore.v1.ValueType
@@ -2817,34 +2996,36 @@ var file_cellstore_v1_client_proto_goTypes = []any{
 	(*ConnectionHeader)(nil),          // 30: cellstore.v1.ConnectionHeader
 	(*RequestHeader)(nil),             // 31: cellstore.v1.RequestHeader
 	(*ResponseHeader)(nil),            // 32: cellstore.v1.ResponseHeader
-	nil,                               // 33: cellstore.v1.Get.AttributesEntry
-	nil,                               // 34: cellstore.v1.MutationProto.AttributesEntry
-	nil,                               // 35: cellstore.v1.Scan.AttributesEntry
-	(*Filter)(nil),                    // 36: cellstore.v1.Filter
-	(*TimeRange)(nil),                 // 37: cellstore.v1.TimeRange
-	(Consistency)(0),                  // 38: cellstore.v1.Consistency
-	(Durability)(0),                   // 39: cellstore.v1.Durability
-	(CompareOp)(0),                    // 40: cellstore.v1.CompareOp
-	(*Comparator)(nil),                // 41: cellstore.v1.Comparator
-	(*ErrorDetail)(nil),               // 42: cellstore.v1.ErrorDetail
+	(*CallFunctionRequest)(nil),       // 33: cellstore.v1.CallFunctionRequest
+	(*CallFunctionResponse)(nil),      // 34: cellstore.v1.CallFunctionResponse
+	nil,                               // 35: cellstore.v1.Get.AttributesEntry
+	nil,                               // 36: cellstore.v1.MutationProto.AttributesEntry
+	nil,                               // 37: cellstore.v1.Scan.AttributesEntry
+	(*Filter)(nil),                    // 38: cellstore.v1.Filter
+	(*TimeRange)(nil),                 // 39: cellstore.v1.TimeRange
+	(Consistency)(0),                  // 40: cellstore.v1.Consistency
+	(Durability)(0),                   // 41: cellstore.v1.Durability
+	(CompareOp)(0),                    // 42: cellstore.v1.CompareOp
+	(*Comparator)(nil),                // 43: cellstore.v1.Comparator
+	(*ErrorDetail)(nil),               // 44: cellstore.v1.ErrorDetail
 }
 var file_cellstore_v1_client_proto_depIdxs = []int32{
 	7,  // 0: cellstore.v1.Get.columns:type_name -> cellstore.v1.Column
-	36, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
-	37, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
-	38, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
-	33, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
+	38, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
+	39, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
+	40, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
+	35, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
 	4,  // 5: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	8,  // 6: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
 	9,  // 7: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
 	2,  // 8: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
-	39, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
-	37, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
-	34, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
-	40, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
-	41, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
-	36, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
-	37, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
+	41, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
+	39, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
+	36, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
+	42, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
+	43, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
+	38, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
+	39, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
 	4,  // 16: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	12, // 17: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
 	13, // 18: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
@@ -2857,15 +3038,15 @@ var file_cellstore_v1_client_proto_depIdxs = []int32{
 	13, // 25: cellstore.v1.RegionAction.conditions:type_name -> cellstore.v1.Condition
 	17, // 26: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
 	9,  // 27: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
-	42, // 28: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
+	44, // 28: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
 	19, // 29: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
-	42, // 30: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
+	44, // 30: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
 	20, // 31: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
 	7,  // 32: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
-	36, // 33: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
-	37, // 34: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
-	38, // 35: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
-	35, // 36: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
+	38, // 33: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
+	39, // 34: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
+	40, // 35: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
+	37, // 36: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
 	4,  // 37: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	22, // 38: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
 	4,  // 39: cellstore.v1.AggregateRequest.region:type_name -> cellstore.v1.RegionSpecifier
@@ -2875,12 +3056,14 @@ var file_cellstore_v1_client_proto_depIdxs = []int32{
 	4,  // 43: cellstore.v1.BulkDeleteRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	22, // 44: cellstore.v1.BulkDeleteRequest.scan:type_name -> cellstore.v1.Scan
 	3,  // 45: cellstore.v1.BulkDeleteRequest.delete_type:type_name -> cellstore.v1.BulkDeleteRequest.DeleteType
-	42, // 46: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	44, // 46: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
+	4,  // 47: cellstore.v1.CallFunctionRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	22, // 48: cellstore.v1.CallFunctionRequest.scan:type_name -> cellstore.v1.Scan
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_client_proto_init() }
@@ -2896,7 +3079,7 @@ func file_cellstore_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_client_proto_rawDesc), len(file_cellstore_v1_client_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -434,6 +434,9 @@ const (
 	// A region server got an order (open, close) for an earlier process of its name, one that is
 	// gone: the master must recover that process's WAL, not take the answer for the region's state.
 	ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS ErrorCode = 28
+	// A table's function refused the operation, or failed (trapped, ran out of time or memory):
+	// the message says which and why. Not retried.
+	ErrorCode_ERROR_CODE_FUNCTION_FAILED ErrorCode = 29
 )
 
 // Enum value maps for ErrorCode.
@@ -468,6 +471,7 @@ var (
 		26: "ERROR_CODE_SNAPSHOT_NOT_FOUND",
 		27: "ERROR_CODE_SNAPSHOT_EXISTS",
 		28: "ERROR_CODE_WRONG_SERVER_PROCESS",
+		29: "ERROR_CODE_FUNCTION_FAILED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -499,6 +503,7 @@ var (
 		"ERROR_CODE_SNAPSHOT_NOT_FOUND":        26,
 		"ERROR_CODE_SNAPSHOT_EXISTS":           27,
 		"ERROR_CODE_WRONG_SERVER_PROCESS":      28,
+		"ERROR_CODE_FUNCTION_FAILED":           29,
 	}
 )
 
@@ -633,7 +638,7 @@ func (x FilterList_Operator) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FilterList_Operator.Descriptor instead.
 func (FilterList_Operator) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{29, 0}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{30, 0}
 }
 
 // TableName is namespace:name; the namespace "default" when none is given.
@@ -1056,8 +1061,10 @@ type TableDescriptor struct {
 	ReadOnly          bool              `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	Durability        Durability        `protobuf:"varint,7,opt,name=durability,proto3,enum=cellstore.v1.Durability" json:"durability,omitempty"`
 	Attributes        map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Sandboxed WebAssembly functions the table runs (docs/functions.md), by name.
+	Functions     []*TableFunction `protobuf:"bytes,9,rep,name=functions,proto3" json:"functions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableDescriptor) Reset() {
@@ -1146,6 +1153,122 @@ func (x *TableDescriptor) GetAttributes() map[string]string {
 	return nil
 }
 
+func (x *TableDescriptor) GetFunctions() []*TableFunction {
+	if x != nil {
+		return x.Functions
+	}
+	return nil
+}
+
+// TableFunction is a WebAssembly module a table registers: its exports say which hooks it has
+// (observers of writes, reads and file writes) and which endpoints. The catalog keeps only its
+// digest; the module itself is an object in the cluster's storage (functions/<sha256>.wasm).
+type TableFunction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// [A-Za-z0-9_.-]{1,64}, unique in the table.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// SHA-256 of the module. Set by the master; a request that sends module may leave it empty.
+	Sha256 []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Size   int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Limits of one call: memory in MiB (0: 16; at most 256) and time in ms (0: 100; at most 10000).
+	MemoryMb  int32 `protobuf:"varint,4,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	TimeoutMs int32 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Consecutive failures (traps, overruns) after which a server stops running it (0: 5).
+	MaxFailures int32 `protobuf:"varint,6,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	// Settings handed to the module when it starts (its init hook).
+	Args map[string]string `protobuf:"bytes,7,rep,name=args,proto3" json:"args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The module's bytes: only in CreateTable/ModifyTable requests, never stored in the catalog.
+	Module        []byte `protobuf:"bytes,8,opt,name=module,proto3" json:"module,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableFunction) Reset() {
+	*x = TableFunction{}
+	mi := &file_cellstore_v1_common_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableFunction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableFunction) ProtoMessage() {}
+
+func (x *TableFunction) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_common_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableFunction.ProtoReflect.Descriptor instead.
+func (*TableFunction) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TableFunction) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TableFunction) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *TableFunction) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *TableFunction) GetMemoryMb() int32 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *TableFunction) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *TableFunction) GetMaxFailures() int32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *TableFunction) GetArgs() map[string]string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *TableFunction) GetModule() []byte {
+	if x != nil {
+		return x.Module
+	}
+	return nil
+}
+
 // ErrorDetail is the typed error of every response.
 type ErrorDetail struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -1163,7 +1286,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[6]
+	mi := &file_cellstore_v1_common_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1298,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[6]
+	mi := &file_cellstore_v1_common_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1311,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ErrorDetail) GetCode() ErrorCode {
@@ -1257,7 +1380,7 @@ type Comparator struct {
 
 func (x *Comparator) Reset() {
 	*x = Comparator{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[7]
+	mi := &file_cellstore_v1_common_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1392,7 @@ func (x *Comparator) String() string {
 func (*Comparator) ProtoMessage() {}
 
 func (x *Comparator) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[7]
+	mi := &file_cellstore_v1_common_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1405,7 @@ func (x *Comparator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparator.ProtoReflect.Descriptor instead.
 func (*Comparator) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Comparator) GetKind() isComparator_Kind {
@@ -1398,7 +1521,7 @@ type RowRange struct {
 
 func (x *RowRange) Reset() {
 	*x = RowRange{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[8]
+	mi := &file_cellstore_v1_common_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1533,7 @@ func (x *RowRange) String() string {
 func (*RowRange) ProtoMessage() {}
 
 func (x *RowRange) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[8]
+	mi := &file_cellstore_v1_common_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1546,7 @@ func (x *RowRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowRange.ProtoReflect.Descriptor instead.
 func (*RowRange) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RowRange) GetStartRow() []byte {
@@ -1465,7 +1588,7 @@ type FuzzyKey struct {
 
 func (x *FuzzyKey) Reset() {
 	*x = FuzzyKey{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[9]
+	mi := &file_cellstore_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1600,7 @@ func (x *FuzzyKey) String() string {
 func (*FuzzyKey) ProtoMessage() {}
 
 func (x *FuzzyKey) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[9]
+	mi := &file_cellstore_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1613,7 @@ func (x *FuzzyKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FuzzyKey.ProtoReflect.Descriptor instead.
 func (*FuzzyKey) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FuzzyKey) GetKey() []byte {
@@ -1540,7 +1663,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[10]
+	mi := &file_cellstore_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1675,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[10]
+	mi := &file_cellstore_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1688,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Filter) GetFilter() isFilter_Filter {
@@ -1918,7 +2041,7 @@ type PrefixFilter struct {
 
 func (x *PrefixFilter) Reset() {
 	*x = PrefixFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[11]
+	mi := &file_cellstore_v1_common_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2053,7 @@ func (x *PrefixFilter) String() string {
 func (*PrefixFilter) ProtoMessage() {}
 
 func (x *PrefixFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[11]
+	mi := &file_cellstore_v1_common_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2066,7 @@ func (x *PrefixFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixFilter.ProtoReflect.Descriptor instead.
 func (*PrefixFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PrefixFilter) GetPrefix() []byte {
@@ -1963,7 +2086,7 @@ type CompareFilter struct {
 
 func (x *CompareFilter) Reset() {
 	*x = CompareFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[12]
+	mi := &file_cellstore_v1_common_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2098,7 @@ func (x *CompareFilter) String() string {
 func (*CompareFilter) ProtoMessage() {}
 
 func (x *CompareFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[12]
+	mi := &file_cellstore_v1_common_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2111,7 @@ func (x *CompareFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareFilter.ProtoReflect.Descriptor instead.
 func (*CompareFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompareFilter) GetOp() CompareOp {
@@ -2022,7 +2145,7 @@ type SingleColumnValueFilter struct {
 
 func (x *SingleColumnValueFilter) Reset() {
 	*x = SingleColumnValueFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[13]
+	mi := &file_cellstore_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2157,7 @@ func (x *SingleColumnValueFilter) String() string {
 func (*SingleColumnValueFilter) ProtoMessage() {}
 
 func (x *SingleColumnValueFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[13]
+	mi := &file_cellstore_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2170,7 @@ func (x *SingleColumnValueFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingleColumnValueFilter.ProtoReflect.Descriptor instead.
 func (*SingleColumnValueFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SingleColumnValueFilter) GetFamily() []byte {
@@ -2108,7 +2231,7 @@ type KeyOnlyFilter struct {
 
 func (x *KeyOnlyFilter) Reset() {
 	*x = KeyOnlyFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[14]
+	mi := &file_cellstore_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2243,7 @@ func (x *KeyOnlyFilter) String() string {
 func (*KeyOnlyFilter) ProtoMessage() {}
 
 func (x *KeyOnlyFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[14]
+	mi := &file_cellstore_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2256,7 @@ func (x *KeyOnlyFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyOnlyFilter.ProtoReflect.Descriptor instead.
 func (*KeyOnlyFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeyOnlyFilter) GetLengthAsValue() bool {
@@ -2151,7 +2274,7 @@ type FirstKeyOnlyFilter struct {
 
 func (x *FirstKeyOnlyFilter) Reset() {
 	*x = FirstKeyOnlyFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[15]
+	mi := &file_cellstore_v1_common_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2286,7 @@ func (x *FirstKeyOnlyFilter) String() string {
 func (*FirstKeyOnlyFilter) ProtoMessage() {}
 
 func (x *FirstKeyOnlyFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[15]
+	mi := &file_cellstore_v1_common_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2299,7 @@ func (x *FirstKeyOnlyFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirstKeyOnlyFilter.ProtoReflect.Descriptor instead.
 func (*FirstKeyOnlyFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{16}
 }
 
 type PageFilter struct {
@@ -2188,7 +2311,7 @@ type PageFilter struct {
 
 func (x *PageFilter) Reset() {
 	*x = PageFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[16]
+	mi := &file_cellstore_v1_common_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2323,7 @@ func (x *PageFilter) String() string {
 func (*PageFilter) ProtoMessage() {}
 
 func (x *PageFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[16]
+	mi := &file_cellstore_v1_common_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2336,7 @@ func (x *PageFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PageFilter.ProtoReflect.Descriptor instead.
 func (*PageFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PageFilter) GetPageSize() int64 {
@@ -2232,7 +2355,7 @@ type ColumnPrefixFilter struct {
 
 func (x *ColumnPrefixFilter) Reset() {
 	*x = ColumnPrefixFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[17]
+	mi := &file_cellstore_v1_common_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2367,7 @@ func (x *ColumnPrefixFilter) String() string {
 func (*ColumnPrefixFilter) ProtoMessage() {}
 
 func (x *ColumnPrefixFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[17]
+	mi := &file_cellstore_v1_common_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2380,7 @@ func (x *ColumnPrefixFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnPrefixFilter.ProtoReflect.Descriptor instead.
 func (*ColumnPrefixFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ColumnPrefixFilter) GetPrefix() []byte {
@@ -2276,7 +2399,7 @@ type MultipleColumnPrefixFilter struct {
 
 func (x *MultipleColumnPrefixFilter) Reset() {
 	*x = MultipleColumnPrefixFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[18]
+	mi := &file_cellstore_v1_common_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2411,7 @@ func (x *MultipleColumnPrefixFilter) String() string {
 func (*MultipleColumnPrefixFilter) ProtoMessage() {}
 
 func (x *MultipleColumnPrefixFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[18]
+	mi := &file_cellstore_v1_common_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2424,7 @@ func (x *MultipleColumnPrefixFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultipleColumnPrefixFilter.ProtoReflect.Descriptor instead.
 func (*MultipleColumnPrefixFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{18}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MultipleColumnPrefixFilter) GetPrefixes() [][]byte {
@@ -2323,7 +2446,7 @@ type ColumnRangeFilter struct {
 
 func (x *ColumnRangeFilter) Reset() {
 	*x = ColumnRangeFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[19]
+	mi := &file_cellstore_v1_common_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2458,7 @@ func (x *ColumnRangeFilter) String() string {
 func (*ColumnRangeFilter) ProtoMessage() {}
 
 func (x *ColumnRangeFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[19]
+	mi := &file_cellstore_v1_common_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2471,7 @@ func (x *ColumnRangeFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRangeFilter.ProtoReflect.Descriptor instead.
 func (*ColumnRangeFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{19}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ColumnRangeFilter) GetMinColumn() []byte {
@@ -2390,7 +2513,7 @@ type ColumnPaginationFilter struct {
 
 func (x *ColumnPaginationFilter) Reset() {
 	*x = ColumnPaginationFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[20]
+	mi := &file_cellstore_v1_common_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2525,7 @@ func (x *ColumnPaginationFilter) String() string {
 func (*ColumnPaginationFilter) ProtoMessage() {}
 
 func (x *ColumnPaginationFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[20]
+	mi := &file_cellstore_v1_common_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2538,7 @@ func (x *ColumnPaginationFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnPaginationFilter.ProtoReflect.Descriptor instead.
 func (*ColumnPaginationFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{20}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ColumnPaginationFilter) GetLimit() int32 {
@@ -2448,7 +2571,7 @@ type ColumnCountGetFilter struct {
 
 func (x *ColumnCountGetFilter) Reset() {
 	*x = ColumnCountGetFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[21]
+	mi := &file_cellstore_v1_common_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2583,7 @@ func (x *ColumnCountGetFilter) String() string {
 func (*ColumnCountGetFilter) ProtoMessage() {}
 
 func (x *ColumnCountGetFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[21]
+	mi := &file_cellstore_v1_common_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2596,7 @@ func (x *ColumnCountGetFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnCountGetFilter.ProtoReflect.Descriptor instead.
 func (*ColumnCountGetFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ColumnCountGetFilter) GetLimit() int32 {
@@ -2493,7 +2616,7 @@ type TimestampsFilter struct {
 
 func (x *TimestampsFilter) Reset() {
 	*x = TimestampsFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[22]
+	mi := &file_cellstore_v1_common_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2628,7 @@ func (x *TimestampsFilter) String() string {
 func (*TimestampsFilter) ProtoMessage() {}
 
 func (x *TimestampsFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[22]
+	mi := &file_cellstore_v1_common_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2641,7 @@ func (x *TimestampsFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimestampsFilter.ProtoReflect.Descriptor instead.
 func (*TimestampsFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TimestampsFilter) GetTimestamps() []int64 {
@@ -2544,7 +2667,7 @@ type FuzzyRowFilter struct {
 
 func (x *FuzzyRowFilter) Reset() {
 	*x = FuzzyRowFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[23]
+	mi := &file_cellstore_v1_common_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2679,7 @@ func (x *FuzzyRowFilter) String() string {
 func (*FuzzyRowFilter) ProtoMessage() {}
 
 func (x *FuzzyRowFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[23]
+	mi := &file_cellstore_v1_common_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2692,7 @@ func (x *FuzzyRowFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FuzzyRowFilter.ProtoReflect.Descriptor instead.
 func (*FuzzyRowFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FuzzyRowFilter) GetKeys() []*FuzzyKey {
@@ -2588,7 +2711,7 @@ type MultiRowRangeFilter struct {
 
 func (x *MultiRowRangeFilter) Reset() {
 	*x = MultiRowRangeFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[24]
+	mi := &file_cellstore_v1_common_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2723,7 @@ func (x *MultiRowRangeFilter) String() string {
 func (*MultiRowRangeFilter) ProtoMessage() {}
 
 func (x *MultiRowRangeFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[24]
+	mi := &file_cellstore_v1_common_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2736,7 @@ func (x *MultiRowRangeFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiRowRangeFilter.ProtoReflect.Descriptor instead.
 func (*MultiRowRangeFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{24}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MultiRowRangeFilter) GetRanges() []*RowRange {
@@ -2632,7 +2755,7 @@ type InclusiveStopFilter struct {
 
 func (x *InclusiveStopFilter) Reset() {
 	*x = InclusiveStopFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[25]
+	mi := &file_cellstore_v1_common_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2767,7 @@ func (x *InclusiveStopFilter) String() string {
 func (*InclusiveStopFilter) ProtoMessage() {}
 
 func (x *InclusiveStopFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[25]
+	mi := &file_cellstore_v1_common_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2780,7 @@ func (x *InclusiveStopFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InclusiveStopFilter.ProtoReflect.Descriptor instead.
 func (*InclusiveStopFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{25}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InclusiveStopFilter) GetStopRow() []byte {
@@ -2676,7 +2799,7 @@ type SkipFilter struct {
 
 func (x *SkipFilter) Reset() {
 	*x = SkipFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[26]
+	mi := &file_cellstore_v1_common_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2811,7 @@ func (x *SkipFilter) String() string {
 func (*SkipFilter) ProtoMessage() {}
 
 func (x *SkipFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[26]
+	mi := &file_cellstore_v1_common_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2824,7 @@ func (x *SkipFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipFilter.ProtoReflect.Descriptor instead.
 func (*SkipFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SkipFilter) GetFilter() *Filter {
@@ -2720,7 +2843,7 @@ type WhileMatchFilter struct {
 
 func (x *WhileMatchFilter) Reset() {
 	*x = WhileMatchFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[27]
+	mi := &file_cellstore_v1_common_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2855,7 @@ func (x *WhileMatchFilter) String() string {
 func (*WhileMatchFilter) ProtoMessage() {}
 
 func (x *WhileMatchFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[27]
+	mi := &file_cellstore_v1_common_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2868,7 @@ func (x *WhileMatchFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhileMatchFilter.ProtoReflect.Descriptor instead.
 func (*WhileMatchFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WhileMatchFilter) GetFilter() *Filter {
@@ -2768,7 +2891,7 @@ type DependentColumnFilter struct {
 
 func (x *DependentColumnFilter) Reset() {
 	*x = DependentColumnFilter{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[28]
+	mi := &file_cellstore_v1_common_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2903,7 @@ func (x *DependentColumnFilter) String() string {
 func (*DependentColumnFilter) ProtoMessage() {}
 
 func (x *DependentColumnFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[28]
+	mi := &file_cellstore_v1_common_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2916,7 @@ func (x *DependentColumnFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependentColumnFilter.ProtoReflect.Descriptor instead.
 func (*DependentColumnFilter) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DependentColumnFilter) GetFamily() []byte {
@@ -2841,7 +2964,7 @@ type FilterList struct {
 
 func (x *FilterList) Reset() {
 	*x = FilterList{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[29]
+	mi := &file_cellstore_v1_common_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2976,7 @@ func (x *FilterList) String() string {
 func (*FilterList) ProtoMessage() {}
 
 func (x *FilterList) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[29]
+	mi := &file_cellstore_v1_common_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2989,7 @@ func (x *FilterList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterList.ProtoReflect.Descriptor instead.
 func (*FilterList) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FilterList) GetOperator() FilterList_Operator {
@@ -2900,7 +3023,7 @@ type ConfigurationReport struct {
 
 func (x *ConfigurationReport) Reset() {
 	*x = ConfigurationReport{}
-	mi := &file_cellstore_v1_common_proto_msgTypes[30]
+	mi := &file_cellstore_v1_common_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3035,7 @@ func (x *ConfigurationReport) String() string {
 func (*ConfigurationReport) ProtoMessage() {}
 
 func (x *ConfigurationReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_common_proto_msgTypes[30]
+	mi := &file_cellstore_v1_common_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3048,7 @@ func (x *ConfigurationReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigurationReport.ProtoReflect.Descriptor instead.
 func (*ConfigurationReport) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConfigurationReport) GetProcess() string {
@@ -3002,7 +3125,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\rconfiguration\x18\f \x03(\v27.cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntryR\rconfiguration\x1a@\n" +
 	"\x12ConfigurationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x04\n" +
 	"\x0fTableDescriptor\x12+\n" +
 	"\x04name\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x04name\x12@\n" +
 	"\bfamilies\x18\x02 \x03(\v2$.cellstore.v1.ColumnFamilyDescriptorR\bfamilies\x12-\n" +
@@ -3015,8 +3138,22 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"durability\x12M\n" +
 	"\n" +
 	"attributes\x18\b \x03(\v2-.cellstore.v1.TableDescriptor.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x129\n" +
+	"\tfunctions\x18\t \x03(\v2\x1b.cellstore.v1.TableFunctionR\tfunctions\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x02\n" +
+	"\rTableFunction\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1b\n" +
+	"\tmemory_mb\x18\x04 \x01(\x05R\bmemoryMb\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x05 \x01(\x05R\ttimeoutMs\x12!\n" +
+	"\fmax_failures\x18\x06 \x01(\x05R\vmaxFailures\x129\n" +
+	"\x04args\x18\a \x03(\v2%.cellstore.v1.TableFunction.ArgsEntryR\x04args\x12\x16\n" +
+	"\x06module\x18\b \x01(\fR\x06module\x1a7\n" +
+	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x02\n" +
 	"\vErrorDetail\x12+\n" +
@@ -3183,7 +3320,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\x94\a\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\xb4\a\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3214,7 +3351,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x18ERROR_CODE_ACCESS_DENIED\x10\x19\x12!\n" +
 	"\x1dERROR_CODE_SNAPSHOT_NOT_FOUND\x10\x1a\x12\x1e\n" +
 	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b\x12#\n" +
-	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c*\xbd\x01\n" +
+	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c\x12\x1e\n" +
+	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +
@@ -3237,7 +3375,7 @@ func file_cellstore_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_cellstore_v1_common_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: cellstore.v1.Consistency
 	(Durability)(0),                    // 1: cellstore.v1.Durability
@@ -3255,33 +3393,35 @@ var file_cellstore_v1_common_proto_goTypes = []any{
 	(*TimeRange)(nil),                  // 13: cellstore.v1.TimeRange
 	(*ColumnFamilyDescriptor)(nil),     // 14: cellstore.v1.ColumnFamilyDescriptor
 	(*TableDescriptor)(nil),            // 15: cellstore.v1.TableDescriptor
-	(*ErrorDetail)(nil),                // 16: cellstore.v1.ErrorDetail
-	(*Comparator)(nil),                 // 17: cellstore.v1.Comparator
-	(*RowRange)(nil),                   // 18: cellstore.v1.RowRange
-	(*FuzzyKey)(nil),                   // 19: cellstore.v1.FuzzyKey
-	(*Filter)(nil),                     // 20: cellstore.v1.Filter
-	(*PrefixFilter)(nil),               // 21: cellstore.v1.PrefixFilter
-	(*CompareFilter)(nil),              // 22: cellstore.v1.CompareFilter
-	(*SingleColumnValueFilter)(nil),    // 23: cellstore.v1.SingleColumnValueFilter
-	(*KeyOnlyFilter)(nil),              // 24: cellstore.v1.KeyOnlyFilter
-	(*FirstKeyOnlyFilter)(nil),         // 25: cellstore.v1.FirstKeyOnlyFilter
-	(*PageFilter)(nil),                 // 26: cellstore.v1.PageFilter
-	(*ColumnPrefixFilter)(nil),         // 27: cellstore.v1.ColumnPrefixFilter
-	(*MultipleColumnPrefixFilter)(nil), // 28: cellstore.v1.MultipleColumnPrefixFilter
-	(*ColumnRangeFilter)(nil),          // 29: cellstore.v1.ColumnRangeFilter
-	(*ColumnPaginationFilter)(nil),     // 30: cellstore.v1.ColumnPaginationFilter
-	(*ColumnCountGetFilter)(nil),       // 31: cellstore.v1.ColumnCountGetFilter
-	(*TimestampsFilter)(nil),           // 32: cellstore.v1.TimestampsFilter
-	(*FuzzyRowFilter)(nil),             // 33: cellstore.v1.FuzzyRowFilter
-	(*MultiRowRangeFilter)(nil),        // 34: cellstore.v1.MultiRowRangeFilter
-	(*InclusiveStopFilter)(nil),        // 35: cellstore.v1.InclusiveStopFilter
-	(*SkipFilter)(nil),                 // 36: cellstore.v1.SkipFilter
-	(*WhileMatchFilter)(nil),           // 37: cellstore.v1.WhileMatchFilter
-	(*DependentColumnFilter)(nil),      // 38: cellstore.v1.DependentColumnFilter
-	(*FilterList)(nil),                 // 39: cellstore.v1.FilterList
-	(*ConfigurationReport)(nil),        // 40: cellstore.v1.ConfigurationReport
-	nil,                                // 41: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
-	nil,                                // 42: cellstore.v1.TableDescriptor.AttributesEntry
+	(*TableFunction)(nil),              // 16: cellstore.v1.TableFunction
+	(*ErrorDetail)(nil),                // 17: cellstore.v1.ErrorDetail
+	(*Comparator)(nil),                 // 18: cellstore.v1.Comparator
+	(*RowRange)(nil),                   // 19: cellstore.v1.RowRange
+	(*FuzzyKey)(nil),                   // 20: cellstore.v1.FuzzyKey
+	(*Filter)(nil),                     // 21: cellstore.v1.Filter
+	(*PrefixFilter)(nil),               // 22: cellstore.v1.PrefixFilter
+	(*CompareFilter)(nil),              // 23: cellstore.v1.CompareFilter
+	(*SingleColumnValueFilter)(nil),    // 24: cellstore.v1.SingleColumnValueFilter
+	(*KeyOnlyFilter)(nil),              // 25: cellstore.v1.KeyOnlyFilter
+	(*FirstKeyOnlyFilter)(nil),         // 26: cellstore.v1.FirstKeyOnlyFilter
+	(*PageFilter)(nil),                 // 27: cellstore.v1.PageFilter
+	(*ColumnPrefixFilter)(nil),         // 28: cellstore.v1.ColumnPrefixFilter
+	(*MultipleColumnPrefixFilter)(nil), // 29: cellstore.v1.MultipleColumnPrefixFilter
+	(*ColumnRangeFilter)(nil),          // 30: cellstore.v1.ColumnRangeFilter
+	(*ColumnPaginationFilter)(nil),     // 31: cellstore.v1.ColumnPaginationFilter
+	(*ColumnCountGetFilter)(nil),       // 32: cellstore.v1.ColumnCountGetFilter
+	(*TimestampsFilter)(nil),           // 33: cellstore.v1.TimestampsFilter
+	(*FuzzyRowFilter)(nil),             // 34: cellstore.v1.FuzzyRowFilter
+	(*MultiRowRangeFilter)(nil),        // 35: cellstore.v1.MultiRowRangeFilter
+	(*InclusiveStopFilter)(nil),        // 36: cellstore.v1.InclusiveStopFilter
+	(*SkipFilter)(nil),                 // 37: cellstore.v1.SkipFilter
+	(*WhileMatchFilter)(nil),           // 38: cellstore.v1.WhileMatchFilter
+	(*DependentColumnFilter)(nil),      // 39: cellstore.v1.DependentColumnFilter
+	(*FilterList)(nil),                 // 40: cellstore.v1.FilterList
+	(*ConfigurationReport)(nil),        // 41: cellstore.v1.ConfigurationReport
+	nil,                                // 42: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	nil,                                // 43: cellstore.v1.TableDescriptor.AttributesEntry
+	nil,                                // 44: cellstore.v1.TableFunction.ArgsEntry
 }
 var file_cellstore_v1_common_proto_depIdxs = []int32{
 	10, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
@@ -3289,52 +3429,54 @@ var file_cellstore_v1_common_proto_depIdxs = []int32{
 	3,  // 2: cellstore.v1.ColumnFamilyDescriptor.bloom_filter:type_name -> cellstore.v1.BloomType
 	4,  // 3: cellstore.v1.ColumnFamilyDescriptor.compression:type_name -> cellstore.v1.Compression
 	5,  // 4: cellstore.v1.ColumnFamilyDescriptor.data_block_encoding:type_name -> cellstore.v1.DataBlockEncoding
-	41, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	42, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
 	10, // 6: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
 	14, // 7: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
 	1,  // 8: cellstore.v1.TableDescriptor.durability:type_name -> cellstore.v1.Durability
-	42, // 9: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
-	7,  // 10: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
-	11, // 11: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
-	21, // 12: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
-	22, // 13: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
-	22, // 14: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
-	22, // 15: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
-	22, // 16: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
-	23, // 17: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
-	24, // 18: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
-	25, // 19: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
-	26, // 20: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
-	27, // 21: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
-	28, // 22: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
-	29, // 23: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
-	30, // 24: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
-	31, // 25: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
-	32, // 26: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
-	33, // 27: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
-	34, // 28: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
-	35, // 29: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
-	36, // 30: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
-	37, // 31: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
-	38, // 32: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
-	39, // 33: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
-	8,  // 34: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
-	17, // 35: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
-	8,  // 36: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
-	17, // 37: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
-	19, // 38: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
-	18, // 39: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
-	20, // 40: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
-	20, // 41: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
-	8,  // 42: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
-	17, // 43: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
-	9,  // 44: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
-	20, // 45: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	43, // 9: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
+	16, // 10: cellstore.v1.TableDescriptor.functions:type_name -> cellstore.v1.TableFunction
+	44, // 11: cellstore.v1.TableFunction.args:type_name -> cellstore.v1.TableFunction.ArgsEntry
+	7,  // 12: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
+	11, // 13: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
+	22, // 14: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
+	23, // 15: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
+	23, // 16: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
+	23, // 17: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
+	23, // 18: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
+	24, // 19: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
+	25, // 20: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
+	26, // 21: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
+	27, // 22: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
+	28, // 23: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
+	29, // 24: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
+	30, // 25: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
+	31, // 26: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
+	32, // 27: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
+	33, // 28: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
+	34, // 29: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
+	35, // 30: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
+	36, // 31: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
+	37, // 32: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
+	38, // 33: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
+	39, // 34: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
+	40, // 35: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
+	8,  // 36: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
+	18, // 37: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
+	8,  // 38: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
+	18, // 39: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
+	20, // 40: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
+	19, // 41: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
+	21, // 42: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
+	21, // 43: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
+	8,  // 44: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
+	18, // 45: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
+	9,  // 46: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
+	21, // 47: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_common_proto_init() }
@@ -3342,7 +3484,7 @@ func file_cellstore_v1_common_proto_init() {
 	if File_cellstore_v1_common_proto != nil {
 		return
 	}
-	file_cellstore_v1_common_proto_msgTypes[7].OneofWrappers = []any{
+	file_cellstore_v1_common_proto_msgTypes[8].OneofWrappers = []any{
 		(*Comparator_Binary)(nil),
 		(*Comparator_BinaryPrefix)(nil),
 		(*Comparator_Substring)(nil),
@@ -3350,7 +3492,7 @@ func file_cellstore_v1_common_proto_init() {
 		(*Comparator_Null)(nil),
 		(*Comparator_Long)(nil),
 	}
-	file_cellstore_v1_common_proto_msgTypes[10].OneofWrappers = []any{
+	file_cellstore_v1_common_proto_msgTypes[11].OneofWrappers = []any{
 		(*Filter_Prefix)(nil),
 		(*Filter_Row)(nil),
 		(*Filter_Family)(nil),
@@ -3380,7 +3522,7 @@ func file_cellstore_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_common_proto_rawDesc), len(file_cellstore_v1_common_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -33,6 +33,7 @@ var grpcCodes = map[ErrorCode]codes.Code{
 	ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND:        codes.NotFound,
 	ErrorCode_ERROR_CODE_SNAPSHOT_EXISTS:           codes.AlreadyExists,
 	ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS:      codes.FailedPrecondition,
+	ErrorCode_ERROR_CODE_FUNCTION_FAILED:           codes.Aborted,
 	ErrorCode_ERROR_CODE_TABLE_DISABLED:            codes.FailedPrecondition,
 	ErrorCode_ERROR_CODE_FAILED_PRECONDITION:       codes.FailedPrecondition,
 	ErrorCode_ERROR_CODE_NO_SUCH_FAMILY:            codes.InvalidArgument,

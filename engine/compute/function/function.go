@@ -1,0 +1,736 @@
+// Package function runs a table's WebAssembly functions (docs/functions.md) in a sandbox: wazero,
+// a pure-Go runtime, with no access to anything but the two host functions of engine/compute/function/abi
+// and a WASI that has no files, no environment, no network and fake clocks. Each call gets a time
+// limit and each instance a memory limit; a call that traps or overruns fails alone, is counted,
+// and a function that fails MaxFailures times in a row is disabled on this server.
+package function
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/compute/function/abi"
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+// Limits and their defaults (TableFunction's fields).
+const (
+	DefaultMemoryMB    = 16
+	MaxMemoryMB        = 256
+	DefaultTimeoutMs   = 100
+	MaxTimeoutMs       = 10000
+	DefaultMaxFailures = 5
+	// MaxModuleSize bounds a module's size, MaxModulesSize all of one request's.
+	MaxModuleSize  = 8 << 20
+	MaxModulesSize = 16 << 20
+	// MaxOutput bounds what one call may output.
+	MaxOutput = 4 << 20
+	// MaxFunctions bounds a table's functions.
+	MaxFunctions = 8
+	// maxLogLine bounds one log line of a module; maxStderr what is kept of its stderr.
+	maxLogLine = 1024
+	maxStderr  = 2048
+	// instantiateTimeout bounds starting an instance (its runtime's init and the init hook).
+	instantiateTimeout = 5 * time.Second
+)
+
+// ErrDisabled is the error of calling a function this server disabled after failures.
+var ErrDisabled = errors.New("function disabled after repeated failures")
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// Hooks are what a module implements.
+type Hooks struct {
+	PreMutate, PostMutate, FilterRow, FileRow bool
+	Endpoints                                 []string
+}
+
+// Check validates a table's functions as a CreateTable or ModifyTable request sends them and
+// returns their digests: names, limits, and each module given (size, compiles, imports only what
+// the sandbox offers, exports cellstore_alloc and at least one hook). Functions without a module
+// must name the digest of one already stored (known reports whether it is).
+func Check(ctx context.Context, fns []*pb.TableFunction) error {
+	if len(fns) > MaxFunctions {
+		return fmt.Errorf("a table has at most %d functions, not %d", MaxFunctions, len(fns))
+	}
+	seen := map[string]bool{}
+	total := 0
+	for _, f := range fns {
+		if total += len(f.GetModule()); total > MaxModulesSize {
+			return fmt.Errorf("the modules sent add up to over %d bytes: send them in several alters", MaxModulesSize)
+		}
+		if !nameRE.MatchString(f.GetName()) {
+			return fmt.Errorf("function name %q: want 1 to 64 of A-Z a-z 0-9 _ . -", f.GetName())
+		}
+		if seen[f.GetName()] {
+			return fmt.Errorf("function %q listed twice", f.GetName())
+		}
+		seen[f.GetName()] = true
+		if m := f.GetMemoryMb(); m < 0 || m > MaxMemoryMB {
+			return fmt.Errorf("function %q: MEMORY_MB %d (1 to %d)", f.GetName(), m, MaxMemoryMB)
+		}
+		if t := f.GetTimeoutMs(); t < 0 || t > MaxTimeoutMs {
+			return fmt.Errorf("function %q: TIMEOUT_MS %d (1 to %d)", f.GetName(), t, MaxTimeoutMs)
+		}
+		if f.GetMaxFailures() < 0 {
+			return fmt.Errorf("function %q: negative MAX_FAILURES", f.GetName())
+		}
+		if len(f.GetModule()) == 0 {
+			if len(f.GetSha256()) != sha256.Size {
+				return fmt.Errorf("function %q has neither a module nor the SHA-256 of one", f.GetName())
+			}
+			continue
+		}
+		if len(f.GetModule()) > MaxModuleSize {
+			return fmt.Errorf("function %q: module of %d bytes (at most %d)", f.GetName(), len(f.GetModule()), MaxModuleSize)
+		}
+		sum := sha256.Sum256(f.GetModule())
+		if len(f.GetSha256()) > 0 && !bytes.Equal(f.GetSha256(), sum[:]) {
+			return fmt.Errorf("function %q: the module's SHA-256 is %x, not %x", f.GetName(), sum, f.GetSha256())
+		}
+		if _, err := Inspect(ctx, f.GetModule()); err != nil {
+			return fmt.Errorf("function %q: %w", f.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Inspect compiles a module and says which hooks it exports, without running it.
+func Inspect(ctx context.Context, wasm []byte) (Hooks, error) {
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+	defer r.Close(ctx)
+	cm, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		return Hooks{}, fmt.Errorf("not a WebAssembly module: %w", err)
+	}
+	defer cm.Close(ctx)
+	return exportedHooks(cm)
+}
+
+var hookSig = map[string][2]int{ // export: params, results
+	abi.ExportAlloc: {1, 1}, abi.ExportInit: {2, 1}, abi.ExportPreMutate: {2, 1}, abi.ExportPostMutate: {2, 1},
+	abi.ExportFilterRow: {2, 1}, abi.ExportFileRow: {2, 1}, abi.ExportEndpointBegin: {2, 1},
+	abi.ExportEndpointRow: {2, 1}, abi.ExportEndpointEnd: {0, 1}, abi.ExportEndpoints: {0, 1}, abi.ExportHooks: {0, 1},
+}
+
+func exportedHooks(cm wazero.CompiledModule) (Hooks, error) {
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch mod {
+		case abi.HostModule:
+			if name != abi.HostOutput && name != abi.HostLog {
+				return Hooks{}, fmt.Errorf("imports %s.%s, which the sandbox does not offer (only %s and %s)", mod, name, abi.HostOutput, abi.HostLog)
+			}
+		case wasi_snapshot_preview1.ModuleName:
+		default:
+			return Hooks{}, fmt.Errorf("imports %s.%s: a function may import only %q and WASI preview 1", mod, name, abi.HostModule)
+		}
+	}
+	exp := cm.ExportedFunctions()
+	for name, sig := range hookSig {
+		f, ok := exp[name]
+		if !ok {
+			continue
+		}
+		if len(f.ParamTypes()) != sig[0] || len(f.ResultTypes()) != sig[1] {
+			return Hooks{}, fmt.Errorf("export %s takes %d values and returns %d (want %d and %d)", name, len(f.ParamTypes()), len(f.ResultTypes()), sig[0], sig[1])
+		}
+		for _, t := range append(slices.Clone(f.ParamTypes()), f.ResultTypes()...) {
+			if t != api.ValueTypeI32 {
+				return Hooks{}, fmt.Errorf("export %s: want i32 parameters and result", name)
+			}
+		}
+	}
+	if _, ok := exp[abi.ExportAlloc]; !ok {
+		return Hooks{}, fmt.Errorf("exports no %s", abi.ExportAlloc)
+	}
+	has := func(n string) bool { _, ok := exp[n]; return ok }
+	h := Hooks{PreMutate: has(abi.ExportPreMutate), PostMutate: has(abi.ExportPostMutate), FilterRow: has(abi.ExportFilterRow),
+		FileRow: has(abi.ExportFileRow)}
+	ep := has(abi.ExportEndpointBegin) && has(abi.ExportEndpointRow) && has(abi.ExportEndpointEnd)
+	if !h.PreMutate && !h.PostMutate && !h.FilterRow && !h.FileRow && !ep {
+		return Hooks{}, errors.New("exports no hook (docs/functions.md lists them)")
+	}
+	if ep {
+		h.Endpoints = []string{""} // named by the module once it runs
+	}
+	return h, nil
+}
+
+// Runtime holds a server's loaded functions: compiled once per module and limits, shared by
+// every region of the table.
+type Runtime struct {
+	log   *slog.Logger
+	cache wazero.CompilationCache
+
+	mu     sync.Mutex
+	loaded map[string]*Function // by table, name, digest and limits
+}
+
+// NewRuntime returns an empty runtime.
+func NewRuntime(log *slog.Logger) *Runtime {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runtime{log: log, cache: wazero.NewCompilationCache(), loaded: map[string]*Function{}}
+}
+
+// Close closes every function.
+func (rt *Runtime) Close() {
+	rt.mu.Lock()
+	fns := rt.loaded
+	rt.loaded = map[string]*Function{}
+	rt.mu.Unlock()
+	for _, f := range fns {
+		f.close()
+	}
+	_ = rt.cache.Close(context.Background())
+}
+
+// Stats is what a server reports of a function.
+type Stats struct {
+	Table, Name       string
+	Calls, Failures   int64
+	Disabled          bool
+	LastError         string
+	Instances, Active int
+}
+
+// Stats reports every loaded function, by table and name.
+func (rt *Runtime) Stats() []Stats {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]Stats, 0, len(rt.loaded))
+	for _, f := range rt.loaded {
+		s := Stats{Table: f.table, Name: f.name, Calls: f.calls.Load(), Failures: f.failures.Load(), Disabled: f.disabled.Load()}
+		if e := f.lastErr.Load(); e != nil {
+			s.LastError = *e
+		}
+		f.poolMu.Lock()
+		s.Instances, s.Active = f.live, f.live-len(f.idle)
+		f.poolMu.Unlock()
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Table != out[j].Table {
+			return out[i].Table < out[j].Table
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Function is a loaded module of a table: its compiled code and a pool of instances.
+type Function struct {
+	rt          *Runtime
+	table, name string
+	key         string
+	timeout     time.Duration
+	maxFailures int64
+	args        []byte
+	r           wazero.Runtime
+	cm          wazero.CompiledModule
+	hooks       Hooks
+	refs        int // under rt.mu
+
+	poolMu sync.Mutex
+	idle   []*instance
+	live   int
+	max    int
+	wake   chan struct{} // signalled when an instance comes back
+
+	calls, failures, consecutive atomic.Int64
+	disabled                     atomic.Bool
+	lastErr                      atomic.Pointer[string]
+}
+
+// Load returns the table's function spec (its module read by read), loading it if this server
+// has not yet; Release gives it back.
+func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunction, read func(sha []byte) ([]byte, error)) (*Function, error) {
+	mem, timeout, maxF := limits(spec)
+	argKeys := make([]string, 0, len(spec.GetArgs()))
+	for k := range spec.GetArgs() {
+		argKeys = append(argKeys, k)
+	}
+	sort.Strings(argKeys)
+	argVals := make([]string, len(argKeys))
+	for i, k := range argKeys {
+		argVals[i] = spec.GetArgs()[k]
+	}
+	args := abi.EncodeArgs(argKeys, argVals)
+	key := fmt.Sprintf("%s/%s/%x/%d/%d/%d/%x", table, spec.GetName(), spec.GetSha256(), mem, timeout, maxF, sha256.Sum256(args))
+	rt.mu.Lock()
+	if f := rt.loaded[key]; f != nil {
+		f.refs++
+		rt.mu.Unlock()
+		return f, nil
+	}
+	rt.mu.Unlock()
+
+	wasm, err := read(spec.GetSha256())
+	if err != nil {
+		return nil, fmt.Errorf("function %q of %s: reading its module: %w", spec.GetName(), table, err)
+	}
+	if sum := sha256.Sum256(wasm); !bytes.Equal(sum[:], spec.GetSha256()) {
+		return nil, fmt.Errorf("function %q of %s: the stored module's SHA-256 is %x, not %x: it is damaged", spec.GetName(), table, sum, spec.GetSha256())
+	}
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(rt.cache).WithCloseOnContextDone(true).
+		WithMemoryLimitPages(uint32(mem) * 16) // 64 KiB pages
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	fail := func(err error) (*Function, error) {
+		_ = r.Close(ctx)
+		return nil, fmt.Errorf("function %q of %s: %w", spec.GetName(), table, err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		return fail(err)
+	}
+	f := &Function{rt: rt, table: table, name: spec.GetName(), key: key, timeout: timeout, maxFailures: int64(maxF), args: args,
+		r: r, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1), refs: 1}
+	if _, err := r.NewHostModuleBuilder(abi.HostModule).
+		NewFunctionBuilder().WithFunc(hostOutput).Export(abi.HostOutput).
+		NewFunctionBuilder().WithFunc(f.hostLog).Export(abi.HostLog).
+		Instantiate(ctx); err != nil {
+		return fail(err)
+	}
+	if f.cm, err = r.CompileModule(ctx, wasm); err != nil {
+		return fail(fmt.Errorf("compiling: %w", err))
+	}
+	if f.hooks, err = exportedHooks(f.cm); err != nil {
+		return fail(err)
+	}
+	// A first instance says which hooks it has (guest modules export all) and its endpoints.
+	inst, err := f.instantiate(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if h, ok := inst.fns[abi.ExportHooks]; ok {
+		res, err := h.Call(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", abi.ExportHooks, err))
+		}
+		bits := int32(res[0])
+		f.hooks.PreMutate = f.hooks.PreMutate && bits&abi.HookPreMutate != 0
+		f.hooks.PostMutate = f.hooks.PostMutate && bits&abi.HookPostMutate != 0
+		f.hooks.FilterRow = f.hooks.FilterRow && bits&abi.HookFilterRow != 0
+		f.hooks.FileRow = f.hooks.FileRow && bits&abi.HookFileRow != 0
+		if bits&abi.HookEndpoints == 0 {
+			f.hooks.Endpoints = nil
+		}
+	}
+	if f.hooks.Endpoints != nil {
+		f.hooks.Endpoints = nil
+		if _, ok := inst.fns[abi.ExportEndpoints]; ok {
+			st, out, err := inst.call(ctx, f.timeout, abi.ExportEndpoints, nil)
+			if err != nil || st != abi.StatusOK {
+				return fail(fmt.Errorf("%s: %v (status %d)", abi.ExportEndpoints, err, st))
+			}
+			for _, n := range strings.Split(string(out), "\n") {
+				if n != "" {
+					f.hooks.Endpoints = append(f.hooks.Endpoints, n)
+				}
+			}
+			sort.Strings(f.hooks.Endpoints)
+		}
+	}
+	f.live = 1
+	f.put(inst)
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if g := rt.loaded[key]; g != nil { // loaded meanwhile by another region
+		g.refs++
+		go f.close()
+		return g, nil
+	}
+	rt.loaded[key] = f
+	rt.log.Info("table function loaded", "table", table, "function", f.name, "sha256", fmt.Sprintf("%x", spec.GetSha256()),
+		"memoryMB", mem, "timeout", timeout, "hooks", f.hookNames())
+	return f, nil
+}
+
+func limits(spec *pb.TableFunction) (memMB int, timeout time.Duration, maxFailures int) {
+	memMB, ms, maxFailures := int(spec.GetMemoryMb()), int(spec.GetTimeoutMs()), int(spec.GetMaxFailures())
+	if memMB <= 0 {
+		memMB = DefaultMemoryMB
+	}
+	if ms <= 0 {
+		ms = DefaultTimeoutMs
+	}
+	if maxFailures <= 0 {
+		maxFailures = DefaultMaxFailures
+	}
+	return min(memMB, MaxMemoryMB), time.Duration(min(ms, MaxTimeoutMs)) * time.Millisecond, maxFailures
+}
+
+// Release gives back a Load: the last one closes the function.
+func (f *Function) Release() {
+	rt := f.rt
+	rt.mu.Lock()
+	f.refs--
+	last := f.refs == 0 && rt.loaded[f.key] == f
+	if last {
+		delete(rt.loaded, f.key)
+	}
+	rt.mu.Unlock()
+	if last {
+		f.close()
+	}
+}
+
+func (f *Function) close() {
+	ctx := context.Background()
+	f.poolMu.Lock()
+	idle := f.idle
+	f.idle = nil
+	f.poolMu.Unlock()
+	for _, in := range idle {
+		_ = in.mod.Close(ctx)
+	}
+	_ = f.r.Close(ctx)
+}
+
+// Name is the function's name in its table.
+func (f *Function) Name() string { return f.name }
+
+// Hooks says what the function does.
+func (f *Function) Hooks() Hooks { return f.hooks }
+
+// Disabled says whether this server stopped running it.
+func (f *Function) Disabled() bool { return f.disabled.Load() }
+
+func (f *Function) hookNames() []string {
+	var n []string
+	for _, h := range []struct {
+		on   bool
+		name string
+	}{{f.hooks.PreMutate, "pre_mutate"}, {f.hooks.PostMutate, "post_mutate"}, {f.hooks.FilterRow, "filter_row"}, {f.hooks.FileRow, "file_row"}} {
+		if h.on {
+			n = append(n, h.name)
+		}
+	}
+	for _, e := range f.hooks.Endpoints {
+		n = append(n, "endpoint:"+e)
+	}
+	return n
+}
+
+// instance is one running copy of the module: calls on it take turns.
+type instance struct {
+	f      *Function
+	mod    api.Module
+	mem    api.Memory
+	fns    map[string]api.Function
+	out    []byte
+	outErr error
+	stderr boundedBuffer
+}
+
+type instanceKey struct{}
+
+func (f *Function) instantiate(ctx context.Context) (*instance, error) {
+	in := &instance{f: f, fns: map[string]api.Function{}}
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), instantiateTimeout)
+	defer cancel()
+	mod, err := f.r.InstantiateModule(ictx, f.cm, wazero.NewModuleConfig().WithName("").
+		WithStartFunctions("_initialize").WithStderr(&in.stderr).WithSysWalltime().WithSysNanotime())
+	if err != nil {
+		return nil, fmt.Errorf("starting: %w%s", err, in.stderr.suffix())
+	}
+	in.mod, in.mem = mod, mod.Memory()
+	if in.mem == nil {
+		_ = mod.Close(ctx)
+		return nil, errors.New("the module has no memory")
+	}
+	for name := range hookSig {
+		if fn := mod.ExportedFunction(name); fn != nil {
+			in.fns[name] = fn
+		}
+	}
+	if _, ok := in.fns[abi.ExportInit]; ok {
+		st, out, err := in.call(ctx, instantiateTimeout, abi.ExportInit, f.args)
+		if err == nil && st != abi.StatusOK {
+			err = fmt.Errorf("init refused the table's args (status %d): %s", st, out)
+		}
+		if err != nil {
+			_ = mod.Close(ctx)
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// call runs one export with input and returns its status and output (valid until the next
+// call on the instance).
+func (in *instance) call(ctx context.Context, timeout time.Duration, export string, input []byte) (int32, []byte, error) {
+	fn := in.fns[export]
+	if fn == nil {
+		return 0, nil, fmt.Errorf("the module does not export %s", export)
+	}
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), timeout)
+	defer cancel()
+	in.out, in.outErr = in.out[:0], nil
+	var res []uint64
+	var err error
+	if hookSig[export][0] == 2 {
+		var ptr []uint64
+		if ptr, err = in.fns[abi.ExportAlloc].Call(cctx, uint64(len(input))); err == nil {
+			p := uint32(ptr[0])
+			if len(input) > 0 && !in.mem.Write(p, input) {
+				return 0, nil, fmt.Errorf("%s returned memory out of bounds (%d bytes at %d)", abi.ExportAlloc, len(input), p)
+			}
+			res, err = fn.Call(cctx, uint64(p), uint64(len(input)))
+		}
+	} else {
+		res, err = fn.Call(cctx)
+	}
+	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return 0, nil, fmt.Errorf("%s ran out of its %v%s", export, timeout, in.stderr.suffix())
+		}
+		return 0, nil, fmt.Errorf("%s trapped: %w%s", export, err, in.stderr.suffix())
+	}
+	if in.outErr != nil {
+		return 0, nil, in.outErr
+	}
+	return int32(res[0]), in.out, nil
+}
+
+func hostOutput(ctx context.Context, m api.Module, ptr, n uint32) {
+	in, _ := ctx.Value(instanceKey{}).(*instance)
+	if in == nil {
+		return
+	}
+	if int(n)+len(in.out) > MaxOutput {
+		in.outErr = fmt.Errorf("output over %d bytes", MaxOutput)
+		return
+	}
+	b, ok := m.Memory().Read(ptr, n)
+	if !ok {
+		in.outErr = fmt.Errorf("output out of bounds (%d bytes at %d)", n, ptr)
+		return
+	}
+	in.out = append(in.out, b...)
+}
+
+func (f *Function) hostLog(ctx context.Context, m api.Module, ptr, n uint32) {
+	b, ok := m.Memory().Read(ptr, min(n, maxLogLine))
+	if !ok {
+		return
+	}
+	f.rt.log.Info("table function says", "table", f.table, "function", f.name, "line", strings.ToValidUTF8(string(b), "?"))
+}
+
+// get takes an idle instance, starts one, or waits for one.
+func (f *Function) get(ctx context.Context) (*instance, error) {
+	for {
+		f.poolMu.Lock()
+		if n := len(f.idle); n > 0 {
+			in := f.idle[n-1]
+			f.idle = f.idle[:n-1]
+			f.poolMu.Unlock()
+			return in, nil
+		}
+		if f.live < f.max {
+			f.live++
+			f.poolMu.Unlock()
+			in, err := f.instantiate(ctx)
+			if err != nil {
+				f.poolMu.Lock()
+				f.live--
+				f.poolMu.Unlock()
+				f.signal()
+				return nil, err
+			}
+			return in, nil
+		}
+		f.poolMu.Unlock()
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (f *Function) put(in *instance) {
+	f.poolMu.Lock()
+	if in.stderr.Len() > 0 {
+		in.stderr.Reset()
+	}
+	f.idle = append(f.idle, in)
+	f.poolMu.Unlock()
+	f.signal()
+}
+
+// discard drops an instance whose state cannot be trusted (it trapped or overran).
+func (f *Function) discard(in *instance) {
+	_ = in.mod.Close(context.Background())
+	f.poolMu.Lock()
+	f.live--
+	f.poolMu.Unlock()
+	f.signal()
+}
+
+func (f *Function) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Call runs export with input on an instance and hands the status and output to use (which
+// must not keep the output). A trap, overrun or negative status counts as a failure.
+func (f *Function) Call(ctx context.Context, export string, input []byte, use func(status int32, out []byte) error) error {
+	if f.disabled.Load() {
+		return fmt.Errorf("%w: %s (function %q of %s)", ErrDisabled, f.lastError(), f.name, f.table)
+	}
+	f.calls.Add(1)
+	in, err := f.get(ctx)
+	if err != nil {
+		return f.failed(err)
+	}
+	st, out, err := in.call(ctx, f.timeout, export, input)
+	if err != nil {
+		f.discard(in)
+		return f.failed(err)
+	}
+	if st < 0 {
+		err = fmt.Errorf("%s failed (status %d): %s", export, st, limitText(out))
+		f.put(in)
+		return f.failed(err)
+	}
+	if use != nil {
+		if err := use(st, out); err != nil {
+			f.put(in)
+			return f.failed(err)
+		}
+	}
+	f.put(in)
+	f.consecutive.Store(0)
+	return nil
+}
+
+// CallOn runs several exports on one instance in turn (an endpoint's begin, rows and end), so
+// that they share the module's state; each call has its own time limit.
+func (f *Function) CallOn(ctx context.Context, run func(call func(export string, input []byte) (int32, []byte, error)) error) error {
+	if f.disabled.Load() {
+		return fmt.Errorf("%w: %s (function %q of %s)", ErrDisabled, f.lastError(), f.name, f.table)
+	}
+	f.calls.Add(1)
+	in, err := f.get(ctx)
+	if err != nil {
+		return f.failed(err)
+	}
+	broken := false
+	err = run(func(export string, input []byte) (int32, []byte, error) {
+		if broken {
+			return 0, nil, errors.New("the instance failed")
+		}
+		st, out, err := in.call(ctx, f.timeout, export, input)
+		if err != nil {
+			broken = true
+			return 0, nil, err
+		}
+		if st < 0 {
+			return st, nil, fmt.Errorf("%s failed (status %d): %s", export, st, limitText(out))
+		}
+		return st, out, nil
+	})
+	if broken {
+		f.discard(in)
+	} else {
+		f.put(in)
+	}
+	if err != nil {
+		return f.failed(err)
+	}
+	f.consecutive.Store(0)
+	return nil
+}
+
+func (f *Function) failed(err error) error {
+	f.failures.Add(1)
+	msg := err.Error()
+	f.lastErr.Store(&msg)
+	if n := f.consecutive.Add(1); n >= f.maxFailures && f.disabled.CompareAndSwap(false, true) {
+		f.rt.log.Error("table function disabled on this server after failing repeatedly: alter the table to load a fixed module",
+			"table", f.table, "function", f.name, "failures", n, "lastError", msg)
+	} else {
+		f.rt.log.Warn("table function failed", "table", f.table, "function", f.name, "error", msg)
+	}
+	return fmt.Errorf("%w %q of %s: %w", region.ErrFunction, f.name, f.table, err)
+}
+
+func (f *Function) lastError() string {
+	if e := f.lastErr.Load(); e != nil {
+		return "last: " + *e
+	}
+	return ""
+}
+
+func limitText(b []byte) string {
+	if len(b) > 512 {
+		b = b[:512]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// boundedBuffer keeps the first maxStderr bytes written (a module's stderr: a Go panic's text).
+type boundedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := maxStderr - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (w *boundedBuffer) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.b)
+}
+
+func (w *boundedBuffer) Reset() {
+	w.mu.Lock()
+	w.b = w.b[:0]
+	w.mu.Unlock()
+}
+
+func (w *boundedBuffer) suffix() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := strings.TrimSpace(strings.ToValidUTF8(string(w.b), "?"))
+	if s == "" {
+		return ""
+	}
+	// The first lines say what happened (a Go panic's message); the goroutine dumps after do not.
+	if lines := strings.SplitN(s, "\n", 4); len(lines) > 3 {
+		s = strings.Join(lines[:3], "; ") + " ..."
+	} else {
+		s = strings.Join(lines, "; ")
+	}
+	return " (stderr: " + s + ")"
+}

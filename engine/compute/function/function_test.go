@@ -1,0 +1,270 @@
+package function_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/compute/function"
+	"github.com/cellstore/cellstore/engine/compute/function/functiontest"
+	"github.com/cellstore/cellstore/engine/region"
+)
+
+const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testdata/testguest"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func open(t *testing.T, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
+	t.Helper()
+	wasm := functiontest.Build(t, testGuest)
+	sum := sha256.Sum256(wasm)
+	spec.Sha256 = sum[:]
+	rt := function.NewRuntime(quiet)
+	t.Cleanup(rt.Close)
+	set, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{spec}, func(sha []byte) ([]byte, error) {
+		if string(sha) != string(sum[:]) {
+			return nil, fmt.Errorf("no module %x", sha)
+		}
+		return wasm, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	return rt, set
+}
+
+func put(row string, vals ...string) *region.Mutation {
+	m := region.NewMutation([]byte(row))
+	for i, v := range vals {
+		m.Put([]byte("f"), []byte(fmt.Sprint("q", i)), 5, []byte(v))
+	}
+	return m
+}
+
+func kvs(row string, vals ...string) []region.KV {
+	var out []region.KV
+	for i, v := range vals {
+		out = append(out, region.KV{Key: cell.AppendKey(nil, []byte(row), []byte("f"), []byte(fmt.Sprint("q", i)), 5, cell.Put), Value: []byte(v)})
+	}
+	return out
+}
+
+func TestHooks(t *testing.T) {
+	_, set := open(t, &pb.TableFunction{Name: "tg", Args: map[string]string{"prefix": "r"}})
+	h := set.Hooks()
+	if !h.PreMutate || !h.PostMutate || !h.FilterRead || !h.FilterFile {
+		t.Fatalf("hooks %+v: want all", h)
+	}
+	// Pre-mutate: through, refused (by value and by the prefix from the args), replaced.
+	if err := set.PreMutate(put("r1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*region.Mutation{put("r1", "refuse"), put("x1", "a")} {
+		err := set.PreMutate(m)
+		if !errors.Is(err, region.ErrFunction) || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("PreMutate(%q): %v, want a refusal", m.Row, err)
+		}
+	}
+	m := put("r1", "double", "extra")
+	if err := set.PreMutate(m); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range m.Ops {
+		got = append(got, string(op.Qualifier)+"="+string(op.Value))
+	}
+	if want := "q0=doubledouble extra=added q1=extra"; strings.Join(got, " ") != want {
+		t.Fatalf("replaced ops %q, want %q", got, want)
+	}
+	// Post-mutate runs on an instance; the "posts" endpoint reads what it counted there.
+	set.PostMutate(put("r2", "a", "b"))
+	out, err := set.RunEndpoint(context.Background(), "tg", "posts", nil, func(*function.Endpoint) error { return nil })
+	if err != nil || string(out) != "2" {
+		t.Fatalf("posts endpoint: %q %v, want 2", out, err)
+	}
+	// Reads: kept, hidden, replaced.
+	if keep, repl, err := set.FilterRead([]byte("r1"), kvs("r1", "a", "b"), false); !keep || repl != nil || err != nil {
+		t.Fatalf("FilterRead plain: %v %v %v", keep, repl, err)
+	}
+	if keep, _, err := set.FilterRead([]byte("r1"), kvs("r1", "a", "hidden"), true); keep || err != nil {
+		t.Fatalf("FilterRead hidden: %v %v", keep, err)
+	}
+	keep, repl, err := set.FilterRead([]byte("r1"), kvs("r1", "a", "secret"), false)
+	if !keep || err != nil || len(repl) != 2 || string(repl[1].Value) != "***" || string(repl[1].Key.Qualifier()) != "q1" {
+		t.Fatalf("FilterRead secret: %v %v %v", keep, repl, err)
+	}
+	// File rows: a mask.
+	mask := []bool{true, true, true}
+	set.FilterFile(region.FileMajorCompaction, false, []byte("r1"), kvs("r1", "a", "garbage", "b"), mask)
+	if fmt.Sprint(mask) != "[true false true]" {
+		t.Fatalf("FilterFile mask %v", mask)
+	}
+	// An endpoint over rows, stopping where its argument says.
+	var stopped bool
+	out, err = set.RunEndpoint(context.Background(), "tg", "count", []byte("r2"), func(e *function.Endpoint) error {
+		for i := 1; i <= 3; i++ {
+			row := fmt.Sprint("r", i)
+			stop, err := e.Row([]byte(row), kvs(row, "a", "b"))
+			if err != nil {
+				return err
+			}
+			if stop {
+				stopped = true
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil || !stopped || binary.LittleEndian.Uint64(out) != 2 || binary.LittleEndian.Uint64(out[8:]) != 4 {
+		t.Fatalf("count endpoint: %x %v stopped=%v", out, err, stopped)
+	}
+	if _, err := set.RunEndpoint(context.Background(), "tg", "nope", nil, nil); !errors.Is(err, function.ErrNoEndpoint) {
+		t.Fatalf("unknown endpoint: %v", err)
+	}
+}
+
+func TestLimitsAndDisabling(t *testing.T) {
+	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 2000, MemoryMb: 32, MaxFailures: 3})
+	for _, c := range []struct{ value, want string }{
+		{"trap", "asked to trap"},
+		{"loop", "ran out of its 2s"},
+		{"oom", "out of memory"},
+	} {
+		err := set.PreMutate(put("row", c.value))
+		if !errors.Is(err, region.ErrFunction) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v, want an error saying %q", c.value, err, c.want)
+		}
+		// The failure cost only that call: the next one works (a success resets the count).
+		if err := set.PreMutate(put("row", "fine")); err != nil {
+			t.Fatalf("after %s: %v", c.value, err)
+		}
+	}
+	st := rt.Stats()
+	if len(st) != 1 || st[0].Failures != 3 || st[0].Disabled {
+		t.Fatalf("stats %+v: want 3 failures, not disabled", st)
+	}
+	// Three failures in a row disable it: its hooks are then skipped (HBase unloads a
+	// coprocessor that throws) and its endpoints refuse.
+	for range 3 {
+		if err := set.PreMutate(put("row", "trap")); err == nil {
+			t.Fatal("a trap did not fail")
+		}
+	}
+	if st := rt.Stats(); !st[0].Disabled || !strings.Contains(st[0].LastError, "asked to trap") {
+		t.Fatalf("stats %+v: want disabled with the last error", st)
+	}
+	if err := set.PreMutate(put("row", "refuse")); err != nil {
+		t.Fatalf("a disabled function still ran: %v", err)
+	}
+	if _, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(*function.Endpoint) error { return nil }); !errors.Is(err, function.ErrDisabled) {
+		t.Fatalf("endpoint of a disabled function: %v", err)
+	}
+}
+
+func TestFileRowFailureKeepsEverything(t *testing.T) {
+	_, set := open(t, &pb.TableFunction{Name: "tg"})
+	mask := []bool{true, true}
+	set.FilterFile(region.FileFlush, false, []byte("r"), kvs("r", "garbage", "filetrap"), mask)
+	if fmt.Sprint(mask) != "[true true]" {
+		t.Fatalf("mask after a trap %v: a failing file hook must keep every cell", mask)
+	}
+	if _, _, err := set.FilterRead([]byte("r"), kvs("r", "readtrap"), false); !errors.Is(err, region.ErrFunction) {
+		t.Fatalf("a read hook's trap: %v, want it to fail the read", err)
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	_, set := open(t, &pb.TableFunction{Name: "tg"})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				m := put(fmt.Sprint("row", g, i), "double")
+				if err := set.PreMutate(m); err != nil {
+					errs <- err
+					return
+				}
+				if string(m.Ops[0].Value) != "doubledouble" {
+					errs <- fmt.Errorf("row%d-%d: %q", g, i, m.Ops[0].Value)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestInitFailure(t *testing.T) {
+	wasm := functiontest.Build(t, testGuest)
+	sum := sha256.Sum256(wasm)
+	rt := function.NewRuntime(quiet)
+	defer rt.Close()
+	_, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{{Name: "tg", Sha256: sum[:], Args: map[string]string{"fail_init": "yes"}}},
+		func([]byte) ([]byte, error) { return wasm, nil })
+	if err == nil || !strings.Contains(err.Error(), "init refused") {
+		t.Fatalf("Open with an init that refuses: %v", err)
+	}
+	// A stored module that does not match its digest is damaged.
+	_, err = rt.Open(context.Background(), "default:t", []*pb.TableFunction{{Name: "tg", Sha256: sum[:]}},
+		func([]byte) ([]byte, error) { return append([]byte{}, wasm[:len(wasm)-1]...), nil })
+	if err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("Open of a damaged module: %v", err)
+	}
+}
+
+// Minimal modules written out by hand: the magic and version, then sections.
+var (
+	emptyModule    = []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	importsEnvFunc = append(append([]byte{}, emptyModule...),
+		1, 4, 1, 0x60, 0, 0, // type section: one func type () -> ()
+		2, 9, 1, 3, 'e', 'n', 'v', 1, 'f', 0, 0) // import section: env.f, func of type 0
+)
+
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	wasm := functiontest.Build(t, testGuest)
+	if err := function.Check(ctx, []*pb.TableFunction{{Name: "tg", Module: wasm}}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(wasm)
+	for _, c := range []struct {
+		name string
+		fns  []*pb.TableFunction
+		want string
+	}{
+		{"bad name", []*pb.TableFunction{{Name: "a b", Module: wasm}}, "function name"},
+		{"twice", []*pb.TableFunction{{Name: "a", Module: wasm}, {Name: "a", Module: wasm}}, "listed twice"},
+		{"memory", []*pb.TableFunction{{Name: "a", Module: wasm, MemoryMb: 1024}}, "MEMORY_MB"},
+		{"timeout", []*pb.TableFunction{{Name: "a", Module: wasm, TimeoutMs: -1}}, "TIMEOUT_MS"},
+		{"nothing", []*pb.TableFunction{{Name: "a"}}, "neither a module"},
+		{"digest", []*pb.TableFunction{{Name: "a", Module: wasm, Sha256: make([]byte, 32)}}, "SHA-256 is"},
+		{"not wasm", []*pb.TableFunction{{Name: "a", Module: []byte("hello")}}, "not a WebAssembly module"},
+		{"no alloc", []*pb.TableFunction{{Name: "a", Module: emptyModule}}, "exports no cellstore_alloc"},
+		{"imports", []*pb.TableFunction{{Name: "a", Module: importsEnvFunc}}, "imports env.f"},
+	} {
+		err := function.Check(ctx, c.fns)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	if err := function.Check(ctx, []*pb.TableFunction{{Name: "a", Sha256: sum[:]}}); err != nil {
+		t.Fatalf("a function naming a stored module: %v", err)
+	}
+}
