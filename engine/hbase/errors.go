@@ -115,7 +115,7 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 	case pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:
 		return &exception{class: classAccessDenied, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, pb.ErrorCode_ERROR_CODE_BAD_VALUE, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION,
-		pb.ErrorCode_ERROR_CODE_CORRUPTION:
+		pb.ErrorCode_ERROR_CODE_CORRUPTION, pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED: // a coprocessor's refusal, as HBase's
 		return &exception{class: classDoNotRetry, msg: msg, doNotRetry: true}
 	}
 	if d.GetRetryable() {

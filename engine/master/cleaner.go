@@ -93,7 +93,11 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 		return 0, err
 	}
 	var links []string
+	keep := map[string]bool{}
 	for _, t := range m.st.tables {
+		for _, f := range t.GetTable().GetFunctions() {
+			keep[layout.FunctionModuleKey(f.GetSha256())] = true
+		}
 		links = append(links, t.GetLinkManifests()...)
 		if rs := t.GetRestore(); rs != nil {
 			links = append(links, rs.GetLinkManifest())
@@ -102,7 +106,6 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 	m.mu.Unlock()
 
 	st := m.regionStorage()
-	keep := map[string]bool{}
 	ms, bad, err := snapshot.List(st)
 	if err != nil {
 		return 0, err
@@ -127,7 +130,9 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 	}
 	seen := map[string]time.Time{}
 	deleted := 0
-	err = st.WalkFiles("archive/data", func(p string) error {
+	// Archived store files no snapshot names, and table functions' modules (stored by a
+	// ModifyTable before its catalog commit: hence the same wait) no table or snapshot names.
+	err = walkAll(st, []string{"archive/data", layout.FunctionsDir, "archive/" + layout.FunctionsDir}, func(p string) error {
 		if keep[strings.TrimPrefix(p, "archive/")] {
 			return nil
 		}
@@ -214,4 +219,14 @@ func (m *Master) checkLinksLocked() {
 func (m *Master) deleteLinkManifests(tn *pb.TableName) error {
 	st := m.regionStorage()
 	return st.WalkFiles(snapshot.LinkManifestsDir(tn), st.DeleteObject)
+}
+
+// walkAll walks several directories in turn.
+func walkAll(st region.Storage, dirs []string, fn func(p string) error) error {
+	for _, d := range dirs {
+		if err := st.WalkFiles(d, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }

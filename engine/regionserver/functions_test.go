@@ -3,6 +3,7 @@ package regionserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/compute/function/functiontest"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -42,7 +45,7 @@ func scanRows(t *testing.T, tbl *client.Table, s *pb.Scan) []string {
 // several regions merged by the client, and a misbehaving function failing its calls alone,
 // then disabled.
 func TestTableFunctions(t *testing.T) {
-	c := startCluster(t, 2)
+	c := startClusterWith(t, 2, nil, func(mc *master.Config) { mc.ArchiveTTL = time.Nanosecond })
 	ctx := context.Background()
 
 	// The queue: two regions, each with a read replica on the other server.
@@ -272,6 +275,22 @@ func TestTableFunctions(t *testing.T) {
 	waitFor(t, "done items to be readable without the function", 10*time.Second, func() bool {
 		return strings.Contains(strings.Join(scanRows(t, tbl, &pb.Scan{}), " "), "item0")
 	})
+	// The cleaner deletes the module no table uses any more, and only it.
+	modules := func() []string {
+		var out []string
+		if err := (region.Storage{FS: c.fs}).WalkFiles(layout.FunctionsDir, func(p string) error { out = append(out, p); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if n := len(modules()); n != 3 {
+		t.Fatalf("%d modules stored, want 3: %q", n, modules())
+	}
+	c.clean(t)
+	left := modules()
+	if len(left) != 2 || slices.Contains(left, layout.FunctionModuleKey(fns[0].GetSha256())) {
+		t.Fatalf("modules after the cleaner: %q (want the two in use)", left)
+	}
 }
 
 const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testdata/testguest"

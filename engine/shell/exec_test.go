@@ -56,6 +56,8 @@ func TestUsageErrors(t *testing.T) {
 		`bulk_delete 't'`:                                                "bulk_delete takes a table and",
 		`bulk_delete 't', {DELETE_TYPE => 'CELL'}`:                       "DELETE_TYPE is ROW, FAMILY, COLUMN or VERSION",
 		`bulk_delete 't', {TIMESTAMP => -1}`:                             "TIMESTAMP takes a timestamp",
+		`call_function 't', 'fn', 'ep', 'arg', {LIMIT => 5}`:             "it does not take LIMIT",
+		`call_function 't', 'fn'`:                                        "endpoint",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError

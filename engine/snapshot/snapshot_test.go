@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -165,5 +166,18 @@ func TestCopy(t *testing.T) {
 	}
 	if _, err := Copy(ctx, src, dst, "missing", CopyOptions{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("copy of a missing snapshot: %v", err)
+	}
+}
+
+// A snapshot's files include its table functions' modules, so that copies (exports, backups)
+// carry them to where the table may be cloned.
+func TestPathsIncludeFunctionModules(t *testing.T) {
+	sha := make([]byte, 32)
+	sha[0] = 0xab
+	m := &pb.SnapshotManifest{Table: &pb.TableDescriptor{Functions: []*pb.TableFunction{{Name: "f", Sha256: sha}}},
+		Regions: []*pb.SnapshotRegion{{Files: []*pb.SnapshotFile{{Path: "data/default/t/r/f/file1"}}}}}
+	got := Paths(m)
+	if len(got) != 2 || got[0] != "data/default/t/r/f/file1" || got[1] != layout.FunctionModuleKey(sha) {
+		t.Fatalf("Paths = %q", got)
 	}
 }
