@@ -445,8 +445,11 @@ func TestScanHeartbeats(t *testing.T) {
 	createTable(t, c, "hb", nil)
 	tbl := c.client.Table("hb")
 	var ops []client.BatchOp
+	// 1 KiB values and a regular expression the filter runs over each: the region takes far
+	// longer to read (tens of ms) than the 1 ms limit, however fast the machine.
+	value := bytes.Repeat([]byte("v"), 1024)
 	for i := range 20000 {
-		ops = append(ops, client.BatchOp{Mutation: client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))})
+		ops = append(ops, client.BatchOp{Mutation: client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, value)})
 	}
 	for _, r := range tbl.Batch(ctx, ops) {
 		if r.Err != nil {
@@ -455,7 +458,7 @@ func TestScanHeartbeats(t *testing.T) {
 	}
 	regionName, conn := locate(t, c, "hb", []byte("a"))
 	none := &pb.Filter{Filter: &pb.Filter_Value{Value: &pb.CompareFilter{Op: pb.CompareOp_COMPARE_OP_EQUAL,
-		Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte("nomatch")}}}}}
+		Comparator: &pb.Comparator{Kind: &pb.Comparator_Regex{Regex: "(v|w)*x"}}}}}
 	req := &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, Scan: &pb.Scan{Filter: none}, NumberOfRows: 100,
 		ClientHandlesHeartbeats: true, ClientHandlesPartials: true, TimeLimitMs: 1}
 	heartbeats, calls := 0, 0

@@ -18,8 +18,7 @@ import (
 func BenchmarkFilterRead(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("cells=%d", n), func(b *testing.B) {
-			_, set := open(&testing.T{}, &pb.TableFunction{Name: "tg"})
-			defer set.Close()
+			_, set := open(b, &pb.TableFunction{Name: "tg"})
 			vals := make([]string, n)
 			for i := range vals {
 				vals[i] = fmt.Sprintf("%0100d", i)
@@ -38,8 +37,7 @@ func BenchmarkFilterRead(b *testing.B) {
 }
 
 func BenchmarkPreMutate(b *testing.B) {
-	_, set := open(&testing.T{}, &pb.TableFunction{Name: "tg"})
-	defer set.Close()
+	_, set := open(b, &pb.TableFunction{Name: "tg"})
 	b.ReportAllocs()
 	for range b.N {
 		if err := set.PreMutate(put("row", "value")); err != nil {
@@ -49,8 +47,7 @@ func BenchmarkPreMutate(b *testing.B) {
 }
 
 func BenchmarkEndpointRow(b *testing.B) {
-	_, set := open(&testing.T{}, &pb.TableFunction{Name: "tg"})
-	defer set.Close()
+	_, set := open(b, &pb.TableFunction{Name: "tg"})
 	row := kvs("row", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
 	b.ReportAllocs()
 	_, err := set.RunEndpoint(context.Background(), "tg", "posts", nil, func(e *function.Endpoint) error {
@@ -65,4 +62,28 @@ func BenchmarkEndpointRow(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/cell")
+}
+
+// What the time limit costs: the same rows through the same module, loaded with and without the
+// compiled deadline checks.
+func BenchmarkTimeLimitChecks(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("checks=%v", on), func(b *testing.B) {
+			function.SetTimeLimits(on)
+			defer function.SetTimeLimits(true)
+			_, set := open(b, &pb.TableFunction{Name: "tg"})
+			vals := make([]string, 10)
+			for i := range vals {
+				vals[i] = fmt.Sprintf("%0100d", i)
+			}
+			row := kvs("row", vals...)
+			b.ResetTimer()
+			for range b.N {
+				if keep, _, err := set.FilterRead([]byte("row"), row, false); !keep || err != nil {
+					b.Fatal(keep, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/cell")
+		})
+	}
 }

@@ -51,6 +51,10 @@ const (
 	instantiateTimeout = 5 * time.Second
 )
 
+// enforceTimeLimits makes the compiled code check for a call's deadline (a benchmark turns it
+// off to measure what the checks cost).
+var enforceTimeLimits = true
+
 // ErrDisabled is the error of calling a function this server disabled after failures.
 var ErrDisabled = errors.New("function disabled after repeated failures")
 
@@ -291,7 +295,7 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 	if sum := sha256.Sum256(wasm); !bytes.Equal(sum[:], spec.GetSha256()) {
 		return nil, fmt.Errorf("function %q of %s: the stored module's SHA-256 is %x, not %x: it is damaged", spec.GetName(), table, sum, spec.GetSha256())
 	}
-	cfg := wazero.NewRuntimeConfig().WithCompilationCache(rt.cache).WithCloseOnContextDone(true).
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(rt.cache).WithCloseOnContextDone(enforceTimeLimits).
 		WithMemoryLimitPages(uint32(mem) * 16) // 64 KiB pages
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	fail := func(err error) (*Function, error) {

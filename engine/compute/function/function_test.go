@@ -23,7 +23,7 @@ const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testda
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func open(t *testing.T, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
+func open(t testing.TB, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
 	t.Helper()
 	wasm := functiontest.Build(t, testGuest)
 	sum := sha256.Sum256(wasm)
