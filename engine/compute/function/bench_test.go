@@ -71,7 +71,7 @@ func BenchmarkTimeLimitChecks(b *testing.B) {
 		b.Run(fmt.Sprintf("checks=%v", on), func(b *testing.B) {
 			function.SetTimeLimits(on)
 			defer function.SetTimeLimits(true)
-			_, set := open(b, &pb.TableFunction{Name: "tg"})
+			_, set := openOn(b, function.NewPrivateRuntime(quiet), &pb.TableFunction{Name: "tg"})
 			vals := make([]string, 10)
 			for i := range vals {
 				vals[i] = fmt.Sprintf("%0100d", i)

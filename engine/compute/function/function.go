@@ -118,7 +118,7 @@ func Check(ctx context.Context, fns []*pb.TableFunction) error {
 
 // Inspect compiles a module and says which hooks it exports, without running it.
 func Inspect(ctx context.Context, wasm []byte) (Hooks, error) {
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(compiled).WithCloseOnContextDone(enforceTimeLimits))
 	defer r.Close(ctx)
 	cm, err := r.CompileModule(ctx, wasm)
 	if err != nil {
@@ -188,12 +188,17 @@ type Runtime struct {
 	loaded map[string]*Function // by table, name, digest and limits
 }
 
+// compiled is the process's compiled code, shared by its runtimes and the master's checks (a
+// standalone process compiles a module once): wazero counts its users and frees a module's code
+// when the last one closes it.
+var compiled = wazero.NewCompilationCache()
+
 // NewRuntime returns an empty runtime.
 func NewRuntime(log *slog.Logger) *Runtime {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runtime{log: log, cache: wazero.NewCompilationCache(), loaded: map[string]*Function{}}
+	return &Runtime{log: log, cache: compiled, loaded: map[string]*Function{}}
 }
 
 // Close closes every function.
@@ -205,7 +210,9 @@ func (rt *Runtime) Close() {
 	for _, f := range fns {
 		f.close()
 	}
-	_ = rt.cache.Close(context.Background())
+	if rt.cache != compiled {
+		_ = rt.cache.Close(context.Background())
+	}
 }
 
 // Stats is what a server reports of a function.

@@ -24,11 +24,14 @@ const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testda
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func open(t testing.TB, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
+	return openOn(t, function.NewRuntime(quiet), spec)
+}
+
+func openOn(t testing.TB, rt *function.Runtime, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
 	t.Helper()
 	wasm := functiontest.Build(t, testGuest)
 	sum := sha256.Sum256(wasm)
 	spec.Sha256 = sum[:]
-	rt := function.NewRuntime(quiet)
 	t.Cleanup(rt.Close)
 	set, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{spec}, func(sha []byte) ([]byte, error) {
 		if string(sha) != string(sum[:]) {
