@@ -428,3 +428,31 @@ func TestFromDetail(t *testing.T) {
 		}
 	}
 }
+
+// IN_MEMORY_COMPACTION travels both ways (HBase's MemoryCompactionPolicy names); ADAPTIVE and
+// unknown policies are refused, and the default is left out of a described family as HBase does.
+func TestFamilyInMemoryCompaction(t *testing.T) {
+	schema := func(v string) *hb.ColumnFamilySchema {
+		return &hb.ColumnFamilySchema{Name: []byte("f"), Attributes: []*hb.BytesBytesPair{pair("IN_MEMORY_COMPACTION", v)}}
+	}
+	fd, err := familyDescriptor(schema("eager"))
+	if err != nil || fd.GetInMemoryCompaction() != pb.InMemoryCompaction_IN_MEMORY_COMPACTION_EAGER {
+		t.Fatalf("EAGER: %v %v", fd, err)
+	}
+	if back := familySchema(fd); !slices.ContainsFunc(back.GetAttributes(), func(p *hb.BytesBytesPair) bool {
+		return string(p.GetFirst()) == "IN_MEMORY_COMPACTION" && string(p.GetSecond()) == "EAGER"
+	}) {
+		t.Fatalf("described back as %v", back.GetAttributes())
+	}
+	for _, v := range []string{"ADAPTIVE", "LAZY"} {
+		if _, err := familyDescriptor(schema(v)); err == nil || !strings.Contains(err.Error(), "NONE, BASIC or EAGER") {
+			t.Fatalf("%s: %v", v, err)
+		}
+	}
+	fd.InMemoryCompaction = pb.InMemoryCompaction_IN_MEMORY_COMPACTION_NONE
+	for _, p := range familySchema(fd).GetAttributes() {
+		if string(p.GetFirst()) == "IN_MEMORY_COMPACTION" {
+			t.Fatal("NONE described")
+		}
+	}
+}

@@ -705,6 +705,12 @@ func familyDescriptor(cf *hb.ColumnFamilySchema) (*pb.ColumnFamilyDescriptor, er
 			fd.DataBlockEncoding = pb.DataBlockEncoding(e)
 		case "IN_MEMORY":
 			fd.InMemory = strings.EqualFold(v, "true")
+		case "IN_MEMORY_COMPACTION":
+			e, ok := pb.InMemoryCompaction_value["IN_MEMORY_COMPACTION_"+strings.ToUpper(v)]
+			if !ok {
+				return nil, doNotRetry("IN_MEMORY_COMPACTION %q of family %s: use NONE, BASIC or EAGER (ADAPTIVE is not supported)", v, cf.GetName())
+			}
+			fd.InMemoryCompaction = pb.InMemoryCompaction(e)
 		case "BLOCKCACHE":
 			fd.BlockCacheDisabled = strings.EqualFold(v, "false")
 		}
@@ -787,6 +793,9 @@ func familySchema(fd *pb.ColumnFamilyDescriptor) *hb.ColumnFamilySchema {
 		pair("TTL", ttl),
 		pair("VERSIONS", strconv.Itoa(int(versions))),
 	}}
+	if p := fd.GetInMemoryCompaction(); p != pb.InMemoryCompaction_IN_MEMORY_COMPACTION_NONE { // HBase leaves the default out
+		cs.Attributes = append(cs.Attributes, pair("IN_MEMORY_COMPACTION", strings.TrimPrefix(p.String(), "IN_MEMORY_COMPACTION_")))
+	}
 	keys := make([]string, 0, len(fd.GetConfiguration()))
 	for k := range fd.GetConfiguration() {
 		keys = append(keys, k)

@@ -152,6 +152,12 @@ func familyDescriptors(t *pb.TableDescriptor) []region.Family {
 	for _, f := range t.GetFamilies() {
 		rf := region.Family{Name: string(f.GetName()), MaxVersions: int(f.GetMaxVersions()), MinVersions: int(f.GetMinVersions()),
 			TTL: f.GetTtlSeconds(), BlockSize: int(f.GetBlockSize()), InMemory: f.GetInMemory(), NoBlockCache: f.GetBlockCacheDisabled()}
+		switch f.GetInMemoryCompaction() {
+		case pb.InMemoryCompaction_IN_MEMORY_COMPACTION_BASIC:
+			rf.InMemoryCompaction = region.InMemoryBasic
+		case pb.InMemoryCompaction_IN_MEMORY_COMPACTION_EAGER:
+			rf.InMemoryCompaction = region.InMemoryEager
+		}
 		switch f.GetKeepDeletedCells() {
 		case pb.KeepDeletedCells_KEEP_DELETED_CELLS_TRUE:
 			rf.KeepDeletedCells = region.KeepDeletedTrue

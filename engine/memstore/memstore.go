@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -13,21 +14,26 @@ import (
 // not been cleared (a flush is still under way).
 var ErrSnapshotExists = errors.New("memstore: a snapshot is already being flushed")
 
-// Memstore is a region's write buffer: an active segment receiving writes
-// and at most one frozen snapshot being flushed.
+// Memstore is a region's write buffer: an active segment receiving writes, the segments an
+// in-memory flush froze (the pipeline of a compacting memstore) and at most one frozen snapshot
+// being flushed.
 //
 // Add and Reserve may be called concurrently with each other and with
-// scanners. Snapshot must not run concurrently with Add/Reserve: the region
+// scanners. Snapshot and InMemoryFlush must not run concurrently with Add/Reserve: the region
 // serialises them with its updates lock (writers hold it shared, the flush
 // exclusively), so that a mutation is either wholly in the snapshot or
 // wholly in the new active segment.
 type Memstore struct {
 	pool *offheap.ChunkPool
 
-	mu       sync.RWMutex
-	active   atomic.Pointer[Segment]
-	snapshot *Segment
-	closed   bool
+	mu     sync.RWMutex
+	active atomic.Pointer[Segment]
+	// pipeline holds the segments in-memory flushes froze, newest first; pipelineBytes is their
+	// data bytes.
+	pipeline      []*Segment
+	pipelineBytes atomic.Int64
+	snapshot      *Frozen
+	closed        bool
 }
 
 // New returns an empty memstore whose segments take chunks from pool.
@@ -78,10 +84,27 @@ func (m *Memstore) AddTagged(key cell.Key, value, tags []byte, seq uint64) error
 	return s.add(key, value, tags, seq)
 }
 
-// Snapshot freezes the active segment, installs a new one and returns the
-// frozen segment for the flush. The memstore keeps its reference on the
-// snapshot (readers keep seeing it) until ClearSnapshot.
-func (m *Memstore) Snapshot() (*Segment, error) {
+// Frozen is what a flush writes: the segments Snapshot froze, newest first.
+type Frozen struct {
+	segs []*Segment
+}
+
+// Segments are the frozen segments, newest first.
+func (f *Frozen) Segments() []*Segment { return f.segs }
+
+// Stats is the accounting of the segments together.
+func (f *Frozen) Stats() Stats {
+	st := emptyStats()
+	for _, s := range f.segs {
+		st = st.plus(s.Stats())
+	}
+	return st
+}
+
+// Snapshot freezes the active segment, installs a new one and returns the frozen segment and
+// the pipeline's for the flush. The memstore keeps its references on them (readers keep seeing
+// them) until ClearSnapshot.
+func (m *Memstore) Snapshot() (*Frozen, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -95,53 +118,66 @@ func (m *Memstore) Snapshot() (*Segment, error) {
 		return nil, err
 	}
 	old := m.active.Load()
-	old.frozen.Store(true)
-	old.mu.Lock()
-	// Spare chunks are not needed by a frozen segment.
-	spare := old.spare
-	old.spare = nil
-	old.pending = 0
-	old.mu.Unlock()
+	freeze(old)
+	m.snapshot = &Frozen{segs: append([]*Segment{old}, m.pipeline...)}
+	m.pipeline = nil
+	m.pipelineBytes.Store(0)
+	m.active.Store(fresh)
+	return m.snapshot, nil
+}
+
+// freeze makes a segment read-only and gives its spare chunks back.
+func freeze(s *Segment) {
+	s.frozen.Store(true)
+	s.mu.Lock()
+	spare := s.spare
+	s.spare = nil
+	s.pending = 0
+	s.mu.Unlock()
 	for _, c := range spare {
 		c.Release()
-		old.chunkBytes.Add(-int64(old.chunkSize))
+		s.chunkBytes.Add(-int64(s.chunkSize))
 	}
-	m.snapshot = old
-	m.active.Store(fresh)
-	return old, nil
 }
 
 // CurrentSnapshot returns the snapshot being flushed, or nil.
-func (m *Memstore) CurrentSnapshot() *Segment {
+func (m *Memstore) CurrentSnapshot() *Frozen {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.snapshot
 }
 
-// ClearSnapshot drops the memstore's reference on a flushed snapshot once
+// ClearSnapshot drops the memstore's references on a flushed snapshot once
 // its store file is committed. The chunks return to the pool when the last
-// scanner reading it closes.
-func (m *Memstore) ClearSnapshot(s *Segment) {
+// scanner reading them closes.
+func (m *Memstore) ClearSnapshot(f *Frozen) {
 	m.mu.Lock()
-	if m.snapshot != s || s == nil {
+	if m.snapshot != f || f == nil {
 		m.mu.Unlock()
 		return
 	}
 	m.snapshot = nil
 	m.mu.Unlock()
-	s.release()
+	for _, s := range f.segs {
+		s.release()
+	}
 }
 
-// Scanners returns scanners over the snapshot (if any) and the active
-// segment at readPoint. Empty segments are skipped. The caller closes them.
+// Scanners returns scanners over the snapshot's segments, the pipeline and the active segment
+// at readPoint. Empty segments are skipped. The caller closes them.
 func (m *Memstore) Scanners(readPoint uint64) ([]*Scanner, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
+	segs := make([]*Segment, 0, 4)
+	if m.snapshot != nil {
+		segs = append(segs, m.snapshot.segs...)
+	}
+	segs = append(append(segs, m.pipeline...), m.active.Load())
 	var out []*Scanner
-	for _, s := range []*Segment{m.snapshot, m.active.Load()} {
+	for _, s := range segs {
 		if s == nil || s.Empty() {
 			continue
 		}
@@ -157,24 +193,47 @@ func (m *Memstore) Scanners(readPoint uint64) ([]*Scanner, error) {
 	return out, nil
 }
 
-// Stats returns the accounting of the active segment and the snapshot
-// together.
+// Stats returns the accounting of every segment: active, pipeline and snapshot.
 func (m *Memstore) Stats() Stats {
 	m.mu.RLock()
-	snap := m.snapshot
-	m.mu.RUnlock()
-	st := m.ActiveStats()
-	if snap != nil {
-		ss := snap.Stats()
-		st.DataBytes += ss.DataBytes
-		st.HeapBytes += ss.HeapBytes
-		st.ChunkBytes += ss.ChunkBytes
-		st.Cells += ss.Cells
-		st.MinTs = min(st.MinTs, ss.MinTs)
-		st.MaxTs = max(st.MaxTs, ss.MaxTs)
-		st.MinSeq = min(st.MinSeq, ss.MinSeq)
-		st.MaxSeq = max(st.MaxSeq, ss.MaxSeq)
+	st := m.unflushedLocked()
+	if m.snapshot != nil {
+		st = st.plus(m.snapshot.Stats())
 	}
+	m.mu.RUnlock()
+	return st
+}
+
+// UnflushedStats returns the accounting of what the next flush would write: the active segment
+// and the pipeline.
+func (m *Memstore) UnflushedStats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.unflushedLocked()
+}
+
+func (m *Memstore) unflushedLocked() Stats {
+	st := m.ActiveStats()
+	for _, s := range m.pipeline {
+		st = st.plus(s.Stats())
+	}
+	return st
+}
+
+func emptyStats() Stats {
+	return Stats{MinTs: math.MaxInt64, MaxTs: math.MinInt64, MinSeq: math.MaxUint64}
+}
+
+// plus adds the accounting of o.
+func (st Stats) plus(o Stats) Stats {
+	st.DataBytes += o.DataBytes
+	st.HeapBytes += o.HeapBytes
+	st.ChunkBytes += o.ChunkBytes
+	st.Cells += o.Cells
+	st.MinTs = min(st.MinTs, o.MinTs)
+	st.MaxTs = max(st.MaxTs, o.MaxTs)
+	st.MinSeq = min(st.MinSeq, o.MinSeq)
+	st.MaxSeq = max(st.MaxSeq, o.MaxSeq)
 	return st
 }
 
@@ -185,6 +244,12 @@ func (m *Memstore) ActiveStats() Stats {
 		return Stats{}
 	}
 	return s.Stats()
+}
+
+// UnflushedDataBytes returns the data size of the active segment and the pipeline (two atomic
+// loads: the region checks it against its flush size on every write of a compacting memstore).
+func (m *Memstore) UnflushedDataBytes() int64 {
+	return m.ActiveDataBytes() + m.pipelineBytes.Load()
 }
 
 // ActiveDataBytes returns the data size of the active segment (one atomic
@@ -207,9 +272,16 @@ func (m *Memstore) Close() {
 	}
 	m.closed = true
 	if m.snapshot != nil {
-		m.snapshot.release()
+		for _, s := range m.snapshot.segs {
+			s.release()
+		}
 		m.snapshot = nil
 	}
+	for _, s := range m.pipeline {
+		s.release()
+	}
+	m.pipeline = nil
+	m.pipelineBytes.Store(0)
 	if s := m.active.Swap(nil); s != nil {
 		s.release()
 	}

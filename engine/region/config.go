@@ -77,6 +77,9 @@ type Config struct {
 	// FlushSize triggers a flush when the memstore holds this many data
 	// bytes (default 128 MiB).
 	FlushSize int64
+	// InMemoryFlushSize: a region with a BASIC or EAGER family freezes its active memstore
+	// segment into the pipeline at this many data bytes (0: FlushSize/16, at least 64 KiB).
+	InMemoryFlushSize int64
 	// BlockingMultiplier: writes block when the memstore holds
 	// FlushSize*BlockingMultiplier bytes (default 4).
 	BlockingMultiplier int64
@@ -132,6 +135,9 @@ func (c *Config) fill() error {
 	}
 	if c.FlushSize <= 0 {
 		c.FlushSize = 128 << 20
+	}
+	if c.InMemoryFlushSize <= 0 {
+		c.InMemoryFlushSize = max(c.FlushSize/16, 64<<10)
 	}
 	if c.BlockingMultiplier <= 0 {
 		c.BlockingMultiplier = 4

@@ -83,6 +83,34 @@ type Family struct {
 	// NoBlockCache turns BLOCKCACHE off: user reads do not cache data
 	// blocks of this family.
 	NoBlockCache bool
+	// InMemoryCompaction (IN_MEMORY_COMPACTION): a region with a BASIC or EAGER family keeps its
+	// memstore as a pipeline of in-memory segments (docs/region.md).
+	InMemoryCompaction InMemoryCompaction
+}
+
+// InMemoryCompaction is a family's IN_MEMORY_COMPACTION policy (HBase's Accordion).
+type InMemoryCompaction int
+
+const (
+	InMemoryNone InMemoryCompaction = iota
+	// InMemoryBasic freezes the active segment in memory when it fills and merges the frozen
+	// segments now and then; it drops nothing.
+	InMemoryBasic
+	// InMemoryEager also drops, while merging, the family's versions beyond VERSIONS that no
+	// read sees any more.
+	InMemoryEager
+)
+
+func (p InMemoryCompaction) String() string {
+	switch p {
+	case InMemoryNone:
+		return "NONE"
+	case InMemoryBasic:
+		return "BASIC"
+	case InMemoryEager:
+		return "EAGER"
+	}
+	return fmt.Sprintf("InMemoryCompaction(%d)", int(p))
 }
 
 // maxVersions returns VERSIONS with the default applied.

@@ -59,7 +59,7 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 	snap := r.ms.CurrentSnapshot() // a previous attempt failed: retry it
 	if snap == nil {
 		r.updatesLock.Lock()
-		if r.ms.ActiveStats().Cells == 0 {
+		if r.ms.UnflushedStats().Cells == 0 {
 			if session != 0 {
 				// Nothing to flush: the session starts from the files as
 				// they are.
@@ -184,13 +184,21 @@ func (r *Region) finishFile(fw *fileWriter) error {
 	return fw.publish()
 }
 
-// writeSegment writes a memstore snapshot to one file per family.
-func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
-	sc, err := seg.NewScanner(math.MaxUint64)
-	if err != nil {
-		return nil, err
+// writeSegment writes a memstore snapshot (its segments merged) to one file per family.
+func (r *Region) writeSegment(snap *memstore.Frozen) ([]*fileWriter, error) {
+	var scs []cell.Scanner
+	for _, seg := range snap.Segments() {
+		sc, err := seg.NewScanner(math.MaxUint64)
+		if err != nil {
+			for _, o := range scs {
+				o.Close()
+			}
+			return nil, err
+		}
+		scs = append(scs, sc)
 	}
-	defer sc.Close()
+	sc := newMergeIter(scs, false)
+	defer sc.close()
 	now := r.nowMs()
 	writers := make([]*fileWriter, len(r.fams))
 	abort := func() {
@@ -200,7 +208,7 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 			}
 		}
 	}
-	expected := int(seg.Stats().Cells)
+	expected := int(snap.Stats().Cells)
 	last := -1
 	var lastFam []byte
 	// With a table function's file hook, cells go through it on their way to the writers.
@@ -216,8 +224,8 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 		}
 		return w.w.AppendTagged(k, v, tags, seq)
 	})
-	for ok := sc.Seek(cell.AppendFirstOnRow(nil, nil)); ok; ok = sc.Next() {
-		k := sc.Key()
+	for sc.seekFirst(cell.AppendFirstOnRow(nil, nil)); sc.valid(); sc.next() {
+		k := sc.key()
 		fam := k.Family()
 		if last < 0 || string(fam) != string(lastFam) {
 			last = r.familyIndex(fam)
@@ -231,12 +239,12 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 		if ttl := f.ttlMillis(); ttl > 0 && f.MinVersions == 0 && k.Timestamp() < now-ttl {
 			continue // expired: no read can see it
 		}
-		tags := sc.Tags()
+		tags := sc.tags()
 		if tags != nil && cell.TTLExpired(tags, k.Timestamp(), now) {
 			continue // past its per-cell TTL: no read can see it either
 		}
 		if ff != nil {
-			if err := ff.add(k, sc.Value(), tags, sc.Seq()); err != nil {
+			if err := ff.add(k, sc.value(), tags, sc.seq()); err != nil {
 				abort()
 				return nil, err
 			}
@@ -244,16 +252,21 @@ func (r *Region) writeSegment(seg *memstore.Segment) ([]*fileWriter, error) {
 		}
 		w := writers[last]
 		if w == nil {
+			var err error
 			if w, err = r.newFileWriter(last, expected); err != nil {
 				abort()
 				return nil, err
 			}
 			writers[last] = w
 		}
-		if err := w.w.AppendTagged(k, sc.Value(), tags, sc.Seq()); err != nil {
+		if err := w.w.AppendTagged(k, sc.value(), tags, sc.seq()); err != nil {
 			abort()
 			return nil, err
 		}
+	}
+	if err := sc.err; err != nil {
+		abort()
+		return nil, err
 	}
 	if ff != nil {
 		if err := ff.flush(); err != nil {

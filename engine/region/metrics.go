@@ -16,6 +16,9 @@ type Metrics struct {
 	FilteredReadRequests atomic.Int64 // rows dropped by filters
 	BlockedWrites        atomic.Int64 // writes that had to wait for a flush
 	NonceDuplicates      atomic.Int64 // retried operations answered from the nonce table
+	// A compacting memstore's work: in-memory flushes, pipeline merges and the cells EAGER
+	// merges left out.
+	InMemoryFlushes, InMemoryMerges, InMemoryDroppedCells atomic.Int64
 
 	Flushes      atomic.Int64
 	FlushedBytes atomic.Int64 // store file bytes written by flushes

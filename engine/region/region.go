@@ -39,6 +39,8 @@ type Region struct {
 	compaction atomic.Pointer[CompactionConfig]
 	// observer is the table's functions (SetObserver); nil without.
 	observer atomic.Pointer[observed]
+	// inMem is the compacting memstore's state (a primary with a BASIC or EAGER family).
+	inMem inMemoryCompaction
 
 	ms    *memstore.Memstore
 	mvcc  *mvcc
@@ -215,6 +217,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 		r.bgWG.Add(1)
 		go r.background()
 	}
+	r.startInMemoryCompaction()
 	if r.HasReferences() {
 		// A split daughter: rewrite its halves of the parent's files into its own, so the
 		// parent's files can go and the daughter can split in turn.

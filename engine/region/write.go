@@ -478,7 +478,14 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	r.mvcc.complete(we)
 	r.replicationCompleted()
 	r.metrics.WriteRequests.Add(1)
-	if r.ms.ActiveDataBytes() >= r.cfg.FlushSize {
+	if r.inMem.on {
+		if r.ms.ActiveDataBytes() >= r.cfg.InMemoryFlushSize {
+			r.requestInMemoryFlush()
+		}
+		if r.ms.UnflushedDataBytes() >= r.cfg.FlushSize {
+			r.requestFlush()
+		}
+	} else if r.ms.ActiveDataBytes() >= r.cfg.FlushSize {
 		r.requestFlush()
 	}
 	return seq, nil

@@ -146,6 +146,9 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 			return 0
 		})),
 		gauge("compaction_count", "Compactions (HBase compactionCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().Compactions.Load() })),
+		gauge("in_memory_flush_count", "In-memory flushes of compacting memstores (IN_MEMORY_COMPACTION BASIC or EAGER) of the regions here.", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryFlushes.Load() })),
+		gauge("in_memory_merge_count", "Merges of compacting memstores' pipelines of the regions here.", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryMerges.Load() })),
+		gauge("in_memory_dropped_cells", "Cells EAGER in-memory merges of the regions here left out (versions no read sees).", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryDroppedCells.Load() })),
 		gauge("blocked_request_count", "Writes that waited for a flush (HBase blockedRequestCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().BlockedWrites.Load() })),
 		gauge("wal_sync_count", "WAL syncs (HBase syncTime_num_ops).", walStat(func(w walStats) float64 { return float64(w.syncs) })),
 		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),

@@ -644,6 +644,14 @@ var families = map[string]func(*pb.ColumnFamilyDescriptor, Value) error{
 		return err
 	},
 	"IN_MEMORY": func(d *pb.ColumnFamilyDescriptor, v Value) error { d.InMemory = boolOf(v); return nil },
+	"IN_MEMORY_COMPACTION": func(d *pb.ColumnFamilyDescriptor, v Value) error {
+		e, ok := pb.InMemoryCompaction_value["IN_MEMORY_COMPACTION_"+strings.ToUpper(v.Text())]
+		if !ok {
+			return usage("IN_MEMORY_COMPACTION must be NONE, BASIC or EAGER")
+		}
+		d.InMemoryCompaction = pb.InMemoryCompaction(e)
+		return nil
+	},
 	"BLOCKCACHE": func(d *pb.ColumnFamilyDescriptor, v Value) error {
 		d.BlockCacheDisabled = !boolOf(v)
 		return nil
@@ -955,13 +963,13 @@ func (s *Shell) describe(ctx context.Context, args []Value) error {
 			bs = 65536
 		}
 		fmt.Fprintf(s.Out, "{NAME => '%s', VERSIONS => '%d', MIN_VERSIONS => '%d', TTL => %s, KEEP_DELETED_CELLS => '%s', "+
-			"BLOOMFILTER => '%s', BLOCKSIZE => '%d', COMPRESSION => '%s', DATA_BLOCK_ENCODING => '%s', IN_MEMORY => '%v', BLOCKCACHE => '%v'}\n",
+			"BLOOMFILTER => '%s', BLOCKSIZE => '%d', COMPRESSION => '%s', DATA_BLOCK_ENCODING => '%s', IN_MEMORY => '%v', BLOCKCACHE => '%v', IN_MEMORY_COMPACTION => '%s'}\n",
 			Binary(f.Name), max(f.MaxVersions, 1), f.MinVersions, ttl,
 			strings.TrimPrefix(f.KeepDeletedCells.String(), "KEEP_DELETED_CELLS_"),
 			strings.TrimPrefix(f.BloomFilter.String(), "BLOOM_TYPE_"), bs,
 			strings.TrimPrefix(f.Compression.String(), "COMPRESSION_"),
 			strings.TrimPrefix(f.DataBlockEncoding.String(), "DATA_BLOCK_ENCODING_"),
-			f.InMemory, !f.BlockCacheDisabled)
+			f.InMemory, !f.BlockCacheDisabled, strings.TrimPrefix(f.InMemoryCompaction.String(), "IN_MEMORY_COMPACTION_"))
 	}
 	fmt.Fprintf(s.Out, "%d row(s)\n", len(td.Families))
 	for _, f := range td.Functions {

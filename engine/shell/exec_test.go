@@ -58,6 +58,7 @@ func TestUsageErrors(t *testing.T) {
 		`bulk_delete 't', {TIMESTAMP => -1}`:                             "TIMESTAMP takes a timestamp",
 		`call_function 't', 'fn', 'ep', 'arg', {LIMIT => 5}`:             "it does not take LIMIT",
 		`call_function 't', 'fn'`:                                        "endpoint",
+		`create 't', {NAME => 'f', IN_MEMORY_COMPACTION => 'LAZY'}`:      "IN_MEMORY_COMPACTION must be NONE, BASIC or EAGER",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError

@@ -332,6 +332,55 @@ func (DataBlockEncoding) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
+type InMemoryCompaction int32
+
+const (
+	InMemoryCompaction_IN_MEMORY_COMPACTION_NONE  InMemoryCompaction = 0
+	InMemoryCompaction_IN_MEMORY_COMPACTION_BASIC InMemoryCompaction = 1
+	InMemoryCompaction_IN_MEMORY_COMPACTION_EAGER InMemoryCompaction = 2
+)
+
+// Enum value maps for InMemoryCompaction.
+var (
+	InMemoryCompaction_name = map[int32]string{
+		0: "IN_MEMORY_COMPACTION_NONE",
+		1: "IN_MEMORY_COMPACTION_BASIC",
+		2: "IN_MEMORY_COMPACTION_EAGER",
+	}
+	InMemoryCompaction_value = map[string]int32{
+		"IN_MEMORY_COMPACTION_NONE":  0,
+		"IN_MEMORY_COMPACTION_BASIC": 1,
+		"IN_MEMORY_COMPACTION_EAGER": 2,
+	}
+)
+
+func (x InMemoryCompaction) Enum() *InMemoryCompaction {
+	p := new(InMemoryCompaction)
+	*p = x
+	return p
+}
+
+func (x InMemoryCompaction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InMemoryCompaction) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_common_proto_enumTypes[6].Descriptor()
+}
+
+func (InMemoryCompaction) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_common_proto_enumTypes[6]
+}
+
+func (x InMemoryCompaction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InMemoryCompaction.Descriptor instead.
+func (InMemoryCompaction) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{6}
+}
+
 type TableState int32
 
 const (
@@ -368,11 +417,11 @@ func (x TableState) String() string {
 }
 
 func (TableState) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[6].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[7].Descriptor()
 }
 
 func (TableState) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[6]
+	return &file_cellstore_v1_common_proto_enumTypes[7]
 }
 
 func (x TableState) Number() protoreflect.EnumNumber {
@@ -381,7 +430,7 @@ func (x TableState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TableState.Descriptor instead.
 func (TableState) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 // ErrorCode says what went wrong, and so what a client may do about it.
@@ -518,11 +567,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[7].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[8].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[7]
+	return &file_cellstore_v1_common_proto_enumTypes[8]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -531,7 +580,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
 type CompareOp int32
@@ -579,11 +628,11 @@ func (x CompareOp) String() string {
 }
 
 func (CompareOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[8].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[9].Descriptor()
 }
 
 func (CompareOp) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[8]
+	return &file_cellstore_v1_common_proto_enumTypes[9]
 }
 
 func (x CompareOp) Number() protoreflect.EnumNumber {
@@ -592,7 +641,7 @@ func (x CompareOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompareOp.Descriptor instead.
 func (CompareOp) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{9}
 }
 
 type FilterList_Operator int32
@@ -625,11 +674,11 @@ func (x FilterList_Operator) String() string {
 }
 
 func (FilterList_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[9].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[10].Descriptor()
 }
 
 func (FilterList_Operator) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[9]
+	return &file_cellstore_v1_common_proto_enumTypes[10]
 }
 
 func (x FilterList_Operator) Number() protoreflect.EnumNumber {
@@ -930,6 +979,10 @@ type ColumnFamilyDescriptor struct {
 	// Inverted so that the zero value means HBase's default (block cache on).
 	BlockCacheDisabled bool              `protobuf:"varint,11,opt,name=block_cache_disabled,json=blockCacheDisabled,proto3" json:"block_cache_disabled,omitempty"`
 	Configuration      map[string]string `protobuf:"bytes,12,rep,name=configuration,proto3" json:"configuration,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// IN_MEMORY_COMPACTION (HBase's Accordion): NONE flushes the memstore as it is; BASIC freezes it
+	// in memory in segments merged now and then; EAGER also drops, while merging, versions no read
+	// can see.
+	InMemoryCompaction InMemoryCompaction `protobuf:"varint,13,opt,name=in_memory_compaction,json=inMemoryCompaction,proto3,enum=cellstore.v1.InMemoryCompaction" json:"in_memory_compaction,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1046,6 +1099,13 @@ func (x *ColumnFamilyDescriptor) GetConfiguration() map[string]string {
 		return x.Configuration
 	}
 	return nil
+}
+
+func (x *ColumnFamilyDescriptor) GetInMemoryCompaction() InMemoryCompaction {
+	if x != nil {
+		return x.InMemoryCompaction
+	}
+	return InMemoryCompaction_IN_MEMORY_COMPACTION_NONE
 }
 
 type TableDescriptor struct {
@@ -3106,7 +3166,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\b \x01(\tR\x04name\"/\n" +
 	"\tTimeRange\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\x03R\x02to\"\xba\x05\n" +
+	"\x02to\x18\x02 \x01(\x03R\x02to\"\x8e\x06\n" +
 	"\x16ColumnFamilyDescriptor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12!\n" +
 	"\fmax_versions\x18\x02 \x01(\x05R\vmaxVersions\x12!\n" +
@@ -3122,7 +3182,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\tin_memory\x18\n" +
 	" \x01(\bR\binMemory\x120\n" +
 	"\x14block_cache_disabled\x18\v \x01(\bR\x12blockCacheDisabled\x12]\n" +
-	"\rconfiguration\x18\f \x03(\v27.cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntryR\rconfiguration\x1a@\n" +
+	"\rconfiguration\x18\f \x03(\v27.cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntryR\rconfiguration\x12R\n" +
+	"\x14in_memory_compaction\x18\r \x01(\x0e2 .cellstore.v1.InMemoryCompactionR\x12inMemoryCompaction\x1a@\n" +
 	"\x12ConfigurationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x04\n" +
@@ -3314,7 +3375,11 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x18DATA_BLOCK_ENCODING_NONE\x10\x00\x12\x1e\n" +
 	"\x1aDATA_BLOCK_ENCODING_PREFIX\x10\x01\x12\x1c\n" +
 	"\x18DATA_BLOCK_ENCODING_DIFF\x10\x02\x12$\n" +
-	" DATA_BLOCK_ENCODING_ROW_INDEX_V1\x10\x03*t\n" +
+	" DATA_BLOCK_ENCODING_ROW_INDEX_V1\x10\x03*s\n" +
+	"\x12InMemoryCompaction\x12\x1d\n" +
+	"\x19IN_MEMORY_COMPACTION_NONE\x10\x00\x12\x1e\n" +
+	"\x1aIN_MEMORY_COMPACTION_BASIC\x10\x01\x12\x1e\n" +
+	"\x1aIN_MEMORY_COMPACTION_EAGER\x10\x02*t\n" +
 	"\n" +
 	"TableState\x12\x17\n" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
@@ -3374,7 +3439,7 @@ func file_cellstore_v1_common_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_common_proto_rawDescData
 }
 
-var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
 var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_cellstore_v1_common_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: cellstore.v1.Consistency
@@ -3383,100 +3448,102 @@ var file_cellstore_v1_common_proto_goTypes = []any{
 	(BloomType)(0),                     // 3: cellstore.v1.BloomType
 	(Compression)(0),                   // 4: cellstore.v1.Compression
 	(DataBlockEncoding)(0),             // 5: cellstore.v1.DataBlockEncoding
-	(TableState)(0),                    // 6: cellstore.v1.TableState
-	(ErrorCode)(0),                     // 7: cellstore.v1.ErrorCode
-	(CompareOp)(0),                     // 8: cellstore.v1.CompareOp
-	(FilterList_Operator)(0),           // 9: cellstore.v1.FilterList.Operator
-	(*TableName)(nil),                  // 10: cellstore.v1.TableName
-	(*ServerName)(nil),                 // 11: cellstore.v1.ServerName
-	(*RegionInfo)(nil),                 // 12: cellstore.v1.RegionInfo
-	(*TimeRange)(nil),                  // 13: cellstore.v1.TimeRange
-	(*ColumnFamilyDescriptor)(nil),     // 14: cellstore.v1.ColumnFamilyDescriptor
-	(*TableDescriptor)(nil),            // 15: cellstore.v1.TableDescriptor
-	(*TableFunction)(nil),              // 16: cellstore.v1.TableFunction
-	(*ErrorDetail)(nil),                // 17: cellstore.v1.ErrorDetail
-	(*Comparator)(nil),                 // 18: cellstore.v1.Comparator
-	(*RowRange)(nil),                   // 19: cellstore.v1.RowRange
-	(*FuzzyKey)(nil),                   // 20: cellstore.v1.FuzzyKey
-	(*Filter)(nil),                     // 21: cellstore.v1.Filter
-	(*PrefixFilter)(nil),               // 22: cellstore.v1.PrefixFilter
-	(*CompareFilter)(nil),              // 23: cellstore.v1.CompareFilter
-	(*SingleColumnValueFilter)(nil),    // 24: cellstore.v1.SingleColumnValueFilter
-	(*KeyOnlyFilter)(nil),              // 25: cellstore.v1.KeyOnlyFilter
-	(*FirstKeyOnlyFilter)(nil),         // 26: cellstore.v1.FirstKeyOnlyFilter
-	(*PageFilter)(nil),                 // 27: cellstore.v1.PageFilter
-	(*ColumnPrefixFilter)(nil),         // 28: cellstore.v1.ColumnPrefixFilter
-	(*MultipleColumnPrefixFilter)(nil), // 29: cellstore.v1.MultipleColumnPrefixFilter
-	(*ColumnRangeFilter)(nil),          // 30: cellstore.v1.ColumnRangeFilter
-	(*ColumnPaginationFilter)(nil),     // 31: cellstore.v1.ColumnPaginationFilter
-	(*ColumnCountGetFilter)(nil),       // 32: cellstore.v1.ColumnCountGetFilter
-	(*TimestampsFilter)(nil),           // 33: cellstore.v1.TimestampsFilter
-	(*FuzzyRowFilter)(nil),             // 34: cellstore.v1.FuzzyRowFilter
-	(*MultiRowRangeFilter)(nil),        // 35: cellstore.v1.MultiRowRangeFilter
-	(*InclusiveStopFilter)(nil),        // 36: cellstore.v1.InclusiveStopFilter
-	(*SkipFilter)(nil),                 // 37: cellstore.v1.SkipFilter
-	(*WhileMatchFilter)(nil),           // 38: cellstore.v1.WhileMatchFilter
-	(*DependentColumnFilter)(nil),      // 39: cellstore.v1.DependentColumnFilter
-	(*FilterList)(nil),                 // 40: cellstore.v1.FilterList
-	(*ConfigurationReport)(nil),        // 41: cellstore.v1.ConfigurationReport
-	nil,                                // 42: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
-	nil,                                // 43: cellstore.v1.TableDescriptor.AttributesEntry
-	nil,                                // 44: cellstore.v1.TableFunction.ArgsEntry
+	(InMemoryCompaction)(0),            // 6: cellstore.v1.InMemoryCompaction
+	(TableState)(0),                    // 7: cellstore.v1.TableState
+	(ErrorCode)(0),                     // 8: cellstore.v1.ErrorCode
+	(CompareOp)(0),                     // 9: cellstore.v1.CompareOp
+	(FilterList_Operator)(0),           // 10: cellstore.v1.FilterList.Operator
+	(*TableName)(nil),                  // 11: cellstore.v1.TableName
+	(*ServerName)(nil),                 // 12: cellstore.v1.ServerName
+	(*RegionInfo)(nil),                 // 13: cellstore.v1.RegionInfo
+	(*TimeRange)(nil),                  // 14: cellstore.v1.TimeRange
+	(*ColumnFamilyDescriptor)(nil),     // 15: cellstore.v1.ColumnFamilyDescriptor
+	(*TableDescriptor)(nil),            // 16: cellstore.v1.TableDescriptor
+	(*TableFunction)(nil),              // 17: cellstore.v1.TableFunction
+	(*ErrorDetail)(nil),                // 18: cellstore.v1.ErrorDetail
+	(*Comparator)(nil),                 // 19: cellstore.v1.Comparator
+	(*RowRange)(nil),                   // 20: cellstore.v1.RowRange
+	(*FuzzyKey)(nil),                   // 21: cellstore.v1.FuzzyKey
+	(*Filter)(nil),                     // 22: cellstore.v1.Filter
+	(*PrefixFilter)(nil),               // 23: cellstore.v1.PrefixFilter
+	(*CompareFilter)(nil),              // 24: cellstore.v1.CompareFilter
+	(*SingleColumnValueFilter)(nil),    // 25: cellstore.v1.SingleColumnValueFilter
+	(*KeyOnlyFilter)(nil),              // 26: cellstore.v1.KeyOnlyFilter
+	(*FirstKeyOnlyFilter)(nil),         // 27: cellstore.v1.FirstKeyOnlyFilter
+	(*PageFilter)(nil),                 // 28: cellstore.v1.PageFilter
+	(*ColumnPrefixFilter)(nil),         // 29: cellstore.v1.ColumnPrefixFilter
+	(*MultipleColumnPrefixFilter)(nil), // 30: cellstore.v1.MultipleColumnPrefixFilter
+	(*ColumnRangeFilter)(nil),          // 31: cellstore.v1.ColumnRangeFilter
+	(*ColumnPaginationFilter)(nil),     // 32: cellstore.v1.ColumnPaginationFilter
+	(*ColumnCountGetFilter)(nil),       // 33: cellstore.v1.ColumnCountGetFilter
+	(*TimestampsFilter)(nil),           // 34: cellstore.v1.TimestampsFilter
+	(*FuzzyRowFilter)(nil),             // 35: cellstore.v1.FuzzyRowFilter
+	(*MultiRowRangeFilter)(nil),        // 36: cellstore.v1.MultiRowRangeFilter
+	(*InclusiveStopFilter)(nil),        // 37: cellstore.v1.InclusiveStopFilter
+	(*SkipFilter)(nil),                 // 38: cellstore.v1.SkipFilter
+	(*WhileMatchFilter)(nil),           // 39: cellstore.v1.WhileMatchFilter
+	(*DependentColumnFilter)(nil),      // 40: cellstore.v1.DependentColumnFilter
+	(*FilterList)(nil),                 // 41: cellstore.v1.FilterList
+	(*ConfigurationReport)(nil),        // 42: cellstore.v1.ConfigurationReport
+	nil,                                // 43: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	nil,                                // 44: cellstore.v1.TableDescriptor.AttributesEntry
+	nil,                                // 45: cellstore.v1.TableFunction.ArgsEntry
 }
 var file_cellstore_v1_common_proto_depIdxs = []int32{
-	10, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
+	11, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
 	2,  // 1: cellstore.v1.ColumnFamilyDescriptor.keep_deleted_cells:type_name -> cellstore.v1.KeepDeletedCells
 	3,  // 2: cellstore.v1.ColumnFamilyDescriptor.bloom_filter:type_name -> cellstore.v1.BloomType
 	4,  // 3: cellstore.v1.ColumnFamilyDescriptor.compression:type_name -> cellstore.v1.Compression
 	5,  // 4: cellstore.v1.ColumnFamilyDescriptor.data_block_encoding:type_name -> cellstore.v1.DataBlockEncoding
-	42, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
-	10, // 6: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
-	14, // 7: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
-	1,  // 8: cellstore.v1.TableDescriptor.durability:type_name -> cellstore.v1.Durability
-	43, // 9: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
-	16, // 10: cellstore.v1.TableDescriptor.functions:type_name -> cellstore.v1.TableFunction
-	44, // 11: cellstore.v1.TableFunction.args:type_name -> cellstore.v1.TableFunction.ArgsEntry
-	7,  // 12: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
-	11, // 13: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
-	22, // 14: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
-	23, // 15: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
-	23, // 16: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
-	23, // 17: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
-	23, // 18: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
-	24, // 19: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
-	25, // 20: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
-	26, // 21: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
-	27, // 22: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
-	28, // 23: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
-	29, // 24: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
-	30, // 25: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
-	31, // 26: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
-	32, // 27: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
-	33, // 28: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
-	34, // 29: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
-	35, // 30: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
-	36, // 31: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
-	37, // 32: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
-	38, // 33: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
-	39, // 34: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
-	40, // 35: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
-	8,  // 36: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
-	18, // 37: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
-	8,  // 38: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
-	18, // 39: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
-	20, // 40: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
-	19, // 41: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
-	21, // 42: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
-	21, // 43: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
-	8,  // 44: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
-	18, // 45: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
-	9,  // 46: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
-	21, // 47: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	43, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	6,  // 6: cellstore.v1.ColumnFamilyDescriptor.in_memory_compaction:type_name -> cellstore.v1.InMemoryCompaction
+	11, // 7: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
+	15, // 8: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
+	1,  // 9: cellstore.v1.TableDescriptor.durability:type_name -> cellstore.v1.Durability
+	44, // 10: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
+	17, // 11: cellstore.v1.TableDescriptor.functions:type_name -> cellstore.v1.TableFunction
+	45, // 12: cellstore.v1.TableFunction.args:type_name -> cellstore.v1.TableFunction.ArgsEntry
+	8,  // 13: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
+	12, // 14: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
+	23, // 15: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
+	24, // 16: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
+	24, // 17: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
+	24, // 18: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
+	24, // 19: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
+	25, // 20: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
+	26, // 21: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
+	27, // 22: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
+	28, // 23: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
+	29, // 24: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
+	30, // 25: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
+	31, // 26: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
+	32, // 27: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
+	33, // 28: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
+	34, // 29: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
+	35, // 30: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
+	36, // 31: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
+	37, // 32: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
+	38, // 33: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
+	39, // 34: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
+	40, // 35: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
+	41, // 36: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
+	9,  // 37: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
+	19, // 38: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
+	9,  // 39: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
+	19, // 40: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
+	21, // 41: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
+	20, // 42: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
+	22, // 43: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
+	22, // 44: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
+	9,  // 45: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
+	19, // 46: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
+	10, // 47: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
+	22, // 48: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_common_proto_init() }
@@ -3521,7 +3588,7 @@ func file_cellstore_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_common_proto_rawDesc), len(file_cellstore_v1_common_proto_rawDesc)),
-			NumEnums:      10,
+			NumEnums:      11,
 			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -1,0 +1,152 @@
+//go:build linux
+
+package region
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cellstore/cellstore/engine/cell"
+)
+
+func inMemFamily(name string, p InMemoryCompaction, versions int) Family {
+	return Family{Name: name, BlockSize: 1024, MaxVersions: versions, InMemoryCompaction: p}
+}
+
+// The same random writes (puts at chosen and current timestamps, deletes) into regions with
+// NONE, BASIC and EAGER memstores, in-memory flushes between them: every read that names no time
+// range returns the same, before and after the flush to disk. BASIC drops nothing, so it is
+// checked with every kind of delete; EAGER, like HBase's compactions, forgets versions beyond
+// VERSIONS, which a later delete of one version (Delete, DeleteFamilyVersion) would otherwise
+// bring back: its runs delete columns and families only.
+func TestInMemoryCompactionReadsTheSame(t *testing.T) {
+	for seed := range uint64(16) {
+		versionDeletes := seed%2 == 0
+		policies := []InMemoryCompaction{InMemoryNone, InMemoryBasic, InMemoryEager}
+		if versionDeletes {
+			policies = policies[:2]
+		}
+		envs := make([]*env, len(policies))
+		for i, p := range policies {
+			envs[i] = newEnv(t, inMemFamily("f", p, 2), inMemFamily("g", InMemoryNone, 1))
+		}
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for step := range 600 {
+			row := []byte(fmt.Sprintf("r%d", rng.IntN(6)))
+			fam := []byte([]string{"f", "f", "f", "g"}[rng.IntN(4)])
+			q := []byte(fmt.Sprintf("q%d", rng.IntN(3)))
+			ts := int64(rng.IntN(8) + 1)
+			if rng.IntN(3) == 0 {
+				ts = cell.LatestTimestamp
+			}
+			m := NewMutation(row)
+			switch x := rng.IntN(100); {
+			case x < 75:
+				m.Put(fam, q, ts, fmt.Appendf(nil, "v%d", step))
+			case x < 83 && versionDeletes:
+				m.DeleteVersion(fam, q, ts)
+			case x < 91:
+				m.DeleteColumn(fam, q, ts)
+			case x < 96 || !versionDeletes:
+				m.DeleteFamily(fam, ts)
+			default:
+				m.DeleteFamilyVersion(fam, ts)
+			}
+			for _, e := range envs {
+				if err := e.r.Mutate(m); err != nil {
+					t.Fatal(err)
+				}
+				if step%25 == 24 {
+					if err := e.r.InMemoryFlush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		read := func(e *env) string {
+			var b strings.Builder
+			for _, s := range []*Scan{{}, {MaxVersions: 2}, {MaxVersions: 5, Columns: []Column{{Family: []byte("f")}}}} {
+				fmt.Fprintln(&b, strings.Join(observedScan(t, e.r, s), " "))
+			}
+			for i := range 6 {
+				res, err := e.r.Get(&Get{Row: []byte(fmt.Sprintf("r%d", i)), MaxVersions: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range res.Cells {
+					fmt.Fprint(&b, fmtKV(c), " ")
+				}
+			}
+			return b.String()
+		}
+		want := read(envs[0])
+		for i, e := range envs[1:] {
+			if got := read(e); got != want {
+				t.Fatalf("seed %d: %v memstore reads\n%s\nNONE reads\n%s", seed, policies[i+1], got, want)
+			}
+		}
+		if envs[len(envs)-1].r.Metrics().InMemoryMerges.Load() == 0 {
+			t.Fatal("no in-memory merge happened")
+		}
+		for _, e := range envs {
+			if _, err := e.r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, e := range envs[1:] {
+			if got := read(e); got != want {
+				t.Fatalf("seed %d: after the flush, %v reads\n%s\nNONE reads\n%s", seed, policies[i+1], got, want)
+			}
+		}
+	}
+}
+
+// EAGER drops overwritten versions in memory: the flush writes the newest version of each cell
+// only, while a scanner opened before the merge keeps its view (MVCC).
+func TestInMemoryCompactionEager(t *testing.T) {
+	e := newEnv(t, inMemFamily("f", InMemoryEager, 1))
+	put := func(round int) {
+		for i := range 100 {
+			if err := e.r.Put(NewMutation(fmt.Appendf(nil, "row%03d", i)).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, fmt.Appendf(nil, "v%d", round))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(0)
+	sc, err := e.r.Scanner(&Scan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 10; round++ {
+		put(round)
+		if err := e.r.InMemoryFlush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.r.MemstoreStats().Cells; got != 100 {
+		t.Fatalf("the memstore holds %d cells after EAGER merges, want 100", got)
+	}
+	if d := e.r.Metrics().InMemoryDroppedCells.Load(); d != 1000 {
+		t.Fatalf("%d cells dropped, want 1000", d)
+	}
+	b, err := sc.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := string(b.Results[0].Cells[0].Value); v != "v0" {
+		t.Fatalf("a scanner opened before the merges reads %q, want v0", v)
+	}
+	sc.Close()
+	res, err := e.r.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cells != 100 {
+		t.Fatalf("the flush wrote %d cells, want 100", res.Cells)
+	}
+	if got := observedScan(t, e.r, &Scan{Raw: true, StopRow: []byte("row001")}); strings.Join(got, " ") != "row000/f:q@1000000=v10" {
+		t.Fatalf("stored: %q", got)
+	}
+}
