@@ -39,6 +39,19 @@ func endpointDeadline(ctx context.Context, limitMs int64) time.Time {
 	return now.Add(max(budget, 10*time.Millisecond))
 }
 
+// readableRegion finds the region an endpoint call names, open for reads and admitted by the
+// caller's quotas.
+func (s *Server) readableRegion(c *rpc.Call, name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
+	or, r, d := s.lookup(name)
+	if d == nil {
+		d = s.checkRead(or)
+	}
+	if d == nil {
+		d = s.admit(c, or, false, 0)
+	}
+	return or, r, d
+}
+
 // endpointScan opens a region scanner for an endpoint call: the scan checked, narrowed to what the
 // caller may read and bounded by deadline.
 func (s *Server) endpointScan(c *rpc.Call, or *onlineRegion, r *region.Region, ps *pb.Scan, deadline time.Time) (*region.RegionScanner, *pb.ErrorDetail) {
@@ -113,13 +126,7 @@ func (s *Server) handleAggregate(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookup(name)
-	if d == nil {
-		d = s.checkRead(or)
-	}
-	if d == nil {
-		d = s.admit(c, or, false, 0)
-	}
+	or, r, d := s.readableRegion(c, name)
 	if d != nil {
 		fail(c, &answered, d)
 		return

@@ -55,13 +55,7 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookup(name)
-	if d == nil {
-		d = s.checkRead(or)
-	}
-	if d == nil {
-		d = s.admit(c, or, false, 0)
-	}
+	or, r, d := s.readableRegion(c, name)
 	if d != nil {
 		fail(c, &answered, d)
 		return

@@ -607,35 +607,16 @@ func (f *Function) signal() {
 }
 
 // Call runs export with input on an instance and hands the status and output to use (which
-// must not keep the output). A trap, overrun or negative status counts as a failure.
+// must not keep the output). A trap, overrun or negative status counts as a failure, and so does
+// an error of use (the module answered wrongly).
 func (f *Function) Call(ctx context.Context, export string, input []byte, use func(status int32, out []byte) error) error {
-	if f.disabled.Load() {
-		return fmt.Errorf("%w: %s (function %q of %s)", ErrDisabled, f.lastError(), f.name, f.table)
-	}
-	f.calls.Add(1)
-	in, err := f.get(ctx)
-	if err != nil {
-		return f.failed(err)
-	}
-	st, out, err := in.call(ctx, f.timeout, export, input)
-	if err != nil {
-		f.discard(in)
-		return f.failed(err)
-	}
-	if st < 0 {
-		err = fmt.Errorf("%s failed (status %d): %s", export, st, limitText(out))
-		f.put(in)
-		return f.failed(err)
-	}
-	if use != nil {
-		if err := use(st, out); err != nil {
-			f.put(in)
-			return f.failed(err)
+	return f.CallOn(ctx, func(call func(string, []byte) (int32, []byte, error)) error {
+		st, out, err := call(export, input)
+		if err != nil || use == nil {
+			return err
 		}
-	}
-	f.put(in)
-	f.consecutive.Store(0)
-	return nil
+		return use(st, out)
+	})
 }
 
 // CallOn runs several exports on one instance in turn (an endpoint's begin, rows and end), so
