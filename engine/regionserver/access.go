@@ -75,6 +75,22 @@ func (s *Server) mayWrite(c *rpc.Call, or *onlineRegion, cells []cell.Cell) *pb.
 
 // mayCheck answers nil when the call's user may read what a check-and-mutate's condition reads:
 // its column, or the whole table for a filter.
+// mayExec checks that the caller may run a table's functions' endpoints: EXEC on the table (HBase
+// asks it of coprocessor endpoints when hbase.security.exec.permission.checks is on; here always).
+func (s *Server) mayExec(c *rpc.Call, or *onlineRegion) *pb.ErrorDetail {
+	if !s.cfg.Authorization {
+		return nil
+	}
+	id := identityOf(c)
+	ns, name := tableOf(or)
+	return s.denied(func(ck *access.Checker) *pb.ErrorDetail {
+		if ck.Table(id, ns, name)&access.Exec != 0 {
+			return nil
+		}
+		return access.Denied(id, access.Exec, access.TableScope(ns, name, nil, nil))
+	})
+}
+
 func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb.ErrorDetail {
 	if !s.cfg.Authorization || cond == nil {
 		return nil

@@ -56,6 +56,9 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 	}
 	name := req.GetRegion().GetName()
 	or, r, d := s.readableRegion(c, name)
+	if d == nil {
+		d = s.mayExec(c, or)
+	}
 	if d != nil {
 		fail(c, &answered, d)
 		return

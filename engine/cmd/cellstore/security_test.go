@@ -21,6 +21,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/compute/function/functiontest"
 	"github.com/cellstore/cellstore/engine/processtest"
 	"github.com/cellstore/cellstore/engine/security"
 )
@@ -149,6 +150,17 @@ func TestSecureCluster(t *testing.T) {
 	mustShell("bob (token)", "get 'st', 'a'", bob, "from-alice")
 	denied("bob", "put 'st', 'b', 'f:q', 'x'", bob, "action=WRITE")
 	denied("carol", "get 'st', 'a'", carol, "access denied: insufficient permissions for user 'carol' (table=default:st, action=READ)")
+	// Table functions: loading one is an alter (CREATE or ADMIN); running its endpoints takes
+	// EXEC on the table besides READ.
+	mod := filepath.Join(t.TempDir(), "first.wasm")
+	if err := os.WriteFile(mod, functiontest.Build(t, "github.com/cellstore/cellstore/engine/compute/function/examples/firstsource"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	load := "alter 'st', FUNCTION => {NAME => 'first', FILE => '" + mod + "', ARGS => {'sources' => 'q'}}"
+	denied("alice (RW)", load, alice, "action=CREATE|ADMIN")
+	mustShell("admin", load, admin)
+	denied("bob (R)", "call_function 'st', 'first', 'first'", bob, "action=EXEC")
+	mustShell("admin", "grant 'bob', 'RX', 'st'", admin)
 	// A grant reaches the region servers within seconds (their heartbeat), and so does a revoke;
 	// a qualifier grant shows that qualifier only.
 	mustShell("admin", "grant 'carol', 'R', 'st', 'f', 'q'", admin)
@@ -162,6 +174,10 @@ func TestSecureCluster(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	eventually("bob runs the endpoint after his EXEC grant", func() bool {
+		out, err := shell("call_function 'st', 'first', 'first'", bob...)
+		return err == nil && strings.Contains(out, "2 call(s)")
+	})
 	eventually("carol reads after her grant", func() bool {
 		out, err := shell("get 'st', 'a'", carol...)
 		return err == nil && strings.Contains(out, "from-alice")
