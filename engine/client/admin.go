@@ -80,16 +80,23 @@ func (c *Client) RemoveFunction(ctx context.Context, table, name string) error {
 
 func (c *Client) alterFunctions(ctx context.Context, table string, change func([]*pb.TableFunction) ([]*pb.TableFunction, error)) error {
 	tn := ParseTableName(table)
-	return c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	var td *pb.TableDescriptor
+	if err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		d, err := m.DescribeTable(ctx, &pb.TableRequest{Table: tn})
-		if err != nil {
-			return err
-		}
-		td := d.GetTable()
-		if td.Functions, err = change(td.GetFunctions()); err != nil {
-			return err
-		}
-		_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+		td = d.GetTable()
+		return err
+	}); err != nil {
+		return err
+	}
+	fns, err := change(td.GetFunctions())
+	if err != nil {
+		return err
+	}
+	td.Functions = fns
+	// The master compiles the modules it is sent and the regions reopen: one attempt may take
+	// the whole operation timeout.
+	return c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
 		return err
 	})
 }

@@ -56,7 +56,7 @@ func TestTableFunctions(t *testing.T) {
 	}
 	c.waitOpen("queue", 4, "", 30*time.Second)
 	if err := c.client.SetFunction(ctx, "queue", &pb.TableFunction{Name: "cleanup", Module: functiontest.Build(t, examples+"queuecleanup"),
-		Args: map[string]string{"retain_ms": "0"}}); err != nil {
+		Args: map[string]string{"retain_ms": "0"}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitOpen("queue", 4, "", 30*time.Second)
@@ -187,7 +187,7 @@ func TestTableFunctions(t *testing.T) {
 	}
 	c.waitOpen("prices", 3, "", 30*time.Second)
 	if err := c.client.SetFunction(ctx, "prices", &pb.TableFunction{Name: "first", Module: functiontest.Build(t, examples+"firstsource"),
-		Args: map[string]string{"sources": "exchange,vendor1,vendor2"}}); err != nil {
+		Args: map[string]string{"sources": "exchange,vendor1,vendor2"}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitOpen("prices", 3, "", 30*time.Second)
@@ -234,7 +234,7 @@ func TestTableFunctions(t *testing.T) {
 	// server, whose metrics say so; then its hooks no longer run.
 	createTable(t, c, "bad", nil)
 	if err := c.client.SetFunction(ctx, "bad", &pb.TableFunction{Name: "tg", Module: functiontest.Build(t, testGuest), MaxFailures: 2,
-		Args: map[string]string{"prefix": ""}}); err != nil {
+		Args: map[string]string{"prefix": ""}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitOpen("bad", 1, "", 30*time.Second)
@@ -294,3 +294,7 @@ func TestTableFunctions(t *testing.T) {
 }
 
 const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testdata/testguest"
+
+// generous is the time limit of the tests' function calls: the default 100 ms is short for a
+// call on a machine as busy as a test run's (-race, packages in parallel).
+const generous = 5000

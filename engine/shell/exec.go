@@ -875,7 +875,9 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 	if err := schema.Descriptor(td); err != nil {
 		return usage("%v", err)
 	}
-	return s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	// The master may compile a function's module and the regions reopen: one attempt may take
+	// the whole operation timeout.
+	return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
 		return err
 	})

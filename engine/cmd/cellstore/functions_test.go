@@ -28,10 +28,10 @@ func TestShellTableFunctions(t *testing.T) {
 	}
 	p := startStandalone(t, bin, dir)
 	runShell(t, bin, p.master, "create 'jobs', 'q'; create 'px', 's', SPLITS => ['m']; "+
-		"alter 'jobs', FUNCTION => {NAME => 'cleanup', FILE => '"+filepath.Join(mods, "queuecleanup.wasm")+"', TIMEOUT_MS => 200}; "+
-		"alter 'px', FUNCTION => {NAME => 'first', FILE => '"+filepath.Join(mods, "firstsource.wasm")+"', ARGS => {'sources' => 'exchange,vendor'}}")
+		"alter 'jobs', FUNCTION => {NAME => 'cleanup', FILE => '"+filepath.Join(mods, "queuecleanup.wasm")+"', TIMEOUT_MS => 5000}; "+
+		"alter 'px', FUNCTION => {NAME => 'first', FILE => '"+filepath.Join(mods, "firstsource.wasm")+"', ARGS => {'sources' => 'exchange,vendor'}, TIMEOUT_MS => 5000}")
 	out := runShell(t, bin, p.master, "describe 'jobs'")
-	if !strings.Contains(out, "FUNCTION => {NAME => 'cleanup', SHA256 => '") || !strings.Contains(out, "TIMEOUT_MS => '200'") {
+	if !strings.Contains(out, "FUNCTION => {NAME => 'cleanup', SHA256 => '") || !strings.Contains(out, "TIMEOUT_MS => '5000'") {
 		t.Fatalf("describe:\n%s", out)
 	}
 	runShell(t, bin, p.master, "put 'jobs', 'j1', 'q:state', 'ready'; put 'jobs', 'j2', 'q:state', 'done'; "+

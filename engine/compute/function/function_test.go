@@ -32,6 +32,9 @@ func openOn(t testing.TB, rt *function.Runtime, spec *pb.TableFunction) (*functi
 	wasm := functiontest.Build(t, testGuest)
 	sum := sha256.Sum256(wasm)
 	spec.Sha256 = sum[:]
+	if spec.TimeoutMs == 0 {
+		spec.TimeoutMs = 5000 // the default 100 ms is short on a machine as busy as a test run's
+	}
 	t.Cleanup(rt.Close)
 	set, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{spec}, func(sha []byte) ([]byte, error) {
 		if string(sha) != string(sum[:]) {
@@ -137,7 +140,7 @@ func TestHooks(t *testing.T) {
 }
 
 func TestLimitsAndDisabling(t *testing.T) {
-	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 2000, MemoryMb: 32, MaxFailures: 3})
+	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 2000, MemoryMb: 8, MaxFailures: 3})
 	for _, c := range []struct{ value, want string }{
 		{"trap", "asked to trap"},
 		{"loop", "ran out of its 2s"},
