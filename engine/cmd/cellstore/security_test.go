@@ -156,9 +156,9 @@ func TestSecureCluster(t *testing.T) {
 	if err := os.WriteFile(mod, functiontest.Build(t, "github.com/cellstore/cellstore/engine/compute/function/examples/firstsource"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	load := "alter 'st', FUNCTION => {NAME => 'first', FILE => '" + mod + "', ARGS => {'sources' => 'q'}, TIMEOUT_MS => 5000}"
-	denied("alice (RW)", load, alice, "action=CREATE|ADMIN")
-	mustShell("admin", load, admin)
+	loadFn := "alter 'st', FUNCTION => {NAME => 'first', FILE => '" + mod + "', ARGS => {'sources' => 'q'}, TIMEOUT_MS => 5000}"
+	denied("alice (RW)", loadFn, alice, "action=CREATE|ADMIN")
+	mustShell("admin", loadFn, admin)
 	denied("bob (R)", "call_function 'st', 'first', 'first'", bob, "action=EXEC")
 	mustShell("admin", "grant 'bob', 'RX', 'st'", admin)
 	// A grant reaches the region servers within seconds (their heartbeat), and so does a revoke;
