@@ -116,16 +116,40 @@ func Check(ctx context.Context, fns []*pb.TableFunction) error {
 	return nil
 }
 
-// Inspect compiles a module and says which hooks it exports, without running it.
+// Inspect compiles a module and says which hooks it exports, without running it. The last few
+// modules it compiled stay compiled, so that a region server of the same process (standalone,
+// tests) loading one right after the master checked it does not compile it again.
 func Inspect(ctx context.Context, wasm []byte) (Hooks, error) {
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(compiled).WithCloseOnContextDone(enforceTimeLimits))
-	defer r.Close(ctx)
-	cm, err := r.CompileModule(ctx, wasm)
+	inspector.mu.Lock()
+	defer inspector.mu.Unlock()
+	if inspector.r == nil {
+		inspector.r = wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithCompilationCache(compiled).
+			WithCloseOnContextDone(enforceTimeLimits))
+	}
+	cm, err := inspector.r.CompileModule(ctx, wasm)
 	if err != nil {
 		return Hooks{}, fmt.Errorf("not a WebAssembly module: %w", err)
 	}
-	defer cm.Close(ctx)
-	return exportedHooks(cm)
+	h, err := exportedHooks(cm)
+	if err != nil {
+		_ = cm.Close(ctx)
+		return Hooks{}, err
+	}
+	inspector.recent = append(inspector.recent, cm)
+	if len(inspector.recent) > keptInspected {
+		_ = inspector.recent[0].Close(ctx)
+		inspector.recent = inspector.recent[1:]
+	}
+	return h, nil
+}
+
+// keptInspected is how many modules Inspect keeps compiled.
+const keptInspected = 2
+
+var inspector struct {
+	mu     sync.Mutex
+	r      wazero.Runtime
+	recent []wazero.CompiledModule
 }
 
 var hookSig = map[string][2]int{ // export: params, results
