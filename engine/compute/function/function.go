@@ -574,6 +574,7 @@ func (f *Function) hostLog(ctx context.Context, m api.Module, ptr, n uint32) {
 
 // get takes an idle instance, starts one, or waits for one.
 func (f *Function) get(ctx context.Context) (*instance, error) {
+	deadline := time.Now().Add(max(10*f.timeout, time.Second))
 	for {
 		f.poolMu.Lock()
 		if n := len(f.idle); n > 0 {
@@ -596,13 +597,26 @@ func (f *Function) get(ctx context.Context) (*instance, error) {
 			return in, nil
 		}
 		f.poolMu.Unlock()
+		if time.Now().After(deadline) {
+			return nil, errBusy
+		}
+		// A wake-up can be missed when several instances come back at once: look again soon.
+		t := time.NewTimer(10 * time.Millisecond)
 		select {
 		case <-f.wake:
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
 		}
+		t.Stop()
 	}
 }
+
+// errBusy: every instance stayed busy while a call waited for one. The waiting is bounded: a
+// call that holds an instance while it needs another (an endpoint whose scan runs the same
+// function's read hook) must not wait forever for its peers doing the same.
+var errBusy = errors.New("every instance of the function stayed busy")
 
 func (f *Function) put(in *instance) {
 	f.poolMu.Lock()
@@ -651,8 +665,11 @@ func (f *Function) CallOn(ctx context.Context, run func(call func(export string,
 	}
 	f.calls.Add(1)
 	in, err := f.get(ctx)
+	if errors.Is(err, errBusy) {
+		return fmt.Errorf("%w %q of %s: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, err, f.max)
+	}
 	if err != nil {
-		return f.failed(err)
+		return f.failed(err) // its start failed
 	}
 	broken := false
 	err = run(func(export string, input []byte) (int32, []byte, error) {

@@ -274,3 +274,41 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("a function naming a stored module: %v", err)
 	}
 }
+
+// Calls that hold an instance while they need another of the same function (an endpoint whose
+// scan runs the function's read hook) do not wait for each other forever: a call that finds
+// every instance busy for long fails as busy, not as the module's failure.
+func TestBusyInstancesDoNotDeadlock(t *testing.T) {
+	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 100})
+	var holding sync.WaitGroup
+	holding.Add(2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(e *function.Endpoint) error {
+				holding.Done()
+				holding.Wait() // both calls hold an instance: the pool (2) is empty
+				_, _, err := set.FilterRead([]byte("r"), kvs("r", "a"), false)
+				return err
+			})
+			errs <- err
+		}()
+	}
+	// The first to give up frees its instance for the other, which then goes on.
+	busy := 0
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+		case errors.Is(err, region.ErrFunction) && strings.Contains(err.Error(), "busy"):
+			busy++
+		default:
+			t.Fatalf("a call that waited for a busy pool: %v", err)
+		}
+	}
+	if busy == 0 {
+		t.Fatal("both calls got a second instance from a pool of two they held")
+	}
+	if st := rt.Stats(); st[0].Failures != 0 || st[0].Disabled {
+		t.Fatalf("stats %+v: waiting for an instance is not the module's failure", st[0])
+	}
+}
