@@ -258,9 +258,11 @@ func (rt *Runtime) Stats() []Stats {
 		if e := f.lastErr.Load(); e != nil {
 			s.LastError = *e
 		}
-		f.poolMu.Lock()
-		s.Instances, s.Active = f.live, f.live-len(f.idle)
-		f.poolMu.Unlock()
+		for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
+			p.mu.Lock()
+			s.Instances, s.Active = s.Instances+p.live, s.Active+p.live-len(p.idle)
+			p.mu.Unlock()
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -285,11 +287,9 @@ type Function struct {
 	hooks       Hooks
 	refs        int // under rt.mu
 
-	poolMu sync.Mutex
-	idle   []*instance
-	live   int
-	max    int
-	wake   chan struct{} // signalled when an instance comes back
+	// hookPool serves the observer hooks, endpointPool the endpoint calls (which hold an instance for
+	// a whole scan, whose rows may run the same function's read hook).
+	hookPool, endpointPool pool
 
 	calls, failures, consecutive atomic.Int64
 	disabled                     atomic.Bool
@@ -337,7 +337,9 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 		return fail(err)
 	}
 	f := &Function{rt: rt, table: table, name: spec.GetName(), key: key, timeout: timeout, maxFailures: int64(maxF), args: args,
-		r: r, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1), refs: 1}
+		r: r, refs: 1}
+	f.hookPool = pool{f: f, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1)}
+	f.endpointPool = pool{f: f, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1)}
 	if _, err := r.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().WithFunc(hostOutput).Export(abi.HostOutput).
 		NewFunctionBuilder().WithFunc(f.hostLog).Export(abi.HostLog).
@@ -384,8 +386,8 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 			sort.Strings(f.hooks.Endpoints)
 		}
 	}
-	f.live = 1
-	f.put(inst)
+	f.hookPool.live = 1
+	f.hookPool.put(inst)
 
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -431,12 +433,14 @@ func (f *Function) Release() {
 
 func (f *Function) close() {
 	ctx := context.Background()
-	f.poolMu.Lock()
-	idle := f.idle
-	f.idle = nil
-	f.poolMu.Unlock()
-	for _, in := range idle {
-		_ = in.mod.Close(ctx)
+	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
+		p.mu.Lock()
+		idle := p.idle
+		p.idle = nil
+		p.mu.Unlock()
+		for _, in := range idle {
+			_ = in.mod.Close(ctx)
+		}
 	}
 	_ = f.r.Close(ctx)
 }
@@ -572,38 +576,48 @@ func (f *Function) hostLog(ctx context.Context, m api.Module, ptr, n uint32) {
 	f.rt.log.Info("table function says", "table", f.table, "function", f.name, "line", strings.ToValidUTF8(string(b), "?"))
 }
 
+// pool holds the instances of one use of a function, up to max.
+type pool struct {
+	f    *Function
+	mu   sync.Mutex
+	idle []*instance
+	live int
+	max  int
+	wake chan struct{} // signalled when an instance comes back
+}
+
 // get takes an idle instance, starts one, or waits for one.
-func (f *Function) get(ctx context.Context) (*instance, error) {
-	deadline := time.Now().Add(max(10*f.timeout, time.Second))
+func (p *pool) get(ctx context.Context) (*instance, error) {
+	deadline := time.Now().Add(max(10*p.f.timeout, time.Second))
 	for {
-		f.poolMu.Lock()
-		if n := len(f.idle); n > 0 {
-			in := f.idle[n-1]
-			f.idle = f.idle[:n-1]
-			f.poolMu.Unlock()
+		p.mu.Lock()
+		if n := len(p.idle); n > 0 {
+			in := p.idle[n-1]
+			p.idle = p.idle[:n-1]
+			p.mu.Unlock()
 			return in, nil
 		}
-		if f.live < f.max {
-			f.live++
-			f.poolMu.Unlock()
-			in, err := f.instantiate(ctx)
+		if p.live < p.max {
+			p.live++
+			p.mu.Unlock()
+			in, err := p.f.instantiate(ctx)
 			if err != nil {
-				f.poolMu.Lock()
-				f.live--
-				f.poolMu.Unlock()
-				f.signal()
+				p.mu.Lock()
+				p.live--
+				p.mu.Unlock()
+				p.signal()
 				return nil, err
 			}
 			return in, nil
 		}
-		f.poolMu.Unlock()
+		p.mu.Unlock()
 		if time.Now().After(deadline) {
 			return nil, errBusy
 		}
 		// A wake-up can be missed when several instances come back at once: look again soon.
 		t := time.NewTimer(10 * time.Millisecond)
 		select {
-		case <-f.wake:
+		case <-p.wake:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -613,33 +627,31 @@ func (f *Function) get(ctx context.Context) (*instance, error) {
 	}
 }
 
-// errBusy: every instance stayed busy while a call waited for one. The waiting is bounded: a
-// call that holds an instance while it needs another (an endpoint whose scan runs the same
-// function's read hook) must not wait forever for its peers doing the same.
+// errBusy: every instance stayed busy while a call waited for one (the waiting is bounded).
 var errBusy = errors.New("every instance of the function stayed busy")
 
-func (f *Function) put(in *instance) {
-	f.poolMu.Lock()
+func (p *pool) put(in *instance) {
+	p.mu.Lock()
 	if in.stderr.Len() > 0 {
 		in.stderr.Reset()
 	}
-	f.idle = append(f.idle, in)
-	f.poolMu.Unlock()
-	f.signal()
+	p.idle = append(p.idle, in)
+	p.mu.Unlock()
+	p.signal()
 }
 
 // discard drops an instance whose state cannot be trusted (it trapped or overran).
-func (f *Function) discard(in *instance) {
+func (p *pool) discard(in *instance) {
 	_ = in.mod.Close(context.Background())
-	f.poolMu.Lock()
-	f.live--
-	f.poolMu.Unlock()
-	f.signal()
+	p.mu.Lock()
+	p.live--
+	p.mu.Unlock()
+	p.signal()
 }
 
-func (f *Function) signal() {
+func (p *pool) signal() {
 	select {
-	case f.wake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default:
 	}
 }
@@ -648,7 +660,7 @@ func (f *Function) signal() {
 // must not keep the output). A trap, overrun or negative status counts as a failure, and so does
 // an error of use (the module answered wrongly).
 func (f *Function) Call(ctx context.Context, export string, input []byte, use func(status int32, out []byte) error) error {
-	return f.CallOn(ctx, func(call func(string, []byte) (int32, []byte, error)) error {
+	return f.callOn(ctx, &f.hookPool, func(call func(string, []byte) (int32, []byte, error)) error {
 		st, out, err := call(export, input)
 		if err != nil || use == nil {
 			return err
@@ -657,16 +669,21 @@ func (f *Function) Call(ctx context.Context, export string, input []byte, use fu
 	})
 }
 
-// CallOn runs several exports on one instance in turn (an endpoint's begin, rows and end), so
-// that they share the module's state; each call has its own time limit.
+// CallOn runs several exports on one instance of the endpoints' pool in turn (an endpoint's
+// begin, rows and end), so that they share the module's state; each call has its own time
+// limit.
 func (f *Function) CallOn(ctx context.Context, run func(call func(export string, input []byte) (int32, []byte, error)) error) error {
+	return f.callOn(ctx, &f.endpointPool, run)
+}
+
+func (f *Function) callOn(ctx context.Context, p *pool, run func(call func(export string, input []byte) (int32, []byte, error)) error) error {
 	if f.disabled.Load() {
 		return fmt.Errorf("%w: %s (function %q of %s)", ErrDisabled, f.lastError(), f.name, f.table)
 	}
 	f.calls.Add(1)
-	in, err := f.get(ctx)
+	in, err := p.get(ctx)
 	if errors.Is(err, errBusy) {
-		return fmt.Errorf("%w %q of %s: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, err, f.max)
+		return fmt.Errorf("%w %q of %s: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, err, p.max)
 	}
 	if err != nil {
 		return f.failed(err) // its start failed
@@ -687,9 +704,9 @@ func (f *Function) CallOn(ctx context.Context, run func(call func(export string,
 		return st, out, nil
 	})
 	if broken {
-		f.discard(in)
+		p.discard(in)
 	} else {
-		f.put(in)
+		p.put(in)
 	}
 	if err != nil {
 		return f.failed(err)
