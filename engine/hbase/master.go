@@ -144,7 +144,14 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			return nil, err
 		}
 		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+			// HBase's descriptors cannot say which table functions (docs/functions.md) a table
+			// runs: an HBase client's modify keeps them.
+			cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: td.GetName()})
+			if err != nil {
+				return err
+			}
+			td.Functions = cur.GetTable().GetFunctions()
+			_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
 			return err
 		}); err != nil {
 			return nil, err
