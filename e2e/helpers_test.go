@@ -227,7 +227,7 @@ func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers int)
 // hbaseTool runs HBase's PerformanceEvaluation ("pe", its options) or shell ("shell", one line per
 // argument) from the hbaseload image as the Job name against cluster, and returns its output.
 func hbaseTool(ctx context.Context, ns, name, cluster, secret string, args ...string) string {
-	command := []string{"/opt/java/bin/java", "-XX:-UsePerfData", "-Xmx512m", "-Djava.io.tmpdir=/tmp", "-Duser.home=/tmp",
+	command := []string{"/opt/java/bin/java", "-XX:-UsePerfData", "-Xmx512m", "-Djava.io.tmpdir=/tmp", "-Duser.home=/tmp", "-Dsun.net.inetaddr.ttl=1",
 		"--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens", "java.base/java.io=ALL-UNNAMED",
 		// JRuby first (the client's older jcodings and joni must not win), the shell's Ruby
 		// without its "trace" line before the shell's jar.
