@@ -346,8 +346,8 @@ type Observer interface {
 	// PostMutate runs after a mutation was applied and is durable.
 	PostMutate(m *Mutation)
 	// FilterRead sees each row (or part of one: partial) a user read returns: it may hide it
-	// (keep false) or return other cells of the row instead (replaced, in any order). An error
-	// fails the read.
+	// (keep false) or return other cells of the row instead (replaced, in any order; they may
+	// point into the cells it was handed). An error fails the read.
 	FilterRead(row []byte, cells []KV, partial bool) (keep bool, replaced []KV, err error)
 	// FilterFile sees the put cells of one row and family (at most a bounded number at a time,
 	// continued set for the rest of a row) a flush or compaction writes, with keep all true:

@@ -100,10 +100,12 @@ func (s *RegionScanner) observeRow(partial bool) {
 	}
 	slices.SortStableFunc(repl, func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
 	if s.s.CellBlock {
-		s.arena = s.arena[:s.blockRowStart]
+		// The replacement may point into the pending cells it replaces: encode it aside first.
+		var block []byte
 		for i := range repl {
-			s.arena = cell.AppendKeyValueFromKey(s.arena, repl[i].Key, repl[i].Value)
+			block = cell.AppendKeyValueFromKey(block, repl[i].Key, repl[i].Value)
 		}
+		s.arena = append(s.arena[:s.blockRowStart], block...)
 		s.blockPending = len(repl)
 		return
 	}

@@ -62,6 +62,10 @@ func (o *goObserver) FilterRead(row []byte, cells []KV, partial bool) (bool, []K
 		case "secret":
 			c = KV{Key: c.Key, Value: []byte("***")}
 			changed = true
+		case "short":
+			// Longer than it was, and the cells after it keep pointing into the scanner's memory.
+			c = KV{Key: c.Key, Value: []byte("a value much longer than the one it replaces")}
+			changed = true
 		case "wrongrow":
 			return true, []KV{{Key: cell.AppendKey(nil, []byte("other"), c.Family(), c.Qualifier(), 1, cell.Put)}}, nil
 		}
@@ -136,6 +140,7 @@ func TestObserver(t *testing.T) {
 		{"b", "f:q@1=hidden"},
 		{"c", "f:q@1=secret", "f:r@1=open"},
 		{"d", "f:q@1=x"},
+		{"dd", "f:q@1=short", "f:r@1=after", "f:s@1=end"},
 	} {
 		if err := mut(c[0], c[1:]...); err != nil {
 			t.Fatal(err)
@@ -157,10 +162,11 @@ func TestObserver(t *testing.T) {
 		Mutations: []*Mutation{NewMutation([]byte("e")).Put([]byte("f"), []byte("z"), 1, []byte("refuse"))}}); ok || !errors.Is(err, ErrFunction) {
 		t.Fatalf("check-and-mutate refused: %v %v", ok, err)
 	}
-	if o.posts != 7 {
-		t.Fatalf("post hook saw %d ops, want 7 (the applied ones)", o.posts)
+	if o.posts != 10 {
+		t.Fatalf("post hook saw %d ops, want 10 (the applied ones)", o.posts)
 	}
-	want := "a/f:q@1=plain a/g:q@1=garbage c/f:q@1=*** c/f:r@1=open d/f:q@1=y e/f:q@2=ok"
+	want := "a/f:q@1=plain a/g:q@1=garbage c/f:q@1=*** c/f:r@1=open d/f:q@1=y " +
+		"dd/f:q@1=a value much longer than the one it replaces dd/f:r@1=after dd/f:s@1=end e/f:q@2=ok"
 	check := func(when string) {
 		t.Helper()
 		for _, s := range []*Scan{{}, {CellBlock: true}, {Batch: 1, AllowPartialResults: true}, {CellBlock: true, Batch: 1, AllowPartialResults: true}} {
@@ -221,7 +227,7 @@ func TestObserver(t *testing.T) {
 	if !strings.HasPrefix(o.fileCalls[0], fmt.Sprintf("%d/", FileMinorCompaction)) {
 		t.Fatalf("compaction file calls %q", o.fileCalls)
 	}
-	want = "a/f:q@1=plain c/f:q@1=*** d/f:q@1=y e/f:q@2=ok"
+	want = "a/f:q@1=plain c/f:q@1=*** d/f:q@1=y dd/f:q@1=a value much longer than the one it replaces dd/f:r@1=after dd/f:s@1=end e/f:q@2=ok"
 	check("after compaction")
 
 	// A read hook's failure fails the read; a wrong replacement too.
