@@ -65,8 +65,7 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 	}
 	set := or.functions.Load()
 	if set == nil {
-		fail(c, &answered, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED, Region: name,
-			Message: "table " + or.tkey + " has no functions (alter it to load one: docs/functions.md)"})
+		fail(c, &answered, invalid("table %s has no functions (alter it to load one: docs/functions.md)", or.tkey))
 		return
 	}
 	deadline := endpointDeadline(ctx, req.GetTimeLimitMs())

@@ -275,6 +275,8 @@ func TestTableFunctions(t *testing.T) {
 	waitFor(t, "done items to be readable without the function", 10*time.Second, func() bool {
 		return strings.Contains(strings.Join(scanRows(t, tbl, &pb.Scan{}), " "), "item0")
 	})
+	_, err = tbl.CallFunction(ctx, &pb.Scan{}, "cleanup", "first", nil)
+	wantCode(t, "an endpoint of a table without functions", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 	// The cleaner deletes the module no table uses any more, and only it.
 	modules := func() []string {
 		var out []string
