@@ -94,11 +94,9 @@ func (r *Region) InMemoryFlush() error {
 	if r.inMem.eager {
 		keep = r.eagerKeep()
 	}
-	_, kept, err := r.ms.MergePipeline(keep)
-	if err != nil {
+	if _, _, err := r.ms.MergePipeline(keep); err != nil {
 		return err
 	}
-	_ = kept
 	r.metrics.InMemoryMerges.Add(1)
 	return nil
 }

@@ -77,7 +77,6 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 	defer rs.Close()
 	var resp pb.CallFunctionResponse
 	var read int64
-	var detail *pb.ErrorDetail
 	out, err := set.RunEndpoint(ctx, req.GetFunction(), req.GetEndpoint(), req.GetArgument(), func(e *function.Endpoint) error {
 		resume, d, err := scanFor(rs, deadline, func(res *region.Result) *pb.ErrorDetail {
 			resp.Rows++
@@ -86,8 +85,7 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 			}
 			stop, err := e.Row(res.Row, res.Cells)
 			if err != nil {
-				detail = s.errDetail(err, name)
-				return detail
+				return s.errDetail(err, name) // stops the scan; RunEndpoint reports the failure
 			}
 			if stop {
 				return stopRow

@@ -64,6 +64,8 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 type Hooks struct {
 	PreMutate, PostMutate, FilterRow, FileRow bool
 	Endpoints                                 []string
+	// endpoints: the module exports the endpoint hooks (their names come from running it).
+	endpoints bool
 }
 
 // Check validates a table's functions as a CreateTable or ModifyTable request sends them and
@@ -191,13 +193,9 @@ func exportedHooks(cm wazero.CompiledModule) (Hooks, error) {
 	}
 	has := func(n string) bool { _, ok := exp[n]; return ok }
 	h := Hooks{PreMutate: has(abi.ExportPreMutate), PostMutate: has(abi.ExportPostMutate), FilterRow: has(abi.ExportFilterRow),
-		FileRow: has(abi.ExportFileRow)}
-	ep := has(abi.ExportEndpointBegin) && has(abi.ExportEndpointRow) && has(abi.ExportEndpointEnd)
-	if !h.PreMutate && !h.PostMutate && !h.FilterRow && !h.FileRow && !ep {
+		FileRow: has(abi.ExportFileRow), endpoints: has(abi.ExportEndpointBegin) && has(abi.ExportEndpointRow) && has(abi.ExportEndpointEnd)}
+	if !h.PreMutate && !h.PostMutate && !h.FilterRow && !h.FileRow && !h.endpoints {
 		return Hooks{}, errors.New("exports no hook (docs/functions.md lists them)")
-	}
-	if ep {
-		h.Endpoints = []string{""} // named by the module once it runs
 	}
 	return h, nil
 }
@@ -367,12 +365,9 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 		f.hooks.PostMutate = f.hooks.PostMutate && bits&abi.HookPostMutate != 0
 		f.hooks.FilterRow = f.hooks.FilterRow && bits&abi.HookFilterRow != 0
 		f.hooks.FileRow = f.hooks.FileRow && bits&abi.HookFileRow != 0
-		if bits&abi.HookEndpoints == 0 {
-			f.hooks.Endpoints = nil
-		}
+		f.hooks.endpoints = f.hooks.endpoints && bits&abi.HookEndpoints != 0
 	}
-	if f.hooks.Endpoints != nil {
-		f.hooks.Endpoints = nil
+	if f.hooks.endpoints {
 		if _, ok := inst.fns[abi.ExportEndpoints]; ok {
 			st, out, err := inst.call(ctx, f.timeout, abi.ExportEndpoints, nil)
 			if err != nil || st != abi.StatusOK {

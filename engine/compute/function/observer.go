@@ -127,12 +127,16 @@ func (s *Set) PreMutate(m *region.Mutation) error {
 
 // PostMutate implements region.Observer.
 func (s *Set) PostMutate(m *region.Mutation) {
+	var in []byte // the same for every function
 	for _, f := range s.fns {
 		if !f.hooks.PostMutate || f.Disabled() {
 			continue
 		}
-		cells, flags := mutationCells(m)
-		_ = f.Call(context.Background(), abi.ExportPostMutate, abi.AppendRow(nil, flags, m.Row, cells), nil)
+		if in == nil {
+			cells, flags := mutationCells(m)
+			in = abi.AppendRow(nil, flags, m.Row, cells)
+		}
+		_ = f.Call(context.Background(), abi.ExportPostMutate, in, nil)
 	}
 }
 

@@ -113,10 +113,7 @@ func hooks() int32 {
 }
 
 // Call runs an export as the host would, for native tests: the status and the output.
-func Call(export string, input []byte) (int32, []byte) {
-	st, out := dispatch(export, input)
-	return st, out
-}
+func Call(export string, input []byte) (int32, []byte) { return dispatch(export, input) }
 
 func failed(err error) (int32, []byte) { return -1, []byte(err.Error()) }
 
