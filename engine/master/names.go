@@ -46,6 +46,9 @@ func validDescriptor(td *pb.TableDescriptor) error {
 	if _, err := region.ParseSplitPolicy(td.GetAttributes()); err != nil {
 		return err
 	}
+	if _, err := region.ParseFlushPolicy(td.GetAttributes()); err != nil {
+		return err
+	}
 	return checkNormalizerAttributes(td.GetAttributes())
 }
 

@@ -96,7 +96,7 @@ func (f *Frozen) Segments() []*Segment { return f.segs }
 func (f *Frozen) Stats() Stats {
 	st := emptyStats()
 	for _, s := range f.segs {
-		st = st.plus(s.Stats())
+		st = st.Plus(s.Stats())
 	}
 	return st
 }
@@ -198,7 +198,7 @@ func (m *Memstore) Stats() Stats {
 	m.mu.RLock()
 	st := m.unflushedLocked()
 	if m.snapshot != nil {
-		st = st.plus(m.snapshot.Stats())
+		st = st.Plus(m.snapshot.Stats())
 	}
 	m.mu.RUnlock()
 	return st
@@ -215,7 +215,7 @@ func (m *Memstore) UnflushedStats() Stats {
 func (m *Memstore) unflushedLocked() Stats {
 	st := m.ActiveStats()
 	for _, s := range m.pipeline {
-		st = st.plus(s.Stats())
+		st = st.Plus(s.Stats())
 	}
 	return st
 }
@@ -224,8 +224,8 @@ func emptyStats() Stats {
 	return Stats{MinTs: math.MaxInt64, MaxTs: math.MinInt64, MinSeq: math.MaxUint64}
 }
 
-// plus adds the accounting of o.
-func (st Stats) plus(o Stats) Stats {
+// Plus adds the accounting of o (a region sums its families' memstores).
+func (st Stats) Plus(o Stats) Stats {
 	st.DataBytes += o.DataBytes
 	st.HeapBytes += o.HeapBytes
 	st.ChunkBytes += o.ChunkBytes

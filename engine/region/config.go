@@ -77,6 +77,8 @@ type Config struct {
 	// FlushSize triggers a flush when the memstore holds this many data
 	// bytes (default 128 MiB).
 	FlushSize int64
+	// FlushPolicy chooses the families the region's own flushes write (ParseFlushPolicy).
+	FlushPolicy FlushPolicy
 	// InMemoryFlushSize: a region with a BASIC or EAGER family freezes its active memstore
 	// segment into the pipeline at this many data bytes (0: FlushSize/16, at least 64 KiB).
 	InMemoryFlushSize int64

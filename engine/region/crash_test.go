@@ -25,8 +25,9 @@ import (
 
 // crashWorkload writes rows through WAL appends, flushes and compactions
 // until the filesystem crashes. Every put writes two columns with the same
-// value; acked records the values of acknowledged puts.
-func runWorkload(t *testing.T, fsys storage.FS, info Info, pool *offheap.ChunkPool, acked, inflight map[string]string) {
+// value (f:a and famB:b); acked records the values of acknowledged puts. With
+// a second family (famB "g") most flushes write one family only.
+func runWorkload(t *testing.T, fsys storage.FS, info Info, pool *offheap.ChunkPool, famB string, acked, inflight map[string]string) {
 	w, err := wal.Open(wal.Options{FS: fsys, Dir: "wal/rs1", SyncInterval: time.Millisecond})
 	if err != nil {
 		return
@@ -45,7 +46,7 @@ func runWorkload(t *testing.T, fsys storage.FS, info Info, pool *offheap.ChunkPo
 		step++
 		inflight[row] = val
 		m := NewMutation([]byte(row)).Put([]byte("f"), []byte("a"), cell.LatestTimestamp, []byte(val)).
-			Put([]byte("f"), []byte("b"), cell.LatestTimestamp, []byte(val))
+			Put([]byte(famB), []byte("b"), cell.LatestTimestamp, []byte(val))
 		if err := r.Mutate(m); err != nil {
 			return false
 		}
@@ -59,7 +60,16 @@ func runWorkload(t *testing.T, fsys storage.FS, info Info, pool *offheap.ChunkPo
 				return
 			}
 		}
-		if _, err := r.Flush(); err != nil {
+		var err error
+		switch {
+		case famB == "f" || round == 3:
+			_, err = r.Flush()
+		case round == 1:
+			_, err = r.flush(false, onlyFamilies(r, famB))
+		default:
+			_, err = r.flush(false, onlyFamilies(r, "f"))
+		}
+		if err != nil {
 			return
 		}
 		if round%2 == 1 {
@@ -70,8 +80,29 @@ func runWorkload(t *testing.T, fsys storage.FS, info Info, pool *offheap.ChunkPo
 	}
 }
 
-func TestCrashAtEveryStep(t *testing.T) {
-	table := TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("f")}}
+func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, "f") }
+
+// A second family and per-family flushes: the families' flushed sequence ids survive every
+// crash, so recovery neither loses a family's cells nor applies the other's twice.
+func TestCrashAtEveryStepPerFamilyFlush(t *testing.T) { crashAtEveryStep(t, "g") }
+
+// onlyFamilies is a flush chooser that picks the named families.
+func onlyFamilies(r *Region, names ...string) chooser {
+	return func([]memstore.Stats) []bool {
+		pick := make([]bool, len(r.fams))
+		for _, n := range names {
+			pick[r.familyIndex([]byte(n))] = true
+		}
+		return pick
+	}
+}
+
+func crashAtEveryStep(t *testing.T, famB string) {
+	fams := []Family{fam("f")}
+	if famB != "f" {
+		fams = append(fams, fam(famB))
+	}
+	table := TableDescriptor{Namespace: "default", Name: "t", Families: fams}
 	info := Info{Namespace: "default", Table: "t", ID: 1}
 	pool := newPool(t)
 	defer pool.Close()
@@ -81,7 +112,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	counter := faultfs.New(base)
-	runWorkload(t, counter, info, pool, map[string]string{}, map[string]string{})
+	runWorkload(t, counter, info, pool, famB, map[string]string{}, map[string]string{})
 	total := counter.Count(faultfs.OpsMutating)
 	if total < 50 {
 		t.Fatalf("workload did only %d mutating operations", total)
@@ -99,12 +130,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 		ffs := faultfs.New(mem)
 		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
 		acked, inflight := map[string]string{}, map[string]string{}
-		runWorkload(t, ffs, info, pool, acked, inflight)
+		runWorkload(t, ffs, info, pool, famB, acked, inflight)
 		after, err := ffs.CrashClone(storage.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(n), 1))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkRecovered(t, n, after, info, pool, acked, inflight)
+		checkRecovered(t, n, after, info, pool, famB, acked, inflight)
 	}
 	if s := pool.Stats(); s.InUse != 0 {
 		t.Fatalf("%d chunks still in use", s.InUse)
@@ -114,7 +145,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-func checkRecovered(t *testing.T, n int64, fsys storage.FS, info Info, pool *offheap.ChunkPool, acked, inflight map[string]string) {
+func checkRecovered(t *testing.T, n int64, fsys storage.FS, info Info, pool *offheap.ChunkPool, famB string, acked, inflight map[string]string) {
 	t.Helper()
 	w, err := wal.Open(wal.Options{FS: fsys, Dir: "wal/rs1", SyncInterval: time.Millisecond})
 	if err != nil {
@@ -127,7 +158,8 @@ func checkRecovered(t *testing.T, n int64, fsys storage.FS, info Info, pool *off
 		t.Fatalf("crash at op %d: region does not open: %v", n, err)
 	}
 	defer r.Abort()
-	sc, err := r.Scanner(&Scan{})
+	// Every version: a cell replayed over its flushed copy would show twice.
+	sc, err := r.Scanner(&Scan{Raw: true, MaxVersions: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +171,15 @@ func checkRecovered(t *testing.T, n int64, fsys storage.FS, info Info, pool *off
 			t.Fatalf("crash at op %d: scan: %v", n, err)
 		}
 		for _, res := range b.Results {
-			a, bb := res.Value([]byte("f"), []byte("a")), res.Value([]byte("f"), []byte("b"))
+			seen := map[string]bool{}
+			for _, c := range res.Cells {
+				k := string(c.Key)
+				if seen[k] {
+					t.Fatalf("crash at op %d: row %s holds %s twice", n, res.Row, fmtKV(c))
+				}
+				seen[k] = true
+			}
+			a, bb := res.Value([]byte("f"), []byte("a")), res.Value([]byte(famB), []byte("b"))
 			if !bytes.Equal(a, bb) {
 				t.Fatalf("crash at op %d: row %s half-applied: a=%s b=%s", n, res.Row, a, bb)
 			}

@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path"
@@ -19,51 +20,111 @@ import (
 type FlushResult struct {
 	Flushed bool
 	Seq     uint64 // the flushed sequence id
-	Files   int
-	Bytes   int64
-	Cells   int64
+	// Families the flush wrote (a per-family flush leaves the others in memory).
+	Families []string
+	Files    int
+	Bytes    int64
+	Cells    int64
 	// How long the flush waited for the snapshot's writes to be durable, wrote its files, and
 	// committed them (opened the files and replaced the manifest).
 	WaitWrites, Write, Commit time.Duration
 }
 
-// Flush writes the memstore to new store files (one per family with
-// cells) and commits them: a snapshot of the memstore is written to
-// temporary files, synced, renamed into the family directories, and the
-// manifest naming them (and the new flushed sequence id) replaces the old
-// one atomically; then the WAL is told (MarkFlushed) and the snapshot's
-// memory is released once no scanner reads it.
+// Flush writes every family's memstore to new store files (one per family with cells) and
+// commits them: a snapshot of the memstores is written to new files, and the manifest naming
+// them (and the new flushed sequence id) replaces the old one atomically; then the WAL is told
+// (MarkFlushed) and the snapshot's memory is released once no scanner reads it.
 func (r *Region) Flush() (FlushResult, error) {
 	if err := r.checkOpen(); err != nil {
 		return FlushResult{}, err
 	}
-	return r.flush(false)
+	return r.flush(false, nil)
 }
 
-func (r *Region) flush(closing bool) (FlushResult, error) {
+// FlushBySize flushes as the table's flush policy says when the memstores reached the flush
+// size: by default only the families holding more than the policy's lower bound (all of them
+// when none does). It is the flush a region asks for itself.
+func (r *Region) FlushBySize() (FlushResult, error) {
+	if err := r.checkOpen(); err != nil {
+		return FlushResult{}, err
+	}
+	return r.flush(false, r.chooseFamilies)
+}
+
+// chooser picks the families a flush writes from their unflushed accounting (nil: every family
+// holding cells).
+type chooser func(unflushed []memstore.Stats) []bool
+
+func (r *Region) flush(closing bool, choose chooser) (FlushResult, error) {
 	if r.replica {
 		return FlushResult{}, ErrReadOnlyReplica
 	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	return r.flushLocked(closing, 0)
+	return r.flushLocked(closing, 0, choose)
 }
 
-// flushLocked flushes with flushMu held. A non-zero session starts a
-// replication session: the FLUSH_START and FILES entries are queued even
-// when the memstore is empty.
-func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) {
+// pendingFlush is a flush whose snapshots were taken: what it writes and what the manifest
+// records once it commits.
+type pendingFlush struct {
+	// snaps by family index: nil for a family the flush leaves alone.
+	snaps []*memstore.Frozen
+	// seq: every cell of a flushed family with a sequence id <= seq is in its snapshot (the
+	// highest sequence id the region's memstores held when it was taken).
+	seq uint64
+	// flushed by family index: the family's flushed sequence id once the flush commits — seq
+	// for the flushed families and those that held nothing, just below the oldest cell still in
+	// memory for the others.
+	flushed []uint64
+}
+
+func (p *pendingFlush) cells() int64 {
+	var n int64
+	for _, s := range p.snaps {
+		if s != nil {
+			n += s.Stats().Cells
+		}
+	}
+	return n
+}
+
+// families names the families the flush writes; all reports whether they are every family that
+// held cells (the replicas' FLUSH_START then names none).
+func (p *pendingFlush) families(r *Region) (names []string, all bool) {
+	all = true
+	for i, s := range p.snaps {
+		if s != nil {
+			names = append(names, r.fams[i].Name)
+		} else if p.flushed[i] != p.seq {
+			all = false
+		}
+	}
+	return names, all
+}
+
+// flushLocked flushes with flushMu held (the families choose picks, all when nil). A non-zero
+// session starts a replication session: the FLUSH_START and FILES entries are queued even when
+// the memstore is empty.
+func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (FlushResult, error) {
 	if err := r.brokenErr(); err != nil {
 		return FlushResult{}, err
 	}
-	snap := r.ms.CurrentSnapshot() // a previous attempt failed: retry it
-	if snap == nil {
+	p := r.pending // a previous attempt failed: retry it
+	if p == nil {
 		r.updatesLock.Lock()
-		if r.ms.UnflushedStats().Cells == 0 {
+		unflushed := make([]memstore.Stats, len(r.fams))
+		var cells int64
+		var top uint64
+		for i, m := range r.mem {
+			unflushed[i] = m.UnflushedStats()
+			cells += unflushed[i].Cells
+			top = max(top, unflushed[i].MaxSeq)
+		}
+		if cells == 0 {
 			if session != 0 {
 				// Nothing to flush: the session starts from the files as
 				// they are.
-				r.queueFlushStart(r.mvcc.readPoint.Load(), true, session)
+				r.queueFlushStart(r.mvcc.readPoint.Load(), true, session, nil)
 				r.filesMu.Lock()
 				b, err := encodeChecked(r.man)
 				if err == nil {
@@ -76,18 +137,53 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 			r.updatesLock.Unlock()
 			return FlushResult{}, nil
 		}
-		var err error
-		snap, err = r.ms.Snapshot()
-		if err == nil {
-			r.queueFlushStart(snap.Stats().MaxSeq, session != 0, session)
+		var pick []bool
+		if choose != nil && session == 0 {
+			pick = choose(unflushed)
 		}
+		r.filesMu.Lock()
+		man := r.man
+		r.filesMu.Unlock()
+		for _, f := range r.fams {
+			// A family an earlier per-family flush wrote further than the others hold.
+			top = max(top, man.familyFlushed(f.Name))
+		}
+		p = &pendingFlush{snaps: make([]*memstore.Frozen, len(r.fams)), seq: top, flushed: make([]uint64, len(r.fams))}
+		var snapErr error
+		for i, m := range r.mem {
+			st := unflushed[i]
+			if st.Cells > 0 && (pick == nil || pick[i]) {
+				snap, err := m.Snapshot()
+				if err == nil {
+					p.snaps[i], p.flushed[i] = snap, top
+					continue
+				}
+				snapErr = err // the family stays in memory; the others flush
+			}
+			if st.Cells == 0 {
+				p.flushed[i] = top
+			} else {
+				// Every cell of the family below the oldest one in memory is in its files.
+				p.flushed[i] = max(man.familyFlushed(r.fams[i].Name), st.MinSeq-1)
+			}
+		}
+		names, all := p.families(r)
+		if len(names) == 0 {
+			r.updatesLock.Unlock()
+			if snapErr != nil {
+				return FlushResult{}, fmt.Errorf("region %s: flush: %w", r.name, snapErr)
+			}
+			return FlushResult{}, nil // the chosen families hold nothing
+		}
+		if all {
+			names = nil
+		}
+		r.queueFlushStart(top, session != 0, session, names)
+		r.pending = p
 		r.updatesLock.Unlock()
-		if err != nil {
-			return FlushResult{}, err
-		}
 	}
-	st := snap.Stats()
-	flushSeq := st.MaxSeq
+	cells := p.cells()
+	flushSeq := p.seq
 	// Every write in the snapshot must be complete (its WAL record
 	// durable) before its cells go to a store file.
 	t0 := time.Now()
@@ -95,23 +191,43 @@ func (r *Region) flushLocked(closing bool, session uint64) (FlushResult, error) 
 		return FlushResult{}, err
 	}
 	t1 := time.Now()
-	written, err := r.writeSegment(snap)
+	written, err := r.writeSegment(p.snaps)
 	if err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush: %w", r.name, err)
 	}
 	t2 := time.Now()
-	res := FlushResult{Flushed: true, Seq: flushSeq, Files: len(written), Cells: st.Cells, WaitWrites: t1.Sub(t0), Write: t2.Sub(t1)}
+	res := FlushResult{Flushed: true, Seq: flushSeq, Files: len(written), Cells: cells, WaitWrites: t1.Sub(t0), Write: t2.Sub(t1)}
+	res.Families, _ = p.families(r)
 	for _, w := range written {
 		res.Bytes += w.size
 	}
+	var regionFlushed uint64
 	if err := r.commitFiles(written, nil, -1, true, func(m *manifest) {
-		m.FlushedSeq = max(m.FlushedSeq, flushSeq)
+		m.FlushedSeq = max(m.FlushedSeq, slices.Min(p.flushed))
 		m.MaxSeq = max(m.MaxSeq, flushSeq)
-	}, func() { r.ms.ClearSnapshot(snap) }); err != nil {
+		fams := map[string]uint64{}
+		for i, f := range r.fams {
+			if v := max(p.flushed[i], m.familyFlushed(f.Name)); v > m.FlushedSeq {
+				fams[f.Name] = v
+			}
+		}
+		m.FamilyFlushedSeq = nil
+		if len(fams) > 0 {
+			m.FamilyFlushedSeq = fams
+		}
+		regionFlushed = m.FlushedSeq
+	}, func() {
+		for i, snap := range p.snaps {
+			if snap != nil {
+				r.mem[i].ClearSnapshot(snap)
+			}
+		}
+	}); err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush commit: %w", r.name, err)
 	}
+	r.pending = nil
 	res.Commit = time.Since(t2)
-	if err := r.wal.MarkFlushed(r.name, flushSeq); err != nil && !closing {
+	if err := r.wal.MarkFlushed(r.name, regionFlushed); err != nil && !closing {
 		r.log.Warn("MarkFlushed failed", "error", err)
 	}
 	r.metrics.Flushes.Add(1)
@@ -184,18 +300,26 @@ func (r *Region) finishFile(fw *fileWriter) error {
 	return fw.publish()
 }
 
-// writeSegment writes a memstore snapshot (its segments merged) to one file per family.
-func (r *Region) writeSegment(snap *memstore.Frozen) ([]*fileWriter, error) {
+// writeSegment writes the families' memstore snapshots (by family index, their segments merged)
+// to one file per family.
+func (r *Region) writeSegment(snaps []*memstore.Frozen) ([]*fileWriter, error) {
 	var scs []cell.Scanner
-	for _, seg := range snap.Segments() {
-		sc, err := seg.NewScanner(math.MaxUint64)
-		if err != nil {
-			for _, o := range scs {
-				o.Close()
-			}
-			return nil, err
+	expected := make([]int, len(r.fams)) // cells per family, for the files' blooms
+	for i, snap := range snaps {
+		if snap == nil {
+			continue
 		}
-		scs = append(scs, sc)
+		expected[i] = int(snap.Stats().Cells)
+		for _, seg := range snap.Segments() {
+			sc, err := seg.NewScanner(math.MaxUint64)
+			if err != nil {
+				for _, o := range scs {
+					o.Close()
+				}
+				return nil, err
+			}
+			scs = append(scs, sc)
+		}
 	}
 	sc := newMergeIter(scs, false)
 	defer sc.close()
@@ -208,7 +332,6 @@ func (r *Region) writeSegment(snap *memstore.Frozen) ([]*fileWriter, error) {
 			}
 		}
 	}
-	expected := int(snap.Stats().Cells)
 	last := -1
 	var lastFam []byte
 	// With a table function's file hook, cells go through it on their way to the writers.
@@ -217,7 +340,7 @@ func (r *Region) writeSegment(snap *memstore.Frozen) ([]*fileWriter, error) {
 		w := writers[i]
 		if w == nil {
 			var err error
-			if w, err = r.newFileWriter(i, expected); err != nil {
+			if w, err = r.newFileWriter(i, expected[i]); err != nil {
 				return err
 			}
 			writers[i] = w
@@ -253,7 +376,7 @@ func (r *Region) writeSegment(snap *memstore.Frozen) ([]*fileWriter, error) {
 		w := writers[last]
 		if w == nil {
 			var err error
-			if w, err = r.newFileWriter(last, expected); err != nil {
+			if w, err = r.newFileWriter(last, expected[last]); err != nil {
 				abort()
 				return nil, err
 			}
@@ -310,7 +433,8 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	}
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
-	m := &manifest{Version: 1, FlushedSeq: r.man.FlushedSeq, MaxSeq: r.man.MaxSeq, Families: map[string][]manifestFile{}}
+	m := &manifest{Version: 1, FlushedSeq: r.man.FlushedSeq, MaxSeq: r.man.MaxSeq, Families: map[string][]manifestFile{},
+		FamilyFlushedSeq: maps.Clone(r.man.FamilyFlushedSeq)}
 	cur := r.files.Load()
 	next := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	for i := range r.fams {

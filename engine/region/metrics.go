@@ -37,9 +37,9 @@ type Metrics struct {
 // Metrics returns the region's counters.
 func (r *Region) Metrics() *Metrics { return &r.metrics }
 
-// MemstoreStats returns the memstore's size accounting (data bytes, chunk
+// MemstoreStats returns the memstores' size accounting (every family together) (data bytes, chunk
 // bytes, cells, timestamps, sequence ids).
-func (r *Region) MemstoreStats() memstore.Stats { return r.ms.Stats() }
+func (r *Region) MemstoreStats() memstore.Stats { return r.mem.stats() }
 
 // ReadPoint returns the MVCC read point.
 func (r *Region) ReadPoint() uint64 { return r.mvcc.readPoint.Load() }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
-	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -42,7 +41,8 @@ type Region struct {
 	// inMem is the compacting memstore's state (a primary with a BASIC or EAGER family).
 	inMem inMemoryCompaction
 
-	ms    *memstore.Memstore
+	// mem: one memstore per family (memstores.go).
+	mem   memstores
 	mvcc  *mvcc
 	locks *rowLocks
 
@@ -57,7 +57,10 @@ type Region struct {
 	man        *manifest  // under filesMu
 	manVersion string     // under filesMu: the manifest's version on a bucket (its ETag)
 
-	flushMu   sync.Mutex
+	flushMu sync.Mutex
+	// pending is a flush whose snapshots were taken and not committed (under flushMu): the next
+	// flush retries it before anything else.
+	pending   *pendingFlush
 	compactMu sync.Mutex
 
 	closed atomic.Bool
@@ -78,6 +81,7 @@ type Region struct {
 	flushGen  atomic.Uint64
 
 	flushRequested   atomic.Bool
+	blockedWriters   atomic.Int32 // writers waiting in reserve for memstore room
 	compactRequested atomic.Bool
 	bgReq            chan bgRequest
 	bgDone           chan struct{}
@@ -299,11 +303,11 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 	for _, f := range r.fams {
 		r.famNames = append(r.famNames, []byte(f.Name))
 	}
-	ms, err := memstore.New(cfg.Pool)
+	ms, err := newMemstores(cfg.Pool, len(r.fams))
 	if err != nil {
 		return nil, err
 	}
-	r.ms = ms
+	r.mem = ms
 	return r, nil
 }
 
@@ -360,15 +364,29 @@ func (r *Region) loadFiles() error {
 
 func (r *Region) recoveredEditsDir() string { return path.Join(r.dir, "recovered.edits") }
 
-// replay applies edits newer than the flushed sequence id to the memstore.
+// replay applies edits newer than the flushed sequence id to the memstore: of an edit newer than
+// the region's, the cells of the families whose own flushed sequence id is below it (a
+// per-family flush left the others in the files).
 func (r *Region) replay() (maxSeq uint64, n int, err error) {
 	// Read from the start: edits already flushed are not applied again,
 	// but their nonces are remembered so that a retry after a reopen is
 	// still recognised (as long as the WAL still holds the edit).
 	from := uint64(0)
 	flushed := r.man.FlushedSeq
+	famFlushed := make([]uint64, len(r.fams))
+	for i, f := range r.fams {
+		famFlushed[i] = r.man.familyFlushed(f.Name)
+	}
 	filter := func(region []byte) bool { return string(region) == r.name }
 	seen := map[uint64]bool{}
+	sizes := make([]int64, len(r.fams))
+	dropped := 0
+	defer func() {
+		if dropped > 0 {
+			r.log.Warn("replay skipped cells of families the table no longer has", "cells", dropped)
+		}
+	}()
+	var cells []cell.KeyValue
 	apply := func(e *wal.Edit) error {
 		if e.Seq <= flushed {
 			if e.HasNonce {
@@ -383,20 +401,30 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 			return nil // the same edit in recovered edits and a WAL
 		}
 		seen[e.Seq] = true
-		var size int64
+		cells = cells[:0]
 		for _, kv := range e.Cells {
-			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
-		}
-		if err := r.ms.Reserve(size); err != nil {
-			return fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
-		}
-		for _, kv := range e.Cells {
-			if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
-				r.ms.Unreserve(size)
-				return err
+			i := r.familyIndex(kv.Key().Family())
+			if i < 0 {
+				// A family the table no longer has (HBase skips these too).
+				dropped++
+				continue
+			}
+			if e.Seq > famFlushed[i] {
+				cells = append(cells, kv)
 			}
 		}
-		r.ms.Unreserve(size)
+		clear(sizes)
+		if err := r.memSizes(cells, sizes); err != nil {
+			return err
+		}
+		if err := r.reserveMem(sizes); err != nil {
+			return fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
+		}
+		err := r.insertMem(cells, e.Seq)
+		r.unreserveMem(sizes)
+		if err != nil {
+			return err
+		}
 		if e.HasNonce {
 			r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
 		}
@@ -499,7 +527,7 @@ func (r *Region) Close() error {
 	if !r.replica {
 		if err = r.brokenErr(); err == nil {
 			var fr FlushResult
-			fr, err = r.flush(true)
+			fr, err = r.flush(true, nil)
 			if took := time.Since(start); took > slowClose {
 				r.log.Info("slow close", "took", took.Round(time.Millisecond), "background_wait", bg.Round(time.Millisecond),
 					"compaction_wait", compaction.Round(time.Millisecond), "flush_wait_writes", fr.WaitWrites.Round(time.Millisecond),
@@ -545,11 +573,11 @@ func (r *Region) releaseAll() {
 			}
 		}
 	}
-	if r.ms != nil {
+	if r.mem != nil {
 		// Writers (and a replica's applied edits) insert under updatesLock held shared: the
-		// memstore's memory goes back only once none is inside.
+		// memstores' memory goes back only once none is inside.
 		r.updatesLock.Lock()
-		r.ms.Close()
+		r.mem.close()
 		r.updatesLock.Unlock()
 	}
 }
@@ -597,8 +625,10 @@ func (r *Region) background() {
 		case req := <-r.bgReq:
 			if req.flush {
 				r.flushRequested.Store(false)
-				if _, err := r.flush(false); err != nil && !errors.Is(err, ErrClosed) {
-					r.log.Error("flush failed", "error", err)
+				if r.flushDue() {
+					if _, err := r.flush(false, r.chooseFamilies); err != nil && !errors.Is(err, ErrClosed) {
+						r.log.Error("flush failed", "error", err)
+					}
 				}
 			}
 			if req.compact {
@@ -609,6 +639,13 @@ func (r *Region) background() {
 			}
 		}
 	}
+}
+
+// flushDue reports whether a flush the region asked for is still needed when it comes to run:
+// a write that asked just before the flush under way took its snapshots finds nothing to do
+// (flushing then would write every family, none of them being large).
+func (r *Region) flushDue() bool {
+	return r.mem.unflushedDataBytes() >= r.cfg.FlushSize || r.blockedWriters.Load() > 0
 }
 
 func (r *Region) requestFlush() {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -68,6 +67,8 @@ type ReplicationEntry struct {
 	// Manifest (ReplFiles) is the committed manifest file's content.
 	Manifest    []byte
 	FlushCommit bool
+	// Families (ReplFlushStart) the primary's flush writes; none: every family.
+	Families []string
 	// SessionStart marks the ReplFlushStart that begins Session.
 	SessionStart bool
 	Session      uint64
@@ -276,9 +277,10 @@ func (r *Region) queueEdit(edit *wal.Edit, seq uint64) {
 
 // queueFlushStart queues a FLUSH_START (called with the updates lock held
 // exclusively, right after the memstore froze).
-func (r *Region) queueFlushStart(seq uint64, sessionStart bool, session uint64) {
+func (r *Region) queueFlushStart(seq uint64, sessionStart bool, session uint64, families []string) {
 	if q := r.repl.Load(); q != nil {
-		q.appendEntry(r, &ReplicationEntry{Kind: ReplFlushStart, Seq: seq, SessionStart: sessionStart, Session: session, size: 64})
+		q.appendEntry(r, &ReplicationEntry{Kind: ReplFlushStart, Seq: seq, SessionStart: sessionStart, Session: session,
+			Families: families, size: 64})
 	}
 }
 
@@ -422,10 +424,10 @@ func (r *Region) StartReplicationSession(replica int32) error {
 	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	if snap := r.ms.CurrentSnapshot(); snap != nil {
-		// A failed flush left its snapshot: finish it first, so the session
-		// starts from a memstore holding only later edits.
-		if _, err := r.flushLocked(false, 0); err != nil {
+	if r.pending != nil {
+		// A failed flush left its snapshots: finish it first, so the session
+		// starts from memstores holding only later edits.
+		if _, err := r.flushLocked(false, 0, nil); err != nil {
 			return err
 		}
 	}
@@ -437,7 +439,7 @@ func (r *Region) StartReplicationSession(replica int32) error {
 	q.joining[replica] = true // its cursor starts at the session start
 	q.setActive()
 	q.mu.Unlock()
-	if _, err := r.flushLocked(false, newSessionID()); err != nil {
+	if _, err := r.flushLocked(false, newSessionID(), nil); err != nil {
 		q.mu.Lock()
 		if q.joining[replica] { // the start was not queued: let the next attempt ask again
 			delete(q.joining, replica)
@@ -542,14 +544,7 @@ func (r *Region) applyEntries(entries []*ReplicationEntry) error {
 			i = j
 			continue
 		case ReplFlushStart:
-			if snap := r.ms.CurrentSnapshot(); snap != nil {
-				// A session restart while an earlier flush never committed:
-				// its cells are in the primary's files by the next FILES.
-				r.viewMu.Lock()
-				r.ms.ClearSnapshot(snap)
-				r.viewMu.Unlock()
-			}
-			if _, err := r.ms.Snapshot(); err != nil {
+			if err := r.replicaFlushStart(e.Families); err != nil {
 				return err
 			}
 			if e.SessionStart {
@@ -570,39 +565,65 @@ func (r *Region) applyEntries(entries []*ReplicationEntry) error {
 	return nil
 }
 
-// applyEdits adds a run of edits to the replica's memstore.
+// applyEdits adds a run of edits to the replica's memstores.
 func (r *Region) applyEdits(entries []*ReplicationEntry) error {
-	var size int64
+	sizes := make([]int64, len(r.fams))
 	for _, e := range entries {
 		if e.Edit == nil || string(e.Edit.Region) != r.name {
 			return fmt.Errorf("%w: replicated edit for another region", ErrInvalid)
 		}
-		for _, kv := range e.Edit.Cells {
-			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
+		if err := r.memSizes(e.Edit.Cells, sizes); err != nil {
+			return fmt.Errorf("replicated cell: %w", err)
 		}
 	}
 	// Held shared from the reservation to the last insert, as a primary's writers hold it: a
-	// close waits for it before it gives the memstore's memory back.
+	// close waits for it before it gives the memstores' memory back.
 	r.updatesLock.RLock()
 	defer r.updatesLock.RUnlock()
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
-	if err := r.ms.Reserve(size); err != nil {
+	if err := r.reserveMem(sizes); err != nil {
 		return err
 	}
-	defer r.ms.Unreserve(size)
+	defer r.unreserveMem(sizes)
 	for _, e := range entries {
-		for _, kv := range e.Edit.Cells {
-			if r.familyIndex(kv.Key().Family()) < 0 {
-				return fmt.Errorf("%w: replicated cell of family %q", ErrNoSuchFamily, kv.Key().Family())
-			}
-			if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), e.Seq); err != nil {
-				return err
-			}
+		if err := r.insertMem(e.Edit.Cells, e.Seq); err != nil {
+			return err
 		}
 	}
 	r.metrics.WriteRequests.Add(int64(len(entries)))
+	return nil
+}
+
+// replicaFlushStart freezes the memstores of the families the primary's flush writes (all when
+// none is named): they hold exactly the cells the primary froze.
+func (r *Region) replicaFlushStart(families []string) error {
+	pick := make([]bool, len(r.fams))
+	for _, name := range families {
+		i := r.familyIndex([]byte(name))
+		if i < 0 {
+			return fmt.Errorf("%w: a flush of family %q", ErrNoSuchFamily, name)
+		}
+		pick[i] = true
+	}
+	// A session restart while an earlier flush never committed: its cells are in the primary's
+	// files by the next FILES.
+	r.viewMu.Lock()
+	for _, m := range r.mem {
+		if snap := m.CurrentSnapshot(); snap != nil {
+			m.ClearSnapshot(snap)
+		}
+	}
+	r.viewMu.Unlock()
+	for i, m := range r.mem {
+		if len(families) > 0 && !pick[i] {
+			continue
+		}
+		if _, err := m.Snapshot(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -652,8 +673,10 @@ func (r *Region) applyManifest(b []byte, flushCommit bool) error {
 	r.viewMu.Lock()
 	r.files.Store(next)
 	if flushCommit {
-		if snap := r.ms.CurrentSnapshot(); snap != nil {
-			r.ms.ClearSnapshot(snap)
+		for _, m := range r.mem {
+			if snap := m.CurrentSnapshot(); snap != nil {
+				m.ClearSnapshot(snap)
+			}
 		}
 	}
 	r.viewMu.Unlock()

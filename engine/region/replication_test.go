@@ -313,8 +313,13 @@ func TestReplicaRandom(t *testing.T) {
 					if err := e.r.Delete(NewMutation(row).DeleteFamily(f, cell.LatestTimestamp)); err != nil {
 						t.Fatal(err)
 					}
-				case n < 75:
+				case n < 72:
 					if _, err := e.r.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				case n < 75:
+					// A per-family flush: the replica freezes that family's memstore only.
+					if _, err := e.r.flush(false, onlyFamilies(e.r, string(f))); err != nil {
 						t.Fatal(err)
 					}
 				case n < 78:

@@ -386,16 +386,12 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 		s.readPoint = math.MaxUint64
 	}
 
-	// Sources: memstore segments and the selected families' files.
-	scanners := make([]cell.Scanner, 0, 8)
+	// Sources: the selected families' memstore segments and files.
 	r.viewMu.RLock()
-	mss, err := r.ms.Scanners(s.readPoint)
+	scanners, err := r.mem.scanners(s.readPoint, s.fams, make([]cell.Scanner, 0, 8))
 	if err != nil {
 		r.viewMu.RUnlock()
 		return nil, fmt.Errorf("region %s: %w", r.name, err)
-	}
-	for _, m := range mss {
-		scanners = append(scanners, m)
 	}
 	set := r.files.Load()
 	var keyLo, keyHi []byte // row range that can matter
@@ -447,9 +443,9 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	}
 	addFiles(s.fams, &scanners)
 	if joinedFams != nil {
-		// The joined families' own sources: the memstore again (at the same read point) and
-		// their files.
-		jms, err := r.ms.Scanners(s.readPoint)
+		// The joined families' own sources: their memstores (at the same read point) and their
+		// files.
+		jscanners, err := r.mem.scanners(s.readPoint, joinedFams, make([]cell.Scanner, 0, 4))
 		if err != nil {
 			r.viewMu.RUnlock()
 			for _, sc := range scanners {
@@ -459,10 +455,6 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 				f.release()
 			}
 			return nil, fmt.Errorf("region %s: %w", r.name, err)
-		}
-		jscanners := make([]cell.Scanner, 0, len(jms)+4)
-		for _, m := range jms {
-			jscanners = append(jscanners, m)
 		}
 		addFiles(joinedFams, &jscanners)
 		s.joined = &joinedFamilies{fams: joinedFams, it: newMergeIter(jscanners, false)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 
 	"github.com/cellstore/cellstore/engine/sfile"
@@ -248,7 +249,8 @@ func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) erro
 	}
 	dir := info.Dir()
 	parentName := path.Base(src.dir)
-	dm := &manifest{Version: 1, FlushedSeq: man.FlushedSeq, MaxSeq: man.MaxSeq, Families: map[string][]manifestFile{}}
+	dm := &manifest{Version: 1, FlushedSeq: man.FlushedSeq, MaxSeq: man.MaxSeq, Families: map[string][]manifestFile{},
+		FamilyFlushedSeq: maps.Clone(man.FamilyFlushedSeq)}
 	for _, f := range src.fams {
 		famDir := path.Join(dir, f.Name)
 		for _, mf := range man.Families[f.Name] {

@@ -263,6 +263,15 @@ type manifest struct {
 	// MaxSeq is the highest sequence id in the store files.
 	MaxSeq   uint64                    `json:"maxSeq"`
 	Families map[string][]manifestFile `json:"families"`
+	// FamilyFlushedSeq: a family that a per-family flush wrote further than FlushedSeq: every
+	// cell of it with a sequence id <= its entry is in its files (replay skips them). Families
+	// not named are flushed to FlushedSeq.
+	FamilyFlushedSeq map[string]uint64 `json:"familyFlushedSeq,omitempty"`
+}
+
+// familyFlushed is the sequence id a family's files hold every cell of the family up to.
+func (m *manifest) familyFlushed(family string) uint64 {
+	return max(m.FlushedSeq, m.FamilyFlushedSeq[family])
 }
 
 type manifestFile struct {

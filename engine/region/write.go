@@ -409,13 +409,9 @@ func (r *Region) unlockRows(locks []*rowLock) {
 // holding row locks pass wait=true; the WAL sync wait itself does not need
 // the locks but keeping the code simple costs little with group commit).
 func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
-	var size int64
 	var n int
 	for _, re := range req.rows {
-		for _, kv := range re.cells {
-			size += memstore.EncodedCellSize(kv.KeyLen(), kv.StoredValueLen())
-			n++
-		}
+		n += len(re.cells)
 	}
 	if n == 0 {
 		return 0, nil
@@ -423,7 +419,14 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	if r.replica {
 		return 0, ErrReadOnlyReplica
 	}
-	if err := r.reserve(size); err != nil {
+	var buf [8]int64
+	sizes := r.sizeBuf(buf[:])
+	for _, re := range req.rows {
+		if err := r.memSizes(re.cells, sizes); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.reserve(sizes); err != nil {
 		return 0, err
 	}
 	// r.updatesLock is held shared from here to the last insert.
@@ -451,22 +454,20 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 		return r.wal.AppendNoWait(&edit)
 	})
 	if err != nil {
-		r.ms.Unreserve(size)
+		r.unreserveMem(sizes)
 		r.updatesLock.RUnlock()
 		return 0, fmt.Errorf("region %s: wal: %w", r.name, err)
 	}
 	seq := we.seq
-	for _, kv := range edit.Cells {
-		if err := r.ms.AddTagged(kv.Key(), kv.Value(), kv.Tags(), seq); err != nil {
-			// Cannot happen after a successful Reserve; if it does the
-			// memstore no longer matches the WAL.
-			r.ms.Unreserve(size)
-			r.updatesLock.RUnlock()
-			r.markBroken(err)
-			return 0, r.brokenErr()
-		}
+	if err := r.insertMem(edit.Cells, seq); err != nil {
+		// Cannot happen after a successful Reserve; if it does the
+		// memstore no longer matches the WAL.
+		r.unreserveMem(sizes)
+		r.updatesLock.RUnlock()
+		r.markBroken(err)
+		return 0, r.brokenErr()
 	}
-	r.ms.Unreserve(size)
+	r.unreserveMem(sizes)
 	r.queueEdit(&edit, seq)
 	r.updatesLock.RUnlock()
 	if d == wal.SyncWAL || d == wal.FsyncWAL {
@@ -478,32 +479,33 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	r.mvcc.complete(we)
 	r.replicationCompleted()
 	r.metrics.WriteRequests.Add(1)
-	if r.inMem.on {
-		if r.ms.ActiveDataBytes() >= r.cfg.InMemoryFlushSize {
-			r.requestInMemoryFlush()
-		}
-		if r.ms.UnflushedDataBytes() >= r.cfg.FlushSize {
-			r.requestFlush()
-		}
-	} else if r.ms.ActiveDataBytes() >= r.cfg.FlushSize {
+	if r.inMem.on && r.inMemoryFlushDue() {
+		r.requestInMemoryFlush()
+	}
+	if r.mem.unflushedDataBytes() >= r.cfg.FlushSize {
 		r.requestFlush()
 	}
 	return seq, nil
 }
 
-// reserve waits for memstore room and reserves size bytes; on success the
-// updates lock is held shared.
-func (r *Region) reserve(size int64) error {
+// reserve waits for memstore room and reserves sizes (by family); on success the updates lock
+// is held shared.
+func (r *Region) reserve(sizes []int64) error {
 	deadline := time.Time{}
+	defer func() {
+		if !deadline.IsZero() {
+			r.blockedWriters.Add(-1)
+		}
+	}()
 	for {
 		if err := r.checkOpen(); err != nil {
 			return err
 		}
 		blocking := r.cfg.FlushSize * r.cfg.BlockingMultiplier
 		var err error
-		if r.ms.Stats().DataBytes < blocking {
+		if r.mem.stats().DataBytes < blocking {
 			r.updatesLock.RLock()
-			err = r.ms.Reserve(size)
+			err = r.reserveMem(sizes)
 			if err == nil {
 				return nil
 			}
@@ -514,15 +516,16 @@ func (r *Region) reserve(size int64) error {
 		}
 		// Blocked: ask for a flush and wait for one to finish.
 		r.metrics.BlockedWrites.Add(1)
-		r.requestFlush()
 		if deadline.IsZero() {
 			deadline = time.Now().Add(r.cfg.BlockingWait)
+			r.blockedWriters.Add(1) // before the request: the flush must not find it unneeded
 		}
+		r.requestFlush()
 		if !time.Now().Before(deadline) {
 			if err != nil {
 				return fmt.Errorf("%w: region %s: %w", ErrWritesBlocked, r.name, err)
 			}
-			return fmt.Errorf("%w: region %s holds %d bytes (blocking at %d)", ErrWritesBlocked, r.name, r.ms.Stats().DataBytes, blocking)
+			return fmt.Errorf("%w: region %s holds %d bytes (blocking at %d)", ErrWritesBlocked, r.name, r.mem.stats().DataBytes, blocking)
 		}
 		r.waitForFlush(time.Until(deadline))
 	}

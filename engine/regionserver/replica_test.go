@@ -337,3 +337,75 @@ func TestReplicationChangedOnOpenTable(t *testing.T) {
 	}
 	waitFor(t, "the shipper to the removed replica stops", 20*time.Second, func() bool { return shippers() == 0 })
 }
+
+// A table's per-family flush policy reaches its regions, and their replicas follow per-family
+// flushes over the wire (KIND_FLUSH_START_FAMILIES): the region flushing by size writes only its
+// large family, and the replica, which froze only that family's memstore, keeps showing the
+// small family's cells after the files commit.
+func TestPerFamilyFlushReplicated(t *testing.T) {
+	c := startCluster(t, 2)
+	ctx := context.Background()
+	td := &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "pf"}, RegionReplication: 2,
+		MemstoreFlushSize: 64 << 10,
+		Attributes:        map[string]string{region.FlushLowerBoundAttribute: "16384"},
+		Families:          []*pb.ColumnFamilyDescriptor{{Name: []byte("big"), MaxVersions: 1}, {Name: []byte("small"), MaxVersions: 1}}}
+	if _, err := c.client.CreateTable(ctx, td, nil); err != nil {
+		t.Fatal(err)
+	}
+	locs := c.waitOpen("pf", 2, "", 30*time.Second)
+	var primary, replica *region.Region
+	for _, l := range locs {
+		r := c.regionOn(layout.ServerName(l.GetServer()), l.GetRegion().GetName())
+		if l.GetRegion().GetReplicaId() == 0 {
+			primary = r
+		} else {
+			replica = r
+		}
+	}
+	if primary == nil || replica == nil {
+		t.Fatal("the primary or the replica is not open")
+	}
+	// The replica's session starts with a full flush: let it start before the writes.
+	for deadline := time.Now().Add(20 * time.Second); replica.ReplicaState().Session == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica's session did not start")
+		}
+		time.Sleep(10 * time.Millisecond) // polling state
+	}
+	tbl := c.client.Table("pf")
+	value := make([]byte, 1000)
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; primary.StoreFileCount()["big"] == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no flush after %d rows: %v", i, primary.StoreFileCount())
+		}
+		p := client.NewPut(rowKey(i)).Add("big", "q", cell.LatestTimestamp, value).Add("small", "q", cell.LatestTimestamp, []byte("s"))
+		if err := tbl.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitConverged("pf", 2, 20*time.Second)
+	if n := primary.StoreFileCount(); n["small"] != 0 {
+		t.Fatalf("the flush by size wrote the small family too: %v", n)
+	}
+	if primary.MemstoreStats().Cells == 0 {
+		t.Fatal("the small family's cells are not in memory")
+	}
+	if _, err := primary.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged("pf", 2, 20*time.Second)
+	if n := primary.StoreFileCount(); n["small"] != 1 {
+		t.Fatalf("Flush did not write the small family: %v", n)
+	}
+
+	// A flush policy the master does not know, or a bad lower bound, is refused at creation.
+	for _, attrs := range []map[string]string{
+		{region.FlushPolicyAttribute: "com.example.MyFlushPolicy"},
+		{region.FlushLowerBoundAttribute: "16MB"},
+	} {
+		td := &pb.TableDescriptor{Name: client.ParseTableName("bad"), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}, Attributes: attrs}
+		_, err := c.client.CreateTable(ctx, td, nil)
+		wantCode(t, fmt.Sprint("create with ", attrs), err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
+	}
+}

@@ -269,6 +269,9 @@ func (sh *shipper) send(b *region.ReplicationBatch) (*pb.ReplicateEditsResponse,
 			}
 		case region.ReplFlushStart:
 			pe.Kind = pb.ReplicationEntry_KIND_FLUSH_START
+			if len(e.Families) > 0 {
+				pe.Kind, pe.Families = pb.ReplicationEntry_KIND_FLUSH_START_FAMILIES, e.Families
+			}
 		case region.ReplFiles:
 			pe.Kind, pe.Manifest = pb.ReplicationEntry_KIND_FILES, e.Manifest
 		}
@@ -351,6 +354,11 @@ func (a *adminService) ReplicateEdits(_ context.Context, req *pb.ReplicateEditsR
 			edits++
 		case pb.ReplicationEntry_KIND_FLUSH_START:
 			e.Kind = region.ReplFlushStart
+		case pb.ReplicationEntry_KIND_FLUSH_START_FAMILIES:
+			if len(pe.GetFamilies()) == 0 {
+				return nil, invalid("replication entry %d: a per-family flush start names no family", i).Status()
+			}
+			e.Kind, e.Families = region.ReplFlushStart, pe.GetFamilies()
 		case pb.ReplicationEntry_KIND_FILES:
 			e.Kind, e.Manifest = region.ReplFiles, pe.GetManifest()
 		default:

@@ -741,8 +741,14 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 	if table.GetMemstoreFlushSize() > 0 {
 		flush = table.GetMemstoreFlushSize()
 	}
+	// The master refuses a policy it cannot parse at create and alter.
+	policy, err := region.ParseFlushPolicy(table.GetAttributes())
+	if err != nil {
+		s.log.Warn("table flush policy ignored", "table", table.GetName().GetName(), "error", err)
+	}
 	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
-		Logger: s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load()}
+		FlushPolicy: policy,
+		Logger:      s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load()}
 }
 
 // Stop shuts the server down gracefully: it tells the master it is stopping, closes every region

@@ -16,6 +16,7 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/quota"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/schema"
 	"google.golang.org/grpc"
 )
@@ -711,6 +712,44 @@ func familyOf(h Value, d *pb.ColumnFamilyDescriptor) error {
 	return nil
 }
 
+// tableAttribute sets a table attribute of create or alter, as HBase's shell names them; it
+// reports false for a key it does not know. An empty string removes a free-form attribute.
+func tableAttribute(td *pb.TableDescriptor, k string, v Value) (bool, error) {
+	var err error
+	setAttr := func(k, v string) {
+		if td.Attributes == nil {
+			td.Attributes = map[string]string{}
+		}
+		if v == "" {
+			delete(td.Attributes, k)
+		} else {
+			td.Attributes[k] = v
+		}
+	}
+	switch k {
+	case "REGION_REPLICATION":
+		td.RegionReplication, err = int32Of(v, k)
+	case "MAX_FILESIZE":
+		td.MaxFileSize, err = intOf(v, k)
+	case "MEMSTORE_FLUSHSIZE":
+		td.MemstoreFlushSize, err = intOf(v, k)
+	case "NORMALIZATION_ENABLED", "NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB",
+		region.SplitPolicyAttribute, region.FlushPolicyAttribute:
+		setAttr(k, v.Text())
+	case "METADATA", "CONFIGURATION":
+		// Free-form table values (HBase keeps CONFIGURATION apart; here both are attributes).
+		if v.Kind != Hash {
+			return true, usage("%s must be a {KEY => value} hash", k)
+		}
+		for i, mk := range v.Keys {
+			setAttr(v.RawKeys[i], v.Map[mk].Text()) // keys as written: they are not constants
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
 func (s *Shell) create(ctx context.Context, args []Value) error {
 	t, err := str(args, 0, "table")
 	if err != nil {
@@ -749,22 +788,12 @@ func (s *Shell) create(ctx context.Context, args []Value) error {
 					req.NumRegions = n
 				case "SPLITALGO":
 					// Regions are spread evenly over the byte space whatever the algorithm.
-				case "REGION_REPLICATION":
-					n, err := int32Of(v, k)
-					if err != nil {
-						return err
-					}
-					td.RegionReplication = n
-				case "MAX_FILESIZE":
-					if td.MaxFileSize, err = intOf(v, k); err != nil {
-						return err
-					}
-				case "MEMSTORE_FLUSHSIZE":
-					if td.MemstoreFlushSize, err = intOf(v, k); err != nil {
-						return err
-					}
 				default:
-					return usage("argument %d: unknown table attribute %s", i+2, k)
+					if ok, err := tableAttribute(td, k, v); err != nil {
+						return err
+					} else if !ok {
+						return usage("argument %d: unknown table attribute %s", i+2, k)
+					}
 				}
 			}
 		default:
@@ -847,27 +876,9 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 			continue
 		}
 		for _, k := range a.Keys {
-			switch k {
-			case "REGION_REPLICATION":
-				n, err := int32Of(a.Map[k], k)
-				if err != nil {
-					return err
-				}
-				td.RegionReplication = n
-			case "MAX_FILESIZE":
-				if td.MaxFileSize, err = intOf(a.Map[k], k); err != nil {
-					return err
-				}
-			case "NORMALIZATION_ENABLED", "NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB":
-				if td.Attributes == nil {
-					td.Attributes = map[string]string{}
-				}
-				if v := a.Map[k].Text(); v == "" {
-					delete(td.Attributes, k)
-				} else {
-					td.Attributes[k] = v
-				}
-			default:
+			if ok, err := tableAttribute(td, k, a.Map[k]); err != nil {
+				return err
+			} else if !ok {
 				return usage("unknown table attribute %s", k)
 			}
 		}
@@ -939,6 +950,37 @@ func tableName(tn *pb.TableName) string {
 	return tn.GetNamespace() + ":" + tn.GetName()
 }
 
+// describeTableAttributes lists a table's attributes as HBase's describe does: the settings it
+// knows first, the free-form values in METADATA.
+func describeTableAttributes(td *pb.TableDescriptor) string {
+	parts := []string{fmt.Sprintf("REGION_REPLICATION => '%d'", max(td.RegionReplication, 1))}
+	if td.MaxFileSize > 0 {
+		parts = append(parts, fmt.Sprintf("MAX_FILESIZE => '%d'", td.MaxFileSize))
+	}
+	if td.MemstoreFlushSize > 0 {
+		parts = append(parts, fmt.Sprintf("MEMSTORE_FLUSHSIZE => '%d'", td.MemstoreFlushSize))
+	}
+	keys := make([]string, 0, len(td.Attributes))
+	for k := range td.Attributes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var meta []string
+	for _, k := range keys {
+		switch k {
+		case region.SplitPolicyAttribute, region.FlushPolicyAttribute, "NORMALIZATION_ENABLED",
+			"NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB":
+			parts = append(parts, fmt.Sprintf("%s => '%s'", k, td.Attributes[k]))
+		default:
+			meta = append(meta, fmt.Sprintf("'%s' => '%s'", k, td.Attributes[k]))
+		}
+	}
+	if len(meta) > 0 {
+		parts = append(parts, "METADATA => {"+strings.Join(meta, ", ")+"}")
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (s *Shell) describe(ctx context.Context, args []Value) error {
 	t, err := str(args, 0, "table")
 	if err != nil {
@@ -953,7 +995,7 @@ func (s *Shell) describe(ctx context.Context, args []Value) error {
 	}
 	td := resp.Table
 	fmt.Fprintf(s.Out, "Table %s is %s\n", t, strings.TrimPrefix(resp.State.String(), "TABLE_STATE_"))
-	fmt.Fprintf(s.Out, "%s, {TABLE_ATTRIBUTES => {REGION_REPLICATION => '%d'}}\n", t, max(td.RegionReplication, 1))
+	fmt.Fprintf(s.Out, "%s, {TABLE_ATTRIBUTES => {%s}}\n", t, describeTableAttributes(td))
 	fmt.Fprintln(s.Out, "COLUMN FAMILIES DESCRIPTION")
 	for _, f := range td.Families {
 		ttl := "'FOREVER'"

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"testing/quick"
 
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
 )
 
@@ -59,6 +61,7 @@ func TestUsageErrors(t *testing.T) {
 		`call_function 't', 'fn', 'ep', 'arg', {LIMIT => 5}`:             "it does not take LIMIT",
 		`call_function 't', 'fn'`:                                        "endpoint",
 		`create 't', {NAME => 'f', IN_MEMORY_COMPACTION => 'LAZY'}`:      "IN_MEMORY_COMPACTION must be NONE, BASIC or EAGER",
+		`create 't', 'f', {METADATA => 'x'}`:                             "METADATA must be a {KEY => value} hash",
 	} {
 		err := sh.Run(context.Background(), line)
 		var ue *UsageError
@@ -68,5 +71,36 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("output for failed commands: %q", out.String())
+	}
+}
+
+// Table attributes as HBase's shell names them: the policies and free-form values land in the
+// descriptor's attributes (an empty value removes one), and describe lists them back.
+func TestTableAttributes(t *testing.T) {
+	td := &pb.TableDescriptor{}
+	cmd, err := Parse(`alter 't', {FLUSH_POLICY => 'FlushAllStoresPolicy', MEMSTORE_FLUSHSIZE => 65536, ` +
+		`METADATA => {'hbase.hregion.percolumnfamilyflush.size.lower.bound' => '16384', 'owner' => 'ops'}, ` +
+		`CONFIGURATION => {'owner' => ''}, SPLIT_POLICY => 'DisabledRegionSplitPolicy'}`)
+	if err != nil || len(cmd.Args) != 2 {
+		t.Fatal(cmd, err)
+	}
+	args := cmd.Args[1:]
+	for _, k := range args[0].Keys {
+		if ok, err := tableAttribute(td, k, args[0].Map[k]); !ok || err != nil {
+			t.Fatalf("%s: %v %v", k, ok, err)
+		}
+	}
+	want := map[string]string{"FLUSH_POLICY": "FlushAllStoresPolicy", "SPLIT_POLICY": "DisabledRegionSplitPolicy",
+		"hbase.hregion.percolumnfamilyflush.size.lower.bound": "16384"}
+	if !maps.Equal(td.Attributes, want) || td.MemstoreFlushSize != 65536 {
+		t.Fatalf("attributes %v, flush size %d", td.Attributes, td.MemstoreFlushSize)
+	}
+	got := describeTableAttributes(td)
+	if w := "REGION_REPLICATION => '1', MEMSTORE_FLUSHSIZE => '65536', FLUSH_POLICY => 'FlushAllStoresPolicy', " +
+		"SPLIT_POLICY => 'DisabledRegionSplitPolicy', METADATA => {'hbase.hregion.percolumnfamilyflush.size.lower.bound' => '16384'}"; got != w {
+		t.Fatalf("describe:\n%s\nwant\n%s", got, w)
+	}
+	if ok, _ := tableAttribute(td, "COLOUR", Value{}); ok {
+		t.Fatal("an unknown attribute was taken")
 	}
 }

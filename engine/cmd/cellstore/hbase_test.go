@@ -290,6 +290,7 @@ count 'sh'
 list
 describe 'sh'
 alter 'sh', NAME => 'g', VERSIONS => 4
+alter 'sh', FLUSH_POLICY => 'org.apache.hadoop.hbase.regionserver.FlushAllStoresPolicy'
 describe 'sh'
 status
 disable 'sh'
@@ -315,6 +316,7 @@ exit
 		t.Fatalf("the HBase shell failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{"Created table sh", "value=v1", "2 row(s)", "=> 2", "sh", "VERSIONS => '4'", "NAME => 'g'",
+		"FLUSH_POLICY => 'org.apache.hadoop.hbase.regionserver.FlushAllStoresPolicy'",
 		"1 active master", "servers", "Took"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("no %q in the HBase shell's output:\n%s", want, out)

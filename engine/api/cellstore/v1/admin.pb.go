@@ -27,12 +27,16 @@ const (
 	ReplicationEntry_KIND_UNSPECIFIED ReplicationEntry_Kind = 0
 	// One WAL edit (edit), applied to the replica's memstore.
 	ReplicationEntry_KIND_EDIT ReplicationEntry_Kind = 1
-	// The primary froze its memstore for a flush at seq: the replica freezes its own, which holds
+	// The primary froze its memstores for a flush at seq: the replica freezes its own, which hold
 	// exactly the same edits (or, at a session start, whatever the replica had).
 	ReplicationEntry_KIND_FLUSH_START ReplicationEntry_Kind = 2
 	// The primary committed new store files (manifest): after a flush (flush_commit, the replica
-	// drops its frozen memstore) or a compaction.
+	// drops its frozen memstores) or a compaction.
 	ReplicationEntry_KIND_FILES ReplicationEntry_Kind = 3
+	// KIND_FLUSH_START of a per-family flush: only the memstores of families are frozen. A kind
+	// of its own so that a replica on a version without per-family flush refuses it (the
+	// primary retries until the replica's server is upgraded) rather than freezing every family.
+	ReplicationEntry_KIND_FLUSH_START_FAMILIES ReplicationEntry_Kind = 4
 )
 
 // Enum value maps for ReplicationEntry_Kind.
@@ -42,12 +46,14 @@ var (
 		1: "KIND_EDIT",
 		2: "KIND_FLUSH_START",
 		3: "KIND_FILES",
+		4: "KIND_FLUSH_START_FAMILIES",
 	}
 	ReplicationEntry_Kind_value = map[string]int32{
-		"KIND_UNSPECIFIED": 0,
-		"KIND_EDIT":        1,
-		"KIND_FLUSH_START": 2,
-		"KIND_FILES":       3,
+		"KIND_UNSPECIFIED":          0,
+		"KIND_EDIT":                 1,
+		"KIND_FLUSH_START":          2,
+		"KIND_FILES":                3,
+		"KIND_FLUSH_START_FAMILIES": 4,
 	}
 )
 
@@ -670,7 +676,9 @@ type ReplicationEntry struct {
 	Manifest    []byte `protobuf:"bytes,4,opt,name=manifest,proto3" json:"manifest,omitempty"`
 	FlushCommit bool   `protobuf:"varint,5,opt,name=flush_commit,json=flushCommit,proto3" json:"flush_commit,omitempty"`
 	// KIND_FLUSH_START that begins a session.
-	SessionStart  bool `protobuf:"varint,6,opt,name=session_start,json=sessionStart,proto3" json:"session_start,omitempty"`
+	SessionStart bool `protobuf:"varint,6,opt,name=session_start,json=sessionStart,proto3" json:"session_start,omitempty"`
+	// KIND_FLUSH_START_FAMILIES: the families the flush writes.
+	Families      []string `protobuf:"bytes,7,rep,name=families,proto3" json:"families,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -745,6 +753,13 @@ func (x *ReplicationEntry) GetSessionStart() bool {
 		return x.SessionStart
 	}
 	return false
+}
+
+func (x *ReplicationEntry) GetFamilies() []string {
+	if x != nil {
+		return x.Families
+	}
+	return nil
 }
 
 type ReplicateEditsResponse struct {
@@ -1100,20 +1115,22 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\aentries\x18\x05 \x03(\v2\x1e.cellstore.v1.ReplicationEntryR\aentries\x12\x1d\n" +
 	"\n" +
 	"read_point\x18\x06 \x01(\x04R\treadPoint\x12$\n" +
-	"\x0eoldest_unix_ms\x18\a \x01(\x03R\foldestUnixMs\"\xa8\x02\n" +
+	"\x0eoldest_unix_ms\x18\a \x01(\x03R\foldestUnixMs\"\xe3\x02\n" +
 	"\x10ReplicationEntry\x127\n" +
 	"\x04kind\x18\x01 \x01(\x0e2#.cellstore.v1.ReplicationEntry.KindR\x04kind\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04edit\x18\x03 \x01(\fR\x04edit\x12\x1a\n" +
 	"\bmanifest\x18\x04 \x01(\fR\bmanifest\x12!\n" +
 	"\fflush_commit\x18\x05 \x01(\bR\vflushCommit\x12#\n" +
-	"\rsession_start\x18\x06 \x01(\bR\fsessionStart\"Q\n" +
+	"\rsession_start\x18\x06 \x01(\bR\fsessionStart\x12\x1a\n" +
+	"\bfamilies\x18\a \x03(\tR\bfamilies\"p\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_EDIT\x10\x01\x12\x14\n" +
 	"\x10KIND_FLUSH_START\x10\x02\x12\x0e\n" +
 	"\n" +
-	"KIND_FILES\x10\x03\"z\n" +
+	"KIND_FILES\x10\x03\x12\x1d\n" +
+	"\x19KIND_FLUSH_START_FAMILIES\x10\x04\"z\n" +
 	"\x16ReplicateEditsResponse\x12\x1f\n" +
 	"\vapplied_seq\x18\x01 \x01(\x04R\n" +
 	"appliedSeq\x12\x16\n" +
