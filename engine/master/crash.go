@@ -265,16 +265,24 @@ func (m *Master) split(dir string, dirs map[string]string, flushed map[string]ui
 		RecoveredEditsDir: func(region string) string { return dirs[region] },
 		FlushedSeq:        flushedSeq,
 	})
-	if err == nil && res.TornTail != nil {
-		// A killed server's last segment ends in its preallocated zeros (64 MiB by default):
-		// cut them off before the directory is archived, or every crash keeps a segment's
-		// worth of disk until the archive is cleaned. A crash before this point splits again.
-		if terr := m.cfg.FS.Truncate(res.TornTail.File, res.TornTail.Offset); terr != nil {
+	for _, t := range tornTails(res, err) {
+		// A killed server's last segment (of each WAL group) ends in its preallocated zeros
+		// (64 MiB by default): cut them off before the directory is archived, or every crash
+		// keeps a segment's worth of disk until the archive is cleaned. A crash before this
+		// point splits again.
+		if terr := m.cfg.FS.Truncate(t.File, t.Offset); terr != nil {
 			m.log.Warn("could not cut the torn tail of a split WAL segment (it stays in the archive at full size)",
-				"file", res.TornTail.File, "offset", res.TornTail.Offset, "error", terr)
+				"file", t.File, "offset", t.Offset, "error", terr)
 		}
 	}
 	return res, err
+}
+
+func tornTails(res *wal.SplitResult, err error) []wal.TornTail {
+	if err != nil || res == nil {
+		return nil
+	}
+	return res.TornTails
 }
 
 // archiveDeadLog copies to the WAL archive (Config.WALArchive) the units of a dead server's log

@@ -204,7 +204,7 @@ func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
 			}
 			time.Sleep(100 * time.Millisecond) // polling the shared storage for the primary's directory
 		}
-		return region.OpenReplica(s.regionConfig(or.table), info)
+		return region.OpenReplica(s.regionConfig(or.table, or.name), info)
 	}
 	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
@@ -212,7 +212,7 @@ func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
 		return nil, err
 	}
 	s.noteRegionForArchive(or.name, or.tkey)
-	r, err := region.Open(s.regionConfig(or.table), info)
+	r, err := region.Open(s.regionConfig(or.table, or.name), info)
 	if err != nil {
 		return nil, err
 	}

@@ -93,6 +93,9 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 			case *wal.WAL:
 				st := w.Stats()
 				return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
+			case *wal.MultiWAL:
+				st := w.Stats()
+				return f(walStats{syncs: st.Syncs, appends: st.Appends, bytes: st.BytesWritten, syncNanos: st.SyncNanos})
 			case *wal.ObjectLog:
 				// A group commit is a PUT: it counts as the sync.
 				st := w.Stats()

@@ -96,6 +96,10 @@ type Config struct {
 	// WALSyncInterval bounds ASYNC_WAL latency (default 1 s). WALSegmentSize default 64 MiB.
 	WALSyncInterval time.Duration
 	WALSegmentSize  int64
+	// WALGroups > 1 splits the WAL into that many groups, each with its own commits and syncs;
+	// a region's edits go to the group its name hashes to (HBase's multiwal; wal.MultiWAL). On a
+	// directory tree only: an object log already has WALSyncSlots PUTs under way at once.
+	WALGroups int
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
@@ -175,6 +179,12 @@ func (c *Config) fill() error {
 	}
 	if len(c.Masters) == 0 {
 		return errors.New("regionserver: no master address given (--masters)")
+	}
+	switch {
+	case c.WALGroups < 0 || c.WALGroups > wal.MaxGroups:
+		return fmt.Errorf("regionserver: %d WAL groups (--wal-groups): want 1 to %d", c.WALGroups, wal.MaxGroups)
+	case c.WALGroups > 1 && c.Bucket != nil:
+		return fmt.Errorf("regionserver: --wal-groups %d needs a directory tree; on object storage the WAL already has --wal-sync-slots PUTs under way at once: raise that instead", c.WALGroups)
 	}
 	if c.DataAddr == "" {
 		c.DataAddr = ":16020"
@@ -554,7 +564,6 @@ func (s *Server) openWAL() error {
 // serverLog is the server's write-ahead log: segments in a directory (*wal.WAL) or an object log
 // (*wal.ObjectLog) on a bucket.
 type serverLog interface {
-	wal.Log
 	// Err is why the log acknowledges nothing more (broken, fenced), or nil.
 	Err() error
 	// Backlog is how many units (objects, closed segments) the log keeps for unflushed edits,
@@ -563,6 +572,14 @@ type serverLog interface {
 	// Archive copies the units not archived yet to the WAL archive (Config.WALArchive).
 	Archive(ctx context.Context) (int, error)
 	Close() error
+}
+
+// logFor is the log a region's edits go to: its group's of a MultiWAL, else the server's.
+func logFor(l serverLog, region string) wal.Log {
+	if m, ok := l.(*wal.MultiWAL); ok {
+		return m.For(region)
+	}
+	return l.(wal.Log)
 }
 
 // newWAL opens a WAL under a fresh start code without installing it.
@@ -585,9 +602,17 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		}
 		return l, dir, code, nil
 	}
-	w, err := wal.Open(wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
+	opts := wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
 		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code),
-		Slow: s.slowCommit, SlowCommit: time.Nanosecond})
+		Slow: s.slowCommit, SlowCommit: time.Nanosecond}
+	if s.cfg.WALGroups > 1 {
+		m, err := wal.OpenMulti(opts, s.cfg.WALGroups)
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
+		}
+		return m, dir, code, nil
+	}
+	w, err := wal.Open(opts)
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s: %w", dir, err)
 	}
@@ -735,8 +760,8 @@ func (s *Server) rememberMoved(name string, to *pb.ServerName) {
 	}
 }
 
-// regionConfig is the region.Config of this server.
-func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
+// regionConfig is the region.Config of this server for a region (encoded name).
+func (s *Server) regionConfig(table *pb.TableDescriptor, regionName string) region.Config {
 	flush := s.cfg.FlushSize
 	if table.GetMemstoreFlushSize() > 0 {
 		flush = table.GetMemstoreFlushSize()
@@ -746,7 +771,7 @@ func (s *Server) regionConfig(table *pb.TableDescriptor) region.Config {
 	if err != nil {
 		s.log.Warn("table flush policy ignored", "table", table.GetName().GetName(), "error", err)
 	}
-	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: s.currentWAL(), Pool: s.pool, Cache: s.cache, FlushSize: flush,
+	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: logFor(s.currentWAL(), regionName), Pool: s.pool, Cache: s.cache, FlushSize: flush,
 		FlushPolicy: policy,
 		Logger:      s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load()}
 }

@@ -277,9 +277,27 @@ func ArchiveDeadObjectLog(ctx context.Context, b storage.Bucket, prefix string, 
 
 // ArchiveDeadDir archives the segments of a dead server's WAL directory (fenced) that its server
 // had not archived, before the directory is moved away. onRegion is as for ArchiveDeadObjectLog.
+//
+// The directory of a MultiWAL is archived group by group, each as its own log (GroupLog), as its
+// server archived them.
 func ArchiveDeadDir(ctx context.Context, fs storage.FS, dir string, t ArchiveTarget, onRegion func(string)) (units int, err error) {
 	if err := t.check(); err != nil {
 		return 0, err
+	}
+	groups, err := groupDirs(fs, dir)
+	if err != nil {
+		return 0, fmt.Errorf("wal: archive %s: %w", dir, err)
+	}
+	for _, g := range groups {
+		k, _ := parseGroupDir(path.Base(g))
+		n, err := ArchiveDeadDir(ctx, fs, g, ArchiveTarget{Bucket: t.Bucket, Log: GroupLog(t.Log, k)}, onRegion)
+		units += n
+		if err != nil {
+			return units, err
+		}
+	}
+	if len(groups) > 0 {
+		return units, nil
 	}
 	through, err := ArchivedThrough(ctx, t.Bucket, t.Log)
 	if err != nil {

@@ -127,3 +127,54 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	b.ReportMetric(10000, "edits/op")
 }
+
+// BenchmarkMultiWALSync compares SYNC_WAL appends to one WAL and to a MultiWAL of 2 and 4 groups
+// side by side: 16 goroutines, each writing one of 16 regions (so every group has writers), on a
+// real local directory, leader commit with one sync slot per group.
+//
+//	go test -run '^$' -bench MultiWALSync -benchtime 20000x ./engine/wal/
+func BenchmarkMultiWALSync(b *testing.B) {
+	for _, groups := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			fs, err := storage.NewLocal(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := OpenMulti(Options{FS: fs, Dir: "wal/rs1"}, groups)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					region := fmt.Sprintf("region-%d", g)
+					w := m.For(region)
+					e := testEdit(region, g)
+					for next.Add(1) <= int64(b.N) {
+						if _, err := w.Append(e, SyncWAL); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start).Seconds()
+			b.StopTimer()
+			st := m.Stats()
+			b.ReportMetric(float64(b.N)/elapsed, "appends/s")
+			if st.Syncs > 0 {
+				b.ReportMetric(float64(b.N)/float64(st.Syncs), "appends/sync")
+				b.ReportMetric(float64(st.SyncNanos)/float64(st.Syncs)/1e3, "µs/sync")
+			}
+			if err := m.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -65,10 +65,34 @@ type Reader struct {
 	lastSeq uint64
 	err     error
 	torn    *TornTail
+
+	// parts: the groups of a MultiWAL's directory, merged in sequence-id order; active is the
+	// part whose edit is current (-1: none yet), has whether each part holds an edit.
+	parts  []*Reader
+	has    []bool
+	active int
 }
 
-// NewReader returns a Reader over the segments of a WAL directory.
+// NewReader returns a Reader over the segments of a WAL directory. The directory of a MultiWAL
+// (group subdirectories) reads as one WAL: its groups' edits merged in sequence-id order.
 func NewReader(fs storage.FS, dir string, opts ReplayOptions) (*Reader, error) {
+	groups, err := groupDirs(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	if len(groups) > 0 {
+		m := &Reader{fs: fs, active: -1, opts: opts}
+		for _, g := range groups {
+			p, err := NewReader(fs, g, opts)
+			if err != nil {
+				m.Close()
+				return nil, err
+			}
+			m.parts = append(m.parts, p)
+			m.files = append(m.files, p.files...)
+		}
+		return m, nil
+	}
 	names, err := fs.List(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: list %s: %w", dir, err)
@@ -111,6 +135,9 @@ func (r *Reader) Files() []string { return slices.Clone(r.files) }
 // Next advances to the next edit that matches the options. It returns false
 // at the end or on error (see Err).
 func (r *Reader) Next() bool {
+	if r.parts != nil {
+		return r.nextMerged()
+	}
 	for r.err == nil {
 		if r.cur == nil {
 			if r.idx >= len(r.files) {
@@ -156,12 +183,59 @@ func (r *Reader) Next() bool {
 	return false
 }
 
+// nextMerged advances the part whose edit was current and makes the lowest of the parts'
+// edits current.
+func (r *Reader) nextMerged() bool {
+	if r.err != nil {
+		return false
+	}
+	if r.has == nil {
+		r.has = make([]bool, len(r.parts))
+		for i, p := range r.parts {
+			if r.has[i] = p.Next(); !r.has[i] && p.Err() != nil {
+				r.err = p.Err()
+				return false
+			}
+		}
+	} else if r.active >= 0 {
+		p := r.parts[r.active]
+		if r.has[r.active] = p.Next(); !r.has[r.active] && p.Err() != nil {
+			r.err = p.Err()
+			return false
+		}
+	}
+	r.active = -1
+	for i, p := range r.parts {
+		if r.has[i] && (r.active < 0 || p.edit.Seq < r.parts[r.active].edit.Seq) {
+			r.active = i
+		}
+	}
+	if r.active < 0 {
+		return false
+	}
+	p := r.parts[r.active]
+	if r.haveSeq && p.edit.Seq <= r.lastSeq {
+		r.err = &CorruptionError{File: p.cur.name, Offset: p.cur.recOff,
+			Reason: fmt.Sprintf("sequence id %d of one WAL group is not above %d of another", p.edit.Seq, r.lastSeq)}
+		return false
+	}
+	r.haveSeq, r.lastSeq = true, p.edit.Seq
+	r.edit, r.raw = p.edit, p.raw
+	return true
+}
+
 // Edit returns the current edit. It and the slices it holds are valid until
 // the next call to Next.
 func (r *Reader) Edit() *Edit { return &r.edit }
 
 // Position returns the file and byte offset of the current record.
 func (r *Reader) Position() (file string, offset int64) {
+	if r.parts != nil {
+		if r.active < 0 {
+			return "", 0
+		}
+		return r.parts[r.active].Position()
+	}
 	if r.cur == nil {
 		return "", 0
 	}
@@ -170,14 +244,39 @@ func (r *Reader) Position() (file string, offset int64) {
 
 // LastSeq returns the highest sequence id read so far (including edits
 // skipped by the options), and whether any edit was read.
-func (r *Reader) LastSeq() (uint64, bool) { return r.lastSeq, r.haveSeq }
-
-// TornTail reports whether the last segment had a torn tail and where.
-func (r *Reader) TornTail() (TornTail, bool) {
-	if r.torn == nil {
-		return TornTail{}, false
+func (r *Reader) LastSeq() (uint64, bool) {
+	if r.parts != nil {
+		var last uint64
+		var have bool
+		for _, p := range r.parts {
+			if s, ok := p.LastSeq(); ok {
+				last, have = max(last, s), true
+			}
+		}
+		return last, have
 	}
-	return *r.torn, true
+	return r.lastSeq, r.haveSeq
+}
+
+// TornTail reports whether the last segment had a torn tail and where (the first group's of a
+// MultiWAL's: TornTails has them all).
+func (r *Reader) TornTail() (TornTail, bool) {
+	if t := r.TornTails(); len(t) > 0 {
+		return t[0], true
+	}
+	return TornTail{}, false
+}
+
+// TornTails are the torn tails of the last segments (one per group of a MultiWAL).
+func (r *Reader) TornTails() []TornTail {
+	var out []TornTail
+	if r.torn != nil {
+		out = append(out, *r.torn)
+	}
+	for _, p := range r.parts {
+		out = append(out, p.TornTails()...)
+	}
+	return out
 }
 
 // Err returns the error that stopped the iteration, if any.
@@ -185,6 +284,9 @@ func (r *Reader) Err() error { return r.err }
 
 // Close releases the open file.
 func (r *Reader) Close() error {
+	for _, p := range r.parts {
+		p.Close()
+	}
 	if r.cur != nil {
 		r.cur.f.Close()
 		r.cur = nil

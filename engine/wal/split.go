@@ -34,8 +34,8 @@ type SplitResult struct {
 	Files []string
 	// Edits is the number of edits written.
 	Edits int
-	// TornTail is set if the last segment had a torn tail (ignored).
-	TornTail *TornTail
+	// TornTails: the last segment (of each group of a MultiWAL) ended in a torn tail (ignored).
+	TornTails []TornTail
 }
 
 // Split reads every segment of a dead server's WAL directory and writes
@@ -135,8 +135,8 @@ func Split(opts SplitOptions) (*SplitResult, error) {
 		cleanup()
 		return nil, fmt.Errorf("wal: split %s: %w", opts.Dir, err)
 	}
-	if t, ok := r.TornTail(); ok {
-		res.TornTail = &t
+	if t := r.TornTails(); len(t) > 0 {
+		res.TornTails = t
 	}
 	// Commit: sync every file first, then rename them into place.
 	for _, region := range order {

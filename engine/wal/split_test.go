@@ -64,7 +64,7 @@ func TestSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Edits != 60 || len(res.Files) != 3 || res.TornTail != nil {
+	if res.Edits != 60 || len(res.Files) != 3 || len(res.TornTails) != 0 {
 		t.Fatalf("result %+v", res)
 	}
 	for region, edits := range want {
@@ -142,7 +142,7 @@ func TestSplitTornTailAndCorruption(t *testing.T) {
 	// A torn tail: a partial record at the end of the last segment.
 	rewrite(t, mem, last, func(d []byte) []byte { return append(d, 0x11, 0x22, 0x33) })
 	res, err := Split(SplitOptions{FS: mem, Dir: "wal/rs1-splitting", RecoveredEditsDir: editsDir})
-	if err != nil || res.TornTail == nil || res.Edits != 60 {
+	if err != nil || len(res.TornTails) != 1 || res.Edits != 60 {
 		t.Fatalf("torn tail: %+v %v", res, err)
 	}
 	// Corruption: nothing committed.

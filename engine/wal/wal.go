@@ -94,6 +94,9 @@ type Options struct {
 	// Archive, if set, keeps every closed segment until Archive has copied it there
 	// (point-in-time recovery), as well as until its regions flushed.
 	Archive *ArchiveTarget
+	// Seqs, if set, hands out the sequence ids (shared with the other groups of a MultiWAL, so
+	// that ids are unique across them).
+	Seqs *SeqCounter
 	// Slow, if set, is told of every commit (write and sync) that took SlowCommit or longer.
 	Slow func(SlowCommit)
 	// SlowCommit is the threshold of Slow (default 500 ms).
@@ -383,6 +386,9 @@ func Open(opts Options) (*WAL, error) {
 		return nil, err
 	}
 	w.nextSeq = max(lastSeq, opts.InitialSeq) + 1
+	if opts.Seqs != nil {
+		opts.Seqs.advance(w.nextSeq - 1)
+	}
 	w.lastAssigned.Store(w.nextSeq - 1)
 	w.synced = w.nextSeq - 1
 	w.stagedTo = w.synced
@@ -567,8 +573,7 @@ func (w *WAL) AppendNoWait(e *Edit) (uint64, error) {
 		w.amu.Unlock()
 		return 0, err
 	}
-	seq := w.nextSeq
-	w.nextSeq++
+	seq := w.takeSeq()
 	checkSeqIncreasing(w.lastAppended, seq)
 	w.lastAppended = seq
 	b := w.buf
@@ -658,10 +663,19 @@ func (w *WAL) NextSeq() (uint64, error) {
 	if w.closed {
 		return 0, ErrClosed
 	}
-	seq := w.nextSeq
-	w.nextSeq++
+	seq := w.takeSeq()
 	w.lastAssigned.Store(seq)
 	return seq, nil
+}
+
+// takeSeq assigns the next sequence id (under amu).
+func (w *WAL) takeSeq() uint64 {
+	seq := w.nextSeq
+	if w.opts.Seqs != nil {
+		seq = w.opts.Seqs.next(seq)
+	}
+	w.nextSeq = seq + 1
+	return seq
 }
 
 // AdvanceSeq makes every later sequence id greater than seq. A region
@@ -670,6 +684,9 @@ func (w *WAL) NextSeq() (uint64, error) {
 func (w *WAL) AdvanceSeq(seq uint64) {
 	w.amu.Lock()
 	defer w.amu.Unlock()
+	if w.opts.Seqs != nil {
+		w.opts.Seqs.advance(seq)
+	}
 	if w.nextSeq <= seq {
 		w.nextSeq = seq + 1
 		w.lastAssigned.Store(seq)
