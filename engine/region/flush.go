@@ -61,7 +61,27 @@ func (r *Region) flush(closing bool, choose chooser) (FlushResult, error) {
 	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	return r.flushLocked(closing, 0, choose)
+	retry := r.pending != nil
+	res, err := r.flushLocked(closing, 0, choose)
+	if err != nil || !retry || choose != nil {
+		return res, err
+	}
+	// The retry wrote what the failed flush had taken; a flush of every family (a close, an
+	// admin's) goes on with the rest.
+	more, err := r.flushLocked(closing, 0, nil)
+	if err != nil || !more.Flushed {
+		return res, err
+	}
+	more.Files += res.Files
+	more.Bytes += res.Bytes
+	more.Cells += res.Cells
+	for _, f := range res.Families {
+		if !slices.Contains(more.Families, f) {
+			more.Families = append(more.Families, f)
+		}
+	}
+	slices.Sort(more.Families)
+	return more, nil
 }
 
 // pendingFlush is a flush whose snapshots were taken: what it writes and what the manifest

@@ -229,3 +229,54 @@ func TestPerFamilyFlushRetried(t *testing.T) {
 		t.Fatalf("region flushed to %d after both families flushed, want %d", got, res.Seq)
 	}
 }
+
+// A flush of every family (an admin's, a close's) after a failed per-family flush writes the
+// failed flush's snapshot and then everything else: nothing stays in memory.
+func TestFlushAfterFailedPerFamilyFlush(t *testing.T) {
+	e := newEnv(t, fam("big"), fam("small"))
+	ffs := faultfs.New(e.fs)
+	e.cfg.FS = ffs
+	e.cfg.FlushPolicy = FlushPolicy{LowerBound: 1000}
+	e.reopen()
+	for i := range 5 {
+		m := NewMutation(fmt.Appendf(nil, "r%d", i)).Put([]byte("big"), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("v", 500))).
+			Put([]byte("small"), []byte("q"), cell.LatestTimestamp, []byte("v"))
+		if err := e.r.Put(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail})
+	if _, err := e.r.FlushBySize(); err == nil {
+		t.Fatal("the flush succeeded although its file could not be created")
+	}
+	want := visibleDump(t, e.r)
+	res, err := e.r.Flush()
+	if err != nil || !slices.Equal(res.Families, []string{"big", "small"}) {
+		t.Fatalf("Flush wrote %v, %v; want both families", res.Families, err)
+	}
+	if c := e.r.MemstoreStats().Cells; c != 0 {
+		t.Fatalf("%d cells still in memory after Flush", c)
+	}
+	// A close after such a failure leaves nothing in memory either: a reopen that replays no WAL
+	// (another server, after a clean close) reads everything from the files.
+	for i := range 5 {
+		m := NewMutation(fmt.Appendf(nil, "s%d", i)).Put([]byte("big"), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("w", 500))).
+			Put([]byte("small"), []byte("q"), cell.LatestTimestamp, []byte("w"))
+		if err := e.r.Put(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail})
+	if _, err := e.r.FlushBySize(); err == nil {
+		t.Fatal("the second flush succeeded although its file could not be created")
+	}
+	want = visibleDump(t, e.r)
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.ReplayWALDirs = nil
+	e.open()
+	if got := visibleDump(t, e.r); !slices.Equal(got, want) {
+		t.Fatalf("after the close and a reopen without replay\n%q\nwant\n%q", got, want)
+	}
+}
