@@ -579,7 +579,8 @@ func logFor(l serverLog, region string) wal.Log {
 	if m, ok := l.(*wal.MultiWAL); ok {
 		return m.For(region)
 	}
-	return l.(wal.Log)
+	w, _ := l.(wal.Log) // nil before the server opened its WAL
+	return w
 }
 
 // newWAL opens a WAL under a fresh start code without installing it.
