@@ -257,6 +257,9 @@ func TestFlushAfterFailedPerFamilyFlush(t *testing.T) {
 	if c := e.r.MemstoreStats().Cells; c != 0 {
 		t.Fatalf("%d cells still in memory after Flush", c)
 	}
+	if got := visibleDump(t, e.r); !slices.Equal(got, want) {
+		t.Fatalf("after the flush %q, want %q", got, want)
+	}
 	// A close after such a failure leaves nothing in memory either: a reopen that replays no WAL
 	// (another server, after a clean close) reads everything from the files.
 	for i := range 5 {
