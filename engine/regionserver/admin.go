@@ -92,7 +92,8 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 	}
 	// Orders may arrive before RegisterServer's answer has been processed here: the master
 	// assigns as soon as it registered the server, so they are accepted while registering.
-	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace()}
+	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace(),
+		settled: make(chan struct{})}
 	or.lat = s.tm.latencyOf(or.tkey)
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
 		ex := v.(*onlineRegion)
@@ -115,6 +116,7 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 
 // openRegion opens a region in the background and reports the outcome.
 func (s *Server) openRegion(or *onlineRegion) {
+	defer close(or.settled)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

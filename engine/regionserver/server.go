@@ -264,6 +264,8 @@ type onlineRegion struct {
 	// functions are the table's functions as loaded for this region (nil without); the region
 	// closes them when it closes.
 	functions atomic.Pointer[function.Set]
+	// settled is closed when the open ends, however it ends (lookup waits on it a little).
+	settled chan struct{}
 }
 
 type movedEntry struct {
@@ -709,6 +711,9 @@ func (s *Server) OnlineRegions() []string {
 }
 
 // lookup finds an open region or says why not.
+// openingWait is how long a request for a region opening here waits for the open to end.
+const openingWait = 200 * time.Millisecond
+
 func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
 	if s.stopping.Load() && !s.serving.Load() {
 		return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Region: name,
@@ -717,7 +722,20 @@ func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDe
 	v, ok := s.regions.Load(name)
 	if ok {
 		or := v.(*onlineRegion)
-		switch or.state.Load() {
+		st := or.state.Load()
+		if st == stateOpening && or.settled != nil {
+			// A region that moved here is usually a few milliseconds from open (its OPENED report
+			// is on its way to the master): a request that waits for it here is answered at once
+			// instead of after the client's back-off and another round trip.
+			t := time.NewTimer(openingWait)
+			select {
+			case <-or.settled:
+			case <-t.C:
+			}
+			t.Stop()
+			st = or.state.Load()
+		}
+		switch st {
 		case stateOpening:
 			return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_OPENING, Region: name,
 				Message: "region is opening on this server", Retryable: true, RetryAfterMs: 100}
