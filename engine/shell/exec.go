@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -712,6 +713,11 @@ func familyOf(h Value, d *pb.ColumnFamilyDescriptor) error {
 	return nil
 }
 
+// namedTableAttributes are the descriptor attributes that create and alter take, and describe
+// lists, under their own names (the others are free-form: METADATA).
+var namedTableAttributes = []string{"NORMALIZATION_ENABLED", "NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB",
+	region.SplitPolicyAttribute, region.FlushPolicyAttribute}
+
 // tableAttribute sets a table attribute of create or alter, as HBase's shell names them; it
 // reports false for a key it does not know. An empty string removes a free-form attribute.
 func tableAttribute(td *pb.TableDescriptor, k string, v Value) (bool, error) {
@@ -733,9 +739,6 @@ func tableAttribute(td *pb.TableDescriptor, k string, v Value) (bool, error) {
 		td.MaxFileSize, err = intOf(v, k)
 	case "MEMSTORE_FLUSHSIZE":
 		td.MemstoreFlushSize, err = intOf(v, k)
-	case "NORMALIZATION_ENABLED", "NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB",
-		region.SplitPolicyAttribute, region.FlushPolicyAttribute:
-		setAttr(k, v.Text())
 	case "METADATA", "CONFIGURATION":
 		// Free-form table values (HBase keeps CONFIGURATION apart; here both are attributes).
 		if v.Kind != Hash {
@@ -745,7 +748,10 @@ func tableAttribute(td *pb.TableDescriptor, k string, v Value) (bool, error) {
 			setAttr(v.RawKeys[i], v.Map[mk].Text()) // keys as written: they are not constants
 		}
 	default:
-		return false, nil
+		if !slices.Contains(namedTableAttributes, k) {
+			return false, nil
+		}
+		setAttr(k, v.Text())
 	}
 	return true, err
 }
@@ -967,11 +973,9 @@ func describeTableAttributes(td *pb.TableDescriptor) string {
 	sort.Strings(keys)
 	var meta []string
 	for _, k := range keys {
-		switch k {
-		case region.SplitPolicyAttribute, region.FlushPolicyAttribute, "NORMALIZATION_ENABLED",
-			"NORMALIZER_TARGET_REGION_COUNT", "NORMALIZER_TARGET_REGION_SIZE_MB":
+		if slices.Contains(namedTableAttributes, k) {
 			parts = append(parts, fmt.Sprintf("%s => '%s'", k, td.Attributes[k]))
-		default:
+		} else {
 			meta = append(meta, fmt.Sprintf("'%s' => '%s'", k, td.Attributes[k]))
 		}
 	}
