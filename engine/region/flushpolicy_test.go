@@ -183,25 +183,35 @@ func TestFlushAllFamilies(t *testing.T) {
 	}
 }
 
-// A flush that fails after taking its snapshots is retried as it was by the next one, whatever
-// that one would have chosen.
-func TestPerFamilyFlushRetried(t *testing.T) {
-	e := newEnv(t, fam("big"), fam("small"))
+// failingFlushEnv is a region of families big and small (lower bound 1,000 bytes) on a
+// filesystem whose next store file creation fails when failNext is called.
+func failingFlushEnv(t *testing.T) (e *env, failNext func()) {
+	e = newEnv(t, fam("big"), fam("small"))
 	ffs := faultfs.New(e.fs)
 	e.cfg.FS = ffs
 	e.cfg.FlushPolicy = FlushPolicy{LowerBound: 1000}
 	e.reopen()
-	put := func(f string, n int) {
-		for i := range 5 {
-			m := NewMutation(fmt.Appendf(nil, "r%d", i)).Put([]byte(f), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("v", n)))
-			if err := e.r.Put(m); err != nil {
-				t.Fatal(err)
-			}
+	return e, func() { ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail}) }
+}
+
+// putFamilyRows puts n-byte values to family f of five rows named prefix0..prefix4.
+func putFamilyRows(t *testing.T, r *Region, prefix, f string, n int) {
+	t.Helper()
+	for i := range 5 {
+		m := NewMutation(fmt.Appendf(nil, "%s%d", prefix, i)).Put([]byte(f), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("v", n)))
+		if err := r.Put(m); err != nil {
+			t.Fatal(err)
 		}
 	}
-	put("big", 500)
-	put("small", 1)
-	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail})
+}
+
+// A flush that fails after taking its snapshots is retried as it was by the next one, whatever
+// that one would have chosen.
+func TestPerFamilyFlushRetried(t *testing.T) {
+	e, failNext := failingFlushEnv(t)
+	putFamilyRows(t, e.r, "r", "big", 500)
+	putFamilyRows(t, e.r, "r", "small", 1)
+	failNext()
 	if _, err := e.r.FlushBySize(); err == nil {
 		t.Fatal("the flush succeeded although its file could not be created")
 	}
@@ -209,7 +219,7 @@ func TestPerFamilyFlushRetried(t *testing.T) {
 		t.Fatalf("pending flush %+v, want big's snapshot only", p)
 	}
 	// Now small is the large one, big holds nothing new: the retry still writes big alone.
-	put("small", 500)
+	putFamilyRows(t, e.r, "r", "small", 500)
 	want := visibleDump(t, e.r)
 	res, err := e.r.FlushBySize()
 	if err != nil {
@@ -233,22 +243,17 @@ func TestPerFamilyFlushRetried(t *testing.T) {
 // A flush of every family (an admin's, a close's) after a failed per-family flush writes the
 // failed flush's snapshot and then everything else: nothing stays in memory.
 func TestFlushAfterFailedPerFamilyFlush(t *testing.T) {
-	e := newEnv(t, fam("big"), fam("small"))
-	ffs := faultfs.New(e.fs)
-	e.cfg.FS = ffs
-	e.cfg.FlushPolicy = FlushPolicy{LowerBound: 1000}
-	e.reopen()
-	for i := range 5 {
-		m := NewMutation(fmt.Appendf(nil, "r%d", i)).Put([]byte("big"), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("v", 500))).
-			Put([]byte("small"), []byte("q"), cell.LatestTimestamp, []byte("v"))
-		if err := e.r.Put(m); err != nil {
-			t.Fatal(err)
+	e, failNext := failingFlushEnv(t)
+	failedFlush := func(prefix string) {
+		t.Helper()
+		putFamilyRows(t, e.r, prefix, "big", 500)
+		putFamilyRows(t, e.r, prefix, "small", 1)
+		failNext()
+		if _, err := e.r.FlushBySize(); err == nil {
+			t.Fatal("the flush succeeded although its file could not be created")
 		}
 	}
-	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail})
-	if _, err := e.r.FlushBySize(); err == nil {
-		t.Fatal("the flush succeeded although its file could not be created")
-	}
+	failedFlush("r")
 	want := visibleDump(t, e.r)
 	res, err := e.r.Flush()
 	if err != nil || !slices.Equal(res.Families, []string{"big", "small"}) {
@@ -262,17 +267,7 @@ func TestFlushAfterFailedPerFamilyFlush(t *testing.T) {
 	}
 	// A close after such a failure leaves nothing in memory either: a reopen that replays no WAL
 	// (another server, after a clean close) reads everything from the files.
-	for i := range 5 {
-		m := NewMutation(fmt.Appendf(nil, "s%d", i)).Put([]byte("big"), []byte("q"), cell.LatestTimestamp, []byte(strings.Repeat("w", 500))).
-			Put([]byte("small"), []byte("q"), cell.LatestTimestamp, []byte("w"))
-		if err := e.r.Put(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Fail})
-	if _, err := e.r.FlushBySize(); err == nil {
-		t.Fatal("the second flush succeeded although its file could not be created")
-	}
+	failedFlush("s")
 	want = visibleDump(t, e.r)
 	if err := e.r.Close(); err != nil {
 		t.Fatal(err)
