@@ -127,6 +127,32 @@ func (s *Segment) ptr(r ref) unsafe.Pointer {
 	return p
 }
 
+// nodeAddrs resolves node references through one load of the chunks' addresses: a search
+// resolves dozens. Chunk addresses never change while the segment is alive, and the list only
+// grows (copied on write), so an older list resolves every node it has an address for.
+type nodeAddrs struct {
+	s *Segment
+	b []unsafe.Pointer
+}
+
+func (s *Segment) addrs() nodeAddrs {
+	b := s.bases.Load()
+	if b == nil {
+		panic("memstore: node reference into a segment whose chunks were released")
+	}
+	return nodeAddrs{s, *b}
+}
+
+// ptr returns the address of node r.
+func (a *nodeAddrs) ptr(r ref) unsafe.Pointer {
+	if id := r >> 32; id < uint64(len(a.b)) {
+		p := unsafe.Add(a.b[id], uint32(r))
+		a.s.checkRef(r, p)
+		return p
+	}
+	return a.s.ptr(r) // a node in a chunk added since the list was loaded
+}
+
 // addBaseLocked records the address of chunk c's memory (under mu, before
 // any node is allocated in c).
 func (s *Segment) addBaseLocked(c *offheap.Chunk) {
@@ -405,22 +431,25 @@ func (s *Segment) nodeLess(p unsafe.Pointer, key cell.Key, seq uint64) bool {
 }
 
 func (s *Segment) findSplice(key cell.Key, seq uint64, prev, next *[maxHeight]ref, height int) {
+	a := s.addrs()
 	x := s.head
-	px := s.ptr(x)
+	px := a.ptr(x)
+	var bound ref // the node that ended the level above: known not to be less, no need to compare
 	for level := height - 1; level >= 0; level-- {
 		for {
 			n := nodeLink(px, level).Load()
-			if n == 0 {
-				prev[level], next[level] = x, 0
+			if n == 0 || n == bound {
+				prev[level], next[level] = x, n
 				break
 			}
-			pn := s.ptr(n)
+			pn := a.ptr(n)
 			if !s.nodeLess(pn, key, seq) {
 				prev[level], next[level] = x, n
 				break
 			}
 			x, px = n, pn
 		}
+		bound = next[level]
 	}
 	for level := height; level < maxHeight; level++ {
 		prev[level], next[level] = s.head, 0
@@ -451,17 +480,20 @@ func (s *Segment) seekGE(key cell.Key) ref {
 // lastBefore descends the levels to the last node whose key is < key in Compare order, or the
 // head when there is none.
 func (s *Segment) lastBefore(key cell.Key) ref {
+	a := s.addrs()
 	x := s.head
-	px := s.ptr(x)
+	px := a.ptr(x)
+	var bound ref // the node that ended the level above: not before key
 	for level := int(s.height.Load()) - 1; level >= 0; level-- {
 		for {
 			n := nodeLink(px, level).Load()
-			if n == 0 {
+			if n == 0 || n == bound {
 				break
 			}
-			pn := s.ptr(n)
+			pn := a.ptr(n)
 			k, _ := s.nodeStored(pn)
 			if cell.Compare(k, key) >= 0 {
+				bound = n
 				break
 			}
 			x, px = n, pn

@@ -264,9 +264,10 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	}
 	req := &writeReq{durability: cm.Durability, rows: []rowEdit{{row: cm.Row}}}
 	now := r.nowMs()
+	sl := newCellSlab(cm.Mutations...)
 	for _, m := range cm.Mutations {
 		req.durability = strongest(req.durability, m.Durability)
-		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
+		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
 			return false, err
 		}

@@ -54,7 +54,7 @@ func newBenchRegion(b *testing.B, load bool, flushSize int64) *benchRegion {
 	b.Helper()
 	fsys := storage.NewMem()
 	budget, _ := offheap.NewBudget("bench", 2<<30, nil)
-	pool, err := offheap.NewChunkPool(offheap.ChunkPoolOptions{Name: "memstore", Hugepages: offheap.HugepagesOff, Budget: budget, Logger: quiet})
+	pool, err := offheap.NewChunkPool(offheap.ChunkPoolOptions{Name: "memstore", Hugepages: offheap.HugepagesAuto, Budget: budget, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // rowLocks are exclusive per-row locks (HBase's row locks), taken by every
@@ -21,7 +22,8 @@ type rowLockShard struct {
 }
 
 type rowLock struct {
-	row  string
+	row  string        // the map key: a view of key, which the entry owns
+	key  []byte        // kept with the entry through the pool, so locking allocates nothing
 	ch   chan struct{} // holds a token while locked
 	refs int           // holders and waiters (under the shard lock)
 }
@@ -50,7 +52,11 @@ func (l *rowLocks) lock(row []byte, timeout time.Duration) (*rowLock, error) {
 	rl := s.m[string(row)]
 	if rl == nil {
 		rl = rowLockPool.Get().(*rowLock)
-		rl.row = string(row)
+		rl.key = append(rl.key[:0], row...)
+		if len(rl.key) > 0 {
+			// The entry's own copy, unchanged until the entry leaves the map (drop).
+			rl.row = unsafe.String(&rl.key[0], len(rl.key))
+		}
 		s.m[rl.row] = rl
 	}
 	rl.refs++
@@ -72,7 +78,7 @@ func (l *rowLocks) lock(row []byte, timeout time.Duration) (*rowLock, error) {
 }
 
 func (l *rowLocks) drop(rl *rowLock) {
-	s := l.shard([]byte(rl.row))
+	s := l.shard(rl.key)
 	s.mu.Lock()
 	rl.refs--
 	free := rl.refs == 0
@@ -82,6 +88,9 @@ func (l *rowLocks) drop(rl *rowLock) {
 	s.mu.Unlock()
 	if free {
 		rl.row = ""
+		if cap(rl.key) > 4<<10 {
+			rl.key = nil // a huge row's copy does not stay in the pool
+		}
 		rowLockPool.Put(rl)
 	}
 }

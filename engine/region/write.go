@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/memstore"
@@ -262,32 +263,63 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 func (r *Region) resolveMutations(ms []*Mutation) (*writeReq, error) {
 	now := r.nowMs()
 	req := &writeReq{rows: make([]rowEdit, 0, len(ms))}
-	byRow := make(map[string]int, len(ms))
+	var byRow map[string]int // row -> index in req.rows, when a batch may repeat a row
+	if len(ms) > 1 {
+		byRow = make(map[string]int, len(ms))
+	}
+	sl := newCellSlab(ms...)
 	for _, m := range ms {
 		req.durability = strongest(req.durability, m.Durability)
 		if m.Nonce != 0 && !req.hasNonce {
 			req.hasNonce, req.nonceGroup, req.nonce = true, m.NonceGroup, m.Nonce
 		}
-		i, ok := byRow[string(m.Row)]
+		i, ok := len(req.rows), false
+		if byRow != nil && len(m.Row) > 0 {
+			// The map lives only for this call, in which m.Row does not change: its key need not
+			// be a copy.
+			k := unsafe.String(&m.Row[0], len(m.Row))
+			if i, ok = byRow[k]; !ok {
+				i = len(req.rows)
+				byRow[k] = i
+			}
+		}
 		if !ok {
-			i = len(req.rows)
-			byRow[string(m.Row)] = i
 			req.rows = append(req.rows, rowEdit{row: m.Row})
 		}
-		cells, err := r.resolveOps(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
+		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
 			return nil, err
 		}
-		req.rows[i].cells = append(req.rows[i].cells, cells...)
+		if req.rows[i].cells == nil {
+			req.rows[i].cells = cells
+		} else {
+			req.rows[i].cells = append(req.rows[i].cells, cells...)
+		}
 	}
 	return req, nil
 }
 
-// resolveOps turns ops into cells: "now" timestamps, delete-row
-// expansion, Delete-latest-version lookups, TTL tags (ttl: the
-// mutation's) and the mutation's extra tags on puts. Called under the row lock.
-func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, now int64) ([]cell.KeyValue, error) {
-	// One buffer for all cells of the mutation.
+// cellSlab holds the cells a write resolves: one buffer for their bytes and one for their
+// headers, sized for every mutation of the write, so that a batch costs two allocations rather
+// than two per mutation. A cell slice handed out stays valid when the slab grows.
+type cellSlab struct {
+	buf []byte
+	out []cell.KeyValue
+}
+
+// newCellSlab sizes a slab for the cells of ms (a slab of nil size grows as needed).
+func newCellSlab(ms ...*Mutation) *cellSlab {
+	size, cells := 0, 0
+	for _, m := range ms {
+		size += opsSize(m.Row, m.Ops, m.TTL, m.Tags, m.Visibility)
+		cells += len(m.Ops)
+	}
+	return &cellSlab{buf: make([]byte, 0, size), out: make([]cell.KeyValue, 0, cells)}
+}
+
+// opsSize is the bytes of the cells resolveOps makes of ops (a delete of every family adds its
+// own).
+func opsSize(row []byte, ops []Op, ttl int64, extra, vis []byte) int {
 	size := 0
 	for _, op := range ops {
 		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
@@ -295,8 +327,16 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, 
 			size += ttlTaggedExtra + len(extra) + len(vis) + len(op.Tags)
 		}
 	}
-	buf := make([]byte, 0, size)
-	out := make([]cell.KeyValue, 0, len(ops))
+	return size
+}
+
+// resolveOps turns ops into cells: "now" timestamps, delete-row
+// expansion, Delete-latest-version lookups, TTL tags (ttl: the
+// mutation's) and the mutation's extra tags on puts. Called under the row lock.
+func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra, vis []byte, now int64) ([]cell.KeyValue, error) {
+	buf, first := sl.buf, len(sl.out)
+	out := sl.out
+	defer func() { sl.buf, sl.out = buf, out }()
 	var tags, key []byte
 	add := func(fam, q []byte, ts int64, t cell.Type, v []byte, cellTTL int64, sent []byte) {
 		start := len(buf)
@@ -349,7 +389,7 @@ func (r *Region) resolveOps(row []byte, ops []Op, ttl int64, extra, vis []byte, 
 		}
 		add(op.Family, op.Qualifier, ts, op.Type, op.Value, op.TTL, op.Tags)
 	}
-	return out, nil
+	return out[first:len(out):len(out)], nil
 }
 
 func boolInt(b bool) int {
@@ -382,9 +422,12 @@ func nonNil(b []byte) []byte {
 }
 
 func (r *Region) lockRows(rows [][]byte) ([]*rowLock, error) {
-	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, bytes.Compare)
-	sorted = slices.CompactFunc(sorted, bytes.Equal)
+	sorted := rows
+	if len(rows) > 1 { // one order for everyone: no deadlock between batches
+		sorted = slices.Clone(rows)
+		slices.SortFunc(sorted, bytes.Compare)
+		sorted = slices.CompactFunc(sorted, bytes.Equal)
+	}
 	locks := make([]*rowLock, 0, len(sorted))
 	for _, row := range sorted {
 		l, err := r.locks.lock(row, r.cfg.RowLockTimeout)
