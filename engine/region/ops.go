@@ -263,10 +263,12 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 		return true, nil
 	}
 	req := &writeReq{durability: cm.Durability, rows: []rowEdit{{row: cm.Row}}}
+	if req.durability == wal.DurabilityDefault {
+		req.durability = editDurability(cm.Mutations)
+	}
 	now := r.nowMs()
 	sl := newCellSlab(cm.Mutations...)
 	for _, m := range cm.Mutations {
-		req.durability = strongest(req.durability, m.Durability)
 		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
 		if err != nil {
 			return false, err

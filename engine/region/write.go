@@ -29,6 +29,19 @@ type writeReq struct {
 	hasNonce   bool
 }
 
+// editDurability is the durability of one edit of several mutations: the strongest of theirs
+// (HBase's batchMutate), DurabilityDefault (the table's, SyncWAL) counting as SyncWAL.
+func editDurability(ms []*Mutation) wal.Durability {
+	if len(ms) == 0 {
+		return wal.DurabilityDefault
+	}
+	d := ms[0].Durability
+	for _, m := range ms[1:] {
+		d = strongest(d, m.Durability)
+	}
+	return d
+}
+
 func strongest(a, b wal.Durability) wal.Durability {
 	rank := func(d wal.Durability) int {
 		switch d {
@@ -80,8 +93,8 @@ func (r *Region) MutateRow(ms []*Mutation) error {
 			}
 			merged.Ops = append(merged.Ops, op)
 		}
-		merged.Durability = strongest(merged.Durability, m.Durability)
 	}
+	merged.Durability = editDurability(ms)
 	return r.Mutate(merged)
 }
 
@@ -262,14 +275,13 @@ func (r *Region) applyMutations(ms []*Mutation) error {
 // row locks.
 func (r *Region) resolveMutations(ms []*Mutation) (*writeReq, error) {
 	now := r.nowMs()
-	req := &writeReq{rows: make([]rowEdit, 0, len(ms))}
+	req := &writeReq{rows: make([]rowEdit, 0, len(ms)), durability: editDurability(ms)}
 	var byRow map[string]int // row -> index in req.rows, when a batch may repeat a row
 	if len(ms) > 1 {
 		byRow = make(map[string]int, len(ms))
 	}
 	sl := newCellSlab(ms...)
 	for _, m := range ms {
-		req.durability = strongest(req.durability, m.Durability)
 		if m.Nonce != 0 && !req.hasNonce {
 			req.hasNonce, req.nonceGroup, req.nonce = true, m.NonceGroup, m.Nonce
 		}

@@ -1,11 +1,18 @@
 package region
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/region/filter"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // A batch that names a row more than once writes that row's cells together, the later write of a
@@ -90,5 +97,91 @@ func TestRowLocksRecycled(t *testing.T) {
 		if n := len(l.shards[i].m); n != 0 {
 			t.Errorf("shard %d keeps %d lock entries after every lock was released", i, n)
 		}
+	}
+}
+
+// A write whose mutations all ask for ASYNC_WAL (or SKIP_WAL) is acknowledged without waiting for
+// the WAL's sync, through every write call; one with a SYNC_WAL mutation waits for it. (A batch
+// used to start from the zero durability, the table default, so every write was synced.)
+func TestAsyncDurabilityDoesNotWaitForTheSync(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.r = nil
+	e.w.Close()
+	ffs := faultfs.New(e.fs)
+	e.fs, e.cfg.FS = ffs, ffs
+	e.openWAL()
+	e.open()
+	release := make(chan struct{})
+	var syncing atomic.Int32
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Path: "wal/rs1/*", Action: faultfs.Call, Fn: func() {
+		syncing.Add(1)
+		<-release
+	}})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	put := func(row string, d wal.Durability) *Mutation {
+		m := NewMutation([]byte(row)).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, []byte("v"))
+		m.Durability = d
+		return m
+	}
+	// returns runs f and reports whether it returned within 10 s.
+	returns := func(f func() error) bool {
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+			return true
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+	calls := map[string]func() error{
+		"Mutate": func() error { return e.r.Mutate(put("a", wal.AsyncWAL)) },
+		"Batch": func() error {
+			return errors.Join(e.r.Batch([]*Mutation{put("b1", wal.AsyncWAL), put("b2", wal.SkipWAL), put("b3", wal.AsyncWAL)})...)
+		},
+		"MutateRow": func() error { return e.r.MutateRow([]*Mutation{put("c", wal.AsyncWAL), put("c", wal.AsyncWAL)}) },
+		"CheckAndMutate": func() error {
+			ok, err := e.r.CheckAndMutate(&CheckAndMutate{Row: []byte("d"), Family: []byte("f"), Qualifier: []byte("q"), Op: filter.Equal,
+				Mutations: []*Mutation{put("d", wal.AsyncWAL)}}) // the cell is absent: the check holds
+			if err == nil && !ok {
+				err = errors.New("CheckAndMutate: the check of an absent cell failed")
+			}
+			return err
+		},
+	}
+	for name, call := range calls {
+		if !returns(call) {
+			t.Fatalf("%s with ASYNC_WAL mutations waited for the WAL's sync", name)
+		}
+	}
+	// A batch with one SYNC_WAL mutation waits for the sync (which also makes the others durable).
+	done := make(chan []error, 1)
+	go func() { done <- e.r.Batch([]*Mutation{put("e1", wal.AsyncWAL), put("e2", wal.SyncWAL)}) }()
+	for deadline := time.Now().Add(10 * time.Second); syncing.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the SYNC_WAL batch never reached the WAL's sync")
+		}
+		time.Sleep(time.Millisecond) // polling the fault hook
+	}
+	select {
+	case errs := <-done:
+		t.Fatalf("a batch with a SYNC_WAL mutation returned before its sync finished: %v", errs)
+	default:
+	}
+	close(release)
+	released = true
+	if err := errors.Join(<-done...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	fs      storage.FS
 	master  *mastertest.Master
 	servers []*Server
@@ -41,7 +41,7 @@ func startTunedCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 	return startClusterWith(t, n, tune, nil)
 }
 
-func startClusterWith(t *testing.T, n int, tune func(*Config), mtune func(*master.Config)) *cluster {
+func startClusterWith(t testing.TB, n int, tune func(*Config), mtune func(*master.Config)) *cluster {
 	t.Helper()
 	fs, err := storage.NewLocal(t.TempDir())
 	if err != nil {
