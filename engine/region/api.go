@@ -278,6 +278,9 @@ type Increment struct {
 	// TTL of the new cells in milliseconds, as Mutation.TTL; 0 keeps the
 	// current cell's TTL, as HBase carries its tags forward.
 	TTL int64
+	// TimeRange limits the versions the current values are read from (HBase's
+	// Increment.setTimeRange): a counter with no version in it counts from 0. Zero: all.
+	TimeRange TimeRange
 }
 
 // IncrementColumn is one counter of an Increment.
@@ -297,6 +300,8 @@ type Append struct {
 	NoReturnResults bool
 	// TTL of the new cells in milliseconds, as Increment.TTL.
 	TTL int64
+	// TimeRange limits the versions the current values are read from, as Increment.TimeRange.
+	TimeRange TimeRange
 }
 
 // AppendColumn is one column of an Append.

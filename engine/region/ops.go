@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,7 +84,7 @@ func (r *Region) Increment(inc *Increment) (*Result, error) {
 		cols[i] = rmwColumn{family: c.Family, qualifier: c.Qualifier, amount: c.Amount}
 	}
 	return r.readModifyWrite(inc.Row, cols, true, rmwOptions{d: inc.Durability, group: inc.NonceGroup, nonce: inc.Nonce,
-		noResults: inc.NoReturnResults, ttl: inc.TTL})
+		noResults: inc.NoReturnResults, ttl: inc.TTL, tr: inc.TimeRange})
 }
 
 // Append appends bytes to columns atomically and returns the new values.
@@ -93,7 +94,7 @@ func (r *Region) Append(app *Append) (*Result, error) {
 		cols[i] = rmwColumn{family: c.Family, qualifier: c.Qualifier, suffix: c.Value}
 	}
 	return r.readModifyWrite(app.Row, cols, false, rmwOptions{d: app.Durability, group: app.NonceGroup, nonce: app.Nonce,
-		noResults: app.NoReturnResults, ttl: app.TTL})
+		noResults: app.NoReturnResults, ttl: app.TTL, tr: app.TimeRange})
 }
 
 type rmwColumn struct {
@@ -108,6 +109,7 @@ type rmwOptions struct {
 	group, nonce uint64
 	noResults    bool
 	ttl          int64
+	tr           TimeRange // the versions the current value is read from
 }
 
 func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o rmwOptions) (*Result, error) {
@@ -148,7 +150,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 	for _, c := range cols {
 		columns = append(columns, Column{Family: c.family, Qualifier: nonNil(c.qualifier)})
 	}
-	cur, err := r.get(&Get{Row: row, Columns: columns}, true)
+	cur, err := r.get(&Get{Row: row, Columns: columns, TimeRange: o.tr}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +219,9 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 		k := kv.Key()
 		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Tags: kv.Tags(), Seq: seq})
 	}
+	// In cell order, whatever the order of the columns asked for, as HBase returns them (its
+	// client's Result finds a column by binary search).
+	slices.SortFunc(res.Cells, func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
 	if nonce != 0 {
 		r.nonces.put(group, nonce, res, r.cfg.Clock())
 	}
@@ -296,14 +301,11 @@ func (r *Region) checkCondition(cm *CheckAndMutate) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if cm.Value == nil {
-		switch cm.Op {
-		case filter.Equal:
-			return len(res.Cells) == 0, nil
-		case filter.NotEqual:
-			return len(res.Cells) > 0, nil
-		}
-		return false, nil
+	// No expected value (nil or empty, as in HBase): any operator but NOT_EQUAL holds when the
+	// cell is missing or its value is empty, NOT_EQUAL when it holds a non-empty value.
+	if len(cm.Value) == 0 {
+		empty := len(res.Cells) == 0 || len(res.Cells[0].Value) == 0
+		return empty == (cm.Op != filter.NotEqual), nil
 	}
 	if len(res.Cells) == 0 || cm.Op == filter.NoOp {
 		return false, nil

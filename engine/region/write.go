@@ -82,20 +82,24 @@ func (r *Region) MutateRow(ms []*Mutation) error {
 			return fmt.Errorf("%w: RowMutations for different rows %q and %q", ErrInvalid, row, m.Row)
 		}
 	}
-	merged := &Mutation{Row: row}
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	// One edit of every mutation, each keeping its own TTL, tags (cell ACLs) and visibility.
+	ob := r.observer.Load()
 	for _, m := range ms {
 		if err := r.validateMutation(m); err != nil {
 			return err
 		}
-		for _, op := range m.Ops {
-			if op.TTL == 0 && op.Type == cell.Put {
-				op.TTL = m.TTL // each mutation's TTL stays with its cells
-			}
-			merged.Ops = append(merged.Ops, op)
+		if err := ob.preMutate(r, m); err != nil {
+			return err
 		}
 	}
-	merged.Durability = editDurability(ms)
-	return r.Mutate(merged)
+	if err := r.applyMutations(ms); err != nil {
+		return err
+	}
+	ob.postMutate(ms...)
+	return nil
 }
 
 // Batch applies mutations of possibly many rows (HBase's multi). The
@@ -188,7 +192,7 @@ func (r *Region) validateMutation(m *Mutation) error {
 				return err
 			}
 		}
-		if op.Family == nil && op.Type == cell.DeleteFamily {
+		if len(op.Family) == 0 && op.Type == cell.DeleteFamily {
 			continue // delete row
 		}
 		if r.familyIndex(op.Family) < 0 {
@@ -334,7 +338,7 @@ func newCellSlab(ms ...*Mutation) *cellSlab {
 func opsSize(row []byte, ops []Op, ttl int64, extra, vis []byte) int {
 	size := 0
 	for _, op := range ops {
-		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(op.Family == nil), len(op.Qualifier), len(op.Value))
+		size += cell.KeyValueLen(len(row), len(op.Family)+cell.MaxFamilyLength*boolInt(len(op.Family) == 0), len(op.Qualifier), len(op.Value))
 		if op.Type == cell.Put && (op.TTL != 0 || ttl != 0 || len(extra) > 0 || len(op.Tags) > 0) || len(vis) > 0 {
 			size += ttlTaggedExtra + len(extra) + len(vis) + len(op.Tags)
 		}
@@ -374,7 +378,7 @@ func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra
 	}
 	for _, op := range ops {
 		ts := op.Timestamp
-		if op.Type == cell.DeleteFamily && op.Family == nil {
+		if op.Type == cell.DeleteFamily && len(op.Family) == 0 {
 			if ts == cell.LatestTimestamp {
 				ts = now
 			}

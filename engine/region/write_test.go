@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -183,5 +184,143 @@ func TestAsyncDurabilityDoesNotWaitForTheSync(t *testing.T) {
 	released = true
 	if err := errors.Join(<-done...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// MutateRow keeps each mutation's tags (cell ACLs), visibility and TTL on its own cells: it used to
+// merge the mutations' ops into one mutation without them, storing labelled cells unlabelled.
+func TestMutateRowKeepsEachMutationsTags(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	acl := cell.AppendTag(nil, 1, []byte("acl-of-a"))
+	vis := cell.AppendTag(nil, cell.TagVisibility, []byte{0, 0, 0, 1})
+	a := NewMutation([]byte("r")).Put([]byte("f"), []byte("a"), 10, []byte("va"))
+	a.Tags = acl
+	b := NewMutation([]byte("r")).Put([]byte("f"), []byte("b"), 10, []byte("vb"))
+	b.Visibility, b.TTL = vis, 1_000_000
+	c := NewMutation([]byte("r")).Put([]byte("f"), []byte("c"), 10, []byte("vc"))
+	if err := e.r.MutateRow([]*Mutation{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.r.Get(&Get{Row: []byte("r")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 3 {
+		t.Fatalf("got %d cells, want 3", len(res.Cells))
+	}
+	for _, kv := range res.Cells {
+		switch q := string(kv.Qualifier()); q {
+		case "a":
+			if !bytes.Equal(kv.Tags, acl) {
+				t.Errorf("f:a tags %x, want the mutation's %x", kv.Tags, acl)
+			}
+		case "b":
+			if !bytes.Contains(kv.Tags, vis) {
+				t.Errorf("f:b tags %x, want its visibility %x", kv.Tags, vis)
+			}
+			if _, ok := cell.TTLOf(kv.Tags); !ok {
+				t.Errorf("f:b tags %x: no TTL", kv.Tags)
+			}
+		case "c":
+			if len(kv.Tags) != 0 {
+				t.Errorf("f:c tags %x, want none (another mutation's tags leaked onto it)", kv.Tags)
+			}
+		}
+	}
+}
+
+// A row delete whose family marker has an empty family (what the HBase protocol sends for
+// `new Delete(row, ts)`) deletes every family up to ts, as one with no family does; it used to
+// fail with "no such column family".
+func TestDeleteRowWithEmptyFamily(t *testing.T) {
+	f3, g3 := fam("f"), fam("g")
+	f3.MaxVersions, g3.MaxVersions = 3, 3
+	e := newEnv(t, f3, g3)
+	for _, f := range []string{"f", "g"} {
+		for _, ts := range []int64{50, 150} {
+			m := NewMutation([]byte("r")).Put([]byte(f), []byte("q"), ts, []byte("v"))
+			if err := e.r.Mutate(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	del := NewMutation([]byte("r"))
+	del.Ops = append(del.Ops, Op{Type: cell.DeleteFamily, Family: []byte{}, Timestamp: 100})
+	if err := e.r.Mutate(del); err != nil {
+		t.Fatalf("row delete with an empty family: %v", err)
+	}
+	res, err := e.r.Get(&Get{Row: []byte("r"), MaxVersions: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 2 {
+		t.Fatalf("got %d cells, want the two at ts 150", len(res.Cells))
+	}
+	for _, kv := range res.Cells {
+		if kv.Timestamp() != 150 {
+			t.Errorf("%s:%s@%d survived the delete up to 100", kv.Family(), kv.Qualifier(), kv.Timestamp())
+		}
+	}
+}
+
+// An Increment returns its cells in cell order whatever the order of its columns, and reads the
+// current value only from its time range (HBase's Increment.setTimeRange).
+func TestIncrementOrderAndTimeRange(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	res, err := e.r.Increment(&Increment{Row: []byte("r"), Columns: []IncrementColumn{
+		{Family: []byte("f"), Qualifier: []byte("b"), Amount: 1}, {Family: []byte("f"), Qualifier: []byte("a"), Amount: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 2 || string(res.Cells[0].Qualifier()) != "a" || string(res.Cells[1].Qualifier()) != "b" {
+		t.Fatalf("increment of f:b then f:a returned %d cells starting with %q, want f:a then f:b", len(res.Cells), res.Cells[0].Qualifier())
+	}
+	five := make([]byte, 8)
+	five[7] = 5
+	if err := e.r.Mutate(NewMutation([]byte("c")).Put([]byte("f"), []byte("n"), 100, five)); err != nil {
+		t.Fatal(err)
+	}
+	inc := func(tr TimeRange) int64 {
+		t.Helper()
+		res, err := e.r.Increment(&Increment{Row: []byte("c"), TimeRange: tr,
+			Columns: []IncrementColumn{{Family: []byte("f"), Qualifier: []byte("n"), Amount: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := res.Cells[0].Value
+		return int64(v[0])<<56 | int64(v[1])<<48 | int64(v[2])<<40 | int64(v[3])<<32 | int64(v[4])<<24 | int64(v[5])<<16 | int64(v[6])<<8 | int64(v[7])
+	}
+	if got := inc(TimeRange{Min: 0, Max: 101}); got != 6 {
+		t.Fatalf("increment over [0, 101): %d, want 5+1", got)
+	}
+	if got := inc(TimeRange{Min: 1 << 50}); got != 1 {
+		t.Fatalf("increment over a range with no version: %d, want 0+1", got)
+	}
+}
+
+// A condition without an expected value (nil or empty) holds as HBase's does: for every operator
+// but NOT_EQUAL when the cell is missing or empty, for NOT_EQUAL when it holds a value.
+func TestCheckWithoutAValue(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	for row, v := range map[string]string{"empty": "", "full": "x"} {
+		if err := e.r.Mutate(NewMutation([]byte(row)).Put([]byte("f"), []byte("q"), 10, []byte(v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		row   string
+		op    filter.CompareOp
+		value []byte
+		want  bool
+	}{
+		{"missing", filter.Equal, nil, true}, {"missing", filter.NotEqual, nil, false}, {"missing", filter.Less, nil, true},
+		{"empty", filter.Equal, nil, true}, {"empty", filter.Equal, []byte{}, true}, {"empty", filter.NotEqual, nil, false},
+		{"full", filter.Equal, nil, false}, {"full", filter.NotEqual, []byte{}, true}, {"full", filter.Greater, nil, false},
+	} {
+		ok, err := e.r.CheckAndMutate(&CheckAndMutate{Row: []byte(tc.row), Family: []byte("f"), Qualifier: []byte("q"), Op: tc.op, Value: tc.value,
+			Mutations: []*Mutation{NewMutation([]byte(tc.row)).Put([]byte("f"), []byte("other"), 10, []byte("y"))}})
+		if err != nil || ok != tc.want {
+			t.Errorf("row %s: check %v %q: %v %v, want %v", tc.row, tc.op, tc.value, ok, err, tc.want)
+		}
 	}
 }

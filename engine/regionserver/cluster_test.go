@@ -345,8 +345,35 @@ func testCheckAndMutate(t *testing.T, tbl *client.Table) {
 	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "y" {
 		t.Fatalf("after check-and-mutate: %v %v", r, err)
 	}
-	// Remove the extra column so scans see one cell per row.
-	if err := tbl.Put(ctx, client.NewDelete(row).AddMarker(cell.DeleteColumn, "f", "c", cell.LatestTimestamp)); err != nil {
+	// Ordering conditions read "expected op stored" whatever the comparator, as HBase's: a long
+	// comparator used to be applied the other way round.
+	ten := binary.BigEndian.AppendUint64(nil, 10)
+	if err := tbl.Put(ctx, client.NewPut(row).Add("f", "n", cell.LatestTimestamp, ten)); err != nil {
+		t.Fatal(err)
+	}
+	long := func(v int64) *pb.Comparator { return &pb.Comparator{Kind: &pb.Comparator_Long{Long: v}} }
+	bin := func(v int64) *pb.Comparator {
+		return &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: binary.BigEndian.AppendUint64(nil, uint64(v))}}
+	}
+	for _, tc := range []struct {
+		op   pb.CompareOp
+		cmp  *pb.Comparator
+		want bool
+	}{
+		{pb.CompareOp_COMPARE_OP_LESS, long(5), true}, {pb.CompareOp_COMPARE_OP_GREATER, long(5), false},
+		{pb.CompareOp_COMPARE_OP_LESS, bin(5), true}, {pb.CompareOp_COMPARE_OP_GREATER, bin(5), false},
+		{pb.CompareOp_COMPARE_OP_GREATER_OR_EQUAL, long(10), true}, {pb.CompareOp_COMPARE_OP_LESS, long(10), false},
+		{pb.CompareOp_COMPARE_OP_LESS_OR_EQUAL, long(20), false}, {pb.CompareOp_COMPARE_OP_GREATER, long(20), true},
+	} {
+		c := &pb.Condition{Row: row, Family: []byte("f"), Qualifier: []byte("n"), Op: tc.op, Comparator: tc.cmp}
+		ok, err := tbl.CheckAndMutate(ctx, c, client.NewPut(row).Add("f", "m", cell.LatestTimestamp, []byte("z")))
+		if err != nil || ok != tc.want {
+			t.Errorf("check %v %v against a stored long 10: %v %v, want %v", tc.op, tc.cmp, ok, err, tc.want)
+		}
+	}
+	// Remove the extra columns so scans see one cell per row.
+	if err := tbl.Put(ctx, client.NewDelete(row).AddMarker(cell.DeleteColumn, "f", "c", cell.LatestTimestamp).
+		AddMarker(cell.DeleteColumn, "f", "n", cell.LatestTimestamp).AddMarker(cell.DeleteColumn, "f", "m", cell.LatestTimestamp)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -399,9 +399,14 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 		if err != nil {
 			return nil, s.errDetail(err, or.name)
 		}
+		tr, err := convertTimeRange(m.GetTimeRange())
+		if err != nil {
+			return nil, s.errDetail(err, or.name)
+		}
 		var res *region.Result
 		if m.GetType() == pb.MutationProto_TYPE_INCREMENT {
-			inc := &region.Increment{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults(), TTL: ttl}
+			inc := &region.Increment{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults(),
+				TTL: ttl, TimeRange: tr}
 			for _, c := range cells {
 				if len(c.Value) != 8 {
 					return nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_BAD_VALUE, Region: or.name,
@@ -413,7 +418,7 @@ func (s *Server) mutate(r *region.Region, or *onlineRegion, m *pb.MutationProto,
 			res, err = r.Increment(inc)
 		} else {
 			app := &region.Append{Row: m.GetRow(), Durability: d, NonceGroup: nonceGroup, Nonce: nonce, NoReturnResults: !m.GetReturnResults(),
-				TTL: ttl}
+				TTL: ttl, TimeRange: tr}
 			for _, c := range cells {
 				app.Columns = append(app.Columns, region.AppendColumn{Family: c.Family, Qualifier: c.Qualifier, Value: c.Value})
 			}
@@ -486,8 +491,10 @@ func (s *Server) conditionOf(c *rpc.Call, or *onlineRegion, cond *pb.Condition, 
 			if err != nil {
 				return nil, s.errDetail(err, or.name)
 			}
+			// A condition holds when "expected op stored" (HBase's checkAndMutate: the comparator
+			// compares its value to the cell's); the filter passes when "stored op expected".
 			cm.Family, cm.Qualifier = nil, nil
-			cm.Filter = &filter.SingleColumnValueFilter{Family: cond.GetFamily(), Qualifier: cond.GetQualifier(), Op: op,
+			cm.Filter = &filter.SingleColumnValueFilter{Family: cond.GetFamily(), Qualifier: cond.GetQualifier(), Op: op.Swapped(),
 				Comparator: cmp, FilterIfMissing: true, LatestVersionOnly: true}
 		}
 	}

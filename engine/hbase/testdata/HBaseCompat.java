@@ -320,6 +320,20 @@ public class HBaseCompat {
           Result r = t.increment(new Increment(b("ctr")).addColumn(F, b("n"), 2));
           check(Bytes.toLong(r.getValue(F, b("n"))) == 7, "increment: " + Bytes.toLong(r.getValue(F, b("n"))));
           check(t.incrementColumnValue(b("ctr"), F, b("n"), 3) == 10, "incrementColumnValue");
+          // The result's cells in cell order, whatever the order of the columns (Result.getValue
+          // searches them by bisection).
+          r = t.increment(new Increment(b("ctr2")).addColumn(F, b("z"), 1).addColumn(F, b("a"), 2));
+          check(r.getValue(F, b("a")) != null && Bytes.toLong(r.getValue(F, b("a"))) == 2
+              && r.getValue(F, b("z")) != null && Bytes.toLong(r.getValue(F, b("z"))) == 1, "increment of two columns: " + r);
+          // A row delete up to a timestamp.
+          t.put(new Put(b("dts")).addColumn(F, b("q"), 50, b("old")).addColumn(F, b("q"), 150, b("new")));
+          t.delete(new Delete(b("dts"), 100));
+          r = t.get(new Get(b("dts")).readAllVersions());
+          check(r.size() == 1 && Bytes.toString(r.getValue(F, b("q"))).equals("new"), "delete of a row up to a timestamp: " + r);
+          // A check for an empty value holds on a cell holding one.
+          t.put(new Put(b("ev")).addColumn(F, b("q"), new byte[0]));
+          check(t.checkAndMutate(CheckAndMutate.newBuilder(b("ev")).ifEquals(F, b("q"), new byte[0])
+              .build(new Put(b("ev")).addColumn(F, b("r"), b("1")))).isSuccess(), "checkAndMutate for an empty value");
           t.append(new Append(b("app")).addColumn(F, b("s"), b("ab")));
           r = t.append(new Append(b("app")).addColumn(F, b("s"), b("cd")));
           check(Bytes.toString(r.getValue(F, b("s"))).equals("abcd"), "append");

@@ -24,6 +24,22 @@ const (
 	NoOp
 )
 
+// Swapped is the operator with its operands swapped: "a op b" holds exactly when
+// "b op.Swapped() a" does (Less becomes Greater; Equal, NotEqual and NoOp stay).
+func (o CompareOp) Swapped() CompareOp {
+	switch o {
+	case Less:
+		return Greater
+	case LessOrEqual:
+		return GreaterOrEqual
+	case GreaterOrEqual:
+		return LessOrEqual
+	case Greater:
+		return Less
+	}
+	return o
+}
+
 var opNames = []string{"LESS", "LESS_OR_EQUAL", "EQUAL", "NOT_EQUAL", "GREATER_OR_EQUAL", "GREATER", "NO_OP"}
 
 func (o CompareOp) String() string {
