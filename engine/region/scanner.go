@@ -238,13 +238,13 @@ type joinedFamilies struct {
 	started bool
 }
 
-func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int64) ([]*famScan, error) {
+func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int64, filtered bool) ([]*famScan, error) {
 	if len(cols) == 0 {
 		// Every family: no maps.
 		slab := make([]famScan, len(r.fams))
 		out := make([]*famScan, len(r.fams))
 		for i := range r.fams {
-			r.initFamScan(&slab[i], i, raw, versions, now)
+			r.initFamScan(&slab[i], i, raw, versions, now, filtered)
 			out[i] = &slab[i]
 		}
 		return out, nil
@@ -270,7 +270,7 @@ func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int6
 		}
 		_ = f
 		fs := &famScan{}
-		r.initFamScan(fs, i, raw, versions, now)
+		r.initFamScan(fs, i, raw, versions, now, filtered)
 		if !whole[i] && sel {
 			slices.SortFunc(quals, bytes.Compare)
 			fs.quals = slices.CompactFunc(quals, bytes.Equal)
@@ -280,7 +280,7 @@ func (r *Region) resolveFamilies(cols []Column, raw bool, versions int, now int6
 	return out, nil
 }
 
-func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int64) {
+func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int64, filtered bool) {
 	f := &r.fams[i]
 	*fs = famScan{idx: i, name: r.famNames[i], minVersions: f.MinVersions, kdc: f.KeepDeletedCells, oldest: math.MinInt64}
 	if raw {
@@ -289,6 +289,16 @@ func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int
 		fs.maxVersions = min(versions, f.maxVersions())
 	}
 	fs.afterFilter = fs.maxVersions
+	if filtered {
+		// With a filter the versions counted before it are the family's (every one in a raw
+		// scan), and the read's own limit applies to the cells the filter keeps: a filter for an
+		// older version finds it (HBase's ScanQueryMatcher.getTrackers).
+		if raw {
+			fs.maxVersions = math.MaxInt
+		} else {
+			fs.maxVersions = f.maxVersions()
+		}
+	}
 	if ttl := f.ttlMillis(); ttl > 0 {
 		fs.oldest = now - ttl
 	}
@@ -327,7 +337,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	}
 	s.trMin, s.trMax = scan.TimeRange.Min, scan.TimeRange.max()
 	s.now = r.nowMs()
-	fams, err := r.resolveFamilies(scan.Columns, scan.Raw, s.versions, s.now)
+	fams, err := r.resolveFamilies(scan.Columns, scan.Raw, s.versions, s.now, s.filter != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -873,10 +883,15 @@ func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
 	}
 	if s.filter != nil && s.rowFilter {
 		s.filterRowCells()
-		if s.filter.FilterRow() {
+		switch {
+		case s.pendingCells() == 0:
+			// A row left with no cells is neither offered to FilterRow, so row-counting filters
+			// (Page) count only rows that are returned, nor completed from its joined families
+			// (HBase's FilterWrapper and RegionScanner).
+		case s.filter.FilterRow():
 			s.dropPending()
 			s.r.metrics.FilteredReadRequests.Add(1)
-		} else if s.joined != nil {
+		case s.joined != nil:
 			s.addJoined(b, size)
 		}
 	}

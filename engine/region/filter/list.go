@@ -134,6 +134,12 @@ func (l *FilterList) FilterCell(k cell.Key, v []byte) ReturnCode {
 				}
 			}
 			res = mergeAnd(res, rc)
+			if !res.Includes() {
+				// The later filters never see a cell the list already refuses, so their state
+				// (counts, offsets) is as if it was not there (HBase's FilterListWithAND,
+				// HBASE-20565).
+				break
+			}
 		}
 		if res == SeekNextUsingHint && l.hint == nil {
 			res = Skip
@@ -248,13 +254,12 @@ func (l *FilterList) FilterRow() bool {
 		return false
 	}
 	if l.Operator == MustPassAll {
-		out := false
 		for _, f := range l.Filters {
 			if f.FilterRow() {
-				out = true
+				return true // the later filters do not count a row the list drops (HBase)
 			}
 		}
-		return out
+		return false
 	}
 	for _, f := range l.Filters {
 		if !f.FilterRow() {
