@@ -78,9 +78,11 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classNotServingRegion, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_REGION_MOVED:
 		if loc := d.GetNewLocation(); loc.GetHost() != "" {
-			// The client parses this message for the new location (RegionMovedException).
+			// The client parses this message for the new location (RegionMovedException), and
+			// takes it only when its locationSeqNum is above that of the location it holds (the
+			// seqnumDuringOpen hbase:meta gave it: meta.go).
 			return &exception{class: classRegionMoved, msg: fmt.Sprintf("Region moved to: hostname=%s port=%d startCode=%d. As of locationSeqNum=%d.",
-				loc.GetHost(), loc.GetPort(), loc.GetStartCode(), 0)}
+				loc.GetHost(), loc.GetPort(), loc.GetStartCode(), d.GetNewLocationSeq())}
 		}
 		return &exception{class: classNotServingRegion, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_REGION_OPENING:

@@ -427,6 +427,13 @@ func TestFromDetail(t *testing.T) {
 			t.Errorf("%v: %s (doNotRetry %v), want %s (%v)", code, e.class, e.doNotRetry, want.class, want.doNotRetry)
 		}
 	}
+	// REGION_MOVED in the form the client parses, with the location's sequence number (which it
+	// must find above the one it holds to take the hint).
+	e := fromDetail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, NewLocationSeq: 7,
+		NewLocation: &pb.ServerName{Host: "rs-1", Port: 16020, StartCode: 42}})
+	if want := "Region moved to: hostname=rs-1 port=16020 startCode=42. As of locationSeqNum=7."; e.class != classRegionMoved || e.msg != want {
+		t.Errorf("REGION_MOVED: %s %q, want %s %q", e.class, e.msg, classRegionMoved, want)
+	}
 }
 
 // IN_MEMORY_COMPACTION travels both ways (HBase's MemoryCompactionPolicy names); ADAPTIVE and

@@ -384,6 +384,7 @@ func (m *Master) dispatchLocked(name string) {
 					sn.StartCode = ts.StartCode
 				}
 				req.Destination = sn
+				req.DestinationSeq = r.GetLocationSeq() + 1 // the open there bumps it (regionTransition)
 			}
 		}
 		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.CloseRegion(ctx, req); return err }

@@ -279,7 +279,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 	case or.state.CompareAndSwap(stateOpening, stateClosing):
 		// The opener sees the cancel, aborts and reports CLOSED.
 		if req.GetDestination() != nil {
-			s.rememberMoved(name, req.GetDestination())
+			s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq())
 		}
 		or.cancel.Store(true)
 		return &pb.CloseRegionResponse{}, nil
@@ -296,7 +296,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 	name := or.name
 	if req.GetDestination() != nil {
-		s.rememberMoved(name, req.GetDestination())
+		s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq())
 	}
 	s.regions.CompareAndDelete(name, or)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

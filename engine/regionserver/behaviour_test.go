@@ -71,18 +71,24 @@ func TestMovedRegionAnswersRegionMoved(t *testing.T) {
 			dst = s
 		}
 	}
+	before := c.waitOpen("mv", 1, "", 30*time.Second)
 	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: dst.Name()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitOpen("mv", 1, src.Name(), 30*time.Second)
+	after := c.waitOpen("mv", 1, src.Name(), 30*time.Second)
 	_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
 	wantCode(t, "get from the old server", err, pb.ErrorCode_ERROR_CODE_REGION_MOVED)
 	d, _ := pb.DetailOf(err)
 	if layout.ServerName(d.GetNewLocation()) != dst.Name() {
 		t.Fatalf("REGION_MOVED names %v, want %s", d.GetNewLocation(), dst.Name())
+	}
+	// With the location's sequence number there, above the old one: HBase's clients ignore a
+	// moved hint whose number is not above the location they hold.
+	if got, old, now := d.GetNewLocationSeq(), before[0].GetSeq(), after[0].GetSeq(); got != now || got <= old {
+		t.Fatalf("REGION_MOVED gives location seq %d; the region was at %d and is now at %d", got, old, now)
 	}
 	// The client follows it; the write before the move (flushed on close) is there.
 	r, err := tbl.Get(ctx, &pb.Get{Row: []byte("a")})

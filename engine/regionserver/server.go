@@ -269,8 +269,9 @@ type onlineRegion struct {
 }
 
 type movedEntry struct {
-	to *pb.ServerName
-	at time.Time
+	to  *pb.ServerName
+	seq uint64 // the region's location sequence number there (0: unknown)
+	at  time.Time
 }
 
 // Server is a region server.
@@ -758,14 +759,14 @@ func (s *Server) notServing(name string) *pb.ErrorDetail {
 	}
 	s.movedMu.Unlock()
 	if ok {
-		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: name, NewLocation: e.to,
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: name, NewLocation: e.to, NewLocationSeq: e.seq,
 			Message: "region moved to " + layout.ServerName(e.to), Retryable: true}
 	}
 	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name,
 		Message: "region is not online on " + s.nameStr, Retryable: true}
 }
 
-func (s *Server) rememberMoved(name string, to *pb.ServerName) {
+func (s *Server) rememberMoved(name string, to *pb.ServerName, seq uint64) {
 	s.movedMu.Lock()
 	defer s.movedMu.Unlock()
 	now := time.Now()
@@ -775,7 +776,7 @@ func (s *Server) rememberMoved(name string, to *pb.ServerName) {
 		}
 	}
 	if to != nil && to.GetHost() != "" {
-		s.moved[name] = movedEntry{to: to, at: now}
+		s.moved[name] = movedEntry{to: to, seq: seq, at: now}
 	}
 }
 

@@ -238,8 +238,11 @@ type CloseRegionRequest struct {
 	// As OpenRegionRequest.server_start_code: a close meant for a process this one replaced is
 	// refused (that process's regions are not "closed" here: their unflushed edits are in its WAL).
 	ServerStartCode int64 `protobuf:"varint,5,opt,name=server_start_code,json=serverStartCode,proto3" json:"server_start_code,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With destination: the location sequence number the region will have once open there
+	// (RegionLocation.seq, which every open bumps), sent with REGION_MOVED answers.
+	DestinationSeq uint64 `protobuf:"varint,6,opt,name=destination_seq,json=destinationSeq,proto3" json:"destination_seq,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CloseRegionRequest) Reset() {
@@ -303,6 +306,13 @@ func (x *CloseRegionRequest) GetDestination() *ServerName {
 func (x *CloseRegionRequest) GetServerStartCode() int64 {
 	if x != nil {
 		return x.ServerStartCode
+	}
+	return 0
+}
+
+func (x *CloseRegionRequest) GetDestinationSeq() uint64 {
+	if x != nil {
+		return x.DestinationSeq
 	}
 	return 0
 }
@@ -1088,13 +1098,14 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12*\n" +
 	"\x11server_start_code\x18\x04 \x01(\x03R\x0fserverStartCode\"\x14\n" +
-	"\x12OpenRegionResponse\"\xcd\x01\n" +
+	"\x12OpenRegionResponse\"\xf6\x01\n" +
 	"\x12CloseRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05flush\x18\x02 \x01(\bR\x05flush\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12:\n" +
 	"\vdestination\x18\x04 \x01(\v2\x18.cellstore.v1.ServerNameR\vdestination\x12*\n" +
-	"\x11server_start_code\x18\x05 \x01(\x03R\x0fserverStartCode\"\x15\n" +
+	"\x11server_start_code\x18\x05 \x01(\x03R\x0fserverStartCode\x12'\n" +
+	"\x0fdestination_seq\x18\x06 \x01(\x04R\x0edestinationSeq\"\x15\n" +
 	"\x13CloseRegionResponse\"'\n" +
 	"\rRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x10\n" +

@@ -1339,9 +1339,13 @@ type ErrorDetail struct {
 	RetryAfterMs int64                  `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	NewMaster    string                 `protobuf:"bytes,6,opt,name=new_master,json=newMaster,proto3" json:"new_master,omitempty"`
 	// Whether retrying the same request can succeed.
-	Retryable     bool `protobuf:"varint,7,opt,name=retryable,proto3" json:"retryable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retryable bool `protobuf:"varint,7,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	// With new_location (REGION_MOVED): the location sequence number the region has there
+	// (RegionLocation.seq), 0 when unknown. HBase's clients take a moved hint only when its number
+	// is above that of the location they hold.
+	NewLocationSeq uint64 `protobuf:"varint,8,opt,name=new_location_seq,json=newLocationSeq,proto3" json:"new_location_seq,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -1421,6 +1425,13 @@ func (x *ErrorDetail) GetRetryable() bool {
 		return x.Retryable
 	}
 	return false
+}
+
+func (x *ErrorDetail) GetNewLocationSeq() uint64 {
+	if x != nil {
+		return x.NewLocationSeq
+	}
+	return 0
 }
 
 type Comparator struct {
@@ -3216,7 +3227,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x06module\x18\b \x01(\fR\x06module\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x02\n" +
 	"\vErrorDetail\x12+\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x17.cellstore.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -3225,7 +3236,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1d\n" +
 	"\n" +
 	"new_master\x18\x06 \x01(\tR\tnewMaster\x12\x1c\n" +
-	"\tretryable\x18\a \x01(\bR\tretryable\"\xb9\x01\n" +
+	"\tretryable\x18\a \x01(\bR\tretryable\x12(\n" +
+	"\x10new_location_seq\x18\b \x01(\x04R\x0enewLocationSeq\"\xb9\x01\n" +
 	"\n" +
 	"Comparator\x12\x18\n" +
 	"\x06binary\x18\x01 \x01(\fH\x00R\x06binary\x12%\n" +
