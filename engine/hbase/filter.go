@@ -2,6 +2,7 @@ package hbase
 
 import (
 	"encoding/binary"
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -162,7 +163,11 @@ func convertFilterDepth(f *hb.Filter, depth int) (*pb.Filter, error) {
 		}
 		out := &pb.FuzzyRowFilter{}
 		for _, k := range m.GetFuzzyKeysData() {
-			out.Keys = append(out.Keys, &pb.FuzzyKey{Key: k.GetFirst(), Mask: k.GetSecond()})
+			mask, err := fuzzyMask(k.GetSecond())
+			if err != nil {
+				return nil, err
+			}
+			out.Keys = append(out.Keys, &pb.FuzzyKey{Key: k.GetFirst(), Mask: mask})
 		}
 		return &pb.Filter{Filter: &pb.Filter_FuzzyRow{FuzzyRow: out}}, nil
 	case "MultiRowRangeFilter":
@@ -253,13 +258,68 @@ func convertComparator(c *hb.Comparator) (*pb.Comparator, error) {
 		if err := proto.Unmarshal(data, &m); err != nil {
 			return bad(err)
 		}
-		p := m.GetPattern()
-		if m.GetPatternFlags()&2 != 0 { // java.util.regex.Pattern.CASE_INSENSITIVE
-			p = "(?i)" + p
+		p, err := javaPattern(m.GetPattern(), m.GetPatternFlags())
+		if err != nil {
+			return nil, err
 		}
 		return &pb.Comparator{Kind: &pb.Comparator_Regex{Regex: p}}, nil
 	case "NullComparator":
 		return &pb.Comparator{Kind: &pb.Comparator_Null{Null: true}}, nil
 	}
 	return nil, doNotRetry("comparator %s is not supported by Cellstore", c.GetName())
+}
+
+// fuzzyMask turns a FuzzyRowFilter mask as HBase's client sends it into Cellstore's (0: the byte
+// must match, 1: any byte). The client preprocesses its masks where the JVM reads unaligned words
+// (x86-64, aarch64: every common one): 0 becomes -1 (0xff) and 1 becomes 2, and that form is what
+// it serializes; an older client or another JVM sends 0 and 1.
+func fuzzyMask(mask []byte) ([]byte, error) {
+	out := make([]byte, len(mask))
+	for i, b := range mask {
+		switch b {
+		case 0, 0xff:
+			out[i] = 0
+		case 1, 2:
+			out[i] = 1
+		default:
+			return nil, doNotRetry("FuzzyRowFilter mask byte %d is %d: want 0 or -1 (fixed), 1 or 2 (any)", i, int8(b))
+		}
+	}
+	return out, nil
+}
+
+// Java's java.util.regex.Pattern flags a RegexStringComparator carries.
+const (
+	javaCaseInsensitive = 2
+	javaComments        = 4
+	javaMultiline       = 8
+	javaLiteral         = 16
+	javaDotall          = 32
+)
+
+// javaPattern is the Go (RE2) form of a Java pattern with its flags: CASE_INSENSITIVE, MULTILINE
+// and DOTALL become (?i), (?m) and (?s) — HBase's RegexStringComparator sets DOTALL by default —,
+// LITERAL quotes the pattern; COMMENTS has no RE2 equivalent and is refused. The flags that only
+// refine these (UNIX_LINES, UNICODE_CASE: RE2's matching is already Unicode-aware) are ignored.
+func javaPattern(p string, flags int32) (string, error) {
+	if flags&javaComments != 0 {
+		return "", doNotRetry("RegexStringComparator: the COMMENTS flag is not supported by Cellstore (write the pattern without comments and whitespace)")
+	}
+	if flags&javaLiteral != 0 {
+		p = regexp.QuoteMeta(p)
+	}
+	var mods string
+	if flags&javaCaseInsensitive != 0 {
+		mods += "i"
+	}
+	if flags&javaMultiline != 0 {
+		mods += "m"
+	}
+	if flags&javaDotall != 0 {
+		mods += "s"
+	}
+	if mods != "" {
+		p = "(?" + mods + ")" + p
+	}
+	return p, nil
 }

@@ -118,6 +118,39 @@ func TestScannerLeaseExpires(t *testing.T) {
 	wantCode(t, "next on an expired scanner", err, pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER)
 }
 
+// A renew is a call of the scanner: it uses up its call number, as in HBase, whose client counts
+// it; the next call after it carries the number after (it used to be refused as out of order, and
+// the scanner closed, after every renewal of a Java client's scan).
+func TestScannerRenewUsesACallNumber(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "sr", nil)
+	tbl := c.client.Table("sr")
+	for _, r := range []string{"a", "b", "c"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "sr", []byte("a"))
+	region := &pb.RegionSpecifier{Name: regionName}
+	var open pb.ScanResponse
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &open, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := open.GetScannerId()
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, ScannerId: id, NextCallSeq: 1, Renew: true}, nil, &pb.ScanResponse{}, nil); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	var next pb.ScanResponse
+	cells, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, ScannerId: id, NextCallSeq: 2, NumberOfRows: 1}, nil, &next, nil)
+	if err != nil {
+		t.Fatalf("next after a renew: %v", err)
+	}
+	if len(next.GetCellsPerResult()) != 1 || len(cells) == 0 {
+		t.Fatalf("next after a renew returned %d rows, want 1", len(next.GetCellsPerResult()))
+	}
+}
+
 func TestWritesRefusedWhenFenceCloses(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := context.Background()

@@ -958,6 +958,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 		}
 		if req.GetRenew() {
 			sc.lastUsed = time.Now()
+			sc.nextSeq++ // a renew uses up its call number, as HBase's (its client counts it)
 			sc.mu.Unlock()
 			reply(c, &answered, &pb.ScanResponse{ScannerId: sc.id, MoreResultsInRegion: true, MoreResults: true,
 				TtlMs: s.cfg.ScannerLease.Milliseconds()})

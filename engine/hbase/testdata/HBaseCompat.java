@@ -33,6 +33,7 @@ import org.apache.hadoop.hbase.filter.BinaryComparator;
 import org.apache.hadoop.hbase.filter.ColumnPrefixFilter;
 import org.apache.hadoop.hbase.filter.FilterList;
 import org.apache.hadoop.hbase.filter.FirstKeyOnlyFilter;
+import org.apache.hadoop.hbase.filter.FuzzyRowFilter;
 import org.apache.hadoop.hbase.filter.KeyOnlyFilter;
 import org.apache.hadoop.hbase.filter.PageFilter;
 import org.apache.hadoop.hbase.filter.PrefixFilter;
@@ -311,6 +312,16 @@ public class HBaseCompat {
           t.put(new Put(b("ts")).addColumn(F, b("q"), 5, b("five")).addColumn(F, b("q"), 7, b("seven")));
           Result r = t.get(new Get(b("ts")).readAllVersions().setFilter(new TimestampsFilter(Arrays.asList(5L))));
           check(r.size() == 1 && Bytes.toString(r.value()).equals("five"), "TimestampsFilter");
+          // A filter for an older version finds it with the default one version per column.
+          r = t.get(new Get(b("ts")).setFilter(new TimestampsFilter(Arrays.asList(5L))));
+          check(r.size() == 1 && Bytes.toString(r.value()).equals("five"), "TimestampsFilter of an older version: " + r);
+          // FuzzyRowFilter as the client serializes it (a preprocessed mask): row-? with any last byte.
+          check(count(t, new Scan().setFilter(new FuzzyRowFilter(Arrays.asList(
+              new org.apache.hadoop.hbase.util.Pair<>(b("row-0"), new byte[] {0, 0, 0, 0, 1}))))) == 9, "FuzzyRowFilter");
+          // RegexStringComparator's default DOTALL: '.' matches a newline.
+          t.put(new Put(b("nl")).addColumn(F, b("q"), b("x\ny")));
+          check(count(t, new Scan().withStartRow(b("nl")).withStopRow(b("nl"), true).setFilter(
+              new ValueFilter(CompareOperator.EQUAL, new org.apache.hadoop.hbase.filter.RegexStringComparator("x.y")))) == 1, "RegexStringComparator with DOTALL");
         }
         break;
       }

@@ -265,6 +265,9 @@ type MultipleColumnPrefixFilter struct {
 
 func (*MultipleColumnPrefixFilter) Name() string { return "MultipleColumnPrefixFilter" }
 func (f *MultipleColumnPrefixFilter) FilterCell(k cell.Key, _ []byte) ReturnCode {
+	if len(f.Prefixes) == 0 {
+		return Include // no prefixes: nothing to filter (HBase)
+	}
 	if f.sorted == nil {
 		f.sorted = slices.Clone(f.Prefixes)
 		slices.SortFunc(f.sorted, bytes.Compare)

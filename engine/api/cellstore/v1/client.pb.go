@@ -1657,7 +1657,8 @@ type ScanRequest struct {
 	NextCallSeq             uint64 `protobuf:"varint,6,opt,name=next_call_seq,json=nextCallSeq,proto3" json:"next_call_seq,omitempty"`
 	ClientHandlesPartials   bool   `protobuf:"varint,7,opt,name=client_handles_partials,json=clientHandlesPartials,proto3" json:"client_handles_partials,omitempty"`
 	ClientHandlesHeartbeats bool   `protobuf:"varint,8,opt,name=client_handles_heartbeats,json=clientHandlesHeartbeats,proto3" json:"client_handles_heartbeats,omitempty"`
-	// Keep the scanner's lease without reading.
+	// Keep the scanner's lease without reading. A renew is a call of the scanner: it carries the
+	// next next_call_seq and uses it up, as HBase's does.
 	Renew bool `protobuf:"varint,9,opt,name=renew,proto3" json:"renew,omitempty"`
 	// Server-side time budget for this call, in ms; past it a heartbeat answers.
 	TimeLimitMs   int64 `protobuf:"varint,10,opt,name=time_limit_ms,json=timeLimitMs,proto3" json:"time_limit_ms,omitempty"`

@@ -1,0 +1,61 @@
+package hbase
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+)
+
+// A FuzzyRowFilter's mask arrives as HBase's client serializes it — preprocessed (-1 fixed, 2 any)
+// on the JVMs everyone runs, or raw (0, 1) — and becomes Cellstore's 0/1 mask; other bytes are
+// refused with a DoNotRetry.
+func TestFuzzyRowFilterMasks(t *testing.T) {
+	conv := func(mask []byte) (*hb.Filter, []byte, error) {
+		data, err := proto.Marshal(&hb.FuzzyRowFilter{FuzzyKeysData: []*hb.BytesBytesPair{{First: []byte("row?"), Second: mask}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &hb.Filter{Name: proto.String("org.apache.hadoop.hbase.filter.FuzzyRowFilter"), SerializedFilter: data}
+		out, err := convertFilter(f)
+		if err != nil {
+			return f, nil, err
+		}
+		return f, out.GetFuzzyRow().GetKeys()[0].GetMask(), nil
+	}
+	for _, mask := range [][]byte{{0xff, 0xff, 0xff, 2}, {0, 0, 0, 1}} {
+		if _, got, err := conv(mask); err != nil || !bytes.Equal(got, []byte{0, 0, 0, 1}) {
+			t.Errorf("mask %x: %x %v, want 00000001", mask, got, err)
+		}
+	}
+	if _, _, err := conv([]byte{0, 7}); err == nil {
+		t.Error("a mask byte of 7 was accepted")
+	}
+}
+
+// RegexStringComparator's Java flags become RE2 flags: HBase's default DOTALL makes '.' match a
+// newline; COMMENTS is refused.
+func TestRegexComparatorFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags int32
+		want  string
+	}{
+		{0, "x.y"}, {javaDotall, "(?s)x.y"}, {javaCaseInsensitive | javaDotall, "(?is)x.y"},
+		{javaMultiline, "(?m)x.y"}, {javaLiteral, `x\.y`},
+	} {
+		data, err := proto.Marshal(&hb.RegexStringComparator{Pattern: proto.String("x.y"), PatternFlags: proto.Int32(tc.flags), Charset: proto.String("UTF-8")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := convertComparator(&hb.Comparator{Name: proto.String("org.apache.hadoop.hbase.filter.RegexStringComparator"), SerializedComparator: data})
+		if err != nil || c.GetRegex() != tc.want {
+			t.Errorf("flags %d: %q %v, want %q", tc.flags, c.GetRegex(), err, tc.want)
+		}
+	}
+	data, _ := proto.Marshal(&hb.RegexStringComparator{Pattern: proto.String("x"), PatternFlags: proto.Int32(javaComments), Charset: proto.String("UTF-8")})
+	if _, err := convertComparator(&hb.Comparator{Name: proto.String("org.apache.hadoop.hbase.filter.RegexStringComparator"), SerializedComparator: data}); err == nil {
+		t.Error("the COMMENTS flag was accepted")
+	}
+}
