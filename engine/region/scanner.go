@@ -147,8 +147,9 @@ const (
 	actSkip
 	actNextCol
 	actNextFam
-	actSeek // to s.target
-	actHint // filter hint in s.target
+	actSeek    // to s.target
+	actHint    // filter hint in s.target
+	actEndScan // the filter ended the scan: no more cells
 )
 
 // RegionScanner reads rows of a region (HBase's RegionScanner). Create it
@@ -819,6 +820,8 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 			it.seek(s.target)
 		case actHint:
 			s.seekHint(k)
+		case actEndScan:
+			s.rowOver = true // startRow ends the scan: the filter filters all that remains
 		}
 	}
 	return rowEnded
@@ -1154,7 +1157,13 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 	s.tsSet, s.lastTs, s.lastType = true, ts, t
 	act := actInclude
 	if s.filter != nil {
-		switch s.filter.FilterCell(k, v) {
+		rc := s.filter.FilterCell(k, v)
+		if !rc.Includes() && s.filter.FilterAllRemaining() {
+			// The filter has ended the scan at this cell (WhileMatchFilter): the row ends here
+			// with the cells before it, and no later cell is matched (HBase's DONE_SCAN).
+			return actEndScan
+		}
+		switch rc {
 		case filter.Skip:
 			return actSkip
 		case filter.NextCol:

@@ -700,11 +700,15 @@ func (f *WhileMatchFilter) TransformCell(k cell.Key, v []byte) []byte {
 	return f.Filter.TransformCell(k, v)
 }
 func (f *WhileMatchFilter) HasFilterRow() bool { return true }
+
+// FilterRow drops the row only when the wrapped filter does (which also ends the scan); a row
+// in which a cell ended the scan keeps the cells before that one (HBase's WhileMatchFilter).
 func (f *WhileMatchFilter) FilterRow() bool {
 	if f.Filter.HasFilterRow() && f.Filter.FilterRow() {
 		f.done = true
+		return true
 	}
-	return f.done
+	return false
 }
 func (f *WhileMatchFilter) NextCellHint(k cell.Key) cell.Key { return f.Filter.NextCellHint(k) }
 func (f *WhileMatchFilter) SetReversed(r bool)               { f.Base.SetReversed(r); f.Filter.SetReversed(r) }
