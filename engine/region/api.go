@@ -133,6 +133,8 @@ type Get struct {
 	Filter      filter.Filter
 	// NoCache: do not cache the data blocks read.
 	NoCache bool
+	// StoreLimit and StoreOffset are Scan's, for the row.
+	StoreLimit, StoreOffset int
 }
 
 // CellCheck decides from a cell's key and tags whether a read may see it.
@@ -157,6 +159,10 @@ type Scan struct {
 	// (raw scans are not capped by VERSIONS).
 	MaxVersions int
 	Filter      filter.Filter
+	// StoreLimit returns at most this many cells of each family of a row, versions counted, after
+	// skipping the first StoreOffset (HBase's setMaxResultsPerColumnFamily and
+	// setRowOffsetPerColumnFamily). 0: no limit, no offset.
+	StoreLimit, StoreOffset int
 	// Raw returns delete markers and deleted cells.
 	Raw bool
 	// LoadColumnFamiliesOnDemand (HBase's Scan.setLoadColumnFamiliesOnDemand): when the filter

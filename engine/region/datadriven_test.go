@@ -279,6 +279,7 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 		g := &Get{Row: []byte(d.CmdArgs[0].Key)}
 		sc := h.scanFromArgs(t, d)
 		g.Columns, g.TimeRange, g.MaxVersions, g.Filter = sc.Columns, sc.TimeRange, sc.MaxVersions, sc.Filter
+		g.StoreLimit, g.StoreOffset = sc.StoreLimit, sc.StoreOffset
 		res, err := h.e.r.Get(g)
 		if err != nil {
 			return "error: " + err.Error()
@@ -352,6 +353,10 @@ func (h *ddHarness) scanFromArgs(t *testing.T, d *datadriven.TestData) *Scan {
 			}
 		case "limit":
 			sc.Limit, _ = strconv.Atoi(v)
+		case "storelimit":
+			sc.StoreLimit, _ = strconv.Atoi(v)
+		case "storeoffset":
+			sc.StoreOffset, _ = strconv.Atoi(v)
 		case "caching":
 			sc.Caching, _ = strconv.Atoi(v)
 		case "batch":

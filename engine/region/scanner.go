@@ -219,6 +219,8 @@ type RegionScanner struct {
 	single    bool // a Get: one row, no need to move past it
 	pooled    bool // a Get's scanner: recycled by Close (see getScanners)
 	rowOver   bool // the current row needs no more cells
+	// famIncluded counts the cells of the current row and family that matched (StoreLimit).
+	famIncluded int
 	rowFresh  bool // the iterator is on the row's first cell, found by startRow
 
 	target  []byte // seek target for actSeek / actHint
@@ -332,6 +334,9 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	s.versions = scan.MaxVersions
 	if s.versions <= 0 {
 		s.versions = 1
+	}
+	if scan.StoreLimit < 0 || scan.StoreOffset < 0 {
+		return nil, fmt.Errorf("%w: store limit %d, offset %d", ErrInvalid, scan.StoreLimit, scan.StoreOffset)
 	}
 	if scan.TimeRange.Min < 0 || scan.TimeRange.max() <= scan.TimeRange.Min {
 		return nil, fmt.Errorf("%w: time range [%d, %d)", ErrInvalid, scan.TimeRange.Min, scan.TimeRange.Max)
@@ -744,6 +749,7 @@ func (s *RegionScanner) startRow(deadline time.Time) rowStatus {
 		// family found for the last row is kept (most rows start with it).
 		s.dt.reset()
 		s.colSet, s.skipEmpty = false, false
+		s.famIncluded = 0
 		s.rowFresh = true
 		s.dropPending()
 		s.partialEmitted = false
@@ -1054,6 +1060,7 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 		s.dt.reset()
 		s.colSet = false
 		s.skipEmpty = false
+		s.famIncluded = 0
 		if s.cur == nil {
 			// Not a selected family: go to the next selected one.
 			for _, f := range s.fams {
@@ -1184,7 +1191,23 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 	}
 	if act == actInclude && !s.s.Raw && s.colCount >= f.maxVersions && f.quals != nil && !s.skipEmpty &&
 		bytes.Equal(q, f.quals[len(f.quals)-1]) {
-		return actIncludeNextFam // the last wanted column is complete
+		act = actIncludeNextFam // the last wanted column is complete
+	}
+	if s.s.StoreLimit > 0 || s.s.StoreOffset > 0 {
+		// Cells per row and family, versions counted (HBase's StoreScanner countPerRow).
+		s.famIncluded++
+		if s.s.StoreLimit > 0 && s.famIncluded > s.s.StoreLimit+s.s.StoreOffset {
+			return actNextFam
+		}
+		if s.famIncluded <= s.s.StoreOffset {
+			switch act { // not returned, but the move it asked for stands
+			case actIncludeNextCol:
+				return actNextCol
+			case actIncludeNextFam:
+				return actNextFam
+			}
+			return actSkip
+		}
 	}
 	return act
 }
@@ -1288,7 +1311,7 @@ func (r *Region) get(g *Get, uncommitted bool) (*Result, error) {
 	}
 	sc, err := r.newScanner(&Scan{StartRow: g.Row, StopRow: g.Row, IncludeStopRow: true, Columns: g.Columns,
 		TimeRange: g.TimeRange, MaxVersions: g.MaxVersions, Filter: g.Filter, CellCheck: g.CellCheck, Caching: 1, NoCache: g.NoCache,
-		ReadUncommitted: uncommitted}, g.Row)
+		ReadUncommitted: uncommitted, StoreLimit: g.StoreLimit, StoreOffset: g.StoreOffset}, g.Row)
 	if err != nil {
 		return nil, err
 	}

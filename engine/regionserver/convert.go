@@ -3,7 +3,6 @@ package regionserver
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -311,27 +310,8 @@ func convertGet(g *pb.Get) (*region.Get, error) {
 	if err != nil {
 		return nil, err
 	}
-	f = withStoreLimits(f, g.GetStoreLimit(), g.GetStoreOffset())
 	return &region.Get{Row: g.GetRow(), Columns: cols, TimeRange: tr, MaxVersions: int(g.GetMaxVersions()),
-		Filter: f, NoCache: g.GetNoCacheBlocks()}, nil
-}
-
-// withStoreLimits expresses HBase's storeLimit/storeOffset (cells per row and family) with a
-// ColumnPaginationFilter; this counts per row rather than per family, which is the same for
-// single-family reads.
-func withStoreLimits(f filter.Filter, limit, offset int32) filter.Filter {
-	if limit <= 0 && offset <= 0 {
-		return f
-	}
-	l := int(limit)
-	if l <= 0 {
-		l = math.MaxInt32
-	}
-	p := &filter.ColumnPaginationFilter{Limit: l, Offset: int(offset)}
-	if f == nil {
-		return p
-	}
-	return &filter.FilterList{Operator: filter.MustPassAll, Filters: []filter.Filter{f, p}}
+		Filter: f, NoCache: g.GetNoCacheBlocks(), StoreLimit: int(g.GetStoreLimit()), StoreOffset: int(g.GetStoreOffset())}, nil
 }
 
 func convertScan(s *pb.Scan) (*region.Scan, error) {
@@ -354,8 +334,7 @@ func convertScan(s *pb.Scan) (*region.Scan, error) {
 	if err != nil {
 		return nil, err
 	}
-	f = withStoreLimits(f, s.GetStoreLimit(), s.GetStoreOffset())
-	return &region.Scan{StartRow: s.GetStartRow(), ExcludeStartRow: s.GetExcludeStartRow(), StopRow: s.GetStopRow(),
+	return &region.Scan{StoreLimit: int(s.GetStoreLimit()), StoreOffset: int(s.GetStoreOffset()), StartRow: s.GetStartRow(), ExcludeStartRow: s.GetExcludeStartRow(), StopRow: s.GetStopRow(),
 		IncludeStopRow: s.GetIncludeStopRow(), Reversed: s.GetReversed(), Columns: cols, TimeRange: tr,
 		MaxVersions: int(s.GetMaxVersions()), Filter: f, Raw: s.GetRaw(), Limit: int(s.GetLimit()),
 		Caching: int(s.GetCaching()), Batch: int(s.GetBatch()), MaxResultSize: s.GetMaxResultSize(),
