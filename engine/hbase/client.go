@@ -318,7 +318,8 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 		}
 	}
 	out := &pb.MutationProto{Type: t, Row: m.GetRow(), CellCount: int32(n), Durability: pb.Durability(m.GetDurability()),
-		TimeRange: leanTimeRange(m.GetTimeRange()), Nonce: m.GetNonce(), ReturnResults: t == pb.MutationProto_TYPE_INCREMENT || t == pb.MutationProto_TYPE_APPEND,
+		TimeRange: leanTimeRange(m.GetTimeRange()), Nonce: m.GetNonce(),
+		ReturnResults: (t == pb.MutationProto_TYPE_INCREMENT || t == pb.MutationProto_TYPE_APPEND) && returnResults(m),
 		Attributes: leanAttributes(m.GetAttribute())}
 	if t == pb.MutationProto_TYPE_DELETE && n == 0 && m.Timestamp != nil && int64(m.GetTimestamp()) != cell.LatestTimestamp {
 		// A whole-row delete up to a timestamp: a family marker with no family (every family).
@@ -717,4 +718,16 @@ func (a *Adapter) updateConfiguration(k *call) {
 		}
 	}
 	k.reply(&hb.UpdateConfigurationResponse{}, nil)
+}
+
+// returnResults is an Increment's or Append's setReturnResults: the attribute "_rr_", one byte,
+// false when 0; true without it (HBase's Mutation.isReturnResults).
+func returnResults(m *hb.MutationProto) bool {
+	for _, a := range m.GetAttribute() {
+		if a.GetName() == "_rr_" {
+			v := a.GetValue()
+			return len(v) == 0 || v[0] != 0
+		}
+	}
+	return true
 }

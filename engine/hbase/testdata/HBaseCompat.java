@@ -331,6 +331,10 @@ public class HBaseCompat {
           Result r = t.increment(new Increment(b("ctr")).addColumn(F, b("n"), 2));
           check(Bytes.toLong(r.getValue(F, b("n"))) == 7, "increment: " + Bytes.toLong(r.getValue(F, b("n"))));
           check(t.incrementColumnValue(b("ctr"), F, b("n"), 3) == 10, "incrementColumnValue");
+          Increment quiet = new Increment(b("ctr")).addColumn(F, b("n"), 1);
+          quiet.setReturnResults(false);
+          r = t.increment(quiet);
+          check(r.isEmpty() && Bytes.toLong(t.get(new Get(b("ctr"))).getValue(F, b("n"))) == 11, "increment without results: " + r);
           // The result's cells in cell order, whatever the order of the columns (Result.getValue
           // searches them by bisection).
           r = t.increment(new Increment(b("ctr2")).addColumn(F, b("z"), 1).addColumn(F, b("a"), 2));
