@@ -97,21 +97,30 @@ func TestMovedRegionAnswersRegionMoved(t *testing.T) {
 	}
 }
 
-func TestScannerLeaseExpires(t *testing.T) {
-	c := startCluster(t, 1)
+// openScannerOfThreeRows makes table name of rows a, b and c on a one-server cluster and opens a
+// scanner of its region over the wire, one row read.
+func openScannerOfThreeRows(t *testing.T, name string) (c *cluster, regionName string, conn *rpc.Conn, open *pb.ScanResponse) {
+	t.Helper()
+	c = startCluster(t, 1)
 	ctx := context.Background()
-	createTable(t, c, "sl", nil)
-	tbl := c.client.Table("sl")
+	createTable(t, c, name, nil)
+	tbl := c.client.Table(name)
 	for _, r := range []string{"a", "b", "c"} {
 		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	regionName, conn := locate(t, c, "sl", []byte("a"))
-	var open pb.ScanResponse
-	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &open, nil); err != nil {
+	regionName, conn = locate(t, c, name, []byte("a"))
+	open = &pb.ScanResponse{}
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, open, nil); err != nil {
 		t.Fatal(err)
 	}
+	return c, regionName, conn, open
+}
+
+func TestScannerLeaseExpires(t *testing.T) {
+	c, regionName, conn, open := openScannerOfThreeRows(t, "sl")
+	ctx := context.Background()
 	s := c.servers[0]
 	waitFor(t, "scanner lease expiry", 10*time.Second, func() bool { _, ok := s.scanners.Load(open.GetScannerId()); return !ok })
 	_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName}, ScannerId: open.GetScannerId(), NextCallSeq: 1}, nil, &pb.ScanResponse{}, nil)
@@ -122,21 +131,9 @@ func TestScannerLeaseExpires(t *testing.T) {
 // it; the next call after it carries the number after (it used to be refused as out of order, and
 // the scanner closed, after every renewal of a Java client's scan).
 func TestScannerRenewUsesACallNumber(t *testing.T) {
-	c := startCluster(t, 1)
+	_, regionName, conn, open := openScannerOfThreeRows(t, "sr")
 	ctx := context.Background()
-	createTable(t, c, "sr", nil)
-	tbl := c.client.Table("sr")
-	for _, r := range []string{"a", "b", "c"} {
-		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	regionName, conn := locate(t, c, "sr", []byte("a"))
 	region := &pb.RegionSpecifier{Name: regionName}
-	var open pb.ScanResponse
-	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &open, nil); err != nil {
-		t.Fatal(err)
-	}
 	id := open.GetScannerId()
 	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, ScannerId: id, NextCallSeq: 1, Renew: true}, nil, &pb.ScanResponse{}, nil); err != nil {
 		t.Fatalf("renew: %v", err)
