@@ -113,6 +113,9 @@ func (m *model) readRowFamily(row, fam string, rd mread, now int64) []mcell {
 	f := m.fams[fam]
 	cells := m.visibleCells(row, fam, now)
 	old := m.oldest(f, now)
+	if rd.raw {
+		old = math.MinInt64 // raw reads see cells past the family's TTL until a compaction drops them
+	}
 	var live []mcell
 	for _, c := range cells {
 		if f.MinVersions == 0 && c.ts < old {

@@ -302,7 +302,9 @@ func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int
 			fs.maxVersions = f.maxVersions()
 		}
 	}
-	if ttl := f.ttlMillis(); ttl > 0 {
+	if ttl := f.ttlMillis(); ttl > 0 && !raw {
+		// A raw scan sees cells past the family's TTL until a compaction drops them (HBase's
+		// StoreScanner: oldestUnexpiredTS 0 for raw scans).
 		fs.oldest = now - ttl
 	}
 }

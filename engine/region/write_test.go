@@ -324,3 +324,51 @@ func TestCheckWithoutAValue(t *testing.T) {
 		}
 	}
 }
+
+// A raw scan returns cells past the family's TTL until a compaction drops them, as HBase's; a
+// plain read never does.
+func TestRawScanSeesExpiredCells(t *testing.T) {
+	f := fam("f")
+	f.TTL = 10 // seconds
+	e := newEnv(t, f)
+	if err := e.r.Mutate(NewMutation([]byte("r")).Put([]byte("f"), []byte("q"), e.clock.now.Load(), []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.now.Add(20_000)
+	count := func(raw bool) int {
+		t.Helper()
+		sc, err := e.r.Scanner(&Scan{Raw: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		n := 0
+		for {
+			b, err := sc.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, res := range b.Results {
+				n += len(res.Cells)
+			}
+			if !b.More {
+				return n
+			}
+		}
+	}
+	if n := count(false); n != 0 {
+		t.Fatalf("a read returned %d expired cells", n)
+	}
+	if n := count(true); n != 1 {
+		t.Fatalf("a raw scan returned %d cells, want the expired one", n)
+	}
+	if _, err := e.r.Compact(true); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(true); n != 0 {
+		t.Fatalf("after a major compaction a raw scan returned %d cells, want none", n)
+	}
+}
