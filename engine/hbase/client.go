@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
 	"github.com/cellstore/cellstore/engine/cell"
@@ -261,15 +262,51 @@ func leanTimeRange(tr *hb.TimeRange) *pb.TimeRange {
 	return out
 }
 
-func leanAttributes(attrs []*hb.NameBytesPair) map[string][]byte {
+// HBase's operation attributes that Cellstore names and encodes its own way.
+const (
+	// hbaseVisibility: a mutation's CellVisibility or a read's Authorizations (protobuf), HBase's
+	// VisibilityConstants.VISIBILITY_LABELS_ATTR_KEY.
+	hbaseVisibility = "VISIBILITY"
+	// hbaseACL: a mutation's cell ACL as HBase's UsersAndPermissions (protobuf),
+	// AccessControlConstants.OP_ATTRIBUTE_ACL.
+	hbaseACL = "acl"
+)
+
+// leanAttributes carries an operation's attributes over, turning HBase's visibility attribute into
+// Cellstore's: a mutation's (write) CellVisibility expression into access.VisibilityAttribute, a
+// read's Authorizations into access.AuthorizationsAttribute. A cell ACL in HBase's form is
+// refused: it would otherwise be read as Cellstore's encoding of one (or, before, dropped with the
+// cells stored unprotected).
+func leanAttributes(attrs []*hb.NameBytesPair, write bool) (map[string][]byte, error) {
 	if len(attrs) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string][]byte, len(attrs))
 	for _, p := range attrs {
-		out[p.GetName()] = p.GetValue()
+		switch {
+		case p.GetName() == hbaseVisibility && write:
+			var cv hb.CellVisibility
+			if err := proto.Unmarshal(p.GetValue(), &cv); err != nil {
+				return nil, doNotRetry("bad CellVisibility attribute: %v", err)
+			}
+			out[access.VisibilityAttribute] = []byte(cv.GetExpression())
+		case p.GetName() == hbaseVisibility:
+			var a hb.Authorizations
+			if err := proto.Unmarshal(p.GetValue(), &a); err != nil {
+				return nil, doNotRetry("bad Authorizations attribute: %v", err)
+			}
+			v, err := access.EncodeAuthorizations(a.GetLabel())
+			if err != nil {
+				return nil, doNotRetry("authorizations: %v", err)
+			}
+			out[access.AuthorizationsAttribute] = v
+		case p.GetName() == hbaseACL && write:
+			return nil, doNotRetry("cell ACLs from HBase clients (Mutation.setACL) are not supported: grant at a table, family or qualifier instead, or set cell ACLs with Cellstore's client")
+		default:
+			out[p.GetName()] = p.GetValue()
+		}
 	}
-	return out
+	return out, nil
 }
 
 func leanGet(g *hb.Get, replica int32) (*pb.Get, error) {
@@ -283,10 +320,14 @@ func leanGet(g *hb.Get, replica int32) (*pb.Get, error) {
 	if err != nil {
 		return nil, err
 	}
+	attrs, err := leanAttributes(g.GetAttribute(), false)
+	if err != nil {
+		return nil, err
+	}
 	return &pb.Get{Row: g.GetRow(), Columns: leanColumns(g.GetColumn()), Filter: f, TimeRange: leanTimeRange(g.GetTimeRange()),
 		MaxVersions: int32(g.GetMaxVersions()), ExistenceOnly: g.GetExistenceOnly(), Consistency: pb.Consistency(g.GetConsistency()),
 		NoCacheBlocks: g.CacheBlocks != nil && !g.GetCacheBlocks(), StoreLimit: int32(g.GetStoreLimit()), StoreOffset: int32(g.GetStoreOffset()),
-		ReplicaId: replica, Attributes: leanAttributes(g.GetAttribute())}, nil
+		ReplicaId: replica, Attributes: attrs}, nil
 }
 
 // ---- Mutate ----
@@ -317,10 +358,14 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 			return nil, nil, err
 		}
 	}
+	attrs, err := leanAttributes(m.GetAttribute(), true)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := &pb.MutationProto{Type: t, Row: m.GetRow(), CellCount: int32(n), Durability: pb.Durability(m.GetDurability()),
 		TimeRange: leanTimeRange(m.GetTimeRange()), Nonce: m.GetNonce(),
 		ReturnResults: (t == pb.MutationProto_TYPE_INCREMENT || t == pb.MutationProto_TYPE_APPEND) && returnResults(m),
-		Attributes: leanAttributes(m.GetAttribute())}
+		Attributes:    attrs}
 	if t == pb.MutationProto_TYPE_DELETE && n == 0 && m.Timestamp != nil && int64(m.GetTimestamp()) != cell.LatestTimestamp {
 		// A whole-row delete up to a timestamp: a family marker with no family (every family).
 		cells = cell.AppendKeyValue(nil, m.GetRow(), nil, nil, int64(m.GetTimestamp()), cell.DeleteFamily, nil)
@@ -614,12 +659,16 @@ func leanScan(s *hb.Scan, replica int32) (*pb.Scan, error) {
 	if err != nil {
 		return nil, err
 	}
+	attrs, err := leanAttributes(s.GetAttribute(), false)
+	if err != nil {
+		return nil, err
+	}
 	return &pb.Scan{StartRow: s.GetStartRow(), ExcludeStartRow: s.IncludeStartRow != nil && !s.GetIncludeStartRow(), StopRow: s.GetStopRow(),
 		IncludeStopRow: s.GetIncludeStopRow(), Columns: leanColumns(s.GetColumn()), Filter: f, TimeRange: leanTimeRange(s.GetTimeRange()),
 		MaxVersions: int32(s.GetMaxVersions()), NoCacheBlocks: s.CacheBlocks != nil && !s.GetCacheBlocks(), Batch: int32(s.GetBatchSize()),
 		MaxResultSize: int64(s.GetMaxResultSize()), Reversed: s.GetReversed(), Consistency: pb.Consistency(s.GetConsistency()),
 		Caching: int32(s.GetCaching()), AllowPartialResults: s.GetAllowPartialResults(), StoreLimit: int32(s.GetStoreLimit()),
-		StoreOffset: int32(s.GetStoreOffset()), Limit: int32(s.GetLimit()), ReplicaId: replica, Attributes: leanAttributes(s.GetAttribute()),
+		StoreOffset: int32(s.GetStoreOffset()), Limit: int32(s.GetLimit()), ReplicaId: replica, Attributes: attrs,
 		Raw: rawAttribute(s.GetAttribute()), LoadColumnFamiliesOnDemand: s.GetLoadColumnFamiliesOnDemand()}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cellstore/cellstore/engine/access"
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
 )
 
@@ -57,5 +58,25 @@ func TestRegexComparatorFlags(t *testing.T) {
 	data, _ := proto.Marshal(&hb.RegexStringComparator{Pattern: proto.String("x"), PatternFlags: proto.Int32(javaComments), Charset: proto.String("UTF-8")})
 	if _, err := convertComparator(&hb.Comparator{Name: proto.String("org.apache.hadoop.hbase.filter.RegexStringComparator"), SerializedComparator: data}); err == nil {
 		t.Error("the COMMENTS flag was accepted")
+	}
+}
+
+// HBase's visibility attribute becomes Cellstore's: a mutation's CellVisibility its expression, a
+// read's Authorizations its labels; a cell ACL in HBase's form is refused (it used to pass through
+// as if in Cellstore's encoding, or the labels were dropped and the cells stored unlabelled).
+func TestVisibilityAndACLAttributes(t *testing.T) {
+	cv, _ := proto.Marshal(&hb.CellVisibility{Expression: proto.String("secret & !eu")})
+	got, err := leanAttributes([]*hb.NameBytesPair{{Name: proto.String("VISIBILITY"), Value: cv}, {Name: proto.String("other"), Value: []byte("x")}}, true)
+	if err != nil || string(got[access.VisibilityAttribute]) != "secret & !eu" || string(got["other"]) != "x" || got["VISIBILITY"] != nil {
+		t.Fatalf("a mutation's CellVisibility: %q %v", got, err)
+	}
+	au, _ := proto.Marshal(&hb.Authorizations{Label: []string{"secret", "pii"}})
+	got, err = leanAttributes([]*hb.NameBytesPair{{Name: proto.String("VISIBILITY"), Value: au}}, false)
+	want, _ := access.EncodeAuthorizations([]string{"secret", "pii"})
+	if err != nil || !bytes.Equal(got[access.AuthorizationsAttribute], want) {
+		t.Fatalf("a read's Authorizations: %q %v", got, err)
+	}
+	if _, err := leanAttributes([]*hb.NameBytesPair{{Name: proto.String("acl"), Value: []byte{0x0a, 0x03, 'b', 'o', 'b'}}}, true); err == nil {
+		t.Fatal("an HBase cell ACL was accepted")
 	}
 }

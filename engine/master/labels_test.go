@@ -83,3 +83,37 @@ func TestVisibilityLabels(t *testing.T) {
 		t.Fatalf("alice still holds %v", a.GetLabels())
 	}
 }
+
+// Dropping a table drops the grants on it (HBase's postDeleteTable): a table created again under
+// the name starts with no one's access; grants elsewhere stay.
+func TestDeleteTableDropsItsGrants(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	c.createTable("t1", 1, 0)
+	for _, p := range []*pb.Permission{
+		{User: "alice", Table: tableName("t1"), Actions: 1},
+		{User: "bob", Table: tableName("t1"), Family: []byte("f"), Actions: 3},
+		{User: "alice", Namespace: "default", Actions: 1},
+	} {
+		if _, err := c.mc.Grant(c.ctx(), &pb.GrantRequest{Permission: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.DeleteTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.mc.GetUserPermissions(c.ctx(), &pb.GetUserPermissionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range p.GetPermissions() {
+		if q.GetTable().GetName() == "t1" {
+			t.Errorf("a grant on the dropped table survived: %v", q)
+		}
+	}
+	if len(p.GetPermissions()) != 1 || p.GetPermissions()[0].GetNamespace() != "default" {
+		t.Errorf("permissions after the drop: %v, want alice's on the namespace only", p.GetPermissions())
+	}
+}

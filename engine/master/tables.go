@@ -302,10 +302,29 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 	nt := proto.CloneOf(t)
 	nt.Deleting = true
 	b.putTable(nt)
+	// The table's grants go with it (HBase's postDeleteTable): a table created later under the
+	// name must not inherit them.
+	dropped := 0
+	if acl := m.st.acl; acl != nil {
+		next := proto.CloneOf(acl)
+		kept := next.Permissions[:0]
+		for _, p := range next.GetPermissions() {
+			if p.GetTable().GetName() != "" && layout.TableKey(p.GetTable()) == key {
+				dropped++
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if dropped > 0 {
+			next.Permissions = kept
+			next.Version++
+			b.putACL(next)
+		}
+	}
 	if err := m.commit(&b); err != nil {
 		return err
 	}
-	m.log.Info("deleting table", "table", key)
+	m.log.Info("deleting table", "table", key, "permissions dropped", dropped)
 	m.waitFor(ctx, func() bool { return m.st.tables[key] == nil })
 	return nil
 }

@@ -1143,7 +1143,10 @@ func (s *RegionScanner) match(k cell.Key, v, tags []byte, seq uint64) action {
 	}
 	// A cell the read may not see is skipped before the versions are counted, so an older
 	// version it may see takes its place (HBase 2 filters before checking versions).
-	if s.s.CellCheck != nil && !t.IsDelete() && !s.s.CellCheck(k, tags) {
+	// A raw scan returns delete markers: those too only when the read may see them (HBase's raw
+	// matcher runs markers through its visibility and ACL filters). Elsewhere a marker the read
+	// may not see still deletes (visibility deletes are matched by their labels).
+	if s.s.CellCheck != nil && (!t.IsDelete() || s.s.Raw) && !s.s.CellCheck(k, tags) {
 		return actSkip
 	}
 	// Versions.

@@ -372,3 +372,39 @@ func TestRawScanSeesExpiredCells(t *testing.T) {
 		t.Fatalf("after a major compaction a raw scan returned %d cells, want none", n)
 	}
 }
+
+// A raw scan with a CellCheck returns only the delete markers the check lets it see, as cells.
+func TestRawScanChecksDeleteMarkers(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	secret := cell.AppendTag(nil, cell.TagVisibility, []byte{0, 0, 0, 1})
+	del := NewMutation([]byte("secret-row")).DeleteColumn([]byte("f"), []byte("ssn"), 4)
+	del.Visibility = secret
+	if err := e.r.Mutate(del); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Mutate(NewMutation([]byte("open-row")).DeleteColumn([]byte("f"), []byte("q"), 4)); err != nil {
+		t.Fatal(err)
+	}
+	hide := func(_ cell.Key, tags []byte) bool { return !bytes.Contains(tags, secret) }
+	sc, err := e.r.Scanner(&Scan{Raw: true, CellCheck: hide})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var rows []string
+	for {
+		b, err := sc.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range b.Results {
+			rows = append(rows, string(res.Row))
+		}
+		if !b.More {
+			break
+		}
+	}
+	if len(rows) != 1 || rows[0] != "open-row" {
+		t.Fatalf("a raw scan returned markers of rows %q, want only open-row's", rows)
+	}
+}
