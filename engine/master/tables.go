@@ -8,9 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/schema"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // DDL (HBase's table procedures). Each call makes one catalog write that changes the table and
@@ -106,10 +108,11 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	infos := m.newRegionsLocked(&b, td, keys, true)
 	now := m.clock().UnixMilli()
 	b.putTable(&pb.CatalogTable{Table: td, State: pb.TableState_TABLE_STATE_ENABLING, CreatedMs: now, StateSinceMs: now})
+	owner := m.ownerGrantLocked(ctx, &b, td.GetName())
 	if err := m.commit(&b); err != nil {
 		return nil, err
 	}
-	m.log.Info("table created", "table", key, "regions", len(keys)+1, "replication", td.GetRegionReplication())
+	m.log.Info("table created", "table", key, "regions", len(keys)+1, "replication", td.GetRegionReplication(), "owner", owner)
 	m.waitTableState(ctx, key, pb.TableState_TABLE_STATE_ENABLED)
 	return &pb.CreateTableResponse{Regions: infos}, nil
 }
@@ -525,4 +528,37 @@ func (m *Master) lockTable(name *pb.TableName) (string, *pb.CatalogTable, error)
 		return "", nil, errTableNotFound(key)
 	}
 	return key, t, nil
+}
+
+// ownerGrantLocked adds to b, with authorization on, a grant of every action on the new table tn to
+// the user creating it, unless a superuser (HBase's postCompletedCreateTableAction): a user allowed
+// to create tables in a namespace can use the ones they create. It returns the owner ("" for none).
+func (m *Master) ownerGrantLocked(ctx context.Context, b *batch, tn *pb.TableName) string {
+	if !m.cfg.Authorization {
+		return ""
+	}
+	id, ok := security.FromContext(ctx)
+	if !ok || id.User == "" {
+		return ""
+	}
+	var acl *pb.CatalogACL
+	if m.st.acl != nil {
+		acl = proto.CloneOf(m.st.acl)
+	} else {
+		acl = &pb.CatalogACL{}
+	}
+	if access.NewChecker(acl.GetVersion(), acl.GetPermissions(), m.cfg.Superusers).Superuser(id) {
+		return ""
+	}
+	p := &pb.Permission{User: id.User, Table: proto.CloneOf(tn), Actions: uint32(access.All)}
+	kept := acl.Permissions[:0]
+	for _, q := range acl.GetPermissions() {
+		if !access.SameScope(q, p) {
+			kept = append(kept, q)
+		}
+	}
+	acl.Permissions = append(kept, p)
+	acl.Version++
+	b.putACL(acl)
+	return id.User
 }

@@ -190,6 +190,14 @@ func TestSecureCluster(t *testing.T) {
 		out, err := shell("get 'st', 'a'", carol...)
 		return err != nil && strings.Contains(out, "access denied")
 	})
+	// A user allowed to create tables owns those they create (HBase grants the creator every action).
+	mustShell("admin", "grant 'carol', 'C', '@default'", admin)
+	mustShell("carol", "create 'owned', 'f'; user_permission 'owned'", carol, "carol", "ADMIN", "1 row(s)")
+	eventually("carol writes and reads the table she created", func() bool {
+		out, err := shell("put 'owned', 'r', 'f:q', 'owned-value'; get 'owned', 'r'", carol...)
+		return err == nil && strings.Contains(out, "owned-value")
+	})
+	mustShell("admin", "revoke 'carol', '@default'; disable 'owned'; drop 'owned'", admin)
 	mustShell("admin", "grant 'bob', 'RW', 'st'", admin)
 	eventually("bob writes after his new grant", func() bool {
 		_, err := shell("put 'st', 'b', 'f:q', 'x'", bob...)
