@@ -221,7 +221,7 @@ type RegionScanner struct {
 	rowOver   bool // the current row needs no more cells
 	// famIncluded counts the cells of the current row and family that matched (StoreLimit).
 	famIncluded int
-	rowFresh  bool // the iterator is on the row's first cell, found by startRow
+	rowFresh    bool // the iterator is on the row's first cell, found by startRow
 
 	target  []byte // seek target for actSeek / actHint
 	scratch []byte
