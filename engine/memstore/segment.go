@@ -129,7 +129,9 @@ func (s *Segment) ptr(r ref) unsafe.Pointer {
 
 // nodeAddrs resolves node references through one load of the chunks' addresses: a search
 // resolves dozens. Chunk addresses never change while the segment is alive, and the list only
-// grows (copied on write), so an older list resolves every node it has an address for.
+// gains entries (copied on write), so an older list resolves every node it has an address for;
+// a chunk added since may sit past its end or in one of its gaps (the list is indexed by the
+// pool's chunk ids, of which a segment holds only some), and is found in the current list.
 type nodeAddrs struct {
 	s *Segment
 	b []unsafe.Pointer
@@ -145,7 +147,7 @@ func (s *Segment) addrs() nodeAddrs {
 
 // ptr returns the address of node r.
 func (a *nodeAddrs) ptr(r ref) unsafe.Pointer {
-	if id := r >> 32; id < uint64(len(a.b)) {
+	if id := r >> 32; id < uint64(len(a.b)) && a.b[id] != nil {
 		p := unsafe.Add(a.b[id], uint32(r))
 		a.s.checkRef(r, p)
 		return p

@@ -371,6 +371,20 @@ func testCheckAndMutate(t *testing.T, tbl *client.Table) {
 			t.Errorf("check %v %v against a stored long 10: %v %v, want %v", tc.op, tc.cmp, ok, err, tc.want)
 		}
 	}
+	// A comparator with no value (here an empty substring) checks for no value, as HBase's: EQUAL
+	// holds on a missing cell, NOT_EQUAL on one with a value.
+	empty := &pb.Comparator{Kind: &pb.Comparator_Substring{Substring: ""}}
+	for _, tc := range []struct {
+		q    string
+		op   pb.CompareOp
+		want bool
+	}{{"missing", pb.CompareOp_COMPARE_OP_EQUAL, true}, {"q", pb.CompareOp_COMPARE_OP_NOT_EQUAL, true}, {"q", pb.CompareOp_COMPARE_OP_EQUAL, false}} {
+		c := &pb.Condition{Row: row, Family: []byte("f"), Qualifier: []byte(tc.q), Op: tc.op, Comparator: empty}
+		ok, err := tbl.CheckAndMutate(ctx, c, client.NewPut(row).Add("f", "m", cell.LatestTimestamp, []byte("z")))
+		if err != nil || ok != tc.want {
+			t.Errorf("check f:%s %v an empty substring: %v %v, want %v", tc.q, tc.op, ok, err, tc.want)
+		}
+	}
 	// Remove the extra columns so scans see one cell per row.
 	if err := tbl.Put(ctx, client.NewDelete(row).AddMarker(cell.DeleteColumn, "f", "c", cell.LatestTimestamp).
 		AddMarker(cell.DeleteColumn, "f", "n", cell.LatestTimestamp).AddMarker(cell.DeleteColumn, "f", "m", cell.LatestTimestamp)); err != nil {

@@ -487,6 +487,10 @@ func (s *Server) conditionOf(c *rpc.Call, or *onlineRegion, cond *pb.Condition, 
 				cm.Value = []byte{}
 			}
 		default:
+			if comparatorValueEmpty(cond.GetComparator()) {
+				cm.Value = nil // HBase: any comparator with an empty value is a check for no value
+				break
+			}
 			cmp, err := convertComparator(cond.GetComparator())
 			if err != nil {
 				return nil, s.errDetail(err, or.name)
@@ -1043,4 +1047,18 @@ func (s *Server) moreAfterRegion(sc *scanner) bool {
 		return false
 	}
 	return true
+}
+
+// comparatorValueEmpty reports whether a prefix, substring or regex comparator compares with
+// nothing (HBase's comparator.getValue() of length 0).
+func comparatorValueEmpty(c *pb.Comparator) bool {
+	switch k := c.GetKind().(type) {
+	case *pb.Comparator_BinaryPrefix:
+		return len(k.BinaryPrefix) == 0
+	case *pb.Comparator_Substring:
+		return k.Substring == ""
+	case *pb.Comparator_Regex:
+		return k.Regex == ""
+	}
+	return false
 }
