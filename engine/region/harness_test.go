@@ -485,20 +485,26 @@ var _ = bytes.Equal
 // countRows counts the rows a full scan of r returns.
 func countRows(t *testing.T, r *Region) int {
 	t.Helper()
-	sc, err := r.Scanner(&Scan{})
+	return len(scanResults(t, r, &Scan{}))
+}
+
+// scanResults returns every result of scan s of r.
+func scanResults(t *testing.T, r *Region, s *Scan) []Result {
+	t.Helper()
+	sc, err := r.Scanner(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	n := 0
+	var out []Result
 	for {
 		b, err := sc.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		n += len(b.Results)
+		out = append(out, b.Results...)
 		if !b.More {
-			return n
+			return out
 		}
 	}
 }

@@ -340,24 +340,11 @@ func TestRawScanSeesExpiredCells(t *testing.T) {
 	e.clock.now.Add(20_000)
 	count := func(raw bool) int {
 		t.Helper()
-		sc, err := e.r.Scanner(&Scan{Raw: raw})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
 		n := 0
-		for {
-			b, err := sc.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, res := range b.Results {
-				n += len(res.Cells)
-			}
-			if !b.More {
-				return n
-			}
+		for _, res := range scanResults(t, e.r, &Scan{Raw: raw}) {
+			n += len(res.Cells)
 		}
+		return n
 	}
 	if n := count(false); n != 0 {
 		t.Fatalf("a read returned %d expired cells", n)
@@ -386,23 +373,9 @@ func TestRawScanChecksDeleteMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	hide := func(_ cell.Key, tags []byte) bool { return !bytes.Contains(tags, secret) }
-	sc, err := e.r.Scanner(&Scan{Raw: true, CellCheck: hide})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
 	var rows []string
-	for {
-		b, err := sc.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, res := range b.Results {
-			rows = append(rows, string(res.Row))
-		}
-		if !b.More {
-			break
-		}
+	for _, res := range scanResults(t, e.r, &Scan{Raw: true, CellCheck: hide}) {
+		rows = append(rows, string(res.Row))
 	}
 	if len(rows) != 1 || rows[0] != "open-row" {
 		t.Fatalf("a raw scan returned markers of rows %q, want only open-row's", rows)
