@@ -674,12 +674,18 @@ func leanScan(s *hb.Scan, replica int32) (*pb.Scan, error) {
 
 // rawAttribute reads Scan.setRaw, which HBase's client sends as the attribute "_raw_".
 func rawAttribute(attrs []*hb.NameBytesPair) bool {
+	v, ok := attribute(attrs, "_raw_")
+	return ok && len(v) == 1 && v[0] != 0
+}
+
+// attribute returns the value of an operation's attribute name, and whether it has one.
+func attribute(attrs []*hb.NameBytesPair, name string) ([]byte, bool) {
 	for _, p := range attrs {
-		if p.GetName() == "_raw_" {
-			return len(p.GetValue()) == 1 && p.GetValue()[0] != 0
+		if p.GetName() == name {
+			return p.GetValue(), true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // ---- AdminService (what clients call there) ----
@@ -772,11 +778,6 @@ func (a *Adapter) updateConfiguration(k *call) {
 // returnResults is an Increment's or Append's setReturnResults: the attribute "_rr_", one byte,
 // false when 0; true without it (HBase's Mutation.isReturnResults).
 func returnResults(m *hb.MutationProto) bool {
-	for _, a := range m.GetAttribute() {
-		if a.GetName() == "_rr_" {
-			v := a.GetValue()
-			return len(v) == 0 || v[0] != 0
-		}
-	}
-	return true
+	v, ok := attribute(m.GetAttribute(), "_rr_")
+	return !ok || len(v) == 0 || v[0] != 0
 }
