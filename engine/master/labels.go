@@ -17,31 +17,41 @@ import (
 
 // updateACL commits edit's change of a copy of the catalog's ACL row (permissions, labels and
 // authorizations) under the next version; edit reports whether it changed anything (nothing is
-// written otherwise) or refuses the change. Every change of the row goes through here, so none
-// can drop what another kind of change keeps in it.
+// written otherwise) or refuses the change. Every change of the row goes through here or, inside
+// a larger commit, stageACLLocked, so none can drop what another kind of change keeps in it.
 func (m *Master) updateACL(edit func(next *pb.CatalogACL) (bool, *pb.ErrorDetail)) (version uint64, changed bool, err error) {
 	if err := m.lock(); err != nil {
 		return 0, false, err
 	}
 	defer m.mu.Unlock()
-	next := proto.CloneOf(m.st.acl)
-	if next == nil {
-		next = &pb.CatalogACL{}
-	}
-	next.Version++
-	changed, d := edit(next)
+	var b batch
+	next, changed, d := m.stageACLLocked(&b, edit)
 	if d != nil {
 		return 0, false, d.Status()
 	}
 	if !changed {
 		return next.GetVersion() - 1, false, nil
 	}
-	var b batch
-	b.putACL(next)
 	if err := m.commit(&b); err != nil {
 		return 0, false, toStatus(err)
 	}
 	return next.GetVersion(), true, nil
+}
+
+// stageACLLocked puts on b edit's change of a copy of the catalog's ACL row under the next version
+// (m.mu held), for a commit that changes the row with other things (a table's drop drops its
+// grants); it stages nothing when edit changes nothing or refuses.
+func (m *Master) stageACLLocked(b *batch, edit func(next *pb.CatalogACL) (bool, *pb.ErrorDetail)) (*pb.CatalogACL, bool, *pb.ErrorDetail) {
+	next := proto.CloneOf(m.st.acl)
+	if next == nil {
+		next = &pb.CatalogACL{}
+	}
+	next.Version++
+	changed, d := edit(next)
+	if d == nil && changed {
+		b.putACL(next)
+	}
+	return next, changed && d == nil, d
 }
 
 // changeLabels commits a change of the labels or authorizations.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -308,22 +309,13 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 	// The table's grants go with it (HBase's postDeleteTable): a table created later under the
 	// name must not inherit them.
 	dropped := 0
-	if acl := m.st.acl; acl != nil {
-		next := proto.CloneOf(acl)
-		kept := next.Permissions[:0]
-		for _, p := range next.GetPermissions() {
-			if p.GetTable().GetName() != "" && layout.TableKey(p.GetTable()) == key {
-				dropped++
-				continue
-			}
-			kept = append(kept, p)
-		}
-		if dropped > 0 {
-			next.Permissions = kept
-			next.Version++
-			b.putACL(next)
-		}
-	}
+	m.stageACLLocked(&b, func(next *pb.CatalogACL) (bool, *pb.ErrorDetail) {
+		next.Permissions = slices.DeleteFunc(next.Permissions, func(p *pb.Permission) bool {
+			return p.GetTable().GetName() != "" && layout.TableKey(p.GetTable()) == key
+		})
+		dropped = len(m.st.acl.GetPermissions()) - len(next.Permissions)
+		return dropped > 0, nil
+	})
 	if err := m.commit(&b); err != nil {
 		return err
 	}
@@ -541,24 +533,13 @@ func (m *Master) ownerGrantLocked(ctx context.Context, b *batch, tn *pb.TableNam
 	if !ok || id.User == "" {
 		return ""
 	}
-	var acl *pb.CatalogACL
-	if m.st.acl != nil {
-		acl = proto.CloneOf(m.st.acl)
-	} else {
-		acl = &pb.CatalogACL{}
-	}
-	if access.NewChecker(acl.GetVersion(), acl.GetPermissions(), m.cfg.Superusers).Superuser(id) {
+	if access.NewChecker(0, nil, m.cfg.Superusers).Superuser(id) { // superusers come from the configuration alone
 		return ""
 	}
 	p := &pb.Permission{User: id.User, Table: proto.CloneOf(tn), Actions: uint32(access.All)}
-	kept := acl.Permissions[:0]
-	for _, q := range acl.GetPermissions() {
-		if !access.SameScope(q, p) {
-			kept = append(kept, q)
-		}
-	}
-	acl.Permissions = append(kept, p)
-	acl.Version++
-	b.putACL(acl)
+	m.stageACLLocked(b, func(next *pb.CatalogACL) (bool, *pb.ErrorDetail) {
+		next.Permissions = append(slices.DeleteFunc(next.Permissions, func(q *pb.Permission) bool { return access.SameScope(q, p) }), p)
+		return true, nil
+	})
 	return id.User
 }
