@@ -93,6 +93,10 @@ type fakeServer struct {
 	fail  *pb.ErrorDetail
 	failN int
 	block chan struct{} // when set, GETs wait on it (a hung server)
+	// multiGate, when set, makes multis wait on it; multis counts them, and inMulti and
+	// maxInMulti how many were under way at once.
+	multiGate                   chan struct{}
+	multis, inMulti, maxInMulti atomic.Int64
 	// partialRows sends each scanned row as two partial results.
 	partialRows bool
 	// heartbeats: each scanner answers this many heartbeats before each batch of rows (a filter
@@ -236,6 +240,22 @@ func (s *fakeServer) mutate(_ context.Context, c *rpc.Call) {
 }
 
 func (s *fakeServer) multi(_ context.Context, c *rpc.Call) {
+	s.multis.Add(1)
+	n := s.inMulti.Add(1)
+	answered := false
+	defer func() { // before the answer leaves, so the client's next batch cannot overlap this one here
+		if !answered {
+			s.inMulti.Add(-1)
+		}
+	}()
+	for m := s.maxInMulti.Load(); n > m && !s.maxInMulti.CompareAndSwap(m, n); m = s.maxInMulti.Load() {
+	}
+	s.mu.Lock()
+	gate := s.multiGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	var req pb.MultiRequest
 	if err := proto.Unmarshal(c.Message, &req); err != nil {
 		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: err.Error()})
@@ -275,6 +295,8 @@ func (s *fakeServer) multi(_ context.Context, c *rpc.Call) {
 			rr.Exception = d
 		}
 	}
+	answered = true
+	s.inMulti.Add(-1)
 	c.Reply(resp, out)
 }
 

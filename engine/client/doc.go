@@ -6,7 +6,8 @@
 // go as an atomic region action of their own); scans stream across regions, assemble partial rows
 // and survive region moves; TIMELINE reads hedge to read replicas. The built-in endpoints
 // (Aggregate, Median, MutateRows, BulkDelete; docs/endpoints.md) run in the region servers over
-// a scan's regions, and their answers are merged here.
+// a scan's regions, and their answers are merged here. A BufferedMutator (HBase's) collects
+// mutations and sends them in batches in the background, up to MaxInFlight batches at once.
 //
 // A region that is moving (closed on one server, not yet open on the next) is relocated with a
 // lookup that waits at the master until the region is open again (LocateRegion's wait_ms), so the
