@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -32,8 +33,11 @@ type Options struct {
 	Families    int
 	Columns     int
 	Presplit    int
-	AutoFlush   bool // false: writes are batched in the client
+	AutoFlush   bool // false: writes are batched in the client (a client.BufferedMutator)
 	BatchSize   int  // rows per batch when AutoFlush is false
+	// InFlight is how many batches a thread may have under way when AutoFlush is false (the
+	// mutator's MaxInFlight): HBase's BufferedMutator lets about two buffers be outstanding.
+	InFlight    int
 	Durability  pb.Durability
 	Consistency pb.Consistency
 	MultiGet    int // >0: randomRead reads this many rows per batch
@@ -55,6 +59,11 @@ type Options struct {
 // about 150 KiB of 100-byte rows, well under the 2 MiB at which HBase's
 // BufferedMutator flushes by default.
 const DefaultBatchSize = 1000
+
+// DefaultInFlight is the batches a thread may have under way when AutoFlush is false: HBase's
+// BufferedMutator (2.6) sends a full buffer in the background and blocks a writer only once about
+// two buffers are unanswered.
+const DefaultInFlight = 2
 
 // Commands lists PE's commands.
 var Commands = []string{
@@ -109,7 +118,10 @@ type worker struct {
 	value []byte
 	rows  int // this thread's share of the key space
 	total int // all threads' rows
-	batch []client.BatchOp
+	// mut buffers the writes when AutoFlush is false; each batch it sends is one operation,
+	// recorded when it is answered (rec).
+	mut *client.BufferedMutator
+	rec *recorder
 	// scanner is the "scan" command's open scanner: as in HBase's PE, one
 	// scanner per thread over its rows, and each operation is one row.
 	scanner *client.Scanner
@@ -156,11 +168,10 @@ func (w *worker) op(ctx context.Context, cmd string, i int) (int, error) {
 		if w.opts.AutoFlush {
 			return 1, t.Put(ctx, w.put(row))
 		}
-		w.batch = append(w.batch, client.BatchOp{Mutation: w.put(row)})
-		if len(w.batch) < w.opts.BatchSize {
-			return buffered, nil
+		if err := w.mut.Mutate(ctx, w.put(row)); err != nil && !isMutationsError(err) {
+			w.rec.fail(err) // not taken (the run is ending); the batches' own failures are counted when answered
 		}
-		return w.flush(ctx)
+		return buffered, nil
 	case "sequentialRead", "randomRead":
 		row := w.id*w.rows + i%w.rows
 		if cmd == "randomRead" {
@@ -264,19 +275,55 @@ func (w *worker) caching() int {
 	return 100
 }
 
-func (w *worker) flush(ctx context.Context) (int, error) {
-	if len(w.batch) == 0 {
-		return 0, nil
+// isMutationsError tells the failures of buffered mutations (counted per batch by the recorder)
+// from the mutator's own errors.
+func isMutationsError(err error) bool {
+	var me *client.MutationsError
+	return errors.As(err, &me)
+}
+
+// recorder is one thread's latencies, counts and errors; the buffered mutator's batches are
+// answered on goroutines of their own, hence the lock.
+type recorder struct {
+	mu          sync.Mutex
+	hist        *hdrhistogram.Histogram
+	errs        map[string]int64
+	ops, rows   *atomic.Int64
+	measureFrom time.Time
+}
+
+// record counts one operation started at t0 that returned n rows.
+func (r *recorder) record(t0 time.Time, n int, err error) {
+	if t0.Before(r.measureFrom) {
+		return
 	}
-	n := len(w.batch)
-	var firstErr error
-	for _, r := range w.table.Batch(ctx, w.batch) {
-		if r.Err != nil && firstErr == nil {
-			firstErr = r.Err
+	r.mu.Lock()
+	if err != nil {
+		r.errs[errorKind(err)]++
+	}
+	_ = r.hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+	r.mu.Unlock()
+	r.ops.Add(1)
+	r.rows.Add(int64(n))
+}
+
+// fail counts an error that is no operation of its own.
+func (r *recorder) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[errorKind(err)]++
+}
+
+// batchAnswered records a buffered batch as one operation, with its first failure.
+func (r *recorder) batchAnswered(ms []*client.Mutation, results []client.BatchResult, sent time.Time) {
+	var err error
+	for _, res := range results {
+		if res.Err != nil {
+			err = res.Err
+			break
 		}
 	}
-	w.batch = w.batch[:0]
-	return n, firstErr
+	r.record(sent, len(ms), err)
 }
 
 func (w *worker) scan(ctx context.Context, s *pb.Scan, limit int) (int, error) {
@@ -342,6 +389,9 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = DefaultInFlight
+	}
 	if err := ensureTable(ctx, c, &opts, threads); err != nil {
 		return nil, err
 	}
@@ -360,7 +410,12 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 		hists[id] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 		errs[id] = map[string]int64{}
 		w := &worker{id: id, opts: &opts, table: c.Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
-			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize)}
+			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize),
+			rec: &recorder{hist: hists[id], errs: errs[id], ops: &ops, rows: &rows, measureFrom: measureFrom}}
+		if !opts.AutoFlush {
+			w.mut = w.table.BufferedMutator(ctx, client.MutatorOptions{WriteBufferSize: math.MaxInt64,
+				MaxMutations: opts.BatchSize, MaxInFlight: opts.InFlight, OnBatch: w.rec.batchAnswered})
+		}
 		for i := range w.value {
 			w.value[i] = byte('a' + i%26)
 		}
@@ -381,23 +436,16 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 				if n == buffered {
 					continue
 				}
-				if t0.Before(measureFrom) {
-					continue
-				}
-				if err != nil {
-					errs[id][errorKind(err)]++
-				}
-				_ = hists[id].RecordValue(max(1, time.Since(t0).Microseconds()))
-				ops.Add(1)
-				rows.Add(int64(n))
+				w.rec.record(t0, n, err)
 			}
 			w.closeScanner()
-			if n, err := w.flush(ctx); n > 0 {
-				if err != nil {
-					errs[id][errorKind(err)]++
+			if w.mut != nil {
+				// The last batch is sent here and counted when answered, like the others. Close
+				// waits for every batch even when the run was interrupted (they then fail fast,
+				// their context being the run's), so none is answered after the report.
+				if err := w.mut.Close(context.WithoutCancel(ctx)); err != nil && !isMutationsError(err) {
+					w.rec.fail(err)
 				}
-				ops.Add(1)
-				rows.Add(int64(n))
 			}
 		}()
 	}

@@ -107,6 +107,7 @@ func peCommand() *cobra.Command {
 	f.IntVar(&o.Presplit, "presplit", 0, "regions to pre-split a new table into")
 	f.BoolVar(&o.AutoFlush, "autoFlush", false, "send each write on its own (false: batch writes in the client)")
 	f.IntVar(&o.BatchSize, "batchSize", pe.DefaultBatchSize, "rows per client batch when autoFlush is false (HBase's BufferedMutator flushes at 2 MiB)")
+	f.IntVar(&o.InFlight, "inFlight", pe.DefaultInFlight, "batches a thread may have under way when autoFlush is false (1: each waits for the one before)")
 	f.StringVar(&durability, "durability", "USE_DEFAULT", "USE_DEFAULT, SKIP_WAL, ASYNC_WAL, SYNC_WAL or FSYNC_WAL")
 	f.StringVar(&consistency, "consistency", "STRONG", "STRONG or TIMELINE (reads)")
 	f.IntVar(&o.MultiGet, "multiGet", 0, "randomRead: rows per multi-get (0: single gets)")

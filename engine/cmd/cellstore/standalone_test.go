@@ -270,6 +270,10 @@ func TestPECommands(t *testing.T) {
 	if r := pe("--rows", "300", "--presplit", "3", "sequentialWrite", "2"); rows(r) != 600 {
 		t.Fatalf("sequentialWrite: %v", r)
 	}
+	// Batches of 100 with three under way per thread: each batch is one operation.
+	if r := pe("--rows", "300", "--batchSize", "100", "--inFlight", "3", "randomWrite", "2"); rows(r) != 600 || int(r["operations"].(float64)) != 6 {
+		t.Fatalf("randomWrite in batches: %v", r)
+	}
 	if r := pe("--rows", "300", "--autoFlush", "randomWrite", "2"); rows(r) != 600 {
 		t.Fatalf("randomWrite: %v", r)
 	}
