@@ -210,6 +210,30 @@ func TestClusterEndToEnd(t *testing.T) {
 		}
 	}
 
+	// A batch mixing writes and reads over every region: a server runs the region actions of
+	// such a multi at once, and each get still gets its own row's cells.
+	var mixed []client.BatchOp
+	for i := 0; i < rows; i += 101 {
+		mixed = append(mixed, client.BatchOp{Get: &pb.Get{Row: rowKey(i)}},
+			client.BatchOp{Mutation: client.NewPut(rowKey(i+1)).Add("f", "q", cell.LatestTimestamp, fmt.Appendf(nil, "v%d", i+1))})
+	}
+	for j, r := range tbl.Batch(ctx, mixed) {
+		if r.Err != nil {
+			t.Fatalf("mixed batch op %d: %v", j, r.Err)
+		}
+		if j%2 == 0 {
+			i := j / 2 * 101
+			if r.Result == nil || len(r.Result.Cells) != 1 || string(r.Result.Cells[0].Value) != fmt.Sprintf("v%d", i) {
+				t.Fatalf("mixed batch get of row %d: %+v", i, r.Result)
+			}
+		}
+	}
+	for i := 0; i < rows; i += 101 { // the puts wrote a second version of the same value
+		if r, err := tbl.Get(ctx, &pb.Get{Row: rowKey(i + 1), MaxVersions: 2}); err != nil || len(r.Cells) != 2 {
+			t.Fatalf("row %d after the mixed batch: %v %v", i+1, r, err)
+		}
+	}
+
 	checkScan(t, tbl, rows, false)
 	checkScan(t, tbl, rows, true)
 
@@ -233,6 +257,7 @@ func TestClusterEndToEnd(t *testing.T) {
 
 	testIncrementNonce(t, c, tbl)
 	testCheckAndMutate(t, tbl)
+	testRegionOrderInMulti(t, tbl, locs)
 	testBadInput(t, c, tbl)
 
 	// Crash one server and read every acknowledged write back.
@@ -323,6 +348,54 @@ func testIncrementNonce(t *testing.T, c *cluster, tbl *client.Table) {
 	r, err := tbl.Get(ctx, &pb.Get{Row: row})
 	if err != nil || len(r.Cells) != 1 || int64(binary.BigEndian.Uint64(r.Cells[0].Value)) != 5 {
 		t.Fatalf("increment with one nonce applied twice: %v %v", r, err)
+	}
+}
+
+// testRegionOrderInMulti: a batch that writes to several regions has its regions written at once,
+// but one region's actions keep their order — here a conditional RowMutations sent after a put of
+// the same row (in a region action of its own) sees the put, every time.
+func testRegionOrderInMulti(t *testing.T, tbl *client.Table, locs []*pb.RegionLocation) {
+	ctx := context.Background()
+	// Another region on the first region's server, so that both go in one multi.
+	var first, other *pb.RegionLocation
+	for _, l := range locs {
+		if len(l.GetRegion().GetStartKey()) == 0 {
+			first = l
+		}
+	}
+	for _, l := range locs {
+		if l != first && layout.ServerName(l.GetServer()) == layout.ServerName(first.GetServer()) {
+			other = l
+		}
+	}
+	if other == nil {
+		t.Fatalf("no server holds two regions: %v", locs)
+	}
+	otherRow := other.GetRegion().GetStartKey()
+	g, err := tbl.Get(ctx, &pb.Get{Row: otherRow})
+	if err != nil || len(g.Cells) != 1 {
+		t.Fatalf("row %q: %v %v", otherRow, g, err)
+	}
+	for i := range 20 {
+		row := fmt.Appendf(nil, "order-%02d", i) // before every rowKey: the first region
+		want := fmt.Appendf(nil, "x%d", i)
+		cond := &pb.Condition{Family: []byte("f"), Qualifier: []byte("c"), Op: pb.CompareOp_COMPARE_OP_EQUAL,
+			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: want}}}
+		ops := []client.BatchOp{
+			{Mutation: client.NewPut(row).Add("f", "c", cell.LatestTimestamp, want)},
+			{RowMutations: []*client.Mutation{client.NewPut(row).Add("f", "d", cell.LatestTimestamp, []byte("seen"))}, Condition: cond},
+			// A write to the other region (its value again), so the multi writes to two regions.
+			{Mutation: client.NewPut(otherRow).Add("f", "q", cell.LatestTimestamp, g.Cells[0].Value)},
+		}
+		res := tbl.Batch(ctx, ops)
+		for j, r := range res {
+			if r.Err != nil {
+				t.Fatalf("round %d op %d: %v", i, j, r.Err)
+			}
+		}
+		if !res[1].Processed {
+			t.Fatalf("round %d: the conditional RowMutations did not see the put before it in the batch", i)
+		}
 	}
 }
 

@@ -161,14 +161,50 @@ func (s *Server) fenceClosed(regionName string) *pb.ErrorDetail {
 
 func hasWrites(ras []*pb.RegionAction) bool {
 	for _, ra := range ras {
-		for _, a := range ra.GetActions() {
-			if a.GetMutation() != nil {
-				return true
-			}
+		if regionActionWrites(ra) {
+			return true
 		}
 	}
 	return false
 }
+
+func regionActionWrites(ra *pb.RegionAction) bool {
+	for _, a := range ra.GetActions() {
+		if a.GetMutation() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// regionGroups groups a multi's region actions by region (indexes in request order, regions in
+// the order they first appear) and counts the regions written to.
+func regionGroups(ras []*pb.RegionAction) (groups [][]int, writers int) {
+	if len(ras) < 2 {
+		return nil, 0
+	}
+	byName := map[string]int{}
+	var writes []bool
+	for i, ra := range ras {
+		name := string(ra.GetRegion().GetName())
+		g, ok := byName[name]
+		if !ok {
+			g = len(groups)
+			byName[name] = g
+			groups = append(groups, nil)
+			writes = append(writes, false)
+		}
+		groups[g] = append(groups[g], i)
+		if !writes[g] && regionActionWrites(ra) {
+			writes[g] = true
+			writers++
+		}
+	}
+	return groups, writers
+}
+
+// maxParallelRegions bounds the regions of one multi request written at once.
+const maxParallelRegions = 8
 
 // admit applies the quotas.
 func (s *Server) admit(c *rpc.Call, or *onlineRegion, write bool, size int64) *pb.ErrorDetail {
@@ -583,12 +619,47 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 		fail(c, &answered, invalid("%d stray bytes after the actions' cells", len(block)))
 		return
 	}
-	resp := &pb.MultiResponse{Results: make([]*pb.RegionActionResult, len(req.GetRegionActions()))}
+	ras := req.GetRegionActions()
+	resp := &pb.MultiResponse{Results: make([]*pb.RegionActionResult, len(ras))}
 	var out []byte
-	for i, ra := range req.GetRegionActions() {
-		var rar *pb.RegionActionResult
-		rar, out = s.regionAction(c, ra, parsed[i], req.GetNonceGroup(), out)
-		resp.Results[i] = rar
+	if groups, writers := regionGroups(ras); writers > 1 {
+		// Writes to several regions: the regions go at once, so their WAL appends share group
+		// commits instead of each waiting for a sync of its own. One region's actions stay in
+		// request order (a RowMutations or check-and-mutate after a put of the same row sees it),
+		// and the results' cells are joined in request order.
+		outs := make([][]byte, len(ras))
+		sem := make(chan struct{}, maxParallelRegions)
+		var wg sync.WaitGroup
+		for _, g := range groups {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer func() { // as safe does for the handler's own goroutine
+					if p := recover(); p != nil {
+						s.log.Error("panic serving a multi's region actions", "method", c.Method, "region", ras[g[0]].GetRegion().GetName(), "panic", p)
+						for _, i := range g {
+							if resp.Results[i] == nil {
+								resp.Results[i], outs[i] = &pb.RegionActionResult{Exception: &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN,
+									Message: "internal error serving the region action"}}, nil
+							}
+						}
+					}
+				}()
+				for _, i := range g {
+					resp.Results[i], outs[i] = s.regionAction(c, ras[i], parsed[i], req.GetNonceGroup(), nil)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, o := range outs {
+			out = append(out, o...)
+		}
+	} else {
+		for i, ra := range ras {
+			resp.Results[i], out = s.regionAction(c, ra, parsed[i], req.GetNonceGroup(), out)
+		}
 	}
 	if hasWrites(req.GetRegionActions()) {
 		if d := s.fenceClosed(""); d != nil {
