@@ -6,7 +6,10 @@
 # by side, with the object store's requests per written row. Both stores are stopped by PID and
 # their directories removed on exit, also on failure. BACKENDS="dir s3 s3cache" picks the backends
 # (s3cache: S3 with the region server's local file cache, --file-cache-size 2Gi), ONLY=regex the
-# commands, STANDALONE_FLAGS passes flags to every store. Needs jq.
+# commands, STANDALONE_FLAGS passes flags to every store, PE_FLAGS to every `cellstore pe`. Besides
+# throughput it prints the CPU the store and the S3 server spent per written or read row (from
+# /proc: user + system time), since on one machine the S3 server's CPU is taken from the store's.
+# Needs jq.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -35,23 +38,32 @@ for i in $(seq 300); do
 done
 export CELLSTORE_S3_ACCESS_KEY_ID=cellstore CELLSTORE_S3_SECRET_ACCESS_KEY=cellstore-secret
 
-pe() { bin/cellstore pe --masters "$MASTER" --valueSize 100 --presplit 4 --json "$@" 2>/dev/null; }
+pe() { bin/cellstore pe --masters "$MASTER" --valueSize 100 --presplit 4 --json ${PE_FLAGS:-} "$@" 2>/dev/null; }
+
+# cpu_ticks PID: the process's user + system CPU time in clock ticks (0 when it is not running).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
 declare -A RESULT
 measure() { # BACKEND LABEL PE-ARGS...
-	local backend=$1 label=$2 runs=() i p0 p1 rows
+	local backend=$1 label=$2 runs=() i p0 p1 rows s0 s1 m0 m1
 	shift 2
-	if ! [[ $label =~ ${ONLY:-.} ]]; then RESULT[$backend/$label]="- - - -"; return 0; fi
+	if ! [[ $label =~ ${ONLY:-.} ]]; then RESULT[$backend/$label]="- - - - - -"; return 0; fi
 	p0=$(metric cellstore_s3_requests_total)
+	s0=$(cpu_ticks "$PID") m0=$(cpu_ticks "$MINIO_PID")
 	for i in $(seq "$RUNS"); do
 		echo "    $backend: $label: run $i of $RUNS" >&2
 		runs+=("$(pe "$@")")
 	done
 	p1=$(metric cellstore_s3_requests_total)
+	s1=$(cpu_ticks "$PID") m1=$(cpu_ticks "$MINIO_PID")
+	[[ $backend == dir ]] && m1=$m0 # MinIO idles while the directory backend runs
 	rows=$(printf '%s\n' "${runs[@]}" | jq -s '[.[].rows] | add')
-	RESULT[$backend/$label]=$(printf '%s\n' "${runs[@]}" | jq -rs --argjson req $((p1 - p0)) --argjson rows "$rows" '
+	RESULT[$backend/$label]=$(printf '%s\n' "${runs[@]}" | jq -rs --argjson req $((p1 - p0)) --argjson rows "$rows" \
+		--argjson scpu $(((s1 - s0) * TICK_US)) --argjson mcpu $(((m1 - m0) * TICK_US)) '
 		(sort_by(.ops_per_sec)) as $r | ($r[((length - 1) / 2 | floor)]) as $m |
-		"\($m.rows_per_sec | floor) \($m.latency_us.p50) \($m.latency_us.p99) \(if $rows > 0 then ($req / $rows * 1000 | floor) / 1000 else 0 end)"')
+		def per_row(x): if $rows > 0 then (x / $rows * 100 | floor) / 100 else 0 end;
+		"\($m.rows_per_sec | floor) \($m.latency_us.p50) \($m.latency_us.p99) \(per_row($req * 1000) / 1000) \(per_row($scpu)) \(per_row($mcpu))"')
 }
 
 run_backend() { # BACKEND
@@ -82,19 +94,19 @@ run_backend() { # BACKEND
 BACKENDS=${BACKENDS:-dir s3 s3cache}
 for b in $BACKENDS; do run_backend "$b"; done
 
-# One line per command: each backend's rows/s (p50/p99 us), its ratio to the directory's, and the
-# object store's requests per written row.
+# One line per command: each backend's rows/s (p50/p99 us), its ratio to the directory's, the
+# object store's requests per row, and the CPU microseconds per row of the store and the S3 server.
 printf '\n%-44s' "command"
-for b in $BACKENDS; do printf ' %24s %6s %8s' "$b rows/s (p50/p99 us)" "x dir" "req/row"; done
+for b in $BACKENDS; do printf ' %24s %6s %8s %13s' "$b rows/s (p50/p99 us)" "x dir" "req/row" "cpu us/row"; done
 printf '\n'
 for label in "sequentialWrite 1 thread (batches of 1000)" "randomWrite --autoFlush 4 threads" \
 	"randomWrite --autoFlush 16 threads" "randomRead 4 threads, cold cache" "randomRead 4 threads, warm cache" \
 	"scan 1 thread (caching 1000)"; do
-	read -r dr _ <<<"${RESULT[dir/$label]:-- - - -}"
+	read -r dr _ <<<"${RESULT[dir/$label]:-- - - - - -}"
 	printf '%-44s' "$label"
 	for b in $BACKENDS; do
-		read -r r p50 p99 req <<<"${RESULT[$b/$label]:-- - - -}"
-		printf ' %24s %6s %8s' "$r ($p50/$p99)" "$(awk -v a="$r" -v b="$dr" 'BEGIN {printf "%.2f", (b + 0) ? a / b : 0}')" "$req"
+		read -r r p50 p99 req scpu mcpu <<<"${RESULT[$b/$label]:-- - - - - -}"
+		printf ' %24s %6s %8s %13s' "$r ($p50/$p99)" "$(awk -v a="$r" -v b="$dr" 'BEGIN {printf "%.2f", (b + 0) ? a / b : 0}')" "$req" "$scpu+$mcpu"
 	done
 	printf '\n'
 done
