@@ -473,15 +473,27 @@ func (s *Segment) findSpliceLevel(key cell.Key, seq uint64, from ref, level int)
 	}
 }
 
-// seekGE returns the first node whose key is >= key in Compare order (for
-// equal keys the first, i.e. the newest), or 0.
+// seekGE returns the first node whose key is >= key in Compare order (for equal keys the first,
+// i.e. the newest), or 0. It is the node the search saw after the last one before key, not a
+// second load of that node's link: a node inserted in between since would sort before key.
 func (s *Segment) seekGE(key cell.Key) ref {
-	return nodeLink(s.ptr(s.lastBefore(key)), 0).Load()
+	_, n := s.search(key)
+	return n
 }
 
-// lastBefore descends the levels to the last node whose key is < key in Compare order, or the
-// head when there is none.
+// lastBefore returns the last node whose key is < key in Compare order, or the head when there
+// is none.
 func (s *Segment) lastBefore(key cell.Key) ref {
+	x, _ := s.search(key)
+	return x
+}
+
+// search descends the levels to the last node whose key is < key (or the head) and returns it
+// with the node that followed it at level 0 when the search looked (0 at the end): the first
+// node >= key. Writers only insert, so a node another writer links between the two afterwards
+// sorts between them too — past the last node before key or before the first one at or after
+// it — and a second load of the link could return a node that is still before key.
+func (s *Segment) search(key cell.Key) (last, next ref) {
 	a := s.addrs()
 	x := s.head
 	px := a.ptr(x)
@@ -490,18 +502,19 @@ func (s *Segment) lastBefore(key cell.Key) ref {
 		for {
 			n := nodeLink(px, level).Load()
 			if n == 0 || n == bound {
+				next = n
 				break
 			}
 			pn := a.ptr(n)
 			k, _ := s.nodeStored(pn)
 			if cell.Compare(k, key) >= 0 {
-				bound = n
+				bound, next = n, n
 				break
 			}
 			x, px = n, pn
 		}
 	}
-	return x
+	return x, next
 }
 
 // seekLT returns the last node whose key is < key in Compare order, or 0.
