@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,4 +411,41 @@ func TestCloseGivesUpACompactionInFlight(t *testing.T) {
 	if want := len(e.r.files.Load().byFamily[0]); len(files) != want {
 		t.Errorf("family directory holds %v, the manifest names %d files: the partial compaction output stayed", files, want)
 	}
+}
+
+// TestSecondCloseWaitsForTheFirst: a close that finds another close under way waits for its
+// flush and answers as it ended; one that finds the region aborted says so. A second close used
+// to return ErrClosed at once, which its callers took for "closed and flushed": a region server
+// could report a region CLOSED (to split or move it) while its last flush was still being
+// written, or after an abort that flushed nothing.
+func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	for i := range 20000 {
+		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "r%05d", i)).Put([]byte("f"), []byte("q"), 1, make([]byte, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := e.r.ReadPoint()
+	first := make(chan error, 1)
+	go func() { first <- e.r.Close() }()
+	for !e.r.closed.Load() {
+		runtime.Gosched()
+	}
+	err := e.r.Close()
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close = %v, want ErrClosed (flushed by the first)", err)
+	}
+	if got := e.r.FlushedSeq(); got < last {
+		t.Fatalf("the second close returned with the region flushed to %d, its last write is %d", got, last)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	e.open() // the data is in its files
+
+	e.r.Abort()
+	if err := e.r.Close(); !errors.Is(err, ErrAborted) || errors.Is(err, ErrClosed) {
+		t.Fatalf("close after an abort = %v, want ErrAborted", err)
+	}
+	e.r = nil
 }

@@ -16,8 +16,12 @@ import (
 // Errors of the region. Errors returned by the region wrap one of these
 // where one applies (errors.Is).
 var (
-	// ErrClosed: the region is closed (or closing).
+	// ErrClosed: the region is closed (or closing). Close returns it when another close
+	// already flushed the region.
 	ErrClosed = errors.New("region: closed")
+	// ErrAborted: Close found the region aborted, closed without a flush: its unflushed edits
+	// are only in the WAL, so it must not be reported closed.
+	ErrAborted = errors.New("region: aborted without a flush")
 	// ErrBroken: a WAL write failed after the mutation entered the
 	// memstore; the region refuses further work and must be reopened
 	// (which replays the WAL).

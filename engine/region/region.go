@@ -64,6 +64,12 @@ type Region struct {
 	compactMu sync.Mutex
 
 	closed atomic.Bool
+	// closeDone is closed once the close or abort that set closed finished, closeErr saying how:
+	// nil for a close that flushed, ErrAborted for an abort, else the close's flush error. A
+	// second closer waits for it and answers the same, so nobody takes a close still flushing,
+	// or an abort, for a flushed close.
+	closeDone chan struct{}
+	closeErr  error
 	// labelsInUse: cells may carry visibility tags (SetLabelsInUse).
 	labelsInUse atomic.Bool
 	broken      atomic.Pointer[error]
@@ -291,6 +297,8 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 		log:     cfg.Logger.With("region", onDisk.EncodedName()),
 		locks:   newRowLocks(),
 		replica: replica,
+
+		closeDone: make(chan struct{}),
 	}
 	cc := cfg.Compaction
 	r.compaction.Store(&cc)
@@ -514,7 +522,11 @@ const slowClose = 300 * time.Millisecond
 
 func (r *Region) Close() error {
 	if r.closed.Swap(true) {
-		return ErrClosed
+		<-r.closeDone
+		if r.closeErr == nil {
+			return fmt.Errorf("%w: %s (flushed by another close)", ErrClosed, r.name)
+		}
+		return r.closeErr
 	}
 	start := time.Now()
 	close(r.bgDone)
@@ -542,10 +554,13 @@ func (r *Region) Close() error {
 	r.blockCond.Broadcast()
 	r.blockMu.Unlock()
 	r.releaseAll()
+	r.closeErr = err
+	close(r.closeDone)
 	return err
 }
 
-// Abort closes the region without flushing (the WAL keeps its edits).
+// Abort closes the region without flushing (the WAL keeps its edits). It returns at once when a
+// close or abort is already under way; a Close after it returns ErrAborted.
 func (r *Region) Abort() {
 	if r.closed.Swap(true) {
 		return
@@ -555,6 +570,8 @@ func (r *Region) Abort() {
 		r.bgWG.Wait()
 	}
 	r.releaseAll()
+	r.closeErr = fmt.Errorf("%w: %s", ErrAborted, r.name)
+	close(r.closeDone)
 }
 
 func (r *Region) releaseAll() {

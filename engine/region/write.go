@@ -564,6 +564,13 @@ func (r *Region) reserve(sizes []int64) error {
 		var err error
 		if r.mem.stats().DataBytes < blocking {
 			r.updatesLock.RLock()
+			// Again under the lock: a close may have begun since the check above, and its flush
+			// takes the lock exclusively; a write let in after that flush would be acknowledged
+			// and then dropped with the memstore (HBase's startRegionOperation checks in this order).
+			if err := r.checkOpen(); err != nil {
+				r.updatesLock.RUnlock()
+				return err
+			}
 			err = r.reserveMem(sizes)
 			if err == nil {
 				return nil
