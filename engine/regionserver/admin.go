@@ -148,10 +148,19 @@ func (s *Server) openRegion(or *onlineRegion) {
 		if cerr := r.Close(); cerr != nil && !errors.Is(cerr, region.ErrClosed) {
 			r.Abort()
 		}
+		if or.cancel.Load() {
+			// A close order arrived while reporting: it waits for this CLOSED.
+			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		}
 		return
 	}
-	// A close may have arrived while reporting.
+	// A close may have arrived while reporting: it set the region closing and left the close to
+	// this opener, which had already looked at cancel. Close it now (the master took OPENED, so
+	// it may have been written to) and report CLOSED, which the order waits for.
 	if !or.state.CompareAndSwap(stateOpening, stateOpen) {
+		if or.cancel.Load() {
+			s.closeRegion(or, &pb.CloseRegionRequest{Region: or.name, Flush: true})
+		}
 		return
 	}
 	if !r.IsReplica() {
@@ -307,6 +316,12 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 		if req.GetFlush() {
 			err := r.Close()
 			closed = time.Since(start)
+			if errors.Is(err, region.ErrAborted) {
+				// The server dropped its regions unflushed (it is aborting or starting over under a
+				// new start code): their edits are recovered from its WAL, not reported closed.
+				s.log.Warn("region aborted while closing: left to WAL recovery", "region", name)
+				return
+			}
 			if err != nil && !errors.Is(err, region.ErrClosed) {
 				// Its unflushed edits are only in this server's WAL: reporting CLOSED would
 				// let the region open elsewhere (or split) without them. Abort instead, as
