@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +94,71 @@ func TestCloneSnapshotSurvivesAMasterFailover(t *testing.T) {
 	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); errCode(err) != pb.ErrorCode_ERROR_CODE_SNAPSHOT_NOT_FOUND {
 		t.Errorf("deleting a deleted snapshot: %v", err)
 	}
+}
+
+// While a snapshot is restored into a table, enabling, truncating or altering it is refused (it
+// would open, drop or redescribe the regions the restore is writing); a table still being
+// deleted cannot be the target of a clone (its drop would remove the clone's regions and rows).
+func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
+	ffs := faultfs.New(storage.NewMem())
+	c := newClusterOn(t, ffs, 2, nil)
+	c.createTable("t1", 3, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	// The restore cannot write its regions' directories: it stays under way.
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpMkdirAll, Path: "data/default/t1/*"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := c.mc.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: "s1"})
+	cancel()
+	if err == nil {
+		t.Fatal("the restore finished without its region directories")
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), "being restored") {
+			t.Errorf("%s during a restore: %v, want a refusal naming the restore", what, err)
+		}
+	}
+	_, err = c.mc.EnableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")})
+	refused("enable", err)
+	_, err = c.mc.TruncateTable(c.ctx(), &pb.TruncateTableRequest{Table: tableName("t1")})
+	refused("truncate", err)
+	d, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.mc.ModifyTable(c.ctx(), &pb.ModifyTableRequest{Table: d.GetTable()})
+	refused("alter", err)
+	ffs.ClearRules()
+	c.waitFor("the restore done and t1 enabled", 20*time.Second, func() (bool, string) {
+		_, err := c.mc.EnableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")})
+		return err == nil, fmt.Sprint(err)
+	})
+	c.waitAllOpen("t1", 10*time.Second)
+
+	// A table whose drop cannot remove its regions yet: a clone under its name waits.
+	c.createTable("t2", 2, 0)
+	c.waitAllOpen("t2", 10*time.Second)
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t2")}); err != nil {
+		t.Fatal(err)
+	}
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsAll, Path: "data/default/t2"}) // the drop looks at and moves the table directory
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, _ = c.mc.DeleteTable(ctx, &pb.TableRequest{Table: tableName("t2")})
+	cancel()
+	_, err = c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_EXISTS || !strings.Contains(fmt.Sprint(err), "being deleted") {
+		t.Fatalf("clone onto a table being deleted: %v, want a retryable refusal", err)
+	}
+	ffs.ClearRules()
+	c.waitFor("the clone once t2 is gone", 20*time.Second, func() (bool, string) {
+		_, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})
+		return err == nil, fmt.Sprint(err)
+	})
+	c.waitAllOpen("t2", 10*time.Second)
 }

@@ -278,6 +278,11 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 	var nt *pb.CatalogTable
 	now := m.clock().UnixMilli()
 	if clone {
+		if d := m.st.tables[key]; d != nil && d.GetDeleting() {
+			// Its drop still removes its regions, rows and link manifests: a clone made now would
+			// be removed with them.
+			return errDetail(pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, true, "table %s is being deleted: retry shortly", key)
+		}
 		if t != nil {
 			return errDetail(pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, false, "table %s already exists: clone the snapshot under another name, or disable the table and restore_snapshot", key)
 		}

@@ -178,6 +178,9 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	if t == nil {
 		return errTableNotFound(key)
 	}
+	if d := errRestoring(key, t); d != nil {
+		return d
+	}
 	if s := t.GetState(); s == pb.TableState_TABLE_STATE_ENABLING || s == pb.TableState_TABLE_STATE_DISABLING {
 		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "table %s is %s: retry when that is done", key, tableStateName(s))
 	}
@@ -237,12 +240,26 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	return nil
 }
 
+// errRestoring refuses a change to a table a snapshot is being restored or cloned into: enabling
+// it would open the new regions before the restore wrote them (and before a point-in-time
+// recovery replayed its edits), truncating would drop them under the restore, and a new
+// descriptor would not be the one the restore writes the regions with.
+func errRestoring(key string, t *pb.CatalogTable) error {
+	if r := t.GetRestore(); r != nil {
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "snapshot %s is being restored into table %s: retry when that is done", r.GetSnapshot(), key)
+	}
+	return nil
+}
+
 func (m *Master) enableTable(ctx context.Context, req *pb.TableRequest) error {
 	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
+	if d := errRestoring(key, t); d != nil {
+		return d
+	}
 	switch t.GetState() {
 	case pb.TableState_TABLE_STATE_ENABLED:
 		return errPrecondition("table %s is already enabled", key)
@@ -330,6 +347,9 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 		return err
 	}
 	defer m.mu.Unlock()
+	if d := errRestoring(key, t); d != nil {
+		return d
+	}
 	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
 		return errPrecondition("table %s is %s: disable it before truncating it", key, tableStateName(t.GetState()))
 	}
