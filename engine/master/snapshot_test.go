@@ -162,3 +162,35 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 	})
 	c.waitAllOpen("t2", 10*time.Second)
 }
+
+// A region whose server died (or restarted as a new process) before its recovery reassigned it
+// has unflushed edits only in that process's WAL: a snapshot is refused (retryably) rather than
+// taken from its files without them.
+func TestSnapshotRefusesRegionsBeingRecovered(t *testing.T) {
+	ffs := faultfs.New(storage.NewMem())
+	c := newClusterOn(t, ffs, 1, nil)
+	c.createTable("t1", 2, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	victim := c.servers[0]
+	// Its recovery cannot read its WAL directory yet: it stays at fencing and splitting the log,
+	// its regions still open on the dead process with no procedure.
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsAll, Path: "wal/*"})
+	victim.PauseHeartbeats(true)
+	c.waitFor("the server declared dead", 20*time.Second, func() (bool, string) {
+		st := c.status()
+		return len(st.GetDeadServers()) > 0, fmt.Sprint(st.GetDeadServers())
+	})
+	_, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "during"})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+		t.Fatalf("snapshot while the table's only server is being recovered: %v, want a retryable refusal", err)
+	}
+	ffs.ClearRules()
+	victim.PauseHeartbeats(false)
+	c.waitFor("the snapshot once the regions are open again", 30*time.Second, func() (bool, string) {
+		_, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "after"})
+		return err == nil, fmt.Sprint(err)
+	})
+}

@@ -88,10 +88,26 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 		var out []target
 		for _, p := range m.st.index[key] {
 			tg := target{info: proto.CloneOf(p.GetInfo())}
-			if p.GetState() == stateOpen && p.GetServer() != "" {
-				if s, ok := m.reg.Get(p.GetServer()); ok && s.StartCode == p.GetServerStartCode() {
-					tg.admin = s.AdminAddress
+			switch {
+			case p.GetState() == stateOpen && p.GetServer() != "":
+				// Open on a process that is not the live one (it died, or restarted under a new
+				// start code, and its recovery has not reassigned the region): its unflushed edits
+				// are in that process's WAL, not in the files this snapshot would record.
+				if !m.serverLiveLocked(p.GetServer(), p.GetServerStartCode()) || m.deadPendingLocked(p.GetServer(), p.GetServerStartCode()) {
+					return "", nil, nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true,
+						"region %s of %s is being recovered from its server's WAL: retry once it is reassigned", p.GetInfo().GetName(), key)
 				}
+				s, _ := m.reg.Get(p.GetServer())
+				tg.admin = s.AdminAddress
+			case t.GetState() == pb.TableState_TABLE_STATE_ENABLED && p.GetState() != stateOpen:
+				// Not served although its table is enabled (no server could take it, or it awaits
+				// one after a crash): recovered edits may wait for its next open.
+				return "", nil, nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true,
+					"region %s of %s is %s, not open: retry once it is open", p.GetInfo().GetName(), key, p.GetState())
+			case p.GetState() == stateFailedOpen:
+				// It may hold recovered edits not yet replayed into its files.
+				return "", nil, nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true,
+					"region %s of %s failed to open: fix that (its edits may not be in its files yet), then retry", p.GetInfo().GetName(), key)
 			}
 			out = append(out, tg)
 		}
@@ -104,7 +120,7 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 	if !req.GetSkipFlush() {
 		for _, tg := range targets {
 			if tg.admin == "" {
-				continue // closed: everything it holds is in its files
+				continue // closed (its table disabled): everything it holds is in its files
 			}
 			if err := m.flushRegion(ctx, tg.admin, tg.info.GetName()); err != nil {
 				return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "snapshot %s: flushing region %s: %v (retry, or snapshot with SKIP_FLUSH)", name, tg.info.GetName(), err)
