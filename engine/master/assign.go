@@ -439,6 +439,11 @@ func (m *Master) dispatched(name string, gen uint64, step pb.ProcedureStep, serv
 			m.log.Error("recording the dead process failed: retrying at the next order", "server", server, "err", err)
 		}
 		return
+	case step == stepClose && isNotServing(err) && (!m.serverLiveLocked(server, startCode) || m.deadPendingLocked(server, startCode)):
+		// From a process that is gone or being recovered: it may have dropped the region
+		// unflushed; its recovery reassigns it.
+		m.log.Warn("a dead process says it does not serve the region: left to its recovery", "region", name, "server", server, "start_code", startCode)
+		return
 	case step == stepClose && isNotServing(err):
 		m.closedLocked(&b, r, p.p) // it does not have the region: closed
 	case step == stepOpen && isStopping(err):

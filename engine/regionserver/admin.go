@@ -241,6 +241,10 @@ func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
 // registered with it).
 func (s *Server) checkProcess(startCode int64) *pb.ErrorDetail {
 	cur := s.serverName().GetStartCode()
+	if startCode != 0 && startCode == s.droppedCode.Load() {
+		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS,
+			Message: fmt.Sprintf("process %d of %s dropped its regions unflushed and is starting over under a new start code: recover its WAL", startCode, s.nameStr)}
+	}
 	if startCode == 0 || startCode == cur {
 		return nil
 	}

@@ -548,3 +548,22 @@ func (c *cluster) serves(server, regionName string) bool {
 	}
 	return false
 }
+
+// A process that dropped its regions unflushed to start over under a new start code (its WAL
+// failed) answers orders for its old start code as another process would — WRONG_SERVER_PROCESS,
+// which makes the master recover its WAL — and not NOT_SERVING_REGION, which the master takes for
+// "closed" and would move or split the region without the edits only that WAL holds.
+func TestDroppedProcessAnswersAsAnotherProcess(t *testing.T) {
+	c := startCluster(t, 1)
+	createTable(t, c, "t", nil)
+	name, _ := locate(t, c, "t", []byte("a"))
+	s := c.servers[0]
+	code := s.serverName().GetStartCode()
+	s.reopenMu.Lock()
+	s.dropEverything() // reincarnate's first step; the new start code comes after the new WAL
+	s.reopenMu.Unlock()
+	_, err := (&adminService{s: s}).CloseRegion(context.Background(), &pb.CloseRegionRequest{Region: name, ServerStartCode: code, Flush: true})
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_WRONG_SERVER_PROCESS {
+		t.Fatalf("close order for the dropped process: %v, want WRONG_SERVER_PROCESS", err)
+	}
+}

@@ -315,6 +315,10 @@ func (s *Server) reincarnate() {
 
 // dropEverything stops acknowledging writes and drops every region and scanner without a flush.
 func (s *Server) dropEverything() {
+	// Orders for this process are answered "wrong process" from here on, even before the new
+	// start code is installed: "not serving" would read as "closed", and the master would move
+	// or split a region whose unflushed edits are only in the WAL being left behind.
+	s.droppedCode.Store(s.serverName().GetStartCode())
 	s.registered.Store(false)
 	if f := s.fence.Load(); f != nil {
 		f.Close()

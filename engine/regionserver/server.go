@@ -346,13 +346,16 @@ type Server struct {
 	tel               *telemetry.Server
 
 	registered atomic.Bool
-	serving    atomic.Bool
-	stopping   atomic.Bool
-	stopOnce   sync.Once
-	stopErr    error
-	quit       chan struct{}
-	done       chan struct{}
-	bg         sync.WaitGroup
+	// droppedCode is the start code of the process whose regions dropEverything dropped: orders
+	// for it are refused as for another process (checkProcess).
+	droppedCode atomic.Int64
+	serving     atomic.Bool
+	stopping    atomic.Bool
+	stopOnce    sync.Once
+	stopErr     error
+	quit        chan struct{}
+	done        chan struct{}
+	bg          sync.WaitGroup
 	// The heartbeat loop stops on hbQuit, which a graceful stop closes only after its flushes:
 	// the lease is renewed while regions close, so the master never declares a still-flushing
 	// server dead and splits its log under it.
