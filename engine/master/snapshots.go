@@ -15,6 +15,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/snapshot"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // Snapshots (HBase's snapshot, list_snapshots, delete_snapshot, clone_snapshot and
@@ -265,6 +266,18 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 				time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339Nano), time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
 		case untilMs > m.clock().UnixMilli():
 			return errInvalid("the target time %s is in the future", time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
+		}
+		// The archive must still hold every edit made since the snapshot (from a little before
+		// it, as the replay reads: archiveSkew): one pruned past that would be replayed with a
+		// gap — lost writes, and deleted rows back from the snapshot's files.
+		pruned, err := wal.ArchivePrunedThrough(ctx, m.cfg.Backup)
+		if err != nil {
+			return err
+		}
+		if from := time.UnixMilli(man.GetCreatedMs()).Add(-archiveSkew); !pruned.IsZero() && !pruned.Before(from) {
+			return errPrecondition("the WAL archive at the backup location was pruned through %s, and snapshot %s was taken at %s: edits made between the two are gone. "+
+				"Recover from a snapshot taken after %s, and keep the archive at least as long as the backups (--wal-archive-retention)",
+				pruned.UTC().Format(time.RFC3339), name, time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339), pruned.Add(archiveSkew).UTC().Format(time.RFC3339))
 		}
 	}
 	td := proto.CloneOf(man.GetTable())

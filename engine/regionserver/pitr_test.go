@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,6 +221,19 @@ func testPointInTimeRecovery(t *testing.T, onBucket bool) {
 	b.compactTable(t, "r")
 	if got := tableContents(t, b, "r"); got[string(rowKey(1))] != "new" || len(got) != len(wantAtT) {
 		t.Fatalf("the recovered table after a write and a compaction: %d rows, row 1 %q", len(got), got[string(rowKey(1))])
+	}
+
+	// The archive pruned past the snapshot (its retention shorter than the backup's): a recovery
+	// from it would replay with a gap, and is refused.
+	if n, err := wal.PruneArchive(ctx, backup, time.Now().Add(time.Hour)); err != nil || n == 0 {
+		t.Fatalf("pruning the archive: %d, %v", n, err)
+	}
+	err = b.client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: "s1", Table: &pb.TableName{Namespace: "default", Name: "gap"}, UntilMs: until})
+		return err
+	})
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(d.GetMessage(), "pruned") {
+		t.Fatalf("a recovery over a pruned archive: %v, want FAILED_PRECONDITION naming the prune", err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 //
 //	wal/<log>/<first>-<last>.log     the records of units first..last of one log, in order
 //	wal-regions/<region>             the table of a region ("namespace:table")
+//	wal-pruned                       how far the archive was pruned (PruneArchive)
 //
 // where <log> is a region server process's log name (its WAL directory's name: server and start
 // code) and the numbers have 20 digits. An archive object is the 24-byte WAL header (kind 5, the
@@ -35,6 +36,10 @@ import (
 const (
 	ArchivePrefix        = "wal"
 	ArchiveRegionsPrefix = "wal-regions"
+	// ArchivePrunedKey holds the newest last-modified time (RFC 3339, nanoseconds) of the archive
+	// objects PruneArchive deleted: every edit written after it is still in the archive, and one
+	// written before it may not be.
+	ArchivePrunedKey = "wal-pruned"
 )
 
 // archiveObjectBytes cuts archive objects at about this size.
@@ -364,17 +369,32 @@ func ArchivedRegions(ctx context.Context, b storage.Bucket) (map[string]string, 
 }
 
 // PruneArchive deletes the archive objects last modified before cutoff, and returns how many.
-// Region records are small and kept.
+// Region records are small and kept. Before deleting it records how far the archive is pruned
+// (ArchivePrunedThrough), so that a recovery that would need what it deletes can say so.
 func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int, error) {
 	var old []string
+	var newest time.Time
 	err := storage.Walk(ctx, b, ArchivePrefix+"/", func(o storage.ObjectInfo) error {
 		if _, ok := parseArchiveKey(o.Key); ok && !o.ModTime.IsZero() && o.ModTime.Before(cutoff) {
 			old = append(old, o.Key)
+			if o.ModTime.After(newest) {
+				newest = o.ModTime
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("wal: listing the archive at %s: %w", b.Describe(), err)
+	}
+	if len(old) == 0 {
+		return 0, nil
+	}
+	if prev, err := ArchivePrunedThrough(ctx, b); err != nil {
+		return 0, err
+	} else if newest.After(prev) {
+		if _, err := b.Put(ctx, ArchivePrunedKey, []byte(newest.UTC().Format(time.RFC3339Nano)), storage.Condition{}); err != nil {
+			return 0, fmt.Errorf("wal: recording how far the archive at %s is pruned: %w", b.Describe(), err)
+		}
 	}
 	for i, k := range old {
 		if err := b.Delete(ctx, k); err != nil {
@@ -382,6 +402,23 @@ func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int,
 		}
 	}
 	return len(old), nil
+}
+
+// ArchivePrunedThrough returns how far the archive at b was pruned: edits written after that
+// time are all in it (the zero time when it was never pruned).
+func ArchivePrunedThrough(ctx context.Context, b storage.Bucket) (time.Time, error) {
+	data, _, err := b.Get(ctx, ArchivePrunedKey)
+	if errors.Is(err, storage.ErrNoObject) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("wal: reading how far the archive at %s is pruned: %w", b.Describe(), err)
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(data))
+	if err != nil {
+		return time.Time{}, &CorruptionError{File: ArchivePrunedKey, Reason: fmt.Sprintf("not a time: %q", data)}
+	}
+	return t, nil
 }
 
 // ArchiveStats describe what ReadArchive read.

@@ -247,8 +247,36 @@ func TestReadArchiveMergesLogs(t *testing.T) {
 	if n, err := PruneArchive(ctx, dst, time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("PruneArchive of nothing old = %d, %v", n, err)
 	}
+	if through, err := ArchivePrunedThrough(ctx, dst); err != nil || !through.IsZero() {
+		t.Fatalf("an archive never pruned is pruned through %v (%v)", through, err)
+	}
+	// How far it was pruned: the newest object deleted.
+	var newest time.Time
+	if err := storage.Walk(ctx, dst, ArchivePrefix+"/", func(o storage.ObjectInfo) error {
+		if o.ModTime.After(newest) {
+			newest = o.ModTime
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := PruneArchive(ctx, dst, time.Now().Add(time.Hour)); err != nil || n != 4 {
 		t.Fatalf("PruneArchive of everything = %d, %v", n, err)
+	}
+	if through, err := ArchivePrunedThrough(ctx, dst); err != nil || !through.Equal(newest) {
+		t.Fatalf("pruned through %v (%v), want the newest object deleted, %v", through, err, newest)
+	}
+	if n, err := PruneArchive(ctx, dst, time.Now().Add(2*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("PruneArchive of an empty archive = %d, %v", n, err)
+	}
+	if through, err := ArchivePrunedThrough(ctx, dst); err != nil || !through.Equal(newest) {
+		t.Fatalf("a prune that deleted nothing moved the mark to %v (%v)", through, err)
+	}
+	if _, err := dst.Put(ctx, ArchivePrunedKey, []byte("garbage"), storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ArchivePrunedThrough(ctx, dst); !errors.As(err, new(*CorruptionError)) {
+		t.Fatalf("a corrupt mark: %v, want a CorruptionError", err)
 	}
 }
 
