@@ -194,3 +194,38 @@ func TestSnapshotRefusesRegionsBeingRecovered(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 }
+
+// A clone that cannot finish (here: its regions' directories cannot be written; in life, a corrupt
+// archive object for a point-in-time recovery) keeps its table ENABLING: dropping the table
+// cancels it, and the name can be used again.
+func TestDropCancelsAFailingClone(t *testing.T) {
+	ffs := faultfs.New(storage.NewMem())
+	c := newClusterOn(t, ffs, 2, nil)
+	c.createTable("t1", 2, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
+		t.Fatal(err)
+	}
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpMkdirAll, Path: "data/default/c1/*"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := c.mc.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c1")})
+	cancel()
+	if err == nil {
+		t.Fatal("the clone finished without its region directories")
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")}); err == nil {
+		t.Fatal("a clone under way was disabled")
+	}
+	if _, err := c.mc.DeleteTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")}); err != nil {
+		t.Fatalf("dropping a table whose clone fails: %v", err)
+	}
+	c.waitFor("c1 gone", 10*time.Second, func() (bool, string) {
+		_, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")})
+		return errCode(err) == pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND, fmt.Sprint(err)
+	})
+	ffs.ClearRules()
+	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllOpen("c1", 10*time.Second)
+}

@@ -407,12 +407,12 @@ func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 	}, func(err error) {
 		delete(m.busyTables, key)
 		if err != nil {
-			m.log.Error("writing the regions of a snapshot restore failed: retrying", "table", key, "snapshot", rs.GetSnapshot(), "err", err)
+			m.log.Error("writing the regions of a snapshot restore failed: retrying (drop the table to cancel it)", "table", key, "snapshot", rs.GetSnapshot(), "err", err)
 			return
 		}
 		cur := m.st.tables[key]
-		if cur == nil || !proto.Equal(cur.GetRestore(), rs) {
-			return
+		if cur == nil || cur.GetDeleting() || !proto.Equal(cur.GetRestore(), rs) {
+			return // dropped (the restore cancelled) or replaced meanwhile
 		}
 		var b batch
 		nt := proto.CloneOf(cur)

@@ -316,8 +316,13 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 		return err
 	}
 	defer m.mu.Unlock()
-	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
+	// A table a snapshot is being cloned into is ENABLING until the clone is done, which a
+	// failing clone (a corrupt archive object, say) never is: dropping it cancels the clone.
+	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED && t.GetRestore() == nil {
 		return errPrecondition("table %s is %s: disable it before deleting it", key, tableStateName(t.GetState()))
+	}
+	if r := t.GetRestore(); r != nil {
+		m.log.Warn("dropping a table cancels the snapshot restore into it", "table", key, "snapshot", r.GetSnapshot())
 	}
 	var b batch
 	nt := proto.CloneOf(t)
