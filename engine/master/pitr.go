@@ -73,11 +73,12 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	snapSeq := map[string]uint64{}
 	targets := make([]*pitrTarget, len(infos))
 	for i, sr := range man.GetRegions() {
+		snapSeq[layout.RegionName(sr.GetRegionId())] = filesHoldThrough(sr, man.GetTable())
+		// Replayed edits are numbered above every file's, so the region's open applies them.
 		var maxSeq uint64
 		for _, f := range sr.GetFiles() {
 			maxSeq = max(maxSeq, f.GetMaxSeq())
 		}
-		snapSeq[layout.RegionName(sr.GetRegionId())] = maxSeq
 		t := &pitrTarget{name: infos[i].GetName(), start: infos[i].GetStartKey(), dir: layout.RecoveredEditsDir(infos[i]), seq: maxSeq}
 		t.buf = wal.RecoveredEditsHeader(nil)
 		targets[i] = t
@@ -182,6 +183,28 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	m.log.Info("point-in-time recovery: archived edits written into the regions", "snapshot", man.GetName(), "until", until,
 		"edits", total, "archive_edits", stats.Edits, "archive_logs", stats.Logs)
 	return total, nil
+}
+
+// filesHoldThrough is the sequence id through which a snapshot region's files hold every edit of
+// every family: the lowest over the table's families of the highest sequence id in the family's
+// files (0 for a family with none). Families flush on their own (the default flush policy
+// flushes only the large ones), so a small family's edits below a large family's newest file
+// may have been only in its memstore when a SKIP_FLUSH snapshot was taken: replaying from the
+// highest file of any family would skip them. Edits replayed below a family's own files are
+// written again as they were, in order, which changes nothing.
+func filesHoldThrough(sr *pb.SnapshotRegion, td *pb.TableDescriptor) uint64 {
+	perFamily := map[string]uint64{}
+	for _, f := range sr.GetFiles() {
+		perFamily[f.GetFamily()] = max(perFamily[f.GetFamily()], f.GetMaxSeq())
+	}
+	var through uint64
+	for i, fd := range td.GetFamilies() {
+		seq := perFamily[string(fd.GetName())]
+		if i == 0 || seq < through {
+			through = seq
+		}
+	}
+	return through
 }
 
 // routeRow is the target region whose range holds row (targets sorted by start key, the first
