@@ -10,8 +10,10 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/faultfs"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // A clone is a procedure in the catalog: a master that fails while it writes the new regions'
@@ -228,4 +230,43 @@ func TestDropCancelsAFailingClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitAllOpen("c1", 10*time.Second)
+}
+
+// A truncate (or drop, or restore) of a table is recorded in the WAL archive at the backup
+// location: a point-in-time recovery from an earlier snapshot to a time after it is refused —
+// replaying the table's edits from both sides would bring the truncated rows back — and one to a
+// time before it is not.
+func TestPointInTimeRecoveryDoesNotCrossATruncate(t *testing.T) {
+	backup, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, storage.NewMem(), 1, func(mc *master.Config) { mc.Backup = backup })
+	c.createTable("t1", 2, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMilli()
+	for time.Now().UnixMilli() <= before+1 {
+		time.Sleep(100 * time.Microsecond) // the clock passes the earlier target
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.TruncateTable(c.ctx(), &pb.TruncateTableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	resets, err := wal.TableResets(context.Background(), backup, "default:t1")
+	if err != nil || len(resets) != 1 || resets[0].What != "truncate" {
+		t.Fatalf("the archive's resets of t1: %v, %v", resets, err)
+	}
+	_, err = c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c1"), UntilMs: time.Now().UnixMilli()})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), "truncate") {
+		t.Fatalf("a recovery across the truncate: %v, want FAILED_PRECONDITION naming it", err)
+	}
+	if _, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c2"), UntilMs: before}); err != nil {
+		t.Fatalf("a recovery to before the truncate: %v", err)
+	}
+	c.waitAllOpen("c2", 10*time.Second)
 }

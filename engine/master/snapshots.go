@@ -274,6 +274,20 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		if err != nil {
 			return err
 		}
+		// Nor may the source table have been truncated, dropped or restored in between: the
+		// replay would merge the edits of its regions from before and after (truncated rows back).
+		src := layout.TableKey(man.GetTable().GetName())
+		resets, err := wal.TableResets(ctx, m.cfg.Backup, src)
+		if err != nil {
+			return err
+		}
+		for _, r := range resets {
+			if r.At.After(time.UnixMilli(man.GetCreatedMs())) && r.At.Before(time.UnixMilli(untilMs+1)) {
+				return errPrecondition("table %s had a %s at %s, between snapshot %s (%s) and the target time %s: the recovery cannot replay across it. "+
+					"Recover to a time before it, or from a snapshot taken after it",
+					src, r.What, r.At.UTC().Format(time.RFC3339Nano), name, time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339), time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
+			}
+		}
 		if from := time.UnixMilli(man.GetCreatedMs()).Add(-archiveSkew); !pruned.IsZero() && !pruned.Before(from) {
 			return errPrecondition("the WAL archive at the backup location was pruned through %s, and snapshot %s was taken at %s: edits made between the two are gone. "+
 				"Recover from a snapshot taken after %s, and keep the archive at least as long as the backups (--wal-archive-retention)",
@@ -331,6 +345,9 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		}
 		if m.tableRegionsBusyLocked(key) {
 			return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "regions of table %s are in transition: retry when they settle", key)
+		}
+		if err := m.recordTableReset(ctx, key, "restore of snapshot "+name); err != nil {
+			return err
 		}
 		if td.GetRegionReplication() == 0 {
 			td.RegionReplication = t.GetTable().GetRegionReplication()

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/schema"
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // DDL (HBase's table procedures). Each call makes one catalog write that changes the table and
@@ -240,6 +242,21 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	return nil
 }
 
+// recordTableReset records a truncate, drop or restore of table key in the WAL archive at the
+// backup location, if there is one, before it is made: a point-in-time recovery must not replay
+// the table's edits across it (its regions before and after are not one history).
+func (m *Master) recordTableReset(ctx context.Context, key, what string) error {
+	if m.cfg.Backup == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := wal.RecordTableReset(ctx, m.cfg.Backup, key, m.clock(), what); err != nil {
+		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "%v: the backup location must take it before the %s (retry once it does)", err, what)
+	}
+	return nil
+}
+
 // errRestoring refuses a change to a table a snapshot is being restored or cloned into: enabling
 // it would open the new regions before the restore wrote them (and before a point-in-time
 // recovery replayed its edits), truncating would drop them under the restore, and a new
@@ -324,6 +341,9 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 	if r := t.GetRestore(); r != nil {
 		m.log.Warn("dropping a table cancels the snapshot restore into it", "table", key, "snapshot", r.GetSnapshot())
 	}
+	if err := m.recordTableReset(ctx, key, "drop"); err != nil {
+		return err
+	}
 	var b batch
 	nt := proto.CloneOf(t)
 	nt.Deleting = true
@@ -357,6 +377,9 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 	}
 	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
 		return errPrecondition("table %s is %s: disable it before truncating it", key, tableStateName(t.GetState()))
+	}
+	if err := m.recordTableReset(ctx, key, "truncate"); err != nil {
+		return err
 	}
 	var keys [][]byte
 	var b batch

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -24,6 +25,7 @@ import (
 //	wal/<log>/<first>-<last>.log     the records of units first..last of one log, in order
 //	wal-regions/<region>             the table of a region ("namespace:table")
 //	wal-pruned                       how far the archive was pruned (PruneArchive)
+//	wal-resets/<table, hex>/<time>   a truncate, drop or restore of a table (RecordTableReset)
 //
 // where <log> is a region server process's log name (its WAL directory's name: server and start
 // code) and the numbers have 20 digits. An archive object is the 24-byte WAL header (kind 5, the
@@ -40,6 +42,10 @@ const (
 	// objects PruneArchive deleted: every edit written after it is still in the archive, and one
 	// written before it may not be.
 	ArchivePrunedKey = "wal-pruned"
+	// ArchiveResetsPrefix holds a record of each truncate, drop or snapshot restore of a table: its
+	// regions' edits before and after one are not one history, so a point-in-time recovery must
+	// not replay across it.
+	ArchiveResetsPrefix = "wal-resets"
 )
 
 // archiveObjectBytes cuts archive objects at about this size.
@@ -332,6 +338,49 @@ func ArchiveDeadDir(ctx context.Context, fs storage.FS, dir string, t ArchiveTar
 		}
 	}
 	return units, p.put(ctx, &t)
+}
+
+// TableReset is a truncate, drop or snapshot restore of a table, recorded in the archive.
+type TableReset struct {
+	At   time.Time
+	What string // "truncate", "drop", "restore of snapshot <name>"
+}
+
+func tableResetsPrefix(table string) string {
+	return ArchiveResetsPrefix + "/" + hex.EncodeToString([]byte(table)) + "/"
+}
+
+// RecordTableReset records in the archive at b that table ("namespace:table") was truncated,
+// dropped or restored at at (before the change is made, so that it is never missing).
+func RecordTableReset(ctx context.Context, b storage.Bucket, table string, at time.Time, what string) error {
+	key := fmt.Sprintf("%s%020d", tableResetsPrefix(table), at.UnixNano())
+	if _, err := b.Put(ctx, key, []byte(what), storage.Condition{}); err != nil {
+		return fmt.Errorf("wal: recording the %s of table %s in the archive at %s: %w", what, table, b.Describe(), err)
+	}
+	return nil
+}
+
+// TableResets returns the resets of table recorded in the archive at b, oldest first.
+func TableResets(ctx context.Context, b storage.Bucket, table string) ([]TableReset, error) {
+	var out []TableReset
+	prefix := tableResetsPrefix(table)
+	err := storage.Walk(ctx, b, prefix, func(o storage.ObjectInfo) error {
+		ns, err := strconv.ParseInt(strings.TrimPrefix(o.Key, prefix), 10, 64)
+		if err != nil {
+			return &CorruptionError{File: o.Key, Reason: "not a table reset record"}
+		}
+		data, _, err := b.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		out = append(out, TableReset{At: time.Unix(0, ns), What: string(data)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wal: reading the resets of table %s in the archive at %s: %w", table, b.Describe(), err)
+	}
+	slices.SortFunc(out, func(a, b TableReset) int { return a.At.Compare(b.At) })
+	return out, nil
 }
 
 // RecordRegion records a region's table in the archive, once (create-only; an existing record
