@@ -70,10 +70,12 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		return 0, err
 	}
 	st := m.regionStorage()
-	snapSeq := map[string]uint64{}
+	snapSeq := map[string]uint64{}                // the lowest of the families' newest files
+	snapFamilies := map[string]map[string]uint64{} // each family's newest file
 	targets := make([]*pitrTarget, len(infos))
 	for i, sr := range man.GetRegions() {
-		snapSeq[layout.RegionName(sr.GetRegionId())] = filesHoldThrough(sr, man.GetTable())
+		rn := layout.RegionName(sr.GetRegionId())
+		snapSeq[rn], snapFamilies[rn] = filesHoldThrough(sr, man.GetTable())
 		// Replayed edits are numbered above every file's, so the region's open applies them.
 		var maxSeq uint64
 		for _, f := range sr.GetFiles() {
@@ -116,28 +118,41 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	var buffered int
 	var total int64
 	var rec wal.Edit
+	var kept []cell.KeyValue
 	stats, err := wal.ReadArchiveSince(ctx, m.cfg.Backup, since, func(_ string, e *wal.Edit) error {
 		if e.WriteTime >= untilNs {
 			return nil
 		}
 		name := string(e.Region)
+		cells := e.Cells
 		if s, ok := snapSeq[name]; ok {
 			if e.Seq <= s {
 				return nil // in the snapshot's files
 			}
+			// Only the cells of families whose files do not hold them: a family flushes on its
+			// own, and an edit its files hold is not written twice (a delete marker compacted
+			// away since would come back).
+			fams := snapFamilies[name]
+			kept = kept[:0]
+			for _, c := range e.Cells {
+				if e.Seq > fams[string(cell.KeyValue(c).Key().Family())] {
+					kept = append(kept, c)
+				}
+			}
+			cells = kept
 		} else if regions[name] != src || e.WriteTime < fromNs {
 			return nil
 		}
 		// The cells, grouped by the region holding their row (an edit of a region merged after
 		// the snapshot may span several).
-		for i := 0; i < len(e.Cells); {
-			t := routeRow(targets, cell.KeyValue(e.Cells[i]).Key().Row())
+		for i := 0; i < len(cells); {
+			t := routeRow(targets, cell.KeyValue(cells[i]).Key().Row())
 			j := i + 1
-			for j < len(e.Cells) && routeRow(targets, cell.KeyValue(e.Cells[j]).Key().Row()) == t {
+			for j < len(cells) && routeRow(targets, cell.KeyValue(cells[j]).Key().Row()) == t {
 				j++
 			}
 			t.seq++
-			rec = wal.Edit{Region: []byte(t.name), Seq: t.seq, WriteTime: e.WriteTime, Cells: e.Cells[i:j]}
+			rec = wal.Edit{Region: []byte(t.name), Seq: t.seq, WriteTime: e.WriteTime, Cells: cells[i:j]}
 			var err error
 			before := len(t.buf)
 			if t.buf, err = wal.AppendEditRecord(t.buf, &rec); err != nil {
@@ -185,14 +200,13 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	return total, nil
 }
 
-// filesHoldThrough is the sequence id through which a snapshot region's files hold every edit of
-// every family: the lowest over the table's families of the highest sequence id in the family's
-// files (0 for a family with none). Families flush on their own (the default flush policy
-// flushes only the large ones), so a small family's edits below a large family's newest file
-// may have been only in its memstore when a SKIP_FLUSH snapshot was taken: replaying from the
-// highest file of any family would skip them. Edits replayed below a family's own files are
-// written again as they were, in order, which changes nothing.
-func filesHoldThrough(sr *pb.SnapshotRegion, td *pb.TableDescriptor) uint64 {
+// filesHoldThrough returns, for a snapshot region, the highest sequence id in each family's files
+// and the lowest of those over the table's families (0 for a family with none): edits at or
+// below the lowest are all in the files. Families flush on their own (the default flush policy
+// flushes only the large ones), so a small family's edits below a large family's newest file may
+// have been only in its memstore when a SKIP_FLUSH snapshot was taken; the replay keeps an edit's
+// cells of each family above that family's own files.
+func filesHoldThrough(sr *pb.SnapshotRegion, td *pb.TableDescriptor) (uint64, map[string]uint64) {
 	perFamily := map[string]uint64{}
 	for _, f := range sr.GetFiles() {
 		perFamily[f.GetFamily()] = max(perFamily[f.GetFamily()], f.GetMaxSeq())
@@ -204,7 +218,7 @@ func filesHoldThrough(sr *pb.SnapshotRegion, td *pb.TableDescriptor) uint64 {
 			through = seq
 		}
 	}
-	return through
+	return through, perFamily
 }
 
 // routeRow is the target region whose range holds row (targets sorted by start key, the first

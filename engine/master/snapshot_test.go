@@ -241,7 +241,7 @@ func TestPointInTimeRecoveryDoesNotCrossATruncate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClusterOn(t, storage.NewMem(), 1, func(mc *master.Config) { mc.Backup = backup })
+	c := newClusterOn(t, storage.NewMem(), 1, func(mc *master.Config) { mc.Backup, mc.WALArchive = backup, true })
 	c.createTable("t1", 2, 0)
 	c.waitAllOpen("t1", 10*time.Second)
 	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {

@@ -312,6 +312,11 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 	if err := m.regionStorage().WriteObject(linkKey, b, false); err != nil {
 		return fmt.Errorf("snapshot %s: writing the table's copy of its manifest: %w", name, err)
 	}
+	if !clone {
+		if err := m.recordTableReset(ctx, tn, "restore of snapshot "+name); err != nil {
+			return err
+		}
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -345,9 +350,6 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		}
 		if m.tableRegionsBusyLocked(key) {
 			return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "regions of table %s are in transition: retry when they settle", key)
-		}
-		if err := m.recordTableReset(ctx, key, "restore of snapshot "+name); err != nil {
-			return err
 		}
 		if td.GetRegionReplication() == 0 {
 			td.RegionReplication = t.GetTable().GetRegionReplication()

@@ -242,13 +242,20 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	return nil
 }
 
-// recordTableReset records a truncate, drop or restore of table key in the WAL archive at the
-// backup location, if there is one, before it is made: a point-in-time recovery must not replay
-// the table's edits across it (its regions before and after are not one history).
-func (m *Master) recordTableReset(ctx context.Context, key, what string) error {
-	if m.cfg.Backup == nil {
+// recordTableReset records a truncate, drop or restore of a table in the WAL archive at the
+// backup location, when this cluster archives its WAL, before the change is made and outside the
+// master's lock (a record of a change that is then refused only refuses some recoveries): a
+// point-in-time recovery must not replay the table's edits across it (its regions before and
+// after are not one history).
+func (m *Master) recordTableReset(ctx context.Context, table *pb.TableName, what string) error {
+	if m.cfg.Backup == nil || !m.cfg.WALArchive {
 		return nil
 	}
+	tn, err := checkTableName(table)
+	if err != nil {
+		return err
+	}
+	key := layout.TableKey(tn)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := wal.RecordTableReset(ctx, m.cfg.Backup, key, m.clock(), what); err != nil {
@@ -328,6 +335,9 @@ func (m *Master) disableTable(ctx context.Context, req *pb.TableRequest) error {
 }
 
 func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
+	if err := m.recordTableReset(ctx, req.GetTable(), "drop"); err != nil {
+		return err
+	}
 	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
@@ -340,9 +350,6 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 	}
 	if r := t.GetRestore(); r != nil {
 		m.log.Warn("dropping a table cancels the snapshot restore into it", "table", key, "snapshot", r.GetSnapshot())
-	}
-	if err := m.recordTableReset(ctx, key, "drop"); err != nil {
-		return err
 	}
 	var b batch
 	nt := proto.CloneOf(t)
@@ -367,6 +374,9 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 }
 
 func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest) error {
+	if err := m.recordTableReset(ctx, req.GetTable(), "truncate"); err != nil {
+		return err
+	}
 	key, t, err := m.lockTable(req.GetTable())
 	if err != nil {
 		return err
@@ -377,9 +387,6 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 	}
 	if t.GetState() != pb.TableState_TABLE_STATE_DISABLED {
 		return errPrecondition("table %s is %s: disable it before truncating it", key, tableStateName(t.GetState()))
-	}
-	if err := m.recordTableReset(ctx, key, "truncate"); err != nil {
-		return err
 	}
 	var keys [][]byte
 	var b batch

@@ -288,13 +288,18 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		}()
 		return &pb.CloseRegionResponse{}, nil
 	}
-	switch {
-	case or.state.CompareAndSwap(stateOpening, stateClosing):
-		// The opener sees the cancel, aborts and reports CLOSED.
+	if or.state.Load() == stateOpening {
+		// Before the switch to closing, not after: an opener that finds the region closing reads
+		// cancel to tell this order from a stop, and must find it set. (If the opener switches
+		// to open first, cancel is never read again and the case below closes the region.)
 		if req.GetDestination() != nil {
 			s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq())
 		}
 		or.cancel.Store(true)
+	}
+	switch {
+	case or.state.CompareAndSwap(stateOpening, stateClosing):
+		// The opener sees the cancel, aborts and reports CLOSED.
 		return &pb.CloseRegionResponse{}, nil
 	case or.state.CompareAndSwap(stateOpen, stateClosing):
 	default:
