@@ -70,7 +70,7 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		return 0, err
 	}
 	st := m.regionStorage()
-	snapSeq := map[string]uint64{}                // the lowest of the families' newest files
+	snapSeq := map[string]uint64{}                 // the lowest of the families' newest files
 	snapFamilies := map[string]map[string]uint64{} // each family's newest file
 	targets := make([]*pitrTarget, len(infos))
 	for i, sr := range man.GetRegions() {
