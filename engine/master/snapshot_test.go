@@ -251,6 +251,10 @@ func TestPointInTimeRecoveryDoesNotCrossATruncate(t *testing.T) {
 	for time.Now().UnixMilli() <= before+1 {
 		time.Sleep(100 * time.Microsecond) // the clock passes the earlier target
 	}
+	// Refused (the table is enabled): no record, which would refuse recoveries for nothing.
+	if _, err := c.mc.TruncateTable(c.ctx(), &pb.TruncateTableRequest{Table: tableName("t1")}); err == nil {
+		t.Fatal("an enabled table was truncated")
+	}
 	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
 		t.Fatal(err)
 	}

@@ -251,11 +251,18 @@ func (m *Master) recordTableReset(ctx context.Context, table *pb.TableName, what
 	if m.cfg.Backup == nil || !m.cfg.WALArchive {
 		return nil
 	}
-	tn, err := checkTableName(table)
+	// Only for a change the table's state allows (the call checks again under the lock): a drop
+	// or truncate of an enabled table is refused, and its record would refuse recoveries for
+	// nothing.
+	key, t, err := m.lockTable(table)
 	if err != nil {
 		return err
 	}
-	key := layout.TableKey(tn)
+	allowed := t.GetState() == pb.TableState_TABLE_STATE_DISABLED || what == "drop" && t.GetRestore() != nil
+	m.mu.Unlock()
+	if !allowed {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := wal.RecordTableReset(ctx, m.cfg.Backup, key, m.clock(), what); err != nil {
