@@ -78,8 +78,8 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		snapSeq[rn], snapFamilies[rn] = filesHoldThrough(sr, man.GetTable())
 		// Replayed edits are numbered above every file's, so the region's open applies them.
 		var maxSeq uint64
-		for _, f := range sr.GetFiles() {
-			maxSeq = max(maxSeq, f.GetMaxSeq())
+		for _, seq := range snapFamilies[rn] {
+			maxSeq = max(maxSeq, seq)
 		}
 		t := &pitrTarget{name: infos[i].GetName(), start: infos[i].GetStartKey(), dir: layout.RecoveredEditsDir(infos[i]), seq: maxSeq}
 		t.buf = wal.RecoveredEditsHeader(nil)
