@@ -98,17 +98,24 @@ func TestCloneSnapshotSurvivesAMasterFailover(t *testing.T) {
 	}
 }
 
+// snapshotNewTable creates table with regions regions, waits for them to open and takes a
+// SKIP_FLUSH snapshot of it named snap (the fake servers keep no files: it records the regions).
+func (c *cluster) snapshotNewTable(table string, regions int32, snap string) {
+	c.t.Helper()
+	c.createTable(table, regions, 0)
+	c.waitAllOpen(table, 10*time.Second)
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName(table), Name: snap, SkipFlush: true}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // While a snapshot is restored into a table, enabling, truncating or altering it is refused (it
 // would open, drop or redescribe the regions the restore is writing); a table still being
 // deleted cannot be the target of a clone (its drop would remove the clone's regions and rows).
 func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 	ffs := faultfs.New(storage.NewMem())
 	c := newClusterOn(t, ffs, 2, nil)
-	c.createTable("t1", 3, 0)
-	c.waitAllOpen("t1", 10*time.Second)
-	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotNewTable("t1", 3, "s1")
 	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,11 +210,7 @@ func TestSnapshotRefusesRegionsBeingRecovered(t *testing.T) {
 func TestDropCancelsAFailingClone(t *testing.T) {
 	ffs := faultfs.New(storage.NewMem())
 	c := newClusterOn(t, ffs, 2, nil)
-	c.createTable("t1", 2, 0)
-	c.waitAllOpen("t1", 10*time.Second)
-	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotNewTable("t1", 2, "s1")
 	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpMkdirAll, Path: "data/default/c1/*"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_, err := c.mc.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("c1")})
@@ -242,11 +245,7 @@ func TestPointInTimeRecoveryDoesNotCrossATruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClusterOn(t, storage.NewMem(), 1, func(mc *master.Config) { mc.Backup, mc.WALArchive = backup, true })
-	c.createTable("t1", 2, 0)
-	c.waitAllOpen("t1", 10*time.Second)
-	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1", SkipFlush: true}); err != nil {
-		t.Fatal(err)
-	}
+	c.snapshotNewTable("t1", 2, "s1")
 	before := time.Now().UnixMilli()
 	for time.Now().UnixMilli() <= before+1 {
 		time.Sleep(100 * time.Microsecond) // the clock passes the earlier target
