@@ -1,9 +1,11 @@
 package region
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -217,3 +219,55 @@ func (f bucketFiles) archive(p string) error {
 
 func (f bucketFiles) mkdirs(...string) error { return nil }
 func (f bucketFiles) cleanTemp(string)       {}
+
+// smallFile is a small file to write whole: a reference, a manifest.
+type smallFile struct {
+	path string
+	data []byte
+}
+
+// createWithManifest writes a new region made of the files given (a split daughter, a merged
+// region): its .regioninfo, those files, then its first manifest, create-only on a
+// bucket. A region whose manifest is there already is left alone when it holds these same bytes —
+// this step ran before (a retry, or a new master resuming it) — and refused otherwise: the region
+// has lived since (opened, altered, flushed, compacted), and this step is stale — a deposed
+// master's, resumed after its successor finished it — which must not put the region back to its
+// first files and descriptor (ErrFenced). A directory tree has no conditional write; its masters
+// are fenced by the catalog lock instead.
+func createWithManifest(files regionFiles, table TableDescriptor, info Info, small []smallFile, man []byte) error {
+	p := path.Join(info.Dir(), manifestName)
+	if done, err := sameManifest(files, p, man); err != nil || done {
+		return err
+	}
+	if err := create(files, table, info); err != nil {
+		return err
+	}
+	for _, f := range small {
+		if err := files.writeFile(f.path, f.data); err != nil {
+			return err
+		}
+	}
+	_, err := files.commitManifest(p, man, "")
+	if errors.Is(err, ErrFenced) { // another run got there between the check and this write
+		if done, serr := sameManifest(files, p, man); done || serr != nil {
+			return serr
+		}
+	}
+	return err
+}
+
+// sameManifest reports whether the manifest at p exists and holds b; ErrFenced when it holds
+// anything else.
+func sameManifest(files regionFiles, p string, b []byte) (bool, error) {
+	have, err := files.readFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(have, b) {
+		return false, fmt.Errorf("%w: %s holds another manifest: the region changed since this step first ran", ErrFenced, p)
+	}
+	return true, nil
+}

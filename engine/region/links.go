@@ -81,10 +81,18 @@ func RegionFiles(st Storage, info Info) (flushedSeq uint64, refs []FileRef, err 
 // CreateLinked writes a new region made of links to refs (a region cloned or restored from a
 // snapshot): its .regioninfo, a reference file per ref and its manifest, written last (a region
 // directory without a manifest holds no files). Running it again rewrites the same files, so an
-// interrupted clone is finished by running it again; the region must not be open meanwhile.
+// interrupted clone is finished by running it again — also after a point-in-time recovery began
+// replaying edits into the region, which starts over from the links; the region must not be open
+// meanwhile.
 func CreateLinked(st Storage, table TableDescriptor, info Info, refs []FileRef) error {
-	files := st.files()
-	if err := create(files, table, info); err != nil {
+	return createLinked(st.files(), table, info, refs, false)
+}
+
+// createLinked is CreateLinked; once says how a region that has a manifest already is treated:
+// rewritten (false), or left alone when it is the same and refused otherwise (createWithManifest:
+// a merge's storage step, which must never rewrite a merged region that has lived).
+func createLinked(files regionFiles, table TableDescriptor, info Info, refs []FileRef, once bool) error {
+	if err := table.Validate(); err != nil {
 		return err
 	}
 	known := map[string]bool{}
@@ -93,6 +101,7 @@ func CreateLinked(st Storage, table TableDescriptor, info Info, refs []FileRef) 
 	}
 	dir := info.Dir()
 	m := &manifest{Version: 1, Families: map[string][]manifestFile{}}
+	var small []smallFile
 	seen := map[string]bool{}
 	for _, ref := range refs {
 		if !known[ref.Family] {
@@ -116,9 +125,7 @@ func CreateLinked(st Storage, table TableDescriptor, info Info, refs []FileRef) 
 		if err != nil {
 			return err
 		}
-		if err := files.writeFile(path.Join(dir, ref.Family, name), b); err != nil {
-			return err
-		}
+		small = append(small, smallFile{path.Join(dir, ref.Family, name), b})
 		m.Families[ref.Family] = append(m.Families[ref.Family], manifestFile{Name: name, Reference: true,
 			Size: ref.Size, MaxSeq: ref.MaxSeq, Entries: ref.Entries})
 		m.MaxSeq = max(m.MaxSeq, ref.MaxSeq)
@@ -129,7 +136,18 @@ func CreateLinked(st Storage, table TableDescriptor, info Info, refs []FileRef) 
 	if err != nil {
 		return err
 	}
-	return files.writeFile(path.Join(dir, manifestName), b)
+	if once {
+		return createWithManifest(files, table, info, small, b)
+	}
+	if err := create(files, table, info); err != nil {
+		return err
+	}
+	for _, f := range append(small, smallFile{path.Join(dir, manifestName), b}) {
+		if err := files.writeFile(f.path, f.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Small objects beside the regions (snapshot manifests) on either kind of storage.

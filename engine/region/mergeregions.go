@@ -56,7 +56,7 @@ func MergeClosed(st Storage, a, b, merged Info) (Info, error) {
 	}
 	merged.StartKey, merged.EndKey = bytes.Clone(a.StartKey), bytes.Clone(b.EndKey)
 	merged.Parent = ""
-	if err := CreateLinked(st, table, merged, refs); err != nil {
+	if err := createLinked(files, table, merged, refs, true); err != nil {
 		return Info{}, fmt.Errorf("region %s: writing the merge of %s and %s: %w", merged.EncodedName(), a.EncodedName(), b.EncodedName(), err)
 	}
 	return merged, nil

@@ -241,16 +241,15 @@ func midRowOf(rd *sfile.Reader) ([]byte, error) {
 
 // writeDaughter writes a daughter's directory: .regioninfo, a reference
 // per parent file with rows in its half, and its manifest (written last:
-// a daughter directory without one is not opened).
+// a daughter directory without one is not opened). A daughter that has its
+// manifest already is left alone (createManifest).
 func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) error {
 	files, man := src.files, src.man
-	if err := create(files, src.table, info); err != nil {
-		return err
-	}
 	dir := info.Dir()
 	parentName := path.Base(src.dir)
 	dm := &manifest{Version: 1, FlushedSeq: man.FlushedSeq, MaxSeq: man.MaxSeq, Families: map[string][]manifestFile{},
 		FamilyFlushedSeq: maps.Clone(man.FamilyFlushedSeq)}
+	var refs []smallFile
 	for _, f := range src.fams {
 		famDir := path.Join(dir, f.Name)
 		for _, mf := range man.Families[f.Name] {
@@ -266,9 +265,7 @@ func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) erro
 				return err
 			}
 			name := mf.Name + "." + parentName
-			if err := files.writeFile(path.Join(famDir, name), b); err != nil {
-				return err
-			}
+			refs = append(refs, smallFile{path.Join(famDir, name), b})
 			dm.Families[f.Name] = append(dm.Families[f.Name], manifestFile{Name: name, Reference: true,
 				Size: mf.Size / 2, MaxSeq: mf.MaxSeq, Entries: mf.Entries / 2})
 		}
@@ -277,7 +274,7 @@ func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) erro
 	if err != nil {
 		return err
 	}
-	return files.writeFile(path.Join(dir, manifestName), b)
+	return createWithManifest(files, src.table, info, refs, b)
 }
 
 // rowSpan is a parent file's first and last rows (first nil: no cells).
