@@ -239,6 +239,7 @@ func (m *Master) mergeStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		switch {
 		case errors.Is(err, region.ErrCannotMerge):
 			m.rollbackMergeLocked(&b, []*pb.CatalogRegion{r, o}, err.Error())
+			m.archiveAbandonedLocked(&b, r.GetInfo(), cur.p.GetDaughterIds())
 		case err != nil:
 			m.log.Error("writing the merged region failed: retrying", "regions", []string{name, otherName}, "err", err)
 			return

@@ -240,6 +240,7 @@ func (m *Master) splitStepLocked(pr *proc, r *pb.CatalogRegion, now time.Time) {
 		switch {
 		case errors.Is(err, region.ErrCannotSplit):
 			m.rollbackSplitLocked(&b, r, cur.p, err.Error())
+			m.archiveAbandonedLocked(&b, r.GetInfo(), cur.p.GetDaughterIds())
 		case err != nil:
 			m.log.Error("writing split daughters failed: retrying", "region", name, "err", err)
 			return
@@ -319,6 +320,23 @@ func (m *Master) rollbackSplitLocked(b *batch, r *pb.CatalogRegion, p *pb.Region
 			m.assignLocked(b, rep)
 		}
 	}
+}
+
+// archiveAbandonedLocked names, in the table's ArchiveDirs, the directories a rolled-back split or
+// merge may have written for its new regions (ids): an earlier attempt of its storage step can
+// have written one daughter before it failed and the retry found the split impossible. No catalog
+// row names them, so nothing else would remove them; the table loop moves them to archive/ (a
+// directory that was never written is skipped there).
+func (m *Master) archiveAbandonedLocked(b *batch, ri *pb.RegionInfo, ids []uint64) {
+	t := m.st.tables[layout.TableKey(ri.GetTable())]
+	if t == nil || len(ids) == 0 {
+		return
+	}
+	nt := proto.CloneOf(t)
+	for _, id := range ids {
+		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(&pb.RegionInfo{Table: ri.GetTable(), Name: layout.RegionName(id)}))
+	}
+	b.putTable(nt)
 }
 
 // splitBlocksLocked: name is a replica whose primary is being split or was split, so it must not

@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/offheap"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -250,5 +251,58 @@ func TestSplitProcedure(t *testing.T) {
 	c.waitFor("t2's rows gone", 10*time.Second, func() (bool, string) {
 		n := c.status().GetRegions()
 		return n == regionsBefore-1, fmt.Sprintf("%d regions in the catalog", n)
+	})
+}
+
+// A split whose storage step wrote one daughter, failed, and on its retry found the split
+// impossible is rolled back, and the daughter directory it wrote goes to archive/: no catalog row
+// names it, so nothing else would ever remove it.
+func TestRolledBackSplitArchivesItsDaughters(t *testing.T) {
+	mem := storage.NewMem()
+	ffs := faultfs.New(mem)
+	c := newClusterOn(t, ffs, 1, nil)
+	rf := newRegionFiles(t, ffs)
+	c.createTable("t1", 1, 1)
+	parent := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0].GetRegion()
+	rf.with(parent, func(r *region.Region) {
+		for _, row := range testRows(100) {
+			if err := r.Mutate(region.NewMutation([]byte(row)).Put([]byte("f"), []byte("q"), 1, []byte(row))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	pdir := layout.RegionDir(parent)
+	tdir := path.Dir(pdir)
+	// The second daughter's manifest fails, once; by then edits to replay appeared in the parent
+	// (as a dead server's log split writes them), so the retry finds the split impossible.
+	manifests := tdir + "/*/MANIFEST.tmp"
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: manifests, Nth: 2, Action: faultfs.Call, Fn: func() {
+		if err := mem.MkdirAll(path.Join(pdir, "recovered.edits")); err != nil {
+			t.Error(err)
+		}
+		if err := storage.WriteFile(mem, path.Join(pdir, "recovered.edits", "0000000000000000001"), []byte("edits")); err != nil {
+			t.Error(err)
+		}
+	}})
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Path: manifests, Nth: 2, Action: faultfs.Fail})
+	if err := c.split(c.ctx(), parent.GetName(), "row050"); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+		t.Fatalf("split that became impossible: %v, want FAILED_PRECONDITION (rolled back)", err)
+	}
+	written := func(dir string) []string {
+		names, err := mem.List(dir)
+		if err != nil {
+			return nil
+		}
+		var with []string
+		for _, n := range names {
+			if ok, _ := storage.Exists(mem, path.Join(dir, n, "MANIFEST")); ok && n != path.Base(pdir) {
+				with = append(with, n)
+			}
+		}
+		return with
+	}
+	c.waitFor("the daughter written by the failed attempt in archive/", 10*time.Second, func() (bool, string) {
+		left, archived := written(tdir), written(path.Join("archive", tdir))
+		return len(left) == 0 && len(archived) == 1, fmt.Sprintf("left in %s: %v; archived: %v", tdir, left, archived)
 	})
 }
