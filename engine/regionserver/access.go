@@ -73,8 +73,6 @@ func (s *Server) mayWrite(c *rpc.Call, or *onlineRegion, cells []cell.Cell) *pb.
 	})
 }
 
-// mayCheck answers nil when the call's user may read what a check-and-mutate's condition reads:
-// its column, or the whole table for a filter.
 // mayExec checks that the caller may run a table's functions' endpoints: EXEC on the table (HBase
 // asks it of coprocessor endpoints when hbase.security.exec.permission.checks is on; here always).
 func (s *Server) mayExec(c *rpc.Call, or *onlineRegion) *pb.ErrorDetail {
@@ -91,6 +89,10 @@ func (s *Server) mayExec(c *rpc.Call, or *onlineRegion) *pb.ErrorDetail {
 	})
 }
 
+// mayCheck answers nil when the call's user holds READ and WRITE on what a check-and-mutate's
+// condition reads: its column, or the whole table for a filter. HBase's AccessController asks both
+// of a check-and-put or check-and-delete (preCheckAndPut: "READ and WRITE permissions on the
+// table, CF, and KV to update"); the mutation's own cells need WRITE besides (mayWrite).
 func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb.ErrorDetail {
 	if !s.cfg.Authorization || cond == nil {
 		return nil
@@ -98,16 +100,19 @@ func (s *Server) mayCheck(c *rpc.Call, or *onlineRegion, cond *pb.Condition) *pb
 	id := identityOf(c)
 	ns, name := tableOf(or)
 	return s.denied(func(ck *access.Checker) *pb.ErrorDetail {
+		var held access.Action
+		var scope string
 		if cond.GetFilter() != nil {
-			if ck.Table(id, ns, name)&access.Read != 0 {
-				return nil
+			held, scope = ck.Table(id, ns, name), access.TableScope(ns, name, nil, nil)
+		} else {
+			held, scope = ck.Column(id, ns, name, cond.GetFamily(), cond.GetQualifier()), access.TableScope(ns, name, cond.GetFamily(), cond.GetQualifier())
+		}
+		for _, need := range [...]access.Action{access.Read, access.Write} {
+			if held&need == 0 {
+				return access.Denied(id, need, scope)
 			}
-			return access.Denied(id, access.Read, access.TableScope(ns, name, nil, nil))
 		}
-		if ck.Column(id, ns, name, cond.GetFamily(), cond.GetQualifier())&access.Read != 0 {
-			return nil
-		}
-		return access.Denied(id, access.Read, access.TableScope(ns, name, cond.GetFamily(), cond.GetQualifier()))
+		return nil
 	})
 }
 

@@ -273,6 +273,25 @@ func TestSecureCluster(t *testing.T) {
 	sees("admin after the labelled delete", admin, "get 'vt', 'r'", "f:open", "f:p", "f:e")
 	mustShell("admin", "clear_auths 'alice', 'secret'; get_auths 'alice'", admin, "0 label(s)")
 	sees("alice after clear_auths", alice, "get 'vt', 'r'", "f:open")
+
+	// Check-and-mutate needs READ and WRITE on the column it checks (HBase's preCheckAndPut), not
+	// only WRITE on what it writes: dave reads all of vt and may write f:w only.
+	mustShell("admin", "grant 'dave', 'W', 'vt', 'f', 'w'", admin)
+	checkAndPut := func(checked, want string) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cond := &pb.Condition{Row: []byte("r"), Family: []byte("f"), Qualifier: []byte(checked), Op: pb.CompareOp_COMPARE_OP_EQUAL,
+			Comparator: &pb.Comparator{Kind: &pb.Comparator_Binary{Binary: []byte(want)}}}
+		return dc.Table("vt").CheckAndMutate(ctx, cond, client.NewPut([]byte("r")).Add("f", "w", cell.LatestTimestamp, []byte("by-dave")))
+	}
+	eventually("dave checks and writes f:w after his grant", func() bool {
+		_, err := checkAndPut("w", "nothing")
+		return err == nil
+	})
+	if ok, err := checkAndPut("open", "o"); err == nil || !strings.Contains(err.Error(), "(table=default:vt, family=f, qualifier=open, action=WRITE)") {
+		t.Fatalf("dave's check of f:open (READ only) and put of f:w: processed %v, %v; want refused for WRITE on f:open", ok, err)
+	}
+	mustShell("admin", "revoke 'dave', 'vt', 'f', 'w'", admin)
 	phase("visibility labels checked")
 
 	// The HTTP endpoints: metrics and probes open (over TLS), profiling for superusers only.
