@@ -462,3 +462,27 @@ func TestStaleSplitAndMergeStepsOnBucket(t *testing.T) {
 		}
 	})
 }
+
+// writeNew leaves a file that exists as it is on a bucket: a stale split step that passed its
+// manifest check just before its successor finished cannot put back an older .regioninfo.
+func TestWriteNewKeepsWhatIsThere(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+		files := filesOf(nil, b)
+		p := "data/default/t/r/.regioninfo"
+		if err := files.writeFile(p, []byte("altered")); err != nil {
+			t.Fatal(err)
+		}
+		if err := files.writeNew(p, []byte("stale")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := files.readFile(p); err != nil || string(got) != "altered" {
+			t.Fatalf("after writeNew over an existing file: %q %v, want it unchanged", got, err)
+		}
+		if err := files.writeNew("data/default/t/r/new", []byte("n")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := files.readFile("data/default/t/r/new"); err != nil || string(got) != "n" {
+			t.Fatalf("writeNew of a new file: %q %v", got, err)
+		}
+	})
+}

@@ -34,6 +34,9 @@ type regionFiles interface {
 	readFile(p string) ([]byte, error)
 	// writeFile replaces a small file whole (.regioninfo, references), durably.
 	writeFile(p string, b []byte) error
+	// writeNew writes a small file that should not exist yet, durably; one that does is left as
+	// it is (create-only on a bucket; a directory tree, fenced by the catalog lock, replaces it).
+	writeNew(p string, b []byte) error
 	// readManifest reads the manifest and its version (what commitManifest must replace).
 	readManifest(p string) (b []byte, version string, err error)
 	// commitManifest replaces the manifest: version "" creates it, otherwise the version read or
@@ -97,6 +100,7 @@ func (f fsFiles) newStoreFile(regionDir, p string) (storage.File, func() error, 
 func (f fsFiles) open(p string) (storage.ReadableFile, error) { return f.fsys.Open(p) }
 func (f fsFiles) readFile(p string) ([]byte, error)           { return storage.ReadFile(f.fsys, p) }
 func (f fsFiles) writeFile(p string, b []byte) error          { return storage.WriteFile(f.fsys, p, b) }
+func (f fsFiles) writeNew(p string, b []byte) error           { return storage.WriteFile(f.fsys, p, b) }
 
 func (f fsFiles) readManifest(p string) ([]byte, string, error) {
 	b, err := storage.ReadFile(f.fsys, p)
@@ -186,6 +190,14 @@ func (f bucketFiles) writeFile(p string, b []byte) error {
 	return err
 }
 
+func (f bucketFiles) writeNew(p string, b []byte) error {
+	_, err := f.b.Put(context.Background(), p, b, storage.Condition{IfNoneMatch: true})
+	if errors.Is(err, storage.ErrPrecondition) {
+		return nil
+	}
+	return err
+}
+
 func (f bucketFiles) readManifest(p string) ([]byte, string, error) {
 	b, info, err := storage.ReadObject(context.Background(), f.b, p)
 	return b, info.ETag, err
@@ -239,11 +251,15 @@ func createWithManifest(files regionFiles, table TableDescriptor, info Info, sma
 	if done, err := sameManifest(files, p, man); err != nil || done {
 		return err
 	}
-	if err := create(files, table, info); err != nil {
+	// Create-only below too: a stale run that passed the check just before its successor's run
+	// finished must not put back an older .regioninfo (opening the region after an ALTER rewrites
+	// it). A reference file it writes again after the region compacted it away is named by no
+	// manifest: the region archives it when it opens.
+	if err := createDir(files, table, info, files.writeNew); err != nil {
 		return err
 	}
 	for _, f := range small {
-		if err := files.writeFile(f.path, f.data); err != nil {
+		if err := files.writeNew(f.path, f.data); err != nil {
 			return err
 		}
 	}

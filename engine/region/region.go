@@ -136,6 +136,11 @@ func CreateOnBucket(b storage.Bucket, table TableDescriptor, info Info) error {
 }
 
 func create(store regionFiles, table TableDescriptor, info Info) error {
+	return createDir(store, table, info, store.writeFile)
+}
+
+// createDir is create with the .regioninfo written by write.
+func createDir(store regionFiles, table TableDescriptor, info Info, write func(p string, b []byte) error) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -157,7 +162,7 @@ func create(store regionFiles, table TableDescriptor, info Info) error {
 	if err != nil {
 		return err
 	}
-	if err := store.writeFile(path.Join(dir, ".regioninfo"), b); err != nil {
+	if err := write(path.Join(dir, ".regioninfo"), b); err != nil {
 		return err
 	}
 	if fsys := store.fs(); fsys != nil {
