@@ -103,6 +103,9 @@ type Config struct {
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
+	// WALCommitDelay is how long a WAL commit may wait for more writers (wal.Options.CommitDelay;
+	// a directory tree only).
+	WALCommitDelay time.Duration
 	// Compaction is how regions compact (region.CompactionConfig; zero values: the defaults);
 	// it changes while the server runs (SetCompaction).
 	Compaction region.CompactionConfig
@@ -185,6 +188,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("regionserver: %d WAL groups (--wal-groups): want 1 to %d", c.WALGroups, wal.MaxGroups)
 	case c.WALGroups > 1 && c.Bucket != nil:
 		return fmt.Errorf("regionserver: --wal-groups %d needs a directory tree; on object storage the WAL already has --wal-sync-slots PUTs under way at once: raise that instead", c.WALGroups)
+	case c.WALCommitDelay != 0 && c.Bucket != nil:
+		return errors.New("regionserver: --wal-commit-delay needs a directory tree: on object storage a WAL object's PUT starts as soon as the first write is appended")
 	}
 	if c.DataAddr == "" {
 		c.DataAddr = ":16020"
@@ -610,7 +615,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		return l, dir, code, nil
 	}
 	opts := wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
-		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code),
+		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code),
 		Slow: s.slowCommit, SlowCommit: time.Nanosecond}
 	if s.cfg.WALGroups > 1 {
 		m, err := wal.OpenMulti(opts, s.cfg.WALGroups)

@@ -70,7 +70,7 @@ func BenchmarkAppendSyncWAL(b *testing.B) {
 	for _, g := range []int{1, 4, 16, 64} {
 		for _, c := range commitConfigs {
 			b.Run(fmt.Sprintf("goroutines=%d/%s", g, c.name), func(b *testing.B) {
-				benchAppend(b, g, SyncWAL, func(o *Options) { o.GroupCommit, o.SyncSlots = c.mode, c.slots })
+				benchAppend(b, g, SyncWAL, func(o *Options) { o.GroupCommit, o.SyncSlots, o.CommitDelay = c.mode, c.slots, c.delay })
 			})
 		}
 	}

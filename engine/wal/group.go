@@ -96,3 +96,95 @@ func (c *committer[R]) reset() {
 	clear(c.done)
 	c.acked = c.issued
 }
+
+// commitRounds is how many commit rounds the commit delay remembers: the most writers that waited at
+// once in any of them is how many a lingering leader waits for.
+const commitRounds = 8
+
+// The commit delay (Options.CommitDelay) learns how many writers to wait for from rounds in which
+// the leader did not wait: the most writers waiting at once then — those of the commit under way
+// and those queued for the next — is how many take turns at the log (with writers that each wait
+// for their write before the next, all of them). Rounds in which a leader waited teach nothing (a
+// commit made larger by waiting would only raise the target further: under a steady stream of new
+// writers it would grow until every commit waited the whole delay). A wait that runs out lowers
+// the target to the writers that came.
+
+// arrived counts a writer that starts waiting for its record seq to be durable (smu held), and
+// wakes a lingering leader once enough writers wait for the next commit.
+func (w *WAL) arrived(seq uint64) {
+	w.waiting++
+	if w.lingerWake == nil {
+		return
+	}
+	if seq > w.stagedSeq {
+		w.next++
+	}
+	if w.observing {
+		w.peaks[w.round] = max(w.peaks[w.round], w.waiting)
+	}
+	if w.lingerFor > 0 && w.next >= w.lingerFor {
+		w.lingerFor = 0
+		kick(w.lingerWake)
+	}
+}
+
+// linger is a leader's commit delay: holding the only sync slot, it waits until as many writers
+// wait for the next commit as the target (above), or the delay passes. Without a delay, or with
+// no more writers expected, it returns at once.
+func (w *WAL) linger() {
+	if w.lingerWake == nil {
+		return
+	}
+	w.smu.Lock()
+	want := 0
+	for _, p := range w.peaks {
+		want = max(want, p)
+	}
+	if w.next >= want || w.stopped || w.serr != nil {
+		w.nextRound(true)
+		w.smu.Unlock()
+		return
+	}
+	w.lingerFor = want
+	select { // a wake-up left over from an earlier round
+	case <-w.lingerWake:
+	default:
+	}
+	w.smu.Unlock()
+	w.lingerTimer.Reset(w.opts.CommitDelay)
+	expired := false
+	select {
+	case <-w.lingerWake:
+		w.stats.lingerJoined.Add(1)
+	case <-w.lingerTimer.C:
+		w.stats.lingerTimedOut.Add(1)
+		expired = true
+	}
+	w.lingerTimer.Stop()
+	w.smu.Lock()
+	w.lingerFor = 0
+	if expired {
+		for i := range w.peaks {
+			w.peaks[i] = w.next
+		}
+	}
+	w.nextRound(false)
+	w.smu.Unlock()
+}
+
+// nextRound starts the next round (smu held); observing: the leader did not wait, so the round's
+// peak is learned from.
+func (w *WAL) nextRound(observing bool) {
+	w.observing = observing
+	if observing {
+		w.round = (w.round + 1) % commitRounds
+		w.peaks[w.round] = w.waiting
+	}
+}
+
+// staged notes that a commit staged every record up to seq (smu held): the writers waiting for
+// the next commit are those who arrive from now on.
+func (w *WAL) staged(seq uint64) {
+	w.stagedSeq = max(w.stagedSeq, seq)
+	w.next = 0
+}

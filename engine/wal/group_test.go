@@ -2,8 +2,14 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/faultfs"
 )
 
 // The committer acknowledges in staging order whatever order commits finish in, stops at the
@@ -50,4 +56,69 @@ func TestCommitterOrder(t *testing.T) {
 	if !slices.Equal(acked, []int{1, 2, 3, 7}) {
 		t.Fatalf("after reset: acknowledged %v", acked)
 	}
+}
+
+// With a commit delay, writers that take turns at the log end up sharing one commit: a leader
+// waits for as many writers as waited at once lately. A lone writer never waits for others.
+func TestCommitDelay(t *testing.T) {
+	t.Run("lone writer", func(t *testing.T) {
+		w := mustOpen(t, Options{FS: storage.NewMem(), Dir: "wal/rs1", CommitDelay: 100 * time.Millisecond})
+		done := make(chan error, 1)
+		go func() {
+			for i := range 50 {
+				if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a lone writer took more than 30 s for 50 appends")
+		}
+		if st := w.Stats(); st.CommitsDelayed+st.CommitDelaysExpired != 0 {
+			t.Fatalf("a lone writer's commits waited: %d delayed, %d expired", st.CommitsDelayed, st.CommitDelaysExpired)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("writers share commits", func(t *testing.T) {
+		mem := storage.NewMem()
+		ffs := faultfs.New(mem)
+		// A sync that takes time, as on a disk, so that the writers overlap at all.
+		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Action: faultfs.Delay, Delay: 200 * time.Microsecond})
+		w := mustOpen(t, Options{FS: ffs, Dir: "wal/rs1", CommitDelay: 100 * time.Millisecond})
+		const writers, each = 4, 300
+		var wg sync.WaitGroup
+		for g := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if _, err := w.Append(testEdit(fmt.Sprintf("region-%d", g), g*each+i), SyncWAL); err != nil {
+						t.Errorf("append: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		st := w.Stats()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d appends, %d syncs, %d commits delayed, %d delays expired", st.Appends, st.Syncs, st.CommitsDelayed, st.CommitDelaysExpired)
+		if st.CommitsDelayed == 0 || st.Syncs*3 > writers*each {
+			t.Fatalf("%d syncs for %d appends (%d commits delayed): want at least 3 appends per sync", st.Syncs, writers*each, st.CommitsDelayed)
+		}
+		if got := mustReplay(t, mem, "wal/rs1"); len(got) != writers*each {
+			t.Fatalf("replayed %d edits, want %d", len(got), writers*each)
+		}
+	})
 }

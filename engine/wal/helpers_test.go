@@ -106,18 +106,20 @@ var commitConfigs = []struct {
 	name  string
 	mode  CommitMode
 	slots int
+	delay time.Duration
 }{
-	{"leader-1", LeaderCommit, 1},
-	{"leader-2", LeaderCommit, 2},
-	{"syncer-1", SyncerCommit, 1},
-	{"syncer-3", SyncerCommit, 3},
+	{"leader-1", LeaderCommit, 1, 0},
+	{"leader-1-delay", LeaderCommit, 1, 200 * time.Microsecond},
+	{"leader-2", LeaderCommit, 2, 0},
+	{"syncer-1", SyncerCommit, 1, 0},
+	{"syncer-3", SyncerCommit, 3, 0},
 }
 
 // forEachCommitConfig runs fn as a subtest per configuration, with opts set for it.
 func forEachCommitConfig(t *testing.T, fn func(t *testing.T, set func(*Options))) {
 	for _, c := range commitConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			fn(t, func(o *Options) { o.GroupCommit, o.SyncSlots = c.mode, c.slots })
+			fn(t, func(o *Options) { o.GroupCommit, o.SyncSlots, o.CommitDelay = c.mode, c.slots, c.delay })
 		})
 	}
 }
