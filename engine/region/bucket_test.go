@@ -288,21 +288,29 @@ func TestRegionOnBucketRecoversFromObjectLog(t *testing.T) {
 	})
 }
 
+// splittableOnBucket is a region on b with 400 flushed rows and the row it would split at, read
+// from the bucket while the region is open.
+func splittableOnBucket(t *testing.T, b storage.Bucket) (*env, Storage, []byte) {
+	t.Helper()
+	e := bucketEnv(t, b)
+	putRows(t, e.r, 0, 400, "v")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st := Storage{Bucket: b}
+	row, err := SplitRowOf(st, e.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, st, row
+}
+
 // A region on a bucket splits as on a directory: the daughters' references and manifests are
 // objects, each daughter reads its half of the parent's files, a compaction replaces the
 // references, and then no daughter holds one (the master may archive the parent).
 func TestRegionOnBucketSplits(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
-		e := bucketEnv(t, b)
-		putRows(t, e.r, 0, 400, "v")
-		if _, err := e.r.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		st := Storage{Bucket: b}
-		row, err := SplitRowOf(st, e.info) // read from the bucket while the region is open
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, st, row := splittableOnBucket(t, b)
 		lo, hi, err := e.r.Split(row, 2)
 		if err != nil {
 			t.Fatal(err)
@@ -379,16 +387,7 @@ func TestRegionOnBucketWithFileCache(t *testing.T) {
 // its first files, which would lose what it flushed since.
 func TestStaleSplitAndMergeStepsOnBucket(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
-		e := bucketEnv(t, b)
-		putRows(t, e.r, 0, 400, "v")
-		if _, err := e.r.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		st := Storage{Bucket: b}
-		row, err := SplitRowOf(st, e.info)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, st, row := splittableOnBucket(t, b)
 		if err := e.r.Close(); err != nil {
 			t.Fatal(err)
 		}
