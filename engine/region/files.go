@@ -193,6 +193,11 @@ func (f bucketFiles) writeFile(p string, b []byte) error {
 func (f bucketFiles) writeNew(p string, b []byte) error {
 	_, err := f.b.Put(context.Background(), p, b, storage.Condition{IfNoneMatch: true})
 	if errors.Is(err, storage.ErrPrecondition) {
+		// There already — or another conditional write of the key was under way (S3's 409), which
+		// may still fail: only an object that is there now counts as written.
+		if _, serr := f.b.Stat(context.Background(), p); serr != nil {
+			return fmt.Errorf("region: %s: a concurrent write of it did not leave it there: %w", p, serr)
+		}
 		return nil
 	}
 	return err
