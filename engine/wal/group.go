@@ -163,6 +163,11 @@ func (w *WAL) linger() {
 	w.lingerTimer.Stop()
 	w.smu.Lock()
 	w.lingerFor = 0
+	if expired && w.next >= want { // they came as the delay ran out
+		expired = false
+		w.stats.lingerTimedOut.Add(^uint64(0))
+		w.stats.lingerJoined.Add(1)
+	}
 	if expired {
 		for i := range w.peaks {
 			w.peaks[i] = w.next

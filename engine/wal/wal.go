@@ -421,6 +421,7 @@ func Open(opts Options) (*WAL, error) {
 	w.lastAssigned.Store(w.nextSeq - 1)
 	w.synced = w.nextSeq - 1
 	w.stagedTo = w.synced
+	w.stagedSeq = w.synced
 	w.stats.syncedSeq.Store(w.synced)
 	seg, err := w.createSegment(lastNum + 1)
 	if err != nil {
