@@ -242,7 +242,7 @@ func midRowOf(rd *sfile.Reader) ([]byte, error) {
 // writeDaughter writes a daughter's directory: .regioninfo, a reference
 // per parent file with rows in its half, and its manifest (written last:
 // a daughter directory without one is not opened). A daughter that has its
-// manifest already is left alone (createManifest).
+// manifest already is left alone (createWithManifest).
 func (src *splitSource) writeDaughter(info Info, splitRow []byte, top bool) error {
 	files, man := src.files, src.man
 	dir := info.Dir()

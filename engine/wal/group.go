@@ -113,9 +113,6 @@ const commitRounds = 8
 // wakes a lingering leader once enough writers wait for the next commit.
 func (w *WAL) arrived(seq uint64) {
 	w.waiting++
-	if w.lingerWake == nil {
-		return
-	}
 	if seq > w.stagedSeq {
 		w.next++
 	}
@@ -152,23 +149,17 @@ func (w *WAL) linger() {
 	}
 	w.smu.Unlock()
 	w.lingerTimer.Reset(w.opts.CommitDelay)
-	expired := false
 	select {
 	case <-w.lingerWake:
-		w.stats.lingerJoined.Add(1)
 	case <-w.lingerTimer.C:
-		w.stats.lingerTimedOut.Add(1)
-		expired = true
 	}
 	w.lingerTimer.Stop()
 	w.smu.Lock()
 	w.lingerFor = 0
-	if expired && w.next >= want { // they came as the delay ran out
-		expired = false
-		w.stats.lingerTimedOut.Add(^uint64(0))
+	if w.next >= want { // they came (also as the delay ran out)
 		w.stats.lingerJoined.Add(1)
-	}
-	if expired {
+	} else {
+		w.stats.lingerTimedOut.Add(1)
 		for i := range w.peaks {
 			w.peaks[i] = w.next
 		}

@@ -270,7 +270,7 @@ type WAL struct {
 	goodOff  int64 // size of the active segment before the first failed write
 	sealed   bool  // closed: commits write nothing more
 	// Commit delay (Options.CommitDelay), guarded by smu.
-	waiting     int               // WaitDurable callers now
+	waiting     int               // WaitDurable callers now (counted with a delay only)
 	next        int               // of them, those whose record no commit staged yet
 	stagedSeq   uint64            // the highest sequence id a staged commit covers
 	peaks       [commitRounds]int // the most waiting at once in each of the last rounds
@@ -642,8 +642,10 @@ func (w *WAL) WaitDurable(seq uint64) error {
 	}
 	w.smu.Lock()
 	defer w.smu.Unlock()
-	w.arrived(seq)
-	defer func() { w.waiting-- }()
+	if w.lingerWake != nil { // the commit delay counts the writers
+		w.arrived(seq)
+		defer func() { w.waiting-- }()
+	}
 	kicked := false
 	for {
 		for _, r := range w.lost {
