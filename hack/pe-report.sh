@@ -39,7 +39,7 @@ measure() { # LABEL PE-ARGS...
 	IFS=$'\t' read -r ops rows p50 p99 all errs <<<"$line"
 	printf '%-44s %12s %12s %9s %9s (%s)%s\n' "$label" "$ops" "$rows" "$p50" "$p99" "$all" "${errs:+  ERRORS: $errs}"
 }
-measure "sequentialWrite 1 thread (batches of 1000)" --rows 100000 --table SeqWrite sequentialWrite 1
+measure "sequentialWrite 1 thread (batches of 1000)" --rows 100000 --batchSize 1000 --table SeqWrite sequentialWrite 1
 measure "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
 measure "randomRead 1 thread" --rows 100000 --duration 10s randomRead 1
 measure "randomRead 4 threads" --rows 100000 --duration 10s randomRead 4

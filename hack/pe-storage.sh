@@ -76,7 +76,8 @@ run_backend() { # BACKEND
 	*) echo "pe-storage: unknown backend $b (dir, s3, s3cache)" >&2; exit 2 ;;
 	esac
 	standalone_start "$WORK/run-$b"
-	measure "$b" "sequentialWrite 1 thread (batches of 1000)" --rows 100000 sequentialWrite 1
+	measure "$b" "sequentialWrite 1 thread (batches of 1000)" --rows 100000 --batchSize 1000 sequentialWrite 1
+	measure "$b" "sequentialWrite 1 thread (2 MiB buffer)" --rows 500000 sequentialWrite 1
 	measure "$b" "randomWrite --autoFlush 4 threads" --rows 100000 --duration 10s --autoFlush randomWrite 4
 	measure "$b" "randomWrite --autoFlush 16 threads" --rows 100000 --duration 10s --autoFlush randomWrite 16
 	# A clean stop flushes everything: after the restart reads come from store files, cold first.
@@ -99,7 +100,7 @@ for b in $BACKENDS; do run_backend "$b"; done
 printf '\n%-44s' "command"
 for b in $BACKENDS; do printf ' %24s %6s %8s %13s' "$b rows/s (p50/p99 us)" "x dir" "req/row" "cpu us/row"; done
 printf '\n'
-for label in "sequentialWrite 1 thread (batches of 1000)" "randomWrite --autoFlush 4 threads" \
+for label in "sequentialWrite 1 thread (batches of 1000)" "sequentialWrite 1 thread (2 MiB buffer)" "randomWrite --autoFlush 4 threads" \
 	"randomWrite --autoFlush 16 threads" "randomRead 4 threads, cold cache" "randomRead 4 threads, warm cache" \
 	"scan 1 thread (caching 1000)"; do
 	read -r dr _ <<<"${RESULT[dir/$label]:-- - - - - -}"

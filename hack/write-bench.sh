@@ -56,7 +56,7 @@ measure() { # LABEL PE-ARGS...
 	IFS=$'\t' read -r ops rows p50 p99 p999 ap all errs <<<"$line"
 	printf '%-40s %9s %9s %8s %8s %9s %10s (%s)%s\n' "$label" "$ops" "$rows" "$p50" "$p99" "$p999" "$ap" "$all" "${errs:+  ERRORS: $errs}"
 }
-measure "sequentialWrite 1 thread (batches 1000)" --rows 100000 --table SeqWrite sequentialWrite 1
+measure "sequentialWrite 1 thread (2 MiB buffer)" --rows 500000 --table SeqWrite sequentialWrite 1
 measure "randomWrite --autoFlush 1 thread" --rows 25000 --duration 10s --autoFlush randomWrite 1
 measure "randomWrite --autoFlush 4 threads" --rows 25000 --duration 10s --autoFlush randomWrite 4
 measure "randomWrite --autoFlush 16 threads" --rows 25000 --duration 10s --autoFlush randomWrite 16

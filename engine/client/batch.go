@@ -271,6 +271,8 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 			results[i] = BatchResult{Result: &Result{Row: req.RegionActions[ri].Actions[0].Mutation.GetRow()}, Processed: rr.Processed}
 			continue
 		}
+		op := req.RegionActions[ri]
+		actions := newActionFinder(op.GetActions())
 		for _, roe := range rr.Results {
 			i := int(roe.Index)
 			if i < 0 || i >= len(results) {
@@ -285,16 +287,11 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 				continue
 			}
 			var row []byte
-			if op := req.RegionActions[ri]; op != nil {
-				for _, a := range op.Actions {
-					if a.Index == roe.Index {
-						if a.Get != nil {
-							row = a.Get.Row
-						} else {
-							row = a.Mutation.GetRow()
-						}
-						break
-					}
+			if a := actions.find(roe.Index); a != nil {
+				if a.Get != nil {
+					row = a.Get.Row
+				} else {
+					row = a.Mutation.GetRow()
 				}
 			}
 			n := int(roe.GetResult().GetCellCount())
@@ -311,6 +308,32 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 		}
 	}
 	return retry, nil
+}
+
+// actionFinder finds a region action's actions by their index: in order while the results come in
+// the order of the actions (as servers answer), through a map built once otherwise. A batch of
+// HBase's default 2 MiB write buffer holds about ten thousand actions, so a search per result
+// would cost the client more than everything else it does.
+type actionFinder struct {
+	actions []*pb.Action
+	next    int
+	byIndex map[uint32]*pb.Action
+}
+
+func newActionFinder(actions []*pb.Action) actionFinder { return actionFinder{actions: actions} }
+
+func (f *actionFinder) find(index uint32) *pb.Action {
+	if f.next < len(f.actions) && f.actions[f.next].Index == index {
+		f.next++
+		return f.actions[f.next-1]
+	}
+	if f.byIndex == nil {
+		f.byIndex = make(map[uint32]*pb.Action, len(f.actions))
+		for _, a := range f.actions {
+			f.byIndex[a.Index] = a
+		}
+	}
+	return f.byIndex[index]
 }
 
 // noteRegionError updates the location cache after a region's error answer.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -34,7 +33,11 @@ type Options struct {
 	Columns     int
 	Presplit    int
 	AutoFlush   bool // false: writes are batched in the client (a client.BufferedMutator)
-	BatchSize   int  // rows per batch when AutoFlush is false
+	// BufferSize is the size of buffered writes at which a batch leaves when AutoFlush is false
+	// (HBase PE's --bufferSize, the BufferedMutator's write buffer; default 2 MiB, HBase's).
+	BufferSize int64
+	// BatchSize, when > 0, also sends a batch once it holds this many rows.
+	BatchSize int
 	// InFlight is how many batches a thread may have under way when AutoFlush is false (the
 	// mutator's MaxInFlight): HBase's BufferedMutator lets about two buffers be outstanding.
 	InFlight    int
@@ -55,10 +58,10 @@ type Options struct {
 	Terminal bool
 }
 
-// DefaultBatchSize is the rows per client batch when AutoFlush is false:
-// about 150 KiB of 100-byte rows, well under the 2 MiB at which HBase's
-// BufferedMutator flushes by default.
-const DefaultBatchSize = 1000
+// DefaultBufferSize is the client's write buffer when AutoFlush is false: HBase PE's default
+// --bufferSize, at which HBase's BufferedMutator sends a batch (about 9,000 rows of 100-byte values
+// by the Go client's size estimate).
+const DefaultBufferSize = 2 << 20
 
 // DefaultInFlight is the batches a thread may have under way when AutoFlush is false: HBase's
 // BufferedMutator (2.6) sends a full buffer in the background and blocks a writer only once about
@@ -386,9 +389,10 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	if opts.ValueSize <= 0 {
 		opts.ValueSize = 1000
 	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultBatchSize
+	if opts.BufferSize <= 0 {
+		opts.BufferSize = DefaultBufferSize
 	}
+	opts.BatchSize = max(opts.BatchSize, 0)
 	if opts.InFlight <= 0 {
 		opts.InFlight = DefaultInFlight
 	}
@@ -413,7 +417,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize),
 			rec: &recorder{hist: hists[id], errs: errs[id], ops: &ops, rows: &rows, measureFrom: measureFrom}}
 		if !opts.AutoFlush {
-			w.mut = w.table.BufferedMutator(ctx, client.MutatorOptions{WriteBufferSize: math.MaxInt64,
+			w.mut = w.table.BufferedMutator(ctx, client.MutatorOptions{WriteBufferSize: opts.BufferSize,
 				MaxMutations: opts.BatchSize, MaxInFlight: opts.InFlight, OnBatch: w.rec.batchAnswered})
 		}
 		for i := range w.value {

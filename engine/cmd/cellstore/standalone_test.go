@@ -267,8 +267,13 @@ func TestPECommands(t *testing.T) {
 	}
 	rows := func(r map[string]any) int { return int(r["rows"].(float64)) }
 
-	if r := pe("--rows", "300", "--presplit", "3", "sequentialWrite", "2"); rows(r) != 600 {
+	// Batched by the 2 MiB write buffer (HBase PE's default): each thread's 300 rows are one batch.
+	if r := pe("--rows", "300", "--presplit", "3", "sequentialWrite", "2"); rows(r) != 600 || int(r["operations"].(float64)) != 2 {
 		t.Fatalf("sequentialWrite: %v", r)
+	}
+	// A buffer smaller than a row sends every row as a batch of its own.
+	if r := pe("--rows", "20", "--bufferSize", "1", "sequentialWrite", "2"); rows(r) != 40 || int(r["operations"].(float64)) != 40 {
+		t.Fatalf("sequentialWrite with a 1-byte buffer: %v", r)
 	}
 	// Batches of 100 with three under way per thread: each batch is one operation.
 	if r := pe("--rows", "300", "--batchSize", "100", "--inFlight", "3", "randomWrite", "2"); rows(r) != 600 || int(r["operations"].(float64)) != 6 {
