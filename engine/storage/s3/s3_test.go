@@ -177,6 +177,54 @@ func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
 	}
 }
 
+// A multipart Complete whose answer was lost is retried, finds its own object at the key and
+// succeeds with that object's ETag: the one S3 computes from the parts' MD5s, which the upload
+// takes from the parts' answers.
+func TestMultipartCompleteWhoseAnswerWasLost(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "lossy-parts")
+	proxy := srv.StartProxy(t)
+	b := openVia(t, srv, proxy.Endpoint, "lossy-parts", nil)
+	ctx := context.Background()
+	up, err := b.StartUpload(ctx, "data/f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, storage.MinPartSize)
+	for i := range first {
+		first[i] = byte(i % 251)
+	}
+	for _, part := range [][]byte{first, []byte("the last part")} {
+		if err := up.WritePart(ctx, part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	posts := proxy.Requests("POST")
+	proxy.Inject(s3test.LoseAnswer, "POST", 1, 0)
+	etag, err := up.Complete(ctx)
+	if err != nil {
+		t.Fatalf("the upload completed but Complete says %v", err)
+	}
+	if n := proxy.Requests("POST") - posts; n < 2 {
+		t.Fatalf("%d Complete requests: the lost answer was not retried", n)
+	}
+	info, err := b.Stat(ctx, "data/f1")
+	if err != nil || info.ETag != etag || info.Size != int64(len(first))+13 {
+		t.Fatalf("stat %+v %v, want ETag %s and %d bytes", info, err, etag, len(first)+13)
+	}
+	// Another upload to the taken key is refused, its answer not mistaken for its own.
+	up2, err := b.StartUpload(ctx, "data/f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up2.WritePart(ctx, []byte("another object")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up2.Complete(ctx); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("a second upload to a taken key: %v, want ErrPrecondition", err)
+	}
+}
+
 // A store that answers too slowly fails the request within the timeout, naming the bucket.
 func TestSlowAnswersTimeOut(t *testing.T) {
 	srv := s3test.Start(t)
