@@ -438,12 +438,8 @@ func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int,
 	if len(old) == 0 {
 		return 0, nil
 	}
-	if prev, err := ArchivePrunedThrough(ctx, b); err != nil {
+	if err := advancePrunedMark(ctx, b, newest); err != nil {
 		return 0, err
-	} else if newest.After(prev) {
-		if _, err := b.Put(ctx, ArchivePrunedKey, []byte(newest.UTC().Format(time.RFC3339Nano)), storage.Condition{}); err != nil {
-			return 0, fmt.Errorf("wal: recording how far the archive at %s is pruned: %w", b.Describe(), err)
-		}
 	}
 	for i, k := range old {
 		if err := b.Delete(ctx, k); err != nil {
@@ -453,21 +449,55 @@ func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int,
 	return len(old), nil
 }
 
-// ArchivePrunedThrough returns how far the archive at b was pruned: edits written after that
-// time are all in it (the zero time when it was never pruned).
-func ArchivePrunedThrough(ctx context.Context, b storage.Bucket) (time.Time, error) {
-	data, _, err := b.Get(ctx, ArchivePrunedKey)
+// advancePrunedMark moves the archive's pruned mark forward to t, never back: it is replaced
+// only if it is still the mark read (a conditional write), so two pruners at once (a deposed
+// master and its successor, a backup's deletion) cannot leave the earlier of their times,
+// which would let a recovery replay across what the other deleted.
+func advancePrunedMark(ctx context.Context, b storage.Bucket, t time.Time) error {
+	for attempt := 0; ; attempt++ {
+		prev, etag, err := readPrunedMark(ctx, b)
+		if err != nil {
+			return err
+		}
+		if !t.After(prev) {
+			return nil
+		}
+		cond := storage.Condition{IfNoneMatch: true}
+		if etag != "" {
+			cond = storage.Condition{IfMatch: etag}
+		}
+		_, err = b.Put(ctx, ArchivePrunedKey, []byte(t.UTC().Format(time.RFC3339Nano)), cond)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, storage.ErrPrecondition) || attempt >= 20 {
+			return fmt.Errorf("wal: recording how far the archive at %s is pruned: %w", b.Describe(), err)
+		}
+		// Another pruner moved it meanwhile: read it again.
+	}
+}
+
+// readPrunedMark reads the pruned mark and its ETag ("" and the zero time when there is none).
+func readPrunedMark(ctx context.Context, b storage.Bucket) (time.Time, string, error) {
+	data, info, err := b.Get(ctx, ArchivePrunedKey)
 	if errors.Is(err, storage.ErrNoObject) {
-		return time.Time{}, nil
+		return time.Time{}, "", nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("wal: reading how far the archive at %s is pruned: %w", b.Describe(), err)
+		return time.Time{}, "", fmt.Errorf("wal: reading how far the archive at %s is pruned: %w", b.Describe(), err)
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(data))
 	if err != nil {
-		return time.Time{}, &CorruptionError{File: ArchivePrunedKey, Reason: fmt.Sprintf("not a time: %q", data)}
+		return time.Time{}, "", &CorruptionError{File: ArchivePrunedKey, Reason: fmt.Sprintf("not a time: %q", data)}
 	}
-	return t, nil
+	return t, info.ETag, nil
+}
+
+// ArchivePrunedThrough returns how far the archive at b was pruned: edits written after that
+// time are all in it (the zero time when it was never pruned).
+func ArchivePrunedThrough(ctx context.Context, b storage.Bucket) (time.Time, error) {
+	t, _, err := readPrunedMark(ctx, b)
+	return t, err
 }
 
 // ArchiveStats describe what ReadArchive read.

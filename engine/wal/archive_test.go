@@ -280,6 +280,54 @@ func TestReadArchiveMergesLogs(t *testing.T) {
 	}
 }
 
+// racingPruner is a backup location where another pruner records a later pruned mark just
+// before this one writes its own (once).
+type racingPruner struct {
+	storage.Bucket
+	later time.Time
+	raced bool
+}
+
+func (r *racingPruner) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	if key == ArchivePrunedKey && !r.raced {
+		r.raced = true
+		if _, err := r.Bucket.Put(ctx, key, []byte(r.later.UTC().Format(time.RFC3339Nano)), storage.Condition{}); err != nil {
+			return "", err
+		}
+	}
+	return r.Bucket.Put(ctx, key, body, cond)
+}
+
+// Two pruners at once never move the pruned mark back: the one that deleted less (an earlier
+// newest object) and wrote last must not leave its time over the other's.
+func TestPruneArchiveNeverMovesTheMarkBack(t *testing.T) {
+	ctx := context.Background()
+	for _, marked := range []bool{false, true} { // with and without an earlier mark
+		t.Run(fmt.Sprintf("marked=%v", marked), func(t *testing.T) {
+			dst := dirBucket(t)
+			if marked {
+				if _, err := dst.Put(ctx, ArchivePrunedKey, []byte(time.Now().Add(-48*time.Hour).UTC().Format(time.RFC3339Nano)), storage.Condition{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := dst.Put(ctx, ArchivePrefix+"/rs1_1/00000000000000000001-00000000000000000002.log", []byte("x"), storage.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			later := time.Now().Add(24 * time.Hour).Truncate(time.Millisecond)
+			r := &racingPruner{Bucket: dst, later: later}
+			if n, err := PruneArchive(ctx, r, time.Now().Add(time.Hour)); err != nil || n != 1 {
+				t.Fatalf("PruneArchive = %d, %v", n, err)
+			}
+			if !r.raced {
+				t.Fatal("the prune wrote no mark")
+			}
+			if through, err := ArchivePrunedThrough(ctx, dst); err != nil || !through.Equal(later) {
+				t.Fatalf("pruned through %v (%v), want the other pruner's later %v", through, err, later)
+			}
+		})
+	}
+}
+
 // benchLogs writes logs object logs of edits edits each (100-byte values, 8 edits per object) into
 // b and returns their prefixes.
 func benchLogs(t testing.TB, b storage.Bucket, logs, edits int) []string {
