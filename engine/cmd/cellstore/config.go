@@ -195,14 +195,18 @@ func (c *configFile) watch(ctx context.Context, interval time.Duration, log *slo
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
 		defer signal.Stop(hup)
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		var tick <-chan time.Time // nil: no periodic check
+		if interval > 0 {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			tick = t.C
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-			case <-t.C:
+			case <-tick:
 				b, err := os.ReadFile(c.path)
 				c.mu.Lock()
 				same := err != nil || bytes.Equal(b, c.content)

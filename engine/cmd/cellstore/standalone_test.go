@@ -333,7 +333,9 @@ func TestUpdateConfig(t *testing.T) {
 		}
 	}
 	write("max-scanners = 100\nmemstore-flush-size = 134217728\n")
-	p := startStandalone(t, bin, t.TempDir(), "--config", conf)
+	// (No periodic check: the file is read when the shell asks, not by a timer between a write
+	// here and the ask.)
+	p := startStandalone(t, bin, t.TempDir(), "--config", conf, "--config-watch-interval", "0")
 	if out := runShell(t, bin, p.master, "update_all_config"); !strings.Contains(out, p.data+": no change") {
 		t.Fatalf("update_all_config with the file unchanged:\n%s", out)
 	}
