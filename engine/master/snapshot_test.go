@@ -160,10 +160,21 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	_, _ = c.mc.DeleteTable(ctx, &pb.TableRequest{Table: tableName("t2")})
 	cancel()
-	_, err = c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})
-	if errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_EXISTS || !strings.Contains(fmt.Sprint(err), "being deleted") {
-		t.Fatalf("clone onto a table being deleted: %v, want a retryable refusal", err)
-	}
+	// (The deadline may end the call before the master took it on a loaded machine: ask until
+	// the table is marked as being deleted, which stays so while its directory cannot move.)
+	c.waitFor("a clone onto t2 refused as being deleted", 20*time.Second, func() (bool, string) {
+		_, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})
+		if errCode(err) == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS && !strings.Contains(fmt.Sprint(err), "being deleted") {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			_, _ = c.mc.DeleteTable(ctx, &pb.TableRequest{Table: tableName("t2")})
+			cancel()
+			return false, fmt.Sprint(err)
+		}
+		if errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_EXISTS {
+			t.Fatalf("clone onto a table being deleted: %v, want a retryable refusal", err)
+		}
+		return true, ""
+	})
 	ffs.ClearRules()
 	c.waitFor("the clone once t2 is gone", 20*time.Second, func() (bool, string) {
 		_, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})

@@ -161,10 +161,17 @@ func testPointInTimeRecovery(t *testing.T, onBucket bool) {
 	if got := tableContents(t, a, "t"); !maps.Equal(got, want) {
 		t.Fatalf("the source table after the crash: %d rows, want %d", len(got), len(want))
 	}
-	var stats wal.ArchiveStats
-	stats, err := wal.ReadArchive(ctx, backup, func(string, *wal.Edit) error { return nil })
-	if err != nil || stats.Logs < 2 || stats.Newest < until*int64(time.Millisecond) {
-		t.Fatalf("the archive: %+v, %v; want both servers' logs, up to after T", stats, err)
+	// (The status loop above may see the server neither live nor dead before the master recorded
+	// it as dead, ahead of the recovery that archives its log: wait for the archive itself.)
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		stats, err := wal.ReadArchive(ctx, backup, func(string, *wal.Edit) error { return nil })
+		if err == nil && stats.Logs >= 2 && stats.Newest >= until*int64(time.Millisecond) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the archive: %+v, %v; want both servers' logs, up to after T", stats, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the backup location
 	}
 
 	// A new cluster, over the same backup location, recovers the table to T.
@@ -183,7 +190,7 @@ func testPointInTimeRecovery(t *testing.T, onBucket bool) {
 		mc.Backup = backup
 	})
 	b.copyDone(t, "s1", false)
-	err = b.client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+	err := b.client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.ArchiveClusterWAL(ctx, &pb.ArchiveClusterWALRequest{})
 		return err
 	})

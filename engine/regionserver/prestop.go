@@ -50,7 +50,7 @@ func (s *Server) drainSelf(ctx context.Context) string {
 	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	lastAnswer, nextCheck := time.Now(), time.Now().Add(time.Second)
+	lastAnswer, nextCheck := time.Now(), time.Now().Add(drainFirstCheck)
 	for {
 		n := len(s.OnlineRegions())
 		if n == 0 {
@@ -79,6 +79,9 @@ func (s *Server) drainSelf(ctx context.Context) string {
 // masterSilence is how long a draining server waits for an unreachable master (a variable for
 // tests).
 var masterSilence = 15 * time.Second
+
+// drainFirstCheck is when a draining server first looks at the cluster (a variable for tests).
+var drainFirstCheck = time.Second
 
 // serversThatCanTakeRegions counts the other live region servers that are neither draining nor
 // stopping.

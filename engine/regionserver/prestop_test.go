@@ -84,8 +84,10 @@ func TestPrestopWithNowhereToMoveReturns(t *testing.T) {
 // With the master gone (deleted with the cluster), the hook stops waiting once the master has been
 // silent for masterSilence.
 func TestPrestopWithTheMasterGoneReturns(t *testing.T) {
-	defer func(d time.Duration) { masterSilence = d }(masterSilence)
-	masterSilence = 500 * time.Millisecond
+	defer func(d, f time.Duration) { masterSilence, drainFirstCheck = d, f }(masterSilence, drainFirstCheck)
+	// The test closes the master between the drain request and the hook's first look at the
+	// cluster: time enough for that on a loaded machine.
+	masterSilence, drainFirstCheck = 500*time.Millisecond, 5*time.Second
 	c := startCluster(t, 1)
 	createTable(t, c, "gone", nil)
 	s := c.servers[0]
@@ -103,7 +105,7 @@ func TestPrestopWithTheMasterGoneReturns(t *testing.T) {
 		done <- string(body)
 	}()
 	// Once the master has marked the server draining (the hook's first step), it goes away before
-	// the hook's first look at the cluster (a second after it starts).
+	// the hook's first look at the cluster (drainFirstCheck after it starts).
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -184,20 +184,27 @@ func TestConnectionCapRefusesWithTooBusy(t *testing.T) {
 }
 
 func TestIdleConnectionsCloseButBusyOnesStay(t *testing.T) {
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{})
 	s, addr := startWith(t, map[uint32]Handler{
 		uint32(pb.Method_METHOD_PING): echo,
 		uint32(pb.Method_METHOD_GET): func(_ context.Context, c *Call) {
+			close(entered)
 			<-release
 			c.Reply(&pb.GetResponse{})
 		},
-	}, ServerOptions{IdleTimeout: 200 * time.Millisecond})
+	}, ServerOptions{IdleTimeout: 500 * time.Millisecond})
 	busy := dial(t, addr)
 	done := make(chan error, 1)
 	go func() {
 		_, err := busy.Call(context.Background(), pb.Method_METHOD_GET, &pb.GetRequest{}, nil, &pb.GetResponse{}, nil)
 		done <- err
 	}()
+	// The call is in flight before the idle clock matters (a slow machine may take a while to send it).
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("the busy connection's call ended before it was served: %v", err)
+	}
 	idle := dial(t, addr)
 	if _, err := idle.Call(context.Background(), pb.Method_METHOD_PING, &pb.PingRequest{}, nil, &pb.PingResponse{}, nil); err != nil {
 		t.Fatal(err)
