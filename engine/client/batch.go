@@ -246,6 +246,7 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 		return nil, fmt.Errorf("client: server %s answered %d region results for %d region actions", addr, len(resp.Results), len(req.RegionActions))
 	}
 	var retry []int
+	var answered []bool // by action index, for the region actions answered one by one
 	for ri, rr := range resp.Results {
 		g := sent[ri]
 		if rr.Exception == nil && g.atomic {
@@ -273,11 +274,16 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 		}
 		op := req.RegionActions[ri]
 		actions := newActionFinder(op.GetActions())
+		if answered == nil {
+			answered = make([]bool, len(results))
+		}
 		for _, roe := range rr.Results {
 			i := int(roe.Index)
-			if i < 0 || i >= len(results) {
-				return retry, fmt.Errorf("client: server %s answered for unknown action %d", addr, i)
+			a := actions.find(roe.Index)
+			if a == nil || i >= len(results) || answered[i] {
+				return retry, fmt.Errorf("client: server %s answered for action %d, which its region action does not hold (or twice)", addr, i)
 			}
+			answered[i] = true
 			if roe.Exception != nil {
 				c.noteRegionError(t, g.loc, roe.Exception)
 				results[i].Err = roe.Exception
@@ -286,13 +292,9 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 				}
 				continue
 			}
-			var row []byte
-			if a := actions.find(roe.Index); a != nil {
-				if a.Get != nil {
-					row = a.Get.Row
-				} else {
-					row = a.Mutation.GetRow()
-				}
+			row := a.Mutation.GetRow()
+			if a.Get != nil {
+				row = a.Get.Row
 			}
 			n := int(roe.GetResult().GetCellCount())
 			var rc []byte
@@ -305,6 +307,13 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 			}
 			res, err := decodeResult(row, roe.GetResult(), rc)
 			results[i] = BatchResult{Result: res, Err: err}
+		}
+		// An action the server did not answer may or may not have been applied: an error, not a
+		// retry (an increment or append applied twice would be wrong) and not a success.
+		for _, i := range g.idx {
+			if !answered[i] {
+				results[i].Err = fmt.Errorf("client: server %s answered no result for action %d: it may or may not have been applied", addr, i)
+			}
 		}
 	}
 	return retry, nil

@@ -97,6 +97,9 @@ type fakeServer struct {
 	// maxInMulti how many were under way at once.
 	multiGate                   chan struct{}
 	multis, inMulti, maxInMulti atomic.Int64
+	// dropResult makes the next multi leave its last region action's last action (a mutation,
+	// applied) unanswered: a faulty server.
+	dropResult atomic.Bool
 	// partialRows sends each scanned row as two partial results.
 	partialRows bool
 	// heartbeats: each scanner answers this many heartbeats before each batch of rows (a filter
@@ -294,6 +297,10 @@ func (s *fakeServer) multi(_ context.Context, c *rpc.Call) {
 		if d != nil {
 			rr.Exception = d
 		}
+	}
+	if n := len(resp.Results); n > 0 && len(resp.Results[n-1].Results) > 0 && s.dropResult.CompareAndSwap(true, false) {
+		last := resp.Results[n-1]
+		last.Results = last.Results[:len(last.Results)-1]
 	}
 	answered = true
 	s.inMulti.Add(-1)
@@ -565,6 +572,27 @@ func TestBatchAcrossRegionsWithRetries(t *testing.T) {
 		if got := string(r.Result.Value("f", "q")); got != want {
 			t.Errorf("get %d = %q, want %q", i, got, want)
 		}
+	}
+}
+
+// An action a server leaves unanswered fails (it may or may not have been applied); the others
+// of its batch succeed.
+func TestBatchActionLeftUnanswered(t *testing.T) {
+	_, ss, c := newCluster(t, 1)
+	tb := c.Table("t")
+	var ops []BatchOp
+	for _, r := range []string{"a", "b", "c"} {
+		ops = append(ops, BatchOp{Mutation: NewPut([]byte(r)).Add("f", "q", 1, []byte("v-"+r))})
+	}
+	ss[0].dropResult.Store(true)
+	res := tb.Batch(context.Background(), ops)
+	for i, r := range res[:2] {
+		if r.Err != nil {
+			t.Errorf("op %d: %v", i, r.Err)
+		}
+	}
+	if err := res[2].Err; err == nil || !strings.Contains(err.Error(), "no result for action 2") {
+		t.Fatalf("the unanswered put: %v, want an error saying it got no result", err)
 	}
 }
 

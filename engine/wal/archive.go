@@ -463,8 +463,11 @@ func advancePrunedMark(ctx context.Context, b storage.Bucket, t time.Time) error
 			return nil
 		}
 		cond := storage.Condition{IfNoneMatch: true}
-		if etag != "" {
+		switch {
+		case etag != "":
 			cond = storage.Condition{IfMatch: etag}
+		case !prev.IsZero():
+			return fmt.Errorf("wal: the archive at %s gave no ETag for %s: it cannot be replaced conditionally", b.Describe(), ArchivePrunedKey)
 		}
 		_, err = b.Put(ctx, ArchivePrunedKey, []byte(t.UTC().Format(time.RFC3339Nano)), cond)
 		if err == nil {

@@ -229,3 +229,23 @@ func logReport(log *slog.Logger, r *pb.ConfigurationReport) {
 		log.Info("configuration file re-read", "applied", r.GetApplied(), "needs_restart", r.GetNeedsRestart())
 	}
 }
+
+// watchInterval is --config-watch-interval: a duration, 0 for no periodic check, never negative.
+type watchInterval time.Duration
+
+func (w *watchInterval) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("%v is negative: give a duration, or 0 to check the file only on SIGHUP and update_config", d)
+	}
+	*w = watchInterval(d)
+	return nil
+}
+
+func (w *watchInterval) String() string { return time.Duration(*w).String() }
+func (w *watchInterval) Type() string   { return "duration" }
+
+const configWatchUsage = "how often to check the --config file for changes (0: only on SIGHUP or the shell's update_config)"

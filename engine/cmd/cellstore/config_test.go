@@ -158,3 +158,17 @@ func TestOnlineSettingsHaveAppliers(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigWatchIntervalFlag(t *testing.T) {
+	var w watchInterval
+	for in, want := range map[string]time.Duration{"0": 0, "30s": 30 * time.Second, "1m": time.Minute} {
+		if err := w.Set(in); err != nil || time.Duration(w) != want {
+			t.Errorf("Set(%q) = %v, %v; want %v", in, time.Duration(w), err, want)
+		}
+	}
+	for _, bad := range []string{"-1s", "soon"} {
+		if err := w.Set(bad); err == nil {
+			t.Errorf("Set(%q) was taken", bad)
+		}
+	}
+}

@@ -48,7 +48,7 @@ type masterFlags struct {
 	backup                                          bucketFlags
 	walArchive                                      walArchiveFlags
 	logLevel, configFile                            string
-	configWatch                                     time.Duration
+	configWatch                                     watchInterval
 	shutdownTimeout                                 time.Duration
 
 	// started, when set, is told the listening addresses (tests).
@@ -113,7 +113,8 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.DurationVar(&f.closeTimeout, "close-timeout", 2*time.Minute, "a server that has not closed a region by then is expelled (declared dead after its lease)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
-	fl.DurationVar(&f.configWatch, "config-watch-interval", configWatchInterval, "how often to check the --config file for changes (0: only on SIGHUP or the shell's update_config)")
+	f.configWatch = watchInterval(configWatchInterval)
+	fl.Var(&f.configWatch, "config-watch-interval", configWatchUsage)
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for calls in flight")
 	addServerSecurityFlags(fl, &f.security)
 	return cmd
@@ -196,7 +197,7 @@ func runMaster(ctx context.Context, f *masterFlags, cf *configFile) error {
 		return err
 	}
 	cf.setApply(masterSettings(m, f, lv))
-	cf.watch(ctx, f.configWatch, log)
+	cf.watch(ctx, time.Duration(f.configWatch), log)
 	tel.Live("master", m.Live)
 	tel.Ready("master", m.Ready)
 	tel.Handle("/prestop", telemetry.LocalOnly(masterPrestop))

@@ -31,7 +31,7 @@ import (
 type regionServerFlags struct {
 	storageDir, masters, dataAddr, adminAddr, httpAddr string
 	advertiseHost, zone, logLevel, configFile          string
-	configWatch                                        time.Duration
+	configWatch                                        watchInterval
 	flushSize, replicationQueue                        int64
 	mem                                                offheap.MemoryConfig
 	bucket                                             bucketFlags
@@ -188,7 +188,8 @@ gracefully: regions are flushed and closed and the master is told.`,
 	fl.Int64Var(&f.replicationQueue, "replication-queue-size", 16<<20, "bytes a primary region keeps for a read replica that is behind; one further behind is re-synced from the files (a flush)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
-	fl.DurationVar(&f.configWatch, "config-watch-interval", configWatchInterval, "how often to check the --config file for changes (0: only on SIGHUP or the shell's update_config)")
+	f.configWatch = watchInterval(configWatchInterval)
+	fl.Var(&f.configWatch, "config-watch-interval", configWatchUsage)
 	f.mem.AddFlags(fl)
 	addAdmissionFlags(fl, f)
 	addCompactionFlags(fl, &f.compaction)
@@ -349,7 +350,7 @@ func runRegionServer(ctx context.Context, f *regionServerFlags, cf *configFile) 
 		s.Abort()
 		return err
 	}
-	cf.watch(ctx, f.configWatch, log)
+	cf.watch(ctx, time.Duration(f.configWatch), log)
 	select {
 	case <-ctx.Done():
 		log.Info("stopping (signal): flushing and closing regions")

@@ -68,7 +68,8 @@ same directory recovers the tables.`,
 	fl.Int64Var(&f.rs.flushSize, "memstore-flush-size", 128<<20, "a region's memstore is flushed at this many bytes")
 	fl.StringVar(&f.rs.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.rs.configFile, "config", "", "file of 'flag-name = value' lines for flags not given on the command line")
-	fl.DurationVar(&f.rs.configWatch, "config-watch-interval", configWatchInterval, "how often to check the --config file for changes (0: only on SIGHUP or the shell's update_config)")
+	f.rs.configWatch = watchInterval(configWatchInterval)
+	fl.Var(&f.rs.configWatch, "config-watch-interval", configWatchUsage)
 	f.rs.mem.AddFlags(fl)
 	addAdmissionFlags(fl, &f.rs)
 	addCompactionFlags(fl, &f.rs.compaction)
@@ -205,7 +206,7 @@ func runStandalone(ctx context.Context, cmd *cobra.Command, f *standaloneFlags, 
 		return err
 	}
 	cf.setApply(regionServerSettings(s, &f.rs, lv))
-	cf.watch(ctx, f.rs.configWatch, log)
+	cf.watch(ctx, time.Duration(f.rs.configWatch), log)
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = s.Start(sctx)
 	cancel()
