@@ -125,6 +125,15 @@ func openVia(t *testing.T, srv *s3test.Server, endpoint, bucket string, tune fun
 	return b
 }
 
+// bucketViaProxy starts a server with a new bucket and opens it through a fault-injecting proxy.
+func bucketViaProxy(t *testing.T, bucket string) (*s3.Bucket, *s3test.Proxy) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, bucket)
+	proxy := srv.StartProxy(t)
+	return openVia(t, srv, proxy.Endpoint, bucket, nil), proxy
+}
+
 // Throttling answers (503 SlowDown) are retried with backoff: the write lands once.
 func TestRetriesThroughSlowDown(t *testing.T) {
 	srv := s3test.Start(t)
@@ -150,10 +159,7 @@ func TestRetriesThroughSlowDown(t *testing.T) {
 // retry fails its own condition, and Put must still report the write as done — the writer won.
 // Another writer's create of the key still fails.
 func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.CreateBucket(t, "lossy")
-	proxy := srv.StartProxy(t)
-	b := openVia(t, srv, proxy.Endpoint, "lossy", nil)
+	b, proxy := bucketViaProxy(t, "lossy")
 	ctx := context.Background()
 	proxy.Inject(s3test.LoseAnswer, "PUT", 1, 0)
 	etag, err := b.Put(ctx, "fence/0007", []byte("server rs-1 epoch 7"), storage.Condition{IfNoneMatch: true})
@@ -181,10 +187,7 @@ func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
 // succeeds with that object's ETag: the one S3 computes from the parts' MD5s, which the upload
 // takes from the parts' answers.
 func TestMultipartCompleteWhoseAnswerWasLost(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.CreateBucket(t, "lossy-parts")
-	proxy := srv.StartProxy(t)
-	b := openVia(t, srv, proxy.Endpoint, "lossy-parts", nil)
+	b, proxy := bucketViaProxy(t, "lossy-parts")
 	ctx := context.Background()
 	up, err := b.StartUpload(ctx, "data/f1")
 	if err != nil {
