@@ -103,8 +103,8 @@ type Config struct {
 	// WALGroupCommit and WALSyncSlots choose how the WAL commits (wal.Options).
 	WALGroupCommit wal.CommitMode
 	WALSyncSlots   int
-	// WALCommitDelay is how long a WAL commit may wait for more writers (wal.Options.CommitDelay;
-	// a directory tree only).
+	// WALCommitDelay is how long a WAL commit may wait for more writers (wal.Options.CommitDelay,
+	// wal.ObjectLogOptions.CommitDelay; one sync slot or PUT in flight).
 	WALCommitDelay time.Duration
 	// Compaction is how regions compact (region.CompactionConfig; zero values: the defaults);
 	// it changes while the server runs (SetCompaction).
@@ -188,8 +188,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("regionserver: %d WAL groups (--wal-groups): want 1 to %d", c.WALGroups, wal.MaxGroups)
 	case c.WALGroups > 1 && c.Bucket != nil:
 		return fmt.Errorf("regionserver: --wal-groups %d needs a directory tree; on object storage the WAL already has --wal-sync-slots PUTs under way at once: raise that instead", c.WALGroups)
-	case c.WALCommitDelay != 0 && c.Bucket != nil:
-		return errors.New("regionserver: --wal-commit-delay needs a directory tree: on object storage a WAL object's PUT starts as soon as the first write is appended")
+	case c.WALCommitDelay != 0 && c.Bucket != nil && c.WALSyncSlots > 1:
+		return fmt.Errorf("regionserver: --wal-commit-delay needs one PUT in flight (--wal-sync-slots 1, not %d): it waits while none is under way", c.WALSyncSlots)
 	}
 	if c.DataAddr == "" {
 		c.DataAddr = ":16020"
@@ -608,7 +608,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
-			MaxInFlight: s.cfg.WALSyncSlots, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: time.Nanosecond})
+			MaxInFlight: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: time.Nanosecond})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}

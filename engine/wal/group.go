@@ -1,5 +1,11 @@
 package wal
 
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
 // Group commit, the piece both WAL backends share (the directory WAL, where a commit is one write
 // and one sync of the active segment, and ObjectLog, where it is one PUT):
 //
@@ -109,78 +115,106 @@ const commitRounds = 8
 // writers it would grow until every commit waited the whole delay). A wait that runs out lowers
 // the target to the writers that came.
 
-// arrived counts a writer that starts waiting for its record seq to be durable (smu held), and
-// wakes a lingering leader once enough writers wait for the next commit.
-func (w *WAL) arrived(seq uint64) {
-	w.waiting++
-	if seq > w.stagedSeq {
-		w.next++
+// commitDelay is a leader's commit delay (Options.CommitDelay, ObjectLogOptions.CommitDelay), shared
+// by both backends; its owner's mutex guards it. The zero value is off.
+type commitDelay struct {
+	delay     time.Duration
+	waiting   int               // WaitDurable callers now
+	next      int               // of them, those whose record no commit staged yet
+	stagedSeq uint64            // the highest sequence id a staged commit covers
+	peaks     [commitRounds]int // the most waiting at once in each of the last rounds
+	round     int               // index of the current round in peaks
+	observing bool              // the current round's leader did not wait: learn its peak
+	lingerFor int               // a lingering leader waits for this many waiters (0: none)
+	wake      chan struct{}     // wakes the lingering leader
+	timer     *time.Timer       // the lingering leader's deadline (one leader at a time)
+	// joined counts commits whose leader waited and saw the writers come, expired those whose
+	// delay ran out first.
+	joined, expired atomic.Uint64
+}
+
+func newCommitDelay(delay time.Duration, stagedSeq uint64) *commitDelay {
+	if delay <= 0 {
+		return nil
 	}
-	if w.observing {
-		w.peaks[w.round] = max(w.peaks[w.round], w.waiting)
+	d := &commitDelay{delay: delay, stagedSeq: stagedSeq, wake: make(chan struct{}, 1), timer: time.NewTimer(time.Hour)}
+	d.timer.Stop()
+	return d
+}
+
+// arrived counts a writer that starts waiting for its record seq to be durable (owner's lock
+// held), and wakes a lingering leader once enough writers wait for the next commit. left undoes it
+// when the writer stops waiting.
+func (d *commitDelay) arrived(seq uint64) {
+	d.waiting++
+	if seq > d.stagedSeq {
+		d.next++
 	}
-	if w.lingerFor > 0 && w.next >= w.lingerFor {
-		w.lingerFor = 0
-		kick(w.lingerWake)
+	if d.observing {
+		d.peaks[d.round] = max(d.peaks[d.round], d.waiting)
+	}
+	if d.lingerFor > 0 && d.next >= d.lingerFor {
+		d.lingerFor = 0
+		kick(d.wake)
 	}
 }
 
-// linger is a leader's commit delay: holding the only sync slot, it waits until as many writers
-// wait for the next commit as the target (above), or the delay passes. Without a delay, or with
-// no more writers expected, it returns at once.
-func (w *WAL) linger() {
-	if w.lingerWake == nil {
-		return
-	}
-	w.smu.Lock()
+func (d *commitDelay) left() { d.waiting-- }
+
+// linger is a leader's commit delay: holding the only commit slot, it waits until as many writers
+// wait for the next commit as the target (above), or the delay passes. With no more writers
+// expected, or once quit says so, it returns at once. It is called without the owner's lock mu,
+// which it takes to read and update its state.
+func (d *commitDelay) linger(mu sync.Locker, quit func() bool) {
+	mu.Lock()
 	want := 0
-	for _, p := range w.peaks {
+	for _, p := range d.peaks {
 		want = max(want, p)
 	}
-	if w.next >= want || w.stopped || w.serr != nil {
-		w.nextRound(true)
-		w.smu.Unlock()
+	if d.next >= want || quit() {
+		d.nextRound(true)
+		mu.Unlock()
 		return
 	}
-	w.lingerFor = want
+	d.lingerFor = want
 	select { // a wake-up left over from an earlier round
-	case <-w.lingerWake:
+	case <-d.wake:
 	default:
 	}
-	w.smu.Unlock()
-	w.lingerTimer.Reset(w.opts.CommitDelay)
+	mu.Unlock()
+	d.timer.Reset(d.delay)
 	select {
-	case <-w.lingerWake:
-	case <-w.lingerTimer.C:
+	case <-d.wake:
+	case <-d.timer.C:
 	}
-	w.lingerTimer.Stop()
-	w.smu.Lock()
-	w.lingerFor = 0
-	if w.next >= want { // they came (also as the delay ran out)
-		w.stats.lingerJoined.Add(1)
+	d.timer.Stop()
+	mu.Lock()
+	d.lingerFor = 0
+	if d.next >= want { // they came (also as the delay ran out)
+		d.joined.Add(1)
 	} else {
-		w.stats.lingerTimedOut.Add(1)
-		for i := range w.peaks {
-			w.peaks[i] = w.next
+		d.expired.Add(1)
+		for i := range d.peaks {
+			d.peaks[i] = d.next
 		}
 	}
-	w.nextRound(false)
-	w.smu.Unlock()
+	d.nextRound(false)
+	mu.Unlock()
 }
 
-// nextRound starts the next round (smu held); observing: the leader did not wait, so the round's
-// peak is learned from.
-func (w *WAL) nextRound(observing bool) {
-	w.observing = observing
+// nextRound starts the next round (owner's lock held); observing: the leader did not wait, so the
+// round's peak is learned from.
+func (d *commitDelay) nextRound(observing bool) {
+	d.observing = observing
 	if observing {
-		w.round = (w.round + 1) % commitRounds
-		w.peaks[w.round] = w.waiting
+		d.round = (d.round + 1) % commitRounds
+		d.peaks[d.round] = d.waiting
 	}
 }
 
-// staged notes that a commit staged every record up to seq (smu held): the writers waiting for
-// the next commit are those who arrive from now on.
-func (w *WAL) staged(seq uint64) {
-	w.stagedSeq = max(w.stagedSeq, seq)
-	w.next = 0
+// staged notes that a commit staged every record up to seq (owner's lock held): the writers
+// waiting for the next commit are those who arrive from now on.
+func (d *commitDelay) staged(seq uint64) {
+	d.stagedSeq = max(d.stagedSeq, seq)
+	d.next = 0
 }

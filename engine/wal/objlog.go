@@ -45,9 +45,10 @@ type ObjectLog struct {
 	// gc numbers the PUTs (a commit's number is its object's), bounds them to MaxInFlight and
 	// acknowledges them in order (group.go).
 	gc       committer[putResult]
-	synced   uint64 // every edit with a sequence id <= synced is durable
-	err      error  // fenced or broken: nothing more is acknowledged
-	failErr  error  // the first PUT failure: start no more (err follows in order)
+	delay    *commitDelay // ObjectLogOptions.CommitDelay (nil: none)
+	synced   uint64       // every edit with a sequence id <= synced is durable
+	err      error        // fenced or broken: nothing more is acknowledged
+	failErr  error        // the first PUT failure: start no more (err follows in order)
 	closed   bool
 	finished bool // the writing goroutine has stopped (after Close drained the batches)
 	// live: the objects written and acknowledged, with their regions' highest sequence ids;
@@ -98,6 +99,11 @@ type ObjectLogOptions struct {
 	// Slow, if set, is told of every PUT that took SlowCommit (default 500 ms) or longer.
 	Slow       func(SlowCommit)
 	SlowCommit time.Duration
+	// CommitDelay, if positive, lets the appender that is about to PUT (one PUT in flight only)
+	// wait up to this long, until as many writers wait for the next object as waited at once
+	// lately (the directory WAL's Options.CommitDelay, group.go): writers that would otherwise
+	// take turns in two groups, one PUT each, share one. At most 100 ms. Default 0.
+	CommitDelay time.Duration
 }
 
 // MaxFenceWindow is how many numbers past the highest object a fence covers: more than any
@@ -162,6 +168,12 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
+	switch {
+	case opts.CommitDelay < 0 || opts.CommitDelay > 100*time.Millisecond:
+		return nil, fmt.Errorf("wal: ObjectLogOptions.CommitDelay %s: from 0 to 100ms", opts.CommitDelay)
+	case opts.CommitDelay > 0 && opts.MaxInFlight != 1:
+		return nil, errors.New("wal: a commit delay needs one PUT in flight (it waits while none is under way)")
+	}
 	if opts.Archive != nil {
 		if err := opts.Archive.check(); err != nil {
 			return nil, err
@@ -180,6 +192,7 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 		synced: opts.FirstSeq - 1, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		dropKick: make(chan struct{}, 1), dropStop: make(chan struct{}), dropDone: make(chan struct{})}
 	l.cond.L = &l.mu
+	l.delay = newCommitDelay(opts.CommitDelay, opts.FirstSeq-1)
 	go l.run()
 	go l.dropLoop()
 	return l, nil
@@ -253,6 +266,15 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 	if seq >= l.nextSeq {
 		return fmt.Errorf("wal: sequence id %d was never assigned", seq)
 	}
+	if l.delay != nil && l.synced < seq { // the commit delay counts the writers
+		l.delay.arrived(seq)
+		defer func() { // (before the unlock deferred above)
+			l.delay.left()
+			if l.delay.waiting == 0 && len(l.cur) > 0 {
+				l.signal() // what nobody waits for now is the log goroutine's to write
+			}
+		}()
+	}
 	for l.synced < seq {
 		if l.err != nil {
 			return l.err
@@ -267,7 +289,22 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 			return ErrClosed
 		}
 		// Leader-based group commit (group.go): with a slot free, this appender PUTs the batch
-		// itself, for everyone in it.
+		// itself, for everyone in it — after the commit delay, if there is one, holding the slot.
+		if l.delay != nil && l.canTake() && l.gc.reserve() {
+			l.mu.Unlock()
+			l.delay.linger(&l.mu, func() bool { return l.closed || l.err != nil || l.failErr != nil })
+			l.mu.Lock()
+			if !l.canTake() {
+				l.gc.release()
+				l.cond.Broadcast()
+				continue
+			}
+			c := l.stage()
+			l.mu.Unlock()
+			l.put(c)
+			l.mu.Lock()
+			continue
+		}
 		if c, ok := l.take(); ok {
 			l.mu.Unlock()
 			l.put(c)
@@ -314,12 +351,19 @@ type ObjectLogStats struct {
 	DeleteErrors uint64
 	// PutBytes and PutNanos sum the size and the time of the objects written.
 	PutBytes, PutNanos uint64
+	// CommitsDelayed and CommitDelaysExpired: PUTs whose appender waited for more writers
+	// (CommitDelay) and saw them come, and those whose delay ran out first.
+	CommitsDelayed, CommitDelaysExpired uint64
 }
 
 // Stats returns the counters: Appends/Puts is the edits one PUT carries.
 func (l *ObjectLog) Stats() ObjectLogStats {
-	return ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
+	s := ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
 		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
+	if l.delay != nil {
+		s.CommitsDelayed, s.CommitDelaysExpired = l.delay.joined.Load(), l.delay.expired.Load()
+	}
+	return s
 }
 
 func (l *ObjectLog) signal() { kick(l.kick) }
@@ -337,7 +381,9 @@ func (l *ObjectLog) run() {
 	stop := l.stop
 	for {
 		l.mu.Lock()
-		for {
+		// With a commit delay, writers waiting for their edits commit them themselves (after the
+		// delay): this goroutine commits only what nobody waits for.
+		for l.delay == nil || l.delay.waiting == 0 {
 			c, ok := l.take()
 			if !ok {
 				break
@@ -363,12 +409,20 @@ type objectCommit struct {
 	body []byte
 }
 
+// canTake says whether there is a batch to write and nothing has failed (l.mu held).
+func (l *ObjectLog) canTake() bool { return len(l.cur) > 0 && l.err == nil && l.failErr == nil }
+
 // take takes the batch being filled as the next object, if there is one, nothing has failed and
 // a PUT slot is free (l.mu held).
 func (l *ObjectLog) take() (objectCommit, bool) {
-	if len(l.cur) == 0 || l.err != nil || l.failErr != nil || !l.gc.reserve() {
+	if !l.canTake() || !l.gc.reserve() {
 		return objectCommit{}, false
 	}
+	return l.stage(), true
+}
+
+// stage makes the batch being filled the next object, in a slot already reserved (l.mu held).
+func (l *ObjectLog) stage() objectCommit {
 	n := l.gc.issue()
 	body := appendHeader(make([]byte, 0, headerSize+len(l.cur)), kindObject, n)
 	body = append(body, l.cur...)
@@ -380,7 +434,10 @@ func (l *ObjectLog) take() (objectCommit, bool) {
 		l.cur = nil
 	}
 	l.cond.Broadcast() // appenders waiting for room
-	return c, true
+	if l.delay != nil {
+		l.delay.staged(c.maxSeq)
+	}
+	return c
 }
 
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.

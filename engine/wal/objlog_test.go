@@ -766,3 +766,92 @@ func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
 		t.Fatalf("%d flushed edits left in the log after Close", len(got))
 	}
 }
+
+// slowPuts is a bucket whose PUTs take a while, as an object store's do.
+type slowPuts struct {
+	storage.Bucket
+	delay time.Duration
+}
+
+func (s slowPuts) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	time.Sleep(s.delay) // the store's latency
+	return s.Bucket.Put(ctx, key, body, cond)
+}
+
+// With a commit delay, writers that take turns at the log's one PUT end up sharing it; a lone
+// writer never waits for others; nothing is lost or reordered.
+func TestObjectLogCommitDelay(t *testing.T) {
+	if _, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: dirBucket(t), Prefix: "wal/x_1",
+		CommitDelay: time.Millisecond, MaxInFlight: 2}); err == nil {
+		t.Fatal("a commit delay with two PUTs in flight was taken")
+	}
+	open := func(t *testing.T, b storage.Bucket) *ObjectLog {
+		l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: slowPuts{b, 2 * time.Millisecond},
+			Prefix: "wal/d_1", Writer: "test", CommitDelay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	t.Run("lone writer", func(t *testing.T) {
+		l := open(t, dirBucket(t))
+		for i := range 30 {
+			if _, err := l.Append(testEdit("r", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := l.Stats(); st.CommitsDelayed+st.CommitDelaysExpired != 0 || st.Puts != 30 {
+			t.Fatalf("a lone writer: %+v; want 30 PUTs and none waiting", st)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("writers share PUTs", func(t *testing.T) {
+		b := dirBucket(t)
+		l := open(t, b)
+		const writers, each = 8, 60
+		var wg sync.WaitGroup
+		for g := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if _, err := l.Append(testEdit(fmt.Sprintf("region-%d", g), g*each+i)); err != nil {
+						t.Errorf("append: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		// An edit nobody waits for is still written once the writers are done.
+		wg.Wait()
+		puts := l.Stats().Puts
+		if _, err := l.AppendNoWait(testEdit("async", 0)); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); l.Stats().Puts == puts; {
+			if time.Now().After(deadline) {
+				t.Fatal("an edit nobody waits for was not written within 10 s")
+			}
+			time.Sleep(time.Millisecond) // polling the log's PUTs
+		}
+		st := l.Stats()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d appends, %d PUTs, %d commits delayed, %d delays expired", st.Appends, st.Puts, st.CommitsDelayed, st.CommitDelaysExpired)
+		if st.CommitsDelayed == 0 || st.Puts*6 > writers*each {
+			t.Fatalf("%d PUTs for %d appends (%d commits delayed): want at least 6 appends per PUT", st.Puts, writers*each, st.CommitsDelayed)
+		}
+		got := readLog(t, b, "wal/d_1")
+		if len(got) != writers*each+1 {
+			t.Fatalf("read back %d edits, want %d", len(got), writers*each+1)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Seq <= got[i-1].Seq {
+				t.Fatalf("edits out of order: %d after %d", got[i].Seq, got[i-1].Seq)
+			}
+		}
+	})
+}

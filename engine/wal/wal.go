@@ -265,20 +265,11 @@ type WAL struct {
 	lost     []seqRange // sequence ids dropped by failures
 	stopped  bool
 	gc       committer[syncedTo]
-	syncing  int   // commits staged and not yet finished
-	isBroken bool  // a commit failed: nothing is written until Roll
-	goodOff  int64 // size of the active segment before the first failed write
-	sealed   bool  // closed: commits write nothing more
-	// Commit delay (Options.CommitDelay), guarded by smu.
-	waiting     int               // WaitDurable callers now (counted with a delay only)
-	next        int               // of them, those whose record no commit staged yet
-	stagedSeq   uint64            // the highest sequence id a staged commit covers
-	peaks       [commitRounds]int // the most waiting at once in each of the last rounds
-	round       int               // index of the current round in peaks
-	observing   bool              // the current round's leader did not wait: learn its peak
-	lingerFor   int               // a lingering leader waits for this many waiters (0: none)
-	lingerWake  chan struct{}     // wakes the lingering leader
-	lingerTimer *time.Timer       // the lingering leader's deadline (one leader at a time)
+	syncing  int          // commits staged and not yet finished
+	isBroken bool         // a commit failed: nothing is written until Roll
+	goodOff  int64        // size of the active segment before the first failed write
+	sealed   bool         // closed: commits write nothing more
+	delay    *commitDelay // Options.CommitDelay (nil: none), guarded by smu
 
 	kick chan struct{}
 	reqs chan *request
@@ -397,11 +388,6 @@ func Open(opts Options) (*WAL, error) {
 		gc:      newCommitter[syncedTo](opts.SyncSlots),
 	}
 	w.scond.L = &w.smu
-	if opts.CommitDelay > 0 {
-		w.lingerWake = make(chan struct{}, 1)
-		w.lingerTimer = time.NewTimer(time.Hour)
-		w.lingerTimer.Stop()
-	}
 	if err := w.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", opts.Dir, err)
 	}
@@ -421,7 +407,7 @@ func Open(opts Options) (*WAL, error) {
 	w.lastAssigned.Store(w.nextSeq - 1)
 	w.synced = w.nextSeq - 1
 	w.stagedTo = w.synced
-	w.stagedSeq = w.synced
+	w.delay = newCommitDelay(opts.CommitDelay, w.synced)
 	w.stats.syncedSeq.Store(w.synced)
 	seg, err := w.createSegment(lastNum + 1)
 	if err != nil {
@@ -642,9 +628,9 @@ func (w *WAL) WaitDurable(seq uint64) error {
 	}
 	w.smu.Lock()
 	defer w.smu.Unlock()
-	if w.lingerWake != nil { // the commit delay counts the writers
-		w.arrived(seq)
-		defer func() { w.waiting-- }()
+	if w.delay != nil { // the commit delay counts the writers
+		w.delay.arrived(seq)
+		defer w.delay.left()
 	}
 	kicked := false
 	for {
@@ -668,7 +654,9 @@ func (w *WAL) WaitDurable(seq uint64) error {
 		if w.opts.GroupCommit == LeaderCommit {
 			if w.gc.reserve() {
 				w.smu.Unlock()
-				w.linger()
+				if w.delay != nil {
+					w.delay.linger(&w.smu, func() bool { return w.stopped || w.serr != nil })
+				}
 				w.commit()
 				w.smu.Lock()
 				continue
@@ -924,7 +912,9 @@ func (w *WAL) commit() {
 	w.smu.Lock()
 	t := w.gc.issue()
 	w.syncing++
-	w.staged(upTo)
+	if w.delay != nil {
+		w.delay.staged(upTo)
+	}
 	w.smu.Unlock()
 	w.wmu.Unlock()
 
@@ -1285,7 +1275,6 @@ func SyncLatencyBound(i int) time.Duration { return 16 * time.Microsecond << i }
 type counters struct {
 	appends, appendedBytes, bytesWritten, syncs, syncNanos atomic.Uint64
 	rolls, rollErrors, failures, archived, syncedSeq       atomic.Uint64
-	lingerJoined, lingerTimedOut                           atomic.Uint64
 	segments                                               atomic.Int64
 	latency                                                [NumLatencyBuckets]atomic.Uint64
 }
@@ -1313,20 +1302,21 @@ func (w *WAL) Err() error {
 // Stats returns the current counters. It takes no locks.
 func (w *WAL) Stats() Stats {
 	s := Stats{
-		Appends:             w.stats.appends.Load(),
-		AppendedBytes:       w.stats.appendedBytes.Load(),
-		BytesWritten:        w.stats.bytesWritten.Load(),
-		Syncs:               w.stats.syncs.Load(),
-		SyncNanos:           w.stats.syncNanos.Load(),
-		Rolls:               w.stats.rolls.Load(),
-		RollErrors:          w.stats.rollErrors.Load(),
-		Failures:            w.stats.failures.Load(),
-		SegmentsArchived:    w.stats.archived.Load(),
-		Segments:            w.stats.segments.Load(),
-		LastSeq:             w.lastAssigned.Load(),
-		SyncedSeq:           w.stats.syncedSeq.Load(),
-		CommitsDelayed:      w.stats.lingerJoined.Load(),
-		CommitDelaysExpired: w.stats.lingerTimedOut.Load(),
+		Appends:          w.stats.appends.Load(),
+		AppendedBytes:    w.stats.appendedBytes.Load(),
+		BytesWritten:     w.stats.bytesWritten.Load(),
+		Syncs:            w.stats.syncs.Load(),
+		SyncNanos:        w.stats.syncNanos.Load(),
+		Rolls:            w.stats.rolls.Load(),
+		RollErrors:       w.stats.rollErrors.Load(),
+		Failures:         w.stats.failures.Load(),
+		SegmentsArchived: w.stats.archived.Load(),
+		Segments:         w.stats.segments.Load(),
+		LastSeq:          w.lastAssigned.Load(),
+		SyncedSeq:        w.stats.syncedSeq.Load(),
+	}
+	if w.delay != nil {
+		s.CommitsDelayed, s.CommitDelaysExpired = w.delay.joined.Load(), w.delay.expired.Load()
 	}
 	for i := range s.SyncLatency {
 		s.SyncLatency[i] = w.stats.latency[i].Load()
