@@ -172,3 +172,23 @@ func TestConfigWatchIntervalFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestWALCommitDelayFlag(t *testing.T) {
+	var auto commitDelayFlag
+	if auto.String() != "auto" || auto.resolve(true, 1) != objectLogCommitDelay || auto.resolve(true, 4) != 0 || auto.resolve(false, 1) != 0 {
+		t.Fatalf("auto: %q resolves to %v (object storage), %v (4 PUTs), %v (directory)", auto.String(), auto.resolve(true, 1), auto.resolve(true, 4), auto.resolve(false, 1))
+	}
+	var set commitDelayFlag
+	if err := set.Set("0"); err != nil || set.resolve(true, 1) != 0 || set.String() != "0s" {
+		t.Fatalf("0: %v, resolves to %v", err, set.resolve(true, 1))
+	}
+	if err := set.Set("200us"); err != nil || set.resolve(false, 1) != 200*time.Microsecond {
+		t.Fatalf("200us: %v, resolves to %v", err, set.resolve(false, 1))
+	}
+	if err := set.Set("auto"); err != nil || set.String() != "auto" {
+		t.Fatalf("auto again: %v, %q", err, set.String())
+	}
+	if err := set.Set("soon"); err == nil {
+		t.Fatal("a delay of \"soon\" was taken")
+	}
+}

@@ -42,7 +42,7 @@ type regionServerFlags struct {
 	// WAL group commit (docs/architecture.md, "Group commit")
 	walCommit    commitModeFlag
 	walSyncSlots int
-	walDelay     time.Duration
+	walDelay     commitDelayFlag
 	walGroups    int
 	slowCall     time.Duration
 	compaction   compactionFlags
@@ -100,6 +100,50 @@ func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logge
 	return nil
 }
 
+// objectLogCommitDelay is --wal-commit-delay=auto on object storage: a PUT takes milliseconds, and
+// writers acknowledged by one come back within about one (docs/benchmarks.md, "A commit delay on
+// object storage").
+const objectLogCommitDelay = 2 * time.Millisecond
+
+// commitDelayFlag is --wal-commit-delay: a duration, or auto (the default).
+type commitDelayFlag struct {
+	d   time.Duration
+	set bool // a duration was given; else auto
+}
+
+func (c *commitDelayFlag) Set(s string) error {
+	if s == "auto" {
+		*c = commitDelayFlag{}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q: give a duration (0: never) or auto", s)
+	}
+	*c = commitDelayFlag{d: d, set: true}
+	return nil
+}
+
+func (c *commitDelayFlag) String() string {
+	if !c.set {
+		return "auto"
+	}
+	return c.d.String()
+}
+
+func (c *commitDelayFlag) Type() string { return "duration" }
+
+// resolve is the delay for a WAL on object storage or not, with this many syncs or PUTs in flight.
+func (c *commitDelayFlag) resolve(objectStorage bool, slots int) time.Duration {
+	switch {
+	case c.set:
+		return c.d
+	case objectStorage && slots <= 1:
+		return objectLogCommitDelay
+	}
+	return 0
+}
+
 // commitModeFlag is --wal-group-commit.
 type commitModeFlag struct{ wal.CommitMode }
 
@@ -120,7 +164,7 @@ func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
 	fl.DurationVar(&f.slowCall, "slow-call-threshold", 500*time.Millisecond, "log data-path calls and WAL commits that take this long or longer (\"slow call\", \"slow WAL commit\"); negative: never")
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
-	fl.DurationVar(&f.walDelay, "wal-commit-delay", 0, "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync; 0: never (a directory tree only)")
+	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage with one PUT in flight, 0 on a directory tree")
 	fl.IntVar(&f.walGroups, "wal-groups", 1, "WALs per server (1-16; HBase's multiwal): each region's edits go to one of them by its name's hash, each commits and syncs on its own (a directory tree only)")
 }
 
@@ -292,7 +336,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay, WALGroups: f.walGroups, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots), WALGroups: f.walGroups, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 
