@@ -188,6 +188,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("regionserver: %d WAL groups (--wal-groups): want 1 to %d", c.WALGroups, wal.MaxGroups)
 	case c.WALGroups > 1 && c.Bucket != nil:
 		return fmt.Errorf("regionserver: --wal-groups %d needs a directory tree; on object storage the WAL already has --wal-sync-slots PUTs under way at once: raise that instead", c.WALGroups)
+	case c.WALCommitDelay < 0 || c.WALCommitDelay > 100*time.Millisecond:
+		return fmt.Errorf("regionserver: --wal-commit-delay %s: from 0 to 100ms", c.WALCommitDelay)
 	case c.WALCommitDelay != 0 && c.Bucket != nil && c.WALSyncSlots > 1:
 		return fmt.Errorf("regionserver: --wal-commit-delay needs one PUT in flight (--wal-sync-slots 1, not %d): it waits while none is under way", c.WALSyncSlots)
 	}

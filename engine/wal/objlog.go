@@ -297,6 +297,7 @@ func (l *ObjectLog) WaitDurable(seq uint64) error {
 			if !l.canTake() {
 				l.gc.release()
 				l.cond.Broadcast()
+				l.signal() // a draining Close waits for the slot
 				continue
 			}
 			c := l.stage()

@@ -164,7 +164,7 @@ func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
 	fl.DurationVar(&f.slowCall, "slow-call-threshold", 500*time.Millisecond, "log data-path calls and WAL commits that take this long or longer (\"slow call\", \"slow WAL commit\"); negative: never")
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
-	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage with one PUT in flight, 0 on a directory tree")
+	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage (S3 or --bucket-dir) with one PUT in flight, 0 on a directory tree")
 	fl.IntVar(&f.walGroups, "wal-groups", 1, "WALs per server (1-16; HBase's multiwal): each region's edits go to one of them by its name's hash, each commits and syncs on its own (a directory tree only)")
 }
 
