@@ -116,7 +116,7 @@ const commitRounds = 8
 // the target to the writers that came.
 
 // commitDelay is a leader's commit delay (Options.CommitDelay, ObjectLogOptions.CommitDelay), shared
-// by both backends; its owner's mutex guards it. The zero value is off.
+// by both backends; its owner's mutex guards it. A nil *commitDelay is none (newCommitDelay(0)).
 type commitDelay struct {
 	delay     time.Duration
 	waiting   int               // WaitDurable callers now
