@@ -114,8 +114,10 @@ func TestCommitDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%d appends, %d syncs, %d commits delayed, %d delays expired", st.Appends, st.Syncs, st.CommitsDelayed, st.CommitDelaysExpired)
-		if st.CommitsDelayed == 0 || st.Syncs*3 > writers*each {
-			t.Fatalf("%d syncs for %d appends (%d commits delayed): want at least 3 appends per sync", st.Syncs, writers*each, st.CommitsDelayed)
+		// Without a delay the 4 writers alternate in two groups, 2 appends per sync; with it the
+		// learned target is the most that waited at once, which can settle at 3 of the 4.
+		if st.CommitsDelayed == 0 || st.Syncs*5 > writers*each*2 {
+			t.Fatalf("%d syncs for %d appends (%d commits delayed): want at least 2.5 appends per sync", st.Syncs, writers*each, st.CommitsDelayed)
 		}
 		if got := mustReplay(t, mem, "wal/rs1"); len(got) != writers*each {
 			t.Fatalf("replayed %d edits, want %d", len(got), writers*each)

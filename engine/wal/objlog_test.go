@@ -841,8 +841,9 @@ func TestObjectLogCommitDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%d appends, %d PUTs, %d commits delayed, %d delays expired", st.Appends, st.Puts, st.CommitsDelayed, st.CommitDelaysExpired)
-		if st.CommitsDelayed == 0 || st.Puts*6 > writers*each {
-			t.Fatalf("%d PUTs for %d appends (%d commits delayed): want at least 6 appends per PUT", st.Puts, writers*each, st.CommitsDelayed)
+		// (Without a delay the 8 writers alternate in two groups, about 4 appends per PUT.)
+		if st.CommitsDelayed == 0 || st.Puts*5 > writers*each {
+			t.Fatalf("%d PUTs for %d appends (%d commits delayed): want at least 5 appends per PUT", st.Puts, writers*each, st.CommitsDelayed)
 		}
 		got := readLog(t, b, "wal/d_1")
 		if len(got) != writers*each+1 {

@@ -101,8 +101,7 @@ func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logge
 }
 
 // objectLogCommitDelay is --wal-commit-delay=auto on object storage: a PUT takes milliseconds, and
-// writers acknowledged by one come back within about one (docs/benchmarks.md, "A commit delay on
-// object storage").
+// writers acknowledged by one come back within about one (docs/benchmarks.md, "A commit delay").
 const objectLogCommitDelay = 2 * time.Millisecond
 
 // commitDelayFlag is --wal-commit-delay: a duration, or auto (the default).
