@@ -2,9 +2,7 @@ package wal
 
 import (
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,20 +93,7 @@ func TestCommitDelay(t *testing.T) {
 		ffs.AddRule(faultfs.Rule{Ops: faultfs.OpSync, Action: faultfs.Delay, Delay: 200 * time.Microsecond})
 		w := mustOpen(t, Options{FS: ffs, Dir: "wal/rs1", CommitDelay: 100 * time.Millisecond})
 		const writers, each = 4, 300
-		var wg sync.WaitGroup
-		for g := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range each {
-					if _, err := w.Append(testEdit(fmt.Sprintf("region-%d", g), g*each+i), SyncWAL); err != nil {
-						t.Errorf("append: %v", err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		appendFrom(t, writers, each, func(e *Edit) error { _, err := w.Append(e, SyncWAL); return err })
 		st := w.Stats()
 		if err := w.Close(); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,4 +123,24 @@ func forEachCommitConfig(t *testing.T, fn func(t *testing.T, set func(*Options))
 			fn(t, func(o *Options) { o.GroupCommit, o.SyncSlots, o.CommitDelay = c.mode, c.slots, c.delay })
 		})
 	}
+}
+
+// appendFrom runs writers goroutines that each append each edits of a region of their own through
+// add, one after the other, and waits for them all.
+func appendFrom(t *testing.T, writers, each int, add func(*Edit) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := add(testEdit(fmt.Sprintf("region-%d", g), g*each+i)); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

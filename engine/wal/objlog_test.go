@@ -811,21 +811,8 @@ func TestObjectLogCommitDelay(t *testing.T) {
 		b := dirBucket(t)
 		l := open(t, b)
 		const writers, each = 8, 60
-		var wg sync.WaitGroup
-		for g := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range each {
-					if _, err := l.Append(testEdit(fmt.Sprintf("region-%d", g), g*each+i)); err != nil {
-						t.Errorf("append: %v", err)
-						return
-					}
-				}
-			}()
-		}
+		appendFrom(t, writers, each, func(e *Edit) error { _, err := l.Append(e); return err })
 		// An edit nobody waits for is still written once the writers are done.
-		wg.Wait()
 		puts := l.Stats().Puts
 		if _, err := l.AppendNoWait(testEdit("async", 0)); err != nil {
 			t.Fatal(err)
