@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,16 +19,19 @@ import (
 const benchClients = 4
 
 // runClients splits b.N calls over benchClients goroutines and reports calls/s.
-func runClients(b *testing.B, call func() error) {
+func runClients(b *testing.B, call func() error) { runClientsN(b, benchClients, call) }
+
+// runClientsN splits b.N calls over clients goroutines and reports calls/s.
+func runClientsN(b *testing.B, clients int, call func() error) {
 	b.ReportAllocs()
 	var wg sync.WaitGroup
-	per := b.N / benchClients
+	per := b.N / clients
 	start := time.Now()
 	b.ResetTimer()
-	for i := range benchClients {
+	for i := range clients {
 		n := per
 		if i == 0 {
-			n += b.N % benchClients
+			n += b.N % clients
 		}
 		wg.Add(1)
 		go func() {
@@ -56,6 +61,80 @@ func BenchmarkPingDataPath(b *testing.B) {
 		_, err := conn.Call(context.Background(), pb.Method_METHOD_PING, req, nil, &resp, nil)
 		return err
 	})
+}
+
+// countingListener counts the write system calls of the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	_ = nc.(*net.TCPConn).SetNoDelay(true) // as the server does to the connections it sees as TCP
+	return countingConn{nc, l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// BenchmarkGroupAnswers: 16 clients on one connection whose calls are answered in groups, as the
+// writers of one WAL sync are (every handler waits for the next release, which a timer of 100 µs
+// sends), and the server's write system calls per answer: the answers of a group share writes when each
+// answering goroutine lets the others of its group queue theirs first (serverConn.send). Before
+// that, 16 threads of randomWrite took one write per answer; after it, half of one
+// (docs/benchmarks.md, "A put through a region server").
+func BenchmarkGroupAnswers(b *testing.B) {
+	var mu sync.Mutex
+	release := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+			mu.Lock()
+			close(release)
+			release = make(chan struct{})
+			mu.Unlock()
+		}
+	}()
+	lis, err := netListen()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var writes atomic.Int64
+	s := NewServer(map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
+		mu.Lock()
+		r := release
+		mu.Unlock()
+		<-r
+		c.Reply(&pb.PingResponse{})
+	}}, ServerOptions{})
+	go s.Serve(countingListener{lis, &writes})
+	defer s.Close()
+	conn := dial(b, lis.Addr().String())
+	req := &pb.PingRequest{Payload: make([]byte, 32)}
+	w0 := writes.Load()
+	runClientsN(b, 16, func() error {
+		var resp pb.PingResponse
+		_, err := conn.Call(context.Background(), pb.Method_METHOD_PING, req, nil, &resp, nil)
+		return err
+	})
+	b.ReportMetric(float64(writes.Load()-w0)/float64(b.N), "writes/answer")
 }
 
 type grpcPing struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -160,6 +161,7 @@ func (c *Conn) Call(ctx context.Context, method pb.Method, req proto.Message, re
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = p
+	others := len(c.pending) > 1
 	c.pmu.Unlock()
 
 	h := header{callID: id, method: uint32(method)}
@@ -185,6 +187,13 @@ func (c *Conn) Call(ctx context.Context, method pb.Method, req proto.Message, re
 		c.wmu.Unlock()
 		c.forget(id, p)
 		return cellsDst, fmt.Errorf("%w: %d bytes, limit %d: send smaller batches or values", ErrRequestTooLarge, n, c.opts.MaxRequest)
+	}
+	if others && !c.writing {
+		// Other calls are under way on this connection: callers woken by the same read of answers
+		// are ready to run; let them queue their requests first so that one write carries them.
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
 	}
 	writeQueued(&c.wmu, &c.out, &c.spare, &c.writing, &c.werr, c.nc)
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -956,12 +957,21 @@ func (c *serverConn) send(callID uint64, errDetail []byte, msg proto.Message, ce
 	c.srv.queue.add(int64(added))
 	c.mu.Lock()
 	c.unsent += added
+	others := c.calls > c.outCalls
 	c.mu.Unlock()
 	if c.writing {
 		c.wmu.Unlock()
 		return
 	}
 	c.writing = true
+	if others {
+		// Other calls of this connection are being served: let the goroutines that are ready to
+		// run (writers woken by the same WAL sync, typically) queue their answers first, so that
+		// one write carries them all (half the write system calls per answer at 16 client threads).
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+	}
 	for len(c.out) > 0 && c.werr == nil {
 		buf, calls := c.out, c.outCalls
 		c.out, c.outCalls = c.spare[:0], 0
