@@ -181,6 +181,12 @@ func (m *Master) deleteBackup(ctx context.Context, req *pb.SnapshotNameRequest) 
 		return err
 	}
 	n, err := snapshot.Prune(backup)
+	if errors.Is(err, snapshot.ErrCopyUnderway) {
+		// Another process copies to the location (a deposed master, the CLI, another cluster):
+		// the snapshot is gone, its files wait for the next deletion's prune.
+		m.log.Warn("backup deleted; its files stay at the location until the next deletion", "snapshot", name, "reason", err)
+		n, err = 0, nil
+	}
 	if err != nil {
 		return err
 	}

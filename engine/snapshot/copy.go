@@ -73,6 +73,15 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return CopyProgress{}, err
 	}
+	// Announce the copy, then wait for a prune under way (intent.go).
+	in, err := beginIntent(dst, intentCopy, "copy of snapshot "+name)
+	if err != nil {
+		return CopyProgress{}, err
+	}
+	defer in.end()
+	if err := waitNoPrune(ctx, dst); err != nil {
+		return CopyProgress{}, err
+	}
 	paths := Paths(man)
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
@@ -222,9 +231,20 @@ func ReadFrom(st region.Storage) ([]*pb.SnapshotDescription, error) {
 }
 
 // Prune deletes the files under archive/data at a backup location that no snapshot there names
-// (after a snapshot was deleted from it). No copy to that location may run meanwhile: its files
-// are written before its manifest.
+// (after a snapshot was deleted from it). When a copy to the location is under way (from this
+// process or another: intent.go) it deletes nothing and fails with ErrCopyUnderway; the files stay
+// for the next prune.
 func Prune(st region.Storage) (int, error) {
+	in, err := beginIntent(st, intentPrune, "prune of unreferenced files")
+	if err != nil {
+		return 0, err
+	}
+	defer in.end()
+	if key, what, err := liveIntent(st, intentCopy, ""); err != nil {
+		return 0, err
+	} else if key != "" {
+		return 0, fmt.Errorf("%w (%s: %s): unreferenced files stay until the next prune", ErrCopyUnderway, key, what)
+	}
 	ms, bad, err := List(st)
 	if err != nil {
 		return 0, err
