@@ -29,6 +29,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0
 	golang.org/x/sys v0.44.0
 	golang.org/x/term v0.35.0
+	golang.org/x/time v0.9.0
 	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.7
 	k8s.io/api v0.34.4
@@ -111,7 +112,6 @@ require (
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sync v0.16.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	golang.org/x/time v0.9.0 // indirect
 	golang.org/x/tools v0.36.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250707201910-8d1bb00bc6a7 // indirect

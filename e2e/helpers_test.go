@@ -216,8 +216,8 @@ func hbasePodSpec(secret string, command, args []string) corev1.PodSpec {
 
 // hbaseLoadPod runs the stock HBase Java client's load (HBaseLoad: writers and readers through
 // the region servers' HBase protocol, loadcheck's HTTP API on :8080) against cluster in ns.
-func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers int) *corev1.Pod {
-	spec := hbasePodSpec(secret, nil, []string{hbaseBootstrap(ns, cluster), table, strconv.Itoa(writers), strconv.Itoa(readers)})
+func hbaseLoadPod(name, ns, cluster, secret, table string, writers, readers, readRate int) *corev1.Pod {
+	spec := hbasePodSpec(secret, nil, []string{hbaseBootstrap(ns, cluster), table, strconv.Itoa(writers), strconv.Itoa(readers), strconv.Itoa(readRate)})
 	ctr := &spec.Containers[0]
 	ctr.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
 	ctr.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}
@@ -606,4 +606,26 @@ func runPod(ctx context.Context, ns string, pod *corev1.Pod) (string, bool) {
 	out, err := podLogs(ctx, ns, created.Name, pod.Spec.Containers[0].Name)
 	Expect(err).NotTo(HaveOccurred())
 	return out, phase == corev1.PodSucceeded
+}
+
+// cpuPressure is the kernel's count of microseconds during which some runnable task waited for a
+// CPU (PSI, /proc/pressure/cpu "some total"); false where the kernel has none. The local cluster's
+// node is this machine, so over an interval it says how starved for CPU the cluster was.
+func cpuPressure() (float64, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "some ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }

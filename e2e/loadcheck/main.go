@@ -4,10 +4,10 @@
 //	loadcheck load   --masters M --table T --rows N [--splits K]   create T pre-split into K regions,
 //	                                                               write rows 0..N-1 in batches
 //	loadcheck verify --masters M --table T --rows N                scan T: exactly rows 0..N-1, right values
-//	loadcheck run    --masters M --table T [--writers W --readers R --user U --http :8080
-//	                  --replication N --consistency strong|timeline]
+//	loadcheck run    --masters M --table T [--writers W --readers R --read-rate N --user U
+//	                  --http :8080 --replication N --consistency strong|timeline]
 //	        a continuous load: each writer puts one row per request, each reader gets a row a writer
-//	        had acknowledged and checks its value (with TIMELINE consistency, counting the answers
+//	        had acknowledged (at most N per second over all readers with --read-rate) and checks its value (with TIMELINE consistency, counting the answers
 //	        read replicas gave: staleReads; the table is created with REGION_REPLICATION N). GET /stats reports the counts (failed requests with
 //	        their errors, the slowest request); POST /reset zeroes them; POST /verify reads back every
 //	        write acknowledged so far (the load goes on) and reports the counts with "lost"; POST
@@ -37,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
@@ -57,6 +59,7 @@ func main() {
 	batch := fs.Int("batch", 1000, "load: rows per batch")
 	writers := fs.Int("writers", 2, "run: writer goroutines")
 	readers := fs.Int("readers", 2, "run: reader goroutines")
+	readRate := fs.Float64("read-rate", 0, "run: reads per second over all readers (0: as fast as they are answered)")
 	user := fs.String("user", "", "user presented to the cluster (quotas)")
 	httpAddr := fs.String("http", ":8080", "run: address of /stats, /reset and /stop")
 	replication := fs.Int("replication", 1, "run: REGION_REPLICATION of the table it creates")
@@ -92,6 +95,9 @@ func main() {
 			fail(err)
 		}
 		r := &runner{c: c, t: c.Table(*table), writers: *writers, readers: *readers}
+		if *readRate > 0 {
+			r.readLimit = rate.NewLimiter(rate.Limit(*readRate), 1)
+		}
 		switch *consistency {
 		case "strong":
 		case "timeline":
@@ -227,6 +233,7 @@ type runner struct {
 	c                *client.Client
 	t                *client.Table
 	writers, readers int
+	readLimit        *rate.Limiter // nil: unpaced
 	consistency      pb.Consistency
 
 	acked []atomic.Int64 // per writer: rows w<i>-0..acked-1 are acknowledged
@@ -392,6 +399,9 @@ func (r *runner) write(ctx context.Context, w int) {
 
 func (r *runner) read(ctx context.Context, rnd *rand.Rand) {
 	for ctx.Err() == nil {
+		if r.readLimit != nil && r.readLimit.Wait(ctx) != nil {
+			return
+		}
 		w := rnd.IntN(r.writers)
 		n := r.acked[w].Load()
 		if n == 0 {

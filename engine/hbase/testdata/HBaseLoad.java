@@ -11,7 +11,9 @@
 // The counters name the slowest requests with their thread; the client logs every retry (with
 // the thread's name) when a logging backend is on the class path, as in the hbaseload image.
 //
-//   java -cp <hbase client jars>:<classes> HBaseLoad host:port,... table writers readers
+//   java -cp <hbase client jars>:<classes> HBaseLoad host:port,... table writers readers [reads-per-second]
+//
+// reads-per-second paces the readers together (each at its share); 0 or none: as fast as answered.
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
@@ -75,6 +77,8 @@ public class HBaseLoad {
   final List<Thread> threads = new ArrayList<>();
   volatile String verified = null; // the final answer, once stopped
 
+  long readIntervalNanos; // per reader; 0: unpaced
+
   HBaseLoad(Connection conn, TableName tn, int writers) {
     this.conn = conn;
     this.tn = tn;
@@ -135,8 +139,18 @@ public class HBaseLoad {
 
   void reader() {
     ThreadLocalRandom rnd = ThreadLocalRandom.current();
+    long next = System.nanoTime();
     try (Table t = conn.getTable(tn)) {
       while (!stopped.get()) {
+        if (readIntervalNanos > 0) {
+          // Paced: the next read is due one interval after the last was due (a slow read is not
+          // made up for by a burst later than one interval).
+          next = Math.max(next + readIntervalNanos, System.nanoTime() - readIntervalNanos);
+          long wait = next - System.nanoTime();
+          if (wait > 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(wait);
+          }
+        }
         int w = rnd.nextInt(acked.length());
         long n = acked.get(w);
         if (n == 0) {
@@ -271,8 +285,8 @@ public class HBaseLoad {
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 4) {
-      System.err.println("usage: HBaseLoad bootstrap-servers table writers readers");
+    if (args.length != 4 && args.length != 5) {
+      System.err.println("usage: HBaseLoad bootstrap-servers table writers readers [reads-per-second]");
       System.exit(2);
     }
     Configuration conf = HBaseConfiguration.create();
@@ -288,6 +302,10 @@ public class HBaseLoad {
     HttpServer http = HttpServer.create(new InetSocketAddress(8080), 16);
     Connection conn = ConnectionFactory.createConnection(conf);
     HBaseLoad load = new HBaseLoad(conn, tn, writers);
+    double readRate = args.length == 5 ? Double.parseDouble(args[4]) : 0;
+    if (readRate > 0 && readers > 0) {
+      load.readIntervalNanos = (long) (readers * 1e9 / readRate);
+    }
     http.createContext("/healthz", ex -> answer(ex, load.running.get() ? 200 : 503, load.running.get() ? "\"ok\"" : "\"starting\""));
     http.createContext("/stats", ex -> answer(ex, 200, load.stats(0, 0, 0)));
     http.createContext("/reset", ex -> {
@@ -329,6 +347,7 @@ public class HBaseLoad {
       th.start();
     }
     load.running.set(true);
-    System.out.println("HBaseLoad: " + writers + " writers and " + readers + " readers on " + tn + " through " + args[0]);
+    System.out.println("HBaseLoad: " + writers + " writers and " + readers + " readers" + (readRate > 0 ? " (" + readRate + " reads/s)" : "") +
+        " on " + tn + " through " + args[0]);
   }
 }
