@@ -140,6 +140,9 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 	if err := ctx.Err(); err != nil {
 		return prog, err
 	}
+	if err := in.held(); err != nil {
+		return prog, fmt.Errorf("copying snapshot %s: %w", name, err)
+	}
 	if err := dst.WriteObject(key, body, false); err != nil {
 		return prog, fmt.Errorf("writing snapshot %s's manifest: %w", name, err)
 	}

@@ -85,6 +85,15 @@ func (in *intent) write() error {
 	return in.st.WriteObject(in.key, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" "+in.what+"\n"), false)
 }
 
+// held fails when the intent is gone: a reader removed it as expired (its owner was paused or cut
+// off for longer than IntentExpiry), so a prune may have run meanwhile.
+func (in *intent) held() error {
+	if _, err := in.st.ReadObject(in.key); err != nil {
+		return fmt.Errorf("the intent %s is gone (this process stalled for longer than %s, or lost the location), so a prune may have run: %w; run it again", in.key, IntentExpiry, err)
+	}
+	return nil
+}
+
 // end stops rewriting the intent and removes it.
 func (in *intent) end() {
 	close(in.stop)

@@ -109,10 +109,28 @@ func TestCopiesAndPrunesExcludeEachOther(t *testing.T) {
 		t.Fatalf("the copy wrote %d of %d files", got, len(paths))
 	}
 
-	// The intent of a copy that died long ago: the prune goes on and removes it.
+	// A copy whose intent a reader removed (it looked expired: the copy stalled) writes no manifest.
 	if err := Delete(dst, "s"); err != nil {
 		t.Fatal(err)
 	}
+	stalled := holdingBucket{Bucket: dst.Bucket, statted: make(chan string, 1), release: make(chan struct{})}
+	go func() {
+		_, err := Copy(context.Background(), src, region.Storage{Bucket: stalled}, "s", CopyOptions{Parallel: 1})
+		done <- err
+	}()
+	<-stalled.statted
+	if err := dst.WalkFiles(IntentDir, dst.DeleteObject); err != nil {
+		t.Fatal(err)
+	}
+	close(stalled.release)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("a copy whose intent was removed: %v", err)
+	}
+	if _, err := dst.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a copy whose intent was removed wrote its manifest: %v", err)
+	}
+
+	// The intent of a copy that died long ago: the prune goes on and removes it.
 	dead := IntentDir + "/copy-dead"
 	old := time.Now().Add(-IntentExpiry - time.Minute).UTC().Format(time.RFC3339Nano)
 	if err := dst.WriteObject(dead, []byte(old+" copy of snapshot gone\n"), false); err != nil {
