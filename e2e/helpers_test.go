@@ -608,9 +608,10 @@ func runPod(ctx context.Context, ns string, pod *corev1.Pod) (string, bool) {
 	return out, phase == corev1.PodSucceeded
 }
 
-// cpuPressure is the kernel's count of microseconds during which some runnable task waited for a
+// cpuPressure is this machine's count of microseconds during which some runnable task waited for a
 // CPU (PSI, /proc/pressure/cpu "some total"); false where the kernel has none. The local cluster's
-// node is this machine, so over an interval it says how starved for CPU the cluster was.
+// node is this machine, so over an interval it says how starved for CPU that cluster was (on
+// another $KUBECONFIG it says nothing about the cluster).
 func cpuPressure() (float64, bool) {
 	b, err := os.ReadFile("/proc/pressure/cpu")
 	if err != nil {

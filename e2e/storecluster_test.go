@@ -150,19 +150,19 @@ var _ = Describe("The operator chart's CRDs", Label("chart"), func() {
 	})
 })
 
-// One StoreCluster goes through what users do to it, in order, under a load that never stops
-// between "starts a continuous load" and the end: every request must succeed and every
-// acknowledged write must be readable at the end. Its data is all in S3 — the development S3
-// server of config/samples/dev-s3-server.yaml in the same namespace, on a ReadWriteOnce claim of
-// the default StorageClass — as the minimal sample says.
 // The continuous loads read at a set rate, well below what two shared cores serve: a latency goal
 // (the rolling restart's 500 ms) is about the store under load, not about a machine starved of CPU
-// by clients that ask as fast as they are answered (docs/operator.md, "Rolling restarts").
+// by clients that ask as fast as they are answered (docs/development.md, "The end-to-end suite").
 const (
 	liveReadRate  = 400 // loadcheck's reads per second
 	hbaseReadRate = 200 // the HBase Java client's
 )
 
+// One StoreCluster goes through what users do to it, in order, under a load that never stops
+// between "starts a continuous load" and the end: every request must succeed and every
+// acknowledged write must be readable at the end. Its data is all in S3 — the development S3
+// server of config/samples/dev-s3-server.yaml in the same namespace, on a ReadWriteOnce claim of
+// the default StorageClass — as the minimal sample says.
 var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() {
 	const name = "e2e"
 	var ns string
@@ -326,7 +326,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			starved = fmt.Sprintf("%.0f%%", (p1-pressure0)/float64(took.Microseconds())*100)
 		}
 		rs := checkLoad(ctx, "the rolling restart")
-		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); the node's CPU pressure meanwhile (time some task waited for a CPU): %s",
+		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s",
 			took.Round(time.Second), rs.MaxLatencyMs, starved))
 		if lines := slow.stop(); len(lines) > 0 {
 			AddReportEntry("slow on the servers during the rolling restart", strings.Join(lines, "\n"))

@@ -91,9 +91,8 @@ func (c countingConn) Write(b []byte) (int, error) {
 // BenchmarkGroupAnswers: 16 clients on one connection whose calls are answered in groups, as the
 // writers of one WAL sync are (every handler waits for the next release, which a timer of 100 µs
 // sends), and the server's write system calls per answer: the answers of a group share writes when each
-// answering goroutine lets the others of its group queue theirs first (serverConn.send). Before
-// that, 16 threads of randomWrite took one write per answer; after it, half of one
-// (docs/benchmarks.md, "A put through a region server").
+// answering goroutine lets the others of its group queue theirs first (serverConn.send;
+// docs/benchmarks.md, "Answers woken together leave together").
 func BenchmarkGroupAnswers(b *testing.B) {
 	var mu sync.Mutex
 	release := make(chan struct{})

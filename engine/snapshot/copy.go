@@ -140,7 +140,7 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 	if err := ctx.Err(); err != nil {
 		return prog, err
 	}
-	if err := in.held(); err != nil {
+	if err := in.confirm(); err != nil {
 		return prog, fmt.Errorf("copying snapshot %s: %w", name, err)
 	}
 	if err := dst.WriteObject(key, body, false); err != nil {
@@ -243,7 +243,7 @@ func Prune(st region.Storage) (int, error) {
 		return 0, err
 	}
 	defer in.end()
-	if key, what, err := liveIntent(st, intentCopy, ""); err != nil {
+	if key, what, err := liveIntent(st, intentCopy); err != nil {
 		return 0, err
 	} else if key != "" {
 		return 0, fmt.Errorf("%w (%s: %s): unreferenced files stay until the next prune", ErrCopyUnderway, key, what)
@@ -265,6 +265,10 @@ func Prune(st region.Storage) (int, error) {
 	err = st.WalkFiles("archive/data", func(p string) error {
 		if keep[p] {
 			return nil
+		}
+		// A prune that stalled past its intent's expiry may have let a copy start: stop.
+		if err := in.held(); err != nil {
+			return err
 		}
 		n++
 		return st.DeleteObject(p)

@@ -54,6 +54,10 @@ type intent struct {
 	what string
 	stop chan struct{}
 	done sync.WaitGroup
+
+	mu     sync.Mutex
+	lastOK time.Time // when the last write that succeeded was issued (monotonic)
+	lost   error     // set for good once the intent may have expired for others
 }
 
 // beginIntent writes an intent of kind (intentCopy, intentPrune) and keeps rewriting it until end.
@@ -61,9 +65,11 @@ func beginIntent(st region.Storage, kind, what string) (*intent, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	in := &intent{st: st, key: path.Join(IntentDir, kind+"-"+hex.EncodeToString(id[:])), what: what, stop: make(chan struct{})}
+	issued := time.Now()
 	if err := in.write(); err != nil {
 		return nil, fmt.Errorf("writing the intent %s: %w", in.key, err)
 	}
+	in.lastOK = issued
 	in.done.Add(1)
 	go func() {
 		defer in.done.Done()
@@ -74,7 +80,7 @@ func beginIntent(st region.Storage, kind, what string) (*intent, error) {
 			case <-in.stop:
 				return
 			case <-t.C:
-				_ = in.write() // a failed rewrite is retried at the next tick; expiry is far off
+				in.refresh()
 			}
 		}
 	}()
@@ -85,11 +91,59 @@ func (in *intent) write() error {
 	return in.st.WriteObject(in.key, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" "+in.what+"\n"), false)
 }
 
-// held fails when the intent is gone: a reader removed it as expired (its owner was paused or cut
-// off for longer than IntentExpiry), so a prune may have run meanwhile.
+// refresh rewrites the intent unless it may have expired for others meanwhile: then it is lost
+// for good, and never written again (a reader may have removed it and acted on that).
+func (in *intent) refresh() {
+	if in.held() != nil {
+		return
+	}
+	if _, err := in.st.ReadObject(in.key); errors.Is(err, fs.ErrNotExist) {
+		in.lose(fmt.Errorf("the intent %s was removed by another process, which took it for expired", in.key))
+		return
+	}
+	issued := time.Now()
+	if err := in.write(); err != nil {
+		return // retried at the next tick; it is lost only once it may have expired
+	}
+	in.mu.Lock()
+	in.lastOK = issued
+	in.mu.Unlock()
+}
+
+func (in *intent) lose(err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.lost == nil {
+		in.lost = err
+	}
+}
+
+// held fails once the intent may have expired for another process: it was not rewritten for half
+// of IntentExpiry on this process's monotonic clock (the other half absorbs clock skew), or it was
+// found removed. Once failed it stays failed.
 func (in *intent) held() error {
-	if _, err := in.st.ReadObject(in.key); err != nil {
-		return fmt.Errorf("the intent %s is gone (this process stalled for longer than %s, or lost the location), so a prune may have run: %w; run it again", in.key, IntentExpiry, err)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.lost == nil && time.Since(in.lastOK) > IntentExpiry/2 {
+		in.lost = fmt.Errorf("the intent %s was last rewritten %s ago (this process stalled or lost the location)",
+			in.key, time.Since(in.lastOK).Round(time.Second))
+	}
+	if in.lost != nil {
+		return fmt.Errorf("%w: a copy or prune by another process may have run meanwhile; run this again", in.lost)
+	}
+	return nil
+}
+
+// confirm is held, and that the intent is still at the location.
+func (in *intent) confirm() error {
+	if err := in.held(); err != nil {
+		return err
+	}
+	if _, err := in.st.ReadObject(in.key); errors.Is(err, fs.ErrNotExist) {
+		in.lose(fmt.Errorf("the intent %s was removed by another process, which took it for expired", in.key))
+		return in.held()
+	} else if err != nil {
+		return fmt.Errorf("reading the intent %s: %w", in.key, err)
 	}
 	return nil
 }
@@ -101,11 +155,11 @@ func (in *intent) end() {
 	_ = in.st.DeleteObject(in.key) // left behind, it expires
 }
 
-// liveIntent returns the key and description of a live intent of kind at st other than own ("" when
-// there is none), removing expired ones on the way.
-func liveIntent(st region.Storage, kind, own string) (key, what string, err error) {
+// liveIntent returns the key and description of a live intent of kind at st ("" when there is
+// none), removing expired ones on the way.
+func liveIntent(st region.Storage, kind string) (key, what string, err error) {
 	err = st.WalkFiles(IntentDir, func(p string) error {
-		if p == own || !strings.HasPrefix(path.Base(p), kind+"-") || key != "" {
+		if !strings.HasPrefix(path.Base(p), kind+"-") || key != "" {
 			return nil
 		}
 		body, err := st.ReadObject(p)
@@ -124,14 +178,17 @@ func liveIntent(st region.Storage, kind, own string) (key, what string, err erro
 		key, what = p, fmt.Sprintf("%s, last written %s", desc, t.Format(time.RFC3339))
 		return nil
 	})
-	return key, what, err
+	if err != nil {
+		return "", "", fmt.Errorf("reading the intents under %s/: %w", IntentDir, err)
+	}
+	return key, what, nil
 }
 
 // waitNoPrune waits until no live prune intent is at st: a copy that wrote its own intent may then
 // write files.
 func waitNoPrune(ctx context.Context, st region.Storage) error {
 	for {
-		key, what, err := liveIntent(st, intentPrune, "")
+		key, what, err := liveIntent(st, intentPrune)
 		if err != nil {
 			return err
 		}
@@ -142,8 +199,8 @@ func waitNoPrune(ctx context.Context, st region.Storage) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("waiting for the prune of the destination to end (%s: %s): %w; retry when it is done, or delete that object if its owner is gone",
-				key, what, ctx.Err())
+			return fmt.Errorf("waiting for the prune of the destination to end (%s: %s): %w; retry when it is done (an intent whose owner died expires %s after it was last written)",
+				key, what, ctx.Err(), IntentExpiry)
 		case <-t.C:
 		}
 	}

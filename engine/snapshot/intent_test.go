@@ -123,7 +123,7 @@ func TestCopiesAndPrunesExcludeEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(stalled.release)
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "is gone") {
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "removed by another process") {
 		t.Fatalf("a copy whose intent was removed: %v", err)
 	}
 	if _, err := dst.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
@@ -196,5 +196,68 @@ func TestPruneKeepsTheFilesACopyFound(t *testing.T) {
 		if _, err := base.StatObject("archive/" + p); err != nil {
 			t.Errorf("the copied snapshot names %s, which is gone from the destination: %v", p, err)
 		}
+	}
+}
+
+// An intent that may have expired for others is lost for good: its owner's refresher does not
+// write it again (a reader that removed it may have acted on that), a prune stops deleting, and a
+// copy writes no manifest.
+func TestALostIntentStaysLost(t *testing.T) {
+	defer func(r, e time.Duration) { IntentRefresh, IntentExpiry = r, e }(IntentRefresh, IntentExpiry)
+	IntentRefresh = time.Hour // the test calls refresh, as each tick does
+	st := region.Storage{Bucket: dirBucket(t)}
+
+	// Removed by another process: the refresher notices and does not put it back.
+	in, err := beginIntent(st, intentCopy, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteObject(in.key); err != nil {
+		t.Fatal(err)
+	}
+	in.refresh()
+	if err := in.held(); err == nil || !strings.Contains(err.Error(), "removed by another process") {
+		t.Fatalf("an intent removed by another process: %v", err)
+	}
+	in.refresh()
+	if _, err := st.ReadObject(in.key); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a lost intent was written again: %v", err)
+	}
+	in.end()
+
+	// Not rewritten for half the expiry (the process stalled): lost, and not written again.
+	in, err = beginIntent(st, intentCopy, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.mu.Lock()
+	in.lastOK = time.Now().Add(-IntentExpiry)
+	in.mu.Unlock()
+	if err := in.held(); err == nil || !strings.Contains(err.Error(), "last rewritten") {
+		t.Fatalf("a stalled intent: %v", err)
+	}
+	if err := st.DeleteObject(in.key); err != nil {
+		t.Fatal(err)
+	}
+	in.refresh()
+	if _, err := st.ReadObject(in.key); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a stalled intent was written again: %v", err)
+	}
+	in.end()
+
+	// A prune and a copy whose intents cannot be held delete nothing and write no manifest.
+	src, dst, paths := sharedFilesFixture(t, 2)
+	IntentExpiry = time.Nanosecond
+	if n, err := Prune(dst); err == nil || n != 0 {
+		t.Fatalf("a prune that could not hold its intent: %d deleted, %v", n, err)
+	}
+	if got := countFiles(t, dst, "archive"); got != len(paths) {
+		t.Fatalf("a prune that could not hold its intent left %d of %d files", got, len(paths))
+	}
+	if _, err := Copy(context.Background(), src, dst, "s", CopyOptions{}); err == nil {
+		t.Fatal("a copy that could not hold its intent succeeded")
+	}
+	if _, err := dst.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a copy that could not hold its intent wrote its manifest: %v", err)
 	}
 }
