@@ -3,6 +3,8 @@ package pe
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -76,5 +78,14 @@ func TestDueAt(t *testing.T) {
 	cancel()
 	if pace(ctx, start.Add(time.Hour*24*365*100)) {
 		t.Error("pacing went on after its context ended")
+	}
+}
+
+// rowKey writes HBase PE's keys without fmt: the same bytes as "%026d".
+func TestRowKeyIsHBasePEs(t *testing.T) {
+	for _, i := range []int{0, 1, 9, 10, 12345, 99999999, 1 << 40, math.MaxInt64, -5} {
+		if got, want := string(rowKey(i)), fmt.Sprintf("%026d", i); got != want {
+			t.Fatalf("row %d: %q, want %q", i, got, want)
+		}
 	}
 }
