@@ -76,7 +76,9 @@ for name in "$@"; do
       # (javac's notes about deprecated calls are not shown; its errors are.)
       out=$(javac -nowarn -d "$work/classes" -cp "$hb/lib/*" "$ROOT"/engine/hbase/testdata/*.java 2>&1) || { echo "$out" >&2; exit 1; }
       # The entrypoint keeps resolved names 1 s, not the JVM's 30: the region servers' pods change
-      # addresses when they restart (docs/hbase-clients.md).
+      # addresses when they restart (docs/hbase-clients.md). It compiles with C1 only and collects
+      # with one thread: it is a test load on a 2-core node that also runs the cluster under test,
+      # and should take as little of its CPU as it can.
       # A logging backend for HBaseLoad alone (the shaded client has only slf4j's API): log4j's jars
       # from pe/ and a configuration that prints the client's INFO records (each retry) with the
       # time and the thread, so the e2e can tell what a slow request waited for.
@@ -109,7 +111,7 @@ LOG
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/hbaseload.tar" --dir "$work/root:/" --dir "$work/jre:/opt/java" \
         --dir "$hb/lib:/opt/hbase/lib" --dir "$work/classes:/opt/hbase/classes" --dir "$hb/pe:/opt/hbase/pe" --dir "$work/shell:/opt/hbase/shell" --dir "$work/log:/opt/hbase/log" \
         --env LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu --env JAVA_HOME=/opt/java \
-        --entrypoint "/opt/java/bin/java -XX:-UsePerfData -Xmx256m -Djava.io.tmpdir=/tmp -Dsun.net.inetaddr.ttl=1 -Dlog4j2.configurationFile=/opt/hbase/log/log4j2.properties -cp /opt/hbase/lib/*:/opt/hbase/log/*:/opt/hbase/classes HBaseLoad" ;;
+        --entrypoint "/opt/java/bin/java -XX:-UsePerfData -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m -Djava.io.tmpdir=/tmp -Dsun.net.inetaddr.ttl=1 -Dlog4j2.configurationFile=/opt/hbase/log/log4j2.properties -cp /opt/hbase/lib/*:/opt/hbase/log/*:/opt/hbase/classes HBaseLoad" ;;
     minio)
       # A development S3 server in the cluster (quickstart, e2e): MinIO built from its Go module.
       "$TOOLS/imagetar" --ref "$r" --out "$OUT/minio.tar" --file "$("$ROOT/hack/s3-server.sh"):/usr/local/bin/minio" --entrypoint /usr/local/bin/minio ;;
