@@ -2,6 +2,8 @@ package storage_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -65,4 +67,41 @@ func (a *alternating) Delete(ctx context.Context, key string) error { return a.n
 func (a *alternating) Describe() string                             { return a.bs[0].Describe() }
 func (a *alternating) StartUpload(ctx context.Context, key string) (storage.Upload, error) {
 	return a.next().(storage.MultipartBucket).StartUpload(ctx, key)
+}
+
+// countingBatches deletes in batches through its directory bucket's Delete and records each
+// batch's size.
+type countingBatches struct {
+	storage.Bucket
+	sizes []int
+}
+
+func (c *countingBatches) DeleteBatch(ctx context.Context, keys []string) error {
+	c.sizes = append(c.sizes, len(keys))
+	for _, k := range keys {
+		if err := c.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteAll cuts a long list into batches of at most MaxDeleteBatch keys.
+func TestDeleteAllBatches(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := &countingBatches{Bucket: b}
+	keys := make([]string, 2*storage.MaxDeleteBatch+500)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k/%05d", i)
+	}
+	if err := storage.DeleteAll(context.Background(), c, keys); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{storage.MaxDeleteBatch, storage.MaxDeleteBatch, 500}; !slices.Equal(c.sizes, want) {
+		t.Fatalf("batches %v, want %v", c.sizes, want)
+	}
 }

@@ -572,17 +572,26 @@ func (l *ObjectLog) DropFlushed() error {
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
 	defer cancel()
-	for i, n := range drop {
-		if err := l.opts.Bucket.Delete(ctx, objectKey(l.opts.Prefix, n)); err != nil {
-			// Keep what was not deleted, to try again.
+	// In batches where the bucket deletes many objects per request (a busy log drops hundreds
+	// of objects at a time, one per group commit).
+	for len(drop) > 0 {
+		batch := drop[:min(len(drop), storage.MaxDeleteBatch)]
+		keys := make([]string, len(batch))
+		for i, n := range batch {
+			keys[i] = objectKey(l.opts.Prefix, n)
+		}
+		if err := storage.DeleteAll(ctx, l.opts.Bucket, keys); err != nil {
+			// Keep what may not be deleted, to try again (a second delete of a gone object
+			// is harmless).
 			l.mu.Lock()
-			for _, m := range drop[i:] {
+			for _, m := range drop {
 				l.live = append(l.live, liveObject{n: m})
 			}
 			l.mu.Unlock()
-			return fmt.Errorf("wal: deleting flushed object %d of %s: %w", n, l.opts.Prefix, err)
+			return fmt.Errorf("wal: deleting flushed objects %d-%d of %s: %w", batch[0], batch[len(batch)-1], l.opts.Prefix, err)
 		}
-		l.deleted.Add(1)
+		l.deleted.Add(uint64(len(batch)))
+		drop = drop[len(batch):]
 	}
 	return nil
 }
@@ -682,6 +691,7 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 	if err != nil {
 		return fmt.Errorf("wal: delete %s: %w", prefix, err)
 	}
+	var del []string
 	for _, o := range objs {
 		head, err := b.GetRange(ctx, o.key, 0, headerSize)
 		if err != nil {
@@ -690,9 +700,10 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 		if kind, _, herr := checkHeader(head); herr == nil && kind == kindFence {
 			continue
 		}
-		if err := b.Delete(ctx, o.key); err != nil {
-			return fmt.Errorf("wal: delete %s: %w", o.key, err)
-		}
+		del = append(del, o.key)
+	}
+	if err := storage.DeleteAll(ctx, b, del); err != nil {
+		return fmt.Errorf("wal: delete %s: %w", prefix, err)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
 		{"Multipart", testMultipart},
 		{"Move", testMove},
 		{"Delete", testDelete},
+		{"DeleteAll", testDeleteAll},
 		{"BadKeys", testBadKeys},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -388,6 +389,36 @@ func testDelete(t *testing.T, b storage.Bucket) {
 	// A deleted key can be created again, conditionally.
 	put(t, b, "d/x", "again", storage.Condition{IfNoneMatch: true})
 	mustGet(t, b, "d/x", "again")
+}
+
+// testDeleteAll: many keys at once (in one request where the bucket deletes in batches), missing
+// ones among them, and nothing else touched.
+func testDeleteAll(t *testing.T, b storage.Bucket) {
+	var keys []string
+	for i := range 5 {
+		k := fmt.Sprintf("da/%d", i)
+		put(t, b, k, "x", storage.Condition{})
+		keys = append(keys, k)
+	}
+	put(t, b, "da/kept", "kept", storage.Condition{})
+	if err := storage.DeleteAll(ctx, b, append(keys, "da/missing", "never/was")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := b.Stat(ctx, k); !errors.Is(err, storage.ErrNoObject) {
+			t.Fatalf("%s after DeleteAll: %v", k, err)
+		}
+	}
+	mustGet(t, b, "da/kept", "kept")
+	if bd, ok := b.(storage.BatchDeleter); ok {
+		if err := bd.DeleteBatch(ctx, make([]string, storage.MaxDeleteBatch+1)); err == nil {
+			t.Fatal("a batch over the limit was taken")
+		}
+		if err := bd.DeleteBatch(ctx, []string{"da/kept", "a//b"}); err == nil {
+			t.Fatal("a batch with a bad key was taken")
+		}
+		mustGet(t, b, "da/kept", "kept")
+	}
 }
 
 func testBadKeys(t *testing.T, b storage.Bucket) {

@@ -404,6 +404,42 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	return err
 }
 
+// DeleteBatch implements storage.BatchDeleter with DeleteObjects (quiet: the answer lists only the
+// keys it could not delete).
+func (b *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if len(keys) > storage.MaxDeleteBatch {
+		return fmt.Errorf("s3: DeleteBatch of %d keys: at most %d", len(keys), storage.MaxDeleteBatch)
+	}
+	ids := make([]types.ObjectIdentifier, len(keys))
+	for i, k := range keys {
+		if err := storage.CheckKey(k); err != nil {
+			return err
+		}
+		ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(k))}
+	}
+	var out *awss3.DeleteObjectsOutput
+	err := b.call(ctx, "deletebatch", fmt.Sprintf("%s and %d more", keys[0], len(keys)-1), func(ctx context.Context) error {
+		var err error
+		out, err = b.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &b.cfg.Bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range out.Errors {
+		if aws.ToString(e.Code) == "NoSuchKey" {
+			continue
+		}
+		return fmt.Errorf("s3: delete %s (bucket %s): %s: %s (and %d more keys not deleted)", aws.ToString(e.Key), b.cfg.Bucket,
+			aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
+	}
+	return nil
+}
+
 // CheckConditionalWrites proves, once at start, that the store honours conditional writes the
 // way fencing needs: a second create-only PUT of a key fails, and a replace-only PUT of a missing
 // key fails (some MinIO releases let it create the key). It also proves the bucket is reachable
