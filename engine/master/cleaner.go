@@ -106,6 +106,18 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 	m.mu.Unlock()
 
 	st := m.regionStorage()
+	// An import into this cluster from another process (the CLI) copies files to archive/ before
+	// its manifest, and skips files that are there: none may go meanwhile (the master's own
+	// imports hold snapGuard).
+	ex, err := snapshot.ExcludeCopies(st, "archive cleaner of master "+m.cfg.Address)
+	if errors.Is(err, snapshot.ErrCopyUnderway) {
+		m.log.Info("archive cleaner: a snapshot is being copied into the cluster; this pass deletes nothing", "reason", err)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer ex.End()
 	ms, bad, err := snapshot.List(st)
 	if err != nil {
 		return 0, err
@@ -143,6 +155,9 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 		if now.Sub(first) < ttl {
 			seen[p] = first
 			return nil
+		}
+		if err := ex.Check(); err != nil {
+			return err
 		}
 		if err := st.DeleteObject(p); err != nil {
 			return err

@@ -98,9 +98,8 @@ func (l Latency) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]int64{"min": l.Min, "p50": l.P50, "p95": l.P95, "p99": l.P99, "p99.9": l.P999, "max": l.Max})
 }
 
-// Row keys: zero-padded decimal, as PE's format of the row number (sorts like the numbers).
-// rowKey is HBase PE's row key: the row number zero-padded to 26 digits (no fmt: a benchmark's
-// client should spend its CPU on the client under test).
+// rowKey is HBase PE's row key: the row number zero-padded to 26 digits, so keys sort like the
+// numbers (no fmt: a benchmark's client should spend its CPU on the client under test).
 func rowKey(i int) []byte {
 	if i < 0 {
 		return []byte(fmt.Sprintf("%026d", i))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -495,5 +496,35 @@ func TestBackupThroughTheMaster(t *testing.T) {
 	})
 	if n := len(archived(t, bst)); n != 0 {
 		t.Fatalf("after deleting every backup the location holds %d files", n)
+	}
+}
+
+// The archive cleaner deletes nothing while another process copies a snapshot into the cluster
+// (the CLI's import: it skips files archive/ has, and names them in a manifest written last).
+func TestArchiveCleanerWaitsForACopyIntoTheCluster(t *testing.T) {
+	c := startClusterWith(t, 1, nil, func(mc *master.Config) {
+		mc.ArchiveTTL = time.Nanosecond
+		mc.CleanerInterval = time.Hour // passes run when the test says (CleanArchive)
+	})
+	st := region.Storage{FS: c.fs}
+	const file = "archive/data/default/gone/0000000000000001/f/abc"
+	if _, err := st.WriteStream(context.Background(), file, strings.NewReader("a file an import found")); err != nil {
+		t.Fatal(err)
+	}
+	intent := snapshot.IntentDir + "/copy-0123456789abcdef"
+	if err := st.WriteObject(intent, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" an import\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.clean(t); n != 0 {
+		t.Fatalf("the cleaner deleted %d files while a copy into the cluster ran", n)
+	}
+	if _, err := st.StatObject(file); err != nil {
+		t.Fatalf("the file a copy found is gone: %v", err)
+	}
+	if err := st.DeleteObject(intent); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.clean(t); n != 1 {
+		t.Fatalf("after the copy the cleaner deleted %d files, want the unreferenced one", n)
 	}
 }

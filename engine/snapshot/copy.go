@@ -238,16 +238,14 @@ func ReadFrom(st region.Storage) ([]*pb.SnapshotDescription, error) {
 // process or another: intent.go) it deletes nothing and fails with ErrCopyUnderway; the files stay
 // for the next prune.
 func Prune(st region.Storage) (int, error) {
-	in, err := beginIntent(st, intentPrune, "prune of unreferenced files")
+	ex, err := ExcludeCopies(st, "prune of unreferenced files")
 	if err != nil {
+		if errors.Is(err, ErrCopyUnderway) {
+			err = fmt.Errorf("%w: unreferenced files stay until the next prune", err)
+		}
 		return 0, err
 	}
-	defer in.end()
-	if key, what, err := liveIntent(st, intentCopy); err != nil {
-		return 0, err
-	} else if key != "" {
-		return 0, fmt.Errorf("%w (%s: %s): unreferenced files stay until the next prune", ErrCopyUnderway, key, what)
-	}
+	defer ex.End()
 	ms, bad, err := List(st)
 	if err != nil {
 		return 0, err
@@ -266,8 +264,7 @@ func Prune(st region.Storage) (int, error) {
 		if keep[p] {
 			return nil
 		}
-		// A prune that stalled past its intent's expiry may have let a copy start: stop.
-		if err := in.held(); err != nil {
+		if err := ex.Check(); err != nil {
 			return err
 		}
 		n++

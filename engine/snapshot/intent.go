@@ -71,9 +71,10 @@ func beginIntent(st region.Storage, kind, what string) (*intent, error) {
 	}
 	in.lastOK = issued
 	in.done.Add(1)
+	every := IntentRefresh
 	go func() {
 		defer in.done.Done()
-		t := time.NewTicker(IntentRefresh)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -94,6 +95,9 @@ func (in *intent) write() error {
 // refresh rewrites the intent unless it may have expired for others meanwhile: then it is lost
 // for good, and never written again (a reader may have removed it and acted on that).
 func (in *intent) refresh() {
+	// Taken first: a write that lands after a stall anywhere below counts from before the stall,
+	// so the intent is then lost although the write put it back.
+	issued := time.Now()
 	if in.held() != nil {
 		return
 	}
@@ -101,7 +105,6 @@ func (in *intent) refresh() {
 		in.lose(fmt.Errorf("the intent %s was removed by another process, which took it for expired", in.key))
 		return
 	}
-	issued := time.Now()
 	if err := in.write(); err != nil {
 		return // retried at the next tick; it is lost only once it may have expired
 	}
@@ -119,14 +122,15 @@ func (in *intent) lose(err error) {
 }
 
 // held fails once the intent may have expired for another process: it was not rewritten for half
-// of IntentExpiry on this process's monotonic clock (the other half absorbs clock skew), or it was
-// found removed. Once failed it stays failed.
+// of IntentExpiry (the other half absorbs clock skew) by this process's monotonic clock or by its
+// wall clock (the monotonic one stands still while the machine is suspended), or it was found
+// removed. Once failed it stays failed.
 func (in *intent) held() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.lost == nil && time.Since(in.lastOK) > IntentExpiry/2 {
+	if gap := max(time.Since(in.lastOK), time.Now().Round(0).Sub(in.lastOK.Round(0))); in.lost == nil && gap > IntentExpiry/2 {
 		in.lost = fmt.Errorf("the intent %s was last rewritten %s ago (this process stalled or lost the location)",
-			in.key, time.Since(in.lastOK).Round(time.Second))
+			in.key, gap.Round(time.Second))
 	}
 	if in.lost != nil {
 		return fmt.Errorf("%w: a copy or prune by another process may have run meanwhile; run this again", in.lost)
@@ -159,8 +163,8 @@ func (in *intent) end() {
 // none), removing expired ones on the way.
 func liveIntent(st region.Storage, kind string) (key, what string, err error) {
 	err = st.WalkFiles(IntentDir, func(p string) error {
-		if !strings.HasPrefix(path.Base(p), kind+"-") || key != "" {
-			return nil
+		if !isIntentName(path.Base(p), kind) || key != "" {
+			return nil // (a directory tree's temporary file of an intent being written, too)
 		}
 		body, err := st.ReadObject(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -182,6 +186,55 @@ func liveIntent(st region.Storage, kind string) (key, what string, err error) {
 		return "", "", fmt.Errorf("reading the intents under %s/: %w", IntentDir, err)
 	}
 	return key, what, nil
+}
+
+// Exclusion is a prune's hold on a location against copies to it (Prune's, and the master's
+// archive cleaner's at a cluster root, where imports copy to). Take it before listing the
+// manifests whose files are kept: a copy that ends before that is listed, one that starts after
+// it waits.
+type Exclusion struct {
+	in        *intent
+	confirmed time.Time
+}
+
+// ExcludeCopies writes a prune intent at st, then fails with ErrCopyUnderway (naming the copy)
+// when a copy to st is under way.
+func ExcludeCopies(st region.Storage, what string) (*Exclusion, error) {
+	in, err := beginIntent(st, intentPrune, what)
+	if err != nil {
+		return nil, err
+	}
+	if key, desc, err := liveIntent(st, intentCopy); err != nil || key != "" {
+		in.end()
+		if err == nil {
+			err = fmt.Errorf("%w (%s: %s)", ErrCopyUnderway, key, desc)
+		}
+		return nil, err
+	}
+	return &Exclusion{in: in, confirmed: time.Now()}, nil
+}
+
+// Check fails once the hold may have lapsed (intent.held; its intent is read back about every
+// IntentRefresh too): call it before each delete, and stop deleting when it fails.
+func (e *Exclusion) Check() error {
+	if time.Since(e.confirmed) > IntentRefresh {
+		e.confirmed = time.Now()
+		return e.in.confirm()
+	}
+	return e.in.held()
+}
+
+// End releases the hold.
+func (e *Exclusion) End() { e.in.end() }
+
+// isIntentName says whether name is an intent of kind: kind-<16 hex digits>.
+func isIntentName(name, kind string) bool {
+	id, ok := strings.CutPrefix(name, kind+"-")
+	if !ok || len(id) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
 }
 
 // waitNoPrune waits until no live prune intent is at st: a copy that wrote its own intent may then

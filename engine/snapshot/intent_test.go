@@ -131,7 +131,7 @@ func TestCopiesAndPrunesExcludeEachOther(t *testing.T) {
 	}
 
 	// The intent of a copy that died long ago: the prune goes on and removes it.
-	dead := IntentDir + "/copy-dead"
+	dead := IntentDir + "/copy-00000000deadbeef"
 	old := time.Now().Add(-IntentExpiry - time.Minute).UTC().Format(time.RFC3339Nano)
 	if err := dst.WriteObject(dead, []byte(old+" copy of snapshot gone\n"), false); err != nil {
 		t.Fatal(err)

@@ -723,7 +723,8 @@ func TestSlowCommitsAreReported(t *testing.T) {
 
 // TestMarkFlushedDoesNotWaitForDeletes: the objects a flush frees are deleted in the background
 // (a region's close must not wait for a store's DELETEs): MarkFlushed returns while the store
-// still holds the first DELETE, and the objects go soon after; Close deletes what is left.
+// still holds the delete (one DeleteObjects, a POST, for the 5 objects), and the objects go soon
+// after; Close deletes what is left.
 func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
 	b, proxy := minioBucket(t, "markflushed")
 	l := openLog(t, b, "wal/drop_1", 1)
@@ -732,7 +733,7 @@ func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxy.Inject(s3test.Delay, "DELETE", 1, time.Second)
+	proxy.Inject(s3test.Delay, "POST", 1, time.Second)
 	if err := l.MarkFlushed("a", l.LastSeq()); err != nil {
 		t.Fatal(err)
 	}
@@ -755,7 +756,7 @@ func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxy.Inject(s3test.Delay, "DELETE", 1, 300*time.Millisecond)
+	proxy.Inject(s3test.Delay, "POST", 1, 300*time.Millisecond)
 	if err := l.MarkFlushed("a", l.LastSeq()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,6 +70,9 @@ type Bucket struct {
 	cfg     Config
 	client  *awss3.Client
 	metrics *metrics
+	// oneByOne: the store refused a DeleteObjects (an S3-compatible store without it, or one that
+	// wants the Content-MD5 the SDK no longer sends): DeleteBatch deletes one key at a time.
+	oneByOne atomic.Bool
 }
 
 var _ storage.Bucket = (*Bucket)(nil)
@@ -420,24 +424,61 @@ func (b *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
 		}
 		ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(k))}
 	}
+	if b.oneByOne.Load() {
+		return b.deleteOneByOne(ctx, keys)
+	}
 	var out *awss3.DeleteObjectsOutput
+	var refused bool
 	err := b.call(ctx, "deletebatch", fmt.Sprintf("%s and %d more", keys[0], len(keys)-1), func(ctx context.Context) error {
 		var err error
 		out, err = b.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &b.cfg.Bucket,
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		refused = batchDeleteRefused(err)
 		return err
 	})
+	if refused {
+		b.oneByOne.Store(true)
+		return b.deleteOneByOne(ctx, keys)
+	}
 	if err != nil {
 		return err
 	}
 	for _, e := range out.Errors {
-		if aws.ToString(e.Code) == "NoSuchKey" {
-			continue
-		}
-		return fmt.Errorf("s3: delete %s (bucket %s): %s: %s (and %d more keys not deleted)", aws.ToString(e.Key), b.cfg.Bucket,
-			aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
+		// (The key in the answer carries the bucket's prefix.)
+		return fmt.Errorf("s3: delete %s (bucket %s): %s: %s (%d keys of %d not deleted)", aws.ToString(e.Key), b.cfg.Bucket,
+			aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors), len(keys))
 	}
 	return nil
+}
+
+func (b *Bucket) deleteOneByOne(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchDeleteRefused says whether a DeleteObjects failed because the store does not take it the
+// way the SDK sends it: no multi-object delete at all, or a demand for Content-MD5 (MinIO before
+// 2025, some other S3-compatible stores).
+func batchDeleteRefused(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "MissingContentMD5", "NotImplemented", "XNotImplemented", "MethodNotAllowed":
+			return true
+		}
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		switch re.HTTPStatusCode() {
+		case http.StatusNotImplemented, http.StatusMethodNotAllowed:
+			return true
+		}
+	}
+	return false
 }
 
 // CheckConditionalWrites proves, once at start, that the store honours conditional writes the

@@ -244,3 +244,44 @@ func TestSlowAnswersTimeOut(t *testing.T) {
 		t.Fatalf("the timeout of 500 ms took %v", d)
 	}
 }
+
+// A store that refuses DeleteObjects the way the SDK sends it (MinIO before 2025 wanted
+// Content-MD5): DeleteAll still deletes every key, one DELETE each, and the bucket stops trying
+// batches.
+func TestDeleteAllOnAStoreWithoutBatchDeletes(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "nobatch")
+	ctx := context.Background()
+	put := func(keys ...string) {
+		for _, k := range keys {
+			if _, err := b.Put(ctx, k, []byte("x"), storage.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gone := func(keys ...string) {
+		for _, k := range keys {
+			if _, err := b.Stat(ctx, k); !errors.Is(err, storage.ErrNoObject) {
+				t.Fatalf("%s after DeleteAll: %v", k, err)
+			}
+		}
+	}
+	put("a", "b", "c")
+	proxy.Inject(s3test.MissingContentMD5, "POST", 1, 0)
+	posts, deletes := proxy.Requests("POST"), proxy.Requests("DELETE")
+	if err := storage.DeleteAll(ctx, b, []string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	gone("a", "b", "c")
+	if p, d := proxy.Requests("POST")-posts, proxy.Requests("DELETE")-deletes; p != 1 || d != 3 {
+		t.Fatalf("%d batch and %d single deletes, want 1 refused batch and 3 single deletes", p, d)
+	}
+	put("d", "e")
+	posts, deletes = proxy.Requests("POST"), proxy.Requests("DELETE")
+	if err := storage.DeleteAll(ctx, b, []string{"d", "e"}); err != nil {
+		t.Fatal(err)
+	}
+	gone("d", "e")
+	if p, d := proxy.Requests("POST")-posts, proxy.Requests("DELETE")-deletes; p != 0 || d != 2 {
+		t.Fatalf("%d batch and %d single deletes after a refusal, want 0 and 2", p, d)
+	}
+}

@@ -152,6 +152,9 @@ const (
 	LoseAnswer
 	// Delay forwards the request after the rule's delay.
 	Delay
+	// MissingContentMD5 answers 400 MissingContentMD5 without forwarding: what MinIO releases
+	// before 2025 answered a DeleteObjects that carried a CRC32 checksum instead of Content-MD5.
+	MissingContentMD5
 )
 
 type proxyRule struct {
@@ -192,6 +195,10 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+		case rule.fault == MissingContentMD5:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MissingContentMD5</Code><Message>Missing required header for this request: Content-Md5.</Message></Error>`)
 		case rule.fault == Delay:
 			// Read the body first: the server notices a client that gave up (its request's
 			// context ends) only once the body is consumed.
