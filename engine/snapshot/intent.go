@@ -98,12 +98,8 @@ func (in *intent) refresh() {
 	// Taken first: a write that lands after a stall anywhere below counts from before the stall,
 	// so the intent is then lost although the write put it back.
 	issued := time.Now()
-	if in.held() != nil {
-		return
-	}
-	if _, err := in.st.ReadObject(in.key); errors.Is(err, fs.ErrNotExist) {
-		in.lose(fmt.Errorf("the intent %s was removed by another process, which took it for expired", in.key))
-		return
+	if in.confirm() != nil {
+		return // lost (for good), or unreadable now: the next tick tries again
 	}
 	if err := in.write(); err != nil {
 		return // retried at the next tick; it is lost only once it may have expired

@@ -59,24 +59,33 @@ const MaxDeleteBatch = 1000
 
 // DeleteAll removes the objects at keys, a batch of up to MaxDeleteBatch per request when b
 // deletes in batches (one object costs a local S3 server about a quarter of the CPU a DELETE of
-// its own does), else one by one. Missing keys are not an error; on an error some may be gone.
-func DeleteAll(ctx context.Context, b Bucket, keys []string) error {
-	if bd, ok := b.(BatchDeleter); ok && len(keys) > 1 {
-		for len(keys) > 0 {
-			n := min(len(keys), MaxDeleteBatch)
-			if err := bd.DeleteBatch(ctx, keys[:n]); err != nil {
-				return err
-			}
-			keys = keys[n:]
-		}
-		return nil
+// its own does), else one by one. Missing keys are not an error. It returns how many of the keys,
+// from the first, are surely gone: on an error, some after those may be gone too.
+func DeleteAll(ctx context.Context, b Bucket, keys []string) (int, error) {
+	bd, ok := b.(BatchDeleter)
+	if !ok || len(keys) <= 1 {
+		return DeleteEach(ctx, b, keys)
 	}
-	for _, k := range keys {
+	done := 0
+	for done < len(keys) {
+		n := min(len(keys)-done, MaxDeleteBatch)
+		if err := bd.DeleteBatch(ctx, keys[done:done+n]); err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// DeleteEach removes the objects at keys with one Delete each, and returns how many it removed
+// before an error.
+func DeleteEach(ctx context.Context, b Bucket, keys []string) (int, error) {
+	for i, k := range keys {
 		if err := b.Delete(ctx, k); err != nil {
-			return err
+			return i, err
 		}
 	}
-	return nil
+	return len(keys), nil
 }
 
 // MultipartBucket is a Bucket that can also write an object in parts, so that a large object never

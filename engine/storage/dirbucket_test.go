@@ -98,7 +98,7 @@ func TestDeleteAllBatches(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k/%05d", i)
 	}
-	if err := storage.DeleteAll(context.Background(), c, keys); err != nil {
+	if _, err := storage.DeleteAll(context.Background(), c, keys); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int{storage.MaxDeleteBatch, storage.MaxDeleteBatch, 500}; !slices.Equal(c.sizes, want) {

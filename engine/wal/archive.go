@@ -441,10 +441,8 @@ func PruneArchive(ctx context.Context, b storage.Bucket, cutoff time.Time) (int,
 	if err := advancePrunedMark(ctx, b, newest); err != nil {
 		return 0, err
 	}
-	for i := 0; i < len(old); i += storage.MaxDeleteBatch {
-		if err := storage.DeleteAll(ctx, b, old[i:min(len(old), i+storage.MaxDeleteBatch)]); err != nil {
-			return i, fmt.Errorf("wal: pruning the archive: %w", err)
-		}
+	if n, err := storage.DeleteAll(ctx, b, old); err != nil {
+		return n, fmt.Errorf("wal: pruning the archive: %w", err)
 	}
 	return len(old), nil
 }

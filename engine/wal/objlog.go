@@ -574,24 +574,21 @@ func (l *ObjectLog) DropFlushed() error {
 	defer cancel()
 	// In batches where the bucket deletes many objects per request (a busy log drops hundreds
 	// of objects at a time, one per group commit).
-	for len(drop) > 0 {
-		batch := drop[:min(len(drop), storage.MaxDeleteBatch)]
-		keys := make([]string, len(batch))
-		for i, n := range batch {
-			keys[i] = objectKey(l.opts.Prefix, n)
+	keys := make([]string, len(drop))
+	for i, n := range drop {
+		keys[i] = objectKey(l.opts.Prefix, n)
+	}
+	done, err := storage.DeleteAll(ctx, l.opts.Bucket, keys)
+	l.deleted.Add(uint64(done))
+	if err != nil {
+		// Keep what may not be deleted, to try again (a second delete of a gone object is
+		// harmless).
+		l.mu.Lock()
+		for _, m := range drop[done:] {
+			l.live = append(l.live, liveObject{n: m})
 		}
-		if err := storage.DeleteAll(ctx, l.opts.Bucket, keys); err != nil {
-			// Keep what may not be deleted, to try again (a second delete of a gone object
-			// is harmless).
-			l.mu.Lock()
-			for _, m := range drop {
-				l.live = append(l.live, liveObject{n: m})
-			}
-			l.mu.Unlock()
-			return fmt.Errorf("wal: deleting flushed objects %d-%d of %s: %w", batch[0], batch[len(batch)-1], l.opts.Prefix, err)
-		}
-		l.deleted.Add(uint64(len(batch)))
-		drop = drop[len(batch):]
+		l.mu.Unlock()
+		return fmt.Errorf("wal: deleting flushed objects %d-%d of %s: %w", drop[done], drop[len(drop)-1], l.opts.Prefix, err)
 	}
 	return nil
 }
@@ -702,7 +699,7 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 		}
 		del = append(del, o.key)
 	}
-	if err := storage.DeleteAll(ctx, b, del); err != nil {
+	if _, err := storage.DeleteAll(ctx, b, del); err != nil {
 		return fmt.Errorf("wal: delete %s: %w", prefix, err)
 	}
 	return nil

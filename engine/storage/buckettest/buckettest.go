@@ -401,7 +401,7 @@ func testDeleteAll(t *testing.T, b storage.Bucket) {
 		keys = append(keys, k)
 	}
 	put(t, b, "da/kept", "kept", storage.Condition{})
-	if err := storage.DeleteAll(ctx, b, append(keys, "da/missing", "never/was")); err != nil {
+	if _, err := storage.DeleteAll(ctx, b, append(keys, "da/missing", "never/was")); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {

@@ -425,7 +425,8 @@ func (b *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
 		ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(k))}
 	}
 	if b.oneByOne.Load() {
-		return b.deleteOneByOne(ctx, keys)
+		_, err := storage.DeleteEach(ctx, b, keys)
+		return err
 	}
 	var out *awss3.DeleteObjectsOutput
 	var refused bool
@@ -438,7 +439,8 @@ func (b *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
 	})
 	if refused {
 		b.oneByOne.Store(true)
-		return b.deleteOneByOne(ctx, keys)
+		_, err := storage.DeleteEach(ctx, b, keys)
+		return err
 	}
 	if err != nil {
 		return err
@@ -447,15 +449,6 @@ func (b *Bucket) DeleteBatch(ctx context.Context, keys []string) error {
 		// (The key in the answer carries the bucket's prefix.)
 		return fmt.Errorf("s3: delete %s (bucket %s): %s: %s (%d keys of %d not deleted)", aws.ToString(e.Key), b.cfg.Bucket,
 			aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors), len(keys))
-	}
-	return nil
-}
-
-func (b *Bucket) deleteOneByOne(ctx context.Context, keys []string) error {
-	for _, k := range keys {
-		if err := b.Delete(ctx, k); err != nil {
-			return err
-		}
 	}
 	return nil
 }

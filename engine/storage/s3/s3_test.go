@@ -268,7 +268,7 @@ func TestDeleteAllOnAStoreWithoutBatchDeletes(t *testing.T) {
 	put("a", "b", "c")
 	proxy.Inject(s3test.MissingContentMD5, "POST", 1, 0)
 	posts, deletes := proxy.Requests("POST"), proxy.Requests("DELETE")
-	if err := storage.DeleteAll(ctx, b, []string{"a", "b", "c"}); err != nil {
+	if _, err := storage.DeleteAll(ctx, b, []string{"a", "b", "c"}); err != nil {
 		t.Fatal(err)
 	}
 	gone("a", "b", "c")
@@ -277,7 +277,7 @@ func TestDeleteAllOnAStoreWithoutBatchDeletes(t *testing.T) {
 	}
 	put("d", "e")
 	posts, deletes = proxy.Requests("POST"), proxy.Requests("DELETE")
-	if err := storage.DeleteAll(ctx, b, []string{"d", "e"}); err != nil {
+	if _, err := storage.DeleteAll(ctx, b, []string{"d", "e"}); err != nil {
 		t.Fatal(err)
 	}
 	gone("d", "e")
