@@ -269,7 +269,10 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		for p := range before {
 			pods = append(pods, p)
 		}
-		slow := watchLogs(ctx, ns, pods, "slow call", "slow WAL commit", "slow close")
+		// And the masters' handover as the servers lived it: how long heartbeats failed, and
+		// whether a lease lapsed (a server then refuses its primaries' reads and writes).
+		slow := watchLogs(ctx, ns, pods, "slow call", "slow WAL commit", "slow close",
+			"heartbeat failed", "heartbeat answered again", "lease lapsed", "master stopped", "active: catalog loaded")
 		DeferCleanup(func() { slow.stop() })
 		start := time.Now()
 		pressure0, havePressure := cpuPressure()
@@ -329,7 +332,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s",
 			took.Round(time.Second), rs.MaxLatencyMs, starved))
 		if lines := slow.stop(); len(lines) > 0 {
-			AddReportEntry("slow on the servers during the rolling restart", strings.Join(lines, "\n"))
+			AddReportEntry("slow on the servers and the masters' handover during the rolling restart", strings.Join(lines, "\n"))
 		}
 		hs := withHBaseClientRetries(ctx, ns, "hbase-load", start, loadcheck(ctx, ns, "hbase-load", "POST", "stop"))
 		report := fmt.Sprintf("the stock HBase Java client through the rolling restart: %s", hs)

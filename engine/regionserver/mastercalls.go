@@ -179,6 +179,8 @@ const (
 func (s *Server) heartbeatLoop() {
 	defer s.hbWG.Done()
 	failures := 0
+	var failingSince time.Time // the first failure of the current run of failures
+	lapsedLogged := false
 	for {
 		every := time.Duration(s.hbEvery.Load())
 		if every <= 0 {
@@ -198,14 +200,24 @@ func (s *Server) heartbeatLoop() {
 		resp, err := s.heartbeat(ctx, stopping)
 		cancel()
 		if err != nil {
+			if failures == 0 {
+				failingSince, lapsedLogged = time.Now(), false
+			}
 			if failures == 0 || failures%10 == 0 {
 				s.log.Warn("heartbeat failed; retrying", "error", err, "failures", failures+1)
+			}
+			if f := s.fence.Load(); f != nil && !f.Open() && !lapsedLogged && !stopping {
+				// Reads and writes of primaries are refused from here until a master answers.
+				s.log.Warn("lease lapsed: refusing reads and writes of primaries until a master answers a heartbeat",
+					"failing_for", time.Since(failingSince).Round(time.Millisecond), "failures", failures+1)
+				lapsedLogged = true
 			}
 			failures++
 			continue
 		}
 		if failures > 0 {
-			s.log.Info("heartbeat answered again", "after_failures", failures)
+			s.log.Info("heartbeat answered again", "after_failures", failures,
+				"failing_for", time.Since(failingSince).Round(time.Millisecond), "lease_lapsed", lapsedLogged)
 			failures = 0
 		}
 		if stopping {
