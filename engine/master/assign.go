@@ -171,18 +171,12 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 			if pl == nil {
 				pl = m.placerLocked()
 			}
-			target := m.chooseTargetLocked(pl, r, p.p)
-			if target == "" {
+			nr, np := proto.CloneOf(r), proto.CloneOf(p.p)
+			if !m.placeLocked(pl, nr, np, now) {
 				continue // no server can take it now: retried every tick
 			}
-			s, _ := m.reg.Get(target)
-			nr := proto.CloneOf(r)
-			nr.State, nr.Server, nr.ServerStartCode, nr.StateSinceMs = stateOpening, target, s.StartCode, now.UnixMilli()
-			np := proto.CloneOf(p.p)
-			np.Target = target
 			b.putRegion(nr)
 			b.putProc(np)
-			pl.add(BalancerRegion{Name: name, Group: layout.PrimaryName(name)}, target)
 			send = append(send, name)
 			continue
 		}
@@ -241,6 +235,21 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 	return nil
 }
 
+// placeLocked picks the server an offline region opens on and makes r OPENING there and p's
+// target that server (r and p are the caller's copies). False: no server can take it now.
+func (m *Master) placeLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure, now time.Time) bool {
+	target := m.chooseTargetLocked(pl, r, p)
+	if target == "" {
+		return false
+	}
+	s, _ := m.reg.Get(target)
+	r.State, r.Server, r.ServerStartCode, r.StateSinceMs = stateOpening, target, s.StartCode, now.UnixMilli()
+	p.Target = target
+	name := r.GetInfo().GetName()
+	pl.add(BalancerRegion{Name: name, Group: layout.PrimaryName(name)}, target)
+	return true
+}
+
 // primaryOpenSentLocked: name is a primary, or a replica whose primary is not being opened or
 // whose primary's server accepted the open: a replica's open is never sent before its primary's.
 func (m *Master) primaryOpenSentLocked(name string) bool {
@@ -275,7 +284,11 @@ func (m *Master) logStepLocked(msg, region, server string, p *proc, now time.Tim
 		"took", now.Sub(p.stepStart).Round(time.Millisecond), "sent_after", sent.Round(time.Millisecond))
 }
 
-func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure) {
+// closedLocked records that a region closed and moves its procedure on. A region closed to open
+// again (a move, a reopen, an aborted open) is left OFFLINE with its
+// procedure at the open step: those rows, already in b, are returned for a caller that places
+// the region in the same batch (nil otherwise).
+func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedure) (*pb.CatalogRegion, *pb.RegionProcedure) {
 	name := r.GetInfo().GetName()
 	prev := r.GetServer()
 	nr := proto.CloneOf(r)
@@ -287,34 +300,34 @@ func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedu
 		if m.tableWantsOpenLocked(r) {
 			m.assignLocked(b, nr)
 		}
-		return
+		return nil, nil
 	case p.GetKind() == kindSplit:
 		m.splitClosedLocked(b, r, p)
-		return
+		return nil, nil
 	case p.GetKind() == kindMerge:
 		m.mergeClosedLocked(b, r, p)
-		return
+		return nil, nil
 	case p.GetKind() == kindUnassign:
 		if p.GetDeleteAfterClose() {
 			b.deleteRegion(name)
 			b.deleteProc(name)
-			return
+			return nil, nil
 		}
 		nr.State = p.GetFinalState()
 		b.putRegion(nr)
 		b.deleteProc(name)
-		return
+		return nil, nil
 	case p.GetAborting() && int(p.GetAttempts()) >= m.cfg.MaxOpenAttempts:
 		nr.State = stateFailedOpen
 		b.putRegion(nr)
 		b.deleteProc(name)
 		m.log.Error("region failed to open: FAILED_OPEN", "region", name, "attempts", p.GetAttempts(), "last_error", nr.GetLastError())
-		return
+		return nil, nil
 	case !m.tableWantsOpenLocked(r):
 		nr.State = stateClosed
 		b.putRegion(nr)
 		b.deleteProc(name)
-		return
+		return nil, nil
 	}
 	nr.State = stateOffline
 	np := proto.CloneOf(p)
@@ -327,6 +340,7 @@ func (m *Master) closedLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionProcedu
 	}
 	b.putRegion(nr)
 	b.putProc(np)
+	return nr, np
 }
 
 // failedOpenLocked records a failed open attempt on the region's server: retry elsewhere, or
@@ -545,7 +559,18 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 				pp = p.p
 				m.logStepLocked("region closed", name, server, p, m.clock())
 			}
-			m.closedLocked(&b, r, pp)
+			// A move's region opens at its destination in the same catalog write as its
+			// close: clients wait for the region from the close to the open, and each write
+			// is a round trip to storage (an object PUT on a bucket).
+			if nr, np := m.closedLocked(&b, r, pp); np != nil && m.placeLocked(m.placerLocked(), nr, np, m.clock()) {
+				if err := m.commit(&b); err != nil {
+					return err
+				}
+				if m.primaryOpenSentLocked(name) {
+					m.dispatchLocked(name)
+				}
+				return nil
+			}
 		case here && r.GetState() == stateOpen && p == nil:
 			// The server closed it on its own (it is stopping, or it failed): open it again somewhere.
 			if _, stopping := m.stoppingSrv[server]; stopping && req.GetError() == "" {

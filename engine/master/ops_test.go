@@ -3,13 +3,18 @@ package master_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/master/mastertest"
+	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 func (c *cluster) serverStatus(name string) *pb.ServerStatus {
@@ -106,6 +111,13 @@ func TestMoveRegion(t *testing.T) {
 	last := calls[len(calls)-1]
 	if last.Open || last.Region != name || !last.Flush || last.Destination != to.Name() {
 		t.Errorf("source's last order %+v, want a flushing close naming the destination", last)
+	}
+	// The region went from CLOSING at the source to OPENING at the destination in one catalog
+	// write: each write is a round trip to storage while no server serves the region.
+	states := regionHistory(t, c.fs, name)
+	want := []string{"CLOSING@" + from, "OPENING@" + to.Name(), "OPEN@" + to.Name()}
+	if len(states) < 3 || !slices.Equal(states[len(states)-3:], want) {
+		t.Errorf("the region's catalog records end %q, want %q", states, want)
 	}
 	// Without a destination the master picks one.
 	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name}); err != nil {
@@ -498,4 +510,32 @@ func TestLocateRegionWaitsForAMove(t *testing.T) {
 	if a.err != nil || layout.ServerName(a.loc.GetServer()) != to.Name() || a.loc.GetState() != pb.RegionState_REGION_STATE_OPEN {
 		t.Fatalf("lookup with a wait: %v %v, want the region OPEN on %s", a.loc, a.err, to.Name())
 	}
+}
+
+// regionHistory reads a region's rows from the catalog's log (on the test's in-memory FS), in
+// order: "STATE@server" for each write of it.
+func regionHistory(t *testing.T, fs storage.FS, name string) []string {
+	t.Helper()
+	r, err := wal.NewReader(fs, "meta/wal", wal.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	for r.Next() {
+		for _, kv := range r.Edit().Cells {
+			if string(kv.Key().Row()) != "region/"+name || len(kv.Value()) == 0 {
+				continue
+			}
+			var cr pb.CatalogRegion
+			if err := proto.Unmarshal(kv.Value(), &cr); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, strings.TrimPrefix(cr.GetState().String(), "REGION_STATE_")+"@"+cr.GetServer())
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -485,3 +485,50 @@ func TestWriteNewKeepsWhatIsThere(t *testing.T) {
 		}
 	})
 }
+
+// putCounter counts a bucket's writes by key.
+type putCounter struct {
+	storage.Bucket
+	puts map[string]int
+}
+
+func (c *putCounter) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	c.puts[key]++
+	return c.Bucket.Put(ctx, key, body, cond)
+}
+
+// An open writes .regioninfo only when the descriptor changed: on a bucket the PUT is the open's
+// slowest step, while nobody serves the region (a move, a restart).
+func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := &putCounter{Bucket: b, puts: map[string]int{}}
+	table := TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("f")}}
+	info := Info{Namespace: "default", Table: "t", ID: 1}
+	key := path.Join(info.Dir(), ".regioninfo")
+	for range 3 {
+		if err := CreateOnBucket(c, table, info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.puts[key] != 1 {
+		t.Fatalf(".regioninfo written %d times by three creates with one descriptor, want once", c.puts[key])
+	}
+	table.Families = append(table.Families, fam("g")) // an ALTER
+	if err := CreateOnBucket(c, table, info); err != nil {
+		t.Fatal(err)
+	}
+	if c.puts[key] != 2 {
+		t.Fatalf(".regioninfo written %d times, want a second write for the new descriptor", c.puts[key])
+	}
+	_, td, err := readRegionInfo(filesOf(nil, b), info.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(td.Families) != 2 {
+		t.Fatalf("the rewritten .regioninfo has %d families, want 2", len(td.Families))
+	}
+}

@@ -151,6 +151,16 @@ func createDir(store regionFiles, table TableDescriptor, info Info, write func(p
 		return fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
 	}
 	dir := info.Dir()
+	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
+	if err != nil {
+		return err
+	}
+	p := path.Join(dir, ".regioninfo")
+	if cur, err := store.readFile(p); err == nil && bytes.Equal(cur, b) {
+		// Opened before with this descriptor (a move, a restart): nothing to write. On a bucket
+		// a read costs the region's open far less than a PUT, during which nobody serves it.
+		return nil
+	}
 	dirs := []string{dir}
 	for _, f := range table.Families {
 		dirs = append(dirs, path.Join(dir, f.Name))
@@ -158,11 +168,7 @@ func createDir(store regionFiles, table TableDescriptor, info Info, write func(p
 	if err := store.mkdirs(dirs...); err != nil {
 		return err
 	}
-	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
-	if err != nil {
-		return err
-	}
-	if err := write(path.Join(dir, ".regioninfo"), b); err != nil {
+	if err := write(p, b); err != nil {
 		return err
 	}
 	if fsys := store.fs(); fsys != nil {

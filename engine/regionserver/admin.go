@@ -120,7 +120,8 @@ func (s *Server) openRegion(or *onlineRegion) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	r, err := s.doOpen(or)
+	var ot openTimes
+	r, err := s.doOpen(or, &ot)
 	if err != nil {
 		s.regions.CompareAndDelete(or.name, or)
 		s.log.Warn("opening region failed", "region", or.name, "error", err)
@@ -140,7 +141,15 @@ func (s *Server) openRegion(or *onlineRegion) {
 		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
 		return
 	}
-	if err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), ""); err != nil {
+	reportStart := time.Now()
+	err = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), "")
+	if took := time.Since(start); took >= slowOpen {
+		// Requests for the region wait (REGION_OPENING) all this time: what took it.
+		s.log.Info("slow open", "region", or.name, "took", took.Round(time.Millisecond),
+			"functions", ot.functions.Round(time.Millisecond), "region_info", ot.create.Round(time.Millisecond),
+			"open_files", ot.open.Round(time.Millisecond), "report_opened", time.Since(reportStart).Round(time.Millisecond))
+	}
+	if err != nil {
 		// The master did not want it here (or could not be told): close without serving.
 		s.log.Warn("the master refused the OPENED report; closing the region", "region", or.name, "error", err)
 		or.state.Store(stateClosing)
@@ -169,12 +178,25 @@ func (s *Server) openRegion(or *onlineRegion) {
 	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds())
 }
 
-func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
+// slowOpen is how long an open, its OPENED report included, takes before it is logged with its
+// parts ("slow open"), as the region's "slow close".
+const slowOpen = 300 * time.Millisecond
+
+// openTimes are the parts of an open, for the slow-open log.
+type openTimes struct {
+	functions time.Duration // loading the table's functions
+	create    time.Duration // writing .regioninfo (and the directories on a filesystem)
+	open      time.Duration // opening the store files and replaying what is left
+}
+
+func (s *Server) doOpen(or *onlineRegion, ot *openTimes) (*region.Region, error) {
+	t := time.Now()
 	set, err := s.openFunctions(or)
+	ot.functions = time.Since(t)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.openStorage(or)
+	r, err := s.openStorage(or, ot)
 	if err != nil {
 		if set != nil {
 			set.Close()
@@ -188,7 +210,7 @@ func (s *Server) doOpen(or *onlineRegion) (*region.Region, error) {
 	return r, nil
 }
 
-func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
+func (s *Server) openStorage(or *onlineRegion, ot *openTimes) (*region.Region, error) {
 	info := layout.StorageInfo(or.info)
 	td, err := layout.RegionTableDescriptor(or.table, or.info)
 	if err != nil {
@@ -219,11 +241,15 @@ func (s *Server) openStorage(or *onlineRegion) (*region.Region, error) {
 	}
 	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
+	t := time.Now()
 	if err := s.createRegion(td, info); err != nil {
 		return nil, err
 	}
+	ot.create = time.Since(t)
 	s.noteRegionForArchive(or.name, or.tkey)
+	t = time.Now()
 	r, err := region.Open(s.regionConfig(or.table, or.name), info)
+	ot.open = time.Since(t)
 	if err != nil {
 		return nil, err
 	}

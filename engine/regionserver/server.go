@@ -722,8 +722,11 @@ func (s *Server) OnlineRegions() []string {
 }
 
 // lookup finds an open region or says why not.
-// openingWait is how long a request for a region opening here waits for the open to end.
-const openingWait = 200 * time.Millisecond
+// openingWait is how long a request for a region opening here waits for the open to end: a
+// move's open takes a few round trips to storage and the master's catalog write of OPENED
+// (hundreds of milliseconds on a loaded object store), and a request that waits is answered the
+// moment the region opens, where an answer to retry adds the client's pause to every round.
+const openingWait = time.Second
 
 func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
 	if s.stopping.Load() && !s.serving.Load() {
