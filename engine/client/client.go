@@ -247,9 +247,11 @@ func (c *Client) master(ctx context.Context, attempt time.Duration, fn func(cont
 				c.active = c.nextMaster(addr)
 			}
 			c.mmu.Unlock()
-			if d.GetNewMaster() != "" && hops <= len(c.cfg.Masters) {
+			// A master that names itself was elected and is loading the catalog: it is asked
+			// again after its pause. Another name: no pause, we know where to go.
+			if d.GetNewMaster() != "" && d.GetNewMaster() != addr && hops <= len(c.cfg.Masters) {
 				hops++
-				continue // no pause: we know where to go
+				continue
 			}
 		case typed && !retryable(d):
 			return d

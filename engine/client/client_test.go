@@ -732,6 +732,7 @@ type refusingMaster struct {
 	*fakeMaster
 	other      *string
 	leaderless bool
+	self       string // names itself: elected, loading the catalog
 	refusals   *atomic.Int64
 	calls      atomic.Int64
 }
@@ -740,9 +741,12 @@ func (r *refusingMaster) LocateRegion(ctx context.Context, req *pb.LocateRegionR
 	r.calls.Add(1)
 	if r.refusals.Add(-1) >= 0 {
 		d := &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER, Message: "standby", Retryable: true}
-		if r.leaderless {
+		switch {
+		case r.self != "":
+			d.NewMaster, d.RetryAfterMs = r.self, 1
+		case r.leaderless:
 			d.RetryAfterMs = 1
-		} else {
+		default:
 			d.NewMaster = *r.other
 		}
 		return nil, d.Status()
@@ -829,6 +833,64 @@ func TestMasterRedirectsAreBoundedAndHandoverHintsDoNotGrowTheBackoff(t *testing
 				t.Fatalf("%d pauses in 40 redirects between two masters naming each other, want at least %d", len(rec.attempts), min)
 			}
 		})
+	}
+}
+
+// A master that names itself in NOT_ACTIVE_MASTER was elected and is loading the catalog: the
+// client asks it again after its hinted pause and never goes to the other masters meanwhile
+// (during a handover the other is the master that stopped).
+func TestAnElectedMasterLoadingTheCatalogIsWaitedFor(t *testing.T) {
+	_, ss, _ := newCluster(t, 1)
+	inner := &fakeMaster{}
+	for _, r := range ss[0].regions {
+		inner.regions = append(inner.regions, &fakeRegion{info: r, server: ss[0]})
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusals := &atomic.Int64{}
+	refusals.Store(20)
+	elected := &refusingMaster{fakeMaster: inner, self: lis.Addr().String(), refusals: refusals}
+	gs := grpc.NewServer()
+	pb.RegisterMasterServer(gs, elected)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	// The other master accepts connections and never answers: counted if the client tries it.
+	stopped, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopped.Close() })
+	var tried atomic.Int64
+	go func() {
+		for {
+			conn, err := stopped.Accept()
+			if err != nil {
+				return
+			}
+			tried.Add(1)
+			conn.Close()
+		}
+	}()
+	rec := &retryRecords{}
+	c, err := New(Config{Masters: []string{elected.self, stopped.Addr().String()}, Pause: time.Millisecond, MaxPause: 5 * time.Millisecond,
+		RPCTimeout: 2 * time.Second, OperationTimeout: 20 * time.Second, Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	put(t, c.Table("t"), "a", "1")
+	if n := elected.calls.Load(); n != 21 {
+		t.Errorf("%d calls to the elected master, want its 20 refusals and the answer", n)
+	}
+	if n := tried.Load(); n != 0 {
+		t.Errorf("the client connected %d times to the other master while the elected one loaded the catalog", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.attempts) != 20 || slices.Max(rec.attempts) != 0 {
+		t.Errorf("pauses %v, want 20 at the hint (attempt 0)", rec.attempts)
 	}
 }
 

@@ -38,3 +38,35 @@ func TestMovingLocations(t *testing.T) {
 		}
 	}
 }
+
+// notActive: what a master that is not serving tells callers. An elected master loading the
+// catalog names itself with a short pause (callers wait for it rather than try the others); one
+// stepping down never names itself; a standby names the leader it knows, for callers to go there
+// at once.
+func TestNotActiveAnswers(t *testing.T) {
+	const self, other = "m-0:16000", "m-1:16000"
+	for _, tc := range []struct {
+		status     int32
+		leader     string
+		newMaster  string
+		retryAfter int64
+	}{
+		{stateActivating, self, self, activatingRetryMs},
+		{stateStandby, self, "", notActiveRetryMs}, // stepping down, the Lease not released yet
+		{stateStandby, "", "", notActiveRetryMs},
+		{stateStandby, other, other, 0},
+		{stateStopped, other, other, 0},
+		{stateStopped, self, "", notActiveRetryMs},
+	} {
+		m := &Master{cfg: Config{Address: self}}
+		m.status.Store(tc.status)
+		l := tc.leader
+		m.leader.Store(&l)
+		d, ok := pb.DetailOf(m.notActive())
+		if !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER || !d.GetRetryable() ||
+			d.GetNewMaster() != tc.newMaster || d.GetRetryAfterMs() != tc.retryAfter {
+			t.Errorf("status %d, leader %q: %v (new master %q, retry after %d ms), want new master %q, retry after %d ms",
+				tc.status, tc.leader, d, d.GetNewMaster(), d.GetRetryAfterMs(), tc.newMaster, tc.retryAfter)
+		}
+	}
+}

@@ -778,21 +778,27 @@ const (
 // notActive is the answer of a master that is not the active one.
 func (m *Master) notActive() error {
 	leader := m.Leader()
-	if leader == m.cfg.Address {
-		leader = "" // elected but not serving yet (or any more): the client tries again
+	st := m.status.Load()
+	if leader == m.cfg.Address && st != stateActivating {
+		leader = "" // elected but not serving any more (stepping down): the caller tries again
 	}
 	msg := "this master is a standby"
 	// Without a leader to name, a handover is under way: the standby takes a released Lease at
 	// once and an elected master loads the catalog in milliseconds, so the caller asks again soon.
 	var retryAfter int64 = notActiveRetryMs
-	switch m.status.Load() {
+	switch st {
 	case stateActivating:
 		msg = "this master was elected and is loading the catalog"
-		retryAfter = activatingRetryMs
 	case stateStopped:
 		msg = "this master has stopped"
 	}
-	if leader != "" {
+	switch {
+	case leader == m.cfg.Address:
+		// Elected and loading the catalog: it names itself, so that callers ask it again after a
+		// short pause instead of trying the other masters (a stopped one costs them a connect
+		// timeout) while every region server's lease runs down.
+		retryAfter = activatingRetryMs
+	case leader != "":
 		msg += "; the active master is " + leader
 		retryAfter = 0 // the caller goes there at once
 	}

@@ -38,7 +38,7 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			}
 			s.masterConn, s.masterAddr = conn, addr
 		}
-		conn := s.masterConn
+		conn, addr := s.masterConn, s.masterAddr
 		s.mmu.Unlock()
 		var err error
 		if !connected(ctx, conn, masterConnectWait) {
@@ -59,6 +59,17 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		d, ok := pb.DetailOf(err)
 		if ok && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
 			return err // a real answer: the connection stays
+		}
+		if ok && d.GetNewMaster() == addr {
+			// Elected and loading the catalog: ask it again on this connection after its pause,
+			// rather than try the other masters (a stopped one costs masterConnectWait) while
+			// this server's lease runs down.
+			select {
+			case <-ctx.Done():
+				return lastErr
+			case <-time.After(time.Duration(max(d.GetRetryAfterMs(), 10)) * time.Millisecond):
+			}
+			continue
 		}
 		s.mmu.Lock()
 		if s.masterConn == conn {
