@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -530,5 +531,94 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 	}
 	if len(td.Families) != 2 {
 		t.Fatalf("the rewritten .regioninfo has %d families, want 2", len(td.Families))
+	}
+}
+
+// roundTrips counts a bucket's requests by kind and how many were under way at once; each Stat
+// waits (up to a deadline) for others to join it, so that requests made one after another show
+// as one at a time.
+type roundTrips struct {
+	storage.Bucket
+	mu       sync.Mutex
+	kinds    map[string]int
+	inFlight int
+	most     int
+	joined   *sync.Cond
+}
+
+func newRoundTrips(b storage.Bucket) *roundTrips {
+	rt := &roundTrips{Bucket: b, kinds: map[string]int{}}
+	rt.joined = sync.NewCond(&rt.mu)
+	return rt
+}
+
+func (rt *roundTrips) count(kind string) func() {
+	rt.mu.Lock()
+	rt.kinds[kind]++
+	rt.inFlight++
+	rt.most = max(rt.most, rt.inFlight)
+	rt.joined.Broadcast()
+	rt.mu.Unlock()
+	return func() {
+		rt.mu.Lock()
+		rt.inFlight--
+		rt.mu.Unlock()
+	}
+}
+
+func (rt *roundTrips) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	defer rt.count("stat")()
+	deadline := time.Now().Add(2 * time.Second)
+	rt.mu.Lock()
+	for rt.most < 2 && time.Now().Before(deadline) {
+		t := time.AfterFunc(50*time.Millisecond, rt.joined.Broadcast)
+		rt.joined.Wait()
+		t.Stop()
+	}
+	rt.mu.Unlock()
+	return rt.Bucket.Stat(ctx, key)
+}
+
+func (rt *roundTrips) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
+	defer rt.count("list")()
+	return rt.Bucket.List(ctx, prefix, after, limit)
+}
+
+func (rt *roundTrips) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	defer rt.count("get")()
+	return rt.Bucket.Get(ctx, key)
+}
+
+// A region on a bucket opens its store files at once, and lists its family directory (for
+// leftovers) and its recovered edits once each: nobody serves the region while it opens.
+func TestOpenOnABucketOpensItsFilesAtOnce(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e := bucketEnv(t, b)
+	for i := range 4 {
+		putRows(t, e.r, i*100, i*100+100, "v")
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rt := newRoundTrips(b)
+	e.cfg.Bucket = rt
+	e.open()
+	if got := getVal(t, e.r, 399); got != "v" {
+		t.Fatalf("row 399 after the reopen: %q", got)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.kinds["stat"] != 4 || rt.most < 2 {
+		t.Errorf("%d store files opened, at most %d requests at once: want 4, opened together", rt.kinds["stat"], rt.most)
+	}
+	if rt.kinds["list"] != 2 {
+		t.Errorf("%d listings (the family directory and the recovered edits: want one each)", rt.kinds["list"])
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -31,9 +33,12 @@ type Region struct {
 	fams     []Family // sorted by name
 	famNames [][]byte
 	store    regionFiles // where the region's files are (FS or Bucket)
-	wal      wal.Log
-	cfg      Config
-	log      *slog.Logger
+	// replayedObjects are the recovered-edits objects an open on a bucket replayed, for it to
+	// delete once it flushed them.
+	replayedObjects []string
+	wal             wal.Log
+	cfg             Config
+	log             *slog.Logger
 	// compaction is cfg.Compaction, which changes while the region is open (SetCompaction).
 	compaction atomic.Pointer[CompactionConfig]
 	// observer is the table's functions (SetObserver); nil without.
@@ -342,44 +347,71 @@ func (r *Region) loadFiles() error {
 	r.files.Store(set)
 	if !r.replica {
 		r.store.cleanTemp(r.dir)
+		for _, f := range r.fams {
+			if err := r.store.mkdirs(path.Join(r.dir, f.Name)); err != nil {
+				return err
+			}
+		}
+	}
+	// The store files open at once, and a primary lists its family directories for leftovers
+	// meanwhile: on a bucket each is a few round trips to the store, and nobody serves the
+	// region until they are all done (a move, a restart, a failover).
+	type opening struct {
+		fam int
+		mf  manifestFile
+		sf  *storeFile // once open
+	}
+	var jobs []opening
+	for i, f := range r.fams {
+		for _, mf := range m.Families[f.Name] {
+			jobs = append(jobs, opening{fam: i, mf: mf})
+		}
+	}
+	leftovers := make([][]string, len(r.fams))
+	var g errgroup.Group
+	g.SetLimit(openParallelism)
+	for j := range jobs {
+		g.Go(func() error {
+			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf)
+			jobs[j].sf = sf
+			return err
+		})
+	}
+	if !r.replica {
+		for i, f := range r.fams {
+			g.Go(func() error {
+				names, err := r.store.list(path.Join(r.dir, f.Name))
+				leftovers[i] = names
+				return err
+			})
+		}
+	}
+	err = g.Wait()
+	for _, j := range jobs { // in the manifest's order; what opened is released on an error
+		if j.sf != nil {
+			set.byFamily[j.fam] = append(set.byFamily[j.fam], j.sf)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	for i, f := range r.fams {
-		famDir := path.Join(r.dir, f.Name)
-		if r.replica {
-			for _, mf := range m.Families[f.Name] {
-				sf, err := r.openStoreFile(i, mf)
-				if err != nil {
-					return err
-				}
-				set.byFamily[i] = append(set.byFamily[i], sf)
-			}
-			continue
-		}
-		if err := r.store.mkdirs(famDir); err != nil {
-			return err
-		}
 		listed := map[string]bool{}
 		for _, mf := range m.Families[f.Name] {
 			listed[mf.Name] = true
-			sf, err := r.openStoreFile(i, mf)
-			if err != nil {
-				return err
-			}
-			set.byFamily[i] = append(set.byFamily[i], sf)
 		}
-		names, err := r.store.list(famDir)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
+		for _, n := range leftovers[i] {
 			if !listed[n] {
 				// Left over by an interrupted flush or compaction.
-				r.archivePath(path.Join(famDir, n), f.Name, n)
+				r.archivePath(path.Join(r.dir, f.Name, n), f.Name, n)
 			}
 		}
 	}
 	return nil
 }
+
+// openParallelism bounds the store files a region opens at once.
+const openParallelism = 8
 
 func (r *Region) recoveredEditsDir() string { return path.Join(r.dir, "recovered.edits") }
 
@@ -456,9 +488,11 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 		if len(r.cfg.ReplayWALDirs) > 0 {
 			return 0, 0, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
 		}
-		if _, err := wal.ReadRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir(), apply); err != nil {
+		objs, err := wal.ReadRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir(), apply)
+		if err != nil {
 			return 0, 0, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
+		r.replayedObjects = objs
 		return maxSeq, n, nil
 	}
 	var readers []*wal.Reader
@@ -497,16 +531,12 @@ func (r *Region) removeRecoveredEdits() error {
 	d := r.recoveredEditsDir()
 	fsys := r.store.fs()
 	if fsys == nil {
-		names, err := r.store.list(d)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			if err := r.cfg.Bucket.Delete(context.Background(), path.Join(d, n)); err != nil {
-				return err
-			}
-		}
-		return nil
+		// The objects the replay read (it listed them: nothing else writes there while the
+		// region opens); none on most opens, which then ask the store nothing more.
+		objs := r.replayedObjects
+		r.replayedObjects = nil
+		_, err := storage.DeleteAll(context.Background(), r.cfg.Bucket, objs)
+		return err
 	}
 	ok, err := storage.Exists(fsys, d)
 	if err != nil || !ok {

@@ -38,7 +38,7 @@ type Bucket interface {
 	// Stat describes the object.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 	// List returns up to limit objects (all when limit <= 0) whose keys start with prefix and sort
-	// after startAfter, in byte order of their keys.
+	// after startAfter, in byte order of their keys: fewer than limit only when no more are left.
 	List(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error)
 	// Delete removes the object; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
@@ -153,12 +153,15 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// walkPage is how many objects Walk lists at a time (S3's most per request).
+const walkPage = 1000
+
 // Walk calls fn with every object under prefix, in key order, listing a page of 1000 at a time;
 // fn may delete the object it is given. It stops at the first error.
 func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) error) error {
 	after := ""
 	for {
-		page, err := b.List(ctx, prefix, after, 1000)
+		page, err := b.List(ctx, prefix, after, walkPage)
 		if err != nil {
 			return err
 		}
@@ -169,6 +172,9 @@ func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) erro
 			if err := fn(o); err != nil {
 				return err
 			}
+		}
+		if len(page) < walkPage {
+			return nil // the last page: no round trip to hear that nothing is left
 		}
 		after = page[len(page)-1].Key
 	}

@@ -105,3 +105,43 @@ func TestDeleteAllBatches(t *testing.T) {
 		t.Fatalf("batches %v, want %v", c.sizes, want)
 	}
 }
+
+// countingLists counts a bucket's List calls.
+type countingLists struct {
+	storage.Bucket
+	lists int
+}
+
+func (c *countingLists) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
+	c.lists++
+	return c.Bucket.List(ctx, prefix, after, limit)
+}
+
+// Walk lists a page of 1000 at a time and stops at the first short page: a listing of a few
+// objects (a region's family directory when it opens) is one round trip to the store.
+func TestWalkStopsAtAShortPage(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range 2500 {
+		if _, err := b.Put(context.Background(), fmt.Sprintf("many/%05d", i), []byte("x"), storage.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		prefix  string
+		objects int
+		lists   int
+	}{{"many/", 2500, 3}, {"many/0000", 10, 1}, {"none/", 0, 1}} {
+		c := &countingLists{Bucket: b}
+		n := 0
+		if err := storage.Walk(context.Background(), c, tc.prefix, func(storage.ObjectInfo) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != tc.objects || c.lists != tc.lists {
+			t.Errorf("walk of %s: %d objects in %d lists, want %d in %d", tc.prefix, n, c.lists, tc.objects, tc.lists)
+		}
+	}
+}

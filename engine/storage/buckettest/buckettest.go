@@ -228,7 +228,8 @@ func testList(t *testing.T, b storage.Bucket) {
 	if got, _ := b.List(ctx, "t/a/b", "", 0); !slices.Equal(names(got), []string{"t/a/b", "t/a/b2"}) {
 		t.Errorf("list with a partial name t/a/b = %q", names(got))
 	}
-	// Paging: startAfter and limit walk the listing in order.
+	// Paging: startAfter and limit walk the listing in order, every page full but the last
+	// (storage.Walk stops at a short page).
 	var paged []string
 	after := ""
 	for {
@@ -241,6 +242,9 @@ func testList(t *testing.T, b storage.Bucket) {
 		}
 		if len(page) > 3 {
 			t.Fatalf("page of %d, limit 3", len(page))
+		}
+		if len(page) < 3 && len(paged)+len(page) < len(want) {
+			t.Fatalf("a page of %d after %q with more left: only the last page may be short", len(page), after)
 		}
 		paged = append(paged, names(page)...)
 		after = page[len(page)-1].Key
