@@ -102,12 +102,7 @@ func (m *Master) serverLiveLocked(name string, startCode int64) bool {
 // placerLocked is the current layout for picking servers: live servers (draining and stopping
 // ones cannot take regions) and every region at the server it is on or opening on.
 func (m *Master) placerLocked() *balancerState {
-	servers := m.reg.BalancerServers()
-	for i := range servers {
-		if _, ok := m.stoppingSrv[servers[i].Name]; ok {
-			servers[i].Draining = true
-		}
-	}
+	servers := m.placementServersLocked()
 	regions := make([]BalancerRegion, 0, len(m.st.regions))
 	for name, r := range m.st.regions {
 		if r.GetServer() != "" {
@@ -233,6 +228,39 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 		m.dispatchLocked(name)
 	}
 	return nil
+}
+
+// placementServersLocked are the servers regions may be placed on: stopping ones count as draining.
+func (m *Master) placementServersLocked() []BalancerServer {
+	servers := m.reg.BalancerServers()
+	for i := range servers {
+		if _, ok := m.stoppingSrv[servers[i].Name]; ok {
+			servers[i].Draining = true
+		}
+	}
+	return servers
+}
+
+// placerForLocked is what placeLocked needs to place one region: for a procedure with a target,
+// the servers and the region's own replica group only (a scan of the regions, not the whole
+// layout sorted: a drain reports many closes); without one, or when the target cannot take it,
+// the whole layout, to pick from.
+func (m *Master) placerForLocked(r *pb.CatalogRegion, p *pb.RegionProcedure) *balancerState {
+	if t := p.GetTarget(); t != "" {
+		servers := m.placementServersLocked()
+		group := layout.PrimaryName(r.GetInfo().GetName())
+		var regions []BalancerRegion
+		for name, o := range m.st.regions {
+			if o.GetServer() != "" && layout.PrimaryName(name) == group {
+				regions = append(regions, BalancerRegion{Name: name, Group: group, Server: o.GetServer()})
+			}
+		}
+		pl := newBalancerState(servers, regions)
+		if pl.fits(&BalancerRegion{Name: r.GetInfo().GetName(), Group: group}, t) {
+			return pl
+		}
+	}
+	return m.placerLocked()
 }
 
 // placeLocked picks the server an offline region opens on and makes r OPENING there and p's
@@ -562,7 +590,7 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			// A move's region opens at its destination in the same catalog write as its
 			// close: clients wait for the region from the close to the open, and each write
 			// is a round trip to storage (an object PUT on a bucket).
-			if nr, np := m.closedLocked(&b, r, pp); np != nil && m.placeLocked(m.placerLocked(), nr, np, m.clock()) {
+			if nr, np := m.closedLocked(&b, r, pp); np != nil && m.placeLocked(m.placerForLocked(nr, np), nr, np, m.clock()) {
 				if err := m.commit(&b); err != nil {
 					return err
 				}

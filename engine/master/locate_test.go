@@ -1,6 +1,7 @@
 package master
 
 import (
+	"errors"
 	"testing"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -48,25 +49,37 @@ func TestNotActiveAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		status     int32
 		leader     string
+		lapsed     bool // the election's Check fails: the leadership may be gone
 		newMaster  string
 		retryAfter int64
 	}{
-		{stateActivating, self, self, activatingRetryMs},
-		{stateStandby, self, "", notActiveRetryMs}, // stepping down, the Lease not released yet
-		{stateStandby, "", "", notActiveRetryMs},
-		{stateStandby, other, other, 0},
-		{stateStopped, other, other, 0},
-		{stateStopped, self, "", notActiveRetryMs},
+		{stateActivating, self, false, self, activatingRetryMs},
+		{stateActivating, self, true, "", activatingRetryMs}, // lost the Lease while loading
+		{stateActivating, "", false, "", activatingRetryMs},
+		{stateStandby, self, false, "", notActiveRetryMs}, // stepping down, the Lease not released yet
+		{stateStandby, "", false, "", notActiveRetryMs},
+		{stateStandby, other, false, other, 0},
+		{stateStopped, other, false, other, 0},
+		{stateStopped, self, false, "", notActiveRetryMs},
 	} {
-		m := &Master{cfg: Config{Address: self}}
+		var el Elector = NoElection{}
+		if tc.lapsed {
+			el = lapsedElection{}
+		}
+		m := &Master{cfg: Config{Address: self, Election: el}}
 		m.status.Store(tc.status)
 		l := tc.leader
 		m.leader.Store(&l)
 		d, ok := pb.DetailOf(m.notActive())
 		if !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER || !d.GetRetryable() ||
 			d.GetNewMaster() != tc.newMaster || d.GetRetryAfterMs() != tc.retryAfter {
-			t.Errorf("status %d, leader %q: %v (new master %q, retry after %d ms), want new master %q, retry after %d ms",
-				tc.status, tc.leader, d, d.GetNewMaster(), d.GetRetryAfterMs(), tc.newMaster, tc.retryAfter)
+			t.Errorf("status %d, leader %q, lapsed %v: %v (new master %q, retry after %d ms), want new master %q, retry after %d ms",
+				tc.status, tc.leader, tc.lapsed, d, d.GetNewMaster(), d.GetRetryAfterMs(), tc.newMaster, tc.retryAfter)
 		}
 	}
 }
+
+// lapsedElection is an election whose leadership may be gone (Check fails).
+type lapsedElection struct{ NoElection }
+
+func (lapsedElection) Check() error { return errors.New("the last renewal is too old") }

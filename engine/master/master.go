@@ -779,8 +779,11 @@ const (
 func (m *Master) notActive() error {
 	leader := m.Leader()
 	st := m.status.Load()
-	if leader == m.cfg.Address && st != stateActivating {
-		leader = "" // elected but not serving any more (stepping down): the caller tries again
+	if leader == m.cfg.Address && (st != stateActivating || m.cfg.Election.Check() != nil) {
+		// Elected but not serving any more (stepping down), or loading the catalog with a
+		// leadership that has lapsed meanwhile (client-go names no new leader to a master whose
+		// election ended): the caller tries the others.
+		leader = ""
 	}
 	msg := "this master is a standby"
 	// Without a leader to name, a handover is under way: the standby takes a released Lease at
@@ -789,15 +792,15 @@ func (m *Master) notActive() error {
 	switch st {
 	case stateActivating:
 		msg = "this master was elected and is loading the catalog"
+		retryAfter = activatingRetryMs
 	case stateStopped:
 		msg = "this master has stopped"
 	}
 	switch {
 	case leader == m.cfg.Address:
-		// Elected and loading the catalog: it names itself, so that callers ask it again after a
-		// short pause instead of trying the other masters (a stopped one costs them a connect
-		// timeout) while every region server's lease runs down.
-		retryAfter = activatingRetryMs
+		// Elected and loading the catalog: it names itself, so that callers ask it again after
+		// the short pause instead of trying the other masters (a stopped one costs them a
+		// connect timeout) while every region server's lease runs down.
 	case leader != "":
 		msg += "; the active master is " + leader
 		retryAfter = 0 // the caller goes there at once

@@ -534,16 +534,16 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 	}
 }
 
-// roundTrips counts a bucket's requests by kind and how many were under way at once; each Stat
-// waits (up to a deadline) for others to join it, so that requests made one after another show
-// as one at a time.
+// roundTrips counts a bucket's requests by kind and how many Stats (one per store file opened)
+// were under way at once; each Stat waits (up to a deadline) for another to join it, so that
+// files opened one after another show as one at a time.
 type roundTrips struct {
 	storage.Bucket
-	mu       sync.Mutex
-	kinds    map[string]int
-	inFlight int
-	most     int
-	joined   *sync.Cond
+	mu     sync.Mutex
+	kinds  map[string]int
+	stats  int // Stats under way
+	most   int // the most Stats under way at once
+	joined *sync.Cond
 }
 
 func newRoundTrips(b storage.Bucket) *roundTrips {
@@ -552,24 +552,24 @@ func newRoundTrips(b storage.Bucket) *roundTrips {
 	return rt
 }
 
-func (rt *roundTrips) count(kind string) func() {
+func (rt *roundTrips) count(kind string) {
 	rt.mu.Lock()
 	rt.kinds[kind]++
-	rt.inFlight++
-	rt.most = max(rt.most, rt.inFlight)
-	rt.joined.Broadcast()
 	rt.mu.Unlock()
-	return func() {
-		rt.mu.Lock()
-		rt.inFlight--
-		rt.mu.Unlock()
-	}
 }
 
 func (rt *roundTrips) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
-	defer rt.count("stat")()
 	deadline := time.Now().Add(2 * time.Second)
 	rt.mu.Lock()
+	rt.kinds["stat"]++
+	rt.stats++
+	rt.most = max(rt.most, rt.stats)
+	rt.joined.Broadcast()
+	defer func() {
+		rt.mu.Lock()
+		rt.stats--
+		rt.mu.Unlock()
+	}()
 	for rt.most < 2 && time.Now().Before(deadline) {
 		t := time.AfterFunc(50*time.Millisecond, rt.joined.Broadcast)
 		rt.joined.Wait()
@@ -580,12 +580,12 @@ func (rt *roundTrips) Stat(ctx context.Context, key string) (storage.ObjectInfo,
 }
 
 func (rt *roundTrips) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
-	defer rt.count("list")()
+	rt.count("list")
 	return rt.Bucket.List(ctx, prefix, after, limit)
 }
 
 func (rt *roundTrips) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
-	defer rt.count("get")()
+	rt.count("get")
 	return rt.Bucket.Get(ctx, key)
 }
 
@@ -616,7 +616,7 @@ func TestOpenOnABucketOpensItsFilesAtOnce(t *testing.T) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.kinds["stat"] != 4 || rt.most < 2 {
-		t.Errorf("%d store files opened, at most %d requests at once: want 4, opened together", rt.kinds["stat"], rt.most)
+		t.Errorf("%d store files opened, at most %d at once: want 4, opened together", rt.kinds["stat"], rt.most)
 	}
 	if rt.kinds["list"] != 2 {
 		t.Errorf("%d listings (the family directory and the recovered edits: want one each)", rt.kinds["list"])

@@ -370,9 +370,16 @@ func (r *Region) loadFiles() error {
 	leftovers := make([][]string, len(r.fams))
 	var g errgroup.Group
 	g.SetLimit(openParallelism)
+	var failed atomic.Bool // the open fails: the files not opened yet are skipped
 	for j := range jobs {
 		g.Go(func() error {
+			if failed.Load() {
+				return nil
+			}
 			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf)
+			if err != nil {
+				failed.Store(true)
+			}
 			jobs[j].sf = sf
 			return err
 		})

@@ -235,7 +235,7 @@ func resultSize(res *region.Result) int64 {
 	return n
 }
 
-func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
+func (s *Server) handleGet(ctx context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
@@ -245,7 +245,7 @@ func (s *Server) handleGet(_ context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookup(name)
+	or, r, d := s.lookupUntil(name, openingDeadline(ctx))
 	if d == nil {
 		d = s.checkRead(or)
 	}
@@ -302,7 +302,7 @@ func (s *Server) get(c *rpc.Call, or *onlineRegion, r *region.Region, g *pb.Get)
 	return res, nil
 }
 
-func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
+func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
@@ -312,7 +312,7 @@ func (s *Server) handleMutate(_ context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookup(name)
+	or, r, d := s.lookupUntil(name, openingDeadline(ctx))
 	if d != nil {
 		fail(c, &answered, d)
 		return
@@ -588,7 +588,7 @@ type parsedAction struct {
 	cells []cell.Cell
 }
 
-func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
+func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
@@ -597,6 +597,7 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 		fail(c, &answered, invalid("bad MultiRequest: %v", err))
 		return
 	}
+	until := openingDeadline(ctx)
 	// Read every action's cells first: the block is in request order, whatever happens to each
 	// region action.
 	block := c.Cells
@@ -648,7 +649,7 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 					}
 				}()
 				for _, i := range g {
-					resp.Results[i], outs[i] = s.regionAction(c, ras[i], parsed[i], req.GetNonceGroup(), nil)
+					resp.Results[i], outs[i] = s.regionAction(c, until, ras[i], parsed[i], req.GetNonceGroup(), nil)
 				}
 			}()
 		}
@@ -658,7 +659,7 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 		}
 	} else {
 		for i, ra := range ras {
-			resp.Results[i], out = s.regionAction(c, ra, parsed[i], req.GetNonceGroup(), out)
+			resp.Results[i], out = s.regionAction(c, until, ra, parsed[i], req.GetNonceGroup(), out)
 		}
 	}
 	if hasWrites(req.GetRegionActions()) {
@@ -673,10 +674,11 @@ func (s *Server) handleMulti(_ context.Context, c *rpc.Call) {
 	s.noteSlowCall("multi", "", start)
 }
 
-func (s *Server) regionAction(c *rpc.Call, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
+// until bounds the wait for a region opening here (openingDeadline, one for the whole multi).
+func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
 	name := ra.GetRegion().GetName()
 	rar := &pb.RegionActionResult{}
-	or, r, d := s.lookup(name)
+	or, r, d := s.lookupUntil(name, until)
 	if d == nil {
 		d = s.checkRead(or)
 	}
@@ -901,7 +903,7 @@ func (s *Server) scannerReaper() {
 	})
 }
 
-func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
+func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 	start := time.Now()
 	answered := false
 	defer s.safe(c, &answered)
@@ -921,7 +923,7 @@ func (s *Server) handleScan(_ context.Context, c *rpc.Call) {
 			return
 		}
 		name := req.GetRegion().GetName()
-		or, r, d := s.lookup(name)
+		or, r, d := s.lookupUntil(name, openingDeadline(ctx))
 		if d == nil {
 			d = s.checkRead(or)
 		}

@@ -1,6 +1,7 @@
 package regionserver
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -50,5 +51,34 @@ func TestLookupWaitsForAnOpeningRegion(t *testing.T) {
 	}()
 	if _, _, d := s.lookup("r2"); d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION {
 		t.Fatalf("a failed open answered %v", d)
+	}
+}
+
+// A request waits for opening regions until one deadline: openingWait from its start, or its own
+// deadline when that comes first; a multi naming several opening regions waits once, not once
+// per region.
+func TestOpeningWaitEndsAtTheRequestsDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	if got := openingDeadline(ctx); !got.Equal(dl) {
+		t.Fatalf("opening deadline %v for a request due at %v", got, dl)
+	}
+	if got := time.Until(openingDeadline(context.Background())); got > openingWait || got < openingWait-time.Second/2 {
+		t.Fatalf("opening deadline %v away without a request deadline, want about %v", got, openingWait)
+	}
+	s := &Server{moved: map[string]movedEntry{}}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		s.regions.Store(name, &onlineRegion{name: name, settled: make(chan struct{})})
+	}
+	start := time.Now()
+	until := start.Add(150 * time.Millisecond)
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if _, _, d := s.lookupUntil(name, until); d.GetCode() != pb.ErrorCode_ERROR_CODE_REGION_OPENING {
+			t.Fatalf("%s still opening: %v", name, d)
+		}
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond || waited >= openingWait {
+		t.Fatalf("three opening regions with one deadline 150 ms away took %v", waited)
 	}
 }

@@ -191,7 +191,15 @@ func (s *Server) heartbeatLoop() {
 	defer s.hbWG.Done()
 	failures := 0
 	var failingSince time.Time // the first failure of the current run of failures
-	lapsedLogged := false
+	lapsed := false            // the lease lapsed during the current run (logged once)
+	noteLapse := func(stopping bool) {
+		if f := s.fence.Load(); f != nil && !f.Open() && !lapsed && !stopping {
+			// Reads and writes of primaries are refused from here until a master answers.
+			s.log.Warn("lease lapsed: refusing reads and writes of primaries until a master answers a heartbeat",
+				"failing_for", time.Since(failingSince).Round(time.Millisecond), "failures", failures)
+			lapsed = true
+		}
+	}
 	for {
 		every := time.Duration(s.hbEvery.Load())
 		if every <= 0 {
@@ -207,28 +215,26 @@ func (s *Server) heartbeatLoop() {
 		case <-time.After(wait):
 		}
 		stopping := s.stopping.Load()
+		if failures > 0 {
+			noteLapse(stopping) // before this attempt, which may be the one that succeeds
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), every*2)
 		resp, err := s.heartbeat(ctx, stopping)
 		cancel()
 		if err != nil {
 			if failures == 0 {
-				failingSince, lapsedLogged = time.Now(), false
+				failingSince, lapsed = time.Now(), false
 			}
 			if failures == 0 || failures%10 == 0 {
 				s.log.Warn("heartbeat failed; retrying", "error", err, "failures", failures+1)
 			}
-			if f := s.fence.Load(); f != nil && !f.Open() && !lapsedLogged && !stopping {
-				// Reads and writes of primaries are refused from here until a master answers.
-				s.log.Warn("lease lapsed: refusing reads and writes of primaries until a master answers a heartbeat",
-					"failing_for", time.Since(failingSince).Round(time.Millisecond), "failures", failures+1)
-				lapsedLogged = true
-			}
+			noteLapse(stopping)
 			failures++
 			continue
 		}
 		if failures > 0 {
 			s.log.Info("heartbeat answered again", "after_failures", failures,
-				"failing_for", time.Since(failingSince).Round(time.Millisecond), "lease_lapsed", lapsedLogged)
+				"failing_for", time.Since(failingSince).Round(time.Millisecond), "lease_lapsed", lapsed)
 			failures = 0
 		}
 		if stopping {

@@ -39,7 +39,7 @@ func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &electedMaster{addr: lis.Addr().String()}
-	m.refusals.Store(4) // within one call's tries (masters + 3)
+	m.refusals.Store(3) // within one call's tries (masters + 3)
 	gs := grpc.NewServer()
 	pb.RegisterMasterServer(gs, m)
 	counted := &acceptCounter{Listener: lis}
@@ -76,8 +76,8 @@ func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("heartbeat through the handover: %v", err)
 	}
-	if n := m.calls.Load(); n != 5 {
-		t.Errorf("%d heartbeats reached the elected master, want its 4 refusals and the answer", n)
+	if n := m.calls.Load(); n != 4 {
+		t.Errorf("%d heartbeats reached the elected master, want its 3 refusals and the answer", n)
 	}
 	if n := tried.Load(); n != 0 {
 		t.Errorf("%d connections to the other master while the elected one loaded its catalog", n)

@@ -728,7 +728,23 @@ func (s *Server) OnlineRegions() []string {
 // moment the region opens, where an answer to retry adds the client's pause to every round.
 const openingWait = time.Second
 
+// openingDeadline is until when a request waits for regions opening here: openingWait from now,
+// never past the request's own deadline. A request that names several regions (a multi) waits
+// until this one time for all of them, not openingWait for each.
+func openingDeadline(ctx context.Context) time.Time {
+	until := time.Now().Add(openingWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+		until = dl
+	}
+	return until
+}
+
 func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
+	return s.lookupUntil(name, time.Now().Add(openingWait))
+}
+
+// lookupUntil is lookup waiting until until at most for a region that is opening here.
+func (s *Server) lookupUntil(name string, until time.Time) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
 	if s.stopping.Load() && !s.serving.Load() {
 		return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Region: name,
 			Message: "region server is stopping", Retryable: true}
@@ -737,11 +753,11 @@ func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDe
 	if ok {
 		or := v.(*onlineRegion)
 		st := or.state.Load()
-		if st == stateOpening && or.settled != nil {
+		if wait := time.Until(until); st == stateOpening && or.settled != nil && wait > 0 {
 			// A region that moved here is usually a few milliseconds from open (its OPENED report
 			// is on its way to the master): a request that waits for it here is answered at once
 			// instead of after the client's back-off and another round trip.
-			t := time.NewTimer(openingWait)
+			t := time.NewTimer(wait)
 			select {
 			case <-or.settled:
 			case <-t.C:

@@ -382,10 +382,20 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 			}
 			out = append(out, storage.ObjectInfo{Key: k[strip:], Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), ModTime: aws.ToTime(o.LastModified)})
 		}
-		if !aws.ToBool(page.IsTruncated) || limit > 0 && len(out) >= limit || page.NextContinuationToken == nil {
+		if !aws.ToBool(page.IsTruncated) || limit > 0 && len(out) >= limit {
 			break
 		}
-		in.ContinuationToken = page.NextContinuationToken
+		// Truncated: every page is filled but the last (storage.Walk stops at a short one). A
+		// store that gives no continuation token is asked again after the last key it listed.
+		switch {
+		case page.NextContinuationToken != nil:
+			in.ContinuationToken = page.NextContinuationToken
+		case len(page.Contents) > 0:
+			in.ContinuationToken, in.StartAfter = nil, page.Contents[len(page.Contents)-1].Key
+		default:
+			return nil, fmt.Errorf("s3: list %s in %s: the store said its answer was truncated, yet listed nothing and gave no continuation token",
+				prefix, b.Describe())
+		}
 	}
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
