@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
@@ -73,6 +74,25 @@ var _ = BeforeSuite(func() {
 	v, err := kube.Discovery().ServerVersion()
 	Expect(err).NotTo(HaveOccurred(), "the API server of %s does not answer", path)
 	GinkgoWriter.Printf("cluster: Kubernetes %s\n", v.GitVersion)
+	// A run that was killed (or whose local cluster was stopped under it) leaves its namespaces,
+	// whose pods' CPU requests then keep this run's pods from being scheduled on the one node.
+	left, err := kube.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: "cellstore.io/e2e=true"})
+	Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	for _, ns := range left.Items {
+		// Its pods go at once (their grace periods are a drain's); the namespace may wait for the
+		// operator to release finalizers, which takes no CPU from this run.
+		GinkgoWriter.Printf("deleting namespace %s, left by an earlier run\n", ns.Name)
+		Expect(client.IgnoreNotFound(kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}))).To(Succeed())
+		Expect(client.IgnoreNotFound(kube.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
+			metav1.ListOptions{}))).To(Succeed())
+	}
+	for _, ns := range left.Items {
+		Eventually(func() ([]corev1.Pod, error) {
+			l, err := kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+			return l.Items, err
+		}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "the pods of namespace %s, left by an earlier run, are not gone", ns.Name)
+	}
 })
 
 func envOr(key, def string) string {
