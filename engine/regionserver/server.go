@@ -721,7 +721,6 @@ func (s *Server) OnlineRegions() []string {
 	return out
 }
 
-// lookup finds an open region or says why not.
 // openingWait is how long a request for a region opening here waits for the open to end: a
 // move's open takes a few round trips to storage and the master's catalog write of OPENED
 // (hundreds of milliseconds on a loaded object store), and a request that waits is answered the
@@ -739,6 +738,7 @@ func openingDeadline(ctx context.Context) time.Time {
 	return until
 }
 
+// lookup finds an open region or says why not, waiting up to openingWait for one opening here.
 func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
 	return s.lookupUntil(name, time.Now().Add(openingWait))
 }
