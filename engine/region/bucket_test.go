@@ -487,17 +487,6 @@ func TestWriteNewKeepsWhatIsThere(t *testing.T) {
 	})
 }
 
-// putCounter counts a bucket's writes by key.
-type putCounter struct {
-	storage.Bucket
-	puts map[string]int
-}
-
-func (c *putCounter) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
-	c.puts[key]++
-	return c.Bucket.Put(ctx, key, body, cond)
-}
-
 // An open writes .regioninfo only when the descriptor changed: on a bucket the PUT is the open's
 // slowest step, while nobody serves the region (a move, a restart).
 func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
@@ -506,7 +495,7 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c := &putCounter{Bucket: b, puts: map[string]int{}}
+	c := newRoundTrips(b)
 	table := TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("f")}}
 	info := Info{Namespace: "default", Table: "t", ID: 1}
 	key := path.Join(info.Dir(), ".regioninfo")
@@ -515,15 +504,15 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.puts[key] != 1 {
-		t.Fatalf(".regioninfo written %d times by three creates with one descriptor, want once", c.puts[key])
+	if c.kinds["put "+key] != 1 {
+		t.Fatalf(".regioninfo written %d times by three creates with one descriptor, want once", c.kinds["put "+key])
 	}
 	table.Families = append(table.Families, fam("g")) // an ALTER
 	if err := CreateOnBucket(c, table, info); err != nil {
 		t.Fatal(err)
 	}
-	if c.puts[key] != 2 {
-		t.Fatalf(".regioninfo written %d times, want a second write for the new descriptor", c.puts[key])
+	if c.kinds["put "+key] != 2 {
+		t.Fatalf(".regioninfo written %d times, want a second write for the new descriptor", c.kinds["put "+key])
 	}
 	_, td, err := readRegionInfo(filesOf(nil, b), info.Dir())
 	if err != nil {
@@ -534,9 +523,9 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 	}
 }
 
-// roundTrips counts a bucket's requests by kind and how many Stats (one per store file opened)
-// were under way at once; each Stat waits (up to a deadline) for another to join it, so that
-// files opened one after another show as one at a time.
+// roundTrips counts a bucket's requests by kind (a PUT by key: "put <key>") and how many Stats
+// (one per store file opened) were under way at once; each Stat waits (up to a deadline) for
+// another to join it, so that files opened one after another show as one at a time.
 type roundTrips struct {
 	storage.Bucket
 	mu     sync.Mutex
@@ -582,6 +571,11 @@ func (rt *roundTrips) Stat(ctx context.Context, key string) (storage.ObjectInfo,
 func (rt *roundTrips) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
 	rt.count("list")
 	return rt.Bucket.List(ctx, prefix, after, limit)
+}
+
+func (rt *roundTrips) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	rt.count("put " + key)
+	return rt.Bucket.Put(ctx, key, body, cond)
 }
 
 func (rt *roundTrips) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {

@@ -33,12 +33,9 @@ type Region struct {
 	fams     []Family // sorted by name
 	famNames [][]byte
 	store    regionFiles // where the region's files are (FS or Bucket)
-	// replayedObjects are the recovered-edits objects an open on a bucket replayed, for it to
-	// delete once it flushed them.
-	replayedObjects []string
-	wal             wal.Log
-	cfg             Config
-	log             *slog.Logger
+	wal      wal.Log
+	cfg      Config
+	log      *slog.Logger
 	// compaction is cfg.Compaction, which changes while the region is open (SetCompaction).
 	compaction atomic.Pointer[CompactionConfig]
 	// observer is the table's functions (SetObserver); nil without.
@@ -218,7 +215,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 		return nil, err
 	}
 	r.mvcc = newMVCC(r.man.MaxSeq)
-	maxSeq, replayed, err := r.replay()
+	maxSeq, replayed, recovered, err := r.replay()
 	if err != nil {
 		r.releaseAll()
 		return nil, err
@@ -232,7 +229,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 			return nil, fmt.Errorf("region %s: flushing replayed edits: %w", r.name, err)
 		}
 	}
-	if err := r.removeRecoveredEdits(); err != nil {
+	if err := r.removeRecoveredEdits(recovered); err != nil {
 		r.releaseAll()
 		return nil, err
 	}
@@ -368,18 +365,15 @@ func (r *Region) loadFiles() error {
 		}
 	}
 	leftovers := make([][]string, len(r.fams))
-	var g errgroup.Group
+	// The group's context ends at the first error: the files not opened yet are skipped.
+	g, failed := errgroup.WithContext(context.Background())
 	g.SetLimit(openParallelism)
-	var failed atomic.Bool // the open fails: the files not opened yet are skipped
 	for j := range jobs {
 		g.Go(func() error {
-			if failed.Load() {
+			if failed.Err() != nil {
 				return nil
 			}
 			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf)
-			if err != nil {
-				failed.Store(true)
-			}
 			jobs[j].sf = sf
 			return err
 		})
@@ -425,7 +419,7 @@ func (r *Region) recoveredEditsDir() string { return path.Join(r.dir, "recovered
 // replay applies edits newer than the flushed sequence id to the memstore: of an edit newer than
 // the region's, the cells of the families whose own flushed sequence id is below it (a
 // per-family flush left the others in the files).
-func (r *Region) replay() (maxSeq uint64, n int, err error) {
+func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) {
 	// Read from the start: edits already flushed are not applied again,
 	// but their nonces are remembered so that a retry after a reopen is
 	// still recognised (as long as the WAL still holds the edit).
@@ -493,19 +487,18 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 	if fsys == nil {
 		// On a bucket: the recovered edits the master split out of a dead server's object log.
 		if len(r.cfg.ReplayWALDirs) > 0 {
-			return 0, 0, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
+			return 0, 0, nil, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
 		}
 		objs, err := wal.ReadRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir(), apply)
 		if err != nil {
-			return 0, 0, fmt.Errorf("region %s: replay: %w", r.name, err)
+			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
-		r.replayedObjects = objs
-		return maxSeq, n, nil
+		return maxSeq, n, objs, nil
 	}
 	var readers []*wal.Reader
 	rd, err := wal.NewRecoveredEditsReader(fsys, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	readers = append(readers, rd)
 	for _, d := range r.cfg.ReplayWALDirs {
@@ -514,7 +507,7 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		readers = append(readers, rd)
 	}
@@ -522,27 +515,26 @@ func (r *Region) replay() (maxSeq uint64, n int, err error) {
 		for rd.Next() {
 			if err := apply(rd.Edit()); err != nil {
 				rd.Close()
-				return 0, 0, err
+				return 0, 0, nil, err
 			}
 		}
 		err := rd.Err()
 		rd.Close()
 		if err != nil {
-			return 0, 0, fmt.Errorf("region %s: replay: %w", r.name, err)
+			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
 	}
-	return maxSeq, n, nil
+	return maxSeq, n, nil, nil
 }
 
-func (r *Region) removeRecoveredEdits() error {
+// removeRecoveredEdits deletes the recovered edits once flushed: on a bucket the objects the
+// replay read (it listed them: nothing else writes there while the region opens; none on most
+// opens, which then ask the store nothing more), on a directory tree the directory's files.
+func (r *Region) removeRecoveredEdits(replayed []string) error {
 	d := r.recoveredEditsDir()
 	fsys := r.store.fs()
 	if fsys == nil {
-		// The objects the replay read (it listed them: nothing else writes there while the
-		// region opens); none on most opens, which then ask the store nothing more.
-		objs := r.replayedObjects
-		r.replayedObjects = nil
-		_, err := storage.DeleteAll(context.Background(), r.cfg.Bucket, objs)
+		_, err := storage.DeleteAll(context.Background(), r.cfg.Bucket, replayed)
 		return err
 	}
 	ok, err := storage.Exists(fsys, d)
