@@ -495,10 +495,15 @@ var _ = Describe("Monitoring", Ordered, func() {
 		return k8s.Get(suiteCtx, client.ObjectKeyFromObject(u), u)
 	}
 
-	It("makes no ServiceMonitor while prometheus-operator's CRDs are absent", func() {
+	// One cluster for the ordered specs (made in BeforeAll, so its namespace is cleared after the
+	// last of them).
+	BeforeAll(func() {
 		c = create(newCluster(newNamespace(), func(c *v1alpha1.StoreCluster) {
 			c.Spec.Monitoring.Labels = map[string]string{"release": "prometheus"}
 		}))
+	})
+
+	It("makes no ServiceMonitor while prometheus-operator's CRDs are absent", func() {
 		waitRunning(c)
 		Expect(get(c).Status.Monitoring).To(Equal("no ServiceMonitor or PrometheusRule: prometheus-operator's CRDs are not installed"))
 		Expect(cond(get(c), v1alpha1.ConditionDegraded)).To(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))

@@ -333,10 +333,49 @@ func (s *simulator) podGone(ctx context.Context, fake *masterfake.Fake, c *v1alp
 
 // --- helpers for specs ---
 
+// newNamespace makes a namespace for one spec. When the spec ends, what it made there goes:
+// envtest runs no namespace or garbage collector controller, so without this every cluster of the
+// specs before stays and the operator keeps reconciling it (a cluster left Degraded, every poll
+// interval) and the simulator keeps stepping its StatefulSets — late specs then waited behind
+// them, and on a loaded 2-core machine timed out waiting for their first pods.
 func newNamespace() string {
 	name := fmt.Sprintf("t-%d", rand.Uint32())
 	Expect(k8s.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	DeferCleanup(clearNamespace, name)
 	return name
+}
+
+// clearNamespace deletes a spec's custom resources (finalizers dropped: the operator's cleanup at
+// deletion is tested by the specs that ask for it), then the StatefulSets and pods that outlive
+// their StoreCluster without a garbage collector.
+func clearNamespace(ns string) {
+	in := client.InNamespace(ns)
+	for _, list := range []client.ObjectList{&v1alpha1.StoreUserList{}, &v1alpha1.StoreScheduledBackupList{}, &v1alpha1.StoreBackupList{}, &v1alpha1.StoreClusterList{}} {
+		Expect(k8s.List(suiteCtx, list, in)).To(Succeed())
+		items, err := apimeta.ExtractList(list)
+		Expect(err).NotTo(HaveOccurred())
+		for _, item := range items {
+			obj := item.(client.Object)
+			if len(obj.GetFinalizers()) > 0 {
+				patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+				obj.SetFinalizers(nil)
+				Expect(client.IgnoreNotFound(k8s.Patch(suiteCtx, obj, patch))).To(Succeed())
+			}
+			Expect(client.IgnoreNotFound(k8s.Delete(suiteCtx, obj))).To(Succeed())
+		}
+	}
+	// A reconcile under way when its StoreCluster went may still make a StatefulSet: delete until
+	// none is left.
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.DeleteAllOf(suiteCtx, &appsv1.StatefulSet{}, in)).To(Succeed())
+		g.Expect(k8s.DeleteAllOf(suiteCtx, &corev1.Pod{}, in, client.GracePeriodSeconds(0))).To(Succeed())
+		sets := &appsv1.StatefulSetList{}
+		g.Expect(k8s.List(suiteCtx, sets, in)).To(Succeed())
+		g.Expect(sets.Items).To(BeEmpty())
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(suiteCtx, pods, in)).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+	}, timeout, poll).Should(Succeed())
 }
 
 func sharedClaim(ns, name string) {
