@@ -15,11 +15,10 @@ import (
 
 // aclChecker returns the Checker of the current permissions (nil when this master is not active).
 func (m *Master) aclChecker() *access.Checker {
-	if err := m.lock(); err != nil {
+	acl := m.acl.Load()
+	if acl == nil || m.status.Load() != stateActive {
 		return nil
 	}
-	acl := m.st.acl
-	m.mu.Unlock()
 	if c := m.checker.Load(); c != nil && c.Version() == acl.GetVersion() {
 		return c
 	}

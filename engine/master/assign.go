@@ -397,17 +397,21 @@ func (m *Master) failedOpenLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionPro
 }
 
 // dispatchLocked sends the order of a procedure's current step to the region's server.
-func (m *Master) dispatchLocked(name string) {
+func (m *Master) dispatchLocked(name string) { m.sendOrderLocked(name) }
+
+// sendOrderLocked is dispatchLocked; the channel it returns (nil when it sent nothing) is closed
+// once the region server answered the order (or the call failed or was given up).
+func (m *Master) sendOrderLocked(name string) <-chan struct{} {
 	p, r := m.st.procs[name], m.st.regions[name]
 	if p == nil || r == nil || r.GetServer() == "" || p.sending {
-		return
+		return nil
 	}
 	if step := p.p.GetStep(); step != stepOpen && step != stepClose {
-		return // the SPLIT step is the master's own work (splitStepLocked)
+		return nil // the SPLIT step is the master's own work (splitStepLocked)
 	}
 	s, ok := m.reg.Get(r.GetServer())
 	if !ok || !s.Live || s.StartCode != r.GetServerStartCode() {
-		return
+		return nil
 	}
 	p.sending, p.lastSend = true, m.clock()
 	gen, step, addr, sc := p.gen, p.p.GetStep(), s.AdminAddress, r.GetServerStartCode()
@@ -432,12 +436,14 @@ func (m *Master) dispatchLocked(name string) {
 		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.CloseRegion(ctx, req); return err }
 	}
 	ctx := m.activeCtx
+	sent := make(chan struct{})
 	m.activeWG.Add(1)
 	go func() {
 		defer m.activeWG.Done()
 		select {
 		case m.rpcSem <- struct{}{}:
 		case <-ctx.Done():
+			close(sent)
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.RPCTimeout)
@@ -447,8 +453,10 @@ func (m *Master) dispatchLocked(name string) {
 		}
 		cancel()
 		<-m.rpcSem
+		close(sent) // before dispatched, which takes the master's lock
 		m.dispatched(name, gen, step, r.GetServer(), sc, err)
 	}()
+	return sent
 }
 
 // dispatched handles the reply to an Open/CloseRegion call.
@@ -541,26 +549,26 @@ func isNotServing(err error) bool {
 	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION
 }
 
-// reportLocked applies a region server's transition report.
-func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegionTransitionRequest) error {
+// reportLocked applies a region server's transition report to b. It returns the region whose
+// order goes out once b is written (a move's region placed at its destination), or "".
+func (m *Master) reportLocked(b *batch, server string, startCode int64, req *pb.ReportRegionTransitionRequest) (string, error) {
 	name := req.GetRegion().GetName()
 	r := m.st.regions[name]
 	if r == nil {
 		if req.GetTransition() == pb.RegionTransition_REGION_TRANSITION_OPENED {
-			return errPrecondition("region %q is not in the catalog (its table was dropped or truncated): close it", name)
+			return "", errPrecondition("region %q is not in the catalog (its table was dropped or truncated): close it", name)
 		}
-		return nil
+		return "", nil
 	}
 	p := m.st.procs[name]
 	here := r.GetServer() == server && r.GetServerStartCode() == startCode
-	var b batch
 	switch req.GetTransition() {
 	case pb.RegionTransition_REGION_TRANSITION_OPENED:
 		if here && r.GetState() == stateOpen {
-			return nil // a repeated report
+			return "", nil // a repeated report
 		}
 		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen {
-			return errPrecondition("region %s is not being opened on %s (it is %s on %q): close it", name, server, r.GetState(), r.GetServer())
+			return "", errPrecondition("region %s is not being opened on %s (it is %s on %q): close it", name, server, r.GetState(), r.GetServer())
 		}
 		now := m.clock()
 		m.metrics.assignTime.Observe(now.Sub(p.stepStart).Seconds())
@@ -572,13 +580,13 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 		b.putRegion(nr)
 		b.deleteProc(name)
 		if !m.tableWantsOpenLocked(r) { // disabled while it opened: close it again
-			m.closeLocked(&b, nr, kindUnassign, closeOpts{})
+			m.closeLocked(b, nr, kindUnassign, closeOpts{})
 		}
 	case pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN:
 		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen {
-			return nil // stale
+			return "", nil // stale
 		}
-		m.failedOpenLocked(&b, r, p.p, req.GetError())
+		m.failedOpenLocked(b, r, p.p, req.GetError())
 	case pb.RegionTransition_REGION_TRANSITION_CLOSED:
 		switch {
 		case here && r.GetState() == stateClosing:
@@ -590,14 +598,8 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			// A move's region opens at its destination in the same catalog write as its
 			// close: clients wait for the region from the close to the open, and each write
 			// is a round trip to storage (an object PUT on a bucket).
-			if nr, np := m.closedLocked(&b, r, pp); np != nil && m.placeLocked(m.placerForLocked(nr, np), nr, np, m.clock()) {
-				if err := m.commit(&b); err != nil {
-					return err
-				}
-				if m.primaryOpenSentLocked(name) {
-					m.dispatchLocked(name)
-				}
-				return nil
+			if nr, np := m.closedLocked(b, r, pp); np != nil && m.placeLocked(m.placerForLocked(nr, np), nr, np, m.clock()) {
+				return name, nil
 			}
 		case here && r.GetState() == stateOpen && p == nil:
 			// The server closed it on its own (it is stopping, or it failed): open it again somewhere.
@@ -606,14 +608,14 @@ func (m *Master) reportLocked(server string, startCode int64, req *pb.ReportRegi
 			} else {
 				m.log.Warn("region server closed a region on its own: reassigning it", "region", name, "server", server, "error", req.GetError())
 			}
-			m.closedLocked(&b, r, nil)
+			m.closedLocked(b, r, nil)
 		default:
-			return nil // stale or repeated
+			return "", nil // stale or repeated
 		}
 	case pb.RegionTransition_REGION_TRANSITION_SPLIT_READY:
-		return errPrecondition("region servers do not split regions themselves: the master's SPLIT procedure does")
+		return "", errPrecondition("region servers do not split regions themselves: the master's SPLIT procedure does")
 	default:
-		return errInvalid("unknown transition %v", req.GetTransition())
+		return "", errInvalid("unknown transition %v", req.GetTransition())
 	}
-	return m.commit(&b)
+	return "", nil
 }

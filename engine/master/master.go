@@ -261,6 +261,9 @@ type Master struct {
 	leader atomic.Pointer[string]
 	// checker holds the permissions of the last ACL version asked for (aclChecker).
 	checker atomic.Pointer[access.Checker]
+	// acl is the active master's model's permissions (nil when not active): every call's
+	// authorization reads it without the master's lock.
+	acl atomic.Pointer[pb.CatalogACL]
 	// standbyExternal is, on a standby, the external addresses the active master last answered
 	// its ReportStandby with (GetExternalAddresses).
 	standbyExternal atomic.Pointer[map[string]string]
@@ -280,6 +283,8 @@ type Master struct {
 
 	// reg is the region servers' registry (its own lock; reset when the master becomes active).
 	reg *Registry
+	// reports are the region servers' transition reports waiting for a group's write (reports.go).
+	reports reportQueue
 
 	// The active phase. mu guards everything below and the model.
 	mu          sync.Mutex
@@ -335,6 +340,7 @@ func New(cfg Config) (*Master, error) {
 		done:    make(chan struct{}),
 		reg:     reg,
 	}
+	m.reports.waiting = m.metrics.reportsWaiting
 	m.log = slog.New(m.recent.Handler(cfg.Logger.Handler())).With("component", "master")
 	none := ""
 	m.leader.Store(&none)
@@ -692,6 +698,7 @@ func (m *Master) activate(ctx context.Context) error {
 	actx, cancel := context.WithCancel(ctx)
 	m.mu.Lock()
 	m.cat, m.st = cat, st
+	m.setACLLocked()
 	m.activeCtx, m.activeStop = actx, cancel
 	m.kickCh = make(chan struct{}, 1)
 	m.changed = make(chan struct{})
@@ -759,6 +766,7 @@ func (m *Master) deactivate() {
 	}
 	m.releaseCatalogLock()
 	m.st, m.cat = nil, nil
+	m.acl.Store(nil)
 	close(m.changed)
 	m.metrics.isActive.Set(0)
 }
@@ -829,6 +837,7 @@ func (m *Master) commit(b *batch) error {
 		return nil
 	}
 	if err := m.cfg.Election.Check(); err != nil {
+		m.activeStop() // nothing more is written or sent (a report group, say) before it stops
 		m.fail(err)
 		return err
 	}
@@ -838,9 +847,17 @@ func (m *Master) commit(b *batch) error {
 	}
 	if err := m.cat.Apply(changes...); err != nil {
 		err = fmt.Errorf("master: catalog write of %s failed: %w", b.rows(), err)
+		m.activeStop()
 		m.fail(err)
 		return err
 	}
+	m.applyLocked(b)
+	m.notifyLocked()
+	return nil
+}
+
+// applyLocked applies a batch to the model.
+func (m *Master) applyLocked(b *batch) {
 	now := m.clock()
 	for _, f := range b.apply {
 		f(m.st, now)
@@ -848,7 +865,70 @@ func (m *Master) commit(b *batch) error {
 	if b.state != nil {
 		m.st.state = b.state
 	}
+	m.setACLLocked()
 	checkModel(m.st)
+}
+
+// setACLLocked publishes the model's permissions to the calls' authorization (aclChecker).
+func (m *Master) setACLLocked() {
+	acl := m.st.acl
+	if acl == nil {
+		acl = &pb.CatalogACL{}
+	}
+	m.acl.Store(acl)
+}
+
+// catalogGroup is several batches that one catalog write makes durable (commitGroupLocked). The latest
+// change of each row is written.
+type catalogGroup struct {
+	changes []CatalogChange
+	at      map[string]int // row: its index in changes
+}
+
+// stageLocked adds b to g and applies it to the model at once, so that the next batch of the
+// group is made from the model b leaves. m.mu stays held from the first stage to the group's
+// write (commitGroupLocked): nobody else sees the model ahead of the catalog, and a failed write
+// stops the master before anyone can.
+func (m *Master) stageLocked(g *catalogGroup, b *batch) error {
+	if b.empty() {
+		return nil
+	}
+	changes, err := b.catalogChanges()
+	if err != nil {
+		return errInvalid("%v", err)
+	}
+	if g.at == nil {
+		g.at = make(map[string]int)
+	}
+	for _, ch := range changes {
+		if i, ok := g.at[ch.Key]; ok {
+			g.changes[i] = ch
+			continue
+		}
+		g.at[ch.Key] = len(g.changes)
+		g.changes = append(g.changes, ch)
+	}
+	m.applyLocked(b)
+	return nil
+}
+
+// commitGroupLocked writes what stageLocked applied in one catalog write. A master that cannot
+// write it stops at once: its model is ahead of its catalog, so it answers nothing more.
+func (m *Master) commitGroupLocked(g *catalogGroup) error {
+	if len(g.changes) == 0 {
+		return nil
+	}
+	err := m.cfg.Election.Check()
+	if err == nil {
+		if err = m.cat.Apply(g.changes...); err != nil {
+			err = fmt.Errorf("master: catalog write of %d rows failed: %w", len(g.changes), err)
+		}
+	}
+	if err != nil {
+		m.activeStop() // activeLocked is false from here: no handler reads the model
+		m.fail(err)
+		return err
+	}
 	m.notifyLocked()
 	return nil
 }
@@ -890,8 +970,11 @@ func (m *Master) kick() {
 
 // waitFor waits until cond (called with m.mu held) holds, ctx ends, or DDLWait passes (or most
 // of the time left before ctx's deadline, so the caller still gets the answer). It is called with
-// m.mu held and returns with it held; false when cond did not come true.
-func (m *Master) waitFor(ctx context.Context, cond func() bool) bool {
+// m.mu held and returns with it held: done when cond came true. When this master stopped being
+// active meanwhile it returns stopped: its model is gone (or ahead of a catalog write that
+// failed), and the caller must not read it — what it waited for was written before, and the
+// next master goes on with it, so the caller answers as for a wait that ran out.
+func (m *Master) waitFor(ctx context.Context, cond func() bool) (done, stopped bool) {
 	wait := m.cfg.DDLWait
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -901,10 +984,10 @@ func (m *Master) waitFor(ctx context.Context, cond func() bool) bool {
 	defer t.Stop()
 	for {
 		if !m.activeLocked() {
-			return false
+			return false, true
 		}
 		if cond() {
-			return true
+			return true, false
 		}
 		ch, actx := m.changed, m.activeCtx
 		m.mu.Unlock()
@@ -917,11 +1000,14 @@ func (m *Master) waitFor(ctx context.Context, cond func() bool) bool {
 			expired = true
 		}
 		m.mu.Lock()
-		if ctx.Err() != nil || actx.Err() != nil {
-			return false
+		if !m.activeLocked() {
+			return false, true
+		}
+		if ctx.Err() != nil {
+			return false, false
 		}
 		if expired {
-			return m.activeLocked() && cond()
+			return cond(), false
 		}
 	}
 }

@@ -73,12 +73,14 @@ func (m *Master) mergeRegions(ctx context.Context, req *pb.MergeRegionsRequest) 
 	m.dispatchLocked(names[0])
 	m.dispatchLocked(names[1])
 	merged := layout.RegionName(p.GetDaughterIds()[0])
-	m.waitFor(ctx, func() bool {
+	if _, stopped := m.waitFor(ctx, func() bool {
 		if cur := m.st.procs[first]; cur != nil && cur.p.GetId() == p.GetId() {
 			return false
 		}
 		return m.st.procs[merged] == nil
-	})
+	}); stopped {
+		return merged, nil // under way: the next master finishes it
+	}
 	switch {
 	case m.st.procs[first] != nil && m.st.procs[first].p.GetId() == p.GetId():
 		return merged, nil // still under way after DDLWait: it goes on

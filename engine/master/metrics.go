@@ -28,6 +28,8 @@ type metrics struct {
 	splitRollbacks    prometheus.Counter
 	merges            prometheus.Counter
 	mergeRollbacks    prometheus.Counter
+	reportsPerWrite   prometheus.Histogram
+	reportsWaiting    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -62,11 +64,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		splitRollbacks: c("region_split_rollbacks_total", "Splits given up (no split row, references, unreplayed edits): the region reopened."),
 		merges:         c("region_merges_total", "Pairs of regions merged into one (MergeTableRegionsProcedure successes)."),
 		mergeRollbacks: c("region_merge_rollbacks_total", "Merges given up (references, unreplayed edits): the regions reopened."),
+		reportsPerWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "cellstore", Subsystem: "master", Name: "reports_per_catalog_write",
+			Help:    "Region servers' transition reports (OPENED, CLOSED, FAILED_OPEN) made durable by one catalog write: reports that arrive while one is written go together in the next.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}),
+		reportsWaiting: g("reports_waiting", "Region servers' transition reports waiting for the catalog write under way to end, to go together in the next."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.failedOpenRegions, m.liveServers, m.deadServers, m.drainingServer,
 			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
-			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks, m.merges, m.mergeRollbacks)
+			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks, m.merges, m.mergeRollbacks, m.reportsPerWrite, m.reportsWaiting)
 	}
 	return m
 }

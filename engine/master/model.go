@@ -29,7 +29,8 @@ const (
 // model is the active master's in-memory copy of the catalog, plus the volatile state of the
 // procedures. Every field is guarded by Master.mu. Stored messages are never modified in place:
 // a change clones, edits and puts the clone through a batch, so a failed catalog write leaves the
-// model as it was.
+// model as it was — except a group's (reports.go), whose batches are applied as they are made and
+// whose failed write stops the master at once (commitGroupLocked).
 type model struct {
 	tables  map[string]*pb.CatalogTable  // by ns:name
 	regions map[string]*pb.CatalogRegion // by region name (replicas included)

@@ -141,6 +141,54 @@ func TestMoveRegion(t *testing.T) {
 	}
 }
 
+// A move's CLOSED report is answered once the destination has the order to open the region: the
+// source then sends the region's clients there (REGION_MOVED), where they wait for the open
+// instead of being refused. Here the destination takes 300 ms to answer the order.
+func TestMovesCloseReportIsAnsweredOnceTheDestinationHasTheOpen(t *testing.T) {
+	c := newCluster(t, 2, nil, nil)
+	c.createTable("t1", 1, 0)
+	l := c.waitAllOpen("t1", 10*time.Second)[0]
+	name, from := l.GetRegion().GetName(), layout.ServerName(l.GetServer())
+	src := c.server(from)
+	var to *mastertest.FakeServer
+	for _, s := range c.servers {
+		if s.Name() != from {
+			to = s
+		}
+	}
+	const delay = 300 * time.Millisecond
+	to.SetOpenDelay(delay)
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name, Destination: to.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := layout.ServerName(c.waitAllOpen("t1", 10*time.Second)[0].GetServer()); got != to.Name() {
+		t.Fatalf("region on %s after the move, want %s", got, to.Name())
+	}
+	var open time.Time
+	for _, call := range to.Calls() {
+		if call.Open && call.Region == name {
+			open = call.At
+		}
+	}
+	// The source records the answer when its call returns, which may be after the region
+	// opened at the destination.
+	var closed *mastertest.Report
+	c.waitFor("the source's CLOSED report answered", 10*time.Second, func() (bool, string) {
+		for _, r := range src.Reports() {
+			if r.Region == name && r.Transition == pb.RegionTransition_REGION_TRANSITION_CLOSED {
+				closed = &r
+			}
+		}
+		return closed != nil, fmt.Sprint("reports ", src.Reports())
+	})
+	if open.IsZero() || closed.Err != nil {
+		t.Fatalf("open order at %v, CLOSED report %+v", open, closed)
+	}
+	if answered := closed.At.Sub(open); answered < delay {
+		t.Fatalf("the CLOSED report was answered %v after the open order reached the destination, which answers it after %v", answered, delay)
+	}
+}
+
 // Replicas of a region never share a server, and spread over zones; the primary is placed first.
 func TestReplicasNeverShareAServerAndSpreadOverZones(t *testing.T) {
 	c := newCluster(t, 4, []string{"z1", "z2"}, nil)

@@ -308,16 +308,10 @@ func (m *Master) ReportRegionTransition(_ context.Context, req *pb.ReportRegionT
 	if req.GetRegion().GetName() == "" {
 		return nil, toStatus(errInvalid("transition report names no region"))
 	}
-	if err := m.lock(); err != nil {
-		return nil, err
+	if err := m.report(name, req.GetServer().GetStartCode(), req); err != nil {
+		return nil, toStatus(err)
 	}
-	defer m.mu.Unlock()
-	sc := req.GetServer().GetStartCode()
-	if !m.serverLiveLocked(name, sc) {
-		return nil, toStatus(errDetail(pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, false,
-			"server %s (start code %d) is not a live region server of this master: stop serving and register again", name, sc))
-	}
-	return &pb.ReportRegionTransitionResponse{}, toStatus(m.reportLocked(name, sc, req))
+	return &pb.ReportRegionTransitionResponse{}, nil
 }
 
 // SetServerZone implements pb.MasterServer.
@@ -420,10 +414,12 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 	}
 	m.log.Info("moving region", "region", name, "from", r.GetServer(), "to", dest)
 	m.dispatchLocked(name)
-	m.waitFor(ctx, func() bool {
+	if _, stopped := m.waitFor(ctx, func() bool {
 		cur := m.st.procs[name]
 		return cur == nil || cur.p.GetId() != p.GetId()
-	})
+	}); stopped {
+		return nil // under way: the next master finishes it
+	}
 	if cur := m.st.regions[name]; cur != nil && cur.GetState() == stateFailedOpen {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Message: "the move failed: " + cur.GetLastError()}
 	}
@@ -459,7 +455,9 @@ func (m *Master) assignTo(ctx context.Context, r *pb.CatalogRegion, dest string)
 	}
 	m.log.Info("assigning region", "region", name, "to", dest, "was", r.GetState())
 	m.kick()
-	m.waitFor(ctx, func() bool { return m.st.procs[name] == nil })
+	if _, stopped := m.waitFor(ctx, func() bool { return m.st.procs[name] == nil }); stopped {
+		return nil // under way: the next master finishes it
+	}
 	if cur := m.st.regions[name]; cur != nil && cur.GetState() == stateFailedOpen {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Message: "the assignment failed: " + cur.GetLastError()}
 	}

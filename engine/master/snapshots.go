@@ -379,10 +379,10 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		verb = "cloning"
 	}
 	m.log.Info(verb+" a snapshot", "snapshot", name, "table", key, "regions", len(rs.Regions))
-	if !m.waitFor(ctx, func() bool {
+	if done, _ := m.waitFor(ctx, func() bool {
 		t := m.st.tables[key]
 		return t == nil || t.GetRestore() == nil && (!clone || t.GetState() == pb.TableState_TABLE_STATE_ENABLED)
-	}) {
+	}); !done { // ran out, or this master stopped: the next one goes on with it
 		return errDetail(pb.ErrorCode_ERROR_CODE_TIMEOUT, true, "%s snapshot %s into %s goes on in the background: describe the table to see when it is done", verb, name, key)
 	}
 	return nil

@@ -69,7 +69,7 @@ func (m *Master) splitRegion(ctx context.Context, req *pb.SplitRegionRequest) er
 		return err
 	}
 	m.dispatchLocked(name)
-	m.waitFor(ctx, func() bool {
+	if _, stopped := m.waitFor(ctx, func() bool {
 		if cur := m.st.procs[name]; cur != nil && cur.p.GetId() == p.GetId() {
 			return false
 		}
@@ -83,7 +83,9 @@ func (m *Master) splitRegion(ctx context.Context, req *pb.SplitRegionRequest) er
 			}
 		}
 		return true
-	})
+	}); stopped {
+		return nil // under way: the next master finishes it
+	}
 	cur := m.st.regions[name]
 	switch {
 	case cur == nil:

@@ -145,9 +145,10 @@ func (m *Master) checkCapacityLocked(key string, n int) error {
 	return nil
 }
 
-// waitTableState waits (m.mu held) until the table reaches state or is gone.
+// waitTableState waits (m.mu held) until the table reaches state or is gone. The change it waits
+// for is written: a master that stops meanwhile answers it done (the next one finishes it).
 func (m *Master) waitTableState(ctx context.Context, key string, state pb.TableState) {
-	m.waitFor(ctx, func() bool {
+	_, _ = m.waitFor(ctx, func() bool {
 		t := m.st.tables[key]
 		return t == nil || (t.GetState() == state && !t.GetDeleting())
 	})
@@ -238,7 +239,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 		return err
 	}
 	m.log.Info("table modified", "table", key, "reopen", reopen && enabled, "replication", newRepl)
-	m.waitFor(ctx, func() bool { return !m.tableRegionsBusyLocked(key) })
+	_, _ = m.waitFor(ctx, func() bool { return !m.tableRegionsBusyLocked(key) }) // written: done even if this master stops meanwhile
 	return nil
 }
 
@@ -376,7 +377,7 @@ func (m *Master) deleteTable(ctx context.Context, req *pb.TableRequest) error {
 		return err
 	}
 	m.log.Info("deleting table", "table", key, "permissions dropped", dropped)
-	m.waitFor(ctx, func() bool { return m.st.tables[key] == nil })
+	_, _ = m.waitFor(ctx, func() bool { return m.st.tables[key] == nil }) // written: done even if this master stops meanwhile
 	return nil
 }
 

@@ -120,6 +120,14 @@ type Call struct {
 	At          time.Time
 }
 
+// Report is a transition report of the fake's and when the master answered it.
+type Report struct {
+	Region     string
+	Transition pb.RegionTransition
+	Err        error
+	At         time.Time
+}
+
 // Get is a data-path GET the fake answered.
 type Get struct {
 	Region string
@@ -153,7 +161,9 @@ type FakeServer struct {
 	gets       []Get
 	failOpens  bool
 	hangOpens  bool
-	stopping   bool // refuse opens as a stopping server does (SERVER_STOPPING)
+	openDelay  time.Duration // OpenRegion answers after this (SetOpenDelay)
+	answered   []Report      // reports the master answered
+	stopping   bool          // refuse opens as a stopping server does (SERVER_STOPPING)
 	interval   time.Duration
 	registered bool
 	dead       bool
@@ -323,6 +333,21 @@ func (s *FakeServer) SetRefuseOpensStopping(on bool) {
 	s.stopping = on
 }
 
+// SetOpenDelay makes OpenRegion answer d after the order arrived (a slow network or server);
+// the open goes on as usual after the answer.
+func (s *FakeServer) SetOpenDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.openDelay = d
+}
+
+// Reports returns the reports the master answered, in order.
+func (s *FakeServer) Reports() []Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.answered)
+}
+
 // SetHangOpens makes opens hang: accepted, never reported until ReleaseHung.
 func (s *FakeServer) SetHangOpens(on bool) {
 	s.mu.Lock()
@@ -339,6 +364,20 @@ func (s *FakeServer) ReleaseHung() {
 	for _, req := range hung {
 		s.opened(req)
 	}
+}
+
+// ReleaseHungAtOnce opens the hung regions and reports them all at once, as a region server
+// whose opens end together does; it returns when every report is answered.
+func (s *FakeServer) ReleaseHungAtOnce() {
+	s.mu.Lock()
+	hung := s.hung
+	s.hung = map[string]*pb.OpenRegionRequest{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, req := range hung {
+		wg.Go(func() { s.opened(req) })
+	}
+	wg.Wait()
 }
 
 // SetFlushedSeq sets the max flushed sequence id heartbeats report for a region.
@@ -572,7 +611,12 @@ func (s *FakeServer) report(req *pb.ReportRegionTransitionRequest) error {
 			_, err := c.ReportRegionTransition(ctx, req)
 			return err
 		})
-		if _, typed := pb.DetailOf(err); err == nil || typed {
+		s.mu.Lock()
+		s.answered = append(s.answered, Report{Region: req.GetRegion().GetName(), Transition: req.GetTransition(), Err: err, At: time.Now()})
+		s.mu.Unlock()
+		// As a region server: a master that is not (or no longer) the active one is asked again,
+		// until the next one answers.
+		if d, typed := pb.DetailOf(err); err == nil || typed && d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
 			return err
 		}
 		if !sleep(ctx, 50*time.Millisecond) {
@@ -625,12 +669,15 @@ func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*
 		s.mu.Unlock()
 		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
 	}
-	fail, hang := s.failOpens, s.hangOpens
+	fail, hang, delay := s.failOpens, s.hangOpens, s.openDelay
 	_, open := s.regions[name]
 	if hang && !open {
 		s.hung[name] = proto.CloneOf(req)
 	}
 	s.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay) // the slow answer the test asked for
+	}
 	switch {
 	case hang && !open:
 	case fail && !open:
