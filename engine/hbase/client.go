@@ -79,6 +79,12 @@ func (a *Adapter) region(spec *hb.RegionSpecifier) (string, int32, *exception) {
 	if !ok {
 		return "", 0, &exception{class: classNotServingRegion, msg: "region " + string(spec.GetValue()) + " is not online on " + a.selfString()}
 	}
+	if !a.b.Online(name) {
+		// Found but not online here (it moved away: the server answers where it went). Not
+		// remembered: the cache would miss on it anyway, and each store counts towards the
+		// bound that empties it.
+		return name, p.replica, nil
+	}
 	if a.regionCount.Add(1) > maxKnownRegions {
 		a.regions.Clear()
 		a.regionCount.Store(0)

@@ -65,7 +65,12 @@ type Region struct {
 	pending   *pendingFlush
 	compactMu sync.Mutex
 
-	closed atomic.Bool
+	// closed: the region takes no more writes and its background work stops (a close or an
+	// abort began). readsClosed: it serves no more reads either — a close sets it once its last
+	// flush is done, so gets and scans are answered here all through the flush (a moving region
+	// is unreadable only while its destination opens it); an abort sets it at once.
+	closed      atomic.Bool
+	readsClosed atomic.Bool
 	// closeDone is closed once the close or abort that set closed finished, closeErr saying how:
 	// nil for a close that flushed, ErrAborted for an abort, else the close's flush error. A
 	// second closer waits for it and answers the same, so nobody takes a close still flushing,
@@ -590,6 +595,7 @@ func (r *Region) Close() error {
 		// A broken region's memstore holds acknowledged edits that only its WAL has: the error
 		// tells the caller so (a region server aborts rather than report the region closed).
 	}
+	r.readsClosed.Store(true)
 	r.blockMu.Lock()
 	r.blockCond.Broadcast()
 	r.blockMu.Unlock()
@@ -605,6 +611,7 @@ func (r *Region) Abort() {
 	if r.closed.Swap(true) {
 		return
 	}
+	r.readsClosed.Store(true)
 	if r.bgDone != nil {
 		close(r.bgDone)
 		r.bgWG.Wait()
@@ -638,6 +645,18 @@ func (r *Region) releaseAll() {
 		r.updatesLock.Unlock()
 	}
 }
+
+// checkReadable is checkOpen for reads: they are served until a close's last flush is done.
+func (r *Region) checkReadable() error {
+	if r.readsClosed.Load() {
+		return fmt.Errorf("%w: %s", ErrClosed, r.name)
+	}
+	return r.brokenErr()
+}
+
+// Readable reports whether the region still serves reads (open, or closing with its last flush
+// under way).
+func (r *Region) Readable() bool { return r.checkReadable() == nil }
 
 func (r *Region) brokenErr() error {
 	if p := r.broken.Load(); p != nil {

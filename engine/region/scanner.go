@@ -2,6 +2,7 @@ package region
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/sfile"
 )
@@ -309,9 +311,19 @@ func (r *Region) initFamScan(fs *famScan, i int, raw bool, versions int, now int
 	}
 }
 
+// memstoreReadErr is the error of a read whose memstore refused it: a read that passed its check
+// just before a close ended finds the memstore closed, and says the region is (ErrClosed, which
+// a region server answers as "not serving here").
+func memstoreReadErr(region string, err error) error {
+	if errors.Is(err, memstore.ErrClosed) {
+		return fmt.Errorf("%w: %s: %w", ErrClosed, region, err)
+	}
+	return fmt.Errorf("region %s: %w", region, err)
+}
+
 // Scanner opens a scanner.
 func (r *Region) Scanner(s *Scan) (*RegionScanner, error) {
-	if err := r.checkOpen(); err != nil {
+	if err := r.checkReadable(); err != nil {
 		return nil, err
 	}
 	return r.newScanner(s, nil)
@@ -409,7 +421,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	scanners, err := r.mem.scanners(s.readPoint, s.fams, make([]cell.Scanner, 0, 8))
 	if err != nil {
 		r.viewMu.RUnlock()
-		return nil, fmt.Errorf("region %s: %w", r.name, err)
+		return nil, memstoreReadErr(r.name, err)
 	}
 	set := r.files.Load()
 	var keyLo, keyHi []byte // row range that can matter
@@ -472,7 +484,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 			for _, f := range s.files {
 				f.release()
 			}
-			return nil, fmt.Errorf("region %s: %w", r.name, err)
+			return nil, memstoreReadErr(r.name, err)
 		}
 		addFiles(joinedFams, &jscanners)
 		s.joined = &joinedFamilies{fams: joinedFams, it: newMergeIter(jscanners, false)}
@@ -554,7 +566,7 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 	if s.closed {
 		return b, fmt.Errorf("%w: scanner closed", ErrClosed)
 	}
-	if err := s.r.checkOpen(); err != nil {
+	if err := s.r.checkReadable(); err != nil {
 		return b, err
 	}
 	if s.err != nil {
@@ -1304,7 +1316,7 @@ func (s *RegionScanner) seekHint(k cell.Key) {
 
 // Get reads one row.
 func (r *Region) Get(g *Get) (*Result, error) {
-	if err := r.checkOpen(); err != nil {
+	if err := r.checkReadable(); err != nil {
 		return nil, err
 	}
 	return r.get(g, false)

@@ -257,9 +257,9 @@ func (s *Server) authorizeAdmin(ctx context.Context, req any, info *grpc.UnarySe
 	case *pb.PingRequest:
 		return handler(ctx, req)
 	case *pb.RegionRequest:
-		or, _, _ = s.lookup(r.GetRegion())
+		or, _, _ = s.lookupUntil(r.GetRegion(), time.Now(), false) // no wait: the handler waits
 	case *pb.CompactRegionRequest:
-		or, _, _ = s.lookup(r.GetRegion())
+		or, _, _ = s.lookupUntil(r.GetRegion(), time.Now(), false)
 	}
 	if or == nil && !s.acl.Load().Superuser(id) {
 		// Not served here (the handler would say so) or not a region call: superusers only.

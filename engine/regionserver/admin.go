@@ -78,7 +78,7 @@ func (a *adminService) CompactRegion(_ context.Context, req *pb.CompactRegionReq
 	return &pb.RegionResponse{}, nil
 }
 
-func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
+func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
 	s := a.s
 	ri := req.GetRegion()
 	if ri == nil || ri.GetName() == "" || ri.GetTable() == nil || req.GetTable() == nil {
@@ -88,13 +88,27 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 		return nil, d.Status()
 	}
 	if s.stopping.Load() {
-		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
+		return nil, errStopping
 	}
 	// Orders may arrive before RegisterServer's answer has been processed here: the master
 	// assigns as soon as it registered the server, so they are accepted while registering.
 	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace(),
-		settled: make(chan struct{})}
+		settled: make(chan struct{}), closeDone: make(chan struct{})}
 	or.lat = s.tm.latencyOf(or.tkey)
+	if v, ok := s.regions.Load(ri.GetName()); ok {
+		if ex := v.(*onlineRegion); ex.closing.Load() {
+			// Closing here (an order to open it again came before the close was reported):
+			// open it once the close is done. Answering as for a region opening here would
+			// have the master take the order as accepted and wait for an OPENED report that
+			// never comes; an answer that is no answer (Unavailable) has it send the order again.
+			if !wait(ex.closeDone, deadlineWithin(ctx, closeForOpenWait)) {
+				return nil, status.Error(codes.Unavailable, "region "+ri.GetName()+" is still closing on this server: send the open again")
+			}
+			if s.stopping.Load() {
+				return nil, errStopping
+			}
+		}
+	}
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
 		ex := v.(*onlineRegion)
 		if ex.state.Load() == stateOpen {
@@ -113,6 +127,13 @@ func (a *adminService) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) 
 	go s.openRegion(or)
 	return &pb.OpenRegionResponse{}, nil
 }
+
+// errStopping refuses an open order on a stopping server (the master places the region elsewhere).
+var errStopping = (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Message: "region server is stopping", Retryable: true}).Status()
+
+// closeForOpenWait bounds how long an open order waits for a close of the same region under way
+// here.
+const closeForOpenWait = 10 * time.Second
 
 // openRegion opens a region in the background and reports the outcome.
 func (s *Server) openRegion(or *onlineRegion) {
@@ -168,7 +189,9 @@ func (s *Server) openRegion(or *onlineRegion) {
 	// it may have been written to) and report CLOSED, which the order waits for.
 	if !or.state.CompareAndSwap(stateOpening, stateOpen) {
 		if or.cancel.Load() {
-			s.closeRegion(or, &pb.CloseRegionRequest{Region: or.name, Flush: true})
+			req := &pb.CloseRegionRequest{Region: or.name, Flush: true}
+			s.beginClose(or, req)
+			s.closeRegion(or, req)
 		}
 		return
 	}
@@ -310,6 +333,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 			if !or.state.CompareAndSwap(stateOpen, stateClosing) {
 				return // a stop or an abort took it over meanwhile: that reports
 			}
+			s.beginClose(or, req)
 			s.closeRegion(or, req)
 		}()
 		return &pb.CloseRegionResponse{}, nil
@@ -319,7 +343,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		// cancel to tell this order from a stop, and must find it set. (If the opener switches
 		// to open first, cancel is never read again and the case below closes the region.)
 		if req.GetDestination() != nil {
-			s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq())
+			s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq(), nil)
 		}
 		or.cancel.Store(true)
 	}
@@ -328,6 +352,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		// The opener sees the cancel, aborts and reports CLOSED.
 		return &pb.CloseRegionResponse{}, nil
 	case or.state.CompareAndSwap(stateOpen, stateClosing):
+		s.beginClose(or, req)
 	default:
 		return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
 	}
@@ -335,14 +360,29 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 	return &pb.CloseRegionResponse{}, nil
 }
 
+// beginClose marks a region this server has just put in stateClosing as closeRegion's (right
+// after the switch, before anything else can look at it): lookups and a stop see a close under
+// way, and a move's destination is remembered for REGION_MOVED.
+func (s *Server) beginClose(or *onlineRegion, req *pb.CloseRegionRequest) {
+	if or.closeDone != nil {
+		or.closing.Store(true)
+	}
+	if req.GetDestination() != nil {
+		s.rememberMoved(or.name, req.GetDestination(), req.GetDestinationSeq(), or.closeDone)
+	}
+}
+
 // closeRegion closes a region this server has put in stateClosing (with a flush unless the order
 // says not) and reports it CLOSED.
+//
+// The region stays in the server's map while it closes: reads are served until its last flush is
+// done, writes wait (lookup) until it was reported. It leaves the map before the report, so an
+// order to open it here again, sent when the master has the report, finds no trace of it.
 func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 	name := or.name
-	if req.GetDestination() != nil {
-		s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq())
+	if or.closing.Load() {
+		defer close(or.closeDone)
 	}
-	s.regions.CompareAndDelete(name, or)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -354,6 +394,7 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 			if errors.Is(err, region.ErrAborted) {
 				// The server dropped its regions unflushed (it is aborting or starting over under a
 				// new start code): their edits are recovered from its WAL, not reported closed.
+				s.regions.CompareAndDelete(name, or)
 				s.log.Warn("region aborted while closing: left to WAL recovery", "region", name)
 				return
 			}
@@ -363,6 +404,7 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 				// HBase does: the master recovers this server's WAL and reassigns.
 				s.log.Error("closing region failed to flush: aborting the server so that its WAL is recovered",
 					"region", name, "error", err)
+				s.regions.CompareAndDelete(name, or)
 				go s.Abort()
 				return
 			}
@@ -370,6 +412,7 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 			r.Abort()
 		}
 	}
+	s.regions.CompareAndDelete(name, or)
 	err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
 	s.log.Info("region closed", "region", name, "flushed", req.GetFlush(), "close_took", closed.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond), "report_error", err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -795,7 +797,67 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 		t.Fatalf("get from the source during the pre-close flush: %v %v, want the row", resp, err)
 	}
 	put("b", "2") // a write during the pre-close flush, flushed by the close
+	// A scanner opened before the close, one of the two rows read.
+	region := &pb.RegionSpecifier{Name: regionName}
+	open := &pb.ScanResponse{}
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, open, nil); err != nil || open.GetScannerId() == 0 {
+		close(release)
+		t.Fatalf("a scan of the region's two rows, one read: %v %v", open, err)
+	}
+	// Then hold the close's own (last) flush.
+	lastEntered, lastRelease := make(chan struct{}), make(chan struct{})
+	ffs[src].AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/pf/*/.tmp/*", Nth: 1, Action: faultfs.Call,
+		Fn: func() { close(lastEntered); <-lastRelease }})
 	close(release)
+	select {
+	case <-lastEntered:
+	case <-time.After(30 * time.Second):
+		close(lastRelease)
+		t.Fatal("the close did not flush what was written during the pre-close flush")
+	}
+	// The region is closed for writes and still serves reads: a get, the scanner's next.
+	resp = &pb.GetResponse{}
+	if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: region, Get: &pb.Get{Row: []byte("b")}}, nil, resp, nil); err != nil || resp.GetResult().GetCellCount() != 1 {
+		close(lastRelease)
+		t.Fatalf("get from the source during the close's flush: %v %v, want the row", resp, err)
+	}
+	next := &pb.ScanResponse{}
+	if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, ScannerId: open.GetScannerId(), NextCallSeq: 1, NumberOfRows: 1}, nil, next, nil); err != nil || len(next.GetCellsPerResult()) != 1 {
+		close(lastRelease)
+		t.Fatalf("the scanner's next during the close's flush: %v %v, want a row", next, err)
+	}
+	// An order to open the region here again while it closes is not taken as accepted (the
+	// master would wait for an OPENED report that never comes): Unavailable, so it is resent.
+	srv := c.servers[src]
+	octx, ocancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, oerr := (&adminService{s: srv}).OpenRegion(octx, &pb.OpenRegionRequest{Region: &pb.RegionInfo{Name: regionName,
+		Table: &pb.TableName{Namespace: "default", Name: "pf"}}, Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "pf"}}})
+	ocancel()
+	if status.Code(oerr) != codes.Unavailable {
+		close(lastRelease)
+		t.Fatalf("an open order for the region while it closes here answered %v; want Unavailable", oerr)
+	}
+	// A write waits for the close to be reported (1 s at most) rather than being sent at once
+	// to a destination that does not know of the region yet.
+	wrote := make(chan error, 1)
+	go func() {
+		p := cell.AppendKeyValue(nil, []byte("c"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("3"))
+		_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: region,
+			Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("c"), CellCount: 1}}, p, &pb.MutateResponse{}, nil)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		close(lastRelease)
+		t.Fatalf("a write during the close's flush was answered at once: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(lastRelease)
+	if err := <-wrote; err != nil {
+		wantCode(t, "a write that waited for the close", err, pb.ErrorCode_ERROR_CODE_REGION_MOVED)
+	} else {
+		t.Fatal("the source took a write after its close began")
+	}
 	if err := <-moved; err != nil {
 		t.Fatal(err)
 	}

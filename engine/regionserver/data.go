@@ -245,17 +245,21 @@ func (s *Server) handleGet(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookupUntil(name, openingDeadline(ctx))
+	failed := func(d *pb.ErrorDetail) {
+		fail(c, &answered, d)
+		s.noteSlowFailure("get", name, start, d)
+	}
+	or, r, d := s.lookupUntil(name, openingDeadline(ctx), true)
 	if d == nil {
 		d = s.checkRead(or)
 	}
 	if d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	res, d := s.get(c, or, r, req.GetGet())
 	if d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	out := &pb.Result{CellCount: int32(len(res.Cells)), Exists: len(res.Cells) > 0, Stale: or.info.GetReplicaId() > 0}
@@ -312,9 +316,13 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	name := req.GetRegion().GetName()
-	or, r, d := s.lookupUntil(name, openingDeadline(ctx))
-	if d != nil {
+	failed := func(d *pb.ErrorDetail) {
 		fail(c, &answered, d)
+		s.noteSlowFailure("mutate", name, start, d)
+	}
+	or, r, d := s.lookupUntil(name, openingDeadline(ctx), false)
+	if d != nil {
+		failed(d)
 		return
 	}
 	m := req.GetMutation()
@@ -332,19 +340,19 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	if d := s.checkWrite(or); d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	if d := s.mayWrite(c, or, cells); d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	if d := s.mayCheck(c, or, req.GetCondition()); d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	if d := s.admit(c, or, true, int64(len(c.Cells))); d != nil {
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	var resp pb.MutateResponse
@@ -361,7 +369,7 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 		}
 		ok, d := s.checkAndMutate(c, r, or, req.GetCondition(), []*region.Mutation{mu})
 		if d != nil {
-			fail(c, &answered, d)
+			failed(d)
 			return
 		}
 		resp.Processed = ok
@@ -369,7 +377,7 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 	} else {
 		res, d := s.mutate(r, or, m, cells, req.GetNonceGroup())
 		if d != nil {
-			fail(c, &answered, d)
+			failed(d)
 			return
 		}
 		resp.Result = &pb.Result{}
@@ -382,7 +390,7 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 	}
 	if d := s.fenceClosed(or.name); d != nil {
 		// The write is in the WAL but the lease may have run out meanwhile: do not acknowledge it.
-		fail(c, &answered, d)
+		failed(d)
 		return
 	}
 	reply(c, &answered, &resp, block)
@@ -678,7 +686,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
 	name := ra.GetRegion().GetName()
 	rar := &pb.RegionActionResult{}
-	or, r, d := s.lookupUntil(name, until)
+	or, r, d := s.lookupUntil(name, until, !regionActionWrites(ra))
 	if d == nil {
 		d = s.checkRead(or)
 	}
@@ -923,7 +931,7 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 			return
 		}
 		name := req.GetRegion().GetName()
-		or, r, d := s.lookupUntil(name, openingDeadline(ctx))
+		or, r, d := s.lookupUntil(name, openingDeadline(ctx), true)
 		if d == nil {
 			d = s.checkRead(or)
 		}
@@ -1018,7 +1026,9 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 				Message: "next_call_seq does not match the scanner's (a retried call?); reopen the scan"})
 			return
 		}
-		if sc.or.state.Load() != stateOpen {
+		if st := sc.or.state.Load(); st != stateOpen && !sc.or.closingHere(st) {
+			// (A region closing for a move serves reads until its last flush is done: the
+			// region scanner's Next says when it no longer does.)
 			s.scanners.Delete(sc.id)
 			sc.close()
 			sc.mu.Unlock()

@@ -42,7 +42,7 @@ func endpointDeadline(ctx context.Context, limitMs int64) time.Time {
 // readableRegion finds the region an endpoint call names, open for reads and admitted by the
 // caller's quotas.
 func (s *Server) readableRegion(c *rpc.Call, name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
-	or, r, d := s.lookup(name)
+	or, r, d := s.lookupUntil(name, time.Now().Add(openingWait), true)
 	if d == nil {
 		d = s.checkRead(or)
 	}

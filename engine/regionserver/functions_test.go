@@ -11,6 +11,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
+	"github.com/cellstore/cellstore/engine/compute/function"
 	"github.com/cellstore/cellstore/engine/compute/function/functiontest"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
@@ -20,6 +21,18 @@ import (
 )
 
 const examples = "github.com/cellstore/cellstore/engine/compute/function/examples/"
+
+// compiledGuest builds a guest and compiles it once in this process, whose compilation cache the
+// master's check and the servers share: under -race on a busy machine a compile takes tens of
+// seconds (46 s measured for the queue-cleanup example), longer than the client gives an alter.
+func compiledGuest(t *testing.T, pkg string) []byte {
+	t.Helper()
+	wasm := functiontest.Build(t, pkg)
+	if _, err := function.Inspect(context.Background(), wasm); err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
 
 func scanRows(t *testing.T, tbl *client.Table, s *pb.Scan) []string {
 	t.Helper()
@@ -55,7 +68,7 @@ func TestTableFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitOpen("queue", 4, "", 30*time.Second)
-	if err := c.client.SetFunction(ctx, "queue", &pb.TableFunction{Name: "cleanup", Module: functiontest.Build(t, examples+"queuecleanup"),
+	if err := c.client.SetFunction(ctx, "queue", &pb.TableFunction{Name: "cleanup", Module: compiledGuest(t, examples+"queuecleanup"),
 		Args: map[string]string{"retain_ms": "0"}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +199,7 @@ func TestTableFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitOpen("prices", 3, "", 30*time.Second)
-	if err := c.client.SetFunction(ctx, "prices", &pb.TableFunction{Name: "first", Module: functiontest.Build(t, examples+"firstsource"),
+	if err := c.client.SetFunction(ctx, "prices", &pb.TableFunction{Name: "first", Module: compiledGuest(t, examples+"firstsource"),
 		Args: map[string]string{"sources": "exchange,vendor1,vendor2"}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +246,7 @@ func TestTableFunctions(t *testing.T) {
 	// A misbehaving function: its traps fail those writes only; two in a row disable it on the
 	// server, whose metrics say so; then its hooks no longer run.
 	createTable(t, c, "bad", nil)
-	if err := c.client.SetFunction(ctx, "bad", &pb.TableFunction{Name: "tg", Module: functiontest.Build(t, testGuest), MaxFailures: 2,
+	if err := c.client.SetFunction(ctx, "bad", &pb.TableFunction{Name: "tg", Module: compiledGuest(t, testGuest), MaxFailures: 2,
 		Args: map[string]string{"prefix": ""}, TimeoutMs: generous}); err != nil {
 		t.Fatal(err)
 	}

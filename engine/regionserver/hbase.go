@@ -5,6 +5,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/hbase"
+	"github.com/cellstore/cellstore/engine/layout"
 )
 
 // The HBase protocol on the data port (Config.HBaseProtocol): engine/hbase serves the stock HBase
@@ -34,8 +35,20 @@ func (b *hbaseBackend) Master(ctx context.Context, fn func(context.Context, pb.M
 }
 
 // Region looks through the online regions: the adapter remembers what it found (checked with
-// Online on every use), so this runs once per region name a client sends.
+// Online on every use), so this runs once per region name a client sends. A region that recently
+// moved away is found too (by its name, which its id makes): the data path answers for it —
+// REGION_MOVED with the new location, once a move's close under way has been reported — where
+// "not online here" would send an HBase client to look it up again after its pause.
 func (b *hbaseBackend) Region(t *pb.TableName, id uint64, replica int32) (string, bool) {
+	if name, ok := b.region(t, id, replica); ok {
+		return name, true
+	}
+	name := layout.ReplicaName(id, replica)
+	_, moved := b.s.movedAway(name)
+	return name, moved
+}
+
+func (b *hbaseBackend) region(t *pb.TableName, id uint64, replica int32) (string, bool) {
 	ns := t.GetNamespace()
 	if ns == "" {
 		ns = "default"

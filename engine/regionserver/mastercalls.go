@@ -24,12 +24,22 @@ import (
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
 	tried := 0
+	failed := map[string]bool{} // masters this call could not reach or that were not active
 	for tried < len(s.cfg.Masters)+3 {
 		s.mmu.Lock()
 		if s.masterConn == nil {
 			addr := s.masterAddr
 			if addr == "" {
-				addr = s.cfg.Masters[tried%len(s.cfg.Masters)]
+				// The next configured master this call has not failed at (in a handover, the
+				// one that stopped costs masterConnectWait a try while the lease runs down).
+				n := len(s.cfg.Masters)
+				addr = s.cfg.Masters[tried%n]
+				for i := range n {
+					if a := s.cfg.Masters[(tried+i)%n]; !failed[a] {
+						addr = a
+						break
+					}
+				}
 			}
 			conn, err := security.Dial(addr, s.cfg.creds())
 			if err != nil {
@@ -71,11 +81,12 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			}
 			continue
 		}
+		failed[addr] = true
 		s.mmu.Lock()
 		if s.masterConn == conn {
 			s.masterConn.Close()
 			s.masterConn = nil
-			if ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER && d.GetNewMaster() != "" {
+			if ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER && d.GetNewMaster() != "" && !failed[d.GetNewMaster()] {
 				s.masterAddr = d.GetNewMaster()
 			} else {
 				s.masterAddr = "" // try the next configured master

@@ -30,21 +30,29 @@ func (m *electedMaster) Heartbeat(context.Context, *pb.HeartbeatRequest) (*pb.He
 	return &pb.HeartbeatResponse{}, nil
 }
 
-// A heartbeat during a master handover waits for the elected master to load its catalog instead
-// of trying the other masters, one of which is the master that stopped (each try at it costs a
-// connection timeout while the server's lease runs down).
-func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
+// startElectedMaster serves an electedMaster on a loopback port, refusing its first refusals
+// heartbeats, with its connections counted; it stops when the test ends.
+func startElectedMaster(t *testing.T, refusals int64) (*electedMaster, *acceptCounter) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &electedMaster{addr: lis.Addr().String()}
-	m.refusals.Store(3) // within one call's tries (masters + 3)
+	m.refusals.Store(refusals)
 	gs := grpc.NewServer()
 	pb.RegisterMasterServer(gs, m)
 	counted := &acceptCounter{Listener: lis}
 	go gs.Serve(counted)
 	t.Cleanup(gs.Stop)
+	return m, counted
+}
+
+// A heartbeat during a master handover waits for the elected master to load its catalog instead
+// of trying the other masters, one of which is the master that stopped (each try at it costs a
+// connection timeout while the server's lease runs down).
+func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
+	m, counted := startElectedMaster(t, 3) // refusals within one call's tries (masters + 3)
 	stopped, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,18 +70,7 @@ func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
 		}
 	}()
 	s := &Server{cfg: Config{Masters: []string{m.addr, stopped.Addr().String()}}}
-	t.Cleanup(func() {
-		if s.masterConn != nil {
-			s.masterConn.Close()
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = s.callMaster(ctx, func(ctx context.Context, c pb.MasterClient) error {
-		_, err := c.Heartbeat(ctx, &pb.HeartbeatRequest{})
-		return err
-	})
-	if err != nil {
+	if err := heartbeatThrough(t, s); err != nil {
 		t.Fatalf("heartbeat through the handover: %v", err)
 	}
 	if n := m.calls.Load(); n != 4 {
@@ -87,6 +84,22 @@ func TestCallMasterWaitsForTheElectedMaster(t *testing.T) {
 	}
 }
 
+// heartbeatThrough sends one heartbeat through s.callMaster (10 s at most); the connection it
+// leaves is closed when the test ends.
+func heartbeatThrough(t *testing.T, s *Server) error {
+	t.Cleanup(func() {
+		if s.masterConn != nil {
+			s.masterConn.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.callMaster(ctx, func(ctx context.Context, c pb.MasterClient) error {
+		_, err := c.Heartbeat(ctx, &pb.HeartbeatRequest{})
+		return err
+	})
+}
+
 type acceptCounter struct {
 	net.Listener
 	n atomic.Int64
@@ -98,4 +111,45 @@ func (l *acceptCounter) Accept() (net.Conn, error) {
 		l.n.Add(1)
 	}
 	return c, err
+}
+
+// After a master fails to answer (its connection not ready within masterConnectWait: a master
+// pod that stopped), the next try goes to another configured master, not to the same one again
+// because it comes next in the list (each such try cost another masterConnectWait of the lease).
+func TestCallMasterDoesNotRetryTheMasterThatFailed(t *testing.T) {
+	m, _ := startElectedMaster(t, 0)
+	// A master that accepts connections and never speaks: each dial of it is one accept that
+	// never becomes ready.
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gone.Close() })
+	var dials atomic.Int64
+	accepted := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := gone.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			accepted <- conn
+		}
+	}()
+	s := &Server{cfg: Config{Masters: []string{m.addr, gone.Addr().String()}}, masterAddr: gone.Addr().String()}
+	if err := heartbeatThrough(t, s); err != nil {
+		t.Fatalf("heartbeat with one master gone: %v", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the master that did not answer was dialed %d times, want once", n)
+	}
+	if n := m.calls.Load(); n != 1 {
+		t.Errorf("%d heartbeats reached the live master, want 1", n)
+	}
 }

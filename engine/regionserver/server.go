@@ -273,12 +273,26 @@ type onlineRegion struct {
 	functions atomic.Pointer[function.Set]
 	// settled is closed when the open ends, however it ends (lookup waits on it a little).
 	settled chan struct{}
+	// closeDone is closed once closeRegion has reported the region CLOSED (or given up), when
+	// closing says closeRegion took it. Writes that arrive meanwhile wait for it (lookup, up to
+	// openingWait) instead of being sent on to a destination that is not opening the region yet;
+	// reads are served here until the region's last flush is done.
+	closing   atomic.Bool
+	closeDone chan struct{}
 }
+
+// closingHere reports whether a region in state st is being closed by closeRegion (a close the
+// master ordered, serving reads until its last flush is done).
+func (or *onlineRegion) closingHere(st int32) bool { return st == stateClosing && or.closing.Load() }
 
 type movedEntry struct {
 	to  *pb.ServerName
 	seq uint64 // the region's location sequence number there (0: unknown)
 	at  time.Time
+	// closed, when not nil, is closed once this server has reported the move's close: until then
+	// the destination has not been told to open the region, and a request sent there would only
+	// bounce back.
+	closed <-chan struct{}
 }
 
 // Server is a region server.
@@ -730,21 +744,48 @@ const openingWait = time.Second
 // openingDeadline is until when a request waits for regions opening here: openingWait from now,
 // never past the request's own deadline. A request that names several regions (a multi) waits
 // until this one time for all of them, not openingWait for each.
-func openingDeadline(ctx context.Context) time.Time {
-	until := time.Now().Add(openingWait)
+func openingDeadline(ctx context.Context) time.Time { return deadlineWithin(ctx, openingWait) }
+
+// deadlineWithin is d from now, or ctx's deadline when that comes first.
+func deadlineWithin(ctx context.Context, d time.Duration) time.Time {
+	until := time.Now().Add(d)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
 		until = dl
 	}
 	return until
 }
 
-// lookup finds an open region or says why not, waiting up to openingWait for one opening here.
+// lookup finds an open region or says why not, waiting up to openingWait for one opening or
+// closing here.
 func (s *Server) lookup(name string) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
-	return s.lookupUntil(name, time.Now().Add(openingWait))
+	return s.lookupUntil(name, time.Now().Add(openingWait), false)
 }
 
-// lookupUntil is lookup waiting until until at most for a region that is opening here.
-func (s *Server) lookupUntil(name string, until time.Time) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
+// wait waits for ch until until at most; it reports whether ch was closed.
+func wait(ch <-chan struct{}, until time.Time) bool {
+	d := time.Until(until)
+	if d <= 0 {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// lookupUntil is lookup waiting until until at most for a region that is opening or closing
+// here. With reads, a closing region still serving reads (its last flush under way) is returned:
+// only gets and scans may use it.
+func (s *Server) lookupUntil(name string, until time.Time, reads bool) (*onlineRegion, *region.Region, *pb.ErrorDetail) {
 	if s.stopping.Load() && !s.serving.Load() {
 		return nil, nil, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, Region: name,
 			Message: "region server is stopping", Retryable: true}
@@ -753,16 +794,21 @@ func (s *Server) lookupUntil(name string, until time.Time) (*onlineRegion, *regi
 	if ok {
 		or := v.(*onlineRegion)
 		st := or.state.Load()
-		if wait := time.Until(until); st == stateOpening && or.settled != nil && wait > 0 {
+		if st == stateOpening && or.settled != nil && time.Until(until) > 0 {
 			// A region that moved here is usually a few milliseconds from open (its OPENED report
 			// is on its way to the master): a request that waits for it here is answered at once
 			// instead of after the client's back-off and another round trip.
-			t := time.NewTimer(wait)
-			select {
-			case <-or.settled:
-			case <-t.C:
+			wait(or.settled, until)
+			st = or.state.Load()
+		}
+		if or.closingHere(st) {
+			if r := or.r.Load(); reads && r != nil && r.Readable() {
+				return or, r, nil
 			}
-			t.Stop()
+			// A move's close: its destination opens the region only once this server reported it
+			// CLOSED. A write waits here for that (the close's last flush, the report) and is
+			// then sent on, rather than sent at once to a destination that would refuse it.
+			wait(or.closeDone, until)
 			st = or.state.Load()
 		}
 		switch st {
@@ -775,19 +821,17 @@ func (s *Server) lookupUntil(name string, until time.Time) (*onlineRegion, *regi
 			}
 		}
 	}
+	if e, ok := s.movedAway(name); ok && e.closed != nil {
+		// Closed and being reported: the destination is told to open it once the master has
+		// the report.
+		wait(e.closed, until)
+	}
 	return nil, nil, s.notServing(name)
 }
 
 // notServing is REGION_MOVED when the region recently moved away, else NOT_SERVING_REGION.
 func (s *Server) notServing(name string) *pb.ErrorDetail {
-	s.movedMu.Lock()
-	e, ok := s.moved[name]
-	if ok && time.Since(e.at) > s.cfg.MovedTTL {
-		delete(s.moved, name)
-		ok = false
-	}
-	s.movedMu.Unlock()
-	if ok {
+	if e, ok := s.movedAway(name); ok {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: name, NewLocation: e.to, NewLocationSeq: e.seq,
 			Message: "region moved to " + layout.ServerName(e.to), Retryable: true}
 	}
@@ -795,7 +839,19 @@ func (s *Server) notServing(name string) *pb.ErrorDetail {
 		Message: "region is not online on " + s.nameStr, Retryable: true}
 }
 
-func (s *Server) rememberMoved(name string, to *pb.ServerName, seq uint64) {
+// movedAway is where a region that moved away within MovedTTL went (an older entry is dropped).
+func (s *Server) movedAway(name string) (movedEntry, bool) {
+	s.movedMu.Lock()
+	defer s.movedMu.Unlock()
+	e, ok := s.moved[name]
+	if ok && time.Since(e.at) > s.cfg.MovedTTL {
+		delete(s.moved, name)
+		ok = false
+	}
+	return e, ok
+}
+
+func (s *Server) rememberMoved(name string, to *pb.ServerName, seq uint64, closed <-chan struct{}) {
 	s.movedMu.Lock()
 	defer s.movedMu.Unlock()
 	now := time.Now()
@@ -805,7 +861,7 @@ func (s *Server) rememberMoved(name string, to *pb.ServerName, seq uint64) {
 		}
 	}
 	if to != nil && to.GetHost() != "" {
-		s.moved[name] = movedEntry{to: to, seq: seq, at: now}
+		s.moved[name] = movedEntry{to: to, seq: seq, at: now, closed: closed}
 	}
 }
 
@@ -874,6 +930,15 @@ func (s *Server) shutdown(graceful bool) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if or.closing.Load() {
+				// A close the master ordered is under way (closeRegion): it reports the region.
+				// Wait for its last flush (a second Close returns once the first is done), not for
+				// its report, before the WAL closes.
+				if r := or.r.Load(); r != nil {
+					_ = r.Close()
+				}
+				return
+			}
 			or.state.Store(stateClosing)
 			s.regions.Delete(or.name)
 			if r := or.r.Load(); r != nil {
@@ -986,6 +1051,14 @@ func (s *Server) slowCommit(c wal.SlowCommit) {
 		return
 	}
 	s.log.Info("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond))
+}
+
+// noteSlowFailure logs a data-path call that took long to fail: its method, region, time and
+// answer (a request that waited for a region to open or close, say).
+func (s *Server) noteSlowFailure(method, region string, start time.Time, d *pb.ErrorDetail) {
+	if took := time.Since(start); took >= s.slowCall() {
+		s.log.Info("slow call", "method", method, "region", region, "took", took.Round(time.Millisecond), "error", d.GetCode())
+	}
 }
 
 // noteSlowCall logs a data-path call that took long: its method, region and time.
