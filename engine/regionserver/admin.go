@@ -87,7 +87,9 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 	if d := s.checkProcess(req.GetServerStartCode()); d != nil {
 		return nil, d.Status()
 	}
-	if s.stopping.Load() {
+	if _, here := s.regions.Load(ri.GetName()); !here && s.stopping.Load() {
+		// (A region this server has, even one the stop is closing, is answered below: a refusal
+		// as stopping would have the master place it elsewhere before this server closed it.)
 		return nil, errStopping
 	}
 	// Orders may arrive before RegisterServer's answer has been processed here: the master
@@ -107,6 +109,10 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 			if s.stopping.Load() {
 				return nil, errStopping
 			}
+		} else if ex.state.Load() == stateClosing {
+			// A graceful stop (or a refused open) is closing it: it leaves the map once flushed,
+			// and the order sent again then gets its answer.
+			return nil, status.Error(codes.Unavailable, "region "+ri.GetName()+" is being closed on this server: send the open again")
 		}
 	}
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
@@ -120,6 +126,11 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 			}()
 		}
 		return &pb.OpenRegionResponse{}, nil // opening: it reports when done
+	}
+	if s.stopping.Load() {
+		// The stop began after the check above: it may not have seen this entry.
+		s.regions.CompareAndDelete(ri.GetName(), or)
+		return nil, errStopping
 	}
 	s.movedMu.Lock()
 	delete(s.moved, ri.GetName())
@@ -137,7 +148,7 @@ const closeForOpenWait = 10 * time.Second
 
 // openRegion opens a region in the background and reports the outcome.
 func (s *Server) openRegion(or *onlineRegion) {
-	defer close(or.settled)
+	defer or.settle()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -162,26 +173,42 @@ func (s *Server) openRegion(or *onlineRegion) {
 		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
 		return
 	}
+	// Serve from here on, while the OPENED report is on its way (HBase's region servers serve a
+	// region as soon as it is open, too): the master placed the region on this server before it
+	// ordered the open and moves it away only after a close this server confirms (a close that
+	// arrives meanwhile is done below, with a flush) or after fencing this server's WAL. Requests
+	// no longer wait for the master's catalog write of OPENED, which queues behind others while
+	// many regions open at once.
+	openSeq := r.ReadPoint()
+	or.serving.Store(true)
+	or.settle()
 	reportStart := time.Now()
-	err = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), "")
+	servingAfter := reportStart.Sub(start)
+	err = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, openSeq, "")
 	if took := time.Since(start); took >= slowOpen {
-		// Requests for the region wait (REGION_OPENING) all this time: what took it.
+		// Requests for the region wait (REGION_OPENING) until it serves: what took it.
 		s.log.Info("slow open", "region", or.name, "took", took.Round(time.Millisecond),
+			"serving_after", servingAfter.Round(time.Millisecond),
 			"functions", ot.functions.Round(time.Millisecond), "region_info", ot.create.Round(time.Millisecond),
 			"open_files", ot.open.Round(time.Millisecond), "report_opened", time.Since(reportStart).Round(time.Millisecond))
 	}
 	if err != nil {
-		// The master did not want it here (or could not be told): close without serving.
-		s.log.Warn("the master refused the OPENED report; closing the region", "region", or.name, "error", err)
 		or.state.Store(stateClosing)
-		s.regions.CompareAndDelete(or.name, or)
-		if cerr := r.Close(); cerr != nil && !errors.Is(cerr, region.ErrClosed) {
+		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED {
+			// This server was declared dead (report has it start over under a new start code):
+			// the master recovers its WAL, which holds what the region took; a flush now could
+			// only race the region's next server.
+			s.regions.CompareAndDelete(or.name, or)
 			r.Abort()
+			return
 		}
-		if or.cancel.Load() {
-			// A close order arrived while reporting: it waits for this CLOSED.
-			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
-		}
+		// The master did not want it here (or could not be told): stop serving and close it
+		// as an ordered close does, flushing what it took meanwhile (or aborting the server when
+		// that fails), and report it CLOSED — which a close ordered meanwhile waits for.
+		s.log.Warn("the master refused the OPENED report; closing the region", "region", or.name, "error", err)
+		req := &pb.CloseRegionRequest{Region: or.name, Flush: true}
+		s.beginClose(or, req)
+		s.closeRegion(or, req)
 		return
 	}
 	// A close may have arrived while reporting: it set the region closing and left the close to
@@ -192,7 +219,12 @@ func (s *Server) openRegion(or *onlineRegion) {
 			req := &pb.CloseRegionRequest{Region: or.name, Flush: true}
 			s.beginClose(or, req)
 			s.closeRegion(or, req)
+			return
 		}
+		// A graceful stop took the region: it closed the region if it found it stored (a second
+		// Close waits for that one); if not, the region never served, and is closed here so
+		// that it does not stay open (its blocks, its files) on a server that forgot it.
+		_ = r.Close()
 		return
 	}
 	if !r.IsReplica() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/lease"
+	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/region/filter"
 	"github.com/cellstore/cellstore/engine/rpc"
@@ -96,6 +99,141 @@ func TestMovedRegionAnswersRegionMoved(t *testing.T) {
 	r, err := tbl.Get(ctx, &pb.Get{Row: []byte("a")})
 	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "1" {
 		t.Fatalf("get after move: %v %v", r, err)
+	}
+}
+
+// A region serves at its destination as soon as it is open there, while the master's catalog
+// write of its OPENED report is still under way: a put and gets sent to the destination with
+// every catalog write held are answered, and the put is there after the region's next move.
+func TestOpenedRegionServesBeforeItsReportIsWritten(t *testing.T) {
+	var (
+		dstP     atomic.Pointer[Server]
+		regionP  atomic.Pointer[string]
+		held     atomic.Bool
+		release  = make(chan struct{})
+		released atomic.Bool
+	)
+	// Holds the master's catalog writes while the destination serves the region unreported.
+	hold := func() {
+		s, name := dstP.Load(), regionP.Load()
+		if s == nil || name == nil || released.Load() {
+			return
+		}
+		if v, ok := s.regions.Load(*name); ok {
+			if or := v.(*onlineRegion); or.serving.Load() && or.state.Load() == stateOpening {
+				held.Store(true)
+				<-release
+			}
+		}
+	}
+	c := startClusterWith(t, 2, nil, func(mc *master.Config) {
+		// Heartbeats wait while the catalog writes are held: a lease long enough for the
+		// requests below keeps the servers from fencing themselves meanwhile.
+		mc.Lease = lease.Config{Lease: 20 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
+			SelfFenceMargin: 300 * time.Millisecond, DeadMargin: 300 * time.Millisecond}
+		f := faultfs.New(mc.FS)
+		f.AddRule(faultfs.Rule{Ops: faultfs.OpWrite | faultfs.OpSync, Action: faultfs.Call, Fn: hold})
+		mc.FS = f
+	})
+	defer func() {
+		if released.CompareAndSwap(false, true) {
+			close(release)
+		}
+	}()
+	ctx := context.Background()
+	createTable(t, c, "early", nil)
+	tbl := c.client.Table("early")
+	if err := tbl.Put(ctx, client.NewPut([]byte("a")).Add("f", "q", cell.LatestTimestamp, []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	regionName, _ := locate(t, c, "early", []byte("a"))
+	src, dst := c.servers[0], c.servers[1]
+	if len(src.OnlineRegions()) != 1 {
+		src, dst = dst, src
+	}
+	regionP.Store(&regionName)
+	dstP.Store(dst)
+	moved := make(chan error, 1)
+	go func() {
+		moved <- c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: dst.Name()})
+			return err
+		})
+	}()
+	waitFor(t, "the destination serving the region with the master's catalog writes held", 30*time.Second, held.Load)
+
+	conn, err := rpc.Dial(ctx, dst.DataAddr(), rpc.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	spec := &pb.RegionSpecifier{Name: regionName}
+	block := cell.AppendKeyValue(nil, []byte("b"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("2"))
+	if _, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: spec,
+		Mutation: &pb.MutationProto{Row: []byte("b"), CellCount: 1}}, block, &pb.MutateResponse{}, nil); err != nil {
+		t.Fatalf("put at the destination before the OPENED report was written: %v", err)
+	}
+	for row, want := range map[string]string{"a": "1", "b": "2"} {
+		var resp pb.GetResponse
+		cells, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: spec, Get: &pb.Get{Row: []byte(row)}}, nil, &resp, nil)
+		if err != nil {
+			t.Fatalf("get %s at the destination before the OPENED report was written: %v", row, err)
+		}
+		if kv, _, err := cell.ParseKeyValue(cells); err != nil || string(kv.Value()) != want {
+			t.Fatalf("get %s at the destination before the OPENED report was written: %q, %v; want %s", row, cells, err, want)
+		}
+	}
+	v, _ := dst.regions.Load(regionName)
+	if st := v.(*onlineRegion).state.Load(); st != stateOpening {
+		t.Fatalf("the region's state at the destination is %d: the master took the OPENED report while its catalog writes were held", st)
+	}
+
+	released.Store(true)
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("early", 1, src.Name(), 30*time.Second)
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: src.Name()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("early", 1, dst.Name(), 30*time.Second)
+	r, err := tbl.Get(ctx, &pb.Get{Row: []byte("b")})
+	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "2" {
+		t.Fatalf("the put taken before the OPENED report, after the next move: %v %v", r, err)
+	}
+}
+
+// A stopping server refuses an open as stopping only for a region it does not have: one it serves
+// (an order sent again after a masters' handover) is answered as usual, and one its stop is
+// closing is answered with a retry, so that the master places neither elsewhere before this
+// server has flushed it.
+func TestStoppingServerAnswersOpensOfItsOwnRegions(t *testing.T) {
+	c := startCluster(t, 1)
+	s := c.servers[0]
+	a := &adminService{s: s}
+	ctx := context.Background()
+	createTable(t, c, "st", nil)
+	name, _ := locate(t, c, "st", []byte("a"))
+	v, _ := s.regions.Load(name)
+	or := v.(*onlineRegion)
+	open := func(info *pb.RegionInfo) error {
+		_, err := a.OpenRegion(ctx, &pb.OpenRegionRequest{Region: info, Table: or.table, ServerStartCode: s.serverName().GetStartCode()})
+		return err
+	}
+	s.stopping.Store(true)
+	if err := open(or.info); err != nil {
+		t.Fatalf("open of a region the stopping server serves: %v", err)
+	}
+	other := proto.CloneOf(or.info)
+	other.Name = "0000000000000042"
+	wantCode(t, "open of a region the stopping server does not have", open(other), pb.ErrorCode_ERROR_CODE_SERVER_STOPPING)
+	or.state.Store(stateClosing) // as the stop does before it flushes the region
+	if err := open(or.info); status.Code(err) != codes.Unavailable {
+		t.Fatalf("open of a region the stop is closing: %v, want Unavailable (send it again)", err)
 	}
 }
 

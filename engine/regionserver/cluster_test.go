@@ -129,7 +129,7 @@ func (c *cluster) waitOpen(table string, want int, not string, timeout time.Dura
 			}
 		}
 		if ok {
-			// The server itself serves it once the master acknowledged its OPENED report.
+			// The server lists it open once the master acknowledged its OPENED report.
 			for _, l := range locs {
 				if !c.serves(layout.ServerName(l.GetServer()), l.GetRegion().GetName()) {
 					ok = false

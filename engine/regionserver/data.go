@@ -1026,7 +1026,7 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 				Message: "next_call_seq does not match the scanner's (a retried call?); reopen the scan"})
 			return
 		}
-		if st := sc.or.state.Load(); st != stateOpen && !sc.or.closingHere(st) {
+		if !sc.or.live() && !sc.or.closingHere(sc.or.state.Load()) {
 			// (A region closing for a move serves reads until its last flush is done: the
 			// region scanner's Next says when it no longer does.)
 			s.scanners.Delete(sc.id)

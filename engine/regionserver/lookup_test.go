@@ -174,3 +174,29 @@ func TestHBaseBackendFindsARegionThatMovedAway(t *testing.T) {
 		t.Fatalf("the data path answered %v for it; want REGION_MOVED to rs2", d)
 	}
 }
+
+// A region that is open here and serves while its OPENED report is on its way is returned at once,
+// for writes as for reads; once a stop has switched it to closing it is not.
+func TestLookupServesAnOpenedRegionBeforeItsReport(t *testing.T) {
+	s := &Server{moved: map[string]movedEntry{}}
+	or := &onlineRegion{name: "r1", settled: make(chan struct{})}
+	s.regions.Store("r1", or)
+	opened := new(region.Region)
+	or.r.Store(opened)
+	or.serving.Store(true)
+	or.settle()
+	or.settle() // once only: a second call must not panic
+	start := time.Now()
+	for _, reads := range []bool{false, true} {
+		if _, r, d := s.lookupUntil("r1", time.Now().Add(openingWait), reads); d != nil || r != opened {
+			t.Fatalf("reads=%v: a serving region still reporting OPENED got %v, %v; want the region", reads, r, d)
+		}
+	}
+	if waited := time.Since(start); waited >= openingWait {
+		t.Fatalf("answered after %v: a serving region must not be waited for", waited)
+	}
+	or.state.Store(stateClosing) // as a graceful stop does
+	if _, r, d := s.lookupUntil("r1", time.Now(), false); d == nil || r != nil {
+		t.Fatalf("a serving region a stop took: got %v, %v; want it refused", r, d)
+	}
+}

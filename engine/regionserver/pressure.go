@@ -64,7 +64,7 @@ func (s *Server) trimBacklog() {
 		}
 		or := v.(*onlineRegion)
 		r := or.r.Load()
-		if r == nil || or.state.Load() != stateOpen || r.IsReplica() {
+		if r == nil || !or.live() || r.IsReplica() {
 			continue
 		}
 		s.m.backlogFlushes.Add(1)
@@ -81,7 +81,7 @@ func (s *Server) unblock(seen map[*region.Region]int64) {
 	s.regions.Range(func(_, v any) bool {
 		or := v.(*onlineRegion)
 		r := or.r.Load()
-		if r == nil || or.state.Load() != stateOpen {
+		if r == nil || !or.live() {
 			return true
 		}
 		live[r] = true
@@ -117,7 +117,7 @@ func (s *Server) relievePressure() {
 	var total int64
 	s.regions.Range(func(_, v any) bool {
 		or := v.(*onlineRegion)
-		if r := or.r.Load(); r != nil && or.state.Load() == stateOpen {
+		if r := or.r.Load(); r != nil && or.live() {
 			b := r.MemstoreStats().ChunkBytes
 			total += b
 			regions = append(regions, held{or, r, b})

@@ -80,7 +80,7 @@ func (s *Server) ensureShipper(or *onlineRegion, r *region.Region, id int32) {
 }
 
 func (sh *shipper) live() bool {
-	return sh.or.state.Load() == stateOpen && sh.or.r.Load() == sh.r && !sh.s.stopping.Load()
+	return sh.or.live() && sh.or.r.Load() == sh.r && !sh.s.stopping.Load()
 }
 
 // sleep waits d or until the server stops; false when it stops.

@@ -271,14 +271,36 @@ type onlineRegion struct {
 	// functions are the table's functions as loaded for this region (nil without); the region
 	// closes them when it closes.
 	functions atomic.Pointer[function.Set]
-	// settled is closed when the open ends, however it ends (lookup waits on it a little).
-	settled chan struct{}
+	// serving: the region is open here and serves while its OPENED report is on its way to the
+	// master (its state stays stateOpening until the master has taken the report). The master
+	// placed it here in the catalog before ordering the open, and takes it away only once this
+	// server has confirmed its close or has been fenced, so no other server serves it meanwhile.
+	serving atomic.Bool
+	// settled is closed when the region starts serving or its open ends, however it ends
+	// (lookup waits on it a little); settle closes it once.
+	settled    chan struct{}
+	settleOnce sync.Once
 	// closeDone is closed once closeRegion has reported the region CLOSED (or given up), when
 	// closing says closeRegion took it. Writes that arrive meanwhile wait for it (lookup, up to
 	// openingWait) instead of being sent on to a destination that is not opening the region yet;
 	// reads are served here until the region's last flush is done.
 	closing   atomic.Bool
 	closeDone chan struct{}
+}
+
+// settle closes settled (once): requests waiting for the opening region go on.
+func (or *onlineRegion) settle() {
+	if or.settled != nil {
+		or.settleOnce.Do(func() { close(or.settled) })
+	}
+}
+
+// live reports whether the region takes writes here: open, or opened and serving while its
+// OPENED report is on its way.
+func (or *onlineRegion) live() bool {
+	serving := or.serving.Load() // before the state, as lookupUntil
+	st := or.state.Load()
+	return st == stateOpen || st == stateOpening && serving
 }
 
 // closingHere reports whether a region in state st is being closed by closeRegion (a close the
@@ -793,13 +815,22 @@ func (s *Server) lookupUntil(name string, until time.Time, reads bool) (*onlineR
 	v, ok := s.regions.Load(name)
 	if ok {
 		or := v.(*onlineRegion)
-		st := or.state.Load()
-		if st == stateOpening && or.settled != nil && time.Until(until) > 0 {
-			// A region that moved here is usually a few milliseconds from open (its OPENED report
-			// is on its way to the master): a request that waits for it here is answered at once
-			// instead of after the client's back-off and another round trip.
+		if or.state.Load() == stateOpening && !or.serving.Load() && or.settled != nil && time.Until(until) > 0 {
+			// A region that moved here is usually a few milliseconds from open: a request that
+			// waits for it here is answered at once instead of after the client's back-off and
+			// another round trip.
 			wait(or.settled, until)
-			st = or.state.Load()
+		}
+		// serving is read before the state: a graceful stop switches an opening region to
+		// closing and then closes the region it finds, and the opener stores the region before
+		// it serves, so a region seen serving here is either still opening or was closed by that
+		// stop (its writes then fail with ErrClosed and are retried).
+		serving := or.serving.Load()
+		st := or.state.Load()
+		if st == stateOpening && serving {
+			if r := or.r.Load(); r != nil {
+				return or, r, nil
+			}
 		}
 		if or.closingHere(st) {
 			if r := or.r.Load(); reads && r != nil && r.Readable() {
@@ -940,7 +971,11 @@ func (s *Server) shutdown(graceful bool) error {
 				return
 			}
 			or.state.Store(stateClosing)
-			s.regions.Delete(or.name)
+			// The region leaves the map once flushed, not before: an order for it meanwhile
+			// is answered as for a region being closed here (a close waits for the CLOSED
+			// report below, an open is sent again), not as for one this server does not have,
+			// which the master would take for closed and open elsewhere without the flush.
+			defer s.regions.CompareAndDelete(or.name, or)
 			if r := or.r.Load(); r != nil {
 				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
 					// Not reported CLOSED: the master recovers it from this server's WAL once
