@@ -106,6 +106,11 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 			if !wait(ex.closeDone, deadlineWithin(ctx, closeForOpenWait)) {
 				return nil, status.Error(codes.Unavailable, "region "+ri.GetName()+" is still closing on this server: send the open again")
 			}
+			if cur, ok := s.regions.Load(ri.GetName()); ok && cur == v {
+				// Its close failed to flush (the server is aborting, for its WAL to be recovered):
+				// opened again from its files it would miss what only that WAL has.
+				return nil, status.Error(codes.Unavailable, "region "+ri.GetName()+" failed to close on this server: send the open again")
+			}
 			if s.stopping.Load() {
 				return nil, errStopping
 			}
@@ -223,8 +228,12 @@ func (s *Server) openRegion(or *onlineRegion) {
 		}
 		// A graceful stop took the region: it closed the region if it found it stored (a second
 		// Close waits for that one); if not, the region never served, and is closed here so
-		// that it does not stay open (its blocks, its files) on a server that forgot it.
-		_ = r.Close()
+		// that it does not stay open (its blocks, its files) on a server that forgot it. The
+		// stop's CLOSED report may have reached the master before this OPENED (and been taken
+		// for a stale one): report CLOSED again now that the master has it open here.
+		if cerr := r.Close(); cerr == nil || errors.Is(cerr, region.ErrClosed) {
+			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		}
 		return
 	}
 	if !r.IsReplica() {
@@ -434,9 +443,11 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 				// Its unflushed edits are only in this server's WAL: reporting CLOSED would
 				// let the region open elsewhere (or split) without them. Abort instead, as
 				// HBase does: the master recovers this server's WAL and reassigns.
+				// The region stays in the map (closing): orders for it are answered as for a
+				// region being closed here, never as for one this server does not have, which
+				// the master would take for closed.
 				s.log.Error("closing region failed to flush: aborting the server so that its WAL is recovered",
 					"region", name, "error", err)
-				s.regions.CompareAndDelete(name, or)
 				go s.Abort()
 				return
 			}

@@ -183,9 +183,7 @@ func TestLookupServesAnOpenedRegionBeforeItsReport(t *testing.T) {
 	s.regions.Store("r1", or)
 	opened := new(region.Region)
 	or.r.Store(opened)
-	or.serving.Store(true)
-	or.settle()
-	or.settle() // once only: a second call must not panic
+	or.serving.Store(true) // settled stays open: the lookup must not wait on it
 	start := time.Now()
 	for _, reads := range []bool{false, true} {
 		if _, r, d := s.lookupUntil("r1", time.Now().Add(openingWait), reads); d != nil || r != opened {
@@ -195,6 +193,8 @@ func TestLookupServesAnOpenedRegionBeforeItsReport(t *testing.T) {
 	if waited := time.Since(start); waited >= openingWait {
 		t.Fatalf("answered after %v: a serving region must not be waited for", waited)
 	}
+	or.settle()
+	or.settle()                  // once only: a second call must not panic
 	or.state.Store(stateClosing) // as a graceful stop does
 	if _, r, d := s.lookupUntil("r1", time.Now(), false); d == nil || r != nil {
 		t.Fatalf("a serving region a stop took: got %v, %v; want it refused", r, d)

@@ -971,11 +971,11 @@ func (s *Server) shutdown(graceful bool) error {
 				return
 			}
 			or.state.Store(stateClosing)
-			// The region leaves the map once flushed, not before: an order for it meanwhile
-			// is answered as for a region being closed here (a close waits for the CLOSED
-			// report below, an open is sent again), not as for one this server does not have,
-			// which the master would take for closed and open elsewhere without the flush.
-			defer s.regions.CompareAndDelete(or.name, or)
+			// The region leaves the map once flushed, not before (and not at all when the flush
+			// fails): an order for it meanwhile is answered as for a region being closed here (a
+			// close waits for the CLOSED report below, an open is sent again), not as for one
+			// this server does not have, which the master would take for closed and open
+			// elsewhere without what only this server's WAL has.
 			if r := or.r.Load(); r != nil {
 				if err := r.Close(); err != nil && !errors.Is(err, region.ErrClosed) {
 					// Not reported CLOSED: the master recovers it from this server's WAL once
@@ -984,6 +984,7 @@ func (s *Server) shutdown(graceful bool) error {
 					return
 				}
 			}
+			s.regions.CompareAndDelete(or.name, or)
 			closedMu.Lock()
 			closed = append(closed, or)
 			closedMu.Unlock()
