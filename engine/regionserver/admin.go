@@ -456,7 +456,15 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 		}
 	}
 	s.regions.CompareAndDelete(name, or)
+	reportStart := time.Now()
 	err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+	if took := time.Since(start); took >= slowOpen {
+		// Writes for the region wait all this time (the region's own "slow close" says what its
+		// flush took): the CLOSED report is answered once the master has written it and sent the
+		// open order to the destination.
+		s.log.Info("slow close reported", "region", name, "took", took.Round(time.Millisecond),
+			"close", closed.Round(time.Millisecond), "report_closed", time.Since(reportStart).Round(time.Millisecond))
+	}
 	s.log.Info("region closed", "region", name, "flushed", req.GetFlush(), "close_took", closed.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond), "report_error", err)
 }

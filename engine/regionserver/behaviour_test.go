@@ -102,17 +102,34 @@ func TestMovedRegionAnswersRegionMoved(t *testing.T) {
 	}
 }
 
-// A region serves at its destination as soon as it is open there, while the master's catalog
-// write of its OPENED report is still under way: a put and gets sent to the destination with
-// every catalog write held are answered, and the put is there after the region's next move.
-func TestOpenedRegionServesBeforeItsReportIsWritten(t *testing.T) {
+// heldOpen is a move whose destination serves the region while the master's catalog writes are
+// held (so its OPENED report is not taken yet).
+type heldOpen struct {
+	c        *cluster
+	src, dst *Server
+	region   string
+	conn     *rpc.Conn // to the destination's data port
+	moved    chan error
+	release  func()
+}
+
+// moveWithOpenedReportHeld makes a one-region table with row a=1 and moves its region to the
+// other server, holding every catalog write of the master from when the destination serves the
+// region unreported until release.
+func moveWithOpenedReportHeld(t *testing.T, table string) *heldOpen {
 	var (
 		dstP     atomic.Pointer[Server]
 		regionP  atomic.Pointer[string]
 		held     atomic.Bool
-		release  = make(chan struct{})
 		released atomic.Bool
+		gate     = make(chan struct{})
 	)
+	release := func() {
+		if released.CompareAndSwap(false, true) {
+			close(gate)
+		}
+	}
+	t.Cleanup(release) // before the master's Close, which runs after (cleanups run last first)
 	// Holds the master's catalog writes while the destination serves the region unreported.
 	hold := func() {
 		s, name := dstP.Load(), regionP.Load()
@@ -122,60 +139,68 @@ func TestOpenedRegionServesBeforeItsReportIsWritten(t *testing.T) {
 		if v, ok := s.regions.Load(*name); ok {
 			if or := v.(*onlineRegion); or.serving.Load() && or.state.Load() == stateOpening {
 				held.Store(true)
-				<-release
+				<-gate
 			}
 		}
 	}
 	c := startClusterWith(t, 2, nil, func(mc *master.Config) {
 		// Heartbeats wait while the catalog writes are held: a lease long enough for the
-		// requests below keeps the servers from fencing themselves meanwhile.
+		// requests of the tests keeps the servers from fencing themselves meanwhile.
 		mc.Lease = lease.Config{Lease: 20 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
 			SelfFenceMargin: 300 * time.Millisecond, DeadMargin: 300 * time.Millisecond}
 		f := faultfs.New(mc.FS)
 		f.AddRule(faultfs.Rule{Ops: faultfs.OpWrite | faultfs.OpSync, Action: faultfs.Call, Fn: hold})
 		mc.FS = f
 	})
-	defer func() {
-		if released.CompareAndSwap(false, true) {
-			close(release)
-		}
-	}()
 	ctx := context.Background()
-	createTable(t, c, "early", nil)
-	tbl := c.client.Table("early")
-	if err := tbl.Put(ctx, client.NewPut([]byte("a")).Add("f", "q", cell.LatestTimestamp, []byte("1"))); err != nil {
+	createTable(t, c, table, nil)
+	if err := c.client.Table(table).Put(ctx, client.NewPut([]byte("a")).Add("f", "q", cell.LatestTimestamp, []byte("1"))); err != nil {
 		t.Fatal(err)
 	}
-	regionName, _ := locate(t, c, "early", []byte("a"))
+	regionName, _ := locate(t, c, table, []byte("a"))
 	src, dst := c.servers[0], c.servers[1]
 	if len(src.OnlineRegions()) != 1 {
 		src, dst = dst, src
 	}
 	regionP.Store(&regionName)
 	dstP.Store(dst)
-	moved := make(chan error, 1)
+	h := &heldOpen{c: c, src: src, dst: dst, region: regionName, moved: make(chan error, 1), release: release}
 	go func() {
-		moved <- c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		h.moved <- c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: dst.Name()})
 			return err
 		})
 	}()
 	waitFor(t, "the destination serving the region with the master's catalog writes held", 30*time.Second, held.Load)
-
 	conn, err := rpc.Dial(ctx, dst.DataAddr(), rpc.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	spec := &pb.RegionSpecifier{Name: regionName}
-	block := cell.AppendKeyValue(nil, []byte("b"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("2"))
-	if _, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: spec,
-		Mutation: &pb.MutationProto{Row: []byte("b"), CellCount: 1}}, block, &pb.MutateResponse{}, nil); err != nil {
-		t.Fatalf("put at the destination before the OPENED report was written: %v", err)
+	t.Cleanup(func() { conn.Close() })
+	h.conn = conn
+	return h
+}
+
+// put writes row=value to the destination directly.
+func (h *heldOpen) put(t *testing.T, row, value string) {
+	t.Helper()
+	block := cell.AppendKeyValue(nil, []byte(row), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte(value))
+	if _, err := h.conn.Call(context.Background(), pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: h.region},
+		Mutation: &pb.MutationProto{Row: []byte(row), CellCount: 1}}, block, &pb.MutateResponse{}, nil); err != nil {
+		t.Fatalf("put %s at the destination before the OPENED report was written: %v", row, err)
 	}
+}
+
+// A region serves at its destination as soon as it is open there, while the master's catalog
+// write of its OPENED report is still under way: a put and gets sent to the destination with
+// every catalog write held are answered, and the put is there after the region's next move.
+func TestOpenedRegionServesBeforeItsReportIsWritten(t *testing.T) {
+	h := moveWithOpenedReportHeld(t, "early")
+	ctx := context.Background()
+	h.put(t, "b", "2")
 	for row, want := range map[string]string{"a": "1", "b": "2"} {
 		var resp pb.GetResponse
-		cells, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: spec, Get: &pb.Get{Row: []byte(row)}}, nil, &resp, nil)
+		cells, err := h.conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: h.region}, Get: &pb.Get{Row: []byte(row)}}, nil, &resp, nil)
 		if err != nil {
 			t.Fatalf("get %s at the destination before the OPENED report was written: %v", row, err)
 		}
@@ -183,27 +208,61 @@ func TestOpenedRegionServesBeforeItsReportIsWritten(t *testing.T) {
 			t.Fatalf("get %s at the destination before the OPENED report was written: %q, %v; want %s", row, cells, err, want)
 		}
 	}
-	v, _ := dst.regions.Load(regionName)
+	v, _ := h.dst.regions.Load(h.region)
 	if st := v.(*onlineRegion).state.Load(); st != stateOpening {
 		t.Fatalf("the region's state at the destination is %d: the master took the OPENED report while its catalog writes were held", st)
 	}
 
-	released.Store(true)
-	close(release)
-	if err := <-moved; err != nil {
+	h.release()
+	if err := <-h.moved; err != nil {
 		t.Fatal(err)
 	}
-	c.waitOpen("early", 1, src.Name(), 30*time.Second)
-	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: regionName, Destination: src.Name()})
+	h.c.waitOpen("early", 1, h.src.Name(), 30*time.Second)
+	if err := h.c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.MoveRegion(ctx, &pb.MoveRegionRequest{Region: h.region, Destination: h.src.Name()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitOpen("early", 1, dst.Name(), 30*time.Second)
-	r, err := tbl.Get(ctx, &pb.Get{Row: []byte("b")})
+	h.c.waitOpen("early", 1, h.dst.Name(), 30*time.Second)
+	r, err := h.c.client.Table("early").Get(ctx, &pb.Get{Row: []byte("b")})
 	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "2" {
 		t.Fatalf("the put taken before the OPENED report, after the next move: %v %v", r, err)
+	}
+}
+
+// A close ordered while a region serves with its OPENED report on its way stops it serving at
+// once; once the report is answered the region is closed with a flush and reported CLOSED, so
+// the master opens it again with the write it took.
+func TestCloseWhileOpenedIsReportedKeepsTheWrites(t *testing.T) {
+	h := moveWithOpenedReportHeld(t, "closing")
+	ctx := context.Background()
+	h.put(t, "b", "2")
+	a := &adminService{s: h.dst}
+	if _, err := a.CloseRegion(ctx, &pb.CloseRegionRequest{Region: h.region, Flush: true, ServerStartCode: h.dst.serverName().GetStartCode()}); err != nil {
+		t.Fatalf("close order while the OPENED report is held: %v", err)
+	}
+	block := cell.AppendKeyValue(nil, []byte("c"), []byte("f"), []byte("q"), cell.LatestTimestamp, cell.Put, []byte("3"))
+	_, err := h.conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: h.region},
+		Mutation: &pb.MutationProto{Row: []byte("c"), CellCount: 1}}, block, &pb.MutateResponse{}, nil)
+	if d, ok := pb.DetailOf(err); !ok || !d.GetRetryable() {
+		t.Fatalf("a put after the close order: %v, want a retryable refusal", err)
+	}
+	opened, _ := h.dst.regions.Load(h.region)
+	h.release()
+	if err := <-h.moved; err != nil {
+		t.Fatal(err)
+	}
+	// The master took OPENED, then the CLOSED report of a close it did not order: it opens the
+	// region again (anywhere, the destination too), and the put taken before the close is there.
+	waitFor(t, "the destination to close the region it opened", 30*time.Second, func() bool {
+		v, ok := h.dst.regions.Load(h.region)
+		return !ok || v != opened
+	})
+	h.c.waitOpen("closing", 1, "", 30*time.Second)
+	r, err := h.c.client.Table("closing").Get(ctx, &pb.Get{Row: []byte("b")})
+	if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != "2" {
+		t.Fatalf("the put taken before the close, after the region opened again: %v %v", r, err)
 	}
 }
 
