@@ -821,17 +821,16 @@ func (s *Server) lookupUntil(name string, until time.Time, reads bool) (*onlineR
 			// another round trip.
 			wait(or.settled, until)
 		}
-		// serving is read before the state: a graceful stop switches an opening region to
+		// live reads serving before the state: a graceful stop switches an opening region to
 		// closing and then closes the region it finds, and the opener stores the region before
 		// it serves, so a region seen serving here is either still opening or was closed by that
 		// stop (its writes then fail with ErrClosed and are retried).
-		serving := or.serving.Load()
-		st := or.state.Load()
-		if st == stateOpening && serving {
+		if or.live() {
 			if r := or.r.Load(); r != nil {
 				return or, r, nil
 			}
 		}
+		st := or.state.Load()
 		if or.closingHere(st) {
 			if r := or.r.Load(); reads && r != nil && r.Readable() {
 				return or, r, nil
