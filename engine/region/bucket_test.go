@@ -616,3 +616,97 @@ func TestOpenOnABucketOpensItsFilesAtOnce(t *testing.T) {
 		t.Errorf("%d listings (the family directory and the recovered edits: want one each)", rt.kinds["list"])
 	}
 }
+
+// reads counts the read requests a bucket gets, by kind ("stat", "get", "range").
+type reads struct {
+	storage.Bucket
+	mu    sync.Mutex
+	kinds map[string]int
+}
+
+func (r *reads) count(kind string) {
+	r.mu.Lock()
+	r.kinds[kind]++
+	r.mu.Unlock()
+}
+
+func (r *reads) take() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.kinds
+	r.kinds = map[string]int{}
+	return k
+}
+
+func (r *reads) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	r.count("stat")
+	return r.Bucket.Stat(ctx, key)
+}
+
+func (r *reads) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	r.count("get")
+	return r.Bucket.Get(ctx, key)
+}
+
+func (r *reads) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	r.count("range")
+	return r.Bucket.GetRange(ctx, key, off, n)
+}
+
+// With a file cache, a flush reads nothing back of the store file it wrote (the cache takes the
+// bytes it wrote; the region is unavailable for a closing flush, so every request counts there), and
+// an open reads each small store file by one GET, without a HEAD first; reads are then served from
+// the cache.
+func TestStoreFilesOnABucketAreNotReadBack(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+		rb := &reads{Bucket: b, kinds: map[string]int{}}
+		e := bucketEnv(t, rb)
+		newCache := func() *filecache.Cache {
+			c, err := filecache.Open(filecache.Config{Dir: t.TempDir(), Capacity: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		e.cfg.FileCache = newCache()
+		e.reopen()
+		for i := range 3 {
+			putRows(t, e.r, i*100, i*100+100, "v")
+			rb.take()
+			if _, err := e.r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := rb.take(); len(got) != 0 {
+				t.Fatalf("flush %d read the bucket: %v, want no read", i, got)
+			}
+		}
+		for _, i := range []int{0, 150, 299} {
+			if got := getVal(t, e.r, i); got != "v" {
+				t.Fatalf("row %d after the flushes: %q", i, got)
+			}
+		}
+		if got := rb.take(); got["range"]+got["get"]+got["stat"] != 0 {
+			t.Fatalf("gets of flushed rows read the bucket: %v, want them from the file cache", got)
+		}
+
+		if err := e.r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e.cfg.FileCache = newCache() // another server's: nothing cached
+		rb.take()
+		e.open()
+		got := rb.take()
+		// .regioninfo, the manifest and the three store files: one GET each, no HEAD, no range.
+		if got["stat"] != 0 || got["range"] != 0 || got["get"] != 5 {
+			t.Fatalf("the open read %v, want 5 gets (.regioninfo, manifest, 3 store files) and nothing else", got)
+		}
+		for _, i := range []int{0, 150, 299} {
+			if got := getVal(t, e.r, i); got != "v" {
+				t.Fatalf("row %d after the reopen: %q", i, got)
+			}
+		}
+		if got := rb.take(); len(got) != 0 {
+			t.Fatalf("gets after the reopen read the bucket: %v", got)
+		}
+	})
+}

@@ -30,6 +30,13 @@ type regionFiles interface {
 	newStoreFile(regionDir, p string) (f storage.File, publish func() error, abort func(), err error)
 	// open opens a store file for random reads.
 	open(p string) (storage.ReadableFile, error)
+	// openSized is open of a store file whose size the caller knows from its records (the
+	// manifest; 0 when it does not): on a bucket a small one is read whole by one GET, without a
+	// HEAD first.
+	openSized(p string, size int64) (storage.ReadableFile, error)
+	// openWritten opens the store file f that newStoreFile returned, once written and published:
+	// on a bucket with a file cache nothing is read back (the writer kept its bytes).
+	openWritten(f storage.File, p string) (storage.ReadableFile, error)
 	// readFile reads a small file whole; a missing one matches fs.ErrNotExist.
 	readFile(p string) ([]byte, error)
 	// writeFile replaces a small file whole (.regioninfo, references), durably.
@@ -98,9 +105,15 @@ func (f fsFiles) newStoreFile(regionDir, p string) (storage.File, func() error, 
 }
 
 func (f fsFiles) open(p string) (storage.ReadableFile, error) { return f.fsys.Open(p) }
-func (f fsFiles) readFile(p string) ([]byte, error)           { return storage.ReadFile(f.fsys, p) }
-func (f fsFiles) writeFile(p string, b []byte) error          { return storage.WriteFile(f.fsys, p, b) }
-func (f fsFiles) writeNew(p string, b []byte) error           { return storage.WriteFile(f.fsys, p, b) }
+
+func (f fsFiles) openSized(p string, _ int64) (storage.ReadableFile, error) { return f.fsys.Open(p) }
+
+func (f fsFiles) openWritten(_ storage.File, p string) (storage.ReadableFile, error) {
+	return f.fsys.Open(p)
+}
+func (f fsFiles) readFile(p string) ([]byte, error)  { return storage.ReadFile(f.fsys, p) }
+func (f fsFiles) writeFile(p string, b []byte) error { return storage.WriteFile(f.fsys, p, b) }
+func (f fsFiles) writeNew(p string, b []byte) error  { return storage.WriteFile(f.fsys, p, b) }
 
 func (f fsFiles) readManifest(p string) ([]byte, string, error) {
 	b, err := storage.ReadFile(f.fsys, p)
@@ -159,6 +172,10 @@ func (f bucketFiles) newStoreFile(_ string, p string) (storage.File, func() erro
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if f.cache != nil {
+		// openWritten puts a file the cache would fetch whole into it without a GET.
+		w.KeepWritten(int(f.cache.PrefetchBelow()))
+	}
 	publish := func() error {
 		if !w.Written() {
 			return fmt.Errorf("region: store file %s was not written", p)
@@ -178,6 +195,28 @@ func (f bucketFiles) open(p string) (storage.ReadableFile, error) {
 		return f.cache.OpenObject(context.Background(), f.b, p)
 	}
 	return storage.OpenObject(context.Background(), f.b, p)
+}
+
+func (f bucketFiles) openSized(p string, size int64) (storage.ReadableFile, error) {
+	if f.cache != nil {
+		return f.cache.OpenSmall(context.Background(), f.b, p, size)
+	}
+	return storage.OpenObject(context.Background(), f.b, p)
+}
+
+func (f bucketFiles) openWritten(file storage.File, p string) (storage.ReadableFile, error) {
+	w, ok := file.(*storage.ObjectWriter)
+	if !ok {
+		return f.open(p)
+	}
+	info, data, written := w.WrittenObject()
+	switch {
+	case !written:
+		return nil, fmt.Errorf("region: store file %s was not written", p)
+	case f.cache != nil:
+		return f.cache.OpenWritten(context.Background(), f.b, info, data)
+	}
+	return storage.OpenWrittenObject(f.b, info), nil
 }
 
 func (f bucketFiles) readFile(p string) ([]byte, error) {

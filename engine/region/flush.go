@@ -275,6 +275,7 @@ func newFileName() string {
 type fileWriter struct {
 	fam     int
 	name    string
+	file    storage.File // what the store-file writer writes to (openWritten reads it back)
 	w       *sfile.Writer
 	meta    sfile.Meta
 	size    int64
@@ -295,7 +296,7 @@ func (r *Region) newFileWriter(fam int, expected int) (*fileWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	fw.publish, fw.abort = publish, abort
+	fw.file, fw.publish, fw.abort = file, publish, abort
 	bloom := f.Bloom
 	w, err := sfile.NewWriter(file, sfile.WriterOptions{BlockSize: f.BlockSize, Encoding: f.Encoding,
 		Compression: f.Compression, Bloom: bloom, ExpectedEntries: expected, InMemory: f.InMemory})
@@ -444,7 +445,7 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 		}
 	}
 	for _, w := range written {
-		sf, err := r.openStoreFile(w.fam, manifestFile{Name: w.name})
+		sf, err := r.openStoreFile(w.fam, manifestFile{Name: w.name}, w.file)
 		if err != nil {
 			closeOpened()
 			return err

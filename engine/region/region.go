@@ -378,7 +378,7 @@ func (r *Region) loadFiles() error {
 			if failed.Err() != nil {
 				return nil
 			}
-			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf)
+			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf, nil)
 			jobs[j].sf = sf
 			return err
 		})

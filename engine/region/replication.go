@@ -658,7 +658,7 @@ func (r *Region) applyManifest(b []byte, flushCommit bool) error {
 				next.byFamily[i] = append(next.byFamily[i], sf)
 				continue
 			}
-			sf, err := r.openStoreFile(i, mf)
+			sf, err := r.openStoreFile(i, mf, nil)
 			if err != nil {
 				for _, o := range opened {
 					o.release()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/sfile"
+	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // fileIDs gives every opened store file a process-unique block cache id.
@@ -131,8 +132,9 @@ func (f *storeFile) newScanner(cacheBlocks, recycle bool) cell.Scanner {
 	return s
 }
 
-// openStoreFile opens a store file or reference named in the manifest.
-func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
+// openStoreFile opens a store file or reference named in the manifest; written is the file this
+// region has just written it through (a flush's or a compaction's; nil for files it did not).
+func (r *Region) openStoreFile(fam int, mf manifestFile, written storage.File) (*storeFile, error) {
 	p := r.storeFilePath(fam, mf.Name)
 	sf := &storeFile{r: r, name: mf.Name, path: p, family: fam}
 	dataPath := p
@@ -149,7 +151,22 @@ func (r *Region) openStoreFile(fam int, mf manifestFile) (*storeFile, error) {
 		dataPath = ref.ParentPath
 	}
 	opts := sfile.ReaderOptions{Cache: r.cfg.Cache, FileID: fileIDs.Add(1), InMemory: r.fams[fam].InMemory, EvictOnClose: true}
-	rd, err := openFile(r.store, dataPath, opts)
+	var f storage.ReadableFile
+	var err error
+	switch {
+	case written != nil:
+		f, err = r.store.openWritten(written, dataPath)
+	case !mf.Reference:
+		f, err = r.store.openSized(dataPath, mf.Size)
+	default:
+		f, err = r.store.open(dataPath)
+	}
+	var rd *sfile.Reader
+	if err == nil {
+		rd, err = sfile.OpenFile(f, dataPath, opts)
+	} else {
+		err = fmt.Errorf("sfile: opening %s: %w", dataPath, err)
+	}
 	if err != nil && (r.replica || sf.ref != nil) && errors.Is(err, fs.ErrNotExist) {
 		// The primary compacted the file away after naming it (a replica), or the file a
 		// reference names was compacted away or dropped with its table (a region cloned from a

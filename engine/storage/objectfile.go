@@ -35,7 +35,31 @@ type ObjectWriter struct {
 	up      Upload // the multipart upload once the object outgrew one part
 	size    int64
 	written bool
+	etag    string // the store's ETag of the written object ("" when it gave none)
+	keep    int    // KeepWritten's bound
+	kept    []byte // the bytes of the written object, when it was written whole and fits keep
 	err     error
+}
+
+// KeepWritten asks the writer to keep the bytes of an object it writes with one PUT, up to max
+// bytes, for WrittenObject after the object was written: a reader of what was just written (a
+// flush opening its new store file) then needs no request to read it back. Call before the first
+// Sync.
+func (w *ObjectWriter) KeepWritten(max int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keep = max
+}
+
+// WrittenObject returns the written object's key, size and ETag, and its bytes when KeepWritten
+// kept them (nil otherwise); ok is false before the object was written.
+func (w *ObjectWriter) WrittenObject() (info ObjectInfo, data []byte, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.written {
+		return ObjectInfo{}, nil, false
+	}
+	return ObjectInfo{Key: w.key, Size: w.size, ETag: w.etag}, w.kept, true
 }
 
 // NewObjectWriter returns a writer of the object at key; limit bounds the size of an object
@@ -114,20 +138,24 @@ func (w *ObjectWriter) Sync() error {
 		return w.err
 	}
 	var err error
+	var etag string
 	if w.up != nil {
 		if err = w.up.WritePart(w.ctx, w.buf); err == nil {
-			_, err = w.up.Complete(w.ctx)
+			etag, err = w.up.Complete(w.ctx)
 		} else {
 			_ = w.up.Abort(context.Background())
 		}
 	} else {
-		_, err = w.b.Put(w.ctx, w.key, w.buf, Condition{IfNoneMatch: true})
+		etag, err = w.b.Put(w.ctx, w.key, w.buf, Condition{IfNoneMatch: true})
+		if err == nil && len(w.buf) <= w.keep {
+			w.kept = w.buf
+		}
 	}
 	if err != nil {
 		w.err = fmt.Errorf("storage: writing %s: %w", w.key, err)
 		return w.err
 	}
-	w.written = true
+	w.written, w.etag = true, etag
 	w.buf = nil
 	return nil
 }
@@ -172,6 +200,12 @@ func OpenObject(ctx context.Context, b Bucket, key string) (ReadableFile, error)
 		return nil, NotExist(err)
 	}
 	return &objectReader{b: b, key: key, size: info.Size}, nil
+}
+
+// OpenWrittenObject opens an object whose key and size the caller has from writing it (ObjectWriter's
+// WrittenObject): as OpenObject, without the HEAD.
+func OpenWrittenObject(b Bucket, info ObjectInfo) ReadableFile {
+	return &objectReader{b: b, key: info.Key, size: info.Size}
 }
 
 // NotExist makes a missing object also match fs.ErrNotExist, which FS callers test for.

@@ -381,6 +381,44 @@ func (c *Cache) OpenObject(ctx context.Context, b storage.Bucket, key string) (s
 	return r, nil
 }
 
+// PrefetchBelow is the size up to which objects are cached whole when opened.
+func (c *Cache) PrefetchBelow() int64 { return c.cfg.PrefetchBelow }
+
+// OpenWritten opens an object this process has just written (info from the write, data its bytes
+// when the writer kept them): no request is made. The bytes of an object up to PrefetchBelow are
+// cached whole, as OpenObject would fetch them; without them (or an ETag to name the version) the
+// object is opened as OpenObject does.
+func (c *Cache) OpenWritten(ctx context.Context, b storage.Bucket, info storage.ObjectInfo, data []byte) (storage.ReadableFile, error) {
+	if info.ETag == "" || (data != nil && int64(len(data)) != info.Size) {
+		return c.OpenObject(ctx, b, info.Key)
+	}
+	r := &reader{c: c, b: b, key: info.Key, size: info.Size, id: objectID(info.Key, info.ETag)}
+	if data != nil && info.Size <= c.cfg.PrefetchBelow && info.Size <= c.cfg.MaxEntry {
+		r.whole = entryName(r.id, 0, -1)
+		c.put(r.whole, data)
+	}
+	return r, nil
+}
+
+// OpenSmall opens an object the caller expects to be small (sizeHint, from its own records) with
+// one GET of the whole object instead of OpenObject's HEAD and GET: for objects up to PrefetchBelow
+// whose bytes the cache would fetch whole anyway, a GET costs what the HEAD did. What the GET
+// returns is what is read, whatever the hint said; a hint of 0 or above PrefetchBelow opens the
+// object as OpenObject does.
+func (c *Cache) OpenSmall(ctx context.Context, b storage.Bucket, key string, sizeHint int64) (storage.ReadableFile, error) {
+	if sizeHint <= 0 || sizeHint > c.cfg.PrefetchBelow || sizeHint > c.cfg.MaxEntry {
+		return c.OpenObject(ctx, b, key)
+	}
+	data, info, err := b.Get(ctx, key)
+	if err != nil {
+		return nil, storage.NotExist(err)
+	}
+	c.m.misses.Inc()
+	c.m.fetched.Add(float64(len(data)))
+	info.Key, info.Size = key, int64(len(data))
+	return c.OpenWritten(ctx, b, info, data)
+}
+
 // reader reads one object version through the cache.
 type reader struct {
 	c     *Cache

@@ -150,6 +150,65 @@ func TestSmallObjectsArePrefetched(t *testing.T) {
 	}
 }
 
+// OpenSmall reads an object by one GET whatever size its caller expected (what the GET returned is
+// what is read), OpenWritten by none, and an object OpenSmall or OpenWritten cached is what a later
+// OpenObject finds; a missing object is ErrNoObject and fs.ErrNotExist.
+func TestOpenSmallAndOpenWritten(t *testing.T) {
+	b := newBucket(t)
+	obj := body(200_000, 3)
+	if _, err := b.Put(ctx, "data/a", obj, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, t.TempDir(), 64<<20)
+	for _, hint := range []int64{100, 200_000, 900_000} { // a hint too small, right, too large
+		f, err := c.OpenSmall(ctx, b, "data/a", hint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := f.Size(); n != int64(len(obj)) {
+			t.Fatalf("hint %d: size %d, want the object's %d", hint, n, len(obj))
+		}
+		readAt(t, f, 199_990, 10, obj[199_990:])
+	}
+	if g, r := b.gets.Load(), b.ranges.Load(); g != 3 || r != 0 {
+		t.Fatalf("%d GETs and %d ranged GETs, want one GET per open", g, r)
+	}
+	if _, err := c.OpenSmall(ctx, b, "data/missing", 10); !errors.Is(err, storage.ErrNoObject) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing object: %v", err)
+	}
+
+	w, err := storage.NewObjectWriter(b, "data/w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.KeepWritten(int(c.PrefetchBelow()))
+	written := body(70_000, 4)
+	if _, err := w.Write(written); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	info, data, ok := w.WrittenObject()
+	if st, err := b.Stat(ctx, "data/w"); !ok || data == nil || err != nil || st.ETag != info.ETag || st.Size != info.Size {
+		t.Fatalf("WrittenObject: %+v (kept %d bytes, %v), the bucket has %+v (%v)", info, len(data), ok, st, err)
+	}
+	b.gets.Store(0)
+	f, err := c.OpenWritten(ctx, b, info, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAt(t, f, 0, 70_000, written)
+	if f, err = c.OpenObject(ctx, b, "data/w"); err != nil {
+		t.Fatal(err)
+	}
+	readAt(t, f, 69_000, 1000, written[69_000:])
+	if g, r := b.gets.Load(), b.ranges.Load(); g != 0 || r != 0 {
+		t.Fatalf("%d GETs and %d ranged GETs of a written object, want none", g, r)
+	}
+}
+
 // The cache stays within its capacity, evicting the least recently used entries.
 func TestCapacityAndLRU(t *testing.T) {
 	b := newBucket(t)
