@@ -710,3 +710,110 @@ func TestStoreFilesOnABucketAreNotReadBack(t *testing.T) {
 		}
 	})
 }
+
+// meetings records whether requests of two kinds were under way at once: a request of a kind that
+// waits for another waits (up to a second) for one of that kind to start.
+type meetings struct {
+	storage.Bucket
+	kind    func(op, key string) string
+	waitFor map[string]string // kind -> the kind it waits for
+	mu      sync.Mutex
+	started map[string]chan struct{}
+	met     map[string]bool
+}
+
+func (m *meetings) arrive(op, key string) {
+	k := m.kind(op, key)
+	if k == "" {
+		return
+	}
+	m.mu.Lock()
+	ch := m.started[k]
+	if ch == nil {
+		ch = make(chan struct{})
+		m.started[k] = ch
+	}
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	other, waits := m.waitFor[k]
+	var och chan struct{}
+	if waits {
+		if och = m.started[other]; och == nil {
+			och = make(chan struct{})
+			m.started[other] = och
+		}
+	}
+	m.mu.Unlock()
+	if !waits {
+		return
+	}
+	select {
+	case <-och:
+		m.mu.Lock()
+		m.met[k] = true
+		m.mu.Unlock()
+	case <-time.After(time.Second):
+	}
+}
+
+func (m *meetings) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	m.arrive("get", key)
+	return m.Bucket.Get(ctx, key)
+}
+
+func (m *meetings) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	m.arrive("stat", key)
+	return m.Bucket.Stat(ctx, key)
+}
+
+func (m *meetings) List(ctx context.Context, prefix, after string, limit int) ([]storage.ObjectInfo, error) {
+	m.arrive("list", prefix)
+	return m.Bucket.List(ctx, prefix, after, limit)
+}
+
+// A region opening on a bucket does not wait for one read to ask the next: the manifest is read
+// while the .regioninfo is, and the recovered edits are listed while the store files open.
+func TestOpenOnABucketReadsAtOnce(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e := bucketEnv(t, b)
+	putRows(t, e.r, 0, 100, "v")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := &meetings{Bucket: b, started: map[string]chan struct{}{}, met: map[string]bool{},
+		waitFor: map[string]string{"regioninfo": "manifest", "storefile": "recovered"},
+		kind: func(op, key string) string {
+			switch {
+			case op == "get" && strings.HasSuffix(key, "/.regioninfo"):
+				return "regioninfo"
+			case op == "get" && strings.HasSuffix(key, "/"+manifestName):
+				return "manifest"
+			case op == "list" && strings.Contains(key, "/recovered.edits"):
+				return "recovered"
+			case op == "stat" && strings.Contains(key, "/f/"):
+				return "storefile"
+			}
+			return ""
+		}}
+	e.cfg.Bucket = m
+	e.open()
+	if got := getVal(t, e.r, 99); got != "v" {
+		t.Fatalf("row 99 after the reopen: %q", got)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.met["regioninfo"] || !m.met["storefile"] {
+		t.Fatalf("reads under way at once: .regioninfo with the manifest %v, recovered edits' listing with a store file's %v; want both",
+			m.met["regioninfo"], m.met["storefile"])
+	}
+}

@@ -36,6 +36,11 @@ type Region struct {
 	wal      wal.Log
 	cfg      Config
 	log      *slog.Logger
+	// On a bucket (nil on a directory tree): manifestRead is the manifest read started with the
+	// .regioninfo's (loadFiles takes it), recoveredRead the listing of the recovered edits started
+	// with the store files' opens (replay takes it); each is a round trip not waited for in turn.
+	manifestRead  chan manifestRead
+	recoveredRead chan recoveredRead
 	// compaction is cfg.Compaction, which changes while the region is open (SetCompaction).
 	compaction atomic.Pointer[CompactionConfig]
 	// observer is the table's functions (SetObserver); nil without.
@@ -215,6 +220,15 @@ func Open(cfg Config, info Info) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.store.fs() == nil {
+		// Nothing writes recovered edits while the region opens (the master's log split is done
+		// before it orders the open): they can be listed before the store files are open.
+		r.recoveredRead = make(chan recoveredRead, 1)
+		go func() {
+			keys, err := wal.ListRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir())
+			r.recoveredRead <- recoveredRead{keys, err}
+		}()
+	}
 	if err := r.loadFiles(); err != nil {
 		r.releaseAll()
 		return nil, err
@@ -293,6 +307,15 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 		bf.cache = cfg.FileCache
 		store = bf
 	}
+	var manifestCh chan manifestRead
+	if store.fs() == nil {
+		// On a bucket: read the manifest while the .regioninfo is read.
+		manifestCh = make(chan manifestRead, 1)
+		go func() {
+			m, version, _, err := readManifest(store, dir)
+			manifestCh <- manifestRead{m, version, err}
+		}()
+	}
 	onDisk, table, err := readRegionInfo(store, dir)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
@@ -316,7 +339,8 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 		locks:   newRowLocks(),
 		replica: replica,
 
-		closeDone: make(chan struct{}),
+		closeDone:    make(chan struct{}),
+		manifestRead: manifestCh,
 	}
 	cc := cfg.Compaction
 	r.compaction.Store(&cc)
@@ -340,11 +364,17 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 // loadFiles reads the manifest, opens its files and archives the others
 // (a replica leaves them: they may be the primary's flush in progress).
 func (r *Region) loadFiles() error {
-	m, version, _, err := readManifest(r.store, r.dir)
-	if err != nil {
-		return fmt.Errorf("region %s: %w", r.name, err)
+	var read manifestRead
+	if r.manifestRead != nil {
+		read = <-r.manifestRead
+	} else {
+		read.m, read.version, _, read.err = readManifest(r.store, r.dir)
 	}
-	r.man, r.manVersion = m, version
+	if read.err != nil {
+		return fmt.Errorf("region %s: %w", r.name, read.err)
+	}
+	m := read.m
+	r.man, r.manVersion = m, read.version
 	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	r.files.Store(set)
 	if !r.replica {
@@ -392,7 +422,7 @@ func (r *Region) loadFiles() error {
 			})
 		}
 	}
-	err = g.Wait()
+	err := g.Wait()
 	for _, j := range jobs { // in the manifest's order; what opened is released on an error
 		if j.sf != nil {
 			set.byFamily[j.fam] = append(set.byFamily[j.fam], j.sf)
@@ -414,6 +444,19 @@ func (r *Region) loadFiles() error {
 		}
 	}
 	return nil
+}
+
+// manifestRead is the result of reading a region's manifest (readManifest).
+type manifestRead struct {
+	m       *manifest
+	version string
+	err     error
+}
+
+// recoveredRead is the result of listing a region's recovered edits on a bucket.
+type recoveredRead struct {
+	keys []string
+	err  error
 }
 
 // openParallelism bounds the store files a region opens at once.
@@ -494,11 +537,14 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 		if len(r.cfg.ReplayWALDirs) > 0 {
 			return 0, 0, nil, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
 		}
-		objs, err := wal.ReadRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir(), apply)
-		if err != nil {
+		listed := <-r.recoveredRead
+		if listed.err != nil {
+			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, listed.err)
+		}
+		if err := wal.ReadRecoveredEditObjects(context.Background(), r.cfg.Bucket, listed.keys, apply); err != nil {
 			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
-		return maxSeq, n, objs, nil
+		return maxSeq, n, listed.keys, nil
 	}
 	var readers []*wal.Reader
 	rd, err := wal.NewRecoveredEditsReader(fsys, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})

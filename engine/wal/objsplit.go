@@ -108,28 +108,53 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 // Damage is corruption, reported with the object's key. The Edit passed to fn aliases the object:
 // copy what you keep.
 func ReadRecoveredEdits(ctx context.Context, b storage.Bucket, dir string, fn func(*Edit) error) (objects []string, err error) {
-	err = storage.Walk(ctx, b, dir+"/", func(o storage.ObjectInfo) error {
-		if _, ok := parseNumbered(strings.TrimPrefix(o.Key, dir+"/"), recoveredSuffix); !ok {
-			return nil
+	objects, err = ListRecoveredEdits(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ReadRecoveredEditObjects(ctx, b, objects, fn); err != nil {
+		return nil, err
+	}
+	return objects, nil
+}
+
+// ListRecoveredEdits returns the keys of the recovered-edits objects under dir, in key order (the
+// order ReadRecoveredEditObjects must read them in): a region lists them while it opens its store
+// files, and reads them after.
+func ListRecoveredEdits(ctx context.Context, b storage.Bucket, dir string) ([]string, error) {
+	var objects []string
+	err := storage.Walk(ctx, b, dir+"/", func(o storage.ObjectInfo) error {
+		if _, ok := parseNumbered(strings.TrimPrefix(o.Key, dir+"/"), recoveredSuffix); ok {
+			objects = append(objects, o.Key)
 		}
-		objects = append(objects, o.Key)
-		data, _, err := b.Get(ctx, o.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, err // the store's errors name the prefix
+	}
+	return objects, nil
+}
+
+// ReadRecoveredEditObjects calls fn with every edit of the recovered-edits objects at keys (from
+// ListRecoveredEdits), in that order; as ReadRecoveredEdits.
+func ReadRecoveredEditObjects(ctx context.Context, b storage.Bucket, keys []string, fn func(*Edit) error) error {
+	for _, key := range keys {
+		data, _, err := b.Get(ctx, key)
 		if err != nil {
-			return fmt.Errorf("wal: read %s: %w", o.Key, err)
+			return fmt.Errorf("wal: read %s: %w", key, err)
 		}
 		kind, _, err := checkHeader(data)
 		if err != nil {
-			return &CorruptionError{File: o.Key, Offset: 0, Reason: err.Error()}
+			return &CorruptionError{File: key, Offset: 0, Reason: err.Error()}
 		}
 		if kind != kindRecovered {
-			return &CorruptionError{File: o.Key, Offset: 10, Reason: fmt.Sprintf("kind %d is not recovered edits", kind)}
+			return &CorruptionError{File: key, Offset: 10, Reason: fmt.Sprintf("kind %d is not recovered edits", kind)}
 		}
-		return decodeRecords(data, o.Key, fn)
-	})
-	if err != nil {
-		return nil, err // the store's errors name the prefix; the others, the object
+		if err := decodeRecords(data, key, fn); err != nil {
+			return err
+		}
 	}
-	return objects, nil
+	return nil
 }
 
 // decodeRecords calls fn with each record of a whole object after its header; any damage is
