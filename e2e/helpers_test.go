@@ -24,6 +24,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -187,6 +188,21 @@ func loadcheckPodPlain(name, cluster string, args ...string) *corev1.Pod {
 			}},
 		},
 	}
+}
+
+// withCPURequest gives a client pod that measures the store's latency a CPU request (100m). A pod
+// without one is BestEffort: on a busy node (a rolling restart keeps some task waiting for a CPU
+// 85-90 % of the time) the kernel gives it the smallest share of all, so the times it measured were
+// partly its own waits for a CPU. Clients of a real store run on machines of their own.
+func withCPURequest(p *corev1.Pod) *corev1.Pod {
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+	}
+	return p
 }
 
 // hbaseBootstrap is the bootstrap servers HBase clients in the cluster give: the region servers'
