@@ -401,8 +401,14 @@ func (c *Client) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 		}()
 	}
 	c.cmu.Unlock()
+	start := time.Now()
 	select {
 	case <-d.done:
+		// A request that waited for a connection says so (a server that restarted has a new
+		// address: its name looked up again, a TCP and a TLS handshake).
+		if c.cfg.Logger != nil {
+			c.cfg.Logger.DebugContext(ctx, "connected", "server", addr, "took", time.Since(start).Round(time.Millisecond), "error", d.err)
+		}
 		return d.conn, d.err
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -932,3 +932,45 @@ func TestScanFollowsHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// records keeps the client's log records as "message key=value ...".
+type records struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	h.lines = append(h.lines, b.String())
+	h.mu.Unlock()
+	return nil
+}
+func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *records) WithGroup(string) slog.Handler      { return h }
+
+// A request's tries are in the client's Debug log with its context (what loadcheck reports for
+// its slowest requests): the connection it waited for, and each try that failed, with its server.
+func TestTriesAreLogged(t *testing.T) {
+	_, ss, c := newCluster(t, 1)
+	rec := &records{}
+	c.cfg.Logger = slog.New(rec) // before its first request
+	ss[0].failNext(1, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Message: "not here", Retryable: true})
+	put(t, c.Table("t"), "a", "1")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var connected, failed bool
+	for _, l := range rec.lines {
+		connected = connected || strings.HasPrefix(l, "connected server="+ss[0].addr)
+		failed = failed || (strings.HasPrefix(l, "try server="+ss[0].addr) && strings.Contains(l, "not here"))
+	}
+	if !connected || !failed {
+		t.Fatalf("records %q: want the connection to %s and the failed try there", rec.lines, ss[0].addr)
+	}
+}

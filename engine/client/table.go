@@ -392,6 +392,21 @@ func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*
 
 // withRegion runs fn against the primary of the region holding row, relocating and retrying on
 // the answers that say a retry can succeed, until the operation's deadline.
+// slowTry is how long a try that succeeded must have taken for noteTry to log it.
+const slowTry = 100 * time.Millisecond
+
+// noteTry logs a try of a request at one server (Debug, with the request's context: a caller
+// that traces requests sees where each slow one spent its time) when it failed or took slowTry
+// or longer.
+func (c *Client) noteTry(ctx context.Context, loc *location, start time.Time, err error) {
+	if c.cfg.Logger == nil {
+		return
+	}
+	if took := time.Since(start); err != nil || took >= slowTry {
+		c.cfg.Logger.DebugContext(ctx, "try", "server", loc.addr, "region", loc.region, "took", took.Round(time.Millisecond), "error", err)
+	}
+}
+
 func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(context.Context, *rpc.Conn, *location) error) error {
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
@@ -408,8 +423,10 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 			var conn *rpc.Conn
 			if conn, err = c.conn(ctx, loc.addr); err == nil {
 				actx, acancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+				start := time.Now()
 				err = fn(actx, conn, loc)
 				acancel()
+				c.noteTry(ctx, loc, start, err)
 				if err == nil {
 					return nil
 				}
