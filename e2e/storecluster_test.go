@@ -653,7 +653,9 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			return st.Published
 		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal(servers), "every master and region server published")
 		Expect(masters).To(HaveLen(int(c.Spec.MasterReplicas())))
-		Expect(clusterEvents(ctx, ns, name)).To(ContainElement(HaveField("Reason", "ExternalAddressesPublished")))
+		// The event is sent after the addresses are published, by the recorder's own goroutine.
+		Eventually(func() []corev1.Event { return clusterEvents(ctx, ns, name) }).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).
+			Should(ContainElement(HaveField("Reason", "ExternalAddressesPublished")))
 
 		// The test machine is outside the cluster's network: it cannot resolve the pods' names, so
 		// the published addresses are its only way to each server.
