@@ -46,6 +46,7 @@ func installOperator(ctx context.Context) {
 	pauseOtherOperators(ctx)
 	repo, tag, ok := strings.Cut(operatorImage, ":")
 	Expect(ok).To(BeTrue(), "E2E_OPERATOR_IMAGE %q has no tag", operatorImage)
+	dropInterruptedRelease(ctx)
 	out, err := helm(ctx, "upgrade", "--install", "cellstore-operator", filepath.Join(repoRoot(), "charts", "cellstore-operator"),
 		"--namespace", operatorNamespace, "--create-namespace", "--wait", "--timeout", "5m",
 		"--set", "image.repository="+repo, "--set-string", "image.tag="+tag)
@@ -58,6 +59,27 @@ func installOperator(ctx context.Context) {
 		_, err := helm(ctx, "uninstall", "cellstore-operator", "--namespace", operatorNamespace, "--wait")
 		Expect(err).NotTo(HaveOccurred())
 	})
+}
+
+// dropInterruptedRelease uninstalls the operator's release when a run stopped in the middle of
+// installing or upgrading it (its cluster went down under it): Helm leaves such a release pending
+// and refuses every later install of it ("another operation is in progress").
+func dropInterruptedRelease(ctx context.Context) {
+	out, err := helm(ctx, "status", "cellstore-operator", "--namespace", operatorNamespace, "-o", "json")
+	if err != nil {
+		return // no release
+	}
+	var st struct {
+		Info struct {
+			Status string `json:"status"`
+		} `json:"info"`
+	}
+	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &st) != nil || !strings.HasPrefix(st.Info.Status, "pending-") {
+		return
+	}
+	GinkgoWriter.Printf("the release cellstore-operator is %s (an interrupted run): uninstalling it\n", st.Info.Status)
+	out, err = helm(ctx, "uninstall", "cellstore-operator", "--namespace", operatorNamespace, "--wait", "--no-hooks")
+	Expect(err).NotTo(HaveOccurred(), out)
 }
 
 // pauseOtherOperators scales to zero the Cellstore operators of other releases in the cluster (the
@@ -654,7 +676,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal(servers), "every master and region server published")
 		Expect(masters).To(HaveLen(int(c.Spec.MasterReplicas())))
 		// The event is sent after the addresses are published, by the recorder's own goroutine.
-		Eventually(func() []corev1.Event { return clusterEvents(ctx, ns, name) }).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).
+		Eventually(func() []corev1.Event { return clusterEvents(ctx, ns, name) }).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).
 			Should(ContainElement(HaveField("Reason", "ExternalAddressesPublished")))
 
 		// The test machine is outside the cluster's network: it cannot resolve the pods' names, so
