@@ -8,10 +8,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,6 +97,8 @@ func TestJavaDuration(t *testing.T) {
 type fakeBackend struct{}
 
 func (fakeBackend) ClusterID() string { return "test-cluster" }
+
+func (fakeBackend) SlowCall() time.Duration { return 0 }
 func (fakeBackend) Self() *pb.ServerName {
 	return &pb.ServerName{Host: "127.0.0.1", Port: 1, StartCode: 7}
 }
@@ -115,6 +119,11 @@ func startServerOf(t *testing.T, b Backend, auth *security.Authenticator) string
 
 func startServerTLS(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs) string {
 	t.Helper()
+	return startServerLogged(t, b, auth, certs, nil)
+}
+
+func startServerLogged(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs, log *slog.Logger) string {
+	t.Helper()
 	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
 		req, err := rpc.Request[pb.GetRequest](c)
 		if err != nil || req.GetRegion().GetName() != "r1" {
@@ -123,7 +132,7 @@ func startServerTLS(t *testing.T, b Backend, auth *security.Authenticator, certs
 		}
 		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second, Auth: auth, TLS: certs})
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, log), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second, Auth: auth, TLS: certs})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -461,5 +470,59 @@ func TestFamilyInMemoryCompaction(t *testing.T) {
 		if string(p.GetFirst()) == "IN_MEMORY_COMPACTION" {
 			t.Fatal("NONE described")
 		}
+	}
+}
+
+// slowBackend finds every call slow.
+type slowBackend struct{ fakeBackend }
+
+func (slowBackend) SlowCall() time.Duration { return time.Nanosecond }
+
+// lockedBuffer is a log destination written by the server's goroutines and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A call that takes the backend's slow-call threshold or longer, from its request read to its
+// answer written, is logged with its method and the exception it was answered with.
+func TestSlowCallsAreLogged(t *testing.T) {
+	var out lockedBuffer
+	addr := startServerLogged(t, slowBackend{}, nil, nil, slog.New(slog.NewTextHandler(&out, nil)))
+	c := dial(t, addr)
+	c.hello("ClientMetaService")
+	c.call("GetMetaRegionLocations", &hb.GetMetaRegionLocationsRequest{}, nil)
+	if h, _, _ := c.call("NoSuchMethod", &hb.GetClusterIdRequest{}, nil); h.GetException() == nil {
+		t.Fatal("an unknown method was answered")
+	}
+	want := []string{"method=GetMetaRegionLocations", "method=NoSuchMethod", "exception=" + classUnknownProtocol}
+	deadline := time.Now().Add(5 * time.Second) // the answer is written before the log line
+	for {
+		logged := out.String()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(logged, w) {
+				missing = w
+			}
+		}
+		if missing == "" && strings.Count(logged, `msg="slow call" protocol=hbase`) == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slow call logged with %s:\n%s", missing, logged)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

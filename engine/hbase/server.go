@@ -36,6 +36,9 @@ type Backend interface {
 	// adapter's calls act as the HBase client's user (security.OnBehalfOf on ctx), never as the
 	// server.
 	Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error
+	// SlowCall is how long a call must take, from its request read to its answer written, to be
+	// logged ("slow call", protocol=hbase); 0 logs none.
+	SlowCall() time.Duration
 }
 
 // Adapter serves HBase RPC connections on a region server's data port (rpc.ForeignProtocol).
@@ -247,7 +250,7 @@ func (c *conn) serveCalls() error {
 			return c.fatal(classFatalConnection, fmt.Sprintf("cell block of %d bytes announced, %d sent", l, len(cells)))
 		}
 		c.a.Calls.Add(1)
-		call := &call{c: c, id: h.GetCallId(), method: h.GetMethodName(), param: param, cells: cells, held: n}
+		call := &call{c: c, id: h.GetCallId(), method: h.GetMethodName(), param: param, cells: cells, held: n, start: time.Now()}
 		if t := h.GetTimeout(); t > 0 {
 			call.timeout = time.Duration(t) * time.Millisecond
 		}
@@ -265,6 +268,7 @@ type call struct {
 	cells   []byte
 	held    int64
 	timeout time.Duration
+	start   time.Time // when its request was read
 	once    sync.Once
 }
 
@@ -280,6 +284,7 @@ func (k *call) done() {
 // reply answers the call with msg and a cell block.
 func (k *call) reply(msg proto.Message, cellBlock []byte) {
 	k.c.send(k.id, msg, cellBlock, nil)
+	k.noteSlow("")
 	k.done()
 }
 
@@ -287,7 +292,20 @@ func (k *call) reply(msg proto.Message, cellBlock []byte) {
 func (k *call) fail(e *exception) {
 	k.c.a.Errors.Add(1)
 	k.c.send(k.id, nil, nil, e.response())
+	k.noteSlow(e.class)
 	k.done()
+}
+
+// noteSlow logs a call that took Backend.SlowCall or longer from its request read to its answer
+// written, with the exception class it was answered with (a wait the region server's own handler
+// did not see — before the call reached it, or in writing the answer — shows as the difference
+// from that handler's "slow call").
+func (k *call) noteSlow(exception string) {
+	slow := k.c.a.b.SlowCall()
+	if took := time.Since(k.start); slow > 0 && took >= slow {
+		k.c.a.log.Info("slow call", "protocol", "hbase", "service", k.c.service, "method", k.method, "call", k.id,
+			"took", took.Round(time.Millisecond), "exception", exception)
+	}
 }
 
 // context is the call's context (bounded by the client's timeout when it sent one).

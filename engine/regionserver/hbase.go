@@ -2,6 +2,7 @@ package regionserver
 
 import (
 	"context"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/hbase"
@@ -24,6 +25,8 @@ func (b *hbaseBackend) ClusterID() string {
 }
 
 func (b *hbaseBackend) Self() *pb.ServerName { return b.s.serverName() }
+
+func (b *hbaseBackend) SlowCall() time.Duration { return b.s.slowCall() }
 
 func (b *hbaseBackend) Online(name string) bool {
 	v, ok := b.s.regions.Load(name)
