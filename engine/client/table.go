@@ -390,8 +390,6 @@ func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*
 	return processed, err
 }
 
-// withRegion runs fn against the primary of the region holding row, relocating and retrying on
-// the answers that say a retry can succeed, until the operation's deadline.
 // slowTry is how long a try that succeeded must have taken for noteTry to log it.
 const slowTry = 100 * time.Millisecond
 
@@ -407,6 +405,8 @@ func (c *Client) noteTry(ctx context.Context, loc *location, start time.Time, er
 	}
 }
 
+// withRegion runs fn against the primary of the region holding row, relocating and retrying on
+// the answers that say a retry can succeed, until the operation's deadline.
 func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(context.Context, *rpc.Conn, *location) error) error {
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()

@@ -367,6 +367,7 @@ func (r *Region) loadFiles() error {
 	var read manifestRead
 	if r.manifestRead != nil {
 		read = <-r.manifestRead
+		r.manifestRead = nil // read once
 	} else {
 		read.m, read.version, _, read.err = readManifest(r.store, r.dir)
 	}
@@ -537,7 +538,13 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 		if len(r.cfg.ReplayWALDirs) > 0 {
 			return 0, 0, nil, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
 		}
-		listed := <-r.recoveredRead
+		var listed recoveredRead
+		if r.recoveredRead != nil {
+			listed = <-r.recoveredRead
+			r.recoveredRead = nil // read once
+		} else {
+			listed.keys, listed.err = wal.ListRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir())
+		}
 		if listed.err != nil {
 			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, listed.err)
 		}

@@ -400,13 +400,17 @@ func (c *Cache) OpenWritten(ctx context.Context, b storage.Bucket, info storage.
 	return r, nil
 }
 
+// smallObject bounds the objects OpenSmall reads by one GET: a GET of this much costs about what a
+// HEAD does, so a cache that already held the object (it cannot be looked up without the object's
+// ETag) loses little by fetching it again.
+const smallObject = 256 << 10
+
 // OpenSmall opens an object the caller expects to be small (sizeHint, from its own records) with
-// one GET of the whole object instead of OpenObject's HEAD and GET: for objects up to PrefetchBelow
-// whose bytes the cache would fetch whole anyway, a GET costs what the HEAD did. What the GET
-// returns is what is read, whatever the hint said; a hint of 0 or above PrefetchBelow opens the
+// one GET of the whole object instead of OpenObject's HEAD and GET. What the GET returns is what
+// is read, whatever the hint said; a hint of 0 or above smallObject (or PrefetchBelow) opens the
 // object as OpenObject does.
 func (c *Cache) OpenSmall(ctx context.Context, b storage.Bucket, key string, sizeHint int64) (storage.ReadableFile, error) {
-	if sizeHint <= 0 || sizeHint > c.cfg.PrefetchBelow || sizeHint > c.cfg.MaxEntry {
+	if sizeHint <= 0 || sizeHint > smallObject || sizeHint > c.cfg.PrefetchBelow || sizeHint > c.cfg.MaxEntry {
 		return c.OpenObject(ctx, b, key)
 	}
 	data, info, err := b.Get(ctx, key)

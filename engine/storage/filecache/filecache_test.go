@@ -160,7 +160,7 @@ func TestOpenSmallAndOpenWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := open(t, t.TempDir(), 64<<20)
-	for _, hint := range []int64{100, 200_000, 900_000} { // a hint too small, right, too large
+	for _, hint := range []int64{100, 200_000, 250_000} { // a hint too small, right, too large
 		f, err := c.OpenSmall(ctx, b, "data/a", hint)
 		if err != nil {
 			t.Fatal(err)
@@ -175,6 +175,11 @@ func TestOpenSmallAndOpenWritten(t *testing.T) {
 	}
 	if _, err := c.OpenSmall(ctx, b, "data/missing", 10); !errors.Is(err, storage.ErrNoObject) || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing object: %v", err)
+	}
+	// Above what one GET is worth, the cache is asked first (a HEAD for the version): no GET.
+	before := b.gets.Load()
+	if _, err := c.OpenSmall(ctx, b, "data/a", smallObject+1); err != nil || b.gets.Load() != before {
+		t.Fatalf("a large hint: %d GETs, want none: %v", b.gets.Load()-before, err)
 	}
 
 	w, err := storage.NewObjectWriter(b, "data/w", 0)
