@@ -303,7 +303,7 @@ func (k *call) fail(e *exception) {
 func (k *call) noteSlow(exception string) {
 	slow := k.c.a.b.SlowCall()
 	if took := time.Since(k.start); slow > 0 && took >= slow {
-		k.c.a.log.Info("slow call", "protocol", "hbase", "service", k.c.service, "method", k.method, "call", k.id,
+		k.c.a.log.Info("slow call", "service", k.c.service, "method", k.method, "call", k.id,
 			"took", took.Round(time.Millisecond), "exception", exception)
 	}
 }
