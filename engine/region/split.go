@@ -9,6 +9,7 @@ import (
 	"path"
 
 	"github.com/cellstore/cellstore/engine/sfile"
+	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // SplitPoint returns the row to split at: the middle key of the largest
@@ -336,6 +337,12 @@ func (m *manifest) hasReferences() bool {
 // openFile opens a store file for reading.
 func openFile(files regionFiles, p string, opts sfile.ReaderOptions) (*sfile.Reader, error) {
 	f, err := files.open(p)
+	return openReader(p, opts, f, err)
+}
+
+// openReader opens the store file at p on f, what one of regionFiles' openers returned for it
+// (with err).
+func openReader(p string, opts sfile.ReaderOptions, f storage.ReadableFile, err error) (*sfile.Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sfile: opening %s: %w", p, err)
 	}

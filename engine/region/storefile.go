@@ -161,12 +161,7 @@ func (r *Region) openStoreFile(fam int, mf manifestFile, written storage.File) (
 	default:
 		f, err = r.store.open(dataPath)
 	}
-	var rd *sfile.Reader
-	if err == nil {
-		rd, err = sfile.OpenFile(f, dataPath, opts)
-	} else {
-		err = fmt.Errorf("sfile: opening %s: %w", dataPath, err)
-	}
+	rd, err := openReader(dataPath, opts, f, err)
 	if err != nil && (r.replica || sf.ref != nil) && errors.Is(err, fs.ErrNotExist) {
 		// The primary compacted the file away after naming it (a replica), or the file a
 		// reference names was compacted away or dropped with its table (a region cloned from a
