@@ -54,9 +54,11 @@ type Config struct {
 	QuotasDisabled           bool
 
 	// BalancerInterval is the period of the balancer (default 5 min; negative: only on Balance
-	// calls). MaxMovesInFlight bounds the balancer's and drains' concurrent moves (default 16).
-	BalancerInterval time.Duration
-	MaxMovesInFlight int
+	// calls). MaxMovesInFlight bounds the balancer's and drains' concurrent moves (default 16),
+	// MaxMovesPerServer those from or to one server (default 2).
+	BalancerInterval  time.Duration
+	MaxMovesInFlight  int
+	MaxMovesPerServer int
 	// NormalizerInterval is the period of the region normalizer (default 5 min; negative: only
 	// on Normalize calls). It looks at tables with NORMALIZATION_ENABLED (docs/master.md,
 	// "Normalizer"): regions smaller than NormalizerMergeMinSize (default 1 MiB) or younger than
@@ -212,14 +214,17 @@ func (c *Config) fill() error {
 	if c.MaxMovesInFlight == 0 {
 		c.MaxMovesInFlight = 16
 	}
+	if c.MaxMovesPerServer == 0 {
+		c.MaxMovesPerServer = 2
+	}
 	if c.MaxOpenAttempts == 0 {
 		c.MaxOpenAttempts = 3
 	}
 	if c.MaxConcurrentRPCs == 0 {
 		c.MaxConcurrentRPCs = 64
 	}
-	if c.MaxMovesInFlight < 0 || c.MaxOpenAttempts < 0 || c.MaxConcurrentRPCs < 0 {
-		return errors.New("master: MaxMovesInFlight, MaxOpenAttempts and MaxConcurrentRPCs must not be negative")
+	if c.MaxMovesInFlight < 0 || c.MaxMovesPerServer < 0 || c.MaxOpenAttempts < 0 || c.MaxConcurrentRPCs < 0 {
+		return errors.New("master: MaxMovesInFlight, MaxMovesPerServer, MaxOpenAttempts and MaxConcurrentRPCs must not be negative")
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -254,26 +254,43 @@ func (m *Master) drainLocked(time.Time) error {
 	return nil
 }
 
-// startMovesLocked starts queued moves while fewer than MaxMovesInFlight run.
+// startMovesLocked starts queued moves while fewer than MaxMovesInFlight run and, for each, fewer
+// than MaxMovesPerServer run from its source and to its destination: a drain's closes at once on
+// one server (or the opens on one) share its flushes' PUTs and its CPU, so each region is away longer
+// than if they took turns — HBase's region mover moves one region at a time. A move that must wait
+// for its server stays in the queue, in its place.
 func (m *Master) startMovesLocked(time.Time) error {
 	if len(m.moveQueue) == 0 {
 		return nil
 	}
 	inFlight := 0
-	for _, p := range m.st.procs {
-		if p.p.GetBalancer() {
-			inFlight++
+	perServer := map[string]int{}
+	for name, p := range m.st.procs {
+		if !p.p.GetBalancer() {
+			continue
+		}
+		inFlight++
+		src := m.st.regions[name].GetServer()
+		perServer[src]++
+		if t := p.p.GetTarget(); t != "" && t != src {
+			perServer[t]++
 		}
 	}
+	free := func(server string) bool { return perServer[server] < m.cfg.MaxMovesPerServer }
 	var b batch
 	var started []string
 	var pl *balancerState
-	for inFlight < m.cfg.MaxMovesInFlight && len(m.moveQueue) > 0 {
+	var waiting []queuedMove
+	for len(m.moveQueue) > 0 && inFlight < m.cfg.MaxMovesInFlight {
 		mv := m.moveQueue[0]
 		m.moveQueue = m.moveQueue[1:]
-		delete(m.queued, mv.region)
 		r := m.st.regions[mv.region]
 		if r == nil || r.GetState() != stateOpen || r.GetServer() != mv.from || m.st.procs[mv.region] != nil {
+			delete(m.queued, mv.region)
+			continue
+		}
+		if !free(mv.from) {
+			waiting = append(waiting, mv)
 			continue
 		}
 		if pl == nil {
@@ -285,13 +302,22 @@ func (m *Master) startMovesLocked(time.Time) error {
 			to = pl.pick(br, mv.from)
 		}
 		if to == "" {
+			delete(m.queued, mv.region)
 			continue // nowhere to go now; a drain queues it again
 		}
+		if !free(to) {
+			waiting = append(waiting, mv)
+			continue
+		}
+		delete(m.queued, mv.region)
 		m.closeLocked(&b, r, kindMove, closeOpts{target: to, balancer: true})
 		pl.moveTo(mv.region, to)
+		perServer[mv.from]++
+		perServer[to]++
 		started = append(started, mv.region)
 		inFlight++
 	}
+	m.moveQueue = append(waiting, m.moveQueue...)
 	if err := m.commit(&b); err != nil {
 		return err
 	}

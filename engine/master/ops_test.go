@@ -80,6 +80,56 @@ func TestDrainEmptiesAServerAndUndrainBalanceRefillsIt(t *testing.T) {
 	}
 }
 
+// A drain moves a server's regions a few at a time: at most MaxMovesPerServer of them closing at
+// the source or opening at one destination, the rest queued (a rolling restart's drain of many
+// regions at once made each close share its flushes' PUTs, and each open its destination, with the
+// others).
+func TestDrainMovesAFewAtATimePerServer(t *testing.T) {
+	c := newCluster(t, 3, nil, nil) // MaxMovesPerServer: the default, 2
+	c.createTable("t1", 20, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	src := c.servers[2]
+	dests := []*mastertest.FakeServer{c.servers[0], c.servers[1]}
+	held := len(src.Regions())
+	if held < 5 {
+		t.Fatalf("the drained server holds %d regions; the test needs more than its destinations take at once", held)
+	}
+	for _, d := range dests {
+		d.SetHangOpens(true)
+	}
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: src.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for moved < held {
+		// The master starts moves in one tick and commits them in one catalog write before it
+		// orders anything: once both destinations hold what they may, every move it started is in
+		// transition.
+		want := min(4, held-moved)
+		c.waitFor("the next moves opening at the destinations", 10*time.Second, func() (bool, string) {
+			h0, h1 := len(dests[0].Hung()), len(dests[1].Hung())
+			return h0+h1 == want && h0 <= 2 && h1 <= 2, fmt.Sprintf("hung opens %d and %d, want %d in all", h0, h1, want)
+		})
+		for _, d := range dests {
+			if h := len(d.Hung()); h > 2 {
+				t.Fatalf("%d regions opening at once at %s; at most 2 may", h, d.Name())
+			}
+		}
+		if rit := len(c.status().GetRegionsInTransition()); rit != want {
+			t.Fatalf("%d regions in transition while the destinations hold %d opens; the rest should wait in the queue", rit, want)
+		}
+		for _, d := range dests {
+			d.ReleaseHung()
+		}
+		moved += want
+	}
+	c.waitFor("the drained server empty", 10*time.Second, func() (bool, string) {
+		s := c.serverStatus(src.Name())
+		return s.GetRegions() == 0 && len(src.Regions()) == 0 && len(c.status().GetRegionsInTransition()) == 0,
+			fmt.Sprintf("status %v, fake holds %v", s, src.Regions())
+	})
+}
+
 func TestMoveRegion(t *testing.T) {
 	c := newCluster(t, 3, nil, nil)
 	c.createTable("t1", 3, 0)

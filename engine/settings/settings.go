@@ -18,7 +18,7 @@ const (
 // online lists, per role, the flags applied without a restart.
 var online = map[Role][]string{
 	Master: {"archive-ttl", "balancer-period", "close-timeout", "log-level", "max-moves-in-flight",
-		"max-regions-per-server", "normalizer-period", "open-timeout", "split-size"},
+		"max-moves-per-server", "max-regions-per-server", "normalizer-period", "open-timeout", "split-size"},
 	RegionServer: {"compaction-max-file-size", "compaction-max-files", "compaction-min-files", "compaction-ratio",
 		"compaction-throughput", "idle-timeout", "log-level", "max-connections", "max-scanners", "scan-max-result-size",
 		"slow-call-threshold"},

@@ -41,7 +41,7 @@ type masterFlags struct {
 	balancerPeriod, openTimeout, closeTimeout       time.Duration
 	normalizerPeriod, normalizerMinAge              time.Duration
 	normalizerMinSize                               int64
-	maxMoves                                        int
+	maxMoves, maxMovesPerServer                     int
 	splitSize                                       int64
 	maxRegionsPerServer                             int
 	archiveTTL                                      time.Duration
@@ -103,6 +103,7 @@ standby). SIGTERM stops it gracefully, handing the Lease over at once.`,
 	fl.DurationVar(&f.normalizerMinAge, "normalizer-merge-min-age", 72*time.Hour, "the normalizer merges no region younger than this")
 	fl.Int64Var(&f.normalizerMinSize, "normalizer-merge-min-size", 1<<20, "the normalizer merges no region with fewer store file bytes than this")
 	fl.IntVar(&f.maxMoves, "max-moves-in-flight", 16, "moves the balancer and drains run at once")
+	fl.IntVar(&f.maxMovesPerServer, "max-moves-per-server", 2, "moves the balancer and drains run at once from or to one server")
 	fl.IntVar(&f.maxRegionsPerServer, "max-regions-per-server", master.DefaultMaxRegionsPerServer,
 		"regions (replicas included) each live region server may be asked to hold; a create that would pass it fails")
 	addArchiveTTLFlag(fl, &f.archiveTTL)
@@ -188,7 +189,7 @@ func runMaster(ctx context.Context, f *masterFlags, cf *configFile) error {
 			SelfFenceMargin: f.selfFenceMargin, DeadMargin: f.deadMargin},
 		DefaultRegionReplication: f.defaultReplication, HedgeDelay: f.hedgeDelay, QuotasDisabled: f.quotasDisabled,
 		BalancerInterval: f.balancerPeriod, NormalizerInterval: f.normalizerPeriod, NormalizerMergeMinAge: f.normalizerMinAge,
-		NormalizerMergeMinSize: f.normalizerMinSize, MaxMovesInFlight: f.maxMoves, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
+		NormalizerMergeMinSize: f.normalizerMinSize, MaxMovesInFlight: f.maxMoves, MaxMovesPerServer: f.maxMovesPerServer, SplitSize: f.splitSize, MaxRegionsPerServer: f.maxRegionsPerServer,
 		ArchiveTTL: f.archiveTTL, Backup: backup, WALArchive: f.walArchive.on, WALRetention: f.walArchive.retention,
 		OpenTimeout: f.openTimeout, CloseTimeout: f.closeTimeout, Reload: reloadHook(cf, log),
 		Logger: log, Registerer: tel.Registry, Creds: sec.creds(), Authorization: sec.authorization, Superusers: sec.superusers,
@@ -365,6 +366,7 @@ func masterSettings(m *master.Master, f *masterFlags, lv *slog.LevelVar) map[str
 		"open-timeout":           set(func(c *master.Config) { c.OpenTimeout = f.openTimeout }),
 		"close-timeout":          set(func(c *master.Config) { c.CloseTimeout = f.closeTimeout }),
 		"max-moves-in-flight":    set(func(c *master.Config) { c.MaxMovesInFlight = f.maxMoves }),
+		"max-moves-per-server":   set(func(c *master.Config) { c.MaxMovesPerServer = f.maxMovesPerServer }),
 		"max-regions-per-server": set(func(c *master.Config) { c.MaxRegionsPerServer = f.maxRegionsPerServer }),
 		"split-size":             set(func(c *master.Config) { c.SplitSize = f.splitSize }),
 	}
