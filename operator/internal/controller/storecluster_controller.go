@@ -529,6 +529,16 @@ func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.S
 	return Done()
 }
 
+// staleSpec says whether c, as this reconcile read it (from the cache), is older than the API
+// server's StoreCluster.
+func (r *StoreClusterReconciler) staleSpec(ctx context.Context, c *v1alpha1.StoreCluster) (bool, error) {
+	fresh := &v1alpha1.StoreCluster{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c), fresh); err != nil {
+		return false, fmt.Errorf("read StoreCluster %s: %w", c.Name, err)
+	}
+	return fresh.Generation != c.Generation, nil
+}
+
 // applyStatefulSet applies a group's StatefulSet. When the pod template changes it records which
 // fields changed (restart-history annotation, RestartRequired event); the pods themselves restart
 // later, one at a time, through the region-assignment controller (updateStrategy OnDelete).
@@ -547,6 +557,18 @@ func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *cluste
 		// draining it. (Hibernation stops them all at once: their tables are disabled, they hold
 		// no regions.)
 		desired.Spec.Replicas = existing.Spec.Replicas
+	}
+	if exists && g == resources.GroupRegionServer && existing.Spec.Replicas != nil && *desired.Spec.Replicas > *existing.Spec.Replicas {
+		// A scale-out — or a StoreCluster read from a cache that has not seen the scale-in whose
+		// pod the region-assignment controller already removed (lowering the replicas): raising
+		// them again then would bring back a drained pod and leave the scale-in waiting for it
+		// forever. Only a spec as new as the API server's raises them.
+		if stale, err := r.staleSpec(ctx, c); err != nil || stale {
+			if err != nil {
+				return Errored(ReasonApplyFailed, err)
+			}
+			return conflict(c, r.Options.PollInterval) // the new spec's own reconcile follows too
+		}
 	}
 	rendered, err := json.Marshal(desired.Spec.Template)
 	if err != nil {
