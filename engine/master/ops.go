@@ -306,6 +306,8 @@ func (m *Master) startMovesLocked(time.Time) error {
 			continue // nowhere to go now; a drain queues it again
 		}
 		if !free(to) {
+			// The move waits for the destination it should have rather than go to a busier one
+			// now: the balancer would move the region again later, another move under load.
 			waiting = append(waiting, mv)
 			continue
 		}

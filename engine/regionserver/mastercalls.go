@@ -108,6 +108,9 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		s.mmu.Lock()
 		if s.masterConn == conn {
 			if unready {
+				if old := pending[addr]; old != nil && old != conn {
+					old.Close() // another caller's connection to addr took its place meanwhile
+				}
 				pending[addr] = conn // closed when the call ends unless a later try reaches it
 			} else {
 				s.masterConn.Close()

@@ -534,6 +534,9 @@ func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.S
 func (r *StoreClusterReconciler) staleSpec(ctx context.Context, c *v1alpha1.StoreCluster) (bool, error) {
 	fresh := &v1alpha1.StoreCluster{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil // deleted meanwhile: the next reconcile sees it
+		}
 		return false, fmt.Errorf("read StoreCluster %s: %w", c.Name, err)
 	}
 	return fresh.Generation != c.Generation, nil
