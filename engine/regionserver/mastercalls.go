@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -30,6 +31,7 @@ import (
 // spend its whole deadline reaching none (a lease lapsed in the e2e rolling restart that way).
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
+	var unreached []string // "address: state" of the tries whose connection was not ready, for the error
 	tried := 0
 	failed := map[string]bool{}              // masters this call could not reach or that were not active
 	pending := map[string]*grpc.ClientConn{} // connections this call gave up waiting for, by address
@@ -78,7 +80,10 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
 			// the new pod) is skipped quickly instead of spending the caller's whole deadline
 			// on the dial; a slow answer from a connected master is waited for.
-			err = fmt.Errorf("regionserver: no connection to the master within %v", masterConnectWait)
+			// The address and the connection's state say which master and why (a dead address
+			// fails fast, TRANSIENT_FAILURE; a slow handshake stays CONNECTING).
+			unreached = append(unreached, fmt.Sprintf("%s: %s", addr, conn.GetState()))
+			err = fmt.Errorf("regionserver: no connection to the master within %v (tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err = fn(cctx, pb.NewMasterClient(conn))
