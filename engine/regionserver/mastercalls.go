@@ -22,28 +22,11 @@ import (
 
 // callMaster runs fn against the active master, trying every configured master and following
 // NOT_ACTIVE_MASTER redirects.
-//
-// A connection that was not ready in time is not closed when the call gives up on it: it goes on
-// connecting, and a later try at the same address (every other master failed too) waits on it
-// again rather than dialing anew. A master reached by a Service name that also resolves to a pod
-// that stopped pays a part of its first wait to that address (gRPC tries it first, then the next
-// after 250 ms); dialing anew each try paid that again every time, so under load a heartbeat could
-// spend its whole deadline reaching none (a lease lapsed in the e2e rolling restart that way).
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
 	var unreached []string // "address: state" of the tries whose connection was not ready, for the error
 	tried := 0
-	failed := map[string]bool{}              // masters this call could not reach or that were not active
-	pending := map[string]*grpc.ClientConn{} // connections this call gave up waiting for, by address
-	defer func() {
-		s.mmu.Lock()
-		for _, c := range pending {
-			if c != s.masterConn {
-				c.Close()
-			}
-		}
-		s.mmu.Unlock()
-	}()
+	failed := map[string]bool{} // masters this call could not reach or that were not active
 	for tried < len(s.cfg.Masters)+3 {
 		s.mmu.Lock()
 		if s.masterConn == nil {
@@ -60,28 +43,23 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 					}
 				}
 			}
-			conn := pending[addr]
-			if conn != nil {
-				delete(pending, addr) // still connecting: wait on it again
-			} else {
-				var err error
-				if conn, err = security.Dial(addr, s.cfg.creds()); err != nil {
-					s.mmu.Unlock()
-					return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)
-				}
+			conn, err := security.Dial(addr, s.cfg.creds())
+			if err != nil {
+				s.mmu.Unlock()
+				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)
 			}
 			s.masterConn, s.masterAddr = conn, addr
 		}
 		conn, addr := s.masterConn, s.masterAddr
 		s.mmu.Unlock()
 		var err error
-		unready := !connected(ctx, conn, masterConnectWait)
-		if unready {
+		if !connected(ctx, conn, masterConnectWait) {
 			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
 			// the new pod) is skipped quickly instead of spending the caller's whole deadline
 			// on the dial; a slow answer from a connected master is waited for.
-			// The address and the connection's state say which master and why (a dead address
-			// fails fast, TRANSIENT_FAILURE; a slow handshake stays CONNECTING).
+			// The address and the connection's state say which master and why: a dead address
+			// that refuses fails fast (TRANSIENT_FAILURE), one that drops the connection attempt
+			// or a slow handshake stays CONNECTING.
 			unreached = append(unreached, fmt.Sprintf("%s: %s", addr, conn.GetState()))
 			err = fmt.Errorf("regionserver: no connection to the master within %v (tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
@@ -112,14 +90,7 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		failed[addr] = true
 		s.mmu.Lock()
 		if s.masterConn == conn {
-			if unready {
-				if old := pending[addr]; old != nil && old != conn {
-					old.Close() // another caller's connection to addr took its place meanwhile
-				}
-				pending[addr] = conn // closed when the call ends unless a later try reaches it
-			} else {
-				s.masterConn.Close()
-			}
+			s.masterConn.Close()
 			s.masterConn = nil
 			if ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER && d.GetNewMaster() != "" && !failed[d.GetNewMaster()] {
 				s.masterAddr = d.GetNewMaster()

@@ -2,7 +2,6 @@ package regionserver
 
 import (
 	"context"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -152,73 +151,5 @@ func TestCallMasterDoesNotRetryTheMasterThatFailed(t *testing.T) {
 	}
 	if n := m.calls.Load(); n != 1 {
 		t.Errorf("%d heartbeats reached the live master, want 1", n)
-	}
-}
-
-// slowProxy forwards connections to a master, each only after delay: a connection that takes
-// longer than masterConnectWait to become ready (a Service name whose first address is a pod that
-// stopped, on a loaded node).
-func slowProxy(t *testing.T, to string, delay time.Duration) (addr string, accepted *atomic.Int64) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = &atomic.Int64{}
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); lis.Close() })
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			go func() {
-				defer c.Close()
-				select {
-				case <-done:
-					return
-				case <-time.After(delay): // the slow connection the test is about
-				}
-				up, err := net.Dial("tcp", to)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return lis.Addr().String(), accepted
-}
-
-// A master whose connections take longer than masterConnectWait to become ready is still
-// reached within a heartbeat's deadline: the call waits on its first connection again instead of
-// dialing anew at every try (each new dial started over and none was ready in time).
-func TestCallMasterKeepsASlowConnection(t *testing.T) {
-	m, _ := startElectedMaster(t, 0)
-	proxy, accepted := slowProxy(t, m.addr, 3*masterConnectWait/2)
-	s := &Server{cfg: Config{Masters: []string{proxy}}}
-	t.Cleanup(func() {
-		if s.masterConn != nil {
-			s.masterConn.Close()
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*masterConnectWait) // a heartbeat's: twice the 1 s interval
-	defer cancel()
-	err := s.callMaster(ctx, func(ctx context.Context, c pb.MasterClient) error {
-		_, err := c.Heartbeat(ctx, &pb.HeartbeatRequest{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("heartbeat through a slow connection: %v", err)
-	}
-	if n := m.calls.Load(); n != 1 {
-		t.Errorf("%d heartbeats reached the master, want 1", n)
-	}
-	if n := accepted.Load(); n != 1 {
-		t.Errorf("%d connections to the master, want the first one waited for", n)
 	}
 }
