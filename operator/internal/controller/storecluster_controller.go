@@ -566,10 +566,11 @@ func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *cluste
 		// pod the region-assignment controller already removed (lowering the replicas): raising
 		// them again then would bring back a drained pod and leave the scale-in waiting for it
 		// forever. Only a spec as new as the API server's raises them.
-		if stale, err := r.staleSpec(ctx, c); err != nil || stale {
-			if err != nil {
-				return Errored(ReasonApplyFailed, err)
-			}
+		stale, err := r.staleSpec(ctx, c)
+		if err != nil {
+			return Errored(ReasonApplyFailed, err)
+		}
+		if stale {
 			return conflict(c, r.Options.PollInterval) // the new spec's own reconcile follows too
 		}
 	}
