@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,11 +50,12 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 				s.mmu.Unlock()
 				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)
 			}
-			s.masterConn, s.masterAddr = conn, addr
+			s.masterConn, s.masterAddr, s.masterLookup = conn, addr, startLookup(addr)
 		}
-		conn, addr := s.masterConn, s.masterAddr
+		conn, addr, lookup := s.masterConn, s.masterAddr, s.masterLookup
 		s.mmu.Unlock()
 		var err error
+		tryStart := time.Now()
 		if !connected(ctx, conn, masterConnectWait) {
 			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
 			// the new pod) is skipped quickly instead of spending the caller's whole deadline
@@ -60,8 +63,10 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// The address and the connection's state say which master and why: a dead address
 			// that refuses fails fast (TRANSIENT_FAILURE), one that drops the connection attempt
 			// or a slow handshake stays CONNECTING.
-			unreached = append(unreached, fmt.Sprintf("%s: %s", addr, conn.GetState()))
-			err = fmt.Errorf("regionserver: no connection to the master within %v (tried %s)", masterConnectWait, strings.Join(unreached, ", "))
+			// What the name resolved to (looked up beside the dial) tells a dead address from a
+			// name that did not resolve in time.
+			unreached = append(unreached, fmt.Sprintf("%s: %s (%s)", addr, conn.GetState(), lookup))
+			err = fmt.Errorf("regionserver: no connection to a master (each try waits at most %v; tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err = fn(cctx, pb.NewMasterClient(conn))
@@ -98,7 +103,17 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 				s.masterAddr = "" // try the next configured master
 			}
 		}
+		next := s.masterAddr
 		s.mmu.Unlock()
+		if !ok && allFailed(s.cfg.Masters, failed) && (next == "" || failed[next]) {
+			// Every master refused at once (all of them restarting): the next try goes to one
+			// that already failed, so it waits out the rest of masterConnectWait first, keeping
+			// a call's patience what it is when the attempts hang instead.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(tryStart.Add(masterConnectWait))):
+			}
+		}
 		if ctx.Err() != nil {
 			return lastErr
 		}
@@ -106,11 +121,68 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 	return lastErr
 }
 
+// allFailed says whether every one of masters is in failed.
+func allFailed(masters []string, failed map[string]bool) bool {
+	for _, m := range masters {
+		if !failed[m] {
+			return false
+		}
+	}
+	return true
+}
+
+// addrLookup is a DNS lookup of a master's host name made beside a dial, for the error text of a
+// try that found no connection.
+type addrLookup struct {
+	host  string
+	start time.Time
+	mu    sync.Mutex
+	done  bool
+	addrs []string
+	err   error
+	took  time.Duration
+}
+
+// startLookup looks up addr's host in the background (an IP address needs no lookup: nil).
+func startLookup(addr string) *addrLookup {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) != nil {
+		return nil
+	}
+	l := &addrLookup{host: host, start: time.Now()}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+		l.mu.Lock()
+		l.done, l.addrs, l.err, l.took = true, addrs, err, time.Since(l.start)
+		l.mu.Unlock()
+	}()
+	return l
+}
+
+func (l *addrLookup) String() string {
+	if l == nil {
+		return "an IP address"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !l.done:
+		return fmt.Sprintf("its name not resolved after %v", time.Since(l.start).Round(time.Millisecond))
+	case l.err != nil:
+		return fmt.Sprintf("resolving failed after %v: %v", l.took.Round(time.Millisecond), l.err)
+	}
+	return fmt.Sprintf("resolved to %s in %v", strings.Join(l.addrs, " "), l.took.Round(time.Millisecond))
+}
+
 // masterConnectWait is how long a call waits for its connection to a master before it tries
 // another one.
 const masterConnectWait = 500 * time.Millisecond
 
-// connected waits up to d for conn to be ready (connecting it if idle).
+// connected waits up to d for conn to be ready (connecting it if idle). A failed attempt (every
+// address refused: a master that stopped) ends the wait at once, so that the call tries the next
+// master instead of waiting out d for the reconnect's backoff.
 func connected(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -121,7 +193,7 @@ func connected(ctx context.Context, conn *grpc.ClientConn, d time.Duration) bool
 			return true
 		case connectivity.Idle:
 			conn.Connect()
-		case connectivity.Shutdown:
+		case connectivity.Shutdown, connectivity.TransientFailure:
 			return false
 		}
 		if !conn.WaitForStateChange(ctx, st) {

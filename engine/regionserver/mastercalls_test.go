@@ -3,6 +3,7 @@ package regionserver
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,5 +152,30 @@ func TestCallMasterDoesNotRetryTheMasterThatFailed(t *testing.T) {
 	}
 	if n := m.calls.Load(); n != 1 {
 		t.Errorf("%d heartbeats reached the live master, want 1", n)
+	}
+}
+
+// A refused connection ends a try at once (the next master is tried without waiting out
+// masterConnectWait), but when every master refuses — all of them restarting — the call keeps
+// its patience: each try after the first waits out the rest of masterConnectWait, as it does when
+// the attempts hang, instead of giving up within milliseconds.
+func TestCallMasterKeepsItsPatienceWhenEveryMasterRefuses(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := lis.Addr().String()
+	lis.Close()
+	s := &Server{cfg: Config{Masters: []string{refusing}}}
+	start := time.Now()
+	err = heartbeatThrough(t, s)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), refusing+": TRANSIENT_FAILURE") {
+		t.Fatalf("heartbeat to a refusing master: %v, want an error naming its refused tries", err)
+	}
+	tries := len(s.cfg.Masters) + 3
+	if min := time.Duration(tries-1) * masterConnectWait; took < min {
+		t.Errorf("the call gave up after %v, want at least %v (%d tries, each after the first waiting for the previous one's %v)",
+			took, min, tries, masterConnectWait)
 	}
 }

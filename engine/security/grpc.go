@@ -52,9 +52,11 @@ func hostOf(addr string) string {
 // service) at host:port with creds (nil: plaintext, no token). Every connection attempt resolves
 // the host name again: in Kubernetes a restarted pod keeps its DNS name but gets a new address,
 // and gRPC's own DNS resolver re-resolves at most every 30 seconds, which would leave the
-// connection dialing the dead address that long. Reconnects back off from 100 ms to at most 2 s,
-// so that a restarted server is reached within seconds of answering. Each TLS handshake uses the
-// certificates as they are on disk then (rotation). extra are further dial options (an authority:
+// connection dialing the dead address that long. A name with several addresses (the masters'
+// headless Service) is dialled address after address without waiting out a dead one (dialService).
+// Reconnects back off from 100 ms to at most 2 s, so that a restarted server is reached within
+// seconds of answering. Each TLS handshake uses the certificates as they are on disk then
+// (rotation). extra are further dial options (an authority:
 // the name a certificate must hold when addr is an external address).
 func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := creds.Check(); err != nil {
@@ -65,6 +67,7 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
+		grpc.WithContextDialer(dialService),
 	}
 	if creds != nil && creds.Certs != nil {
 		opts = append(opts, grpc.WithTransportCredentials(&transportCreds{certs: creds.Certs, anyName: creds.AnyServerName}))
