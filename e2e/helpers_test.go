@@ -274,6 +274,13 @@ type loadStats struct {
 		Ms      float64
 		Retries []string
 	}
+	// Stalls are the client process's longest stalls, longest first (the HBase Java client's
+	// load only): a thread sleeping 10 ms woke this late — a garbage collection's pause or the
+	// pod waiting for a CPU, during which its requests were slow in the client.
+	Stalls []struct {
+		Start time.Time
+		Ms    float64
+	}
 }
 
 func (s loadStats) String() string {
@@ -287,8 +294,14 @@ func (s loadStats) String() string {
 			slow.WriteString("\n    " + step)
 		}
 	}
+	if len(s.Stalls) > 0 {
+		slow.WriteString("\n  the client process's longest stalls (a thread sleeping 10 ms woke this late):")
+		for _, st := range s.Stalls {
+			fmt.Fprintf(&slow, " %s %.0f ms,", st.Start.Format("15:04:05.000"), st.Ms)
+		}
+	}
 	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v; slowest requests:%s",
-		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, slow.String())
+		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, strings.TrimSuffix(slow.String(), ","))
 }
 
 // logWatch keeps the lines of pods' logs that hold one of its words, across restarts of the

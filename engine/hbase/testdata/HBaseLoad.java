@@ -8,7 +8,7 @@
 //   POST /reset    zero the counters (not the acknowledged rows)
 //   POST /stop     stop the load, read back every acknowledged row, answer the final counters
 //
-// The counters name the slowest requests with their thread; the client logs every retry (with
+// The counters name the slowest requests with their thread, and the process's longest stalls; the client logs every retry (with
 // the thread's name) when a logging backend is on the class path, as in the hbaseload image.
 //
 //   java -cp <hbase client jars>:<classes> HBaseLoad host:port,... table writers readers [reads-per-second]
@@ -74,6 +74,7 @@ public class HBaseLoad {
       failedReads = new AtomicLong(), mismatches = new AtomicLong(), maxLatencyMicros = new AtomicLong();
   final List<String> errors = new ArrayList<>();
   final List<Slow> slowest = new ArrayList<>(); // slowest first
+  final List<Slow> stalls = new ArrayList<>(); // the process's longest stalls, longest first
   final List<Thread> threads = new ArrayList<>();
   volatile String verified = null; // the final answer, once stopped
 
@@ -100,17 +101,41 @@ public class HBaseLoad {
   void latency(Instant started, long startNanos, String op, byte[] row) {
     long us = (System.nanoTime() - startNanos) / 1000;
     maxLatencyMicros.accumulateAndGet(us, Math::max);
-    synchronized (slowest) {
-      if (slowest.size() == MAX_SLOWEST && us / 1000.0 <= slowest.get(MAX_SLOWEST - 1).ms) {
+    keep(slowest, new Slow(started, op + " (" + Thread.currentThread().getName() + ")", Bytes.toString(row), us / 1000.0));
+  }
+
+  // keep puts s into list (longest first) if it is among the MAX_SLOWEST longest.
+  static void keep(List<Slow> list, Slow s) {
+    synchronized (list) {
+      if (list.size() == MAX_SLOWEST && s.ms <= list.get(MAX_SLOWEST - 1).ms) {
         return;
       }
       int i = 0;
-      while (i < slowest.size() && slowest.get(i).ms >= us / 1000.0) {
+      while (i < list.size() && list.get(i).ms >= s.ms) {
         i++;
       }
-      slowest.add(i, new Slow(started, op + " (" + Thread.currentThread().getName() + ")", Bytes.toString(row), us / 1000.0));
-      if (slowest.size() > MAX_SLOWEST) {
-        slowest.remove(MAX_SLOWEST);
+      list.add(i, s);
+      if (list.size() > MAX_SLOWEST) {
+        list.remove(MAX_SLOWEST);
+      }
+    }
+  }
+
+  // watchStalls finds the times the whole process stood still (a garbage collection's pause, or
+  // its pod waiting for a CPU): a thread that sleeps 10 ms at a time and wakes up 50 ms or more
+  // late. A request slow during a stall was slow in the client, not in the store.
+  void watchStalls() {
+    long last = System.nanoTime();
+    while (!stopped.get()) {
+      try {
+        Thread.sleep(10);
+      } catch (InterruptedException e) {
+        return;
+      }
+      long now = System.nanoTime(), late = now - last - 10_000_000L;
+      last = now;
+      if (late >= 50_000_000L) {
+        keep(stalls, new Slow(Instant.now().minusNanos(late), "stall", "", late / 1e6));
       }
     }
   }
@@ -254,10 +279,18 @@ public class HBaseLoad {
       }
     }
     slow.append("]");
+    StringBuilder stall = new StringBuilder("[");
+    synchronized (stalls) {
+      for (int i = 0; i < stalls.size(); i++) {
+        Slow r = stalls.get(i);
+        stall.append(i > 0 ? "," : "").append(String.format("{\"Start\":%s,\"Ms\":%.1f}", quote(r.start.toString()), r.ms));
+      }
+    }
+    stall.append("]");
     return String.format("{\"Writes\":%d,\"Reads\":%d,\"FailedWrites\":%d,\"FailedReads\":%d,\"Mismatches\":%d,"
-        + "\"MaxLatencyMs\":%.1f,\"Slowest\":%s,\"Errors\":%s,\"Acknowledged\":%d,\"Lost\":%d,\"VerifyFailed\":%d}",
+        + "\"MaxLatencyMs\":%.1f,\"Slowest\":%s,\"Stalls\":%s,\"Errors\":%s,\"Acknowledged\":%d,\"Lost\":%d,\"VerifyFailed\":%d}",
         writes.get(), reads.get(), failedWrites.get(), failedReads.get(), mismatches.get(),
-        maxLatencyMicros.get() / 1000.0, slow, errs, acknowledged, lost, verifyFailed);
+        maxLatencyMicros.get() / 1000.0, slow, stall, errs, acknowledged, lost, verifyFailed);
   }
 
   void reset() {
@@ -269,6 +302,9 @@ public class HBaseLoad {
     maxLatencyMicros.set(0);
     synchronized (slowest) {
       slowest.clear();
+    }
+    synchronized (stalls) {
+      stalls.clear();
     }
     synchronized (errors) {
       errors.clear();
@@ -346,6 +382,9 @@ public class HBaseLoad {
     for (Thread th : load.threads) {
       th.start();
     }
+    Thread watch = new Thread(load::watchStalls, "stall-watch");
+    watch.setDaemon(true);
+    watch.start();
     load.running.set(true);
     System.out.println("HBaseLoad: " + writers + " writers and " + readers + " readers" + (readRate > 0 ? " (" + readRate + " reads/s)" : "") +
         " on " + tn + " through " + args[0]);
