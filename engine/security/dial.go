@@ -24,9 +24,8 @@ var dialTCP = func(ctx context.Context, addr string) (net.Conn, error) {
 // several addresses — a headless Service names every master pod, and until a deleted pod's
 // object is gone its address stays in the answer (the Service publishes addresses that are not
 // ready). Go's dialer tries such addresses one after the other and gives each its share of the
-// connect deadline, so a dead address first in the answer (the resolver's sort puts the same one
-// first every time for a given client) would hold the connection for seconds while a live master
-// answers the next address. Here the next address is tried when the previous one failed or has
+// connect deadline, so a dead address first in the answer (CoreDNS shuffles it: half the time
+// with two) held the connection for seconds while a live master answered the next address. Here the next address is tried when the previous one failed or has
 // not connected within dialStagger, the first to connect wins and the others are closed.
 func dialService(ctx context.Context, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
