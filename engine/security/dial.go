@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -18,6 +20,13 @@ const dialStagger = 100 * time.Millisecond
 var dialTCP = func(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// proxied says whether the environment (HTTPS_PROXY, NO_PROXY) sends connections to addr
+// through an HTTP proxy, as gRPC reads it.
+func proxied(addr string) bool {
+	u, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
+	return err == nil && u != nil
 }
 
 // dialService connects to addr (host:port), looking the host up afresh. A name can resolve to

@@ -3,8 +3,11 @@ package security
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +170,25 @@ func TestDialServiceResolvesTheName(t *testing.T) {
 		t.Fatalf("dial: %v", err)
 	}
 	c.Close()
+}
+
+// With an HTTP proxy in the environment, connections are left to gRPC's dialer, which sends
+// them through it (the environment is read once per process: a child process checks).
+func TestProxiedFollowsTheEnvironment(t *testing.T) {
+	if os.Getenv("CELLSTORE_PROXIED_CHILD") == "1" {
+		fmt.Println(proxied("db.example.com:16000"), proxied("master.db.svc:16000"))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProxiedFollowsTheEnvironment$")
+	cmd.Env = append(os.Environ(), "CELLSTORE_PROXIED_CHILD=1", "HTTPS_PROXY=http://127.0.0.1:3128", "NO_PROXY=.svc")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "true false\n") {
+		t.Fatalf("proxied(outside NO_PROXY) proxied(inside NO_PROXY) = %q, want true false", out)
+	}
+	if proxied("db.example.com:16000") && os.Getenv("HTTPS_PROXY") == "" && os.Getenv("https_proxy") == "" {
+		t.Fatal("proxied without a proxy in the environment")
+	}
 }

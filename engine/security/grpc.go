@@ -67,7 +67,11 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithContextDialer(dialService),
+	}
+	if !proxied(addr) {
+		// (gRPC sends a connection through an HTTP proxy named by the environment only with
+		// its own dialer.)
+		opts = append(opts, grpc.WithContextDialer(dialService))
 	}
 	if creds != nil && creds.Certs != nil {
 		opts = append(opts, grpc.WithTransportCredentials(&transportCreds{certs: creds.Certs, anyName: creds.AnyServerName}))
