@@ -27,9 +27,10 @@ import (
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
 	var unreached []string // "address: state" of the tries whose connection was not ready, for the error
-	tried := 0
+	tried, unreachable := 0, 0
 	failed := map[string]bool{} // masters this call could not reach or that were not active
-	for tried < len(s.cfg.Masters)+3 {
+	start := time.Now()
+	for tries := len(s.cfg.Masters) + 3; tried < tries; {
 		s.mmu.Lock()
 		if s.masterConn == nil {
 			addr := s.masterAddr
@@ -50,12 +51,15 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 				s.mmu.Unlock()
 				return fmt.Errorf("regionserver: dialing master %s: %w", addr, err)
 			}
-			s.masterConn, s.masterAddr, s.masterLookup = conn, addr, startLookup(addr)
+			s.masterConn, s.masterAddr = conn, addr
 		}
-		conn, addr, lookup := s.masterConn, s.masterAddr, s.masterLookup
+		conn, addr := s.masterConn, s.masterAddr
 		s.mmu.Unlock()
+		var lookup *addrLookup // what the name resolves to now, looked up beside a wait to connect
+		if conn.GetState() != connectivity.Ready {
+			lookup = startLookup(addr)
+		}
 		var err error
-		tryStart := time.Now()
 		if !connected(ctx, conn, masterConnectWait) {
 			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
 			// the new pod) is skipped quickly instead of spending the caller's whole deadline
@@ -63,8 +67,9 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// The address and the connection's state say which master and why: a dead address
 			// that refuses fails fast (TRANSIENT_FAILURE), one that drops the connection attempt
 			// or a slow handshake stays CONNECTING.
-			// What the name resolved to (looked up beside the dial) tells a dead address from a
-			// name that did not resolve in time.
+			// What the name resolves to tells a dead address from a name that did not resolve in
+			// time.
+			unreachable++
 			unreached = append(unreached, fmt.Sprintf("%s: %s (%s)", addr, conn.GetState(), lookup))
 			err = fmt.Errorf("regionserver: no connection to a master (each try waits at most %v; tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
@@ -105,13 +110,14 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		}
 		next := s.masterAddr
 		s.mmu.Unlock()
-		if !ok && allFailed(s.cfg.Masters, failed) && (next == "" || failed[next]) {
-			// Every master refused at once (all of them restarting): the next try goes to one
-			// that already failed, so it waits out the rest of masterConnectWait first, keeping
-			// a call's patience what it is when the attempts hang instead.
+		if !ok && tried < tries && next == "" && allFailed(s.cfg.Masters, failed) {
+			// No master could be reached and the next try goes to one that already failed: a
+			// refused connection ends a try at once (all masters restarting), so the call waits
+			// until its unreachable tries have taken masterConnectWait each, as long as when the
+			// attempts hang, rather than give up within milliseconds.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Until(tryStart.Add(masterConnectWait))):
+			case <-time.After(time.Until(start.Add(time.Duration(unreachable) * masterConnectWait))):
 			}
 		}
 		if ctx.Err() != nil {
@@ -131,8 +137,8 @@ func allFailed(masters []string, failed map[string]bool) bool {
 	return true
 }
 
-// addrLookup is a DNS lookup of a master's host name made beside a dial, for the error text of a
-// try that found no connection.
+// addrLookup is a DNS lookup of a master's host name made while a try waits for its connection,
+// for the error text of a try that found none.
 type addrLookup struct {
 	host  string
 	start time.Time
@@ -143,11 +149,11 @@ type addrLookup struct {
 	took  time.Duration
 }
 
-// startLookup looks up addr's host in the background (an IP address needs no lookup: nil).
+// startLookup looks up addr's host in the background (an IP address needs no lookup: an empty one).
 func startLookup(addr string) *addrLookup {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) != nil {
-		return nil
+		return &addrLookup{}
 	}
 	l := &addrLookup{host: host, start: time.Now()}
 	go func() {
@@ -163,6 +169,9 @@ func startLookup(addr string) *addrLookup {
 
 func (l *addrLookup) String() string {
 	if l == nil {
+		return "connected when the try began"
+	}
+	if l.host == "" {
 		return "an IP address"
 	}
 	l.mu.Lock()

@@ -379,8 +379,6 @@ type Server struct {
 	mmu        sync.Mutex
 	masterAddr string
 	masterConn *grpc.ClientConn
-	// masterLookup is the DNS lookup made when masterConn was dialled (for error text).
-	masterLookup *addrLookup
 
 	dataLis, adminLis net.Listener
 	data              *rpc.Server

@@ -39,7 +39,8 @@ func proxied(addr string) bool {
 func dialService(ctx context.Context, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) != nil {
-		return dialTCP(ctx, addr)
+		dial := dialTCP
+		return dial(ctx, addr)
 	}
 	ips, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {
@@ -55,8 +56,12 @@ func dialService(ctx context.Context, addr string) (net.Conn, error) {
 // dialFirst dials addrs, starting the next one when the previous failed or after stagger, and
 // returns the first connection made (the later ones are closed), or every address's error.
 func dialFirst(ctx context.Context, addrs []string, stagger time.Duration) (net.Conn, error) {
-	if len(addrs) == 1 {
-		return dialTCP(ctx, addrs[0])
+	dial := dialTCP // (read once: the attempts may outlive a test that replaces it)
+	switch len(addrs) {
+	case 0:
+		return nil, errors.New("dial: no address")
+	case 1:
+		return dial(ctx, addrs[0])
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	type result struct {
@@ -69,7 +74,7 @@ func dialFirst(ctx context.Context, addrs []string, stagger time.Duration) (net.
 		a := addrs[started]
 		started++
 		go func() {
-			c, err := dialTCP(dctx, a)
+			c, err := dial(dctx, a)
 			results <- result{c, err}
 		}()
 	}
@@ -111,7 +116,7 @@ func dialFirst(ctx context.Context, addrs []string, stagger time.Duration) (net.
 			}
 		case <-ctx.Done():
 			finish()
-			return nil, fmt.Errorf("dial %v: %w", addrs, ctx.Err())
+			return nil, fmt.Errorf("dial %v: %w", addrs, errors.Join(append(errs, ctx.Err())...))
 		}
 	}
 }
