@@ -295,13 +295,14 @@ func (s loadStats) String() string {
 		}
 	}
 	if len(s.Stalls) > 0 {
-		slow.WriteString("\n  the client process's longest stalls (a thread sleeping 10 ms woke this late):")
-		for _, st := range s.Stalls {
-			fmt.Fprintf(&slow, " %s %.0f ms,", st.Start.Format("15:04:05.000"), st.Ms)
+		stalls := make([]string, len(s.Stalls))
+		for i, st := range s.Stalls {
+			stalls[i] = fmt.Sprintf("%s %.0f ms", st.Start.Format("15:04:05.000"), st.Ms)
 		}
+		slow.WriteString("\n  the client process's longest stalls (a thread sleeping 10 ms woke this late): " + strings.Join(stalls, ", "))
 	}
 	return fmt.Sprintf("%d writes (%d failed), %d reads (%d failed, %d wrong, %d stale of which %d behind), slowest request %.0f ms; %d acknowledged writes checked: %d lost, %d unreadable; errors: %v; slowest requests:%s",
-		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, strings.TrimSuffix(slow.String(), ","))
+		s.Writes, s.FailedWrites, s.Reads, s.FailedReads, s.Mismatches, s.StaleReads, s.StaleBehind, s.MaxLatencyMs, s.Acknowledged, s.Lost, s.VerifyFailed, s.Errors, slow.String())
 }
 
 // logWatch keeps the lines of pods' logs that hold one of its words, across restarts of the

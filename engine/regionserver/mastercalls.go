@@ -27,7 +27,7 @@ import (
 func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	var lastErr error
 	var unreached []string // "address: state" of the tries whose connection was not ready, for the error
-	tried, unreachable := 0, 0
+	tried := 0
 	failed := map[string]bool{} // masters this call could not reach or that were not active
 	start := time.Now()
 	for tries := len(s.cfg.Masters) + 3; tried < tries; {
@@ -69,7 +69,6 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// or a slow handshake stays CONNECTING.
 			// What the name resolves to tells a dead address from a name that did not resolve in
 			// time.
-			unreachable++
 			unreached = append(unreached, fmt.Sprintf("%s: %s (%s)", addr, conn.GetState(), lookup))
 			err = fmt.Errorf("regionserver: no connection to a master (each try waits at most %v; tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
@@ -117,7 +116,7 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// attempts hang, rather than give up within milliseconds.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Until(start.Add(time.Duration(unreachable) * masterConnectWait))):
+			case <-time.After(time.Until(start.Add(time.Duration(len(unreached)) * masterConnectWait))):
 			}
 		}
 		if ctx.Err() != nil {

@@ -34,13 +34,13 @@ func proxied(addr string) bool {
 // object is gone its address stays in the answer (the Service publishes addresses that are not
 // ready). Go's dialer tries such addresses one after the other and gives each its share of the
 // connect deadline, so a dead address first in the answer (CoreDNS shuffles it: half the time
-// with two) held the connection for seconds while a live master answered the next address. Here the next address is tried when the previous one failed or has
-// not connected within dialStagger, the first to connect wins and the others are closed.
+// with two) held the connection for seconds while a live master answered the next address. Here
+// the next address is tried when the previous one failed or has not connected within
+// dialStagger, the first to connect wins and the others are closed.
 func dialService(ctx context.Context, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) != nil {
-		dial := dialTCP
-		return dial(ctx, addr)
+		return dialTCP(ctx, addr)
 	}
 	ips, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {

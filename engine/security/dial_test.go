@@ -20,19 +20,50 @@ func listen(t *testing.T) (string, <-chan net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lis.Close() })
 	accepted := make(chan net.Conn, 4)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		lis.Close()
+		for {
+			select {
+			case c := <-accepted:
+				c.Close()
+			case <-done:
+				for len(accepted) > 0 {
+					(<-accepted).Close()
+				}
+				return
+			}
+		}
+	})
 	go func() {
+		defer close(done)
 		for {
 			c, err := lis.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
 			accepted <- c
 		}
 	}()
 	return lis.Addr().String(), accepted
+}
+
+// dialExpecting dials addrs (a minute at most) and fails the test unless the connection is to
+// want; the caller closes it.
+func dialExpecting(t *testing.T, addrs []string, stagger time.Duration, want string) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := dialFirst(ctx, addrs, stagger)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	if c.RemoteAddr().String() != want {
+		c.Close()
+		t.Fatalf("connected to %s, want %s", c.RemoteAddr(), want)
+	}
+	return c
 }
 
 // refusing is a loopback address nothing listens on.
@@ -76,23 +107,15 @@ func TestDialFirstDoesNotWaitOutAHangingAddress(t *testing.T) {
 	cancelled := make(chan string, 1)
 	withDial(t, map[string]chan struct{}{dead: make(chan struct{})}, cancelled)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := dialFirst(ctx, []string{dead, live}, 10*time.Millisecond)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	c := dialExpecting(t, []string{dead, live}, 10*time.Millisecond, live)
 	defer c.Close()
-	if c.RemoteAddr().String() != live {
-		t.Fatalf("connected to %s, want the live address %s", c.RemoteAddr(), live)
-	}
 	<-accepted
 	select {
 	case a := <-cancelled:
 		if a != dead {
 			t.Fatalf("cancelled %s", a)
 		}
-	case <-ctx.Done():
+	case <-time.After(time.Minute):
 		t.Fatal("the hanging attempt was not cancelled after the live address connected")
 	}
 }
@@ -100,16 +123,7 @@ func TestDialFirstDoesNotWaitOutAHangingAddress(t *testing.T) {
 // A refused address moves on to the next at once, not after the stagger.
 func TestDialFirstMovesOnWhenAnAddressRefuses(t *testing.T) {
 	live, _ := listen(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := dialFirst(ctx, []string{refusing(t), live}, time.Hour)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	c.Close()
-	if c.RemoteAddr().String() != live {
-		t.Fatalf("connected to %s, want %s", c.RemoteAddr(), live)
-	}
+	dialExpecting(t, []string{refusing(t), live}, time.Hour, live).Close()
 }
 
 // A connection made after another won is closed, not leaked.
@@ -128,16 +142,8 @@ func TestDialFirstClosesALateConnection(t *testing.T) {
 	}
 	t.Cleanup(func() { dialTCP = real })
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := dialFirst(ctx, []string{slow, fast}, 10*time.Millisecond)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	c := dialExpecting(t, []string{slow, fast}, 10*time.Millisecond, fast)
 	defer c.Close()
-	if c.RemoteAddr().String() != fast {
-		t.Fatalf("connected to %s, want %s", c.RemoteAddr(), fast)
-	}
 	close(release)
 	select {
 	case late := <-slowAccepted:
@@ -145,7 +151,7 @@ func TestDialFirstClosesALateConnection(t *testing.T) {
 		if _, err := late.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 			t.Fatalf("the late connection was not closed: read %v", err)
 		}
-	case <-ctx.Done():
+	case <-time.After(time.Minute):
 		t.Fatal("the slow address was never dialled")
 	}
 }

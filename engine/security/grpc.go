@@ -56,8 +56,8 @@ func hostOf(addr string) string {
 // headless Service) is dialled address after address without waiting out a dead one (dialService).
 // Reconnects back off from 100 ms to at most 2 s, so that a restarted server is reached within
 // seconds of answering. Each TLS handshake uses the certificates as they are on disk then
-// (rotation). extra are further dial options (an authority:
-// the name a certificate must hold when addr is an external address).
+// (rotation). extra are further dial options (an authority: the name a certificate must hold
+// when addr is an external address).
 func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := creds.Check(); err != nil {
 		return nil, err
