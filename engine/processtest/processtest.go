@@ -6,11 +6,15 @@ package processtest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,36 +24,109 @@ import (
 	"github.com/cellstore/cellstore/engine/client"
 )
 
-// handedOut are the ports FreePort returned in this test binary: a port handed to a process that
-// has not bound it yet is free again, and the kernel may offer it twice.
-var handedOut sync.Map
-
-// FreePort returns a loopback port that was free a moment ago and that it never returned before
-// in this test binary (a chaos run once gave a region server the port of a master that had not
-// started yet).
+// FreePort returns a loopback port for a process the test starts: one that no other test binary
+// on this machine is handed, and that the kernel never picks for a listener on port 0 or for a
+// connection's local end.
+//
+// Ports come from below the kernel's ephemeral range, in blocks of portBlock, each block owned by
+// one test binary through an flock on a file under the temporary directory (released when that
+// binary ends, also when it crashes), and handed out in order. A port from the ephemeral range
+// was not enough: a region server killed with -9 frees its port, and another package's test,
+// running in parallel, once listened there with a fake server of the same protocol while a
+// client still had the dead server's address from the catalog (it answered "unknown method").
 func FreePort(t testing.TB) string {
 	t.Helper()
-	var held []net.Listener // ports offered twice stay bound until one that was not comes
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
+	ports.Lock()
+	defer ports.Unlock()
 	for range 1000 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		if ports.next == ports.end {
+			if err := ports.takeBlock(); err != nil {
+				t.Fatalf("processtest: %v", err)
+			}
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if _, dup := handedOut.LoadOrStore(port, true); dup {
-			held = append(held, l)
+		port := ports.next
+		ports.next++
+		// Bound by something that is not a test process (or by a process this binary started
+		// that still runs): skip it.
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
 			continue
 		}
 		l.Close()
 		return strconv.Itoa(port)
 	}
-	t.Fatal("processtest: no loopback port that was not handed out already")
+	t.Fatal("processtest: no free loopback port in 1000 tries")
 	return ""
+}
+
+// portBlock is how many ports a test binary takes at once.
+const portBlock = 64
+
+// firstBlock is where a binary's search for a block starts (a test starts two at one place).
+var firstBlock = os.Getpid
+
+type portAllocator struct {
+	sync.Mutex
+	next, end int
+	locks     []*os.File // the blocks' lock files, open (and locked) for the binary's life
+}
+
+var ports portAllocator
+
+// portRange is where FreePort's blocks lie: below the kernel's ephemeral range and below the
+// NodePort range (30000-32767) the local Kubernetes may use.
+func portRange() (lo, hi int, err error) {
+	lo, hi = 20000, 30000
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the kernel's ephemeral port range: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("ip_local_port_range %q: want two numbers", b)
+	}
+	eph, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, 0, fmt.Errorf("ip_local_port_range %q: %w", b, err)
+	}
+	hi = min(hi, eph)
+	if hi-lo < 4*portBlock {
+		return 0, 0, fmt.Errorf("the kernel's ephemeral ports start at %d: no room below them for test ports from %d (raise net.ipv4.ip_local_port_range's first number)", eph, lo)
+	}
+	return lo, hi, nil
+}
+
+// takeBlock locks a block of ports no other test binary holds, starting the search at one that
+// depends on the process id so that binaries started together look in different places.
+func (p *portAllocator) takeBlock() error {
+	lo, hi, err := portRange()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("cellstore-test-ports-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	blocks := (hi - lo) / portBlock
+	first := firstBlock() + len(p.locks)
+	for i := range blocks {
+		b := (first + i) % blocks
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(lo+b*portBlock)), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				continue // another test binary's
+			}
+			return fmt.Errorf("locking %s: %w", f.Name(), err)
+		}
+		p.locks = append(p.locks, f)
+		p.next, p.end = lo+b*portBlock, lo+(b+1)*portBlock
+		return nil
+	}
+	return fmt.Errorf("every block of test ports in %d-%d is held by another test binary (%s)", lo, hi, dir)
 }
 
 // Proc is a process a test started.

@@ -1,0 +1,62 @@
+package processtest
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Two test binaries running at once are never handed the same port, and no port FreePort hands
+// out is one the kernel gives a listener on port 0.
+func TestFreePortIsOneBinarysOwn(t *testing.T) {
+	if parent := os.Getenv("PROCESSTEST_CHILD"); parent != "" {
+		// The second binary, looking for a block where the parent took one: it must take others.
+		pid, _ := strconv.Atoi(parent)
+		firstBlock = func() int { return pid }
+		var out []string
+		for range portBlock + 2 { // more than one block
+			out = append(out, FreePort(t))
+		}
+		os.Stdout.WriteString("ports " + strings.Join(out, " ") + "\n")
+		return
+	}
+	lo, hi, err := portRange()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := map[string]bool{}
+	for range 3 {
+		p := FreePort(t)
+		n, _ := strconv.Atoi(p)
+		if n < lo || n >= hi {
+			t.Fatalf("port %d outside %d-%d", n, lo, hi)
+		}
+		if mine[p] {
+			t.Fatalf("port %s handed out twice", p)
+		}
+		mine[p] = true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestFreePortIsOneBinarysOwn$")
+	cmd.Env = append(os.Environ(), "PROCESSTEST_CHILD="+strconv.Itoa(os.Getpid()))
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, b)
+	}
+	i := strings.Index(string(b), "ports ")
+	if i < 0 {
+		t.Fatalf("child printed no ports:\n%s", b)
+	}
+	theirs := strings.Fields(strings.SplitN(string(b[i+len("ports "):]), "\n", 2)[0])
+	if len(theirs) != portBlock+2 {
+		t.Fatalf("child handed out %d ports, want %d", len(theirs), portBlock+2)
+	}
+	seen := map[string]bool{}
+	for _, p := range theirs {
+		if mine[p] || seen[p] {
+			t.Fatalf("port %s handed to both binaries or twice to the child (mine %v, theirs %v)", p, mine, theirs)
+		}
+		seen[p] = true
+	}
+}
