@@ -248,7 +248,43 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 	select {
 	case <-elected:
 		electedDone.Wait()
+		e.releaseIfHeld()
 	default:
+	}
+}
+
+// releaseIfHeld gives the Lease up when it still names this master. client-go's own release
+// (ReleaseOnCancel) writes from the copy of the Lease its last renewal returned; when that copy
+// is stale it fails with a conflict and the Lease stays held, so a standby waits out the lease
+// duration. One way it goes stale: the master stops during a renewal, client-go cancels the
+// request after the API server applied it, and its copy never gets the new resource version.
+// Here the Lease is read afresh and released, a few times on conflicts.
+func (e *KubernetesElection) releaseIfHeld() {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Timeout = max(time.Second, e.RenewDeadline/2)
+	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.RenewDeadline)
+	defer cancel()
+	leases := cs.CoordinationV1().Leases(e.Namespace)
+	me := e.Identity + "#" + e.token
+	for range 3 {
+		l, err := leases.Get(ctx, e.Name, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != me {
+			return // gone, someone else's, released, or unreadable: nothing this master can do
+		}
+		e.log().Info("the election Lease still names this master after it stopped: releasing it", "lease", e.Namespace+"/"+e.Name)
+		now := metav1.NewMicroTime(time.Now())
+		one := int32(1)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = nil, &one, &now, &now
+		if _, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+			if err != nil {
+				e.log().Warn("could not release the election Lease: a standby takes it when it expires", "lease", e.Namespace+"/"+e.Name, "err", err)
+			}
+			return
+		}
 	}
 }
 

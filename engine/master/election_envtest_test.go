@@ -117,35 +117,57 @@ func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
 // active candidate gives it up. Without the watch on the Lease this fails.
 func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 	cfg := startAPIServer(t)
-	elect := func(addr string) *master.KubernetesElection {
-		return &master.KubernetesElection{Config: cfg, Namespace: "default", Name: "released", Identity: addr,
-			LeaseDuration: 90 * time.Second, RenewDeadline: 60 * time.Second, RetryPeriod: 30 * time.Second}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	firstCtx, stopFirst := context.WithCancel(ctx)
-	firstElected, firstDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(firstDone)
-		elect("m-0:16000").Run(firstCtx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
-	}()
-	select {
-	case <-firstElected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first candidate was not elected")
-	}
-	secondElected, leaders := candidate(ctx, elect("m-1:16000"))
-	// The second candidate has seen the Lease held (it made its first attempt) before the first
-	// gives it up; its next poll would be 30 s away.
-	waitLeader(t, leaders, "m-0:16000")
-	released := time.Now()
-	stopFirst()
-	<-firstDone // the first candidate released the Lease on its way out
-	select {
-	case at := <-secondElected:
-		t.Logf("the standby took the released Lease %v after the first candidate stopped", at.Sub(released).Round(time.Millisecond))
-	case <-time.After(15 * time.Second):
-		t.Fatal("the standby did not take the released Lease within 15 s (it waited for its 30 s poll)")
+	// stale: the Lease changes behind the active master's back before it stops (as when it stops
+	// during a renewal that the API server applied after client-go cancelled it), so client-go's
+	// own release, written from its stale copy, fails with a conflict; the master releases it.
+	for _, stale := range []bool{false, true} {
+		name := "released"
+		if stale {
+			name = "released-stale"
+		}
+		t.Run(name, func(t *testing.T) {
+			elect := func(addr string) *master.KubernetesElection {
+				return &master.KubernetesElection{Config: cfg, Namespace: "default", Name: name, Identity: addr,
+					LeaseDuration: 90 * time.Second, RenewDeadline: 60 * time.Second, RetryPeriod: 30 * time.Second}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			firstCtx, stopFirst := context.WithCancel(ctx)
+			firstElected, firstDone := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(firstDone)
+				elect("m-0:16000").Run(firstCtx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
+			}()
+			select {
+			case <-firstElected:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the first candidate was not elected")
+			}
+			secondElected, leaders := candidate(ctx, elect("m-1:16000"))
+			// The second candidate has seen the Lease held (it made its first attempt) before the
+			// first gives it up; its next poll would be 30 s away.
+			waitLeader(t, leaders, "m-0:16000")
+			if stale {
+				leases := kubernetes.NewForConfigOrDie(cfg).CoordinationV1().Leases("default")
+				l, err := leases.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Labels = map[string]string{"touched": "yes"}
+				if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			released := time.Now()
+			stopFirst()
+			<-firstDone // the first candidate released the Lease on its way out
+			select {
+			case at := <-secondElected:
+				t.Logf("the standby took the released Lease %v after the first candidate stopped", at.Sub(released).Round(time.Millisecond))
+			case <-time.After(15 * time.Second):
+				t.Fatal("the standby did not take the released Lease within 15 s (it waited for its 30 s poll)")
+			}
+		})
 	}
 }
 
