@@ -841,24 +841,33 @@ func (m *Master) commit(b *batch) error {
 	if b.empty() {
 		return nil
 	}
-	if err := m.cfg.Election.Check(); err != nil {
-		m.activeStop() // nothing more is written or sent (a report group, say) before it stops
-		m.fail(err)
-		return err
-	}
 	changes, err := b.catalogChanges()
 	if err != nil {
 		return errInvalid("%v", err)
 	}
-	if err := m.cat.Apply(changes...); err != nil {
-		err = fmt.Errorf("master: catalog write of %s failed: %w", b.rows(), err)
-		m.activeStop()
-		m.fail(err)
+	if err := m.writeCatalogLocked(changes, b.rows); err != nil {
 		return err
 	}
 	m.applyLocked(b)
 	m.notifyLocked()
 	return nil
+}
+
+// writeCatalogLocked writes changes (rows names them, for an error) to the catalog while this
+// master's election still holds. When either fails, the active phase stops before anything more
+// is written or sent (a report group, say): from then on no handler reads the model.
+func (m *Master) writeCatalogLocked(changes []CatalogChange, rows func() string) error {
+	err := m.cfg.Election.Check()
+	if err == nil {
+		if err = m.cat.Apply(changes...); err != nil {
+			err = fmt.Errorf("master: catalog write of %s failed: %w", rows(), err)
+		}
+	}
+	if err != nil {
+		m.activeStop()
+		m.fail(err)
+	}
+	return err
 }
 
 // applyLocked applies a batch to the model.
@@ -923,15 +932,7 @@ func (m *Master) commitGroupLocked(g *catalogGroup) error {
 	if len(g.changes) == 0 {
 		return nil
 	}
-	err := m.cfg.Election.Check()
-	if err == nil {
-		if err = m.cat.Apply(g.changes...); err != nil {
-			err = fmt.Errorf("master: catalog write of %d rows failed: %w", len(g.changes), err)
-		}
-	}
-	if err != nil {
-		m.activeStop() // activeLocked is false from here: no handler reads the model
-		m.fail(err)
+	if err := m.writeCatalogLocked(g.changes, func() string { return fmt.Sprintf("%d rows", len(g.changes)) }); err != nil {
 		return err
 	}
 	m.notifyLocked()
