@@ -372,13 +372,18 @@ func (c *Cache) OpenObject(ctx context.Context, b storage.Bucket, key string) (s
 				// Replaced between the Stat and the Get (store files never are): do not cache.
 				r.whole = ""
 			} else {
-				c.m.misses.Inc()
-				c.m.fetched.Add(float64(len(data)))
+				c.fetchedWhole(len(data))
 				c.put(r.whole, data)
 			}
 		}
 	}
 	return r, nil
+}
+
+// fetchedWhole counts an object of n bytes fetched whole on open: a miss and its bytes.
+func (c *Cache) fetchedWhole(n int) {
+	c.m.misses.Inc()
+	c.m.fetched.Add(float64(n))
 }
 
 // PrefetchBelow is the size up to which objects are cached whole when opened.
@@ -417,8 +422,7 @@ func (c *Cache) OpenSmall(ctx context.Context, b storage.Bucket, key string, siz
 	if err != nil {
 		return nil, storage.NotExist(err)
 	}
-	c.m.misses.Inc()
-	c.m.fetched.Add(float64(len(data)))
+	c.fetchedWhole(len(data))
 	info.Key, info.Size = key, int64(len(data))
 	return c.OpenWritten(ctx, b, info, data)
 }
