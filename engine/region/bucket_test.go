@@ -528,23 +528,37 @@ func TestCreateWritesRegionInfoOnlyWhenItChanges(t *testing.T) {
 // another to join it, so that files opened one after another show as one at a time.
 type roundTrips struct {
 	storage.Bucket
-	mu     sync.Mutex
-	kinds  map[string]int
+	requestCounts
 	stats  int // Stats under way
 	most   int // the most Stats under way at once
 	joined *sync.Cond
 }
 
 func newRoundTrips(b storage.Bucket) *roundTrips {
-	rt := &roundTrips{Bucket: b, kinds: map[string]int{}}
+	rt := &roundTrips{Bucket: b, requestCounts: requestCounts{kinds: map[string]int{}}}
 	rt.joined = sync.NewCond(&rt.mu)
 	return rt
 }
 
-func (rt *roundTrips) count(kind string) {
-	rt.mu.Lock()
-	rt.kinds[kind]++
-	rt.mu.Unlock()
+// requestCounts counts a bucket's requests by kind.
+type requestCounts struct {
+	mu    sync.Mutex
+	kinds map[string]int
+}
+
+func (c *requestCounts) count(kind string) {
+	c.mu.Lock()
+	c.kinds[kind]++
+	c.mu.Unlock()
+}
+
+// take returns the counts so far and starts again from none.
+func (c *requestCounts) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.kinds
+	c.kinds = map[string]int{}
+	return k
 }
 
 func (rt *roundTrips) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
@@ -620,22 +634,7 @@ func TestOpenOnABucketOpensItsFilesAtOnce(t *testing.T) {
 // reads counts the read requests a bucket gets, by kind ("stat", "get", "range").
 type reads struct {
 	storage.Bucket
-	mu    sync.Mutex
-	kinds map[string]int
-}
-
-func (r *reads) count(kind string) {
-	r.mu.Lock()
-	r.kinds[kind]++
-	r.mu.Unlock()
-}
-
-func (r *reads) take() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := r.kinds
-	r.kinds = map[string]int{}
-	return k
+	requestCounts
 }
 
 func (r *reads) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
@@ -659,7 +658,7 @@ func (r *reads) GetRange(ctx context.Context, key string, off, n int64) ([]byte,
 // the cache.
 func TestStoreFilesOnABucketAreNotReadBack(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
-		rb := &reads{Bucket: b, kinds: map[string]int{}}
+		rb := &reads{Bucket: b, requestCounts: requestCounts{kinds: map[string]int{}}}
 		e := bucketEnv(t, rb)
 		newCache := func() *filecache.Cache {
 			c, err := filecache.Open(filecache.Config{Dir: t.TempDir(), Capacity: 64 << 20})
