@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,12 @@ var dialTCP = func(ctx context.Context, addr string) (net.Conn, error) {
 func proxied(addr string) bool {
 	u, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
 	return err == nil && u != nil
+}
+
+// unixSocket says whether addr names a unix socket as gRPC's own dialer reads it ("unix:PATH",
+// "unix:///PATH", "unix-abstract:NAME").
+func unixSocket(addr string) bool {
+	return strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "unix-abstract:")
 }
 
 // dialService connects to addr (host:port), looking the host up afresh. A name can resolve to

@@ -68,9 +68,9 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
-	if !proxied(addr) {
+	if !proxied(addr) && !unixSocket(addr) {
 		// (gRPC sends a connection through an HTTP proxy named by the environment only with
-		// its own dialer.)
+		// its own dialer, which also knows unix sockets.)
 		opts = append(opts, grpc.WithContextDialer(dialService))
 	}
 	if creds != nil && creds.Certs != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,4 +168,23 @@ func writeCerts(t *testing.T, ca *CA, dir, name string, req Request) *Certs {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A unix socket address reaches its server (gRPC's own dialer: the one for host names knows
+// only TCP).
+func TestDialUnixSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
+	pb.RegisterMasterServer(s, whoami{})
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	for _, addr := range []string{"unix:" + path, "unix://" + path} {
+		if got, err := callWhoami(addr, &Credentials{User: "u"}); err != nil || !strings.HasPrefix(got, "u/") {
+			t.Errorf("%s: %q, %v", addr, got, err)
+		}
+	}
 }
