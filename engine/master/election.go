@@ -254,11 +254,11 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 }
 
 // releaseIfHeld gives the Lease up when it still names this master. client-go's own release
-// (ReleaseOnCancel) writes from the copy of the Lease its last renewal returned; when that copy
-// is stale it fails with a conflict and the Lease stays held, so a standby waits out the lease
-// duration. One way it goes stale: the master stops during a renewal, client-go cancels the
-// request after the API server applied it, and its copy never gets the new resource version.
-// Here the Lease is read afresh and released, a few times on conflicts.
+// (ReleaseOnCancel) reads the Lease and writes it back without a holder; a write that lands in
+// between makes it fail with a conflict, and the Lease stays held, so a standby waits out the
+// lease duration. Such a write comes from this very master: when it stops just after it was
+// elected or during a renewal, client-go cancels the renewal's request, and the API server may
+// apply it a moment later. Here the Lease is read afresh and released, a few times on conflicts.
 func (e *KubernetesElection) releaseIfHeld() {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Timeout = max(time.Second, e.RenewDeadline/2)
@@ -272,8 +272,11 @@ func (e *KubernetesElection) releaseIfHeld() {
 	me := e.Identity + "#" + e.token
 	for range 3 {
 		l, err := leases.Get(ctx, e.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			e.log().Warn("could not read the election Lease after stopping: if it still names this master, a standby takes it when it expires", "lease", e.Namespace+"/"+e.Name, "err", err)
+		}
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != me {
-			return // gone, someone else's, released, or unreadable: nothing this master can do
+			return // gone, someone else's or released
 		}
 		e.log().Info("the election Lease still names this master after it stopped: releasing it", "lease", e.Namespace+"/"+e.Name)
 		now := metav1.NewMicroTime(time.Now())

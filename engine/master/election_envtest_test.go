@@ -3,17 +3,23 @@
 package master_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -117,16 +123,25 @@ func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
 // active candidate gives it up. Without the watch on the Lease this fails.
 func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 	cfg := startAPIServer(t)
-	// stale: the Lease changes behind the active master's back before it stops (as when it stops
-	// during a renewal that the API server applied after client-go cancelled it), so client-go's
-	// own release, written from its stale copy, fails with a conflict; the master releases it.
-	for _, stale := range []bool{false, true} {
+	// raced: another write of the Lease lands between client-go's read and its write when it
+	// releases the Lease (as when the master stops while a renewal is under way: client-go
+	// cancels the request, the API server applies it a moment later), so client-go's release
+	// fails with a conflict; the master then releases the Lease itself.
+	for _, raced := range []bool{false, true} {
 		name := "released"
-		if stale {
-			name = "released-stale"
+		if raced {
+			name = "released-raced"
 		}
 		t.Run(name, func(t *testing.T) {
-			elect := func(addr string) *master.KubernetesElection {
+			firstCfg := cfg
+			var racedRelease atomic.Bool
+			if raced {
+				firstCfg = rest.CopyConfig(cfg)
+				firstCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return raceRelease{next: rt, cfg: cfg, lease: name, done: &racedRelease}
+				})
+			}
+			elect := func(cfg *rest.Config, addr string) *master.KubernetesElection {
 				return &master.KubernetesElection{Config: cfg, Namespace: "default", Name: name, Identity: addr,
 					LeaseDuration: 90 * time.Second, RenewDeadline: 60 * time.Second, RetryPeriod: 30 * time.Second}
 			}
@@ -136,31 +151,23 @@ func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 			firstElected, firstDone := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(firstDone)
-				elect("m-0:16000").Run(firstCtx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
+				elect(firstCfg, "m-0:16000").Run(firstCtx, master.ElectionCallbacks{Elected: func(lctx context.Context) { close(firstElected); <-lctx.Done() }})
 			}()
 			select {
 			case <-firstElected:
 			case <-time.After(20 * time.Second):
 				t.Fatal("the first candidate was not elected")
 			}
-			secondElected, leaders := candidate(ctx, elect("m-1:16000"))
+			secondElected, leaders := candidate(ctx, elect(cfg, "m-1:16000"))
 			// The second candidate has seen the Lease held (it made its first attempt) before the
 			// first gives it up; its next poll would be 30 s away.
 			waitLeader(t, leaders, "m-0:16000")
-			if stale {
-				leases := kubernetes.NewForConfigOrDie(cfg).CoordinationV1().Leases("default")
-				l, err := leases.Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				l.Labels = map[string]string{"touched": "yes"}
-				if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
 			released := time.Now()
 			stopFirst()
 			<-firstDone // the first candidate released the Lease on its way out
+			if raced && !racedRelease.Load() {
+				t.Fatal("client-go's release was not raced (the test's interception missed it)")
+			}
 			select {
 			case at := <-secondElected:
 				t.Logf("the standby took the released Lease %v after the first candidate stopped", at.Sub(released).Round(time.Millisecond))
@@ -169,6 +176,41 @@ func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceRelease changes the Lease (a label) just before client-go's release of it reaches the API
+// server — the one update that sets an empty holder — once: the release then meets a real
+// conflict.
+type raceRelease struct {
+	next  http.RoundTripper
+	cfg   *rest.Config
+	lease string
+	done  *atomic.Bool
+}
+
+func (r raceRelease) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/leases/"+r.lease) && req.Body != nil && !r.done.Load() {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil) // protobuf or JSON
+		if l, ok := obj.(*coordinationv1.Lease); err == nil && ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "" &&
+			r.done.CompareAndSwap(false, true) {
+			leases := kubernetes.NewForConfigOrDie(r.cfg).CoordinationV1().Leases("default")
+			l, err := leases.Get(req.Context(), r.lease, metav1.GetOptions{})
+			if err == nil {
+				l.Labels = map[string]string{"raced": "yes"}
+				_, err = leases.Update(req.Context(), l, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				return nil, fmt.Errorf("racing the release: %w", err)
+			}
+		}
+	}
+	return r.next.RoundTrip(req)
 }
 
 // candidate runs an election in the background: when it is elected (it then holds on until its

@@ -185,7 +185,7 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 			answers = append(answers, fmt.Sprint(err))
 		}
 		switch {
-		case err == nil || errCode(err) == pb.ErrorCode_ERROR_CODE_TIMEOUT:
+		case err == nil || errCode(err) == pb.ErrorCode_ERROR_CODE_TIMEOUT && strings.Contains(fmt.Sprint(err), "goes on in the background"):
 			return true, ""
 		case errCode(err) == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS && strings.Contains(fmt.Sprint(err), "being deleted"):
 			return false, strings.Join(answers, "; then ")

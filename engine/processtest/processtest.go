@@ -25,10 +25,10 @@ import (
 )
 
 // FreePort returns a loopback port for a process the test starts: one that no other test binary
-// on this machine is handed, and that the kernel never picks for a listener on port 0 or for a
-// connection's local end.
+// of this user (with the same temporary directory) is handed, and that the kernel never picks
+// for a listener on port 0 or for a connection's local end. Linux only (it reads /proc).
 //
-// Ports come from below the kernel's ephemeral range, in blocks of portBlock, each block owned by
+// Ports come from outside the kernel's ephemeral range, in blocks of portBlock, each block owned by
 // one test binary through an flock on a file under the temporary directory (released when that
 // binary ends, also when it crashes), and handed out in order. A port from the ephemeral range
 // was not enough: a region server killed with -9 frees its port, and another package's test,
@@ -46,11 +46,14 @@ func FreePort(t testing.TB) string {
 		}
 		port := ports.next
 		ports.next++
-		// Bound by something that is not a test process (or by a process this binary started
-		// that still runs): skip it.
+		// In use by something that is not a test (or by a process an earlier holder of the
+		// block left running): skip it.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
 			continue
+		}
+		if err != nil {
+			t.Fatalf("processtest: %v", err)
 		}
 		l.Close()
 		return strconv.Itoa(port)
@@ -62,7 +65,8 @@ func FreePort(t testing.TB) string {
 // portBlock is how many ports a test binary takes at once.
 const portBlock = 64
 
-// firstBlock is where a binary's search for a block starts (a test starts two at one place).
+// firstBlock is where a binary's search for a block starts: a variable so that the test can start
+// a second binary's search at the first one's block.
 var firstBlock = os.Getpid
 
 type portAllocator struct {
@@ -73,27 +77,39 @@ type portAllocator struct {
 
 var ports portAllocator
 
-// portRange is where FreePort's blocks lie: below the kernel's ephemeral range and below the
-// NodePort range (30000-32767) the local Kubernetes may use.
+// portRange is where FreePort's blocks lie: in 20000-29999 (below the NodePort range the local
+// Kubernetes may use), outside the kernel's ephemeral range.
 func portRange() (lo, hi int, err error) {
 	lo, hi = 20000, 30000
+	first, last, err := ephemeralRange()
+	if err != nil {
+		return 0, 0, err
+	}
+	if last >= lo {
+		hi = min(hi, first)
+	}
+	if hi-lo < 4*portBlock {
+		return 0, 0, fmt.Errorf("the kernel's ephemeral ports are %d-%d: no room for test ports in %d-%d (raise net.ipv4.ip_local_port_range's first number)", first, last, lo, hi)
+	}
+	return lo, hi, nil
+}
+
+// ephemeralRange is the kernel's range of ports for port 0 and for connections' local ends.
+func ephemeralRange() (first, last int, err error) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the kernel's ephemeral port range: %w", err)
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 2 {
+	if len(f) == 2 {
+		if first, err = strconv.Atoi(f[0]); err == nil {
+			last, err = strconv.Atoi(f[1])
+		}
+	}
+	if len(f) != 2 || err != nil {
 		return 0, 0, fmt.Errorf("ip_local_port_range %q: want two numbers", b)
 	}
-	eph, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 0, 0, fmt.Errorf("ip_local_port_range %q: %w", b, err)
-	}
-	hi = min(hi, eph)
-	if hi-lo < 4*portBlock {
-		return 0, 0, fmt.Errorf("the kernel's ephemeral ports start at %d: no room below them for test ports from %d (raise net.ipv4.ip_local_port_range's first number)", eph, lo)
-	}
-	return lo, hi, nil
+	return first, last, nil
 }
 
 // takeBlock locks a block of ports no other test binary holds, starting the search at one that

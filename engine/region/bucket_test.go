@@ -535,7 +535,7 @@ type roundTrips struct {
 }
 
 func newRoundTrips(b storage.Bucket) *roundTrips {
-	rt := &roundTrips{Bucket: b, requestCounts: requestCounts{kinds: map[string]int{}}}
+	rt := &roundTrips{Bucket: b, requestCounts: requestCounts{kinds: map[string]int{}}} // (Stat counts under the lock it also waits on)
 	rt.joined = sync.NewCond(&rt.mu)
 	return rt
 }
@@ -548,6 +548,9 @@ type requestCounts struct {
 
 func (c *requestCounts) count(kind string) {
 	c.mu.Lock()
+	if c.kinds == nil {
+		c.kinds = map[string]int{}
+	}
 	c.kinds[kind]++
 	c.mu.Unlock()
 }
@@ -557,7 +560,10 @@ func (c *requestCounts) take() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := c.kinds
-	c.kinds = map[string]int{}
+	c.kinds = nil
+	if k == nil {
+		k = map[string]int{}
+	}
 	return k
 }
 
@@ -658,7 +664,7 @@ func (r *reads) GetRange(ctx context.Context, key string, off, n int64) ([]byte,
 // the cache.
 func TestStoreFilesOnABucketAreNotReadBack(t *testing.T) {
 	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
-		rb := &reads{Bucket: b, requestCounts: requestCounts{kinds: map[string]int{}}}
+		rb := &reads{Bucket: b}
 		e := bucketEnv(t, rb)
 		newCache := func() *filecache.Cache {
 			c, err := filecache.Open(filecache.Config{Dir: t.TempDir(), Capacity: 64 << 20})

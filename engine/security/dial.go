@@ -30,7 +30,7 @@ func proxied(addr string) bool {
 	return err == nil && u != nil
 }
 
-// unixSocket says whether addr names a unix socket as gRPC's own dialer reads it ("unix:PATH",
+// unixSocket says whether addr names a unix socket in gRPC's target syntax ("unix:PATH",
 // "unix:///PATH", "unix-abstract:NAME").
 func unixSocket(addr string) bool {
 	return strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "unix-abstract:")

@@ -57,7 +57,9 @@ func hostOf(addr string) string {
 // Reconnects back off from 100 ms to at most 2 s, so that a restarted server is reached within
 // seconds of answering. Each TLS handshake uses the certificates as they are on disk then
 // (rotation). extra are further dial options (an authority: the name a certificate must hold
-// when addr is an external address).
+// when addr is an external address). addr may also name a unix socket as gRPC does ("unix:PATH",
+// "unix:///PATH", "unix-abstract:NAME"): gRPC's own resolver and dialer take it, never through a
+// proxy, with "localhost" as the authority.
 func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := creds.Check(); err != nil {
 		return nil, err
@@ -68,9 +70,14 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
-	if !proxied(addr) && !unixSocket(addr) {
+	target := "passthrough:///" + addr
+	switch {
+	case unixSocket(addr):
+		target = addr
+		opts = append(opts, grpc.WithNoProxy())
+	case !proxied(addr):
 		// (gRPC sends a connection through an HTTP proxy named by the environment only with
-		// its own dialer, which also knows unix sockets.)
+		// its own dialer.)
 		opts = append(opts, grpc.WithContextDialer(dialService))
 	}
 	if creds != nil && creds.Certs != nil {
@@ -95,7 +102,7 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 				return s(metadata.AppendToOutgoingContext(ctx, "cellstore-user", user), desc, cc, method, o...)
 			}))
 	}
-	return grpc.NewClient("passthrough:///"+addr, append(opts, extra...)...)
+	return grpc.NewClient(target, append(opts, extra...)...)
 }
 
 // tokenCreds sends a bearer token with every call.

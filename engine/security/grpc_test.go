@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -170,19 +171,25 @@ func writeCerts(t *testing.T, ca *CA, dir, name string, req Request) *Certs {
 	return c
 }
 
-// A unix socket address reaches its server (gRPC's own dialer: the one for host names knows
-// only TCP).
+// A unix socket address reaches its server, also with a proxy in the environment (gRPC's own
+// resolver and dialer: the dialer for host names knows only TCP).
 func TestDialUnixSocket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1") // a proxy that refuses: used, the calls fail
+	serve := func(network, addr string) {
+		lis, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
+		pb.RegisterMasterServer(s, whoami{})
+		go func() { _ = s.Serve(lis) }()
+		t.Cleanup(s.Stop)
 	}
-	s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
-	pb.RegisterMasterServer(s, whoami{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	for _, addr := range []string{"unix:" + path, "unix://" + path} {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	serve("unix", path)
+	abstract := fmt.Sprintf("cellstore-test-%d", os.Getpid())
+	serve("unix", "@"+abstract) // Go's name for an abstract socket
+	for _, addr := range []string{"unix:" + path, "unix://" + path, "unix-abstract:" + abstract} {
 		if got, err := callWhoami(addr, &Credentials{User: "u"}); err != nil || !strings.HasPrefix(got, "u/") {
 			t.Errorf("%s: %q, %v", addr, got, err)
 		}

@@ -6,7 +6,7 @@
 # endpoints serve TLS. standalone_stop stops it (to restart it).
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-	shuf -i 20000-60000 -n 1; }
+	shuf -i 40000-60000 -n 1; } # (not 20000-29999: the tests' ports, engine/processtest)
 
 standalone_stop() {
 	if [[ -n ${PID:-} ]] && kill -0 "$PID" 2>/dev/null; then
