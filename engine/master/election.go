@@ -139,20 +139,29 @@ func (e *KubernetesElection) Validate() error {
 	return err
 }
 
+// leaseClient is a client for the election's Lease; timeout bounds each request (0: none, for
+// a watch).
+func (e *KubernetesElection) leaseClient(timeout time.Duration) (*kubernetes.Clientset, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Timeout = timeout
+	return kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+}
+
+// holderID is this process's identity in the Lease: its address and a token of this process.
+func (e *KubernetesElection) holderID() string { return e.Identity + "#" + e.token }
+
 func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.LeaderElector, error) {
 	if err := e.fill(); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Timeout = max(time.Second, e.RenewDeadline/2)
-	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+	cs, err := e.leaseClient(max(time.Second, e.RenewDeadline/2))
 	if err != nil {
 		return nil, fmt.Errorf("master: kubernetes client: %w", err)
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
 		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity + "#" + e.token},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.holderID()},
 	}
 	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
@@ -260,16 +269,14 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 // elected or during a renewal, client-go cancels the renewal's request, and the API server may
 // apply it a moment later. Here the Lease is read afresh and released, a few times on conflicts.
 func (e *KubernetesElection) releaseIfHeld() {
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Timeout = max(time.Second, e.RenewDeadline/2)
-	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+	cs, err := e.leaseClient(max(time.Second, e.RenewDeadline/2))
 	if err != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.RenewDeadline)
 	defer cancel()
 	leases := cs.CoordinationV1().Leases(e.Namespace)
-	me := e.Identity + "#" + e.token
+	me := e.holderID()
 	for range 3 {
 		l, err := leases.Get(ctx, e.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -295,8 +302,7 @@ func (e *KubernetesElection) releaseIfHeld() {
 // or deleted), until ctx ends. Watch errors are retried with a pause; a refused watch (no
 // permission) ends the watching: the election polls.
 func (e *KubernetesElection) watchReleases(ctx context.Context, released chan<- struct{}) {
-	cfg := rest.CopyConfig(e.Config)
-	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "cellstore-master-election"))
+	cs, err := e.leaseClient(0)
 	if err != nil {
 		return
 	}

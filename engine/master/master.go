@@ -855,8 +855,9 @@ func (m *Master) commit(b *batch) error {
 
 // writeCatalogLocked writes changes (rows names them, for an error) to the catalog while this
 // master's election still holds (checked after the changes were encoded, as for a report group:
-// a batch that cannot be encoded is refused without a look at the election). When either fails, the active phase stops before anything more
-// is written or sent (a report group, say): from then on no handler reads the model.
+// a batch that cannot be encoded is refused without a look at the election). When either fails,
+// the active phase stops before anything more is written or sent (a report group, say): from
+// then on no handler reads the model.
 func (m *Master) writeCatalogLocked(changes []CatalogChange, rows func() string) error {
 	err := m.cfg.Election.Check()
 	if err == nil {

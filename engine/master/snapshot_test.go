@@ -181,13 +181,14 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 	var answers []string
 	c.waitFor("the clone once t2 is gone", 20*time.Second, func() (bool, string) {
 		_, err := c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "s1", Table: tableName("t2")})
-		if len(answers) == 0 || answers[len(answers)-1] != fmt.Sprint(err) {
-			answers = append(answers, fmt.Sprint(err))
+		msg := fmt.Sprint(err)
+		if len(answers) == 0 || answers[len(answers)-1] != msg {
+			answers = append(answers, msg)
 		}
 		switch {
-		case err == nil || errCode(err) == pb.ErrorCode_ERROR_CODE_TIMEOUT && strings.Contains(fmt.Sprint(err), "goes on in the background"):
+		case err == nil || errCode(err) == pb.ErrorCode_ERROR_CODE_TIMEOUT && strings.Contains(msg, "goes on in the background"):
 			return true, ""
-		case errCode(err) == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS && strings.Contains(fmt.Sprint(err), "being deleted"):
+		case errCode(err) == pb.ErrorCode_ERROR_CODE_TABLE_EXISTS && strings.Contains(msg, "being deleted"):
 			return false, strings.Join(answers, "; then ")
 		}
 		t.Fatalf("the clone once t2's drop can finish: %s", strings.Join(answers, "; then "))

@@ -27,7 +27,14 @@ func (whoami) ListTables(ctx context.Context, _ *pb.ListTablesRequest) (*pb.List
 
 func serveGRPC(t *testing.T, certs *Certs, auth *Authenticator) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveGRPCOn(t, "tcp", "127.0.0.1:0", certs, auth)
+}
+
+// serveGRPCOn serves whoami on a listener of network at addr until the test ends; it returns the
+// listener's address.
+func serveGRPCOn(t *testing.T, network, addr string, certs *Certs, auth *Authenticator) string {
+	t.Helper()
+	lis, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,20 +182,10 @@ func writeCerts(t *testing.T, ca *CA, dir, name string, req Request) *Certs {
 // resolver and dialer: the dialer for host names knows only TCP).
 func TestDialUnixSocket(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1") // a proxy that refuses: used, the calls fail
-	serve := func(network, addr string) {
-		lis, err := net.Listen(network, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
-		pb.RegisterMasterServer(s, whoami{})
-		go func() { _ = s.Serve(lis) }()
-		t.Cleanup(s.Stop)
-	}
 	path := filepath.Join(t.TempDir(), "s.sock")
-	serve("unix", path)
+	serveGRPCOn(t, "unix", path, nil, nil)
 	abstract := fmt.Sprintf("cellstore-test-%d", os.Getpid())
-	serve("unix", "@"+abstract) // Go's name for an abstract socket
+	serveGRPCOn(t, "unix", "@"+abstract, nil, nil) // Go's name for an abstract socket
 	for _, addr := range []string{"unix:" + path, "unix://" + path, "unix-abstract:" + abstract} {
 		if got, err := callWhoami(addr, &Credentials{User: "u"}); err != nil || !strings.HasPrefix(got, "u/") {
 			t.Errorf("%s: %q, %v", addr, got, err)
