@@ -262,18 +262,24 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 	}
 }
 
+// releaseBudget bounds the time a stopping master spends releasing a Lease client-go could not.
+const releaseBudget = 3 * time.Second
+
 // releaseIfHeld gives the Lease up when it still names this master. client-go's own release
 // (ReleaseOnCancel) reads the Lease and writes it back without a holder; a write that lands in
 // between makes it fail with a conflict, and the Lease stays held, so a standby waits out the
 // lease duration. Such a write comes from this very master: when it stops just after it was
 // elected or during a renewal, client-go cancels the renewal's request, and the API server may
-// apply it a moment later. Here the Lease is read afresh and released, a few times on conflicts.
+// apply it a moment later. Here the Lease is read afresh and released, a few times on conflicts,
+// within releaseBudget: a term lost to an API server that does not answer ends without waiting
+// for it much longer.
 func (e *KubernetesElection) releaseIfHeld() {
-	cs, err := e.leaseClient(max(time.Second, e.RenewDeadline/2))
+	budget := min(e.RenewDeadline, releaseBudget)
+	cs, err := e.leaseClient(max(time.Second, budget/2))
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.RenewDeadline)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	leases := cs.CoordinationV1().Leases(e.Namespace)
 	me := e.holderID()

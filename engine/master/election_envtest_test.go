@@ -108,7 +108,7 @@ func TestKubernetesElectionSameAddressIsNotTheHolder(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first candidate was not elected")
 	}
-	secondElected, leaders := candidate(ctx, elect())
+	secondElected, leaders := candidate(t, ctx, elect())
 	waitLeader(t, leaders, "m-0.m.ns.svc:16000") // the address alone
 	// Several lease durations: the first process renews, the second must stay a standby.
 	select {
@@ -158,7 +158,7 @@ func TestKubernetesElectionTakesAReleasedLeaseAtOnce(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the first candidate was not elected")
 			}
-			secondElected, leaders := candidate(ctx, elect(cfg, "m-1:16000"))
+			secondElected, leaders := candidate(t, ctx, elect(cfg, "m-1:16000"))
 			// The second candidate has seen the Lease held (it made its first attempt) before the
 			// first gives it up; its next poll would be 30 s away.
 			waitLeader(t, leaders, "m-0:16000")
@@ -215,17 +215,24 @@ func (r raceRelease) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // candidate runs an election in the background: when it is elected (it then holds on until its
 // leadership ends) and the leaders it learns.
-func candidate(ctx context.Context, e master.Elector) (elected <-chan time.Time, leaders <-chan string) {
+// Run has returned (its Lease released) before the test's API server stops: a test's cleanups
+// run after its deferred cancel, in reverse order of registration.
+func candidate(t *testing.T, ctx context.Context, e master.Elector) (elected <-chan time.Time, leaders <-chan string) {
 	el, ls := make(chan time.Time, 1), make(chan string, 16)
-	go e.Run(ctx, master.ElectionCallbacks{
-		Elected: func(lctx context.Context) { el <- time.Now(); <-lctx.Done() },
-		Leader: func(id string) {
-			select {
-			case ls <- id:
-			default:
-			}
-		},
-	})
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		e.Run(ctx, master.ElectionCallbacks{
+			Elected: func(lctx context.Context) { el <- time.Now(); <-lctx.Done() },
+			Leader: func(id string) {
+				select {
+				case ls <- id:
+				default:
+				}
+			},
+		})
+	}()
 	return el, ls
 }
 

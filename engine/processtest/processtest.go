@@ -80,16 +80,26 @@ var ports portAllocator
 // portRange is where FreePort's blocks lie: in 20000-29999 (below the NodePort range the local
 // Kubernetes may use), outside the kernel's ephemeral range.
 func portRange() (lo, hi int, err error) {
-	lo, hi = 20000, 30000
 	first, last, err := ephemeralRange()
 	if err != nil {
 		return 0, 0, err
 	}
-	if last >= lo {
-		hi = min(hi, first)
+	return portWindow(first, last)
+}
+
+// portWindow is the larger part of 20000-29999 (as [lo, hi)) left beside the ephemeral range
+// first-last, on either side of it.
+func portWindow(first, last int) (lo, hi int, err error) {
+	lo, hi = 20000, 30000
+	if first < hi && last >= lo {
+		if below, above := first-lo, hi-(last+1); above > below {
+			lo = last + 1
+		} else {
+			hi = first
+		}
 	}
 	if hi-lo < 4*portBlock {
-		return 0, 0, fmt.Errorf("the kernel's ephemeral ports are %d-%d: no room for test ports in %d-%d (raise net.ipv4.ip_local_port_range's first number)", first, last, lo, hi)
+		return 0, 0, fmt.Errorf("the kernel's ephemeral ports are %d-%d: no room for test ports in 20000-29999 (move net.ipv4.ip_local_port_range out of it)", first, last)
 	}
 	return lo, hi, nil
 }

@@ -65,3 +65,25 @@ func TestFreePortIsOneBinarysOwn(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// The test ports take the larger part of 20000-29999 the ephemeral range leaves, on either side.
+func TestPortWindow(t *testing.T) {
+	for _, c := range []struct {
+		first, last, lo, hi int
+		err                 bool
+	}{
+		{32768, 60999, 20000, 30000, false}, // Linux's default: above the window
+		{1024, 4999, 20000, 30000, false},   // below it
+		{15000, 25000, 25001, 30000, false}, // over its start: the part above
+		{25000, 40000, 20000, 25000, false}, // over its end: the part below
+		{22000, 23000, 23001, 30000, false}, // inside: the larger side
+		{27000, 28000, 20000, 27000, false},
+		{10000, 40000, 0, 0, true}, // over all of it
+		{20100, 29900, 0, 0, true}, // too little left on either side
+	} {
+		lo, hi, err := portWindow(c.first, c.last)
+		if (err != nil) != c.err || !c.err && (lo != c.lo || hi != c.hi) {
+			t.Errorf("ephemeral %d-%d: %d-%d, %v; want %d-%d (error %v)", c.first, c.last, lo, hi, err, c.lo, c.hi, c.err)
+		}
+	}
+}
