@@ -537,10 +537,15 @@ public class HBaseCompat {
             try {
               admin.mergeRegionsAsync(new byte[][] {lo.getEncodedNameAsBytes(), hi.getEncodedNameAsBytes()}, false).get(60, TimeUnit.SECONDS);
               break;
-            } catch (ExecutionException e) {
+            } catch (ExecutionException | IOException e) {
               // Refused while a daughter still reads its parent's files (the compaction's news
-              // reaches the master with the next heartbeat).
-              check(System.currentTimeMillis() < deadline, "the merge was refused for 60 s: " + e.getCause());
+              // reaches the master with the next heartbeat): by the submission itself or by the
+              // procedure's result.
+              Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+              if (cause == null || String.valueOf(cause.getMessage()).indexOf("reference files") < 0) {
+                throw e;
+              }
+              check(System.currentTimeMillis() < deadline, "the merge was refused for 60 s: " + cause);
               Thread.sleep(500);
             }
           }
