@@ -121,7 +121,8 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // applyRetention deletes the finished backups beyond the count and those older than the max age,
-// always keeping the newest completed one; running backups are never deleted.
+// always keeping the newest completed one; running backups are never deleted. The count is of
+// the newest backups, running ones included; backups already being deleted do not count.
 func (r *ScheduledBackupReconciler) applyRetention(ctx context.Context, sb *v1alpha1.StoreScheduledBackup, now time.Time) error {
 	backups, err := backupsOf(ctx, r.Client, sb)
 	if err != nil {
@@ -129,9 +130,13 @@ func (r *ScheduledBackupReconciler) applyRetention(ctx context.Context, sb *v1al
 	}
 	ret := sb.Spec.Retention
 	keptCompleted := false
-	for i, b := range backups {
-		finished := b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed
-		if !finished || !b.DeletionTimestamp.IsZero() {
+	i := -1 // b's place among the backups not being deleted, newest first
+	for _, b := range backups {
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		i++
+		if finished := b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed; !finished {
 			continue
 		}
 		newestCompleted := b.Status.Phase == v1alpha1.BackupCompleted && !keptCompleted
