@@ -193,6 +193,41 @@ var _ = Describe("Backups", func() {
 			}
 			return nil
 		}, timeout, poll).Should(Succeed())
+
+		// A newer backup of the schedule whose deletion is under way (held here by a finalizer)
+		// takes no place in the count: the two kept stay.
+		var list v1alpha1.StoreBackupList
+		Expect(k8s.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+		gone := &v1alpha1.StoreBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly-99991231000000",
+			Finalizers: []string{"test.cellstore.io/hold"}}, Spec: v1alpha1.StoreBackupSpec{Cluster: c.Name}}
+		Expect(k8s.Create(suiteCtx, gone)).To(Succeed())
+		Expect(k8s.Delete(suiteCtx, gone)).To(Succeed())
+		Eventually(func() error { // labelled only now, so the schedule never saw it undeleted
+			cur := &v1alpha1.StoreBackup{}
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(gone), cur); err != nil {
+				return err
+			}
+			cur.Labels = map[string]string{"cellstore.io/scheduled-backup": "nightly"}
+			return k8s.Update(suiteCtx, cur)
+		}, timeout, poll).Should(Succeed())
+		Consistently(func() []string {
+			var out []string
+			for _, b := range list.Items {
+				cur := &v1alpha1.StoreBackup{}
+				if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(&b), cur); err != nil || !cur.DeletionTimestamp.IsZero() {
+					out = append(out, b.Name)
+				}
+			}
+			return out
+		}, 3*time.Second, poll).Should(BeEmpty(), "kept backups deleted beside one already being deleted")
+		Eventually(func() error {
+			cur := &v1alpha1.StoreBackup{}
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(gone), cur); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == "test.cellstore.io/hold" })
+			return k8s.Update(suiteCtx, cur)
+		}, timeout, poll).Should(Succeed())
 	})
 
 	It("bootstraps a new cluster from a completed backup and says where it came from", func() {
