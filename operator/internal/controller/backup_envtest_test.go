@@ -207,7 +207,7 @@ var _ = Describe("Backups", func() {
 			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(gone), cur); err != nil {
 				return err
 			}
-			cur.Labels = map[string]string{"cellstore.io/scheduled-backup": "nightly"}
+			cur.Labels = map[string]string{controller.LabelScheduledBackup: "nightly"}
 			return k8s.Update(suiteCtx, cur)
 		}, timeout, poll).Should(Succeed())
 		Consistently(func() []string {

@@ -13,6 +13,9 @@ import (
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
+// LabelScheduledBackup is the label naming the StoreScheduledBackup a StoreBackup belongs to.
+const LabelScheduledBackup = labelScheduledBackup
+
 // ApplyRegionServersAs runs the StoreCluster controller's apply of the region servers'
 // StatefulSet with c as a reconcile read it (from a cache that may lag), and returns the step's
 // outcome and reason.

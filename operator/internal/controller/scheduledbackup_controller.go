@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -128,14 +129,10 @@ func (r *ScheduledBackupReconciler) applyRetention(ctx context.Context, sb *v1al
 	if err != nil {
 		return err
 	}
+	backups = slices.DeleteFunc(backups, func(b v1alpha1.StoreBackup) bool { return !b.DeletionTimestamp.IsZero() })
 	ret := sb.Spec.Retention
 	keptCompleted := false
-	i := -1 // b's place among the backups not being deleted, newest first
-	for _, b := range backups {
-		if !b.DeletionTimestamp.IsZero() {
-			continue
-		}
-		i++
+	for i, b := range backups {
 		if finished := b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed; !finished {
 			continue
 		}
