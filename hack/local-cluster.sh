@@ -58,9 +58,62 @@ alive() {
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
   [ "$(basename "$exe")" = "$1" ]
 }
-start() { # NAME CMD...
-  local name=$1; shift
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+# ---- CPU weights like kind's ----
+# kind runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler as pods with CPU requests
+# (100m, 250m, 200m, 100m: they weigh as much as pods requesting as much), and containerd and the
+# kubelet in its node's system slice, which weighs as much as all pods together. Here they are host
+# processes: in the root CPU cgroup every one of their threads would weigh as much as a group of
+# 1024 shares (cgroup v1) — as much as half of all pods on this 2-core node (kubepods: 1024 per core)
+# — so under CPU contention the control plane would take the pods' CPU. Each is started in a group
+# with its kind counterpart's weight instead: cellstore-control-plane 666 shares (650m), and
+# cellstore-node 1024 (containerd and its shims, the kubelet, kube-proxy, the provisioner).
+CPU_GROUPS="cellstore-control-plane:666 cellstore-node:1024"
+cpu_group_of() { # NAME: the CPU group a component runs in
+  case $1 in
+    etcd|kube-apiserver|kube-controller-manager|kube-scheduler) echo cellstore-control-plane ;;
+    *) echo cellstore-node ;;
+  esac
+}
+cpu_group_dir() { # GROUP: its directory, v2 (unified) or v1 (cpu controller); empty when neither
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo "/sys/fs/cgroup/$1"
+  elif [ -d /sys/fs/cgroup/cpu ]; then echo "/sys/fs/cgroup/cpu/$1"; fi
+}
+# make_cpu_groups: creates the groups and sets their weights; where that is refused (a cgroup
+# namespace without the cpu controller delegated, a read-only cgroupfs) the components run where
+# this script does, as before, and it says so.
+make_cpu_groups() {
+  local g name shares dir
+  if [ -f /sys/fs/cgroup/cgroup.controllers ] && ! grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+  fi
+  for g in $CPU_GROUPS; do
+    name=${g%%:*} shares=${g#*:}
+    dir=$(cpu_group_dir "$name")
+    if [ -z "$dir" ] || ! mkdir -p "$dir" 2>/dev/null; then
+      say "warning: cannot make CPU group $name (${dir:-no cpu cgroup}): the control plane competes with pods unweighted"
+      continue
+    fi
+    if [ -f "$dir/cpu.weight" ]; then # v2: kubelet's conversion from shares
+      echo $(( 1 + (shares - 2) * 9999 / 262142 )) >"$dir/cpu.weight" 2>/dev/null || say "warning: cannot set $dir/cpu.weight"
+    else
+      echo "$shares" >"$dir/cpu.shares" 2>/dev/null || say "warning: cannot set $dir/cpu.shares"
+    fi
+  done
+}
+remove_cpu_groups() { # after every component stopped: a group still holding a process stays
+  local g dir
+  for g in $CPU_GROUPS; do
+    dir=$(cpu_group_dir "${g%%:*}")
+    [ -n "$dir" ] && [ -d "$dir" ] && rmdir "$dir" 2>/dev/null || true
+  done
+}
+start() { # NAME CMD...: runs CMD in NAME's CPU group from its first instruction
+  local name=$1 procs; shift
+  procs="$(cpu_group_dir "$(cpu_group_of "$name")")/cgroup.procs"
+  (
+    [ -w "$procs" ] && echo "$BASHPID" >"$procs" 2>/dev/null
+    exec setsid "$@"
+  ) >>"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$PIDS/$name.pid"
 }
 stop() { # NAME: SIGTERM, then SIGKILL after 20 s
@@ -296,6 +349,7 @@ cmd_up() {
     say "reserved $(cat /proc/sys/vm/nr_hugepages) of $hugepages requested 2 MiB hugepages"
   fi
 
+  make_cpu_groups
   gen_pki "$ip"
   write_configs "$ip"
   say "certificates and configs ready in $STATE"
@@ -407,6 +461,7 @@ cmd_down() {
   for hier in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$hier" ] && find "$hier" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
+  remove_cpu_groups
   rm -rf "$RUNTIME"
   if [ -s "$STATE/sysctl.saved" ]; then
     local kv
