@@ -58,15 +58,15 @@ alive() {
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
   [ "$(basename "$exe")" = "$1" ]
 }
-# ---- CPU weights like kind's ----
+# ---- CPU weights roughly like kind's ----
 # kind runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler as pods with CPU requests
 # (100m, 250m, 200m, 100m: they weigh as much as pods requesting as much), and containerd and the
-# kubelet in its node's system slice, which weighs as much as all pods together. Here they are host
-# processes: in the root CPU cgroup every one of their threads would weigh as much as a group of
-# 1024 shares (cgroup v1) — as much as half of all pods on this 2-core node (kubepods: 1024 per core)
-# — so under CPU contention the control plane would take the pods' CPU. Each is started in a group
-# with its kind counterpart's weight instead: cellstore-control-plane 666 shares (650m), and
-# cellstore-node 1024 (containerd and its shims, the kubelet, kube-proxy, the provisioner).
+# kubelet in its node's system slice, one group beside the pods'. Here they are host processes: in
+# the root CPU cgroup every one of their threads would weigh as much as a group of 1024 shares
+# (cgroup v1) — half of all pods on a 2-core node (kubepods: 1024 shares per core) — so under CPU
+# contention the control plane would take the pods' CPU. Each is started in a group instead:
+# cellstore-control-plane 666 shares (the 650m its pods request in kind), and cellstore-node 1024
+# (containerd and its shims, the kubelet, kube-proxy, the provisioner).
 CPU_GROUPS="cellstore-control-plane:666 cellstore-node:1024"
 cpu_group_of() { # NAME: the CPU group a component runs in
   case $1 in
@@ -93,10 +93,11 @@ make_cpu_groups() {
       say "warning: cannot make CPU group $name (${dir:-no cpu cgroup}): the control plane competes with pods unweighted"
       continue
     fi
-    if [ -f "$dir/cpu.weight" ]; then # v2: kubelet's conversion from shares
-      echo $(( 1 + (shares - 2) * 9999 / 262142 )) >"$dir/cpu.weight" 2>/dev/null || say "warning: cannot set $dir/cpu.weight"
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then # v2: the kubelet's conversion from shares
+      { echo $(( 1 + (shares - 2) * 9999 / 262142 )) >"$dir/cpu.weight"; } 2>/dev/null ||
+        say "warning: cannot set $dir/cpu.weight (is the cpu controller enabled in /sys/fs/cgroup/cgroup.subtree_control?): $name runs unweighted"
     else
-      echo "$shares" >"$dir/cpu.shares" 2>/dev/null || say "warning: cannot set $dir/cpu.shares"
+      { echo "$shares" >"$dir/cpu.shares"; } 2>/dev/null || say "warning: cannot set $dir/cpu.shares: $name runs unweighted"
     fi
   done
 }
@@ -111,7 +112,8 @@ start() { # NAME CMD...: runs CMD in NAME's CPU group from its first instruction
   local name=$1 procs; shift
   procs="$(cpu_group_dir "$(cpu_group_of "$name")")/cgroup.procs"
   (
-    [ -w "$procs" ] && echo "$BASHPID" >"$procs" 2>/dev/null
+    # refused (or no such group): the component runs where this script does
+    if [ -f "$procs" ]; then { echo "$BASHPID" >"$procs"; } 2>/dev/null || true; fi
     exec setsid "$@"
   ) >>"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$PIDS/$name.pid"
