@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -638,16 +639,17 @@ func runPod(ctx context.Context, ns string, pod *corev1.Pod) (string, bool) {
 	return out, phase == corev1.PodSucceeded
 }
 
-// podCPU is every pod's CPU time in ns so far, by name, from the kubelets' summary API (each
-// node's /stats/summary through the API server): two samples give the cores each pod used
-// between them, on kind or any cluster as on the local one. A pod the sample has no CPU figure
-// for is left out; a node that does not answer is skipped.
+// podCPUSample is a pod's CPU time (nanos, over all its containers) as its kubelet measured it at.
 type podCPUSample struct {
 	uid   string
 	at    time.Time
 	nanos uint64
 }
 
+// podCPU is every pod's CPU time in ns so far, by name, from the kubelets' summary API (each
+// node's /stats/summary through the API server): two samples give the cores each pod used
+// between them, on kind or any cluster as on the local one. A pod the sample has no CPU figure
+// for is left out; a node that does not answer is skipped.
 func podCPU(ctx context.Context, ns string) map[string]podCPUSample {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -700,14 +702,8 @@ func podCPUBetween(ctx context.Context, ns string, before, after map[string]podC
 	if len(uses) == 0 {
 		return "unknown (no pod of the namespace in both samples)"
 	}
-	slices.SortFunc(uses, func(x, y use) int {
-		switch {
-		case x.cores > y.cores:
-			return -1
-		case x.cores < y.cores:
-			return 1
-		}
-		return strings.Compare(x.name, y.name)
+	slices.SortFunc(uses, func(x, y use) int { // busiest first
+		return cmp.Or(cmp.Compare(y.cores, x.cores), strings.Compare(x.name, y.name))
 	})
 	parts := make([]string, 0, len(uses))
 	for _, u := range uses {

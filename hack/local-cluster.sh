@@ -74,8 +74,9 @@ cpu_group_of() { # NAME: the CPU group a component runs in
     *) echo cellstore-node ;;
   esac
 }
+cgroup_v2() { [ -f /sys/fs/cgroup/cgroup.controllers ]; } # the unified hierarchy is mounted
 cpu_group_dir() { # GROUP: its directory, v2 (unified) or v1 (cpu controller); empty when neither
-  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo "/sys/fs/cgroup/$1"
+  if cgroup_v2; then echo "/sys/fs/cgroup/$1"
   elif [ -d /sys/fs/cgroup/cpu ]; then echo "/sys/fs/cgroup/cpu/$1"; fi
 }
 # make_cpu_groups: creates the groups and sets their weights; where that is refused (a cgroup
@@ -83,7 +84,7 @@ cpu_group_dir() { # GROUP: its directory, v2 (unified) or v1 (cpu controller); e
 # this script does, as before, and it says so.
 make_cpu_groups() {
   local g name shares dir
-  if [ -f /sys/fs/cgroup/cgroup.controllers ] && ! grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+  if cgroup_v2 && ! grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
     echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
   fi
   for g in $CPU_GROUPS; do
@@ -93,7 +94,7 @@ make_cpu_groups() {
       say "warning: cannot make CPU group $name (${dir:-no cpu cgroup}): the control plane competes with pods unweighted"
       continue
     fi
-    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then # v2: the kubelet's conversion from shares
+    if cgroup_v2; then # the kubelet's conversion from shares to weight
       { echo $(( 1 + (shares - 2) * 9999 / 262142 )) >"$dir/cpu.weight"; } 2>/dev/null ||
         say "warning: cannot set $dir/cpu.weight (is the cpu controller enabled in /sys/fs/cgroup/cgroup.subtree_control?): $name runs unweighted"
     else
