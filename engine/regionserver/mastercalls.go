@@ -55,12 +55,14 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 		}
 		conn, addr := s.masterConn, s.masterAddr
 		s.mmu.Unlock()
-		var lookup *addrLookup // what the name resolves to now, looked up beside a wait to connect
+		var lookup *addrLookup // what the name resolves to now, looked up beside a slow wait to connect
 		if conn.GetState() != connectivity.Ready {
-			lookup = startLookup(addr)
+			lookup = startLookup(addr, lookupAfter)
 		}
 		var err error
-		if !connected(ctx, conn, masterConnectWait) {
+		ok := connected(ctx, conn, masterConnectWait)
+		lookup.stop()
+		if !ok {
 			// A master that is gone (a pod deleted in a rolling restart, its name not yet on
 			// the new pod) is skipped quickly instead of spending the caller's whole deadline
 			// on the dial; a slow answer from a connected master is waited for.
@@ -140,42 +142,71 @@ func allFailed(masters []string, failed map[string]bool) bool {
 // for the error text of a try that found none.
 type addrLookup struct {
 	host  string
-	start time.Time
+	what  string // an address that is not looked up: what it is
+	timer *time.Timer
 	mu    sync.Mutex
+	start time.Time // zero: not started
 	done  bool
 	addrs []string
 	err   error
 	took  time.Duration
 }
 
-// startLookup looks up addr's host in the background (an IP address needs no lookup: an empty one).
-func startLookup(addr string) *addrLookup {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || net.ParseIP(host) != nil {
-		return &addrLookup{}
+// lookupAfter is how long a try waits for its connection before it also looks the master's name
+// up: most connections are made sooner, and the dial has looked the name up itself (a second
+// query each time would only be for an error text that is then not written).
+const lookupAfter = 100 * time.Millisecond
+
+// startLookup looks up addr's host in the background once after has passed, unless stop is called
+// first. An IP address or a unix socket needs no lookup.
+func startLookup(addr string, after time.Duration) *addrLookup {
+	if security.UnixSocket(addr) {
+		return &addrLookup{what: "a unix socket"}
 	}
-	l := &addrLookup{host: host, start: time.Now()}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-		l.mu.Lock()
-		l.done, l.addrs, l.err, l.took = true, addrs, err, time.Since(l.start)
-		l.mu.Unlock()
-	}()
+	host, _, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return &addrLookup{what: "not host:port"}
+	case net.ParseIP(host) != nil:
+		return &addrLookup{what: "an IP address"}
+	}
+	l := &addrLookup{host: host}
+	l.timer = time.AfterFunc(after, l.run)
 	return l
+}
+
+func (l *addrLookup) run() {
+	l.mu.Lock()
+	l.start = time.Now()
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, l.host)
+	l.mu.Lock()
+	l.done, l.addrs, l.err, l.took = true, addrs, err, time.Since(l.start)
+	l.mu.Unlock()
+}
+
+// stop keeps a lookup that has not started from starting; one under way runs on (its result
+// may still go into an error text).
+func (l *addrLookup) stop() {
+	if l != nil && l.timer != nil {
+		l.timer.Stop()
+	}
 }
 
 func (l *addrLookup) String() string {
 	if l == nil {
 		return "connected when the try began"
 	}
-	if l.host == "" {
-		return "an IP address"
+	if l.what != "" {
+		return l.what
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case l.start.IsZero():
+		return "its name not looked up: the try ended first"
 	case !l.done:
 		return fmt.Sprintf("its name not resolved after %v", time.Since(l.start).Round(time.Millisecond))
 	case l.err != nil:

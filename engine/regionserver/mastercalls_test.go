@@ -187,3 +187,44 @@ func TestCallMasterKeepsItsPatienceWhenEveryMasterRefuses(t *testing.T) {
 			took, min, tries, masterConnectWait)
 	}
 }
+
+// A try's lookup of the master's name says what the address is when it is not a name, starts only
+// once the wait for a connection has lasted a while, and not at all when the connection came first.
+func TestMasterAddressLookup(t *testing.T) {
+	for addr, want := range map[string]string{
+		"10.0.0.7:16000":        "an IP address",
+		"[fd00::7]:16000":       "an IP address",
+		"unix:/run/master.sock": "a unix socket",
+		"unix:///run/m.sock":    "a unix socket",
+		"unix-abstract:master":  "a unix socket",
+		"master-0":              "not host:port",
+	} {
+		l := startLookup(addr, 0)
+		if got := l.String(); got != want {
+			t.Errorf("%s: %q, want %q", addr, got, want)
+		}
+		l.stop()
+	}
+	var none *addrLookup
+	if got := none.String(); got != "connected when the try began" {
+		t.Errorf("no lookup: %q", got)
+	}
+
+	l := startLookup("localhost:16000", time.Hour)
+	l.stop()
+	if got := l.String(); got != "its name not looked up: the try ended first" {
+		t.Errorf("a lookup stopped before it started: %q", got)
+	}
+
+	l = startLookup("localhost:16000", 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for got := l.String(); !strings.HasPrefix(got, "resolved to ") && !strings.HasPrefix(got, "resolving failed"); got = l.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lookup of localhost did not end within 10s: %q", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := l.String(); !strings.HasPrefix(got, "resolved to ") {
+		t.Errorf("localhost: %q", got)
+	}
+}

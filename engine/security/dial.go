@@ -30,9 +30,9 @@ func proxied(addr string) bool {
 	return err == nil && u != nil
 }
 
-// unixSocket says whether addr names a unix socket in gRPC's target syntax ("unix:PATH",
+// UnixSocket says whether addr names a unix socket in gRPC's target syntax ("unix:PATH",
 // "unix:///PATH", "unix-abstract:NAME").
-func unixSocket(addr string) bool {
+func UnixSocket(addr string) bool {
 	return strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "unix-abstract:")
 }
 

@@ -72,7 +72,7 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 	}
 	target := "passthrough:///" + addr
 	switch {
-	case unixSocket(addr):
+	case UnixSocket(addr):
 		target = addr
 		opts = append(opts, grpc.WithNoProxy())
 	case !proxied(addr):
