@@ -724,12 +724,13 @@ func podCPUBetween(ctx context.Context, ns string, before, after map[string]podC
 	return strings.Join(parts, ", ")
 }
 
-// cpuPressure is this machine's count of microseconds during which some runnable task waited for a
-// CPU (PSI, /proc/pressure/cpu "some total"); false where the kernel has none. The local cluster's
-// node is this machine, so over an interval it says how starved for CPU that cluster was (on
-// another $KUBECONFIG it says nothing about the cluster).
-func cpuPressure() (float64, bool) {
-	b, err := os.ReadFile("/proc/pressure/cpu")
+// pressure is this machine's count of microseconds during which some task waited for resource
+// ("cpu": a runnable task for a CPU; "io": a task for the disk) — PSI, /proc/pressure/RESOURCE
+// "some total"; false where the kernel has none. The local cluster's node is this machine, so over
+// an interval it says how starved that cluster was (on another $KUBECONFIG it says nothing about
+// the cluster).
+func pressure(resource string) (float64, bool) {
+	b, err := os.ReadFile("/proc/pressure/" + resource)
 	if err != nil {
 		return 0, false
 	}
@@ -745,4 +746,14 @@ func cpuPressure() (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// pressureSince is the share of the time since start during which some task waited for resource,
+// from p0 = pressure(resource) at start: "85%", or "unknown".
+func pressureSince(resource string, p0 float64, had bool, start time.Time) string {
+	p1, ok := pressure(resource)
+	if !ok || !had {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.0f%%", (p1-p0)/float64(time.Since(start).Microseconds())*100)
 }

@@ -297,7 +297,8 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			"heartbeat failed", "heartbeat answered again", "lease lapsed", "master stopped", "active: catalog loaded")
 		DeferCleanup(func() { slow.stop() })
 		start := time.Now()
-		pressure0, havePressure := cpuPressure()
+		cpu0p, haveCPU := pressure("cpu")
+		io0p, haveIO := pressure("io")
 		cpu0 := podCPU(ctx, ns)
 		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
 			if c.Annotations == nil {
@@ -347,16 +348,13 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		// How long the restart made a client wait: the masters' handover and each drained server's
 		// region moves (the goal is 500 ms; reported, not asserted — the machines are shared).
 		took := time.Since(start)
-		starved := "unknown"
-		if p1, ok := cpuPressure(); ok && havePressure {
-			starved = fmt.Sprintf("%.0f%%", (p1-pressure0)/float64(took.Microseconds())*100)
-		}
+		starved, ioWaits := pressureSince("cpu", cpu0p, haveCPU, start), pressureSince("io", io0p, haveIO, start)
 		// The cores used meanwhile by the pods that lived through it: the S3 server, whose PUTs
 		// every write and move waits for, and the two measuring clients.
 		used := podCPUBetween(ctx, ns, cpu0, podCPU(ctx, ns))
 		rs := checkLoad(ctx, "the rolling restart")
-		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s; cores used meanwhile by the pods that lived through it: %s",
-			took.Round(time.Second), rs.MaxLatencyMs, starved, used))
+		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s, its IO pressure (time some task waited for the disk): %s; cores used meanwhile by the pods that lived through it: %s",
+			took.Round(time.Second), rs.MaxLatencyMs, starved, ioWaits, used))
 		if lines := slow.stop(); len(lines) > 0 {
 			AddReportEntry("slow on the servers and the masters' handover during the rolling restart", strings.Join(lines, "\n"))
 		}
