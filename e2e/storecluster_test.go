@@ -353,7 +353,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		// every write and move waits for, and the two measuring clients.
 		used := podCPUBetween(ctx, ns, cpu0, podCPU(ctx, ns))
 		rs := checkLoad(ctx, "the rolling restart")
-		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s, its IO pressure (time some task waited for the disk): %s; cores used meanwhile by the pods that lived through it: %s",
+		AddReportEntry("rolling restart", fmt.Sprintf("5 pods in %s; slowest request %.0f ms (goal: 500 ms); this machine's CPU pressure meanwhile (time some task waited for a CPU; the local cluster's node): %s, its IO pressure (time some task waited for block IO): %s; cores used meanwhile by the pods that lived through it: %s",
 			took.Round(time.Second), rs.MaxLatencyMs, starved, ioWaits, used))
 		if lines := slow.stop(); len(lines) > 0 {
 			AddReportEntry("slow on the servers and the masters' handover during the rolling restart", strings.Join(lines, "\n"))

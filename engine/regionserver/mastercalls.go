@@ -69,8 +69,8 @@ func (s *Server) callMaster(ctx context.Context, fn func(context.Context, pb.Mas
 			// The address and the connection's state say which master and why: a dead address
 			// that refuses fails fast (TRANSIENT_FAILURE), one that drops the connection attempt
 			// or a slow handshake stays CONNECTING.
-			// What the name resolves to tells a dead address from a name that did not resolve in
-			// time.
+			// What the name resolves to (looked up once a try has waited lookupAfter) tells a
+			// dead address from a name that did not resolve in time.
 			unreached = append(unreached, fmt.Sprintf("%s: %s (%s)", addr, conn.GetState(), lookup))
 			err = fmt.Errorf("regionserver: no connection to a master (each try waits at most %v; tried %s)", masterConnectWait, strings.Join(unreached, ", "))
 		} else {
@@ -146,6 +146,7 @@ type addrLookup struct {
 	timer *time.Timer
 	mu    sync.Mutex
 	start time.Time // zero: not started
+	never bool      // stopped before it started
 	done  bool
 	addrs []string
 	err   error
@@ -190,8 +191,10 @@ func (l *addrLookup) run() {
 // stop keeps a lookup that has not started from starting; one under way runs on (its result
 // may still go into an error text).
 func (l *addrLookup) stop() {
-	if l != nil && l.timer != nil {
-		l.timer.Stop()
+	if l != nil && l.timer != nil && l.timer.Stop() {
+		l.mu.Lock()
+		l.never = true
+		l.mu.Unlock()
 	}
 }
 
@@ -205,8 +208,10 @@ func (l *addrLookup) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.start.IsZero():
+	case l.never:
 		return "its name not looked up: the try ended first"
+	case !l.done && l.start.IsZero():
+		return "its name being looked up"
 	case !l.done:
 		return fmt.Sprintf("its name not resolved after %v", time.Since(l.start).Round(time.Millisecond))
 	case l.err != nil:

