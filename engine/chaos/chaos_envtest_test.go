@@ -175,19 +175,23 @@ var registerModel = porcupine.Model{
 }
 
 type chaosReport struct {
-	Storage      string         `json:"storage"` // dir or s3
-	Seed         uint64         `json:"seed"`
-	Seconds      float64        `json:"seconds"`
-	Faults       map[string]int `json:"faults"`
-	FaultsTotal  int            `json:"faults_total"`
-	Restarts     int            `json:"processes_restarted_after_exiting"`
-	Puts         int            `json:"puts_acknowledged"`
-	PutsFailed   int            `json:"puts_failed"`
-	Gets         int            `json:"gets"`
-	GetsFailed   int            `json:"gets_failed"`
-	Keys         int            `json:"keys"`
-	Lost         int            `json:"acknowledged_writes_lost"`
-	Linearizable bool           `json:"linearizable"`
+	Storage     string         `json:"storage"` // dir or s3
+	Seed        uint64         `json:"seed"`
+	Seconds     float64        `json:"seconds"`
+	Faults      map[string]int `json:"faults"`
+	FaultsTotal int            `json:"faults_total"`
+	Restarts    int            `json:"processes_restarted_after_exiting"`
+	Puts        int            `json:"puts_acknowledged"`
+	PutsFailed  int            `json:"puts_failed"`
+	Gets        int            `json:"gets"`
+	GetsFailed  int            `json:"gets_failed"`
+	// Failures: the first failed requests, when each ended and what it answered.
+	Failures []string `json:"failures,omitempty"`
+	// Timeline: each fault as it began (seconds since the load started), to read failures against.
+	Timeline     []string `json:"timeline,omitempty"`
+	Keys         int      `json:"keys"`
+	Lost         int      `json:"acknowledged_writes_lost"`
+	Linearizable bool     `json:"linearizable"`
 }
 
 func envInt(name string, def int) int {
@@ -392,9 +396,19 @@ func runChaos(t *testing.T, storageMode string) {
 	var history []porcupine.Operation
 	var rep chaosReport
 	rep.Storage, rep.Seed, rep.Keys, rep.Faults = storageMode, seed, keys, map[string]int{}
-	record := func(client int, in, out regOp, call, ret int64) {
+	start := time.Now()
+	const keptFailures = 20
+	failed := func(what string, err error) { // with hmu held
+		if len(rep.Failures) < keptFailures {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s at %.1fs: %v", what, time.Since(start).Seconds(), err))
+		}
+	}
+	record := func(client int, in, out regOp, call, ret int64, err error) {
 		hmu.Lock()
 		defer hmu.Unlock()
+		if err != nil {
+			failed("put "+in.key, err)
+		}
 		history = append(history, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
 		switch {
 		case in.put && out.unknown:
@@ -407,7 +421,6 @@ func runChaos(t *testing.T, storageMode string) {
 			rep.Gets++
 		}
 	}
-	start := time.Now()
 	now := func() int64 { return time.Since(start).Nanoseconds() }
 	get := func(ctx context.Context, k string) (string, error) {
 		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(k)})
@@ -456,14 +469,15 @@ func runChaos(t *testing.T, storageMode string) {
 					if err != nil {
 						ret = math.MaxInt64
 					}
-					record(w, regOp{key: k, put: true, value: v}, regOp{unknown: err != nil}, call, ret)
+					record(w, regOp{key: k, put: true, value: v}, regOp{unknown: err != nil}, call, ret, err)
 				} else {
 					v, err := get(octx, k)
 					if err == nil { // a failed read says nothing
-						record(w, regOp{key: k}, regOp{value: v}, call, now())
+						record(w, regOp{key: k}, regOp{value: v}, call, now(), nil)
 					} else {
 						hmu.Lock()
 						rep.GetsFailed++
+						failed("get "+k, err)
 						hmu.Unlock()
 					}
 				}
@@ -508,6 +522,7 @@ func runChaos(t *testing.T, storageMode string) {
 			"storage-errors", "slow-disk"}
 		kind := kinds[rng.IntN(len(kinds))]
 		fault := true
+		began := time.Since(start).Seconds()
 		switch kind {
 		case "kill-regionserver":
 			n := servers[rng.IntN(len(servers))]
@@ -615,6 +630,9 @@ func runChaos(t *testing.T, storageMode string) {
 		if fault {
 			rep.Faults[kind]++
 			rep.FaultsTotal++
+			hmu.Lock()
+			rep.Timeline = append(rep.Timeline, fmt.Sprintf("%.1fs %s", began, kind))
+			hmu.Unlock()
 		}
 	}
 	close(stop)
@@ -664,7 +682,7 @@ func runChaos(t *testing.T, storageMode string) {
 		if err != nil {
 			t.Fatalf("final read of %s: %v", k, err)
 		}
-		record(-1, regOp{key: k}, regOp{value: v}, call, now())
+		record(-1, regOp{key: k}, regOp{value: v}, call, now(), nil)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 
