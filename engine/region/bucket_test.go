@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -821,4 +822,49 @@ func TestOpenOnABucketReadsAtOnce(t *testing.T) {
 		t.Fatalf("reads under way at once: .regioninfo with the manifest %v, recovered edits' listing with a store file's %v; want both",
 			m.met["regioninfo"], m.met["storefile"])
 	}
+}
+
+// unavailableBucket answers the next n Puts storage.ErrUnavailable (or err) once armed.
+type unavailableBucket struct {
+	storage.Bucket
+	n   atomic.Int64
+	err error
+}
+
+func (u *unavailableBucket) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
+	if u.n.Add(-1) >= 0 {
+		return "", u.err
+	}
+	return u.Bucket.Put(ctx, key, body, c)
+}
+
+// A close whose flush finds the object store unavailable for now (throttled past the client's own
+// attempts) flushes again and closes cleanly: the region reopens with every row. Any other
+// failure still fails the close (its server then aborts and the WAL recovers the edits).
+func TestCloseFlushesAgainWhenTheStoreIsUnavailable(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	u := &unavailableBucket{Bucket: dir, err: fmt.Errorf("%w: s3: put: SlowDown", storage.ErrUnavailable)}
+	e := bucketEnv(t, u)
+	putRows(t, e.r, 0, 100, "v1")
+	u.n.Store(3) // the store file's PUT, twice, then the manifest's
+	e.reopen()
+	if left := u.n.Load(); left >= 0 {
+		t.Fatalf("the close made %d fewer PUTs than the store refused", left+1)
+	}
+	if n := countRows(t, e.r); n != 100 {
+		t.Fatalf("%d rows after the close and reopen, want 100", n)
+	}
+
+	putRows(t, e.r, 100, 200, "v2")
+	denied := errors.New("s3: put: access denied")
+	u.err = denied
+	u.n.Store(1)
+	if err := e.r.Close(); !errors.Is(err, denied) {
+		t.Fatalf("close against a store that denies the PUT: %v, want the denial", err)
+	}
+	e.r = nil
 }

@@ -611,13 +611,23 @@ func (r *Region) removeRecoveredEdits(replayed []string) error {
 	return fsys.SyncDir(d)
 }
 
+// slowClose is how long a close takes before it is logged with its parts.
+const slowClose = 300 * time.Millisecond
+
+// A close whose flush found the object store unavailable (storage.ErrUnavailable) flushes again
+// after closeRetryFirst, doubling up to closeRetryMax, while the close has taken less than
+// closeRetryFor.
+const (
+	closeRetryFirst = 100 * time.Millisecond
+	closeRetryMax   = 2 * time.Second
+	closeRetryFor   = 30 * time.Second
+)
+
 // Close stops the background work, flushes the memstore and releases
 // memory and files. Scanners still open keep what they read until they
 // close. A broken region is not flushed: Close returns its error, since its
 // memstore may hold acknowledged edits that only the WAL has.
-// slowClose is how long a close takes before it is logged with its parts.
-const slowClose = 300 * time.Millisecond
-
+// A flush that finds the object store unavailable for now is tried again (closeRetryFor).
 func (r *Region) Close() error {
 	if r.closed.Swap(true) {
 		<-r.closeDone
@@ -638,6 +648,16 @@ func (r *Region) Close() error {
 		if err = r.brokenErr(); err == nil {
 			var fr FlushResult
 			fr, err = r.flush(true, nil)
+			// An object store unavailable for now (throttled, a server error, no answer): the
+			// close flushes again rather than leave the region to its WAL's recovery (its
+			// server aborts when a close cannot flush), within closeRetryFor.
+			for wait := closeRetryFirst; errors.Is(err, storage.ErrUnavailable) && time.Since(start)+wait < closeRetryFor; wait = min(2*wait, closeRetryMax) {
+				r.log.Warn("close: the object store is unavailable for now; flushing again", "region", r.name, "in", wait, "error", err)
+				time.Sleep(wait)
+				var again FlushResult
+				again, err = r.flush(true, nil)
+				fr.Write, fr.Commit, fr.Bytes = fr.Write+again.Write, fr.Commit+again.Commit, again.Bytes
+			}
 			if took := time.Since(start); took > slowClose {
 				r.log.Info("slow close", "took", took.Round(time.Millisecond), "background_wait", bg.Round(time.Millisecond),
 					"compaction_wait", compaction.Round(time.Millisecond), "flush_wait_writes", fr.WaitWrites.Round(time.Millisecond),

@@ -157,6 +157,12 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),
 		gauge("wal_append_count", "WAL appends (HBase appendCount).", walStat(func(w walStats) float64 { return float64(w.appends) })),
 		gauge("wal_written_bytes", "Bytes written to WAL segments.", walStat(func(w walStats) float64 { return float64(w.bytes) })),
+		gauge("wal_put_retry_count", "WAL object PUTs asked again because the object store was unavailable for now (throttled, a server error, no answer) after the S3 client's own attempts; the edits wait meanwhile (30 s at most per object) instead of breaking the WAL. 0 for a WAL on a directory.", func() float64 {
+			if ol, ok := s.currentWAL().(*wal.ObjectLog); ok {
+				return float64(ol.Stats().PutRetries)
+			}
+			return 0
+		}),
 		counter("stale_read_count_total", "Reads (gets and scanner opens) served by read replicas here: possibly stale (HBase staleReadCount).", &m.staleReads),
 		counter("replicated_edit_count_total", "WAL edits applied to read replicas held here.", &m.replicatedEdits),
 		counter("replication_resync_count_total", "Batches read replicas here refused for being out of order (each costs the primary a new session).", &m.replicationResyncs),

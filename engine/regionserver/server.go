@@ -1081,11 +1081,15 @@ func (s *Server) slowCommit(c wal.SlowCommit) {
 	if c.Took < s.slowCall() {
 		return
 	}
+	attrs := []any{"log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond)}
+	if c.Retries > 0 {
+		attrs = append(attrs, "retries_after_store_unavailable", c.Retries)
+	}
 	if c.Err != nil {
-		s.log.Warn("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond), "error", c.Err)
+		s.log.Warn("slow WAL commit", append(attrs, "error", c.Err)...)
 		return
 	}
-	s.log.Info("slow WAL commit", "log", c.Log, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond))
+	s.log.Info("slow WAL commit", attrs...)
 }
 
 // noteSlowFailure logs a data-path call that took long to fail: its method, region, time and

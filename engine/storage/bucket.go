@@ -137,6 +137,11 @@ var (
 	ErrPrecondition = errors.New("storage: precondition failed")
 	// ErrNoObject: the key does not exist.
 	ErrNoObject = errors.New("storage: no such object")
+	// ErrUnavailable: the store did not serve the request for now — it throttled it (S3's 503
+	// SlowDown), answered a server error or did not answer — after the client's own retries. The
+	// same request may succeed later; a conditional Put may also have taken effect (Put's retry
+	// rule finds out).
+	ErrUnavailable = errors.New("storage: the object store is unavailable for now")
 )
 
 // CheckKey refuses keys a bucket cannot hold the same way on every backend.

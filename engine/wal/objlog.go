@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"path"
 	"slices"
 	"strconv"
@@ -69,9 +70,10 @@ type ObjectLog struct {
 	dropKick, dropStop, dropDone chan struct{}
 	deleteErrors                 atomic.Uint64
 
-	puts    atomic.Uint64
-	appends atomic.Uint64
-	deleted atomic.Uint64
+	puts       atomic.Uint64
+	putRetries atomic.Uint64 // PUTs asked again after the store was unavailable
+	appends    atomic.Uint64
+	deleted    atomic.Uint64
 	// putBytes and putNanos: bytes and time of the successful PUTs.
 	putBytes, putNanos atomic.Uint64
 }
@@ -91,7 +93,9 @@ type ObjectLogOptions struct {
 	MaxInFlight int
 	// MaxBatchBytes closes a batch at this size (default 8 MiB).
 	MaxBatchBytes int
-	// Timeout bounds one PUT, the store's retries included (default 30 s).
+	// Timeout bounds one object's PUT, the store client's attempts and the log's own retries of
+	// an unavailable store included (default 30 s): edits wait that long at most for their
+	// object before the log breaks.
 	Timeout time.Duration
 	// Archive, if set, keeps every object until Archive has copied it there (point-in-time
 	// recovery), as well as until its regions flushed.
@@ -350,6 +354,9 @@ type ObjectLogStats struct {
 	Deleted uint64 // objects deleted because every edit in them was flushed
 	// DeleteErrors counts failed rounds of those deletes (retried at the next flush).
 	DeleteErrors uint64
+	// PutRetries counts PUTs asked again because the store was unavailable for now (throttled,
+	// a server error, no answer) after the client's own attempts.
+	PutRetries uint64
 	// PutBytes and PutNanos sum the size and the time of the objects written.
 	PutBytes, PutNanos uint64
 	// CommitsDelayed and CommitDelaysExpired: PUTs whose appender waited for more writers
@@ -360,7 +367,8 @@ type ObjectLogStats struct {
 // Stats returns the counters: Appends/Puts is the edits one PUT carries.
 func (l *ObjectLog) Stats() ObjectLogStats {
 	s := ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
-		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load()}
+		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load(),
+		PutRetries: l.putRetries.Load()}
 	if l.delay != nil {
 		s.CommitsDelayed, s.CommitDelaysExpired = l.delay.joined.Load(), l.delay.expired.Load()
 	}
@@ -441,14 +449,42 @@ func (l *ObjectLog) stage() objectCommit {
 	return c
 }
 
+// The pauses between an object's PUTs to a store that was unavailable: the first about
+// putRetryFirst, doubling up to putRetryMax (each jittered down by up to half).
+const (
+	putRetryFirst = 100 * time.Millisecond
+	putRetryMax   = 2 * time.Second
+)
+
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
+// A store that is unavailable for now (storage.ErrUnavailable: throttled, a server error, no
+// answer) is asked again, with backoff, until Timeout has passed since the first try: the edits
+// are not acknowledged meanwhile, and a retry of a PUT that did take effect finds its own object
+// (Bucket.Put's rule). A fence written meanwhile fails the retry's condition, as it would the
+// first try's. Any other failure, or Timeout, breaks the log.
 func (l *ObjectLog) put(c objectCommit) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	key := objectKey(l.opts.Prefix, c.n)
 	start := time.Now()
-	_, err := l.opts.Bucket.Put(ctx, objectKey(l.opts.Prefix, c.n), c.body, storage.Condition{IfNoneMatch: true})
+	deadline := start.Add(l.opts.Timeout)
+	var err error
+	retries := 0
+	for wait := putRetryFirst; ; wait = min(2*wait, putRetryMax) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		_, err = l.opts.Bucket.Put(ctx, key, c.body, storage.Condition{IfNoneMatch: true})
+		cancel()
+		if err == nil || !errors.Is(err, storage.ErrUnavailable) {
+			break
+		}
+		pause := wait/2 + mrand.N(wait/2+1) // jittered: the server's other PUTs retry too
+		if time.Until(deadline) < pause {
+			break
+		}
+		retries++
+		l.putRetries.Add(1)
+		time.Sleep(pause)
+	}
 	took := time.Since(start)
-	cancel()
-	slowCommit(l.opts.Slow, l.opts.SlowCommit, SlowCommit{Log: objectKey(l.opts.Prefix, c.n), Bytes: len(c.body), Took: took, Err: err})
+	slowCommit(l.opts.Slow, l.opts.SlowCommit, SlowCommit{Log: key, Bytes: len(c.body), Took: took, Err: err, Retries: retries})
 	l.mu.Lock()
 	if err == nil {
 		l.puts.Add(1)

@@ -844,3 +844,91 @@ func TestObjectLogCommitDelay(t *testing.T) {
 		}
 	})
 }
+
+// flakyBucket answers the first n Puts with err (without writing), then passes them on.
+type flakyBucket struct {
+	storage.Bucket
+	n   atomic.Int64
+	err error
+}
+
+func (f *flakyBucket) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
+	if f.n.Add(-1) >= 0 {
+		return "", f.err
+	}
+	return f.Bucket.Put(ctx, key, body, c)
+}
+
+// A store that is unavailable for a while (throttled past the S3 client's own attempts) delays the
+// edits waiting for its PUT, and the log asks again: the edits are acknowledged, in order, and the
+// log stays usable. Any other failure, or one that outlasts Timeout, breaks it as before.
+func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
+	unavailable := fmt.Errorf("%w: s3: put k: SlowDown", storage.ErrUnavailable)
+	f := &flakyBucket{Bucket: dirBucket(t), err: unavailable}
+	f.n.Store(3)
+	l := openLog(t, f, "wal/flaky_1", 1)
+	for i := range 5 {
+		if _, err := l.Append(testEdit("r", i)); err != nil {
+			t.Fatalf("append %d through a store unavailable for three PUTs: %v", i, err)
+		}
+	}
+	if st := l.Stats(); st.PutRetries != 3 || st.Puts != 5 {
+		t.Errorf("stats %+v: want 3 PUT retries and 5 objects", st)
+	}
+	if got := readLog(t, f, "wal/flaky_1"); len(got) != 5 {
+		t.Errorf("read back %d edits, want 5", len(got))
+	}
+
+	for _, tc := range []struct {
+		name    string
+		err     error
+		n       int64
+		timeout time.Duration
+	}{
+		{"another failure", errors.New("s3: put k: access denied"), 1, 30 * time.Second},
+		{"unavailable past the timeout", unavailable, 1 << 30, 300 * time.Millisecond},
+	} {
+		f := &flakyBucket{Bucket: dirBucket(t), err: tc.err}
+		f.n.Store(tc.n)
+		l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: f, Prefix: "wal/broken_1", Writer: "test", Timeout: tc.timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := l.Append(testEdit("r", 0)); err == nil || !errors.Is(err, tc.err) {
+			t.Errorf("%s: append answered %v, want the store's failure", tc.name, err)
+		}
+		if took := time.Since(start); took > tc.timeout+10*time.Second {
+			t.Errorf("%s: the append took %v with a timeout of %v", tc.name, took, tc.timeout)
+		}
+		if _, err := l.Append(testEdit("r", 1)); err == nil {
+			t.Errorf("%s: an append after the failure was acknowledged", tc.name)
+		}
+		if tc.name == "another failure" && l.Stats().PutRetries != 0 {
+			t.Errorf("%s: retried %d times", tc.name, l.Stats().PutRetries)
+		}
+		l.Close()
+	}
+}
+
+// The same through a real S3 server: throttling that outlasts the S3 client's five attempts
+// (503 SlowDown twelve times) delays the edits and loses none.
+func TestObjectLogThroughThrottlingOnS3(t *testing.T) {
+	b, proxy := minioBucket(t, "throttled-wal")
+	l := openLog(t, b, "wal/throttled_1", 1)
+	if _, err := l.Append(testEdit("r", 0)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Inject(s3test.SlowDown, "PUT", 12, 0)
+	for i := 1; i < 4; i++ {
+		if _, err := l.Append(testEdit("r", i)); err != nil {
+			t.Fatalf("append %d through twelve SlowDown answers: %v", i, err)
+		}
+	}
+	if st := l.Stats(); st.PutRetries < 2 {
+		t.Errorf("stats %+v: the log did not ask again (12 throttled answers, 5 attempts per PUT)", st)
+	}
+	if got := readLog(t, b, "wal/throttled_1"); len(got) != 4 {
+		t.Errorf("read back %d edits, want 4", len(got))
+	}
+}

@@ -117,6 +117,9 @@ type SlowCommit struct {
 	Bytes int
 	Took  time.Duration
 	Err   error
+	// Retries: the times the object store was asked again after it was unavailable (the
+	// object log; Took includes them).
+	Retries int
 }
 
 // slowCommit tells slow of a commit that took threshold (default 500 ms) or longer.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -118,6 +119,11 @@ func Open(ctx context.Context, cfg Config) (*Bucket, error) {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
 				o.MaxBackoff = cfg.MaxBackoff
+				// The SDK's default spends a shared budget of retries that a burst of throttling
+				// empties, after which every request fails at its first error ("retry quota
+				// exceeded") until enough succeed: a store whose writes wait for their PUTs
+				// retries each request by its own attempts and backoff instead.
+				o.RateLimiter = ratelimit.None
 			})
 		}),
 	}
@@ -205,8 +211,22 @@ func (b *Bucket) explain(op, key string, err error) error {
 			who = "access key id " + b.cfg.AccessKeyID
 		}
 		return fmt.Errorf("s3: %s: access denied for %s (%s): check the credentials and the bucket's policy", where, who, code)
+	case unavailable(err):
+		return fmt.Errorf("%w: s3: %s: %w", storage.ErrUnavailable, where, err)
 	}
 	return fmt.Errorf("s3: %s: %w", where, err)
+}
+
+// unavailable says whether err — after the SDK's own attempts — is one the SDK retries: throttling
+// (503 SlowDown and the like), a server error (500, 502, 503, 504), a request timeout or a
+// connection that failed or broke, or no answer within the call's timeout. A caller whose
+// context was canceled gets no such verdict.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // Put implements storage.Bucket.

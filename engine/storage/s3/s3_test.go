@@ -106,8 +106,8 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "access denied") || !strings.Contains(err.Error(), s3test.AccessKey) {
 		t.Errorf("wrong credentials: %v", err)
 	}
-	if errors.Is(err, storage.ErrPrecondition) {
-		t.Error("an authorisation failure taken for a failed condition")
+	if errors.Is(err, storage.ErrPrecondition) || errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("an authorisation failure taken for a failed condition or a store unavailable for now: %v", err)
 	}
 }
 
@@ -150,8 +150,21 @@ func TestRetriesThroughSlowDown(t *testing.T) {
 	}
 	// More throttling than attempts: a clear error, not a hang.
 	proxy.Inject(s3test.SlowDown, "GET", 10, 0)
-	if _, _, err := b.Get(ctx, "k"); err == nil || !strings.Contains(err.Error(), "SlowDown") {
-		t.Errorf("get through ten SlowDown answers: %v, want the store's SlowDown", err)
+	if _, _, err := b.Get(ctx, "k"); err == nil || !strings.Contains(err.Error(), "SlowDown") || !errors.Is(err, storage.ErrUnavailable) {
+		t.Errorf("get through ten SlowDown answers: %v, want the store's SlowDown as storage.ErrUnavailable", err)
+	}
+	// Throttling does not use up a budget of retries shared by later requests (the SDK's
+	// default would, after about a hundred throttled attempts: "retry quota exceeded"): each
+	// request still makes all its attempts.
+	for i := range 40 {
+		proxy.Inject(s3test.SlowDown, "PUT", 4, 0)
+		before := proxy.Requests("PUT")
+		if _, err := b.Put(ctx, fmt.Sprintf("q/%d", i), []byte("v"), storage.Condition{IfNoneMatch: true}); err != nil {
+			t.Fatalf("put %d through four SlowDown answers: %v", i, err)
+		}
+		if n := proxy.Requests("PUT") - before; n != 5 {
+			t.Fatalf("put %d: %d attempts reached the proxy, want 5 (4 throttled, 1 through)", i, n)
+		}
 	}
 }
 
@@ -237,8 +250,8 @@ func TestSlowAnswersTimeOut(t *testing.T) {
 	proxy.Inject(s3test.Delay, "", 10, 60*time.Second)
 	start := time.Now()
 	_, err := b.Put(context.Background(), "k", []byte("v"), storage.Condition{})
-	if err == nil || !strings.Contains(err.Error(), "slow") {
-		t.Fatalf("put against a stalled store: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "slow") || !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("put against a stalled store: %v, want storage.ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > 20*time.Second { // without the timeout: a minute per attempt
 		t.Fatalf("the timeout of 500 ms took %v", d)
