@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -296,5 +298,41 @@ func TestDeleteAllOnAStoreWithoutBatchDeletes(t *testing.T) {
 	gone("d", "e")
 	if p, d := proxy.Requests("POST")-posts, proxy.Requests("DELETE")-deletes; p != 0 || d != 2 {
 		t.Fatalf("%d batch and %d single deletes after a refusal, want 0 and 2", p, d)
+	}
+}
+
+// Reads write nothing on stderr: the SDK logs a line for every response without a checksum to
+// validate (a ranged GET: each block read) unless told not to.
+func TestReadsLogNothing(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "quiet")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w // the SDK's logger takes stderr when the client is made
+	b, err := s3.Open(context.Background(), srv.Config("quiet"))
+	os.Stderr = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Put(ctx, "k", []byte("some bytes"), storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetRange(ctx, "k", 2, 4); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) > 0 {
+		t.Errorf("reads logged on stderr:\n%s", out)
 	}
 }
