@@ -347,6 +347,8 @@ func runChaos(t *testing.T, storageMode string) {
 
 	var masters, servers []*chaosNode
 	var masterAddrs []string
+	// CHAOS_LOG_LEVEL shows more of what the processes log (default: errors only).
+	logLevel := cmp.Or(os.Getenv("CHAOS_LOG_LEVEL"), "error")
 	for i := range 2 {
 		addr, httpAddr := "127.0.0.1:"+processtest.FreePort(t), "127.0.0.1:"+processtest.FreePort(t)
 		masterAddrs = append(masterAddrs, addr)
@@ -355,7 +357,7 @@ func runChaos(t *testing.T, storageMode string) {
 			"--election", "kubernetes", "--kubeconfig", kubeconfig, "--lease-name", "chaos-master", "--lease-namespace", "default",
 			"--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "300ms",
 			"--server-lease", "2s", "--heartbeat-interval", "400ms", "--self-fence-margin", "600ms", "--dead-margin", "500ms",
-			"--balancer-period", "-1s", "--log-level", "error"}})
+			"--balancer-period", "-1s", "--log-level", logLevel}})
 		masters[i].args = append(masters[i].args, storage[2:]...)
 	}
 	for i := range 3 {
@@ -366,7 +368,7 @@ func runChaos(t *testing.T, storageMode string) {
 				"regionserver", storage[0], storage[1], "--masters", strings.Join(masterAddrs, ","), "--data-addr", data,
 				"--admin-addr", "127.0.0.1:" + processtest.FreePort(t), "--http-addr", httpAddr, "--advertise-host", "127.0.0.1",
 				"--memstore-offheap-size", "64Mi", "--blockcache-offheap-size", "16Mi", "--blockcache-onheap-size", "16Mi",
-				"--log-level", "error"}})
+				"--log-level", logLevel}})
 		servers[i].args = append(servers[i].args, storage[2:]...)
 	}
 	for _, n := range append(append([]*chaosNode{}, masters...), servers...) {

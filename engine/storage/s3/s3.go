@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -59,8 +60,8 @@ type Config struct {
 	// MaxAttempts bounds a request's attempts: throttling (503 SlowDown) and server errors are
 	// retried with exponential backoff and jitter (default 5).
 	MaxAttempts int
-	// MaxBackoff caps the wait between attempts (default 5 s; the waits grow exponentially,
-	// with jitter).
+	// MaxBackoff caps the wait between attempts (default 5 s; the waits grow exponentially from
+	// 100 ms, with jitter).
 	MaxBackoff time.Duration
 	// Registerer, if set, receives the request metrics (cellstore_s3_*).
 	Registerer prometheus.Registerer
@@ -119,6 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Bucket, error) {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
 				o.MaxBackoff = cfg.MaxBackoff
+				o.Backoff = backoff{base: firstBackoff, max: cfg.MaxBackoff}
 				// The SDK's default spends a shared budget of retries that a burst of throttling
 				// empties, after which every request fails at its first error ("retry quota
 				// exceeded") until enough succeed: a store whose writes wait for their PUTs
@@ -219,6 +221,25 @@ func (b *Bucket) explain(op, key string, err error) error {
 		return fmt.Errorf("%w: s3: %s: %w", storage.ErrUnavailable, where, err)
 	}
 	return fmt.Errorf("s3: %s: %w", where, err)
+}
+
+// firstBackoff is the wait before a request's second attempt; each later wait doubles, up to
+// Config.MaxBackoff.
+const firstBackoff = 100 * time.Millisecond
+
+// backoff is the wait before attempt+1: firstBackoff·2^(attempt-1), capped, jittered down by up to
+// half. The SDK's default waits up to 2 s before the second attempt and a full MaxBackoff before
+// each from the fourth on — 10 s and more for a request that meets a second of throttling, on
+// the write path of a store whose every write waits for a PUT, and with the master's catalog
+// write (under its lock) among them.
+type backoff struct{ base, max time.Duration }
+
+func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
+	d := b.max
+	if attempt >= 1 && attempt < 32 && b.base<<(attempt-1) < b.max {
+		d = b.base << (attempt - 1)
+	}
+	return d/2 + mrand.N(d/2+1), nil
 }
 
 // unavailable says whether err — after the SDK's own attempts — is one the SDK retries: throttling
