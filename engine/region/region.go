@@ -74,8 +74,11 @@ type Region struct {
 	// abort began). readsClosed: it serves no more reads either — a close sets it once its last
 	// flush is done, so gets and scans are answered here all through the flush (a moving region
 	// is unreadable only while its destination opens it); an abort sets it at once.
-	closed      atomic.Bool
-	readsClosed atomic.Bool
+	closed atomic.Bool
+	// abortRetries: an Abort came while a close was under way: the close stops flushing again
+	// against an unavailable object store (its server dropped the region).
+	abortRetries atomic.Bool
+	readsClosed  atomic.Bool
 	// closeDone is closed once the close or abort that set closed finished, closeErr saying how:
 	// nil for a close that flushed, ErrAborted for an abort, else the close's flush error. A
 	// second closer waits for it and answers the same, so nobody takes a close still flushing,
@@ -651,7 +654,7 @@ func (r *Region) Close() error {
 			// An object store unavailable for now (throttled, a server error, no answer): the
 			// close flushes again rather than leave the region to its WAL's recovery (its
 			// server aborts when a close cannot flush), within closeRetryFor.
-			for wait := closeRetryFirst; errors.Is(err, storage.ErrUnavailable) && time.Since(start)+wait < closeRetryFor; wait = min(2*wait, closeRetryMax) {
+			for wait := closeRetryFirst; errors.Is(err, storage.ErrUnavailable) && time.Since(start)+wait < closeRetryFor && !r.abortRetries.Load(); wait = min(2*wait, closeRetryMax) {
 				r.log.Warn("close: the object store is unavailable for now; flushing again", "region", r.name, "in", wait, "error", err)
 				time.Sleep(wait)
 				var again FlushResult
@@ -679,9 +682,11 @@ func (r *Region) Close() error {
 }
 
 // Abort closes the region without flushing (the WAL keeps its edits). It returns at once when a
-// close or abort is already under way; a Close after it returns ErrAborted.
+// close or abort is already under way (a close then flushes no more against an unavailable object
+// store after its current try); a Close after it returns ErrAborted.
 func (r *Region) Abort() {
 	if r.closed.Swap(true) {
+		r.abortRetries.Store(true) // a close under way flushes no more after its current try
 		return
 	}
 	r.readsClosed.Store(true)

@@ -88,9 +88,10 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 	case errors.Is(err, wal.ErrBroken):
 		return walBroken(regionName, err)
 	case errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrBroken), errors.Is(err, wal.ErrFenced):
-		// A fenced WAL: the master took this server for dead and recovers its regions elsewhere
-		// (the write was not acknowledged; a retry finds the region's new server, and an
-		// increment's nonce keeps a retry from counting twice, as after any unanswered call).
+		// A fenced WAL: the master took this server for dead and recovers its regions elsewhere.
+		// The write was not acknowledged (with several PUTs in flight its object may still have
+		// been written, and recovered): a retry finds the region's new server, and an
+		// increment's nonce keeps a retry from counting twice, as after any unanswered call.
 		return s.notServing(regionName)
 	case errors.Is(err, region.ErrReadOnlyReplica):
 		return mk(pb.ErrorCode_ERROR_CODE_READ_ONLY_REPLICA, false)

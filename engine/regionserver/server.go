@@ -998,6 +998,11 @@ func (s *Server) shutdown(graceful bool) error {
 	if err := s.currentWAL().Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// The reports and the last heartbeat get their own time: the closes may have taken long (a
+	// close flushes again, for up to 30 s, while the object store is unavailable).
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, or := range closed {
 		wg.Add(1)
 		sem <- struct{}{}

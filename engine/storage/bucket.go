@@ -142,6 +142,11 @@ var (
 	// same request may succeed later; a conditional Put may also have taken effect (Put's retry
 	// rule finds out).
 	ErrUnavailable = errors.New("storage: the object store is unavailable for now")
+	// ErrConflict comes with ErrPrecondition when a conditional Put met another conditional
+	// write of the key still under way (S3's 409) — perhaps an earlier attempt of the same Put —
+	// and the key does not hold this body yet: that write may still take effect or fail; asking
+	// again tells which.
+	ErrConflict = errors.New("storage: a concurrent conditional write of the key is under way")
 )
 
 // CheckKey refuses keys a bucket cannot hold the same way on every backend.

@@ -419,7 +419,11 @@ type objectCommit struct {
 }
 
 // canTake says whether there is a batch to write and nothing has failed (l.mu held).
-func (l *ObjectLog) canTake() bool { return len(l.cur) > 0 && l.err == nil && l.failErr == nil }
+// The objects not yet acknowledged stay within MaxFenceWindow/2 of the last acknowledged one,
+// also while one of them is asked again for a long time: a fence covers them all.
+func (l *ObjectLog) canTake() bool {
+	return len(l.cur) > 0 && l.err == nil && l.failErr == nil && l.gc.issued-l.gc.acked < MaxFenceWindow/2
+}
 
 // take takes the batch being filled as the next object, if there is one, nothing has failed and
 // a PUT slot is free (l.mu held).
@@ -458,7 +462,9 @@ const (
 
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
 // A store that is unavailable for now (storage.ErrUnavailable: throttled, a server error, no
-// answer) is asked again, with backoff, until Timeout has passed since the first try: the edits
+// answer; or storage.ErrConflict: a conditional write of the key, perhaps this PUT's own earlier
+// attempt, still under way) is asked again, with backoff, until Timeout has passed since the
+// first try or an earlier object has failed: the edits
 // are not acknowledged meanwhile, and a retry of a PUT that did take effect finds its own object
 // (Bucket.Put's rule). A fence written meanwhile fails the retry's condition, as it would the
 // first try's. Any other failure, or Timeout, breaks the log.
@@ -472,11 +478,14 @@ func (l *ObjectLog) put(c objectCommit) {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		_, err = l.opts.Bucket.Put(ctx, key, c.body, storage.Condition{IfNoneMatch: true})
 		cancel()
-		if err == nil || !errors.Is(err, storage.ErrUnavailable) {
+		if err == nil || !errors.Is(err, storage.ErrUnavailable) && !errors.Is(err, storage.ErrConflict) {
 			break
 		}
 		pause := wait/2 + mrand.N(wait/2+1) // jittered: the server's other PUTs retry too
-		if time.Until(deadline) < pause {
+		l.mu.Lock()
+		gaveUp := l.failErr != nil || l.err != nil // an earlier object failed: this one is never acknowledged
+		l.mu.Unlock()
+		if gaveUp || time.Until(deadline) < pause {
 			break
 		}
 		retries++

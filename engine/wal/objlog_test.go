@@ -864,19 +864,22 @@ func (f *flakyBucket) Put(ctx context.Context, key string, body []byte, c storag
 // log stays usable. Any other failure, or one that outlasts Timeout, breaks it as before.
 func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
 	unavailable := fmt.Errorf("%w: s3: put k: SlowDown", storage.ErrUnavailable)
-	f := &flakyBucket{Bucket: dirBucket(t), err: unavailable}
-	f.n.Store(3)
-	l := openLog(t, f, "wal/flaky_1", 1)
-	for i := range 5 {
-		if _, err := l.Append(testEdit("r", i)); err != nil {
-			t.Fatalf("append %d through a store unavailable for three PUTs: %v", i, err)
+	conflict := fmt.Errorf("%w: %w: s3: put k: 409", storage.ErrPrecondition, storage.ErrConflict)
+	for _, transient := range []error{unavailable, conflict} {
+		f := &flakyBucket{Bucket: dirBucket(t), err: transient}
+		f.n.Store(3)
+		l := openLog(t, f, "wal/flaky_1", 1)
+		for i := range 5 {
+			if _, err := l.Append(testEdit("r", i)); err != nil {
+				t.Fatalf("append %d through a store answering %v to three PUTs: %v", i, transient, err)
+			}
 		}
-	}
-	if st := l.Stats(); st.PutRetries != 3 || st.Puts != 5 {
-		t.Errorf("stats %+v: want 3 PUT retries and 5 objects", st)
-	}
-	if got := readLog(t, f, "wal/flaky_1"); len(got) != 5 {
-		t.Errorf("read back %d edits, want 5", len(got))
+		if st := l.Stats(); st.PutRetries != 3 || st.Puts != 5 {
+			t.Errorf("%v: stats %+v: want 3 PUT retries and 5 objects", transient, st)
+		}
+		if got := readLog(t, f, "wal/flaky_1"); len(got) != 5 {
+			t.Errorf("%v: read back %d edits, want 5", transient, len(got))
+		}
 	}
 
 	for _, tc := range []struct {
@@ -930,5 +933,61 @@ func TestObjectLogThroughThrottlingOnS3(t *testing.T) {
 	}
 	if got := readLog(t, b, "wal/throttled_1"); len(got) != 4 {
 		t.Errorf("read back %d edits, want 4", len(got))
+	}
+}
+
+// stuckFirst holds the Put of the log's first object until release is closed; other Puts pass.
+type stuckFirst struct {
+	storage.Bucket
+	release chan struct{}
+}
+
+func (s *stuckFirst) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
+	if strings.HasSuffix(key, "00000000000000000001.log") {
+		<-s.release
+	}
+	return s.Bucket.Put(ctx, key, body, c)
+}
+
+// While one object is stuck (a store that keeps throttling its PUT, asked again for up to 30 s),
+// the PUTs after it in flight go on, but the objects not yet acknowledged never run past half a
+// fence window: a fence still covers every one of them.
+func TestObjectLogStaysWithinTheFenceWindow(t *testing.T) {
+	s := &stuckFirst{Bucket: dirBucket(t), release: make(chan struct{})}
+	l := openLog(t, s, "wal/window_1", 8)
+	var once sync.Once
+	release := func() { once.Do(func() { close(s.release) }) }
+	t.Cleanup(release) // before the log's Close, which waits for the stuck PUT
+	// One edit at a time, each given up to 50 ms to be taken into an object of its own: a hundred
+	// would make a hundred objects if nothing held them back.
+	const n = 100
+	for i := range n {
+		if _, err := l.AppendNoWait(testEdit("r", i)); err != nil {
+			t.Fatal(err)
+		}
+		for wait := time.Now().Add(50 * time.Millisecond); ; time.Sleep(time.Millisecond) {
+			l.mu.Lock()
+			ahead, waiting := l.gc.issued-l.gc.acked, len(l.cur) > 0
+			l.mu.Unlock()
+			if ahead > MaxFenceWindow/2 {
+				t.Fatalf("%d objects issued past the last acknowledged one, more than %d", ahead, MaxFenceWindow/2)
+			}
+			if !waiting || time.Now().After(wait) {
+				break
+			}
+		}
+	}
+	l.mu.Lock()
+	ahead := l.gc.issued - l.gc.acked
+	l.mu.Unlock()
+	if ahead != MaxFenceWindow/2 {
+		t.Fatalf("%d objects out behind the stuck one, want the window's %d", ahead, MaxFenceWindow/2)
+	}
+	release()
+	if _, err := l.Append(testEdit("r", n)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLog(t, s, "wal/window_1"); len(got) != n+1 {
+		t.Errorf("read back %d edits, want %d", len(got), n+1)
 	}
 }

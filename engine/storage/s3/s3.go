@@ -206,7 +206,7 @@ func (b *Bucket) explain(op, key string, err error) error {
 		return fmt.Errorf("%w: %s", storage.ErrPrecondition, where)
 	case code == "ConditionalRequestConflict" || status == http.StatusConflict && op == "put":
 		// A concurrent conditional write to the key is under way: it may win; this one lost.
-		return fmt.Errorf("%w: %s: a concurrent conditional write: %v", storage.ErrPrecondition, where, err)
+		return fmt.Errorf("%w: %w: %s: %v", storage.ErrPrecondition, storage.ErrConflict, where, err)
 	case code == "NoSuchBucket":
 		return fmt.Errorf("s3: %s: the bucket does not exist: create it, or fix the bucket name", where)
 	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
@@ -282,8 +282,14 @@ func (b *Bucket) Put(ctx context.Context, key string, body []byte, cond storage.
 	if errors.Is(err, storage.ErrPrecondition) {
 		// The SDK retries a PUT whose answer was lost; if the first attempt took effect, the retry
 		// fails its own condition. The object being this body means the write happened.
-		if etag, ok := b.holds(ctx, key, body); ok {
+		etag, ok, herr := b.holds(ctx, key, body)
+		if ok {
 			return etag, nil
+		}
+		if herr != nil {
+			// Whether an earlier attempt took effect is not known: not a failed condition.
+			return "", fmt.Errorf("%w: put %s: the condition failed, and reading the key back to see whether this put's earlier attempt took effect failed: %w",
+				storage.ErrUnavailable, key, herr)
 		}
 	}
 	if err != nil {
@@ -295,23 +301,36 @@ func (b *Bucket) Put(ctx context.Context, key string, body []byte, cond storage.
 
 // holds says whether the object at key is body, and its ETag. A single-part PUT's ETag is the
 // body's MD5 (AWS without SSE-KMS, MinIO); another form (SSE-KMS, multipart) is checked by reading.
-func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bool) {
+// A missing key does not hold it; an error says the key could not be read (nothing is known).
+func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bool, error) {
 	info, err := b.Stat(ctx, key)
-	if err != nil || info.Size != int64(len(body)) {
-		return "", false
+	if errors.Is(err, storage.ErrNoObject) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if info.Size != int64(len(body)) {
+		return "", false, nil
 	}
 	sum := md5.Sum(body)
 	if strings.Trim(info.ETag, `"`) == hex.EncodeToString(sum[:]) {
-		return info.ETag, true
+		return info.ETag, true, nil
 	}
 	if t := strings.Trim(info.ETag, `"`); len(t) == 32 && isHex(t) {
-		return "", false // an MD5 of other bytes
+		return "", false, nil // an MD5 of other bytes
 	}
 	data, got, err := b.Get(ctx, key)
-	if err != nil || !bytes.Equal(data, body) {
-		return "", false
+	if errors.Is(err, storage.ErrNoObject) {
+		return "", false, nil
 	}
-	return got.ETag, true
+	if err != nil {
+		return "", false, err
+	}
+	if !bytes.Equal(data, body) {
+		return "", false, nil
+	}
+	return got.ETag, true, nil
 }
 
 func isHex(s string) bool {

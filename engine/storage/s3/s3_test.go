@@ -155,10 +155,18 @@ func TestRetriesThroughSlowDown(t *testing.T) {
 	if _, _, err := b.Get(ctx, "k"); err == nil || !strings.Contains(err.Error(), "SlowDown") || !errors.Is(err, storage.ErrUnavailable) {
 		t.Errorf("get through ten SlowDown answers: %v, want the store's SlowDown as storage.ErrUnavailable", err)
 	}
-	// Throttling does not use up a budget of retries shared by later requests (the SDK's
-	// default would, after a dozen such requests: "retry quota exceeded"): each
-	// request still makes all its attempts.
-	for i := range 20 {
+}
+
+// Throttling does not use up a budget of retries shared by later requests (the SDK's default
+// does, after about 30 such requests: "retry quota exceeded"): each request still makes all its
+// attempts.
+func TestThrottlingSpendsNoSharedRetryBudget(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "budget")
+	proxy := srv.StartProxy(t)
+	b := openVia(t, srv, proxy.Endpoint, "budget", func(c *s3.Config) { c.MaxBackoff = time.Millisecond })
+	ctx := context.Background()
+	for i := range 60 {
 		proxy.Inject(s3test.SlowDown, "PUT", 4, 0)
 		before := proxy.Requests("PUT")
 		if _, err := b.Put(ctx, fmt.Sprintf("q/%d", i), []byte("v"), storage.Condition{IfNoneMatch: true}); err != nil {
@@ -185,6 +193,26 @@ func TestThrottlingCostsLittleTime(t *testing.T) {
 	}
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("three puts through four SlowDown answers each took %v", took)
+	}
+}
+
+// A conditional create whose answer was lost, retried, fails its condition; when the key cannot be
+// read back to see whether the first attempt took effect, the outcome is unknown: ErrUnavailable
+// (ask again), never a failed condition — a WAL would take that for a fence.
+func TestAnUnknownOutcomeIsNotAFailedCondition(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "unknown")
+	ctx := context.Background()
+	proxy.Inject(s3test.LoseAnswer, "PUT", 1, 0)
+	proxy.Inject(s3test.SlowDown, "HEAD", 5, 0)
+	_, err := b.Put(ctx, "k", []byte("v"), storage.Condition{IfNoneMatch: true})
+	if !errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("put whose outcome could not be read back: %v, want storage.ErrUnavailable", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("v"), storage.Condition{IfNoneMatch: true}); err != nil {
+		t.Fatalf("the same put asked again: %v (its first attempt took effect)", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("other"), storage.Condition{IfNoneMatch: true}); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("another writer's create of the key: %v, want storage.ErrPrecondition", err)
 	}
 }
 
