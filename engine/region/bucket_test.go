@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
 	s3 "github.com/cellstore/cellstore/engine/storage/s3"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
@@ -824,20 +824,6 @@ func TestOpenOnABucketReadsAtOnce(t *testing.T) {
 	}
 }
 
-// unavailableBucket answers the next n Puts storage.ErrUnavailable (or err) once armed.
-type unavailableBucket struct {
-	storage.Bucket
-	n   atomic.Int64
-	err error
-}
-
-func (u *unavailableBucket) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
-	if u.n.Add(-1) >= 0 {
-		return "", u.err
-	}
-	return u.Bucket.Put(ctx, key, body, c)
-}
-
 // A close whose flush finds the object store unavailable for now (throttled past the client's own
 // attempts) flushes again and closes cleanly: the region reopens with every row. Any other
 // failure still fails the close (its server then aborts and the WAL recovers the edits).
@@ -847,12 +833,12 @@ func TestCloseFlushesAgainWhenTheStoreIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	u := &unavailableBucket{Bucket: dir, err: fmt.Errorf("%w: s3: put: SlowDown", storage.ErrUnavailable)}
+	u := &buckettest.FailingPuts{Bucket: dir, Err: fmt.Errorf("%w: s3: put: SlowDown", storage.ErrUnavailable)}
 	e := bucketEnv(t, u)
 	putRows(t, e.r, 0, 100, "v1")
-	u.n.Store(3) // the store file's PUT, twice, then the manifest's
+	u.Failures.Store(3) // the store file's PUT, twice, then the manifest's
 	e.reopen()
-	if left := u.n.Load(); left >= 0 {
+	if left := u.Failures.Load(); left >= 0 {
 		t.Fatalf("the close made %d fewer PUTs than the store refused", left+1)
 	}
 	if n := countRows(t, e.r); n != 100 {
@@ -861,8 +847,8 @@ func TestCloseFlushesAgainWhenTheStoreIsUnavailable(t *testing.T) {
 
 	putRows(t, e.r, 100, 200, "v2")
 	denied := errors.New("s3: put: access denied")
-	u.err = denied
-	u.n.Store(1)
+	u.Err = denied
+	u.Failures.Store(1)
 	if err := e.r.Close(); !errors.Is(err, denied) {
 		t.Fatalf("close against a store that denies the PUT: %v, want the denial", err)
 	}

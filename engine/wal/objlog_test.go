@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
 	s3 "github.com/cellstore/cellstore/engine/storage/s3"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
@@ -845,20 +846,6 @@ func TestObjectLogCommitDelay(t *testing.T) {
 	})
 }
 
-// flakyBucket answers the first n Puts with err (without writing), then passes them on.
-type flakyBucket struct {
-	storage.Bucket
-	n   atomic.Int64
-	err error
-}
-
-func (f *flakyBucket) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
-	if f.n.Add(-1) >= 0 {
-		return "", f.err
-	}
-	return f.Bucket.Put(ctx, key, body, c)
-}
-
 // A store that is unavailable for a while (throttled past the S3 client's own attempts) delays the
 // edits waiting for its PUT, and the log asks again: the edits are acknowledged, in order, and the
 // log stays usable. Any other failure, or one that outlasts Timeout, breaks it as before.
@@ -866,8 +853,8 @@ func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
 	unavailable := fmt.Errorf("%w: s3: put k: SlowDown", storage.ErrUnavailable)
 	conflict := fmt.Errorf("%w: %w: s3: put k: 409", storage.ErrPrecondition, storage.ErrConflict)
 	for _, transient := range []error{unavailable, conflict} {
-		f := &flakyBucket{Bucket: dirBucket(t), err: transient}
-		f.n.Store(3)
+		f := &buckettest.FailingPuts{Bucket: dirBucket(t), Err: transient}
+		f.Failures.Store(3)
 		l := openLog(t, f, "wal/flaky_1", 1)
 		for i := range 5 {
 			if _, err := l.Append(testEdit("r", i)); err != nil {
@@ -891,8 +878,8 @@ func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
 		{"another failure", errors.New("s3: put k: access denied"), 1, 30 * time.Second},
 		{"unavailable past the timeout", unavailable, 1 << 30, 300 * time.Millisecond},
 	} {
-		f := &flakyBucket{Bucket: dirBucket(t), err: tc.err}
-		f.n.Store(tc.n)
+		f := &buckettest.FailingPuts{Bucket: dirBucket(t), Err: tc.err}
+		f.Failures.Store(tc.n)
 		l, err := OpenObjectLog(context.Background(), ObjectLogOptions{Bucket: f, Prefix: "wal/broken_1", Writer: "test", Timeout: tc.timeout})
 		if err != nil {
 			t.Fatal(err)
