@@ -463,11 +463,11 @@ const (
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
 // A store that is unavailable for now (storage.ErrUnavailable: throttled, a server error, no
 // answer; or storage.ErrConflict: a conditional write of the key, perhaps this PUT's own earlier
-// attempt, still under way) is asked again, with backoff, until Timeout has passed since the
-// first try or an earlier object has failed: the edits
-// are not acknowledged meanwhile, and a retry of a PUT that did take effect finds its own object
-// (Bucket.Put's rule). A fence written meanwhile fails the retry's condition, as it would the
-// first try's. Any other failure, or Timeout, breaks the log.
+// attempt, still under way) is asked again, with backoff, until Timeout has passed since the first
+// try or an earlier object has failed: the edits are not acknowledged meanwhile, and a retry of a
+// PUT that did take effect finds its own object (Bucket.Put's rule). A fence written meanwhile
+// fails the retry's condition, as it would the first try's (the log is fenced). Any other
+// failure, or Timeout, breaks the log (ErrBroken: the server starts a new one).
 func (l *ObjectLog) put(c objectCommit) {
 	key := objectKey(l.opts.Prefix, c.n)
 	start := time.Now()
@@ -690,7 +690,8 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 
 // failure is the error of a failed PUT of object n: ErrFenced when the number was taken.
 func (l *ObjectLog) failure(n uint64, err error) error {
-	if errors.Is(err, storage.ErrPrecondition) {
+	// A conflict that outlasted the retries is not known to be a fence: the log breaks.
+	if errors.Is(err, storage.ErrPrecondition) && !errors.Is(err, storage.ErrConflict) {
 		return fmt.Errorf("%w: object %d of %s is a fence marker (writer %s)", ErrFenced, n, l.opts.Prefix, l.opts.Writer)
 	}
 	// ErrBroken: as for a failed sync of a segment, the server starts a new log.

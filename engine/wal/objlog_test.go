@@ -877,6 +877,7 @@ func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
 	}{
 		{"another failure", errors.New("s3: put k: access denied"), 1, 30 * time.Second},
 		{"unavailable past the timeout", unavailable, 1 << 30, 300 * time.Millisecond},
+		{"a conflict past the timeout", conflict, 1 << 30, 300 * time.Millisecond},
 	} {
 		f := &buckettest.FailingPuts{Bucket: dirBucket(t), Err: tc.err}
 		f.Failures.Store(tc.n)
@@ -893,6 +894,8 @@ func TestObjectLogRetriesAnUnavailableStore(t *testing.T) {
 		}
 		if _, err := l.Append(testEdit("r", 1)); err == nil {
 			t.Errorf("%s: an append after the failure was acknowledged", tc.name)
+		} else if !errors.Is(err, ErrBroken) || errors.Is(err, ErrFenced) {
+			t.Errorf("%s: the log answered %v, want it broken (a new log is started), not fenced", tc.name, err)
 		}
 		if tc.name == "another failure" && l.Stats().PutRetries != 0 {
 			t.Errorf("%s: retried %d times", tc.name, l.Stats().PutRetries)

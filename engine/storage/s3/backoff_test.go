@@ -6,7 +6,8 @@ import (
 )
 
 // The waits between a request's attempts start at 100 ms and double, each jittered down by up to
-// half, and never pass the cap (the SDK's default waited up to 2 s before the second attempt).
+// half, and never pass the cap (the SDK's default waits up to 1 s before the second attempt on
+// throttling, then 2, 4, 5 s).
 func TestBackoff(t *testing.T) {
 	b := backoff{base: firstBackoff, max: time.Second}
 	for attempt, top := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,

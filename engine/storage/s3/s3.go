@@ -228,10 +228,9 @@ func (b *Bucket) explain(op, key string, err error) error {
 const firstBackoff = 100 * time.Millisecond
 
 // backoff is the wait before attempt+1: firstBackoff·2^(attempt-1), capped, jittered down by up to
-// half. The SDK's default waits up to 2 s before the second attempt and a full MaxBackoff before
-// each from the fourth on — 10 s and more for a request that meets a second of throttling, on
-// the write path of a store whose every write waits for a PUT, and with the master's catalog
-// write (under its lock) among them.
+// half. The SDK's default waits on throttling up to 1, 2, 4 and 5 s (about 6 s on average for
+// four; 50 ms doubling for other errors) — on the write path of a store whose every write waits
+// for a PUT, and with the master's catalog write (under its lock) among them.
 type backoff struct{ base, max time.Duration }
 
 func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
