@@ -618,13 +618,10 @@ func (r *Region) removeRecoveredEdits(replayed []string) error {
 const slowClose = 300 * time.Millisecond
 
 // A close whose flush found the object store unavailable (storage.ErrUnavailable) flushes again
-// after closeRetryFirst, doubling up to closeRetryMax, while the close has taken less than
-// closeRetryFor.
-const (
-	closeRetryFirst = 100 * time.Millisecond
-	closeRetryMax   = 2 * time.Second
-	closeRetryFor   = 30 * time.Second
-)
+// after closeRetry's pauses while the close has taken less than closeRetryFor.
+var closeRetry = storage.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
+
+const closeRetryFor = 30 * time.Second
 
 // Close stops the background work, flushes the memstore and releases
 // memory and files. Scanners still open keep what they read until they
@@ -654,7 +651,8 @@ func (r *Region) Close() error {
 			// An object store unavailable for now (throttled, a server error, no answer): the
 			// close flushes again rather than leave the region to its WAL's recovery (its
 			// server aborts when a close cannot flush), within closeRetryFor.
-			for wait := closeRetryFirst; errors.Is(err, storage.ErrUnavailable) && time.Since(start)+wait < closeRetryFor && !r.abortRetries.Load(); wait = min(2*wait, closeRetryMax) {
+			for attempt := 1; errors.Is(err, storage.ErrUnavailable) && time.Since(start)+closeRetry.Pause(attempt) < closeRetryFor && !r.abortRetries.Load(); attempt++ {
+				wait := closeRetry.Pause(attempt)
 				r.log.Warn("close: the object store is unavailable for now; flushing again", "region", r.name, "in", wait, "error", err)
 				time.Sleep(wait)
 				var again FlushResult

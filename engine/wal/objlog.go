@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"path"
 	"slices"
 	"strconv"
@@ -453,12 +452,9 @@ func (l *ObjectLog) stage() objectCommit {
 	return c
 }
 
-// The pauses between an object's PUTs to a store that was unavailable: the first about
-// putRetryFirst, doubling up to putRetryMax (each jittered down by up to half).
-const (
-	putRetryFirst = 100 * time.Millisecond
-	putRetryMax   = 2 * time.Second
-)
+// putRetry: the pauses between an object's PUTs to a store that was unavailable (each jittered
+// down by up to half).
+var putRetry = storage.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // put writes a taken batch by create-only PUT and acknowledges, in order, every object now written.
 // A store that is unavailable for now (storage.ErrUnavailable: throttled, a server error, no
@@ -474,14 +470,14 @@ func (l *ObjectLog) put(c objectCommit) {
 	deadline := start.Add(l.opts.Timeout)
 	var err error
 	retries := 0
-	for wait := putRetryFirst; ; wait = min(2*wait, putRetryMax) {
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		_, err = l.opts.Bucket.Put(ctx, key, c.body, storage.Condition{IfNoneMatch: true})
 		cancel()
 		if err == nil || !errors.Is(err, storage.ErrUnavailable) && !errors.Is(err, storage.ErrConflict) {
 			break
 		}
-		pause := wait/2 + mrand.N(wait/2+1) // jittered: the server's other PUTs retry too
+		pause := putRetry.Jittered(attempt) // the server's other PUTs retry too
 		l.mu.Lock()
 		gaveUp := l.failErr != nil || l.err != nil // an earlier object failed: this one is never acknowledged
 		l.mu.Unlock()

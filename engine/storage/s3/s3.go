@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -120,7 +119,7 @@ func Open(ctx context.Context, cfg Config) (*Bucket, error) {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
 				o.MaxBackoff = cfg.MaxBackoff
-				o.Backoff = backoff{base: firstBackoff, max: cfg.MaxBackoff}
+				o.Backoff = backoff{storage.Backoff{First: firstBackoff, Max: cfg.MaxBackoff}}
 				// The SDK's default spends a shared budget of retries that a burst of throttling
 				// empties, after which every request fails at its first error ("retry quota
 				// exceeded") until enough succeed: a store whose writes wait for their PUTs
@@ -227,18 +226,14 @@ func (b *Bucket) explain(op, key string, err error) error {
 // Config.MaxBackoff.
 const firstBackoff = 100 * time.Millisecond
 
-// backoff is the wait before attempt+1: firstBackoff·2^(attempt-1), capped, jittered down by up to
-// half. The SDK's default waits on throttling up to 1, 2, 4 and 5 s (about 6 s on average for
-// four; 50 ms doubling for other errors) — on the write path of a store whose every write waits
-// for a PUT, and with the master's catalog write (under its lock) among them.
-type backoff struct{ base, max time.Duration }
+// backoff is the SDK's wait before attempt+1: firstBackoff·2^(attempt-1), capped, jittered down
+// by up to half. The SDK's default waits on throttling up to 1, 2, 4 and 5 s (about 6 s on
+// average for four; 50 ms doubling for other errors) — on the write path of a store whose every
+// write waits for a PUT, and with the master's catalog write (under its lock) among them.
+type backoff struct{ storage.Backoff }
 
 func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
-	d := b.max
-	if attempt >= 1 && attempt < 32 && b.base<<(attempt-1) < b.max {
-		d = b.base << (attempt - 1)
-	}
-	return d/2 + mrand.N(d/2+1), nil
+	return b.Jittered(attempt), nil
 }
 
 // unavailable says whether err — after the SDK's own attempts — is one the SDK retries: throttling
