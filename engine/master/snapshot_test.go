@@ -11,6 +11,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/faultfs"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -230,6 +231,33 @@ func TestSnapshotRefusesRegionsBeingRecovered(t *testing.T) {
 		_, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "after"})
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// A closed region whose manifest holds the last edits of a move's close (its destination never
+// opened it before its table was disabled) has edits in no store file: a snapshot is refused until
+// the region has opened and flushed them.
+func TestSnapshotRefusesAClosedRegionWithHandedOffEdits(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	rf := newRegionFiles(t, c.fs)
+	c.createTable("t1", 1, 0)
+	ri := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0].GetRegion()
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(r *region.Region) {
+		if err := r.Mutate(region.NewMutation([]byte("row")).Put([]byte("f"), []byte("q"), 1, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rf.withClose(ri, put, (*region.Region).CloseForMove)
+	_, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1"})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), "in no store file") {
+		t.Fatalf("snapshot of a disabled table whose region holds handed-off edits: %v, want FAILED_PRECONDITION", err)
+	}
+	rf.with(ri, func(*region.Region) {}) // opened (the edits replayed) and closed with a flush
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A clone that cannot finish (here: its regions' directories cannot be written; in life, a corrupt

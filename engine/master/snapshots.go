@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/snapshot"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -126,6 +127,20 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 			if err := m.flushRegion(ctx, tg.admin, tg.info.GetName()); err != nil {
 				return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "snapshot %s: flushing region %s: %v (retry, or snapshot with SKIP_FLUSH)", name, tg.info.GetName(), err)
 			}
+		}
+	}
+	for _, tg := range targets {
+		if tg.admin != "" {
+			continue
+		}
+		// Closed: a move's close may have left its last edits in the manifest (its destination
+		// never opened it before the table was disabled); they are in no file yet.
+		if n, err := region.HandedOffEdits(st, layout.StorageInfo(tg.info)); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", name, err)
+		} else if n > 0 {
+			return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, false,
+				"snapshot %s: region %s holds %d edits that are in no store file yet (a move's close left them in its manifest): enable the table and disable it again (its regions open and flush them), then retry",
+				name, tg.info.GetName(), n)
 		}
 	}
 	man := &pb.SnapshotManifest{Name: name, Table: td, CreatedMs: m.clock().UnixMilli(), SkipFlush: req.GetSkipFlush()}

@@ -43,6 +43,12 @@ func newRegionFiles(t *testing.T, fs storage.FS) *regionFiles {
 // with opens the region (creating it), runs fn and closes it with a flush.
 func (rf *regionFiles) with(ri *pb.RegionInfo, fn func(r *region.Region)) {
 	rf.t.Helper()
+	rf.withClose(ri, fn, (*region.Region).Close)
+}
+
+// withClose is with, the region closed by closeFn (a move's close: CloseForMove).
+func (rf *regionFiles) withClose(ri *pb.RegionInfo, fn func(r *region.Region), closeFn func(*region.Region) error) {
+	rf.t.Helper()
 	td := region.TableDescriptor{Namespace: ri.GetTable().GetNamespace(), Name: ri.GetTable().GetName(),
 		Families: []region.Family{{Name: "f", BlockSize: 512}}}
 	info := layout.StorageInfo(ri)
@@ -60,7 +66,7 @@ func (rf *regionFiles) with(ri *pb.RegionInfo, fn func(r *region.Region)) {
 		rf.t.Fatal(err)
 	}
 	fn(r)
-	if err := r.Close(); err != nil {
+	if err := closeFn(r); err != nil {
 		rf.t.Fatal(err)
 	}
 }

@@ -198,7 +198,7 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 		fw.drop()
 		return res, err
 	}
-	if err := r.commitFiles(written, sel, fi, false, nil, nil); err != nil {
+	if err := r.commitFiles(written, sel, fi, false, false, nil, nil); err != nil {
 		return res, err
 	}
 	res.FilesOut = len(written)

@@ -28,6 +28,9 @@ type FlushResult struct {
 	// How long the flush waited for the snapshot's writes to be durable, wrote its files, and
 	// committed them (opened the files and replaced the manifest).
 	WaitWrites, Write, Commit time.Duration
+	// Handoff: a move's close handed this many edits off in the manifest instead of writing
+	// store files (Bytes then counts their records).
+	Handoff int
 }
 
 // Flush writes every family's memstore to new store files (one per family with cells) and
@@ -96,6 +99,8 @@ type pendingFlush struct {
 	// for the flushed families and those that held nothing, just below the oldest cell still in
 	// memory for the others.
 	flushed []uint64
+	// handoff: a move's close that hands the snapshots off in the manifest (handoff.go).
+	handoff bool
 }
 
 func (p *pendingFlush) cells() int64 {
@@ -168,7 +173,12 @@ func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (Flus
 			// A family an earlier per-family flush wrote further than the others hold.
 			top = max(top, man.familyFlushed(f.Name))
 		}
-		p = &pendingFlush{snaps: make([]*memstore.Frozen, len(r.fams)), seq: top, flushed: make([]uint64, len(r.fams))}
+		var dataBytes int64
+		for _, st := range unflushed {
+			dataBytes += st.DataBytes
+		}
+		p = &pendingFlush{snaps: make([]*memstore.Frozen, len(r.fams)), seq: top, flushed: make([]uint64, len(r.fams)),
+			handoff: r.handoffOK(closing, session, choose, dataBytes)}
 		var snapErr error
 		for i, m := range r.mem {
 			st := unflushed[i]
@@ -211,6 +221,15 @@ func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (Flus
 		return FlushResult{}, err
 	}
 	t1 := time.Now()
+	if p.handoff {
+		res, err := r.commitHandoff(p, FlushResult{Flushed: true, Seq: flushSeq, Cells: cells, WaitWrites: t1.Sub(t0)}, t1)
+		if !errors.Is(err, errNoHandoff) {
+			return res, err
+		}
+		r.log.Info("close: writing a store file instead of handing the memstore off", "region", r.name, "reason", err)
+		p.handoff = false
+		t1 = time.Now()
+	}
 	written, err := r.writeSegment(p.snaps)
 	if err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush: %w", r.name, err)
@@ -222,7 +241,7 @@ func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (Flus
 		res.Bytes += w.size
 	}
 	var regionFlushed uint64
-	if err := r.commitFiles(written, nil, -1, true, func(m *manifest) {
+	if err := r.commitFiles(written, nil, -1, true, false, func(m *manifest) {
 		m.FlushedSeq = max(m.FlushedSeq, slices.Min(p.flushed))
 		m.MaxSeq = max(m.MaxSeq, flushSeq)
 		fams := map[string]uint64{}
@@ -436,8 +455,9 @@ func (r *Region) writeSegment(snaps []*memstore.Frozen) ([]*fileWriter, error) {
 // live file set, removing the replaced files of family fam (compaction).
 // edit adjusts the manifest; swapped runs with the new set in place, under
 // the view lock (the flush clears its snapshot there, so no scanner sees
-// the cells twice or not at all).
-func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam int, flushCommit bool, edit func(*manifest), swapped func()) error {
+// the cells twice or not at all). handoff: a move's close handing its
+// snapshot off in the manifest (no files; the replicas are not told).
+func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam int, flushCommit, handoff bool, edit func(*manifest), swapped func()) error {
 	var opened []*storeFile
 	closeOpened := func() {
 		for _, f := range opened {
@@ -455,7 +475,7 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
 	m := &manifest{Version: 1, FlushedSeq: r.man.FlushedSeq, MaxSeq: r.man.MaxSeq, Families: map[string][]manifestFile{},
-		FamilyFlushedSeq: maps.Clone(r.man.FamilyFlushedSeq)}
+		FamilyFlushedSeq: maps.Clone(r.man.FamilyFlushedSeq), Handoff: r.man.Handoff}
 	cur := r.files.Load()
 	next := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	for i := range r.fams {
@@ -488,6 +508,7 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	if edit != nil {
 		edit(m)
 	}
+	m.Handoff = pruneHandoff(m.Handoff, m.FlushedSeq)
 	b, err := encodeChecked(m)
 	var version string
 	if err == nil {
@@ -502,7 +523,11 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 		return err
 	}
 	r.man, r.manVersion = m, version
-	r.queueFiles(b, m.MaxSeq, flushCommit)
+	if !handoff {
+		// (A handoff changes no files: the replicas keep what they froze until the next
+		// primary starts them a session.)
+		r.queueFiles(b, m.MaxSeq, flushCommit)
+	}
 	r.viewMu.Lock()
 	r.files.Store(next)
 	if swapped != nil {

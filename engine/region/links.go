@@ -38,7 +38,8 @@ type FileRef struct {
 
 // RegionFiles reads the files a region is made of from its manifest on storage (the region may be
 // open meanwhile: store files are immutable and the manifest is replaced whole) and the sequence
-// id its files hold every edit up to.
+// id its files hold every edit up to. Like the memstore, the edits a move's close handed off in
+// the manifest are in no file yet (an open region's flush writes them).
 func RegionFiles(st Storage, info Info) (flushedSeq uint64, refs []FileRef, err error) {
 	files := st.files()
 	dir := info.Dir()

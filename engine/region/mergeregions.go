@@ -40,6 +40,9 @@ func MergeClosed(st Storage, a, b, merged Info) (Info, error) {
 		if man.hasReferences() {
 			return Info{}, fmt.Errorf("%w: region %s still reads reference files: it can merge once a compaction has rewritten them", ErrCannotMerge, p.EncodedName())
 		}
+		if err := man.checkNoHandoff(p.EncodedName(), ErrCannotMerge); err != nil {
+			return Info{}, err
+		}
 		if names, err := files.list(path.Join(dir, "recovered.edits")); err == nil && len(names) > 0 {
 			return Info{}, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotMerge, p.EncodedName())
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -21,6 +21,7 @@ type Metrics struct {
 	InMemoryFlushes, InMemoryMerges, InMemoryDroppedCells atomic.Int64
 
 	Flushes      atomic.Int64
+	Handoffs     atomic.Int64 // closes for a move that handed the memstore off in the manifest
 	FlushedBytes atomic.Int64 // store file bytes written by flushes
 	FlushedCells atomic.Int64
 

@@ -67,8 +67,11 @@ type Region struct {
 	flushMu sync.Mutex
 	// pending is a flush whose snapshots were taken and not committed (under flushMu): the next
 	// flush retries it before anything else.
-	pending   *pendingFlush
-	compactMu sync.Mutex
+	pending *pendingFlush
+	// handoffClose: the close under way is a move's (CloseForMove): its flush may hand the
+	// memstore off in the manifest.
+	handoffClose atomic.Bool
+	compactMu    sync.Mutex
 
 	// closed: the region takes no more writes and its background work stops (a close or an
 	// abort began). readsClosed: it serves no more reads either — a close sets it once its last
@@ -214,7 +217,8 @@ func readRegionInfo(store regionFiles, dir string) (Info, TableDescriptor, error
 // the store files, archives leftovers of interrupted flushes and
 // compactions, replays edits newer than the flushed sequence id (from
 // recovered.edits and cfg.ReplayWALDirs), flushes them, and advances the
-// WAL's sequence ids past everything it found.
+// WAL's sequence ids past everything it found. The edits a move's close
+// handed off in the manifest are replayed and not flushed (handoff.go).
 func Open(cfg Config, info Info) (*Region, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -237,7 +241,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 		return nil, err
 	}
 	r.mvcc = newMVCC(r.man.MaxSeq)
-	maxSeq, replayed, recovered, err := r.replay()
+	maxSeq, replayed, handedOff, recovered, err := r.replay()
 	if err != nil {
 		r.releaseAll()
 		return nil, err
@@ -245,6 +249,9 @@ func Open(cfg Config, info Info) (*Region, error) {
 	maxSeq = max(maxSeq, r.man.MaxSeq, r.man.FlushedSeq)
 	r.wal.AdvanceSeq(maxSeq)
 	r.mvcc.advanceTo(maxSeq)
+	// Edits a move's close handed off in the manifest stay there until a flush takes them: the
+	// region serves without flushing them first. Edits recovered from a WAL are flushed now, so
+	// that their recovered edits can go.
 	if replayed > 0 {
 		if _, err := r.Flush(); err != nil {
 			r.releaseAll()
@@ -268,7 +275,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 		// parent's files can go and the daughter can split in turn.
 		r.requestCompaction()
 	}
-	r.log.Debug("region opened", "files", len(r.files.Load().byFamily), "replayed", replayed, "seq", maxSeq)
+	r.log.Debug("region opened", "files", len(r.files.Load().byFamily), "replayed", replayed, "handed_off", handedOff, "seq", maxSeq)
 	return r, nil
 }
 
@@ -471,7 +478,7 @@ func (r *Region) recoveredEditsDir() string { return path.Join(r.dir, "recovered
 // replay applies edits newer than the flushed sequence id to the memstore: of an edit newer than
 // the region's, the cells of the families whose own flushed sequence id is below it (a
 // per-family flush left the others in the files).
-func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) {
+func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, err error) {
 	// Read from the start: edits already flushed are not applied again,
 	// but their nonces are remembered so that a retry after a reopen is
 	// still recognised (as long as the WAL still holds the edit).
@@ -535,11 +542,16 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 		n++
 		return nil
 	}
+	// The edits a move's close handed off in the manifest first; n counts the others.
+	if handedOff, err = r.replayHandoff(apply); err != nil {
+		return 0, 0, 0, nil, err
+	}
+	n = 0
 	fsys := r.store.fs()
 	if fsys == nil {
 		// On a bucket: the recovered edits the master split out of a dead server's object log.
 		if len(r.cfg.ReplayWALDirs) > 0 {
-			return 0, 0, nil, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
+			return 0, 0, 0, nil, fmt.Errorf("region %s: ReplayWALDirs needs a directory tree, the region is on a bucket", r.name)
 		}
 		var listed recoveredRead
 		if r.recoveredRead != nil {
@@ -549,17 +561,17 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 			listed.keys, listed.err = wal.ListRecoveredEdits(context.Background(), r.cfg.Bucket, r.recoveredEditsDir())
 		}
 		if listed.err != nil {
-			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, listed.err)
+			return 0, 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, listed.err)
 		}
 		if err := wal.ReadRecoveredEditObjects(context.Background(), r.cfg.Bucket, listed.keys, apply); err != nil {
-			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
+			return 0, 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
-		return maxSeq, n, listed.keys, nil
+		return maxSeq, n, handedOff, listed.keys, nil
 	}
 	var readers []*wal.Reader
 	rd, err := wal.NewRecoveredEditsReader(fsys, r.recoveredEditsDir(), wal.ReplayOptions{FromSeq: from, Filter: filter})
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	readers = append(readers, rd)
 	for _, d := range r.cfg.ReplayWALDirs {
@@ -568,7 +580,7 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return 0, 0, nil, err
+			return 0, 0, 0, nil, err
 		}
 		readers = append(readers, rd)
 	}
@@ -576,16 +588,16 @@ func (r *Region) replay() (maxSeq uint64, n int, recovered []string, err error) 
 		for rd.Next() {
 			if err := apply(rd.Edit()); err != nil {
 				rd.Close()
-				return 0, 0, nil, err
+				return 0, 0, 0, nil, err
 			}
 		}
 		err := rd.Err()
 		rd.Close()
 		if err != nil {
-			return 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
+			return 0, 0, 0, nil, fmt.Errorf("region %s: replay: %w", r.name, err)
 		}
 	}
-	return maxSeq, n, nil, nil
+	return maxSeq, n, handedOff, nil, nil
 }
 
 // removeRecoveredEdits deletes the recovered edits once flushed: on a bucket the objects the
@@ -628,7 +640,11 @@ const closeRetryFor = 30 * time.Second
 // close. A broken region is not flushed: Close returns its error, since its
 // memstore may hold acknowledged edits that only the WAL has.
 // A flush that finds the object store unavailable for now is tried again (closeRetryFor).
-func (r *Region) Close() error {
+func (r *Region) Close() error { return r.close(false) }
+
+// close is Close; handoff: a close for a move (CloseForMove), which may hand a small memstore off
+// in the manifest instead of flushing it.
+func (r *Region) close(handoff bool) error {
 	if r.closed.Swap(true) {
 		<-r.closeDone
 		if r.closeErr == nil {
@@ -636,6 +652,7 @@ func (r *Region) Close() error {
 		}
 		return r.closeErr
 	}
+	r.handoffClose.Store(handoff)
 	start := time.Now()
 	close(r.bgDone)
 	r.bgWG.Wait()
@@ -663,7 +680,7 @@ func (r *Region) Close() error {
 				r.log.Info("slow close", "took", took.Round(time.Millisecond), "background_wait", bg.Round(time.Millisecond),
 					"compaction_wait", compaction.Round(time.Millisecond), "flush_wait_writes", fr.WaitWrites.Round(time.Millisecond),
 					"flush_write", fr.Write.Round(time.Millisecond), "flush_commit", fr.Commit.Round(time.Millisecond),
-					"flushed_bytes", fr.Bytes, "error", err)
+					"flushed_bytes", fr.Bytes, "handed_off_edits", fr.Handoff, "error", err)
 			}
 		}
 		// A broken region's memstore holds acknowledged edits that only its WAL has: the error

@@ -107,7 +107,8 @@ func (r *Region) Split(splitRow []byte, daughterID uint64) (Info, Info, error) {
 // (their StartKey/EndKey are set here); their ids and names are the
 // caller's. It is idempotent: a repeated call rewrites the same files. It
 // fails with ErrCannotSplit when the parent holds references, has edits
-// that were never replayed (recovered.edits: open it first), or has no
+// that were never replayed (recovered.edits, or edits a move's close
+// handed off in the manifest: open it first), or has no
 // usable split row; nothing is written then. It returns the split row.
 func SplitClosed(st Storage, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
 	return splitClosed(st.files(), parent, lo, hi, splitRow)
@@ -116,6 +117,9 @@ func SplitClosed(st Storage, parent Info, lo, hi Info, splitRow []byte) ([]byte,
 func splitClosed(files regionFiles, parent Info, lo, hi Info, splitRow []byte) ([]byte, error) {
 	src, err := readSplitSource(files, parent)
 	if err != nil {
+		return nil, err
+	}
+	if err := src.man.checkNoHandoff(parent.EncodedName(), ErrCannotSplit); err != nil {
 		return nil, err
 	}
 	if names, err := files.list(path.Join(src.dir, "recovered.edits")); err == nil && len(names) > 0 {

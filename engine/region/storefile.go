@@ -279,6 +279,10 @@ type manifest struct {
 	// cell of it with a sequence id <= its entry is in its files (replay skips them). Families
 	// not named are flushed to FlushedSeq.
 	FamilyFlushedSeq map[string]uint64 `json:"familyFlushedSeq,omitempty"`
+	// Handoff: edits above FlushedSeq that a move's close left here rather than in a store file
+	// (handoff.go), in sequence order; the next open replays them, a flush that takes them into
+	// store files drops them.
+	Handoff []handoffEdit `json:"handoff,omitempty"`
 }
 
 // familyFlushed is the sequence id a family's files hold every cell of the family up to.

@@ -1001,16 +1001,17 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 		close(release)
 		t.Fatalf("a scan of the region's two rows, one read: %v %v", open, err)
 	}
-	// Then hold the close's own (last) flush.
+	// Then hold the close's own (last) write: the manifest, which for a move holds the few edits
+	// written since the pre-close flush (its own manifest write is the first one here).
 	lastEntered, lastRelease := make(chan struct{}), make(chan struct{})
-	ffs[src].AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/pf/*/.tmp/*", Nth: 1, Action: faultfs.Call,
+	ffs[src].AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Path: "data/default/pf/*/MANIFEST.tmp", Nth: 2, Action: faultfs.Call,
 		Fn: func() { close(lastEntered); <-lastRelease }})
 	close(release)
 	select {
 	case <-lastEntered:
 	case <-time.After(30 * time.Second):
 		close(lastRelease)
-		t.Fatal("the close did not flush what was written during the pre-close flush")
+		t.Fatal("the close did not write what was written during the pre-close flush")
 	}
 	// The region is closed for writes and still serves reads: a get, the scanner's next.
 	resp = &pb.GetResponse{}
@@ -1059,6 +1060,14 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitOpen("pf", 1, c.servers[src].Name(), 30*time.Second)
+	// The close wrote no store file: "b" reached the destination in the manifest, which the
+	// destination replayed without flushing.
+	if _, r, _ := c.servers[1-src].lookup(regionName); r == nil {
+		t.Fatal("the region is not at the destination")
+	} else if n := r.StoreFileCount()["f"]; n != 1 || r.Metrics().Flushes.Load() != 0 {
+		t.Fatalf("after the move the region has %d store files and its destination flushed %d times; want the pre-close flush's file alone",
+			n, r.Metrics().Flushes.Load())
+	}
 	for row, want := range map[string]string{"a": "1", "b": "2"} {
 		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})
 		if err != nil || len(r.Cells) != 1 || string(r.Cells[0].Value) != want {
