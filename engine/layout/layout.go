@@ -111,6 +111,19 @@ func RecoveredEditsDir(r *pb.RegionInfo) string { return path.Join(RegionDir(r),
 // FunctionsDir holds the modules of table functions, each once whatever uses it.
 const FunctionsDir = "functions"
 
+// Features a region server announces (RegisterServerRequest.features, and with each heartbeat): what
+// it can read or do that servers of earlier releases cannot. The master uses one only while every
+// live region server has it, so a cluster in a rolling upgrade or downgrade never writes state that
+// one of its servers would misread.
+const (
+	// FeatureManifestHandoff: the server replays the edits a move's close leaves in a region's
+	// manifest (region.Region.CloseForMove); the master lets a move's close leave them there.
+	FeatureManifestHandoff = "manifest-handoff"
+)
+
+// Features is what this build's region servers announce.
+var Features = []string{FeatureManifestHandoff}
+
 // FunctionModuleKey is where the module of a table function with that SHA-256 is stored
 // (content-addressed: written once, never replaced).
 func FunctionModuleKey(sha []byte) string { return fmt.Sprintf("%s/%x.wasm", FunctionsDir, sha) }

@@ -396,6 +396,17 @@ func (m *Master) failedOpenLocked(b *batch, r *pb.CatalogRegion, p *pb.RegionPro
 	b.putProc(np)
 }
 
+// everyServerHasLocked reports whether every live region server announced feature (none that
+// registered with an earlier release, or whose announcement this master has not heard yet).
+func (m *Master) everyServerHasLocked(feature string) bool {
+	for _, s := range m.reg.All() {
+		if s.Live && !slices.Contains(m.features[s.Name], feature) {
+			return false
+		}
+	}
+	return true
+}
+
 // dispatchLocked sends the order of a procedure's current step to the region's server.
 func (m *Master) dispatchLocked(name string) { m.sendOrderLocked(name) }
 
@@ -431,6 +442,7 @@ func (m *Master) sendOrderLocked(name string) <-chan struct{} {
 				}
 				req.Destination = sn
 				req.DestinationSeq = r.GetLocationSeq() + 1 // the open there bumps it (regionTransition)
+				req.Handoff = m.everyServerHasLocked(layout.FeatureManifestHandoff)
 			}
 		}
 		call = func(ctx context.Context, c pb.AdminClient) error { _, err := c.CloseRegion(ctx, req); return err }

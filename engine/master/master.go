@@ -304,6 +304,7 @@ type Master struct {
 	loads       map[string]*pb.ServerLoad // by server, from heartbeats
 	httpAddrs   map[string]string         // by server: its HTTP endpoint (status page links)
 	versions    map[string]string         // by server and by standby master address: its release version
+	features    map[string][]string       // by server: what it announced (layout.Feature*)
 	stoppingSrv map[string]int64          // servers that said they are stopping: start code
 	standbys    map[string]time.Time      // standby masters' addresses: their last report
 	moveQueue   []queuedMove
@@ -710,6 +711,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.loads = map[string]*pb.ServerLoad{}
 	m.httpAddrs = map[string]string{}
 	m.versions = map[string]string{}
+	m.features = map[string][]string{}
 	m.stoppingSrv = map[string]int64{}
 	m.standbys = map[string]time.Time{}
 	m.moveQueue, m.queued = nil, map[string]bool{}

@@ -637,3 +637,63 @@ func regionHistory(t *testing.T, fs storage.FS, name string) []string {
 	}
 	return out
 }
+
+// A move's close may leave its last edits in the region's manifest only while every live region
+// server announces that it reads them (layout.FeatureManifestHandoff): a server of an earlier
+// release would open such a region without them. A master that took over learns the
+// announcements from the heartbeats.
+func TestMoveHandsOffOnlyWhileEveryServerReadsHandedOffEdits(t *testing.T) {
+	c := newCluster(t, 2, nil, nil)
+	c.createTable("t1", 1, 0)
+	// move moves the table's region to the other of the first two servers and returns the
+	// source's close order.
+	move := func() mastertest.Call {
+		t.Helper()
+		l := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0]
+		name, from := l.GetRegion().GetName(), layout.ServerName(l.GetServer())
+		to := c.servers[0]
+		if to.Name() == from {
+			to = c.servers[1]
+		}
+		if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: name, Destination: to.Name()}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("the region at the destination", 10*time.Second, func() (bool, string) {
+			l := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0]
+			return layout.ServerName(l.GetServer()) == to.Name(), layout.ServerName(l.GetServer())
+		})
+		calls := c.server(from).Calls()
+		last := calls[len(calls)-1]
+		if last.Open || last.Region != name || last.Destination != to.Name() {
+			t.Fatalf("the source's last order %+v, want the move's close", last)
+		}
+		return last
+	}
+	if got := move(); !got.Handoff {
+		t.Fatalf("the close of a move among servers that read handed-off edits: %+v, want handoff", got)
+	}
+	old, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{c.m.Addr}, Logger: testLogger(), Features: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.Stop)
+	c.waitFor("the earlier release's server live", 10*time.Second, func() (bool, string) {
+		s := c.serverStatus(old.Name())
+		return s.GetLive(), fmt.Sprint(s)
+	})
+	if got := move(); got.Handoff {
+		t.Fatalf("the close of a move while a server of an earlier release is live: %+v, want no handoff", got)
+	}
+	old.Stop()
+	c.waitFor("the earlier release's server gone", 20*time.Second, func() (bool, string) {
+		s := c.serverStatus(old.Name())
+		return !s.GetLive(), fmt.Sprint(s)
+	})
+	// A new master: it hears the features with the servers' heartbeats.
+	c.m.Close()
+	c.startMaster()
+	c.waitFor("a move's close with handoff under the new master", 20*time.Second, func() (bool, string) {
+		got := move()
+		return got.Handoff, fmt.Sprintf("%+v", got)
+	})
+}

@@ -205,6 +205,7 @@ func (m *Master) registerServer(req *pb.RegisterServerRequest) (*pb.RegisterServ
 	delete(m.stoppingSrv, name)
 	m.httpAddrs[name] = req.GetHttpAddress()
 	m.versions[name] = req.GetVersion()
+	m.features[name] = req.GetFeatures()
 	m.log.Info("region server registered", "server", name, "start_code", sc, "admin", req.GetAdminAddress(), "zone", zone, "version", req.GetVersion())
 	m.kick()
 	lease := m.reg.Config()
@@ -241,6 +242,9 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 	}
 	load := req.GetLoad()
 	m.loads[name] = load
+	if !slices.Equal(m.features[name], req.GetFeatures()) {
+		m.features[name] = req.GetFeatures()
+	}
 	var b batch
 	for _, rl := range load.GetRegions() {
 		r := m.st.regions[rl.GetRegion()]

@@ -78,6 +78,7 @@ func (r *Region) flush(closing bool, choose chooser) (FlushResult, error) {
 	more.Files += res.Files
 	more.Bytes += res.Bytes
 	more.Cells += res.Cells
+	more.Handoff = max(more.Handoff, res.Handoff)
 	for _, f := range res.Families {
 		if !slices.Contains(more.Families, f) {
 			more.Families = append(more.Families, f)
@@ -160,6 +161,11 @@ func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (Flus
 				return FlushResult{}, err
 			}
 			r.updatesLock.Unlock()
+			if r.handoffHeld.Load() && !closing {
+				// Nothing in memory, yet the manifest holds handed-off edits: their cells are in
+				// the files or of families the table no longer has (the open skipped them).
+				return FlushResult{}, r.commitFiles(nil, nil, -1, false, true, func(m *manifest) { m.Handoff = nil }, nil)
+			}
 			return FlushResult{}, nil
 		}
 		var pick []bool
@@ -523,6 +529,7 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 		return err
 	}
 	r.man, r.manVersion = m, version
+	r.handoffHeld.Store(len(m.Handoff) > 0)
 	if !handoff {
 		// (A handoff changes no files: the replicas keep what they froze until the next
 		// primary starts them a session.)

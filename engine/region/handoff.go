@@ -27,6 +27,11 @@ import (
 // and every flush and compaction rewrites until a flush takes the edits into a store file.
 const maxHandoffBytes = 64 << 10
 
+// handoffFlushAfter is how long after an open that replayed handed-off edits its region asks for
+// the flush that writes them (and drops them from the manifest): until then every manifest commit
+// carries them, and a region server of an earlier release opening the region would not see them.
+var handoffFlushAfter = 3 * time.Second
+
 // handoffEdit is one edit a move's close left in the manifest: a WAL record (wal.AppendEditRecord,
 // checksummed) and its sequence id.
 type handoffEdit struct {

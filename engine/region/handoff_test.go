@@ -298,3 +298,57 @@ func BenchmarkMoveClose(b *testing.B) {
 		})
 	}
 }
+
+// A region opened from a handoff asks for the flush that writes the edits soon after it opens
+// (until then every manifest carries them, and a server of an earlier release would miss them).
+func TestOpenFromAHandoffFlushesSoon(t *testing.T) {
+	saved := handoffFlushAfter
+	handoffFlushAfter = 10 * time.Millisecond
+	t.Cleanup(func() { handoffFlushAfter = saved })
+	e := newEnv(t, fam("f"))
+	putRows(t, e.r, 0, 5, "v")
+	if err := e.r.CloseForMove(); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.DisableAutoFlush = false
+	e.open()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.storedManifest().Handoff) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the handed-off edits are still in the manifest 10 s after the open")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := getVal(t, e.r, 3); got != "v" || e.r.StoreFileCount()["f"] != 1 {
+		t.Fatalf("after the flush: row 3 %q, files %v", got, e.r.StoreFileCount())
+	}
+}
+
+// Handed-off edits of a family the table no longer has leave nothing in memory: a flush drops
+// them from the manifest rather than keeping them (and refusing splits) forever.
+func TestHandedOffEditsOfADroppedFamilyGo(t *testing.T) {
+	e := newEnv(t, fam("a"), fam("b"))
+	for i := 0; i < 3; i++ {
+		if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%d", i)).Put([]byte("b"), []byte("q"), 1, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.r.CloseForMove(); err != nil {
+		t.Fatal(err)
+	}
+	altered := e.table
+	altered.Families = []Family{fam("a")}
+	if err := Create(e.fs, altered, e.info); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	if n := len(e.storedManifest().Handoff); n != 3 {
+		t.Fatalf("before the flush the manifest holds %d handed-off edits, want 3", n)
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.storedManifest().Handoff); n != 0 {
+		t.Fatalf("after the flush the manifest holds %d handed-off edits", n)
+	}
+}

@@ -71,7 +71,9 @@ type Region struct {
 	// handoffClose: the close under way is a move's (CloseForMove): its flush may hand the
 	// memstore off in the manifest.
 	handoffClose atomic.Bool
-	compactMu    sync.Mutex
+	// handoffHeld: the manifest holds handed-off edits (a flush is due for them).
+	handoffHeld atomic.Bool
+	compactMu   sync.Mutex
 
 	// closed: the region takes no more writes and its background work stops (a close or an
 	// abort began). readsClosed: it serves no more reads either — a close sets it once its last
@@ -270,6 +272,10 @@ func Open(cfg Config, info Info) (*Region, error) {
 		go r.background()
 	}
 	r.startInMemoryCompaction()
+	if handedOff > 0 && replayed == 0 {
+		// Flushed soon, not at once: the moves around this one are done first.
+		time.AfterFunc(handoffFlushAfter, r.requestFlush)
+	}
 	if r.HasReferences() {
 		// A split daughter: rewrite its halves of the parent's files into its own, so the
 		// parent's files can go and the daughter can split in turn.
@@ -386,6 +392,7 @@ func (r *Region) loadFiles() error {
 	}
 	m := read.m
 	r.man, r.manVersion = m, read.version
+	r.handoffHeld.Store(len(m.Handoff) > 0)
 	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	r.files.Store(set)
 	if !r.replica {
@@ -674,7 +681,7 @@ func (r *Region) close(handoff bool) error {
 				time.Sleep(wait)
 				var again FlushResult
 				again, err = r.flush(true, nil)
-				fr.Write, fr.Commit, fr.Bytes = fr.Write+again.Write, fr.Commit+again.Commit, again.Bytes
+				fr.Write, fr.Commit, fr.Bytes, fr.Handoff = fr.Write+again.Write, fr.Commit+again.Commit, again.Bytes, again.Handoff
 			}
 			if took := time.Since(start); took > slowClose {
 				r.log.Info("slow close", "took", took.Round(time.Millisecond), "background_wait", bg.Round(time.Millisecond),
@@ -814,7 +821,7 @@ func (r *Region) background() {
 // a write that asked just before the flush under way took its snapshots finds nothing to do
 // (flushing then would write every family, none of them being large).
 func (r *Region) flushDue() bool {
-	return r.mem.unflushedDataBytes() >= r.cfg.FlushSize || r.blockedWriters.Load() > 0
+	return r.mem.unflushedDataBytes() >= r.cfg.FlushSize || r.blockedWriters.Load() > 0 || r.handoffHeld.Load()
 }
 
 func (r *Region) requestFlush() {

@@ -431,9 +431,10 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 	if r := or.r.Load(); r != nil {
 		if req.GetFlush() {
 			var err error
-			if req.GetDestination() != nil {
-				// A move: the region opens at once elsewhere, which replays a few last edits
-				// from the manifest as cheaply as it reads a store file.
+			if req.GetDestination() != nil && req.GetHandoff() {
+				// A move (and every live server reads handed-off edits): the region opens at
+				// once elsewhere, which replays a few last edits from the manifest as cheaply as
+				// it reads a store file.
 				err = r.CloseForMove()
 			} else {
 				err = r.Close()

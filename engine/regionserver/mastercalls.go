@@ -254,7 +254,7 @@ func (s *Server) register(ctx context.Context) error {
 		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			var err error
 			resp, err = m.RegisterServer(ctx, &pb.RegisterServerRequest{Server: s.serverName(), Zone: s.cfg.Zone,
-				AdminAddress: s.advertisedAdmin(), HttpAddress: s.advertisedHTTP(), Version: s.cfg.Version})
+				AdminAddress: s.advertisedAdmin(), HttpAddress: s.advertisedHTTP(), Version: s.cfg.Version, Features: layout.Features})
 			return err
 		})
 		if err == nil {
@@ -416,7 +416,7 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 	var resp *pb.HeartbeatResponse
 	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		var err error
-		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping})
+		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping, Features: layout.Features})
 		return err
 	})
 	if err != nil {

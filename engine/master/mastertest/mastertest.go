@@ -106,6 +106,9 @@ type FakeServerOptions struct {
 	DataAddr string
 	// HeartbeatInterval overrides the master's.
 	HeartbeatInterval time.Duration
+	// Features announced at registration and with each heartbeat; nil: this build's
+	// (layout.Features), empty: none (a server of an earlier release).
+	Features []string
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -117,7 +120,9 @@ type Call struct {
 	Open        bool
 	Flush       bool
 	Destination string
-	At          time.Time
+	// Handoff: a move's close that may leave its last edits in the manifest.
+	Handoff bool
+	At      time.Time
 }
 
 // Report is a transition report of the fake's and when the master answered it.
@@ -229,6 +234,14 @@ func (s *FakeServer) Name() string { return layout.ServerName(s.name) }
 
 // AdminAddr is the address of its Admin service.
 func (s *FakeServer) AdminAddr() string { return s.adminLis.Addr().String() }
+
+// features is what the fake announces (FakeServerOptions.Features).
+func (s *FakeServer) features() []string {
+	if s.opts.Features == nil {
+		return layout.Features
+	}
+	return s.opts.Features
+}
 
 // StartCode is the current process's start code.
 func (s *FakeServer) StartCode() int64 {
@@ -540,7 +553,7 @@ func (s *FakeServer) register(ctx context.Context) error {
 	var resp *pb.RegisterServerResponse
 	err := s.masterCall(ctx, func(ctx context.Context, c pb.MasterClient) error {
 		var err error
-		resp, err = c.RegisterServer(ctx, &pb.RegisterServerRequest{Server: sn, Zone: s.opts.Zone, AdminAddress: s.AdminAddr()})
+		resp, err = c.RegisterServer(ctx, &pb.RegisterServerRequest{Server: sn, Zone: s.opts.Zone, AdminAddress: s.AdminAddr(), Features: s.features()})
 		return err
 	})
 	if err != nil {
@@ -570,7 +583,7 @@ func (s *FakeServer) heartbeat(ctx context.Context) {
 	var resp *pb.HeartbeatResponse
 	err := s.masterCall(ctx, func(ctx context.Context, c pb.MasterClient) error {
 		var err error
-		resp, err = c.Heartbeat(ctx, &pb.HeartbeatRequest{Server: sn, Load: load})
+		resp, err = c.Heartbeat(ctx, &pb.HeartbeatRequest{Server: sn, Load: load, Features: s.features()})
 		return err
 	})
 	if err != nil {
@@ -697,7 +710,7 @@ func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*
 func (s *FakeServer) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) (*pb.CloseRegionResponse, error) {
 	name := req.GetRegion()
 	s.mu.Lock()
-	c := Call{Region: name, ProcedureID: req.GetProcedureId(), Flush: req.GetFlush(), At: time.Now()}
+	c := Call{Region: name, ProcedureID: req.GetProcedureId(), Flush: req.GetFlush(), Handoff: req.GetHandoff(), At: time.Now()}
 	if req.GetDestination() != nil {
 		c.Destination = layout.ServerName(req.GetDestination())
 	}

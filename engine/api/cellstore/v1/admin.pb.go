@@ -241,8 +241,11 @@ type CloseRegionRequest struct {
 	// With destination: the location sequence number the region will have once open there
 	// (RegionLocation.seq, which every open bumps), sent with REGION_MOVED answers.
 	DestinationSeq uint64 `protobuf:"varint,6,opt,name=destination_seq,json=destinationSeq,proto3" json:"destination_seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With destination: the close may leave the last few edits in the region's manifest instead of
+	// a store file (layout.FeatureManifestHandoff; sent only while every live server reads them).
+	Handoff       bool `protobuf:"varint,7,opt,name=handoff,proto3" json:"handoff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CloseRegionRequest) Reset() {
@@ -315,6 +318,13 @@ func (x *CloseRegionRequest) GetDestinationSeq() uint64 {
 		return x.DestinationSeq
 	}
 	return 0
+}
+
+func (x *CloseRegionRequest) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
+	}
+	return false
 }
 
 type CloseRegionResponse struct {
@@ -1098,14 +1108,15 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12*\n" +
 	"\x11server_start_code\x18\x04 \x01(\x03R\x0fserverStartCode\"\x14\n" +
-	"\x12OpenRegionResponse\"\xf6\x01\n" +
+	"\x12OpenRegionResponse\"\x90\x02\n" +
 	"\x12CloseRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05flush\x18\x02 \x01(\bR\x05flush\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12:\n" +
 	"\vdestination\x18\x04 \x01(\v2\x18.cellstore.v1.ServerNameR\vdestination\x12*\n" +
 	"\x11server_start_code\x18\x05 \x01(\x03R\x0fserverStartCode\x12'\n" +
-	"\x0fdestination_seq\x18\x06 \x01(\x04R\x0edestinationSeq\"\x15\n" +
+	"\x0fdestination_seq\x18\x06 \x01(\x04R\x0edestinationSeq\x12\x18\n" +
+	"\ahandoff\x18\a \x01(\bR\ahandoff\"\x15\n" +
 	"\x13CloseRegionResponse\"'\n" +
 	"\rRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x10\n" +

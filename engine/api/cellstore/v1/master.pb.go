@@ -1470,7 +1470,10 @@ type RegisterServerRequest struct {
 	HttpAddress string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	// The server's release version (`cellstore version`); the master refuses one it must not run
 	// with (engine/version: masters are upgraded first).
-	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// What the server can do that servers of earlier releases cannot (layout.Feature*): the master
+	// uses such a thing only while every live server has it.
+	Features      []string `protobuf:"bytes,6,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1538,6 +1541,13 @@ func (x *RegisterServerRequest) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *RegisterServerRequest) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 type RegisterServerResponse struct {
@@ -1874,7 +1884,10 @@ type HeartbeatRequest struct {
 	Server *ServerName            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
 	Load   *ServerLoad            `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
 	// The server is shutting down gracefully.
-	Stopping      bool `protobuf:"varint,3,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Stopping bool `protobuf:"varint,3,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	// As RegisterServerRequest.features (a master that took over since the registration learns
+	// them here).
+	Features      []string `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1928,6 +1941,13 @@ func (x *HeartbeatRequest) GetStopping() bool {
 		return x.Stopping
 	}
 	return false
+}
+
+func (x *HeartbeatRequest) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 type HeartbeatResponse struct {
@@ -5524,13 +5544,14 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\"\x85\x01\n" +
 	"\x17GetTableRegionsResponse\x12:\n" +
 	"\tlocations\x18\x01 \x03(\v2\x1c.cellstore.v1.RegionLocationR\tlocations\x12.\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xbf\x01\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xdb\x01\n" +
 	"\x15RegisterServerRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12#\n" +
 	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"\xb9\x02\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1a\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"\xb9\x02\n" +
 	"\x16RegisterServerResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12^\n" +
@@ -5563,11 +5584,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\vQuotaDemand\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x01R\brequests\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x01R\x05bytes\"\x8e\x01\n" +
+	"\x05bytes\x18\x03 \x01(\x01R\x05bytes\"\xaa\x01\n" +
 	"\x10HeartbeatRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12,\n" +
 	"\x04load\x18\x02 \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
-	"\bstopping\x18\x03 \x01(\bR\bstopping\"\xcd\x03\n" +
+	"\bstopping\x18\x03 \x01(\bR\bstopping\x12\x1a\n" +
+	"\bfeatures\x18\x04 \x03(\tR\bfeatures\"\xcd\x03\n" +
 	"\x11HeartbeatResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x12%\n" +
 	"\x0eunknown_server\x18\x02 \x01(\bR\runknownServer\x12#\n" +
