@@ -352,3 +352,26 @@ func TestHandedOffEditsOfADroppedFamilyGo(t *testing.T) {
 		t.Fatalf("after the flush the manifest holds %d handed-off edits", n)
 	}
 }
+
+// What the region reports as flushed (to the master, whose log splits skip edits up to it)
+// includes the handed-off edits: no WAL is needed for them.
+func TestFlushedSeqCountsHandedOffEdits(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	putRows(t, e.r, 0, 3, "v")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	flushed := e.r.FlushedSeq()
+	putRows(t, e.r, 3, 6, "v")
+	if err := e.r.CloseForMove(); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	man := e.storedManifest()
+	if man.FlushedSeq != flushed || len(man.Handoff) != 3 {
+		t.Fatalf("manifest flushed to %d with %d handed-off edits, want %d and 3", man.FlushedSeq, len(man.Handoff), flushed)
+	}
+	if got, want := e.r.FlushedSeq(), man.Handoff[2].Seq; got != want {
+		t.Fatalf("FlushedSeq %d, want the last handed-off edit's %d", got, want)
+	}
+}

@@ -45,12 +45,16 @@ func (r *Region) MemstoreStats() memstore.Stats { return r.mem.stats() }
 // ReadPoint returns the MVCC read point.
 func (r *Region) ReadPoint() uint64 { return r.mvcc.readPoint.Load() }
 
-// FlushedSeq returns the highest sequence id whose edits are all in store
-// files.
+// FlushedSeq returns the highest sequence id whose edits no WAL is needed for: all in store
+// files, or handed off in the manifest by a move's close (what a log split may skip).
 func (r *Region) FlushedSeq() uint64 {
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
-	return r.man.FlushedSeq
+	seq := r.man.FlushedSeq
+	if n := len(r.man.Handoff); n > 0 {
+		seq = max(seq, r.man.Handoff[n-1].Seq)
+	}
+	return seq
 }
 
 // StoreFileCount returns the number of live store files per family name.
