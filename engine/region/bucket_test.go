@@ -46,7 +46,7 @@ func forEachBucket(t *testing.T, fn func(t *testing.T, b storage.Bucket)) {
 
 // bucketEnv is a region whose files are on a bucket (its WAL on an in-memory FS: the object log
 // is wired separately).
-func bucketEnv(t *testing.T, b storage.Bucket) *env {
+func bucketEnv(t testing.TB, b storage.Bucket) *env {
 	t.Helper()
 	mem := storage.NewMem()
 	e := &env{t: t, fs: mem, mem: mem, clock: &testClock{}, pool: newPool(t)}

@@ -251,26 +251,14 @@ func TestCloseForMoveOnABucketWritesOnlyTheManifest(t *testing.T) {
 //	CELLSTORE_S3_SERVER=$(hack/s3-server.sh) go test ./engine/region -run XXX -bench MoveClose -benchtime 200x
 func BenchmarkMoveClose(b *testing.B) {
 	srv := s3test.Start(b)
-	srv.CreateBucket(b, "regions")
-	bucket, err := s3.Open(context.Background(), srv.Config("regions"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, mode := range []string{"flush", "handoff"} {
 		b.Run(mode, func(b *testing.B) {
-			e := &env{t: b, fs: storage.NewMem(), clock: &testClock{}, pool: newPool(b)}
-			e.clock.now.Store(1_000_000)
-			e.table = TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("f")}}
-			e.info = Info{Namespace: "default", Table: mode, ID: 1}
-			e.table.Name = mode
-			if err := CreateOnBucket(bucket, e.table, e.info); err != nil {
+			srv.CreateBucket(b, mode)
+			bucket, err := s3.Open(context.Background(), srv.Config(mode))
+			if err != nil {
 				b.Fatal(err)
 			}
-			e.openWAL()
-			e.cfg = Config{Bucket: bucket, WAL: e.w, Pool: e.pool, Clock: e.clock.Now, DisableAutoFlush: true,
-				DisableAutoCompaction: true, Logger: quiet, BlockingWait: time.Second}
-			e.open()
-			b.Cleanup(e.close)
+			e := bucketEnv(b, bucket)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
