@@ -4,6 +4,7 @@ package region
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -361,5 +362,27 @@ func TestFlushedSeqCountsHandedOffEdits(t *testing.T) {
 	}
 	if got, want := e.r.FlushedSeq(), man.Handoff[2].Seq; got != want {
 		t.Fatalf("FlushedSeq %d, want the last handed-off edit's %d", got, want)
+	}
+}
+
+// A handed-off edit has no nonce; the same edit recovered from the closing server's log has, and
+// the replay remembers it: a retried increment is answered, not applied twice.
+func TestRecoveredNonceOfAHandedOffEditIsKept(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	inc := &Increment{Row: []byte("counter"), Columns: []IncrementColumn{{Family: []byte("f"), Qualifier: []byte("n"), Amount: 1}},
+		NonceGroup: 1, Nonce: 7}
+	if _, err := e.r.Increment(inc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.CloseForMove(); err != nil {
+		t.Fatal(err)
+	}
+	e.open() // replays the handed-off edit, then the same edit from the WAL (this env's recovery)
+	res, err := e.r.Increment(inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.r.Metrics().NonceDuplicates.Load(); got != 1 || len(res.Cells) != 1 || binary.BigEndian.Uint64(res.Cells[0].Value) != 1 {
+		t.Fatalf("the retried increment: %v (nonce duplicates %d), want the first try's answer, 1", res.Cells, got)
 	}
 }

@@ -516,7 +516,12 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 			maxSeq = e.Seq
 		}
 		if seen[e.Seq] {
-			return nil // the same edit in recovered edits and a WAL
+			// The same edit in recovered edits and a WAL, or handed off by a move's close
+			// (without its nonce) and recovered from the closing server's log.
+			if e.HasNonce {
+				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+			}
+			return nil
 		}
 		seen[e.Seq] = true
 		cells = cells[:0]
