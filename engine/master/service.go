@@ -242,9 +242,7 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 	}
 	load := req.GetLoad()
 	m.loads[name] = load
-	if !slices.Equal(m.features[name], req.GetFeatures()) {
-		m.features[name] = req.GetFeatures()
-	}
+	m.features[name] = req.GetFeatures()
 	var b batch
 	for _, rl := range load.GetRegions() {
 		r := m.st.regions[rl.GetRegion()]

@@ -104,6 +104,16 @@ type pendingFlush struct {
 	handoff bool
 }
 
+// clearSnapshots releases the flush's snapshots from the memstores once its commit swapped them
+// out of every reader's view.
+func (p *pendingFlush) clearSnapshots(r *Region) {
+	for i, snap := range p.snaps {
+		if snap != nil {
+			r.mem[i].ClearSnapshot(snap)
+		}
+	}
+}
+
 func (p *pendingFlush) cells() int64 {
 	var n int64
 	for _, s := range p.snaps {
@@ -261,13 +271,7 @@ func (r *Region) flushLocked(closing bool, session uint64, choose chooser) (Flus
 			m.FamilyFlushedSeq = fams
 		}
 		regionFlushed = m.FlushedSeq
-	}, func() {
-		for i, snap := range p.snaps {
-			if snap != nil {
-				r.mem[i].ClearSnapshot(snap)
-			}
-		}
-	}); err != nil {
+	}, func() { p.clearSnapshots(r) }); err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: flush commit: %w", r.name, err)
 	}
 	r.pending = nil

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -76,13 +77,10 @@ func (r *Region) handoffOK(closing bool, session uint64, choose chooser, dataByt
 	return closing && session == 0 && choose == nil && !r.replica && r.handoffClose.Load() && dataBytes <= maxHandoffBytes
 }
 
-// encodeHandoff turns the flush's snapshots into edits for the manifest, merged with those an
-// earlier handoff left there (a retried close, or a region opened from a handoff and not flushed
-// since: an edit already there is kept as it was).
-func (r *Region) encodeHandoff(p *pendingFlush, old []handoffEdit) ([]handoffEdit, error) {
-	r.filesMu.Lock()
-	man := r.man
-	r.filesMu.Unlock()
+// encodeHandoff turns the flush's snapshots into edits for the manifest man (the region's now),
+// merged with those an earlier handoff left there (a retried close, or a region opened from a
+// handoff and not flushed since: an edit already there is kept as it was).
+func (r *Region) encodeHandoff(p *pendingFlush, man *manifest) ([]handoffEdit, error) {
 	bySeq := map[uint64][]cell.KeyValue{}
 	for i, snap := range p.snaps {
 		if snap == nil {
@@ -108,8 +106,8 @@ func (r *Region) encodeHandoff(p *pendingFlush, old []handoffEdit) ([]handoffEdi
 			}
 		}
 	}
-	out := slices.Clone(old)
-	for _, e := range old {
+	out := slices.Clone(man.Handoff)
+	for _, e := range man.Handoff {
 		delete(bySeq, e.Seq)
 	}
 	name := []byte(r.name)
@@ -120,15 +118,7 @@ func (r *Region) encodeHandoff(p *pendingFlush, old []handoffEdit) ([]handoffEdi
 		}
 		out = append(out, handoffEdit{Seq: seq, Record: rec})
 	}
-	slices.SortFunc(out, func(a, b handoffEdit) int {
-		switch {
-		case a.Seq < b.Seq:
-			return -1
-		case a.Seq > b.Seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b handoffEdit) int { return cmp.Compare(a.Seq, b.Seq) })
 	if n := handoffBytes(out); n > 2*maxHandoffBytes {
 		return nil, fmt.Errorf("%w: %d bytes of records", errNoHandoff, n)
 	}
@@ -140,9 +130,9 @@ func (r *Region) encodeHandoff(p *pendingFlush, old []handoffEdit) ([]handoffEdi
 // errNoHandoff: nothing was written, the caller writes store files.
 func (r *Region) commitHandoff(p *pendingFlush, res FlushResult, t1 time.Time) (FlushResult, error) {
 	r.filesMu.Lock()
-	old := r.man.Handoff
+	man := r.man
 	r.filesMu.Unlock()
-	edits, err := r.encodeHandoff(p, old)
+	edits, err := r.encodeHandoff(p, man)
 	if err != nil {
 		return FlushResult{}, err
 	}
@@ -151,13 +141,7 @@ func (r *Region) commitHandoff(p *pendingFlush, res FlushResult, t1 time.Time) (
 	res.Handoff = len(edits)
 	res.Bytes = int64(handoffBytes(edits))
 	res.Families, _ = p.families(r)
-	if err := r.commitFiles(nil, nil, -1, false, true, func(m *manifest) { m.Handoff = edits }, func() {
-		for i, snap := range p.snaps {
-			if snap != nil {
-				r.mem[i].ClearSnapshot(snap)
-			}
-		}
-	}); err != nil {
+	if err := r.commitFiles(nil, nil, -1, false, true, func(m *manifest) { m.Handoff = edits }, func() { p.clearSnapshots(r) }); err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: handing the memstore off in the manifest: %w", r.name, err)
 	}
 	r.pending = nil
