@@ -438,7 +438,7 @@ func (m *Master) sendOrderLocked(name string) <-chan struct{} {
 		if p.p.GetKind() == kindMove && p.p.GetTarget() != "" {
 			if sn, err := layout.ParseServerName(p.p.GetTarget()); err == nil {
 				if ts, ok := m.reg.Get(p.p.GetTarget()); ok {
-					sn.StartCode = ts.StartCode
+					sn.StartCode, req.DestinationAdminAddress = ts.StartCode, ts.AdminAddress
 				}
 				req.Destination = sn
 				req.DestinationSeq = r.GetLocationSeq() + 1 // the open there bumps it (regionTransition)

@@ -107,6 +107,14 @@ type Config struct {
 	// replay this region's edits from on open, besides the region's
 	// recovered.edits. Used by standalone restarts and tests.
 	ReplayWALDirs []string
+	// Descriptor, when set, is the table's descriptor as the master has it: Open writes the
+	// region's .regioninfo with it (creating the region's directory when new) unless the file
+	// holds exactly that already — checked while the manifest is read, at no extra round trip.
+	Descriptor *TableDescriptor
+	// Prepared is what Prepare opened ahead of this Open (a move's destination, while the source
+	// still served the region): the store files the manifest still names are taken from it, and
+	// Open releases the others. It is Open's once passed: the caller does not use it again.
+	Prepared *Prepared
 	// NonceTTL is how long a nonce's result is remembered (default 30 min).
 	NonceTTL time.Duration
 	// Logger (nil: slog.Default()).

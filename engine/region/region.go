@@ -161,26 +161,36 @@ func create(store regionFiles, table TableDescriptor, info Info) error {
 
 // createDir is create with the .regioninfo written by write.
 func createDir(store regionFiles, table TableDescriptor, info Info, write func(p string, b []byte) error) error {
-	if err := table.Validate(); err != nil {
-		return err
-	}
-	if info.Namespace != table.Namespace || info.Table != table.Name {
-		return fmt.Errorf("%w: region %s does not belong to table %s:%s", ErrInvalid, info.String(), table.Namespace, table.Name)
-	}
-	if len(info.EndKey) > 0 && bytes.Compare(info.StartKey, info.EndKey) >= 0 {
-		return fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
-	}
-	dir := info.Dir()
-	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
+	b, err := regionInfoBytes(table, info)
 	if err != nil {
 		return err
 	}
-	p := path.Join(dir, ".regioninfo")
-	if cur, err := store.readFile(p); err == nil && bytes.Equal(cur, b) {
+	if cur, err := store.readFile(path.Join(info.Dir(), ".regioninfo")); err == nil && bytes.Equal(cur, b) {
 		// Opened before with this descriptor (a move, a restart): nothing to write. On a bucket
 		// a read costs the region's open far less than a PUT, during which nobody serves it.
 		return nil
 	}
+	return writeRegionDir(store, table, info, b, write)
+}
+
+// regionInfoBytes checks a region against its table and encodes its .regioninfo.
+func regionInfoBytes(table TableDescriptor, info Info) ([]byte, error) {
+	if err := table.Validate(); err != nil {
+		return nil, err
+	}
+	if info.Namespace != table.Namespace || info.Table != table.Name {
+		return nil, fmt.Errorf("%w: region %s does not belong to table %s:%s", ErrInvalid, info.String(), table.Namespace, table.Name)
+	}
+	if len(info.EndKey) > 0 && bytes.Compare(info.StartKey, info.EndKey) >= 0 {
+		return nil, fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
+	}
+	return encodeChecked(regionInfoFile{Info: info, Table: table})
+}
+
+// writeRegionDir writes a region's directories and its .regioninfo b (encoded by createDir).
+func writeRegionDir(store regionFiles, table TableDescriptor, info Info, b []byte, write func(p string, b []byte) error) error {
+	dir := info.Dir()
+	p := path.Join(dir, ".regioninfo")
 	dirs := []string{dir}
 	for _, f := range table.Families {
 		dirs = append(dirs, path.Join(dir, f.Name))
@@ -196,6 +206,30 @@ func createDir(store regionFiles, table TableDescriptor, info Info, write func(p
 		return fsys.SyncDir(path.Dir(dir))
 	}
 	return nil
+}
+
+// regionInfoFor reads a region's .regioninfo; given the table's descriptor, it writes the
+// .regioninfo with it instead when the file does not hold exactly that (a new region — its
+// directory created — or a reopen after ModifyTable). Open calls it while the manifest is read, so
+// a region that has it costs the open no round trip of its own.
+func regionInfoFor(store regionFiles, info Info, want *TableDescriptor) (Info, TableDescriptor, error) {
+	if want == nil {
+		return readRegionInfo(store, info.Dir())
+	}
+	b, err := regionInfoBytes(*want, info)
+	if err != nil {
+		return Info{}, TableDescriptor{}, err
+	}
+	cur, err := store.readFile(path.Join(info.Dir(), ".regioninfo"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Info{}, TableDescriptor{}, err
+	}
+	if err != nil || !bytes.Equal(cur, b) {
+		if err := writeRegionDir(store, *want, info, b, store.writeFile); err != nil {
+			return Info{}, TableDescriptor{}, err
+		}
+	}
+	return info, *want, nil
 }
 
 // ReadRegionInfo reads a region's .regioninfo.
@@ -225,10 +259,13 @@ func Open(cfg Config, info Info) (*Region, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	// What the open did not take of what was prepared is released (also when it fails).
+	defer cfg.Prepared.Release()
 	r, err := newRegion(cfg, info, false)
 	if err != nil {
 		return nil, err
 	}
+	r.cfg.Prepared = nil
 	if r.store.fs() == nil {
 		// Nothing writes recovered edits while the region opens (the master's log split is done
 		// before it orders the open): they can be listed before the store files are open.
@@ -238,7 +275,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 			r.recoveredRead <- recoveredRead{keys, err}
 		}()
 	}
-	if err := r.loadFiles(); err != nil {
+	if err := r.loadFiles(cfg.Prepared); err != nil {
 		r.releaseAll()
 		return nil, err
 	}
@@ -304,7 +341,7 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.loadFiles(); err != nil {
+	if err := r.loadFiles(nil); err != nil {
 		r.releaseAll()
 		return nil, err
 	}
@@ -317,6 +354,20 @@ func OpenReplica(cfg Config, info Info) (*Region, error) {
 // newRegion reads a region's .regioninfo and sets up what Open and
 // OpenReplica share: the Region with its families and an empty memstore.
 func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
+	r, err := regionShell(cfg, info, replica)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := newMemstores(cfg.Pool, len(r.fams))
+	if err != nil {
+		return nil, err
+	}
+	r.mem = ms
+	return r, nil
+}
+
+// regionShell is newRegion without the memstore (what Prepare needs to open store files).
+func regionShell(cfg Config, info Info, replica bool) (*Region, error) {
 	dir := info.Dir()
 	store := filesOf(cfg.FS, cfg.Bucket)
 	if bf, ok := store.(bucketFiles); ok {
@@ -332,7 +383,7 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 			manifestCh <- manifestRead{m, version, err}
 		}()
 	}
-	onDisk, table, err := readRegionInfo(store, dir)
+	onDisk, table, err := regionInfoFor(store, info, cfg.Descriptor)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
@@ -369,29 +420,16 @@ func newRegion(cfg Config, info Info, replica bool) (*Region, error) {
 	for _, f := range r.fams {
 		r.famNames = append(r.famNames, []byte(f.Name))
 	}
-	ms, err := newMemstores(cfg.Pool, len(r.fams))
-	if err != nil {
-		return nil, err
-	}
-	r.mem = ms
 	return r, nil
 }
 
-// loadFiles reads the manifest, opens its files and archives the others
+// loadFiles reads the manifest, opens its files (taking those p prepared) and archives the others
 // (a replica leaves them: they may be the primary's flush in progress).
-func (r *Region) loadFiles() error {
-	var read manifestRead
-	if r.manifestRead != nil {
-		read = <-r.manifestRead
-		r.manifestRead = nil // read once
-	} else {
-		read.m, read.version, _, read.err = readManifest(r.store, r.dir)
+func (r *Region) loadFiles(p *Prepared) error {
+	m, err := r.takeManifest()
+	if err != nil {
+		return err
 	}
-	if read.err != nil {
-		return fmt.Errorf("region %s: %w", r.name, read.err)
-	}
-	m := read.m
-	r.man, r.manVersion = m, read.version
 	r.handoffHeld.Store(len(m.Handoff) > 0)
 	set := &fileSet{byFamily: make([][]*storeFile, len(r.fams))}
 	r.files.Store(set)
@@ -403,49 +441,7 @@ func (r *Region) loadFiles() error {
 			}
 		}
 	}
-	// The store files open at once, and a primary lists its family directories for leftovers
-	// meanwhile: on a bucket each is a few round trips to the store, and nobody serves the
-	// region until they are all done (a move, a restart, a failover).
-	type opening struct {
-		fam int
-		mf  manifestFile
-		sf  *storeFile // once open
-	}
-	var jobs []opening
-	for i, f := range r.fams {
-		for _, mf := range m.Families[f.Name] {
-			jobs = append(jobs, opening{fam: i, mf: mf})
-		}
-	}
-	leftovers := make([][]string, len(r.fams))
-	// The group's context ends at the first error: the files not opened yet are skipped.
-	g, failed := errgroup.WithContext(context.Background())
-	g.SetLimit(openParallelism)
-	for j := range jobs {
-		g.Go(func() error {
-			if failed.Err() != nil {
-				return nil
-			}
-			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf, nil)
-			jobs[j].sf = sf
-			return err
-		})
-	}
-	if !r.replica {
-		for i, f := range r.fams {
-			g.Go(func() error {
-				names, err := r.store.list(path.Join(r.dir, f.Name))
-				leftovers[i] = names
-				return err
-			})
-		}
-	}
-	err := g.Wait()
-	for _, j := range jobs { // in the manifest's order; what opened is released on an error
-		if j.sf != nil {
-			set.byFamily[j.fam] = append(set.byFamily[j.fam], j.sf)
-		}
-	}
+	leftovers, err := r.openFiles(m, set, !r.replica, p)
 	if err != nil {
 		return err
 	}
@@ -462,6 +458,80 @@ func (r *Region) loadFiles() error {
 		}
 	}
 	return nil
+}
+
+// takeManifest reads the region's manifest (or takes the read newRegion started) into r.man.
+func (r *Region) takeManifest() (*manifest, error) {
+	var read manifestRead
+	if r.manifestRead != nil {
+		read = <-r.manifestRead
+		r.manifestRead = nil // read once
+	} else {
+		read.m, read.version, _, read.err = readManifest(r.store, r.dir)
+	}
+	if read.err != nil {
+		return nil, fmt.Errorf("region %s: %w", r.name, read.err)
+	}
+	r.man, r.manVersion = read.m, read.version
+	return read.m, nil
+}
+
+// openFiles opens the store files m names into set (in the manifest's order; what opened is there
+// on an error too, for the caller to release) and, with list, lists the family directories
+// meanwhile: the names each held. Files p opened ahead are taken from it, and its listings stand
+// in for the lists.
+func (r *Region) openFiles(m *manifest, set *fileSet, list bool, p *Prepared) ([][]string, error) {
+	// The store files open at once, and a primary lists its family directories for leftovers
+	// meanwhile: on a bucket each is a few round trips to the store, and nobody serves the
+	// region until they are all done (a move, a restart, a failover).
+	type opening struct {
+		fam int
+		mf  manifestFile
+		sf  *storeFile // once open
+	}
+	var jobs []opening
+	for i, f := range r.fams {
+		for _, mf := range m.Families[f.Name] {
+			jobs = append(jobs, opening{fam: i, mf: mf, sf: p.take(r, i, mf)})
+		}
+	}
+	leftovers := make([][]string, len(r.fams))
+	// The group's context ends at the first error: the files not opened yet are skipped.
+	g, failed := errgroup.WithContext(context.Background())
+	g.SetLimit(openParallelism)
+	for j := range jobs {
+		if jobs[j].sf != nil {
+			continue
+		}
+		g.Go(func() error {
+			if failed.Err() != nil {
+				return nil
+			}
+			sf, err := r.openStoreFile(jobs[j].fam, jobs[j].mf, nil)
+			jobs[j].sf = sf
+			return err
+		})
+	}
+	if list {
+		for i, f := range r.fams {
+			if names, ok := p.listing(f.Name); ok {
+				leftovers[i] = names
+				continue
+			}
+			g.Go(func() error {
+				names, err := r.store.list(path.Join(r.dir, f.Name))
+				leftovers[i] = names
+				return err
+			})
+		}
+	}
+	err := g.Wait()
+	for _, j := range jobs { // in the manifest's order; what opened is released on an error
+		if j.sf != nil {
+			set.byFamily[j.fam] = append(set.byFamily[j.fam], j.sf)
+		}
+	}
+	return leftovers, err
 }
 
 // manifestRead is the result of reading a region's manifest (readManifest).
@@ -866,7 +936,12 @@ func (r *Region) requestCompaction() {
 // archivePath moves a file to archive/<same path> (best effort: a failure
 // is logged and the file stays; it is retried at the next open).
 func (r *Region) archivePath(p, family, name string) {
-	if err := r.store.archive(p); err != nil {
+	switch err := r.store.archive(p); {
+	case errors.Is(err, storage.ErrNoObject) || errors.Is(err, fs.ErrNotExist):
+		// Gone already: the leftover a move's prepare listed was a compaction's input, which
+		// the source archived itself.
+		r.log.Debug("store file to archive is gone already", "file", p)
+	case err != nil:
 		r.log.Warn("archiving store file failed", "file", p, "error", err)
 	}
 }

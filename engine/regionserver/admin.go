@@ -194,8 +194,8 @@ func (s *Server) openRegion(or *onlineRegion) {
 		// Requests for the region wait (REGION_OPENING) until it serves: what took it.
 		s.log.Info("slow open", "region", or.name, "took", took.Round(time.Millisecond),
 			"serving_after", servingAfter.Round(time.Millisecond),
-			"functions", ot.functions.Round(time.Millisecond), "region_info", ot.create.Round(time.Millisecond),
-			"open_files", ot.open.Round(time.Millisecond), "report_opened", time.Since(reportStart).Round(time.Millisecond))
+			"functions", ot.functions.Round(time.Millisecond), "open", ot.open.Round(time.Millisecond), "prepared_files", ot.prepared,
+			"report_opened", time.Since(reportStart).Round(time.Millisecond))
 	}
 	if err != nil {
 		or.state.Store(stateClosing)
@@ -239,7 +239,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 	if !r.IsReplica() {
 		s.startShippers(or, r)
 	}
-	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds())
+	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds(), "prepared_files", ot.prepared)
 }
 
 // slowOpen is how long an open, its OPENED report included, takes before it is logged with its
@@ -249,8 +249,8 @@ const slowOpen = 300 * time.Millisecond
 // openTimes are the parts of an open, for the slow-open log.
 type openTimes struct {
 	functions time.Duration // loading the table's functions
-	create    time.Duration // writing .regioninfo (and the directories on a filesystem)
-	open      time.Duration // opening the store files and replaying what is left
+	open      time.Duration // .regioninfo and manifest, the store files, replaying what is left
+	prepared  int           // store files a move's source had this server open ahead (prepare.go)
 }
 
 func (s *Server) doOpen(or *onlineRegion, ot *openTimes) (*region.Region, error) {
@@ -303,16 +303,17 @@ func (s *Server) openStorage(or *onlineRegion, ot *openTimes) (*region.Region, e
 		}
 		return region.OpenReplica(s.regionConfig(or.table, or.name), info)
 	}
-	// Create writes the directory when new and refreshes .regioninfo (atomically) with the
+	// The open writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
-	t := time.Now()
-	if err := s.createRegion(td, info); err != nil {
-		return nil, err
-	}
-	ot.create = time.Since(t)
 	s.noteRegionForArchive(or.name, or.tkey)
-	t = time.Now()
-	r, err := region.Open(s.regionConfig(or.table, or.name), info)
+	cfg := s.regionConfig(or.table, or.name)
+	cfg.Descriptor = &td
+	if cfg.Prepared = s.takePrepared(or.name, nil); cfg.Prepared != nil {
+		ot.prepared = cfg.Prepared.Files()
+		s.m.preparedOpens.Add(1)
+	}
+	t := time.Now()
+	r, err := region.Open(cfg, info)
 	ot.open = time.Since(t)
 	if err != nil {
 		return nil, err
@@ -371,6 +372,8 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 				}
 				s.log.Debug("pre-close flush", "region", name, "took", time.Since(start).Round(time.Millisecond))
 			}
+			// The destination opens the store files now, while the region still serves here.
+			s.prepareAt(or, req)
 			if !or.state.CompareAndSwap(stateOpen, stateClosing) {
 				return // a stop or an abort took it over meanwhile: that reports
 			}

@@ -950,8 +950,9 @@ func TestWALBacklogForcesFlushes(t *testing.T) {
 }
 
 // A move flushes the region while it still serves (HBase's pre-close flush): with that flush held,
-// the source still answers reads and writes; once it ends, the region closes with what was
-// written meanwhile and opens at the destination with every write.
+// the source still answers reads and writes; once it ends, the destination prepares the region
+// (opens its files) and the region closes with what was written meanwhile and opens at the
+// destination, from what it prepared, with every write.
 func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 	var ffs []*faultfs.FS
 	c := startTunedCluster(t, 2, func(cfg *Config) { f := faultfs.New(cfg.FS); cfg.FS = f; ffs = append(ffs, f) })
@@ -1013,6 +1014,15 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 		close(lastRelease)
 		t.Fatal("the close did not write what was written during the pre-close flush")
 	}
+	// The destination prepared the region (opened its store files) before the close began.
+	dst := c.servers[1-src]
+	dst.preparedMu.Lock()
+	prepared := dst.prepared[regionName] != nil
+	dst.preparedMu.Unlock()
+	if !prepared {
+		close(lastRelease)
+		t.Fatal("the close began before the destination prepared the region")
+	}
 	// The region is closed for writes and still serves reads: a get, the scanner's next.
 	resp = &pb.GetResponse{}
 	if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: region, Get: &pb.Get{Row: []byte("b")}}, nil, resp, nil); err != nil || resp.GetResult().GetCellCount() != 1 {
@@ -1067,6 +1077,9 @@ func TestMoveFlushesBeforeTheRegionStopsServing(t *testing.T) {
 	} else if n := r.StoreFileCount()["f"]; n != 1 || r.Metrics().Flushes.Load() != 0 {
 		t.Fatalf("after the move the region has %d store files and its destination flushed %d times; want the pre-close flush's file alone",
 			n, r.Metrics().Flushes.Load())
+	}
+	if n := dst.m.preparedOpens.Load(); n != 1 {
+		t.Fatalf("the destination's open took %d prepared regions; want the move's", n)
 	}
 	for row, want := range map[string]string{"a": "1", "b": "2"} {
 		r, err := tbl.Get(ctx, &pb.Get{Row: []byte(row)})

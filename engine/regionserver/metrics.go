@@ -22,6 +22,7 @@ type metrics struct {
 	readRequests, writeRequests                  atomic.Int64
 	throttled, scannersExpired                   atomic.Int64
 	failedOpens, pressureFlushes, backlogFlushes atomic.Int64
+	preparedOpens                                atomic.Int64
 	walFailures                                  atomic.Int64
 	walArchivedUnits, walArchiveErrors           atomic.Int64
 	aggregates, bulkDeletes, bulkDeletedRows     atomic.Int64
@@ -130,6 +131,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("throttled_request_count_total", "Requests refused by quotas.", &m.throttled),
 		counter("scanner_lease_expired_total", "Scanners closed because their lease expired.", &m.scannersExpired),
 		counter("failed_open_total", "Region opens that failed.", &m.failedOpens),
+		counter("prepared_open_total", "Region opens that took the store files a move's source had this server open ahead, while it still served the region (PrepareRegion).", &m.preparedOpens),
 		counter("wal_failure_total", "Times the WAL could not be written (disk full, I/O errors) and the server dropped its regions and registered again.", &m.walFailures),
 		counter("wal_archived_units_total", "WAL units (objects or segments) copied to the backup location for point-in-time recovery.", &m.walArchivedUnits),
 		counter("wal_archive_errors_total", "Rounds of WAL archiving that failed (the units are kept and archived at a later round).", &m.walArchiveErrors),

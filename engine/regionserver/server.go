@@ -365,6 +365,9 @@ type Server struct {
 	replFlushAt sync.Map // primary name → unix nanos of the last flush a replica asked for
 	adminMu     sync.Mutex
 	adminConns  map[string]*grpc.ClientConn
+	// prepared: regions a move's source had this server prepare (prepare.go), by name.
+	preparedMu sync.Mutex
+	prepared   map[string]*preparedRegion
 
 	fence    atomic.Pointer[lease.Fence]
 	limiters *quota.Limiters
@@ -1041,6 +1044,7 @@ func (s *Server) finish() {
 	}
 	s.mmu.Unlock()
 	s.closeAdminConns()
+	s.dropPrepared()
 	s.release()
 	s.log.Info("region server stopped", "server", s.nameStr)
 	close(s.done)

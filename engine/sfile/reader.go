@@ -85,6 +85,9 @@ func OpenFile(f storage.ReadableFile, path string, opts ReaderOptions) (*Reader,
 	return r, nil
 }
 
+// InMemory reports whether the reader caches blocks with priority IN_MEMORY (ReaderOptions).
+func (r *Reader) InMemory() bool { return r.prio == blockcache.PriorityMemory }
+
 func newReader(f storage.ReadableFile, path string, opts ReaderOptions) (*Reader, error) {
 	r := &Reader{path: path, f: f, cache: opts.Cache, fileID: opts.FileID, prio: blockcache.PrioritySingle,
 		evict: opts.EvictOnClose}

@@ -81,7 +81,7 @@ func (x ReplicationEntry_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicationEntry_Kind.Descriptor instead.
 func (ReplicationEntry_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11, 0}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type UpdateConfigurationRequest struct {
@@ -243,9 +243,12 @@ type CloseRegionRequest struct {
 	DestinationSeq uint64 `protobuf:"varint,6,opt,name=destination_seq,json=destinationSeq,proto3" json:"destination_seq,omitempty"`
 	// With destination: the close may leave the last few edits in the region's manifest instead of
 	// a store file (layout.FeatureManifestHandoff; sent only while every live server reads them).
-	Handoff       bool `protobuf:"varint,7,opt,name=handoff,proto3" json:"handoff,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Handoff bool `protobuf:"varint,7,opt,name=handoff,proto3" json:"handoff,omitempty"`
+	// With destination: the address of its Admin service, which the source asks to prepare the
+	// region (PrepareRegion) after its pre-close flush. Empty: no prepare.
+	DestinationAdminAddress string `protobuf:"bytes,8,opt,name=destination_admin_address,json=destinationAdminAddress,proto3" json:"destination_admin_address,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CloseRegionRequest) Reset() {
@@ -327,6 +330,13 @@ func (x *CloseRegionRequest) GetHandoff() bool {
 	return false
 }
 
+func (x *CloseRegionRequest) GetDestinationAdminAddress() string {
+	if x != nil {
+		return x.DestinationAdminAddress
+	}
+	return ""
+}
+
 type CloseRegionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -363,6 +373,103 @@ func (*CloseRegionResponse) Descriptor() ([]byte, []int) {
 	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
+type PrepareRegionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        *RegionInfo            `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Table         *TableDescriptor       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareRegionRequest) Reset() {
+	*x = PrepareRegionRequest{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareRegionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareRegionRequest) ProtoMessage() {}
+
+func (x *PrepareRegionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareRegionRequest.ProtoReflect.Descriptor instead.
+func (*PrepareRegionRequest) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PrepareRegionRequest) GetRegion() *RegionInfo {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *PrepareRegionRequest) GetTable() *TableDescriptor {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+type PrepareRegionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The store files opened.
+	Files         int32 `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareRegionResponse) Reset() {
+	*x = PrepareRegionResponse{}
+	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareRegionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareRegionResponse) ProtoMessage() {}
+
+func (x *PrepareRegionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareRegionResponse.ProtoReflect.Descriptor instead.
+func (*PrepareRegionResponse) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PrepareRegionResponse) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
 type RegionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -372,7 +479,7 @@ type RegionRequest struct {
 
 func (x *RegionRequest) Reset() {
 	*x = RegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +491,7 @@ func (x *RegionRequest) String() string {
 func (*RegionRequest) ProtoMessage() {}
 
 func (x *RegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[5]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +504,7 @@ func (x *RegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRequest.ProtoReflect.Descriptor instead.
 func (*RegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegionRequest) GetRegion() string {
@@ -415,7 +522,7 @@ type RegionResponse struct {
 
 func (x *RegionResponse) Reset() {
 	*x = RegionResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +534,7 @@ func (x *RegionResponse) String() string {
 func (*RegionResponse) ProtoMessage() {}
 
 func (x *RegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[6]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +547,7 @@ func (x *RegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionResponse.ProtoReflect.Descriptor instead.
 func (*RegionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type CompactRegionRequest struct {
@@ -454,7 +561,7 @@ type CompactRegionRequest struct {
 
 func (x *CompactRegionRequest) Reset() {
 	*x = CompactRegionRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +573,7 @@ func (x *CompactRegionRequest) String() string {
 func (*CompactRegionRequest) ProtoMessage() {}
 
 func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[7]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +586,7 @@ func (x *CompactRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRegionRequest.ProtoReflect.Descriptor instead.
 func (*CompactRegionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CompactRegionRequest) GetRegion() string {
@@ -511,7 +618,7 @@ type GetOnlineRegionsRequest struct {
 
 func (x *GetOnlineRegionsRequest) Reset() {
 	*x = GetOnlineRegionsRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +630,7 @@ func (x *GetOnlineRegionsRequest) String() string {
 func (*GetOnlineRegionsRequest) ProtoMessage() {}
 
 func (x *GetOnlineRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[8]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +643,7 @@ func (x *GetOnlineRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnlineRegionsRequest.ProtoReflect.Descriptor instead.
 func (*GetOnlineRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type GetOnlineRegionsResponse struct {
@@ -548,7 +655,7 @@ type GetOnlineRegionsResponse struct {
 
 func (x *GetOnlineRegionsResponse) Reset() {
 	*x = GetOnlineRegionsResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +667,7 @@ func (x *GetOnlineRegionsResponse) String() string {
 func (*GetOnlineRegionsResponse) ProtoMessage() {}
 
 func (x *GetOnlineRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[9]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +680,7 @@ func (x *GetOnlineRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnlineRegionsResponse.ProtoReflect.Descriptor instead.
 func (*GetOnlineRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetOnlineRegionsResponse) GetRegions() []*RegionInfo {
@@ -609,7 +716,7 @@ type ReplicateEditsRequest struct {
 
 func (x *ReplicateEditsRequest) Reset() {
 	*x = ReplicateEditsRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +728,7 @@ func (x *ReplicateEditsRequest) String() string {
 func (*ReplicateEditsRequest) ProtoMessage() {}
 
 func (x *ReplicateEditsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[10]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +741,7 @@ func (x *ReplicateEditsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateEditsRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateEditsRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicateEditsRequest) GetRegion() string {
@@ -705,7 +812,7 @@ type ReplicationEntry struct {
 
 func (x *ReplicationEntry) Reset() {
 	*x = ReplicationEntry{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +824,7 @@ func (x *ReplicationEntry) String() string {
 func (*ReplicationEntry) ProtoMessage() {}
 
 func (x *ReplicationEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[11]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +837,7 @@ func (x *ReplicationEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationEntry.ProtoReflect.Descriptor instead.
 func (*ReplicationEntry) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplicationEntry) GetKind() ReplicationEntry_Kind {
@@ -798,7 +905,7 @@ type ReplicateEditsResponse struct {
 
 func (x *ReplicateEditsResponse) Reset() {
 	*x = ReplicateEditsResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +917,7 @@ func (x *ReplicateEditsResponse) String() string {
 func (*ReplicateEditsResponse) ProtoMessage() {}
 
 func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[12]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +930,7 @@ func (x *ReplicateEditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateEditsResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateEditsResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicateEditsResponse) GetAppliedSeq() uint64 {
@@ -858,7 +965,7 @@ type RequestReplicationRequest struct {
 
 func (x *RequestReplicationRequest) Reset() {
 	*x = RequestReplicationRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +977,7 @@ func (x *RequestReplicationRequest) String() string {
 func (*RequestReplicationRequest) ProtoMessage() {}
 
 func (x *RequestReplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[13]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +990,7 @@ func (x *RequestReplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReplicationRequest.ProtoReflect.Descriptor instead.
 func (*RequestReplicationRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RequestReplicationRequest) GetRegion() string {
@@ -908,7 +1015,7 @@ type RequestReplicationResponse struct {
 
 func (x *RequestReplicationResponse) Reset() {
 	*x = RequestReplicationResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1027,7 @@ func (x *RequestReplicationResponse) String() string {
 func (*RequestReplicationResponse) ProtoMessage() {}
 
 func (x *RequestReplicationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[14]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1040,7 @@ func (x *RequestReplicationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReplicationResponse.ProtoReflect.Descriptor instead.
 func (*RequestReplicationResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type StopServerRequest struct {
@@ -945,7 +1052,7 @@ type StopServerRequest struct {
 
 func (x *StopServerRequest) Reset() {
 	*x = StopServerRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1064,7 @@ func (x *StopServerRequest) String() string {
 func (*StopServerRequest) ProtoMessage() {}
 
 func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[15]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1077,7 @@ func (x *StopServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerRequest.ProtoReflect.Descriptor instead.
 func (*StopServerRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StopServerRequest) GetReason() string {
@@ -988,7 +1095,7 @@ type StopServerResponse struct {
 
 func (x *StopServerResponse) Reset() {
 	*x = StopServerResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1107,7 @@ func (x *StopServerResponse) String() string {
 func (*StopServerResponse) ProtoMessage() {}
 
 func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[16]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1120,7 @@ func (x *StopServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServerResponse.ProtoReflect.Descriptor instead.
 func (*StopServerResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type ArchiveWALRequest struct {
@@ -1024,7 +1131,7 @@ type ArchiveWALRequest struct {
 
 func (x *ArchiveWALRequest) Reset() {
 	*x = ArchiveWALRequest{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1143,7 @@ func (x *ArchiveWALRequest) String() string {
 func (*ArchiveWALRequest) ProtoMessage() {}
 
 func (x *ArchiveWALRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[17]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1156,7 @@ func (x *ArchiveWALRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveWALRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveWALRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type ArchiveWALResponse struct {
@@ -1062,7 +1169,7 @@ type ArchiveWALResponse struct {
 
 func (x *ArchiveWALResponse) Reset() {
 	*x = ArchiveWALResponse{}
-	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1181,7 @@ func (x *ArchiveWALResponse) String() string {
 func (*ArchiveWALResponse) ProtoMessage() {}
 
 func (x *ArchiveWALResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_admin_proto_msgTypes[18]
+	mi := &file_cellstore_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1194,7 @@ func (x *ArchiveWALResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveWALResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveWALResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_cellstore_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ArchiveWALResponse) GetUnits() int32 {
@@ -1108,7 +1215,7 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12!\n" +
 	"\fprocedure_id\x18\x03 \x01(\x04R\vprocedureId\x12*\n" +
 	"\x11server_start_code\x18\x04 \x01(\x03R\x0fserverStartCode\"\x14\n" +
-	"\x12OpenRegionResponse\"\x90\x02\n" +
+	"\x12OpenRegionResponse\"\xcc\x02\n" +
 	"\x12CloseRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05flush\x18\x02 \x01(\bR\x05flush\x12!\n" +
@@ -1116,8 +1223,14 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\vdestination\x18\x04 \x01(\v2\x18.cellstore.v1.ServerNameR\vdestination\x12*\n" +
 	"\x11server_start_code\x18\x05 \x01(\x03R\x0fserverStartCode\x12'\n" +
 	"\x0fdestination_seq\x18\x06 \x01(\x04R\x0edestinationSeq\x12\x18\n" +
-	"\ahandoff\x18\a \x01(\bR\ahandoff\"\x15\n" +
-	"\x13CloseRegionResponse\"'\n" +
+	"\ahandoff\x18\a \x01(\bR\ahandoff\x12:\n" +
+	"\x19destination_admin_address\x18\b \x01(\tR\x17destinationAdminAddress\"\x15\n" +
+	"\x13CloseRegionResponse\"}\n" +
+	"\x14PrepareRegionRequest\x120\n" +
+	"\x06region\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x123\n" +
+	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\"-\n" +
+	"\x15PrepareRegionResponse\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x05R\x05files\"'\n" +
 	"\rRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"\x10\n" +
 	"\x0eRegionResponse\"\\\n" +
@@ -1168,11 +1281,12 @@ const file_cellstore_v1_admin_proto_rawDesc = "" +
 	"\x12StopServerResponse\"\x13\n" +
 	"\x11ArchiveWALRequest\"*\n" +
 	"\x12ArchiveWALResponse\x12\x14\n" +
-	"\x05units\x18\x01 \x01(\x05R\x05units2\xb7\a\n" +
+	"\x05units\x18\x01 \x01(\x05R\x05units2\x91\b\n" +
 	"\x05Admin\x12O\n" +
 	"\n" +
 	"OpenRegion\x12\x1f.cellstore.v1.OpenRegionRequest\x1a .cellstore.v1.OpenRegionResponse\x12R\n" +
-	"\vCloseRegion\x12 .cellstore.v1.CloseRegionRequest\x1a!.cellstore.v1.CloseRegionResponse\x12H\n" +
+	"\vCloseRegion\x12 .cellstore.v1.CloseRegionRequest\x1a!.cellstore.v1.CloseRegionResponse\x12X\n" +
+	"\rPrepareRegion\x12\".cellstore.v1.PrepareRegionRequest\x1a#.cellstore.v1.PrepareRegionResponse\x12H\n" +
 	"\vFlushRegion\x12\x1b.cellstore.v1.RegionRequest\x1a\x1c.cellstore.v1.RegionResponse\x12Q\n" +
 	"\rCompactRegion\x12\".cellstore.v1.CompactRegionRequest\x1a\x1c.cellstore.v1.RegionResponse\x12a\n" +
 	"\x10GetOnlineRegions\x12%.cellstore.v1.GetOnlineRegionsRequest\x1a&.cellstore.v1.GetOnlineRegionsResponse\x12[\n" +
@@ -1198,7 +1312,7 @@ func file_cellstore_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_cellstore_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_cellstore_v1_admin_proto_goTypes = []any{
 	(ReplicationEntry_Kind)(0),         // 0: cellstore.v1.ReplicationEntry.Kind
 	(*UpdateConfigurationRequest)(nil), // 1: cellstore.v1.UpdateConfigurationRequest
@@ -1206,61 +1320,67 @@ var file_cellstore_v1_admin_proto_goTypes = []any{
 	(*OpenRegionResponse)(nil),         // 3: cellstore.v1.OpenRegionResponse
 	(*CloseRegionRequest)(nil),         // 4: cellstore.v1.CloseRegionRequest
 	(*CloseRegionResponse)(nil),        // 5: cellstore.v1.CloseRegionResponse
-	(*RegionRequest)(nil),              // 6: cellstore.v1.RegionRequest
-	(*RegionResponse)(nil),             // 7: cellstore.v1.RegionResponse
-	(*CompactRegionRequest)(nil),       // 8: cellstore.v1.CompactRegionRequest
-	(*GetOnlineRegionsRequest)(nil),    // 9: cellstore.v1.GetOnlineRegionsRequest
-	(*GetOnlineRegionsResponse)(nil),   // 10: cellstore.v1.GetOnlineRegionsResponse
-	(*ReplicateEditsRequest)(nil),      // 11: cellstore.v1.ReplicateEditsRequest
-	(*ReplicationEntry)(nil),           // 12: cellstore.v1.ReplicationEntry
-	(*ReplicateEditsResponse)(nil),     // 13: cellstore.v1.ReplicateEditsResponse
-	(*RequestReplicationRequest)(nil),  // 14: cellstore.v1.RequestReplicationRequest
-	(*RequestReplicationResponse)(nil), // 15: cellstore.v1.RequestReplicationResponse
-	(*StopServerRequest)(nil),          // 16: cellstore.v1.StopServerRequest
-	(*StopServerResponse)(nil),         // 17: cellstore.v1.StopServerResponse
-	(*ArchiveWALRequest)(nil),          // 18: cellstore.v1.ArchiveWALRequest
-	(*ArchiveWALResponse)(nil),         // 19: cellstore.v1.ArchiveWALResponse
-	(*RegionInfo)(nil),                 // 20: cellstore.v1.RegionInfo
-	(*TableDescriptor)(nil),            // 21: cellstore.v1.TableDescriptor
-	(*ServerName)(nil),                 // 22: cellstore.v1.ServerName
-	(*PingRequest)(nil),                // 23: cellstore.v1.PingRequest
-	(*PingResponse)(nil),               // 24: cellstore.v1.PingResponse
-	(*ConfigurationReport)(nil),        // 25: cellstore.v1.ConfigurationReport
+	(*PrepareRegionRequest)(nil),       // 6: cellstore.v1.PrepareRegionRequest
+	(*PrepareRegionResponse)(nil),      // 7: cellstore.v1.PrepareRegionResponse
+	(*RegionRequest)(nil),              // 8: cellstore.v1.RegionRequest
+	(*RegionResponse)(nil),             // 9: cellstore.v1.RegionResponse
+	(*CompactRegionRequest)(nil),       // 10: cellstore.v1.CompactRegionRequest
+	(*GetOnlineRegionsRequest)(nil),    // 11: cellstore.v1.GetOnlineRegionsRequest
+	(*GetOnlineRegionsResponse)(nil),   // 12: cellstore.v1.GetOnlineRegionsResponse
+	(*ReplicateEditsRequest)(nil),      // 13: cellstore.v1.ReplicateEditsRequest
+	(*ReplicationEntry)(nil),           // 14: cellstore.v1.ReplicationEntry
+	(*ReplicateEditsResponse)(nil),     // 15: cellstore.v1.ReplicateEditsResponse
+	(*RequestReplicationRequest)(nil),  // 16: cellstore.v1.RequestReplicationRequest
+	(*RequestReplicationResponse)(nil), // 17: cellstore.v1.RequestReplicationResponse
+	(*StopServerRequest)(nil),          // 18: cellstore.v1.StopServerRequest
+	(*StopServerResponse)(nil),         // 19: cellstore.v1.StopServerResponse
+	(*ArchiveWALRequest)(nil),          // 20: cellstore.v1.ArchiveWALRequest
+	(*ArchiveWALResponse)(nil),         // 21: cellstore.v1.ArchiveWALResponse
+	(*RegionInfo)(nil),                 // 22: cellstore.v1.RegionInfo
+	(*TableDescriptor)(nil),            // 23: cellstore.v1.TableDescriptor
+	(*ServerName)(nil),                 // 24: cellstore.v1.ServerName
+	(*PingRequest)(nil),                // 25: cellstore.v1.PingRequest
+	(*PingResponse)(nil),               // 26: cellstore.v1.PingResponse
+	(*ConfigurationReport)(nil),        // 27: cellstore.v1.ConfigurationReport
 }
 var file_cellstore_v1_admin_proto_depIdxs = []int32{
-	20, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
-	21, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
-	22, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
-	20, // 3: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
-	12, // 4: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
-	0,  // 5: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
-	2,  // 6: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
-	4,  // 7: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
-	6,  // 8: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
-	8,  // 9: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
-	9,  // 10: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
-	11, // 11: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
-	14, // 12: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
-	16, // 13: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
-	18, // 14: cellstore.v1.Admin.ArchiveWAL:input_type -> cellstore.v1.ArchiveWALRequest
-	23, // 15: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
-	1,  // 16: cellstore.v1.Admin.UpdateConfiguration:input_type -> cellstore.v1.UpdateConfigurationRequest
-	3,  // 17: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
-	5,  // 18: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
-	7,  // 19: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
-	7,  // 20: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
-	10, // 21: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
-	13, // 22: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
-	15, // 23: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
-	17, // 24: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
-	19, // 25: cellstore.v1.Admin.ArchiveWAL:output_type -> cellstore.v1.ArchiveWALResponse
-	24, // 26: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
-	25, // 27: cellstore.v1.Admin.UpdateConfiguration:output_type -> cellstore.v1.ConfigurationReport
-	17, // [17:28] is the sub-list for method output_type
-	6,  // [6:17] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	22, // 0: cellstore.v1.OpenRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	23, // 1: cellstore.v1.OpenRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	24, // 2: cellstore.v1.CloseRegionRequest.destination:type_name -> cellstore.v1.ServerName
+	22, // 3: cellstore.v1.PrepareRegionRequest.region:type_name -> cellstore.v1.RegionInfo
+	23, // 4: cellstore.v1.PrepareRegionRequest.table:type_name -> cellstore.v1.TableDescriptor
+	22, // 5: cellstore.v1.GetOnlineRegionsResponse.regions:type_name -> cellstore.v1.RegionInfo
+	14, // 6: cellstore.v1.ReplicateEditsRequest.entries:type_name -> cellstore.v1.ReplicationEntry
+	0,  // 7: cellstore.v1.ReplicationEntry.kind:type_name -> cellstore.v1.ReplicationEntry.Kind
+	2,  // 8: cellstore.v1.Admin.OpenRegion:input_type -> cellstore.v1.OpenRegionRequest
+	4,  // 9: cellstore.v1.Admin.CloseRegion:input_type -> cellstore.v1.CloseRegionRequest
+	6,  // 10: cellstore.v1.Admin.PrepareRegion:input_type -> cellstore.v1.PrepareRegionRequest
+	8,  // 11: cellstore.v1.Admin.FlushRegion:input_type -> cellstore.v1.RegionRequest
+	10, // 12: cellstore.v1.Admin.CompactRegion:input_type -> cellstore.v1.CompactRegionRequest
+	11, // 13: cellstore.v1.Admin.GetOnlineRegions:input_type -> cellstore.v1.GetOnlineRegionsRequest
+	13, // 14: cellstore.v1.Admin.ReplicateEdits:input_type -> cellstore.v1.ReplicateEditsRequest
+	16, // 15: cellstore.v1.Admin.RequestReplication:input_type -> cellstore.v1.RequestReplicationRequest
+	18, // 16: cellstore.v1.Admin.StopServer:input_type -> cellstore.v1.StopServerRequest
+	20, // 17: cellstore.v1.Admin.ArchiveWAL:input_type -> cellstore.v1.ArchiveWALRequest
+	25, // 18: cellstore.v1.Admin.Ping:input_type -> cellstore.v1.PingRequest
+	1,  // 19: cellstore.v1.Admin.UpdateConfiguration:input_type -> cellstore.v1.UpdateConfigurationRequest
+	3,  // 20: cellstore.v1.Admin.OpenRegion:output_type -> cellstore.v1.OpenRegionResponse
+	5,  // 21: cellstore.v1.Admin.CloseRegion:output_type -> cellstore.v1.CloseRegionResponse
+	7,  // 22: cellstore.v1.Admin.PrepareRegion:output_type -> cellstore.v1.PrepareRegionResponse
+	9,  // 23: cellstore.v1.Admin.FlushRegion:output_type -> cellstore.v1.RegionResponse
+	9,  // 24: cellstore.v1.Admin.CompactRegion:output_type -> cellstore.v1.RegionResponse
+	12, // 25: cellstore.v1.Admin.GetOnlineRegions:output_type -> cellstore.v1.GetOnlineRegionsResponse
+	15, // 26: cellstore.v1.Admin.ReplicateEdits:output_type -> cellstore.v1.ReplicateEditsResponse
+	17, // 27: cellstore.v1.Admin.RequestReplication:output_type -> cellstore.v1.RequestReplicationResponse
+	19, // 28: cellstore.v1.Admin.StopServer:output_type -> cellstore.v1.StopServerResponse
+	21, // 29: cellstore.v1.Admin.ArchiveWAL:output_type -> cellstore.v1.ArchiveWALResponse
+	26, // 30: cellstore.v1.Admin.Ping:output_type -> cellstore.v1.PingResponse
+	27, // 31: cellstore.v1.Admin.UpdateConfiguration:output_type -> cellstore.v1.ConfigurationReport
+	20, // [20:32] is the sub-list for method output_type
+	8,  // [8:20] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_admin_proto_init() }
@@ -1276,7 +1396,7 @@ func file_cellstore_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_admin_proto_rawDesc), len(file_cellstore_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Admin_OpenRegion_FullMethodName          = "/cellstore.v1.Admin/OpenRegion"
 	Admin_CloseRegion_FullMethodName         = "/cellstore.v1.Admin/CloseRegion"
+	Admin_PrepareRegion_FullMethodName       = "/cellstore.v1.Admin/PrepareRegion"
 	Admin_FlushRegion_FullMethodName         = "/cellstore.v1.Admin/FlushRegion"
 	Admin_CompactRegion_FullMethodName       = "/cellstore.v1.Admin/CompactRegion"
 	Admin_GetOnlineRegions_FullMethodName    = "/cellstore.v1.Admin/GetOnlineRegions"
@@ -40,6 +41,10 @@ const (
 type AdminClient interface {
 	OpenRegion(ctx context.Context, in *OpenRegionRequest, opts ...grpc.CallOption) (*OpenRegionResponse, error)
 	CloseRegion(ctx context.Context, in *CloseRegionRequest, opts ...grpc.CallOption) (*CloseRegionResponse, error)
+	// Source → destination of a move, after the source's pre-close flush while it still serves the
+	// region: open the region's store files now, so that the open ordered after the close reads
+	// only its .regioninfo and manifest. Answered once prepared; a hint (an open never needs it).
+	PrepareRegion(ctx context.Context, in *PrepareRegionRequest, opts ...grpc.CallOption) (*PrepareRegionResponse, error)
 	FlushRegion(ctx context.Context, in *RegionRequest, opts ...grpc.CallOption) (*RegionResponse, error)
 	CompactRegion(ctx context.Context, in *CompactRegionRequest, opts ...grpc.CallOption) (*RegionResponse, error)
 	GetOnlineRegions(ctx context.Context, in *GetOnlineRegionsRequest, opts ...grpc.CallOption) (*GetOnlineRegionsResponse, error)
@@ -81,6 +86,16 @@ func (c *adminClient) CloseRegion(ctx context.Context, in *CloseRegionRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CloseRegionResponse)
 	err := c.cc.Invoke(ctx, Admin_CloseRegion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PrepareRegion(ctx context.Context, in *PrepareRegionRequest, opts ...grpc.CallOption) (*PrepareRegionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareRegionResponse)
+	err := c.cc.Invoke(ctx, Admin_PrepareRegion_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +200,10 @@ func (c *adminClient) UpdateConfiguration(ctx context.Context, in *UpdateConfigu
 type AdminServer interface {
 	OpenRegion(context.Context, *OpenRegionRequest) (*OpenRegionResponse, error)
 	CloseRegion(context.Context, *CloseRegionRequest) (*CloseRegionResponse, error)
+	// Source → destination of a move, after the source's pre-close flush while it still serves the
+	// region: open the region's store files now, so that the open ordered after the close reads
+	// only its .regioninfo and manifest. Answered once prepared; a hint (an open never needs it).
+	PrepareRegion(context.Context, *PrepareRegionRequest) (*PrepareRegionResponse, error)
 	FlushRegion(context.Context, *RegionRequest) (*RegionResponse, error)
 	CompactRegion(context.Context, *CompactRegionRequest) (*RegionResponse, error)
 	GetOnlineRegions(context.Context, *GetOnlineRegionsRequest) (*GetOnlineRegionsResponse, error)
@@ -217,6 +236,9 @@ func (UnimplementedAdminServer) OpenRegion(context.Context, *OpenRegionRequest) 
 }
 func (UnimplementedAdminServer) CloseRegion(context.Context, *CloseRegionRequest) (*CloseRegionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CloseRegion not implemented")
+}
+func (UnimplementedAdminServer) PrepareRegion(context.Context, *PrepareRegionRequest) (*PrepareRegionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PrepareRegion not implemented")
 }
 func (UnimplementedAdminServer) FlushRegion(context.Context, *RegionRequest) (*RegionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FlushRegion not implemented")
@@ -298,6 +320,24 @@ func _Admin_CloseRegion_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).CloseRegion(ctx, req.(*CloseRegionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PrepareRegion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareRegionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PrepareRegion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PrepareRegion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PrepareRegion(ctx, req.(*PrepareRegionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -478,6 +518,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseRegion",
 			Handler:    _Admin_CloseRegion_Handler,
+		},
+		{
+			MethodName: "PrepareRegion",
+			Handler:    _Admin_PrepareRegion_Handler,
 		},
 		{
 			MethodName: "FlushRegion",
