@@ -2,12 +2,15 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"slices"
 	"testing"
 
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
+	"github.com/cellstore/cellstore/engine/storage/s3"
+	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
 
 // listReads is reads that counts listings too.
@@ -182,4 +185,65 @@ func TestPreparedOpenAfterACompactionAndAnAlter(t *testing.T) {
 			t.Fatal("a released Prepared still holds files")
 		}
 	})
+}
+
+// BenchmarkMoveOpen is a move's open at its destination on a bucket (one with its own file
+// cache), the region holding 1–4 store files and five edits its close handed off: "create" as the
+// region server opened before (the .regioninfo checked, then the open reading it again with the
+// manifest, then the store files), "descriptor" with the check folded into the open, "prepared"
+// with the store files opened ahead (untimed: the source still serves then).
+func BenchmarkMoveOpen(b *testing.B) {
+	srv := s3test.Start(b)
+	for _, mode := range []string{"create", "descriptor", "prepared"} {
+		srv.CreateBucket(b, mode) // b.Run runs its function more than once: the bucket is made here
+		bucket, err := s3.Open(context.Background(), srv.Config(mode))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode, func(b *testing.B) {
+			e := bucketEnv(b, bucket)
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if _, err := e.r.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				if e.r.StoreFileCount()["f"] > 4 {
+					if _, err := e.r.Compact(true); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for j := 0; j < 5; j++ {
+					if err := e.r.Mutate(NewMutation(fmt.Appendf(nil, "row%06d-%d", i, j)).Put([]byte("f"), []byte("q"), 1, make([]byte, 100))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cfg := e.cfg
+				cache, err := filecache.Open(filecache.Config{Dir: b.TempDir(), Capacity: 64 << 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.FileCache = cache
+				if mode == "prepared" {
+					if cfg.Prepared, err = Prepare(cfg, e.info); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := e.r.CloseForMove(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if mode == "create" {
+					err = CreateOnBucket(bucket, e.table, e.info)
+				} else {
+					cfg.Descriptor = &e.table
+				}
+				if err == nil {
+					e.r, err = Open(cfg, e.info)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
