@@ -239,7 +239,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	})
 
 	It("starts a continuous read/write load from an in-cluster client", func(ctx SpecContext) {
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, withCPURequest(loadcheckPod("load", name, adminSecret(name), "--table", "live", "--writers", "2", "--readers", "2", "--read-rate", fmt.Sprint(liveReadRate))), metav1.CreateOptions{})
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, withCPURequest(loadcheckPod("load", name, adminSecret(name), "--table", "live", "--writers", "2", "--readers", "2", "--read-rate", fmt.Sprint(liveReadRate)), "150m"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			p, err := kube.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{})
@@ -270,7 +270,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	It("restarts every pod once, each region server after its drain, with zero failed requests", func(ctx SpecContext) {
 		// Beside Cellstore's own client, the stock HBase Java client writes and reads through the
 		// region servers' HBase protocol, over TLS as the admin certificate's user.
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, withCPURequest(hbaseLoadPod("hbase-load", ns, name, adminSecret(name), "hbaselive", 2, 2, hbaseReadRate)), metav1.CreateOptions{})
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, withCPURequest(hbaseLoadPod("hbase-load", ns, name, adminSecret(name), "hbaselive", 2, 2, hbaseReadRate), "250m"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx context.Context) {
 			_ = kube.CoreV1().Pods(ns).Delete(ctx, "hbase-load", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})

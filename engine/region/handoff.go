@@ -71,6 +71,10 @@ var errNoHandoff = errors.New("region: the memstore cannot be handed off in the 
 // them), so the region's writes wait for one write to storage instead of two.
 func (r *Region) CloseForMove() error { return r.close(true) }
 
+// HandoffFits reports whether the memstore is small enough for CloseForMove to hand it off (a
+// move's source flushes again, still serving, when it is not).
+func (r *Region) HandoffFits() bool { return r.MemstoreStats().DataBytes <= maxHandoffBytes }
+
 // handoffOK reports whether a flush with these unflushed accounts may hand the edits off (the
 // caller holds the updates lock).
 func (r *Region) handoffOK(closing bool, session uint64, choose chooser, dataBytes int64) bool {

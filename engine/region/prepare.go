@@ -22,6 +22,7 @@ type Prepared struct {
 	files    map[string]*storeFile // by path, as named in the manifest read
 	inMemory map[string]bool       // family name -> its store files were opened as IN_MEMORY
 	listed   map[string][]string   // family name -> the names its directory held
+	taken    int                   // files an open took
 	released bool
 }
 
@@ -29,6 +30,7 @@ type Prepared struct {
 // Open on this server to take (Config.Prepared). cfg is the one that Open will be given (its WAL
 // is not used).
 func Prepare(cfg Config, info Info) (*Prepared, error) {
+	defer cfg.Prepared.Release() // not used here
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -68,6 +70,16 @@ func (p *Prepared) Files() int {
 	return len(p.files)
 }
 
+// Taken is the number of prepared store files an open took.
+func (p *Prepared) Taken() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.taken
+}
+
 // take hands r the prepared store file of family fam that mf names, or nil when none was opened
 // for it (a file written since, or one of a family whose settings changed).
 func (p *Prepared) take(r *Region, fam int, mf manifestFile) *storeFile {
@@ -83,6 +95,7 @@ func (p *Prepared) take(r *Region, fam int, mf manifestFile) *storeFile {
 		return nil
 	}
 	delete(p.files, key)
+	p.taken++
 	sf.r, sf.family = r, fam
 	return sf
 }

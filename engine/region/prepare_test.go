@@ -79,8 +79,8 @@ func TestPreparedOpenReadsOnlyTheManifest(t *testing.T) {
 		if got["get"] != 4 || got["stat"] != 1 || got["range"] != 0 || got["list"] != 1 {
 			t.Fatalf("the prepared open read %v; want 4 gets (.regioninfo, manifest, the file written since, the stray object's move), 1 stat (that move), 1 list (recovered edits)", got)
 		}
-		if p.Files() != 0 {
-			t.Fatalf("%d prepared files left after the open", p.Files())
+		if p.Taken() != 2 || p.Files() != 0 {
+			t.Fatalf("the open took %d prepared files and left %d; want both taken", p.Taken(), p.Files())
 		}
 		if n := countRows(t, r); n != 305 {
 			t.Fatalf("%d rows after the prepared open, want 305", n)
@@ -130,8 +130,8 @@ func TestPreparedOpenAfterACompactionAndAnAlter(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.r = r
-		if p.Files() != 0 {
-			t.Fatalf("%d prepared files left after the open", p.Files())
+		if p.Taken() != 0 {
+			t.Fatalf("the open took %d prepared files; want none (a compaction replaced them all)", p.Taken())
 		}
 		if n := r.StoreFileCount()["f"]; n != 1 {
 			t.Fatalf("%d store files after the open, want the compaction's one", n)
@@ -159,6 +159,9 @@ func TestPreparedOpenAfterACompactionAndAnAlter(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.r = r
+		if p.Taken() != 0 {
+			t.Fatalf("the open took %d prepared files of a family whose settings changed", p.Taken())
+		}
 		if !r.Families()[0].InMemory {
 			t.Fatal("the open did not take the altered descriptor")
 		}
@@ -179,8 +182,20 @@ func TestPreparedOpenAfterACompactionAndAnAlter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var files []*storeFile
+		for _, sf := range p.files {
+			files = append(files, sf)
+		}
+		if len(files) != 1 {
+			t.Fatalf("%d files prepared, want 1", len(files))
+		}
 		p.Release()
 		p.Release()
+		for _, sf := range files {
+			if n := sf.refs.Load(); n != 0 {
+				t.Fatalf("store file %s holds %d references after the release; want its reader closed", sf.name, n)
+			}
+		}
 		if p.Files() != 0 {
 			t.Fatal("a released Prepared still holds files")
 		}

@@ -256,11 +256,11 @@ func readRegionInfo(store regionFiles, dir string) (Info, TableDescriptor, error
 // WAL's sequence ids past everything it found. The edits a move's close
 // handed off in the manifest are replayed and not flushed (handoff.go).
 func Open(cfg Config, info Info) (*Region, error) {
+	// What the open did not take of what was prepared is released (also when it fails).
+	defer cfg.Prepared.Release()
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	// What the open did not take of what was prepared is released (also when it fails).
-	defer cfg.Prepared.Release()
 	r, err := newRegion(cfg, info, false)
 	if err != nil {
 		return nil, err
@@ -328,6 +328,7 @@ func Open(cfg Config, info Info) (*Region, error) {
 // archived, no flushes or compactions; writes fail with ErrReadOnlyReplica.
 // cfg.WAL is not needed.
 func OpenReplica(cfg Config, info Info) (*Region, error) {
+	defer cfg.Prepared.Release() // a primary's: not used
 	if (cfg.FS == nil && cfg.Bucket == nil) || cfg.Pool == nil {
 		return nil, errors.New("region: Config needs FS or Bucket, and Pool")
 	}

@@ -238,6 +238,9 @@ func (s *Server) openRegion(or *onlineRegion) {
 	}
 	if !r.IsReplica() {
 		s.startShippers(or, r)
+		// A prepare that finished after this open took the map's entry (or found none) is not
+		// needed: its readers go now, not when its 30 s are up.
+		s.takePrepared(or.name, nil).Release()
 	}
 	s.log.Info("region opened", "region", or.name, "table", or.tkey, "seconds", time.Since(start).Seconds(), "prepared_files", ot.prepared)
 }
@@ -250,7 +253,7 @@ const slowOpen = 300 * time.Millisecond
 type openTimes struct {
 	functions time.Duration // loading the table's functions
 	open      time.Duration // .regioninfo and manifest, the store files, replaying what is left
-	prepared  int           // store files a move's source had this server open ahead (prepare.go)
+	prepared  int           // store files the open took from a move's prepare (prepare.go)
 }
 
 func (s *Server) doOpen(or *onlineRegion, ot *openTimes) (*region.Region, error) {
@@ -308,15 +311,15 @@ func (s *Server) openStorage(or *onlineRegion, ot *openTimes) (*region.Region, e
 	s.noteRegionForArchive(or.name, or.tkey)
 	cfg := s.regionConfig(or.table, or.name)
 	cfg.Descriptor = &td
-	if cfg.Prepared = s.takePrepared(or.name, nil); cfg.Prepared != nil {
-		ot.prepared = cfg.Prepared.Files()
-		s.m.preparedOpens.Add(1)
-	}
+	cfg.Prepared = s.takePrepared(or.name, nil)
 	t := time.Now()
 	r, err := region.Open(cfg, info)
 	ot.open = time.Since(t)
 	if err != nil {
 		return nil, err
+	}
+	if ot.prepared = cfg.Prepared.Taken(); ot.prepared > 0 {
+		s.m.preparedOpens.Add(1)
 	}
 	// Every primary keeps a change queue for read replicas; it holds nothing until a replica
 	// asks (a table's replication may be raised while the region is open).
@@ -365,15 +368,25 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 			return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
 		}
 		go func() {
-			if r := or.r.Load(); r != nil && or.info.GetReplicaId() == 0 && r.MemstoreStats().DataBytes > 0 {
-				start := time.Now()
-				if _, err := r.Flush(); err != nil && !errors.Is(err, region.ErrClosed) {
-					s.log.Warn("pre-close flush failed; the close flushes", "region", name, "error", err)
+			preCloseFlush := func() {
+				if r := or.r.Load(); r != nil && or.info.GetReplicaId() == 0 && r.MemstoreStats().DataBytes > 0 {
+					start := time.Now()
+					if _, err := r.Flush(); err != nil && !errors.Is(err, region.ErrClosed) {
+						s.log.Warn("pre-close flush failed; the close flushes", "region", name, "error", err)
+					}
+					s.log.Debug("pre-close flush", "region", name, "took", time.Since(start).Round(time.Millisecond))
 				}
-				s.log.Debug("pre-close flush", "region", name, "took", time.Since(start).Round(time.Millisecond))
 			}
+			preCloseFlush()
 			// The destination opens the store files now, while the region still serves here.
-			s.prepareAt(or, req)
+			if s.prepareAt(or, req) && req.GetHandoff() {
+				if r := or.r.Load(); r != nil && !r.HandoffFits() {
+					// Written meanwhile more than the close can hand off: flushed again while the
+					// region serves (the destination opens that one file itself), not by the
+					// close while its writes wait.
+					preCloseFlush()
+				}
+			}
 			if !or.state.CompareAndSwap(stateOpen, stateClosing) {
 				return // a stop or an abort took it over meanwhile: that reports
 			}

@@ -25,14 +25,15 @@ type preparedRegion struct {
 	timer *time.Timer // releases it if no open takes it
 }
 
-const (
-	// prepareWait bounds how long a move's source waits for its destination to prepare (the
-	// region still serves meanwhile; the move only starts its close later).
-	prepareWait = 3 * time.Second
-	// preparedFor is how long a prepared region waits for its open.
+// prepareWait bounds how long a move's source waits for its destination to prepare (the region
+// still serves meanwhile; the move only starts its close later).
+const prepareWait = 2 * time.Second
+
+var (
+	// preparedFor is how long a prepared region waits for its open (a variable for tests).
 	preparedFor = 30 * time.Second
-	// maxPrepared bounds the regions prepared and not opened yet (the master moves at most a few
-	// to one server at once).
+	// maxPrepared bounds the regions prepared or being prepared and not opened yet (the master
+	// moves at most a few to one server at once; a variable for tests).
 	maxPrepared = 16
 )
 
@@ -53,23 +54,30 @@ func (a *adminService) PrepareRegion(ctx context.Context, req *pb.PrepareRegionR
 		return &pb.PrepareRegionResponse{}, nil // opening or open here already
 	}
 	s.preparedMu.Lock()
-	n := len(s.prepared)
-	s.preparedMu.Unlock()
+	n := len(s.prepared) + s.preparing
 	if n >= maxPrepared {
-		return nil, status.Errorf(codes.ResourceExhausted, "%d regions are prepared here already and wait for their opens", n)
+		s.preparedMu.Unlock()
+		return nil, status.Errorf(codes.ResourceExhausted, "%d regions are prepared here already or being prepared, and wait for their opens", n)
 	}
+	s.preparing++
+	s.preparedMu.Unlock()
 	p, err := region.Prepare(s.regionConfig(req.GetTable(), ri.GetName()), layout.StorageInfo(ri))
+	s.preparedMu.Lock()
+	s.preparing--
+	s.preparedMu.Unlock()
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "preparing region %s: %v", ri.GetName(), err)
-	}
-	if _, here := s.regions.Load(ri.GetName()); here || s.stopping.Load() {
-		// Its open came meanwhile (and opened everything itself), or the server is stopping.
-		p.Release()
-		return &pb.PrepareRegionResponse{}, nil
 	}
 	files := p.Files()
 	pr := &preparedRegion{p: p}
 	s.preparedMu.Lock()
+	if _, here := s.regions.Load(ri.GetName()); here || s.preparedDropped || ctx.Err() != nil {
+		// Its open came meanwhile (and opened everything itself), the server stopped, or the
+		// source gave up waiting (and closes the region without it).
+		s.preparedMu.Unlock()
+		p.Release()
+		return &pb.PrepareRegionResponse{}, nil
+	}
 	if old := s.prepared[ri.GetName()]; old != nil {
 		old.timer.Stop()
 		old.p.Release()
@@ -106,7 +114,7 @@ func (s *Server) takePrepared(name string, want *preparedRegion) *region.Prepare
 func (s *Server) dropPrepared() {
 	s.preparedMu.Lock()
 	all := s.prepared
-	s.prepared = nil
+	s.prepared, s.preparedDropped = nil, true
 	s.preparedMu.Unlock()
 	for _, pr := range all {
 		pr.timer.Stop()
@@ -115,11 +123,12 @@ func (s *Server) dropPrepared() {
 }
 
 // prepareAt asks a move's destination to prepare the region and waits for its answer (at most
-// prepareWait). A failure costs only the open's speed there: it is logged, not returned.
-func (s *Server) prepareAt(or *onlineRegion, req *pb.CloseRegionRequest) {
+// prepareWait), reporting whether it did. A failure costs only the open's speed there: it is
+// logged, not returned.
+func (s *Server) prepareAt(or *onlineRegion, req *pb.CloseRegionRequest) bool {
 	addr := req.GetDestinationAdminAddress()
 	if addr == "" || req.GetDestination() == nil || layout.ServerName(req.GetDestination()) == s.nameStr || or.info.GetReplicaId() > 0 {
-		return
+		return false
 	}
 	start := time.Now()
 	ac, err := s.adminClient(addr)
@@ -129,14 +138,16 @@ func (s *Server) prepareAt(or *onlineRegion, req *pb.CloseRegionRequest) {
 		resp, err = ac.PrepareRegion(ctx, &pb.PrepareRegionRequest{Region: or.info, Table: or.table})
 		cancel()
 	}
-	if err != nil && status.Code(err) != codes.Unimplemented {
-		// (Unimplemented: a destination of an earlier release.)
-		s.log.Info("the move's destination did not prepare the region; it opens it all after the close", "region", or.name,
-			"destination", addr, "error", err)
-		return
+	if err != nil {
+		if status.Code(err) != codes.Unimplemented { // (a destination of an earlier release)
+			s.log.Info("the move's destination did not prepare the region; it opens it all after the close", "region", or.name,
+				"destination", addr, "error", err)
+		}
+		return false
 	}
 	if took := time.Since(start); took >= slowOpen {
 		s.log.Info("slow prepare at the move's destination (the region served meanwhile)", "region", or.name,
 			"destination", addr, "files", resp.GetFiles(), "took", took.Round(time.Millisecond))
 	}
+	return true
 }

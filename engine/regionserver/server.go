@@ -366,8 +366,10 @@ type Server struct {
 	adminMu     sync.Mutex
 	adminConns  map[string]*grpc.ClientConn
 	// prepared: regions a move's source had this server prepare (prepare.go), by name.
-	preparedMu sync.Mutex
-	prepared   map[string]*preparedRegion
+	preparedMu      sync.Mutex
+	prepared        map[string]*preparedRegion
+	preparing       int  // prepares under way
+	preparedDropped bool // the server stopped: nothing more is kept
 
 	fence    atomic.Pointer[lease.Fence]
 	limiters *quota.Limiters
