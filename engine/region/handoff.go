@@ -145,7 +145,9 @@ func (r *Region) commitHandoff(p *pendingFlush, res FlushResult, t1 time.Time) (
 	res.Handoff = len(edits)
 	res.Bytes = int64(handoffBytes(edits))
 	res.Families, _ = p.families(r)
-	if err := r.commitFiles(nil, nil, -1, false, true, func(m *manifest) { m.Handoff = edits }, func() { p.clearSnapshots(r) }); err != nil {
+	// The snapshots stay: the edits are in no store file, and the region serves reads until its
+	// close ends (releasing the memstore then).
+	if err := r.commitFiles(nil, nil, -1, false, true, func(m *manifest) { m.Handoff = edits }, nil); err != nil {
 		return FlushResult{}, fmt.Errorf("region %s: handing the memstore off in the manifest: %w", r.name, err)
 	}
 	r.pending = nil

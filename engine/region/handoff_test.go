@@ -386,3 +386,54 @@ func TestRecoveredNonceOfAHandedOffEditIsKept(t *testing.T) {
 		t.Fatalf("the retried increment: %v (nonce duplicates %d), want the first try's answer, 1", res.Cells, got)
 	}
 }
+
+// heldLog holds MarkFlushed (which a close calls right after its last commit) until released.
+type heldLog struct {
+	wal.Log
+	entered, release chan struct{}
+}
+
+func (h *heldLog) MarkFlushed(region string, seq uint64) error {
+	if h.entered != nil {
+		close(h.entered)
+		<-h.release
+		h.entered = nil
+	}
+	return h.Log.MarkFlushed(region, seq)
+}
+
+// A close serves reads until it is done, and the edits it handed off stay readable there until
+// then: they are in no store file, so the memstore keeps them (a get and a scan right after the
+// manifest's write, before the close ends, find them).
+func TestHandedOffEditsStayReadableUntilTheCloseEnds(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	putRows(t, e.r, 0, 10, "v")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	putRows(t, e.r, 10, 15, "h")
+	h := &heldLog{Log: e.w, entered: make(chan struct{}), release: make(chan struct{})}
+	e.r.cfg.WAL, e.r.wal = h, h
+	closed := make(chan error, 1)
+	go func() { closed <- e.r.CloseForMove() }()
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the close did not hand off")
+	}
+	got, n := getVal(t, e.r, 12), countRows(t, e.r)
+	close(h.release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got != "h" || n != 15 {
+		t.Fatalf("between the handoff's commit and the close's end: row 12 %q, %d rows; want h and 15", got, n)
+	}
+	if e.r.Metrics().Handoffs.Load() != 1 {
+		t.Fatal("the close did not hand its edits off")
+	}
+	e.open()
+	if n := countRows(t, e.r); n != 15 {
+		t.Fatalf("%d rows after the reopen, want 15", n)
+	}
+}
