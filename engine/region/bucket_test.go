@@ -64,6 +64,17 @@ func bucketEnv(t testing.TB, b storage.Bucket) *env {
 	return e
 }
 
+// benchBucket makes a bucket of its own on srv for one of a benchmark's modes (before b.Run, which
+// runs its function more than once).
+func benchBucket(b *testing.B, srv *s3test.Server, name string) storage.Bucket {
+	srv.CreateBucket(b, name)
+	bucket, err := s3.Open(context.Background(), srv.Config(name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bucket
+}
+
 func putRows(t *testing.T, r *Region, from, to int, val string) {
 	t.Helper()
 	for i := from; i < to; i++ {

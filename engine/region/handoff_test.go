@@ -3,7 +3,6 @@
 package region
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/storage"
-	s3 "github.com/cellstore/cellstore/engine/storage/s3"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -253,11 +251,7 @@ func TestCloseForMoveOnABucketWritesOnlyTheManifest(t *testing.T) {
 func BenchmarkMoveClose(b *testing.B) {
 	srv := s3test.Start(b)
 	for _, mode := range []string{"flush", "handoff"} {
-		srv.CreateBucket(b, mode) // b.Run runs its function more than once: the bucket is made here
-		bucket, err := s3.Open(context.Background(), srv.Config(mode))
-		if err != nil {
-			b.Fatal(err)
-		}
+		bucket := benchBucket(b, srv, mode)
 		b.Run(mode, func(b *testing.B) {
 			e := bucketEnv(b, bucket)
 			b.ResetTimer()
@@ -272,6 +266,7 @@ func BenchmarkMoveClose(b *testing.B) {
 					}
 				}
 				b.StartTimer()
+				var err error
 				if mode == "flush" {
 					err = e.r.Close()
 				} else {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
-	"github.com/cellstore/cellstore/engine/storage/s3"
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
 
@@ -210,11 +209,7 @@ func TestPreparedOpenAfterACompactionAndAnAlter(t *testing.T) {
 func BenchmarkMoveOpen(b *testing.B) {
 	srv := s3test.Start(b)
 	for _, mode := range []string{"create", "descriptor", "prepared"} {
-		srv.CreateBucket(b, mode) // b.Run runs its function more than once: the bucket is made here
-		bucket, err := s3.Open(context.Background(), srv.Config(mode))
-		if err != nil {
-			b.Fatal(err)
-		}
+		bucket := benchBucket(b, srv, mode)
 		b.Run(mode, func(b *testing.B) {
 			e := bucketEnv(b, bucket)
 			for i := 0; i < b.N; i++ {
