@@ -293,7 +293,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		}
 		// And the masters' handover as the servers lived it: how long heartbeats failed, and
 		// whether a lease lapsed (a server then refuses its primaries' reads and writes).
-		slow := watchLogs(ctx, ns, pods, "slow call", "slow WAL commit", "slow close", "slow open",
+		slow := watchLogs(ctx, ns, pods, "slow call", "slow WAL commit", "slow close", "slow open", "slow prepare", "did not prepare",
 			"heartbeat failed", "heartbeat answered again", "lease lapsed", "master stopped", "active: catalog loaded")
 		DeferCleanup(func() { slow.stop() })
 		start := time.Now()
