@@ -711,6 +711,12 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		}
 		resetLoad(ctx)
 		before := podUIDs(ctx, ns, name)
+		var podNames []string
+		for p := range before {
+			podNames = append(podNames, p)
+		}
+		slow := watchLogs(ctx, ns, podNames, "slow call", "slow WAL commit", "slow close", "slow open", "slow prepare", "did not prepare")
+		DeferCleanup(func() { slow.stop() })
 		start := time.Now()
 		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Image = engineUpgradeImage })
 		var pods *corev1.PodList
@@ -748,6 +754,9 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(strings.Count(out, "version="+version)).To(Equal(len(before)), "processes reporting version %s:\n%s", version, out)
 		s := checkLoad(ctx, "the engine upgrade")
 		AddReportEntry("engine upgrade", fmt.Sprintf("%d pods rolled to %s in %s, masters first; slowest request %.0f ms", len(before), version, took, s.MaxLatencyMs))
+		if lines := slow.stop(); len(lines) > 0 {
+			AddReportEntry("slow on the servers during the engine upgrade", strings.Join(lines, "\n"))
+		}
 	})
 
 	It("restarts no engine pod when the operator is upgraded", func(ctx SpecContext) {
