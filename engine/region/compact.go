@@ -35,6 +35,9 @@ func (r *Region) Compact(major bool) (CompactionResult, error) {
 	if err := r.checkOpen(); err != nil {
 		return CompactionResult{}, err
 	}
+	if r.compactionsHeld.Load() {
+		return CompactionResult{}, fmt.Errorf("%w: region %s is about to close (its next server compacts it)", ErrClosed, r.name)
+	}
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	var total CompactionResult
@@ -158,10 +161,10 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	}
 	ff := newFileFilter(r.observer.Load(), kind, write)
 	for it.seekFirst(cell.AppendFirstOnRow(nil, nil)); it.valid(); it.next() {
-		if seen++; seen%closeCheckCells == 0 && r.closed.Load() {
-			// The region is closing (a move, a split, a stop): give the compaction up rather
-			// than keep the region unavailable until it ends, as HBase interrupts it. Its
-			// partial file is dropped; the next opener compacts again.
+		if seen++; seen%closeCheckCells == 0 && (r.closed.Load() || r.compactionsHeld.Load()) {
+			// The region is closing (a move, a split, a stop), or about to: give the compaction
+			// up rather than keep the region unavailable until it ends, as HBase interrupts it.
+			// Its partial file is dropped; the next opener compacts again.
 			fw.drop()
 			return res, fmt.Errorf("region %s: compaction given up: %w", r.name, ErrClosed)
 		}

@@ -71,6 +71,12 @@ var errNoHandoff = errors.New("region: the memstore cannot be handed off in the 
 // them), so the region's writes wait for one write to storage instead of two.
 func (r *Region) CloseForMove() error { return r.close(true) }
 
+// HoldCompactions keeps compactions from starting, and has one under way give up at its next
+// check, until the region closes: a move's source calls it before its pre-close flush, so that
+// its close does not wait for a compaction's last writes (and the destination, which prepared
+// the region's files, does not find them replaced). The next server compacts once it serves.
+func (r *Region) HoldCompactions() { r.compactionsHeld.Store(true) }
+
 // HandoffFits reports whether the memstore is small enough for CloseForMove to hand it off (a
 // move's source flushes again, still serving, when it is not).
 func (r *Region) HandoffFits() bool { return r.MemstoreStats().DataBytes <= maxHandoffBytes }

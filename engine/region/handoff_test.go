@@ -432,3 +432,34 @@ func TestHandedOffEditsStayReadableUntilTheCloseEnds(t *testing.T) {
 		t.Fatalf("%d rows after the reopen, want 15", n)
 	}
 }
+
+// A region about to close for a move starts no compaction (asked for or by its own trigger), so
+// that its close does not wait for one.
+func TestHeldCompactionsDoNotRun(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	for i := range 4 {
+		putRows(t, e.r, i*10, i*10+10, "v")
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.r.HoldCompactions()
+	if _, err := e.r.Compact(true); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a compaction of a region holding them answered %v; want ErrClosed", err)
+	}
+	if n := e.r.StoreFileCount()["f"]; n != 4 {
+		t.Fatalf("%d store files; want the 4 flushed", n)
+	}
+	e.r.cfg.DisableAutoCompaction = false
+	e.r.requestCompaction()
+	if e.r.compactRequested.Load() {
+		t.Fatal("a region holding compactions asked for one")
+	}
+	if err := e.r.CloseForMove(); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	if n := countRows(t, e.r); n != 40 {
+		t.Fatalf("%d rows after the move, want 40", n)
+	}
+}

@@ -109,9 +109,11 @@ type Region struct {
 	flushRequested   atomic.Bool
 	blockedWriters   atomic.Int32 // writers waiting in reserve for memstore room
 	compactRequested atomic.Bool
-	bgReq            chan bgRequest
-	bgDone           chan struct{}
-	bgWG             sync.WaitGroup
+	// compactionsHeld: the region closes soon (HoldCompactions); no compaction starts or goes on.
+	compactionsHeld atomic.Bool
+	bgReq           chan bgRequest
+	bgDone          chan struct{}
+	bgWG            sync.WaitGroup
 
 	metrics Metrics
 }
@@ -920,7 +922,7 @@ func (r *Region) requestFlush() {
 func (r *Region) FlushRequested() bool { return r.flushRequested.Load() }
 
 func (r *Region) requestCompaction() {
-	if r.cfg.DisableAutoCompaction || r.compactRequested.Swap(true) {
+	if r.cfg.DisableAutoCompaction || r.compactionsHeld.Load() || r.compactRequested.Swap(true) {
 		return
 	}
 	if r.cfg.Requester != nil {

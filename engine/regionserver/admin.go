@@ -368,6 +368,10 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 			return &pb.CloseRegionResponse{}, nil // already closing: it reports when done
 		}
 		go func() {
+			if r := or.r.Load(); r != nil {
+				// No compaction from here on: the close would wait for its writes.
+				r.HoldCompactions()
+			}
 			preCloseFlush := func() {
 				if r := or.r.Load(); r != nil && or.info.GetReplicaId() == 0 && r.MemstoreStats().DataBytes > 0 {
 					start := time.Now()
