@@ -163,36 +163,26 @@ func create(store regionFiles, table TableDescriptor, info Info) error {
 
 // createDir is create with the .regioninfo written by write.
 func createDir(store regionFiles, table TableDescriptor, info Info, write func(p string, b []byte) error) error {
-	b, err := regionInfoBytes(table, info)
+	if err := table.Validate(); err != nil {
+		return err
+	}
+	if info.Namespace != table.Namespace || info.Table != table.Name {
+		return fmt.Errorf("%w: region %s does not belong to table %s:%s", ErrInvalid, info.String(), table.Namespace, table.Name)
+	}
+	if len(info.EndKey) > 0 && bytes.Compare(info.StartKey, info.EndKey) >= 0 {
+		return fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
+	}
+	dir := info.Dir()
+	b, err := encodeChecked(regionInfoFile{Info: info, Table: table})
 	if err != nil {
 		return err
 	}
-	if cur, err := store.readFile(path.Join(info.Dir(), ".regioninfo")); err == nil && bytes.Equal(cur, b) {
+	p := path.Join(dir, ".regioninfo")
+	if cur, err := store.readFile(p); err == nil && bytes.Equal(cur, b) {
 		// Opened before with this descriptor (a move, a restart): nothing to write. On a bucket
 		// a read costs the region's open far less than a PUT, during which nobody serves it.
 		return nil
 	}
-	return writeRegionDir(store, table, info, b, write)
-}
-
-// regionInfoBytes checks a region against its table and encodes its .regioninfo.
-func regionInfoBytes(table TableDescriptor, info Info) ([]byte, error) {
-	if err := table.Validate(); err != nil {
-		return nil, err
-	}
-	if info.Namespace != table.Namespace || info.Table != table.Name {
-		return nil, fmt.Errorf("%w: region %s does not belong to table %s:%s", ErrInvalid, info.String(), table.Namespace, table.Name)
-	}
-	if len(info.EndKey) > 0 && bytes.Compare(info.StartKey, info.EndKey) >= 0 {
-		return nil, fmt.Errorf("%w: region start key %q not below end key %q", ErrInvalid, info.StartKey, info.EndKey)
-	}
-	return encodeChecked(regionInfoFile{Info: info, Table: table})
-}
-
-// writeRegionDir writes a region's directories and its .regioninfo b (encoded by createDir).
-func writeRegionDir(store regionFiles, table TableDescriptor, info Info, b []byte, write func(p string, b []byte) error) error {
-	dir := info.Dir()
-	p := path.Join(dir, ".regioninfo")
 	dirs := []string{dir}
 	for _, f := range table.Families {
 		dirs = append(dirs, path.Join(dir, f.Name))
@@ -210,26 +200,16 @@ func writeRegionDir(store regionFiles, table TableDescriptor, info Info, b []byt
 	return nil
 }
 
-// regionInfoFor reads a region's .regioninfo; given the table's descriptor, it writes the
-// .regioninfo with it instead when the file does not hold exactly that (a new region — its
-// directory created — or a reopen after ModifyTable). Open calls it while the manifest is read, so
-// a region that has it costs the open no round trip of its own.
+// regionInfoFor reads a region's .regioninfo; given the table's descriptor, it writes it with that
+// instead when the file does not hold exactly that (create: a new region — its directory created —
+// or a reopen after ModifyTable). Open calls it while the manifest is read, so a region that has
+// it costs the open no round trip of its own.
 func regionInfoFor(store regionFiles, info Info, want *TableDescriptor) (Info, TableDescriptor, error) {
 	if want == nil {
 		return readRegionInfo(store, info.Dir())
 	}
-	b, err := regionInfoBytes(*want, info)
-	if err != nil {
+	if err := create(store, *want, info); err != nil {
 		return Info{}, TableDescriptor{}, err
-	}
-	cur, err := store.readFile(path.Join(info.Dir(), ".regioninfo"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Info{}, TableDescriptor{}, err
-	}
-	if err != nil || !bytes.Equal(cur, b) {
-		if err := writeRegionDir(store, *want, info, b, store.writeFile); err != nil {
-			return Info{}, TableDescriptor{}, err
-		}
 	}
 	return info, *want, nil
 }
