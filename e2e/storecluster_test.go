@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	enginever "github.com/cellstore/cellstore/engine/version"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
@@ -717,8 +719,28 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		}
 		slow := watchLogs(ctx, ns, podNames, "slow call", "slow WAL commit", "slow close", "slow open", "slow prepare", "did not prepare")
 		DeferCleanup(func() { slow.stop() })
+		// The upgrade is given as spec.version, the image as its repository. hack/test.sh builds
+		// this checkout as vX.Y.Z-COMMIT and the upgrade as the next minor version: a version two
+		// minors on is refused first, with nothing restarted.
+		i := strings.LastIndex(engineUpgradeImage, ":")
+		Expect(i).To(BeNumerically(">", strings.LastIndex(engineUpgradeImage, "/")), "the upgrade image %s has no tag", engineUpgradeImage)
+		repo, version := engineUpgradeImage[:i], engineUpgradeImage[i+1:]
+		v, ok := enginever.Parse(version)
+		Expect(ok).To(BeTrue(), "the upgrade image's tag %q is not a release version: hack/test.sh e2e makes one", version)
+		skipped := fmt.Sprintf("v%d.%d.0", v.Major, v.Minor+1)
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Image, c.Spec.Version = repo, skipped })
+		Eventually(func() string {
+			c := getCluster(ctx, ns, name)
+			if d := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+				return d.Reason + ": " + d.Message
+			}
+			return ""
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(
+			And(HavePrefix("VersionSkewRefused"), ContainSubstring("spec.version "+skipped+" is refused"), ContainSubstring("skips a minor version")))
+		Expect(podUIDs(ctx, ns, name)).To(Equal(before), "a refused version restarted pods")
+
 		start := time.Now()
-		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Image = engineUpgradeImage })
+		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.Version = version })
 		var pods *corev1.PodList
 		Eventually(func(g Gomega) {
 			var err error
@@ -748,10 +770,10 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 			}
 		}
 		Expect(lastMaster.After(firstServer)).To(BeFalse(), "a region server (%s) was restarted before the last master (%s)", firstServer, lastMaster)
-		// Every process runs, and reports, the new build.
-		_, version, _ := strings.Cut(engineUpgradeImage[strings.LastIndex(engineUpgradeImage, "/")+1:], ":")
+		// Every process runs, and reports, the new build; so does the StoreCluster's status.
 		out := shell(ctx, ns, name, "status 'detailed'")
 		Expect(strings.Count(out, "version="+version)).To(Equal(len(before)), "processes reporting version %s:\n%s", version, out)
+		Eventually(func() string { return getCluster(ctx, ns, name).Status.Version }).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal(version))
 		s := checkLoad(ctx, "the engine upgrade")
 		AddReportEntry("engine upgrade", fmt.Sprintf("%d pods rolled to %s in %s, masters first; slowest request %.0f ms", len(before), version, took, s.MaxLatencyMs))
 		if lines := slow.stop(); len(lines) > 0 {

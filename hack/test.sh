@@ -98,11 +98,19 @@ e2e() {
   local managed=no rc images=(netcheck loadcheck engine operator minio hbaseload)
   # One version for every image of the run (git describe could change under a long run).
   VERSION=$("$ROOT/hack/images.sh" --ref engine) && VERSION=${VERSION##*:} || return 1
+  # Release versions (a checkout's own is a commit), so that the engine upgrade spec goes through
+  # the version rule (engine/version): this checkout as v0.1.0-COMMIT unless it is a release, the
+  # upgrade as the next minor version of it.
+  local upgrade
+  if [[ ! $VERSION =~ ^v?[0-9]+\.[0-9]+\.[0-9]+ ]]; then VERSION=v0.1.0-$VERSION; fi
+  [[ $VERSION =~ ^v?([0-9]+)\.([0-9]+)\.[0-9]+(.*)$ ]]
+  upgrade=v${BASH_REMATCH[1]}.$((BASH_REMATCH[2] + 1)).0${BASH_REMATCH[3]}
   export VERSION
   # The operator upgrade spec needs a second operator image: the same code under another version.
   VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1
-  # The engine upgrade spec rolls a cluster to a second engine image: the same code under another version.
-  VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" engine && mv "$ROOT/bin/images/engine.tar" "$ROOT/bin/images/engine-upgrade.tar" || return 1
+  # The engine upgrade spec rolls a cluster to a second engine image: the same code under the next
+  # minor version.
+  VERSION=$upgrade "$ROOT/hack/images.sh" engine && mv "$ROOT/bin/images/engine.tar" "$ROOT/bin/images/engine-upgrade.tar" || return 1
   "$ROOT/hack/images.sh" "${images[@]}" || return 1
   images+=(operator-upgrade engine-upgrade)
   local crds
@@ -132,7 +140,7 @@ e2e() {
   E2E_MINIO_IMAGE=$("$ROOT/hack/images.sh" --ref minio)
   E2E_HBASELOAD_IMAGE=$("$ROOT/hack/images.sh" --ref hbaseload)
   E2E_OPERATOR_UPGRADE_IMAGE=${E2E_OPERATOR_IMAGE}-upgrade
-  E2E_ENGINE_UPGRADE_IMAGE=${E2E_ENGINE_IMAGE}-upgrade
+  E2E_ENGINE_UPGRADE_IMAGE=${E2E_ENGINE_IMAGE%:*}:$upgrade
   E2E_MONITORING_CRDS=$crds
   export E2E_ENGINE_IMAGE E2E_OPERATOR_IMAGE E2E_LOADCHECK_IMAGE E2E_NETCHECK_IMAGE E2E_MINIO_IMAGE E2E_HBASELOAD_IMAGE E2E_OPERATOR_UPGRADE_IMAGE E2E_ENGINE_UPGRADE_IMAGE E2E_MONITORING_CRDS
   # The README's two commands in that order: on the cluster it manages, the stage runs the quickstart

@@ -9,6 +9,7 @@ package version
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -78,4 +79,57 @@ func CheckUpgrade(from, to string) error {
 		return fmt.Errorf("%s to %s is a minor downgrade, which a rolling restart cannot do (the masters, rolled first, would be older than the region servers): go back to %s, or restore a backup made before the upgrade", f, t, f)
 	}
 	return nil
+}
+
+// Less orders two versions: release versions by MAJOR.MINOR.PATCH (a pre-release before its
+// release, then by text), each before any build without a release version (those by text).
+func Less(a, b string) bool {
+	va, okA := Parse(a)
+	vb, okB := Parse(b)
+	switch {
+	case okA && okB && va != vb:
+		if va.Major != vb.Major {
+			return va.Major < vb.Major
+		}
+		if va.Minor != vb.Minor {
+			return va.Minor < vb.Minor
+		}
+		return va.Patch < vb.Patch
+	case okA && okB:
+		if pa, pb := preRelease(a), preRelease(b); pa != pb {
+			return pa // v1.2.0-rc.1 before v1.2.0
+		}
+		return a < b
+	case okA != okB:
+		return okA
+	}
+	return a < b
+}
+
+// Distinct is vs without empty strings and repeats, in Less's order.
+func Distinct(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		switch {
+		case Less(a, b):
+			return -1
+		case Less(b, a):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// preRelease says whether a release version has a pre-release suffix ("-rc.1", not "+build").
+func preRelease(s string) bool {
+	if i := strings.IndexByte(s, '+'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.Contains(s, "-")
 }

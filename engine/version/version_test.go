@@ -52,3 +52,11 @@ func TestCheckUpgrade(t *testing.T) {
 		}
 	}
 }
+
+func TestDistinct(t *testing.T) {
+	got := Distinct([]string{"v1.10.0", "", "dev", "v1.2.0", "v1.10.0", "abc123", "v1.2.0-rc.1", "v1.2.0+build-7", "v0.9.9"})
+	want := []string{"v0.9.9", "v1.2.0-rc.1", "v1.2.0", "v1.2.0+build-7", "v1.10.0", "abc123", "dev"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("Distinct = %v, want %v", got, want)
+	}
+}

@@ -18,6 +18,7 @@ import (
 // +kubebuilder:printcolumn:name="Masters",type=integer,JSONPath=`.status.masters.ready`,description="master pods Ready"
 // +kubebuilder:printcolumn:name="RegionServers",type=integer,JSONPath=`.status.regionServers.ready`,description="region server pods Ready"
 // +kubebuilder:printcolumn:name="Regions",type=integer,JSONPath=`.status.regions.total`,description="regions in the catalog"
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1,description="the engine version(s) the processes report"
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.masters.active`,priority=1,description="the active master's pod"
 // +kubebuilder:printcolumn:name="InTransition",type=integer,JSONPath=`.status.regions.inTransition`,priority=1,description="regions in transition"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -47,13 +48,25 @@ func init() {
 // StoreClusterSpec is the desired store.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultRegionReplication) || !has(self.regionServers.replicas) || self.defaultRegionReplication <= self.regionServers.replicas",messageExpression="'defaultRegionReplication (%d) needs at least as many region servers, but regionServers.replicas is %d: replicas of a region never share a server'.format([self.defaultRegionReplication, self.regionServers.replicas])"
+// +kubebuilder:validation:XValidation:rule="!has(self.version) || self.image.contains('@') || !self.image.matches(':[^/]+$') || self.image.endsWith(':' + self.version)",messageExpression="'spec.image has the tag of another version than spec.version (' + self.version + '): give the image without a tag (spec.version becomes its tag), or the same version in both'"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="bootstrap cannot be set, changed or removed: it applies only when the cluster is made"
 type StoreClusterSpec struct {
 	// Image is the engine image (it holds the `cellstore` binary), e.g.
-	// docker.io/cellstore/engine:v0.1.0. Changing it restarts every pod, one at a time.
+	// docker.io/cellstore/engine:v0.1.0, or a repository without a tag
+	// (docker.io/cellstore/engine) with spec.version as its tag. Changing it restarts every pod, one
+	// at a time.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
+
+	// Version is the engine's release version, vMAJOR.MINOR.PATCH (e.g. v1.4.0). With an image
+	// that has no tag it is the tag; with a digest (repository@sha256:...) it says which version
+	// the digest is. Upgrades are checked against it (the same major version, the same or the next
+	// minor). Without it the image's tag is the version, checked when it is one.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([-+][0-9A-Za-z.+-]+)?$`
+	// +optional
+	Version string `json:"version,omitempty"`
 
 	// ImagePullPolicy of the engine image.
 	// +kubebuilder:default=IfNotPresent
@@ -591,7 +604,7 @@ type PodTemplateOverrides struct {
 // It names exactly one of a user, a table or a namespace.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.user) ? 1 : 0) + (has(self.table) ? 1 : 0) + (has(self.namespace) ? 1 : 0) == 1",message="a quota names exactly one of user, table or namespace"
-// +kubebuilder:validation:XValidation:rule="self.limit.matches('^[1-9][0-9]{0,17}(req|B|K|M|G|T|P)/(sec|min|hour|day)$')",messageExpression="'quota limit ' + self.limit + ' is not valid: write a positive number, then req (requests) or a size unit B, K, M, G, T or P (bytes), then /sec, /min, /hour or /day, e.g. 100req/sec or 10M/sec'"
+// +kubebuilder:validation:XValidation:rule="self.limit.matches('^(?i)0*[1-9][0-9]{0,17}(req|b|k|m|g|t|p)/(sec|min|hour|day)$')",messageExpression="'quota limit ' + self.limit + ' is not valid: write a positive number, then req (requests) or a size unit B, K, M, G, T or P (bytes), then /sec, /min, /hour or /day, e.g. 100req/sec or 10M/sec'"
 type QuotaSpec struct {
 	// User the throttle applies to.
 	// +kubebuilder:validation:MaxLength=128
@@ -664,8 +677,10 @@ type MonitoringSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	ServiceMonitor *bool `json:"serviceMonitor,omitempty"`
-	// PrometheusRule with the store's alerts: region server down, regions in transition too long,
-	// memstore near its limit, writes blocked, requests throttled.
+	// PrometheusRule with the store's alerts (docs/alerts.md): server down, regions in transition
+	// too long, regions that failed to open, memstore near its limit, writes blocked, WAL syncs slow
+	// or failing, compaction queue, off-heap budget near its limit, requests throttled, replica lag,
+	// storage errors, certificates near expiry.
 	// +kubebuilder:default=true
 	// +optional
 	PrometheusRule *bool `json:"prometheusRule,omitempty"`
@@ -690,6 +705,11 @@ type StoreClusterStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Version is the engine version the cluster's processes report (the master's view of every
+	// master and live region server): one version, or the versions running during an upgrade,
+	// comma-separated, oldest first.
+	// +optional
+	Version string `json:"version,omitempty"`
 	// Masters as observed.
 	// +optional
 	Masters MastersStatus `json:"masters,omitempty"`

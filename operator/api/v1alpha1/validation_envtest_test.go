@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/operator/internal/testenv"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -117,6 +118,28 @@ var _ = Describe("StoreCluster validation", func() {
 		}
 	})
 
+	It("accepts spec.version with an image without a tag, with the same tag or by digest", func() {
+		for _, image := range []string{"docker.io/cellstore/engine", "registry.example:5000/cellstore/engine", "registry.example:5000/cellstore/engine:v1.4.0",
+			"docker.io/cellstore/engine@sha256:" + strings.Repeat("ab", 32)} {
+			Expect(env.Client.Create(ctx, cluster(set("image", "'"+image+"'"), set("version", "v1.4.0")))).To(Succeed(), image)
+		}
+	})
+
+	It("accepts exactly the quota limits the engine's parser accepts", func() {
+		// NONE means "no quota" to the engine's shell: in spec.quotas a quota without a limit is
+		// one removed from the list, so the schema refuses it.
+		for _, limit := range []string{"100req/sec", "10M/sec", "10m/sec", "1g/HOUR", "5K/Min", "100REQ/day", "007req/sec",
+			"1P/day", "0req/sec", "100 req/sec", "10M/week", "-1req/sec", "1x/sec", "100req", "req/sec", "10MB/sec", "NONE"} {
+			_, perr := quota.ParseLimit(limit)
+			err := env.Client.Create(ctx, cluster(set("quotas", fmt.Sprintf("[{user: alice, limit: '%s'}]", limit))))
+			if perr == nil && limit != "NONE" {
+				Expect(err).NotTo(HaveOccurred(), "the engine parses %q, the schema refuses it", limit)
+			} else {
+				Expect(err).To(MatchError(ContainSubstring("quota limit "+limit+" is not valid")), "the engine refuses %q (%v), the schema accepts it", limit, perr)
+			}
+		}
+	})
+
 	DescribeTable("refuses a bad spec with a clear message",
 		func(message string, edits ...func(map[string]any)) {
 			err := env.Client.Create(ctx, cluster(edits...))
@@ -191,6 +214,9 @@ var _ = Describe("StoreCluster validation", func() {
 		Entry("the operator's annotations", "podTemplate.annotations must not set cellstore.io/ annotations",
 			set("podTemplate.annotations", "{cellstore.io/template-hash: x}")),
 		Entry("no image", "spec.image: Required value", del("image")),
+		Entry("a version that is not one", `spec.version in body should match`, set("version", "latest")),
+		Entry("an image tag of another version", "spec.image has the tag of another version than spec.version (v1.4.0): give the image without a tag",
+			set("image", "registry.example:5000/cellstore/engine:v1.3.2"), set("version", "v1.4.0")),
 		Entry("tls Provided without certificates", "security.tls Provided needs security.certificates.serverSecretName",
 			set("security", "{tls: Provided}")),
 		Entry("tls Provided without the client Secret", "security.tls Provided needs security.certificates.serverSecretName (the Secret of the servers' certificate: tls.crt, tls.key, ca.crt) and security.certificates.clientSecretName",
@@ -308,6 +334,6 @@ var _ = Describe("StoreCluster validation", func() {
 		for _, c := range versions[0].(map[string]any)["additionalPrinterColumns"].([]any) {
 			columns = append(columns, c.(map[string]any)["name"].(string))
 		}
-		Expect(columns).To(Equal([]string{"Phase", "Degraded", "Masters", "RegionServers", "Regions", "Active", "InTransition", "Age"}))
+		Expect(columns).To(Equal([]string{"Phase", "Degraded", "Masters", "RegionServers", "Regions", "Version", "Active", "InTransition", "Age"}))
 	})
 })

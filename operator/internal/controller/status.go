@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
@@ -115,6 +116,9 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	if o.master != nil {
 		st.Masters.Active = resources.PodOfServer(c, resources.GroupMaster, o.master.ActiveMaster)
 		st.Regions.Total, st.Regions.InTransition = o.master.RegionsTotal, o.master.RegionsInTransition
+		if len(o.master.Versions) > 0 {
+			st.Version = strings.Join(o.master.Versions, ", ")
+		}
 		for _, sv := range o.master.Servers {
 			pod := resources.PodOfServer(c, resources.GroupRegionServer, sv.Name)
 			if sv.Draining {

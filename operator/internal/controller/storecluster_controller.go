@@ -488,13 +488,20 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
 }
 
-// checkUpgrade refuses an engine image whose version cannot be rolled to from what runs now —
-// the images of the StatefulSets' templates and of every pod, by their tags (engine/version:
-// the same major, the same or the next minor) — before any template changes, so the cluster keeps
-// running the old version and the condition says what to do.
+// checkUpgrade refuses an engine version (spec.version, else the image's tag) that cannot be rolled
+// to from what runs now — the images of the StatefulSets' templates and of every pod, by their
+// tags, and the versions the processes last reported (status.version: it names the version of an
+// image given by digest) — before any template changes (engine/version: the same major, the same
+// or the next minor), so the cluster keeps running the old version and the condition says what
+// to do.
 func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.StoreCluster) Result {
-	to := resources.ImageTag(c.Spec.Image)
+	to := resources.EngineVersionOf(c)
 	running := map[string]bool{}
+	for _, v := range strings.Split(c.Status.Version, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			running[v] = true
+		}
+	}
 	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
 		sts := &appsv1.StatefulSet{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.StatefulSetName(c, g)}, sts); err != nil {
@@ -516,14 +523,19 @@ func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.S
 			running[resources.ImageTag(img)] = true
 		}
 	}
+	delete(running, "") // an image by digest: its version is the one its processes report
 	froms := make([]string, 0, len(running))
 	for v := range running {
 		froms = append(froms, v)
 	}
-	slices.Sort(froms)
+	froms = version.Distinct(froms)
 	for _, from := range froms {
 		if err := version.CheckUpgrade(from, to); err != nil {
-			return r.failedPolling(ReasonVersionSkew, "spec.image %s is refused, the cluster keeps running %s: %v", c.Spec.Image, strings.Join(froms, ", "), err)
+			what := "spec.image " + c.Spec.Image
+			if c.Spec.Version != "" {
+				what = "spec.version " + c.Spec.Version
+			}
+			return r.failedPolling(ReasonVersionSkew, "%s is refused, the cluster keeps running %s: %v", what, strings.Join(froms, ", "), err)
 		}
 	}
 	return Done()

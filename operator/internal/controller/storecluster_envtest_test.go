@@ -4,6 +4,7 @@ package controller_test
 
 import (
 	"os"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -85,6 +86,41 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.4.0" })
 		Eventually(image(resources.GroupMaster), timeout, poll).Should(Equal(repo + ":v1.4.0"))
 		Eventually(image(resources.GroupRegionServer), timeout, poll).Should(Equal(repo + ":v1.4.0"))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).ShouldNot(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew))
+	})
+
+	It("runs spec.version as the image's tag, shows the version the processes report, and checks an image given by digest by that version", func() {
+		ns := newNamespace()
+		const repo = "registry.example:5000/cellstore/engine"
+		digest := func(b string) string { return repo + "@sha256:" + strings.Repeat(b, 32) }
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Image, c.Spec.Version = repo, "v1.3.2" }))
+		fakeOf(c).SetVersions("v1.3.1", "v1.3.2")
+		waitRunning(c)
+		image := func(g resources.Group) func() string {
+			return func() string { return resources.EngineImage(&statefulSet(c, g).Spec.Template.Spec) }
+		}
+		Expect(image(resources.GroupMaster)()).To(Equal(repo + ":v1.3.2"))
+		Expect(image(resources.GroupRegionServer)()).To(Equal(repo + ":v1.3.2"))
+		Eventually(func() string { return get(c).Status.Version }, timeout, poll).Should(Equal("v1.3.1, v1.3.2"))
+
+		// The same version by digest: no tag on any pod, the processes' report is what runs.
+		fakeOf(c).SetVersions("v1.3.2")
+		Eventually(func() string { return get(c).Status.Version }, timeout, poll).Should(Equal("v1.3.2"))
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = digest("ab") })
+		Eventually(image(resources.GroupRegionServer), timeout, poll).Should(Equal(digest("ab")))
+		Eventually(image(resources.GroupMaster), timeout, poll).Should(Equal(digest("ab")))
+		Eventually(func(g Gomega) { // every pod runs the digest: no tag says which version runs
+			st := get(c).Status
+			g.Expect(st.Masters.Updated).To(Equal(st.Masters.Replicas))
+			g.Expect(st.RegionServers.Updated).To(Equal(st.RegionServers.Replicas))
+			g.Expect(st.Rollout).To(BeNil())
+		}, timeout, poll).Should(Succeed())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image, c.Spec.Version = digest("cd"), "v1.5.0" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew,
+			"spec.version v1.5.0 is refused, the cluster keeps running v1.3.2", "upgrade one minor version at a time (to v1.4.x first)"))
+		Expect(image(resources.GroupMaster)()).To(Equal(digest("ab")))
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Version = "v1.4.0" })
+		Eventually(image(resources.GroupMaster), timeout, poll).Should(Equal(digest("cd")))
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).ShouldNot(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew))
 	})
 

@@ -15,6 +15,7 @@ import (
 	"github.com/cellstore/cellstore/engine/access"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/version"
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -166,6 +167,16 @@ func (e *engineClient) ClusterStatus(ctx context.Context) (*ClusterStatus, error
 	if v, err := strconv.Atoi(st.ClusterConfig["default_region_replication"]); err == nil {
 		out.DefaultRegionReplication = int32(v)
 	}
+	var versions []string
+	for _, v := range st.GetMasterVersions() {
+		versions = append(versions, v)
+	}
+	for _, s := range st.Servers {
+		if s.Live {
+			versions = append(versions, s.GetVersion())
+		}
+	}
+	out.Versions = version.Distinct(versions)
 	for _, s := range st.Servers {
 		state := ServerOnline
 		switch {

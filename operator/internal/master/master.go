@@ -145,6 +145,9 @@ type ClusterStatus struct {
 	RegionsInTransition int32
 	// DefaultRegionReplication in effect.
 	DefaultRegionReplication int32
+	// Versions are the release versions the masters and the live region servers report, each once,
+	// oldest first (engine/version's order; builds without a release version after them).
+	Versions []string
 }
 
 // Server returns the server with the name, if the master knows it.

@@ -216,6 +216,25 @@ func ImageTag(image string) string {
 	return image[i+1:]
 }
 
+// EngineImageOf is the engine image c's pods run: spec.image, with spec.version as its tag when
+// the image has neither a tag nor a digest.
+func EngineImageOf(c *v1alpha1.StoreCluster) string {
+	img := c.Spec.Image
+	if c.Spec.Version != "" && !strings.Contains(img, "@") && ImageTag(img) == "" {
+		return img + ":" + c.Spec.Version
+	}
+	return img
+}
+
+// EngineVersionOf is the engine version c asks for: spec.version, else its image's tag (which the
+// upgrade rule checks only when it is a release version).
+func EngineVersionOf(c *v1alpha1.StoreCluster) string {
+	if c.Spec.Version != "" {
+		return c.Spec.Version
+	}
+	return ImageTag(c.Spec.Image)
+}
+
 // EngineImage is the image of a pod spec's engine container ("" without one).
 func EngineImage(spec *corev1.PodSpec) string {
 	for _, ctr := range spec.Containers {

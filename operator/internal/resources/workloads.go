@@ -215,7 +215,7 @@ func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVa
 		prestopArgs(c)...)
 	return corev1.Container{
 		Name:            EngineContainer,
-		Image:           c.Spec.Image,
+		Image:           EngineImageOf(c),
 		ImagePullPolicy: c.Spec.PullPolicy(),
 		Command:         []string{EngineBinary},
 		Args:            args,

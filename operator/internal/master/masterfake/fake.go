@@ -62,6 +62,7 @@ type server struct {
 type Fake struct {
 	mu          sync.Mutex
 	active      string
+	versions    []string
 	servers     map[string]*server
 	draining    map[string]bool
 	quotas      map[master.QuotaKey]master.Quota
@@ -145,6 +146,13 @@ func (f *Fake) SetUnreachable(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unreachable = err
+}
+
+// SetVersions sets the release versions the processes report (ClusterStatus.Versions).
+func (f *Fake) SetVersions(vs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.versions = slices.Clone(vs)
 }
 
 // SetActiveMaster sets the active master's identity.
@@ -310,7 +318,8 @@ func (c client) ClusterStatus(context.Context) (*master.ClusterStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statusCalls++
-	st := &master.ClusterStatus{ActiveMaster: f.active, RegionsInTransition: f.inTransit, DefaultRegionReplication: f.replication}
+	st := &master.ClusterStatus{ActiveMaster: f.active, RegionsInTransition: f.inTransit, DefaultRegionReplication: f.replication,
+		Versions: slices.Clone(f.versions)}
 	for name, s := range f.servers {
 		st.Servers = append(st.Servers, master.ServerStatus{Name: name, State: s.state, Draining: f.draining[name], Zone: s.zone, Regions: s.regions})
 		st.RegionsTotal += s.regions
