@@ -243,7 +243,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}
 		return &hb.IsNormalizerEnabledResponse{Enabled: proto.Bool(st.GetNormalizerOn())}, nil
 	case *hb.GetClusterStatusRequest:
-		return a.clusterStatus(ctx)
+		return a.clusterStatus(ctx, r.GetOptions())
 	case *hb.IsBalancerEnabledRequest:
 		st, err := a.masterStatus(ctx)
 		if err != nil {
@@ -415,9 +415,16 @@ func (a *Adapter) masterStatus(ctx context.Context) (*pb.ClusterStatusResponse, 
 }
 
 // clusterStatus answers GetClusterStatus (Admin.getClusterMetrics, the shell's status): the live
-// region servers with their request rate, heap and regions, the dead ones, the balancer. The
-// master is this server (HBase clients send master calls here).
-func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusResponse, error) {
+// region servers with their request rate, heap and regions, the dead ones, the balancer, the
+// masters. The active master is this server, as GetActiveMaster says: HBase clients reach the
+// master here (this server forwards their master calls to Cellstore's active master, whose own
+// port does not speak HBase's protocol), and they call the master they are told of over HBase's
+// RPC (Admin.updateConfiguration() does). The backup masters are Cellstore's standby masters at
+// their own addresses, with no start code (HBase's "unknown", -1): the shell's status counts and
+// lists them — except to Admin.updateConfiguration() (the shell's update_all_config), which asks for
+// the servers, the master and the backup masters only and then calls each backup master over
+// HBase's RPC, which a standby's address does not speak.
+func (a *Adapter) clusterStatus(ctx context.Context, options []hb.Option) (*hb.GetClusterStatusResponse, error) {
 	st, err := a.masterStatus(ctx)
 	if err != nil {
 		return nil, err
@@ -426,6 +433,11 @@ func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusRespon
 	cs := &hb.ClusterStatus{HbaseVersion: &hb.HBaseVersionFileContent{Version: proto.String("2.6.4-cellstore")},
 		ClusterId: &hb.ClusterId{ClusterId: proto.String(a.b.ClusterID())}, BalancerOn: proto.Bool(st.GetBalancerOn()),
 		Master: hbServerName(self)}
+	if !configurationUpdate(options) {
+		for _, m := range st.GetStandbyMasters() {
+			cs.BackupMasters = append(cs.BackupMasters, hbMasterName(m))
+		}
+	}
 	for _, s := range st.GetServers() {
 		sn := hbServerName(s.GetServer())
 		if !s.GetLive() {
@@ -453,6 +465,40 @@ func (a *Adapter) clusterStatus(ctx context.Context) (*hb.GetClusterStatusRespon
 			RegionStatesCount: &hb.RegionStatesCount{OpenRegions: n, SplitRegions: zero, ClosedRegions: zero, RegionsInTransition: zero, TotalRegions: n}})
 	}
 	return &hb.GetClusterStatusResponse{ClusterStatus: cs}, nil
+}
+
+// configurationUpdate says whether a GetClusterStatus request is Admin.updateConfiguration()'s: the
+// server names (LIVE_SERVERS in HBase 2.4's client, SERVERS_NAME in 2.6's), MASTER and
+// BACKUP_MASTERS, nothing else.
+func configurationUpdate(options []hb.Option) bool {
+	var servers, master, backups bool
+	for _, o := range options {
+		switch o {
+		case hb.Option_LIVE_SERVERS, hb.Option_SERVERS_NAME:
+			servers = true
+		case hb.Option_MASTER:
+			master = true
+		case hb.Option_BACKUP_MASTERS:
+			backups = true
+		default:
+			return false
+		}
+	}
+	return servers && master && backups
+}
+
+// hbMasterName is a Cellstore master's address (host:port, as ClusterStatus lists them) as HBase's
+// messages carry a server's name: masters report no start code, so it is left out (HBase's -1).
+func hbMasterName(addr string) *hb.ServerName {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &hb.ServerName{HostName: proto.String(addr)}
+	}
+	sn := &hb.ServerName{HostName: proto.String(host)}
+	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+		sn.Port = proto.Uint32(uint32(p))
+	}
+	return sn
 }
 
 func validNamespace(ns string) error {

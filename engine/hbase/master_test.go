@@ -1,0 +1,113 @@
+package hbase
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+)
+
+// statusMaster is a Cellstore master answering ClusterStatus and ListTables (what GetClusterStatus
+// asks); any other call panics (the nil MasterClient).
+type statusMaster struct {
+	pb.MasterClient
+	status *pb.ClusterStatusResponse
+}
+
+func (m statusMaster) ClusterStatus(context.Context, *pb.ClusterStatusRequest, ...grpc.CallOption) (*pb.ClusterStatusResponse, error) {
+	return m.status, nil
+}
+
+func (m statusMaster) ListTables(context.Context, *pb.ListTablesRequest, ...grpc.CallOption) (*pb.ListTablesResponse, error) {
+	return &pb.ListTablesResponse{}, nil
+}
+
+// statusBackend is fakeBackend whose master is a statusMaster.
+type statusBackend struct {
+	fakeBackend
+	master statusMaster
+}
+
+func (b statusBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return fn(ctx, b.master)
+}
+
+// TestClusterStatusMasters: GetClusterStatus (Admin.getClusterMetrics, the HBase shell's status)
+// names as the active master the server HBase clients reach it at — this one, as GetActiveMaster
+// says — and Cellstore's standby masters as its backup masters, so the shell counts them.
+func TestClusterStatusMasters(t *testing.T) {
+	self := fakeBackend{}.Self()
+	for _, c := range []struct {
+		standbys []string
+		want     []*hb.ServerName
+	}{
+		{nil, nil},
+		{[]string{"10.0.0.2:16000"}, []*hb.ServerName{{HostName: proto.String("10.0.0.2"), Port: proto.Uint32(16000)}}},
+		{[]string{"cs-master-1.cs-master.ns.svc:16000", "[fd00::3]:16000"}, []*hb.ServerName{
+			{HostName: proto.String("cs-master-1.cs-master.ns.svc"), Port: proto.Uint32(16000)},
+			{HostName: proto.String("fd00::3"), Port: proto.Uint32(16000)}}},
+	} {
+		st := &pb.ClusterStatusResponse{ActiveMaster: "10.0.0.1:16000", StandbyMasters: c.standbys, BalancerOn: true,
+			Servers: []*pb.ServerStatus{{Server: self, Live: true}, {Server: &pb.ServerName{Host: "127.0.0.2", Port: 2, StartCode: 9}}}}
+		addr := startServerOf(t, statusBackend{master: statusMaster{status: st}}, nil)
+
+		mc := dial(t, addr)
+		mc.hello("MasterService")
+		h, msg, _ := mc.call("GetClusterStatus", &hb.GetClusterStatusRequest{}, nil)
+		var resp hb.GetClusterStatusResponse
+		if err := proto.Unmarshal(msg, &resp); h.GetException() != nil || err != nil {
+			t.Fatalf("GetClusterStatus: %v %v", h.GetException(), err)
+		}
+		cs := resp.GetClusterStatus()
+		if got := cs.GetBackupMasters(); len(got) != len(c.want) {
+			t.Fatalf("standbys %q: %d backup masters %v, want %d", c.standbys, len(got), got, len(c.want))
+		}
+		for i, w := range c.want {
+			if got := cs.GetBackupMasters()[i]; !proto.Equal(got, w) {
+				t.Fatalf("standbys %q: backup master %d is %v, want %v", c.standbys, i, got, w)
+			}
+		}
+
+		// The active master is the one the registry names: this server, where HBase's protocol
+		// reaches Cellstore's master.
+		rc := dial(t, addr)
+		rc.hello("ClientMetaService")
+		_, msg, _ = rc.call("GetActiveMaster", &hb.GetActiveMasterRequest{}, nil)
+		var am hb.GetActiveMasterResponse
+		if err := proto.Unmarshal(msg, &am); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(cs.GetMaster(), am.GetServerName()) || !proto.Equal(cs.GetMaster(), hbServerName(self)) {
+			t.Fatalf("active master %v, want %v (GetActiveMaster: %v)", cs.GetMaster(), hbServerName(self), am.GetServerName())
+		}
+		if len(cs.GetLiveServers()) != 1 || len(cs.GetDeadServers()) != 1 || !cs.GetBalancerOn() {
+			t.Fatalf("servers: %d live, %d dead, balancer %v", len(cs.GetLiveServers()), len(cs.GetDeadServers()), cs.GetBalancerOn())
+		}
+
+		// Admin.updateConfiguration() (2.4's options, 2.6's) is told of no backup master: it would
+		// call each over HBase's RPC, which a standby's address does not speak. Asked for the
+		// masters alone (as HBase's own tests do), or for everything, they are listed.
+		for _, o := range []struct {
+			options []hb.Option
+			backups int
+		}{
+			{[]hb.Option{hb.Option_LIVE_SERVERS, hb.Option_MASTER, hb.Option_BACKUP_MASTERS}, 0},
+			{[]hb.Option{hb.Option_SERVERS_NAME, hb.Option_MASTER, hb.Option_BACKUP_MASTERS}, 0},
+			{[]hb.Option{hb.Option_MASTER, hb.Option_BACKUP_MASTERS}, len(c.want)},
+			{[]hb.Option{hb.Option_LIVE_SERVERS, hb.Option_DEAD_SERVERS, hb.Option_MASTER, hb.Option_BACKUP_MASTERS}, len(c.want)},
+		} {
+			h, msg, _ := mc.call("GetClusterStatus", &hb.GetClusterStatusRequest{Options: o.options}, nil)
+			var resp hb.GetClusterStatusResponse
+			if err := proto.Unmarshal(msg, &resp); h.GetException() != nil || err != nil {
+				t.Fatalf("GetClusterStatus %v: %v %v", o.options, h.GetException(), err)
+			}
+			if got := len(resp.GetClusterStatus().GetBackupMasters()); got != o.backups {
+				t.Fatalf("standbys %q, options %v: %d backup masters, want %d", c.standbys, o.options, got, o.backups)
+			}
+		}
+	}
+}
