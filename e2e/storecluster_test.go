@@ -490,10 +490,16 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		Expect(kube.CoreV1().Pods(ns).Delete(ctx, "timeline", metav1.DeleteOptions{})).To(Succeed())
 	})
 
-	It("scales region servers 3→4 onto the new one and 4→3 draining the leaving one first", func(ctx SpecContext) {
+	It("scales region servers 3→4 onto the new one and 4→3 draining the leaving one first (kubectl scale)", func(ctx SpecContext) {
 		resetLoad(ctx)
 		newPod := name + "-regionserver-3"
-		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 4 })
+		// Through the scale subresource, as `kubectl scale` and a HorizontalPodAutoscaler do.
+		scale := func(n int) {
+			out, err := kubectl(ctx, "-n", ns, "scale", "storecluster/"+name, fmt.Sprintf("--replicas=%d", n))
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(getCluster(ctx, ns, name).Spec.RegionServerReplicas()).To(BeEquivalentTo(n))
+		}
+		scale(4)
 		Eventually(func(g Gomega) {
 			c := getCluster(ctx, ns, name)
 			g.Expect(settled(c)).To(Succeed())
@@ -507,7 +513,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		leaving, err := kube.CoreV1().Pods(ns).Get(ctx, newPod, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
-		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
+		scale(3)
 		var deletedAt time.Time
 		Eventually(func(g Gomega) {
 			c := getCluster(ctx, ns, name)
