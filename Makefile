@@ -88,6 +88,9 @@ build: ## Build every package and the programs into bin/.
 	@mkdir -p $(LOCALBIN)
 	@for d in engine/cmd/cellstore operator/cmd operator/cmd/kubectl-cellstore; do \
 	  if [ -d $$d ]; then CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./$$d; fi; done
+# kubectl runs kubectl_complete-cellstore for `kubectl cellstore <TAB>`: the plugin itself under that
+# name (a relative link: no second copy to fall out of step, and cp copies the binary through it).
+	@if [ -d operator/cmd/kubectl-cellstore ]; then ln -sfn kubectl-cellstore $(LOCALBIN)/kubectl_complete-cellstore; fi
 	@$(MAKE) --no-print-directory functions
 
 .PHONY: functions

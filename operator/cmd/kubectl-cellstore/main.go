@@ -1,5 +1,6 @@
 // Command kubectl-cellstore is the kubectl plugin for Cellstore's StoreClusters: put it on the PATH
-// and run `kubectl cellstore ...` (docs/operator.md, "kubectl plugin").
+// and run `kubectl cellstore ...` (docs/operator.md, "kubectl plugin"). Run as
+// kubectl_complete-cellstore (a link to it on the PATH), it completes `kubectl cellstore <TAB>`.
 package main
 
 import (
@@ -15,10 +16,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := plugin.NewCommand(func(o plugin.ConnectOptions) (*plugin.Env, error) {
+	connect := func(o plugin.ConnectOptions) (*plugin.Env, error) {
 		return plugin.Connect(o, os.Stdin, os.Stdout, os.Stderr)
-	})
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	}
+	if err := plugin.Main(ctx, os.Args, connect, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

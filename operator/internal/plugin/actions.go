@@ -107,10 +107,9 @@ func restartCommand(env func() (*Env, error)) *cobra.Command {
 
 func hibernateCommand(env func() (*Env, error)) *cobra.Command {
 	return &cobra.Command{
-		Use:       "hibernate NAME on|off",
-		Short:     "Stop every pod of a StoreCluster keeping its data (on), or start it again (off)",
-		Args:      cobra.MatchAll(cobra.ExactArgs(2), func(_ *cobra.Command, args []string) error { return onOff(args[1]) }),
-		ValidArgs: []string{"on", "off"},
+		Use:   "hibernate NAME on|off",
+		Short: "Stop every pod of a StoreCluster keeping its data (on), or start it again (off)",
+		Args:  cobra.MatchAll(cobra.ExactArgs(2), func(_ *cobra.Command, args []string) error { return onOff(args[1]) }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := env()
 			if err != nil {

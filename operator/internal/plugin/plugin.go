@@ -54,6 +54,9 @@ func Scheme() *runtime.Scheme {
 // ConnectOptions are the kubeconfig flags.
 type ConnectOptions struct {
 	Kubeconfig, Context, Namespace string
+	// Timeout bounds each request to the API server (0: none, as kubectl's default). Shell
+	// completion sets it: a <TAB> must not hang on an API server that does not answer.
+	Timeout time.Duration
 }
 
 // Connect builds an Env from the kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster), as kubectl
@@ -67,6 +70,9 @@ func Connect(o ConnectOptions, in io.Reader, out, errOut io.Writer) (*Env, error
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no Kubernetes cluster to talk to (set KUBECONFIG or --kubeconfig): %w", err)
+	}
+	if o.Timeout > 0 {
+		cfg.Timeout = o.Timeout
 	}
 	ns := o.Namespace
 	if ns == "" {
@@ -90,12 +96,16 @@ func NewEnv(cfg *rest.Config, ns string, in io.Reader, out, errOut io.Writer) (*
 	return &Env{Namespace: ns, Client: cl, Kube: kube, Exec: SPDYExecutor(cfg, kube), In: in, Out: out, Err: errOut, Now: time.Now}, nil
 }
 
-// NewCommand is kubectl-cellstore. connect is called once a subcommand runs (tests pass their Env).
+// NewCommand is kubectl-cellstore. connect is called once a subcommand runs, or completes its
+// arguments (tests pass their Env).
 func NewCommand(connect func(ConnectOptions) (*Env, error)) *cobra.Command {
 	var o ConnectOptions
 	root := &cobra.Command{
-		Use:   "kubectl-cellstore",
-		Short: "Operate Cellstore StoreClusters: status, drain, restart, balance, split, move, hibernate, backup, shell, logs",
+		// The binary's name (cobra's Name, which its completion scripts use); help and usage say
+		// "kubectl cellstore", as the plugin is run.
+		Use:         "kubectl-cellstore",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cellstore"},
+		Short:       "Operate Cellstore StoreClusters: status, drain, restart, balance, split, move, hibernate, backup, shell, logs",
 		Long: `kubectl cellstore operates the StoreClusters of the Cellstore operator.
 
 Changes go through the operator (annotations on the StoreCluster, StoreBackup objects); region and
@@ -111,6 +121,11 @@ server operations run "cellstore shell" in a master pod, with the cluster's own 
 	root.AddCommand(statusCommand(env), drainCommand(env, true), drainCommand(env, false), restartCommand(env),
 		balanceCommand(env), splitCommand(env), moveCommand(env), hibernateCommand(env), backupCommand(env),
 		shellCommand(env), logsCommand(env))
+	addCompletions(root, func() (*Env, error) {
+		co := o
+		co.Timeout = completionTimeout
+		return connect(co)
+	})
 	return root
 }
 

@@ -204,4 +204,59 @@ func TestPlugin(t *testing.T) {
 	if _, err := run("logs", "prod", "--role", "zookeeper"); err == nil || !strings.Contains(err.Error(), "master or regionserver") {
 		t.Errorf("logs of a bad role: %v", err)
 	}
+
+	// Completion: NAME with the namespace's StoreClusters, SERVER with the cluster's region server
+	// pods, POD with its pods (of --role); -n with the namespaces. As `kubectl-cellstore __complete`
+	// and as kubectl runs it for `kubectl cellstore <TAB>`: kubectl_complete-cellstore with the words.
+	for _, o := range []struct{ ns, name string }{{"db", "staging"}, {"other", "elsewhere"}} {
+		if o.ns == "other" {
+			if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.Create(ctx, &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name},
+			Spec: *c.Spec.DeepCopy()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect := func(ConnectOptions) (*Env, error) { return env, nil }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", ""}, "prod\nstaging\n:4\n"},
+		{[]string{"-n", "db", "restart", "st"}, "staging\n:4\n"},
+		{[]string{"hibernate", "p"}, "prod\n:4\n"},
+		{[]string{"drain", "prod", ""}, "prod-regionserver-0\nprod-regionserver-1\n:4\n"},
+		{[]string{"undrain", "prod", "prod-regionserver-1"}, "prod-regionserver-1\n:4\n"},
+		{[]string{"move", "prod", "0000018f00000001", ""}, "prod-regionserver-0\nprod-regionserver-1\n:4\n"},
+		{[]string{"move", "prod", ""}, ":4\n"},
+		{[]string{"logs", "prod", ""}, "prod-master-0\nprod-master-1\nprod-regionserver-0\nprod-regionserver-1\n:4\n"},
+		{[]string{"logs", "--role", "master", "prod", ""}, "prod-master-0\nprod-master-1\n:4\n"},
+		{[]string{"drain", "nope", ""}, ":5\n"},
+		{[]string{"status", "prod", ""}, ":4\n"},
+	} {
+		var comp, helper, stderr bytes.Buffer
+		if err := Main(ctx, append([]string{"kubectl-cellstore", "__complete"}, tc.args...), connect, &comp, &stderr); err != nil {
+			t.Fatalf("__complete %q: %v", tc.args, err)
+		}
+		if comp.String() != tc.want {
+			t.Errorf("__complete %q: %q, want %q", tc.args, comp.String(), tc.want)
+		}
+		if err := Main(ctx, append([]string{"/home/me/bin/kubectl_complete-cellstore"}, tc.args...), connect, &helper, &stderr); err != nil {
+			t.Fatalf("kubectl_complete-cellstore %q: %v", tc.args, err)
+		}
+		if helper.String() != comp.String() {
+			t.Errorf("kubectl_complete-cellstore %q: %q, __complete %q", tc.args, helper.String(), comp.String())
+		}
+	}
+	var comp bytes.Buffer
+	if err := Main(ctx, []string{CompletionHelper, "-n", ""}, connect, &comp, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"db", "default", "other"} {
+		if !strings.Contains(comp.String(), "\n"+ns+"\n") && !strings.HasPrefix(comp.String(), ns+"\n") {
+			t.Errorf("-n completion lacks namespace %s: %q", ns, comp.String())
+		}
+	}
 }
