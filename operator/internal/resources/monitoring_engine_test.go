@@ -3,6 +3,7 @@ package resources
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -132,43 +133,187 @@ func TestPromQLNames(t *testing.T) {
 	}
 }
 
-// queries are every expression of the PrometheusRule and the chart's dashboard, by where they are.
-func queries(t *testing.T) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	c := productionCluster()
-	pr := PrometheusRule(c, "v1")
-	for _, g := range pr.Object["spec"].(map[string]any)["groups"].([]any) {
-		for _, r := range g.(map[string]any)["rules"].([]any) {
-			rule := r.(map[string]any)
-			out["alert "+rule["alert"].(string)] = rule["expr"].(string)
+// names is what one query of the alerts or the dashboard uses.
+type names struct {
+	expr    string   // the query as written
+	metrics []string // metric names it selects
+	labels  []string // label names it matches, groups on or (a variable) lists the values of
+	err     error    // a query the test cannot read
+}
+
+// variableQuery reads a Grafana dashboard variable's query (templating.list[].query): a string, or
+// an object holding it in "query" (as newer Grafana versions save it).
+func variableQuery(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var o struct {
+		Query *string `json:"query"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil || o.Query == nil {
+		return "", fmt.Errorf("a variable query is a string or an object with a string \"query\", not %s", raw)
+	}
+	return *o.Query, nil
+}
+
+var promqlLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// variableNames lists the names a Prometheus variable query uses: label_values(EXPR, LABEL) — the
+// metrics and labels of EXPR, and LABEL, whose values it lists — or query_result(EXPR). The other
+// forms (label_values(LABEL), label_names(), metrics(REGEX)) name no metric to check against the
+// engine, so they are refused.
+func variableNames(q string) names {
+	n := names{expr: q}
+	q = strings.TrimSpace(q)
+	if expr, ok := strings.CutPrefix(q, "query_result("); ok && strings.HasSuffix(expr, ")") {
+		n.metrics, n.labels = promqlNames(strings.TrimSuffix(expr, ")"))
+		return n
+	}
+	args, ok := strings.CutPrefix(q, "label_values(")
+	if !ok || !strings.HasSuffix(args, ")") {
+		n.err = fmt.Errorf("only label_values(METRIC_EXPR, LABEL) and query_result(EXPR) are checked, not %q", q)
+		return n
+	}
+	args = strings.TrimSuffix(args, ")")
+	i := strings.LastIndex(args, ",") // a label name has no comma; the expression may
+	if i < 0 {
+		n.err = fmt.Errorf("label_values(LABEL) names no metric: use label_values(METRIC_EXPR, LABEL) in %q", q)
+		return n
+	}
+	label := strings.TrimSpace(args[i+1:])
+	if !promqlLabelName.MatchString(label) {
+		n.err = fmt.Errorf("%q is not a label name in %q", label, q)
+		return n
+	}
+	n.metrics, n.labels = promqlNames(args[:i])
+	n.labels = append(n.labels, label)
+	return n
+}
+
+// dashboardPanel is a panel of a dashboard; a collapsed row holds its panels in Panels.
+type dashboardPanel struct {
+	Title   string
+	Targets []struct{ Expr string }
+	Panels  []dashboardPanel
+}
+
+// dashboardQueries are the queries of a Grafana dashboard by where they are: every panel's targets
+// (also those of panels inside collapsed rows) and every query variable's query.
+func dashboardQueries(b []byte) (map[string]names, error) {
+	var d struct {
+		Panels     []dashboardPanel
+		Templating struct {
+			List []struct {
+				Name  string
+				Type  string
+				Query json.RawMessage
+			}
 		}
 	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, err
+	}
+	out := map[string]names{}
+	var walk func([]dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			for i, tg := range p.Targets {
+				m, l := promqlNames(tg.Expr)
+				out[fmt.Sprintf("panel %q query %d", p.Title, i)] = names{expr: tg.Expr, metrics: m, labels: l}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" { // datasource, custom, interval, constant, textbox: no PromQL
+			continue
+		}
+		where := fmt.Sprintf("variable $%s", v.Name)
+		q, err := variableQuery(v.Query)
+		if err != nil {
+			out[where] = names{expr: string(v.Query), err: err}
+			continue
+		}
+		out[where] = variableNames(q)
+	}
+	return out, nil
+}
+
+func TestDashboardQueries(t *testing.T) {
+	got, err := dashboardQueries([]byte(`{
+		"panels": [
+			{"title": "p", "targets": [{"expr": "sum by (pod) (a_total{x=\"1\"})"}]},
+			{"type": "row", "title": "r", "collapsed": true, "panels": [{"title": "in row", "targets": [{"expr": "b"}]}]}
+		],
+		"templating": {"list": [
+			{"name": "datasource", "type": "datasource", "query": "prometheus"},
+			{"name": "s", "type": "query", "query": "label_values(c{namespace=~\"$namespace\", y=\"a,b\"}, table)"},
+			{"name": "o", "type": "query", "query": {"query": "label_values(d, le)", "refId": "PrometheusVariableQueryEditor-VariableQuery"}},
+			{"name": "r", "type": "query", "query": "query_result(topk(5, e_bytes))"},
+			{"name": "bare", "type": "query", "query": "label_values(namespace)"},
+			{"name": "obj", "type": "query", "query": {"qryType": 1}}
+		]}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]names{
+		`panel "p" query 0`:      {metrics: []string{"a_total"}, labels: []string{"x", "pod"}},
+		`panel "in row" query 0`: {metrics: []string{"b"}},
+		"variable $s":            {metrics: []string{"c"}, labels: []string{"namespace", "y", "table"}},
+		"variable $o":            {metrics: []string{"d"}, labels: []string{"le"}},
+		"variable $r":            {metrics: []string{"e_bytes"}},
+		"variable $bare":         {err: errors.New("")},
+		"variable $obj":          {err: errors.New("")},
+	}
+	if len(got) != len(want) {
+		t.Errorf("queries %v, want %d", got, len(want))
+	}
+	for where, w := range want {
+		g, ok := got[where]
+		switch {
+		case !ok:
+			t.Errorf("%s: missing", where)
+		case (g.err != nil) != (w.err != nil):
+			t.Errorf("%s: error %v", where, g.err)
+		case !slices.Equal(g.metrics, w.metrics) || !slices.Equal(g.labels, w.labels):
+			t.Errorf("%s: metrics %q labels %q, want %q %q", where, g.metrics, g.labels, w.metrics, w.labels)
+		}
+	}
+}
+
+// queries are every query of the PrometheusRule and the chart's dashboard, by where they are.
+func queries(t *testing.T) map[string]names {
+	t.Helper()
+	c := productionCluster()
+	pr := PrometheusRule(c, "v1")
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "charts", "cellstore-operator", "dashboards", "cellstore.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
+	out, err := dashboardQueries(b)
+	if err != nil {
+		t.Fatalf("the chart's dashboard: %v", err)
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range d.Panels {
-		for i, tg := range p.Targets {
-			out[fmt.Sprintf("panel %q query %d", p.Title, i)] = tg.Expr
+	for _, g := range pr.Object["spec"].(map[string]any)["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			rule := r.(map[string]any)
+			expr := rule["expr"].(string)
+			m, l := promqlNames(expr)
+			out["alert "+rule["alert"].(string)] = names{expr: expr, metrics: m, labels: l}
 		}
 	}
 	return out
 }
 
-// Every metric name and label the alerts and the dashboard use exists in what a real master and
-// region servers export: a master and two region servers (processes) on a real S3 server, each
-// region server with a local file cache, after writes, reads, scans and with a table of
-// read replicas (the replica lag series).
+// Every metric name and label the alerts and the dashboard (its panels' queries and its variables'
+// queries) use exists in what a real master and region servers export: a master and two region
+// servers (processes) on a real S3 server, each region server with a local file cache, after
+// writes, reads, scans and with a table of read replicas (the replica lag series). The names are
+// taken from the queries by promqlNames and variableNames (regular expressions, not a PromQL
+// parser).
 func TestMonitoringNamesExistInTheEngine(t *testing.T) {
 	if os.Getenv("CELLSTORE_S3_SERVER") == "" {
 		t.Skip("needs an S3 server: make test builds it, or set CELLSTORE_S3_SERVER=$(hack/s3-server.sh)")
@@ -248,8 +393,12 @@ func TestMonitoringNamesExistInTheEngine(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // polling for the replica's first batch
 	}
 
-	for where, expr := range queries(t) {
-		metrics, labels := promqlNames(expr)
+	for where, q := range queries(t) {
+		if q.err != nil {
+			t.Errorf("%s: %v", where, q.err)
+			continue
+		}
+		expr, metrics, labels := q.expr, q.metrics, q.labels
 		if len(metrics) == 0 {
 			t.Errorf("%s: no metric found in %q", where, expr)
 		}
