@@ -278,11 +278,13 @@ func (s *Server) handleGet(ctx context.Context, c *rpc.Call) {
 	}
 	reply(c, &answered, &pb.GetResponse{Result: out}, block)
 	s.m.gets.Add(1)
-	took := time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	took := elapsed.Seconds()
 	s.m.getLatency.Observe(took)
 	if or.lat != nil {
 		or.lat.get.Observe(took)
 	}
+	or.noteCall(opGet, elapsed)
 	s.noteSlowCall("get", name, start)
 }
 
@@ -399,11 +401,13 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 	}
 	reply(c, &answered, &resp, block)
 	s.m.mutates.Add(1)
-	took := time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	took := elapsed.Seconds()
 	s.m.mutateLatency.Observe(took)
 	if or.lat != nil {
 		or.lat.mutate.Observe(took)
 	}
+	or.noteCall(opMutate, elapsed)
 	s.noteSlowCall("mutate", name, start)
 }
 
@@ -1098,10 +1102,14 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 		sc.rs.ReleaseBatch()
 	}
 	s.m.scans.Add(1)
-	took := time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	took := elapsed.Seconds()
 	s.m.scanLatency.Observe(took)
 	if sc != nil && sc.or.lat != nil {
 		sc.or.lat.scan.Observe(took)
+	}
+	if sc != nil {
+		sc.or.noteCall(opScan, elapsed)
 	}
 	if sc != nil {
 		s.noteSlowCall("scan", sc.or.name, start)

@@ -257,7 +257,8 @@ type onlineRegion struct {
 	table  *pb.TableDescriptor
 	tkey   string // namespace:name
 	ns     string
-	lat    *tableLatency // the table's latency histograms
+	lat    *tableLatency           // the table's latency histograms
+	calls  [numCallOps]regionCalls // the region's own latency: a count and a sum per operation
 	state  atomic.Int32
 	r      atomic.Pointer[region.Region]
 	cancel atomic.Bool // a close arrived while opening

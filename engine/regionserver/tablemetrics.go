@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -37,6 +39,26 @@ func (a *regionCounts) add(b regionCounts) {
 	a.compactions += b.compactions
 }
 
+// Operations a region's latency is counted for.
+const (
+	opGet = iota
+	opMutate
+	opScan
+	numCallOps
+)
+
+var callOpNames = [numCallOps]string{"get", "mutate", "scan"}
+
+// regionCalls is one operation's calls on a region here and their summed latency (HBase's
+// per-region operation times, as a Prometheus summary without quantiles: two atomic adds a call).
+type regionCalls struct{ count, nanos atomic.Int64 }
+
+// noteCall counts a call of op that took took.
+func (or *onlineRegion) noteCall(op int, took time.Duration) {
+	or.calls[op].count.Add(1)
+	or.calls[op].nanos.Add(int64(took))
+}
+
 // tableLatency are a table's latency histograms; a region's entry points at its table's.
 type tableLatency struct {
 	get, mutate, scan prometheus.Observer
@@ -61,7 +83,8 @@ type tableMetrics struct {
 
 	tReads, tWrites, tFlushes, tCompactions      *prometheus.Desc
 	tRegions, tMemstore, tFiles, tFileBytes      *prometheus.Desc
-	rReads, rWrites, rCompactions                *prometheus.Desc
+	rReads, rWrites, rFlushes, rCompactions      *prometheus.Desc
+	rLatency                                     *prometheus.Desc
 	rMemstore, rFiles, rFileBytes                *prometheus.Desc
 	tablesSeen, tablesFolded, regionsNotExported *prometheus.Desc
 }
@@ -87,7 +110,10 @@ func newTableMetrics(s *Server, maxTables, topRegions int) *tableMetrics {
 		tFileBytes:   d("table_store_file_bytes", "Store file bytes of the table's regions here.", t...),
 		rReads:       d("region_read_requests_total", "Gets and scanners opened on the region, for the busiest regions (Config.RegionMetricsTop).", tr...),
 		rWrites:      d("region_write_requests_total", "Writes applied to the region, for the busiest regions.", tr...),
+		rFlushes:     d("region_flushes_total", "Flushes of the region, for the busiest regions.", tr...),
 		rCompactions: d("region_compactions_total", "Compactions of the region, for the busiest regions.", tr...),
+		rLatency: d("region_request_seconds", "Latency of gets, mutations and scan calls on the region (a count and a sum: the mean), for the busiest regions.",
+			"table", "region", "op"),
 		rMemstore:    d("region_memstore_bytes", "Memstore data bytes of the region, for the busiest regions.", tr...),
 		rFiles:       d("region_store_files", "Store files of the region, for the busiest regions.", tr...),
 		rFileBytes:   d("region_store_file_bytes", "Store file bytes of the region, for the busiest regions.", tr...),
@@ -127,7 +153,7 @@ func (m *tableMetrics) latencyOf(table string) *tableLatency {
 
 func (m *tableMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.tReads, m.tWrites, m.tFlushes, m.tCompactions, m.tRegions, m.tMemstore, m.tFiles,
-		m.tFileBytes, m.rReads, m.rWrites, m.rCompactions, m.rMemstore, m.rFiles, m.rFileBytes, m.tablesSeen, m.tablesFolded,
+		m.tFileBytes, m.rReads, m.rWrites, m.rFlushes, m.rCompactions, m.rLatency, m.rMemstore, m.rFiles, m.rFileBytes, m.tablesSeen, m.tablesFolded,
 		m.regionsNotExported} {
 		ch <- d
 	}
@@ -138,6 +164,7 @@ type regionSample struct {
 	r    *region.Region
 	name string
 	regionCounts
+	calls                      [numCallOps]struct{ count, nanos int64 }
 	memstore, files, fileBytes int64
 }
 
@@ -266,7 +293,11 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, rs := range top {
 		counter(m.rReads, rs.reads, rs.table, rs.name)
 		counter(m.rWrites, rs.writes, rs.table, rs.name)
+		counter(m.rFlushes, rs.flushes, rs.table, rs.name)
 		counter(m.rCompactions, rs.compactions, rs.table, rs.name)
+		for op, c := range rs.calls {
+			ch <- prometheus.MustNewConstSummary(m.rLatency, uint64(c.count), time.Duration(c.nanos).Seconds(), nil, rs.table, rs.name, callOpNames[op])
+		}
 		gauge(m.rMemstore, rs.memstore, rs.table, rs.name)
 		gauge(m.rFiles, rs.files, rs.table, rs.name)
 		gauge(m.rFileBytes, rs.fileBytes, rs.table, rs.name)
@@ -276,8 +307,12 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 
 func sampleRegion(or *onlineRegion, r *region.Region) regionSample {
 	mt := r.Metrics()
-	return regionSample{r: r, name: or.name,
+	rs := regionSample{r: r, name: or.name,
 		regionCounts: regionCounts{table: or.tkey, reads: mt.ReadRequests.Load(), writes: mt.WriteRequests.Load(),
 			flushes: mt.Flushes.Load(), compactions: mt.Compactions.Load()},
 		memstore: r.MemstoreStats().DataBytes, files: mt.StoreFiles.Load(), fileBytes: mt.StoreFileBytes.Load()}
+	for op := range rs.calls {
+		rs.calls[op].count, rs.calls[op].nanos = or.calls[op].count.Load(), or.calls[op].nanos.Load()
+	}
+	return rs
 }

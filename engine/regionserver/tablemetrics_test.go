@@ -37,6 +37,9 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 				out[key] = m.GetGauge().GetValue()
 			case dto.MetricType_HISTOGRAM:
 				out[key] = float64(m.GetHistogram().GetSampleCount())
+			case dto.MetricType_SUMMARY: // the count, and the sum under NAME_sum
+				out[key] = float64(m.GetSummary().GetSampleCount())
+				out[f.GetName()+"_sum{"+strings.Join(ls, ",")+"}"] = m.GetSummary().GetSampleSum()
 			}
 		}
 	}
@@ -86,6 +89,25 @@ func TestTableAndRegionMetrics(t *testing.T) {
 	waitForState(t, "mutate latencies of busy", 10*time.Second, func() (bool, string) {
 		got := sum(`cellstore_regionserver_table_request_seconds{op=mutate,table=default:busy}`)
 		return got == 100, fmt.Sprintf("%v, want 100", got)
+	})
+	// Each region of busy (the busiest here) has its own latency: its calls and their summed time.
+	waitForState(t, "mutate latencies of busy's regions", 10*time.Second, func() (bool, string) {
+		var calls, secs float64
+		var flushSeries int
+		for _, reg := range regs {
+			for k, v := range series(t, reg) {
+				if strings.HasPrefix(k, "cellstore_regionserver_region_request_seconds{op=mutate,") && strings.HasSuffix(k, ",table=default:busy}") {
+					calls += v
+				}
+				if strings.HasPrefix(k, "cellstore_regionserver_region_request_seconds_sum{op=mutate,") && strings.HasSuffix(k, ",table=default:busy}") {
+					secs += v
+				}
+				if strings.HasPrefix(k, "cellstore_regionserver_region_flushes_total{") && strings.HasSuffix(k, ",table=default:busy}") {
+					flushSeries++
+				}
+			}
+		}
+		return calls == 100 && secs > 0 && flushSeries == 2, fmt.Sprintf("%v calls taking %v s, %d flush series; want 100 calls, some time, 2 series", calls, secs, flushSeries)
 	})
 	if got := sum(`cellstore_regionserver_table_regions{table=default:busy}`); got != 2 {
 		t.Errorf("regions of busy: %v", got)
