@@ -51,6 +51,14 @@ type statusRegion struct {
 	Reads, Writes                         int64
 }
 
+// statusProc is a region procedure under way (HBase's master page lists its procedures).
+type statusProc struct {
+	ID                         uint64
+	Region, Kind, Step, Target string
+	Attempts                   int32
+	SinceMsAgo                 int64
+}
+
 type statusDead struct {
 	Server, Step string
 	SinceMsAgo   int64
@@ -62,6 +70,7 @@ type statusPage struct {
 	Servers                            []statusServer
 	Tables                             []statusTable
 	InTransition                       []*pb.RegionInTransition
+	Procedures                         []statusProc
 	Dead                               []statusDead
 	Quotas                             []string
 	Config                             [][2]string
@@ -152,6 +161,12 @@ func (m *Master) statusData(ctx context.Context, table string) *statusPage {
 		p.Dead = append(p.Dead, statusDead{Server: d.d.GetServer(), Step: strings.TrimPrefix(d.d.GetStep().String(), "DEAD_SERVER_STEP_"),
 			SinceMsAgo: max(0, p.Now.UnixMilli()-d.d.GetDeclaredMs())})
 	}
+	for _, pr := range m.st.procs {
+		p.Procedures = append(p.Procedures, statusProc{ID: pr.p.GetId(), Region: pr.p.GetRegion(),
+			Kind: strings.TrimPrefix(pr.p.GetKind().String(), "PROCEDURE_KIND_"), Step: strings.TrimPrefix(pr.p.GetStep().String(), "PROCEDURE_STEP_"),
+			Target: pr.p.GetTarget(), Attempts: pr.p.GetAttempts(), SinceMsAgo: max(0, p.Now.UnixMilli()-pr.p.GetStartedMs())})
+	}
+	slices.SortFunc(p.Procedures, func(a, b statusProc) int { return cmp.Compare(a.ID, b.ID) })
 	var regions []statusRegion
 	var tableKey string
 	if table != "" {

@@ -69,7 +69,7 @@ func TestStatusPagesInABrowser(t *testing.T) {
 		"<td>live</td>",
 		`<a href="/table?name=default%3aorders">default:orders</a>`, "<td>ENABLED</td>",
 		"TABLE =&gt; default:orders, THROTTLE_TYPE =&gt; REQUEST_NUMBER, LIMIT =&gt; 100 per 1s",
-		"quotas_enabled", "Recent warnings and errors",
+		"quotas_enabled", "Recent warnings and errors", "No procedure under way.",
 	} {
 		if !strings.Contains(cluster, want) {
 			t.Errorf("the cluster page lacks %q:\n%s", want, cluster)
