@@ -67,7 +67,7 @@ func TestPlugin(t *testing.T) {
 	if err := cl.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c.Status = v1alpha1.StoreClusterStatus{Phase: v1alpha1.PhaseRunning,
+	c.Status = v1alpha1.StoreClusterStatus{Phase: v1alpha1.PhaseRunning, Version: "v1.4.0",
 		Masters:       v1alpha1.MastersStatus{Replicas: 2, Ready: 2, Updated: 2, Active: "prod-master-1.prod-master.db.svc:16000"},
 		RegionServers: v1alpha1.RegionServersStatus{Replicas: 2, Ready: 2, Updated: 2},
 		Regions: v1alpha1.RegionsStatus{Total: 12, PerServer: []v1alpha1.ServerRegions{
@@ -109,7 +109,7 @@ func TestPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Phase:", "Running", "2/2 ready", "12, 0 in transition", "Degraded", "AsExpected", "1m30s",
+	for _, want := range []string{"Phase:", "Running", "Version:         v1.4.0", "2/2 ready", "12, 0 in transition", "Degraded", "AsExpected", "1m30s",
 		"prod-master-1", "active", "standby", "prod-regionserver-1", "live (draining)", "Last restarts:", "5m0s",
 		"before restarting it (1 of 2 to restart): spec.image"} {
 		if !strings.Contains(got, want) {
@@ -218,6 +218,20 @@ func TestPlugin(t *testing.T) {
 			Spec: *c.Spec.DeepCopy()}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A hibernated cluster says so, with what it will enable on waking.
+	staging := &v1alpha1.StoreCluster{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "db", Name: "staging"}, staging); err != nil {
+		t.Fatal(err)
+	}
+	staging.Status = v1alpha1.StoreClusterStatus{Phase: v1alpha1.PhaseHibernated, Hibernation: &v1alpha1.HibernationStatus{
+		State: v1alpha1.HibernationHibernated, Since: metav1.NewTime(now.Add(-2 * time.Hour)), Tables: []string{"default:a", "default:b"}}}
+	if err := cl.Status().Update(ctx, staging); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := run("status", "staging"); err != nil || !strings.Contains(got, "Phase:           Hibernated") ||
+		!strings.Contains(got, "Hibernation:     Hibernated since 2h0m (2 tables to enable on waking)") {
+		t.Errorf("status of a hibernated cluster (%v):\n%s", err, got)
 	}
 	connect := func(ConnectOptions) (*Env, error) { return env, nil }
 	for _, tc := range []struct {

@@ -46,6 +46,9 @@ func (e *Env) Status(ctx context.Context, name string, master bool) error {
 	st := &c.Status
 	row("Cluster", fmt.Sprintf("%s (namespace %s)", c.Name, c.Namespace))
 	row("Phase", or(string(st.Phase), "(not reconciled yet)"))
+	if st.Version != "" {
+		row("Version", st.Version)
+	}
 	row("Masters", fmt.Sprintf("%d/%d ready, %d updated; active %s", st.Masters.Ready, st.Masters.Replicas, st.Masters.Updated, or(st.Masters.Active, "none")))
 	row("Region servers", fmt.Sprintf("%d/%d ready, %d updated, %d draining", st.RegionServers.Ready, st.RegionServers.Replicas,
 		st.RegionServers.Updated, st.RegionServers.Draining))
