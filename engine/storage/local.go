@@ -52,6 +52,7 @@ func pathErr(op, p string, err error) error {
 	if errors.As(err, &le) {
 		err = le.Err
 	}
+	noteVolumeError(err)
 	return &fs.PathError{Op: op, Path: p, Err: err}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -357,5 +358,23 @@ func TestMemWriteAfterCloseAndRemove(t *testing.T) {
 	w.Close()
 	if _, err := w.Write([]byte("x")); !errors.Is(err, fs.ErrClosed) {
 		t.Fatalf("write after close: %v", err)
+	}
+}
+
+// Errors that say the volume is failing are counted (cellstore_storage_volume_errors_total); those
+// that say a name is missing or taken, as the store asks on purpose, are not.
+func TestVolumeErrorsCounted(t *testing.T) {
+	before := VolumeErrors()
+	for _, err := range []error{fs.ErrNotExist, fs.ErrExist, syscall.ENOTEMPTY, syscall.ENOENT} {
+		_ = pathErr("stat", "/x", err)
+	}
+	if got := VolumeErrors() - before; got != 0 {
+		t.Fatalf("%d errors counted for missing or taken names, want 0", got)
+	}
+	for _, err := range []error{syscall.EIO, &fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, &os.LinkError{Op: "rename", Err: syscall.EROFS}, syscall.ESTALE} {
+		_ = pathErr("write", "/x", err)
+	}
+	if got := VolumeErrors() - before; got != 4 {
+		t.Fatalf("%d failing-volume errors counted, want 4", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cellstore/cellstore/engine/security"
+	"github.com/cellstore/cellstore/engine/storage"
 )
 
 // Check reports a component's state: nil when fine, else why not.
@@ -98,6 +99,9 @@ func New() *Server {
 	reg.MustRegister(
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "cellstore"}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cellstore_storage_volume_errors_total",
+			Help: "Errors of the shared volume's files that say it is failing (I/O error, full, read-only, permission, stale or lost mount); the log names each."},
+			func() float64 { return float64(storage.VolumeErrors()) }),
 	)
 	return &Server{Registry: reg, liveness: map[string]Check{}, readiness: map[string]Check{}, extra: map[string]http.Handler{}, admin: map[string]http.Handler{},
 		failed: make(chan error, 1)}

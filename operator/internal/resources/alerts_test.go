@@ -70,6 +70,10 @@ func TestAlertRules(t *testing.T) {
 			`cellstore_s3_requests_total{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", op="put", result="ok"}`:       "0+100x30",
 			`cellstore_s3_requests_total{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", op="put", result="SlowDown"}`: "0+1x30",
 		}, map[string][]map[string]string{"8m": nil, "20m": {byPod("prod-regionserver-0")}}},
+		{"CellstoreStorageErrors", map[string]string{ // the shared volume: errors that keep coming
+			"cellstore_storage_volume_errors_total" + rsSel(rs0): "0 0 0 1+1x25",
+			"cellstore_storage_volume_errors_total" + rsSel(rs1): "2x28",
+		}, map[string][]map[string]string{"8m": nil, "20m": {byPod("prod-regionserver-0")}}},
 		{"CellstoreCompactionQueue", map[string]string{
 			"cellstore_regionserver_compaction_queue_length" + rsSel(rs0): "25x45",
 			"cellstore_regionserver_compaction_queue_length" + rsSel(rs1): "5x45",
@@ -135,11 +139,12 @@ func TestAlertRules(t *testing.T) {
 	rulesFile := write("bare.yaml", map[string]any{"groups": bare})
 
 	var tests []any
+	scenarios := map[string]bool{}
 	for _, tc := range cases {
-		if !rulesByName[tc.alert] {
+		if _, ok := rulesByName[tc.alert]; !ok {
 			t.Errorf("scenario for %s, which PrometheusRule does not have", tc.alert)
 		}
-		delete(rulesByName, tc.alert)
+		scenarios[tc.alert] = true
 		var series []any
 		for s, v := range tc.series {
 			series = append(series, map[string]any{"series": s, "values": v})
@@ -159,7 +164,9 @@ func TestAlertRules(t *testing.T) {
 		tests = append(tests, map[string]any{"name": tc.alert, "interval": "1m", "input_series": series, "alert_rule_test": checks})
 	}
 	for name := range rulesByName {
-		t.Errorf("alert %s has no scenario", name)
+		if !scenarios[name] {
+			t.Errorf("alert %s has no scenario", name)
+		}
 	}
 	testFile := write("test.yaml", map[string]any{"rule_files": []string{rulesFile}, "evaluation_interval": "1m", "tests": tests})
 	if out, err := exec.Command(promtool, "test", "rules", testFile).CombinedOutput(); err != nil {

@@ -36,6 +36,7 @@ const (
 	MetricReplicationLag     = "cellstore_regionserver_replication_lag_seconds"
 	MetricCertificateExpiry  = "cellstore_tls_certificate_expiry_timestamp_seconds"
 	MetricS3Requests         = "cellstore_s3_requests_total"
+	MetricVolumeErrors       = "cellstore_storage_volume_errors_total"
 )
 
 // Runbook is where each alert's runbook is in the project's documentation (an anchor per alert
@@ -136,10 +137,11 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 					"Cellstore WAL writes failed",
 					who+": {{ $labels.pod }} could not write its WAL (disk full, I/O or object store errors) and re-registered; writes failed meanwhile."),
 				rule("CellstoreStorageErrors",
-					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s, result!="ok"}[5m])) / sum by (namespace, pod) (rate(%s{%s}[5m])) > 0.05`,
-						MetricS3Requests, all, MetricS3Requests, all), "10m", "warning",
-					"Cellstore object store requests fail",
-					who+": more than 5% of {{ $labels.pod }}'s requests to the bucket fail; see cellstore_s3_requests_total by result and the pod's log."),
+					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s, result!="ok"}[5m])) / sum by (namespace, pod) (rate(%s{%s}[5m])) > 0.05`+
+						` or sum by (namespace, pod) (increase(%s{%s}[5m])) > 0`,
+						MetricS3Requests, all, MetricS3Requests, all, MetricVolumeErrors, all), "10m", "warning",
+					"Cellstore storage fails",
+					who+": more than 5% of {{ $labels.pod }}'s requests to the bucket fail, or its shared volume keeps answering with errors (I/O, full, read-only, permission, a lost mount); see cellstore_s3_requests_total by result, cellstore_storage_volume_errors_total and the pod's log."),
 				rule("CellstoreCompactionQueue",
 					fmt.Sprintf(`%s{%s} > 20`, MetricCompactionQueue, rs), "30m", "warning",
 					"Cellstore compactions fall behind",
