@@ -126,6 +126,30 @@ var _ = Describe("Rolling restart", func() {
 		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("restarting active master pod " + active)))
 	})
 
+	It("restarts only the masters for spec.master.config, only the region servers for spec.regionServers.config", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 }))
+		waitRunning(c)
+		f := fakeOf(c)
+		rs, ms := pods(c, resources.GroupRegionServer), pods(c, resources.GroupMaster)
+		rsHash, msHash := templateHash(c, resources.GroupRegionServer), templateHash(c, resources.GroupMaster)
+		mark := len(f.Journal())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Config = v1alpha1.EngineConfig{"normalizer-merge-min-age": "2h"} })
+		allUpdated(c, resources.GroupMaster, msHash)
+		Expect(journalFrom(f, mark, "stopped store-master")).To(HaveLen(2))
+		Expect(templateHash(c, resources.GroupRegionServer)).To(Equal(rsHash))
+		Expect(pods(c, resources.GroupRegionServer)).To(Equal(rs), "a master flag restarted region servers")
+		Expect(journalFrom(f, mark, "stopped store-regionserver", "Drain")).To(BeEmpty())
+
+		ms, msHash, mark = pods(c, resources.GroupMaster), templateHash(c, resources.GroupMaster), len(f.Journal())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Config = v1alpha1.EngineConfig{"region-metrics-top": "5"} })
+		allUpdated(c, resources.GroupRegionServer, rsHash)
+		Expect(journalFrom(f, mark, "stopped store-regionserver")).To(HaveLen(2))
+		Expect(templateHash(c, resources.GroupMaster)).To(Equal(msHash))
+		Expect(pods(c, resources.GroupMaster)).To(Equal(ms), "a region server flag restarted masters")
+		Expect(journalFrom(f, mark, "stopped store-master")).To(BeEmpty())
+	})
+
 	It("restarts everything, one pod at a time, after kubectl annotate cellstore.io/restartedAt", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 }))
