@@ -104,7 +104,7 @@ e2e() {
   local upgrade
   if [[ ! $VERSION =~ ^v?[0-9]+\.[0-9]+\.[0-9]+ ]]; then VERSION=v0.1.0-$VERSION; fi
   [[ $VERSION =~ ^v?([0-9]+)\.([0-9]+)\.[0-9]+(.*)$ ]]
-  upgrade=v${BASH_REMATCH[1]}.$((BASH_REMATCH[2] + 1)).0${BASH_REMATCH[3]}
+  upgrade=v${BASH_REMATCH[1]}.$((10#${BASH_REMATCH[2]} + 1)).0${BASH_REMATCH[3]}
   export VERSION
   # The operator upgrade spec needs a second operator image: the same code under another version.
   VERSION=$VERSION-upgrade "$ROOT/hack/images.sh" operator && mv "$ROOT/bin/images/operator.tar" "$ROOT/bin/images/operator-upgrade.tar" || return 1

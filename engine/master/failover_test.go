@@ -142,7 +142,7 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 		return slices.Equal(st, []string{m2.Addr}), fmt.Sprint(st)
 	})
 	for range 2 {
-		s, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{m2.Addr, m1.Addr}, Logger: testLogger()})
+		s, err := mastertest.StartFakeServer(mastertest.FakeServerOptions{Masters: []string{m2.Addr, m1.Addr}, Version: "v1.4.2", Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +188,15 @@ func runFailover(t *testing.T, elect func(addr string) master.Elector) {
 	if st := c.status(); st.GetActiveMaster() != m2.Addr || len(st.GetStandbyMasters()) != 0 {
 		t.Errorf("active master %q, standbys %q: want %q and none (the other one is gone)", st.GetActiveMaster(), st.GetStandbyMasters(), m2.Addr)
 	}
+	// The servers registered with the first master; the new one learns their versions from
+	// their heartbeats (ClusterStatus, which the operator's status.version is made of).
+	c.waitFor("the new master to know the servers' versions", 10*time.Second, func() (bool, string) {
+		var vs []string
+		for _, s := range c.status().GetServers() {
+			vs = append(vs, s.GetVersion())
+		}
+		return slices.Equal(vs, []string{"v1.4.2", "v1.4.2"}), fmt.Sprint(vs)
+	})
 	for _, s := range c.servers {
 		if s.Reregistrations() != 0 {
 			t.Errorf("server %s lost its registration over the failover", s.Name())

@@ -243,6 +243,9 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 	load := req.GetLoad()
 	m.loads[name] = load
 	m.features[name] = req.GetFeatures()
+	if v := req.GetVersion(); v != "" { // a server of an earlier release sends none
+		m.versions[name] = v
+	}
 	var b batch
 	for _, rl := range load.GetRegions() {
 		r := m.st.regions[rl.GetRegion()]

@@ -96,7 +96,7 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 	// assigns as soon as it registered the server, so they are accepted while registering.
 	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace(),
 		settled: make(chan struct{}), closeDone: make(chan struct{})}
-	or.lat = s.tm.latencyOf(or.tkey)
+	or.lat, or.calls = s.tm.latencyOf(or.tkey), s.tm.newRegionCalls()
 	if v, ok := s.regions.Load(ri.GetName()); ok {
 		if ex := v.(*onlineRegion); ex.closing.Load() {
 			// Closing here (an order to open it again came before the close was reported):

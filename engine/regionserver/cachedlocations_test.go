@@ -17,10 +17,11 @@ import (
 // all (the old one gone, no standby active yet), a client's reads, writes and scans of the regions
 // it located before go on at the region servers, none of them asking a master (there is none to
 // answer: a request that asked would fail at the client's operation timeout). Writes go on while
-// the servers' leases last (the production lease here: 4 s, acknowledged up to 1 s before its end),
-// the time a standby has to take over.
+// the servers' leases last, the time a standby has to take over (4 s in production; 30 s here, so
+// that what is tested is the client's cache, not how fast this machine writes).
 func TestCachedLocationsOutliveTheMaster(t *testing.T) {
-	c := startClusterWith(t, 2, nil, func(cfg *master.Config) { cfg.Lease = lease.Default })
+	long := lease.Config{Lease: 30 * time.Second, HeartbeatInterval: time.Second, SelfFenceMargin: time.Second, DeadMargin: 2 * time.Second}
+	c := startClusterWith(t, 2, nil, func(cfg *master.Config) { cfg.Lease = long })
 	createTable(t, c, "cached", [][]byte{rowKey(25), rowKey(50), rowKey(75)})
 	cl, err := client.New(client.Config{Masters: []string{c.master.Addr}, OperationTimeout: 3 * time.Second,
 		RPCTimeout: time.Second, Pause: 20 * time.Millisecond, MaxPause: 200 * time.Millisecond})

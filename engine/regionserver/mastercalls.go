@@ -416,7 +416,8 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 	var resp *pb.HeartbeatResponse
 	err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		var err error
-		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping, Features: layout.Features})
+		resp, err = m.Heartbeat(ctx, &pb.HeartbeatRequest{Server: s.serverName(), Load: load, Stopping: stopping, Features: layout.Features,
+			Version: s.cfg.Version})
 		return err
 	})
 	if err != nil {

@@ -257,8 +257,8 @@ type onlineRegion struct {
 	table  *pb.TableDescriptor
 	tkey   string // namespace:name
 	ns     string
-	lat    *tableLatency           // the table's latency histograms
-	calls  [numCallOps]regionCalls // the region's own latency: a count and a sum per operation
+	lat    *tableLatency            // the table's latency histograms
+	calls  *[numCallOps]regionCalls // the region's own latency (nil without per-region series): a count and a sum per operation, on a line of their own
 	state  atomic.Int32
 	r      atomic.Pointer[region.Region]
 	cancel atomic.Bool // a close arrived while opening

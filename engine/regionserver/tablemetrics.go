@@ -51,10 +51,23 @@ var callOpNames = [numCallOps]string{"get", "mutate", "scan"}
 
 // regionCalls is one operation's calls on a region here and their summed latency (HBase's
 // per-region operation times, as a Prometheus summary without quantiles: two atomic adds a call).
+// Allocated apart from the onlineRegion every call reads, so that the adds do not share its cache
+// line.
 type regionCalls struct{ count, nanos atomic.Int64 }
+
+// newRegionCalls is a region's call counters, or nil when no region gets series of its own.
+func (m *tableMetrics) newRegionCalls() *[numCallOps]regionCalls {
+	if m == nil || m.topRegions <= 0 {
+		return nil
+	}
+	return new([numCallOps]regionCalls)
+}
 
 // noteCall counts a call of op that took took.
 func (or *onlineRegion) noteCall(op int, took time.Duration) {
+	if or.calls == nil {
+		return
+	}
 	or.calls[op].count.Add(1)
 	or.calls[op].nanos.Add(int64(took))
 }
@@ -311,8 +324,10 @@ func sampleRegion(or *onlineRegion, r *region.Region) regionSample {
 		regionCounts: regionCounts{table: or.tkey, reads: mt.ReadRequests.Load(), writes: mt.WriteRequests.Load(),
 			flushes: mt.Flushes.Load(), compactions: mt.Compactions.Load()},
 		memstore: r.MemstoreStats().DataBytes, files: mt.StoreFiles.Load(), fileBytes: mt.StoreFileBytes.Load()}
-	for op := range rs.calls {
-		rs.calls[op].count, rs.calls[op].nanos = or.calls[op].count.Load(), or.calls[op].nanos.Load()
+	if or.calls != nil {
+		for op := range rs.calls {
+			rs.calls[op].count, rs.calls[op].nanos = or.calls[op].count.Load(), or.calls[op].nanos.Load()
+		}
 	}
 	return rs
 }

@@ -127,6 +127,7 @@ func (l *Local) Rename(oldname, newname string) error {
 		if errors.As(err, &le) {
 			err = le.Err
 		}
+		noteVolumeError(err)
 		return &os.LinkError{Op: "rename", Old: op, New: np, Err: err}
 	}
 	return nil

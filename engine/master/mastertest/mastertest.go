@@ -109,6 +109,8 @@ type FakeServerOptions struct {
 	// Features announced at registration and with each heartbeat; nil: this build's
 	// (layout.Features), empty: none (a server of an earlier release).
 	Features []string
+	// Version is the release version announced at registration and with each heartbeat.
+	Version string
 	// Logger (default: discard).
 	Logger *slog.Logger
 }
@@ -553,7 +555,7 @@ func (s *FakeServer) register(ctx context.Context) error {
 	var resp *pb.RegisterServerResponse
 	err := s.masterCall(ctx, func(ctx context.Context, c pb.MasterClient) error {
 		var err error
-		resp, err = c.RegisterServer(ctx, &pb.RegisterServerRequest{Server: sn, Zone: s.opts.Zone, AdminAddress: s.AdminAddr(), Features: s.features()})
+		resp, err = c.RegisterServer(ctx, &pb.RegisterServerRequest{Server: sn, Zone: s.opts.Zone, AdminAddress: s.AdminAddr(), Features: s.features(), Version: s.opts.Version})
 		return err
 	})
 	if err != nil {
@@ -583,7 +585,7 @@ func (s *FakeServer) heartbeat(ctx context.Context) {
 	var resp *pb.HeartbeatResponse
 	err := s.masterCall(ctx, func(ctx context.Context, c pb.MasterClient) error {
 		var err error
-		resp, err = c.Heartbeat(ctx, &pb.HeartbeatRequest{Server: sn, Load: load, Features: s.features()})
+		resp, err = c.Heartbeat(ctx, &pb.HeartbeatRequest{Server: sn, Load: load, Features: s.features(), Version: s.opts.Version})
 		return err
 	})
 	if err != nil {

@@ -59,12 +59,13 @@ type StoreClusterSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
 
-	// Version is the engine's release version, vMAJOR.MINOR.PATCH (e.g. v1.4.0). With an image
+	// Version is the engine's release version, vMAJOR.MINOR.PATCH with an optional -suffix (e.g.
+	// v1.4.0, v1.5.0-rc.1; no +build part: an image tag cannot hold a '+'). With an image
 	// that has no tag it is the tag; with a digest (repository@sha256:...) it says which version
 	// the digest is. Upgrades are checked against it (the same major version, the same or the next
 	// minor). Without it the image's tag is the version, checked when it is one.
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([-+][0-9A-Za-z.+-]+)?$`
+	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`
 	// +optional
 	Version string `json:"version,omitempty"`
 

@@ -215,6 +215,7 @@ var _ = Describe("StoreCluster validation", func() {
 			set("podTemplate.annotations", "{cellstore.io/template-hash: x}")),
 		Entry("no image", "spec.image: Required value", del("image")),
 		Entry("a version that is not one", `spec.version in body should match`, set("version", "latest")),
+		Entry("a version with build metadata, which no image tag can hold", `spec.version in body should match`, set("version", "v1.4.0+abc")),
 		Entry("an image tag of another version", "spec.image has the tag of another version than spec.version (v1.4.0): give the image without a tag",
 			set("image", "registry.example:5000/cellstore/engine:v1.3.2"), set("version", "v1.4.0")),
 		Entry("tls Provided without certificates", "security.tls Provided needs security.certificates.serverSecretName",

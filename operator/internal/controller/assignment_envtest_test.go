@@ -134,7 +134,9 @@ var _ = Describe("Rolling restart", func() {
 		rs, ms := pods(c, resources.GroupRegionServer), pods(c, resources.GroupMaster)
 		rsHash, msHash := templateHash(c, resources.GroupRegionServer), templateHash(c, resources.GroupMaster)
 		mark := len(f.Journal())
-		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Config = v1alpha1.EngineConfig{"normalizer-merge-min-age": "2h"} })
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.Master.Config = v1alpha1.EngineConfig{"normalizer-merge-min-age": "2h"}
+		})
 		allUpdated(c, resources.GroupMaster, msHash)
 		Expect(journalFrom(f, mark, "stopped store-master")).To(HaveLen(2))
 		Expect(templateHash(c, resources.GroupRegionServer)).To(Equal(rsHash))
@@ -142,7 +144,9 @@ var _ = Describe("Rolling restart", func() {
 		Expect(journalFrom(f, mark, "stopped store-regionserver", "Drain")).To(BeEmpty())
 
 		ms, msHash, mark = pods(c, resources.GroupMaster), templateHash(c, resources.GroupMaster), len(f.Journal())
-		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Config = v1alpha1.EngineConfig{"region-metrics-top": "5"} })
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.RegionServers.Config = v1alpha1.EngineConfig{"region-metrics-top": "5"}
+		})
 		allUpdated(c, resources.GroupRegionServer, rsHash)
 		Expect(journalFrom(f, mark, "stopped store-regionserver")).To(HaveLen(2))
 		Expect(templateHash(c, resources.GroupMaster)).To(Equal(msHash))

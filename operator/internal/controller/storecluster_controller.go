@@ -490,10 +490,11 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 
 // checkUpgrade refuses an engine version (spec.version, else the image's tag) that cannot be rolled
 // to from what runs now — the images of the StatefulSets' templates and of every pod, by their
-// tags, and the versions the processes last reported (status.version: it names the version of an
-// image given by digest) — before any template changes (engine/version: the same major, the same
-// or the next minor), so the cluster keeps running the old version and the condition says what
-// to do.
+// tags, the version each StatefulSet's template was applied with (its engine-version annotation)
+// and the versions the processes last reported (status.version) — the last two name the version
+// of an image given by digest — before any template changes (engine/version: the same major, the
+// same or the next minor), so the cluster keeps running the old version and the condition says
+// what to do.
 func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.StoreCluster) Result {
 	to := resources.EngineVersionOf(c)
 	running := map[string]bool{}
@@ -513,6 +514,7 @@ func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.S
 		if img := resources.EngineImage(&sts.Spec.Template.Spec); img != "" {
 			running[resources.ImageTag(img)] = true
 		}
+		running[sts.Annotations[resources.AnnotationEngineVersion]] = true
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.ClusterLabels(c))); err != nil {
@@ -596,6 +598,9 @@ func (r *StoreClusterReconciler) applyStatefulSet(ctx context.Context, s *cluste
 	desired.Annotations[resources.AnnotationRenderedTemplate] = string(rendered)
 	config := resources.ConfigFile(c, g)
 	desired.Annotations[resources.AnnotationRenderedConfig] = config
+	if v := resources.EngineVersionOf(c); v != "" {
+		desired.Annotations[resources.AnnotationEngineVersion] = v
+	}
 	var history []templateChange
 	var restartPaths []string // set when the pod template changes
 	newHash := desired.Spec.Template.Annotations[resources.AnnotationTemplateHash]

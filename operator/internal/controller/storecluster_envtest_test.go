@@ -122,6 +122,15 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Version = "v1.4.0" })
 		Eventually(image(resources.GroupMaster), timeout, poll).Should(Equal(digest("cd")))
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).ShouldNot(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew))
+
+		// The processes' report is late (here: never comes): the StatefulSets say their templates
+		// run v1.4.0, so going back to a v1.3 digest is a minor downgrade all the same.
+		Eventually(func() map[string]string { return statefulSet(c, resources.GroupRegionServer).Annotations }, timeout, poll).
+			Should(HaveKeyWithValue(resources.AnnotationEngineVersion, "v1.4.0"))
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image, c.Spec.Version = digest("ef"), "v1.3.5" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonVersionSkew,
+			"spec.version v1.3.5 is refused", "minor downgrade"))
+		Expect(image(resources.GroupMaster)()).To(Equal(digest("cd")))
 	})
 
 	It("checks S3 storage — credentials Secret, then the bucket itself — and makes workloads only when it can be used", func() {

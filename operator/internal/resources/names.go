@@ -57,6 +57,9 @@ const (
 	// AnnotationRollout is on StatefulSets: the rolling restart or scale-in step under way (JSON),
 	// written by the region-assignment controller so that it resumes after an operator restart.
 	AnnotationRollout = "cellstore.io/rollout"
+	// AnnotationEngineVersion is on StatefulSets: the engine version their pod template runs
+	// (spec.version, else the image's tag), which an image given by digest does not say.
+	AnnotationEngineVersion = "cellstore.io/engine-version"
 	// AnnotationBalancedReplicas is on the region server StatefulSet: the replica count at the last
 	// balance after a scale-out.
 	AnnotationBalancedReplicas = "cellstore.io/balanced-replicas"

@@ -1887,7 +1887,9 @@ type HeartbeatRequest struct {
 	Stopping bool `protobuf:"varint,3,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	// As RegisterServerRequest.features (a master that took over since the registration learns
 	// them here).
-	Features      []string `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
+	Features []string `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
+	// As RegisterServerRequest.version, for the same reason (ClusterStatus lists each server's).
+	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1948,6 +1950,13 @@ func (x *HeartbeatRequest) GetFeatures() []string {
 		return x.Features
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 type HeartbeatResponse struct {
@@ -5584,12 +5593,13 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\vQuotaDemand\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x01R\brequests\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x01R\x05bytes\"\xaa\x01\n" +
+	"\x05bytes\x18\x03 \x01(\x01R\x05bytes\"\xc4\x01\n" +
 	"\x10HeartbeatRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12,\n" +
 	"\x04load\x18\x02 \x01(\v2\x18.cellstore.v1.ServerLoadR\x04load\x12\x1a\n" +
 	"\bstopping\x18\x03 \x01(\bR\bstopping\x12\x1a\n" +
-	"\bfeatures\x18\x04 \x03(\tR\bfeatures\"\xcd\x03\n" +
+	"\bfeatures\x18\x04 \x03(\tR\bfeatures\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\xcd\x03\n" +
 	"\x11HeartbeatResponse\x12\x19\n" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\x12%\n" +
 	"\x0eunknown_server\x18\x02 \x01(\bR\runknownServer\x12#\n" +
