@@ -131,7 +131,7 @@ var _ = Describe("Rolling restart", func() {
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 }))
 		waitRunning(c)
 		f := fakeOf(c)
-		rs, ms := pods(c, resources.GroupRegionServer), pods(c, resources.GroupMaster)
+		rs := pods(c, resources.GroupRegionServer)
 		rsHash, msHash := templateHash(c, resources.GroupRegionServer), templateHash(c, resources.GroupMaster)
 		mark := len(f.Journal())
 		update(c, func(c *v1alpha1.StoreCluster) {
@@ -143,7 +143,8 @@ var _ = Describe("Rolling restart", func() {
 		Expect(pods(c, resources.GroupRegionServer)).To(Equal(rs), "a master flag restarted region servers")
 		Expect(journalFrom(f, mark, "stopped store-regionserver", "Drain")).To(BeEmpty())
 
-		ms, msHash, mark = pods(c, resources.GroupMaster), templateHash(c, resources.GroupMaster), len(f.Journal())
+		ms := pods(c, resources.GroupMaster)
+		msHash, mark = templateHash(c, resources.GroupMaster), len(f.Journal())
 		update(c, func(c *v1alpha1.StoreCluster) {
 			c.Spec.RegionServers.Config = v1alpha1.EngineConfig{"region-metrics-top": "5"}
 		})
