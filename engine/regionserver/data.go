@@ -1110,8 +1110,6 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 	}
 	if sc != nil {
 		sc.or.noteCall(opScan, elapsed)
-	}
-	if sc != nil {
 		s.noteSlowCall("scan", sc.or.name, start)
 	}
 }

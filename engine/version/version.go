@@ -8,6 +8,7 @@
 package version
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -81,49 +82,35 @@ func CheckUpgrade(from, to string) error {
 	return nil
 }
 
-// Less orders two versions: release versions by MAJOR.MINOR.PATCH (a pre-release before its
-// release, then by text), each before any build without a release version (those by text).
-func Less(a, b string) bool {
+// Compare orders two versions: release versions by MAJOR.MINOR.PATCH (a pre-release before its
+// release, then by text), each before any build without a release version (those by text). It
+// is 0 only for equal strings.
+func Compare(a, b string) int {
 	va, okA := Parse(a)
 	vb, okB := Parse(b)
 	switch {
-	case okA && okB && va != vb:
-		if va.Major != vb.Major {
-			return va.Major < vb.Major
-		}
-		if va.Minor != vb.Minor {
-			return va.Minor < vb.Minor
-		}
-		return va.Patch < vb.Patch
 	case okA && okB:
-		if pa, pb := preRelease(a), preRelease(b); pa != pb {
-			return pa // v1.2.0-rc.1 before v1.2.0
-		}
-		return a < b
+		return cmp.Or(cmp.Compare(va.Major, vb.Major), cmp.Compare(va.Minor, vb.Minor), cmp.Compare(va.Patch, vb.Patch),
+			-cmp.Compare(b2i(preRelease(a)), b2i(preRelease(b))), // v1.2.0-rc.1 before v1.2.0
+			strings.Compare(a, b))
 	case okA != okB:
-		return okA
+		return cmp.Compare(b2i(okB), b2i(okA))
 	}
-	return a < b
+	return strings.Compare(a, b)
 }
 
-// Distinct is vs without empty strings and repeats, in Less's order.
-func Distinct(vs []string) []string {
-	var out []string
-	for _, v := range vs {
-		if v != "" && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	slices.SortFunc(out, func(a, b string) int {
-		switch {
-		case Less(a, b):
-			return -1
-		case Less(b, a):
-			return 1
-		}
-		return 0
-	})
-	return out
+	return 0
+}
+
+// Distinct is vs without empty strings and repeats, in Compare's order.
+func Distinct(vs []string) []string {
+	out := slices.DeleteFunc(slices.Clone(vs), func(v string) bool { return v == "" })
+	slices.SortFunc(out, Compare)
+	return slices.Compact(out)
 }
 
 // preRelease says whether a release version has a pre-release suffix ("-rc.1", not "+build").

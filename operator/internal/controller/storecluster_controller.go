@@ -497,11 +497,9 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 // what to do.
 func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.StoreCluster) Result {
 	to := resources.EngineVersionOf(c)
-	running := map[string]bool{}
+	var running []string // with repeats, and "" for an image by digest: Distinct drops both
 	for _, v := range strings.Split(c.Status.Version, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			running[v] = true
-		}
+		running = append(running, strings.TrimSpace(v))
 	}
 	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
 		sts := &appsv1.StatefulSet{}
@@ -511,26 +509,17 @@ func (r *StoreClusterReconciler) checkUpgrade(ctx context.Context, c *v1alpha1.S
 			}
 			return Errored(ReasonApplyFailed, fmt.Errorf("read StatefulSet %s: %w", resources.StatefulSetName(c, g), err))
 		}
-		if img := resources.EngineImage(&sts.Spec.Template.Spec); img != "" {
-			running[resources.ImageTag(img)] = true
-		}
-		running[sts.Annotations[resources.AnnotationEngineVersion]] = true
+		running = append(running, resources.ImageTag(resources.EngineImage(&sts.Spec.Template.Spec)),
+			sts.Annotations[resources.AnnotationEngineVersion])
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.ClusterLabels(c))); err != nil {
 		return Errored(ReasonApplyFailed, fmt.Errorf("list pods: %w", err))
 	}
 	for i := range pods.Items {
-		if img := resources.EngineImage(&pods.Items[i].Spec); img != "" {
-			running[resources.ImageTag(img)] = true
-		}
+		running = append(running, resources.ImageTag(resources.EngineImage(&pods.Items[i].Spec)))
 	}
-	delete(running, "") // an image by digest: its version is the one its processes report
-	froms := make([]string, 0, len(running))
-	for v := range running {
-		froms = append(froms, v)
-	}
-	froms = version.Distinct(froms)
+	froms := version.Distinct(running)
 	for _, from := range froms {
 		if err := version.CheckUpgrade(from, to); err != nil {
 			what := "spec.image " + c.Spec.Image
