@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -90,6 +91,17 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(And(ContainSubstring("PHASE"), ContainSubstring("Completed"), ContainSubstring(source)))
 		GinkgoWriter.Println(out)
+
+		// A backup on demand with the kubectl plugin, of the one table.
+		Expect(kubectlCellstore(ctx, "backup", source, "-n", ns, "--name", "by-plugin", "--tables", "default:orders")).
+			To(ContainSubstring("storebackup/by-plugin created"))
+		Eventually(func(g Gomega) {
+			b := &v1alpha1.StoreBackup{}
+			g.Expect(crc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, b)).To(Succeed())
+			g.Expect(b.Status.Phase).NotTo(Equal(v1alpha1.BackupFailed), "backup by-plugin failed: %s", b.Status.Error)
+			g.Expect(b.Status.Phase).To(Equal(v1alpha1.BackupCompleted))
+			g.Expect(b.Status.Snapshots).To(ConsistOf(And(HaveField("Table", "default:orders"), HaveField("Copied", true))))
+		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	})
 
 	It("writes and deletes after the backup, notes a time T, then writes, deletes and drops the table", func(ctx SpecContext) {
@@ -151,12 +163,15 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 		Expect(rec.TargetTime.Time.Equal(target)).To(BeTrue())
 	})
 
-	It("is operated with kubectl cellstore: status, shell, drain and undrain, balance, logs", func(ctx SpecContext) {
+	It("is operated with kubectl cellstore: status, shell, drain and undrain, move, balance, logs", func(ctx SpecContext) {
 		out := kubectlCellstore(ctx, "status", restored, "-n", ns, "--master")
 		GinkgoWriter.Println(out)
 		Expect(out).To(And(ContainSubstring("Phase:"), ContainSubstring("Running"), ContainSubstring(restored+"-regionserver-1"),
 			ContainSubstring("Conditions:"), ContainSubstring("The master's view:")))
 		Expect(kubectlCellstore(ctx, "shell", restored, "-n", ns, "-e", "list")).To(ContainSubstring("orders"))
+		// The shell without -e reads its verbs from standard input, as a user types them.
+		Expect(kubectlCellstoreInput(ctx, "list\ncount 'orders'\nexit\n", "shell", restored, "-n", ns)).
+			To(And(ContainSubstring("orders"), ContainSubstring(fmt.Sprintf("%d row(s)", atT))))
 		// Drain a region server through the plugin: its regions move away; undrain lets it take some again.
 		rs := restored + "-regionserver-1"
 		Expect(kubectlCellstore(ctx, "drain", restored, rs, "-n", ns)).To(ContainSubstring("is draining"))
@@ -169,6 +184,20 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 			}
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		kubectlCellstore(ctx, "undrain", restored, rs, "-n", ns)
+		// Move one region of the table onto it by name with the plugin.
+		region := ""
+		for _, l := range strings.Split(shell(ctx, ns, restored, "list_regions 'orders'"), "\n") {
+			if f := strings.Fields(l); len(f) > 3 && f[1] == "0" && f[3] == "OPEN" {
+				region = f[0]
+				break
+			}
+		}
+		Expect(region).NotTo(BeEmpty(), "no open region of orders listed")
+		kubectlCellstore(ctx, "move", restored, region, rs, "-n", ns)
+		Eventually(func(g Gomega) {
+			out := shell(ctx, ns, restored, "list_regions 'orders'")
+			g.Expect(out).To(MatchRegexp(`(?m)^%s\s+0\s+%s\.\S*\s+OPEN\s`, regexp.QuoteMeta(region), regexp.QuoteMeta(rs)), "region %s is not open on %s:\n%s", region, rs, out)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		kubectlCellstore(ctx, "balance", restored, "-n", ns)
 		Eventually(func(g Gomega) {
 			for _, s := range getCluster(ctx, ns, restored).Status.Regions.PerServer {

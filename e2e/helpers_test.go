@@ -68,6 +68,16 @@ func kubectlCellstore(ctx context.Context, args ...string) string {
 	return out
 }
 
+// kubectlCellstoreInput runs `kubectl cellstore ARGS` with input as its standard input.
+func kubectlCellstoreInput(ctx context.Context, input string, args ...string) string {
+	cmd := exec.CommandContext(ctx, envOr("KUBECTL", "kubectl"), append([]string{"cellstore"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+os.Getenv("KUBECONFIG"))
+	cmd.Stdin = strings.NewReader(input)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "kubectl cellstore %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
 func kubectl(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, envOr("KUBECTL", "kubectl"), args...)
 }

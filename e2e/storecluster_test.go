@@ -192,6 +192,7 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 	var ns string
 
 	BeforeAll(func(ctx SpecContext) {
+		buildPlugin(ctx)
 		installOperator(ctx)
 		ns = newNamespace("cluster")
 		deployDevS3(ctx, ns)
@@ -255,8 +256,9 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 
 	It("splits a region of the loaded table with zero failed requests", func(ctx SpecContext) {
 		resetLoad(ctx)
-		// The middle of the fifth of the table's 8 regions [row00050000, row00062500).
-		Expect(shell(ctx, ns, name, "split 'live', 'row00056250'")).To(ContainSubstring("split region"))
+		// The middle of the fifth of the table's 8 regions [row00050000, row00062500), split with
+		// the kubectl plugin.
+		Expect(kubectlCellstore(ctx, "split", name, "live", "row00056250", "-n", ns)).To(ContainSubstring("split region"))
 		Eventually(func(g Gomega) {
 			out := shell(ctx, ns, name, "list_regions 'live'")
 			g.Expect(out).To(ContainSubstring("9 row(s)"), "the split region's daughters are not both listed:\n%s", out)
@@ -302,12 +304,8 @@ var _ = Describe("A StoreCluster", Ordered, Label("storecluster", "s3"), func() 
 		cpu0p, haveCPU := pressure("cpu")
 		io0p, haveIO := pressure("io")
 		cpu0 := podCPU(ctx, ns)
-		updateCluster(ctx, ns, name, func(c *v1alpha1.StoreCluster) {
-			if c.Annotations == nil {
-				c.Annotations = map[string]string{}
-			}
-			c.Annotations[v1alpha1.AnnotationRestartedAt] = start.UTC().Format(time.RFC3339)
-		})
+		// The rolling restart asked for with the kubectl plugin (it sets the restartedAt annotation).
+		Expect(kubectlCellstore(ctx, "restart", name, "-n", ns)).To(ContainSubstring("restart requested"))
 		// Watch the pods' UIDs until every pod is new and the cluster has settled.
 		Eventually(func(g Gomega) {
 			for p, uid := range podUIDs(ctx, ns, name) {
