@@ -99,6 +99,7 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 			b := &v1alpha1.StoreBackup{}
 			g.Expect(crc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-plugin"}, b)).To(Succeed())
 			g.Expect(b.Status.Phase).NotTo(Equal(v1alpha1.BackupFailed), "backup by-plugin failed: %s", b.Status.Error)
+			g.Expect(b.Spec.Tables).To(Equal([]string{"default:orders"}))
 			g.Expect(b.Status.Phase).To(Equal(v1alpha1.BackupCompleted))
 			g.Expect(b.Status.Snapshots).To(ConsistOf(And(HaveField("Table", "default:orders"), HaveField("Copied", true))))
 		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
@@ -184,20 +185,6 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 			}
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		kubectlCellstore(ctx, "undrain", restored, rs, "-n", ns)
-		// Move one region of the table onto it by name with the plugin.
-		region := ""
-		for _, l := range strings.Split(shell(ctx, ns, restored, "list_regions 'orders'"), "\n") {
-			if f := strings.Fields(l); len(f) > 3 && f[1] == "0" && f[3] == "OPEN" {
-				region = f[0]
-				break
-			}
-		}
-		Expect(region).NotTo(BeEmpty(), "no open region of orders listed")
-		kubectlCellstore(ctx, "move", restored, region, rs, "-n", ns)
-		Eventually(func(g Gomega) {
-			out := shell(ctx, ns, restored, "list_regions 'orders'")
-			g.Expect(out).To(MatchRegexp(`(?m)^%s\s+0\s+%s\.\S*\s+OPEN\s`, regexp.QuoteMeta(region), regexp.QuoteMeta(rs)), "region %s is not open on %s:\n%s", region, rs, out)
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		kubectlCellstore(ctx, "balance", restored, "-n", ns)
 		Eventually(func(g Gomega) {
 			for _, s := range getCluster(ctx, ns, restored).Status.Regions.PerServer {
@@ -206,6 +193,20 @@ var _ = Describe("Backups of a StoreCluster", Ordered, Label("storecluster", "ba
 					g.Expect(s.Regions).To(BeNumerically(">", 0))
 				}
 			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		// Move a region of the table that another server holds onto it, by name, with the plugin.
+		region := ""
+		for _, l := range strings.Split(shell(ctx, ns, restored, "list_regions 'orders'"), "\n") {
+			if f := strings.Fields(l); len(f) > 3 && f[1] == "0" && f[3] == "OPEN" && !strings.HasPrefix(f[2], rs+".") {
+				region = f[0]
+				break
+			}
+		}
+		Expect(region).NotTo(BeEmpty(), "no open region of orders listed on a server other than %s", rs)
+		kubectlCellstore(ctx, "move", restored, region, rs, "-n", ns)
+		Eventually(func(g Gomega) {
+			out := shell(ctx, ns, restored, "list_regions 'orders'")
+			g.Expect(out).To(MatchRegexp(`(?m)^%s\s+0\s+%s\.\S*\s+OPEN\s`, regexp.QuoteMeta(region), regexp.QuoteMeta(rs)), "region %s is not open on %s:\n%s", region, rs, out)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		logs := kubectlCellstore(ctx, "logs", restored, "-n", ns, "--role", "master", "--tail", "5")
 		Expect(logs).To(ContainSubstring("[" + restored + "-master-0] "))
