@@ -43,8 +43,14 @@ func repoRoot() string {
 
 // run runs a command of the test machine (kubectl, helm) and returns its combined output.
 func run(ctx context.Context, name string, args ...string) (string, error) {
+	return runInput(ctx, nil, name, args...)
+}
+
+// runInput is run with in as the command's standard input (nil: none).
+func runInput(ctx context.Context, in io.Reader, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+os.Getenv("KUBECONFIG"))
+	cmd.Stdin = in
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
@@ -70,12 +76,9 @@ func kubectlCellstore(ctx context.Context, args ...string) string {
 
 // kubectlCellstoreInput runs `kubectl cellstore ARGS` with input as its standard input.
 func kubectlCellstoreInput(ctx context.Context, input string, args ...string) string {
-	cmd := exec.CommandContext(ctx, envOr("KUBECTL", "kubectl"), append([]string{"cellstore"}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+os.Getenv("KUBECONFIG"))
-	cmd.Stdin = strings.NewReader(input)
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "kubectl cellstore %s:\n%s", strings.Join(args, " "), out)
-	return string(out)
+	out, err := runInput(ctx, strings.NewReader(input), envOr("KUBECTL", "kubectl"), append([]string{"cellstore"}, args...)...)
+	Expect(err).NotTo(HaveOccurred())
+	return out
 }
 
 func kubectl(ctx context.Context, args ...string) (string, error) {
