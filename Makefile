@@ -130,6 +130,10 @@ chaos: $(GOTESTSUM) ## The long chaos run: real processes under a nemesis, histo
 	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh --print-dir) CHAOS_SECONDS=$${CHAOS_SECONDS:-1200} CHAOS_FAULTS=$${CHAOS_FAULTS:-120} \
 	  CHAOS_REPORT=$(LOCALBIN)/chaos-report.json go test -count=1 -tags envtest -v -run TestChaos -timeout 60m ./engine/chaos/
 
+.PHONY: fuzz
+fuzz: ## Every fuzz target with Go's fuzzing engine, FUZZTIME each (default 60s; FUZZ=regex picks targets); make test runs their seed corpora.
+	hack/fuzz.sh
+
 ##@ Local cluster
 
 .PHONY: cluster-up

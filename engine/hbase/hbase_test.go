@@ -113,16 +113,16 @@ func (fakeBackend) Online(name string) bool { return name == "r1" }
 // startServer runs an rpc.Server whose only handler answers gets with one cell, with the adapter.
 func startServer(t *testing.T) string { return startServerOf(t, fakeBackend{}, nil) }
 
-func startServerOf(t *testing.T, b Backend, auth *security.Authenticator) string {
+func startServerOf(t testing.TB, b Backend, auth *security.Authenticator) string {
 	return startServerTLS(t, b, auth, nil)
 }
 
-func startServerTLS(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs) string {
+func startServerTLS(t testing.TB, b Backend, auth *security.Authenticator, certs *security.Certs) string {
 	t.Helper()
 	return startServerLogged(t, b, auth, certs, nil)
 }
 
-func startServerLogged(t *testing.T, b Backend, auth *security.Authenticator, certs *security.Certs, log *slog.Logger) string {
+func startServerLogged(t testing.TB, b Backend, auth *security.Authenticator, certs *security.Certs, log *slog.Logger) string {
 	t.Helper()
 	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
 		req, err := rpc.Request[pb.GetRequest](c)
@@ -143,13 +143,13 @@ func startServerLogged(t *testing.T, b Backend, auth *security.Authenticator, ce
 }
 
 type client struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 	r  *bufio.Reader
 	id uint32
 }
 
-func dial(t *testing.T, addr string) *client {
+func dial(t testing.TB, addr string) *client {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {

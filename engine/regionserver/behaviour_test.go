@@ -26,7 +26,7 @@ import (
 	"github.com/cellstore/cellstore/engine/storage/faultfs"
 )
 
-func createTable(t *testing.T, c *cluster, name string, splits [][]byte) {
+func createTable(t testing.TB, c *cluster, name string, splits [][]byte) {
 	t.Helper()
 	td := &pb.TableDescriptor{Name: client.ParseTableName(name), Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
 	if _, err := c.client.CreateTable(context.Background(), td, splits); err != nil {

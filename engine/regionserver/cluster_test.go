@@ -306,7 +306,7 @@ func checkScan(t *testing.T, tbl *client.Table, rows int, reversed bool) {
 }
 
 // locate returns the region name and data connection of row.
-func locate(t *testing.T, c *cluster, table string, row []byte) (string, *rpc.Conn) {
+func locate(t testing.TB, c *cluster, table string, row []byte) (string, *rpc.Conn) {
 	t.Helper()
 	var loc *pb.RegionLocation
 	err := c.client.Master(context.Background(), func(ctx context.Context, m pb.MasterClient) error {
