@@ -119,7 +119,7 @@ func FuzzHBaseCall(f *testing.F) {
 		}
 		hbytes, _ := proto.Marshal(h)
 		if _, err := cl.nc.Write(frame(append(appendDelimited(appendDelimited(nil, hbytes), param), cells...))); err != nil {
-			t.Fatalf("%s.%s: writing the call: %v", c.service, c.method, err)
+			return // the server ended the connection after the header: allowed
 		}
 		// (Go's fuzzing engine gives up on an input after 10 s: fail before, naming the call.)
 		_ = cl.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
