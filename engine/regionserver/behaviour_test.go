@@ -618,6 +618,12 @@ func TestScanPartialResults(t *testing.T) {
 
 // TestMalformedRequestsNeverPanic sends random messages and cell blocks (valid region names,
 // random everything else) to every method; no call may hit the panic guard.
+// handlerPanicked reports whether err is the answer of a handler that panicked (Server.safe).
+func handlerPanicked(err error) bool {
+	d, ok := pb.DetailOf(err)
+	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN && d.GetMessage() == "internal error serving the request"
+}
+
 func TestMalformedRequestsNeverPanic(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := context.Background()
@@ -662,7 +668,7 @@ func TestMalformedRequestsNeverPanic(t *testing.T) {
 	for i := 0; i < 3000; i++ {
 		m, req := msgs()
 		_, err := conn.Call(ctx, m, req, block(), &pb.PingResponse{}, nil)
-		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN && d.GetMessage() == "internal error serving the request" {
+		if handlerPanicked(err) {
 			t.Fatalf("call %d (%v %v) panicked in the handler", i, m, req)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,20 +15,6 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/client"
 )
-
-// panicLog counts the server's log records of a recovered panic ("panic serving a call", also one
-// recovered after the answer went out, which the client never sees).
-type panicLog struct{ panics *atomic.Int64 }
-
-func (h panicLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (h panicLog) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "panic") {
-		h.panics.Add(1)
-	}
-	return nil
-}
-func (h panicLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h panicLog) WithGroup(string) slog.Handler      { return h }
 
 // FuzzFilteredReads sends scans and gets carrying any filter a client can encode (the bytes of a
 // pb.Filter) to a real region server over a socket, over rows with several columns, versions,
@@ -83,7 +68,7 @@ func FuzzFilteredReads(f *testing.F) {
 	// an input that does not reproduce.
 	f.Setenv("CELLSTORE_TEST_DEFAULT_LEASE", "1")
 	var panics atomic.Int64
-	c := startClusterWith(f, 1, func(cfg *Config) { cfg.Logger = slog.New(panicLog{&panics}) }, nil)
+	c := startClusterWith(f, 1, func(cfg *Config) { cfg.Logger = slog.New(lineCounter{msg: "panic serving a call", n: &panics}) }, nil)
 	ctx := context.Background()
 	createTable(f, c, "filtered", nil)
 	tbl := c.client.Table("filtered")
@@ -112,7 +97,7 @@ func FuzzFilteredReads(f *testing.F) {
 		defer cancel()
 		before := panics.Load()
 		_, err := conn.Call(cctx, m, req, nil, resp, nil)
-		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN && d.GetMessage() == "internal error serving the request" {
+		if handlerPanicked(err) {
 			t.Fatalf("%s panicked in the handler", what)
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
