@@ -63,7 +63,7 @@ measure() { # BACKEND LABEL PE-ARGS...
 		--argjson scpu $(((s1 - s0) * TICK_US)) --argjson mcpu $(((m1 - m0) * TICK_US)) '
 		(sort_by(.ops_per_sec)) as $r | ($r[((length - 1) / 2 | floor)]) as $m |
 		def per_row(x): if $rows > 0 then (x / $rows * 100 | floor) / 100 else 0 end;
-		"\($m.rows_per_sec | floor) \($m.latency_us.p50) \($m.latency_us.p99) \(per_row($req * 1000) / 1000) \(per_row($scpu)) \(per_row($mcpu))"')
+		"\($m.rows_per_sec | floor) \($m.latency_us.p50) \($m.latency_us.p99) \(if $rows > 0 then $req / $rows else 0 end) \(per_row($scpu)) \(per_row($mcpu))"')
 }
 
 run_backend() { # BACKEND
@@ -107,7 +107,7 @@ for label in "sequentialWrite 1 thread (batches of 1000)" "sequentialWrite 1 thr
 	printf '%-44s' "$label"
 	for b in $BACKENDS; do
 		read -r r p50 p99 req scpu mcpu <<<"${RESULT[$b/$label]:-- - - - - -}"
-		printf ' %24s %6s %8s %13s' "$r ($p50/$p99)" "$(awk -v a="$r" -v b="$dr" 'BEGIN {printf "%.2f", (b + 0) ? a / b : 0}')" "$req" "$scpu+$mcpu"
+		printf ' %24s %6s %8s %13s' "$r ($p50/$p99)" "$(awk -v a="$r" -v b="$dr" 'BEGIN {printf "%.2f", (b + 0) ? a / b : 0}')" "$(awk -v x="$req" 'BEGIN {if (x ~ /^[0-9]/) printf "%.2g", x; else print x}')" "$scpu+$mcpu"
 	done
 	printf '\n'
 done

@@ -48,3 +48,5 @@ standalone_start() { # DIR (kept across restarts)
 
 # metric NAME: the sum of a metric's samples on the store's /metrics.
 metric() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f", s}'; }
+# metric_f NAME: the same with six decimals (seconds).
+metric_f() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.6f", s}'; }
