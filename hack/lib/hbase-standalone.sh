@@ -3,8 +3,9 @@
 # JVM, HBase's own "standalone" mode) on a local-filesystem root under DIR, from the jars
 # hack/hbase-client.sh fetched from Maven Central into pe/ (nothing of HBase is committed), waits
 # until it has initialised, and sets HBASE_CONF (a directory for the client's classpath) and
-# HBASE_PID. hbase_stop stops it by PID; hbase_pe runs HBase's PerformanceEvaluation against it.
-# Needs a JDK 17 (hack/hbase-client.sh installs one) and free_port from hack/lib/standalone.sh.
+# HBASE_PID. hbase_stop stops it by PID; hbase_pe runs HBase's PerformanceEvaluation against it
+# (a new client JVM each time, as HBase's own script runs it). Needs a JDK 17 (hack/hbase-client.sh
+# installs one) and free_port and stop_pid from hack/lib/standalone.sh.
 #
 # On a local filesystem HBase cannot sync its WAL (Hadoop's local output stream has no hsync; the
 # stream-capability check is turned off, as HBase's standalone mode needs): its writes are
@@ -18,11 +19,7 @@ HBASE_JAVA_OPTS=(--add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.bas
 	--add-exports java.base/jdk.internal.misc=ALL-UNNAMED)
 
 hbase_stop() {
-	if [[ -n ${HBASE_PID:-} ]] && kill -0 "$HBASE_PID" 2>/dev/null; then
-		kill "$HBASE_PID"
-		for _ in $(seq 600); do kill -0 "$HBASE_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$HBASE_PID" 2>/dev/null || true
-	fi
+	stop_pid "${HBASE_PID:-}" 600
 	HBASE_PID=
 }
 

@@ -8,12 +8,19 @@
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
 	shuf -i 40000-60000 -n 1; } # (not 20000-29999: the tests' ports, engine/processtest)
 
-standalone_stop() {
-	if [[ -n ${PID:-} ]] && kill -0 "$PID" 2>/dev/null; then
-		kill "$PID"
-		for _ in $(seq 300); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$PID" 2>/dev/null || true
+# stop_pid PID [TENTHS]: SIGTERM, up to TENTHS tenths of a second (default 300) for the process
+# to exit, then SIGKILL. Nothing when PID is empty or gone.
+stop_pid() {
+	local pid=$1
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid"
+		for _ in $(seq "${2:-300}"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
 	fi
+}
+
+standalone_stop() {
+	stop_pid "${PID:-}"
 	PID=
 }
 
