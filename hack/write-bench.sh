@@ -6,10 +6,10 @@
 # times (default 3) and prints, per command, the run with the median throughput and what the WAL
 # did during that run: appends per sync, the mean sync (us/sync) and the share of the run it spent
 # syncing (sync%: the syncs' time over the run's). The two ASYNC_WAL lines wait for no sync: the
-# request path's own ceiling. HBASE=1 then runs the write commands whose workloads match with HBase's
-# own PerformanceEvaluation against an Apache HBase standalone (hack/lib/hbase-standalone.sh; jars
-# from Maven Central) and prints Cellstore / HBase in rows/s. The store runs on a temporary directory under TMPDIR,
-# stopped by PID and removed on exit, also on failure. Extra store flags: STANDALONE_FLAGS; ONLY=regex
+# request path's own ceiling. HBASE=1 then runs the write commands whose workloads match with
+# HBase's own PerformanceEvaluation against an Apache HBase standalone (hack/lib/hbase-standalone.sh;
+# jars from Maven Central) and prints Cellstore / HBase in rows/s. The store runs on a temporary
+# directory under TMPDIR, stopped by PID and removed on exit, also on failure. Extra store flags: STANDALONE_FLAGS; ONLY=regex
 # runs only the commands whose label matches.
 # Needs jq.
 set -euo pipefail
@@ -44,13 +44,13 @@ measure() { # LABEL PE-ARGS...
 		echo "    $label: run $i of $RUNS" >&2
 		a0=$(metric cellstore_regionserver_wal_append_count)
 		s0=$(metric cellstore_regionserver_wal_sync_count)
-		n0=$(metric_f cellstore_regionserver_wal_sync_seconds)
+		n0=$(metric cellstore_regionserver_wal_sync_seconds 6)
 		t0=$(date +%s.%N)
 		runs+=("$(pe "$@")")
 		t1=$(date +%s.%N)
 		a1=$(metric cellstore_regionserver_wal_append_count)
 		s1=$(metric cellstore_regionserver_wal_sync_count)
-		n1=$(metric_f cellstore_regionserver_wal_sync_seconds)
+		n1=$(metric cellstore_regionserver_wal_sync_seconds 6)
 		# The log during the run: appends per sync, the mean sync, its syncs' time over the run's
 		# (over 100 % when syncs overlap: --wal-sync-slots, multiwal).
 		logs+=("$(awk -v a=$((a1 - a0)) -v s=$((s1 - s0)) -v n0="$n0" -v n1="$n1" -v t0="$t0" -v t1="$t1" 'BEGIN {

@@ -616,14 +616,14 @@ func TestScanPartialResults(t *testing.T) {
 	}
 }
 
-// TestMalformedRequestsNeverPanic sends random messages and cell blocks (valid region names,
-// random everything else) to every method; no call may hit the panic guard.
 // handlerPanicked reports whether err is the answer of a handler that panicked (Server.safe).
 func handlerPanicked(err error) bool {
 	d, ok := pb.DetailOf(err)
 	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN && d.GetMessage() == "internal error serving the request"
 }
 
+// TestMalformedRequestsNeverPanic sends random messages and cell blocks (valid region names,
+// random everything else) to every method; no call may hit the panic guard.
 func TestMalformedRequestsNeverPanic(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := context.Background()

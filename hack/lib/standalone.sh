@@ -53,7 +53,6 @@ standalone_start() { # DIR (kept across restarts)
 	exit 1
 }
 
-# metric NAME: the sum of a metric's samples on the store's /metrics.
-metric() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f", s}'; }
-# metric_f NAME: the same with six decimals (seconds).
-metric_f() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.6f", s}'; }
+# metric NAME [DECIMALS]: the sum of a metric's samples on the store's /metrics, with DECIMALS
+# decimals (default 0; 6 for a time in seconds).
+metric() { curl -fsk "${STANDALONE_SCHEME:-http}://$HTTP/metrics" | awk -v n="$1" -v d="${2:-0}" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.*f", d, s}'; }
