@@ -58,6 +58,21 @@ type Options struct {
 	Terminal bool
 }
 
+// Connections is how many clients the threads of a run share round-robin, each with connections of
+// its own, as HBase PE's --oneCon and --connCount decide: one with oneCon, else connCount, else
+// (connCount 0) one per thread — HBase PE's default, where every thread has its own Connection.
+func Connections(oneCon bool, connCount, threads int) (int, error) {
+	switch {
+	case connCount < 0:
+		return 0, fmt.Errorf("--connCount must be positive (or 0: one connection per thread), got %d", connCount)
+	case oneCon:
+		return 1, nil
+	case connCount > 0:
+		return connCount, nil
+	}
+	return max(threads, 1), nil
+}
+
 // DefaultBufferSize is the client's write buffer when AutoFlush is false: HBase PE's default
 // --bufferSize, at which HBase's BufferedMutator sends a batch (about 9,000 rows of 100-byte values
 // by the Go client's size estimate).
@@ -77,15 +92,16 @@ var Commands = []string{
 
 // Report is the outcome of a run.
 type Report struct {
-	Command    string           `json:"command"`
-	Threads    int              `json:"threads"`
-	Operations int64            `json:"operations"`
-	Rows       int64            `json:"rows"`
-	Errors     map[string]int64 `json:"errors"`
-	Seconds    float64          `json:"seconds"`
-	OpsPerSec  float64          `json:"ops_per_sec"`
-	RowsPerSec float64          `json:"rows_per_sec"`
-	LatencyUs  Latency          `json:"latency_us"`
+	Command     string           `json:"command"`
+	Threads     int              `json:"threads"`
+	Connections int              `json:"connections"` // clients the threads shared, each with connections of its own
+	Operations  int64            `json:"operations"`
+	Rows        int64            `json:"rows"`
+	Errors      map[string]int64 `json:"errors"`
+	Seconds     float64          `json:"seconds"`
+	OpsPerSec   float64          `json:"ops_per_sec"`
+	RowsPerSec  float64          `json:"rows_per_sec"`
+	LatencyUs   Latency          `json:"latency_us"`
 }
 
 // Latency percentiles in microseconds.
@@ -370,8 +386,13 @@ func errorKind(err error) string {
 	return "OTHER"
 }
 
-// Run runs command with threads client threads and returns the report.
-func Run(ctx context.Context, c *client.Client, command string, threads int, opts Options) (*Report, error) {
+// Run runs command on threads goroutines and returns the report; thread i uses
+// clients[i % len(clients)] (see Connections).
+func Run(ctx context.Context, clients []*client.Client, command string, threads int, opts Options) (*Report, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("pe: no client to run with")
+	}
+	c := clients[0]
 	known := false
 	for _, k := range Commands {
 		known = known || k == command
@@ -424,7 +445,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	for id := range threads {
 		hists[id] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 		errs[id] = map[string]int64{}
-		w := &worker{id: id, opts: &opts, table: c.Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
+		w := &worker{id: id, opts: &opts, table: clients[id%len(clients)].Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
 			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize),
 			rec: &recorder{hist: hists[id], errs: errs[id], ops: &ops, rows: &rows, measureFrom: measureFrom}}
 		if !opts.AutoFlush {
@@ -468,7 +489,7 @@ func Run(ctx context.Context, c *client.Client, command string, threads int, opt
 	stopProgress()
 	elapsed := time.Since(measureFrom).Seconds()
 	all := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-	rep := &Report{Command: command, Threads: threads, Operations: ops.Load(), Rows: rows.Load(), Errors: map[string]int64{}, Seconds: elapsed}
+	rep := &Report{Command: command, Threads: threads, Connections: min(len(clients), threads), Operations: ops.Load(), Rows: rows.Load(), Errors: map[string]int64{}, Seconds: elapsed}
 	for id := range threads {
 		all.Merge(hists[id])
 		for k, v := range errs[id] {
@@ -564,7 +585,7 @@ func progress(opts Options, threads int, ops, rows *atomic.Int64, start time.Tim
 
 // Print writes the report for people.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "%s, %d threads: %d operations (%d rows) in %.2f s\n", r.Command, r.Threads, r.Operations, r.Rows, r.Seconds)
+	fmt.Fprintf(w, "%s, %d threads on %d connection(s): %d operations (%d rows) in %.2f s\n", r.Command, r.Threads, r.Connections, r.Operations, r.Rows, r.Seconds)
 	fmt.Fprintf(w, "throughput: %.0f ops/s, %.0f rows/s\n", r.OpsPerSec, r.RowsPerSec)
 	l := r.LatencyUs
 	fmt.Fprintf(w, "latency (us): min %d, p50 %d, p95 %d, p99 %d, p99.9 %d, max %d\n", l.Min, l.P50, l.P95, l.P99, l.P999, l.Max)

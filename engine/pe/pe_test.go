@@ -42,10 +42,30 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{"randomRead", 1, Options{}, "--rows"},
 		{"randomRead", 1, Options{Rows: 1, Rate: -5}, "--rate"},
 	} {
-		_, err := Run(context.Background(), c, tc.cmd, tc.threads, tc.opts)
+		_, err := Run(context.Background(), []*client.Client{c}, tc.cmd, tc.threads, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s/%d: want %q, got %v", tc.cmd, tc.threads, tc.want, err)
 		}
+	}
+}
+
+// TestConnections: HBase PE's connection options — a connection per thread by default, one with
+// --oneCon (which wins over --connCount), --connCount otherwise; a negative count is refused.
+func TestConnections(t *testing.T) {
+	for _, tc := range []struct {
+		oneCon             bool
+		connCount, threads int
+		want               int
+	}{
+		{false, 0, 4, 4}, {false, 0, 16, 16}, {true, 0, 4, 1}, {true, 3, 4, 1}, {false, 2, 4, 2}, {false, 0, 0, 1},
+	} {
+		got, err := Connections(tc.oneCon, tc.connCount, tc.threads)
+		if err != nil || got != tc.want {
+			t.Errorf("Connections(%v, %d, %d) = %d, %v; want %d", tc.oneCon, tc.connCount, tc.threads, got, err, tc.want)
+		}
+	}
+	if _, err := Connections(false, -1, 4); err == nil || !strings.Contains(err.Error(), "--connCount") {
+		t.Errorf("a negative --connCount: %v", err)
 	}
 }
 

@@ -25,6 +25,8 @@ func peCommand() *cobra.Command {
 	var external bool
 	var serverName string
 	var user, durability, consistency, cpuProfile, memProfile string
+	var oneCon bool
+	var connCount int
 	var sec clientSecurityFlags
 	o := pe.Options{}
 	cmd := &cobra.Command{
@@ -53,11 +55,19 @@ func peCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external, TLSServerName: serverName})
+			conns, err := pe.Connections(oneCon, connCount, threads)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			clients := make([]*client.Client, min(conns, max(threads, 1)))
+			for i := range clients {
+				c, err := client.New(client.Config{Masters: masters, User: user, TLS: certs, Token: token, External: external, TLSServerName: serverName})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				clients[i] = c
+			}
 			if cpuProfile != "" {
 				pf, err := os.Create(cpuProfile)
 				if err != nil {
@@ -79,7 +89,7 @@ func peCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			rep, err := pe.Run(ctx, c, args[0], threads, o)
+			rep, err := pe.Run(ctx, clients, args[0], threads, o)
 			if rep != nil {
 				if o.JSON {
 					enc := json.NewEncoder(cmd.OutOrStdout())
@@ -98,6 +108,8 @@ func peCommand() *cobra.Command {
 	f.StringVar(&serverName, "tls-server-name", "", "with --external over TLS: the name the masters' certificates hold (default: any server certificate of --tls-ca-file)")
 	f.StringVar(&user, "user", "pe", "user presented to a cluster with security off")
 	addClientSecurityFlags(f, &sec)
+	f.BoolVar(&oneCon, "oneCon", false, "all threads share one client connection (HBase PE's --oneCon)")
+	f.IntVar(&connCount, "connCount", 0, "client connections the threads share round-robin (HBase PE's --connCount; 0: one per thread, HBase PE's default)")
 	f.StringVar(&o.Table, "table", "TestTable", "table")
 	f.IntVar(&o.Rows, "rows", 1_000_000, "rows per thread")
 	f.IntVar(&o.ValueSize, "valueSize", 1000, "value size in bytes")

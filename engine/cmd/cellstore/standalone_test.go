@@ -317,6 +317,62 @@ func TestPECommands(t *testing.T) {
 	if !strings.Contains(string(out), "errors MISSING_ROW: 5") {
 		t.Fatalf("randomRead of an empty table:\n%s", out)
 	}
+
+	// Connections, as HBase PE makes them: one per thread by default, one for all with --oneCon,
+	// --connCount otherwise — counted by the region server while the run lasts.
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 3}, {[]string{"--oneCon"}, 1}, {[]string{"--connCount", "2"}, 2},
+	} {
+		rep, most := peConnections(t, bin, p, append(tc.args, "--rows", "100000", "--duration", "2s", "--autoFlush", "randomWrite", "3")...)
+		if got := int(rep["connections"].(float64)); got != tc.want || most != tc.want {
+			t.Errorf("pe %v: reports %d connections, the region server counted %d at most; want %d", tc.args, got, most, tc.want)
+		}
+	}
+}
+
+// peConnections runs `cellstore pe args` against p and returns its JSON report and the most data-path
+// connections p's region server had open while it ran (after those of earlier runs closed).
+func peConnections(t *testing.T, bin string, p *standaloneProc, args ...string) (map[string]any, int) {
+	t.Helper()
+	open := func() int {
+		return int(metricValue(t, metricsOf(t, p.httpAddr), "cellstore_regionserver_rpc_connections"))
+	}
+	for deadline := time.Now().Add(30 * time.Second); open() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the region server still has %d data connections open 30 s after the last client closed", open())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	cmd := exec.CommandContext(ctx, bin, append([]string{"pe", "--masters", p.master, "--json", "--valueSize", "20"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	most := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("cellstore pe %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
+			}
+			var rep map[string]any
+			if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+				t.Fatalf("cellstore pe %v: output is not JSON (%v):\n%s", args, err, stdout.String())
+			}
+			return rep, most
+		case <-tick.C:
+			most = max(most, open())
+		}
+	}
 }
 
 // TestUpdateConfig: a standalone started with --config re-reads it when asked from the shell
