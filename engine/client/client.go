@@ -50,6 +50,12 @@ type Config struct {
 	// HedgeDelay is how long a TIMELINE read waits for the primary before also asking the
 	// replicas. Default 10 ms.
 	HedgeDelay time.Duration
+	// MaxWriteBackoff is the longest a write waits before it is sent to a region whose last answer
+	// reported write pressure (pb.WritePressure: the region nearing the memstore size at which its
+	// server blocks writes): it waits MaxWriteBackoff × (percent/100)^4, so that writers slow down
+	// before the region blocks them (HBase's client backoff, hbase.client.backpressure.enabled
+	// with its exponential policy). Default 500 ms; negative: writes never wait.
+	MaxWriteBackoff time.Duration
 	// External is for a client outside the cluster's network (a laptop, another cluster):
 	// Masters are external addresses (spec.externalAccess), and the client asks the masters for
 	// the external address of every server (GetExternalAddresses) and dials that instead of the
@@ -90,6 +96,9 @@ func (c *Config) fill() error {
 	if c.HedgeDelay <= 0 {
 		c.HedgeDelay = 10 * time.Millisecond
 	}
+	if c.MaxWriteBackoff == 0 {
+		c.MaxWriteBackoff = 500 * time.Millisecond
+	}
 	return nil
 }
 
@@ -109,6 +118,10 @@ type Client struct {
 	dials map[string]*dialing
 
 	nonceGroup uint64
+
+	// pressure holds the write pressure (percent) the last write answer of a region reported, for
+	// the regions under some (region name → uint32); see writeBackoff.
+	pressure sync.Map
 
 	emu       sync.Mutex
 	external  map[string]string // External: advertised address -> external address

@@ -292,12 +292,16 @@ func (t *Table) Mutate(ctx context.Context, m *Mutation) (*Result, error) {
 	msg, block := m.encode(nil, t.c.nonce(m))
 	var res *Result
 	err := t.c.withRegion(ctx, t, m.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+		if err := t.c.writeBackoff(ctx, loc.region); err != nil {
+			return err
+		}
 		var resp pb.MutateResponse
 		req := &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: loc.region}, Mutation: msg, NonceGroup: t.c.nonceGroup}
 		cells, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, req, block, &resp, nil)
 		if err != nil {
 			return err
 		}
+		t.c.notePressure(loc.region, resp.GetPressure())
 		res, err = decodeResult(m.Row, resp.GetResult(), cells)
 		return err
 	})
@@ -367,6 +371,9 @@ func (c *Client) encodeAtomic(ms []*Mutation, what string, sameRow, putsDeletes 
 func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*pb.RegionSpecifier) *pb.RegionAction) (bool, error) {
 	var processed bool
 	err := t.c.withRegion(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
+		if err := t.c.writeBackoff(ctx, loc.region); err != nil {
+			return err
+		}
 		var resp pb.MultiResponse
 		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{action(&pb.RegionSpecifier{Name: loc.region})}}
 		if _, err := conn.Call(ctx, pb.Method_METHOD_MULTI, req, block, &resp, nil); err != nil {
@@ -376,6 +383,7 @@ func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*
 			return fmt.Errorf("client: server answered %d region results for 1 region action", len(resp.Results))
 		}
 		r := resp.Results[0]
+		t.c.notePressure(loc.region, r.GetPressure())
 		if r.Exception != nil {
 			return r.Exception
 		}

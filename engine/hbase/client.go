@@ -584,6 +584,15 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 				rr.ResultOrException = append(rr.ResultOrException, x)
 			}
 			out.RegionActionResult[sent[j]] = rr
+			if p := lrr.GetPressure().GetPercent(); p > 0 {
+				// HBase's clients back off by these when hbase.client.backpressure.enabled.
+				if out.RegionStatistics == nil {
+					out.RegionStatistics = &hb.MultiRegionLoadStats{}
+				}
+				st := out.RegionStatistics
+				st.Region = append(st.Region, req.GetRegionAction()[sent[j]].GetRegion())
+				st.Stat = append(st.Stat, &hb.RegionLoadStats{MemStoreLoad: proto.Int32(int32(min(p, 100)))})
+			}
 		}
 		for i, rr := range out.RegionActionResult {
 			if rr == nil {

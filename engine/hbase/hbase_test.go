@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -524,5 +525,56 @@ func TestSlowCallsAreLogged(t *testing.T) {
 			t.Fatalf("no slow call logged with %s:\n%s", missing, logged)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMultiCarriesWritePressure: the write pressure a region server reports with a multi's region
+// action reaches HBase's clients as the answer's region statistics (what their backoff reads when
+// hbase.client.backpressure.enabled), for that region; none when none is reported.
+func TestMultiCarriesWritePressure(t *testing.T) {
+	var percent atomic.Uint32
+	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
+		req, err := rpc.Request[pb.MultiRequest](c)
+		if err != nil || len(req.GetRegionActions()) != 1 {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		rar := &pb.RegionActionResult{Results: []*pb.ResultOrException{{Index: 0, Result: &pb.Result{}}}}
+		if p := percent.Load(); p > 0 {
+			rar.Pressure = &pb.WritePressure{Percent: p}
+		}
+		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
+	}}
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+
+	c := dial(t, lis.Addr().String())
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	kv := cell.AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
+	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	multi := func() *hb.MultiResponse {
+		t.Helper()
+		req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Action: []*hb.Action{{Index: proto.Uint32(0),
+			Mutation: &hb.MutationProto{Row: []byte("row"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}}}}}}
+		h, msg, _ := c.call("Multi", req, block)
+		var resp hb.MultiResponse
+		if h.GetException() != nil || proto.Unmarshal(msg, &resp) != nil || len(resp.GetRegionActionResult()) != 1 {
+			t.Fatalf("multi: %v %v", h, &resp)
+		}
+		return &resp
+	}
+	if st := multi().GetRegionStatistics(); st != nil {
+		t.Fatalf("region statistics with no pressure: %v", st)
+	}
+	percent.Store(42)
+	st := multi().GetRegionStatistics()
+	if len(st.GetRegion()) != 1 || len(st.GetStat()) != 1 || !bytes.Equal(st.GetRegion()[0].GetValue(), region.GetValue()) || st.GetStat()[0].GetMemStoreLoad() != 42 {
+		t.Fatalf("region statistics with 42 %% pressure: %v", st)
 	}
 }

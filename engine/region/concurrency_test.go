@@ -177,6 +177,61 @@ func TestWritesBlockedUntilFlush(t *testing.T) {
 	}
 }
 
+// TestWritePressure: a region's write pressure is 0 under its flush size, rises with its memstore
+// between the flush size and the blocking size, is 100 where writes block, and falls back to 0
+// once a flush empties the memstore.
+func TestWritePressure(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	e.r.cfg.FlushSize = 16 << 10
+	e.r.cfg.BlockingMultiplier = 3
+	e.r.cfg.BlockingWait = 50 * time.Millisecond
+	put := func(i int) error {
+		return e.r.Mutate(NewMutation(fmt.Appendf(nil, "r%05d", i)).Put([]byte("f"), []byte("q"), 1, make([]byte, 200)))
+	}
+	last, i := uint32(0), 0
+	var seen []uint32
+	for ; e.r.MemstoreStats().DataBytes < e.r.cfg.FlushSize; i++ {
+		if p := e.r.WritePressure(); p != 0 {
+			t.Fatalf("pressure %d with %d bytes held, under the flush size %d", p, e.r.MemstoreStats().DataBytes, e.r.cfg.FlushSize)
+		}
+		if err := put(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	for ; err == nil; i++ {
+		p := e.r.WritePressure()
+		if p < last || p > 100 {
+			t.Fatalf("pressure went from %d to %d with %d bytes held", last, p, e.r.MemstoreStats().DataBytes)
+		}
+		if p != last {
+			seen = append(seen, p)
+		}
+		last = p
+		err = put(i)
+	}
+	if !errors.Is(err, ErrWritesBlocked) {
+		t.Fatalf("want ErrWritesBlocked at the blocking size, got %v", err)
+	}
+	if p := e.r.WritePressure(); p != 100 || len(seen) < 10 {
+		t.Fatalf("pressure %d where writes block, after %d distinct values on the way (want 100, and a rise by steps)", p, len(seen))
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.r.WritePressure(); p != 0 {
+		t.Fatalf("pressure %d after a flush", p)
+	}
+	for _, tc := range []struct {
+		held, low, high int64
+		want            uint32
+	}{{0, 10, 20, 0}, {10, 10, 20, 0}, {15, 10, 20, 50}, {19, 10, 20, 90}, {20, 10, 20, 100}, {99, 10, 20, 100}, {11, 10, 10, 100}} {
+		if got := PressureBetween(tc.held, tc.low, tc.high); got != tc.want {
+			t.Errorf("PressureBetween(%d, %d, %d) = %d, want %d", tc.held, tc.low, tc.high, got, tc.want)
+		}
+	}
+}
+
 // A daughter region serves its half through references and compacts them
 // away.
 func TestSplitDaughters(t *testing.T) {

@@ -42,6 +42,29 @@ func (r *Region) Metrics() *Metrics { return &r.metrics }
 // bytes, cells, timestamps, sequence ids).
 func (r *Region) MemstoreStats() memstore.Stats { return r.mem.stats() }
 
+// WritePressure is how close the region is to blocking writes for lack of memstore room, 0–100:
+// 0 while its memstores hold less than the flush size, rising linearly to 100 at the size where
+// writes block (FlushSize × BlockingMultiplier, see reserve), and 100 while writers wait for room.
+// Write answers carry it so that clients slow down before the region blocks them.
+func (r *Region) WritePressure() uint32 {
+	if r.blockedWriters.Load() > 0 {
+		return 100
+	}
+	return PressureBetween(r.mem.stats().DataBytes, r.cfg.FlushSize, r.cfg.FlushSize*r.cfg.BlockingMultiplier)
+}
+
+// PressureBetween is where held lies between low (0) and high (100), clamped: the percentage of
+// the way from where flushing starts to where writes block.
+func PressureBetween(held, low, high int64) uint32 {
+	switch {
+	case held <= low:
+		return 0
+	case held >= high || high <= low:
+		return 100
+	}
+	return uint32((held - low) * 100 / (high - low))
+}
+
 // ReadPoint returns the MVCC read point.
 func (r *Region) ReadPoint() uint64 { return r.mvcc.readPoint.Load() }
 

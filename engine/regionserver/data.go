@@ -399,6 +399,7 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 		failed(d)
 		return
 	}
+	resp.Pressure = s.writePressure(r)
 	reply(c, &answered, &resp, block)
 	s.m.mutates.Add(1)
 	elapsed := time.Since(start)
@@ -721,6 +722,7 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 			rar.Exception = d
 			return rar, out
 		}
+		defer func() { rar.Pressure = s.writePressure(r) }() // after the writes, whatever they answered
 	}
 	if ra.GetAtomic() {
 		var ms []*region.Mutation

@@ -139,6 +139,16 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("wal_backlog_flush_total", "Flushes forced by a WAL that keeps too many objects or segments for unflushed edits (HBase's maxlogs): a dead server's recovery reads them all.", &m.backlogFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
 		gauge("memstore_limit_bytes", "The memstore budget: writes block when the regions' memstore chunks fill it (flushes start at 75%).", func() float64 { return float64(s.cfg.MemstoreBytes) }),
+		gauge("memstore_write_pressure_percent", "The highest write pressure write answers report (0-100: from a region's flush size, or the server's flush watermark, to where writes block); clients back off as it rises.", func() float64 {
+			p := s.memPressure.Load()
+			s.regions.Range(func(_, v any) bool {
+				if r := v.(*onlineRegion).r.Load(); r != nil {
+					p = max(p, r.WritePressure())
+				}
+				return true
+			})
+			return float64(p)
+		}),
 		gauge("memstore_chunk_bytes", "Bytes of memstore chunks the regions hold (what counts against memstore_limit_bytes).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().ChunkBytes })),
 		gauge("mem_store_size", "Memstore data bytes (HBase memStoreSize).", sumRegions(func(r *region.Region) int64 { return r.MemstoreStats().DataBytes })),
 		gauge("store_file_count", "Store files (HBase storeFileCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().StoreFiles.Load() })),

@@ -3,6 +3,7 @@ package regionserver
 import (
 	"time"
 
+	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/region"
 )
 
@@ -25,6 +26,17 @@ const (
 	maxBacklogSegments = 32
 	backlogEvery       = time.Second
 )
+
+// writePressure is what a write's answer tells the client about region r (pb.WritePressure): the
+// nearer of the region's own blocking size and the server's memstore budget, past the watermark
+// where the server starts flushing (the server's figure is updated every pressureEvery).
+func (s *Server) writePressure(r *region.Region) *pb.WritePressure {
+	p := max(r.WritePressure(), s.memPressure.Load())
+	if p == 0 {
+		return nil
+	}
+	return &pb.WritePressure{Percent: p}
+}
 
 func (s *Server) pressureLoop() {
 	blocked := map[*region.Region]int64{}
@@ -124,6 +136,7 @@ func (s *Server) relievePressure() {
 		}
 		return true
 	})
+	s.memPressure.Store(region.PressureBetween(total, int64(pressureHigh*limit), int64(limit)))
 	if float64(total) < pressureHigh*limit {
 		return
 	}

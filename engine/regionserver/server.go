@@ -358,6 +358,9 @@ type Server struct {
 	scanners     sync.Map // id → *scanner
 	scannerID    atomic.Uint64
 	openScanners atomic.Int64
+	// memPressure is the server's memstores' pressure (region.PressureBetween from the flush
+	// watermark to the budget), updated by pressureLoop.
+	memPressure atomic.Uint32
 	// Settings that change without a restart (online.go): read at each use.
 	slowCallNanos, maxScanners, maxScanResult atomic.Int64
 	compaction                                atomic.Pointer[region.CompactionConfig]

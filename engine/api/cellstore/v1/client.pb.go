@@ -243,7 +243,7 @@ func (x BulkDeleteRequest_DeleteType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BulkDeleteRequest_DeleteType.Descriptor instead.
 func (BulkDeleteRequest_DeleteType) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{24, 0}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // RegionSpecifier names a region by its encoded name.
@@ -1006,7 +1006,9 @@ type MutateResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Result *Result                `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// Check-and-mutate: whether the condition held and the mutation was applied.
-	Processed     bool `protobuf:"varint,2,opt,name=processed,proto3" json:"processed,omitempty"`
+	Processed bool `protobuf:"varint,2,opt,name=processed,proto3" json:"processed,omitempty"`
+	// How close the region is to blocking writes (see WritePressure).
+	Pressure      *WritePressure `protobuf:"bytes,3,opt,name=pressure,proto3" json:"pressure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1057,63 @@ func (x *MutateResponse) GetProcessed() bool {
 	return false
 }
 
+func (x *MutateResponse) GetPressure() *WritePressure {
+	if x != nil {
+		return x.Pressure
+	}
+	return nil
+}
+
+// WritePressure is the signal a write's answer carries before the region server would block writes
+// for lack of memstore room (HBase's RegionLoadStats, read by its client backoff): clients slow
+// their writes to the region as it rises, so that flushes catch up before writes block.
+type WritePressure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 while the region's memstore is under its flush size and the server's memstores under their
+	// flush watermark; rising to 100 where writes block (the region's blocking size, the server's
+	// memstore budget), whichever is closer.
+	Percent       uint32 `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WritePressure) Reset() {
+	*x = WritePressure{}
+	mi := &file_cellstore_v1_client_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WritePressure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WritePressure) ProtoMessage() {}
+
+func (x *WritePressure) ProtoReflect() protoreflect.Message {
+	mi := &file_cellstore_v1_client_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WritePressure.ProtoReflect.Descriptor instead.
+func (*WritePressure) Descriptor() ([]byte, []int) {
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WritePressure) GetPercent() uint32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
 // Action is one operation of a multi request.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1068,7 +1127,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[12]
+	mi := &file_cellstore_v1_client_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1139,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[12]
+	mi := &file_cellstore_v1_client_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1152,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Action) GetIndex() uint32 {
@@ -1136,7 +1195,7 @@ type RegionAction struct {
 
 func (x *RegionAction) Reset() {
 	*x = RegionAction{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[13]
+	mi := &file_cellstore_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1207,7 @@ func (x *RegionAction) String() string {
 func (*RegionAction) ProtoMessage() {}
 
 func (x *RegionAction) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[13]
+	mi := &file_cellstore_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1220,7 @@ func (x *RegionAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionAction.ProtoReflect.Descriptor instead.
 func (*RegionAction) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegionAction) GetRegion() *RegionSpecifier {
@@ -1216,7 +1275,7 @@ type MultiRequest struct {
 
 func (x *MultiRequest) Reset() {
 	*x = MultiRequest{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[14]
+	mi := &file_cellstore_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1287,7 @@ func (x *MultiRequest) String() string {
 func (*MultiRequest) ProtoMessage() {}
 
 func (x *MultiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[14]
+	mi := &file_cellstore_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1300,7 @@ func (x *MultiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiRequest.ProtoReflect.Descriptor instead.
 func (*MultiRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MultiRequest) GetRegionActions() []*RegionAction {
@@ -1269,7 +1328,7 @@ type ResultOrException struct {
 
 func (x *ResultOrException) Reset() {
 	*x = ResultOrException{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[15]
+	mi := &file_cellstore_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1340,7 @@ func (x *ResultOrException) String() string {
 func (*ResultOrException) ProtoMessage() {}
 
 func (x *ResultOrException) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[15]
+	mi := &file_cellstore_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1353,7 @@ func (x *ResultOrException) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultOrException.ProtoReflect.Descriptor instead.
 func (*ResultOrException) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResultOrException) GetIndex() uint32 {
@@ -1324,14 +1383,16 @@ type RegionActionResult struct {
 	// An error of the whole region action (for example, the region is not here).
 	Exception *ErrorDetail `protobuf:"bytes,2,opt,name=exception,proto3" json:"exception,omitempty"`
 	// Atomic actions with a condition: whether it held.
-	Processed     bool `protobuf:"varint,3,opt,name=processed,proto3" json:"processed,omitempty"`
+	Processed bool `protobuf:"varint,3,opt,name=processed,proto3" json:"processed,omitempty"`
+	// How close the region is to blocking writes, for actions that wrote (see WritePressure).
+	Pressure      *WritePressure `protobuf:"bytes,4,opt,name=pressure,proto3" json:"pressure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionActionResult) Reset() {
 	*x = RegionActionResult{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[16]
+	mi := &file_cellstore_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1404,7 @@ func (x *RegionActionResult) String() string {
 func (*RegionActionResult) ProtoMessage() {}
 
 func (x *RegionActionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[16]
+	mi := &file_cellstore_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1417,7 @@ func (x *RegionActionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionActionResult.ProtoReflect.Descriptor instead.
 func (*RegionActionResult) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegionActionResult) GetResults() []*ResultOrException {
@@ -1380,6 +1441,13 @@ func (x *RegionActionResult) GetProcessed() bool {
 	return false
 }
 
+func (x *RegionActionResult) GetPressure() *WritePressure {
+	if x != nil {
+		return x.Pressure
+	}
+	return nil
+}
+
 type MultiResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*RegionActionResult  `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1389,7 +1457,7 @@ type MultiResponse struct {
 
 func (x *MultiResponse) Reset() {
 	*x = MultiResponse{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[17]
+	mi := &file_cellstore_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1469,7 @@ func (x *MultiResponse) String() string {
 func (*MultiResponse) ProtoMessage() {}
 
 func (x *MultiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[17]
+	mi := &file_cellstore_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1482,7 @@ func (x *MultiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiResponse.ProtoReflect.Descriptor instead.
 func (*MultiResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MultiResponse) GetResults() []*RegionActionResult {
@@ -1463,7 +1531,7 @@ type Scan struct {
 
 func (x *Scan) Reset() {
 	*x = Scan{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[18]
+	mi := &file_cellstore_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1543,7 @@ func (x *Scan) String() string {
 func (*Scan) ProtoMessage() {}
 
 func (x *Scan) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[18]
+	mi := &file_cellstore_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1556,7 @@ func (x *Scan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scan.ProtoReflect.Descriptor instead.
 func (*Scan) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Scan) GetStartRow() []byte {
@@ -1668,7 +1736,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[19]
+	mi := &file_cellstore_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1748,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[19]
+	mi := &file_cellstore_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1761,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScanRequest) GetRegion() *RegionSpecifier {
@@ -1788,7 +1856,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[20]
+	mi := &file_cellstore_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1868,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[20]
+	mi := &file_cellstore_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1881,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScanResponse) GetCellsPerResult() []int32 {
@@ -1895,7 +1963,7 @@ type Histogram struct {
 
 func (x *Histogram) Reset() {
 	*x = Histogram{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	mi := &file_cellstore_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +1975,7 @@ func (x *Histogram) String() string {
 func (*Histogram) ProtoMessage() {}
 
 func (x *Histogram) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[21]
+	mi := &file_cellstore_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +1988,7 @@ func (x *Histogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
 func (*Histogram) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Histogram) GetLo() uint64 {
@@ -1970,7 +2038,7 @@ type AggregateRequest struct {
 
 func (x *AggregateRequest) Reset() {
 	*x = AggregateRequest{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	mi := &file_cellstore_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2050,7 @@ func (x *AggregateRequest) String() string {
 func (*AggregateRequest) ProtoMessage() {}
 
 func (x *AggregateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[22]
+	mi := &file_cellstore_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2063,7 @@ func (x *AggregateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AggregateRequest.ProtoReflect.Descriptor instead.
 func (*AggregateRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AggregateRequest) GetRegion() *RegionSpecifier {
@@ -2063,7 +2131,7 @@ type AggregateResponse struct {
 
 func (x *AggregateResponse) Reset() {
 	*x = AggregateResponse{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	mi := &file_cellstore_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2143,7 @@ func (x *AggregateResponse) String() string {
 func (*AggregateResponse) ProtoMessage() {}
 
 func (x *AggregateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[23]
+	mi := &file_cellstore_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2156,7 @@ func (x *AggregateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AggregateResponse.ProtoReflect.Descriptor instead.
 func (*AggregateResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AggregateResponse) GetRows() int64 {
@@ -2207,7 +2275,7 @@ type BulkDeleteRequest struct {
 
 func (x *BulkDeleteRequest) Reset() {
 	*x = BulkDeleteRequest{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[24]
+	mi := &file_cellstore_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2287,7 @@ func (x *BulkDeleteRequest) String() string {
 func (*BulkDeleteRequest) ProtoMessage() {}
 
 func (x *BulkDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[24]
+	mi := &file_cellstore_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2300,7 @@ func (x *BulkDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkDeleteRequest.ProtoReflect.Descriptor instead.
 func (*BulkDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BulkDeleteRequest) GetRegion() *RegionSpecifier {
@@ -2290,7 +2358,7 @@ type BulkDeleteResponse struct {
 
 func (x *BulkDeleteResponse) Reset() {
 	*x = BulkDeleteResponse{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[25]
+	mi := &file_cellstore_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2370,7 @@ func (x *BulkDeleteResponse) String() string {
 func (*BulkDeleteResponse) ProtoMessage() {}
 
 func (x *BulkDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[25]
+	mi := &file_cellstore_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2383,7 @@ func (x *BulkDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkDeleteResponse.ProtoReflect.Descriptor instead.
 func (*BulkDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BulkDeleteResponse) GetRowsDeleted() int64 {
@@ -2353,7 +2421,7 @@ type ConnectionHeader struct {
 
 func (x *ConnectionHeader) Reset() {
 	*x = ConnectionHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[26]
+	mi := &file_cellstore_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2433,7 @@ func (x *ConnectionHeader) String() string {
 func (*ConnectionHeader) ProtoMessage() {}
 
 func (x *ConnectionHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[26]
+	mi := &file_cellstore_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2446,7 @@ func (x *ConnectionHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionHeader.ProtoReflect.Descriptor instead.
 func (*ConnectionHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConnectionHeader) GetUser() string {
@@ -2415,7 +2483,7 @@ type RequestHeader struct {
 
 func (x *RequestHeader) Reset() {
 	*x = RequestHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[27]
+	mi := &file_cellstore_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2495,7 @@ func (x *RequestHeader) String() string {
 func (*RequestHeader) ProtoMessage() {}
 
 func (x *RequestHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[27]
+	mi := &file_cellstore_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2508,7 @@ func (x *RequestHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHeader.ProtoReflect.Descriptor instead.
 func (*RequestHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RequestHeader) GetCallId() uint64 {
@@ -2475,7 +2543,7 @@ type ResponseHeader struct {
 
 func (x *ResponseHeader) Reset() {
 	*x = ResponseHeader{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[28]
+	mi := &file_cellstore_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2555,7 @@ func (x *ResponseHeader) String() string {
 func (*ResponseHeader) ProtoMessage() {}
 
 func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[28]
+	mi := &file_cellstore_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2568,7 @@ func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHeader.ProtoReflect.Descriptor instead.
 func (*ResponseHeader) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResponseHeader) GetCallId() uint64 {
@@ -2537,7 +2605,7 @@ type CallFunctionRequest struct {
 
 func (x *CallFunctionRequest) Reset() {
 	*x = CallFunctionRequest{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[29]
+	mi := &file_cellstore_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2617,7 @@ func (x *CallFunctionRequest) String() string {
 func (*CallFunctionRequest) ProtoMessage() {}
 
 func (x *CallFunctionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[29]
+	mi := &file_cellstore_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2630,7 @@ func (x *CallFunctionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFunctionRequest.ProtoReflect.Descriptor instead.
 func (*CallFunctionRequest) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CallFunctionRequest) GetRegion() *RegionSpecifier {
@@ -2623,7 +2691,7 @@ type CallFunctionResponse struct {
 
 func (x *CallFunctionResponse) Reset() {
 	*x = CallFunctionResponse{}
-	mi := &file_cellstore_v1_client_proto_msgTypes[30]
+	mi := &file_cellstore_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2703,7 @@ func (x *CallFunctionResponse) String() string {
 func (*CallFunctionResponse) ProtoMessage() {}
 
 func (x *CallFunctionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cellstore_v1_client_proto_msgTypes[30]
+	mi := &file_cellstore_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2716,7 @@ func (x *CallFunctionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFunctionResponse.ProtoReflect.Descriptor instead.
 func (*CallFunctionResponse) Descriptor() ([]byte, []int) {
-	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{30}
+	return file_cellstore_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallFunctionResponse) GetOutput() []byte {
@@ -2768,10 +2836,13 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\bmutation\x18\x02 \x01(\v2\x1b.cellstore.v1.MutationProtoR\bmutation\x125\n" +
 	"\tcondition\x18\x03 \x01(\v2\x17.cellstore.v1.ConditionR\tcondition\x12\x1f\n" +
 	"\vnonce_group\x18\x04 \x01(\x04R\n" +
-	"nonceGroup\"\\\n" +
+	"nonceGroup\"\x95\x01\n" +
 	"\x0eMutateResponse\x12,\n" +
 	"\x06result\x18\x01 \x01(\v2\x14.cellstore.v1.ResultR\x06result\x12\x1c\n" +
-	"\tprocessed\x18\x02 \x01(\bR\tprocessed\"|\n" +
+	"\tprocessed\x18\x02 \x01(\bR\tprocessed\x127\n" +
+	"\bpressure\x18\x03 \x01(\v2\x1b.cellstore.v1.WritePressureR\bpressure\")\n" +
+	"\rWritePressure\x12\x18\n" +
+	"\apercent\x18\x01 \x01(\rR\apercent\"|\n" +
 	"\x06Action\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x127\n" +
 	"\bmutation\x18\x02 \x01(\v2\x1b.cellstore.v1.MutationProtoR\bmutation\x12#\n" +
@@ -2792,11 +2863,12 @@ const file_cellstore_v1_client_proto_rawDesc = "" +
 	"\x11ResultOrException\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.cellstore.v1.ResultR\x06result\x127\n" +
-	"\texception\x18\x03 \x01(\v2\x19.cellstore.v1.ErrorDetailR\texception\"\xa6\x01\n" +
+	"\texception\x18\x03 \x01(\v2\x19.cellstore.v1.ErrorDetailR\texception\"\xdf\x01\n" +
 	"\x12RegionActionResult\x129\n" +
 	"\aresults\x18\x01 \x03(\v2\x1f.cellstore.v1.ResultOrExceptionR\aresults\x127\n" +
 	"\texception\x18\x02 \x01(\v2\x19.cellstore.v1.ErrorDetailR\texception\x12\x1c\n" +
-	"\tprocessed\x18\x03 \x01(\bR\tprocessed\"K\n" +
+	"\tprocessed\x18\x03 \x01(\bR\tprocessed\x127\n" +
+	"\bpressure\x18\x04 \x01(\v2\x1b.cellstore.v1.WritePressureR\bpressure\"K\n" +
 	"\rMultiResponse\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .cellstore.v1.RegionActionResultR\aresults\"\xac\a\n" +
 	"\x04Scan\x12\x1b\n" +
@@ -2962,7 +3034,7 @@ func file_cellstore_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_cellstore_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_cellstore_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_cellstore_v1_client_proto_goTypes = []any{
 	(Method)(0),                       // 0: cellstore.v1.Method
 	(ValueType)(0),                    // 1: cellstore.v1.ValueType
@@ -2980,91 +3052,94 @@ var file_cellstore_v1_client_proto_goTypes = []any{
 	(*Condition)(nil),                 // 13: cellstore.v1.Condition
 	(*MutateRequest)(nil),             // 14: cellstore.v1.MutateRequest
 	(*MutateResponse)(nil),            // 15: cellstore.v1.MutateResponse
-	(*Action)(nil),                    // 16: cellstore.v1.Action
-	(*RegionAction)(nil),              // 17: cellstore.v1.RegionAction
-	(*MultiRequest)(nil),              // 18: cellstore.v1.MultiRequest
-	(*ResultOrException)(nil),         // 19: cellstore.v1.ResultOrException
-	(*RegionActionResult)(nil),        // 20: cellstore.v1.RegionActionResult
-	(*MultiResponse)(nil),             // 21: cellstore.v1.MultiResponse
-	(*Scan)(nil),                      // 22: cellstore.v1.Scan
-	(*ScanRequest)(nil),               // 23: cellstore.v1.ScanRequest
-	(*ScanResponse)(nil),              // 24: cellstore.v1.ScanResponse
-	(*Histogram)(nil),                 // 25: cellstore.v1.Histogram
-	(*AggregateRequest)(nil),          // 26: cellstore.v1.AggregateRequest
-	(*AggregateResponse)(nil),         // 27: cellstore.v1.AggregateResponse
-	(*BulkDeleteRequest)(nil),         // 28: cellstore.v1.BulkDeleteRequest
-	(*BulkDeleteResponse)(nil),        // 29: cellstore.v1.BulkDeleteResponse
-	(*ConnectionHeader)(nil),          // 30: cellstore.v1.ConnectionHeader
-	(*RequestHeader)(nil),             // 31: cellstore.v1.RequestHeader
-	(*ResponseHeader)(nil),            // 32: cellstore.v1.ResponseHeader
-	(*CallFunctionRequest)(nil),       // 33: cellstore.v1.CallFunctionRequest
-	(*CallFunctionResponse)(nil),      // 34: cellstore.v1.CallFunctionResponse
-	nil,                               // 35: cellstore.v1.Get.AttributesEntry
-	nil,                               // 36: cellstore.v1.MutationProto.AttributesEntry
-	nil,                               // 37: cellstore.v1.Scan.AttributesEntry
-	(*Filter)(nil),                    // 38: cellstore.v1.Filter
-	(*TimeRange)(nil),                 // 39: cellstore.v1.TimeRange
-	(Consistency)(0),                  // 40: cellstore.v1.Consistency
-	(Durability)(0),                   // 41: cellstore.v1.Durability
-	(CompareOp)(0),                    // 42: cellstore.v1.CompareOp
-	(*Comparator)(nil),                // 43: cellstore.v1.Comparator
-	(*ErrorDetail)(nil),               // 44: cellstore.v1.ErrorDetail
+	(*WritePressure)(nil),             // 16: cellstore.v1.WritePressure
+	(*Action)(nil),                    // 17: cellstore.v1.Action
+	(*RegionAction)(nil),              // 18: cellstore.v1.RegionAction
+	(*MultiRequest)(nil),              // 19: cellstore.v1.MultiRequest
+	(*ResultOrException)(nil),         // 20: cellstore.v1.ResultOrException
+	(*RegionActionResult)(nil),        // 21: cellstore.v1.RegionActionResult
+	(*MultiResponse)(nil),             // 22: cellstore.v1.MultiResponse
+	(*Scan)(nil),                      // 23: cellstore.v1.Scan
+	(*ScanRequest)(nil),               // 24: cellstore.v1.ScanRequest
+	(*ScanResponse)(nil),              // 25: cellstore.v1.ScanResponse
+	(*Histogram)(nil),                 // 26: cellstore.v1.Histogram
+	(*AggregateRequest)(nil),          // 27: cellstore.v1.AggregateRequest
+	(*AggregateResponse)(nil),         // 28: cellstore.v1.AggregateResponse
+	(*BulkDeleteRequest)(nil),         // 29: cellstore.v1.BulkDeleteRequest
+	(*BulkDeleteResponse)(nil),        // 30: cellstore.v1.BulkDeleteResponse
+	(*ConnectionHeader)(nil),          // 31: cellstore.v1.ConnectionHeader
+	(*RequestHeader)(nil),             // 32: cellstore.v1.RequestHeader
+	(*ResponseHeader)(nil),            // 33: cellstore.v1.ResponseHeader
+	(*CallFunctionRequest)(nil),       // 34: cellstore.v1.CallFunctionRequest
+	(*CallFunctionResponse)(nil),      // 35: cellstore.v1.CallFunctionResponse
+	nil,                               // 36: cellstore.v1.Get.AttributesEntry
+	nil,                               // 37: cellstore.v1.MutationProto.AttributesEntry
+	nil,                               // 38: cellstore.v1.Scan.AttributesEntry
+	(*Filter)(nil),                    // 39: cellstore.v1.Filter
+	(*TimeRange)(nil),                 // 40: cellstore.v1.TimeRange
+	(Consistency)(0),                  // 41: cellstore.v1.Consistency
+	(Durability)(0),                   // 42: cellstore.v1.Durability
+	(CompareOp)(0),                    // 43: cellstore.v1.CompareOp
+	(*Comparator)(nil),                // 44: cellstore.v1.Comparator
+	(*ErrorDetail)(nil),               // 45: cellstore.v1.ErrorDetail
 }
 var file_cellstore_v1_client_proto_depIdxs = []int32{
 	7,  // 0: cellstore.v1.Get.columns:type_name -> cellstore.v1.Column
-	38, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
-	39, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
-	40, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
-	35, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
+	39, // 1: cellstore.v1.Get.filter:type_name -> cellstore.v1.Filter
+	40, // 2: cellstore.v1.Get.time_range:type_name -> cellstore.v1.TimeRange
+	41, // 3: cellstore.v1.Get.consistency:type_name -> cellstore.v1.Consistency
+	36, // 4: cellstore.v1.Get.attributes:type_name -> cellstore.v1.Get.AttributesEntry
 	4,  // 5: cellstore.v1.GetRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	8,  // 6: cellstore.v1.GetRequest.get:type_name -> cellstore.v1.Get
 	9,  // 7: cellstore.v1.GetResponse.result:type_name -> cellstore.v1.Result
 	2,  // 8: cellstore.v1.MutationProto.type:type_name -> cellstore.v1.MutationProto.Type
-	41, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
-	39, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
-	36, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
-	42, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
-	43, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
-	38, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
-	39, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
+	42, // 9: cellstore.v1.MutationProto.durability:type_name -> cellstore.v1.Durability
+	40, // 10: cellstore.v1.MutationProto.time_range:type_name -> cellstore.v1.TimeRange
+	37, // 11: cellstore.v1.MutationProto.attributes:type_name -> cellstore.v1.MutationProto.AttributesEntry
+	43, // 12: cellstore.v1.Condition.op:type_name -> cellstore.v1.CompareOp
+	44, // 13: cellstore.v1.Condition.comparator:type_name -> cellstore.v1.Comparator
+	39, // 14: cellstore.v1.Condition.filter:type_name -> cellstore.v1.Filter
+	40, // 15: cellstore.v1.Condition.time_range:type_name -> cellstore.v1.TimeRange
 	4,  // 16: cellstore.v1.MutateRequest.region:type_name -> cellstore.v1.RegionSpecifier
 	12, // 17: cellstore.v1.MutateRequest.mutation:type_name -> cellstore.v1.MutationProto
 	13, // 18: cellstore.v1.MutateRequest.condition:type_name -> cellstore.v1.Condition
 	9,  // 19: cellstore.v1.MutateResponse.result:type_name -> cellstore.v1.Result
-	12, // 20: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
-	8,  // 21: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
-	4,  // 22: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
-	16, // 23: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
-	13, // 24: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
-	13, // 25: cellstore.v1.RegionAction.conditions:type_name -> cellstore.v1.Condition
-	17, // 26: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
-	9,  // 27: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
-	44, // 28: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
-	19, // 29: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
-	44, // 30: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
-	20, // 31: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
-	7,  // 32: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
-	38, // 33: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
-	39, // 34: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
-	40, // 35: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
-	37, // 36: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
-	4,  // 37: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	22, // 38: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
-	4,  // 39: cellstore.v1.AggregateRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	22, // 40: cellstore.v1.AggregateRequest.scan:type_name -> cellstore.v1.Scan
-	1,  // 41: cellstore.v1.AggregateRequest.value_type:type_name -> cellstore.v1.ValueType
-	25, // 42: cellstore.v1.AggregateRequest.histogram:type_name -> cellstore.v1.Histogram
-	4,  // 43: cellstore.v1.BulkDeleteRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	22, // 44: cellstore.v1.BulkDeleteRequest.scan:type_name -> cellstore.v1.Scan
-	3,  // 45: cellstore.v1.BulkDeleteRequest.delete_type:type_name -> cellstore.v1.BulkDeleteRequest.DeleteType
-	44, // 46: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
-	4,  // 47: cellstore.v1.CallFunctionRequest.region:type_name -> cellstore.v1.RegionSpecifier
-	22, // 48: cellstore.v1.CallFunctionRequest.scan:type_name -> cellstore.v1.Scan
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	16, // 20: cellstore.v1.MutateResponse.pressure:type_name -> cellstore.v1.WritePressure
+	12, // 21: cellstore.v1.Action.mutation:type_name -> cellstore.v1.MutationProto
+	8,  // 22: cellstore.v1.Action.get:type_name -> cellstore.v1.Get
+	4,  // 23: cellstore.v1.RegionAction.region:type_name -> cellstore.v1.RegionSpecifier
+	17, // 24: cellstore.v1.RegionAction.actions:type_name -> cellstore.v1.Action
+	13, // 25: cellstore.v1.RegionAction.condition:type_name -> cellstore.v1.Condition
+	13, // 26: cellstore.v1.RegionAction.conditions:type_name -> cellstore.v1.Condition
+	18, // 27: cellstore.v1.MultiRequest.region_actions:type_name -> cellstore.v1.RegionAction
+	9,  // 28: cellstore.v1.ResultOrException.result:type_name -> cellstore.v1.Result
+	45, // 29: cellstore.v1.ResultOrException.exception:type_name -> cellstore.v1.ErrorDetail
+	20, // 30: cellstore.v1.RegionActionResult.results:type_name -> cellstore.v1.ResultOrException
+	45, // 31: cellstore.v1.RegionActionResult.exception:type_name -> cellstore.v1.ErrorDetail
+	16, // 32: cellstore.v1.RegionActionResult.pressure:type_name -> cellstore.v1.WritePressure
+	21, // 33: cellstore.v1.MultiResponse.results:type_name -> cellstore.v1.RegionActionResult
+	7,  // 34: cellstore.v1.Scan.columns:type_name -> cellstore.v1.Column
+	39, // 35: cellstore.v1.Scan.filter:type_name -> cellstore.v1.Filter
+	40, // 36: cellstore.v1.Scan.time_range:type_name -> cellstore.v1.TimeRange
+	41, // 37: cellstore.v1.Scan.consistency:type_name -> cellstore.v1.Consistency
+	38, // 38: cellstore.v1.Scan.attributes:type_name -> cellstore.v1.Scan.AttributesEntry
+	4,  // 39: cellstore.v1.ScanRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	23, // 40: cellstore.v1.ScanRequest.scan:type_name -> cellstore.v1.Scan
+	4,  // 41: cellstore.v1.AggregateRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	23, // 42: cellstore.v1.AggregateRequest.scan:type_name -> cellstore.v1.Scan
+	1,  // 43: cellstore.v1.AggregateRequest.value_type:type_name -> cellstore.v1.ValueType
+	26, // 44: cellstore.v1.AggregateRequest.histogram:type_name -> cellstore.v1.Histogram
+	4,  // 45: cellstore.v1.BulkDeleteRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	23, // 46: cellstore.v1.BulkDeleteRequest.scan:type_name -> cellstore.v1.Scan
+	3,  // 47: cellstore.v1.BulkDeleteRequest.delete_type:type_name -> cellstore.v1.BulkDeleteRequest.DeleteType
+	45, // 48: cellstore.v1.ResponseHeader.error:type_name -> cellstore.v1.ErrorDetail
+	4,  // 49: cellstore.v1.CallFunctionRequest.region:type_name -> cellstore.v1.RegionSpecifier
+	23, // 50: cellstore.v1.CallFunctionRequest.scan:type_name -> cellstore.v1.Scan
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_client_proto_init() }
@@ -3073,14 +3148,14 @@ func file_cellstore_v1_client_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
-	file_cellstore_v1_client_proto_msgTypes[24].OneofWrappers = []any{}
+	file_cellstore_v1_client_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_client_proto_rawDesc), len(file_cellstore_v1_client_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
