@@ -9,38 +9,49 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
 
-// TestWriteBackoff: a write to a region waits MaxWriteBackoff × (percent/100)^4 of the pressure its
-// last write answer reported; an answer without pressure clears it; a negative MaxWriteBackoff
-// never waits; a wait ends with the write's context.
+// TestWriteBackoff: an answer with pressure p holds writes to its region for MaxWriteBackoff ×
+// (p/100)^4; an answer without pressure clears the hold; a hold ends by itself; a wait ends with
+// the write's context; a negative MaxWriteBackoff never holds; the holds kept stay bounded.
 func TestWriteBackoff(t *testing.T) {
-	c := &Client{cfg: Config{MaxWriteBackoff: 800 * time.Millisecond}}
 	for _, tc := range []struct {
 		percent uint32
 		want    time.Duration
 	}{{0, 0}, {50, 50 * time.Millisecond}, {100, 800 * time.Millisecond}, {250, 800 * time.Millisecond}} {
-		c.notePressure("r1", &pb.WritePressure{Percent: tc.percent})
-		if got := c.backoffFor("r1"); got != tc.want {
+		if got := backoffFor(800*time.Millisecond, tc.percent); got != tc.want {
 			t.Errorf("pressure %d: backoff %v, want %v", tc.percent, got, tc.want)
 		}
 	}
-	if got := c.backoffFor("r2"); got != 0 {
-		t.Errorf("a region never answered: backoff %v", got)
+	if got := backoffFor(-1, 100); got != 0 {
+		t.Errorf("backoff off: %v", got)
 	}
-	c.notePressure("r1", nil)
-	if got := c.backoffFor("r1"); got != 0 {
-		t.Errorf("after an answer without pressure: backoff %v", got)
-	}
+
+	c := &Client{cfg: Config{MaxWriteBackoff: time.Hour}}
 	c.notePressure("r1", &pb.WritePressure{Percent: 100})
+	if d := c.heldFor("r2", "r1"); d < 59*time.Minute || d > time.Hour {
+		t.Errorf("held for %v after an answer at 100 %% with an hour's backoff", d)
+	}
+	if d := c.heldFor("r2"); d != 0 {
+		t.Errorf("a region never answered with pressure: held %v", d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := c.writeBackoff(ctx, "r2", "r1"); !errors.Is(err, context.Canceled) {
 		t.Errorf("a wait whose context ends: %v", err)
 	}
-	if err := c.writeBackoff(context.Background(), "r2"); err != nil {
-		t.Errorf("no pressure: %v", err)
+	c.notePressure("r1", nil)
+	if err := c.writeBackoff(ctx, "r1"); err != nil || c.heldFor("r1") != 0 {
+		t.Errorf("after an answer without pressure: %v, held %v", err, c.heldFor("r1"))
 	}
-	c.cfg.MaxWriteBackoff = -1
-	if got := c.backoffFor("r1"); got != 0 {
-		t.Errorf("backoff off: %v", got)
+
+	// A hold ends by itself, and expired holds are dropped once there are many.
+	c.cfg.MaxWriteBackoff = time.Nanosecond
+	for i := range 3 * maxHolds {
+		c.notePressure(string(rune('a'+i%26))+string(rune(i)), &pb.WritePressure{Percent: 100})
+	}
+	if n := len(c.holds.until); n > maxHolds {
+		t.Errorf("%d holds kept, bound %d", n, maxHolds)
+	}
+	if err := c.writeBackoff(ctx, "a"+string(rune(0))); err != nil {
+		t.Errorf("an expired hold still held the write: %v", err)
 	}
 }

@@ -50,11 +50,12 @@ type Config struct {
 	// HedgeDelay is how long a TIMELINE read waits for the primary before also asking the
 	// replicas. Default 10 ms.
 	HedgeDelay time.Duration
-	// MaxWriteBackoff is the longest a write waits before it is sent to a region whose last answer
-	// reported write pressure (pb.WritePressure: the region nearing the memstore size at which its
-	// server blocks writes): it waits MaxWriteBackoff × (percent/100)^4, so that writers slow down
-	// before the region blocks them (HBase's client backoff, hbase.client.backpressure.enabled
-	// with its exponential policy). Default 500 ms; negative: writes never wait.
+	// MaxWriteBackoff is the longest a region's write answer holds the client's next writes to
+	// the region back: an answer reporting write pressure (pb.WritePressure: the region nearing the
+	// memstore size at which its server blocks writes) holds them for MaxWriteBackoff ×
+	// (percent/100)^4, so that writers slow down before the region blocks them (HBase's client
+	// backoff with its exponential policy; HBase's is off unless hbase.client.backpressure.enabled,
+	// this one is on). Default 500 ms; negative: writes never wait.
 	MaxWriteBackoff time.Duration
 	// External is for a client outside the cluster's network (a laptop, another cluster):
 	// Masters are external addresses (spec.externalAccess), and the client asks the masters for
@@ -119,9 +120,8 @@ type Client struct {
 
 	nonceGroup uint64
 
-	// pressure holds the write pressure (percent) the last write answer of a region reported, for
-	// the regions under some (region name → uint32); see writeBackoff.
-	pressure sync.Map
+	// holds hold writes to regions whose last write answer reported pressure (backoff.go).
+	holds holds
 
 	emu       sync.Mutex
 	external  map[string]string // External: advertised address -> external address
@@ -451,14 +451,7 @@ func (c *Client) backoff(ctx context.Context, attempt int, cause error) error {
 	if c.cfg.Logger != nil {
 		c.cfg.Logger.DebugContext(ctx, "retrying", "attempt", attempt, "pause", wait, "error", cause)
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, wait)
 }
 
 // retryable says whether an error answer from a server can succeed when retried (after

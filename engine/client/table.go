@@ -291,10 +291,7 @@ func (t *Table) Mutate(ctx context.Context, m *Mutation) (*Result, error) {
 	}
 	msg, block := m.encode(nil, t.c.nonce(m))
 	var res *Result
-	err := t.c.withRegion(ctx, t, m.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
-		if err := t.c.writeBackoff(ctx, loc.region); err != nil {
-			return err
-		}
+	err := t.c.withRegionWrite(ctx, t, m.Row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
 		var resp pb.MutateResponse
 		req := &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: loc.region}, Mutation: msg, NonceGroup: t.c.nonceGroup}
 		cells, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, req, block, &resp, nil)
@@ -370,10 +367,7 @@ func (c *Client) encodeAtomic(ms []*Mutation, what string, sameRow, putsDeletes 
 // whether it was processed.
 func (t *Table) sendAtomic(ctx context.Context, row, block []byte, action func(*pb.RegionSpecifier) *pb.RegionAction) (bool, error) {
 	var processed bool
-	err := t.c.withRegion(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
-		if err := t.c.writeBackoff(ctx, loc.region); err != nil {
-			return err
-		}
+	err := t.c.withRegionWrite(ctx, t, row, func(ctx context.Context, conn *rpc.Conn, loc *location) error {
 		var resp pb.MultiResponse
 		req := &pb.MultiRequest{NonceGroup: t.c.nonceGroup, RegionActions: []*pb.RegionAction{action(&pb.RegionSpecifier{Name: loc.region})}}
 		if _, err := conn.Call(ctx, pb.Method_METHOD_MULTI, req, block, &resp, nil); err != nil {
@@ -416,6 +410,16 @@ func (c *Client) noteTry(ctx context.Context, loc *location, start time.Time, er
 // withRegion runs fn against the primary of the region holding row, relocating and retrying on
 // the answers that say a retry can succeed, until the operation's deadline.
 func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(context.Context, *rpc.Conn, *location) error) error {
+	return c.withRegionTries(ctx, t, row, false, fn)
+}
+
+// withRegionWrite is withRegion for a write: each try first waits out the region's write
+// backoff (backoff.go), on the operation's time, not the try's.
+func (c *Client) withRegionWrite(ctx context.Context, t *Table, row []byte, fn func(context.Context, *rpc.Conn, *location) error) error {
+	return c.withRegionTries(ctx, t, row, true, fn)
+}
+
+func (c *Client) withRegionTries(ctx context.Context, t *Table, row []byte, write bool, fn func(context.Context, *rpc.Conn, *location) error) error {
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	var lastErr error
@@ -430,6 +434,11 @@ func (c *Client) withRegion(ctx context.Context, t *Table, row []byte, fn func(c
 		if err == nil {
 			var conn *rpc.Conn
 			if conn, err = c.conn(ctx, loc.addr); err == nil {
+				if write {
+					if err := c.writeBackoff(ctx, loc.region); err != nil {
+						return fmt.Errorf("client: %w while the region's write backoff held the write (last error: %v)", err, lastErr)
+					}
+				}
 				actx, acancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
 				start := time.Now()
 				err = fn(actx, conn, loc)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -386,6 +387,17 @@ func errorKind(err error) string {
 	return "OTHER"
 }
 
+// CheckCommand says what is wrong with running command on threads goroutines, if anything.
+func CheckCommand(command string, threads int) error {
+	if !slices.Contains(Commands, command) {
+		return fmt.Errorf("unknown command %q; known: %s", command, strings.Join(Commands, ", "))
+	}
+	if threads <= 0 {
+		return fmt.Errorf("threads must be positive, got %d", threads)
+	}
+	return nil
+}
+
 // Run runs command on threads goroutines and returns the report; thread i uses
 // clients[i % len(clients)] (see Connections).
 func Run(ctx context.Context, clients []*client.Client, command string, threads int, opts Options) (*Report, error) {
@@ -393,15 +405,8 @@ func Run(ctx context.Context, clients []*client.Client, command string, threads 
 		return nil, errors.New("pe: no client to run with")
 	}
 	c := clients[0]
-	known := false
-	for _, k := range Commands {
-		known = known || k == command
-	}
-	if !known {
-		return nil, fmt.Errorf("unknown command %q; known: %s", command, strings.Join(Commands, ", "))
-	}
-	if threads <= 0 {
-		return nil, fmt.Errorf("threads must be positive, got %d", threads)
+	if err := CheckCommand(command, threads); err != nil {
+		return nil, err
 	}
 	if opts.Rows <= 0 && opts.Duration <= 0 {
 		return nil, errors.New("give --rows (per thread) or --duration")

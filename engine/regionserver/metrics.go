@@ -139,10 +139,11 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		counter("wal_backlog_flush_total", "Flushes forced by a WAL that keeps too many objects or segments for unflushed edits (HBase's maxlogs): a dead server's recovery reads them all.", &m.backlogFlushes),
 		gauge("region_count", "Online regions (HBase regionCount).", func() float64 { return float64(len(s.OnlineRegions())) }),
 		gauge("memstore_limit_bytes", "The memstore budget: writes block when the regions' memstore chunks fill it (flushes start at 75%).", func() float64 { return float64(s.cfg.MemstoreBytes) }),
-		gauge("memstore_write_pressure_percent", "The highest write pressure write answers report (0-100: from a region's flush size, or the server's flush watermark, to where writes block); clients back off as it rises.", func() float64 {
+		gauge("memstore_write_pressure_percent", "The highest write pressure of the regions this server writes, as write answers report it (0-100: from a region's flush size, or the server's flush watermark, to where writes block); clients back off as it rises.", func() float64 {
 			p := s.memPressure.Load()
 			s.regions.Range(func(_, v any) bool {
-				if r := v.(*onlineRegion).r.Load(); r != nil {
+				or := v.(*onlineRegion)
+				if r := or.r.Load(); r != nil && or.live() && !r.IsReplica() {
 					p = max(p, r.WritePressure())
 				}
 				return true

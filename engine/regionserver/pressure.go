@@ -136,10 +136,12 @@ func (s *Server) relievePressure() {
 		}
 		return true
 	})
-	s.memPressure.Store(region.PressureBetween(total, int64(pressureHigh*limit), int64(limit)))
+	note := func() { s.memPressure.Store(region.PressureBetween(total, int64(pressureHigh*limit), int64(limit))) }
+	note()
 	if float64(total) < pressureHigh*limit {
 		return
 	}
+	defer note() // the flushes below take time: write answers meanwhile report the figure from before them
 	for float64(total) >= pressureLow*limit && len(regions) > 0 {
 		big := 0
 		for i := range regions {
@@ -165,5 +167,6 @@ func (s *Server) relievePressure() {
 			continue
 		}
 		total -= h.bytes
+		note()
 	}
 }

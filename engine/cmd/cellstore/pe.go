@@ -55,6 +55,9 @@ func peCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := pe.CheckCommand(args[0], threads); err != nil {
+				return err // before any connection is made
+			}
 			conns, err := pe.Connections(oneCon, connCount, threads)
 			if err != nil {
 				return err
