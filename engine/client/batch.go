@@ -226,7 +226,7 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	}
 	var writes []string // the regions this request writes to
 	for i, sa := range sent {
-		if hasMutation(req.RegionActions[i]) {
+		if req.RegionActions[i].Writes() {
 			writes = append(writes, sa.loc.region)
 		}
 	}
@@ -258,7 +258,7 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	var answered []bool // by action index, for the region actions answered one by one
 	for ri, rr := range resp.Results {
 		g := sent[ri]
-		if hasMutation(req.RegionActions[ri]) {
+		if req.RegionActions[ri].Writes() { // its answer says the region's write pressure, none meaning none
 			c.notePressure(g.loc.region, rr.Pressure)
 		}
 		if rr.Exception == nil && g.atomic {
@@ -369,15 +369,4 @@ func (c *Client) noteRegionError(t *Table, loc *location, d *pb.ErrorDetail) {
 	case pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, pb.ErrorCode_ERROR_CODE_WRONG_REGION:
 		c.cache.invalidate(t.name, loc.region)
 	}
-}
-
-// hasMutation says whether a region action writes (its answer then says the region's write
-// pressure, none meaning none).
-func hasMutation(ra *pb.RegionAction) bool {
-	for _, a := range ra.GetActions() {
-		if a.GetMutation() != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -165,16 +165,7 @@ func (s *Server) fenceClosed(regionName string) *pb.ErrorDetail {
 
 func hasWrites(ras []*pb.RegionAction) bool {
 	for _, ra := range ras {
-		if regionActionWrites(ra) {
-			return true
-		}
-	}
-	return false
-}
-
-func regionActionWrites(ra *pb.RegionAction) bool {
-	for _, a := range ra.GetActions() {
-		if a.GetMutation() != nil {
+		if ra.Writes() {
 			return true
 		}
 	}
@@ -199,7 +190,7 @@ func regionGroups(ras []*pb.RegionAction) (groups [][]int, writers int) {
 			writes = append(writes, false)
 		}
 		groups[g] = append(groups[g], i)
-		if !writes[g] && regionActionWrites(ra) {
+		if !writes[g] && ra.Writes() {
 			writes[g] = true
 			writers++
 		}
@@ -695,7 +686,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
 	name := ra.GetRegion().GetName()
 	rar := &pb.RegionActionResult{}
-	or, r, d := s.lookupUntil(name, until, !regionActionWrites(ra))
+	or, r, d := s.lookupUntil(name, until, !ra.Writes())
 	if d == nil {
 		d = s.checkRead(or)
 	}
