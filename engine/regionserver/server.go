@@ -106,6 +106,9 @@ type Config struct {
 	// WALCommitDelay is how long a WAL commit may wait for more writers (wal.Options.CommitDelay,
 	// wal.ObjectLogOptions.CommitDelay; one sync slot or PUT in flight).
 	WALCommitDelay time.Duration
+	// WALNoZeroAhead turns off writing zeros ahead of the log into preallocated segments
+	// (wal.Options.NoZeroAhead).
+	WALNoZeroAhead bool
 	// Compaction is how regions compact (region.CompactionConfig; zero values: the defaults);
 	// it changes while the server runs (SetCompaction).
 	Compaction region.CompactionConfig
@@ -663,7 +666,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 	}
 	opts := wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
 		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code),
-		Slow: s.slowCommit, SlowCommit: time.Nanosecond}
+		Slow: s.slowCommit, SlowCommit: time.Nanosecond, NoZeroAhead: s.cfg.WALNoZeroAhead}
 	if s.cfg.WALGroups > 1 {
 		m, err := wal.OpenMulti(opts, s.cfg.WALGroups)
 		if err != nil {

@@ -56,6 +56,23 @@ type Preallocator interface {
 	Trim(size int64) error
 }
 
+// Zeroer is implemented by preallocated files (Preallocator) whose reserved space can be written
+// with zeros ahead of the writer (local files). On ext4 and XFS preallocated space is "unwritten":
+// the first write into each block converts it, a change to the file's extents that the next
+// sync must journal, so a log appending small records into preallocated space pays a journal
+// commit every few syncs. Blocks written with zeros beforehand are overwritten in place, and the
+// writer's syncs flush data alone.
+//
+// WriteZeros writes zeros over [off, off+n) without moving the write position and without
+// syncing; the caller must make sure no data it wrote (or will write before the call returns)
+// lies in that range. A failed WriteZeros does not fail the file's other writes. StartWriteback
+// starts writing [off, off+n) to the disk and returns at once (so that the zeros do not ride on
+// the writer's next sync); its errors, and the zeros' write-back errors, reach the next Sync.
+type Zeroer interface {
+	WriteZeros(off, n int64) error
+	StartWriteback(off, n int64) error
+}
+
 // File is a file open for writing. Writes append.
 type File interface {
 	io.Writer

@@ -312,6 +312,32 @@ func (f *localFile) Preallocate(size int64) error {
 	return nil
 }
 
+// zeros is the source of WriteZeros (read-only).
+var zeros = make([]byte, 256<<10)
+
+// WriteZeros implements Zeroer.
+func (f *localFile) WriteZeros(off, n int64) error {
+	if err := f.stickyErr(); err != nil {
+		return err
+	}
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		if _, err := f.f.WriteAt(zeros[:k], off); err != nil {
+			return pathErr("write zeros", f.path, err)
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+// StartWriteback implements Zeroer.
+func (f *localFile) StartWriteback(off, n int64) error {
+	if err := startWriteback(f.f, off, n); err != nil {
+		return pathErr("start write-back", f.path, err)
+	}
+	return nil
+}
+
 // Trim implements Preallocator.
 func (f *localFile) Trim(size int64) error { return truncateSynced(f.f, f.path, size) }
 

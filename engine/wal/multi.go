@@ -166,6 +166,7 @@ func (m *MultiWAL) Stats() Stats {
 		st.RollErrors += gs.RollErrors
 		st.Failures += gs.Failures
 		st.SegmentsArchived += gs.SegmentsArchived
+		st.ZeroedBytes += gs.ZeroedBytes
 		st.Segments += gs.Segments
 		st.LastSeq = max(st.LastSeq, gs.LastSeq)
 		st.SyncedSeq = max(st.SyncedSeq, gs.SyncedSeq)
