@@ -67,7 +67,7 @@ type Preallocator interface {
 // syncing; the caller must make sure no data it wrote (or will write before the call returns)
 // lies in that range. A failed WriteZeros does not fail the file's other writes. StartWriteback
 // starts writing [off, off+n) to the disk and returns at once (so that the zeros do not ride on
-// the writer's next sync); its errors, and the zeros' write-back errors, reach the next Sync.
+// the writer's next sync); the zeros' write-back errors reach the file's next Sync (or Trim).
 type Zeroer interface {
 	WriteZeros(off, n int64) error
 	StartWriteback(off, n int64) error

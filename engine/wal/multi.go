@@ -167,6 +167,7 @@ func (m *MultiWAL) Stats() Stats {
 		st.Failures += gs.Failures
 		st.SegmentsArchived += gs.SegmentsArchived
 		st.ZeroedBytes += gs.ZeroedBytes
+		st.ZeroErrors += gs.ZeroErrors
 		st.Segments += gs.Segments
 		st.LastSeq = max(st.LastSeq, gs.LastSeq)
 		st.SyncedSeq = max(st.SyncedSeq, gs.SyncedSeq)

@@ -542,6 +542,7 @@ func (w *WAL) trimSegment(s *activeSegment) error {
 	if !s.preallocated {
 		return nil
 	}
+	s.noZero = true // for good: a failed trim may have cut the file already
 	if err := s.f.(storage.Preallocator).Trim(s.meta.size); err != nil {
 		return fmt.Errorf("wal: trim preallocated segment %s to %d bytes: %w", s.meta.path, s.meta.size, err)
 	}
@@ -841,21 +842,27 @@ func (w *WAL) run() {
 // fills a block (measured on this project's development disk with a scratch program, write +
 // fdatasync of 1,140 bytes, the size of a commit of 16 writers: 163–208 µs per sync into
 // preallocated space against 145–176 µs into blocks written before; 4 KiB: 225–342 against
-// 156–165). So a zeroer keeps zeroAhead bytes past the log's end written with zeros, zeroChunk at
-// a time, and starts their write-back at once so they do not ride on the log's next sync; a
-// commit's syncs then flush its data alone, and only the first sync after each chunk journals the
-// chunk's conversion. Commits of zeroSmallCommit bytes or more (a bulk load's batches) do not
-// call the zeroer: their syncs are dominated by their own data, and zeros written ahead of them
-// would double the bytes the log writes.
+// 156–165). So a zeroer keeps at least zeroAhead/2 and at most zeroAhead + zeroChunk bytes past
+// the log's end written with zeros, zeroChunk at a time, and starts their write-back at once so
+// they do not ride on the log's next sync; a commit's syncs then flush its data alone, and only
+// the first sync after a chunk journals the chunk's conversion. Every block of the log is thus
+// written twice, zeros first: small commits, whose syncs cost the same for a few hundred bytes or
+// a few KiB, are what it is for. Commits of zeroSmallCommit bytes or more (a bulk load's batches)
+// do not call the zeroer (each new segment still gets its first zeroAhead bytes zeroed): their
+// syncs are dominated by their own data.
 //
-// The zeros never cover a record: the zeroer writes only past the segment's written size, under
-// the lock every segment write holds (wmu), and never past the preallocated size or into a segment
-// trimmed or closed (a roll, a close, a failure: preallocated and closed are cleared and set under
-// wmu). A failed write of zeros stops the zeroer for that segment and fails nothing else; the
-// zeros' write-back errors reach the log's next sync like any other.
+// The zeros never cover a record: the zeroer writes only from the first page boundary past the
+// segment's written size (so it never dirties a page holding records again), under the lock
+// every segment write holds (wmu, a chunk at a time: a commit waits for at most one chunk's
+// copy into the page cache), and never past the preallocated size or into a segment being
+// trimmed or closed (a roll, a close, a failure: noZero and closed are set under wmu). A failed
+// write of zeros stops the zeroer for that segment (Stats.ZeroErrors) and fails nothing else;
+// the zeros' write-back errors reach the file's next sync — the log's, or a roll's trim, which
+// then fails and is retried — like any other write's.
 const (
 	zeroAhead       = 1 << 20
-	zeroChunk       = 256 << 10
+	zeroChunk       = 64 << 10
+	zeroAlign       = 4 << 10
 	zeroSmallCommit = 64 << 10
 )
 
@@ -882,7 +889,7 @@ func (w *WAL) zeroAhead() {
 			w.wmu.Unlock()
 			return
 		}
-		from := max(s.zeroedTo, s.meta.size)
+		from := max(s.zeroedTo, (s.meta.size+zeroAlign-1)/zeroAlign*zeroAlign)
 		n := min(zeroChunk, w.opts.SegmentSize-from)
 		if from >= s.meta.size+zeroAhead || n <= 0 {
 			w.wmu.Unlock()
@@ -891,6 +898,7 @@ func (w *WAL) zeroAhead() {
 		err := z.WriteZeros(from, n)
 		if err != nil {
 			s.noZero = true
+			w.stats.zeroErrors.Add(1)
 		} else {
 			s.zeroedTo = from + n
 		}
@@ -995,7 +1003,7 @@ func (w *WAL) commit() {
 		}
 		b.reset()
 		w.spare = b
-		if n < zeroSmallCommit && s.preallocated && !s.noZero && s.zeroedTo-s.meta.size < zeroAhead/2 {
+		if n < zeroSmallCommit && s.preallocated && !s.noZero && s.zeroedTo < w.opts.SegmentSize && s.zeroedTo-s.meta.size < zeroAhead/2 {
 			kick(w.zkick)
 		}
 	}
@@ -1351,6 +1359,7 @@ type Stats struct {
 	LastSeq          uint64 // highest sequence id assigned
 	SyncedSeq        uint64 // every record up to this sequence id is durable
 	ZeroedBytes      uint64 // zeros written ahead of the log (Options.NoZeroAhead)
+	ZeroErrors       uint64 // failed writes of zeros (each stops the zeroer for its segment)
 	// CommitsDelayed counts commits whose leader waited for more writers (Options.CommitDelay)
 	// and saw them come; CommitDelaysExpired those whose delay ran out first.
 	CommitsDelayed, CommitDelaysExpired uint64
@@ -1369,7 +1378,7 @@ func SyncLatencyBound(i int) time.Duration { return 16 * time.Microsecond << i }
 type counters struct {
 	appends, appendedBytes, bytesWritten, syncs, syncNanos atomic.Uint64
 	rolls, rollErrors, failures, archived, syncedSeq       atomic.Uint64
-	zeroedBytes                                            atomic.Uint64
+	zeroedBytes, zeroErrors                                atomic.Uint64
 	segments                                               atomic.Int64
 	latency                                                [NumLatencyBuckets]atomic.Uint64
 }
@@ -1410,6 +1419,7 @@ func (w *WAL) Stats() Stats {
 		LastSeq:          w.lastAssigned.Load(),
 		SyncedSeq:        w.stats.syncedSeq.Load(),
 		ZeroedBytes:      w.stats.zeroedBytes.Load(),
+		ZeroErrors:       w.stats.zeroErrors.Load(),
 	}
 	if w.delay != nil {
 		s.CommitsDelayed, s.CommitDelaysExpired = w.delay.joined.Load(), w.delay.expired.Load()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,21 +68,28 @@ func TestLocalZeroAhead(t *testing.T) {
 	const segSize = 4 << 20
 	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1", SegmentSize: segSize})
 	defer w.Close()
+	segs, err := w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, segs[0].Path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != segSize {
+		t.Skipf("segment not preallocated (size %d): the file system under %s lacks fallocate", fi.Size(), root)
+	}
 	for i := range 200 {
 		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, 10*time.Second, "zeros ahead of the log", func() bool { return w.Stats().ZeroedBytes >= zeroAhead })
-	segs, err := w.Segments()
-	if err != nil {
+	if segs, err = w.Segments(); err != nil {
 		t.Fatal(err)
 	}
 	active := segs[len(segs)-1]
-	path := filepath.Join(root, active.Path)
-	if fi, err := os.Stat(path); err != nil || fi.Size() != segSize {
-		t.Skipf("segment not preallocated (size %v, %v): the file system under %s lacks fallocate", fi.Size(), err, root)
-	}
 	// At least half the window past the end is written (the zeroer is called below that); the
 	// rest of the segment is not (yet).
 	unwritten, ok := unwrittenExtents(t, path, active.Size, zeroAhead/2)
@@ -98,8 +106,10 @@ func TestLocalZeroAhead(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Size() != active.Size {
-		t.Fatalf("closed segment: size %v (%v), want %d", fi.Size(), err, active.Size)
+	if fi, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	} else if fi.Size() != active.Size {
+		t.Fatalf("closed segment: size %d, want %d", fi.Size(), active.Size)
 	}
 	if edits := mustReplay(t, fs, "wal/rs1"); len(edits) != 200 {
 		t.Fatalf("replayed %d edits, want 200", len(edits))
@@ -107,47 +117,54 @@ func TestLocalZeroAhead(t *testing.T) {
 	t.Logf("zeroed %d bytes ahead of %d written", zeroed, active.Size)
 
 	// Segments smaller than the window, rolled under concurrent writers: the zeroer races every
-	// roll's trim and every commit's write.
-	w2 := mustOpen(t, Options{FS: fs, Dir: "wal/rs2", SegmentSize: 16 << 10})
-	const writers, each = 8, 300
-	appendFrom(t, writers, each, func(e *Edit) error { _, err := w2.Append(e, SyncWAL); return err })
-	st := w2.Stats()
-	if st.Rolls < 10 || st.ZeroedBytes == 0 {
-		t.Fatalf("%d rolls, %d bytes zeroed: the test did not race the zeroer with rolls", st.Rolls, st.ZeroedBytes)
-	}
-	if err := w2.Close(); err != nil {
-		t.Fatal(err)
-	}
-	edits, r, err := replayAll(t, fs, "wal/rs2", ReplayOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tail, torn := r.TornTail(); torn {
-		t.Fatalf("a closed WAL has a torn tail: %+v", tail)
-	}
-	seen := map[uint64]bool{}
-	for _, e := range edits {
-		if seen[e.Seq] {
-			t.Fatalf("sequence id %d replayed twice", e.Seq)
+	// roll's trim and every commit's write, in every group-commit configuration.
+	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
+		dir := "wal/" + strings.ReplaceAll(t.Name(), "/", "-")
+		opts := Options{FS: fs, Dir: dir, SegmentSize: 16 << 10}
+		set(&opts)
+		w2 := mustOpen(t, opts)
+		const writers, each = 8, 300
+		appendFrom(t, writers, each, func(e *Edit) error { _, err := w2.Append(e, SyncWAL); return err })
+		st := w2.Stats()
+		if st.Rolls < 10 || st.ZeroedBytes == 0 || st.ZeroErrors != 0 {
+			t.Fatalf("%d rolls, %d bytes zeroed, %d failed: the test did not race the zeroer with rolls", st.Rolls, st.ZeroedBytes, st.ZeroErrors)
 		}
-		seen[e.Seq] = true
-	}
-	if len(seen) != writers*each {
-		t.Fatalf("replayed %d edits, want %d", len(seen), writers*each)
-	}
-	names, err := fs.List("wal/rs2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		fi, err := os.Stat(filepath.Join(root, "wal/rs2", name))
+		segs, err := w2.Segments()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Size() >= 32<<10 {
-			t.Fatalf("segment %s is %d bytes: zeros were written past its preallocated end", name, fi.Size())
+		if err := w2.Close(); err != nil {
+			t.Fatal(err)
 		}
-	}
+		// Every segment is exactly its records: the closed ones since their roll, the last since
+		// the close (no zeros after a trim).
+		for _, sg := range segs {
+			fi, err := os.Stat(filepath.Join(root, sg.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() != sg.Size {
+				t.Fatalf("segment %s is %d bytes, its records %d", sg.Path, fi.Size(), sg.Size)
+			}
+		}
+		edits, r, err := replayAll(t, fs, dir, ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tail, torn := r.TornTail(); torn {
+			t.Fatalf("a closed WAL has a torn tail: %+v", tail)
+		}
+		seen := map[uint64]bool{}
+		for _, e := range edits {
+			if seen[e.Seq] {
+				t.Fatalf("sequence id %d replayed twice", e.Seq)
+			}
+			seen[e.Seq] = true
+		}
+		if len(seen) != writers*each {
+			t.Fatalf("replayed %d edits, want %d", len(seen), writers*each)
+		}
+	})
 
 	// Turned off, nothing is zeroed.
 	w3 := mustOpen(t, Options{FS: fs, Dir: "wal/rs3", SegmentSize: segSize, NoZeroAhead: true})
