@@ -111,7 +111,7 @@ func TestHBaseJavaClient(t *testing.T) {
 	jars, pe, _ := hbaseClient(t)
 	cp := compileHBaseProgram(t, jars)
 	p := startStandalone(t, bin, t.TempDir())
-	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "batch", "split", "readall", "merge", "tags", "limits", "filters", "atomic", "alter", "truncate", "snapshots", "drop")
+	runHBaseProgram(t, cp, p.data, "create", "putget", "scan", "batch", "split", "readall", "merge", "tags", "limits", "filters", "atomic", "alter", "truncate", "snapshots", "backpressure", "drop")
 	runHBaseEndpoints(t, pe, p.data)
 	runPerformanceEvaluation(t, pe, p.data)
 }

@@ -641,6 +641,63 @@ public class HBaseCompat {
         }
         break;
       }
+      case "backpressure": {
+        // HBase's client backoff (off unless hbase.client.backpressure.enabled and a backoff
+        // policy are set) reads the memstore load Cellstore's multi answers carry for a region
+        // past its flush size, and holds the next batch to that region back by the policy's
+        // time for it.
+        Configuration bc = new Configuration(conn.getConfiguration());
+        bc.setBoolean("hbase.client.backpressure.enabled", true);
+        bc.set("hbase.client.statistics.backoff-policy",
+            "org.apache.hadoop.hbase.client.backoff.ExponentialClientBackoffPolicy");
+        bc.setLong("hbase.client.exponential-backoff.max", 2000);
+        TableName bt = TableName.valueOf("compat_backpressure");
+        try (Admin admin = conn.getAdmin()) {
+          admin.createTable(TableDescriptorBuilder.newBuilder(bt).setMemStoreFlushSize(1 << 20)
+              .setColumnFamily(ColumnFamilyDescriptorBuilder.of(F)).build());
+        }
+        try (Connection bconn = ConnectionFactory.createConnection(bc);
+            Table t = bconn.getTable(bt);
+            RegionLocator rl = bconn.getRegionLocator(bt)) {
+          org.apache.hadoop.hbase.HRegionLocation loc = rl.getRegionLocation(b("row"));
+          org.apache.hadoop.hbase.ServerName sn = loc.getServerName();
+          byte[] rn = loc.getRegion().getRegionName();
+          org.apache.hadoop.hbase.client.ClusterConnection cc =
+              (org.apache.hadoop.hbase.client.ClusterConnection) bconn;
+          byte[] value = new byte[1024];
+          int load = 0;
+          long backoff = 0;
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+          // Batches of 2 MiB into a region that flushes at 1 MiB: an answer soon finds its
+          // memstore past the flush size.
+          for (int round = 0; backoff == 0; round++) {
+            check(System.nanoTime() < deadline, "no memstore load reached the client in 60 s (" + round + " batches)");
+            List<Put> puts = new ArrayList<>();
+            for (int i = 0; i < 2048; i++) {
+              puts.add(new Put(b(String.format("row-%04d-%04d", round, i))).addColumn(F, b("q"), value));
+            }
+            t.put(puts);
+            org.apache.hadoop.hbase.client.backoff.ServerStatistics ss = cc.getStatisticsTracker().getStats(sn);
+            if (ss == null || ss.getStatsForRegion(rn) == null) {
+              continue;
+            }
+            load = ss.getStatsForRegion(rn).getMemStoreLoadPercent();
+            backoff = cc.getBackoffPolicy().getBackoffTime(sn, rn, ss);
+          }
+          check(load > 0 && load <= 100, "memstore load " + load + " %");
+          long start = System.nanoTime();
+          t.put(java.util.Collections.singletonList(new Put(b("after")).addColumn(F, b("q"), value)));
+          long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+          check(took >= backoff, "the batch after a " + load + " % memstore load took " + took + " ms, the client's backoff for it is " + backoff + " ms");
+          check(t.exists(new Get(b("after"))), "the held-back put landed");
+          System.out.println("backpressure: memstore load " + load + " %, backoff " + backoff + " ms, next batch " + took + " ms");
+        }
+        try (Admin admin = conn.getAdmin()) {
+          admin.disableTable(bt);
+          admin.deleteTable(bt);
+        }
+        break;
+      }
       default:
         throw new IllegalArgumentException("unknown step " + step);
     }
