@@ -88,6 +88,11 @@ func runHBaseProgramEnv(t *testing.T, classpath, server string, env []string, de
 	if err != nil {
 		t.Fatalf("HBase Java client: %v\n%s", err, out)
 	}
+	for _, l := range strings.Split(out, "\n") {
+		if info, ok := strings.CutPrefix(l, "info "); ok {
+			t.Log(info)
+		}
+	}
 	logged := out
 	if denials {
 		var kept []string

@@ -1,6 +1,7 @@
 // Cellstore's HBase wire-compatibility program: the stock HBase Java client, configured only with
 // the RPC connection registry and bootstrap servers, runs the steps named on the command line
-// against a Cellstore server and prints "ok <step>" after each (anything else fails the run).
+// against a Cellstore server and prints "ok <step>" after each (anything else fails the run);
+// lines that begin with "info " say what a step measured (the Go test logs them).
 //
 //   java -cp <hbase client jars>:. HBaseCompat host:port step...
 import java.io.IOException;
@@ -690,7 +691,7 @@ public class HBaseCompat {
           long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
           check(took >= backoff, "the batch after a " + load + " % memstore load took " + took + " ms, the client's backoff for it is " + backoff + " ms");
           check(t.exists(new Get(b("after"))), "the held-back put landed");
-          System.out.println("backpressure: memstore load " + load + " %, backoff " + backoff + " ms, next batch " + took + " ms");
+          System.out.println("info backpressure: memstore load " + load + " %, backoff " + backoff + " ms, next batch " + took + " ms");
         }
         try (Admin admin = conn.getAdmin()) {
           admin.disableTable(bt);
