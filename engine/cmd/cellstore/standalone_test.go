@@ -282,6 +282,11 @@ func TestPECommands(t *testing.T) {
 	if r := pe("--rows", "300", "--autoFlush", "randomWrite", "2"); rows(r) != 600 {
 		t.Fatalf("randomWrite: %v", r)
 	}
+	// Un-batched writes to a WAL on a local directory: zeros go ahead of the log into its
+	// preallocated segment (docs/storage-format.md).
+	if z := metricValue(t, metricsOf(t, p.httpAddr), "cellstore_regionserver_wal_zeroed_bytes"); z <= 0 {
+		t.Fatalf("cellstore_regionserver_wal_zeroed_bytes = %v after un-batched writes to a WAL on a local directory", z)
+	}
 	// Reads of the 600 loaded rows: a missing row would be an error.
 	for _, cmd := range []string{"sequentialRead", "randomRead"} {
 		if r := pe("--rows", "300", cmd, "2"); rows(r) != 600 {
