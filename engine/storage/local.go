@@ -312,8 +312,8 @@ func (f *localFile) Preallocate(size int64) error {
 	return nil
 }
 
-// zeros is the source of WriteZeros (read-only).
-var zeros = make([]byte, 256<<10)
+// zeros is the source of WriteZeros (read-only; the WAL writes 64 KiB at a time).
+var zeros = make([]byte, 64<<10)
 
 // WriteZeros implements Zeroer.
 func (f *localFile) WriteZeros(off, n int64) error {

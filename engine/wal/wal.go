@@ -359,6 +359,10 @@ type activeSegment struct {
 	noZero   bool
 }
 
+// zeroable says whether the zeroer may still write into the segment (under wmu): preallocated,
+// not being trimmed or closed, no write of zeros failed.
+func (s *activeSegment) zeroable() bool { return s.preallocated && !s.closed && !s.noZero }
+
 type reqKind int
 
 const (
@@ -885,7 +889,7 @@ func (w *WAL) zeroAhead() {
 		w.wmu.Lock()
 		s := w.seg
 		z, ok := s.f.(storage.Zeroer)
-		if !ok || !s.preallocated || s.closed || s.noZero {
+		if !ok || !s.zeroable() {
 			w.wmu.Unlock()
 			return
 		}
@@ -1003,7 +1007,7 @@ func (w *WAL) commit() {
 		}
 		b.reset()
 		w.spare = b
-		if n < zeroSmallCommit && s.preallocated && !s.noZero && s.zeroedTo < w.opts.SegmentSize && s.zeroedTo-s.meta.size < zeroAhead/2 {
+		if n < zeroSmallCommit && s.zeroable() && s.zeroedTo < w.opts.SegmentSize && s.zeroedTo-s.meta.size < zeroAhead/2 {
 			kick(w.zkick)
 		}
 	}
