@@ -146,7 +146,6 @@ type worker struct {
 	opts  *Options
 	table *client.Table
 	rng   *rand.Rand
-	value []byte
 	rows  int // this thread's share of the key space
 	total int // all threads' rows
 	// mut buffers the writes when AutoFlush is false; each batch it sends is one operation,
@@ -158,14 +157,20 @@ type worker struct {
 	scanner *client.Scanner
 }
 
+// makeValue returns a new value as HBase's PerformanceEvaluation makes them: random capital
+// letters, each repeated eight times (so values compress about as well as there, neither all
+// alike nor random bytes); ValueSize long, or of a random length below twice that (ValueRandom).
 func (w *worker) makeValue() []byte {
-	if !w.opts.ValueRandom {
-		return w.value
+	n := w.opts.ValueSize
+	if w.opts.ValueRandom {
+		n = max(1, w.rng.IntN(w.opts.ValueSize*2))
 	}
-	n := max(1, w.rng.IntN(w.opts.ValueSize*2))
 	v := make([]byte, n)
-	for i := range v {
-		v[i] = byte('a' + w.rng.IntN(26))
+	for i := 0; i < n; i += 8 {
+		c := byte('A' + w.rng.IntN(26))
+		for j := i; j < min(i+8, n); j++ {
+			v[j] = c
+		}
 	}
 	return v
 }
@@ -451,14 +456,11 @@ func Run(ctx context.Context, clients []*client.Client, command string, threads 
 		hists[id] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 		errs[id] = map[string]int64{}
 		w := &worker{id: id, opts: &opts, table: clients[id%len(clients)].Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
-			rows: opts.Rows, total: opts.Rows * threads, value: make([]byte, opts.ValueSize),
+			rows: opts.Rows, total: opts.Rows * threads,
 			rec: &recorder{hist: hists[id], errs: errs[id], ops: &ops, rows: &rows, measureFrom: measureFrom}}
 		if !opts.AutoFlush {
 			w.mut = w.table.BufferedMutator(ctx, client.MutatorOptions{WriteBufferSize: opts.BufferSize,
 				MaxMutations: opts.BatchSize, MaxInFlight: opts.InFlight, OnBatch: w.rec.batchAnswered})
-		}
-		for i := range w.value {
-			w.value[i] = byte('a' + i%26)
 		}
 		wg.Add(1)
 		go func() {
