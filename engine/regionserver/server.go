@@ -109,6 +109,9 @@ type Config struct {
 	// WALNoZeroAhead turns off writing zeros ahead of the log into preallocated segments
 	// (wal.Options.NoZeroAhead).
 	WALNoZeroAhead bool
+	// WALNoCompression turns off compressing the records of each WAL object on object storage
+	// (wal.ObjectLogOptions.Compress; a directory tree's WAL is never compressed).
+	WALNoCompression bool
 	// Compaction is how regions compact (region.CompactionConfig; zero values: the defaults);
 	// it changes while the server runs (SetCompaction).
 	Compaction region.CompactionConfig
@@ -658,7 +661,8 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l, err := wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: s.cfg.Bucket, Prefix: dir, Writer: s.nameStr,
-			MaxInFlight: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: time.Nanosecond})
+			MaxInFlight: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code), Slow: s.slowCommit, SlowCommit: time.Nanosecond,
+			Compress: !s.cfg.WALNoCompression})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("regionserver: opening the WAL %s in %s: %w", dir, s.cfg.Bucket.Describe(), err)
 		}

@@ -270,8 +270,13 @@ func ArchiveDeadObjectLog(ctx context.Context, b storage.Bucket, prefix string, 
 		}); err != nil {
 			return err // damage: checked before a byte of it is archived
 		}
-		if kind, _, _ := checkHeader(data); kind == kindFence {
+		kind, _, _ := checkHeader(data)
+		if kind == kindFence {
 			return nil
+		}
+		data, err := objectRecords(data, kind) // (checked whole by applyObject above)
+		if err != nil {
+			return &CorruptionError{File: o.key, Offset: headerSize, Reason: err.Error()}
 		}
 		p.add(o.n, data[headerSize:])
 		units++

@@ -250,7 +250,7 @@ func checkHeader(h []byte) (kind byte, segNum uint64, err error) {
 		return 0, 0, fmt.Errorf("unsupported format version %d", v)
 	}
 	kind = h[10]
-	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence && kind != kindArchive {
+	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence && kind != kindArchive && kind != kindObjectS2 {
 		return 0, 0, fmt.Errorf("unknown file kind %d", kind)
 	}
 	return kind, binary.LittleEndian.Uint64(h[12:]), nil

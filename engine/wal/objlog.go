@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -75,6 +77,7 @@ type ObjectLog struct {
 	deleted    atomic.Uint64
 	// putBytes and putNanos: bytes and time of the successful PUTs.
 	putBytes, putNanos atomic.Uint64
+	recordBytes        atomic.Uint64 // the records in those objects, before compression
 }
 
 // ObjectLogOptions configure an ObjectLog.
@@ -107,6 +110,10 @@ type ObjectLogOptions struct {
 	// lately (the directory WAL's Options.CommitDelay, group.go): writers that would otherwise
 	// take turns in two groups, one PUT each, share one. At most 100 ms. Default 0.
 	CommitDelay time.Duration
+	// Compress S2-compresses each object's records (kind 6 in the object's header) when that
+	// saves an eighth of them or more: fewer bytes to PUT, to store and to read back at
+	// recovery. Readers handle both kinds whatever this says.
+	Compress bool
 }
 
 // MaxFenceWindow is how many numbers past the highest object a fence covers: more than any
@@ -126,7 +133,52 @@ var (
 const (
 	kindObject = 3
 	kindFence  = 4
+	// kindObjectS2: a log object whose records, as in a kindObject, are compressed whole in S2's
+	// block format (the decoded length first, as a uvarint). ObjectLogOptions.Compress.
+	kindObjectS2 = 6
 )
+
+// maxCompressedRecords bounds what one compressed object decodes to: the writer compresses no
+// larger batch, so a reader never allocates more than this for a damaged length.
+const maxCompressedRecords = 256 << 20
+
+// compressObject returns body (a kindObject with number n) with its records S2-compressed, as a
+// kindObjectS2, or body itself when that would not save an eighth of them.
+func compressObject(body []byte, n uint64) []byte {
+	recs := body[headerSize:]
+	if len(recs) == 0 || len(recs) > maxCompressedRecords {
+		return body
+	}
+	out := make([]byte, headerSize+s2.MaxEncodedLen(len(recs)))
+	appendHeader(out[:0], kindObjectS2, n)
+	enc := s2.Encode(out[headerSize:], recs)
+	if len(enc) > len(recs)-len(recs)/8 {
+		return body
+	}
+	return out[:headerSize+len(enc)]
+}
+
+// objectRecords returns the records of a log object (kindObject or kindObjectS2, header checked
+// by the caller) after a header: data itself for a kindObject, the decoded records behind a copy
+// of its header for a kindObjectS2. Offsets in the result are those of the uncompressed records.
+func objectRecords(data []byte, kind byte) ([]byte, error) {
+	if kind != kindObjectS2 {
+		return data, nil
+	}
+	n, err := s2.DecodedLen(data[headerSize:])
+	if err != nil {
+		return nil, fmt.Errorf("compressed records: %w", err)
+	}
+	if n > maxCompressedRecords {
+		return nil, fmt.Errorf("compressed records say they decode to %d bytes, more than the %d a log object holds", n, maxCompressedRecords)
+	}
+	out := make([]byte, headerSize+n)
+	copy(out, data[:headerSize])
+	if _, err := s2.Decode(out[headerSize:], data[headerSize:]); err != nil {
+		return nil, fmt.Errorf("compressed records: %w", err)
+	}
+	return out, nil
+}
 
 type putResult struct {
 	n       uint64            // object number
@@ -358,6 +410,9 @@ type ObjectLogStats struct {
 	PutRetries uint64
 	// PutBytes and PutNanos sum the size and the time of the objects written.
 	PutBytes, PutNanos uint64
+	// RecordBytes sums the records in the objects written before compression (Compress):
+	// RecordBytes/PutBytes is the compression ratio, headers aside.
+	RecordBytes uint64
 	// CommitsDelayed and CommitDelaysExpired: PUTs whose appender waited for more writers
 	// (CommitDelay) and saw them come, and those whose delay ran out first.
 	CommitsDelayed, CommitDelaysExpired uint64
@@ -367,7 +422,7 @@ type ObjectLogStats struct {
 func (l *ObjectLog) Stats() ObjectLogStats {
 	s := ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
 		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load(),
-		PutRetries: l.putRetries.Load()}
+		PutRetries: l.putRetries.Load(), RecordBytes: l.recordBytes.Load()}
 	if l.delay != nil {
 		s.CommitsDelayed, s.CommitDelaysExpired = l.delay.joined.Load(), l.delay.expired.Load()
 	}
@@ -468,6 +523,10 @@ func (l *ObjectLog) put(c objectCommit) {
 	key := objectKey(l.opts.Prefix, c.n)
 	start := time.Now()
 	deadline := start.Add(l.opts.Timeout)
+	records := len(c.body) - headerSize
+	if l.opts.Compress {
+		c.body = compressObject(c.body, c.n)
+	}
 	var err error
 	retries := 0
 	for attempt := 1; ; attempt++ {
@@ -494,6 +553,7 @@ func (l *ObjectLog) put(c objectCommit) {
 	if err == nil {
 		l.puts.Add(1)
 		l.putBytes.Add(uint64(len(c.body)))
+		l.recordBytes.Add(uint64(records))
 		l.putNanos.Add(uint64(took))
 	} else if l.failErr == nil {
 		l.failErr = l.failure(c.n, err)
@@ -665,8 +725,12 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 		objs[i] = numberedObject{n: n, key: objectKey(l.opts.Prefix, n)}
 	}
 	err := fetchObjects(ctx, l.opts.Bucket, objs, func(o numberedObject, data []byte) error {
-		if kind, num, err := checkHeader(data); err != nil || kind != kindObject || num != o.n {
+		kind, num, err := checkHeader(data)
+		if err != nil || kind != kindObject && kind != kindObjectS2 || num != o.n {
 			return &CorruptionError{File: o.key, Reason: fmt.Sprintf("not log object %d (header: kind %d, number %d, %v)", o.n, kind, num, err)}
+		}
+		if data, err = objectRecords(data, kind); err != nil {
+			return &CorruptionError{File: o.key, Offset: headerSize, Reason: err.Error()}
 		}
 		p.add(o.n, data[headerSize:])
 		done++
@@ -1097,8 +1161,11 @@ func applyObject(o numberedObject, data []byte, fn func(*Edit) error) error {
 	if kind == kindFence {
 		return nil
 	}
-	if kind != kindObject {
+	if kind != kindObject && kind != kindObjectS2 {
 		return bad(10, fmt.Sprintf("kind %d is not a log object", kind))
+	}
+	if data, err = objectRecords(data, kind); err != nil {
+		return bad(headerSize, err.Error())
 	}
 	return decodeRecords(data, o.key, fn)
 }

@@ -56,7 +56,12 @@ func TestStandaloneOnBucket(t *testing.T) {
 			if out := runShell(t, bin, p.master, "get 't1', 'r2'"); !strings.Contains(out, "value=world") {
 				t.Fatalf("get after a clean restart:\n%s", out)
 			}
-			runShell(t, bin, p.master, "put 't1', 'r3', 'cf:a', 'unflushed'; put 't1', 'r1', 'cf:a', 'changed'")
+			// r3's value compresses: its WAL object is written compressed (--wal-compression).
+			runShell(t, bin, p.master, "put 't1', 'r3', 'cf:a', 'unflushed"+strings.Repeat(" and unflushed", 30)+"'; put 't1', 'r1', 'cf:a', 'changed'")
+			m := metricsOf(t, p.httpAddr)
+			if rec, written := metricValue(t, m, "cellstore_regionserver_wal_record_bytes"), metricValue(t, m, "cellstore_regionserver_wal_written_bytes"); rec <= written {
+				t.Fatalf("WAL records %v bytes, written %v: the compressible edit was not compressed", rec, written)
+			}
 			p.stop(t, syscall.SIGKILL)
 
 			p = startStandalone(t, bin, "", flags...)
