@@ -55,3 +55,43 @@ func TestWriteBackoff(t *testing.T) {
 		t.Errorf("an expired hold still held the write: %v", err)
 	}
 }
+
+// A batch's writes to the regions of one server go in groups by their holds: a region held back
+// by write pressure does not delay the writes to the server's other regions, which leave at once,
+// and its own writes go when its hold ends.
+func TestBatchSendsAServersRegionsByTheirHolds(t *testing.T) {
+	_, ss, c := newCluster(t, 1, "h", "p") // r1 [, h), r2 [h, p), r3 [p, ), all on one server
+	const hold = 3 * time.Second
+	c.cfg.MaxWriteBackoff = hold
+	c.notePressure("r2", &pb.WritePressure{Percent: 100})
+	tb := c.Table("t")
+	var ops []BatchOp
+	for _, r := range []string{"a", "i", "q"} {
+		ops = append(ops, BatchOp{Mutation: NewPut([]byte(r)).Add("f", "q", 1, []byte("v-"+r))})
+	}
+	start := time.Now()
+	done := make(chan []BatchResult, 1)
+	go func() { done <- tb.Batch(context.Background(), ops) }()
+	has := func(row string) bool {
+		ss[0].mu.Lock()
+		defer ss[0].mu.Unlock()
+		return len(ss[0].rows[row]) > 0
+	}
+	for !has("a") || !has("q") {
+		if time.Since(start) > hold*2/3 {
+			t.Fatalf("the writes to regions not held were not applied within %v (a: %v, q: %v)", hold*2/3, has("a"), has("q"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if has("i") && time.Since(start) < hold-100*time.Millisecond {
+		t.Fatal("the held region's write went before its hold ended")
+	}
+	for i, r := range <-done {
+		if r.Err != nil {
+			t.Errorf("op %d: %v", i, r.Err)
+		}
+	}
+	if took := time.Since(start); !has("i") || took < hold-100*time.Millisecond {
+		t.Fatalf("the held region's write: applied %v after %v (hold %v)", has("i"), took, hold)
+	}
+}

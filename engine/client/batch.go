@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -99,7 +100,8 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		for addr, regions := range servers {
+		for _, sd := range c.splitByHold(servers, prep) {
+			addr, regions := sd.addr, sd.regions
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -204,6 +206,56 @@ func (c *Client) prepareRowMutations(ms []*Mutation, cond *pb.Condition) (prepar
 type regionGroup struct {
 	loc *location
 	idx []int
+}
+
+// multiSend is one multi request of a batch: regions of one server.
+type multiSend struct {
+	addr    string
+	regions []*regionGroup
+}
+
+// holdGranularity: regions whose write holds end within this of each other share a request.
+const holdGranularity = 10 * time.Millisecond
+
+// splitByHold makes the requests of a batch's round: one per server, or several when regions
+// there are held back by write pressure (backoff.go) — the regions not held go at once, the held
+// ones grouped by when their holds end (to holdGranularity), each group after its longest hold.
+// So a write to one region never waits for another region's hold, as HBase's client sends a
+// server's regions grouped by their backoff. Regions the batch only reads are never held.
+func (c *Client) splitByHold(servers map[string]map[string]*regionGroup, prep []prepared) []multiSend {
+	var sends []multiSend
+	for addr, regions := range servers {
+		var byHold map[time.Duration]int // hold bucket → index in sends
+		for _, g := range regions {
+			var bucket time.Duration
+			if writesTo(g, prep) {
+				if wait := c.heldFor(g.loc.region); wait > 0 {
+					bucket = (wait + holdGranularity - 1) / holdGranularity
+				}
+			}
+			if byHold == nil {
+				byHold = map[time.Duration]int{}
+			}
+			i, ok := byHold[bucket]
+			if !ok {
+				i = len(sends)
+				byHold[bucket] = i
+				sends = append(sends, multiSend{addr: addr})
+			}
+			sends[i].regions = append(sends[i].regions, g)
+		}
+	}
+	return sends
+}
+
+// writesTo says whether a region's share of a batch writes (a Mutation or RowMutations).
+func writesTo(g *regionGroup, prep []prepared) bool {
+	for _, i := range g.idx {
+		if prep[i].atomic != nil || prep[i].action.GetMutation() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // sentAction is what one region action of a multi request holds: batch operations of a region,
