@@ -146,8 +146,9 @@ type worker struct {
 	opts  *Options
 	table *client.Table
 	rng   *rand.Rand
-	rows  int // this thread's share of the key space
-	total int // all threads' rows
+	vrng  *rand.Rand // values' bytes and lengths
+	rows  int        // this thread's share of the key space
+	total int        // all threads' rows
 	// mut buffers the writes when AutoFlush is false; each batch it sends is one operation,
 	// recorded when it is answered (rec).
 	mut *client.BufferedMutator
@@ -157,17 +158,18 @@ type worker struct {
 	scanner *client.Scanner
 }
 
-// makeValue returns a new value as HBase's PerformanceEvaluation makes them: random capital
-// letters, each repeated eight times (so values compress about as well as there, neither all
-// alike nor random bytes); ValueSize long, or of a random length below twice that (ValueRandom).
+// makeValue returns a new value whose bytes are as HBase's PerformanceEvaluation makes them:
+// random capital letters, each repeated eight times (so values compress about as well as there,
+// neither all alike nor random bytes); ValueSize long, or of a random length below twice that
+// (ValueRandom). Values have their own random source: a seed picks the same rows whatever they are.
 func (w *worker) makeValue() []byte {
 	n := w.opts.ValueSize
 	if w.opts.ValueRandom {
-		n = max(1, w.rng.IntN(w.opts.ValueSize*2))
+		n = max(1, w.vrng.IntN(w.opts.ValueSize*2))
 	}
 	v := make([]byte, n)
 	for i := 0; i < n; i += 8 {
-		c := byte('A' + w.rng.IntN(26))
+		c := byte('A' + w.vrng.IntN(26))
 		for j := i; j < min(i+8, n); j++ {
 			v[j] = c
 		}
@@ -456,6 +458,7 @@ func Run(ctx context.Context, clients []*client.Client, command string, threads 
 		hists[id] = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 		errs[id] = map[string]int64{}
 		w := &worker{id: id, opts: &opts, table: clients[id%len(clients)].Table(opts.Table), rng: rand.New(rand.NewPCG(opts.Seed, uint64(id))),
+			vrng: rand.New(rand.NewPCG(opts.Seed^0x76616c756573, uint64(id))),
 			rows: opts.Rows, total: opts.Rows * threads,
 			rec: &recorder{hist: hists[id], errs: errs[id], ops: &ops, rows: &rows, measureFrom: measureFrom}}
 		if !opts.AutoFlush {

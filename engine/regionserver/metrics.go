@@ -100,7 +100,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 			case *wal.ObjectLog:
 				// A group commit is a PUT: it counts as the sync.
 				st := w.Stats()
-				return f(walStats{syncs: st.Puts, appends: st.Appends, bytes: st.PutBytes, records: st.RecordBytes, syncNanos: st.PutNanos})
+				return f(walStats{syncs: st.Puts, appends: st.Appends, bytes: st.PutBytes, records: st.PlainBytes, syncNanos: st.PutNanos})
 			}
 			return 0
 		}
@@ -170,7 +170,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),
 		gauge("wal_append_count", "WAL appends (HBase appendCount).", walStat(func(w walStats) float64 { return float64(w.appends) })),
 		gauge("wal_written_bytes", "Bytes written to WAL segments.", walStat(func(w walStats) float64 { return float64(w.bytes) })),
-		gauge("wal_record_bytes", "Bytes of the records in the WAL before compression (wal_written_bytes: after; --wal-compression compresses WAL objects on object storage).", walStat(func(w walStats) float64 { return float64(w.records) })),
+		gauge("wal_record_bytes", "Bytes of the WAL before compression (wal_written_bytes: after; --wal-compression compresses WAL objects on object storage). On a directory tree the records appended.", walStat(func(w walStats) float64 { return float64(w.records) })),
 		gauge("wal_zeroed_bytes", "Zeros written ahead of the WAL into its preallocated segments (--wal-zero-ahead), so that its syncs journal no block conversions; 0 on object storage.", walStat(func(w walStats) float64 { return float64(w.zeroed) })),
 		gauge("wal_put_retry_count", "WAL object PUTs asked again because the object store was unavailable for now (throttled, a server error, no answer) after the S3 client's own attempts; the edits wait meanwhile (30 s at most per object) instead of breaking the WAL. 0 for a WAL on a directory.", func() float64 {
 			if ol, ok := s.currentWAL().(*wal.ObjectLog); ok {

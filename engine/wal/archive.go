@@ -262,21 +262,17 @@ func ArchiveDeadObjectLog(ctx context.Context, b storage.Bucket, prefix string, 
 		}
 	}
 	err = fetchObjects(ctx, b, todo, func(o numberedObject, data []byte) error {
-		if err := applyObject(o, data, func(e *Edit) error {
+		kind, data, err := readObject(o, data)
+		if err != nil || kind == kindFence {
+			return err
+		}
+		if err := decodeRecords(data, o.key, func(e *Edit) error {
 			if onRegion != nil {
 				onRegion(string(e.Region))
 			}
 			return nil
 		}); err != nil {
 			return err // damage: checked before a byte of it is archived
-		}
-		kind, _, _ := checkHeader(data)
-		if kind == kindFence {
-			return nil
-		}
-		data, err := objectRecords(data, kind) // (checked whole by applyObject above)
-		if err != nil {
-			return &CorruptionError{File: o.key, Offset: headerSize, Reason: err.Error()}
 		}
 		p.add(o.n, data[headerSize:])
 		units++

@@ -17,7 +17,7 @@ import (
 //	header (24 bytes):
 //	  0   8  magic "CSWALSEG"
 //	  8   2  format version (1)
-//	  10  1  kind (1 = WAL segment, 2 = recovered edits, 3 = log object, 4 = fence marker: ObjectLog, 5 = archive object)
+//	  10  1  kind (1 = WAL segment, 2 = recovered edits, 3 = log object, 4 = fence marker: ObjectLog, 5 = archive object, 6 = compressed log object)
 //	  11  1  reserved, zero
 //	  12  8  segment number (0 in recovered-edits files)
 //	  20  4  CRC32C of bytes 0..19
@@ -82,7 +82,7 @@ var (
 // stops there.
 type CorruptionError struct {
 	File   string // path within the storage backend
-	Offset int64  // byte offset of the damaged record or header
+	Offset int64  // byte offset of the damaged record or header (in a compressed log object: in its header followed by the decoded records)
 	Reason string
 }
 

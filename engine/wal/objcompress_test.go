@@ -117,10 +117,10 @@ func TestObjectLogCompression(t *testing.T) {
 				t.Fatalf("object kinds %v: want compressed objects and at least the 10 of random values plain", kinds)
 			}
 			st := l.Stats()
-			if 2*st.RecordBytes < 3*st.PutBytes {
-				t.Fatalf("records %d bytes, PUT %d: compression should have saved a third at least", st.RecordBytes, st.PutBytes)
+			if 2*st.PlainBytes < 3*st.PutBytes {
+				t.Fatalf("objects of %d bytes written in %d: compression should have saved a third at least", st.PlainBytes, st.PutBytes)
 			}
-			t.Logf("%d objects (%v), records %d bytes, written %d", st.Puts, kinds, st.RecordBytes, st.PutBytes)
+			t.Logf("%d objects (%v) of %d bytes, written %d", st.Puts, kinds, st.PlainBytes, st.PutBytes)
 
 			check := func(what string, got []Edit) {
 				t.Helper()
@@ -160,15 +160,16 @@ func TestObjectLogCompressionOff(t *testing.T) {
 	if kinds := objectKinds(t, b, "wal/rs1_1"); len(kinds) != 1 || kinds[kindObject] != 20 {
 		t.Fatalf("object kinds %v, want 20 plain objects", kinds)
 	}
-	if st := l.Stats(); st.RecordBytes != st.PutBytes-20*headerSize {
-		t.Fatalf("records %d bytes, written %d: without compression only the headers differ", st.RecordBytes, st.PutBytes)
+	if st := l.Stats(); st.PlainBytes != st.PutBytes || st.Puts != 20 {
+		t.Fatalf("%d objects of %d bytes, written %d: without compression they are the same", st.Puts, st.PlainBytes, st.PutBytes)
 	}
 }
 
-// Damage to a compressed object is corruption in that object, found before anything of it is
-// applied or archived: a flipped byte in the compressed data (the decoder or a record's checksum
-// catches it), a cut, and a decoded length beyond what a log object holds (refused before any
-// allocation of that size).
+// Damage to a compressed object is corruption in that object, for recovery (which, as for a plain
+// object, may have applied the records before the damaged one) and for the dead server's archive
+// (which archives nothing of it): a flipped byte in the compressed data (the decoder or a
+// record's checksum catches it), a cut, and a decoded length beyond what a log object holds
+// (refused before any allocation of that size).
 func TestObjectLogCompressedCorruption(t *testing.T) {
 	ctx := context.Background()
 	records := bytes.Repeat(appendRecord(nil, testEdit("r", 1), 1, 99, payloadSize(testEdit("r", 1))), 50)
@@ -179,9 +180,10 @@ func TestObjectLogCompressedCorruption(t *testing.T) {
 	}
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 0x40
+	_, lenBytes := binary.Uvarint(good[headerSize:])
 	huge := appendHeader(nil, kindObjectS2, 1)
 	huge = binary.AppendUvarint(huge, 1<<30)
-	huge = append(huge, good[headerSize+2:]...)
+	huge = append(huge, good[headerSize+lenBytes:]...)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -204,8 +206,12 @@ func TestObjectLogCompressedCorruption(t *testing.T) {
 			if !errors.As(err, &ce) || ce.File != key || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want corruption in %s (%q), got %v", key, tc.want, err)
 			}
-			if _, err := ArchiveDeadObjectLog(ctx, b, "wal/c_1", ArchiveTarget{Bucket: dirBucket(t), Log: "c_1"}, nil); !errors.As(err, &ce) {
+			archive := dirBucket(t)
+			if _, err := ArchiveDeadObjectLog(ctx, b, "wal/c_1", ArchiveTarget{Bucket: archive, Log: "c_1"}, nil); !errors.As(err, &ce) {
 				t.Fatalf("archiving the damaged log: want corruption, got %v", err)
+			}
+			if n := countKeys(t, archive, ""); n != 0 {
+				t.Fatalf("%d archive objects written from a damaged log", n)
 			}
 			t.Logf("%d edits applied before: %v", applied, err)
 		})
@@ -224,8 +230,8 @@ func TestObjectLogCompressedCorruption(t *testing.T) {
 	}
 }
 
-// Decoding a compressed object never panics and never allocates past the bound, whatever follows
-// its header.
+// Decoding a compressed object never panics and never decodes to more than the bound, whatever
+// follows its header.
 func FuzzObjectRecords(f *testing.F) {
 	records := bytes.Repeat(appendRecord(nil, testEdit("r", 1), 1, 99, payloadSize(testEdit("r", 1))), 20)
 	good := compressObject(append(appendHeader(nil, kindObject, 1), records...), 1)

@@ -77,7 +77,7 @@ type ObjectLog struct {
 	deleted    atomic.Uint64
 	// putBytes and putNanos: bytes and time of the successful PUTs.
 	putBytes, putNanos atomic.Uint64
-	recordBytes        atomic.Uint64 // the records in those objects, before compression
+	plainBytes         atomic.Uint64 // the size of those objects before compression
 }
 
 // ObjectLogOptions configure an ObjectLog.
@@ -139,8 +139,9 @@ const (
 )
 
 // maxCompressedRecords bounds what one compressed object decodes to: the writer compresses no
-// larger batch, so a reader never allocates more than this for a damaged length.
-const maxCompressedRecords = 256 << 20
+// larger batch (a region server's are at most 2 × 8 MiB: MaxBatchBytes and one record past it),
+// so a reader never allocates more than this for a damaged length.
+const maxCompressedRecords = 64 << 20
 
 // compressObject returns body (a kindObject with number n) with its records S2-compressed, as a
 // kindObjectS2, or body itself when that would not save an eighth of them.
@@ -410,9 +411,9 @@ type ObjectLogStats struct {
 	PutRetries uint64
 	// PutBytes and PutNanos sum the size and the time of the objects written.
 	PutBytes, PutNanos uint64
-	// RecordBytes sums the records in the objects written before compression (Compress):
-	// RecordBytes/PutBytes is the compression ratio, headers aside.
-	RecordBytes uint64
+	// PlainBytes sums the size the objects written would have had without compression
+	// (Compress): PlainBytes/PutBytes is the compression ratio; equal to PutBytes without it.
+	PlainBytes uint64
 	// CommitsDelayed and CommitDelaysExpired: PUTs whose appender waited for more writers
 	// (CommitDelay) and saw them come, and those whose delay ran out first.
 	CommitsDelayed, CommitDelaysExpired uint64
@@ -422,7 +423,7 @@ type ObjectLogStats struct {
 func (l *ObjectLog) Stats() ObjectLogStats {
 	s := ObjectLogStats{Appends: l.appends.Load(), Puts: l.puts.Load(), Deleted: l.deleted.Load(),
 		DeleteErrors: l.deleteErrors.Load(), PutBytes: l.putBytes.Load(), PutNanos: l.putNanos.Load(),
-		PutRetries: l.putRetries.Load(), RecordBytes: l.recordBytes.Load()}
+		PutRetries: l.putRetries.Load(), PlainBytes: l.plainBytes.Load()}
 	if l.delay != nil {
 		s.CommitsDelayed, s.CommitDelaysExpired = l.delay.joined.Load(), l.delay.expired.Load()
 	}
@@ -521,12 +522,12 @@ var putRetry = storage.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Seco
 // failure, or Timeout, breaks the log (ErrBroken: the server starts a new one).
 func (l *ObjectLog) put(c objectCommit) {
 	key := objectKey(l.opts.Prefix, c.n)
-	start := time.Now()
-	deadline := start.Add(l.opts.Timeout)
-	records := len(c.body) - headerSize
+	plain := len(c.body)
 	if l.opts.Compress {
 		c.body = compressObject(c.body, c.n)
 	}
+	start := time.Now()
+	deadline := start.Add(l.opts.Timeout)
 	var err error
 	retries := 0
 	for attempt := 1; ; attempt++ {
@@ -553,7 +554,7 @@ func (l *ObjectLog) put(c objectCommit) {
 	if err == nil {
 		l.puts.Add(1)
 		l.putBytes.Add(uint64(len(c.body)))
-		l.recordBytes.Add(uint64(records))
+		l.plainBytes.Add(uint64(plain))
 		l.putNanos.Add(uint64(took))
 	} else if l.failErr == nil {
 		l.failErr = l.failure(c.n, err)
@@ -1148,24 +1149,34 @@ func fetchObjects(ctx context.Context, b storage.Bucket, objs []numberedObject, 
 
 // applyObject checks one log object and calls fn with its edits.
 func applyObject(o numberedObject, data []byte, fn func(*Edit) error) error {
+	kind, data, err := readObject(o, data)
+	if err != nil || kind == kindFence {
+		return err
+	}
+	return decodeRecords(data, o.key, fn)
+}
+
+// readObject checks one log object's header and returns its kind and, for a log object, its
+// header followed by its records (decoded from a kindObjectS2) for decodeRecords.
+func readObject(o numberedObject, data []byte) (byte, []byte, error) {
 	bad := func(off int, why string) error {
 		return &CorruptionError{File: o.key, Offset: int64(off), Reason: why}
 	}
 	kind, n, err := checkHeader(data)
 	if err != nil {
-		return bad(0, err.Error())
+		return 0, nil, bad(0, err.Error())
 	}
 	if n != o.n {
-		return bad(12, "object number "+strconv.FormatUint(n, 10)+" in the header of another object's key")
+		return 0, nil, bad(12, "object number "+strconv.FormatUint(n, 10)+" in the header of another object's key")
 	}
 	if kind == kindFence {
-		return nil
+		return kind, nil, nil
 	}
 	if kind != kindObject && kind != kindObjectS2 {
-		return bad(10, fmt.Sprintf("kind %d is not a log object", kind))
+		return 0, nil, bad(10, fmt.Sprintf("kind %d is not a log object", kind))
 	}
 	if data, err = objectRecords(data, kind); err != nil {
-		return bad(headerSize, err.Error())
+		return 0, nil, bad(headerSize, err.Error())
 	}
-	return decodeRecords(data, o.key, fn)
+	return kind, data, nil
 }
