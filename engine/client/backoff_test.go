@@ -61,7 +61,7 @@ func TestWriteBackoff(t *testing.T) {
 // and its own writes go when its hold ends.
 func TestBatchSendsAServersRegionsByTheirHolds(t *testing.T) {
 	_, ss, c := newCluster(t, 1, "h", "p") // r1 [, h), r2 [h, p), r3 [p, ), all on one server
-	const hold = 3 * time.Second
+	const hold = 1500 * time.Millisecond
 	c.cfg.MaxWriteBackoff = hold
 	c.notePressure("r2", &pb.WritePressure{Percent: 100})
 	tb := c.Table("t")

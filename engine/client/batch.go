@@ -31,7 +31,8 @@ type BatchResult struct {
 }
 
 // Batch runs operations on many rows. They are grouped by region and server, sent as one multi
-// request per server (servers in parallel), and the ones that fail with a retryable answer are
+// request per server (servers in parallel; a server's regions held back by write pressure in
+// requests of their own, splitByHold), and the ones that fail with a retryable answer are
 // regrouped and retried. Each row's operation is atomic; the batch as a whole is not.
 func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 	c := t.c
@@ -266,16 +267,11 @@ type sentAction struct {
 	atomic bool
 }
 
-// sendMulti sends one server's share of a batch. It fills the results of the actions that ended
-// (success, or an error a retry cannot mend) and returns the indexes to retry; err is a transport
-// error, after which every action of the request is retried.
+// sendMulti sends one server's share of a batch (or of its regions held alike). It fills the
+// results of the actions that ended (success, or an error a retry cannot mend) and returns the
+// indexes to retry; err is a transport error, after which every action of the request is retried.
 func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.MultiRequest, block []byte,
 	sent []sentAction, results []BatchResult) ([]int, error) {
-	conn, err := c.conn(ctx, addr)
-	if err != nil {
-		c.cache.invalidateServer(addr)
-		return nil, err
-	}
 	var writes []string // the regions this request writes to
 	for i, sa := range sent {
 		if req.RegionActions[i].Writes() {
@@ -283,6 +279,12 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 		}
 	}
 	if err := c.writeBackoff(ctx, writes...); err != nil {
+		return nil, err
+	}
+	// The connection after the hold: one taken before it may have been replaced meanwhile.
+	conn, err := c.conn(ctx, addr)
+	if err != nil {
+		c.cache.invalidateServer(addr)
 		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
