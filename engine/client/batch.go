@@ -221,8 +221,10 @@ const holdGranularity = 10 * time.Millisecond
 // splitByHold makes the requests of a batch's round: one per server, or several when regions
 // there are held back by write pressure (backoff.go) — the regions not held go at once, the held
 // ones grouped by when their holds end (to holdGranularity), each group after its longest hold.
-// So a write to one region never waits for another region's hold, as HBase's client sends a
-// server's regions grouped by their backoff. Regions the batch only reads are never held.
+// So a write to a region not held leaves at once, not after another region's hold, as HBase's
+// client sends a server's regions grouped by their backoff (the round, and with it the retries
+// and the batch's return, still ends after the longest). Regions the batch only reads are never
+// held.
 func (c *Client) splitByHold(servers map[string]map[string]*regionGroup, prep []prepared) []multiSend {
 	var sends []multiSend
 	for addr, regions := range servers {
