@@ -726,12 +726,12 @@ func (l *ObjectLog) Archive(ctx context.Context) (int, error) {
 		objs[i] = numberedObject{n: n, key: objectKey(l.opts.Prefix, n)}
 	}
 	err := fetchObjects(ctx, l.opts.Bucket, objs, func(o numberedObject, data []byte) error {
-		kind, num, err := checkHeader(data)
-		if err != nil || kind != kindObject && kind != kindObjectS2 || num != o.n {
-			return &CorruptionError{File: o.key, Reason: fmt.Sprintf("not log object %d (header: kind %d, number %d, %v)", o.n, kind, num, err)}
+		kind, data, err := readObject(o, data)
+		if err != nil {
+			return err
 		}
-		if data, err = objectRecords(data, kind); err != nil {
-			return &CorruptionError{File: o.key, Offset: headerSize, Reason: err.Error()}
+		if kind == kindFence { // this log's own object, acknowledged: never a fence marker
+			return &CorruptionError{File: o.key, Offset: 10, Reason: fmt.Sprintf("a fence marker where log object %d was written", o.n)}
 		}
 		p.add(o.n, data[headerSize:])
 		done++
