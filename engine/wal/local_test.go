@@ -225,3 +225,43 @@ func TestLocalPreallocatedSegmentFenced(t *testing.T) {
 		t.Fatalf("fenced directory: %d edits", len(edits))
 	}
 }
+
+// A committer that fills the active segment rolls it after letting go of its sync slot; Close can
+// seal the WAL in between. The roll must then make no segment after the last one (it used to
+// create and preallocate segment N+1 and leak its file).
+func TestRollAfterCloseMakesNoSegment(t *testing.T) {
+	fs, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1", SegmentSize: 64 << 10})
+	for i := range 20 {
+		if _, err := w.Append(testEdit("r", i), SyncWAL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := fs.List("wal/rs1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the committer's late rollIf(w.segmentFull) does, with the segment taken as full.
+	if err := w.roll(func(*activeSegment) bool { return true }); err != nil {
+		t.Fatalf("a late roll after Close: %v", err)
+	}
+	if err := w.roll(nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Roll after Close: %v, want ErrClosed", err)
+	}
+	after, err := fs.List("wal/rs1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("segments before the late roll %v, after %v", before, after)
+	}
+	if edits := mustReplay(t, fs, "wal/rs1"); len(edits) != 20 {
+		t.Fatalf("replayed %d edits, want 20", len(edits))
+	}
+}

@@ -66,10 +66,13 @@ type Options struct {
 	// NoPreallocate turns off preallocating segment files (fallocate) on
 	// file systems that support it.
 	NoPreallocate bool
-	// NoZeroAhead turns off writing zeros ahead of the log into a preallocated segment
-	// (storage.Zeroer: on ext4 and XFS a sync of records written into preallocated but never
-	// written blocks also journals their conversion; see zeroAhead).
-	NoZeroAhead bool
+	// ZeroAhead writes zeros ahead of the log into a preallocated segment (storage.Zeroer: on
+	// ext4 and XFS a sync of records written into preallocated but never written blocks also
+	// journals their conversion; see zeroAhead). Off by default: records then overwrite written
+	// blocks in place, and a power loss during a sync can leave a commit spanning several pages
+	// with a later page on disk and an earlier one not, which replay must refuse as corruption
+	// (valid records after damage) — the server does not start until the segment is repaired.
+	ZeroAhead bool
 	// SegmentSize rolls to a new segment once the current one reaches
 	// this many bytes. Default 64 MiB.
 	SegmentSize int64
@@ -439,7 +442,7 @@ func Open(opts Options) (*WAL, error) {
 		return nil, err
 	}
 	go w.run()
-	if !opts.NoPreallocate && !opts.NoZeroAhead {
+	if !opts.NoPreallocate && opts.ZeroAhead {
 		go w.zeroLoop()
 		kick(w.zkick)
 	}
@@ -839,7 +842,7 @@ func (w *WAL) run() {
 	}
 }
 
-// Zeros ahead of the log (Options.NoZeroAhead). A preallocated segment's blocks are reserved but
+// Zeros ahead of the log (Options.ZeroAhead, off by default: see there and below). A preallocated segment's blocks are reserved but
 // unwritten: on ext4 (and XFS) the first write into each converts it to written, a change to the
 // file's extent tree that the next fdatasync has to journal — an extra journal write and flush
 // every few syncs when small records fill a block in a few commits, and every sync once a commit
@@ -863,6 +866,15 @@ func (w *WAL) run() {
 // write of zeros stops the zeroer for that segment (Stats.ZeroErrors) and fails nothing else;
 // the zeros' write-back errors reach the file's next sync — the log's, or a roll's trim, which
 // then fails and is retried — like any other write's.
+//
+// Why it is off by default: into unwritten blocks a commit's records become readable only with
+// the journal commit that converts the blocks, which ext4 and XFS make after the data is on the
+// disk, so a power loss mid-sync leaves the commit's new blocks all zeros (a torn tail). Into
+// blocks written before, a commit's pages are overwritten in place and reach the disk in any
+// order: a power loss mid-sync can keep a later page of the commit and lose an earlier one, and
+// replay then finds valid records after damage, which it cannot tell from corruption of
+// acknowledged records and refuses. A kill -9 cannot do that (the page cache holds every byte
+// written); a power loss or a host crash can.
 const (
 	zeroAhead       = 1 << 20
 	zeroChunk       = 64 << 10
@@ -1097,15 +1109,16 @@ func (w *WAL) dropAfterFailure() {
 }
 
 // quiesce takes the order lock and waits until no commit is under way; it
-// returns whether the WAL is broken and the good size of the failed segment.
-func (w *WAL) quiesce() (broken bool, goodOff int64) {
+// returns whether the WAL is broken, the good size of the failed segment and
+// whether the WAL is sealed (closed).
+func (w *WAL) quiesce() (broken bool, goodOff int64, sealed bool) {
 	w.wmu.Lock()
 	w.smu.Lock()
 	defer w.smu.Unlock()
 	for w.syncing > 0 {
 		w.scond.Wait()
 	}
-	return w.isBroken, w.goodOff
+	return w.isBroken, w.goodOff, w.sealed
 }
 
 // roll switches to a new segment once no commit is under way. With a need
@@ -1113,8 +1126,16 @@ func (w *WAL) quiesce() (broken bool, goodOff int64) {
 // (another committer may have rolled first); Roll's, with none, always rolls
 // and is the way back after a failure.
 func (w *WAL) roll(need func(*activeSegment) bool) error {
-	broken, goodOff := w.quiesce()
+	broken, goodOff, sealed := w.quiesce()
 	defer w.wmu.Unlock()
+	if sealed {
+		// Closed meanwhile (a committer that filled the segment rolls after it let go of its
+		// sync slot, and Close may seal first): no new segment after the last one.
+		if need != nil {
+			return nil
+		}
+		return ErrClosed
+	}
 	if need != nil && (broken || !need(w.seg)) {
 		return nil
 	}
@@ -1216,7 +1237,7 @@ func (w *WAL) archivable(m *segmentMeta) bool {
 
 // finish runs on the syncer when the WAL closes: the final commit has run.
 func (w *WAL) finish() error {
-	broken, _ := w.quiesce()
+	broken, _, _ := w.quiesce()
 	defer w.wmu.Unlock()
 	w.smu.Lock()
 	w.sealed = true
@@ -1362,7 +1383,7 @@ type Stats struct {
 	Segments         int64  // live segments, including the active one
 	LastSeq          uint64 // highest sequence id assigned
 	SyncedSeq        uint64 // every record up to this sequence id is durable
-	ZeroedBytes      uint64 // zeros written ahead of the log (Options.NoZeroAhead)
+	ZeroedBytes      uint64 // zeros written ahead of the log (Options.ZeroAhead)
 	ZeroErrors       uint64 // failed writes of zeros (each stops the zeroer for its segment)
 	// CommitsDelayed counts commits whose leader waited for more writers (Options.CommitDelay)
 	// and saw them come; CommitDelaysExpired those whose delay ran out first.
