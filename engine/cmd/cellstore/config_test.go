@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/settings"
+	"github.com/cellstore/cellstore/engine/wal"
 	"github.com/spf13/pflag"
 )
 
@@ -175,15 +176,30 @@ func TestConfigWatchIntervalFlag(t *testing.T) {
 
 func TestWALCommitDelayFlag(t *testing.T) {
 	var auto commitDelayFlag
-	if auto.String() != "auto" || auto.resolve(true, 1) != objectLogCommitDelay || auto.resolve(true, 4) != 0 || auto.resolve(false, 1) != 0 {
-		t.Fatalf("auto: %q resolves to %v (object storage), %v (4 PUTs), %v (directory)", auto.String(), auto.resolve(true, 1), auto.resolve(true, 4), auto.resolve(false, 1))
+	leader, syncer := wal.LeaderCommit, wal.SyncerCommit
+	for _, c := range []struct {
+		object bool
+		slots  int
+		mode   wal.CommitMode
+		want   time.Duration
+	}{
+		{true, 1, leader, objectLogCommitDelay},
+		{true, 4, leader, 0},
+		{false, 1, leader, directoryCommitDelay},
+		{false, 2, leader, 0},                   // a delay needs one sync slot
+		{false, 1, syncer, 0},                   // and the leader commit
+		{true, 1, syncer, objectLogCommitDelay}, // an object log has no syncer mode
+	} {
+		if got := auto.resolve(c.object, c.slots, c.mode); got != c.want || auto.String() != "auto" {
+			t.Errorf("auto on object storage %v, %d slots, mode %v: %v (%q), want %v", c.object, c.slots, c.mode, got, auto.String(), c.want)
+		}
 	}
 	var set commitDelayFlag
-	if err := set.Set("0"); err != nil || set.resolve(true, 1) != 0 || set.String() != "0s" {
-		t.Fatalf("0: %v, resolves to %v", err, set.resolve(true, 1))
+	if err := set.Set("0"); err != nil || set.resolve(true, 1, leader) != 0 || set.resolve(false, 1, leader) != 0 || set.String() != "0s" {
+		t.Fatalf("0: %v, resolves to %v", err, set.resolve(true, 1, leader))
 	}
-	if err := set.Set("200us"); err != nil || set.resolve(false, 1) != 200*time.Microsecond {
-		t.Fatalf("200us: %v, resolves to %v", err, set.resolve(false, 1))
+	if err := set.Set("300us"); err != nil || set.resolve(false, 1, leader) != 300*time.Microsecond {
+		t.Fatalf("300us: %v, resolves to %v", err, set.resolve(false, 1, leader))
 	}
 	if err := set.Set("auto"); err != nil || set.String() != "auto" {
 		t.Fatalf("auto again: %v, %q", err, set.String())

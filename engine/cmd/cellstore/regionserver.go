@@ -106,6 +106,12 @@ func addSecurity(cfg *regionserver.Config, f *regionServerFlags, log *slog.Logge
 // writers acknowledged by one come back within about one (docs/benchmarks.md, "A commit delay").
 const objectLogCommitDelay = 2 * time.Millisecond
 
+// directoryCommitDelay is --wal-commit-delay=auto on a directory tree (leader commit, one sync
+// slot): writers that would take turns at the disk in two groups share one sync, 1.16× the
+// un-batched writes at 4 and 16 writers on the development disk (docs/benchmarks.md,
+// "2026-12-06 (seventh)").
+const directoryCommitDelay = 200 * time.Microsecond
+
 // commitDelayFlag is --wal-commit-delay: a duration, or auto (the default).
 type commitDelayFlag struct {
 	d   time.Duration
@@ -134,13 +140,16 @@ func (c *commitDelayFlag) String() string {
 
 func (c *commitDelayFlag) Type() string { return "duration" }
 
-// resolve is the delay for a WAL on object storage or not, with this many syncs or PUTs in flight.
-func (c *commitDelayFlag) resolve(objectStorage bool, slots int) time.Duration {
+// resolve is the delay for a WAL on object storage or not, with this many syncs or PUTs in flight
+// and, on a directory tree, this group-commit mode (a delay needs the leader and one slot).
+func (c *commitDelayFlag) resolve(objectStorage bool, slots int, mode wal.CommitMode) time.Duration {
 	switch {
 	case c.set:
 		return c.d
 	case objectStorage && slots <= 1:
 		return objectLogCommitDelay
+	case !objectStorage && slots <= 1 && mode == wal.LeaderCommit:
+		return directoryCommitDelay
 	}
 	return 0
 }
@@ -165,7 +174,7 @@ func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.Var(&f.walCommit, "wal-group-commit", "who writes and syncs a WAL batch: leader (the writer that finds a free sync slot, for everyone queued) or syncer (background goroutines, one per slot)")
 	fl.DurationVar(&f.slowCall, "slow-call-threshold", 500*time.Millisecond, "log data-path calls and WAL commits that take this long or longer (\"slow call\", \"slow WAL commit\"); negative: never")
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
-	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage (S3 or --bucket-dir) with one PUT in flight, 0 on a directory tree")
+	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage (S3 or --bucket-dir) with one PUT in flight, "+directoryCommitDelay.String()+" on a directory tree with leader commit and one sync slot, else 0")
 	fl.BoolVar(&f.walZeroAhead, "wal-zero-ahead", false, "write zeros ahead of the WAL into its preallocated segment, so that its syncs on ext4 or XFS journal no block conversions (a directory tree only); faster small synced writes, but after a power loss or host crash during a sync the WAL may hold valid records after damage, which recovery refuses until the segment is repaired (a kill -9 cannot cause it)")
 	fl.BoolVar(&f.walCompress, "wal-compression", true, "compress the records of each WAL object with S2 when that saves an eighth of their bytes or more (object storage only: fewer bytes to PUT, store and read back)")
 	fl.IntVar(&f.walGroups, "wal-groups", 1, "WALs per server (1-16; HBase's multiwal): each region's edits go to one of them by its name's hash, each commits and syncs on its own (a directory tree only)")
@@ -339,7 +348,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots), WALGroups: f.walGroups, WALZeroAhead: f.walZeroAhead, WALNoCompression: !f.walCompress, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots, f.walCommit.CommitMode), WALGroups: f.walGroups, WALZeroAhead: f.walZeroAhead, WALNoCompression: !f.walCompress, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 
