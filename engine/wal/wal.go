@@ -842,21 +842,21 @@ func (w *WAL) run() {
 	}
 }
 
-// Zeros ahead of the log (Options.ZeroAhead, off by default: see there and below). A preallocated segment's blocks are reserved but
-// unwritten: on ext4 (and XFS) the first write into each converts it to written, a change to the
-// file's extent tree that the next fdatasync has to journal — an extra journal write and flush
-// every few syncs when small records fill a block in a few commits, and every sync once a commit
-// fills a block (measured on this project's development disk with a scratch program, write +
-// fdatasync of 1,140 bytes, the size of a commit of 16 writers: 163–208 µs per sync into
-// preallocated space against 145–176 µs into blocks written before; 4 KiB: 225–342 against
-// 156–165). So a zeroer keeps at least zeroAhead/2 and at most zeroAhead + zeroChunk bytes past
-// the log's end written with zeros, zeroChunk at a time, and starts their write-back at once so
-// they do not ride on the log's next sync; a commit's syncs then flush its data alone, and only
+// Zeros ahead of the log (Options.ZeroAhead, off by default: see there and below). A preallocated
+// segment's blocks are reserved but unwritten: on ext4 (and XFS) the first write into each converts
+// it to written, a change to the file's extent tree that the next fdatasync has to journal — an
+// extra journal write and flush every few syncs when small records fill a block in a few commits,
+// and every sync once a commit fills a block (measured on this project's development disk with a
+// scratch program, write + fdatasync of 1,140 bytes, the size of a commit of 16 writers: 163–208 µs
+// per sync into preallocated space against 145–176 µs into blocks written before; 4 KiB: 225–342
+// against 156–165). So a zeroer keeps at least zeroAhead/2 and at most zeroAhead + zeroChunk bytes
+// past the log's end written with zeros, zeroChunk at a time, and starts their write-back at once
+// so they do not ride on the log's next sync; a commit's syncs then flush its data alone, and only
 // the first sync after a chunk journals the chunk's conversion. Every block of the log is thus
-// written twice, zeros first: small commits, whose syncs cost the same for a few hundred bytes or
-// a few KiB, are what it is for. Commits of zeroSmallCommit bytes or more (a bulk load's batches)
-// do not call the zeroer (each new segment still gets its first zeroAhead bytes zeroed): their
-// syncs are dominated by their own data.
+// written twice, zeros first: small commits, whose syncs cost the same for a few hundred bytes or a
+// few KiB, are what it is for. Commits of zeroSmallCommit bytes or more (a bulk load's batches) do
+// not call the zeroer (each new segment still gets its first zeroAhead bytes zeroed): their syncs
+// are dominated by their own data.
 //
 // The zeros never cover a record: the zeroer writes only from the first page boundary past the
 // segment's written size (so it never dirties a page holding records again), under the lock
