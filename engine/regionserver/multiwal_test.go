@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -60,6 +62,37 @@ func TestMultiWALRecovery(t *testing.T) {
 		cfg.Masters = []string{"127.0.0.1:1"}
 		if err := cfg.fill(); err == nil {
 			t.Fatalf("%d WAL groups accepted (bucket: %v)", cfg.WALGroups, cfg.Bucket != nil)
+		}
+	}
+}
+
+// A commit delay the WAL cannot honour is refused with the flags to change, before any WAL opens;
+// the delay --wal-commit-delay=auto gives a directory tree (leader commit, one slot) is taken.
+func TestConfigRefusesACommitDelayItCannotHonour(t *testing.T) {
+	fs, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	delay := 200 * time.Microsecond
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" for accepted
+	}{
+		{Config{FS: fs, WALCommitDelay: delay}, ""},
+		{Config{FS: fs, WALCommitDelay: delay, WALGroups: 3}, ""},
+		{Config{FS: fs, WALCommitDelay: delay, WALGroupCommit: wal.SyncerCommit}, "--wal-group-commit leader"},
+		{Config{FS: fs, WALCommitDelay: delay, WALSyncSlots: 2}, "--wal-sync-slots 1"},
+		{Config{FS: fs, WALGroupCommit: wal.SyncerCommit, WALSyncSlots: 2}, ""},
+		{Config{Bucket: newDirBucket(t), WALCommitDelay: 2 * time.Millisecond, WALSyncSlots: 2}, "one PUT in flight"},
+	} {
+		cfg := c.cfg
+		cfg.Masters = []string{"127.0.0.1:1"}
+		err := cfg.fill()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("delay %v, mode %v, %d slots, %d groups: %v", c.cfg.WALCommitDelay, c.cfg.WALGroupCommit, c.cfg.WALSyncSlots, c.cfg.WALGroups, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("delay %v, mode %v, %d slots: %v, want an error naming %q", c.cfg.WALCommitDelay, c.cfg.WALGroupCommit, c.cfg.WALSyncSlots, err, c.want)
 		}
 	}
 }
