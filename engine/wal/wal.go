@@ -223,11 +223,16 @@ func (o *Options) fillDefaults() error {
 	switch {
 	case o.CommitDelay < 0 || o.CommitDelay > 100*time.Millisecond:
 		return fmt.Errorf("wal: Options.CommitDelay %s: from 0 to 100ms", o.CommitDelay)
-	case o.CommitDelay > 0 && (o.GroupCommit != LeaderCommit || o.SyncSlots != 1):
+	case o.CommitDelay > 0 && !CommitDelayFits(o.GroupCommit, o.SyncSlots):
 		return fmt.Errorf("wal: a commit delay needs leader group commit with one sync slot (it waits while no sync is under way)")
 	}
 	return nil
 }
+
+// CommitDelayFits says whether a commit delay (Options.CommitDelay) can act with this group-commit
+// mode and this many sync slots (0: the default, one): a lingering leader waits while no sync is
+// under way, which needs the leader commit and one slot.
+func CommitDelayFits(mode CommitMode, slots int) bool { return mode == LeaderCommit && slots <= 1 }
 
 // WAL is the write-ahead log of one region server: a directory of segments
 // written from a shared buffer by group commit (group.go).

@@ -148,7 +148,7 @@ func (c *commitDelayFlag) resolve(objectStorage bool, slots int, mode wal.Commit
 		return c.d
 	case objectStorage && slots <= 1:
 		return objectLogCommitDelay
-	case !objectStorage && slots <= 1 && mode == wal.LeaderCommit:
+	case !objectStorage && wal.CommitDelayFits(mode, slots):
 		return directoryCommitDelay
 	}
 	return 0
