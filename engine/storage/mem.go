@@ -329,7 +329,17 @@ type CrashOptions struct {
 	// (possibly zero-filled), the way a power loss can persist some
 	// written-but-unsynced pages. Without it every unsynced byte is lost.
 	Rand *rand.Rand
+	// Pages, with Rand, keeps instead each 4 KiB page of the unsynced tail
+	// (by file offset; the first one from the synced end) or not,
+	// independently, a lost page reading as zeros, and ends the file after
+	// a random page of it: the order in which a disk may persist pages
+	// overwritten in place (blocks written ahead with zeros, the block a
+	// write continues), where a later page can survive an earlier one.
+	Pages bool
 }
+
+// CrashPage is the page size of CrashOptions.Pages.
+const CrashPage = 4096
 
 // CrashClone returns a new Mem holding what a power loss could leave of m:
 // only the directory entries as of each directory's last sync, and only the
@@ -356,6 +366,26 @@ func (m *Mem) CrashClone(opts CrashOptions) *Mem {
 		}
 		keep := n.synced
 		var zero int
+		if r := opts.Rand; r != nil && opts.Pages && len(n.data) > n.synced {
+			var pages [][2]int // [from, to) of each unsynced page
+			for from := n.synced; from < len(n.data); {
+				to := min((from/CrashPage+1)*CrashPage, len(n.data))
+				pages = append(pages, [2]int{from, to})
+				from = to
+			}
+			pages = pages[:r.IntN(len(pages)+1)]
+			data := slices.Clone(n.data[:n.synced])
+			for _, p := range pages {
+				if r.IntN(2) == 0 {
+					data = append(data, n.data[p[0]:p[1]]...)
+				} else {
+					data = append(data, make([]byte, p[1]-p[0])...)
+				}
+			}
+			c := &memNode{data: data, synced: len(data), modTime: n.modTime}
+			seen[n] = c
+			return c
+		}
 		if r := opts.Rand; r != nil && len(n.data) > n.synced {
 			extra := len(n.data) - n.synced
 			switch r.IntN(3) {

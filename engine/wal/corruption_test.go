@@ -289,3 +289,96 @@ func TestZerosBeforeValidRecordInLastSegment(t *testing.T) {
 		t.Fatalf("zeros to the end: %d edits, %v, torn %+v", len(edits), err, torn)
 	}
 }
+
+// markedSegment builds a segment of format version 2: commits of the given sizes (edits each),
+// each begun by a commit marker saying the segment was synced up to the previous commit's end.
+// It returns the bytes and the offset of each commit and of each edit record.
+func markedSegment(commits ...int) (data []byte, commitOffs, recOffs []int64) {
+	data = appendVersionedHeader(nil, markedVersion, kindSegment, 1)
+	seq := 0
+	for _, n := range commits {
+		synced := int64(len(data))
+		commitOffs = append(commitOffs, synced)
+		data = append(data, make([]byte, commitMarkerSize)...)
+		putCommitMarker(data[synced:], synced)
+		for range n {
+			e := testEdit("r", seq)
+			recOffs = append(recOffs, int64(len(data)))
+			seq++
+			data = appendRecord(data, e, uint64(seq), 1, payloadSize(e))
+		}
+	}
+	return data, commitOffs, recOffs
+}
+
+// In a segment with commit markers, damage in the last segment is a torn tail unless a later
+// commit's marker says that the damaged bytes had been synced: valid records of the commit being
+// written (kept pages after a lost one) no longer make it corruption, a later commit still does.
+func TestCommitMarkers(t *testing.T) {
+	file := "wal/rs1/" + segmentName(1)
+	replay := func(data []byte) ([]Edit, *Reader, error) {
+		mem := storage.NewMem()
+		mem.MkdirAll("wal/rs1")
+		storage.WriteFile(mem, file, data)
+		return replayAll(t, mem, "wal/rs1", ReplayOptions{})
+	}
+	t.Run("lost page before kept records of the last commit", func(t *testing.T) {
+		data, commits, recs := markedSegment(2, 3)
+		clear(data[commits[1] : recs[4]-1]) // the last commit's marker and first records read as zeros
+		edits, r, err := replay(data)
+		torn, ok := r.TornTail()
+		if err != nil || len(edits) != 2 || !ok || torn.Offset != commits[1] || !strings.Contains(torn.Reason, "1 valid records of unacknowledged commits") {
+			t.Fatalf("%d edits, %v, torn %+v %v: want the 2 edits of the first commit and a torn tail at %d", len(edits), err, torn, ok, commits[1])
+		}
+	})
+	t.Run("damaged record of the last commit before its other records", func(t *testing.T) {
+		data, commits, recs := markedSegment(1, 3)
+		data[recs[1]+20] ^= 1
+		edits, r, err := replay(data)
+		if torn, ok := r.TornTail(); err != nil || len(edits) != 1 || !ok || torn.Offset != recs[1] {
+			t.Fatalf("%d edits, %v, torn %+v: want 1 edit, torn at %d (commit at %d)", len(edits), err, torn, recs[1], commits[1])
+		}
+	})
+	t.Run("damage before a later commit", func(t *testing.T) {
+		data, commits, recs := markedSegment(2, 1, 1)
+		data[recs[1]+20] ^= 1
+		_, _, err := replay(data)
+		var ce *CorruptionError
+		want := fmt.Sprintf("the commit at offset %d was staged with the segment synced to %d", commits[1], commits[1])
+		if !errors.As(err, &ce) || ce.Offset != recs[1] || !strings.Contains(ce.Reason, want) {
+			t.Fatalf("got %v, want corruption at %d saying %q", err, recs[1], want)
+		}
+	})
+	t.Run("damage in the commit before the last, two commits in flight", func(t *testing.T) {
+		// With two sync slots a commit may be written before the one before it synced: its
+		// marker then says less, and damage in either is a torn tail.
+		data, commits, recs := markedSegment(2, 1, 1)
+		putCommitMarker(data[commits[2]:], commits[1])
+		data[recs[2]+20] ^= 1
+		edits, r, err := replay(data)
+		if torn, ok := r.TornTail(); err != nil || len(edits) != 2 || !ok || torn.Offset != recs[2] {
+			t.Fatalf("%d edits, %v, torn %+v", len(edits), err, torn)
+		}
+	})
+	t.Run("marker past itself", func(t *testing.T) {
+		data, commits, _ := markedSegment(1, 1)
+		putCommitMarker(data[commits[1]:], commits[1]+1)
+		_, _, err := replay(data)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "bad commit marker") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("marker in a segment of format version 1", func(t *testing.T) {
+		data, _, _ := markedSegment(1)
+		v1 := append(appendHeader(nil, kindSegment, 1), data[headerSize:]...)
+		_, _, err := replay(v1)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "at offset 24: undecodable record") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("version 2 is for segments only", func(t *testing.T) {
+		if _, _, err := checkHeader(appendVersionedHeader(nil, markedVersion, kindRecovered, 0)); err == nil || !strings.Contains(err.Error(), "unsupported format version 2") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

@@ -16,7 +16,8 @@ import (
 //
 //	header (24 bytes):
 //	  0   8  magic "CSWALSEG"
-//	  8   2  format version (1)
+//	  8   2  format version (2 in WAL segments written since commit markers: see below; 1 in
+//	         older segments and in every other kind)
 //	  10  1  kind (1 = WAL segment, 2 = recovered edits, 3 = log object, 4 = fence marker: ObjectLog, 5 = archive object, 6 = compressed log object)
 //	  11  1  reserved, zero
 //	  12  8  segment number (0 in recovered-edits files)
@@ -26,6 +27,12 @@ import (
 //	  0   4  CRC32C of bytes 4..8+N (the length field and the payload)
 //	  4   4  payload length N (1..MaxRecordSize)
 //	  8   N  payload
+//
+//	payload of a commit marker (format version 2 segments only; the first record of every
+//	write to the segment, i.e. of every commit):
+//	  u8       payload kind (2 = commit marker)
+//	  u64      synced offset: every byte of the segment before it was synced when the commit
+//	           was staged
 //
 //	payload (one edit batch):
 //	  u8       payload kind (1 = edit)
@@ -37,13 +44,19 @@ import (
 //	  uvarint  cell count
 //	  cells    serialized cells (cell.KeyValue), back to back
 const (
-	segmentMagic      = "CSWALSEG"
-	formatVersion     = 1
+	segmentMagic  = "CSWALSEG"
+	formatVersion = 1
+	// markedVersion is the format version of WAL segments whose commits begin with a commit
+	// marker (a reader of version 1 refuses them).
+	markedVersion     = 2
 	kindSegment       = 1
 	kindRecovered     = 2
 	headerSize        = 24
 	recordHeaderSize  = 8
 	payloadKindEdit   = 1
+	payloadKindCommit = 2
+	// commitMarkerSize is a commit marker record's size, header included.
+	commitMarkerSize  = recordHeaderSize + 1 + 8
 	flagNonce         = 1
 	fixedPayloadSize  = 1 + 8 + 8 + 1
 	segmentSuffix     = ".wal"
@@ -227,9 +240,13 @@ func decodeEdit(p []byte, e *Edit) error {
 }
 
 func appendHeader(dst []byte, kind byte, segNum uint64) []byte {
+	return appendVersionedHeader(dst, formatVersion, kind, segNum)
+}
+
+func appendVersionedHeader(dst []byte, version uint16, kind byte, segNum uint64) []byte {
 	start := len(dst)
 	dst = append(dst, segmentMagic...)
-	dst = binary.LittleEndian.AppendUint16(dst, formatVersion)
+	dst = binary.LittleEndian.AppendUint16(dst, version)
 	dst = append(dst, kind, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, segNum)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
@@ -237,23 +254,55 @@ func appendHeader(dst []byte, kind byte, segNum uint64) []byte {
 
 // checkHeader validates a segment header and returns its kind and number.
 func checkHeader(h []byte) (kind byte, segNum uint64, err error) {
+	kind, segNum, _, err = checkVersionedHeader(h)
+	return kind, segNum, err
+}
+
+// checkVersionedHeader is checkHeader that also returns the format version.
+func checkVersionedHeader(h []byte) (kind byte, segNum uint64, version uint16, err error) {
 	if len(h) < headerSize {
-		return 0, 0, fmt.Errorf("header of %d bytes is shorter than %d", len(h), headerSize)
+		return 0, 0, 0, fmt.Errorf("header of %d bytes is shorter than %d", len(h), headerSize)
 	}
 	if string(h[:8]) != segmentMagic {
-		return 0, 0, fmt.Errorf("bad magic %q", h[:8])
+		return 0, 0, 0, fmt.Errorf("bad magic %q", h[:8])
 	}
 	if crc32.Checksum(h[:20], castagnoli) != binary.LittleEndian.Uint32(h[20:]) {
-		return 0, 0, errors.New("header checksum mismatch")
+		return 0, 0, 0, errors.New("header checksum mismatch")
 	}
-	if v := binary.LittleEndian.Uint16(h[8:]); v != formatVersion {
-		return 0, 0, fmt.Errorf("unsupported format version %d", v)
-	}
+	version = binary.LittleEndian.Uint16(h[8:])
 	kind = h[10]
-	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence && kind != kindArchive && kind != kindObjectS2 {
-		return 0, 0, fmt.Errorf("unknown file kind %d", kind)
+	if version != formatVersion && (version != markedVersion || kind != kindSegment) {
+		return 0, 0, 0, fmt.Errorf("unsupported format version %d (for file kind %d)", version, kind)
 	}
-	return kind, binary.LittleEndian.Uint64(h[12:]), nil
+	if kind != kindSegment && kind != kindRecovered && kind != kindObject && kind != kindFence && kind != kindArchive && kind != kindObjectS2 {
+		return 0, 0, 0, fmt.Errorf("unknown file kind %d", kind)
+	}
+	return kind, binary.LittleEndian.Uint64(h[12:]), version, nil
+}
+
+// putCommitMarker writes a commit marker record saying that the segment was synced up to
+// synced into rec (commitMarkerSize bytes).
+func putCommitMarker(rec []byte, synced int64) {
+	binary.LittleEndian.PutUint32(rec[4:], commitMarkerSize-recordHeaderSize)
+	rec[recordHeaderSize] = payloadKindCommit
+	binary.LittleEndian.PutUint64(rec[recordHeaderSize+1:], uint64(synced))
+	binary.LittleEndian.PutUint32(rec, crc32.Checksum(rec[4:commitMarkerSize], castagnoli))
+}
+
+// commitMarker decodes a record payload that is a commit marker (ok false for any other kind;
+// an error for a malformed marker).
+func commitMarker(p []byte) (synced int64, ok bool, err error) {
+	if len(p) == 0 || p[0] != payloadKindCommit {
+		return 0, false, nil
+	}
+	if len(p) != commitMarkerSize-recordHeaderSize {
+		return 0, true, fmt.Errorf("commit marker of %d bytes, want %d", len(p), commitMarkerSize-recordHeaderSize)
+	}
+	v := binary.LittleEndian.Uint64(p[1:])
+	if v > math.MaxInt64 {
+		return 0, true, fmt.Errorf("commit marker's synced offset %d is out of range", v)
+	}
+	return int64(v), true, nil
 }
 
 // segmentName returns the file name of segment n.

@@ -10,3 +10,5 @@ func checkAppended([]byte, *Edit, uint64) {}
 func checkSeqIncreasing(prev, seq uint64) {}
 
 func checkDurable(prev, next, assigned uint64) {}
+
+func checkCommitMarker(prev, synced, start int64) {}

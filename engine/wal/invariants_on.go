@@ -48,3 +48,11 @@ func checkDurable(prev, next, assigned uint64) {
 		panic(fmt.Sprintf("wal: invariant violated: durable point moved from %d to %d (highest assigned %d)", prev, next, assigned))
 	}
 }
+
+// checkCommitMarker: a commit's marker never says the segment was synced past the commit's own
+// start, and what the markers say only grows.
+func checkCommitMarker(prev, synced, start int64) {
+	if synced > start || synced < prev {
+		panic(fmt.Sprintf("wal: invariant violated: commit at %d marked synced to %d (previous mark %d)", start, synced, prev))
+	}
+}

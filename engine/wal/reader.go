@@ -164,6 +164,19 @@ func (r *Reader) Next() bool {
 			}
 			return false
 		}
+		if r.cur.marked {
+			synced, ok, err := commitMarker(payload)
+			if err == nil && ok && (synced < headerSize || synced > off) {
+				err = fmt.Errorf("it says the segment was synced to offset %d", synced)
+			}
+			if err != nil {
+				r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: "bad commit marker: " + err.Error()}
+				return false
+			}
+			if ok {
+				continue
+			}
+		}
 		if err := decodeEdit(payload, &r.edit); err != nil {
 			r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: "undecodable record: " + err.Error()}
 			return false
@@ -316,7 +329,9 @@ func (r *Reader) openFile() bool {
 		err = &badRecord{reason: fmt.Sprintf("truncated header (file of %d bytes)", size)}
 	} else if err == nil {
 		var kind byte
-		kind, _, err = checkHeader(h)
+		var version uint16
+		kind, _, version, err = checkVersionedHeader(h)
+		fr.marked = version == markedVersion
 		if err == nil && kind != r.kind {
 			err = fmt.Errorf("file kind %d, expected %d", kind, r.kind)
 		}
@@ -341,18 +356,40 @@ func (r *Reader) openFile() bool {
 
 // handleBad decides whether a bad record (or header) at off is a torn tail
 // (returns true: stop reading this file) or corruption (sets r.err).
+//
+// In the last segment, damage is a torn tail if nothing after it shows that its bytes had been
+// synced: in a segment with commit markers, no later commit's marker says the segment was synced
+// past off (the valid records of unacknowledged commits after the damage are dropped with it: a
+// crash during a sync may have kept some of a commit's pages and lost others); in an older
+// segment, no valid record follows at all.
 func (r *Reader) handleBad(off int64, reason string) bool {
 	if r.tolerateTail && r.isLast() {
-		found, err := r.cur.validRecordAfter(off)
-		if err != nil {
-			r.err = err
-			return false
+		if r.cur.marked {
+			at, synced, records, err := r.cur.syncedCommitAfter(off)
+			if err != nil {
+				r.err = err
+				return false
+			}
+			if at < 0 {
+				if records > 0 {
+					reason += fmt.Sprintf(" (%d valid records of unacknowledged commits after it dropped)", records)
+				}
+				r.torn = &TornTail{File: r.cur.name, Offset: off, Reason: reason}
+				return true
+			}
+			reason += fmt.Sprintf(" (valid records follow: the commit at offset %d was staged with the segment synced to %d)", at, synced)
+		} else {
+			found, err := r.cur.validRecordAfter(off)
+			if err != nil {
+				r.err = err
+				return false
+			}
+			if !found {
+				r.torn = &TornTail{File: r.cur.name, Offset: off, Reason: reason}
+				return true
+			}
+			reason += " (valid records follow)"
 		}
-		if !found {
-			r.torn = &TornTail{File: r.cur.name, Offset: off, Reason: reason}
-			return true
-		}
-		reason += " (valid records follow)"
 	}
 	r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: reason}
 	return false
@@ -381,6 +418,7 @@ type fileReader struct {
 	bufOff int64
 	off    int64 // offset of the next record
 	recOff int64 // offset of the current record
+	marked bool  // the segment's commits begin with commit markers (format version 2)
 }
 
 const readWindow = 256 << 10
@@ -460,52 +498,85 @@ func (r *fileReader) next() (payload, raw []byte, off int64, err error) {
 	return rec[recordHeaderSize:], rec, off, nil
 }
 
-// validRecordAt reports whether a record with a valid checksum starts at off.
-func (r *fileReader) validRecordAt(off int64) (bool, error) {
+// validRecordAt returns the record (header included, aliasing the window) if one with a valid
+// checksum starts at off, else nil.
+func (r *fileReader) validRecordAt(off int64) ([]byte, error) {
 	h, err := r.read(off, recordHeaderSize)
 	if err != nil {
 		if err == errShort {
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
 	n := int64(binary.LittleEndian.Uint32(h[4:]))
 	if n == 0 || n > MaxRecordSize || off+recordHeaderSize+n > r.size {
-		return false, nil
+		return nil, nil
 	}
 	crc := binary.LittleEndian.Uint32(h)
 	rec, err := r.read(off, recordHeaderSize+int(n))
 	if err != nil {
 		if err == errShort {
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
-	return crc32.Checksum(rec[4:], castagnoli) == crc, nil
+	if crc32.Checksum(rec[4:], castagnoli) != crc {
+		return nil, nil
+	}
+	return rec, nil
+}
+
+// nextCandidate returns the first offset at or after o where a record could start, skipping
+// runs of zeros: a record's length (bytes 4-7 of its header) is not zero, so in a run of zeros
+// (a preallocated segment's unwritten space) the next candidate is 7 bytes before the next
+// non-zero byte. -1: the rest of the file is zeros.
+func (r *fileReader) nextCandidate(o int64) (int64, error) {
+	nz, err := r.nextNonZero(o + 4)
+	if err != nil || nz < 0 {
+		return -1, err
+	}
+	return max(o, nz-7), nil
 }
 
 // validRecordAfter reports whether a valid record starts anywhere after
 // off: if so, the damage at off is not a torn tail.
 func (r *fileReader) validRecordAfter(off int64) (bool, error) {
-	start := max(off+1, headerSize)
-	for o := start; o+recordHeaderSize < r.size; o++ {
-		// A record's length (bytes 4-7 of its header) is not zero, so in
-		// a run of zeros (a preallocated segment's unwritten space) the
-		// next candidate is 7 bytes before the next non-zero byte.
-		nz, err := r.nextNonZero(o + 4)
-		if err != nil {
+	var err error
+	for o := max(off+1, headerSize); o+recordHeaderSize < r.size; o++ {
+		if o, err = r.nextCandidate(o); err != nil || o < 0 {
 			return false, err
 		}
-		if nz < 0 {
-			return false, nil
-		}
-		o = max(o, nz-7)
-		ok, err := r.validRecordAt(o)
-		if err != nil || ok {
-			return ok, err
+		rec, err := r.validRecordAt(o)
+		if err != nil || rec != nil {
+			return rec != nil, err
 		}
 	}
 	return false, nil
+}
+
+// syncedCommitAfter looks, after damage at off, for a commit marker saying that the segment had
+// been synced past off when its commit was staged: at is its offset (-1: none) and synced what it
+// says. records counts the valid records found after off.
+func (r *fileReader) syncedCommitAfter(off int64) (at, synced int64, records int, err error) {
+	for o := max(off+1, headerSize); o+recordHeaderSize < r.size; {
+		if o, err = r.nextCandidate(o); err != nil || o < 0 {
+			return -1, 0, records, err
+		}
+		rec, err := r.validRecordAt(o)
+		if err != nil {
+			return -1, 0, records, err
+		}
+		if rec == nil {
+			o++
+			continue
+		}
+		records++
+		if s, ok, merr := commitMarker(rec[recordHeaderSize:]); ok && merr == nil && s > off {
+			return o, s, records, nil
+		}
+		o += int64(len(rec))
+	}
+	return -1, 0, records, nil
 }
 
 // nextNonZero returns the offset of the first non-zero byte at or after

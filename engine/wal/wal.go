@@ -337,12 +337,14 @@ type regionSeq struct {
 
 type seqRange struct{ from, to uint64 }
 
-// syncedTo is what a commit makes durable: every sequence id up to upTo;
-// good is the segment's size before its write (where a failed segment is cut
-// back to).
+// syncedTo is what a commit makes durable: every sequence id up to upTo, and
+// segment seg's bytes up to end; good is the segment's size before its write
+// (where a failed segment is cut back to).
 type syncedTo struct {
 	upTo uint64
 	good int64
+	seg  *activeSegment
+	end  int64
 }
 
 type segmentMeta struct {
@@ -365,6 +367,10 @@ type activeSegment struct {
 	// segment (the file cannot, or a write of zeros failed).
 	zeroedTo int64
 	noZero   bool
+	// synced: every byte before it is synced (the end of the last acknowledged commit), what
+	// the next commit's marker says.
+	synced atomic.Int64
+	marked int64 // what the last commit's marker said (under wmu)
 }
 
 // zeroable says whether the zeroer may still write into the segment (under wmu): preallocated,
@@ -521,7 +527,7 @@ func (w *WAL) createSegment(num uint64) (*activeSegment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: create segment: %w", err)
 	}
-	_, err = f.Write(appendHeader(nil, kindSegment, num))
+	_, err = f.Write(appendVersionedHeader(nil, markedVersion, kindSegment, num))
 	preallocated := false
 	if pa, ok := f.(storage.Preallocator); ok && err == nil && !w.opts.NoPreallocate {
 		// Best effort: a file system without fallocate, or without the
@@ -543,8 +549,10 @@ func (w *WAL) createSegment(num uint64) (*activeSegment, error) {
 		w.fs.RemoveAll(p) // best effort; a leftover is removed by the next attempt
 		return nil, fmt.Errorf("wal: create segment %s: %w", p, err)
 	}
-	return &activeSegment{meta: &segmentMeta{num: num, path: p, size: headerSize, regions: map[string]uint64{}}, f: f,
-		created: time.Now(), preallocated: preallocated}, nil
+	s := &activeSegment{meta: &segmentMeta{num: num, path: p, size: headerSize, regions: map[string]uint64{}}, f: f,
+		created: time.Now(), preallocated: preallocated}
+	s.synced.Store(headerSize)
+	return s, nil
 }
 
 // trimSegment cuts a preallocated segment back to the bytes written (and
@@ -624,6 +632,10 @@ func (w *WAL) AppendNoWait(e *Edit) (uint64, error) {
 	checkSeqIncreasing(w.lastAppended, seq)
 	w.lastAppended = seq
 	b := w.buf
+	if len(b.data) == 0 {
+		// Room for the commit marker that begins the write of this batch (filled in by commit).
+		b.data = append(b.data, make([]byte, commitMarkerSize)...)
+	}
 	start := len(b.data)
 	b.data = appendRecord(b.data, e, seq, wt, size)
 	checkAppended(b.data[start:], e, seq)
@@ -1013,6 +1025,10 @@ func (w *WAL) commit() {
 	s := w.seg
 	if b != nil {
 		good = s.meta.size
+		synced := s.synced.Load()
+		checkCommitMarker(s.marked, synced, good)
+		s.marked = synced
+		putCommitMarker(b.data, synced)
 		var n int
 		n, err = s.f.Write(b.data)
 		written = n
@@ -1029,6 +1045,7 @@ func (w *WAL) commit() {
 		}
 	}
 	w.stagedTo = upTo
+	end := s.meta.size
 	full := w.segmentFull(s)
 	w.smu.Lock()
 	t := w.gc.issue()
@@ -1048,7 +1065,7 @@ func (w *WAL) commit() {
 	}
 
 	w.smu.Lock()
-	failed := w.completeLocked(t, syncedTo{upTo: upTo, good: good}, err)
+	failed := w.completeLocked(t, syncedTo{upTo: upTo, good: good, seg: s, end: end}, err)
 	w.gc.release()
 	if !failed {
 		w.syncing--
@@ -1079,6 +1096,7 @@ func (w *WAL) completeLocked(t uint64, r syncedTo, err error) (failed bool) {
 			w.stats.failures.Add(1)
 			return
 		}
+		r.seg.synced.Store(r.end) // in staging order: it only grows
 		if r.upTo > w.synced {
 			checkDurable(w.synced, r.upTo, w.lastAssigned.Load())
 			w.synced = r.upTo
