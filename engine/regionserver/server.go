@@ -106,10 +106,9 @@ type Config struct {
 	// WALCommitDelay is how long a WAL commit may wait for more writers (wal.Options.CommitDelay,
 	// wal.ObjectLogOptions.CommitDelay; one sync slot or PUT in flight).
 	WALCommitDelay time.Duration
-	// WALZeroAhead writes zeros ahead of the log into preallocated segments
-	// (wal.Options.ZeroAhead: off by default, since a power loss can then leave a log that
-	// replay refuses).
-	WALZeroAhead bool
+	// WALNoZeroAhead turns off writing zeros ahead of the log into preallocated segments
+	// (wal.Options.NoZeroAhead).
+	WALNoZeroAhead bool
 	// WALNoCompression turns off compressing the records of each WAL object on object storage
 	// (wal.ObjectLogOptions.Compress; a directory tree's WAL is never compressed).
 	WALNoCompression bool
@@ -674,7 +673,7 @@ func (s *Server) newWAL() (serverLog, string, int64, error) {
 	}
 	opts := wal.Options{FS: s.cfg.FS, Dir: dir, SyncInterval: s.cfg.WALSyncInterval, SegmentSize: s.cfg.WALSegmentSize,
 		GroupCommit: s.cfg.WALGroupCommit, SyncSlots: s.cfg.WALSyncSlots, CommitDelay: s.cfg.WALCommitDelay, Archive: s.walArchiveTarget(code),
-		Slow: s.slowCommit, SlowCommit: time.Nanosecond, ZeroAhead: s.cfg.WALZeroAhead}
+		Slow: s.slowCommit, SlowCommit: time.Nanosecond, NoZeroAhead: s.cfg.WALNoZeroAhead}
 	if s.cfg.WALGroups > 1 {
 		m, err := wal.OpenMulti(opts, s.cfg.WALGroups)
 		if err != nil {

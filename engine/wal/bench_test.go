@@ -77,12 +77,12 @@ func BenchmarkAppendSyncWAL(b *testing.B) {
 }
 
 // BenchmarkZeroAhead: SYNC_WAL appends into preallocated segments with and without zeros written
-// ahead of the log (Options.ZeroAhead), side by side.
+// ahead of the log (Options.NoZeroAhead), side by side.
 func BenchmarkZeroAhead(b *testing.B) {
 	for _, g := range []int{1, 4, 16, 64} {
 		for _, on := range []bool{true, false} {
 			b.Run(fmt.Sprintf("goroutines=%d/zero-ahead=%v", g, on), func(b *testing.B) {
-				benchAppend(b, g, SyncWAL, func(o *Options) { o.ZeroAhead = on })
+				benchAppend(b, g, SyncWAL, func(o *Options) { o.NoZeroAhead = !on })
 			})
 		}
 	}

@@ -66,13 +66,10 @@ type Options struct {
 	// NoPreallocate turns off preallocating segment files (fallocate) on
 	// file systems that support it.
 	NoPreallocate bool
-	// ZeroAhead writes zeros ahead of the log into a preallocated segment (storage.Zeroer: on
-	// ext4 and XFS a sync of records written into preallocated but never written blocks also
-	// journals their conversion; see zeroAhead). Off by default: records then overwrite written
-	// blocks in place, and a power loss during a sync can leave a commit spanning several pages
-	// with a later page on disk and an earlier one not, which replay must refuse as corruption
-	// (valid records after damage) — the server does not start until the segment is repaired.
-	ZeroAhead bool
+	// NoZeroAhead turns off writing zeros ahead of the log into a preallocated segment
+	// (storage.Zeroer: on ext4 and XFS a sync of records written into preallocated but never
+	// written blocks also journals their conversion; see zeroAhead).
+	NoZeroAhead bool
 	// SegmentSize rolls to a new segment once the current one reaches
 	// this many bytes. Default 64 MiB.
 	SegmentSize int64
@@ -453,7 +450,7 @@ func Open(opts Options) (*WAL, error) {
 		return nil, err
 	}
 	go w.run()
-	if !opts.NoPreallocate && opts.ZeroAhead {
+	if !opts.NoPreallocate && !opts.NoZeroAhead {
 		go w.zeroLoop()
 		kick(w.zkick)
 	}
@@ -859,7 +856,7 @@ func (w *WAL) run() {
 	}
 }
 
-// Zeros ahead of the log (Options.ZeroAhead, off by default: see there and below). A preallocated
+// Zeros ahead of the log (on unless Options.NoZeroAhead). A preallocated
 // segment's blocks are reserved but unwritten: on ext4 (and XFS) the first write into each converts
 // it to written, a change to the file's extent tree that the next fdatasync has to journal — an
 // extra journal write and flush every few syncs when small records fill a block in a few commits,
@@ -884,14 +881,14 @@ func (w *WAL) run() {
 // the zeros' write-back errors reach the file's next sync — the log's, or a roll's trim, which
 // then fails and is retried — like any other write's.
 //
-// Why it is off by default: into unwritten blocks a commit's records become readable only with
-// the journal commit that converts the blocks, which ext4 and XFS make after the data is on the
-// disk, so a power loss mid-sync leaves the commit's new blocks all zeros (a torn tail). Into
-// blocks written before, a commit's pages are overwritten in place and reach the disk in any
-// order: a power loss mid-sync can keep a later page of the commit and lose an earlier one, and
-// replay then finds valid records after damage, which it cannot tell from corruption of
-// acknowledged records and refuses. A kill -9 cannot do that (the page cache holds every byte
-// written); a power loss or a host crash can.
+// What it changes for a power loss: into unwritten blocks a commit's records become readable
+// only with the journal commit that converts the blocks, which ext4 and XFS make after the data
+// is on the disk, so a power loss mid-sync leaves the commit's new blocks all zeros. Into blocks
+// written before, a commit's pages are overwritten in place and reach the disk in any order: a
+// power loss mid-sync can keep a later page of the commit and lose an earlier one. Replay takes
+// that for a torn tail too because every commit begins with a marker saying how far the segment
+// was synced (format.go; reader.go handleBad): valid records after damage are corruption only
+// when a later commit vouches that the damaged bytes had been synced.
 const (
 	zeroAhead       = 1 << 20
 	zeroChunk       = 64 << 10
@@ -1406,7 +1403,7 @@ type Stats struct {
 	Segments         int64  // live segments, including the active one
 	LastSeq          uint64 // highest sequence id assigned
 	SyncedSeq        uint64 // every record up to this sequence id is durable
-	ZeroedBytes      uint64 // zeros written ahead of the log (Options.ZeroAhead)
+	ZeroedBytes      uint64 // zeros written ahead of the log (unless Options.NoZeroAhead)
 	ZeroErrors       uint64 // failed writes of zeros (each stops the zeroer for its segment)
 	// CommitsDelayed counts commits whose leader waited for more writers (Options.CommitDelay)
 	// and saw them come; CommitDelaysExpired those whose delay ran out first.

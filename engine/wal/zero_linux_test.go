@@ -66,7 +66,7 @@ func TestLocalZeroAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	const segSize = 4 << 20
-	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1", SegmentSize: segSize, ZeroAhead: true})
+	w := mustOpen(t, Options{FS: fs, Dir: "wal/rs1", SegmentSize: segSize})
 	defer w.Close()
 	segs, err := w.Segments()
 	if err != nil {
@@ -120,7 +120,7 @@ func TestLocalZeroAhead(t *testing.T) {
 	// roll's trim and every commit's write, in every group-commit configuration.
 	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
 		dir := "wal/" + strings.ReplaceAll(t.Name(), "/", "-")
-		opts := Options{FS: fs, Dir: dir, SegmentSize: 16 << 10, ZeroAhead: true}
+		opts := Options{FS: fs, Dir: dir, SegmentSize: 16 << 10}
 		set(&opts)
 		w2 := mustOpen(t, opts)
 		const writers, each = 8, 300
@@ -166,8 +166,8 @@ func TestLocalZeroAhead(t *testing.T) {
 		}
 	})
 
-	// Off, the default, nothing is zeroed.
-	w3 := mustOpen(t, Options{FS: fs, Dir: "wal/rs3", SegmentSize: segSize})
+	// Off, nothing is zeroed.
+	w3 := mustOpen(t, Options{FS: fs, Dir: "wal/rs3", SegmentSize: segSize, NoZeroAhead: true})
 	for i := range 50 {
 		if _, err := w3.Append(testEdit("r", i), SyncWAL); err != nil {
 			t.Fatal(err)
@@ -177,6 +177,6 @@ func TestLocalZeroAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if z := w3.Stats().ZeroedBytes; z != 0 {
-		t.Fatalf("ZeroAhead off: %d bytes zeroed", z)
+		t.Fatalf("NoZeroAhead: %d bytes zeroed", z)
 	}
 }

@@ -175,7 +175,7 @@ func addWALFlags(fl *pflag.FlagSet, f *regionServerFlags) {
 	fl.DurationVar(&f.slowCall, "slow-call-threshold", 500*time.Millisecond, "log data-path calls and WAL commits that take this long or longer (\"slow call\", \"slow WAL commit\"); negative: never")
 	fl.IntVar(&f.walSyncSlots, "wal-sync-slots", 1, "WAL group commits that may be under way at once (1-8): syncs of the segment, or PUTs of the object log on a bucket")
 	fl.Var(&f.walDelay, "wal-commit-delay", "how long a WAL commit may wait for more writers when more are expected (as many as waited at once lately; a lone writer waits at most once, after a busier time), so that they share one sync (on object storage one PUT); 0: never; auto: "+objectLogCommitDelay.String()+" on object storage (S3 or --bucket-dir) with one PUT in flight, "+directoryCommitDelay.String()+" on a directory tree with leader commit and one sync slot, else 0")
-	fl.BoolVar(&f.walZeroAhead, "wal-zero-ahead", false, "write zeros ahead of the WAL into its preallocated segment, so that its syncs on ext4 or XFS journal no block conversions (a directory tree only); faster small synced writes, but after a power loss or host crash during a sync the WAL may hold valid records after damage, which recovery refuses until the segment is repaired (a kill -9 cannot cause it)")
+	fl.BoolVar(&f.walZeroAhead, "wal-zero-ahead", true, "write zeros ahead of the WAL into its preallocated segment, so that its syncs on ext4 or XFS journal no block conversions (a directory tree only): faster small synced writes, every block of the log written twice")
 	fl.BoolVar(&f.walCompress, "wal-compression", true, "compress the records of each WAL object with S2 when that saves an eighth of their bytes or more (object storage only: fewer bytes to PUT, store and read back)")
 	fl.IntVar(&f.walGroups, "wal-groups", 1, "WALs per server (1-16; HBase's multiwal): each region's edits go to one of them by its name's hash, each commits and syncs on its own (a directory tree only)")
 }
@@ -348,7 +348,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
 		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
-		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots, f.walCommit.CommitMode), WALGroups: f.walGroups, WALZeroAhead: f.walZeroAhead, WALNoCompression: !f.walCompress, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
+		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots, f.walCommit.CommitMode), WALGroups: f.walGroups, WALNoZeroAhead: !f.walZeroAhead, WALNoCompression: !f.walCompress, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }
 

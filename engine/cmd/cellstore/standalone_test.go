@@ -157,7 +157,8 @@ func TestMain(m *testing.M) {
 func TestStandaloneSmoke(t *testing.T) {
 	bin := cellstoreBinary(t)
 	dir := t.TempDir()
-	p := startStandalone(t, bin, dir)
+	// First without zeros written ahead of the WAL (on by default): none are.
+	p := startStandalone(t, bin, dir, "--wal-zero-ahead=false")
 	runShell(t, bin, p.master, "create 't1', 'cf'; put 't1', 'r1', 'cf:a', 'hello'; put 't1', 'r2', 'cf:a', 'world'")
 	if out := runShell(t, bin, p.master, "get 't1', 'r1'"); !strings.Contains(out, "value=hello") {
 		t.Fatalf("get before restart:\n%s", out)
@@ -165,11 +166,14 @@ func TestStandaloneSmoke(t *testing.T) {
 	if out := runShell(t, bin, p.master, "list_regions 't1'"); !strings.Contains(out, " OPEN ") || !strings.Contains(out, "1 row(s)") {
 		t.Fatalf("list_regions:\n%s", out)
 	}
+	if z := metricValue(t, metricsOf(t, p.httpAddr), "cellstore_regionserver_wal_zeroed_bytes"); z != 0 {
+		t.Fatalf("cellstore_regionserver_wal_zeroed_bytes = %v with --wal-zero-ahead=false", z)
+	}
 	p.stop(t, os.Interrupt)
 
-	// Restart after a clean stop, with zeros written ahead of the WAL (off by default): the data
-	// is there.
-	p = startStandalone(t, bin, dir, "--wal-zero-ahead")
+	// Restart after a clean stop, with zeros written ahead of the WAL (the default): the data is
+	// there.
+	p = startStandalone(t, bin, dir)
 	if out := runShell(t, bin, p.master, "get 't1', 'r2'"); !strings.Contains(out, "value=world") {
 		t.Fatalf("get after restart:\n%s", out)
 	}
@@ -182,7 +186,7 @@ func TestStandaloneSmoke(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cellstore_regionserver_wal_zeroed_bytes = %v 20 s after a write with --wal-zero-ahead", z)
+			t.Fatalf("cellstore_regionserver_wal_zeroed_bytes = %v 20 s after a write (zeros ahead are on by default)", z)
 		}
 	}
 	p.stop(t, syscall.SIGKILL)
@@ -292,12 +296,6 @@ func TestPECommands(t *testing.T) {
 	}
 	if r := pe("--rows", "300", "--autoFlush", "randomWrite", "2"); rows(r) != 600 {
 		t.Fatalf("randomWrite: %v", r)
-	}
-	// Un-batched writes to a WAL on a local directory: no zeros go ahead of the log unless
-	// --wal-zero-ahead asks for them (docs/storage-format.md: a power loss could otherwise tear a
-	// commit in the middle).
-	if z := metricValue(t, metricsOf(t, p.httpAddr), "cellstore_regionserver_wal_zeroed_bytes"); z != 0 {
-		t.Fatalf("cellstore_regionserver_wal_zeroed_bytes = %v by default, want 0", z)
 	}
 	// Reads of the 600 loaded rows: a missing row would be an error.
 	for _, cmd := range []string{"sequentialRead", "randomRead"} {
