@@ -225,10 +225,12 @@ func (p *archivePack) put(ctx context.Context, t *ArchiveTarget) error {
 	return nil
 }
 
-// segmentRecords reads the valid records of one segment file (a torn tail, such as a killed
-// server's preallocated zeros, is left out) and appends them, re-encoded, to dst.
-func segmentRecords(fs storage.FS, file string, dst []byte, onRegion func(string)) ([]byte, error) {
-	r := &Reader{fs: fs, files: []string{file}, tolerateTail: true, kind: kindSegment}
+// segmentRecords reads the valid records of one segment file and appends them, re-encoded, to
+// dst. last: the file is the last segment of its log, whose torn tail (such as a killed server's
+// preallocated zeros) is left out; damage in any other segment (trimmed and synced at its roll)
+// is corruption, as in replay.
+func segmentRecords(fs storage.FS, file string, last bool, dst []byte, onRegion func(string)) ([]byte, error) {
+	r := &Reader{fs: fs, files: []string{file}, tolerateTail: last, kind: kindSegment}
 	defer r.Close()
 	for r.Next() {
 		dst = append(dst, r.raw...)
@@ -320,13 +322,19 @@ func ArchiveDeadDir(ctx context.Context, fs storage.FS, dir string, t ArchiveTar
 		return 0, fmt.Errorf("wal: archive %s: %w", dir, err)
 	}
 	slices.Sort(names)
+	var lastSeg uint64
+	for _, name := range names {
+		if n, ok := parseSegmentName(name); ok {
+			lastSeg = max(lastSeg, n)
+		}
+	}
 	var p archivePack
 	for _, name := range names {
 		n, ok := parseSegmentName(name)
 		if !ok || n <= through {
 			continue
 		}
-		recs, err := segmentRecords(fs, path.Join(dir, name), nil, onRegion)
+		recs, err := segmentRecords(fs, path.Join(dir, name), n == lastSeg, nil, onRegion)
 		if err != nil {
 			return units, err
 		}

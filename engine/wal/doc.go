@@ -46,8 +46,10 @@
 // NewReader iterates over a WAL directory in sequence order (replay),
 // optionally from a sequence id and for one region. The last segment may
 // end in a torn tail (a crash during a write: a partial record, a bad
-// checksum at the very end, zeros): it is ignored. Damage anywhere else
-// stops the iteration with a *CorruptionError naming the file and offset.
+// checksum, zeros, with at most records of commits that were never
+// acknowledged after it — the commit markers say which bytes had been
+// synced): it is ignored. Damage anywhere else stops the iteration with a
+// *CorruptionError naming the file and offset.
 // Bad bytes never cause a panic.
 //
 // Split turns a dead server's (fenced) WAL directory into per-region

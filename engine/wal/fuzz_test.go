@@ -52,6 +52,16 @@ func FuzzSegmentReader(f *testing.F) {
 	f.Add(flipped)
 	f.Add(good[:headerSize])
 	f.Add([]byte{})
+	// Segments with commit markers (format version 2): whole, a lost page in the last commit,
+	// damage before a later commit.
+	marked, commits, recs := markedSegment(2, 3)
+	f.Add(marked)
+	holed := bytes.Clone(marked)
+	clear(holed[commits[1]:recs[3]])
+	f.Add(holed)
+	early := bytes.Clone(marked)
+	early[recs[0]+20] ^= 1
+	f.Add(early)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, last := range []bool{true, false} {
 			mem := storage.NewMem()

@@ -170,8 +170,9 @@ func TestLocalPreallocatedSegments(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := fs.Stat(last.Path); err != nil || fi.Size != last.Size {
-		t.Fatalf("closed segment: size %d (%v), want %d", fi.Size, err, last.Size)
+	// Trimmed to its records and the closing commit marker.
+	if fi, err := fs.Stat(last.Path); err != nil || fi.Size != last.Size+commitMarkerSize {
+		t.Fatalf("closed segment: size %d (%v), want %d", fi.Size, err, last.Size+commitMarkerSize)
 	}
 
 	// Reopening the crash image cuts the zeros off and goes on.
@@ -218,8 +219,8 @@ func TestLocalPreallocatedSegmentFenced(t *testing.T) {
 		t.Fatalf("Close after the directory was renamed: %v", err)
 	}
 	moved := filepath.Join("wal/rs1-splitting", filepath.Base(segs[0].Path))
-	if fi, err := fs.Stat(moved); err != nil || fi.Size != segs[0].Size {
-		t.Fatalf("fenced segment: size %d (%v), want %d", fi.Size, err, segs[0].Size)
+	if fi, err := fs.Stat(moved); err != nil || fi.Size != segs[0].Size+commitMarkerSize {
+		t.Fatalf("fenced segment: size %d (%v), want %d (records and the closing commit marker)", fi.Size, err, segs[0].Size+commitMarkerSize)
 	}
 	if edits := mustReplay(t, fs, "wal/rs1-splitting"); len(edits) != 10 {
 		t.Fatalf("fenced directory: %d edits", len(edits))

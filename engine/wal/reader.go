@@ -23,8 +23,8 @@ type ReplayOptions struct {
 }
 
 // TornTail describes where a Reader stopped reading the last file because
-// its end was torn (a crash during a write): the bytes from Offset on hold
-// no complete record and were ignored.
+// its end was torn (a crash during a write): the bytes from Offset on were
+// ignored (see Reader for when damage is a torn tail).
 type TornTail struct {
 	File   string
 	Offset int64
@@ -45,8 +45,10 @@ type TornTail struct {
 //
 // In a WAL directory, a torn tail of the last segment (a partial record, a
 // record with a bad checksum, zeros) is ignored and reported by TornTail,
-// provided no valid record follows it. Damage anywhere else stops the
-// iteration with a *CorruptionError naming the file and byte offset.
+// provided nothing after it shows that its bytes had been synced: no later
+// commit marker says so (a segment of format version 2), or no valid record
+// follows at all (version 1). Damage anywhere else stops the iteration with
+// a *CorruptionError naming the file and byte offset.
 // Recovered-edits files are written whole and synced before they are
 // renamed into place, so no torn tail is tolerated there.
 type Reader struct {
@@ -365,15 +367,12 @@ func (r *Reader) openFile() bool {
 func (r *Reader) handleBad(off int64, reason string) bool {
 	if r.tolerateTail && r.isLast() {
 		if r.cur.marked {
-			at, synced, records, err := r.cur.syncedCommitAfter(off)
+			at, synced, err := r.cur.syncedCommitAfter(off)
 			if err != nil {
 				r.err = err
 				return false
 			}
 			if at < 0 {
-				if records > 0 {
-					reason += fmt.Sprintf(" (%d valid records of unacknowledged commits after it dropped)", records)
-				}
 				r.torn = &TornTail{File: r.cur.name, Offset: off, Reason: reason}
 				return true
 			}
@@ -556,27 +555,30 @@ func (r *fileReader) validRecordAfter(off int64) (bool, error) {
 
 // syncedCommitAfter looks, after damage at off, for a commit marker saying that the segment had
 // been synced past off when its commit was staged: at is its offset (-1: none) and synced what it
-// says. records counts the valid records found after off.
-func (r *fileReader) syncedCommitAfter(off int64) (at, synced int64, records int, err error) {
-	for o := max(off+1, headerSize); o+recordHeaderSize < r.size; {
+// says. Only markers decide, so only marker-shaped bytes are checked (17 bytes each, every
+// offset once: linear in the bytes after off, whatever they hold), and a marker counts only if
+// it is one Next would accept (synced between the header's end and its own offset).
+func (r *fileReader) syncedCommitAfter(off int64) (at, synced int64, err error) {
+	for o := max(off+1, headerSize); o+commitMarkerSize <= r.size; o++ {
 		if o, err = r.nextCandidate(o); err != nil || o < 0 {
-			return -1, 0, records, err
+			return -1, 0, err
 		}
-		rec, err := r.validRecordAt(o)
+		if o+commitMarkerSize > r.size {
+			break
+		}
+		rec, err := r.read(o, commitMarkerSize)
 		if err != nil {
-			return -1, 0, records, err
+			return -1, 0, err
 		}
-		if rec == nil {
-			o++
+		if binary.LittleEndian.Uint32(rec[4:]) != commitMarkerSize-recordHeaderSize || rec[recordHeaderSize] != payloadKindCommit ||
+			crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(rec) {
 			continue
 		}
-		records++
-		if s, ok, merr := commitMarker(rec[recordHeaderSize:]); ok && merr == nil && s > off {
-			return o, s, records, nil
+		if s, ok, merr := commitMarker(rec[recordHeaderSize:]); ok && merr == nil && s > off && s >= headerSize && s <= o {
+			return o, s, nil
 		}
-		o += int64(len(rec))
 	}
-	return -1, 0, records, nil
+	return -1, 0, nil
 }
 
 // nextNonZero returns the offset of the first non-zero byte at or after
@@ -584,6 +586,9 @@ func (r *fileReader) syncedCommitAfter(off int64) (at, synced int64, records int
 func (r *fileReader) nextNonZero(off int64) (int64, error) {
 	for off < r.size {
 		n := int(min(int64(readWindow), r.size-off))
+		if off >= r.bufOff && off < r.bufOff+int64(len(r.buf)) {
+			n = int(r.bufOff + int64(len(r.buf)) - off) // what the window holds: no read
+		}
 		b, err := r.read(off, n)
 		if err != nil {
 			return 0, err

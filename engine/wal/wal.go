@@ -1267,6 +1267,9 @@ func (w *WAL) finish() error {
 	}
 	w.smu.Unlock()
 	if !broken && !w.seg.closed {
+		if merr := w.closingMarker(w.seg); merr != nil && err == nil {
+			err = merr
+		}
 		if terr := w.trimSegment(w.seg); terr != nil && err == nil {
 			err = terr
 		}
@@ -1282,6 +1285,31 @@ func (w *WAL) finish() error {
 	w.scond.Broadcast()
 	w.smu.Unlock()
 	return err
+}
+
+// closingMarker ends a segment that holds commits, when the WAL closes with nothing under way,
+// with a commit marker of its own, synced: it says every commit before it was synced, so that
+// damage to the last commits is corruption on replay, not a torn tail no later commit could
+// contradict (docs/storage-format.md, "Replay, torn tails, corruption"). Under wmu.
+func (w *WAL) closingMarker(s *activeSegment) error {
+	if s.meta.size <= headerSize {
+		return nil
+	}
+	synced := s.synced.Load()
+	checkCommitMarker(s.marked, synced, s.meta.size)
+	s.marked = synced
+	var rec [commitMarkerSize]byte
+	putCommitMarker(rec[:], synced)
+	n, err := s.f.Write(rec[:])
+	s.meta.size += int64(n)
+	w.stats.bytesWritten.Add(uint64(n))
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("wal: close %s: write its closing commit marker: %w", s.meta.path, err)
+	}
+	return nil
 }
 
 // SegmentInfo describes a live segment.
@@ -1360,7 +1388,7 @@ func (w *WAL) Archive(ctx context.Context) (int, error) {
 		if sg.Active || !ok || n <= w.archived.through.Load() {
 			continue
 		}
-		recs, err := segmentRecords(w.fs, sg.Path, nil, nil)
+		recs, err := segmentRecords(w.fs, sg.Path, false, nil, nil) // closed: trimmed and synced at its roll
 		if err != nil {
 			return done, err
 		}

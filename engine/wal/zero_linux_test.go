@@ -108,8 +108,8 @@ func TestLocalZeroAhead(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil {
 		t.Fatal(err)
-	} else if fi.Size() != active.Size {
-		t.Fatalf("closed segment: size %d, want %d", fi.Size(), active.Size)
+	} else if fi.Size() != active.Size+commitMarkerSize {
+		t.Fatalf("closed segment: size %d, want %d (records and the closing commit marker)", fi.Size(), active.Size+commitMarkerSize)
 	}
 	if edits := mustReplay(t, fs, "wal/rs1"); len(edits) != 200 {
 		t.Fatalf("replayed %d edits, want 200", len(edits))
@@ -137,14 +137,18 @@ func TestLocalZeroAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every segment is exactly its records: the closed ones since their roll, the last since
-		// the close (no zeros after a trim).
+		// the close, with its closing commit marker (no zeros after a trim).
 		for _, sg := range segs {
 			fi, err := os.Stat(filepath.Join(root, sg.Path))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fi.Size() != sg.Size {
-				t.Fatalf("segment %s is %d bytes, its records %d", sg.Path, fi.Size(), sg.Size)
+			want := sg.Size
+			if sg.Active && sg.Size > headerSize {
+				want += commitMarkerSize
+			}
+			if fi.Size() != want {
+				t.Fatalf("segment %s is %d bytes, want %d", sg.Path, fi.Size(), want)
 			}
 		}
 		edits, r, err := replayAll(t, fs, dir, ReplayOptions{})
