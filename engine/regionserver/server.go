@@ -196,7 +196,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("regionserver: --wal-groups %d needs a directory tree; on object storage the WAL already has --wal-sync-slots PUTs under way at once: raise that instead", c.WALGroups)
 	case c.WALCommitDelay < 0 || c.WALCommitDelay > 100*time.Millisecond:
 		return fmt.Errorf("regionserver: --wal-commit-delay %s: from 0 to 100ms", c.WALCommitDelay)
-	case c.WALCommitDelay != 0 && c.Bucket != nil && c.WALSyncSlots > 1:
+	case c.WALCommitDelay != 0 && c.Bucket != nil && !wal.ObjectCommitDelayFits(c.WALSyncSlots):
 		return fmt.Errorf("regionserver: --wal-commit-delay needs one PUT in flight (--wal-sync-slots 1, not %d): it waits while none is under way", c.WALSyncSlots)
 	case c.WALCommitDelay != 0 && c.Bucket == nil && !wal.CommitDelayFits(c.WALGroupCommit, c.WALSyncSlots):
 		return fmt.Errorf("regionserver: --wal-commit-delay %s needs --wal-group-commit leader and --wal-sync-slots 1 (not %s and %d): it waits while no sync is under way; give --wal-commit-delay 0 with these",

@@ -204,6 +204,11 @@ func parseObjectKey(prefix, key string) (uint64, bool) {
 	return parseNumbered(rel, ".log")
 }
 
+// ObjectCommitDelayFits says whether a commit delay (ObjectLogOptions.CommitDelay) can act with this
+// many PUTs in flight (0: the default, one): the appender about to PUT waits while none is under
+// way, which needs one. The directory WAL's rule is CommitDelayFits.
+func ObjectCommitDelayFits(puts int) bool { return puts <= 1 }
+
 // OpenObjectLog starts a log under a prefix that must hold no object yet: each process writes its
 // own log (its name carries the start code), so a restarted server never writes where the master
 // may be fencing its predecessor.
@@ -227,7 +232,7 @@ func OpenObjectLog(ctx context.Context, opts ObjectLogOptions) (*ObjectLog, erro
 	switch {
 	case opts.CommitDelay < 0 || opts.CommitDelay > 100*time.Millisecond:
 		return nil, fmt.Errorf("wal: ObjectLogOptions.CommitDelay %s: from 0 to 100ms", opts.CommitDelay)
-	case opts.CommitDelay > 0 && opts.MaxInFlight != 1:
+	case opts.CommitDelay > 0 && !ObjectCommitDelayFits(opts.MaxInFlight):
 		return nil, errors.New("wal: a commit delay needs one PUT in flight (it waits while none is under way)")
 	}
 	if opts.Archive != nil {

@@ -146,7 +146,7 @@ func (c *commitDelayFlag) resolve(objectStorage bool, slots int, mode wal.Commit
 	switch {
 	case c.set:
 		return c.d
-	case objectStorage && slots <= 1:
+	case objectStorage && wal.ObjectCommitDelayFits(slots):
 		return objectLogCommitDelay
 	case !objectStorage && wal.CommitDelayFits(mode, slots):
 		return directoryCommitDelay
