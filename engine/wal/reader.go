@@ -538,12 +538,20 @@ func (r *fileReader) nextCandidate(o int64) (int64, error) {
 }
 
 // validRecordAfter reports whether a valid record starts anywhere after
-// off: if so, the damage at off is not a torn tail.
+// off: if so, the damage at off is not a torn tail (segments of format
+// version 1, whose records are all edits: a candidate whose payload kind is
+// not an edit's is skipped before its checksum, which may need the rest of
+// the file read).
 func (r *fileReader) validRecordAfter(off int64) (bool, error) {
 	var err error
 	for o := max(off+1, headerSize); o+recordHeaderSize < r.size; o++ {
 		if o, err = r.nextCandidate(o); err != nil || o < 0 {
 			return false, err
+		}
+		if h, err := r.read(o, recordHeaderSize+1); err != nil && err != errShort {
+			return false, err
+		} else if err == errShort || h[recordHeaderSize] != payloadKindEdit {
+			continue
 		}
 		rec, err := r.validRecordAt(o)
 		if err != nil || rec != nil {

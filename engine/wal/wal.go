@@ -781,9 +781,11 @@ func (w *WAL) request(r *request) error {
 	return <-r.reply
 }
 
-// Close writes and syncs the buffered records, closes the current segment
-// and stops the WAL. Later appends fail with ErrClosed. It returns the error
-// that broke the WAL, if any.
+// Close writes and syncs the buffered records, ends the current segment with
+// a closing commit marker, closes it and stops the WAL. Later appends fail
+// with ErrClosed. It returns the error that broke the WAL, if any, or that of
+// writing the closing marker (everything acknowledged is durable then; a
+// partial marker reads as a torn tail).
 func (w *WAL) Close() error {
 	w.amu.Lock()
 	if w.closed {

@@ -143,12 +143,12 @@ func TestLocalZeroAhead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := sg.Size
-			if sg.Active && sg.Size > headerSize {
-				want += commitMarkerSize
-			}
-			if fi.Size() != want {
-				t.Fatalf("segment %s is %d bytes, want %d", sg.Path, fi.Size(), want)
+			// The active one ends with the closing marker, unless a roll came between Segments and
+			// Close (a syncer-mode runner rolls after acknowledging): then it was trimmed
+			// without one and the segment after it is empty.
+			ok := fi.Size() == sg.Size || sg.Active && fi.Size() == sg.Size+commitMarkerSize
+			if !ok {
+				t.Fatalf("segment %s is %d bytes, its records %d", sg.Path, fi.Size(), sg.Size)
 			}
 		}
 		edits, r, err := replayAll(t, fs, dir, ReplayOptions{})
