@@ -84,8 +84,10 @@ func sequentialWorkload(fs storage.FS, log *crashLog) error {
 	return w.Close()
 }
 
-// concurrentWorkload appends from 4 goroutines with SYNC_WAL.
-func concurrentWorkload(fs storage.FS, log *crashLog, set func(*Options)) error {
+// concurrentWorkload appends each edits from each of 4 goroutines, every syncEvery-th with
+// SYNC_WAL and the others with ASYNC_WAL (syncEvery 1: all synced), and stops a goroutine at its
+// first error.
+func concurrentWorkload(fs storage.FS, log *crashLog, set func(*Options), each, syncEvery int) error {
 	opts := crashOpts
 	opts.FS = fs
 	set(&opts)
@@ -99,12 +101,20 @@ func concurrentWorkload(fs storage.FS, log *crashLog, set func(*Options)) error 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 15; i++ {
+			var mine []Edit
+			for i := 0; i < each; i++ {
 				e := testEdit(fmt.Sprintf("region-%d", g), g*100+i)
-				if _, err := w.Append(e, SyncWAL); err != nil {
+				d := AsyncWAL
+				if i%syncEvery == syncEvery-1 {
+					d = SyncWAL
+				}
+				if _, err := w.Append(e, d); err != nil {
 					return
 				}
-				log.ack(cloneEdit(e))
+				if mine = append(mine, cloneEdit(e)); d == SyncWAL {
+					log.ack(mine...) // a synced record makes every earlier one durable
+					mine = nil
+				}
 			}
 		}()
 	}
@@ -227,38 +237,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 // burstWorkload appends from 4 goroutines, each 29 ASYNC_WAL edits then one SYNC_WAL, so that a
 // commit spans pages, into segments of many commits.
 func burstWorkload(fs storage.FS, log *crashLog, set func(*Options)) error {
-	opts := crashOpts
-	opts.FS, opts.SegmentSize = fs, 64<<10
-	set(&opts)
-	w, err := Open(opts)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []Edit
-			for i := 0; i < 90; i++ {
-				e := testEdit(fmt.Sprintf("region-%d", g), g*100+i)
-				d := AsyncWAL
-				if i%30 == 29 {
-					d = SyncWAL
-				}
-				if _, err := w.Append(e, d); err != nil {
-					return
-				}
-				if mine = append(mine, cloneEdit(e)); d == SyncWAL {
-					log.ack(mine...) // a synced record makes every earlier one durable
-					mine = nil
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return w.Close()
+	return concurrentWorkload(fs, log, func(o *Options) { o.SegmentSize = 64 << 10; set(o) }, 90, 30)
 }
 
 // TestCrashPersistsPagesOutOfOrder: a power loss during a sync may persist the pages of the
@@ -309,14 +288,14 @@ func TestCrashDuringConcurrentAppends(t *testing.T) {
 	forEachCommitConfig(t, func(t *testing.T, set func(*Options)) {
 		rng := rand.New(rand.NewPCG(7, 7))
 		dry := faultfs.New(storage.NewMem())
-		concurrentWorkload(dry, &crashLog{flushed: map[string]uint64{}}, set)
+		concurrentWorkload(dry, &crashLog{flushed: map[string]uint64{}}, set, 15, 1)
 		total := dry.Count(faultfs.OpsMutating)
 		for iter := 0; iter < 60; iter++ {
 			n := 1 + rng.Int64N(total)
 			ffs := faultfs.New(storage.NewMem())
 			ffs.AddRule(faultfs.Rule{Ops: faultfs.OpsMutating, Nth: n, Action: faultfs.Crash})
 			log := &crashLog{flushed: map[string]uint64{}}
-			concurrentWorkload(ffs, log, set)
+			concurrentWorkload(ffs, log, set, 15, 1)
 			after, _ := ffs.CrashClone(storage.CrashOptions{Rand: rng})
 			checkRecovered(t, after, log, fmt.Sprintf("iteration %d, crash at op %d", iter, n))
 		}
