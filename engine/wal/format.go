@@ -289,9 +289,10 @@ func putCommitMarker(rec []byte, synced int64) {
 	binary.LittleEndian.PutUint32(rec, crc32.Checksum(rec[4:commitMarkerSize], castagnoli))
 }
 
-// commitMarker decodes a record payload that is a commit marker (ok false for any other kind;
-// an error for a malformed marker).
-func commitMarker(p []byte) (synced int64, ok bool, err error) {
+// commitMarker decodes a record payload that is a commit marker, found at offset at (ok false for
+// any other kind; an error for a malformed marker, or one saying the segment was synced before
+// its header's end or past the marker itself).
+func commitMarker(p []byte, at int64) (synced int64, ok bool, err error) {
 	if len(p) == 0 || p[0] != payloadKindCommit {
 		return 0, false, nil
 	}
@@ -299,8 +300,8 @@ func commitMarker(p []byte) (synced int64, ok bool, err error) {
 		return 0, true, fmt.Errorf("commit marker of %d bytes, want %d", len(p), commitMarkerSize-recordHeaderSize)
 	}
 	v := binary.LittleEndian.Uint64(p[1:])
-	if v > math.MaxInt64 {
-		return 0, true, fmt.Errorf("commit marker's synced offset %d is out of range", v)
+	if v < headerSize || v > uint64(at) {
+		return 0, true, fmt.Errorf("it says the segment was synced to offset %d", v)
 	}
 	return int64(v), true, nil
 }

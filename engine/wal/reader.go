@@ -167,10 +167,7 @@ func (r *Reader) Next() bool {
 			return false
 		}
 		if r.cur.marked {
-			synced, ok, err := commitMarker(payload)
-			if err == nil && ok && (synced < headerSize || synced > off) {
-				err = fmt.Errorf("it says the segment was synced to offset %d", synced)
-			}
+			_, ok, err := commitMarker(payload, off)
 			if err != nil {
 				r.err = &CorruptionError{File: r.cur.name, Offset: off, Reason: "bad commit marker: " + err.Error()}
 				return false
@@ -578,11 +575,10 @@ func (r *fileReader) syncedCommitAfter(off int64) (at, synced int64, err error) 
 		if err != nil {
 			return -1, 0, err
 		}
-		if binary.LittleEndian.Uint32(rec[4:]) != commitMarkerSize-recordHeaderSize || rec[recordHeaderSize] != payloadKindCommit ||
-			crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(rec) {
+		if binary.LittleEndian.Uint32(rec[4:]) != commitMarkerSize-recordHeaderSize || crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(rec) {
 			continue
 		}
-		if s, ok, merr := commitMarker(rec[recordHeaderSize:]); ok && merr == nil && s > off && s >= headerSize && s <= o {
+		if s, ok, merr := commitMarker(rec[recordHeaderSize:], o); ok && merr == nil && s > off {
 			return o, s, nil
 		}
 	}
