@@ -364,46 +364,51 @@ func (m *Mem) CrashClone(opts CrashOptions) *Mem {
 			}
 			return c
 		}
-		keep := n.synced
-		var zero int
-		if r := opts.Rand; r != nil && opts.Pages && len(n.data) > n.synced {
-			var pages [][2]int // [from, to) of each unsynced page
-			for from := n.synced; from < len(n.data); {
-				to := min((from/CrashPage+1)*CrashPage, len(n.data))
-				pages = append(pages, [2]int{from, to})
-				from = to
-			}
-			pages = pages[:r.IntN(len(pages)+1)]
-			data := slices.Clone(n.data[:n.synced])
-			for _, p := range pages {
-				if r.IntN(2) == 0 {
-					data = append(data, n.data[p[0]:p[1]]...)
-				} else {
-					data = append(data, make([]byte, p[1]-p[0])...)
-				}
-			}
-			c := &memNode{data: data, synced: len(data), modTime: n.modTime}
-			seen[n] = c
-			return c
-		}
-		if r := opts.Rand; r != nil && len(n.data) > n.synced {
-			extra := len(n.data) - n.synced
-			switch r.IntN(3) {
-			case 1:
-				keep += r.IntN(extra + 1)
-			case 2:
-				k := r.IntN(extra + 1)
-				keep += k
-				zero = r.IntN(k + 1) // the last `zero` kept bytes read as zeros
-			}
-		}
-		data := slices.Clone(n.data[:keep])
-		clear(data[len(data)-zero:])
-		c := &memNode{data: data, synced: len(data), modTime: n.modTime}
+		c := &memNode{data: crashData(n.data, n.synced, opts), modTime: n.modTime}
+		c.synced = len(c.data)
 		seen[n] = c
 		return c
 	}
 	return &Mem{root: clone(m.root)}
+}
+
+// crashData is what a power loss could leave of a file's data of which the first synced bytes
+// were synced (see CrashOptions).
+func crashData(data []byte, synced int, opts CrashOptions) []byte {
+	r := opts.Rand
+	if r == nil || len(data) == synced {
+		return slices.Clone(data[:synced])
+	}
+	if opts.Pages {
+		var pages [][2]int // [from, to) of each unsynced page
+		for from := synced; from < len(data); {
+			to := min((from/CrashPage+1)*CrashPage, len(data))
+			pages = append(pages, [2]int{from, to})
+			from = to
+		}
+		out := slices.Clone(data[:synced])
+		for _, p := range pages[:r.IntN(len(pages)+1)] {
+			if r.IntN(2) == 0 {
+				out = append(out, data[p[0]:p[1]]...)
+			} else {
+				out = append(out, make([]byte, p[1]-p[0])...)
+			}
+		}
+		return out
+	}
+	keep, zero := synced, 0
+	extra := len(data) - synced
+	switch r.IntN(3) {
+	case 1:
+		keep += r.IntN(extra + 1)
+	case 2:
+		k := r.IntN(extra + 1)
+		keep += k
+		zero = r.IntN(k + 1) // the last `zero` kept bytes read as zeros
+	}
+	out := slices.Clone(data[:keep])
+	clear(out[len(out)-zero:])
+	return out
 }
 
 // String lists the tree with file sizes (synced/total), for test failures.
