@@ -109,7 +109,10 @@ type Rule struct {
 	// file's name).
 	Path string
 	// Nth fires the rule at the Nth matching operation only (1-based).
-	// Zero fires it at every matching operation.
+	// Zero fires it at every matching operation. Rules are tried in the
+	// order they were added and the first that fires takes the
+	// operation: later rules do not see (or count) it. So two rules for
+	// the first and the second sync of a file both say Nth: 1.
 	Nth int64
 	// Action is what happens when the rule fires.
 	Action Action
