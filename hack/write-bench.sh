@@ -23,6 +23,13 @@ go test -run XXX -bench LocalAppendSync -benchtime 3000x ./engine/storage/ |
 	awk '/^BenchmarkLocalAppendSync/ {sub(/.*syncers=/, "", $1); sub(/-[0-9]+$/, "", $1);
 		printf "disk: %s syncer(s): %.0f us per write+sync, %.0f syncs/s\n", $1, $3 / 1000, 1e9 / $3}'
 
+# The cores, and on a virtual machine whose idle driver is haltpoll how long an idle core polls
+# before it halts (0: at once, and a thread woken onto it waits for the host to run the core again):
+# it moves the few-thread figures by a sixth on the development machine (docs/benchmarks.md,
+# "2026-12-06 (ninth)").
+haltpoll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+echo "cpus: $(nproc)$([[ -r $haltpoll ]] && echo ", an idle core polls up to $(cat $haltpoll) ns before it halts (haltpoll)")"
+
 echo "==> building bin/cellstore" >&2
 go build -o bin/cellstore ./engine/cmd/cellstore
 
