@@ -2,7 +2,7 @@
 # hack/write-bench.sh [RUNS]: the write-path report of docs/benchmarks.md, the write commands of
 # HBase's PerformanceEvaluation run with `cellstore pe` against a standalone store (SYNC_WAL, 100-byte
 # values, TestTable pre-split into 4 regions, client on the same machine). It first measures the
-# disk's own write + sync latency (so readers can compare machines), then runs each command RUNS
+# disk's own write + sync latency and prints the cores (so readers can compare machines), then runs each command RUNS
 # times (default 3) and prints, per command, the run with the median throughput and what the WAL
 # did during that run: appends per sync, the mean sync (us/sync) and the share of the run it spent
 # syncing (sync%: the syncs' time over the run's). The two ASYNC_WAL lines wait for no sync: the
