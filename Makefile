@@ -127,7 +127,9 @@ e2e: $(GOTESTSUM) $(GINKGO) $(HELM) ## End-to-end suite; uses KUBECONFIG when se
 .PHONY: chaos
 chaos: $(GOTESTSUM) ## The long chaos run: real processes under a nemesis, history checked linearizable (CHAOS_SECONDS, CHAOS_FAULTS, CHAOS_SEED); report in bin/chaos-report.json.
 	hack/k8s-binaries.sh envtest
-	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh --print-dir) CHAOS_SECONDS=$${CHAOS_SECONDS:-1200} CHAOS_FAULTS=$${CHAOS_FAULTS:-120} \
+	@# A run on S3 (CHAOS_STORAGE s3, or the default dir,s3) starts MinIO, built here unless CELLSTORE_S3_SERVER names one.
+	case ",$${CHAOS_STORAGE:-dir,s3}," in *,s3,*) s3=$${CELLSTORE_S3_SERVER:-$$(hack/s3-server.sh)} || exit 1;; *) s3=$${CELLSTORE_S3_SERVER:-};; esac; \
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh --print-dir) CELLSTORE_S3_SERVER=$$s3 CHAOS_SECONDS=$${CHAOS_SECONDS:-1200} CHAOS_FAULTS=$${CHAOS_FAULTS:-120} \
 	  CHAOS_REPORT=$(LOCALBIN)/chaos-report.json go test -count=1 -tags envtest -v -run TestChaos -timeout 60m ./engine/chaos/
 
 .PHONY: fuzz

@@ -329,7 +329,7 @@ func runChaos(t *testing.T, storageMode string) {
 		// Everything in a bucket of a real S3 server, reached through a proxy that injects the
 		// object store's faults (503 SlowDown, slow answers, answers lost after the store acted).
 		if os.Getenv("CELLSTORE_S3_SERVER") == "" {
-			t.Fatal("the chaos run on S3 needs an S3 server: set CELLSTORE_S3_SERVER=$(hack/s3-server.sh) (make test does), or CHAOS_STORAGE=dir")
+			t.Fatal("the chaos run on S3 needs an S3 server: set CELLSTORE_S3_SERVER=$(hack/s3-server.sh) (make test and make chaos do), or CHAOS_STORAGE=dir")
 		}
 		srv := s3test.Start(t)
 		srv.CreateBucket(t, "chaos")
