@@ -162,6 +162,15 @@ func (r *cellReader) take(dst []byte, n int) ([]byte, int) {
 // requestCells hands out the cells of an HBase request's cell block, mutation by mutation.
 type requestCells struct {
 	block []byte
+	// budget is what the cells built from mutations' column_value lists may still take: each
+	// such cell repeats its row, so a small request could otherwise make cells many times its
+	// size. A call gets the server's largest request (the most a cell block could carry).
+	budget, limit int
+}
+
+// newRequestCells hands out the cells of block, a cell block of call k.
+func newRequestCells(k *call, block []byte) *requestCells {
+	return &requestCells{block: block, budget: k.c.opts.MaxFrame, limit: k.c.opts.MaxFrame}
 }
 
 // take converts the next n cells to the lean protocol's block.
@@ -360,7 +369,7 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 		n = int(m.GetAssociatedCellCount())
 	} else {
 		var err error
-		if cells, n, err = columnValueCells(m, t); err != nil {
+		if cells, n, err = columnValueCells(m, t, rc); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -381,16 +390,30 @@ func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []b
 }
 
 // columnValueCells makes the cells of a mutation sent without a cell block (the stock client's
-// single mutations), with their tags.
-func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type) ([]byte, int, error) {
+// single mutations), with their tags, charging their bytes to rc's budget.
+func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type, rc *requestCells) ([]byte, int, error) {
 	var out []byte
 	n := 0
+	row := m.GetRow()
+	if len(row) > cell.MaxRowLength {
+		return nil, 0, doNotRetry("row of %d bytes exceeds the limit of %d bytes", len(row), cell.MaxRowLength)
+	}
 	defTs := cell.LatestTimestamp
 	if m.Timestamp != nil {
 		defTs = int64(m.GetTimestamp())
 	}
 	for _, cv := range m.GetColumnValue() {
+		if len(cv.GetFamily()) > cell.MaxFamilyLength {
+			return nil, 0, doNotRetry("family of %d bytes exceeds the limit of %d bytes", len(cv.GetFamily()), cell.MaxFamilyLength)
+		}
 		for _, qv := range cv.GetQualifierValue() {
+			// A cell's length and key-value header, its key's row and family lengths, timestamp and
+			// type, and its tags' length: at most 4+8+2+1+8+1+2 bytes beside its parts.
+			size := 26 + len(row) + len(cv.GetFamily()) + len(qv.GetQualifier()) + len(qv.GetValue()) + len(qv.GetTags())
+			if size > rc.budget {
+				return nil, 0, doNotRetry("the cells made from the request's column values would exceed the server's request limit of %d bytes (each repeats its row); send fewer columns per request", rc.limit)
+			}
+			rc.budget -= size
 			ts := defTs
 			if qv.Timestamp != nil {
 				ts = int64(qv.GetTimestamp())
@@ -459,7 +482,7 @@ func (a *Adapter) mutate(k *call, req *hb.MutateRequest) {
 		k.fail(e)
 		return
 	}
-	m, cells, err := leanMutation(req.GetMutation(), &requestCells{block: k.cells})
+	m, cells, err := leanMutation(req.GetMutation(), newRequestCells(k, k.cells))
 	if err != nil {
 		k.fail(fromError(err))
 		return
@@ -487,7 +510,7 @@ func (a *Adapter) mutate(k *call, req *hb.MutateRequest) {
 // ---- Multi ----
 
 func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
-	rc := &requestCells{block: k.cells}
+	rc := newRequestCells(k, k.cells)
 	out := &hb.MultiResponse{RegionActionResult: make([]*hb.RegionActionResult, len(req.GetRegionAction()))}
 	lreq := &pb.MultiRequest{NonceGroup: req.GetNonceGroup()}
 	var lcells []byte

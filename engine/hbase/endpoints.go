@@ -176,7 +176,7 @@ func hbaseAggregate(method string, weighted bool, t *aggregate.Totals) *hb.Aggre
 func (a *Adapter) mutateRows(k *call, region string, req *hb.MutateRowsRequest, done func(*hb.MutateRowsResponse)) {
 	ra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: region}, Atomic: true, MultiRow: true}
 	var cells []byte
-	rc := &requestCells{}
+	rc := newRequestCells(k, nil) // MutateRows carries its mutations' cells in column values
 	for i, m := range req.GetMutationRequest() {
 		lm, c, err := leanMutation(m, rc)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -576,5 +577,62 @@ func TestMultiCarriesWritePressure(t *testing.T) {
 	st := multi().GetRegionStatistics()
 	if len(st.GetRegion()) != 1 || len(st.GetStat()) != 1 || !bytes.Equal(st.GetRegion()[0].GetValue(), region.GetValue()) || st.GetStat()[0].GetMemStoreLoad() != 42 {
 		t.Fatalf("region statistics with 42 %% pressure: %v", st)
+	}
+}
+
+// A mutation sent as column values makes one cell per value, each repeating the row: a small
+// request of a long row and many empty values is refused at the server's request limit, before
+// its cells are made, and a normal one goes through.
+func TestColumnValuesAreBounded(t *testing.T) {
+	var cells atomic.Int32
+	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MUTATE): func(_ context.Context, c *rpc.Call) {
+		req, err := rpc.Request[pb.MutateRequest](c)
+		if err != nil {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		cells.Store(req.GetMutation().GetCellCount())
+		c.Reply(&pb.MutateResponse{Processed: true})
+	}}
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t, lis.Addr().String())
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	put := func(row []byte, values int) *hb.MutateRequest {
+		cv := &hb.MutationProto_ColumnValue{Family: []byte("f")}
+		for range values {
+			cv.QualifierValue = append(cv.QualifierValue, &hb.MutationProto_ColumnValue_QualifierValue{})
+		}
+		return &hb.MutateRequest{Region: region, Mutation: &hb.MutationProto{Row: row, MutateType: hb.MutationProto_PUT.Enum(),
+			ColumnValue: []*hb.MutationProto_ColumnValue{cv}}}
+	}
+
+	if h, _, _ := c.call("Mutate", put([]byte("row"), 3), nil); h.GetException() != nil || cells.Load() != 3 {
+		t.Fatalf("a put of three columns: %v, %d cells arrived", h.GetException(), cells.Load())
+	}
+	// ~36 KB on the wire, ~64 MB of cells if they were made.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h, _, _ := c.call("Mutate", put(bytes.Repeat([]byte("r"), cell.MaxRowLength-1), 2000), nil)
+	runtime.ReadMemStats(&after)
+	if e := h.GetException(); e.GetExceptionClassName() != classDoNotRetry || !strings.Contains(e.GetStackTrace(), "request limit of 1048576 bytes") {
+		t.Fatalf("a long row with 2,000 empty values: %v, want %s naming the limit", e, classDoNotRetry)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("refusing it allocated %d MiB", grew>>20)
+	}
+	h, _, _ = c.call("Mutate", put(bytes.Repeat([]byte("r"), cell.MaxRowLength+1), 1), nil)
+	if e := h.GetException(); e.GetExceptionClassName() != classDoNotRetry || !strings.Contains(e.GetStackTrace(), "row of 32768 bytes") {
+		t.Fatalf("a row over the limit: %v", e)
+	}
+	// The connection still serves.
+	if h, _, _ := c.call("Mutate", put([]byte("row"), 2), nil); h.GetException() != nil || cells.Load() != 2 {
+		t.Fatalf("a put after the refusals: %v, %d cells", h.GetException(), cells.Load())
 	}
 }
