@@ -411,8 +411,10 @@ func takeCells(block []byte, n int32, row []byte) ([]cell.Cell, []byte, error) {
 	if n < 0 {
 		return nil, nil, invalid("negative cell count %d", n)
 	}
-	if int(n) > len(block) {
-		return nil, nil, invalid("cell count %d exceeds the cell block", n)
+	// Every cell repeats the row: the block holds at most len(block)/smallest of them (checked
+	// before the slice is sized by n, which a hostile request sets).
+	if smallest := int64(cell.KeyValueLen(len(row), 0, 0, 0)); int64(n)*smallest > int64(len(block)) {
+		return nil, nil, invalid("cell count %d exceeds the cell block (%d bytes; a cell of this row takes at least %d)", n, len(block), smallest)
 	}
 	cells := make([]cell.Cell, 0, n)
 	for range n {
