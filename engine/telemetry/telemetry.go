@@ -48,7 +48,15 @@ type Server struct {
 	// runs only when Admin accepts it (it is given the request: its TLS state, its headers);
 	// otherwise it is answered with Admin's error, 401 for an unproven caller, 403 for others.
 	Admin func(r *http.Request) error
+	// IdleTimeout, when set before Start, closes a kept-alive connection that sent no request for
+	// that long (default DefaultIdleTimeout): a client that reads an answer and then stays
+	// silent holds no goroutine and descriptor for ever.
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is how long the endpoint keeps an idle connection open: longer than the
+// usual scrape intervals (15 s to a minute), so Prometheus keeps its connection.
+const DefaultIdleTimeout = 2 * time.Minute
 
 // AdminError is an Admin refusal with its HTTP status.
 type AdminError struct {
@@ -202,7 +210,13 @@ func (s *Server) Start(addr string) error {
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return certs.ServerConfig(tls.RequestClientCert) }})
 	}
 	s.lis = lis
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	// A request's headers within 10 s and its body within a minute; no write timeout, which
+	// would cut /debug/pprof/profile's and trace's answers of a chosen length.
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: idle}
 	srv := s.srv
 	s.mu.Unlock()
 	go func() {

@@ -1,9 +1,11 @@
 package telemetry
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,4 +96,45 @@ func TestFailedReportsAnEndpointThatStopsServing(t *testing.T) {
 	}
 	_ = s.Stop(context.Background())
 
+}
+
+// A client that reads an answer and then stays silent on its kept-alive connection is closed
+// after IdleTimeout, and the default is set.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	s := New()
+	s.IdleTimeout = 300 * time.Millisecond
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	// The server closes the silent connection: the read ends (EOF) well before its deadline.
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("reading the idle connection: %v, want EOF (the server closed it)", err)
+	}
+	if s.srv.IdleTimeout != 300*time.Millisecond || s.srv.ReadTimeout <= 0 {
+		t.Fatalf("server timeouts: idle %v, read %v", s.srv.IdleTimeout, s.srv.ReadTimeout)
+	}
+	d := New()
+	if err := d.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	if d.srv.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("default idle timeout %v", d.srv.IdleTimeout)
+	}
 }
