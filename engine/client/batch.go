@@ -152,16 +152,30 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		if len(retry) == 0 {
 			break
 		}
-		// Non-retryable answers were recorded by sendMulti; the rest wait and go again.
+		// Non-retryable answers were recorded by sendMulti; the rest wait and go again — at once
+		// when all of them are actions a full answer left out (RESULT_TOO_LARGE).
 		pending = pending[:0]
+		leftOut := true
 		for _, i := range retry {
 			if results[i].Err == nil || isRetryable(results[i].Err) {
+				if d, ok := pb.DetailOf(results[i].Err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_RESULT_TOO_LARGE {
+					leftOut = false
+				}
 				results[i].Err = nil
 				pending = append(pending, i)
 			}
 		}
 		if len(pending) == 0 {
 			break
+		}
+		if leftOut && lastErr == nil {
+			if err := ctx.Err(); err != nil {
+				for _, i := range pending {
+					results[i].Err = fmt.Errorf("client: gave up on row %q: %w", prep[i].row, err)
+				}
+				break
+			}
+			continue
 		}
 		if err := c.backoff(ctx, attempt, lastErr); err != nil {
 			for _, i := range pending {

@@ -462,7 +462,8 @@ func retryable(d *pb.ErrorDetail) bool {
 		pb.ErrorCode_ERROR_CODE_REGION_OPENING, pb.ErrorCode_ERROR_CODE_TOO_BUSY,
 		pb.ErrorCode_ERROR_CODE_THROTTLED, pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED,
 		pb.ErrorCode_ERROR_CODE_SERVER_STOPPING, pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER,
-		pb.ErrorCode_ERROR_CODE_WRONG_REGION, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED:
+		pb.ErrorCode_ERROR_CODE_WRONG_REGION, pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED,
+		pb.ErrorCode_ERROR_CODE_RESULT_TOO_LARGE:
 		return true
 	}
 	return d.GetRetryable()

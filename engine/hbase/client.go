@@ -85,9 +85,12 @@ func (a *Adapter) region(spec *hb.RegionSpecifier) (string, int32, *exception) {
 		// bound that empties it.
 		return name, p.replica, nil
 	}
-	if a.regionCount.Add(1) > maxKnownRegions {
+	// The names' bytes count too: a client may name a region with any start key (only the table,
+	// id and replica select it), and a start key may have up to 32 KiB.
+	if a.regionCount.Add(1) > maxKnownRegions || a.regionBytes.Add(int64(len(spec.GetValue()))) > maxKnownRegionBytes {
 		a.regions.Clear()
 		a.regionCount.Store(0)
+		a.regionBytes.Store(0)
 	}
 	a.regions.Store(string(spec.GetValue()), knownRegion{name: name, replica: p.replica})
 	return name, p.replica, nil
@@ -99,8 +102,12 @@ type knownRegion struct {
 	replica int32
 }
 
-// maxKnownRegions bounds the names remembered (all are forgotten past it).
-const maxKnownRegions = 1 << 16
+// maxKnownRegions and maxKnownRegionBytes bound the names remembered, and their bytes (all are
+// forgotten past either).
+const (
+	maxKnownRegions     = 1 << 16
+	maxKnownRegionBytes = 16 << 20
+)
 
 func (a *Adapter) selfString() string {
 	s := a.b.Self()

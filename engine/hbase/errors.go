@@ -42,6 +42,7 @@ const (
 	classSnapshotDoesNotExist   = "org.apache.hadoop.hbase.snapshot.SnapshotDoesNotExistException"
 	classSnapshotExists         = "org.apache.hadoop.hbase.snapshot.SnapshotExistsException"
 	classUnknownSnapshot        = "org.apache.hadoop.hbase.snapshot.UnknownSnapshotException"
+	classMultiResultTooLarge    = "org.apache.hadoop.hbase.MultiActionResultTooLarge"
 )
 
 // exception is an answer's error, as the HBase client sees it.
@@ -89,6 +90,9 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classRegionOpening, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_TOO_BUSY, pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED:
 		return &exception{class: classRegionTooBusy, msg: msg}
+	case pb.ErrorCode_ERROR_CODE_RESULT_TOO_LARGE:
+		// A RetryImmediatelyException: the client sends the action again without a pause.
+		return &exception{class: classMultiResultTooLarge, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_THROTTLED:
 		// The client reads the wait from the message: "<what> exceeded - wait <time>".
 		return &exception{class: classThrottling, msg: fmt.Sprintf("number of requests exceeded - wait %s", javaDuration(d.GetRetryAfterMs()))}

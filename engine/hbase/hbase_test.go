@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -59,6 +60,30 @@ func TestRegionNames(t *testing.T) {
 		if _, err := parseRegionName([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// The region names an adapter remembers are bounded in bytes as in number: a client may name a
+// region with any start key (the table, id and replica select it). Start keys over HBase's limit
+// are refused.
+func TestKnownRegionNamesAreBounded(t *testing.T) {
+	a := New(fakeBackend{}, nil)
+	table := &pb.TableName{Namespace: "default", Name: "t"}
+	for i := range 2000 { // 32 MiB of names
+		start := fmt.Appendf(bytes.Repeat([]byte("k"), 16<<10), "%d", i)
+		name, _, e := a.region(&hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(table, start, 1, 0)})
+		if e != nil || name != "r1" {
+			t.Fatalf("name %d: %q %v", i, name, e)
+		}
+	}
+	var held int64
+	a.regions.Range(func(k, _ any) bool { held += int64(len(k.(string))); return true })
+	if held > maxKnownRegionBytes || held == 0 {
+		t.Fatalf("the adapter remembers %d bytes of region names, limit %d", held, maxKnownRegionBytes)
+	}
+	long := regionName(table, bytes.Repeat([]byte("k"), cell.MaxRowLength+1), 1, 0)
+	if _, _, e := a.region(&hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: long}); e == nil || len(e.msg) > 1024 {
+		t.Fatalf("a start key over the limit: %v", e)
 	}
 }
 

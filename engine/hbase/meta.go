@@ -97,6 +97,9 @@ type parsedRegion struct {
 // parseRegionName reads a region name of either format.
 func parseRegionName(name []byte) (parsedRegion, error) {
 	bad := func(why string) (parsedRegion, error) {
+		if len(name) > 256 {
+			return parsedRegion{}, doNotRetry("region name %q... (%d bytes): %s", name[:256], len(name), why)
+		}
 		return parsedRegion{}, doNotRetry("region name %q: %s", name, why)
 	}
 	n := name
@@ -121,6 +124,9 @@ func parseRegionName(name []byte) (parsedRegion, error) {
 	id, err := strconv.ParseUint(string(idPart), 10, 64)
 	if err != nil {
 		return bad("bad region id")
+	}
+	if len(n[first+1:last]) > cell.MaxRowLength {
+		return bad("a start key of more than 32767 bytes")
 	}
 	return parsedRegion{table: parseTableString(string(n[:first])), start: n[first+1 : last], id: id, replica: int32(replica)}, nil
 }

@@ -49,6 +49,7 @@ type Adapter struct {
 	// regions remembers what HBase region names resolved to (checked with Online on every use).
 	regions     sync.Map
 	regionCount atomic.Int64
+	regionBytes atomic.Int64
 
 	bootstrap struct {
 		mu    sync.Mutex

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -854,6 +856,95 @@ func TestScanAnswerCappedWhateverTheCaching(t *testing.T) {
 	}
 	if sc.Err() != nil || n != rows {
 		t.Fatalf("scan: %d rows, err %v", n, sc.Err())
+	}
+}
+
+// TestMultiAnswerCapped: a multi of gets whose answer would pass MaxScanResultSize (a small
+// request of many gets of one large row) is answered up to about the cap; the actions after it are
+// answered RESULT_TOO_LARGE, and the client sends them again until all are answered.
+func TestMultiAnswerCapped(t *testing.T) {
+	const capBytes = 256 << 10
+	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanResultSize = capBytes })
+	ctx := context.Background()
+	createTable(t, c, "wide", nil)
+	tbl := c.client.Table("wide")
+	value := bytes.Repeat([]byte("v"), 64<<10)
+	if err := tbl.Put(ctx, client.NewPut([]byte("big")).Add("f", "q", 0, value)); err != nil {
+		t.Fatal(err)
+	}
+	const gets = 40 // 2.5 MiB of answer from a request of a few hundred bytes
+	regionName, conn := locate(t, c, "wide", []byte("big"))
+	ra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: regionName}}
+	for i := range gets {
+		ra.Actions = append(ra.Actions, &pb.Action{Index: uint32(i), Get: &pb.Get{Row: []byte("big")}})
+	}
+	var resp pb.MultiResponse
+	block, err := conn.Call(ctx, pb.Method_METHOD_MULTI, &pb.MultiRequest{RegionActions: []*pb.RegionAction{ra}}, nil, &resp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, tooLarge := 0, 0
+	for _, roe := range resp.GetResults()[0].GetResults() {
+		switch {
+		case roe.GetException().GetCode() == pb.ErrorCode_ERROR_CODE_RESULT_TOO_LARGE && roe.GetException().GetRetryable():
+			tooLarge++
+		case roe.GetException() == nil && roe.GetResult().GetCellCount() == 1:
+			served++
+		default:
+			t.Fatalf("action %d: %v", roe.GetIndex(), roe)
+		}
+	}
+	if served == 0 || tooLarge == 0 || served+tooLarge != gets || len(block) > capBytes+len(value)+1024 {
+		t.Fatalf("%d served and %d left out in an answer of %d bytes; want some of each and at most about %d bytes", served, tooLarge, len(block), capBytes)
+	}
+	// The client's batch of the same gets sees every one.
+	ops := make([]client.BatchOp, gets)
+	for i := range ops {
+		ops[i] = client.BatchOp{Get: &pb.Get{Row: []byte("big")}}
+	}
+	for i, r := range tbl.Batch(ctx, ops) {
+		if r.Err != nil || r.Result == nil || len(r.Result.Cells) != 1 || !bytes.Equal(r.Result.Cells[0].Value, value) {
+			t.Fatalf("get %d of the batch: %v", i, r.Err)
+		}
+	}
+}
+
+// TestOpenScannersKeepNotTheirRequest: a scanner kept open holds what it needs of its Scan, not
+// the Scan (whose attributes a client may make large); rows over HBase's limit are refused.
+func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "sc", nil)
+	tbl := c.client.Table("sc")
+	for i := range 3 {
+		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", 0, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "sc", rowKey(0))
+	open := func(scan *pb.Scan) error {
+		_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Scan: scan, NumberOfRows: 1}, nil, &pb.ScanResponse{}, nil)
+		return err
+	}
+	if err := open(&pb.Scan{StopRow: bytes.Repeat([]byte("r"), cell.MaxRowLength+1)}); err == nil || !strings.Contains(err.Error(), "stop row") {
+		t.Fatalf("a stop row over the limit: %v", err)
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	const scanners = 32
+	for range scanners { // each left open after its first row, with 1 MiB of attributes
+		if err := open(&pb.Scan{Attributes: map[string][]byte{"pad": make([]byte, 1<<20)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grew := int64(heap()) - int64(before); grew > scanners<<20/3 {
+		t.Fatalf("%d open scanners hold %d MiB", scanners, grew>>20)
 	}
 }
 

@@ -322,6 +322,9 @@ func convertScan(s *pb.Scan) (*region.Scan, error) {
 		s.GetStoreLimit() < 0 || s.GetStoreOffset() < 0 {
 		return nil, invalid("Scan has a negative max_versions, batch, max_result_size, caching, limit, store_limit or store_offset")
 	}
+	if len(s.GetStartRow()) > cell.MaxRowLength || len(s.GetStopRow()) > cell.MaxRowLength {
+		return nil, invalid("Scan's start row (%d bytes) or stop row (%d bytes) exceeds %d", len(s.GetStartRow()), len(s.GetStopRow()), cell.MaxRowLength)
+	}
 	tr, err := convertTimeRange(s.GetTimeRange())
 	if err != nil {
 		return nil, err

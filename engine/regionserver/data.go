@@ -220,6 +220,14 @@ func appendResultCells(block []byte, res *region.Result) []byte {
 	return block
 }
 
+// answerSize is what res's cells take in an answer's cell block.
+func answerSize(res *region.Result) int64 {
+	if res == nil {
+		return 0
+	}
+	return resultSize(res) + int64(cell.KeyValueHeaderLen*len(res.Cells))
+}
+
 func resultSize(res *region.Result) int64 {
 	var n int64
 	if res != nil {
@@ -631,6 +639,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 	ras := req.GetRegionActions()
 	resp := &pb.MultiResponse{Results: make([]*pb.RegionActionResult, len(ras))}
 	var out []byte
+	var answer atomic.Int64 // the bytes of the answer's cells so far (regionAction)
 	if groups, writers := regionGroups(ras); writers > 1 {
 		// Writes to several regions: the regions go at once, so their WAL appends share group
 		// commits instead of each waiting for a sync of its own. One region's actions stay in
@@ -657,7 +666,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 					}
 				}()
 				for _, i := range g {
-					resp.Results[i], outs[i] = s.regionAction(c, until, ras[i], parsed[i], req.GetNonceGroup(), nil)
+					resp.Results[i], outs[i] = s.regionAction(c, until, ras[i], parsed[i], req.GetNonceGroup(), &answer, nil)
 				}
 			}()
 		}
@@ -667,7 +676,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 		}
 	} else {
 		for i, ra := range ras {
-			resp.Results[i], out = s.regionAction(c, until, ra, parsed[i], req.GetNonceGroup(), out)
+			resp.Results[i], out = s.regionAction(c, until, ra, parsed[i], req.GetNonceGroup(), &answer, out)
 		}
 	}
 	if hasWrites(req.GetRegionActions()) {
@@ -683,7 +692,10 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 }
 
 // until bounds the wait for a region opening here (openingDeadline, one for the whole multi).
-func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, out []byte) (*pb.RegionActionResult, []byte) {
+// answer counts the bytes of the multi's answer cells: once they reach the cap on a scan's
+// answer, the actions that would add cells are answered RESULT_TOO_LARGE, to be sent again (as
+// HBase's MultiActionResultTooLarge; the first such action is always served).
+func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction, acts []parsedAction, nonceGroup uint64, answer *atomic.Int64, out []byte) (*pb.RegionActionResult, []byte) {
 	name := ra.GetRegion().GetName()
 	rar := &pb.RegionActionResult{}
 	or, r, d := s.lookupUntil(name, until, !ra.Writes())
@@ -816,8 +828,14 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 			}
 		}
 	}
+	limit := s.maxScanResult.Load()
 	for i, pa := range acts {
 		if results[i].Exception != nil || results[i].Result != nil {
+			continue
+		}
+		if n := answer.Load(); n >= limit {
+			results[i].Exception = &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_RESULT_TOO_LARGE, Region: name, Retryable: true,
+				Message: fmt.Sprintf("the multi's answer holds %d bytes of cells, the server's limit is %d (max scan result size): send this action again", n, limit)}
 			continue
 		}
 		switch {
@@ -832,6 +850,7 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 				results[i].Result.CellCount = 0
 			} else {
 				cellsOf[i] = res
+				answer.Add(answerSize(res))
 			}
 		case pa.a.GetMutation() != nil:
 			m := pa.a.GetMutation()
@@ -845,6 +864,7 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 				results[i].Result.CellCount = int32(len(res.Cells))
 				results[i].Result.Exists = len(res.Cells) > 0
 				cellsOf[i] = res
+				answer.Add(answerSize(res))
 			}
 		default:
 			results[i].Exception = invalid("action %d has neither a get nor a mutation", pa.a.GetIndex())
@@ -860,12 +880,16 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 // ---- scanners ----
 
 type scanner struct {
-	mu       sync.Mutex
-	open     *atomic.Int64 // the server's count of open scanners
-	id       uint64
-	or       *onlineRegion
-	rs       *region.RegionScanner
-	scan     *pb.Scan
+	mu   sync.Mutex
+	open *atomic.Int64 // the server's count of open scanners
+	id   uint64
+	or   *onlineRegion
+	rs   *region.RegionScanner
+	// What moreAfterRegion needs of the Scan (not the Scan: its attributes and filter would stay
+	// for the scanner's life).
+	limit    int32
+	stopRow  []byte
+	reversed bool
 	nextSeq  uint64
 	rows     int64
 	lastUsed time.Time // under mu
@@ -987,7 +1011,8 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 		if or.info.GetReplicaId() > 0 {
 			s.m.staleReads.Add(1)
 		}
-		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, scan: req.GetScan(), lastUsed: time.Now(), owner: c.User}
+		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, limit: req.GetScan().GetLimit(),
+			stopRow: req.GetScan().GetStopRow(), reversed: req.GetScan().GetReversed(), lastUsed: time.Now(), owner: c.User}
 		sc.mu.Lock()
 		s.scanners.Store(sc.id, sc)
 	} else {
@@ -1110,12 +1135,12 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 // moreAfterRegion says whether the scan goes on past this region: not when its stop row is in
 // this region, its limit is reached or the region is the last in the scan's direction.
 func (s *Server) moreAfterRegion(sc *scanner) bool {
-	if lim := sc.scan.GetLimit(); lim > 0 && sc.rows >= int64(lim) {
+	if lim := sc.limit; lim > 0 && sc.rows >= int64(lim) {
 		return false
 	}
 	info := sc.or.info
-	stop := sc.scan.GetStopRow()
-	if !sc.scan.GetReversed() {
+	stop := sc.stopRow
+	if !sc.reversed {
 		end := info.GetEndKey()
 		if len(end) == 0 {
 			return false

@@ -143,7 +143,8 @@ type Config struct {
 	// values take rpc's defaults. Its Logger is the server's.
 	RPC rpc.ServerOptions
 	// MaxScanResultSize caps the bytes of one scan answer whatever the client asks (its caching
-	// or max result size): default DefaultMaxScanResultSize.
+	// or max result size), and the cells of one multi's answer (the actions past it are answered
+	// RESULT_TOO_LARGE, for the client to send again): default DefaultMaxScanResultSize.
 	MaxScanResultSize int64
 	// ReplicationQueueBytes bounds what a primary region keeps for a read replica that is behind
 	// (default 16 MiB); a replica further behind gets a new session (a flush of the primary).

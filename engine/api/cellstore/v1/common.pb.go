@@ -486,6 +486,9 @@ const (
 	// A table's function refused the operation, or failed (trapped, ran out of time or memory):
 	// the message says which and why. Not retried.
 	ErrorCode_ERROR_CODE_FUNCTION_FAILED ErrorCode = 29
+	// A multi's answer reached the server's limit on an answer's cells before this action was
+	// served (HBase's MultiActionResultTooLarge): send the action again at once, in a new request.
+	ErrorCode_ERROR_CODE_RESULT_TOO_LARGE ErrorCode = 30
 )
 
 // Enum value maps for ErrorCode.
@@ -521,6 +524,7 @@ var (
 		27: "ERROR_CODE_SNAPSHOT_EXISTS",
 		28: "ERROR_CODE_WRONG_SERVER_PROCESS",
 		29: "ERROR_CODE_FUNCTION_FAILED",
+		30: "ERROR_CODE_RESULT_TOO_LARGE",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -553,6 +557,7 @@ var (
 		"ERROR_CODE_SNAPSHOT_EXISTS":           27,
 		"ERROR_CODE_WRONG_SERVER_PROCESS":      28,
 		"ERROR_CODE_FUNCTION_FAILED":           29,
+		"ERROR_CODE_RESULT_TOO_LARGE":          30,
 	}
 )
 
@@ -3397,7 +3402,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xb4\a\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\xd5\a\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3429,7 +3434,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1dERROR_CODE_SNAPSHOT_NOT_FOUND\x10\x1a\x12\x1e\n" +
 	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b\x12#\n" +
 	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c\x12\x1e\n" +
-	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d*\xbd\x01\n" +
+	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d\x12\x1f\n" +
+	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +

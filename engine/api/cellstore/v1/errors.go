@@ -26,6 +26,7 @@ var grpcCodes = map[ErrorCode]codes.Code{
 	ErrorCode_ERROR_CODE_REGION_MOVED:              codes.Unavailable,
 	ErrorCode_ERROR_CODE_REGION_OPENING:            codes.Unavailable,
 	ErrorCode_ERROR_CODE_TOO_BUSY:                  codes.ResourceExhausted,
+	ErrorCode_ERROR_CODE_RESULT_TOO_LARGE:          codes.ResourceExhausted,
 	ErrorCode_ERROR_CODE_THROTTLED:                 codes.ResourceExhausted,
 	ErrorCode_ERROR_CODE_TABLE_NOT_FOUND:           codes.NotFound,
 	ErrorCode_ERROR_CODE_NAMESPACE_NOT_FOUND:       codes.NotFound,
