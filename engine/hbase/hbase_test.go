@@ -169,6 +169,20 @@ func startServerLogged(t testing.TB, b Backend, auth *security.Authenticator, ce
 	return lis.Addr().String()
 }
 
+// serveHandlers runs an rpc.Server of these handlers with the adapter over fakeBackend, with a
+// 1 MiB request limit, and answers its address.
+func serveHandlers(t *testing.T, handlers map[uint32]rpc.Handler) string {
+	t.Helper()
+	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+	return lis.Addr().String()
+}
+
 type client struct {
 	t  testing.TB
 	nc net.Conn
@@ -571,15 +585,7 @@ func TestMultiCarriesWritePressure(t *testing.T) {
 		}
 		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Close() })
-
-	c := dial(t, lis.Addr().String())
+	c := dial(t, serveHandlers(t, handlers))
 	c.hello("ClientService")
 	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
 	kv := cell.AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
@@ -619,14 +625,7 @@ func TestColumnValuesAreBounded(t *testing.T) {
 		cells.Store(req.GetMutation().GetCellCount())
 		c.Reply(&pb.MutateResponse{Processed: true})
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Close() })
-	c := dial(t, lis.Addr().String())
+	c := dial(t, serveHandlers(t, handlers))
 	c.hello("ClientService")
 	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
 	put := func(row []byte, values int) *hb.MutateRequest {

@@ -909,25 +909,37 @@ func TestMultiAnswerCapped(t *testing.T) {
 	}
 }
 
-// TestOpenScannersKeepNotTheirRequest: a scanner kept open holds what it needs of its Scan, not
-// the Scan (whose attributes a client may make large); rows over HBase's limit are refused.
-func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
-	c := startCluster(t, 1)
+// scannerOpener makes table "sc" of ten rows in c, and answers a function that opens a scanner
+// of its region with one row in its first answer (left open: more rows follow), answering its id,
+// and the connection it uses.
+func scannerOpener(t *testing.T, c *cluster) (func(*pb.Scan) (uint64, error), *rpc.Conn) {
+	t.Helper()
 	ctx := context.Background()
 	createTable(t, c, "sc", nil)
 	tbl := c.client.Table("sc")
-	for i := range 3 {
+	for i := range 10 {
 		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", 0, []byte("v"))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	regionName, conn := locate(t, c, "sc", rowKey(0))
-	open := func(scan *pb.Scan) error {
+	return func(scan *pb.Scan) (uint64, error) {
+		var resp pb.ScanResponse
 		_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
-			Scan: scan, NumberOfRows: 1}, nil, &pb.ScanResponse{}, nil)
+			Scan: scan, NumberOfRows: 1}, nil, &resp, nil)
+		return resp.GetScannerId(), err
+	}, conn
+}
+
+// TestOpenScannersKeepNotTheirRequest: a scanner kept open holds what it needs of its Scan, not
+// the Scan (whose attributes a client may make large); rows over HBase's limit are refused.
+func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
+	open, _ := scannerOpener(t, startCluster(t, 1))
+	openScan := func(scan *pb.Scan) error {
+		_, err := open(scan)
 		return err
 	}
-	if err := open(&pb.Scan{StopRow: bytes.Repeat([]byte("r"), cell.MaxRowLength+1)}); err == nil || !strings.Contains(err.Error(), "stop row") {
+	if err := openScan(&pb.Scan{StopRow: bytes.Repeat([]byte("r"), cell.MaxRowLength+1)}); err == nil || !strings.Contains(err.Error(), "stop row") {
 		t.Fatalf("a stop row over the limit: %v", err)
 	}
 	heap := func() uint64 {
@@ -939,7 +951,7 @@ func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
 	before := heap()
 	const scanners = 32
 	for range scanners { // each left open after its first row, with 1 MiB of attributes
-		if err := open(&pb.Scan{Attributes: map[string][]byte{"pad": make([]byte, 1<<20)}}); err != nil {
+		if err := openScan(&pb.Scan{Attributes: map[string][]byte{"pad": make([]byte, 1<<20)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -953,20 +965,8 @@ func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
 func TestOpenScannersAreBounded(t *testing.T) {
 	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanners = 2 })
 	ctx := context.Background()
-	createTable(t, c, "sc", nil)
-	tbl := c.client.Table("sc")
-	for i := range 10 {
-		if err := tbl.Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", 0, []byte("v"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	regionName, conn := locate(t, c, "sc", rowKey(0))
-	open := func() (uint64, error) {
-		var resp pb.ScanResponse
-		_, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
-			Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &resp, nil)
-		return resp.GetScannerId(), err
-	}
+	openScan, conn := scannerOpener(t, c)
+	open := func() (uint64, error) { return openScan(&pb.Scan{}) }
 	first, err := open()
 	if err != nil {
 		t.Fatal(err)
