@@ -159,21 +159,21 @@ func startServerLogged(t testing.TB, b Backend, auth *security.Authenticator, ce
 		}
 		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
 	}}
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(b, log), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second, Auth: auth, TLS: certs})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Close() })
-	return lis.Addr().String()
+	return serveOptions(t, handlers, rpc.ServerOptions{Foreign: New(b, log), Auth: auth, TLS: certs})
 }
 
-// serveHandlers runs an rpc.Server of these handlers with the adapter over fakeBackend, with a
-// 1 MiB request limit, and answers its address.
+// serveHandlers runs an rpc.Server of these handlers with the adapter over fakeBackend and
+// answers its address.
 func serveHandlers(t *testing.T, handlers map[uint32]rpc.Handler) string {
+	return serveOptions(t, handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil)})
+}
+
+// serveOptions runs an rpc.Server of these handlers with these options, a 1 MiB request limit
+// and a 5 s read timeout, and answers its address.
+func serveOptions(t testing.TB, handlers map[uint32]rpc.Handler, opts rpc.ServerOptions) string {
 	t.Helper()
-	srv := rpc.NewServer(handlers, rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxFrame: 1 << 20, ReadTimeout: 5 * time.Second})
+	opts.MaxFrame, opts.ReadTimeout = 1<<20, 5*time.Second
+	srv := rpc.NewServer(handlers, opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
