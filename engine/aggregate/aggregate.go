@@ -125,9 +125,14 @@ func NewFold(t pb.ValueType, h *pb.Histogram) (*Fold, error) {
 	return f, nil
 }
 
-// bucketWidth makes n buckets of equal width cover [lo, hi].
+// bucketWidth makes n buckets of equal width cover [lo, hi] (one bucket over the whole key space
+// is as wide as a uint64 goes: its last key is counted in it by Add's bound).
 func bucketWidth(lo, hi uint64, n int32) uint64 {
-	return (hi-lo)/uint64(n) + 1
+	w := (hi - lo) / uint64(n)
+	if w == math.MaxUint64 {
+		return w
+	}
+	return w + 1
 }
 
 // Row counts a row the scan returned cells of.
@@ -163,7 +168,7 @@ func (f *Fold) Add(v []byte) {
 	case k < f.h.GetLo():
 		f.resp.Below++
 	case k <= f.h.GetHi():
-		f.resp.Buckets[(k-f.h.GetLo())/f.width]++
+		f.resp.Buckets[min((k-f.h.GetLo())/f.width, uint64(len(f.resp.Buckets)-1))]++
 		if f.resp.KeysComplete {
 			if len(f.keys) < int(f.h.GetMaxValues()) {
 				f.keys = append(f.keys, k)

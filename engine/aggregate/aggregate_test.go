@@ -216,3 +216,24 @@ func TestSearchSaysWhenValuesChanged(t *testing.T) {
 		t.Fatalf("Next = %v, want ErrChanged", err)
 	}
 }
+
+// Histograms over the whole key space count its first and last keys (one bucket's width is the
+// largest a uint64 holds; it used to wrap to 0 and divide by it).
+func TestHistogramOverTheWholeKeySpace(t *testing.T) {
+	for _, buckets := range []int32{1, 2, 3} {
+		f, err := NewFold(pb.ValueType_VALUE_TYPE_LONG, &pb.Histogram{Lo: 0, Hi: math.MaxUint64, Buckets: buckets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []int64{math.MinInt64, -1, 0, math.MaxInt64} {
+			f.Add(longBytes(v))
+		}
+		var n int64
+		for _, c := range f.Response().GetBuckets() {
+			n += c
+		}
+		if n != 4 || f.Response().GetBuckets()[0] == 0 || f.Response().GetBuckets()[buckets-1] == 0 {
+			t.Fatalf("%d buckets over the whole key space: %v", buckets, f.Response().GetBuckets())
+		}
+	}
+}
