@@ -48,6 +48,9 @@ func hostOf(addr string) string {
 	return addr
 }
 
+// MaxAnswerBytes is the largest gRPC answer a connection made by Dial reads.
+const MaxAnswerBytes = 256 << 20
+
 // Dial makes a gRPC connection to a Cellstore service (a master, or a region server's Admin
 // service) at host:port with creds (nil: plaintext, no token). Every connection attempt resolves
 // the host name again: in Kubernetes a restarted pod keeps its DNS name but gets a new address,
@@ -69,6 +72,10 @@ func Dial(addr string, creds *Credentials, extra ...grpc.DialOption) (*grpc.Clie
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
+		// gRPC's 4 MiB default would refuse a master's answer about many tables or permissions
+		// (ListTables, GetUserPermissions): a region server that cannot read the permissions
+		// keeps stale ones.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)),
 	}
 	target := "passthrough:///" + addr
 	switch {

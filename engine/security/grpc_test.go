@@ -192,3 +192,34 @@ func TestDialUnixSocket(t *testing.T) {
 		}
 	}
 }
+
+// bigAnswer answers ListTables with a table name of 5 MiB: more than gRPC's default 4 MiB.
+type bigAnswer struct{ pb.UnimplementedMasterServer }
+
+func (bigAnswer) ListTables(context.Context, *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	return &pb.ListTablesResponse{Tables: []*pb.TableSummary{{Table: &pb.TableDescriptor{Name: &pb.TableName{Name: strings.Repeat("t", 5<<20)}}}}}, nil
+}
+
+// A connection made by Dial reads answers larger than gRPC's default limit (a master's list of
+// many tables or permissions).
+func TestDialReadsLargeAnswers(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
+	pb.RegisterMasterServer(s, bigAnswer{})
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	cc, err := Dial(lis.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := pb.NewMasterClient(cc).ListTables(ctx, &pb.ListTablesRequest{})
+	if err != nil || len(resp.GetTables()) != 1 || len(resp.GetTables()[0].GetTable().GetName().GetName()) != 5<<20 {
+		t.Fatalf("an answer of 5 MiB: %v", err)
+	}
+}
