@@ -9,6 +9,7 @@ import (
 
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/security"
 )
@@ -194,6 +195,13 @@ func needAdminAt(ck *access.Checker, id security.Identity, p *pb.Permission) *pb
 }
 
 // checkPermission validates and normalises a permission of a request.
+// maxPermissionUser and maxPermissionQualifier bound a permission's user (or @group; a
+// certificate's subject fits) and qualifier: every grant lives in the catalog's one ACL row.
+const (
+	maxPermissionUser      = 1024
+	maxPermissionQualifier = 4096
+)
+
 func checkPermission(p *pb.Permission, grant bool) (*pb.Permission, error) {
 	if p == nil || p.GetUser() == "" || p.GetUser() == "@" {
 		return nil, errInvalid("permission: give a user or an @group")
@@ -218,6 +226,10 @@ func checkPermission(p *pb.Permission, grant bool) (*pb.Permission, error) {
 	}
 	if len(p.GetQualifier()) > 0 && len(p.GetFamily()) == 0 {
 		return nil, errInvalid("permission: a qualifier needs its family")
+	}
+	if len(p.GetUser()) > maxPermissionUser || len(p.GetFamily()) > cell.MaxFamilyLength || len(p.GetQualifier()) > maxPermissionQualifier {
+		return nil, errInvalid("permission: a user of at most %d bytes, a family of at most %d and a qualifier of at most %d (got %d, %d, %d)",
+			maxPermissionUser, cell.MaxFamilyLength, maxPermissionQualifier, len(p.GetUser()), len(p.GetFamily()), len(p.GetQualifier()))
 	}
 	p.Actions &= uint32(access.All)
 	if grant && p.Actions == 0 {

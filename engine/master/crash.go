@@ -354,8 +354,14 @@ func (m *Master) archiveWAL(dir string) error {
 	return fs.SyncDir(path.Join("archive", "wal"))
 }
 
+// maxReassignBytes bounds one catalog write of a dead server's reassignment (the catalog's log
+// takes at most 8 MiB in one record on object storage).
+var maxReassignBytes = 2 << 20
+
 // reassignDeadLocked takes a dead server's regions off it, in one catalog write with the step
-// change to WAIT.
+// change to WAIT — or, when they are too many for one write, in writes of at most
+// maxReassignBytes, each adding the regions it took to the record's list (the step stays ASSIGN
+// until the last: a master that takes over goes on with the regions still on the server).
 func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 	var b batch
 	var names []string
@@ -365,7 +371,18 @@ func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 		}
 	}
 	slices.Sort(names)
-	for _, name := range names {
+	taken, from := d.GetRegions(), 0 // taken by earlier writes; names[from:] not yet listed
+	for i, name := range names {
+		if i > from && b.size() >= maxReassignBytes {
+			part := proto.CloneOf(d)
+			part.Regions = slices.Concat(taken, names[from:i])
+			b.putDead(part)
+			if err := m.commit(&b); err != nil {
+				return err
+			}
+			m.log.Info("reassigning a dead server's regions, in parts", "server", d.GetServer(), "regions", i-from, "so_far", len(part.Regions))
+			taken, from, b = part.Regions, i, batch{}
+		}
 		r, p := m.st.regions[name], m.st.procs[name]
 		switch {
 		case p == nil:
@@ -387,7 +404,7 @@ func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 	}
 	next := proto.CloneOf(d)
 	next.Step = pb.DeadServerStep_DEAD_SERVER_STEP_WAIT
-	next.Regions = names
+	next.Regions = slices.Concat(taken, names[from:])
 	b.putDead(next)
 	if err := m.commit(&b); err != nil {
 		return err

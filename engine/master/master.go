@@ -23,6 +23,7 @@ import (
 	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/telemetry"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // Config configures a Master.
@@ -847,7 +848,7 @@ func (m *Master) commit(b *batch) error {
 	if err != nil {
 		return errInvalid("%v", err)
 	}
-	if err := m.writeCatalogLocked(changes, b.rows); err != nil {
+	if err := m.writeCatalogLocked(changes, b.rows, true); err != nil {
 		return err
 	}
 	m.applyLocked(b)
@@ -859,11 +860,18 @@ func (m *Master) commit(b *batch) error {
 // master's election still holds (checked after the changes were encoded, as for a report group:
 // a batch that cannot be encoded is refused without a look at the election). When either fails,
 // the active phase stops before anything more is written or sent (a report group, say): from
-// then on no handler reads the model.
-func (m *Master) writeCatalogLocked(changes []CatalogChange, rows func() string) error {
+// then on no handler reads the model. With refusable (the model is not ahead of the catalog), a
+// write too large for the catalog's log is refused and the master goes on.
+func (m *Master) writeCatalogLocked(changes []CatalogChange, rows func() string, refusable bool) error {
 	err := m.cfg.Election.Check()
 	if err == nil {
-		if err = m.cat.Apply(changes...); err != nil {
+		if err = m.cat.Apply(changes...); refusable && errors.Is(err, wal.ErrRecordTooLarge) {
+			// Refused before anything was written (the catalog and its log are as they were): the
+			// request that made the write is refused.
+			m.metrics.catalogRefused.Inc()
+			return errInvalid("a catalog write of %d rows is too large for the catalog's log (%v); make the request smaller (fewer or shorter split keys, attributes, grants)", len(changes), err)
+		}
+		if err != nil {
 			err = fmt.Errorf("master: catalog write of %s failed: %w", rows(), err)
 		}
 	}
@@ -936,7 +944,7 @@ func (m *Master) commitGroupLocked(g *catalogGroup) error {
 	if len(g.changes) == 0 {
 		return nil
 	}
-	if err := m.writeCatalogLocked(g.changes, func() string { return fmt.Sprintf("%d rows", len(g.changes)) }); err != nil {
+	if err := m.writeCatalogLocked(g.changes, func() string { return fmt.Sprintf("%d rows", len(g.changes)) }, false); err != nil {
 		return err
 	}
 	m.notifyLocked()

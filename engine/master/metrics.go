@@ -30,6 +30,7 @@ type metrics struct {
 	mergeRollbacks    prometheus.Counter
 	reportsPerWrite   prometheus.Histogram
 	reportsWaiting    prometheus.Gauge
+	catalogRefused    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,11 +69,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Region servers' transition reports (OPENED, CLOSED, FAILED_OPEN) made durable by one catalog write: reports that arrive while one is written go together in the next.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}),
 		reportsWaiting: g("reports_waiting", "Region servers' transition reports waiting for the catalog write under way to end, to go together in the next."),
+		catalogRefused: c("catalog_writes_too_large_total", "Catalog writes refused as larger than the catalog's log takes in one record (the request that made them was refused)."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.isActive, m.ritCount, m.ritOldestAge, m.failedOpenRegions, m.liveServers, m.deadServers, m.drainingServer,
 			m.regionCount, m.tableCount, m.balancerMoves, m.balancerRuns, m.assignTime, m.failedOpens,
-			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks, m.merges, m.mergeRollbacks, m.reportsPerWrite, m.reportsWaiting)
+			m.serverCrashes, m.recoveryTime, m.splitEdits, m.splits, m.splitRollbacks, m.merges, m.mergeRollbacks, m.reportsPerWrite, m.reportsWaiting, m.catalogRefused)
 	}
 	return m
 }

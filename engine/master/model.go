@@ -329,6 +329,15 @@ func marshal(msg proto.Message) ([]byte, error) {
 
 func (b *batch) empty() bool { return len(b.changes) == 0 && b.state == nil }
 
+// size is about what the batch's rows take in a catalog write.
+func (b *batch) size() int {
+	n := proto.Size(b.state)
+	for _, c := range b.changes {
+		n += len(c.key) + proto.Size(c.msg)
+	}
+	return n
+}
+
 func (b *batch) putTable(t *pb.CatalogTable) {
 	key := layout.TableKey(t.GetTable().GetName())
 	b.changes = append(b.changes, rowChange{key: rowTable + key, msg: t})
@@ -411,9 +420,13 @@ func (b *batch) counters(m *model) *pb.CatalogMasterState {
 
 // rows lists the batch's keys, for logs and errors.
 func (b *batch) rows() string {
-	keys := make([]string, 0, len(b.changes))
-	for _, c := range b.changes {
+	const most = 8
+	keys := make([]string, 0, most+1)
+	for _, c := range b.changes[:min(len(b.changes), most)] {
 		keys = append(keys, c.key)
+	}
+	if len(b.changes) > most {
+		keys = append(keys, fmt.Sprintf("and %d more rows", len(b.changes)-most))
 	}
 	return strings.Join(keys, ",")
 }

@@ -7,7 +7,10 @@ import (
 	"math/bits"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/schema"
 )
@@ -40,6 +43,9 @@ func validNamespace(ns string) error       { return schema.Namespace(ns) }
 func validTableName(t *pb.TableName) error { return schema.TableName(t) }
 func validFamilyName(f []byte) error       { return schema.Family(f) }
 func validDescriptor(td *pb.TableDescriptor) error {
+	if n := proto.Size(td); n > maxDescriptorBytes {
+		return fmt.Errorf("the table descriptor takes %d bytes, more than the limit of %d (its attributes and families' settings)", n, maxDescriptorBytes)
+	}
 	if err := schema.Descriptor(td); err != nil {
 		return err
 	}
@@ -51,6 +57,10 @@ func validDescriptor(td *pb.TableDescriptor) error {
 	}
 	return checkNormalizerAttributes(td.GetAttributes())
 }
+
+// maxDescriptorBytes bounds a table descriptor: each region's open order and the catalog's table
+// row carry it.
+const maxDescriptorBytes = 1 << 20
 
 // splitPolicyOf is a table's split policy (checked when the table was created or altered).
 func splitPolicyOf(t *pb.CatalogTable) region.SplitPolicy {
@@ -84,6 +94,9 @@ func splitKeysFor(keys [][]byte, numRegions int32) ([][]byte, error) {
 	for i, k := range keys {
 		if len(k) == 0 {
 			return nil, fmt.Errorf("split key %d is empty (the first region starts at the empty key already)", i)
+		}
+		if len(k) > cell.MaxRowLength {
+			return nil, fmt.Errorf("split key %d has %d bytes, more than a row key's limit of %d", i, len(k), cell.MaxRowLength)
 		}
 		out = append(out, bytes.Clone(k))
 	}

@@ -1,10 +1,12 @@
 package master_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +215,65 @@ var _ pb.AdminServer = (*mastertest.FakeServer)(nil)
 // The recovery of a dead server resumes after a master restart at whichever step it was: the
 // fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
 // for the reassigned regions to open (their new servers hung).
+// A request whose catalog write is larger than the catalog's log takes in one record (8 MiB on a
+// bucket) is refused as INVALID_ARGUMENT and changes nothing; the master goes on serving. Split
+// keys over a row key's limit are refused before that.
+func TestCatalogWriteTooLargeIsRefused(t *testing.T) {
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := newClusterOn(t, storage.NewMem(), 1, func(cfg *master.Config) { cfg.Bucket = b })
+	create := func(name string, keys [][]byte) error {
+		_, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: descriptor(name, 0), SplitKeys: keys})
+		return err
+	}
+	var keys [][]byte // 300 keys of 30 KiB: a 9 MB request, ~18 MB of region rows
+	for i := range 300 {
+		keys = append(keys, fmt.Appendf(bytes.Repeat([]byte("k"), 30<<10), "%04d", i))
+	}
+	if err := create("big", keys); errCode(err) != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT || !strings.Contains(err.Error(), "too large for the catalog") {
+		t.Fatalf("a table of 300 regions with 30 KiB keys: %v", err)
+	}
+	if err := create("long", [][]byte{bytes.Repeat([]byte("k"), cell.MaxRowLength+1)}); errCode(err) != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		t.Fatalf("a split key over the limit: %v", err)
+	}
+	if err := create("small", [][]byte{[]byte("m")}); err != nil {
+		t.Fatalf("a table after the refusal: %v", err)
+	}
+	c.waitAllOpen("small", 10*time.Second)
+	if _, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("big")}); errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
+		t.Fatalf("the refused table: %v, want it not found", err)
+	}
+}
+
+// A dead server's regions too many for one catalog write (here: a write per region) are taken off
+// it in several writes, each adding the regions it took to the dead server's record, and the
+// recovery finishes with every region open on the survivors.
+func TestDeadServerRegionsReassignedInSeveralWrites(t *testing.T) {
+	defer master.SetMaxReassignBytes(1)()
+	c := newClusterOn(t, storage.NewMem(), 3, nil)
+	c.createTable("t1", 9, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	victim := c.servers[0]
+	if n := len(victim.RegionInfos()); n < 2 {
+		t.Fatalf("victim holds %d regions", n)
+	}
+	victim.Kill()
+	c.waitFor("every region open on the survivors", 20*time.Second, func() (bool, string) {
+		for _, l := range c.regions("t1") {
+			if l.GetState() != pb.RegionState_REGION_STATE_OPEN || layout.ServerName(l.GetServer()) == victim.Name() {
+				return false, fmt.Sprintf("region %s is %s on %s", l.GetRegion().GetName(), l.GetState(), layout.ServerName(l.GetServer()))
+			}
+		}
+		return true, ""
+	})
+	c.waitFor("the recovery finished", 10*time.Second, func() (bool, string) {
+		return len(c.status().GetDeadServers()) == 0, fmt.Sprint(c.status().GetDeadServers())
+	})
+}
+
 func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 	for _, step := range []string{"fence", "split", "wait"} {
 		t.Run(step, func(t *testing.T) {
