@@ -87,6 +87,37 @@ func TestKnownRegionNamesAreBounded(t *testing.T) {
 	}
 }
 
+// Open hbase:meta scanners are bounded by the bytes of the rows they keep as by their number, and
+// one unused for its lease is gone.
+func TestMetaScannersAreBounded(t *testing.T) {
+	var s metaScanners
+	row := func() []metaRow {
+		return []metaRow{{key: []byte("t,,1"), cells: []cell.KeyValue{make(cell.KeyValue, 1<<20)}}}
+	}
+	for i := range 200 { // 200 MiB of rows
+		s.put(uint64(i), &metaScanner{rows: row(), touched: time.Now()})
+	}
+	held := 0
+	for _, ms := range s.open {
+		held += ms.bytes
+	}
+	if held != s.bytes || held > maxMetaScannerBytes || len(s.open) == 0 {
+		t.Fatalf("%d open scanners keep %d bytes (counted %d), limit %d", len(s.open), held, s.bytes, maxMetaScannerBytes)
+	}
+	if _, ok := s.take(199); !ok {
+		t.Fatal("the newest scanner is gone")
+	}
+	s.put(1000, &metaScanner{rows: row(), touched: time.Now().Add(-2 * metaScannerTTL)})
+	if _, ok := s.take(1000); ok {
+		t.Fatal("a scanner unused for twice its lease was continued")
+	}
+	s.put(1001, &metaScanner{rows: row(), touched: time.Now().Add(-2 * metaScannerTTL)})
+	s.put(1002, &metaScanner{rows: row(), touched: time.Now()})
+	if _, ok := s.open[1001]; ok {
+		t.Fatal("an expired scanner stayed when another was opened")
+	}
+}
+
 func TestMetaOrder(t *testing.T) {
 	keys := [][]byte{[]byte("t,,1.x."), []byte("t,a,2.x."), []byte("t,a\x00,3.x."), []byte("t,b,1.x."), []byte("t2,,1.x."), []byte("t")}
 	got := slices.Clone(keys)

@@ -395,26 +395,45 @@ const bootstrapTTL = 10 * time.Second
 
 // metaScanners keeps the rows of open hbase:meta scanners not yet returned.
 type metaScanners struct {
-	mu   sync.Mutex
-	open map[uint64]*metaScanner
+	mu    sync.Mutex
+	open  map[uint64]*metaScanner
+	bytes int // of the open scanners' rows
 }
 
 type metaScanner struct {
 	rows    []metaRow
+	bytes   int // of rows (set by put)
 	touched time.Time
 	owner   string // the user who opened it: only that user continues it
 }
 
-// maxMetaScanners bounds the open hbase:meta scanners (the oldest goes first).
-const maxMetaScanners = 1024
+// maxMetaScanners and maxMetaScannerBytes bound the open hbase:meta scanners and the rows they
+// keep (the oldest go first); one not used for metaScannerTTL (the lease its answers give) goes.
+const (
+	maxMetaScanners     = 1024
+	maxMetaScannerBytes = 64 << 20
+	metaScannerTTL      = 60 * time.Second
+)
 
 func (s *metaScanners) put(id uint64, ms *metaScanner) {
+	ms.bytes = 0
+	for _, r := range ms.rows {
+		ms.bytes += len(r.key)
+		for _, kv := range r.cells {
+			ms.bytes += len(kv)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open == nil {
 		s.open = map[uint64]*metaScanner{}
 	}
-	for len(s.open) >= maxMetaScanners {
+	for i, o := range s.open {
+		if time.Since(o.touched) > metaScannerTTL {
+			s.removeLocked(i)
+		}
+	}
+	for len(s.open) > 0 && (len(s.open) >= maxMetaScanners || s.bytes+ms.bytes > maxMetaScannerBytes) {
 		var oldest uint64
 		var t time.Time
 		for i, o := range s.open {
@@ -422,9 +441,17 @@ func (s *metaScanners) put(id uint64, ms *metaScanner) {
 				oldest, t = i, o.touched
 			}
 		}
-		delete(s.open, oldest)
+		s.removeLocked(oldest)
 	}
 	s.open[id] = ms
+	s.bytes += ms.bytes
+}
+
+func (s *metaScanners) removeLocked(id uint64) {
+	if ms, ok := s.open[id]; ok {
+		s.bytes -= ms.bytes
+		delete(s.open, id)
+	}
 }
 
 // take removes an open scanner (put returns it): calls on one scanner never run together.
@@ -432,13 +459,13 @@ func (s *metaScanners) take(id uint64) (*metaScanner, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ms, ok := s.open[id]
-	delete(s.open, id)
-	return ms, ok
+	s.removeLocked(id)
+	return ms, ok && time.Since(ms.touched) <= metaScannerTTL
 }
 
 func (s *metaScanners) drop(id uint64) {
 	s.mu.Lock()
-	delete(s.open, id)
+	s.removeLocked(id)
 	s.mu.Unlock()
 }
 
@@ -539,7 +566,7 @@ func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanRe
 			return nil, nil, &exception{class: classUnknownScanner, msg: fmt.Sprintf("unknown hbase:meta scanner %d: it was opened by another user", id), doNotRetry: true}
 		}
 	}
-	resp := &hb.ScanResponse{ScannerId: proto.Uint64(id), Ttl: proto.Uint32(60000)}
+	resp := &hb.ScanResponse{ScannerId: proto.Uint64(id), Ttl: proto.Uint32(uint32(metaScannerTTL.Milliseconds()))}
 	if req.GetCloseScanner() {
 		a.metaScanners.drop(id)
 		resp.MoreResults = proto.Bool(false)
@@ -558,7 +585,7 @@ func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanRe
 		resp.CellsPerResult = append(resp.CellsPerResult, uint32(len(r.cells)))
 		resp.PartialFlagPerResult = append(resp.PartialFlagPerResult, false)
 	}
-	ms.rows = ms.rows[n:]
+	ms.rows = slices.Clone(ms.rows[n:]) // the rows returned are not kept
 	ms.touched = time.Now()
 	more := len(ms.rows) > 0
 	resp.MoreResultsInRegion = proto.Bool(more)
