@@ -283,6 +283,8 @@ type batch struct {
 	changes []rowChange
 	apply   []func(m *model, now time.Time)
 	state   *pb.CatalogMasterState // a changed copy of the counters, written once at commit
+	// size's count so far: the bytes of changes[:sized].
+	sized, sizedBytes int
 }
 
 // rowChange is one row of a batch: msg nil deletes it.
@@ -329,13 +331,14 @@ func marshal(msg proto.Message) ([]byte, error) {
 
 func (b *batch) empty() bool { return len(b.changes) == 0 && b.state == nil }
 
-// size is about what the batch's rows take in a catalog write.
+// size is about what the batch's rows take in a catalog write (each change is measured once:
+// changes are only appended).
 func (b *batch) size() int {
-	n := proto.Size(b.state)
-	for _, c := range b.changes {
-		n += len(c.key) + proto.Size(c.msg)
+	for _, c := range b.changes[b.sized:] {
+		b.sizedBytes += len(c.key) + proto.Size(c.msg)
 	}
-	return n
+	b.sized = len(b.changes)
+	return b.sizedBytes + proto.Size(b.state)
 }
 
 func (b *batch) putTable(t *pb.CatalogTable) {
