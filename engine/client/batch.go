@@ -175,6 +175,7 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 				}
 				break
 			}
+			attempt-- // not a failed try: later pauses do not grow for it (as HBase's client)
 			continue
 		}
 		if err := c.backoff(ctx, attempt, lastErr); err != nil {

@@ -163,6 +163,9 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 				m.finishClosedLocked(&b, r)
 				continue
 			}
+			if b.size() >= maxBatchBytes {
+				continue // the write is full: placed at the next tick
+			}
 			if pl == nil {
 				pl = m.placerLocked()
 			}

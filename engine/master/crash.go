@@ -354,13 +354,15 @@ func (m *Master) archiveWAL(dir string) error {
 	return fs.SyncDir(path.Join("archive", "wal"))
 }
 
-// maxReassignBytes bounds one catalog write of a dead server's reassignment (the catalog's log
-// takes at most 8 MiB in one record on object storage).
-var maxReassignBytes = 2 << 20
+// maxBatchBytes bounds the catalog writes the master's loop makes of many regions (a dead
+// server's reassignment, placements, closes of a table being disabled, a group of reports): the
+// catalog's log takes at most 8 MiB in one record on object storage. A write stops taking regions
+// once past it (so it may end a region's rows beyond it); the rest go in the next.
+var maxBatchBytes = 2 << 20
 
 // reassignDeadLocked takes a dead server's regions off it, in one catalog write with the step
 // change to WAIT — or, when they are too many for one write, in writes of at most
-// maxReassignBytes, each adding the regions it took to the record's list (the step stays ASSIGN
+// maxBatchBytes, each adding the regions it took to the record's list (the step stays ASSIGN
 // until the last: a master that takes over goes on with the regions still on the server).
 func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 	var b batch
@@ -373,7 +375,7 @@ func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 	slices.Sort(names)
 	taken, from := d.GetRegions(), 0 // taken by earlier writes; names[from:] not yet listed
 	for i, name := range names {
-		if i > from && b.size() >= maxReassignBytes {
+		if i > from && b.size() >= maxBatchBytes {
 			part := proto.CloneOf(d)
 			part.Regions = slices.Concat(taken, names[from:i])
 			b.putDead(part)

@@ -1,9 +1,9 @@
 package master
 
-// SetMaxReassignBytes sets the bound of one catalog write of a dead server's reassignment for a
+// SetMaxBatchBytes sets the bound of a catalog write of the master's loop for a
 // test, and gives the restore.
-func SetMaxReassignBytes(n int) (restore func()) {
-	old := maxReassignBytes
-	maxReassignBytes = n
-	return func() { maxReassignBytes = old }
+func SetMaxBatchBytes(n int) (restore func()) {
+	old := maxBatchBytes
+	maxBatchBytes = n
+	return func() { maxBatchBytes = old }
 }

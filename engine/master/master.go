@@ -909,6 +909,7 @@ func (m *Master) setACLLocked() {
 type catalogGroup struct {
 	changes []CatalogChange
 	at      map[string]int // row: its index in changes
+	bytes   int            // about what changes take (each staged change counted)
 }
 
 // stageLocked adds b to g and applies it to the model at once, so that the next batch of the
@@ -927,6 +928,7 @@ func (m *Master) stageLocked(g *catalogGroup, b *batch) error {
 		g.at = make(map[string]int)
 	}
 	for _, ch := range changes {
+		g.bytes += len(ch.Key) + len(ch.Value)
 		if i, ok := g.at[ch.Key]; ok {
 			g.changes[i] = ch
 			continue
@@ -1077,7 +1079,12 @@ func (m *Master) tick(ctx context.Context) {
 			return
 		}
 		if err := step(now); err != nil {
-			return
+			if !m.activeLocked() {
+				return
+			}
+			// Refused (a write too large for the catalog's log): the other steps go on, and this
+			// one tries again at the next tick.
+			m.log.Warn("a step of the master's loop was refused; the next tick tries again", "error", err)
 		}
 	}
 	m.updateGaugesLocked()

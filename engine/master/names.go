@@ -43,7 +43,7 @@ func validNamespace(ns string) error       { return schema.Namespace(ns) }
 func validTableName(t *pb.TableName) error { return schema.TableName(t) }
 func validFamilyName(f []byte) error       { return schema.Family(f) }
 func validDescriptor(td *pb.TableDescriptor) error {
-	if n := proto.Size(td); n > maxDescriptorBytes {
+	if n := descriptorSize(td); n > maxDescriptorBytes {
 		return fmt.Errorf("the table descriptor takes %d bytes, more than the limit of %d (its attributes and families' settings)", n, maxDescriptorBytes)
 	}
 	if err := schema.Descriptor(td); err != nil {
@@ -61,6 +61,19 @@ func validDescriptor(td *pb.TableDescriptor) error {
 // maxDescriptorBytes bounds a table descriptor: each region's open order and the catalog's table
 // row carry it.
 const maxDescriptorBytes = 1 << 20
+
+// descriptorSize is what td takes in the catalog: without its functions' modules, which a request
+// may carry and which are stored apart (storeFunctions).
+func descriptorSize(td *pb.TableDescriptor) int {
+	if !slices.ContainsFunc(td.GetFunctions(), func(f *pb.TableFunction) bool { return len(f.GetModule()) > 0 }) {
+		return proto.Size(td)
+	}
+	c := proto.CloneOf(td)
+	for _, f := range c.GetFunctions() {
+		f.Module = nil
+	}
+	return proto.Size(c)
+}
 
 // splitPolicyOf is a table's split policy (checked when the table was created or altered).
 func splitPolicyOf(t *pb.CatalogTable) region.SplitPolicy {

@@ -56,7 +56,15 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 			for _, r := range m.st.tableRegions(key) {
 				if m.st.procs[r.GetInfo().GetName()] != nil {
 					busy = true
-					break
+					continue
+				}
+				if name := r.GetInfo().GetName(); r.GetServer() == "" && (r.GetState() == stateOffline || r.GetState() == stateClosed) &&
+					!m.splitBlocksLocked(name) && !m.mergeBlocksLocked(name) {
+					// EnableTable assigns as many as its write takes (maxBatchBytes): the rest here.
+					if b.size() < maxBatchBytes {
+						m.assignLocked(&b, r)
+					}
+					busy = true
 				}
 			}
 			if !busy {
@@ -75,8 +83,8 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 				}
 				switch r.GetState() {
 				case stateOpen, stateOpening, stateClosing:
-					if r.GetServer() != "" && !m.deadPendingLocked(r.GetServer(), r.GetServerStartCode()) {
-						m.closeLocked(&b, r, kindUnassign, closeOpts{})
+					if r.GetServer() != "" && !m.deadPendingLocked(r.GetServer(), r.GetServerStartCode()) && b.size() < maxBatchBytes {
+						m.closeLocked(&b, r, kindUnassign, closeOpts{}) // the rest at the next tick when the write is full
 					}
 					done = false
 				case stateClosed:
@@ -217,6 +225,10 @@ func (m *Master) sweepLocked(now time.Time) error {
 			continue
 		}
 		if r.GetState() == stateOffline || r.GetState() == stateClosed {
+			if b.size() >= maxBatchBytes {
+				m.nextSweep = now // the write is full: the rest at the next tick
+				continue
+			}
 			m.assignLocked(&b, r)
 		}
 	}

@@ -212,9 +212,6 @@ func TestCutOffServerIsToldItIsUnknownAndRegistersAgain(t *testing.T) {
 // mastertest's fake is what the region-server contract asks: keep it honest.
 var _ pb.AdminServer = (*mastertest.FakeServer)(nil)
 
-// The recovery of a dead server resumes after a master restart at whichever step it was: the
-// fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
-// for the reassigned regions to open (their new servers hung).
 // A request whose catalog write is larger than the catalog's log takes in one record (8 MiB on a
 // bucket) is refused as INVALID_ARGUMENT and changes nothing; the master goes on serving. Split
 // keys over a row key's limit are refused before that.
@@ -249,10 +246,11 @@ func TestCatalogWriteTooLargeIsRefused(t *testing.T) {
 }
 
 // A dead server's regions too many for one catalog write (here: a write per region) are taken off
-// it in several writes, each adding the regions it took to the dead server's record, and the
-// recovery finishes with every region open on the survivors.
+// it in several writes, each adding the regions it took to the dead server's record, and placed
+// and reported over several writes; the recovery finishes with every region open on the
+// survivors. Disabling and enabling the table close and assign its regions a write at a time.
 func TestDeadServerRegionsReassignedInSeveralWrites(t *testing.T) {
-	defer master.SetMaxReassignBytes(1)()
+	defer master.SetMaxBatchBytes(1)()
 	c := newClusterOn(t, storage.NewMem(), 3, nil)
 	c.createTable("t1", 9, 0)
 	c.waitAllOpen("t1", 10*time.Second)
@@ -272,8 +270,26 @@ func TestDeadServerRegionsReassignedInSeveralWrites(t *testing.T) {
 	c.waitFor("the recovery finished", 10*time.Second, func() (bool, string) {
 		return len(c.status().GetDeadServers()) == 0, fmt.Sprint(c.status().GetDeadServers())
 	})
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("every region closed", 20*time.Second, func() (bool, string) {
+		for _, l := range c.regions("t1") {
+			if l.GetState() != pb.RegionState_REGION_STATE_CLOSED {
+				return false, fmt.Sprintf("region %s is %s", l.GetRegion().GetName(), l.GetState())
+			}
+		}
+		return true, ""
+	})
+	if _, err := c.mc.EnableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllOpen("t1", 20*time.Second)
 }
 
+// The recovery of a dead server resumes after a master restart at whichever step it was: the
+// fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
+// for the reassigned regions to open (their new servers hung).
 func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 	for _, step := range []string{"fence", "split", "wait"} {
 		t.Run(step, func(t *testing.T) {

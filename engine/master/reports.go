@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ type reportQueue struct {
 }
 
 // maxReportGroup bounds a group: its rows are one record of the catalog's log, which has a
-// size limit (a region's row is a few hundred bytes).
+// size limit (a region's row is a few hundred bytes; the group also stops at maxBatchBytes).
 const maxReportGroup = 256
 
 func (q *reportQueue) push(c *reportCall) {
@@ -72,6 +73,13 @@ func (q *reportQueue) push(c *reportCall) {
 	q.calls = append(q.calls, c)
 	q.mu.Unlock()
 	q.waiting.Inc()
+}
+
+// putBack returns calls a group did not take (its write was full) to the front of the queue.
+func (q *reportQueue) putBack(calls []*reportCall) {
+	q.mu.Lock()
+	q.calls = append(slices.Clip(calls), q.calls...)
+	q.mu.Unlock()
 }
 
 // take takes up to maxReportGroup reports, the oldest first.
@@ -150,6 +158,12 @@ func (m *Master) reportGroupLocked() {
 	var sendBy []*reportCall // the report that started each of send
 	staged := 0
 	for i, c := range calls {
+		if g.bytes >= maxBatchBytes {
+			// The group's write is full (large regions' rows): the rest go in the next group.
+			m.reports.putBack(calls[i:])
+			calls, errs = calls[:i], errs[:i]
+			break
+		}
 		if !m.serverLiveLocked(c.server, c.startCode) {
 			errs[i] = errDetail(pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, false,
 				"server %s (start code %d) is not a live region server of this master: stop serving and register again", c.server, c.startCode)

@@ -939,7 +939,7 @@ func TestOpenScannersKeepNotTheirRequest(t *testing.T) {
 		_, err := open(scan)
 		return err
 	}
-	if err := openScan(&pb.Scan{StopRow: bytes.Repeat([]byte("r"), cell.MaxRowLength+1)}); err == nil || !strings.Contains(err.Error(), "stop row") {
+	if err := openScan(&pb.Scan{StopRow: bytes.Repeat([]byte("r"), cell.MaxRowLength+2)}); err == nil || !strings.Contains(err.Error(), "stop row") {
 		t.Fatalf("a stop row over the limit: %v", err)
 	}
 	heap := func() uint64 {

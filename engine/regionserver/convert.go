@@ -322,8 +322,9 @@ func convertScan(s *pb.Scan) (*region.Scan, error) {
 		s.GetStoreLimit() < 0 || s.GetStoreOffset() < 0 {
 		return nil, invalid("Scan has a negative max_versions, batch, max_result_size, caching, limit, store_limit or store_offset")
 	}
-	if len(s.GetStartRow()) > cell.MaxRowLength || len(s.GetStopRow()) > cell.MaxRowLength {
-		return nil, invalid("Scan's start row (%d bytes) or stop row (%d bytes) exceeds %d", len(s.GetStartRow()), len(s.GetStopRow()), cell.MaxRowLength)
+	// A start row may have one byte more: an endpoint's resume row is the last row read and a 0.
+	if len(s.GetStartRow()) > cell.MaxRowLength+1 || len(s.GetStopRow()) > cell.MaxRowLength+1 {
+		return nil, invalid("Scan's start row (%d bytes) or stop row (%d bytes) exceeds %d", len(s.GetStartRow()), len(s.GetStopRow()), cell.MaxRowLength+1)
 	}
 	tr, err := convertTimeRange(s.GetTimeRange())
 	if err != nil {
