@@ -34,12 +34,19 @@ func serveGRPC(t *testing.T, certs *Certs, auth *Authenticator) string {
 // listener's address.
 func serveGRPCOn(t *testing.T, network, addr string, certs *Certs, auth *Authenticator) string {
 	t.Helper()
+	return serveMasterOn(t, network, addr, whoami{}, certs, auth)
+}
+
+// serveMasterOn serves m on a listener of network at addr until the test ends; it returns the
+// listener's address.
+func serveMasterOn(t *testing.T, network, addr string, m pb.MasterServer, certs *Certs, auth *Authenticator) string {
+	t.Helper()
 	lis, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer(GRPCServerOptions(certs, auth)...)
-	pb.RegisterMasterServer(s, whoami{})
+	pb.RegisterMasterServer(s, m)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -203,15 +210,7 @@ func (bigAnswer) ListTables(context.Context, *pb.ListTablesRequest) (*pb.ListTab
 // A connection made by Dial reads answers larger than gRPC's default limit (a master's list of
 // many tables or permissions).
 func TestDialReadsLargeAnswers(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(GRPCServerOptions(nil, nil)...)
-	pb.RegisterMasterServer(s, bigAnswer{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	cc, err := Dial(lis.Addr().String(), nil)
+	cc, err := Dial(serveMasterOn(t, "tcp", "127.0.0.1:0", bigAnswer{}, nil, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
