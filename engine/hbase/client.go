@@ -414,9 +414,11 @@ func columnValueCells(m *hb.MutationProto, t pb.MutationProto_Type, rc *requestC
 			return nil, 0, doNotRetry("family of %d bytes exceeds the limit of %d bytes", len(cv.GetFamily()), cell.MaxFamilyLength)
 		}
 		for _, qv := range cv.GetQualifierValue() {
-			// A cell's length and key-value header, its key's row and family lengths, timestamp and
-			// type, and its tags' length: at most 4+8+2+1+8+1+2 bytes beside its parts.
-			size := 26 + len(row) + len(cv.GetFamily()) + len(qv.GetQualifier()) + len(qv.GetValue()) + len(qv.GetTags())
+			value := len(qv.GetValue())
+			if len(qv.GetTags()) > 0 {
+				value = cell.TaggedLen(value, len(qv.GetTags()))
+			}
+			size := cell.KeyValueLen(len(row), len(cv.GetFamily()), len(qv.GetQualifier()), value)
 			if size > rc.budget {
 				return nil, 0, doNotRetry("the cells made from the request's column values would exceed the server's request limit of %d bytes (each repeats its row); send fewer columns per request", rc.limit)
 			}
