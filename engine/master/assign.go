@@ -163,8 +163,8 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 				m.finishClosedLocked(&b, r)
 				continue
 			}
-			if b.size() >= maxBatchBytes {
-				continue // the write is full: placed at the next tick
+			if b.full() {
+				continue // placed at the next tick
 			}
 			if pl == nil {
 				pl = m.placerLocked()

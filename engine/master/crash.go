@@ -375,7 +375,7 @@ func (m *Master) reassignDeadLocked(d *pb.DeadServer) error {
 	slices.Sort(names)
 	taken, from := d.GetRegions(), 0 // taken by earlier writes; names[from:] not yet listed
 	for i, name := range names {
-		if i > from && b.size() >= maxBatchBytes {
+		if i > from && b.full() {
 			part := proto.CloneOf(d)
 			part.Regions = slices.Concat(taken, names[from:i])
 			b.putDead(part)

@@ -331,6 +331,9 @@ func marshal(msg proto.Message) ([]byte, error) {
 
 func (b *batch) empty() bool { return len(b.changes) == 0 && b.state == nil }
 
+// full says whether the batch has reached maxBatchBytes: a write of many regions takes no more.
+func (b *batch) full() bool { return b.size() >= maxBatchBytes }
+
 // size is about what the batch's rows take in a catalog write (each change is measured once:
 // changes are only appended).
 func (b *batch) size() int {

@@ -61,7 +61,7 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 				if name := r.GetInfo().GetName(); r.GetServer() == "" && (r.GetState() == stateOffline || r.GetState() == stateClosed) &&
 					!m.splitBlocksLocked(name) && !m.mergeBlocksLocked(name) {
 					// EnableTable assigns as many as its write takes (maxBatchBytes): the rest here.
-					if b.size() < maxBatchBytes {
+					if !b.full() {
 						m.assignLocked(&b, r)
 					}
 					busy = true
@@ -83,8 +83,8 @@ func (m *Master) progressTablesLocked(now time.Time) error {
 				}
 				switch r.GetState() {
 				case stateOpen, stateOpening, stateClosing:
-					if r.GetServer() != "" && !m.deadPendingLocked(r.GetServer(), r.GetServerStartCode()) && b.size() < maxBatchBytes {
-						m.closeLocked(&b, r, kindUnassign, closeOpts{}) // the rest at the next tick when the write is full
+					if r.GetServer() != "" && !m.deadPendingLocked(r.GetServer(), r.GetServerStartCode()) && !b.full() {
+						m.closeLocked(&b, r, kindUnassign, closeOpts{}) // the rest at the next tick when full
 					}
 					done = false
 				case stateClosed:
@@ -225,8 +225,8 @@ func (m *Master) sweepLocked(now time.Time) error {
 			continue
 		}
 		if r.GetState() == stateOffline || r.GetState() == stateClosed {
-			if b.size() >= maxBatchBytes {
-				m.nextSweep = now // the write is full: the rest at the next tick
+			if b.full() {
+				m.nextSweep = now // the rest at the next tick
 				continue
 			}
 			m.assignLocked(&b, r)

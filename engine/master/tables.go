@@ -303,8 +303,8 @@ func (m *Master) enableTable(ctx context.Context, req *pb.TableRequest) error {
 		nt.State, nt.StateSinceMs = pb.TableState_TABLE_STATE_ENABLING, m.clock().UnixMilli()
 		b.putTable(nt)
 		for _, r := range m.st.tableRegions(key) {
-			if m.st.procs[r.GetInfo().GetName()] == nil && r.GetServer() == "" && b.size() < maxBatchBytes {
-				m.assignLocked(&b, r) // the rest by the table loop (ENABLING), when the write is full
+			if m.st.procs[r.GetInfo().GetName()] == nil && r.GetServer() == "" && !b.full() {
+				m.assignLocked(&b, r) // the rest by the table loop (ENABLING), when full
 			}
 		}
 		if err := m.commit(&b); err != nil {
