@@ -812,15 +812,24 @@ func TestCellTTLOverRPC(t *testing.T) {
 	}
 }
 
+// capBytes is the MaxScanResultSize of cappedAnswers' server.
+const capBytes = 256 << 10
+
+// cappedAnswers starts a one-server cluster whose answers are capped at capBytes and makes table
+// name in it.
+func cappedAnswers(t *testing.T, name string) (*cluster, *client.Table) {
+	t.Helper()
+	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanResultSize = capBytes })
+	createTable(t, c, name, nil)
+	return c, c.client.Table(name)
+}
+
 // TestScanAnswerCappedWhateverTheCaching: a scan that asks for every row in one answer (caching
 // 2^31-1, no max result size) gets at most the server's MaxScanResultSize per answer and the
 // whole table over several calls.
 func TestScanAnswerCappedWhateverTheCaching(t *testing.T) {
-	const capBytes = 256 << 10
-	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanResultSize = capBytes })
+	c, tbl := cappedAnswers(t, "big")
 	ctx := context.Background()
-	createTable(t, c, "big", nil)
-	tbl := c.client.Table("big")
 	value := bytes.Repeat([]byte("v"), 4<<10)
 	const rows = 500 // 2 MB
 	var ops []client.BatchOp
@@ -863,11 +872,8 @@ func TestScanAnswerCappedWhateverTheCaching(t *testing.T) {
 // request of many gets of one large row) is answered up to about the cap; the actions after it are
 // answered RESULT_TOO_LARGE, and the client sends them again until all are answered.
 func TestMultiAnswerCapped(t *testing.T) {
-	const capBytes = 256 << 10
-	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.MaxScanResultSize = capBytes })
+	c, tbl := cappedAnswers(t, "wide")
 	ctx := context.Background()
-	createTable(t, c, "wide", nil)
-	tbl := c.client.Table("wide")
 	value := bytes.Repeat([]byte("v"), 64<<10)
 	if err := tbl.Put(ctx, client.NewPut([]byte("big")).Add("f", "q", 0, value)); err != nil {
 		t.Fatal(err)
