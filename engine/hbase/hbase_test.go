@@ -182,7 +182,12 @@ func startServerTLS(t testing.TB, b Backend, auth *security.Authenticator, certs
 
 func startServerLogged(t testing.TB, b Backend, auth *security.Authenticator, certs *security.Certs, log *slog.Logger) string {
 	t.Helper()
-	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
+	return serveOptions(t, regionOneGets(), rpc.ServerOptions{Foreign: New(b, log), Auth: auth, TLS: certs})
+}
+
+// regionOneGets serves gets of region r1, each answering one cell.
+func regionOneGets() map[uint32]rpc.Handler {
+	return map[uint32]rpc.Handler{uint32(pb.Method_METHOD_GET): func(_ context.Context, c *rpc.Call) {
 		req, err := rpc.Request[pb.GetRequest](c)
 		if err != nil || req.GetRegion().GetName() != "r1" {
 			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
@@ -190,7 +195,6 @@ func startServerLogged(t testing.TB, b Backend, auth *security.Authenticator, ce
 		}
 		c.Reply(&pb.GetResponse{Result: &pb.Result{CellCount: 1}}, cell.AppendKeyValue(nil, req.GetGet().GetRow(), []byte("f"), []byte("q"), 5, cell.Put, []byte("v")))
 	}}
-	return serveOptions(t, handlers, rpc.ServerOptions{Foreign: New(b, log), Auth: auth, TLS: certs})
 }
 
 // serveHandlers runs an rpc.Server of these handlers with the adapter over fakeBackend and
@@ -200,10 +204,13 @@ func serveHandlers(t *testing.T, handlers map[uint32]rpc.Handler) string {
 }
 
 // serveOptions runs an rpc.Server of these handlers with these options, a 1 MiB request limit
-// and a 5 s read timeout, and answers its address.
+// and (unless the options set one) a 5 s read timeout, and answers its address.
 func serveOptions(t testing.TB, handlers map[uint32]rpc.Handler, opts rpc.ServerOptions) string {
 	t.Helper()
-	opts.MaxFrame, opts.ReadTimeout = 1<<20, 5*time.Second
+	opts.MaxFrame = 1 << 20
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = 5 * time.Second
+	}
 	srv := rpc.NewServer(handlers, opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -429,6 +436,25 @@ func TestHostileConnections(t *testing.T) {
 	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
 	if _, msg, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
 		t.Fatal("no answer after the hostile connections")
+	}
+}
+
+// An HBase client that announces a request as large as the server's queue and sends a few bytes
+// of it does not stop another client's calls (the queue admits a request's bytes as they arrive).
+func TestDribbledRequestDoesNotHoldOtherClients(t *testing.T) {
+	addr := serveOptions(t, regionOneGets(), rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), MaxQueuedBytes: 1 << 20, ReadTimeout: time.Minute})
+	dribbler := dial(t, addr)
+	dribbler.hello("ClientService")
+	if _, err := dribbler.nc.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20-16), 0, 1, 2, 3, 4, 5, 6, 7)); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addr) // (its calls fail past its 10 s deadline)
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	for i := range 20 {
+		if _, msg, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil); msg == nil {
+			t.Fatalf("get %d beside the dribbler: no answer", i)
+		}
 	}
 }
 

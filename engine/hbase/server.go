@@ -215,14 +215,8 @@ func (c *conn) serveCalls() error {
 			<-c.slots
 			return c.fatal(classDoNotRetry, fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes; send smaller batches or values", n, c.opts.MaxFrame))
 		}
-		if !c.fc.Acquire(n) {
-			<-c.slots
-			return net.ErrClosed
-		}
-		_ = c.fc.Conn.SetReadDeadline(time.Now().Add(c.opts.ReadTimeout))
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
-			c.fc.Release(n)
+		body, err := c.fc.ReadBody(n, nil)
+		if err != nil {
 			<-c.slots
 			return err
 		}

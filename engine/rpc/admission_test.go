@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,4 +322,160 @@ func FuzzReadCallPrefix(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = readCallPrefix(bytes.NewReader(b))
 	})
+}
+
+// A client that announces a large frame and sends little of it holds only what it sent: the
+// others' calls, small and large (larger than half the queue), go on while the frames stuck
+// mid-way hold less than half the queue (more stalls large frames: see byteQueue).
+func TestDribbledFramesDoNotHoldTheQueue(t *testing.T) {
+	const queue = 4 << 20
+	s, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
+		c.Reply(&pb.PingResponse{})
+	}}, ServerOptions{MaxQueuedBytes: queue})
+	// One announces the largest frame and sends 100 bytes of it; two announce 3 MiB and send
+	// 512 KiB. All then wait for the read timeout (a minute).
+	dribble := func(declared, sent int) {
+		nc := hostile(t, addr)
+		f := pingFrame(1, make([]byte, declared))
+		if _, err := nc.Write(f[:4+sent]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dribble(queue-64, 100)
+	dribble(3<<20, 512<<10)
+	dribble(3<<20, 512<<10)
+	waitUntil(t, "the dribblers' bytes to arrive", 10*time.Second, func() bool { return s.Stats().QueuedBytes >= 1<<20+100 })
+
+	good := dial(t, addr)
+	var peak int64
+	for i, size := range []int{0, 100, 3 << 20, 1000, 3<<20 + 500<<10, 64 << 10, 0} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := good.Call(ctx, pb.Method_METHOD_PING, &pb.PingRequest{Payload: make([]byte, size)}, nil, &pb.PingResponse{}, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d (%d bytes) of a well-behaved client beside the dribblers: %v", i, size, err)
+		}
+		peak = max(peak, s.Stats().QueuedBytes)
+	}
+	if bound := int64(queue + queue/2); peak > bound {
+		t.Errorf("server held %d bytes, bound %d", peak, bound)
+	}
+}
+
+// Large frames arriving at once from many clients, together several times the queue, all
+// complete (none waits for another for ever) and the queue stays within its bound.
+func TestLargeFramesArrivingTogetherAllComplete(t *testing.T) {
+	const queue = 4 << 20
+	s, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
+		c.Reply(&pb.PingResponse{})
+	}}, ServerOptions{MaxQueuedBytes: queue})
+	var wg sync.WaitGroup
+	var peakMu sync.Mutex
+	var peak int64
+	errs := make(chan error, 16)
+	for i := range 10 {
+		size := 1<<20 + 512<<10
+		if i%3 == 0 {
+			size = 3<<20 + 512<<10 // more than half the queue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Dial(context.Background(), addr, ClientOptions{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			for range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := c.Call(ctx, pb.Method_METHOD_PING, &pb.PingRequest{Payload: make([]byte, size)}, nil, &pb.PingResponse{}, nil)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				peakMu.Lock()
+				peak = max(peak, s.Stats().QueuedBytes)
+				peakMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if bound := int64(queue + queue/2); peak > bound {
+		t.Errorf("server held %d bytes, bound %d", peak, bound)
+	}
+	if s.Stats().ThrottledReads == 0 {
+		t.Error("no frame ever waited for room")
+	}
+}
+
+// The queue's rules for arriving frames, driven at random: the leader is the frame holding the
+// most, the others hold at most half the queue, the total stays within 1.5 × max, and every
+// frame completes.
+func TestByteQueueArrivingFramesInvariants(t *testing.T) {
+	const max = 1 << 20
+	var q byteQueue
+	q.max = max
+	q.cond.L = &q.mu
+	check := func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		var others int64
+		for f := range q.frames {
+			if f != q.leader {
+				others += f.held
+				if f.held > q.leader.held {
+					t.Errorf("a frame holding %d does not lead; the leader holds %d", f.held, q.leader.held)
+				}
+			}
+		}
+		if others != q.arriving {
+			t.Errorf("arriving = %d, the others hold %d", q.arriving, others)
+		}
+		if q.used > max+max/2 {
+			t.Errorf("queue holds %d, bound %d", q.used, max+max/2)
+		}
+	}
+	never := func() bool { return false }
+	var waits atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				n := int64(1+(g*7919+i*104729)%(max*9/10)) + 1
+				a := q.begin()
+				for got := int64(0); got < n; {
+					k := min(n-got, 16<<10)
+					q.take(a, k, never, func() { waits.Add(1) })
+					got += k
+					check()
+					runtime.Gosched() // let the others interleave
+				}
+				q.end(a, true)
+				check()
+				// Served, then released.
+				q.release(n)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("arriving frames waited for each other for a minute")
+	}
+	if waits.Load() == 0 {
+		t.Error("no frame ever waited: the test drove no contention")
+	}
+	if q.used != 0 || q.arriving != 0 || q.leader != nil {
+		t.Errorf("after all frames: used %d, arriving %d, leader %v", q.used, q.arriving, q.leader)
+	}
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -165,4 +166,26 @@ func BenchmarkPingGRPC(b *testing.B) {
 		_, err := client.Ping(context.Background(), req)
 		return err
 	})
+}
+
+// BenchmarkLargeRequest: requests larger than a connection's read buffer, whose bytes the server
+// admits into its queue as they arrive (byteQueue), one client.
+func BenchmarkLargeRequest(b *testing.B) {
+	for _, size := range []int{256 << 10, 4 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			_, addr := start(b, map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
+				c.Reply(&pb.PingResponse{})
+			}})
+			conn := dial(b, addr)
+			req := &pb.PingRequest{Payload: make([]byte, size)}
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for range b.N {
+				var resp pb.PingResponse
+				if _, err := conn.Call(context.Background(), pb.Method_METHOD_PING, req, nil, &resp, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -68,14 +68,16 @@ func (fc *ForeignConn) Authenticate(token, user string) (security.Identity, erro
 // second: after a last answer (a refusal), the client reads it rather than a reset.
 func (fc *ForeignConn) HalfClose() { fc.c.halfClose() }
 
-// Acquire waits for n bytes of room in the server's queue of requests in flight (the bound every
-// connection shares) before a request's body is read; false once the connection closed. Each
-// Acquire is matched by a Release once the call is answered.
-func (fc *ForeignConn) Acquire(n int64) bool {
-	return fc.c.srv.queue.acquire(n, fc.c.gone, func() { fc.c.srv.throttled.Add(1) })
+// ReadBody reads the n-byte body of a request whose length was just read from Reader, admitting
+// its bytes into the server's queue of requests in flight (the bound every connection shares) as
+// they arrive, within the read timeout (not counting waits for room); buf is reused when large
+// enough. On success the queue holds n bytes for it, given back by Release once the call is
+// answered; on an error none.
+func (fc *ForeignConn) ReadBody(n int64, buf []byte) ([]byte, error) {
+	return fc.c.srv.readBody(fc.c, fc.Reader, n, buf)
 }
 
-// Release gives back what Acquire took.
+// Release gives back what ReadBody took.
 func (fc *ForeignConn) Release(n int64) { fc.c.srv.queue.release(n) }
 
 // Reply is how a call run by ForeignConn.Call answers: a message and cell blocks, or an error

@@ -130,65 +130,6 @@ type Server struct {
 	quit chan struct{} // closed by Close: idle handler goroutines exit
 }
 
-// byteQueue accounts the bytes a server holds for its clients: request frames in flight and
-// answers not yet sent. Readers wait for room before reading a frame's body; answers are added
-// without waiting (a handler never blocks on it), so the total can pass the limit by the answers
-// of the calls in flight, which per-connection bounds keep small.
-type byteQueue struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	used int64
-	max  int64
-}
-
-// acquire waits until n more bytes fit (anything up to max fits an empty queue) or gone() says
-// the waiter's connection ended (false).
-func (q *byteQueue) acquire(n int64, gone func() bool, waited func()) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for first := true; q.used > 0 && q.used+n > q.max; first = false {
-		if gone() {
-			return false
-		}
-		if first {
-			waited()
-		}
-		q.cond.Wait()
-	}
-	q.used += n
-	return true
-}
-
-func (q *byteQueue) add(n int64) {
-	q.mu.Lock()
-	q.used += n
-	q.mu.Unlock()
-}
-
-func (q *byteQueue) release(n int64) {
-	if n == 0 {
-		return
-	}
-	q.mu.Lock()
-	q.used -= n
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-// wake wakes the waiters to check whether their connection ended. Under mu: a waiter checks
-// gone() and starts waiting while holding it, so it cannot miss this.
-func (q *byteQueue) wake() {
-	q.mu.Lock()
-	q.cond.Broadcast()
-	q.mu.Unlock()
-}
-
-func (q *byteQueue) load() int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.used
-}
-
 // task is a call for a handler goroutine.
 type task struct {
 	conn      *serverConn
@@ -659,21 +600,11 @@ func (c *serverConn) serve() {
 				Message: fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes; send smaller batches or values", n, opts.MaxFrame)})
 			return
 		}
-		// Room in the server's queue before the body is read: while there is none, this
-		// connection's bytes wait in the kernel and the client's writes block.
-		if !c.srv.queue.acquire(n, c.gone, func() { c.srv.throttled.Add(1) }) {
-			return
-		}
+		// The body's bytes are admitted into the server's queue as they arrive: while there is no
+		// room, this connection's bytes wait in the kernel and the client's writes block.
 		call := callPool.Get().(*Call)
-		call.held = n
-		_ = c.nc.SetReadDeadline(time.Now().Add(opts.ReadTimeout))
-		if cap(call.buf) < int(n) {
-			call.buf = make([]byte, n)
-		}
-		call.buf = call.buf[:n]
-		if _, err := io.ReadFull(r, call.buf); err != nil {
-			c.srv.queue.release(call.held)
-			call.held = 0
+		var err error
+		if call.buf, err = c.srv.readBody(c, r, n, call.buf); err != nil {
 			callPool.Put(call)
 			if isTimeout(err) {
 				c.srv.timeouts.Add(1)
@@ -683,6 +614,7 @@ func (c *serverConn) serve() {
 			}
 			return
 		}
+		call.held = n
 		f, err := splitFrame(call.buf)
 		var h header
 		if err == nil {
