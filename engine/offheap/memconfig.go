@@ -41,6 +41,11 @@ const (
 	DefaultRequestQueue = 256 << 20
 	// minRequestQueue is the least derived request queue.
 	minRequestQueue = 8 << 20
+	// DefaultFunctionMemory is the largest derived memory of table functions'
+	// instances; minFunctionMemory the least (two instances of the default
+	// MEMORY_MB).
+	DefaultFunctionMemory = 1 << 30
+	minFunctionMemory     = 32 << 20
 
 	// maxOnheapCacheShare: the on-heap cache may use at most this share of
 	// the heap limit (as HBase keeps caches and memstores under 80% of heap).
@@ -66,6 +71,12 @@ type MemoryConfig struct {
 	// control). It lives inside the heap limit. 0 derives it: a quarter of
 	// the heap beyond the on-heap cache, at most DefaultRequestQueue.
 	RequestQueue Quantity
+	// FunctionMemory bounds what table functions' instances may reach
+	// together (the sum of their MEMORY_MB: their linear memories live on the
+	// Go heap). It lives inside the heap limit. 0 derives it: a quarter of
+	// the heap beyond the on-heap cache, between 32 MiB and
+	// DefaultFunctionMemory.
+	FunctionMemory Quantity
 	// Overhead is memory used outside heap and off-heap budgets; see
 	// DefaultMemoryOverhead.
 	Overhead Quantity
@@ -104,6 +115,9 @@ func (c *MemoryConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&c.RequestQueue, "request-queue-size",
 		"bytes of client requests being served and answers not yet sent, over all connections; past it no connection is read (backpressure); "+
 			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, at most 256Mi")
+	fs.Var(&c.FunctionMemory, "function-memory",
+		"memory table functions' instances may reach together (the sum of their MEMORY_MB); past it idle instances are closed and calls wait; "+
+			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, between 32Mi and 1Gi")
 	fs.Var(&c.Overhead, "memory-overhead",
 		"memory used outside the heap limit and off-heap budgets (binary, thread stacks, page tables, kernel and dirty page cache charged to the cgroup)")
 	fs.Var(&c.Hugepages, "hugepages",
@@ -121,6 +135,8 @@ type MemoryPlan struct {
 	BlockCacheOnheap   int64
 	RequestQueue       int64
 	RequestQueueSource string // "--request-queue-size" or "derived"
+	FunctionMemory     int64
+	FunctionMemorySrc  string // "--function-memory" or "derived"
 	Overhead           int64
 	Hugepages          HugepageMode
 	GCPercent          int    // -1 = off
@@ -231,6 +247,7 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		BlockCacheOffheap: int64(c.BlockCacheOffheap),
 		BlockCacheOnheap:  int64(c.BlockCacheOnheap),
 		RequestQueue:      int64(c.RequestQueue),
+		FunctionMemory:    int64(c.FunctionMemory),
 		Overhead:          int64(c.Overhead),
 		Hugepages:         c.Hugepages,
 		Limit:             Unlimited,
@@ -240,7 +257,7 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		n    int64
 	}{{"--heap-limit", p.HeapLimit}, {"--memstore-offheap-size", p.MemstoreOffheap},
 		{"--blockcache-offheap-size", p.BlockCacheOffheap}, {"--blockcache-onheap-size", p.BlockCacheOnheap},
-		{"--request-queue-size", p.RequestQueue}, {"--memory-overhead", p.Overhead}} {
+		{"--request-queue-size", p.RequestQueue}, {"--function-memory", p.FunctionMemory}, {"--memory-overhead", p.Overhead}} {
 		if v.n < 0 {
 			return p, fmt.Errorf("%s must not be negative, got %d", v.flag, v.n)
 		}
@@ -311,6 +328,12 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		p.RequestQueueSource = "derived"
 		p.RequestQueue = max(min(DefaultRequestQueue, (p.HeapLimit-p.BlockCacheOnheap)/4), minRequestQueue)
 	}
+	if p.FunctionMemory > 0 {
+		p.FunctionMemorySrc = "--function-memory"
+	} else {
+		p.FunctionMemorySrc = "derived"
+		p.FunctionMemory = max(min(DefaultFunctionMemory, (p.HeapLimit-p.BlockCacheOnheap)/4), minFunctionMemory)
+	}
 
 	var errs []error
 	switch {
@@ -327,6 +350,10 @@ func (c *MemoryConfig) Validate() (*MemoryPlan, error) {
 		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
 			"heap limit %s leaves less than %s beyond the on-heap block cache %s and the request queue %s",
 			FormatQuantity(p.HeapLimit), FormatQuantity(minHeapForRequests), FormatQuantity(p.BlockCacheOnheap), FormatQuantity(p.RequestQueue))})
+	case p.FunctionMemorySrc == "--function-memory" && p.HeapLimit < p.BlockCacheOnheap+p.FunctionMemory+minHeapForRequests:
+		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
+			"heap limit %s leaves less than %s beyond the on-heap block cache %s and table functions' memory %s",
+			FormatQuantity(p.HeapLimit), FormatQuantity(minHeapForRequests), FormatQuantity(p.BlockCacheOnheap), FormatQuantity(p.FunctionMemory))})
 	case float64(p.BlockCacheOnheap) > maxOnheapCacheShare*float64(p.HeapLimit):
 		errs = append(errs, &MemoryLimitError{Plan: *p, Reason: fmt.Sprintf(
 			"on-heap block cache %s is more than %.0f%% of the heap limit %s",
@@ -409,7 +436,8 @@ func (p *MemoryPlan) Apply() (previous int64) {
 		"gc_percent", p.GCPercent, "gc_percent_source", p.GCPercentSource,
 		"memstore_offheap", FormatQuantity(p.MemstoreOffheap), "blockcache_offheap", FormatQuantity(p.BlockCacheOffheap),
 		"blockcache_onheap", FormatQuantity(p.BlockCacheOnheap), "request_queue", FormatQuantity(p.RequestQueue),
-		"request_queue_source", p.RequestQueueSource, "overhead", FormatQuantity(p.Overhead),
+		"request_queue_source", p.RequestQueueSource, "function_memory", FormatQuantity(p.FunctionMemory),
+		"function_memory_source", p.FunctionMemorySrc, "overhead", FormatQuantity(p.Overhead),
 		"hugepages", p.Hugepages.String(), "total", FormatQuantity(p.Total), "limit", FormatQuantity(p.Limit),
 		"limit_source", p.LimitSource)
 	return prev

@@ -241,6 +241,22 @@ func TestValidateHeapLimit(t *testing.T) {
 	if _, err := c.Validate(); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "and the request queue 900Mi") {
 		t.Fatalf("request queue too big for the heap: %v", err)
 	}
+	// Table functions' memory: the same way, between 32Mi and 1Gi.
+	c = cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+	c.BlockCacheOnheap = 128 << 20
+	if plan, err := c.Validate(); err != nil || plan.FunctionMemory != (gi-128<<20)/4 || plan.FunctionMemorySrc != "derived" {
+		t.Fatalf("derived function memory: %v %d %s", err, plan.FunctionMemory, plan.FunctionMemorySrc)
+	}
+	c = cfgFor("v2-nested", 200<<20, 0, 0, HugepagesOff)
+	c.BlockCacheOnheap = 128 << 20
+	if plan, err := c.Validate(); err != nil || plan.FunctionMemory != minFunctionMemory {
+		t.Fatalf("derived function memory of a small heap: %v %d", err, plan.FunctionMemory)
+	}
+	c = cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
+	c.BlockCacheOnheap, c.FunctionMemory = 128<<20, 900<<20
+	if _, err := c.Validate(); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "and table functions' memory 900Mi") {
+		t.Fatalf("function memory too big for the heap: %v", err)
+	}
 	c = cfgFor("v2-nested", gi, -1, 0, HugepagesOff)
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--memstore-offheap-size must not be negative") {
 		t.Fatalf("negative: %v", err)

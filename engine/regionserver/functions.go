@@ -127,15 +127,24 @@ var (
 		"Calls of a table function that trapped, ran out of time or memory, or answered wrongly.", []string{"table", "function"}, nil)
 	functionDisabledDesc = prometheus.NewDesc("cellstore_regionserver_function_disabled",
 		"1 when this server stopped running a table function after repeated failures (alter the table to load a fixed module).", []string{"table", "function"}, nil)
+	functionMemoryDesc = prometheus.NewDesc("cellstore_regionserver_function_memory_bytes",
+		"What the live instances of table functions may reach together (the sum of their MEMORY_MB).", nil, nil)
+	functionMemoryLimitDesc = prometheus.NewDesc("cellstore_regionserver_function_memory_limit_bytes",
+		"The bound on cellstore_regionserver_function_memory_bytes (--function-memory; 0: none).", nil, nil)
 )
 
 func (c *functionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- functionCallsDesc
 	ch <- functionFailuresDesc
 	ch <- functionDisabledDesc
+	ch <- functionMemoryDesc
+	ch <- functionMemoryLimitDesc
 }
 
 func (c *functionCollector) Collect(ch chan<- prometheus.Metric) {
+	used, limit := c.s.functions.Memory()
+	ch <- prometheus.MustNewConstMetric(functionMemoryDesc, prometheus.GaugeValue, float64(used))
+	ch <- prometheus.MustNewConstMetric(functionMemoryLimitDesc, prometheus.GaugeValue, float64(limit))
 	for _, st := range c.s.functions.Stats() {
 		ch <- prometheus.MustNewConstMetric(functionCallsDesc, prometheus.CounterValue, float64(st.Calls), st.Table, st.Name)
 		ch <- prometheus.MustNewConstMetric(functionFailuresDesc, prometheus.CounterValue, float64(st.Failures), st.Table, st.Name)

@@ -146,6 +146,9 @@ type Config struct {
 	// or max result size), and the cells of one multi's answer (the actions past it are answered
 	// RESULT_TOO_LARGE, for the client to send again): default DefaultMaxScanResultSize.
 	MaxScanResultSize int64
+	// FunctionMemory bounds what the instances of table functions may reach together (the sum of
+	// their MEMORY_MB; function.Runtime.SetMemoryBudget). 0: no bound.
+	FunctionMemory int64
 	// ReplicationQueueBytes bounds what a primary region keeps for a read replica that is behind
 	// (default 16 MiB); a replica further behind gets a new session (a flush of the primary).
 	ReplicationQueueBytes int64
@@ -438,6 +441,7 @@ func New(cfg Config) (*Server, error) {
 		quit: make(chan struct{}), done: make(chan struct{}), failed: make(chan error, 1), hbQuit: make(chan struct{})}
 	s.limiters = quota.NewLimiters(time.Now)
 	s.functions = function.NewRuntime(s.log)
+	s.functions.SetMemoryBudget(cfg.FunctionMemory)
 	s.slowCallNanos.Store(int64(s.slowCallFor(cfg.SlowCall)))
 	s.maxScanners.Store(int64(cfg.MaxScanners))
 	s.maxScanResult.Store(cfg.MaxScanResultSize)

@@ -347,7 +347,7 @@ func regionServerConfig(f *regionServerFlags, fs storage.FS, bucket storage.Buck
 		FlushSize: f.flushSize, ReplicationQueueBytes: f.replicationQueue, Logger: log,
 		RPC: rpc.ServerOptions{MaxFrame: int(f.maxRequest), MaxQueuedBytes: plan.RequestQueue, MaxConns: f.maxConns,
 			IdleTimeout: f.idleTimeout},
-		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, Collectors: bucketCollectors(bucket),
+		MaxScanResultSize: int64(f.maxScanResult), MaxScanners: f.maxScanners, FunctionMemory: plan.FunctionMemory, Collectors: bucketCollectors(bucket),
 		WALGroupCommit: f.walCommit.CommitMode, WALSyncSlots: f.walSyncSlots, WALCommitDelay: f.walDelay.resolve(bucket != nil, f.walSyncSlots, f.walCommit.CommitMode), WALGroups: f.walGroups, WALNoZeroAhead: !f.walZeroAhead, WALNoCompression: !f.walCompress, SlowCall: f.slowCall, Compaction: f.compaction.config(), HBaseProtocol: f.hbaseProtocol, ClusterID: f.clusterID,
 		TableMetricsMax: f.tableMetricsMax, RegionMetricsTop: cmp.Or(f.regionMetricsTop, -1)}
 }

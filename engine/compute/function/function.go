@@ -49,6 +49,8 @@ const (
 	maxStderr  = 2048
 	// instantiateTimeout bounds starting an instance (its runtime's init and the init hook).
 	instantiateTimeout = 5 * time.Second
+	// loadWait bounds how long a load waits for memory taken by running instances.
+	loadWait = 5 * time.Second
 )
 
 // enforceTimeLimits makes the compiled code check for a call's deadline (a benchmark turns it
@@ -208,6 +210,92 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	loaded map[string]*Function // by table, name, digest and limits
+	// budget bounds what the live instances' memories may reach together (0: no bound);
+	// reserved is that sum (each instance counts its MEMORY_MB from its start to its close).
+	budget, reserved int64
+}
+
+// SetMemoryBudget bounds the memory of the runtime's instances: the sum of their MEMORY_MB,
+// what their linear memories (on the Go heap) may grow to. An instance that would pass it first
+// closes idle instances of any function; if that is not enough, a call waits as for a busy pool
+// (then fails as busy) and a load waits a few seconds, then fails. 0: no bound.
+func (rt *Runtime) SetMemoryBudget(bytes int64) {
+	rt.mu.Lock()
+	rt.budget = max(bytes, 0)
+	rt.mu.Unlock()
+}
+
+// Memory reports what the live instances may reach together and the budget (0: none).
+func (rt *Runtime) Memory() (reserved, budget int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.reserved, rt.budget
+}
+
+// errNoRoom: the budget is taken by instances running calls (it passes when they end).
+var errNoRoom = errors.New("the memory this server gives table functions is taken by running instances")
+
+// reserve counts n bytes of a new instance of f against the budget, closing idle instances of
+// any function (its own included) when they are in the way.
+func (rt *Runtime) reserve(f *Function, n int64) error {
+	rt.mu.Lock()
+	if rt.budget > 0 && n > rt.budget {
+		b := rt.budget
+		rt.mu.Unlock()
+		return fmt.Errorf("an instance of MEMORY_MB %d is more than this server's memory for table functions, %d MiB (--function-memory): lower MEMORY_MB or raise --function-memory", n>>20, b>>20)
+	}
+	var victims []*instance
+	for rt.budget > 0 && rt.reserved+n > rt.budget {
+		in := rt.takeIdle(f)
+		if in == nil {
+			break
+		}
+		rt.reserved -= in.f.memory
+		victims = append(victims, in)
+	}
+	ok := rt.budget == 0 || rt.reserved+n <= rt.budget
+	if ok {
+		rt.reserved += n
+	}
+	rt.mu.Unlock()
+	for _, in := range victims {
+		_ = in.mod.Close(context.Background())
+	}
+	if !ok {
+		return errNoRoom
+	}
+	return nil
+}
+
+// takeIdle takes an idle instance off its pool, of a loaded function or of f (which may be
+// loading): nil if there is none. Under rt.mu.
+func (rt *Runtime) takeIdle(f *Function) *instance {
+	take := func(g *Function) *instance {
+		for _, p := range []*pool{&g.hookPool, &g.endpointPool} {
+			p.mu.Lock()
+			if n := len(p.idle); n > 0 && !p.closed {
+				in := p.idle[n-1]
+				p.idle = p.idle[:n-1]
+				p.live--
+				p.mu.Unlock()
+				return in
+			}
+			p.mu.Unlock()
+		}
+		return nil
+	}
+	for _, g := range rt.loaded {
+		if in := take(g); in != nil {
+			return in
+		}
+	}
+	return take(f)
+}
+
+func (rt *Runtime) unreserve(n int64) {
+	rt.mu.Lock()
+	rt.reserved -= n
+	rt.mu.Unlock()
 }
 
 // compiled is the process's compiled code, shared by its runtimes and the master's checks (a
@@ -283,7 +371,8 @@ type Function struct {
 	r           wazero.Runtime
 	cm          wazero.CompiledModule
 	hooks       Hooks
-	refs        int // under rt.mu
+	refs        int   // under rt.mu
+	memory      int64 // what each instance may reach (MEMORY_MB), counted against the runtime's budget
 
 	// hookPool serves the observer hooks, endpointPool the endpoint calls (which hold an instance for
 	// a whole scan, whose rows may run the same function's read hook).
@@ -335,7 +424,7 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 		return fail(err)
 	}
 	f := &Function{rt: rt, table: table, name: spec.GetName(), key: key, timeout: timeout, maxFailures: int64(maxF), args: args,
-		r: r, refs: 1}
+		r: r, refs: 1, memory: int64(mem) << 20}
 	f.hookPool = pool{f: f, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1)}
 	f.endpointPool = pool{f: f, max: max(2, runtime.GOMAXPROCS(0)), wake: make(chan struct{}, 1)}
 	if _, err := r.NewHostModuleBuilder(abi.HostModule).
@@ -350,10 +439,24 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 	if f.hooks, err = exportedHooks(f.cm); err != nil {
 		return fail(err)
 	}
-	// A first instance says which hooks it has (guest modules export all) and its endpoints.
+	// A first instance says which hooks it has (guest modules export all) and its endpoints. While
+	// the memory budget is taken by running instances, wait a little for them.
 	inst, err := f.instantiate(ctx)
+	for wait := time.Now().Add(loadWait); errors.Is(err, errNoRoom) && time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+		inst, err = f.instantiate(ctx)
+	}
 	if err != nil {
 		return fail(err)
+	}
+	started := fail
+	fail = func(err error) (*Function, error) {
+		rt.unreserve(f.memory)
+		return started(err)
 	}
 	if h, ok := inst.fns[abi.ExportHooks]; ok {
 		res, err := h.Call(ctx)
@@ -431,10 +534,12 @@ func (f *Function) close() {
 	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
 		p.mu.Lock()
 		idle := p.idle
-		p.idle = nil
+		p.idle, p.closed = nil, true
+		p.live -= len(idle)
 		p.mu.Unlock()
 		for _, in := range idle {
 			_ = in.mod.Close(ctx)
+			f.rt.unreserve(f.memory)
 		}
 	}
 	_ = f.r.Close(ctx)
@@ -478,7 +583,17 @@ type instance struct {
 
 type instanceKey struct{}
 
-func (f *Function) instantiate(ctx context.Context) (*instance, error) {
+// instantiate starts an instance, its memory counted against the runtime's budget until it is
+// closed (discard, close, or a failure here).
+func (f *Function) instantiate(ctx context.Context) (_ *instance, err error) {
+	if err := f.rt.reserve(f, f.memory); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.rt.unreserve(f.memory)
+		}
+	}()
 	in := &instance{f: f, fns: map[string]api.Function{}}
 	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), instantiateTimeout)
 	defer cancel()
@@ -573,17 +688,19 @@ func (f *Function) hostLog(ctx context.Context, m api.Module, ptr, n uint32) {
 
 // pool holds the instances of one use of a function, up to max.
 type pool struct {
-	f    *Function
-	mu   sync.Mutex
-	idle []*instance
-	live int
-	max  int
-	wake chan struct{} // signalled when an instance comes back
+	f      *Function
+	mu     sync.Mutex
+	idle   []*instance
+	live   int
+	max    int
+	closed bool          // the function closed: instances coming back are closed
+	wake   chan struct{} // signalled when an instance comes back
 }
 
 // get takes an idle instance, starts one, or waits for one.
 func (p *pool) get(ctx context.Context) (*instance, error) {
 	deadline := time.Now().Add(max(10*p.f.timeout, time.Second))
+	noRoom := false
 	for {
 		p.mu.Lock()
 		if n := len(p.idle); n > 0 {
@@ -601,12 +718,20 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 				p.live--
 				p.mu.Unlock()
 				p.signal()
-				return nil, err
+				if !errors.Is(err, errNoRoom) {
+					return nil, err
+				}
+				noRoom = true // wait as for a busy pool
+			} else {
+				return in, nil
 			}
-			return in, nil
+		} else {
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 		if time.Now().After(deadline) {
+			if noRoom {
+				return nil, fmt.Errorf("%w, and %w", errBusy, errNoRoom)
+			}
 			return nil, errBusy
 		}
 		// A wake-up can be missed when several instances come back at once: look again soon.
@@ -627,6 +752,11 @@ var errBusy = errors.New("every instance of the function stayed busy")
 
 func (p *pool) put(in *instance) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.discard(in)
+		return
+	}
 	if in.stderr.Len() > 0 {
 		in.stderr.Reset()
 	}
@@ -638,6 +768,7 @@ func (p *pool) put(in *instance) {
 // discard drops an instance whose state cannot be trusted (it trapped or overran).
 func (p *pool) discard(in *instance) {
 	_ = in.mod.Close(context.Background())
+	p.f.rt.unreserve(p.f.memory)
 	p.mu.Lock()
 	p.live--
 	p.mu.Unlock()

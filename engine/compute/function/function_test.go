@@ -29,6 +29,16 @@ func open(t testing.TB, spec *pb.TableFunction) (*function.Runtime, *function.Se
 
 func openOn(t testing.TB, rt *function.Runtime, spec *pb.TableFunction) (*function.Runtime, *function.Set) {
 	t.Helper()
+	set, err := openTable(t, rt, "default:t", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, set
+}
+
+// openTable opens the test guest as spec for table on rt.
+func openTable(t testing.TB, rt *function.Runtime, table string, spec *pb.TableFunction) (*function.Set, error) {
+	t.Helper()
 	wasm := functiontest.Build(t, testGuest)
 	sum := sha256.Sum256(wasm)
 	spec.Sha256 = sum[:]
@@ -36,17 +46,17 @@ func openOn(t testing.TB, rt *function.Runtime, spec *pb.TableFunction) (*functi
 		spec.TimeoutMs = 5000 // the default 100 ms is short on a machine as busy as a test run's
 	}
 	t.Cleanup(rt.Close)
-	set, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{spec}, func(sha []byte) ([]byte, error) {
+	set, err := rt.Open(context.Background(), table, []*pb.TableFunction{spec}, func(sha []byte) ([]byte, error) {
 		if string(sha) != string(sum[:]) {
 			return nil, fmt.Errorf("no module %x", sha)
 		}
 		return wasm, nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(set.Close)
-	return rt, set
+	return set, nil
 }
 
 func put(row string, vals ...string) *region.Mutation {
@@ -304,5 +314,69 @@ func TestEndpointScansRunReadHooks(t *testing.T) {
 	}
 	if st := rt.Stats(); st[0].Failures != 0 || st[0].Instances < 3 {
 		t.Fatalf("stats %+v: want no failure, instances of both pools", st[0])
+	}
+}
+
+// A server's instances together stay within its memory budget (the sum of their MEMORY_MB):
+// loads and calls of functions of several tables close idle instances of others to make room,
+// and wait for running ones; a function whose one instance is larger than the budget is refused.
+func TestMemoryBudget(t *testing.T) {
+	const budget = 48 << 20 // three instances of 16 MiB
+	rt := function.NewRuntime(quiet)
+	rt.SetMemoryBudget(budget)
+	within := func(when string) {
+		t.Helper()
+		if used, b := rt.Memory(); used > b || used < 0 {
+			t.Fatalf("%s: instances may reach %d MiB together, budget %d MiB", when, used>>20, b>>20)
+		}
+	}
+	var sets []*function.Set
+	for i := range 5 {
+		set, err := openTable(t, rt, fmt.Sprint("default:t", i), &pb.TableFunction{Name: "tg", MemoryMb: 16})
+		if err != nil {
+			t.Fatalf("loading table %d's function: %v", i, err)
+		}
+		sets = append(sets, set)
+		within(fmt.Sprint("after loading table ", i))
+	}
+	if used, _ := rt.Memory(); used != budget {
+		t.Errorf("five loads keep %d MiB, want the whole budget (idle instances stay until room is needed)", used>>20)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				m := put(fmt.Sprint("row", g, i), "double")
+				if err := sets[(g+i)%len(sets)].PreMutate(m); err != nil {
+					errs <- err
+					return
+				}
+				if string(m.Ops[0].Value) != "doubledouble" {
+					errs <- fmt.Errorf("row%d-%d: %q", g, i, m.Ops[0].Value)
+					return
+				}
+				within("during calls")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	_, err := openTable(t, rt, "default:big", &pb.TableFunction{Name: "tg", MemoryMb: 64})
+	if err == nil || !strings.Contains(err.Error(), "--function-memory") {
+		t.Fatalf("a function of 64 MiB instances under a 48 MiB budget: %v", err)
+	}
+	for _, set := range sets {
+		set.Close()
+	}
+	if used, _ := rt.Memory(); used != 0 {
+		t.Errorf("%d MiB still counted after every function closed", used>>20)
 	}
 }
