@@ -14,19 +14,19 @@ import (
 // pass the limit by the answers of the calls in flight, which per-connection bounds keep small.
 //
 // A frame's bytes are admitted as they arrive, never on the strength of its declared length: a
-// client that announces a large frame and then sends nothing (or dribbles) holds only what it
-// sent. Frames that fit a connection's read buffer are admitted whole once they are in it; a
-// larger frame takes room chunk by chunk as its bytes arrive, and while it arrives it is
-// "arriving". The arriving frames could otherwise fill the queue and wait for each other for ever,
-// so two rules keep them moving:
+// client that announces a large frame and then sends nothing (or dribbles) holds only about what
+// it sent. Frames that fit a connection's read buffer are admitted whole once they are in it; a
+// larger frame holds the buffer it is read into, which grows as its bytes arrive (readBody), and
+// while it arrives it is "arriving". The arriving frames could otherwise fill the queue and wait
+// for each other for ever, so two rules keep them moving:
 //   - arriving frames other than the one holding the most ("the leader") together hold at most
-//     half the queue;
+//     half the queue (a frame takes what room there is, so it can grow past the leader and lead);
 //   - the leader waits only for the bytes of calls being served and answers (which drain on their
 //     own), never for other arriving frames, so it always completes if its client sends it.
 //
 // A dribbler can lead only by holding more than every other arriving frame, so stalling the
-// others costs it as many bytes as it blocks. The total stays within 1.5 × max (the leader's
-// bound plus the others' half) plus answers.
+// others' large frames costs dribblers half the queue held, a quarter of it sent. The total stays
+// within 1.5 × max (the leader's bound plus the others' half) plus answers.
 type byteQueue struct {
 	mu   sync.Mutex
 	cond sync.Cond
@@ -108,34 +108,42 @@ func (q *byteQueue) begin() *arrival {
 	return a
 }
 
-// fits says whether k more bytes of arriving frame a may be taken now. Under mu.
-func (q *byteQueue) fits(a *arrival, k int64) bool {
+// room says how many more bytes arriving frame a may take now (up to want). Under mu.
+func (q *byteQueue) room(a *arrival, want int64) int64 {
 	if a == q.leader {
 		// Only what is being served and answered counts against the leader.
 		base := q.used - q.arriving
-		return base == 0 || base+k <= q.max
+		if base == 0 {
+			return want
+		}
+		return min(want, q.max-base)
 	}
-	return q.used+k <= q.max && q.arriving+k <= q.max/2
+	return min(want, q.max-q.used, q.max/2-q.arriving)
 }
 
-// take waits until k more bytes of arriving frame a fit, then holds them; false once gone() says
-// its connection ended (a's bytes stay held until end).
-func (q *byteQueue) take(a *arrival, k int64, gone func() bool, waited func()) bool {
+// take waits until at least least (at most want) more bytes of arriving frame a fit, holds as
+// many as fit up to want and returns how many; 0 once gone() says its connection ended (a's bytes
+// stay held until end). Taking part of what it wants lets a frame grow past the frame that leads
+// and lead in turn.
+func (q *byteQueue) take(a *arrival, want, least int64, gone func() bool, waited func()) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for first := true; !q.fits(a, k); first = false {
+	least = min(least, want)
+	k := q.room(a, want)
+	for first := true; k < least; first = false {
 		if gone() {
-			return false
+			return 0
 		}
 		if first {
 			waited()
 		}
 		q.cond.Wait()
+		k = q.room(a, want)
 	}
 	q.used += k
 	a.held += k
 	if a == q.leader {
-		return true
+		return k
 	}
 	q.arriving += k
 	if a.held > q.leader.held {
@@ -145,7 +153,7 @@ func (q *byteQueue) take(a *arrival, k int64, gone func() bool, waited func()) b
 		q.leader = a
 		q.cond.Broadcast() // the others hold less now
 	}
-	return true
+	return k
 }
 
 // end ends arriving frame a: arrived (its bytes stay held, as a whole frame's, until released)
@@ -191,46 +199,56 @@ func (s *Server) readBody(c *serverConn, r *bufio.Reader, n int64, buf []byte) (
 		if !s.queue.acquire(n, c.gone, throttled) {
 			return buf, net.ErrClosed
 		}
-		buf = grow(buf, 0, int(n), int(n))
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
 		_, _ = io.ReadFull(r, buf) // buffered by Peek
 		return buf, nil
 	}
-	// A larger frame is read into buf as its bytes arrive, each read's bytes taken in the queue
-	// once read. Reads fill buf's spare capacity, which grows only with what was taken (to four
-	// times it, at least 64 KiB: fewer copies than doubling, measured by BenchmarkLargeRequest),
-	// so that a client holds in memory at most four times what it holds in the queue.
+	// A larger frame holds in the queue the buffer it is read into, which grows only as its bytes
+	// arrive: when full, to twice what arrived (read, or waiting in the kernel) and at least
+	// twice its size (4 KiB at first), so that a client holds at most about twice what it sent
+	// and a fast one's frame is read with few copies. Reads fill that buffer.
 	a := s.queue.begin()
+	fail := func(err error) ([]byte, error) {
+		s.queue.end(a, false)
+		return buf[:0], err
+	}
+	var held int64
 	buf = buf[:0]
 	for int64(len(buf)) < n {
-		have := len(buf)
-		if cap(buf) == have {
-			buf = grow(buf, have, have, int(n))
+		have := int64(len(buf))
+		if have == held {
+			if have == 0 { // the first byte before any room
+				_ = c.nc.SetReadDeadline(deadline)
+				if _, err := r.Peek(1); err != nil {
+					return fail(err)
+				}
+			}
+			// Twice what arrived: in the read buffer and, not yet read, in the kernel.
+			arrived := have + int64(r.Buffered()) + pendingBytes(c.nc)
+			want := min(n, max(2*held, 2*arrived, 4<<10)) - held
+			waitStart := time.Now()
+			k := s.queue.take(a, want, 64<<10, c.gone, throttled)
+			if k == 0 {
+				return fail(net.ErrClosed)
+			}
+			deadline = deadline.Add(time.Since(waitStart))
+			held += k
+			if int64(cap(buf)) < held {
+				nb := make([]byte, have, held)
+				copy(nb, buf)
+				buf = nb
+			}
 		}
 		_ = c.nc.SetReadDeadline(deadline)
-		k, err := r.Read(buf[have:min(cap(buf), int(n))])
+		k, err := r.Read(buf[have:held])
 		if err != nil {
-			s.queue.end(a, false)
-			return buf, err
+			return fail(err)
 		}
-		waitStart := time.Now()
-		if !s.queue.take(a, int64(k), c.gone, throttled) {
-			s.queue.end(a, false)
-			return buf, net.ErrClosed
-		}
-		deadline = deadline.Add(time.Since(waitStart))
-		buf = buf[:have+k]
+		buf = buf[:have+int64(k)]
 	}
 	s.queue.end(a, true)
 	return buf, nil
-}
-
-// grow returns buf (whose first have bytes are kept) resized to length l, reallocated with more
-// capacity when it has none to spare: four times its length, at least 64 KiB, at most limit.
-func grow(buf []byte, have, l, limit int) []byte {
-	if cap(buf) > l || cap(buf) == limit {
-		return buf[:l]
-	}
-	nb := make([]byte, l, min(limit, max(l+1, 4*l, 64<<10)))
-	copy(nb, buf[:have])
-	return nb
 }

@@ -605,7 +605,7 @@ func (c *serverConn) serve() {
 		call := callPool.Get().(*Call)
 		var err error
 		if call.buf, err = c.srv.readBody(c, r, n, call.buf); err != nil {
-			callPool.Put(call)
+			putCall(call)
 			if isTimeout(err) {
 				c.srv.timeouts.Add(1)
 				opts.Logger.Warn("rpc: request not received within the read timeout; closing connection", "remote", c.nc.RemoteAddr(), "bytes", n, "timeout", opts.ReadTimeout)
@@ -625,7 +625,7 @@ func (c *serverConn) serve() {
 			opts.Logger.Warn("rpc: malformed request; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
 			c.srv.queue.release(call.held)
 			call.held = 0
-			callPool.Put(call)
+			putCall(call)
 			return
 		}
 		call.Method, call.Message, call.Cells, call.User, call.Groups = h.method, f.msg, f.cells, c.id.User, c.id.Groups
@@ -727,7 +727,12 @@ func (c *serverConn) release(call *Call) {
 	c.srv.queue.release(call.held)
 	call.held = 0
 	call.Message, call.Cells, call.conn, call.respond, call.decoded = nil, nil, nil, nil, nil
-	if cap(call.buf) > 1<<20 { // do not pin big buffers in the pool
+	putCall(call)
+}
+
+// putCall gives a call back to the pool, without its buffer if that is big (not to pin it).
+func putCall(call *Call) {
+	if cap(call.buf) > 1<<20 {
 		call.buf = nil
 	}
 	callPool.Put(call)
