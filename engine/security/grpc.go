@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 )
@@ -196,40 +195,18 @@ func GRPCServerOptions(certs *Certs, auth *Authenticator) []grpc.ServerOption {
 		}
 		return NewContext(ctx, id), nil
 	}
-	// A call is authenticated from its headers, before its request message is read: gRPC reads a
-	// whole message (up to the server's MaxRecvMsgSize) before any interceptor runs, so a caller
-	// that proves no identity must not get that far. The interceptors then find the identity in
-	// the call's context (or refuse what the headers alone did not).
-	withID := func(ctx context.Context) (context.Context, error) {
-		if _, ok := FromContext(ctx); ok {
-			return ctx, nil
-		}
-		return authn(ctx)
-	}
 	opts = append(opts,
-		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
-			idCtx, err := authn(ctx)
-			if status.Code(err) == codes.Unauthenticated {
-				return nil, err
-			}
-			if err != nil {
-				// A caller that proved who it is but may not act for whom it names: the interceptor
-				// refuses it with the error's details, which a refusal here would not carry.
-				return ctx, nil
-			}
-			return idCtx, nil
-		}),
 		// Streams per connection: gRPC's default has no bound (clients queue past it).
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := withID(ctx)
+			ctx, err := authn(ctx)
 			if err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			ctx, err := withID(ss.Context())
+			ctx, err := authn(ss.Context())
 			if err != nil {
 				return err
 			}

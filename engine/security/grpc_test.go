@@ -222,31 +222,3 @@ func TestDialReadsLargeAnswers(t *testing.T) {
 		t.Fatalf("an answer of 5 MiB: %v", err)
 	}
 }
-
-// With security on, a call that proves no identity is refused from its headers, before its
-// request message is read: gRPC reads a whole message (up to 20 MiB on the master) before any
-// interceptor runs. The caller here never sends its message.
-func TestGRPCRefusesBeforeTheRequestIsRead(t *testing.T) {
-	ca := testCA(t)
-	dir := t.TempDir()
-	server := writeCerts(t, ca, dir, "server", Request{CommonName: "server", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true})
-	caOnly, err := LoadCerts(Files{CA: filepath.Join(dir, "server", "ca.crt")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	on := serveGRPC(t, server, &Authenticator{Required: true})
-	cc, err := Dial(on, &Credentials{Certs: caOnly, User: "mallory"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, pb.Master_ListTables_FullMethodName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.RecvMsg(&pb.ListTablesResponse{}); status.Code(err) != codes.Unauthenticated || !IsAuthFailure(err) {
-		t.Fatalf("a call with no identity whose request was not sent: %v, want Unauthenticated at once", err)
-	}
-}
