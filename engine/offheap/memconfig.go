@@ -42,10 +42,10 @@ const (
 	// minRequestQueue is the least derived request queue.
 	minRequestQueue = 8 << 20
 	// DefaultFunctionMemory is the largest derived memory of table functions'
-	// instances; minFunctionMemory the least (two instances of the default
-	// MEMORY_MB).
+	// instances; minFunctionMemory the least (two functions of the default
+	// MEMORY_MB, each keeping a hook and an endpoint instance).
 	DefaultFunctionMemory = 1 << 30
-	minFunctionMemory     = 32 << 20
+	minFunctionMemory     = 64 << 20
 
 	// maxOnheapCacheShare: the on-heap cache may use at most this share of
 	// the heap limit (as HBase keeps caches and memstores under 80% of heap).
@@ -74,7 +74,7 @@ type MemoryConfig struct {
 	// FunctionMemory bounds what table functions' instances may reach
 	// together (the sum of their MEMORY_MB: their linear memories live on the
 	// Go heap). It lives inside the heap limit. 0 derives it: a quarter of
-	// the heap beyond the on-heap cache, between 32 MiB and
+	// the heap beyond the on-heap cache, between 64 MiB and
 	// DefaultFunctionMemory.
 	FunctionMemory Quantity
 	// Overhead is memory used outside heap and off-heap budgets; see
@@ -116,8 +116,8 @@ func (c *MemoryConfig) AddFlags(fs *pflag.FlagSet) {
 		"bytes of client requests being served and answers not yet sent, over all connections; past it no connection is read (backpressure); "+
 			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, at most 256Mi")
 	fs.Var(&c.FunctionMemory, "function-memory",
-		"memory table functions' instances may reach together (the sum of their MEMORY_MB); past it idle instances are closed and calls wait; "+
-			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, between 32Mi and 1Gi")
+		"memory table functions' instances may reach together (the sum of their MEMORY_MB); a loaded function keeps two, further instances take what is left; "+
+			"counted inside the heap limit; 0 derives a quarter of the heap beyond the on-heap cache, between 64Mi and 1Gi")
 	fs.Var(&c.Overhead, "memory-overhead",
 		"memory used outside the heap limit and off-heap budgets (binary, thread stacks, page tables, kernel and dirty page cache charged to the cgroup)")
 	fs.Var(&c.Hugepages, "hugepages",

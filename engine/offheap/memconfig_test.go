@@ -241,7 +241,7 @@ func TestValidateHeapLimit(t *testing.T) {
 	if _, err := c.Validate(); !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "and the request queue 900Mi") {
 		t.Fatalf("request queue too big for the heap: %v", err)
 	}
-	// Table functions' memory: the same way, between 32Mi and 1Gi.
+	// Table functions' memory: the same way, between 64Mi and 1Gi.
 	c = cfgFor("v2-nested", gi, 0, 0, HugepagesOff)
 	c.BlockCacheOnheap = 128 << 20
 	if plan, err := c.Validate(); err != nil || plan.FunctionMemory != (gi-128<<20)/4 || plan.FunctionMemorySrc != "derived" {

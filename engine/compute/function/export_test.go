@@ -2,6 +2,7 @@ package function
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -16,4 +17,12 @@ func NewPrivateRuntime(log *slog.Logger) *Runtime {
 	rt := NewRuntime(log)
 	rt.cache = wazero.NewCompilationCache()
 	return rt
+}
+
+// SetLoadWait sets how long a load waits for memory (tests of a full budget), returning the
+// previous value.
+func SetLoadWait(d time.Duration) time.Duration {
+	prev := loadWait
+	loadWait = d
+	return prev
 }

@@ -49,9 +49,10 @@ const (
 	maxStderr  = 2048
 	// instantiateTimeout bounds starting an instance (its runtime's init and the init hook).
 	instantiateTimeout = 5 * time.Second
-	// loadWait bounds how long a load waits for memory taken by running instances.
-	loadWait = 5 * time.Second
 )
+
+// loadWait bounds how long a load waits for memory taken by running instances.
+var loadWait = 5 * time.Second
 
 // enforceTimeLimits makes the compiled code check for a call's deadline (a benchmark turns it
 // off to measure what the checks cost).
@@ -210,92 +211,118 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	loaded map[string]*Function // by table, name, digest and limits
-	// budget bounds what the live instances' memories may reach together (0: no bound);
-	// reserved is that sum (each instance counts its MEMORY_MB from its start to its close).
+	// budget bounds what the instances' memories may reach together (0: no bound); reserved is
+	// what is counted against it. Every pool in use keeps one instance's memory reserved from its
+	// function's load to its close, so a call always gets an instance of each function it needs
+	// in the end (an endpoint's rows run read hooks: a hook instance while it holds an endpoint
+	// one); an instance beyond its pool's first reserves its memory from its start to its close.
 	budget, reserved int64
 }
 
 // SetMemoryBudget bounds the memory of the runtime's instances: the sum of their MEMORY_MB,
-// what their linear memories (on the Go heap) may grow to. An instance that would pass it first
-// closes idle instances of any function; if that is not enough, a call waits as for a busy pool
-// (then fails as busy) and a load waits a few seconds, then fails. 0: no bound.
+// what their linear memories (on the Go heap) may grow to. A function's load reserves one
+// instance for its hooks and one for its endpoints (if it has any), waiting a few seconds for
+// room, then failing; a further instance takes room as it starts, first closing idle further
+// instances of any function when that makes room; while there is none a call waits for an
+// instance as for a busy pool (then fails as busy). 0: no bound.
 func (rt *Runtime) SetMemoryBudget(bytes int64) {
 	rt.mu.Lock()
 	rt.budget = max(bytes, 0)
 	rt.mu.Unlock()
 }
 
-// Memory reports what the live instances may reach together and the budget (0: none).
+// Memory reports what is counted against the budget and the budget (0: none).
 func (rt *Runtime) Memory() (reserved, budget int64) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.reserved, rt.budget
 }
 
-// errNoRoom: the budget is taken by instances running calls (it passes when they end).
-var errNoRoom = errors.New("the memory this server gives table functions is taken by running instances")
+// errNoRoom: the budget is taken (by loaded functions and instances running calls).
+var errNoRoom = errors.New("the memory this server gives table functions (--function-memory) is taken")
 
-// reserve counts n bytes of a new instance of f against the budget, closing idle instances of
-// any function (its own included) when they are in the way.
-func (rt *Runtime) reserve(f *Function, n int64) error {
-	rt.mu.Lock()
-	if rt.budget > 0 && n > rt.budget {
-		b := rt.budget
-		rt.mu.Unlock()
-		return fmt.Errorf("an instance of MEMORY_MB %d is more than this server's memory for table functions, %d MiB (--function-memory): lower MEMORY_MB or raise --function-memory", n>>20, b>>20)
-	}
-	var victims []*instance
-	for rt.budget > 0 && rt.reserved+n > rt.budget {
-		in := rt.takeIdle(f)
-		if in == nil {
-			break
-		}
-		rt.reserved -= in.f.memory
-		victims = append(victims, in)
-	}
-	ok := rt.budget == 0 || rt.reserved+n <= rt.budget
-	if ok {
+// reserveLocked counts n more bytes against the budget, closing idle instances beyond their
+// pool's first (which give their memory back) when that makes room, and returns those for the
+// caller to close outside the lock; false, closing nothing, when there is no room. Under rt.mu;
+// the caller may hold held's lock.
+func (rt *Runtime) reserveLocked(n int64, held *pool) ([]*instance, bool) {
+	if rt.budget == 0 || rt.reserved+n <= rt.budget {
 		rt.reserved += n
+		return nil, true
 	}
-	rt.mu.Unlock()
-	for _, in := range victims {
-		_ = in.mod.Close(context.Background())
-	}
-	if !ok {
-		return errNoRoom
-	}
-	return nil
-}
-
-// takeIdle takes an idle instance off its pool, of a loaded function or of f (which may be
-// loading): nil if there is none. Under rt.mu.
-func (rt *Runtime) takeIdle(f *Function) *instance {
-	take := func(g *Function) *instance {
+	var pools []*pool
+	var spare int64
+	for _, g := range rt.loaded {
 		for _, p := range []*pool{&g.hookPool, &g.endpointPool} {
+			if p == held {
+				continue
+			}
 			p.mu.Lock()
-			if n := len(p.idle); n > 0 && !p.closed {
-				in := p.idle[n-1]
-				p.idle = p.idle[:n-1]
-				p.live--
-				p.mu.Unlock()
-				return in
+			if e := p.evictable(); e > 0 {
+				spare += int64(e) * g.memory
+				pools = append(pools, p)
 			}
 			p.mu.Unlock()
 		}
-		return nil
 	}
-	for _, g := range rt.loaded {
-		if in := take(g); in != nil {
-			return in
+	if rt.reserved-spare+n > rt.budget {
+		return nil, false
+	}
+	var victims []*instance
+	for _, p := range pools {
+		p.mu.Lock()
+		for p.evictable() > 0 && rt.reserved+n > rt.budget {
+			in := p.idle[len(p.idle)-1]
+			p.idle = p.idle[:len(p.idle)-1]
+			p.live--
+			rt.reserved -= p.f.memory
+			victims = append(victims, in)
 		}
+		p.mu.Unlock()
 	}
-	return take(f)
+	rt.reserved += n
+	return victims, true
 }
 
-func (rt *Runtime) unreserve(n int64) {
-	rt.mu.Lock()
-	rt.reserved -= n
-	rt.mu.Unlock()
+// reserveFirst reserves pool p's first instance for as long as p's function is loaded, waiting
+// up to loadWait for room.
+func (rt *Runtime) reserveFirst(ctx context.Context, p *pool) error {
+	deadline := time.Now().Add(loadWait)
+	for {
+		rt.mu.Lock()
+		if rt.budget > 0 && p.f.memory > rt.budget {
+			b := rt.budget
+			rt.mu.Unlock()
+			return fmt.Errorf("an instance of MEMORY_MB %d is more than this server's memory for table functions, %d MiB (--function-memory): lower MEMORY_MB or raise --function-memory", p.f.memory>>20, b>>20)
+		}
+		victims, ok := rt.reserveLocked(p.f.memory, nil)
+		if ok {
+			p.mu.Lock()
+			p.first = true
+			p.mu.Unlock()
+		}
+		used, b := rt.reserved, rt.budget
+		rt.mu.Unlock()
+		closeAll(victims)
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %d of %d MiB are reserved by the loaded functions and running instances, and an instance needs %d MiB more; raise --function-memory or lower the functions' MEMORY_MB",
+				errNoRoom, used>>20, b>>20, p.f.memory>>20)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func closeAll(ins []*instance) {
+	for _, in := range ins {
+		_ = in.mod.Close(context.Background())
+	}
 }
 
 // compiled is the process's compiled code, shared by its runtimes and the master's checks (a
@@ -439,24 +466,19 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 	if f.hooks, err = exportedHooks(f.cm); err != nil {
 		return fail(err)
 	}
-	// A first instance says which hooks it has (guest modules export all) and its endpoints. While
-	// the memory budget is taken by running instances, wait a little for them.
-	inst, err := f.instantiate(ctx)
-	for wait := time.Now().Add(loadWait); errors.Is(err, errNoRoom) && time.Now().Before(wait); {
-		select {
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-		inst, err = f.instantiate(ctx)
-	}
-	if err != nil {
+	// A first instance says which hooks it has (guest modules export all) and its endpoints; the
+	// hook pool keeps its memory reserved (and the endpoint pool one more, below).
+	if err := rt.reserveFirst(ctx, &f.hookPool); err != nil {
 		return fail(err)
 	}
 	started := fail
 	fail = func(err error) (*Function, error) {
-		rt.unreserve(f.memory)
+		f.releaseFirsts()
 		return started(err)
+	}
+	inst, err := f.instantiate(ctx)
+	if err != nil {
+		return fail(err)
 	}
 	if h, ok := inst.fns[abi.ExportHooks]; ok {
 		res, err := h.Call(ctx)
@@ -482,6 +504,11 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 				}
 			}
 			sort.Strings(f.hooks.Endpoints)
+		}
+	}
+	if len(f.hooks.Endpoints) > 0 {
+		if err := rt.reserveFirst(ctx, &f.endpointPool); err != nil {
+			return fail(err)
 		}
 	}
 	f.hookPool.live = 1
@@ -531,16 +558,19 @@ func (f *Function) Release() {
 
 func (f *Function) close() {
 	ctx := context.Background()
+	rt := f.rt
 	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
+		rt.mu.Lock()
 		p.mu.Lock()
 		idle := p.idle
 		p.idle, p.closed = nil, true
-		p.live -= len(idle)
-		p.mu.Unlock()
-		for _, in := range idle {
-			_ = in.mod.Close(ctx)
-			f.rt.unreserve(f.memory)
+		for range idle {
+			p.dropLocked()
 		}
+		p.closedEmptyLocked()
+		p.mu.Unlock()
+		rt.mu.Unlock()
+		closeAll(idle)
 	}
 	_ = f.r.Close(ctx)
 }
@@ -583,17 +613,8 @@ type instance struct {
 
 type instanceKey struct{}
 
-// instantiate starts an instance, its memory counted against the runtime's budget until it is
-// closed (discard, close, or a failure here).
-func (f *Function) instantiate(ctx context.Context) (_ *instance, err error) {
-	if err := f.rt.reserve(f, f.memory); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			f.rt.unreserve(f.memory)
-		}
-	}()
+// instantiate starts an instance (its memory is counted by its pool or by Load).
+func (f *Function) instantiate(ctx context.Context) (*instance, error) {
 	in := &instance{f: f, fns: map[string]api.Function{}}
 	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), instantiateTimeout)
 	defer cancel()
@@ -693,8 +714,11 @@ type pool struct {
 	idle   []*instance
 	live   int
 	max    int
-	closed bool          // the function closed: instances coming back are closed
-	wake   chan struct{} // signalled when an instance comes back
+	closed bool // the function closed: instances coming back are closed
+	// first: one instance's memory is reserved for as long as the pool is open (the pool's
+	// first instance); each instance beyond it reserves its own. Changed under rt.mu and mu.
+	first bool
+	wake  chan struct{} // signalled when an instance comes back
 }
 
 // get takes an idle instance, starts one, or waits for one.
@@ -709,25 +733,12 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 			p.mu.Unlock()
 			return in, nil
 		}
-		if p.live < p.max {
-			p.live++
-			p.mu.Unlock()
-			in, err := p.f.instantiate(ctx)
-			if err != nil {
-				p.mu.Lock()
-				p.live--
-				p.mu.Unlock()
-				p.signal()
-				if !errors.Is(err, errNoRoom) {
-					return nil, err
-				}
-				noRoom = true // wait as for a busy pool
-			} else {
-				return in, nil
-			}
-		} else {
-			p.mu.Unlock()
+		p.mu.Unlock()
+		in, started, err := p.start(ctx)
+		if in != nil || err != nil {
+			return in, err
 		}
+		noRoom = noRoom || !started
 		if time.Now().After(deadline) {
 			if noRoom {
 				return nil, fmt.Errorf("%w, and %w", errBusy, errNoRoom)
@@ -745,6 +756,107 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		}
 		t.Stop()
 	}
+}
+
+// start starts an instance if the pool has fewer than max and there is memory for it: the
+// instance, or nil and started false when there was no memory, true when the pool is full.
+func (p *pool) start(ctx context.Context) (in *instance, started bool, err error) {
+	rt := p.f.rt
+	rt.mu.Lock()
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 { // one came back meanwhile
+		in = p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		rt.mu.Unlock()
+		return in, true, nil
+	}
+	if p.live >= p.max {
+		p.mu.Unlock()
+		rt.mu.Unlock()
+		return nil, true, nil
+	}
+	var victims []*instance
+	ok := true
+	if p.live >= p.reservedFirst() { // beyond the first: its own memory
+		victims, ok = rt.reserveLocked(p.f.memory, p)
+	}
+	if ok {
+		p.live++
+	}
+	p.mu.Unlock()
+	rt.mu.Unlock()
+	closeAll(victims)
+	if !ok {
+		return nil, false, nil
+	}
+	if in, err = p.f.instantiate(ctx); err != nil {
+		p.drop()
+		return nil, true, err
+	}
+	return in, true, nil
+}
+
+// reservedFirst is 1 when the pool's first instance is reserved, else 0. Under mu.
+func (p *pool) reservedFirst() int {
+	if p.first {
+		return 1
+	}
+	return 0
+}
+
+// evictable is how many idle instances beyond the pool's first could be closed. Under mu.
+func (p *pool) evictable() int {
+	if p.closed {
+		return 0
+	}
+	return max(0, min(len(p.idle), p.live-p.reservedFirst()))
+}
+
+// drop counts one instance of the pool gone (closed, or failed to start).
+func (p *pool) drop() {
+	rt := p.f.rt
+	rt.mu.Lock()
+	p.mu.Lock()
+	p.dropLocked()
+	p.mu.Unlock()
+	rt.mu.Unlock()
+	p.signal()
+}
+
+// dropLocked gives back what an instance gone from the pool reserved: its own memory if it was
+// beyond the first; the first's once the pool closed and has none left. Under rt.mu and mu.
+func (p *pool) dropLocked() {
+	p.live--
+	if p.live >= p.reservedFirst() {
+		p.f.rt.reserved -= p.f.memory
+	}
+	p.closedEmptyLocked()
+}
+
+// closedEmptyLocked gives back the first instance's reservation of a closed pool with no
+// instance left. Under rt.mu and mu.
+func (p *pool) closedEmptyLocked() {
+	if p.closed && p.live == 0 && p.first {
+		p.first = false
+		p.f.rt.reserved -= p.f.memory
+	}
+}
+
+// releaseFirsts gives back the pools' first reservations of a function whose load failed (none
+// of its instances is in a pool).
+func (f *Function) releaseFirsts() {
+	rt := f.rt
+	rt.mu.Lock()
+	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
+		p.mu.Lock()
+		if p.first {
+			p.first = false
+			rt.reserved -= f.memory
+		}
+		p.mu.Unlock()
+	}
+	rt.mu.Unlock()
 }
 
 // errBusy: every instance stayed busy while a call waited for one (the waiting is bounded).
@@ -768,11 +880,7 @@ func (p *pool) put(in *instance) {
 // discard drops an instance whose state cannot be trusted (it trapped or overran).
 func (p *pool) discard(in *instance) {
 	_ = in.mod.Close(context.Background())
-	p.f.rt.unreserve(p.f.memory)
-	p.mu.Lock()
-	p.live--
-	p.mu.Unlock()
-	p.signal()
+	p.drop()
 }
 
 func (p *pool) signal() {
@@ -808,6 +916,9 @@ func (f *Function) callOn(ctx context.Context, p *pool, run func(call func(expor
 	}
 	f.calls.Add(1)
 	in, err := p.get(ctx)
+	if errors.Is(err, errNoRoom) {
+		return fmt.Errorf("%w %q of %s: %w: retry later (raise --function-memory if this persists)", region.ErrFunction, f.name, f.table, err)
+	}
 	if errors.Is(err, errBusy) {
 		return fmt.Errorf("%w %q of %s: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, err, p.max)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
@@ -318,16 +319,19 @@ func TestEndpointScansRunReadHooks(t *testing.T) {
 }
 
 // A server's instances together stay within its memory budget (the sum of their MEMORY_MB):
-// loads and calls of functions of several tables close idle instances of others to make room,
-// and wait for running ones; a function whose one instance is larger than the budget is refused.
+// each loaded function keeps one hook and one endpoint instance reserved; further instances take
+// the room left, closing idle further instances of other functions when a load needs it; a load
+// with no room waits, then fails naming --function-memory, as does one whose instance alone is
+// larger than the budget; closing every function gives everything back.
 func TestMemoryBudget(t *testing.T) {
-	const budget = 48 << 20 // three instances of 16 MiB
+	defer function.SetLoadWait(function.SetLoadWait(200 * time.Millisecond))
+	const mib = 1 << 20
 	rt := function.NewRuntime(quiet)
-	rt.SetMemoryBudget(budget)
+	rt.SetMemoryBudget(192 * mib)
 	within := func(when string) {
 		t.Helper()
 		if used, b := rt.Memory(); used > b || used < 0 {
-			t.Fatalf("%s: instances may reach %d MiB together, budget %d MiB", when, used>>20, b>>20)
+			t.Fatalf("%s: %d MiB counted, budget %d MiB", when, used>>20, b>>20)
 		}
 	}
 	var sets []*function.Set
@@ -337,12 +341,12 @@ func TestMemoryBudget(t *testing.T) {
 			t.Fatalf("loading table %d's function: %v", i, err)
 		}
 		sets = append(sets, set)
-		within(fmt.Sprint("after loading table ", i))
 	}
-	if used, _ := rt.Memory(); used != budget {
-		t.Errorf("five loads keep %d MiB, want the whole budget (idle instances stay until room is needed)", used>>20)
+	if used, _ := rt.Memory(); used != 5*32*mib {
+		t.Fatalf("five loaded functions reserve %d MiB, want 160 (a hook and an endpoint instance each)", used>>20)
 	}
 
+	// Calls of all five at once: they share the 32 MiB left for further instances.
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -369,14 +373,54 @@ func TestMemoryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := openTable(t, rt, "default:big", &pb.TableFunction{Name: "tg", MemoryMb: 64})
-	if err == nil || !strings.Contains(err.Error(), "--function-memory") {
-		t.Fatalf("a function of 64 MiB instances under a 48 MiB budget: %v", err)
+	// A sixth function fits (idle further instances are closed for it); a seventh does not.
+	if _, err := openTable(t, rt, "default:t5", &pb.TableFunction{Name: "tg", MemoryMb: 16}); err != nil {
+		t.Fatalf("a sixth function with %v", err)
 	}
+	within("after a sixth load")
+	if _, err := openTable(t, rt, "default:t6", &pb.TableFunction{Name: "tg", MemoryMb: 16}); err == nil || !strings.Contains(err.Error(), "raise --function-memory") {
+		t.Fatalf("a seventh function in a full budget: %v", err)
+	}
+	if _, err := openTable(t, rt, "default:big", &pb.TableFunction{Name: "tg", MemoryMb: 256}); err == nil || !strings.Contains(err.Error(), "--function-memory") {
+		t.Fatalf("a function of 256 MiB instances under a 192 MiB budget: %v", err)
+	}
+	within("after refused loads")
 	for _, set := range sets {
 		set.Close()
 	}
-	if used, _ := rt.Memory(); used != 0 {
-		t.Errorf("%d MiB still counted after every function closed", used>>20)
+	if used, _ := rt.Memory(); used != 32*mib {
+		t.Errorf("%d MiB counted with one function left, want 32", used>>20)
+	}
+}
+
+// Endpoint calls whose rows run read hooks need a hook instance while they hold an endpoint
+// one: with a budget of only the reserved pair, they all complete, one after another.
+func TestMemoryBudgetEndpointRowsRunHooks(t *testing.T) {
+	rt := function.NewRuntime(quiet)
+	rt.SetMemoryBudget(32 << 20)
+	_, set := openOn(t, rt, &pb.TableFunction{Name: "tg", MemoryMb: 16})
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(e *function.Endpoint) error {
+				if err := set.PreMutate(put("row", "fine")); err != nil {
+					return err
+				}
+				_, _, err := set.FilterRead([]byte("r"), kvs("r", "a"), false)
+				return err
+			})
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used, b := rt.Memory(); used > b {
+		t.Errorf("%d MiB counted, budget %d MiB", used>>20, b>>20)
+	}
+	if st := rt.Stats(); st[0].Failures != 0 {
+		t.Errorf("stats %+v: want no failure", st[0])
 	}
 }
