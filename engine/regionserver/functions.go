@@ -128,7 +128,7 @@ var (
 	functionDisabledDesc = prometheus.NewDesc("cellstore_regionserver_function_disabled",
 		"1 when this server stopped running a table function after repeated failures (alter the table to load a fixed module).", []string{"table", "function"}, nil)
 	functionMemoryDesc = prometheus.NewDesc("cellstore_regionserver_function_memory_bytes",
-		"What the live instances of table functions may reach together (the sum of their MEMORY_MB).", nil, nil)
+		"What is counted against --function-memory: the MEMORY_MB of the instances each loaded table function keeps reserved and of its further running or idle instances.", nil, nil)
 	functionMemoryLimitDesc = prometheus.NewDesc("cellstore_regionserver_function_memory_limit_bytes",
 		"The bound on cellstore_regionserver_function_memory_bytes (--function-memory; 0: none).", nil, nil)
 )

@@ -209,8 +209,9 @@ type Runtime struct {
 	log   *slog.Logger
 	cache wazero.CompilationCache
 
-	mu     sync.Mutex
-	loaded map[string]*Function // by table, name, digest and limits
+	mu      sync.Mutex
+	loaded  map[string]*Function     // by table, name, digest and limits
+	loading map[string]chan struct{} // keys being loaded: closed when done
 	// budget bounds what the instances' memories may reach together (0: no bound); reserved is
 	// what is counted against it. Every pool in use keeps one instance's memory reserved from its
 	// function's load to its close, so a call always gets an instance of each function it needs
@@ -250,19 +251,27 @@ func (rt *Runtime) reserveLocked(n int64, held *pool) ([]*instance, bool) {
 		rt.reserved += n
 		return nil, true
 	}
+	// The pools with instances to close stay locked until they are closed: calls taking idle
+	// instances meanwhile would leave less to close than counted.
 	var pools []*pool
+	defer func() {
+		for _, p := range pools {
+			p.mu.Unlock()
+		}
+	}()
 	var spare int64
 	for _, g := range rt.loaded {
 		for _, p := range []*pool{&g.hookPool, &g.endpointPool} {
 			if p == held {
 				continue
 			}
-			p.mu.Lock()
+			p.mu.Lock() // (several pools' locks are taken only under rt.mu)
 			if e := p.evictable(); e > 0 {
 				spare += int64(e) * g.memory
 				pools = append(pools, p)
+			} else {
+				p.mu.Unlock()
 			}
-			p.mu.Unlock()
 		}
 	}
 	if rt.reserved-spare+n > rt.budget {
@@ -270,7 +279,6 @@ func (rt *Runtime) reserveLocked(n int64, held *pool) ([]*instance, bool) {
 	}
 	var victims []*instance
 	for _, p := range pools {
-		p.mu.Lock()
 		for p.evictable() > 0 && rt.reserved+n > rt.budget {
 			in := p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
@@ -278,28 +286,31 @@ func (rt *Runtime) reserveLocked(n int64, held *pool) ([]*instance, bool) {
 			rt.reserved -= p.f.memory
 			victims = append(victims, in)
 		}
-		p.mu.Unlock()
 	}
 	rt.reserved += n
 	return victims, true
 }
 
-// reserveFirst reserves pool p's first instance for as long as p's function is loaded, waiting
-// up to loadWait for room.
-func (rt *Runtime) reserveFirst(ctx context.Context, p *pool) error {
+// reserveFirsts reserves the first instance of each of pools (of one function) for as long as
+// the function is loaded, all at once, waiting up to loadWait for room.
+func (rt *Runtime) reserveFirsts(ctx context.Context, f *Function, pools ...*pool) error {
+	n := int64(len(pools)) * f.memory
 	deadline := time.Now().Add(loadWait)
 	for {
 		rt.mu.Lock()
-		if rt.budget > 0 && p.f.memory > rt.budget {
+		if rt.budget > 0 && n > rt.budget {
 			b := rt.budget
 			rt.mu.Unlock()
-			return fmt.Errorf("an instance of MEMORY_MB %d is more than this server's memory for table functions, %d MiB (--function-memory): lower MEMORY_MB or raise --function-memory", p.f.memory>>20, b>>20)
+			return fmt.Errorf("%d instances of MEMORY_MB %d (one for hooks, one for endpoints) are more than this server's memory for table functions, %d MiB (--function-memory): lower MEMORY_MB or raise --function-memory",
+				len(pools), f.memory>>20, b>>20)
 		}
-		victims, ok := rt.reserveLocked(p.f.memory, nil)
+		victims, ok := rt.reserveLocked(n, nil)
 		if ok {
-			p.mu.Lock()
-			p.first = true
-			p.mu.Unlock()
+			for _, p := range pools {
+				p.mu.Lock()
+				p.first = true
+				p.mu.Unlock()
+			}
 		}
 		used, b := rt.reserved, rt.budget
 		rt.mu.Unlock()
@@ -308,12 +319,12 @@ func (rt *Runtime) reserveFirst(ctx context.Context, p *pool) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %d of %d MiB are reserved by the loaded functions and running instances, and an instance needs %d MiB more; raise --function-memory or lower the functions' MEMORY_MB",
-				errNoRoom, used>>20, b>>20, p.f.memory>>20)
+			return fmt.Errorf("%w: %d of %d MiB are reserved by loaded functions and running instances, and this function needs %d MiB; raise --function-memory or lower the functions' MEMORY_MB",
+				errNoRoom, used>>20, b>>20, n>>20)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("%w: waiting for memory: %w", errNoRoom, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -335,7 +346,7 @@ func NewRuntime(log *slog.Logger) *Runtime {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runtime{log: log, cache: compiled, loaded: map[string]*Function{}}
+	return &Runtime{log: log, cache: compiled, loaded: map[string]*Function{}, loading: map[string]chan struct{}{}}
 }
 
 // Close closes every function.
@@ -425,14 +436,39 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 	}
 	args := abi.EncodeArgs(argKeys, argVals)
 	key := fmt.Sprintf("%s/%s/%x/%d/%d/%d/%x", table, spec.GetName(), spec.GetSha256(), mem, timeout, maxF, sha256.Sum256(args))
-	rt.mu.Lock()
-	if f := rt.loaded[key]; f != nil {
-		f.refs++
+	// One load of a key at a time (a table's regions open together): the others wait for it and
+	// share what it loaded.
+	for {
+		rt.mu.Lock()
+		if f := rt.loaded[key]; f != nil {
+			f.refs++
+			rt.mu.Unlock()
+			return f, nil
+		}
+		ch := rt.loading[key]
+		if ch == nil {
+			ch = make(chan struct{})
+			rt.loading[key] = ch
+			rt.mu.Unlock()
+			f, err := rt.load(ctx, table, spec, read, key, args, mem, timeout, maxF)
+			rt.mu.Lock()
+			delete(rt.loading, key)
+			rt.mu.Unlock()
+			close(ch)
+			return f, err
+		}
 		rt.mu.Unlock()
-		return f, nil
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("function %q of %s: waiting for its load: %w", spec.GetName(), table, ctx.Err())
+		}
 	}
-	rt.mu.Unlock()
+}
 
+// load loads a function no other load of the same key is loading.
+func (rt *Runtime) load(ctx context.Context, table string, spec *pb.TableFunction, read func(sha []byte) ([]byte, error),
+	key string, args []byte, mem int, timeout time.Duration, maxF int) (*Function, error) {
 	wasm, err := read(spec.GetSha256())
 	if err != nil {
 		return nil, fmt.Errorf("function %q of %s: reading its module: %w", spec.GetName(), table, err)
@@ -468,7 +504,11 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 	}
 	// A first instance says which hooks it has (guest modules export all) and its endpoints; the
 	// hook pool keeps its memory reserved (and the endpoint pool one more, below).
-	if err := rt.reserveFirst(ctx, &f.hookPool); err != nil {
+	pools := []*pool{&f.hookPool}
+	if f.hooks.endpoints {
+		pools = append(pools, &f.endpointPool)
+	}
+	if err := rt.reserveFirsts(ctx, f, pools...); err != nil {
 		return fail(err)
 	}
 	started := fail
@@ -506,10 +546,13 @@ func (rt *Runtime) Load(ctx context.Context, table string, spec *pb.TableFunctio
 			sort.Strings(f.hooks.Endpoints)
 		}
 	}
-	if len(f.hooks.Endpoints) > 0 {
-		if err := rt.reserveFirst(ctx, &f.endpointPool); err != nil {
-			return fail(err)
-		}
+	if len(f.hooks.Endpoints) == 0 { // it exports the endpoint hooks but names no endpoint
+		rt.mu.Lock()
+		f.endpointPool.mu.Lock()
+		f.endpointPool.closed = true
+		f.endpointPool.closedEmptyLocked()
+		f.endpointPool.mu.Unlock()
+		rt.mu.Unlock()
 	}
 	f.hookPool.live = 1
 	f.hookPool.put(inst)
@@ -733,12 +776,15 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 			p.mu.Unlock()
 			return in, nil
 		}
+		full := p.live >= p.max
 		p.mu.Unlock()
-		in, started, err := p.start(ctx)
-		if in != nil || err != nil {
-			return in, err
+		if !full {
+			in, started, err := p.start(ctx)
+			if in != nil || err != nil {
+				return in, err
+			}
+			noRoom = noRoom || !started
 		}
-		noRoom = noRoom || !started
 		if time.Now().After(deadline) {
 			if noRoom {
 				return nil, fmt.Errorf("%w, and %w", errBusy, errNoRoom)
@@ -770,6 +816,11 @@ func (p *pool) start(ctx context.Context) (in *instance, started bool, err error
 		p.mu.Unlock()
 		rt.mu.Unlock()
 		return in, true, nil
+	}
+	if p.closed {
+		p.mu.Unlock()
+		rt.mu.Unlock()
+		return nil, true, errors.New("the function was unloaded here (its table altered, or its regions closed): retry")
 	}
 	if p.live >= p.max {
 		p.mu.Unlock()

@@ -424,3 +424,28 @@ func TestMemoryBudgetEndpointRowsRunHooks(t *testing.T) {
 		t.Errorf("stats %+v: want no failure", st[0])
 	}
 }
+
+// A table's regions open together: their loads of one function wait for a single load and share
+// it, within a budget of one function's reserved pair.
+func TestMemoryBudgetConcurrentLoadsShareOne(t *testing.T) {
+	rt := function.NewRuntime(quiet)
+	rt.SetMemoryBudget(32 << 20)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := openTable(t, rt, "default:t", &pb.TableFunction{Name: "tg", MemoryMb: 16})
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used, _ := rt.Memory(); used != 32<<20 {
+		t.Errorf("%d MiB counted for one function loaded by four regions, want 32", used>>20)
+	}
+	if st := rt.Stats(); len(st) != 1 {
+		t.Errorf("%d functions loaded, want 1: %+v", len(st), st)
+	}
+}
