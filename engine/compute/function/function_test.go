@@ -289,16 +289,15 @@ func TestCheck(t *testing.T) {
 // Endpoint calls hold an instance for their whole scan, whose rows run the same function's read
 // hook: the hooks have instances of their own, so calls as many as the endpoints' pool holds
 // neither wait for each other nor keep the hooks waiting.
-func TestEndpointScansRunReadHooks(t *testing.T) {
-	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 100})
-	var holding sync.WaitGroup
-	holding.Add(2)
-	errs := make(chan error, 2)
-	for range 2 {
+// endpointsRunningHooks runs n endpoint calls at once whose rows (after first()) run a write hook
+// and a read hook, and fails the test if one fails.
+func endpointsRunningHooks(t *testing.T, set *function.Set, n int, first func()) {
+	t.Helper()
+	errs := make(chan error, n)
+	for range n {
 		go func() {
 			_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(e *function.Endpoint) error {
-				holding.Done()
-				holding.Wait() // both calls hold an endpoint instance: that pool (2) is empty
+				first()
 				if err := set.PreMutate(put("row", "fine")); err != nil {
 					return err
 				}
@@ -308,11 +307,21 @@ func TestEndpointScansRunReadHooks(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for range 2 {
+	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestEndpointScansRunReadHooks(t *testing.T) {
+	rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 100})
+	var holding sync.WaitGroup
+	holding.Add(2)
+	endpointsRunningHooks(t, set, 2, func() {
+		holding.Done()
+		holding.Wait() // both calls hold an endpoint instance: that pool (2) is empty
+	})
 	if st := rt.Stats(); st[0].Failures != 0 || st[0].Instances < 3 {
 		t.Fatalf("stats %+v: want no failure, instances of both pools", st[0])
 	}
@@ -399,24 +408,7 @@ func TestMemoryBudgetEndpointRowsRunHooks(t *testing.T) {
 	rt := function.NewRuntime(quiet)
 	rt.SetMemoryBudget(32 << 20)
 	_, set := openOn(t, rt, &pb.TableFunction{Name: "tg", MemoryMb: 16})
-	errs := make(chan error, 3)
-	for range 3 {
-		go func() {
-			_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(e *function.Endpoint) error {
-				if err := set.PreMutate(put("row", "fine")); err != nil {
-					return err
-				}
-				_, _, err := set.FilterRead([]byte("r"), kvs("r", "a"), false)
-				return err
-			})
-			errs <- err
-		}()
-	}
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	endpointsRunningHooks(t, set, 3, func() {})
 	if used, b := rt.Memory(); used > b {
 		t.Errorf("%d MiB counted, budget %d MiB", used>>20, b>>20)
 	}
