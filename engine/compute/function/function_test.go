@@ -202,15 +202,22 @@ func TestFileRowFailureKeepsEverything(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	_, set := open(t, &pb.TableFunction{Name: "tg"})
+	doublingCalls(t, []*function.Set{set}, 200, func() {})
+}
+
+// doublingCalls makes eight goroutines each run calls pre-mutate hooks of the test guest (which
+// double a value) over sets in turn, checking each answer, then after().
+func doublingCalls(t *testing.T, sets []*function.Set, calls int, after func()) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 200 {
+			for i := range calls {
 				m := put(fmt.Sprint("row", g, i), "double")
-				if err := set.PreMutate(m); err != nil {
+				if err := sets[(g+i)%len(sets)].PreMutate(m); err != nil {
 					errs <- err
 					return
 				}
@@ -218,6 +225,7 @@ func TestConcurrentCalls(t *testing.T) {
 					errs <- fmt.Errorf("row%d-%d: %q", g, i, m.Ops[0].Value)
 					return
 				}
+				after()
 			}
 		}()
 	}
@@ -340,7 +348,7 @@ func TestMemoryBudget(t *testing.T) {
 	within := func(when string) {
 		t.Helper()
 		if used, b := rt.Memory(); used > b || used < 0 {
-			t.Fatalf("%s: %d MiB counted, budget %d MiB", when, used>>20, b>>20)
+			t.Errorf("%s: %d MiB counted, budget %d MiB", when, used>>20, b>>20) // (also from goroutines)
 		}
 	}
 	var sets []*function.Set
@@ -356,31 +364,7 @@ func TestMemoryBudget(t *testing.T) {
 	}
 
 	// Calls of all five at once: they share the 32 MiB left for further instances.
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 40 {
-				m := put(fmt.Sprint("row", g, i), "double")
-				if err := sets[(g+i)%len(sets)].PreMutate(m); err != nil {
-					errs <- err
-					return
-				}
-				if string(m.Ops[0].Value) != "doubledouble" {
-					errs <- fmt.Errorf("row%d-%d: %q", g, i, m.Ops[0].Value)
-					return
-				}
-				within("during calls")
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	doublingCalls(t, sets, 40, func() { within("during calls") })
 
 	// A sixth function fits (idle further instances are closed for it); a seventh does not.
 	if _, err := openTable(t, rt, "default:t5", &pb.TableFunction{Name: "tg", MemoryMb: 16}); err != nil {
