@@ -280,8 +280,7 @@ func (rt *Runtime) reserveLocked(n int64, held *pool) ([]*instance, bool) {
 	var victims []*instance
 	for _, p := range pools {
 		for p.evictable() > 0 && rt.reserved+n > rt.budget {
-			in := p.idle[len(p.idle)-1]
-			p.idle = p.idle[:len(p.idle)-1]
+			in := p.popIdleLocked()
 			p.live--
 			rt.reserved -= p.f.memory
 			victims = append(victims, in)
@@ -513,7 +512,9 @@ func (rt *Runtime) load(ctx context.Context, table string, spec *pb.TableFunctio
 	}
 	started := fail
 	fail = func(err error) (*Function, error) {
-		f.releaseFirsts()
+		for _, p := range pools { // (none of its instances is in a pool yet)
+			p.shut()
+		}
 		return started(err)
 	}
 	inst, err := f.instantiate(ctx)
@@ -547,12 +548,7 @@ func (rt *Runtime) load(ctx context.Context, table string, spec *pb.TableFunctio
 		}
 	}
 	if len(f.hooks.Endpoints) == 0 { // it exports the endpoint hooks but names no endpoint
-		rt.mu.Lock()
-		f.endpointPool.mu.Lock()
-		f.endpointPool.closed = true
-		f.endpointPool.closedEmptyLocked()
-		f.endpointPool.mu.Unlock()
-		rt.mu.Unlock()
+		f.endpointPool.shut()
 	}
 	f.hookPool.live = 1
 	f.hookPool.put(inst)
@@ -601,19 +597,8 @@ func (f *Function) Release() {
 
 func (f *Function) close() {
 	ctx := context.Background()
-	rt := f.rt
 	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
-		rt.mu.Lock()
-		p.mu.Lock()
-		idle := p.idle
-		p.idle, p.closed = nil, true
-		for range idle {
-			p.dropLocked()
-		}
-		p.closedEmptyLocked()
-		p.mu.Unlock()
-		rt.mu.Unlock()
-		closeAll(idle)
+		closeAll(p.shut())
 	}
 	_ = f.r.Close(ctx)
 }
@@ -770,9 +755,7 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 	noRoom := false
 	for {
 		p.mu.Lock()
-		if n := len(p.idle); n > 0 {
-			in := p.idle[n-1]
-			p.idle = p.idle[:n-1]
+		if in := p.popIdleLocked(); in != nil {
 			p.mu.Unlock()
 			return in, nil
 		}
@@ -810,9 +793,7 @@ func (p *pool) start(ctx context.Context) (in *instance, started bool, err error
 	rt := p.f.rt
 	rt.mu.Lock()
 	p.mu.Lock()
-	if n := len(p.idle); n > 0 { // one came back meanwhile
-		in = p.idle[n-1]
-		p.idle = p.idle[:n-1]
+	if in = p.popIdleLocked(); in != nil { // one came back meanwhile
 		p.mu.Unlock()
 		rt.mu.Unlock()
 		return in, true, nil
@@ -894,20 +875,33 @@ func (p *pool) closedEmptyLocked() {
 	}
 }
 
-// releaseFirsts gives back the pools' first reservations of a function whose load failed (none
-// of its instances is in a pool).
-func (f *Function) releaseFirsts() {
-	rt := f.rt
+// shut closes the pool: its idle instances are taken off (returned, to be closed outside the
+// locks) and what they and, once no instance is left, its first reserved is given back;
+// instances coming back later are closed.
+func (p *pool) shut() []*instance {
+	rt := p.f.rt
 	rt.mu.Lock()
-	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
-		p.mu.Lock()
-		if p.first {
-			p.first = false
-			rt.reserved -= f.memory
-		}
-		p.mu.Unlock()
+	defer rt.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	for range idle {
+		p.dropLocked()
 	}
-	rt.mu.Unlock()
+	p.closedEmptyLocked()
+	return idle
+}
+
+// popIdleLocked takes the most recently used idle instance (nil: none). Under mu.
+func (p *pool) popIdleLocked() *instance {
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	in := p.idle[n-1]
+	p.idle = p.idle[:n-1]
+	return in
 }
 
 // errBusy: every instance stayed busy while a call waited for one (the waiting is bounded).
