@@ -587,9 +587,9 @@ func (c *serverConn) serve() {
 		var lenBuf [4]byte
 		_, _ = io.ReadFull(r, lenBuf[:]) // buffered by Peek
 		n := int64(binary.BigEndian.Uint32(lenBuf[:]))
-		_ = c.nc.SetReadDeadline(time.Now().Add(opts.ReadTimeout))
 		if n > int64(opts.MaxFrame) {
 			c.srv.tooLarge.Add(1)
+			_ = c.nc.SetReadDeadline(time.Now().Add(opts.ReadTimeout)) // (readBody sets its own)
 			id, err := readCallPrefix(io.LimitReader(r, n))
 			if err != nil {
 				opts.Logger.Warn("rpc: request too large and malformed; closing connection", "remote", c.nc.RemoteAddr(), "bytes", n, "err", err)
