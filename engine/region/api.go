@@ -345,6 +345,11 @@ type CheckAndMutate struct {
 // (engine/compute/function): not retried.
 var ErrFunction = errors.New("table function")
 
+// ErrFunctionBusy marks an ErrFunction that says the function could not run yet — every
+// instance stayed busy, or the server's memory for functions was taken — rather than that it
+// refused or failed: nothing was written or read, and a retry later can succeed.
+var ErrFunctionBusy = errors.New("busy")
+
 // Observer is user code a table runs around its regions' work (engine/compute/function's sandboxed
 // WebAssembly functions): before and after writes, on what reads return and on what flushes and
 // compactions write. Calls come from many goroutines at once. A region without one pays nothing.

@@ -109,6 +109,11 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 		return mk(pb.ErrorCode_ERROR_CODE_BAD_VALUE, false)
 	case errors.Is(err, region.ErrCorrupt):
 		return mk(pb.ErrorCode_ERROR_CODE_CORRUPTION, false)
+	case errors.Is(err, region.ErrFunctionBusy):
+		// No instance of the function could run the call in time: nothing was written or read
+		// (a post-mutate hook's errors never reach the client), so the client may retry, as
+		// after HBase's RegionTooBusyException.
+		return mk(pb.ErrorCode_ERROR_CODE_TOO_BUSY, true)
 	case errors.Is(err, region.ErrFunction):
 		return mk(pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED, false)
 	case errors.Is(err, region.ErrInvalid), errors.Is(err, cell.ErrCellTooLarge), errors.Is(err, cell.ErrRowTooLong),

@@ -28,3 +28,27 @@ func TestWriteFailuresOfALostServerAreRetryable(t *testing.T) {
 		}
 	}
 }
+
+// A table function that could not run yet (its instances busy, or the server's memory for
+// functions taken) is answered TOO_BUSY, which clients retry: nothing was written or read. A
+// function's refusal or failure stays FUNCTION_FAILED, which they do not.
+func TestBusyFunctionIsRetryableItsRefusalIsNot(t *testing.T) {
+	s := &Server{nameStr: "rs1"}
+	for _, c := range []struct {
+		err   error
+		code  pb.ErrorCode
+		retry bool
+	}{
+		{fmt.Errorf("%w %q of t: %w: every instance of the function stayed busy (2 instances): retry later", region.ErrFunction, "f", region.ErrFunctionBusy),
+			pb.ErrorCode_ERROR_CODE_TOO_BUSY, true},
+		{fmt.Errorf("region r1: %w %q of t: %w: the memory is taken", region.ErrFunction, "f", region.ErrFunctionBusy),
+			pb.ErrorCode_ERROR_CODE_TOO_BUSY, true},
+		{fmt.Errorf("%w %q of t refused the mutation of row %q: no", region.ErrFunction, "f", "r"),
+			pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED, false},
+	} {
+		d := s.errDetail(c.err, "r1")
+		if d.GetCode() != c.code || d.GetRetryable() != c.retry {
+			t.Errorf("%v answered %s (retryable %v), want %s (retryable %v)", c.err, d.GetCode(), d.GetRetryable(), c.code, c.retry)
+		}
+	}
+}

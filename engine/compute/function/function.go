@@ -962,10 +962,10 @@ func (f *Function) callOn(ctx context.Context, p *pool, run func(call func(expor
 	f.calls.Add(1)
 	in, err := p.get(ctx)
 	if errors.Is(err, errNoRoom) {
-		return fmt.Errorf("%w %q of %s: %w: retry later (raise --function-memory if this persists)", region.ErrFunction, f.name, f.table, err)
+		return fmt.Errorf("%w %q of %s: %w: %w: retry later (raise --function-memory if this persists)", region.ErrFunction, f.name, f.table, region.ErrFunctionBusy, err)
 	}
 	if errors.Is(err, errBusy) {
-		return fmt.Errorf("%w %q of %s: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, err, p.max)
+		return fmt.Errorf("%w %q of %s: %w: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, region.ErrFunctionBusy, err, p.max)
 	}
 	if err != nil {
 		return f.failed(err) // its start failed

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -333,6 +334,53 @@ func TestEndpointScansRunReadHooks(t *testing.T) {
 	if st := rt.Stats(); st[0].Failures != 0 || st[0].Instances < 3 {
 		t.Fatalf("stats %+v: want no failure, instances of both pools", st[0])
 	}
+}
+
+// A call that finds no instance in time — every one busy, or no room in the server's memory
+// for another — fails as busy (region.ErrFunctionBusy, which servers answer as retryable), not as
+// the function's failure: nothing counts against MAX_FAILURES.
+func TestBusyIsRetryableNotAFailure(t *testing.T) {
+	holdAll := func(t *testing.T, rt *function.Runtime, set *function.Set, n int, want string) {
+		t.Helper()
+		var holding sync.WaitGroup
+		holding.Add(n)
+		release := make(chan struct{})
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(*function.Endpoint) error {
+					holding.Done()
+					<-release
+					return nil
+				})
+				errs <- err
+			}()
+		}
+		holding.Wait()
+		_, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(*function.Endpoint) error { return nil })
+		close(release)
+		if !errors.Is(err, region.ErrFunctionBusy) || !errors.Is(err, region.ErrFunction) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a call with every instance held: %v, want a busy error saying %q", err, want)
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("a call holding an instance: %v", err)
+			}
+		}
+		if st := rt.Stats(); st[0].Failures != 0 || st[0].Disabled {
+			t.Errorf("stats %+v: a busy call counted as the function's failure", st[0])
+		}
+	}
+	t.Run("instances", func(t *testing.T) {
+		rt, set := open(t, &pb.TableFunction{Name: "tg", TimeoutMs: 100, MaxFailures: 1})
+		holdAll(t, rt, set, max(2, runtime.GOMAXPROCS(0)), "instances): retry later")
+	})
+	t.Run("memory", func(t *testing.T) {
+		rt := function.NewRuntime(quiet)
+		rt.SetMemoryBudget(32 << 20) // the reserved pair only
+		_, set := openOn(t, rt, &pb.TableFunction{Name: "tg", TimeoutMs: 100, MaxFailures: 1, MemoryMb: 16})
+		holdAll(t, rt, set, 1, "--function-memory")
+	})
 }
 
 // A server's instances together stay within its memory budget (the sum of their MEMORY_MB):
