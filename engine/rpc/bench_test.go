@@ -170,22 +170,41 @@ func BenchmarkPingGRPC(b *testing.B) {
 
 // BenchmarkLargeRequest: requests larger than a connection's read buffer, whose bytes the server
 // admits into its queue as they arrive (byteQueue), one client.
+// With tls=true the connection is TLS (server certificate only).
 func BenchmarkLargeRequest(b *testing.B) {
-	for _, size := range []int{256 << 10, 4 << 20} {
-		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			_, addr := start(b, map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
-				c.Reply(&pb.PingResponse{})
-			}})
-			conn := dial(b, addr)
-			req := &pb.PingRequest{Payload: make([]byte, size)}
-			b.SetBytes(int64(size))
-			b.ResetTimer()
-			for range b.N {
-				var resp pb.PingResponse
-				if _, err := conn.Call(context.Background(), pb.Method_METHOD_PING, req, nil, &resp, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	for _, secure := range []bool{false, true} {
+		for _, size := range []int{256 << 10, 4 << 20} {
+			b.Run(fmt.Sprintf("tls=%v/%dKiB", secure, size>>10), func(b *testing.B) { largeRequests(b, secure, size) })
+		}
+	}
+}
+
+func largeRequests(b *testing.B, secure bool, size int) {
+	handlers := map[uint32]Handler{uint32(pb.Method_METHOD_PING): func(_ context.Context, c *Call) {
+		c.Reply(&pb.PingResponse{})
+	}}
+	var conn *Conn
+	if secure {
+		p := newPKI(b)
+		serverCerts, _ := p.certs("server", localhost)
+		_, addr := startWith(b, handlers, ServerOptions{TLS: serverCerts})
+		c, err := Dial(context.Background(), addr, ClientOptions{User: "tester", Name: "rpc_test", TLS: p.caOnly()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		conn = c
+	} else {
+		_, addr := start(b, handlers)
+		conn = dial(b, addr)
+	}
+	req := &pb.PingRequest{Payload: make([]byte, size)}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for range b.N {
+		var resp pb.PingResponse
+		if _, err := conn.Call(context.Background(), pb.Method_METHOD_PING, req, nil, &resp, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"crypto/tls"
 	"net"
 	"syscall"
 
@@ -11,8 +10,12 @@ import (
 // pendingBytes says how many bytes the kernel holds for nc that were not read yet (of a TLS
 // connection, its records' bytes): bytes that arrived. 0 when it cannot tell.
 func pendingBytes(nc net.Conn) int64 {
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
+	for { // through the wrappers (a TLS connection, the peeked start of one) to the socket
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = w.NetConn()
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {

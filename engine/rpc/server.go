@@ -788,6 +788,9 @@ type peekedConn struct {
 
 func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 
+// NetConn returns the connection underneath (pendingBytes reads the socket's count of arrived bytes).
+func (p *peekedConn) NetConn() net.Conn { return p.Conn }
+
 func (c *serverConn) handshake(r *bufio.Reader) error {
 	var cs *tls.ConnectionState
 	if tc, ok := c.nc.(*tls.Conn); ok {

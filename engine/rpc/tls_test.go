@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"net"
@@ -15,12 +16,12 @@ import (
 
 // pki is a CA with files for a server and clients, in a test's temporary directory.
 type pki struct {
-	t   *testing.T
+	t   testing.TB
 	ca  *security.CA
 	dir string
 }
 
-func newPKI(t *testing.T) *pki {
+func newPKI(t testing.TB) *pki {
 	t.Helper()
 	ca, _, err := security.NewCA("rpc-test-ca", time.Hour)
 	if err != nil {
@@ -340,4 +341,58 @@ func TestTLSWithoutCA(t *testing.T) {
 		t.Fatalf("user %q, %v", user, err)
 	}
 	c.Close()
+}
+
+// pendingBytes sees a TLS connection's socket through the wrapper of its peeked first bytes, so
+// that a large request over TLS grows its buffer by what arrived (admission), as in plaintext.
+func TestPendingBytesSeesThroughTLS(t *testing.T) {
+	p := newPKI(t)
+	certs, _ := p.certs("server", localhost)
+	cfg, err := certs.ServerConfig(tls.NoClientCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const sent = 32 << 10
+	clientErr := make(chan error, 1)
+	go func() {
+		c, err := tls.Dial("tcp", ln.Addr().String(), p.caOnly().ClientConfig("localhost"))
+		if err != nil {
+			clientErr <- err
+			return
+		}
+		defer c.Close()
+		if _, err := c.Write(make([]byte, sent)); err != nil {
+			clientErr <- err
+			return
+		}
+		clientErr <- nil
+		var b [1]byte
+		_, _ = c.Read(b[:]) // until the server closes
+	}()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	tc := tls.Server(&peekedConn{Conn: nc, r: bufio.NewReaderSize(nc, len(Preamble))}, cfg)
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-clientErr; err != nil {
+		t.Fatal(err)
+	}
+	// (The handshake's reads may have taken the first records already.)
+	deadline := time.Now().Add(10 * time.Second)
+	for pendingBytes(tc) < sent/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pendingBytes of the TLS connection is %d after the client sent %d bytes", pendingBytes(tc), sent)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
