@@ -244,6 +244,15 @@ func (s *Server) mayAdmin(id security.Identity, or *onlineRegion) *pb.ErrorDetai
 	return access.Denied(id, access.Admin, "calls made by the master and other region servers only (a superuser)")
 }
 
+// adminRegion is the region named in a flush or compact call whatever its state (an opening one
+// too: the handler waits for it to open), nil when this server has none of that name.
+func (s *Server) adminRegion(name string) *onlineRegion {
+	if v, ok := s.regions.Load(name); ok {
+		return v.(*onlineRegion)
+	}
+	return nil
+}
+
 // authorizeAdmin is the Admin service's gRPC interceptor (Config.Authorization): Ping is open;
 // FlushRegion and CompactRegion need ADMIN or CREATE on the region's table; everything else
 // (open, close, replication, stop) is for the master and other servers, superusers.
@@ -253,22 +262,30 @@ func (s *Server) authorizeAdmin(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	id, _ := security.FromContext(ctx)
 	var or *onlineRegion
+	regionCall := false
 	switch r := req.(type) {
 	case *pb.PingRequest:
 		return handler(ctx, req)
 	case *pb.RegionRequest:
-		or, _, _ = s.lookupUntil(r.GetRegion(), time.Now(), false) // no wait: the handler waits
+		or, regionCall = s.adminRegion(r.GetRegion()), true
 	case *pb.CompactRegionRequest:
-		or, _, _ = s.lookupUntil(r.GetRegion(), time.Now(), false)
+		or, regionCall = s.adminRegion(r.GetRegion()), true
 	}
-	if or == nil && !s.acl.Load().Superuser(id) {
-		// Not served here (the handler would say so) or not a region call: superusers only.
-		if _, ok := req.(*pb.RegionRequest); ok {
-			return handler(ctx, req)
+	if regionCall && or == nil && !s.acl.Load().Superuser(id) {
+		// Not here: the answer the handler would give (not serving, moved), without running it —
+		// the region could arrive meanwhile, and the handler waits for an opening one.
+		name := ""
+		switch r := req.(type) {
+		case *pb.RegionRequest:
+			name = r.GetRegion()
+		case *pb.CompactRegionRequest:
+			name = r.GetRegion()
 		}
-		if _, ok := req.(*pb.CompactRegionRequest); ok {
-			return handler(ctx, req)
+		_, _, d := s.lookupUntil(name, time.Now(), false)
+		if d == nil {
+			d = s.notServing(name)
 		}
+		return nil, d.Status()
 	}
 	if d := s.mayAdmin(id, or); d != nil {
 		s.log.Info("access denied", "user", id.User, "method", info.FullMethod, "why", d.GetMessage())
