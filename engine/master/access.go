@@ -28,6 +28,9 @@ func (m *Master) aclChecker() *access.Checker {
 	return c
 }
 
+// standbyAnswers are the calls a master that is not active answers itself, to anyone.
+var standbyAnswers = map[string]bool{"GetExternalAddresses": true}
+
 // serverOnly are the calls only servers make (their identity must be a superuser).
 var serverOnly = map[string]bool{"RegisterServer": true, "Heartbeat": true, "ReportRegionTransition": true, "ReportStandby": true}
 
@@ -46,12 +49,19 @@ func (m *Master) authorize(ctx context.Context, req any, info *grpc.UnaryServerI
 	if !m.cfg.Authorization {
 		return handler(ctx, req)
 	}
+	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
 	ck := m.aclChecker()
-	if ck == nil { // not the active master: the handler says where it is
-		return handler(ctx, req)
+	if ck == nil {
+		// Not the active master (a standby, or one loading the catalog): nothing can be checked,
+		// so nothing runs — a handler may work before it finds the master inactive (a table's
+		// functions are compiled and stored first), or find it active by then, unchecked. Only
+		// what every master answers to anyone runs.
+		if standbyAnswers[method] {
+			return handler(ctx, req)
+		}
+		return nil, m.notActive()
 	}
 	id, _ := security.FromContext(ctx)
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
 	if ck.Superuser(id) {
 		return handler(ctx, req)
 	}
