@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	hb "github.com/cellstore/cellstore/engine/api/hbase/v2"
+	"github.com/cellstore/cellstore/engine/pattern"
 )
 
 // MasterService: the HBase client calls the server GetActiveMaster named — this one — and each
@@ -537,12 +537,9 @@ func hbTableState(s pb.TableState) hb.TableState_State {
 // listTables lists the tables matching a regular expression over their HBase names (HBase's
 // Pattern.matches: the whole name), a namespace, or a list of names.
 func (a *Adapter) listTables(ctx context.Context, regex, ns string, names []*hb.TableName) ([]*pb.TableSummary, error) {
-	var re *regexp.Regexp
-	if regex != "" {
-		var err error
-		if re, err = regexp.Compile("^(?:" + regex + ")$"); err != nil {
-			return nil, doNotRetry("bad table name pattern %q: %v", regex, err)
-		}
+	re, err := pattern.Whole(regex)
+	if err != nil {
+		return nil, doNotRetry("bad table name pattern: %v", err)
 	}
 	var all []*pb.TableSummary
 	if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {

@@ -2,13 +2,16 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/pattern"
 )
 
 // Visibility labels (HBase's VisibilityController): defined by AddLabels, held by users and
@@ -69,6 +72,9 @@ func (m *Master) AddLabels(_ context.Context, req *pb.AddLabelsRequest) (*pb.Add
 	if len(req.GetLabels()) == 0 {
 		return nil, errInvalid("add_labels: give at least one label").Status()
 	}
+	if len(req.GetLabels()) > maxLabelsPerCall {
+		return nil, errInvalid("add_labels: %d labels in one call, at most %d: split the call", len(req.GetLabels()), maxLabelsPerCall).Status()
+	}
 	for i, l := range req.GetLabels() {
 		if err := access.ValidLabel(l); err != nil {
 			return nil, errInvalid("add_labels: %v", err).Status()
@@ -102,7 +108,7 @@ func (m *Master) ListLabels(_ context.Context, req *pb.ListLabelsRequest) (*pb.L
 	var re *regexp.Regexp
 	if req.GetRegex() != "" {
 		var err error
-		if re, err = regexp.Compile(req.GetRegex()); err != nil {
+		if re, err = pattern.Compile(req.GetRegex()); err != nil {
 			return nil, errInvalid("list_labels: %v", err).Status()
 		}
 	}
@@ -194,8 +200,18 @@ func checkAuthsRequest(verb, user string, labels []string) *pb.ErrorDetail {
 	if len(labels) == 0 {
 		return errInvalid("%s: give at least one label", verb)
 	}
+	if len(labels) > maxLabelsPerCall {
+		return errInvalid("%s: %d labels in one call, at most %d: split the call", verb, len(labels), maxLabelsPerCall)
+	}
+	if len(user) > maxPermissionUser {
+		return errInvalid("%s: the user is %d bytes long, at most %d", verb, len(user), maxPermissionUser)
+	}
 	return nil
 }
+
+// maxLabelsPerCall bounds the labels one call names (each is checked against those defined and
+// held, under the master's lock).
+const maxLabelsPerCall = 1000
 
 // authsOf finds the entry of user in acl (adding an empty one when add).
 func authsOf(acl *pb.CatalogACL, user string, add bool) *pb.LabelAuths {
@@ -212,13 +228,20 @@ func authsOf(acl *pb.CatalogACL, user string, add bool) *pb.LabelAuths {
 	return a
 }
 
+// quoteList is labels for the log: the first ten, and how many more.
 func quoteList(l []string) string {
-	out := "["
+	var b strings.Builder
+	b.WriteByte('[')
 	for i, s := range l {
-		if i > 0 {
-			out += ", "
+		if i == 10 {
+			fmt.Fprintf(&b, ", and %d more", len(l)-i)
+			break
 		}
-		out += "'" + s + "'"
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + s + "'")
 	}
-	return out + "]"
+	b.WriteByte(']')
+	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/pattern"
 	"github.com/cellstore/cellstore/engine/schema"
 	"github.com/cellstore/cellstore/engine/security"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -448,12 +449,9 @@ func tableStateName(s pb.TableState) string {
 
 // wholeMatch compiles a listing's pattern, which must match a whole name; nil for "".
 func wholeMatch(p string) (*regexp.Regexp, error) {
-	if p == "" {
-		return nil, nil
-	}
-	re, err := regexp.Compile("^(?:" + p + ")$")
+	re, err := pattern.Whole(p)
 	if err != nil {
-		return nil, errInvalid("pattern %q is not a regular expression: %v", p, err)
+		return nil, errInvalid("%v", err)
 	}
 	return re, nil
 }
@@ -466,19 +464,31 @@ func (m *Master) listTables(req *pb.ListTablesRequest) (*pb.ListTablesResponse, 
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
-	defer m.mu.Unlock()
-	resp := &pb.ListTablesResponse{}
-	keys := make([]string, 0, len(m.st.tables))
+	type named struct{ key, ns, name string }
+	names := make([]named, 0, len(m.st.tables))
 	for k, t := range m.st.tables {
 		if !t.GetDeleting() {
-			keys = append(keys, k)
+			tn := t.GetTable().GetName()
+			names = append(names, named{k, tn.GetNamespace(), tn.GetName()})
+		}
+	}
+	m.mu.Unlock()
+	// Matched off the master's lock: a pattern costs up to its size per byte of every name.
+	keys := make([]string, 0, len(names))
+	for _, n := range names {
+		if re == nil || re.MatchString(n.key) || n.ns == DefaultNamespace && re.MatchString(n.name) {
+			keys = append(keys, n.key)
 		}
 	}
 	sort.Strings(keys)
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	resp := &pb.ListTablesResponse{}
 	for _, k := range keys {
 		t := m.st.tables[k]
-		tn := t.GetTable().GetName()
-		if re != nil && !re.MatchString(k) && !(tn.GetNamespace() == DefaultNamespace && re.MatchString(tn.GetName())) {
+		if t == nil || t.GetDeleting() { // dropped meanwhile
 			continue
 		}
 		resp.Tables = append(resp.Tables, &pb.TableSummary{Table: proto.CloneOf(t.GetTable()), State: t.GetState(),
