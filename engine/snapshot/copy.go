@@ -85,6 +85,7 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 	paths := Paths(man)
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
+	sizes := fileSizes(man)
 	var prog CopyProgress
 	prog.FilesTotal = len(paths)
 	var mu sync.Mutex
@@ -110,7 +111,7 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 		go func() {
 			defer wg.Done()
 			for p := range work {
-				n, skipped, err := copyFile(ctx, src, dst, p, func(total int64) { report(func(c *CopyProgress) { c.BytesTotal += total }) })
+				n, skipped, err := copyFile(ctx, src, dst, p, sizes[p], func(total int64) { report(func(c *CopyProgress) { c.BytesTotal += total }) })
 				if err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					cancel()
@@ -149,8 +150,23 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 	return prog, nil
 }
 
-// copyFile copies one data file to archive/<p> at dst (unless it is there) and verifies it.
-func copyFile(ctx context.Context, src, dst region.Storage, p string, sized func(int64)) (n int64, skipped bool, err error) {
+// fileSizes are the sizes the manifest records of whole store files (a half of a split parent
+// records an estimate, and manifests of earlier releases may record none).
+func fileSizes(man *pb.SnapshotManifest) map[string]int64 {
+	sizes := map[string]int64{}
+	for _, r := range man.GetRegions() {
+		for _, f := range r.GetFiles() {
+			if !f.GetHalf() && f.GetSize() > 0 {
+				sizes[f.GetPath()] = f.GetSize()
+			}
+		}
+	}
+	return sizes
+}
+
+// copyFile copies one data file to archive/<p> at dst (unless it is there) and verifies it; want
+// is the file's size the manifest records (0: none).
+func copyFile(ctx context.Context, src, dst region.Storage, p string, want int64, sized func(int64)) (n int64, skipped bool, err error) {
 	from := p
 	f, err := src.OpenObject(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -164,6 +180,10 @@ func copyFile(ctx context.Context, src, dst region.Storage, p string, sized func
 	size, err := f.Size()
 	if err != nil {
 		return 0, false, err
+	}
+	if want > 0 && size != want {
+		// Files never change: this is not the file the snapshot took (truncated or replaced).
+		return 0, false, fmt.Errorf("%w: %s is %d bytes, the snapshot's manifest says %d: it is not the file the snapshot took; the snapshot cannot be copied whole", ErrVerify, from, size, want)
 	}
 	sized(size)
 	to := path.Join("archive", p)

@@ -169,6 +169,42 @@ func TestCopy(t *testing.T) {
 	}
 }
 
+// A source file whose size is not the one the snapshot's manifest records (truncated or replaced
+// since the snapshot) fails the copy, which writes no manifest: the copy is not a backup that
+// only fails when it is restored. Halves of split parents record an estimate, and are not checked.
+func TestCopyRefusesASourceFileOfAnotherSize(t *testing.T) {
+	ctx := context.Background()
+	src := region.Storage{Bucket: dirBucket(t)}
+	const a, half = "data/default/t/0000000000000001/f/a", "data/default/t/0000000000000009/f/p"
+	for key, n := range map[string]int{a: 1 << 20, half: 1000} {
+		if _, err := src.WriteStream(ctx, key, bytes.NewReader(bytes.Repeat([]byte("a"), n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	man := &pb.SnapshotManifest{Name: "s", Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}},
+		Regions: []*pb.SnapshotRegion{{RegionId: 1, Files: []*pb.SnapshotFile{{Family: "f", Path: a, Size: 1 << 20},
+			{Family: "f", Path: half, Size: 500, Half: true, SplitRow: []byte("m")}}}}}
+	if err := Write(src, man); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Copy(ctx, src, region.Storage{FS: storage.NewMem()}, "s", CopyOptions{}); err != nil {
+		t.Fatalf("a copy of files of the sizes the manifest records: %v", err)
+	}
+	if err := src.DeleteObject(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.WriteStream(ctx, a, bytes.NewReader(bytes.Repeat([]byte("a"), 512<<10))); err != nil {
+		t.Fatal(err)
+	}
+	dst := region.Storage{FS: storage.NewMem()}
+	if _, err := Copy(ctx, src, dst, "s", CopyOptions{}); !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "manifest says 1048576") {
+		t.Fatalf("a copy of a truncated file: %v", err)
+	}
+	if _, err := dst.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed copy left a manifest: %v", err)
+	}
+}
+
 // A snapshot's files include its table functions' modules, so that copies (exports, backups)
 // carry them to where the table may be cloned.
 func TestPathsIncludeFunctionModules(t *testing.T) {
