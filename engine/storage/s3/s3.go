@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -376,6 +377,9 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 			return err
 		}
 		defer out.Body.Close()
+		if err := checkContentRange(aws.ToString(out.ContentRange), off); err != nil {
+			return fmt.Errorf("%w (answering %s of %s)", err, fmt.Sprintf("bytes=%d-%d", off, off+n-1), b.Describe())
+		}
 		data, err = io.ReadAll(io.LimitReader(out.Body, n))
 		return err
 	})
@@ -388,6 +392,24 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 	}
 	b.metrics.bytesIn.Add(float64(len(data)))
 	return data, nil
+}
+
+// checkContentRange checks that the answer to a ranged GET starts at off: a store (or a proxy)
+// that ignores Range answers the whole object, whose first bytes would be taken for those at off.
+func checkContentRange(cr string, off int64) error {
+	if cr == "" {
+		if off == 0 {
+			return nil // the whole object from its start (a store may answer a range so)
+		}
+		return errors.New("s3: the store answered a ranged GET without a Content-Range: it ignores Range requests")
+	}
+	spec, ok := strings.CutPrefix(cr, "bytes ")
+	first, _, dash := strings.Cut(spec, "-")
+	start, err := strconv.ParseInt(first, 10, 64)
+	if !ok || !dash || err != nil || start != off {
+		return fmt.Errorf("s3: the store answered a ranged GET from %d with Content-Range %q", off, cr)
+	}
+	return nil
 }
 
 // Stat implements storage.Bucket.

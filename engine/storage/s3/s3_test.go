@@ -347,6 +347,29 @@ func TestDeleteAllOnAStoreWithoutBatchDeletes(t *testing.T) {
 	}
 }
 
+// A ranged GET answered with the whole object (a store or proxy that ignores Range) is an error,
+// never the object's first bytes taken for those asked for: a block cache or the file cache would
+// keep them (with checksums of their own) across restarts.
+func TestARangeIgnoredIsAnError(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "ranges")
+	ctx := context.Background()
+	body := []byte("0123456789abcdefghij")
+	if _, err := b.Put(ctx, "k", body, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.GetRange(ctx, "k", 10, 5); err != nil || string(got) != "abcde" {
+		t.Fatalf("GetRange(10, 5): %q, %v", got, err)
+	}
+	proxy.AnswerWholeObject(body)
+	if got, err := b.GetRange(ctx, "k", 10, 5); err == nil || !strings.Contains(err.Error(), "ignores Range") {
+		t.Fatalf("GetRange(10, 5) answered with the whole object: %q, %v", got, err)
+	}
+	proxy.AnswerWholeObject(body)
+	if got, err := b.GetRange(ctx, "k", 0, 5); err != nil || string(got) != "01234" {
+		t.Fatalf("GetRange(0, 5) answered with the whole object: %q, %v", got, err)
+	}
+}
+
 // Reads write nothing on stderr: the SDK logs a line for every response without a checksum to
 // validate (a ranged GET: each block read) unless told not to.
 func TestReadsLogNothing(t *testing.T) {

@@ -155,6 +155,9 @@ const (
 	// MissingContentMD5 answers 400 MissingContentMD5 without forwarding: what MinIO releases
 	// before 2025 answered a DeleteObjects that carried a CRC32 checksum instead of Content-MD5.
 	MissingContentMD5
+	// WholeObject answers a GET 200 with the rule's body and no Content-Range without forwarding:
+	// what a store (or proxy) that ignores Range answers a ranged GET (AnswerWholeObject).
+	WholeObject
 )
 
 type proxyRule struct {
@@ -162,6 +165,7 @@ type proxyRule struct {
 	method string // "" any
 	left   int
 	delay  time.Duration
+	body   []byte // WholeObject's
 }
 
 // StartProxy starts a proxy in front of s, stopped when the test ends.
@@ -199,6 +203,10 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MissingContentMD5</Code><Message>Missing required header for this request: Content-Md5.</Message></Error>`)
+		case rule.fault == WholeObject:
+			w.Header().Set("Content-Length", fmt.Sprint(len(rule.body)))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(rule.body)
 		case rule.fault == Delay:
 			// Read the body first: the server notices a client that gave up (its request's
 			// context ends) only once the body is consumed.
@@ -229,6 +237,13 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 	t.Cleanup(func() { close(p.stop); p.srv.Close() })
 	p.Endpoint = p.srv.URL
 	return p
+}
+
+// AnswerWholeObject answers the next GET with body, whole (WholeObject).
+func (p *Proxy) AnswerWholeObject(body []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = append(p.rules, &proxyRule{fault: WholeObject, method: "GET", left: 1, body: body})
 }
 
 // Inject makes the next n requests with method ("" any) fail with fault.
