@@ -29,7 +29,7 @@ type bucketCatalog struct {
 
 	relMu   sync.Mutex
 	covered uint64   // the highest sequence id a written snapshot covers
-	oldLogs []string // earlier generations' prefixes, fenced and read: dropped after a snapshot
+	oldGens []uint64 // earlier generations, fenced and read: dropped after a snapshot
 }
 
 const catalogTimeout = time.Minute
@@ -48,6 +48,12 @@ func OpenBucketCatalog(b storage.Bucket, dir, who string) (*Catalog, error) {
 func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower) (*Catalog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
+	// The retired generations first: a snapshot read after it covers them (it is written after
+	// the snapshot that does).
+	retired, err := readRetired(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
 	if f != nil && f.loaded {
 		current, err := f.current(ctx)
 		if err != nil {
@@ -65,13 +71,13 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 			return nil, err
 		}
 	}
-	gens, err := catalogGenerations(ctx, b, dir)
+	gens, err := catalogGenerations(ctx, b, dir, retired)
 	if err != nil {
 		return nil, err
 	}
 	c := f.c
 	bc := &bucketCatalog{b: b, dir: dir, etag: f.etag}
-	var next uint64 = 1
+	next := retired + 1 // never a retired generation: no opening would read it
 	for _, g := range gens {
 		prefix := catalogLogPrefix(dir, g)
 		if _, err := wal.FenceObjectLog(ctx, b, prefix, who); err != nil {
@@ -80,8 +86,8 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 		if err := f.readLog(ctx, g); err != nil {
 			return nil, err
 		}
-		bc.oldLogs = append(bc.oldLogs, prefix)
-		next = g + 1
+		bc.oldGens = append(bc.oldGens, g)
+		next = max(next, g+1)
 	}
 	bc.log, err = wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: b, Prefix: catalogLogPrefix(dir, next),
 		Writer: who, FirstSeq: f.last + 1})
@@ -91,7 +97,7 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 	c.store = bc
 	// A snapshot lets the earlier logs go, so that the next opening reads one snapshot and not
 	// every earlier activation's log; the master writes it once it serves (SnapshotIfPending).
-	c.snapshotPending = len(bc.oldLogs) > 0
+	c.snapshotPending = len(bc.oldGens) > 0
 	f.c = nil
 	return c, nil
 }
@@ -126,6 +132,8 @@ type CatalogFollower struct {
 	etag   string            // of the snapshot the copy rests on ("" when there is none)
 	last   uint64            // the highest sequence id applied
 	read   map[uint64]uint64 // generation → the highest object number applied
+	// retired: the generations up to it are fenced and covered by the snapshot (read before it).
+	retired uint64
 }
 
 // NewCatalogFollower follows the catalog under dir in b.
@@ -161,7 +169,7 @@ func (f *CatalogFollower) refresh(ctx context.Context) error {
 			return err
 		}
 	}
-	gens, err := catalogGenerations(ctx, f.b, f.dir)
+	gens, err := catalogGenerations(ctx, f.b, f.dir, f.retired)
 	if err != nil {
 		return err
 	}
@@ -187,9 +195,13 @@ func (f *CatalogFollower) current(ctx context.Context) (bool, error) {
 	return info.ETag == f.etag, nil
 }
 
-// load reads the snapshot (no log yet).
+// load reads the snapshot (no log yet), and before it the retired generations it covers.
 func (f *CatalogFollower) load(ctx context.Context) error {
 	f.loaded = false
+	retired, err := readRetired(ctx, f.b, f.dir)
+	if err != nil {
+		return err
+	}
 	name := path.Join(f.dir, "snapshot")
 	snap, info, err := f.b.Get(ctx, name)
 	switch {
@@ -202,7 +214,7 @@ func (f *CatalogFollower) load(ctx context.Context) error {
 	if err := c.loadSnapshot(name, snap); err != nil {
 		return err
 	}
-	f.c, f.etag, f.last, f.read = c, info.ETag, c.snapshotSeq, map[uint64]uint64{}
+	f.c, f.etag, f.last, f.read, f.retired = c, info.ETag, c.snapshotSeq, map[uint64]uint64{}, retired
 	f.loaded = true
 	return nil
 }
@@ -229,13 +241,18 @@ func catalogLogPrefix(dir string, gen uint64) string {
 	return path.Join(dir, "log", fmt.Sprintf("%020d", gen))
 }
 
-// catalogGenerations lists the generations that have a log, in order.
-func catalogGenerations(ctx context.Context, b storage.Bucket, dir string) ([]uint64, error) {
+// catalogGenerations lists the generations after retired that have a log, in order. A listing
+// starts after the retired generations' keys: each keeps its fence markers for good.
+func catalogGenerations(ctx context.Context, b storage.Bucket, dir string, retired uint64) ([]uint64, error) {
 	root := path.Join(dir, "log") + "/"
+	after := ""
+	if retired > 0 {
+		after = catalogLogPrefix(dir, retired) + "~" // past "<retired>/…", before "<retired+1>/…"
+	}
 	var gens []uint64
-	err := storage.Walk(ctx, b, root, func(o storage.ObjectInfo) error {
+	err := storage.WalkAfter(ctx, b, root, after, func(o storage.ObjectInfo) error {
 		g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, root), "/")
-		if n, err := strconv.ParseUint(g, 10, 64); err == nil && (len(gens) == 0 || gens[len(gens)-1] != n) {
+		if n, err := strconv.ParseUint(g, 10, 64); err == nil && n > retired && (len(gens) == 0 || gens[len(gens)-1] != n) {
 			gens = append(gens, n)
 		}
 		return nil
@@ -279,7 +296,7 @@ func (c *bucketCatalog) release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
 	c.relMu.Lock()
-	seq, old := c.covered, slices.Clone(c.oldLogs)
+	seq, old := c.covered, slices.Clone(c.oldGens)
 	c.relMu.Unlock()
 	if seq == 0 {
 		return nil
@@ -291,15 +308,67 @@ func (c *bucketCatalog) release() error {
 	if err := c.log.DropFlushed(); err != nil {
 		return err
 	}
-	for _, prefix := range old {
-		if err := wal.DeleteObjectLog(ctx, c.b, prefix); err != nil {
+	for _, g := range old {
+		if err := wal.DeleteObjectLog(ctx, c.b, catalogLogPrefix(c.dir, g)); err != nil {
 			return err
 		}
 		c.relMu.Lock()
-		c.oldLogs = slices.DeleteFunc(c.oldLogs, func(p string) bool { return p == prefix })
+		c.oldGens = slices.DeleteFunc(c.oldGens, func(x uint64) bool { return x == g })
 		c.relMu.Unlock()
 	}
+	if len(old) > 0 {
+		// Their fence markers stay (a deposed master's next write must find one); openings no
+		// longer fence, read or list them.
+		return retire(ctx, c.b, c.dir, slices.Max(old))
+	}
 	return nil
+}
+
+// The retired generations: <dir>/log-retired holds the highest generation whose log is fenced,
+// read into a snapshot and dropped (only its fence markers left), so that an opening fences,
+// reads and lists only the generations after it — before, each activation of a master left a
+// generation that every later opening fenced and read again (dozens of requests each), until
+// openings no longer fit their time. Written after the snapshot that covers them, read before
+// the snapshot; it only rises.
+func retiredKey(dir string) string { return path.Join(dir, "log-retired") }
+
+func readRetired(ctx context.Context, b storage.Bucket, dir string) (uint64, error) {
+	g, _, err := getRetired(ctx, b, dir)
+	return g, err
+}
+
+func getRetired(ctx context.Context, b storage.Bucket, dir string) (uint64, string, error) {
+	body, info, err := b.Get(ctx, retiredKey(dir))
+	switch {
+	case errors.Is(err, storage.ErrNoObject):
+		return 0, "", nil
+	case err != nil:
+		return 0, "", fmt.Errorf("catalog: read %s in %s: %w", retiredKey(dir), b.Describe(), err)
+	}
+	g, err := strconv.ParseUint(strings.TrimSpace(string(body)), 10, 64)
+	if err != nil || len(body) > 64 {
+		// Not one this code wrote: retire nothing, reading every generation (always correct).
+		return 0, info.ETag, nil
+	}
+	return g, info.ETag, nil
+}
+
+// retire raises the retired generation to g (a write that lost a race reads again).
+func retire(ctx context.Context, b storage.Bucket, dir string, g uint64) error {
+	for range 3 {
+		have, etag, err := getRetired(ctx, b, dir)
+		if err != nil || have >= g {
+			return err
+		}
+		_, err = b.Put(ctx, retiredKey(dir), []byte(strconv.FormatUint(g, 10)+"\n"), storage.Condition{IfMatch: etag, IfNoneMatch: etag == ""})
+		if !errors.Is(err, storage.ErrPrecondition) {
+			if err != nil {
+				return fmt.Errorf("catalog: write %s in %s: %w", retiredKey(dir), b.Describe(), err)
+			}
+			return nil
+		}
+	}
+	return nil // others keep writing it: theirs serves
 }
 
 func (c *bucketCatalog) close() error { return c.log.Close() }

@@ -161,3 +161,86 @@ func TestCatalogFollowerTakesOverWithTheLastChangesOnly(t *testing.T) {
 	taken.Close()
 	active.Close()
 }
+
+// requestCounter counts a bucket's reads and listings under meta/log/.
+type requestCounter struct {
+	storage.Bucket
+	reads, listed atomic.Int64
+}
+
+func (c *requestCounter) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	if strings.HasPrefix(key, "meta/log/") {
+		c.reads.Add(1)
+	}
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *requestCounter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if strings.HasPrefix(key, "meta/log/") {
+		c.reads.Add(1)
+	}
+	return c.Bucket.GetRange(ctx, key, off, n)
+}
+
+func (c *requestCounter) List(ctx context.Context, prefix, startAfter string, limit int) ([]storage.ObjectInfo, error) {
+	objs, err := c.Bucket.List(ctx, prefix, startAfter, limit)
+	if strings.HasPrefix(prefix, "meta/log") {
+		c.listed.Add(int64(len(objs)))
+	}
+	return objs, err
+}
+
+// Each activation of a master leaves a generation of the catalog's log whose fence markers stay
+// for good; once a snapshot covers it and its other objects are dropped, openings no longer fence,
+// read or list it, so an opening costs the same after many activations as after a few (it grew
+// with each: dozens of requests per earlier generation, until openings no longer fit their time).
+// Every change made by every activation is there at the end, and a follower that loads the
+// catalog afresh has the same.
+func TestCatalogOpeningsDoNotGrowWithActivations(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	b := &requestCounter{Bucket: dir}
+	var costs []int64
+	const activations = 20
+	for i := range activations {
+		reads, listed := b.reads.Load(), b.listed.Load()
+		c, err := OpenBucketCatalog(b, "meta", fmt.Sprint("m", i))
+		if err != nil {
+			t.Fatalf("opening %d: %v", i, err)
+		}
+		costs = append(costs, b.reads.Load()-reads+b.listed.Load()-listed)
+		for j := range i {
+			if got := string(c.Get(fmt.Sprint("k", j))); got != fmt.Sprint("v", j) {
+				t.Fatalf("opening %d reads %q for k%d", i, got, j)
+			}
+		}
+		if err := c.SnapshotIfPending(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Apply(CatalogChange{Key: fmt.Sprint("k", i), Value: []byte(fmt.Sprint("v", i))}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 { // some activations end with a snapshot of their own, others with a log only
+			if err := c.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+	}
+	t.Logf("reads and listed objects of the log per opening: %v", costs)
+	if costs[activations-1] > costs[3]+costs[3]/2 {
+		t.Errorf("reads and listed objects of the log per opening: %v — they grow with the activations", costs)
+	}
+	f := NewCatalogFollower(b, "meta")
+	if err := f.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for j := range activations {
+		if got := string(f.c.Get(fmt.Sprint("k", j))); got != fmt.Sprint("v", j) {
+			t.Fatalf("a follower reads %q for k%d", got, j)
+		}
+	}
+}

@@ -169,7 +169,12 @@ const walkPage = 1000
 // Walk calls fn with every object under prefix, in key order, listing a page of 1000 at a time;
 // fn may delete the object it is given. It stops at the first error.
 func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) error) error {
-	after := ""
+	return WalkAfter(ctx, b, prefix, "", fn)
+}
+
+// WalkAfter is Walk over the keys after after (all of them when it is ""). A store whose listing
+// does not move past the key it was asked to start after is an error, not a walk without end.
+func WalkAfter(ctx context.Context, b Bucket, prefix, after string, fn func(ObjectInfo) error) error {
 	for {
 		page, err := b.List(ctx, prefix, after, walkPage)
 		if err != nil {
@@ -177,6 +182,9 @@ func Walk(ctx context.Context, b Bucket, prefix string, fn func(ObjectInfo) erro
 		}
 		if len(page) == 0 {
 			return nil
+		}
+		if after != "" && page[0].Key <= after {
+			return fmt.Errorf("storage: listing %s in %s after %q answered %q: the store does not honour start-after", prefix, b.Describe(), after, page[0].Key)
 		}
 		for _, o := range page {
 			if err := fn(o); err != nil {
