@@ -2,8 +2,10 @@ package storage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -143,5 +145,37 @@ func TestWalkStopsAtAShortPage(t *testing.T) {
 		if n != tc.objects || c.lists != tc.lists {
 			t.Errorf("walk of %s: %d objects in %d lists, want %d in %d", tc.prefix, n, c.lists, tc.objects, tc.lists)
 		}
+	}
+}
+
+// ignoresStartAfter is a store whose listing always starts at the beginning (a fault a real store
+// does not make on purpose).
+type ignoresStartAfter struct {
+	storage.Bucket
+	keys []storage.ObjectInfo
+}
+
+func (b ignoresStartAfter) List(_ context.Context, _, _ string, limit int) ([]storage.ObjectInfo, error) {
+	return b.keys[:min(limit, len(b.keys))], nil
+}
+
+func (b ignoresStartAfter) Describe() string { return "test:ignores-start-after" }
+
+// A walk over a store whose listing does not move past the key it was asked to start after ends
+// with an error saying so, instead of paging without end.
+func TestWalkNeedsListingsToMoveOn(t *testing.T) {
+	b := ignoresStartAfter{}
+	for i := range 1500 {
+		b.keys = append(b.keys, storage.ObjectInfo{Key: fmt.Sprintf("p/%05d", i)})
+	}
+	seen := 0
+	err := storage.Walk(context.Background(), b, "p/", func(storage.ObjectInfo) error {
+		if seen++; seen > 10_000 {
+			return errors.New("walked on")
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "start-after") || seen != 1000 {
+		t.Fatalf("walk of a store ignoring start-after: %v after %d objects", err, seen)
 	}
 }
