@@ -1101,20 +1101,13 @@ func ReadObjectLogAfter(ctx context.Context, b storage.Bucket, prefix string, af
 	if after > 0 {
 		start = objectKey(prefix, after) // keys are zero-padded: the listing starts past it
 	}
-	for {
-		page, err := b.List(ctx, prefix+"/", start, 1000)
-		if err != nil {
-			return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
+	if err := storage.WalkAfter(ctx, b, prefix+"/", start, func(o storage.ObjectInfo) error {
+		if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
+			objs = append(objs, numberedObject{n: n, key: o.Key})
 		}
-		if len(page) == 0 {
-			break
-		}
-		for _, o := range page {
-			if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
-				objs = append(objs, numberedObject{n: n, key: o.Key})
-			}
-		}
-		start = page[len(page)-1].Key
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
 	}
 	highest := after
 	err := fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
