@@ -1064,15 +1064,16 @@ func searchDown(lo, hi uint64, after func(uint64) (bool, error)) (uint64, error)
 }
 
 type numberedObject struct {
-	n   uint64
-	key string
+	n    uint64
+	key  string
+	size int64 // as listed (0: not known)
 }
 
 func listObjects(ctx context.Context, b storage.Bucket, prefix string) ([]numberedObject, error) {
 	var out []numberedObject
 	err := storage.Walk(ctx, b, prefix+"/", func(o storage.ObjectInfo) error {
 		if n, ok := parseObjectKey(prefix, o.Key); ok {
-			out = append(out, numberedObject{n: n, key: o.Key})
+			out = append(out, numberedObject{n: n, key: o.Key, size: o.Size})
 		}
 		return nil
 	})
@@ -1103,7 +1104,7 @@ func ReadObjectLogAfter(ctx context.Context, b storage.Bucket, prefix string, af
 	}
 	if err := storage.WalkAfter(ctx, b, prefix+"/", start, func(o storage.ObjectInfo) error {
 		if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
-			objs = append(objs, numberedObject{n: n, key: o.Key})
+			objs = append(objs, numberedObject{n: n, key: o.Key, size: o.Size})
 		}
 		return nil
 	}); err != nil {
@@ -1117,12 +1118,28 @@ func ReadObjectLogAfter(ctx context.Context, b storage.Bucket, prefix string, af
 	return highest, err
 }
 
-// fetchObjects gets objs readAhead at a time and calls fn with each, in order.
+// fetchBytes bounds the listed bytes of the objects fetchObjects holds at once (one object larger
+// than it is fetched alone).
+const fetchBytes = 64 << 20
+
+// fetchBatchEnd is where the batch of objects fetched together from start ends: at most readAhead
+// objects, of at most fetchBytes listed together unless the first alone is larger.
+func fetchBatchEnd(objs []numberedObject, start int) int {
+	bytes, end := objs[start].size, start+1
+	for ; end < len(objs) && end-start < readAhead && bytes+objs[end].size <= fetchBytes; end++ {
+		bytes += objs[end].size
+	}
+	return end
+}
+
+// fetchObjects gets objs readAhead at a time (fewer when their listed sizes pass fetchBytes) and
+// calls fn with each, in order.
 func fetchObjects(ctx context.Context, b storage.Bucket, objs []numberedObject, fn func(numberedObject, []byte) error) error {
 	bodies := make([][]byte, readAhead)
 	errs := make([]error, readAhead)
-	for start := 0; start < len(objs); start += readAhead {
-		batch := objs[start:min(start+readAhead, len(objs))]
+	for start, end := 0, 0; start < len(objs); start = end {
+		end = fetchBatchEnd(objs, start)
+		batch := objs[start:end]
 		var wg sync.WaitGroup
 		for i, o := range batch {
 			wg.Add(1)
