@@ -658,10 +658,17 @@ func (l *ObjectLog) DropFlushed() error {
 	l.dropMu.Lock()
 	defer l.dropMu.Unlock()
 	l.mu.Lock()
+	// The highest object written stays, flushed or not: a fence finds the writer's numbers from
+	// the highest object listed, and of a log with none it would place its markers at 1..64 —
+	// below the writer's next number, which it could then still write and acknowledge.
+	var top uint64
+	for _, o := range l.live {
+		top = max(top, o.n)
+	}
 	var drop []uint64
 	kept := l.live[:0]
 	for _, o := range l.live {
-		done := l.opts.Archive == nil || o.n <= l.archived.through.Load()
+		done := o.n != top && (l.opts.Archive == nil || o.n <= l.archived.through.Load())
 		for r, s := range o.regions {
 			if !done || l.flushed[r] < s {
 				done = false
