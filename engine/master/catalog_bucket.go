@@ -48,47 +48,31 @@ func OpenBucketCatalog(b storage.Bucket, dir, who string) (*Catalog, error) {
 func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower) (*Catalog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	// The retired generations first: a snapshot read after it covers them (it is written after
-	// the snapshot that does).
-	retired, err := readRetired(ctx, b, dir)
-	if err != nil {
-		return nil, err
-	}
-	if f != nil && f.loaded {
+	var bc *bucketCatalog
+	next := uint64(1)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if bc, next, err = readBucketCatalog(ctx, b, dir, who, &f); err != nil {
+			return nil, err
+		}
+		// A deposed master may have replaced the snapshot between this opening's read of it and
+		// its fences, and dropped the log objects the new one covers: what was read of the logs
+		// then lacks them. Everything is fenced now, so reading again from the new snapshot is
+		// final.
 		current, err := f.current(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if !current {
-			f = nil // the active master wrote a snapshot since the last refresh
+		if current {
+			break
 		}
-	} else {
+		if attempt == 2 {
+			return nil, errors.New("catalog: the snapshot was replaced during each of three openings: another master is writing it")
+		}
 		f = nil
 	}
-	if f == nil {
-		f = &CatalogFollower{b: b, dir: dir}
-		if err := f.load(ctx); err != nil {
-			return nil, err
-		}
-	}
-	gens, err := catalogGenerations(ctx, b, dir, retired)
-	if err != nil {
-		return nil, err
-	}
 	c := f.c
-	bc := &bucketCatalog{b: b, dir: dir, etag: f.etag}
-	next := retired + 1 // never a retired generation: no opening would read it
-	for _, g := range gens {
-		prefix := catalogLogPrefix(dir, g)
-		if _, err := wal.FenceObjectLog(ctx, b, prefix, who); err != nil {
-			return nil, fmt.Errorf("catalog: fence the log of an earlier master: %w", err)
-		}
-		if err := f.readLog(ctx, g); err != nil {
-			return nil, err
-		}
-		bc.oldGens = append(bc.oldGens, g)
-		next = max(next, g+1)
-	}
+	var err error
 	bc.log, err = wal.OpenObjectLog(ctx, wal.ObjectLogOptions{Bucket: b, Prefix: catalogLogPrefix(dir, next),
 		Writer: who, FirstSeq: f.last + 1})
 	if err != nil {
@@ -100,6 +84,53 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 	c.snapshotPending = len(bc.oldGens) > 0
 	f.c = nil
 	return c, nil
+}
+
+// readBucketCatalog reads the catalog into *f (from its copy when that rests on the current
+// snapshot, else afresh), fencing and reading every generation after the retired ones; it
+// returns the store with the generations read and the next generation's number.
+func readBucketCatalog(ctx context.Context, b storage.Bucket, dir, who string, f **CatalogFollower) (*bucketCatalog, uint64, error) {
+	// The retired generations first: a snapshot read after it covers them (it is written after
+	// the snapshot that does).
+	retired, err := readRetired(ctx, b, dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	if *f != nil && (*f).loaded {
+		current, err := (*f).current(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !current {
+			*f = nil // the active master wrote a snapshot since the last refresh
+		}
+	} else {
+		*f = nil
+	}
+	if *f == nil {
+		*f = &CatalogFollower{b: b, dir: dir}
+		if err := (*f).load(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	gens, err := catalogGenerations(ctx, b, dir, retired)
+	if err != nil {
+		return nil, 0, err
+	}
+	bc := &bucketCatalog{b: b, dir: dir, etag: (*f).etag}
+	next := retired + 1 // never a retired generation: no opening would read it
+	for _, g := range gens {
+		prefix := catalogLogPrefix(dir, g)
+		if _, err := wal.FenceObjectLog(ctx, b, prefix, who); err != nil {
+			return nil, 0, fmt.Errorf("catalog: fence the log of an earlier master: %w", err)
+		}
+		if err := (*f).readLog(ctx, g); err != nil {
+			return nil, 0, err
+		}
+		bc.oldGens = append(bc.oldGens, g)
+		next = max(next, g+1)
+	}
+	return bc, next, nil
 }
 
 // SnapshotIfPending writes the snapshot an opening left to do (it read earlier generations' logs,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -242,5 +243,69 @@ func TestCatalogOpeningsDoNotGrowWithActivations(t *testing.T) {
 		if got := string(f.c.Get(fmt.Sprint("k", j))); got != fmt.Sprint("v", j) {
 			t.Fatalf("a follower reads %q for k%d", got, j)
 		}
+	}
+}
+
+// listHook runs fn once, before the first listing of the catalog's log.
+type listHook struct {
+	storage.Bucket
+	once sync.Once
+	fn   func()
+}
+
+func (h *listHook) List(ctx context.Context, prefix, startAfter string, limit int) ([]storage.ObjectInfo, error) {
+	if strings.HasPrefix(prefix, "meta/log") {
+		h.once.Do(h.fn)
+	}
+	return h.Bucket.List(ctx, prefix, startAfter, limit)
+}
+
+// A master not yet deposed replaces the snapshot and drops the log objects it covers after an
+// opening master read the snapshot and before it fenced that log: the opening must not serve a
+// catalog without those changes (it read the old snapshot and a log missing them); it reads
+// again from the new snapshot once everything is fenced.
+func TestCatalogOpeningSeesASnapshotReplacedMeanwhile(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	active, err := OpenBucketCatalog(dir, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer active.Close()
+	if err := active.Apply(CatalogChange{Key: "a", Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	hook := &listHook{Bucket: dir, fn: func() {
+		// The opening has read the snapshot; the active master goes on.
+		for i := range 5 {
+			if err := active.Apply(CatalogChange{Key: fmt.Sprint("b", i), Value: []byte("2")}); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := active.Snapshot(); err != nil { // replaces the snapshot, drops the objects
+			t.Error(err)
+		}
+	}}
+	next, err := OpenBucketCatalog(hook, "meta", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	for i := range 5 {
+		if got := string(next.Get(fmt.Sprint("b", i))); got != "2" {
+			t.Fatalf("the new master reads %q for b%d, a change the snapshot made meanwhile holds", got, i)
+		}
+	}
+	if got := string(next.Get("a")); got != "1" {
+		t.Fatalf("a = %q", got)
+	}
+	if err := next.SnapshotIfPending(); err != nil {
+		t.Fatalf("the new master's snapshot: %v", err)
 	}
 }
