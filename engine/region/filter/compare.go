@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/cellstore/cellstore/engine/pattern"
 )
 
 // CompareOp is a comparison operator (HBase's CompareOperator). A filter
@@ -162,9 +164,9 @@ func NewRegexStringComparator(expr string) (*RegexStringComparator, error) {
 
 func (c *RegexStringComparator) compile() error {
 	if c.re == nil && c.err == nil {
-		c.re, c.err = regexp.Compile(c.Expr)
+		c.re, c.err = pattern.Compile(c.Expr) // bounded: a client's few bytes could ask for a huge program
 		if c.err != nil {
-			c.err = fmt.Errorf("filter: bad regular expression %q: %w", c.Expr, c.err)
+			c.err = fmt.Errorf("filter: bad regular expression: %w", c.err)
 		}
 	}
 	return c.err
