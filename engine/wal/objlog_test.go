@@ -742,14 +742,14 @@ func TestMarkFlushedDoesNotWaitForDeletes(t *testing.T) {
 		t.Fatalf("MarkFlushed returned after %d deletes: it waited for the store", d)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for l.Stats().Deleted != 5 {
+	for l.Stats().Deleted != 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 5 flushed objects deleted after 30 s", l.Stats().Deleted)
+			t.Fatalf("%d of 4 flushed objects deleted after 30 s (the highest stays while the log is open)", l.Stats().Deleted)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := readLog(t, b, "wal/drop_1"); len(got) != 0 {
-		t.Fatalf("%d edits left in the log after every object was flushed", len(got))
+	if got := readLog(t, b, "wal/drop_1"); len(got) != 1 {
+		t.Fatalf("%d edits left in the log after every object was flushed, want the highest object's", len(got))
 	}
 	// A close right after a flush leaves nothing flushed behind.
 	for i := range 3 {
