@@ -30,6 +30,8 @@ type bucketCatalog struct {
 	relMu   sync.Mutex
 	covered uint64   // the highest sequence id a written snapshot covers
 	oldGens []uint64 // earlier generations, fenced and read: dropped after a snapshot
+	// toRetire: the highest generation dropped and not yet recorded as retired.
+	toRetire uint64
 }
 
 const catalogTimeout = time.Minute
@@ -347,11 +349,25 @@ func (c *bucketCatalog) release() error {
 		c.oldGens = slices.DeleteFunc(c.oldGens, func(x uint64) bool { return x == g })
 		c.relMu.Unlock()
 	}
+	c.relMu.Lock()
 	if len(old) > 0 {
-		// Their fence markers stay (a deposed master's next write must find one); openings no
-		// longer fence, read or list them.
-		return retire(ctx, c.b, c.dir, slices.Max(old))
+		c.toRetire = max(c.toRetire, slices.Max(old))
 	}
+	g := c.toRetire
+	c.relMu.Unlock()
+	if g == 0 {
+		return nil
+	}
+	// Their fence markers stay (a deposed master's next write must find one); openings no
+	// longer fence, read or list them. (A failed write is tried again by the next release.)
+	if err := retire(ctx, c.b, c.dir, g); err != nil {
+		return err
+	}
+	c.relMu.Lock()
+	if c.toRetire == g {
+		c.toRetire = 0
+	}
+	c.relMu.Unlock()
 	return nil
 }
 

@@ -309,3 +309,55 @@ func TestCatalogOpeningSeesASnapshotReplacedMeanwhile(t *testing.T) {
 		t.Fatalf("the new master's snapshot: %v", err)
 	}
 }
+
+// failRetiredOnce fails the first write of meta/log-retired.
+type failRetiredOnce struct {
+	storage.Bucket
+	failed atomic.Bool
+}
+
+func (f *failRetiredOnce) Put(ctx context.Context, key string, body []byte, cond storage.Condition) (string, error) {
+	if key == "meta/log-retired" && f.failed.CompareAndSwap(false, true) {
+		return "", errors.New("injected: the store is unavailable")
+	}
+	return f.Bucket.Put(ctx, key, body, cond)
+}
+
+// Recording the retired generations after a failed write is done by the next release: the
+// generations dropped are not read by every opening for good.
+func TestRetiringIsTriedAgain(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	first, err := OpenBucketCatalog(dir, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Apply(CatalogChange{Key: "a", Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	b := &failRetiredOnce{Bucket: dir}
+	second, err := OpenBucketCatalog(b, "meta", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := second.SnapshotIfPending(); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("the opening snapshot's release with the retired record failing: %v", err)
+	}
+	if g, err := readRetired(context.Background(), dir, "meta"); err != nil || g != 0 {
+		t.Fatalf("retired %d, %v after the failed write", g, err)
+	}
+	if err := second.Apply(CatalogChange{Key: "b", Value: []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := readRetired(context.Background(), dir, "meta"); err != nil || g != 1 {
+		t.Fatalf("retired %d, %v after the next release, want generation 1", g, err)
+	}
+}
