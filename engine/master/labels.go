@@ -115,11 +115,15 @@ func (m *Master) ListLabels(_ context.Context, req *pb.ListLabelsRequest) (*pb.L
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
-	defer m.mu.Unlock()
-	resp := &pb.ListLabelsResponse{}
+	var names []string
 	for _, l := range m.st.acl.GetLabels() {
-		if re == nil || re.MatchString(l.GetName()) {
-			resp.Labels = append(resp.Labels, l.GetName())
+		names = append(names, l.GetName())
+	}
+	m.mu.Unlock()
+	resp := &pb.ListLabelsResponse{} // (matched off the master's lock)
+	for _, n := range names {
+		if re == nil || re.MatchString(n) {
+			resp.Labels = append(resp.Labels, n)
 		}
 	}
 	slices.Sort(resp.Labels)
