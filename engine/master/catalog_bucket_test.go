@@ -361,3 +361,49 @@ func TestRetiringIsTriedAgain(t *testing.T) {
 		t.Fatalf("retired %d, %v after the next release, want generation 1", g, err)
 	}
 }
+
+// A master that snapshots and closes with nothing more written leaves its generation's highest
+// object: the next master takes the generation after it, so a standby that followed the catalog
+// (and read that object) and takes over later reads everything the next master wrote.
+func TestWarmStandbyAfterAnIdleMasterClosed(t *testing.T) {
+	dir, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	m1, err := OpenBucketCatalog(dir, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.Apply(CatalogChange{Key: "a", Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	f := NewCatalogFollower(dir, "meta")
+	if err := f.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m1.Close()
+	m2, err := OpenBucketCatalog(dir, "meta", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := m2.Apply(CatalogChange{Key: fmt.Sprint("b", i), Value: []byte("2")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2.Close()
+	m3, err := OpenBucketCatalogFrom(dir, "meta", "m3", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close()
+	for i := range 5 {
+		if got := string(m3.Get(fmt.Sprint("b", i))); got != "2" {
+			t.Fatalf("the standby that took over reads %q for b%d", got, i)
+		}
+	}
+}

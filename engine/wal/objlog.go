@@ -661,14 +661,12 @@ func (l *ObjectLog) DropFlushed() error {
 	// The highest object written stays, flushed or not: a fence finds the writer's numbers from
 	// the highest object listed, and of a log with none it would place its markers at 1..64 —
 	// below the writer's next number, which it could then still write and acknowledge.
-	// A closed log, whose PUTs are over, keeps nothing.
+	// (Closed too: a closed log that kept nothing would leave its prefix empty, and the catalog's
+	// next master could take the same generation for its own log, whose objects a standby that
+	// had read the kept object would then skip.)
 	var top uint64
-	select {
-	case <-l.stopped:
-	default:
-		for _, o := range l.live {
-			top = max(top, o.n)
-		}
+	for _, o := range l.live {
+		top = max(top, o.n)
 	}
 	var drop []uint64
 	kept := l.live[:0]
