@@ -16,8 +16,11 @@ import (
 // and stores the modules it carries under functions/<sha256>.wasm, leaving only their digests
 // in the descriptor the catalog keeps: the catalog and every region open stay small, and every
 // server and replica reads the same bytes. A function sent without its module must name one
-// already stored.
+// already stored. A master that is not active stores nothing (its callers' requests are refused).
 func (m *Master) storeFunctions(ctx context.Context, td *pb.TableDescriptor) error {
+	if m.status.Load() != stateActive {
+		return m.notActive()
+	}
 	fns := td.GetFunctions()
 	if len(fns) == 0 {
 		return nil

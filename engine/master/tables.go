@@ -84,9 +84,6 @@ func (m *Master) createTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	if m.status.Load() != stateActive { // before the functions are compiled and stored
-		return nil, m.notActive()
-	}
 	if err := m.storeFunctions(ctx, td); err != nil {
 		return nil, err
 	}
@@ -172,9 +169,6 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	td, err := checkTableDescriptor(req.GetTable())
 	if err != nil {
 		return err
-	}
-	if m.status.Load() != stateActive { // before the functions are compiled and stored
-		return m.notActive()
 	}
 	if err := m.storeFunctions(ctx, td); err != nil {
 		return err

@@ -19,17 +19,25 @@ const (
 
 // Compile compiles p (RE2 syntax, as Go's regexp) within the bounds.
 func Compile(p string) (*regexp.Regexp, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	return regexp.Compile(p)
+}
+
+// check parses p and refuses it past the bounds, before anything is compiled.
+func check(p string) error {
 	if len(p) > MaxLength {
-		return nil, fmt.Errorf("the pattern is %d bytes long, more than %d", len(p), MaxLength)
+		return fmt.Errorf("the pattern is %d bytes long, more than %d", len(p), MaxLength)
 	}
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
-		return nil, fmt.Errorf("pattern %s is not a regular expression: %w", quote(p), err)
+		return fmt.Errorf("pattern %s is not a regular expression: %w", quote(p), err)
 	}
 	if n := size(re); n > MaxSize {
-		return nil, fmt.Errorf("pattern %s is too large: it would compile to more than %d instructions (counted repetitions such as {1000} multiply what they repeat); give a simpler one", quote(p), MaxSize)
+		return fmt.Errorf("pattern %s is too large: it would compile to more than %d instructions (counted repetitions such as {1000} multiply what they repeat); give a simpler one", quote(p), MaxSize)
 	}
-	return regexp.Compile(p)
+	return nil
 }
 
 // quote quotes p for an error, its first 100 bytes.
@@ -45,7 +53,7 @@ func Whole(p string) (*regexp.Regexp, error) {
 	if p == "" {
 		return nil, nil
 	}
-	if _, err := Compile(p); err != nil {
+	if err := check(p); err != nil { // (p alone: the anchors cannot close its groups)
 		return nil, err
 	}
 	return regexp.Compile("^(?:" + p + ")$")

@@ -262,25 +262,21 @@ func (s *Server) authorizeAdmin(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	id, _ := security.FromContext(ctx)
 	var or *onlineRegion
-	regionCall := false
+	name, regionCall := "", false
 	switch r := req.(type) {
 	case *pb.PingRequest:
 		return handler(ctx, req)
 	case *pb.RegionRequest:
-		or, regionCall = s.adminRegion(r.GetRegion()), true
+		name, regionCall = r.GetRegion(), true
 	case *pb.CompactRegionRequest:
-		or, regionCall = s.adminRegion(r.GetRegion()), true
+		name, regionCall = r.GetRegion(), true
+	}
+	if regionCall {
+		or = s.adminRegion(name)
 	}
 	if regionCall && or == nil && !s.acl.Load().Superuser(id) {
 		// Not here: the answer the handler would give (not serving, moved), without running it —
 		// the region could arrive meanwhile, and the handler waits for an opening one.
-		name := ""
-		switch r := req.(type) {
-		case *pb.RegionRequest:
-			name = r.GetRegion()
-		case *pb.CompactRegionRequest:
-			name = r.GetRegion()
-		}
 		_, _, d := s.lookupUntil(name, time.Now(), false)
 		if d == nil {
 			d = s.notServing(name)

@@ -1080,9 +1080,18 @@ type numberedObject struct {
 }
 
 func listObjects(ctx context.Context, b storage.Bucket, prefix string) ([]numberedObject, error) {
+	return listObjectsAfter(ctx, b, prefix, 0)
+}
+
+// listObjectsAfter lists the log's objects numbered above after.
+func listObjectsAfter(ctx context.Context, b storage.Bucket, prefix string, after uint64) ([]numberedObject, error) {
+	start := ""
+	if after > 0 {
+		start = objectKey(prefix, after) // keys are zero-padded: the listing starts past it
+	}
 	var out []numberedObject
-	err := storage.Walk(ctx, b, prefix+"/", func(o storage.ObjectInfo) error {
-		if n, ok := parseObjectKey(prefix, o.Key); ok {
+	err := storage.WalkAfter(ctx, b, prefix+"/", start, func(o storage.ObjectInfo) error {
+		if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
 			out = append(out, numberedObject{n: n, key: o.Key, size: o.Size})
 		}
 		return nil
@@ -1107,21 +1116,12 @@ func ReadObjectLog(ctx context.Context, b storage.Bucket, prefix string, fn func
 // the log up to after before: a standby master following the catalog). It returns after when
 // there is nothing newer.
 func ReadObjectLogAfter(ctx context.Context, b storage.Bucket, prefix string, after uint64, fn func(*Edit) error) (uint64, error) {
-	var objs []numberedObject
-	start := ""
-	if after > 0 {
-		start = objectKey(prefix, after) // keys are zero-padded: the listing starts past it
-	}
-	if err := storage.WalkAfter(ctx, b, prefix+"/", start, func(o storage.ObjectInfo) error {
-		if n, ok := parseObjectKey(prefix, o.Key); ok && n > after {
-			objs = append(objs, numberedObject{n: n, key: o.Key, size: o.Size})
-		}
-		return nil
-	}); err != nil {
+	objs, err := listObjectsAfter(ctx, b, prefix, after)
+	if err != nil {
 		return 0, fmt.Errorf("wal: read %s: %w", prefix, err)
 	}
 	highest := after
-	err := fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
+	err = fetchObjects(ctx, b, objs, func(o numberedObject, data []byte) error {
 		highest = max(highest, o.n)
 		return applyObject(o, data, fn)
 	})
