@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -18,11 +19,7 @@ import (
 // deposed master's next change fails (fenced) and never shows in the catalog, and its snapshot
 // cannot replace the newer one.
 func TestBucketCatalogFencesThePreviousMaster(t *testing.T) {
-	b, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := dirBucket(t)
 	first, err := OpenBucketCatalog(b, "meta", "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -94,11 +91,7 @@ func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, storage.O
 // elected, it opens the catalog from its copy, reading only the objects written since its last
 // refresh, and has exactly what a full opening reads.
 func TestCatalogFollowerTakesOverWithTheLastChangesOnly(t *testing.T) {
-	dir, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	dir := dirBucket(t)
 	b := &countingBucket{Bucket: dir}
 	ctx := context.Background()
 	active, err := OpenBucketCatalog(b, "meta", "m1")
@@ -198,11 +191,7 @@ func (c *requestCounter) List(ctx context.Context, prefix, startAfter string, li
 // Every change made by every activation is there at the end, and a follower that loads the
 // catalog afresh has the same.
 func TestCatalogOpeningsDoNotGrowWithActivations(t *testing.T) {
-	dir, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	dir := dirBucket(t)
 	b := &requestCounter{Bucket: dir}
 	var costs []int64
 	const activations = 20
@@ -265,11 +254,7 @@ func (h *listHook) List(ctx context.Context, prefix, startAfter string, limit in
 // catalog without those changes (it read the old snapshot and a log missing them); it reads
 // again from the new snapshot once everything is fenced.
 func TestCatalogOpeningSeesASnapshotReplacedMeanwhile(t *testing.T) {
-	dir, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	dir := dirBucket(t)
 	active, err := OpenBucketCatalog(dir, "meta", "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -326,11 +311,7 @@ func (f *failRetiredOnce) Put(ctx context.Context, key string, body []byte, cond
 // Recording the retired generations after a failed write is done by the next release: the
 // generations dropped are not read by every opening for good.
 func TestRetiringIsTriedAgain(t *testing.T) {
-	dir, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	dir := dirBucket(t)
 	first, err := OpenBucketCatalog(dir, "meta", "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -366,11 +347,7 @@ func TestRetiringIsTriedAgain(t *testing.T) {
 // object: the next master takes the generation after it, so a standby that followed the catalog
 // (and read that object) and takes over later reads everything the next master wrote.
 func TestWarmStandbyAfterAnIdleMasterClosed(t *testing.T) {
-	dir, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	dir := dirBucket(t)
 	m1, err := OpenBucketCatalog(dir, "meta", "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -407,3 +384,6 @@ func TestWarmStandbyAfterAnIdleMasterClosed(t *testing.T) {
 		}
 	}
 }
+
+// dirBucket is a directory bucket in the test's temporary directory, closed when the test ends.
+func dirBucket(t *testing.T) *storage.DirBucket { return buckettest.Dir(t) }

@@ -16,6 +16,7 @@ import (
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -247,15 +248,7 @@ func testPointInTimeRecovery(t *testing.T, onBucket bool) {
 	}
 }
 
-func newDirBucket(t *testing.T) *storage.DirBucket {
-	t.Helper()
-	b, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
+func newDirBucket(t *testing.T) *storage.DirBucket { return buckettest.Dir(t) }
 
 // A SKIP_FLUSH snapshot taken after the region flushed only its large family (the default
 // per-family flush policy): the small family's edits older than the large family's newest file

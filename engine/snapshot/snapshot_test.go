@@ -14,6 +14,7 @@ import (
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/storage/buckettest"
 )
 
 func TestManifestRoundTripAndCorruption(t *testing.T) {
@@ -87,15 +88,7 @@ func (c corruptingBucket) Put(ctx context.Context, key string, body []byte, cond
 	return c.Bucket.Put(ctx, key, body, cond)
 }
 
-func dirBucket(t *testing.T) *storage.DirBucket {
-	t.Helper()
-	b, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
+func dirBucket(t *testing.T) *storage.DirBucket { return buckettest.Dir(t) }
 
 // Copy puts a snapshot's files under archive/ and its manifest at the destination, verifies each
 // file, copies nothing twice, refuses another snapshot of the same name, and leaves no manifest when

@@ -17,15 +17,7 @@ import (
 	"github.com/cellstore/cellstore/engine/storage/s3/s3test"
 )
 
-func dirBucket(t testing.TB) storage.Bucket {
-	t.Helper()
-	b, err := storage.NewDirBucket(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
+func dirBucket(t testing.TB) storage.Bucket { return buckettest.Dir(t) }
 
 // minioBucket is a bucket on a real S3 server (skipped, saying how to get it, outside make test),
 // reached through a fault-injecting proxy.

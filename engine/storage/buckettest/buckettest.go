@@ -499,3 +499,14 @@ func (g *getCounter) StartUpload(ctx context.Context, key string) (storage.Uploa
 	}
 	return mb.StartUpload(ctx, key)
 }
+
+// Dir is a directory bucket in the test's temporary directory, closed when the test ends.
+func Dir(t testing.TB) *storage.DirBucket {
+	t.Helper()
+	b, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
