@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,6 +97,27 @@ func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 			}
 			http.Error(w, err.Error(), status)
 			return
+		}
+		h(w, r)
+	}
+}
+
+// MaxProfileSeconds is the longest profile or trace the endpoint takes (its seconds parameter):
+// a CPU profile costs the process a few per cent while it runs and a trace keeps every event in
+// memory until its caller reads it, so a request may not ask for hours of either.
+const MaxProfileSeconds = 300
+
+// boundedSeconds refuses a profile asked for longer than MaxProfileSeconds (net/http/pprof takes
+// any length: ?seconds=100000000 ran a CPU profile for years, and kept the profiler from anyone
+// else).
+func boundedSeconds(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if v := r.FormValue("seconds"); v != "" {
+			sec, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(sec <= MaxProfileSeconds) {
+				http.Error(w, fmt.Sprintf("seconds=%q: give a number of seconds up to %d", v, MaxProfileSeconds), http.StatusBadRequest)
+				return
+			}
 		}
 		h(w, r)
 	}
@@ -190,11 +212,11 @@ func (s *Server) Start(addr string) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
 	mux.Handle("/healthz", s.checks(s.liveness))
 	mux.Handle("/readyz", s.checks(s.readiness))
-	mux.HandleFunc("/debug/pprof/", s.guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/", s.guard(boundedSeconds(pprof.Index)))
 	mux.HandleFunc("/debug/pprof/cmdline", s.guard(pprof.Cmdline))
-	mux.HandleFunc("/debug/pprof/profile", s.guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/profile", s.guard(boundedSeconds(pprof.Profile)))
 	mux.HandleFunc("/debug/pprof/symbol", s.guard(pprof.Symbol))
-	mux.HandleFunc("/debug/pprof/trace", s.guard(pprof.Trace))
+	mux.HandleFunc("/debug/pprof/trace", s.guard(boundedSeconds(pprof.Trace)))
 	s.mu.Lock()
 	for p, h := range s.extra {
 		mux.Handle(p, h)

@@ -138,3 +138,37 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("default idle timeout %v", d.srv.IdleTimeout)
 	}
 }
+
+// A profile or trace asked for longer than MaxProfileSeconds is refused at once; net/http/pprof
+// alone would run it (and hold the profiler) for as long as asked.
+func TestProfilesAreBounded(t *testing.T) {
+	s := New()
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	base := "http://" + s.Addr()
+	client := &http.Client{Timeout: 20 * time.Second}
+	for _, path := range []string{"/debug/pprof/profile?seconds=100000000", "/debug/pprof/trace?seconds=1e9",
+		"/debug/pprof/heap?seconds=86400", "/debug/pprof/trace?seconds=NaN"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "up to 300") {
+			t.Errorf("%s: %d %q, want 400 saying the bound", path, resp.StatusCode, body)
+		}
+	}
+	// A short one still works.
+	resp, err := client.Get(base + "/debug/pprof/trace?seconds=0.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(body) == 0 {
+		t.Errorf("a 50 ms trace: %d, %d bytes", resp.StatusCode, len(body))
+	}
+}
