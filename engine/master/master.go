@@ -360,6 +360,7 @@ func (m *Master) Register(s *grpc.Server) { pb.RegisterMasterServer(s, m) }
 // NewGRPCServer makes a gRPC server with the Master service registered.
 func (m *Master) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	// Table functions' modules come in ModifyTable requests (function.MaxModulesSize).
+	opts = append([]grpc.ServerOption{telemetry.RecoverPanics(m.log)}, opts...)
 	s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(function.MaxModulesSize+4<<20), grpc.ChainUnaryInterceptor(m.authorize))...)
 	m.Register(s)
 	return s

@@ -558,7 +558,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.data = rpc.NewServer(s.handlers(), opts)
 	s.dataSrv.Store(s.data)
-	s.admin = grpc.NewServer(append(security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth), grpc.ChainUnaryInterceptor(s.authorizeAdmin))...)
+	s.admin = grpc.NewServer(append(append([]grpc.ServerOption{telemetry.RecoverPanics(s.log)}, security.GRPCServerOptions(s.cfg.TLS, s.cfg.Auth)...),
+		grpc.ChainUnaryInterceptor(s.authorizeAdmin))...)
 	pb.RegisterAdminServer(s.admin, &adminService{s: s})
 	go func() {
 		// Serve retries failed accepts itself; it returns an error only when the data port
