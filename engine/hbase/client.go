@@ -223,6 +223,7 @@ func (r *requestCells) take(n int) ([]byte, error) {
 func (a *Adapter) get(k *call, req *hb.GetRequest) {
 	if isMeta(req.GetRegion()) {
 		go func() {
+			defer k.recover()
 			ctx, cancel := k.context()
 			defer cancel()
 			res, block, err := a.metaGet(ctx, req.GetGet())
@@ -640,6 +641,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 func (a *Adapter) scan(k *call, req *hb.ScanRequest) {
 	if isMeta(req.GetRegion()) || req.GetScannerId()&(1<<63) != 0 {
 		go func() {
+			defer k.recover()
 			ctx, cancel := k.context()
 			defer cancel()
 			resp, block, err := a.metaScan(ctx, req)

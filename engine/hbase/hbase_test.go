@@ -717,3 +717,45 @@ func TestColumnValuesAreBounded(t *testing.T) {
 		t.Fatalf("a put after the refusals: %v, %d cells", h.GetException(), cells.Load())
 	}
 }
+
+// panickyBackend panics where a missed check would: resolving a region, calling the master.
+type panickyBackend struct{ fakeBackend }
+
+func (panickyBackend) Region(*pb.TableName, uint64, int32) (string, bool) {
+	var names []string
+	return names[3], true
+}
+func (panickyBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
+	var m map[string]int
+	m["x"]++
+	return nil
+}
+
+// A call whose serving panics is answered with an exception (and logged); the connection and
+// the server go on. Without the recovery the test binary itself ends.
+func TestPanicsAreAnswered(t *testing.T) {
+	addr := startServerOf(t, panickyBackend{}, nil)
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+
+	c := dial(t, addr)
+	c.hello("ClientService")
+	h, _, _ := c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil)
+	if e := h.GetException(); e.GetExceptionClassName() != classDoNotRetry || !strings.Contains(e.GetStackTrace(), "internal error serving ClientService.Get") {
+		t.Fatalf("a get whose serving panicked: %v", h)
+	}
+	// The connection goes on: the next call is read and answered.
+	h, _, _ = c.call("Get", &hb.GetRequest{Region: region, Get: &hb.Get{Row: []byte("row")}}, nil)
+	if h.GetException() == nil {
+		t.Fatalf("the second get: %v", h)
+	}
+
+	m := dial(t, addr)
+	m.hello("MasterService")
+	h, _, _ = m.call("GetTableNames", &hb.GetTableNamesRequest{}, nil)
+	if e := h.GetException(); !strings.Contains(e.GetStackTrace(), "internal error serving MasterService.GetTableNames") {
+		t.Fatalf("a master call whose serving panicked: %v", h)
+	}
+	if _, msg, _ := m.call("IsMasterRunning", &hb.IsMasterRunningRequest{}, nil); msg == nil {
+		t.Fatal("the master connection did not go on")
+	}
+}

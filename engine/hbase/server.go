@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,15 +266,29 @@ type call struct {
 	timeout time.Duration
 	start   time.Time // when its request was read
 	once    sync.Once
+	ended   atomic.Bool // answered (done ran)
 }
 
 // done ends the call: its bytes leave the server's queue, its slot frees.
 func (k *call) done() {
 	k.once.Do(func() {
+		k.ended.Store(true)
 		k.c.fc.Release(k.held)
 		<-k.c.slots
 		k.c.wg.Done()
 	})
+}
+
+// recover, deferred by every goroutine that serves a call, answers the call with an exception
+// when the goroutine panicked before answering, and logs the panic with its stack: a malformed
+// request that a check missed must not stop the region server (and every other client's calls).
+func (k *call) recover() {
+	if p := recover(); p != nil {
+		k.c.a.log.Error("panic serving an HBase call", "service", k.c.service, "method", k.method, "call", k.id, "panic", p, "stack", string(debug.Stack()))
+		if !k.ended.Load() {
+			k.fail(doNotRetry("internal error serving %s.%s (the server logged it)", k.c.service, k.method))
+		}
+	}
 }
 
 // reply answers the call with msg and a cell block.
@@ -358,13 +373,13 @@ func (c *conn) dispatch(k *call) {
 	}
 	switch c.service {
 	case "ClientMetaService":
-		go c.a.meta(k)
+		go func() { defer k.recover(); c.a.meta(k) }()
 	case "MasterService":
-		go c.a.master(k)
+		go func() { defer k.recover(); c.a.master(k) }()
 	case "ClientService":
-		c.a.client(k)
+		func() { defer k.recover(); c.a.client(k) }()
 	case "AdminService":
-		go c.a.admin(k)
+		go func() { defer k.recover(); c.a.admin(k) }()
 	default:
 		k.fail(doNotRetry("unknown service %q: this server serves ClientService, MasterService, ClientMetaService and AdminService", c.service))
 	}
