@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="a StoreUser's name is the user's name in the store and its Secret's: lowercase letters, digits, '-' and '.'"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !(self.metadata.name in [self.spec.cluster + '-ca', self.spec.cluster + '-server-tls', self.spec.cluster + '-admin-tls', self.spec.cluster + '-tokens'])",message="a StoreUser's Secret takes its name, and CLUSTER-ca, CLUSTER-server-tls, CLUSTER-admin-tls and CLUSTER-tokens are the cluster's own Secrets: choose another name"
 type StoreUser struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -59,6 +60,7 @@ type StoreUserSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=128
 	// +kubebuilder:validation:items:Pattern=`^[^\s,#@]+$`
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.startsWith('cellstore:'))",message="groups beginning 'cellstore:' are the cluster's own (its servers', its administrators'), whose members are superusers: grant the user what it needs in acls, or name it in the StoreCluster's spec.security.superusers"
 	// +optional
 	Groups []string `json:"groups,omitempty"`
 

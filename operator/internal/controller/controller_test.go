@@ -136,3 +136,27 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+// StoreUsers made before the CRD refused them: in a group of the cluster's own, or named as one of
+// its Secrets.
+func TestReservedIdentity(t *testing.T) {
+	c := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}
+	for _, tc := range []struct {
+		name   string
+		groups []string
+		want   string
+	}{
+		{"alice", []string{"analysts"}, ""},
+		{"alice", []string{"analysts", "cellstore:admins"}, "group cellstore:admins is the cluster's own"},
+		{"alice", []string{"cellstore:servers"}, "group cellstore:servers"},
+		{"prod-tokens", nil, "Secret prod-tokens is the cluster's own"},
+		{"prod-ca", nil, "Secret prod-ca"},
+		{"other-tokens", nil, ""},
+	} {
+		u := &v1alpha1.StoreUser{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: v1alpha1.StoreUserSpec{Cluster: "prod", Groups: tc.groups}}
+		got := reservedIdentity(u, c)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s in %v: %q, want %q", tc.name, tc.groups, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,9 @@ const (
 	// Provided, whose CA key the operator does not hold.
 	ReasonCannotIssueCertificate = "CannotIssueCertificate"
 	ReasonInvalidACL             = "InvalidACL"
+	// ReasonReservedIdentity: a StoreUser in one of the cluster's own groups, or named as one of
+	// its own Secrets (made before the CRD refused them).
+	ReasonReservedIdentity = "ReservedIdentity"
 	ReasonApplied                = "Applied"
 	userResync                   = 10 * time.Minute
 	tokenSecretKey               = "token"
@@ -116,6 +120,12 @@ func (r *StoreUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 				"set authentication.type token, or issue the user a certificate with CN %s from your own CA (e.g. a cert-manager Certificate): "+
 				"grants are by user name, so those of a token StoreUser named %s apply to it too", cluster.Name, u.Name, u.Name)
 	}
+	if msg := reservedIdentity(u, cluster); msg != "" {
+		if res := r.withdrawCredential(ctx, u, cluster); res != "" {
+			return ready(metav1.ConditionFalse, ReasonReservedIdentity, "%s; withdrawing its credential: %s", msg, res)
+		}
+		return ready(metav1.ConditionFalse, ReasonReservedIdentity, "%s", msg)
+	}
 	perms, err := master.PermissionsFromSpec(u.Name, u.Spec.ACLs)
 	if err != nil {
 		return ready(metav1.ConditionFalse, ReasonInvalidACL, "%v", err)
@@ -128,6 +138,49 @@ func (r *StoreUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ready(metav1.ConditionFalse, ReasonMasterUnreachable, "%v", err)
 	}
 	return ready(metav1.ConditionTrue, ReasonApplied, "credential in Secret %s; %d ACLs granted, %d quotas set", u.Name, len(u.Spec.ACLs), len(u.Spec.Quotas))
+}
+
+// reservedIdentity says why the user may not have a credential, if it may not: it is in one of
+// the cluster's own groups (whose members are superusers), or its name is one of the cluster's
+// own Secrets' (its Secret would be taken for that one: a user named CLUSTER-tokens made every
+// server read its certificate as the token file, and fail to start). The CRD refuses both; this
+// catches StoreUsers made before it did.
+func reservedIdentity(u *v1alpha1.StoreUser, cluster *v1alpha1.StoreCluster) string {
+	for _, g := range u.Spec.Groups {
+		if strings.HasPrefix(g, resources.ReservedGroupPrefix) {
+			return fmt.Sprintf("group %s is the cluster's own (groups beginning %q are its servers' and administrators', superusers): "+
+				"remove it from spec.groups and grant the user what it needs in spec.acls", g, resources.ReservedGroupPrefix)
+		}
+	}
+	if slices.Contains(resources.OperatorSecretNames(cluster), u.Name) {
+		return fmt.Sprintf("Secret %s is the cluster's own, and a StoreUser's Secret takes the StoreUser's name: make the user under another name", u.Name)
+	}
+	return ""
+}
+
+// withdrawCredential drops the user's token line and the user's own Secret, if it has them; a
+// certificate already handed out stays valid until it expires (renew the cluster's CA to end it
+// sooner). A non-empty answer says what failed.
+func (r *StoreUserReconciler) withdrawCredential(ctx context.Context, u *v1alpha1.StoreUser, cluster *v1alpha1.StoreCluster) string {
+	if res := r.tokenLine(ctx, u, cluster, ""); res != "" {
+		return res
+	}
+	existing := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: u.Namespace, Name: u.Name}, existing)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		return err.Error()
+	}
+	if !metav1.IsControlledBy(existing, u) {
+		return "" // the cluster's own (or another's): not the user's to remove
+	}
+	if err := r.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
+		return err.Error()
+	}
+	r.Recorder.Eventf(u, corev1.EventTypeWarning, "CredentialWithdrawn", "Secret %s removed: %s", u.Name, reservedIdentity(u, cluster))
+	return ""
 }
 
 // credential makes or renews the user's Secret; a non-empty answer says what it waits for.

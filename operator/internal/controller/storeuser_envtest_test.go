@@ -141,5 +141,20 @@ var _ = Describe("StoreUser controller", func() {
 		Expect(k8s.Create(suiteCtx, bad)).To(MatchError(ContainSubstring("a family needs its table")))
 		bad.Spec.ACLs = []v1alpha1.UserACL{{Table: "t", Actions: "RZ"}}
 		Expect(k8s.Create(suiteCtx, bad)).To(MatchError(ContainSubstring("actions")))
+		// The cluster's own groups are superusers; its own Secrets' names are taken.
+		bad.Spec.ACLs = nil
+		bad.Spec.Groups = []string{"analysts", "cellstore:admins"}
+		Expect(k8s.Create(suiteCtx, bad)).To(MatchError(ContainSubstring("groups beginning 'cellstore:' are the cluster's own")))
+		bad.Spec.Groups = []string{"cellstore:servers"}
+		Expect(k8s.Create(suiteCtx, bad)).To(MatchError(ContainSubstring("groups beginning 'cellstore:' are the cluster's own")))
+		bad.Spec.Groups = nil
+		for _, name := range []string{"c-tokens", "c-ca", "c-server-tls", "c-admin-tls"} {
+			bad.Name = name
+			Expect(k8s.Create(suiteCtx, bad)).To(MatchError(ContainSubstring("are the cluster's own Secrets")), name)
+		}
+		// Names of another cluster's Secrets, and other groups, are fine.
+		ok := bad.DeepCopy()
+		ok.Name, ok.Spec.Groups = "other-tokens", []string{"analysts", "cellstore"}
+		Expect(k8s.Create(suiteCtx, ok)).To(Succeed())
 	})
 })

@@ -26,6 +26,9 @@ const (
 	// and the admin certificate: both are always superusers.
 	GroupServers = "cellstore:servers"
 	GroupAdmins  = "cellstore:admins"
+	// ReservedGroupPrefix begins every group of the cluster's own identities (GroupServers,
+	// GroupAdmins): a StoreUser may be in none of them.
+	ReservedGroupPrefix = "cellstore:"
 	// Validity of what the operator issues; each is renewed once a third of its life is left.
 	CAValidity   = 10 * 365 * 24 * time.Hour
 	CertValidity = 90 * 24 * time.Hour
@@ -55,6 +58,13 @@ func AdminTLSSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-adm
 
 // TokensSecretName holds one key per StoreUser with a token: its token-file line (the hash).
 func TokensSecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-tokens" }
+
+// OperatorSecretNames are the Secrets the operator makes for the cluster (some only when first
+// needed: the tokens Secret with the first token StoreUser). A StoreUser's Secret has the
+// StoreUser's name, so a StoreUser may take none of these names.
+func OperatorSecretNames(c *v1alpha1.StoreCluster) []string {
+	return []string{CASecretName(c), ServerTLSSecretName(c), AdminTLSSecretName(c), TokensSecretName(c)}
+}
 
 // CABundleName is the ConfigMap holding the CA certificate alone (ca.crt), for clients and
 // Prometheus: the trust anchor, with no key.
