@@ -140,7 +140,7 @@ func securityArgs(c *v1alpha1.StoreCluster) []string {
 		"--tls-cert-file=" + TLSMountPath + "/" + corev1.TLSCertKey,
 		"--tls-key-file=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey,
 		"--tls-ca-file=" + TLSMountPath + "/" + KeyCACert,
-		"--superusers=" + strings.Join(Superusers(c), ","),
+		"--superusers=" + literalArg(strings.Join(Superusers(c), ",")),
 		"--token-file=" + TokensMountPath,
 	}
 }

@@ -444,14 +444,20 @@ func storageArgs(c *v1alpha1.StoreCluster) []string {
 	return s3Args("--s3-", &s3.S3Location, S3CAMountPath+"/"+S3CAFileName)
 }
 
+// literalArg keeps a value from the spec as it is in a container's args, where the kubelet
+// expands $(NAME) from the container's environment and reads $$ as $: a bucket named
+// "$(CELLSTORE_S3_SECRET_ACCESS_KEY)" made the engine name the S3 secret key as its bucket in
+// every error it logged (and in the pod's termination message).
+func literalArg(v string) string { return strings.ReplaceAll(v, "$", "$$") }
+
 // s3Args are the flags (--s3-... or --backup-s3-...) naming a bucket.
 func s3Args(flag string, s3 *v1alpha1.S3Location, caFile string) []string {
-	args := []string{flag + "endpoint=" + s3.Endpoint, flag + "bucket=" + s3.Bucket}
+	args := []string{flag + "endpoint=" + literalArg(s3.Endpoint), flag + "bucket=" + literalArg(s3.Bucket)}
 	if s3.Prefix != "" {
-		args = append(args, flag+"prefix="+s3.Prefix)
+		args = append(args, flag+"prefix="+literalArg(s3.Prefix))
 	}
 	if s3.Region != "" {
-		args = append(args, flag+"region="+s3.Region)
+		args = append(args, flag+"region="+literalArg(s3.Region))
 	}
 	if s3.PathStyle {
 		args = append(args, flag+"path-style")

@@ -336,6 +336,30 @@ func TestSharedClaim(t *testing.T) {
 	}
 }
 
+// Values from the spec reach the engine as written: the kubelet would expand $(NAME) in args from
+// the container's environment, which holds the S3 secret key.
+func TestArgsFromTheSpecAreLiteral(t *testing.T) {
+	c := defaultedCluster()
+	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{S3Location: v1alpha1.S3Location{Endpoint: "https://s3.internal:9000", Bucket: "$(CELLSTORE_S3_SECRET_ACCESS_KEY)",
+		Prefix: "a$$b", Region: "$(POD_NAME)", CredentialsSecret: &corev1.LocalObjectReference{Name: "keys"}}}}
+	c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "https://s3.internal:9000", Bucket: "b", Prefix: "$(CELLSTORE_BACKUP_S3_SECRET_ACCESS_KEY)"}}
+	c.Spec.Security.Superusers = []string{"$(CELLSTORE_S3_SECRET_ACCESS_KEY)"}
+	for _, sts := range []*appsv1.StatefulSet{MasterStatefulSet(c, inputs(c, GroupMaster)), RegionServerStatefulSet(c, inputs(c, GroupRegionServer))} {
+		ctr := container(t, sts)
+		for _, want := range []string{"--s3-bucket=$$(CELLSTORE_S3_SECRET_ACCESS_KEY)", "--s3-prefix=a$$$$b", "--s3-region=$$(POD_NAME)"} {
+			if !hasArg(ctr.Args, want) {
+				t.Errorf("%s: args %v: want %s", sts.Name, ctr.Args, want)
+			}
+		}
+		if sts.Name == StatefulSetName(c, GroupMaster) && !hasArg(ctr.Args, "--backup-s3-prefix=$$(CELLSTORE_BACKUP_S3_SECRET_ACCESS_KEY)") {
+			t.Errorf("%s: args %v: want the backup prefix escaped", sts.Name, ctr.Args)
+		}
+		if c.Spec.TLSEnabled() && !hasArg(ctr.Args, "--superusers=@cellstore:servers,@cellstore:admins,$$(CELLSTORE_S3_SECRET_ACCESS_KEY)") {
+			t.Errorf("%s: args %v: want the superusers escaped", sts.Name, ctr.Args)
+		}
+	}
+}
+
 func TestS3Storage(t *testing.T) {
 	c := defaultedCluster()
 	c.Spec.Storage = v1alpha1.StorageSpec{S3: &v1alpha1.S3Storage{S3Location: v1alpha1.S3Location{Endpoint: "https://s3.internal:9000", Bucket: "data",
