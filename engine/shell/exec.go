@@ -558,6 +558,9 @@ func (s *Shell) deleteall(ctx context.Context, args []Value) error {
 	}
 	m := client.NewDelete(ParseBinary(row))
 	m.Visibility = visibility
+	if len(args) > 4 {
+		return usage("deleteall takes a table, a row, optionally a column and a timestamp, and {VISIBILITY => 'expression'}")
+	}
 	ts := cell.LatestTimestamp
 	if len(args) == 4 {
 		if ts, err = intOf(args[3], "timestamp"); err != nil {
@@ -974,9 +977,9 @@ func describeTableAttributes(td *pb.TableDescriptor) string {
 	var meta []string
 	for _, k := range keys {
 		if slices.Contains(namedTableAttributes, k) {
-			parts = append(parts, fmt.Sprintf("%s => '%s'", k, td.Attributes[k]))
+			parts = append(parts, fmt.Sprintf("%s => '%s'", k, Text(td.Attributes[k])))
 		} else {
-			meta = append(meta, fmt.Sprintf("'%s' => '%s'", k, td.Attributes[k]))
+			meta = append(meta, fmt.Sprintf("'%s' => '%s'", Text(k), Text(td.Attributes[k])))
 		}
 	}
 	if len(meta) > 0 {
@@ -1022,7 +1025,7 @@ func (s *Shell) describe(ctx context.Context, args []Value) error {
 	fmt.Fprintf(s.Out, "%d row(s)\n", len(td.Families))
 	for _, f := range td.Functions {
 		fmt.Fprintf(s.Out, "FUNCTION => {NAME => '%s', SHA256 => '%x', SIZE => '%d', MEMORY_MB => '%d', TIMEOUT_MS => '%d', MAX_FAILURES => '%d'",
-			f.Name, f.Sha256, f.Size, f.MemoryMb, f.TimeoutMs, f.MaxFailures)
+			Text(f.Name), f.Sha256, f.Size, f.MemoryMb, f.TimeoutMs, f.MaxFailures)
 		if len(f.Args) > 0 {
 			keys := make([]string, 0, len(f.Args))
 			for k := range f.Args {
@@ -1031,7 +1034,7 @@ func (s *Shell) describe(ctx context.Context, args []Value) error {
 			sort.Strings(keys)
 			parts := make([]string, len(keys))
 			for i, k := range keys {
-				parts[i] = fmt.Sprintf("'%s' => '%s'", k, f.Args[k])
+				parts[i] = fmt.Sprintf("'%s' => '%s'", Text(k), Text(f.Args[k]))
 			}
 			fmt.Fprintf(s.Out, ", ARGS => {%s}", strings.Join(parts, ", "))
 		}

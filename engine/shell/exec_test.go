@@ -56,6 +56,7 @@ func TestUsageErrors(t *testing.T) {
 		`aggregate 't', 'f:q', {REVERSED => true}`:                       "it does not take REVERSED",
 		`aggregate 't', 'f:q', {NOPE => 1}`:                              "aggregate does not know NOPE",
 		`bulk_delete 't'`:                                                "bulk_delete takes a table and",
+		`deleteall 't', 'r', 'f:q', 1700000000000, 'x'`:                  "deleteall takes a table, a row",
 		`bulk_delete 't', {DELETE_TYPE => 'CELL'}`:                       "DELETE_TYPE is ROW, FAMILY, COLUMN or VERSION",
 		`bulk_delete 't', {TIMESTAMP => -1}`:                             "TIMESTAMP takes a timestamp",
 		`call_function 't', 'fn', 'ep', 'arg', {LIMIT => 5}`:             "it does not take LIMIT",
@@ -71,6 +72,24 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("output for failed commands: %q", out.String())
+	}
+}
+
+// What a terminal would act on is escaped in text the store holds for people.
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"ops":                "ops",
+		"José ✓":             "José ✓",
+		"\x1b]0;pwned\x07":   `\x1B]0;pwned\x07`,
+		"a\rb\nc":            `a\x0Db\x0Ac`,
+		"back\\slash":        `back\x5Cslash`,
+		"csi\u009b2J":        `csi\xC2\x9B2J`,
+		"bad\xffutf8":        `bad\xFFutf8`,
+		"replacement \uFFFD": "replacement \uFFFD",
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cellstore/cellstore/engine/cell"
 )
@@ -19,6 +21,26 @@ func Binary(b []byte) string {
 			s.WriteByte(c)
 		} else {
 			fmt.Fprintf(&s, "\\x%02X", c)
+		}
+	}
+	return s.String()
+}
+
+// Text prints a string the store holds for people (a table attribute, a label) as it is, but for
+// what a terminal would act on: control characters (escape sequences, carriage returns), invalid
+// UTF-8 and the backslash are written \xNN, as Binary writes them.
+func Text(v string) string {
+	var s strings.Builder
+	for i, r := range v {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(v[i:], "\uFFFD"):
+			fmt.Fprintf(&s, "\\x%02X", v[i])
+		case r == '\\' || unicode.IsControl(r):
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&s, "\\x%02X", c)
+			}
+		default:
+			s.WriteRune(r)
 		}
 	}
 	return s.String()

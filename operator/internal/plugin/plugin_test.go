@@ -107,3 +107,10 @@ func TestCommandArgs(t *testing.T) {
 		}
 	}
 }
+
+// Messages print on one line, with nothing a terminal would act on.
+func TestOneLine(t *testing.T) {
+	if got := oneLine("bucket \x1b]0;pwned\x07 missing\nretrying\tsoon ✓"); got != "bucket  ]0;pwned  missing retrying soon ✓" {
+		t.Errorf("oneLine: %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -96,7 +97,7 @@ func (e *Env) Status(ctx context.Context, name string, master bool) error {
 	w = tabwriter.NewWriter(e.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 	for _, cd := range st.Conditions {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", cd.Type, cd.Status, cd.Reason, age(now, cd.LastTransitionTime.Time), cd.Message)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", cd.Type, cd.Status, cd.Reason, age(now, cd.LastTransitionTime.Time), oneLine(cd.Message))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -158,7 +159,7 @@ func (e *Env) Status(ctx context.Context, name string, master bool) error {
 		w = tabwriter.NewWriter(e.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "  AGE\tMESSAGE")
 		for _, ev := range restarts[:min(5, len(restarts))] {
-			fmt.Fprintf(w, "  %s\t%s\n", age(now, eventTime(ev)), ev.Message)
+			fmt.Fprintf(w, "  %s\t%s\n", age(now, eventTime(ev)), oneLine(ev.Message))
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -169,6 +170,18 @@ func (e *Env) Status(ctx context.Context, name string, master bool) error {
 		return e.runShell(ctx, c, "status 'detailed'")
 	}
 	return nil
+}
+
+// oneLine is a message as the table prints it: control characters — line breaks and tabs that
+// would break the table, escape sequences a terminal would act on (messages quote what users
+// wrote: bucket names, errors) — each become a space.
+func oneLine(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, msg)
 }
 
 func eventTime(ev corev1.Event) time.Time {
