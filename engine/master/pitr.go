@@ -119,7 +119,7 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 	var total int64
 	var rec wal.Edit
 	var kept []cell.KeyValue
-	stats, err := wal.ReadArchiveSince(ctx, m.cfg.Backup, since, func(_ string, e *wal.Edit) error {
+	stats, err := wal.ReadArchiveSince(ctx, m.cfg.Backup, since, time.Unix(0, untilNs), func(_ string, e *wal.Edit) error {
 		if e.WriteTime >= untilNs {
 			return nil
 		}

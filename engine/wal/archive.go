@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -76,6 +78,7 @@ type archivedObject struct {
 	key         string
 	log         string
 	first, last uint64
+	size        int64
 	modTime     time.Time
 }
 
@@ -114,7 +117,7 @@ func listArchive(ctx context.Context, b storage.Bucket, log string) ([]archivedO
 	var out []archivedObject
 	err := storage.Walk(ctx, b, prefix, func(o storage.ObjectInfo) error {
 		if a, ok := parseArchiveKey(o.Key); ok {
-			a.modTime = o.ModTime
+			a.modTime, a.size = o.ModTime, o.Size
 			out = append(out, a)
 		}
 		return nil
@@ -520,16 +523,49 @@ type ArchiveStats struct {
 
 // ReadArchive calls fn with every archived edit, in sequence-id order across all logs: each log
 // is in order already, and a region's sequence ids grow across the servers it moves between, so
-// the merge gives every region's edits in the order they were made. At most one archive object
-// per log is in memory at once. An edit that a log repeats (its number range overlapping an
-// object written before) is given once. The Edit passed to fn is valid until fn returns.
+// the merge gives every region's edits in the order they were made. Each log's objects are read
+// a window at a time (archiveReadBudget shared among the logs), so the memory the merge takes
+// does not grow with the number of logs or the size of their objects. An edit that a log repeats
+// (its number range overlapping an object written before) is given once. A log missing units
+// between two of its objects is an *ArchiveGapError. The Edit passed to fn is valid until fn
+// returns.
 func ReadArchive(ctx context.Context, b storage.Bucket, fn func(log string, e *Edit) error) (ArchiveStats, error) {
-	return ReadArchiveSince(ctx, b, time.Time{}, fn)
+	return ReadArchiveSince(ctx, b, time.Time{}, time.Time{}, fn)
 }
 
-// ReadArchiveSince is ReadArchive without the archive objects last modified before since: an
-// object is written after every edit in it, so those hold only edits older than since.
-func ReadArchiveSince(ctx context.Context, b storage.Bucket, since time.Time, fn func(log string, e *Edit) error) (ArchiveStats, error) {
+// archiveReadBudget is what ReadArchive's windows hold together at most (each log's window is
+// between archiveMinWindow and archiveMaxWindow, and grows to hold a record larger than it).
+// Variables for tests.
+var (
+	archiveReadBudget = 128 << 20
+	archiveMinWindow  = 64 << 10
+	archiveMaxWindow  = 8 << 20
+)
+
+// ArchiveGapError says a log of the archive lacks units between two of its objects (deleted by
+// hand, by a lifecycle rule, lost in a copy): the edits in them are lost.
+type ArchiveGapError struct {
+	Bucket, Log string
+	From, To    uint64 // the missing units
+	// After is the write time of the last edit archived before them (zero: none).
+	After time.Time
+}
+
+func (e *ArchiveGapError) Error() string {
+	msg := fmt.Sprintf("wal: the archive at %s lacks units %d-%d of log %s: the edits in them are lost (removed by hand or by a lifecycle rule on the bucket?)",
+		e.Bucket, e.From, e.To, e.Log)
+	if !e.After.IsZero() {
+		msg += fmt.Sprintf("; a recovery to a time before %s does not need them", e.After.UTC().Format(time.RFC3339Nano))
+	}
+	return msg
+}
+
+// ReadArchiveSince is ReadArchive without the archive objects last modified before since (an
+// object is written after every edit in it, so those hold only edits older than since) and, when
+// until is set, for a caller that needs only the edits written before until: a gap in a log after
+// an edit written at or after until is not an error (the log's edits are in write order), and
+// that log is read no further.
+func ReadArchiveSince(ctx context.Context, b storage.Bucket, since, until time.Time, fn func(log string, e *Edit) error) (ArchiveStats, error) {
 	var st ArchiveStats
 	objs, err := listArchive(ctx, b, "")
 	if err != nil {
@@ -547,9 +583,14 @@ func ReadArchiveSince(ctx context.Context, b storage.Bucket, since time.Time, fn
 		byLog[o.log] = append(byLog[o.log], o)
 	}
 	st.Logs, st.Objects = len(logs), len(objs)
+	window := min(max(archiveReadBudget/max(len(logs), 1), archiveMinWindow), archiveMaxWindow)
+	var untilNs int64
+	if !until.IsZero() {
+		untilNs = until.UnixNano()
+	}
 	h := &cursorHeap{}
 	for _, l := range logs {
-		c := &archiveCursor{ctx: ctx, b: b, log: l, objs: byLog[l]}
+		c := &archiveCursor{ctx: ctx, b: b, log: l, objs: byLog[l], window: window, until: untilNs}
 		ok, err := c.next()
 		if err != nil {
 			return st, err
@@ -583,50 +624,118 @@ func ReadArchiveSince(ctx context.Context, b storage.Bucket, since time.Time, fn
 	return st, nil
 }
 
-// archiveCursor reads one log's archive objects, one at a time, edit by edit.
+// archiveCursor reads one log's archive objects, one at a time and each a window at a time, edit
+// by edit.
 type archiveCursor struct {
-	ctx  context.Context
-	b    storage.Bucket
-	log  string
-	objs []archivedObject
-	key  string
-	data []byte
-	off  int
-	edit Edit
-	seen bool
-	prev uint64 // the last sequence id given
+	ctx    context.Context
+	b      storage.Bucket
+	log    string
+	objs   []archivedObject
+	window int
+	until  int64 // ns; see ReadArchiveSince (0: none)
+
+	key     string // the object being read ("": none)
+	size    int64  // its listed size
+	arr     []byte // the buffer buf is in
+	buf     []byte // its bytes read and not yet decoded
+	pos     int64  // the object's offset of buf[0]
+	read    int64  // the object's offset of the next byte to read
+	eof     bool   // read to its end
+	through uint64 // the highest unit of the objects opened
+
+	edit      Edit
+	seen      bool
+	prev      uint64 // the last sequence id given
+	lastWrite int64  // its write time
+}
+
+// fill reads the object's next window, or more when n bytes (from buf[0]) are needed — but never
+// more than the object has left, whatever a damaged record's length says.
+func (c *archiveCursor) fill(n int) error {
+	left := int(c.size - c.read)
+	if c.size <= 0 {
+		left = math.MaxInt // a store that lists no sizes
+	}
+	want := max(c.window, min(n-len(c.buf), left))
+	if cap(c.buf)-len(c.buf) < want {
+		// Move what is not yet decoded to the front (the edit given last is no longer used).
+		if size := len(c.buf) + want; cap(c.arr) < size {
+			c.arr = make([]byte, size)
+		}
+		c.buf = c.arr[:copy(c.arr, c.buf)]
+	}
+	data, err := c.b.GetRange(c.ctx, c.key, c.read, int64(want))
+	if err != nil {
+		return fmt.Errorf("wal: reading the archive: %s: %w", c.key, err)
+	}
+	c.buf = append(c.buf, data...)
+	c.read += int64(len(data))
+	c.eof = len(data) < want || (c.size > 0 && c.read >= c.size)
+	return nil
 }
 
 // next decodes the log's next edit into c.edit; false at the end.
 func (c *archiveCursor) next() (bool, error) {
 	for {
-		for c.off < len(c.data) {
-			payload, n, err := readRecord(c.data[c.off:])
-			if err != nil {
-				return false, &CorruptionError{File: c.key, Offset: int64(c.off), Reason: err.Error()}
+		if c.key != "" {
+			if len(c.buf) < recordHeaderSize || len(c.buf) < recordHeaderSize+int(binary.LittleEndian.Uint32(c.buf[4:])) {
+				if !c.eof {
+					need := recordHeaderSize
+					if len(c.buf) >= recordHeaderSize {
+						need += int(binary.LittleEndian.Uint32(c.buf[4:]))
+					}
+					if err := c.fill(need); err != nil {
+						return false, err
+					}
+					continue
+				}
+				if len(c.buf) > 0 {
+					return false, &CorruptionError{File: c.key, Offset: c.pos, Reason: "truncated record"}
+				}
+				c.key = "" // the object is done
+				continue
 			}
-			off := c.off
-			c.off += n
+			payload, n, err := readRecord(c.buf)
+			if err != nil {
+				return false, &CorruptionError{File: c.key, Offset: c.pos, Reason: err.Error()}
+			}
+			off := c.pos
+			c.buf, c.pos = c.buf[n:], c.pos+int64(n)
 			if err := decodeEdit(payload, &c.edit); err != nil {
-				return false, &CorruptionError{File: c.key, Offset: int64(off), Reason: "undecodable record: " + err.Error()}
+				return false, &CorruptionError{File: c.key, Offset: off, Reason: "undecodable record: " + err.Error()}
 			}
 			if c.seen && c.edit.Seq <= c.prev {
 				continue // archived twice (an overlapping range)
 			}
-			c.seen, c.prev = true, c.edit.Seq
+			c.seen, c.prev, c.lastWrite = true, c.edit.Seq, c.edit.WriteTime
 			return true, nil
 		}
 		if len(c.objs) == 0 {
-			c.data = nil
+			c.arr, c.buf = nil, nil
 			return false, nil
 		}
 		o := c.objs[0]
 		c.objs = c.objs[1:]
-		data, _, err := c.b.Get(c.ctx, o.key)
-		if err != nil {
-			return false, fmt.Errorf("wal: reading the archive: %s: %w", o.key, err)
+		if c.through > 0 && o.first > c.through+1 {
+			if c.until != 0 && c.seen && c.lastWrite >= c.until {
+				c.objs, c.arr, c.buf = nil, nil, nil // every edit after the gap is newer still
+				return false, nil
+			}
+			gap := &ArchiveGapError{Bucket: c.b.Describe(), Log: c.log, From: c.through + 1, To: o.first - 1}
+			if c.seen {
+				gap.After = time.Unix(0, c.lastWrite)
+			}
+			return false, gap
 		}
-		kind, first, err := checkHeader(data)
+		c.through = max(c.through, o.last)
+		c.key, c.size, c.buf, c.pos, c.read, c.eof = o.key, o.size, c.arr[:0], 0, 0, false
+		if err := c.fill(headerSize); err != nil {
+			return false, err
+		}
+		if len(c.buf) < headerSize {
+			return false, &CorruptionError{File: o.key, Reason: "shorter than a header"}
+		}
+		kind, first, err := checkHeader(c.buf[:headerSize])
 		if err != nil {
 			return false, &CorruptionError{File: o.key, Reason: err.Error()}
 		}
@@ -634,7 +743,7 @@ func (c *archiveCursor) next() (bool, error) {
 			return false, &CorruptionError{File: o.key, Offset: 10, Reason: "not the archive object its key names (kind " +
 				strconv.Itoa(int(kind)) + ", first unit " + strconv.FormatUint(first, 10) + ")"}
 		}
-		c.key, c.data, c.off = o.key, data, headerSize
+		c.buf, c.pos = c.buf[headerSize:], headerSize
 	}
 }
 

@@ -1,14 +1,18 @@
 package wal
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/storage"
 )
 
@@ -413,4 +417,135 @@ func BenchmarkReadLogs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(4*10000*b.N)/b.Elapsed().Seconds(), "edits/s")
+}
+
+// rangeCounter records how the archive is read: whole-object Gets, and the largest ranged read.
+type rangeCounter struct {
+	storage.Bucket
+	gets, ranges int
+	largest      int64
+}
+
+func (r *rangeCounter) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
+	r.gets++
+	return r.Bucket.Get(ctx, key)
+}
+
+func (r *rangeCounter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	r.ranges++
+	r.largest = max(r.largest, n)
+	return r.Bucket.GetRange(ctx, key, off, n)
+}
+
+// setWindows makes ReadArchive's windows these sizes for the test.
+func setWindows(t *testing.T, budget, lo, hi int) {
+	b, l, h := archiveReadBudget, archiveMinWindow, archiveMaxWindow
+	archiveReadBudget, archiveMinWindow, archiveMaxWindow = budget, lo, hi
+	t.Cleanup(func() { archiveReadBudget, archiveMinWindow, archiveMaxWindow = b, l, h })
+}
+
+// packEdits archives edits of the given sequence ids (and sizes of value) as one object of log.
+func packEdits(t *testing.T, dst storage.Bucket, log string, first uint64, writeTime int64, seqs []uint64, valueSize func(uint64) int) {
+	t.Helper()
+	var p archivePack
+	for i, s := range seqs {
+		e := testEdit("r1", int(s))
+		if valueSize != nil {
+			e.Cells = []cell.KeyValue{cell.AppendKeyValue(nil, []byte(fmt.Sprintf("row%08d", s)), []byte("f"), []byte("q"), int64(s), cell.Put,
+				bytes.Repeat([]byte{byte('a' + s%26)}, valueSize(s)))}
+		}
+		e.Seq = s
+		p.add(first+uint64(i), appendRecord(nil, e, s, writeTime+int64(s), payloadSize(e)))
+	}
+	if err := p.put(context.Background(), &ArchiveTarget{Bucket: dst, Log: log}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The archive is read a window at a time per log, records spanning windows (and larger than
+// one) included, with the same edits in the same order as in one read per object; no object is
+// read whole.
+func TestReadArchiveInWindows(t *testing.T) {
+	dst := dirBucket(t)
+	size := func(s uint64) int { return []int{10, 300, 5000, 40}[s%4] } // 5,000 > the window
+	var seqs [3][]uint64
+	for s := uint64(1); s <= 120; s++ {
+		seqs[s%3] = append(seqs[s%3], s)
+	}
+	for l, ss := range seqs {
+		log := fmt.Sprintf("rs%d_1", l)
+		packEdits(t, dst, log, 1, 1e18, ss[:20], size)
+		packEdits(t, dst, log, 21, 1e18, ss[20:], size)
+	}
+	want := readArchive(t, dst)
+	if len(want) != 120 {
+		t.Fatalf("%d edits, want 120", len(want))
+	}
+	setWindows(t, 3*1000, 997, 997) // an odd window: headers and records split anywhere
+	rc := &rangeCounter{Bucket: dst}
+	got := readArchive(t, rc)
+	if len(got) != len(want) {
+		t.Fatalf("%d edits in windows, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || !bytes.Equal(got[i].Cells[0], want[i].Cells[0]) {
+			t.Fatalf("edit %d: seq %d, want %d (or its cell differs)", i, got[i].Seq, want[i].Seq)
+		}
+	}
+	if rc.gets != 0 || rc.ranges < 6*5 || rc.largest > 6000 {
+		t.Errorf("%d whole reads, %d ranged reads, the largest %d bytes: want none, many, and none much past the largest record", rc.gets, rc.ranges, rc.largest)
+	}
+	// A record whose length runs past its object is corruption, found without reading more than
+	// the object holds.
+	key := ArchiveKey("rs0_1", 1, 20)
+	data, _, err := dst.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(data[headerSize+4:], 0xfffffff0)
+	if err := dst.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.Put(context.Background(), key, data, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	rc = &rangeCounter{Bucket: dst}
+	_, err = ReadArchive(context.Background(), rc, func(string, *Edit) error { return nil })
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.File != key || ce.Offset != headerSize || rc.largest > int64(len(data)) {
+		t.Fatalf("a record longer than its object: %v, the largest read %d bytes (the object has %d)", err, rc.largest, len(data))
+	}
+}
+
+// A log missing units between two of its objects is an error saying which, unless the caller
+// needs only edits written before the last one ahead of the gap.
+func TestReadArchiveRefusesAGap(t *testing.T) {
+	dst := dirBucket(t)
+	base := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixNano()
+	packEdits(t, dst, "a_1", 1, base, []uint64{1, 2, 3}, nil)
+	packEdits(t, dst, "a_1", 6, base, []uint64{9, 10}, nil) // units 4 and 5 are gone
+	packEdits(t, dst, "b_1", 1, base, []uint64{4, 5, 6}, nil)
+	_, err := ReadArchive(context.Background(), dst, func(string, *Edit) error { return nil })
+	var gap *ArchiveGapError
+	if !errors.As(err, &gap) || gap.Log != "a_1" || gap.From != 4 || gap.To != 5 || gap.After.UnixNano() != base+3 {
+		t.Fatalf("ReadArchive over a gap = %v, want units 4-5 of a_1 missing after the edit written at %d", err, base+3)
+	}
+	for _, want := range []string{"lacks units 4-5 of log a_1", "a recovery to a time before"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	// A caller that needs only what was written before the gap's last edit: no error.
+	var seqs []uint64
+	_, err = ReadArchiveSince(context.Background(), dst, time.Time{}, time.Unix(0, base+3), func(_ string, e *Edit) error {
+		seqs = append(seqs, e.Seq)
+		return nil
+	})
+	if err != nil || len(seqs) != 6 {
+		t.Fatalf("read up to the gap: %v, %v; want 1..6 and no error", seqs, err)
+	}
+	// One that needs later edits gets the error.
+	if _, err := ReadArchiveSince(context.Background(), dst, time.Time{}, time.Unix(0, base+4), func(string, *Edit) error { return nil }); !errors.As(err, &gap) {
+		t.Fatalf("read past the gap: %v, want an ArchiveGapError", err)
+	}
 }
