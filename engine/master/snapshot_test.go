@@ -2,16 +2,22 @@ package master_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/region"
+	"github.com/cellstore/cellstore/engine/snapshot"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/faultfs"
 	"github.com/cellstore/cellstore/engine/wal"
@@ -199,6 +205,101 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 		t.Logf("the clone's answers: %s", strings.Join(answers, "; then "))
 	}
 	c.waitAllOpen("t2", 20*time.Second)
+}
+
+// A manifest whose regions a table cannot be made of (none, a gap, an overlap, not from the first
+// row to the last) or that has no table descriptor is refused as invalid before anything changes:
+// a restore into a disabled table keeps its regions (it used to drop them in the commit that made
+// the new ones, then fail to write those on every try, leaving the old regions' files to the
+// archive cleaner), and a clone makes no table.
+func TestRestoreAndCloneRefuseAManifestOfBadRegions(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	c.snapshotNewTable("t1", 3, "s1")
+	st := region.Storage{FS: c.fs}
+	good, err := snapshot.Read(st, snapshot.ManifestKey("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(good.GetRegions()) != 3 {
+		t.Fatalf("the snapshot has %d regions, want 3", len(good.GetRegions()))
+	}
+	r0, r1, r2 := good.Regions[0], good.Regions[1], good.Regions[2]
+	with := func(f func(r *pb.SnapshotRegion)) *pb.SnapshotRegion {
+		r := proto.CloneOf(r1)
+		f(r)
+		return r
+	}
+	bad := map[string]func(m *pb.SnapshotManifest){
+		"no-regions": func(m *pb.SnapshotManifest) { m.Regions = nil },
+		"no-table":   func(m *pb.SnapshotManifest) { m.Table = nil },
+		"first-not-at-start": func(m *pb.SnapshotManifest) {
+			m.Regions[0] = proto.CloneOf(r0)
+			m.Regions[0].StartKey = []byte{0}
+		},
+		"last-not-at-end": func(m *pb.SnapshotManifest) {
+			m.Regions[2] = proto.CloneOf(r2)
+			m.Regions[2].EndKey = []byte{0xff, 0xff}
+		},
+		"gap":          func(m *pb.SnapshotManifest) { m.Regions = []*pb.SnapshotRegion{r0, r2} },
+		"out-of-order": func(m *pb.SnapshotManifest) { m.Regions = []*pb.SnapshotRegion{r0, r2, r1} },
+		"overlap": func(m *pb.SnapshotManifest) {
+			m.Regions = []*pb.SnapshotRegion{r0, r1, with(func(r *pb.SnapshotRegion) { r.EndKey = nil })}
+		},
+		"empty-region": func(m *pb.SnapshotManifest) { // a repeated start key
+			m.Regions = []*pb.SnapshotRegion{r0, with(func(r *pb.SnapshotRegion) { r.EndKey = r.StartKey }), r1, r2}
+		},
+	}
+	for name, f := range bad {
+		m := proto.CloneOf(good)
+		m.Name = name
+		f(m)
+		if err := snapshot.Write(st, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	regionNames := func() []string {
+		var out []string
+		for _, l := range c.regions("t1") {
+			out = append(out, l.GetRegion().GetName())
+		}
+		return out
+	}
+	before := regionNames()
+	for name := range bad {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.mc.RestoreSnapshot(ctx, &pb.SnapshotNameRequest{Name: name})
+		cancel()
+		if errCode(err) != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT || !strings.Contains(fmt.Sprint(err), "snapshot "+name) {
+			t.Errorf("restore of %s: %v, want INVALID_ARGUMENT naming the snapshot", name, err)
+		}
+		d, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")})
+		if err != nil || d.GetState() != pb.TableState_TABLE_STATE_DISABLED {
+			t.Fatalf("after the restore of %s, t1 is %v (%v), want disabled", name, d.GetState(), err)
+		}
+		if after := regionNames(); !slices.Equal(after, before) {
+			t.Fatalf("after the restore of %s, t1's regions are %q, were %q", name, after, before)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = c.mc.CloneSnapshot(ctx, &pb.CloneSnapshotRequest{Name: name, Table: tableName("c-" + name)})
+		cancel()
+		if errCode(err) != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT || !strings.Contains(fmt.Sprint(err), "snapshot "+name) {
+			t.Errorf("clone of %s: %v, want INVALID_ARGUMENT naming the snapshot", name, err)
+		}
+		if _, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("c-" + name)}); errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
+			t.Errorf("the refused clone of %s made a table: %v", name, err)
+		}
+	}
+	// Nor did a refused call write the table's copy of a manifest.
+	if err := st.WalkFiles(snapshot.LinksDir, func(p string) error { return fmt.Errorf("%s written", p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Error(err)
+	}
+	// The table can still be restored from a sound snapshot.
+	if _, err := c.mc.RestoreSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "s1"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A region whose server died (or restarted as a new process) before its recovery reassigned it

@@ -272,6 +272,13 @@ func (m *Master) restoreSnapshot(ctx context.Context, req *pb.SnapshotNameReques
 // of manifest man into table tn; with untilMs, to that time (pitr.go).
 func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *pb.TableName, clone bool, untilMs int64) error {
 	name := man.GetName()
+	// Nothing is changed for a manifest whose regions the table could not be made of: a restore
+	// drops the table's regions in the commit that makes the new ones, and the new regions'
+	// directories would then fail to be written on every try (the table left restoring, its old
+	// regions' files left to the archive cleaner).
+	if err := snapshot.CheckRestorable(man); err != nil {
+		return errInvalid("snapshot %s cannot be cloned or restored: %v", name, err)
+	}
 	if untilMs != 0 {
 		switch {
 		case m.cfg.Backup == nil:

@@ -7,6 +7,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -175,6 +176,40 @@ func RegionOf(st region.Storage, ri *pb.RegionInfo) (*pb.SnapshotRegion, error) 
 			Top: f.Top, Size: f.Size, Entries: f.Entries, MaxSeq: f.MaxSeq})
 	}
 	return sr, nil
+}
+
+// CheckRestorable says whether a manifest can be cloned or restored: it has a table descriptor,
+// and its regions cover every row once, in order — the first starts at the first row (the empty
+// key), each starts where the one before it ends and ends after it starts, the last ends at the
+// last row (the empty key). A clone or restore makes one region per snapshot region on these
+// boundaries, and Materialize refuses any other: a manifest that fails here (damaged, or written
+// by hand) must be refused before the table is changed.
+func CheckRestorable(m *pb.SnapshotManifest) error {
+	if m.GetTable() == nil {
+		return errors.New("its manifest has no table descriptor")
+	}
+	rs := m.GetRegions()
+	if len(rs) == 0 {
+		return errors.New("its manifest has no regions")
+	}
+	if k := rs[0].GetStartKey(); len(k) != 0 {
+		return fmt.Errorf("its first region starts at %q, not at the first row", k)
+	}
+	for i, r := range rs {
+		start, end := r.GetStartKey(), r.GetEndKey()
+		if i > 0 && !bytes.Equal(start, rs[i-1].GetEndKey()) {
+			return fmt.Errorf("its region %d starts at %q, not where region %d ends (%q)", i, start, i-1, rs[i-1].GetEndKey())
+		}
+		switch {
+		case i == len(rs)-1 && len(end) != 0:
+			return fmt.Errorf("its last region (%d of %d) ends at %q, not at the last row", i, len(rs), end)
+		case i < len(rs)-1 && len(end) == 0:
+			return fmt.Errorf("its region %d of %d ends at the last row", i, len(rs))
+		case len(end) != 0 && bytes.Compare(end, start) <= 0:
+			return fmt.Errorf("its region %d ends at %q, not after its start %q", i, end, start)
+		}
+	}
+	return nil
 }
 
 // Materialize writes the directories of regions made of links to a snapshot's files: regions[i]
