@@ -302,6 +302,34 @@ func TestRestoreAndCloneRefuseAManifestOfBadRegions(t *testing.T) {
 	}
 }
 
+// A manifest under another snapshot's name (renamed or copied by hand) is refused as corrupt: a
+// clone would go by the name inside it. It can still be deleted.
+func TestCloneRefusesAManifestNamingAnotherSnapshot(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	c.snapshotNewTable("t1", 2, "s1")
+	st := region.Storage{FS: c.fs}
+	b, err := st.ReadObject(snapshot.ManifestKey("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteObject(snapshot.ManifestKey("renamed"), b, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.mc.CloneSnapshot(c.ctx(), &pb.CloneSnapshotRequest{Name: "renamed", Table: tableName("c1")})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_CORRUPTION || !strings.Contains(fmt.Sprint(err), `names snapshot "s1"`) {
+		t.Fatalf("clone of a manifest at renamed naming s1: %v, want CORRUPTION naming both", err)
+	}
+	if _, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")}); errCode(err) != pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
+		t.Errorf("the refused clone made a table: %v", err)
+	}
+	if _, err := c.mc.DeleteSnapshot(c.ctx(), &pb.SnapshotNameRequest{Name: "renamed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.StatObject(snapshot.ManifestKey("s1")); err != nil {
+		t.Fatalf("deleting renamed deleted s1: %v", err)
+	}
+}
+
 // A region whose server died (or restarted as a new process) before its recovery reassigned it
 // has unflushed edits only in that process's WAL: a snapshot is refused (retryably) rather than
 // taken from its files without them.

@@ -47,7 +47,7 @@ func (m *Master) readSnapshot(name string) (*pb.SnapshotManifest, error) {
 	if err := snapshot.CheckName(name); err != nil {
 		return nil, errInvalid("%v", err)
 	}
-	man, err := snapshot.Read(m.regionStorage(), snapshot.ManifestKey(name))
+	man, err := snapshot.ReadNamed(m.regionStorage(), name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, errSnapshotNotFound(name)

@@ -63,6 +63,9 @@ func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOp
 		return CopyProgress{}, fmt.Errorf("reading snapshot %s: %w", name, err)
 	}
 	man, err := Decode(body)
+	if err == nil {
+		err = checkNamed(man, name)
+	}
 	if err != nil {
 		return CopyProgress{}, fmt.Errorf("snapshot %s: %w", name, err)
 	}

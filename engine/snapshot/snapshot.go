@@ -100,6 +100,32 @@ func Read(st region.Storage, key string) (*pb.SnapshotManifest, error) {
 	return m, nil
 }
 
+// ReadNamed reads snapshot name's manifest (ManifestKey(name)); a missing one matches
+// fs.ErrNotExist. One whose body names another snapshot fails with ErrCorrupt: everything goes by
+// the name inside (listings, the table's copy of the manifest a clone or restore writes, the
+// restore it records), so a manifest renamed or copied by hand, or damaged, is refused wherever it
+// is read by name.
+func ReadNamed(st region.Storage, name string) (*pb.SnapshotManifest, error) {
+	key := ManifestKey(name)
+	m, err := Read(st, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNamed(m, name); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return m, nil
+}
+
+// checkNamed refuses a manifest read as snapshot name's that names another snapshot.
+func checkNamed(m *pb.SnapshotManifest, name string) error {
+	if m.GetName() != name {
+		return fmt.Errorf("%w: the manifest of snapshot %s names snapshot %q (renamed or copied by hand, or damaged): delete it, or put it back under the name it holds",
+			ErrCorrupt, name, m.GetName())
+	}
+	return nil
+}
+
 // Write stores a new snapshot's manifest, create-only: a snapshot of that name that exists
 // already fails with an error matching fs.ErrExist.
 func Write(st region.Storage, m *pb.SnapshotManifest) error {
@@ -117,7 +143,7 @@ func List(st region.Storage) (ms []*pb.SnapshotManifest, bad map[string]error, e
 		if path.Base(p) != "manifest" || strings.Count(p, "/") != 2 {
 			return nil
 		}
-		m, err := Read(st, p)
+		m, err := ReadNamed(st, path.Base(path.Dir(p)))
 		switch {
 		case errors.Is(err, fs.ErrNotExist): // deleted meanwhile
 		case err != nil:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -60,6 +61,48 @@ func TestManifestRoundTripAndCorruption(t *testing.T) {
 	ms, bad, err := List(st)
 	if err != nil || len(ms) != 1 || ms[0].GetName() != "s" || len(bad) != 1 || bad[ManifestKey("s2")] == nil {
 		t.Fatalf("list: %v, bad %v, err %v", ms, bad, err)
+	}
+}
+
+// A manifest read by its snapshot's name that names another snapshot (renamed or copied by hand)
+// is refused as corrupt by every reader: read by name, listed, copied.
+func TestAManifestNamingAnotherSnapshotIsRefused(t *testing.T) {
+	ctx := context.Background()
+	st := region.Storage{Bucket: dirBucket(t)}
+	const p = "data/default/t/0000000000000001/f/a"
+	if _, err := st.WriteStream(ctx, p, strings.NewReader("data")); err != nil {
+		t.Fatal(err)
+	}
+	m := &pb.SnapshotManifest{Name: "s", Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}},
+		Regions: []*pb.SnapshotRegion{{RegionId: 1, Files: []*pb.SnapshotFile{{Family: "f", Path: p, Size: 4}}}}}
+	if err := Write(st, m); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteObject(ManifestKey("other"), b, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadNamed(st, "s"); err != nil || !proto.Equal(got, m) {
+		t.Fatalf("read s by its name: %v", err)
+	}
+	if _, err := ReadNamed(st, "other"); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `names snapshot "s"`) {
+		t.Fatalf("read of a manifest at other naming s: %v, want ErrCorrupt naming both", err)
+	}
+	ms, bad, err := List(st)
+	if err != nil || len(ms) != 1 || ms[0].GetName() != "s" || len(bad) != 1 || !errors.Is(bad[ManifestKey("other")], ErrCorrupt) {
+		t.Fatalf("list: %v, bad %v, err %v", ms, bad, err)
+	}
+	dst := region.Storage{Bucket: dirBucket(t)}
+	if _, err := Copy(ctx, st, dst, "other", CopyOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("copy of a manifest at other naming s: %v, want ErrCorrupt", err)
+	}
+	for _, dir := range []string{"archive", Dir} {
+		if err := dst.WalkFiles(dir, func(p string) error { return fmt.Errorf("the refused copy wrote %s", p) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
