@@ -44,6 +44,9 @@ type CopyProgress struct {
 	Bytes, BytesTotal int64
 }
 
+// ErrDestinationConflict: the destination holds another file at the path a copied file goes to.
+var ErrDestinationConflict = errors.New("snapshot: the destination holds another file at that path")
+
 // ErrVerify: a copied file read back from the destination differs from what was read from the
 // source.
 var ErrVerify = errors.New("snapshot: copy verification failed")
@@ -51,8 +54,9 @@ var ErrVerify = errors.New("snapshot: copy verification failed")
 // Copy copies snapshot name from src to dst: every file its manifest names (found at its path or
 // under archive/) to archive/<path> at dst, checked by CRC32C of what was read against a second
 // read of what was written, then the manifest. Files dst has already with the same size are not
-// copied again (files never change, and a copy becomes visible only whole). A snapshot of that name
-// at dst that is another snapshot is refused.
+// copied again (files never change, and a copy becomes visible only whole); one of another size
+// fails the copy (ErrDestinationConflict) and stays. A snapshot of that name at dst that is
+// another snapshot is refused.
 func Copy(ctx context.Context, src, dst region.Storage, name string, opts CopyOptions) (CopyProgress, error) {
 	if err := CheckName(name); err != nil {
 		return CopyProgress{}, err
@@ -193,10 +197,12 @@ func copyFile(ctx context.Context, src, dst region.Storage, p string, want int64
 	if have, err := dst.StatObject(to); err == nil && have == size {
 		return size, true, nil
 	} else if err == nil {
-		// A file of another size at its name: not one of ours (files never change); replace it.
-		if err := dst.DeleteObject(to); err != nil {
-			return 0, false, err
-		}
+		// A file of another size at its name is not this one (files never change, and WriteStream
+		// puts a file at its name only whole): it belongs to something else at the destination —
+		// a table or snapshot there may read it — and is left as it is.
+		return 0, false, fmt.Errorf("%w: the destination already holds a different file at %s (%d bytes; the snapshot's %s is %d): "+
+			"nothing was replaced. Check that the source and the destination belong together (a snapshot of another cluster whose file paths are the same, or a manifest naming files that are not its own)",
+			ErrDestinationConflict, to, have, from, size)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return 0, false, err
 	}

@@ -241,6 +241,37 @@ func TestCopyRefusesASourceFileOfAnotherSize(t *testing.T) {
 	}
 }
 
+// A file of another size at the destination, at the path a snapshot's file goes to, belongs to
+// something else there (files never change): the copy fails naming it, and leaves it as it is.
+func TestCopyReplacesNoFileAtTheDestination(t *testing.T) {
+	ctx := context.Background()
+	src := region.Storage{Bucket: dirBucket(t)}
+	const p = "data/default/t/0000000000000001/f/a"
+	if _, err := src.WriteStream(ctx, p, strings.NewReader("the snapshot's file")); err != nil {
+		t.Fatal(err)
+	}
+	man := &pb.SnapshotManifest{Name: "s", Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}},
+		Regions: []*pb.SnapshotRegion{{RegionId: 1, Files: []*pb.SnapshotFile{{Family: "f", Path: p}}}}}
+	if err := Write(src, man); err != nil {
+		t.Fatal(err)
+	}
+	dst := region.Storage{Bucket: dirBucket(t)}
+	const theirs = "a file another table at the destination reads"
+	if _, err := dst.WriteStream(ctx, "archive/"+p, strings.NewReader(theirs)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Copy(ctx, src, dst, "s", CopyOptions{})
+	if !errors.Is(err, ErrDestinationConflict) || !strings.Contains(fmt.Sprint(err), "archive/"+p) {
+		t.Fatalf("copy onto another file at its path: %v, want ErrDestinationConflict naming the file", err)
+	}
+	if got, err := dst.ReadObject("archive/" + p); err != nil || string(got) != theirs {
+		t.Fatalf("the destination's file after the refused copy: %q, %v", got, err)
+	}
+	if _, err := dst.ReadObject(ManifestKey("s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed copy left a manifest: %v", err)
+	}
+}
+
 // A snapshot's files include its table functions' modules, so that copies (exports, backups)
 // carry them to where the table may be cloned.
 func TestPathsIncludeFunctionModules(t *testing.T) {
