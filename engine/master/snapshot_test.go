@@ -208,7 +208,7 @@ func TestRestoreAndCloneGuardTheirTable(t *testing.T) {
 }
 
 // A manifest whose regions a table cannot be made of (none, a gap, an overlap, not from the first
-// row to the last) or that has no table descriptor is refused as invalid before anything changes:
+// row to the last, files a region cannot link to) or that has no table descriptor is refused as invalid before anything changes:
 // a restore into a disabled table keeps its regions (it used to drop them in the commit that made
 // the new ones, then fail to write those on every try, leaving the old regions' files to the
 // archive cleaner), and a clone makes no table.
@@ -247,6 +247,14 @@ func TestRestoreAndCloneRefuseAManifestOfBadRegions(t *testing.T) {
 		},
 		"empty-region": func(m *pb.SnapshotManifest) { // a repeated start key
 			m.Regions = []*pb.SnapshotRegion{r0, with(func(r *pb.SnapshotRegion) { r.EndKey = r.StartKey }), r1, r2}
+		},
+		"unknown-family": func(m *pb.SnapshotManifest) {
+			m.Regions[1] = with(func(r *pb.SnapshotRegion) {
+				r.Files = []*pb.SnapshotFile{{Family: "nope", Path: "data/default/t1/0000000000000001/nope/a"}}
+			})
+		},
+		"not-a-store-file": func(m *pb.SnapshotManifest) {
+			m.Regions[1] = with(func(r *pb.SnapshotRegion) { r.Files = []*pb.SnapshotFile{{Family: "f", Path: "catalog/../x"}} })
 		},
 	}
 	for name, f := range bad {

@@ -89,10 +89,10 @@ func CreateLinked(st Storage, table TableDescriptor, info Info, refs []FileRef) 
 	return createLinked(st.files(), table, info, refs, false)
 }
 
-// createLinked is CreateLinked; once says how a region that has a manifest already is treated:
-// rewritten (false), or left alone when it is the same and refused otherwise (createWithManifest:
-// a merge's storage step, which must never rewrite a merged region that has lived).
-func createLinked(files regionFiles, table TableDescriptor, info Info, refs []FileRef, once bool) error {
+// CheckLinks says whether CreateLinked can make a region of table from refs: the table is valid,
+// and each ref names one of its families and the path of a store file, which no other ref of that
+// family names. (A clone or restore checks this before it changes its table.)
+func CheckLinks(table TableDescriptor, refs []FileRef) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -100,24 +100,41 @@ func createLinked(files regionFiles, table TableDescriptor, info Info, refs []Fi
 	for _, f := range table.Families {
 		known[f.Name] = true
 	}
-	dir := info.Dir()
-	m := &manifest{Version: 1, Families: map[string][]manifestFile{}}
-	var small []smallFile
 	seen := map[string]bool{}
 	for _, ref := range refs {
 		if !known[ref.Family] {
-			return fmt.Errorf("%w: region %s: the table has no family %q for %s", ErrInvalid, info.EncodedName(), ref.Family, ref.Path)
+			return fmt.Errorf("%w: the table has no family %q for %s", ErrInvalid, ref.Family, ref.Path)
 		}
 		if err := storage.CheckKey(ref.Path); err != nil || !strings.HasPrefix(ref.Path, "data/") {
-			return fmt.Errorf("%w: region %s: %q is not the path of a store file", ErrInvalid, info.EncodedName(), ref.Path)
+			return fmt.Errorf("%w: %q is not the path of a store file", ErrInvalid, ref.Path)
 		}
-		// <file>.<region it was written by>, as a daughter names its references: unique in the
-		// family, since a region's file names are.
-		name := path.Base(ref.Path) + "." + path.Base(path.Dir(path.Dir(ref.Path)))
+		name := linkName(ref)
 		if seen[ref.Family+"/"+name] {
-			return fmt.Errorf("%w: region %s: %s named twice", ErrInvalid, info.EncodedName(), ref.Path)
+			return fmt.Errorf("%w: %s named twice", ErrInvalid, ref.Path)
 		}
 		seen[ref.Family+"/"+name] = true
+	}
+	return nil
+}
+
+// linkName is the name of a region's reference to a store file: <file>.<region it was written
+// by>, as a daughter names its references; unique in the family, since a region's file names are.
+func linkName(ref FileRef) string {
+	return path.Base(ref.Path) + "." + path.Base(path.Dir(path.Dir(ref.Path)))
+}
+
+// createLinked is CreateLinked; once says how a region that has a manifest already is treated:
+// rewritten (false), or left alone when it is the same and refused otherwise (createWithManifest:
+// a merge's storage step, which must never rewrite a merged region that has lived).
+func createLinked(files regionFiles, table TableDescriptor, info Info, refs []FileRef, once bool) error {
+	if err := CheckLinks(table, refs); err != nil {
+		return fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	dir := info.Dir()
+	m := &manifest{Version: 1, Families: map[string][]manifestFile{}}
+	var small []smallFile
+	for _, ref := range refs {
+		name := linkName(ref)
 		r := reference{ParentPath: ref.Path, Whole: !ref.Half}
 		if ref.Half {
 			r.SplitRow, r.Top = bytes.Clone(ref.SplitRow), ref.Top

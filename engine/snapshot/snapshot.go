@@ -205,11 +205,12 @@ func RegionOf(st region.Storage, ri *pb.RegionInfo) (*pb.SnapshotRegion, error) 
 }
 
 // CheckRestorable says whether a manifest can be cloned or restored: it has a table descriptor,
-// and its regions cover every row once, in order — the first starts at the first row (the empty
+// its regions cover every row once, in order — the first starts at the first row (the empty
 // key), each starts where the one before it ends and ends after it starts, the last ends at the
-// last row (the empty key). A clone or restore makes one region per snapshot region on these
-// boundaries, and Materialize refuses any other: a manifest that fails here (damaged, or written
-// by hand) must be refused before the table is changed.
+// last row (the empty key) — and each region's files are ones a region can link to (of the
+// table's families, at store file paths). A clone or restore makes one region per snapshot region
+// on these boundaries, and Materialize refuses any other boundaries or files: a manifest that
+// fails here (damaged, or written by hand) must be refused before the table is changed.
 func CheckRestorable(m *pb.SnapshotManifest) error {
 	if m.GetTable() == nil {
 		return errors.New("its manifest has no table descriptor")
@@ -235,7 +236,27 @@ func CheckRestorable(m *pb.SnapshotManifest) error {
 			return fmt.Errorf("its region %d ends at %q, not after its start %q", i, end, start)
 		}
 	}
+	rtd, err := layout.RegionTableDescriptor(m.GetTable(), &pb.RegionInfo{Table: m.GetTable().GetName()})
+	if err != nil {
+		return fmt.Errorf("its table descriptor: %w", err)
+	}
+	for i, r := range rs {
+		if err := region.CheckLinks(rtd, fileRefs(r)); err != nil {
+			return fmt.Errorf("its region %d: %w", i, err)
+		}
+	}
 	return nil
+}
+
+// fileRefs are the store files a snapshot's region names, as a region made of links to them
+// names them.
+func fileRefs(sr *pb.SnapshotRegion) []region.FileRef {
+	var refs []region.FileRef
+	for _, f := range sr.GetFiles() {
+		refs = append(refs, region.FileRef{Family: f.GetFamily(), Path: f.GetPath(), Half: f.GetHalf(), SplitRow: f.GetSplitRow(),
+			Top: f.GetTop(), Size: f.GetSize(), Entries: f.GetEntries(), MaxSeq: f.GetMaxSeq()})
+	}
+	return refs
 }
 
 // Materialize writes the directories of regions made of links to a snapshot's files: regions[i]
@@ -254,12 +275,7 @@ func Materialize(st region.Storage, m *pb.SnapshotManifest, td *pb.TableDescript
 		if err != nil {
 			return err
 		}
-		var refs []region.FileRef
-		for _, f := range sr.GetFiles() {
-			refs = append(refs, region.FileRef{Family: f.GetFamily(), Path: f.GetPath(), Half: f.GetHalf(), SplitRow: f.GetSplitRow(),
-				Top: f.GetTop(), Size: f.GetSize(), Entries: f.GetEntries(), MaxSeq: f.GetMaxSeq()})
-		}
-		if err := region.CreateLinked(st, rtd, layout.StorageInfo(ri), refs); err != nil {
+		if err := region.CreateLinked(st, rtd, layout.StorageInfo(ri), fileRefs(sr)); err != nil {
 			return fmt.Errorf("snapshot %s: writing region %s: %w", m.GetName(), ri.GetName(), err)
 		}
 	}
