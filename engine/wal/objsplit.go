@@ -25,8 +25,12 @@ type SplitObjectLogOptions struct {
 	// edits are not written.
 	FlushedSeq func(region string) uint64
 	// MaxObjectBytes cuts a region's recovered edits into objects of about this size (default
-	// 8 MiB). What is buffered at once is at most the log's size.
+	// 8 MiB).
 	MaxObjectBytes int
+	// MaxBufferedBytes bounds what the regions' buffers hold together (default 64 MiB): past it,
+	// the largest is written, so the split of a log of many regions (a server's unflushed
+	// memstores, gigabytes) does not hold it all at once.
+	MaxBufferedBytes int
 }
 
 // SplitObjectLog reads a fenced object log (every edit its writer acknowledged: ReadObjectLog) and
@@ -42,6 +46,9 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 	if opts.MaxObjectBytes <= 0 {
 		opts.MaxObjectBytes = 8 << 20
 	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = 64 << 20
+	}
 	type out struct {
 		dir    string
 		buf    []byte
@@ -49,6 +56,7 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 	}
 	outs := map[string]*out{}
 	res := &SplitResult{MaxSeq: map[string]uint64{}}
+	buffered := 0 // records in the buffers
 	write := func(o *out) error {
 		if len(o.buf) <= headerSize {
 			return nil
@@ -58,6 +66,10 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 			return fmt.Errorf("wal: split %s: writing %s: %w", opts.Prefix, key, err)
 		}
 		res.Files = append(res.Files, key)
+		buffered -= len(o.buf) - headerSize
+		if cap(o.buf) > opts.MaxObjectBytes*2 {
+			o.buf = nil
+		}
 		o.buf = appendHeader(o.buf[:0], kindRecovered, 0)
 		return nil
 	}
@@ -79,11 +91,24 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 		size := payloadSize(e)
 		rec = appendRecord(rec[:0], e, e.Seq, e.WriteTime, size)
 		o.buf = append(o.buf, rec...)
+		buffered += len(rec)
 		o.maxSeq = e.Seq
 		res.MaxSeq[region] = e.Seq
 		res.Edits++
 		if len(o.buf) >= opts.MaxObjectBytes {
 			return write(o)
+		}
+		if buffered >= opts.MaxBufferedBytes {
+			// The largest buffer (ties: the first region by name, so that a split run again
+			// writes the same objects).
+			var big *out
+			var bigName string
+			for name, c := range outs {
+				if big == nil || len(c.buf) > len(big.buf) || (len(c.buf) == len(big.buf) && name < bigName) {
+					big, bigName = c, name
+				}
+			}
+			return write(big)
 		}
 		return nil
 	})

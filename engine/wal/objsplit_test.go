@@ -102,3 +102,60 @@ func TestSplitObjectLog(t *testing.T) {
 		})
 	}
 }
+
+// What the regions' buffers hold together is bounded: past it the largest is written, every edit
+// still reaches its region in order, and a split run again writes the same objects.
+func TestSplitObjectLogBoundsItsBuffers(t *testing.T) {
+	ctx := context.Background()
+	b := dirBucket(t)
+	const prefix = "wal/dead_1"
+	l := openLog(t, b, prefix, 4)
+	want := map[string][]uint64{}
+	for i := range 400 {
+		region := fmt.Sprintf("region-%d", (i*7)%8)
+		seq, err := l.Append(testEdit(region, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[region] = append(want[region], seq)
+	}
+	if _, err := FenceObjectLog(ctx, b, prefix, "master"); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 2 << 10
+	opts := SplitObjectLogOptions{Bucket: b, Prefix: prefix, MaxObjectBytes: 1 << 20, MaxBufferedBytes: bound,
+		RecoveredEditsDir: func(r string) string { return "data/default/t/" + r + "/recovered.edits" }}
+	res, err := SplitObjectLog(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) <= 8 {
+		t.Fatalf("%d objects for 8 regions: the bound wrote nothing early", len(res.Files))
+	}
+	record := len(appendRecord(nil, testEdit("region-0", 0), 1, 1, payloadSize(testEdit("region-0", 0))))
+	for _, key := range res.Files {
+		info, err := b.Stat(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size > int64(headerSize+bound+record) {
+			t.Errorf("%s holds %d bytes: more than the bound (%d) and one record", key, info.Size, bound)
+		}
+	}
+	for region, seqs := range want {
+		var got []uint64
+		if _, err := ReadRecoveredEdits(ctx, b, opts.RecoveredEditsDir(region), func(e *Edit) error {
+			got = append(got, e.Seq)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, seqs) {
+			t.Fatalf("%s recovered %v, want %v", region, got, seqs)
+		}
+	}
+	again, err := SplitObjectLog(ctx, opts)
+	if err != nil || !slices.Equal(again.Files, res.Files) {
+		t.Fatalf("a second split wrote %v (%v), want the same objects %v", again.Files, err, res.Files)
+	}
+}
