@@ -118,7 +118,13 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 		return 0, err
 	}
 	defer ex.End()
-	ms, bad, err := snapshot.List(st)
+	// The files the snapshots and the tables' copies of manifests name, a manifest at a time.
+	bad, err := snapshot.Walk(st, func(man *pb.SnapshotManifest) error {
+		for _, p := range snapshot.Paths(man) {
+			keep[p] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -133,9 +139,6 @@ func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("a table's copy of a snapshot manifest: %w: nothing is deleted until it can be read", err)
 		}
-		ms = append(ms, man)
-	}
-	for _, man := range ms {
 		for _, p := range snapshot.Paths(man) {
 			keep[p] = true
 		}

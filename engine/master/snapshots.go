@@ -201,18 +201,18 @@ func (m *Master) listSnapshots(req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsR
 			return nil, err
 		}
 	}
-	ms, bad, err := snapshot.List(st)
+	resp := &pb.ListSnapshotsResponse{}
+	bad, err := snapshot.Walk(st, func(man *pb.SnapshotManifest) error {
+		if re == nil || re.MatchString(man.GetName()) {
+			resp.Snapshots = append(resp.Snapshots, snapshot.Describe(man))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	for key, err := range bad {
 		m.log.Error("a snapshot manifest cannot be read", "key", key, "err", err)
-	}
-	resp := &pb.ListSnapshotsResponse{}
-	for _, man := range ms {
-		if re == nil || re.MatchString(man.GetName()) {
-			resp.Snapshots = append(resp.Snapshots, snapshot.Describe(man))
-		}
 	}
 	sort.Slice(resp.Snapshots, func(i, j int) bool { return resp.Snapshots[i].GetName() < resp.Snapshots[j].GetName() })
 	return resp, nil

@@ -247,16 +247,16 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 
 // ReadFrom lists the snapshots at a root (a cluster's storage or a backup location).
 func ReadFrom(st region.Storage) ([]*pb.SnapshotDescription, error) {
-	ms, bad, err := List(st)
+	var out []*pb.SnapshotDescription
+	bad, err := Walk(st, func(m *pb.SnapshotManifest) error {
+		out = append(out, Describe(m))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	for key, err := range bad {
 		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	var out []*pb.SnapshotDescription
-	for _, m := range ms {
-		out = append(out, Describe(m))
 	}
 	slices.SortFunc(out, func(a, b *pb.SnapshotDescription) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out, nil
@@ -275,18 +275,20 @@ func Prune(st region.Storage) (int, error) {
 		return 0, err
 	}
 	defer ex.End()
-	ms, bad, err := List(st)
+	// The files the snapshots name, a manifest at a time (hourly backups kept for a month name
+	// mostly the same files hundreds of times).
+	keep := map[string]bool{}
+	bad, err := Walk(st, func(m *pb.SnapshotManifest) error {
+		for _, p := range Paths(m) {
+			keep[path.Join("archive", p)] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
 	for key, err := range bad {
 		return 0, fmt.Errorf("snapshot manifest %s cannot be read (%v): nothing is pruned until it is repaired or deleted", key, err)
-	}
-	keep := map[string]bool{}
-	for _, m := range ms {
-		for _, p := range Paths(m) {
-			keep[path.Join("archive", p)] = true
-		}
 	}
 	n := 0
 	err = st.WalkFiles("archive/data", func(p string) error {

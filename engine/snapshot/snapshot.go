@@ -136,9 +136,10 @@ func Write(st region.Storage, m *pb.SnapshotManifest) error {
 	return st.WriteObject(ManifestKey(m.GetName()), b, true)
 }
 
-// List reads every snapshot's manifest, by name. A manifest that cannot be read is reported in
-// bad (by key) and left out: one damaged snapshot must not hide the others.
-func List(st region.Storage) (ms []*pb.SnapshotManifest, bad map[string]error, err error) {
+// Walk calls fn with every snapshot's manifest, by name, one at a time; fn's error ends the walk.
+// A manifest that cannot be read is reported in bad (by key) and left out: one damaged snapshot
+// must not hide the others.
+func Walk(st region.Storage, fn func(*pb.SnapshotManifest) error) (bad map[string]error, err error) {
 	err = st.WalkFiles(Dir, func(p string) error {
 		if path.Base(p) != "manifest" || strings.Count(p, "/") != 2 {
 			return nil
@@ -152,11 +153,11 @@ func List(st region.Storage) (ms []*pb.SnapshotManifest, bad map[string]error, e
 			}
 			bad[p] = err
 		default:
-			ms = append(ms, m)
+			return fn(m)
 		}
 		return nil
 	})
-	return ms, bad, err
+	return bad, err
 }
 
 // Delete removes a snapshot's manifest. Its files stay where they are; the archive cleaner

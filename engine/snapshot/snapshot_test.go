@@ -58,7 +58,7 @@ func TestManifestRoundTripAndCorruption(t *testing.T) {
 	if err := st.WriteObject(ManifestKey("s2"), b[:len(b)-1], false); err != nil {
 		t.Fatal(err)
 	}
-	ms, bad, err := List(st)
+	ms, bad, err := list(st)
 	if err != nil || len(ms) != 1 || ms[0].GetName() != "s" || len(bad) != 1 || bad[ManifestKey("s2")] == nil {
 		t.Fatalf("list: %v, bad %v, err %v", ms, bad, err)
 	}
@@ -91,7 +91,7 @@ func TestAManifestNamingAnotherSnapshotIsRefused(t *testing.T) {
 	if _, err := ReadNamed(st, "other"); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `names snapshot "s"`) {
 		t.Fatalf("read of a manifest at other naming s: %v, want ErrCorrupt naming both", err)
 	}
-	ms, bad, err := List(st)
+	ms, bad, err := list(st)
 	if err != nil || len(ms) != 1 || ms[0].GetName() != "s" || len(bad) != 1 || !errors.Is(bad[ManifestKey("other")], ErrCorrupt) {
 		t.Fatalf("list: %v, bad %v, err %v", ms, bad, err)
 	}
@@ -283,4 +283,13 @@ func TestPathsIncludeFunctionModules(t *testing.T) {
 	if len(got) != 2 || got[0] != "data/default/t/r/f/file1" || got[1] != layout.FunctionModuleKey(sha) {
 		t.Fatalf("Paths = %q", got)
 	}
+}
+
+// list reads every snapshot's manifest (Walk).
+func list(st region.Storage) (ms []*pb.SnapshotManifest, bad map[string]error, err error) {
+	bad, err = Walk(st, func(m *pb.SnapshotManifest) error {
+		ms = append(ms, m)
+		return nil
+	})
+	return ms, bad, err
 }
