@@ -266,7 +266,10 @@ func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit i
 			return nil, err
 		}
 	}
-	var out []ObjectInfo
+	// Keys first (names only), then a stat of each key given: a page of a large listing
+	// (storage.Walk asks for 1,000 at a time) stats its page, not every key after startAfter,
+	// and skips the directories wholly before startAfter or outside the prefix.
+	var keys []string
 	walkRoot := b.path(base)
 	if base == "" {
 		walkRoot = b.root
@@ -284,25 +287,28 @@ func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit i
 			}
 			return nil
 		}
-		if d.IsDir() {
-			return nil
-		}
 		rel, err := filepath.Rel(b.root, p)
 		if err != nil {
 			return err
 		}
 		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) || key <= startAfter {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+		if d.IsDir() {
+			if p == walkRoot {
 				return nil
 			}
-			return err
+			// Every key in it begins dir ("key/").
+			dir := key + "/"
+			if !strings.HasPrefix(dir, prefix) && !strings.HasPrefix(prefix, dir) {
+				return filepath.SkipDir
+			}
+			if dir < startAfter && !strings.HasPrefix(startAfter, dir) {
+				return filepath.SkipDir // every key in it sorts before startAfter
+			}
+			return nil
 		}
-		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), ETag: etagOf(fi)})
+		if strings.HasPrefix(key, prefix) && key > startAfter {
+			keys = append(keys, key)
+		}
 		return nil
 	})
 	if err != nil {
@@ -310,9 +316,20 @@ func (b *DirBucket) List(ctx context.Context, prefix, startAfter string, limit i
 	}
 	// WalkDir visits in lexical order of names per directory, which is not the byte order of
 	// whole keys ("a/b" < "a-b" as names, "a-b" < "a/b" as keys): sort.
-	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Key, y.Key) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	slices.Sort(keys)
+	var out []ObjectInfo
+	for _, key := range keys {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		o, err := statObject(b.path(key), key)
+		if errors.Is(err, ErrNoObject) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("storage: list %s: %w", path.Join(b.Describe(), prefix), err)
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }
