@@ -35,21 +35,17 @@ type WorkloadInputs struct {
 func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.StatefulSet {
 	spec := &c.Spec
 	res := spec.MasterResources()
-	election := "none"
-	if spec.MasterReplicas() > 1 {
-		election = "kubernetes"
-	}
 	args := append([]string{"master"}, storageArgs(c)...)
 	args = append(args,
 		"--config="+ConfigMountPath+"/"+ConfigFileName(GroupMaster),
 		fmt.Sprintf("--http-addr=:%d", MasterHTTPPort),
 		fmt.Sprintf("--grpc-addr=:%d", MasterGRPCPort),
 		fmt.Sprintf("--advertise-host=$(POD_NAME).%s.%s.svc", StatefulSetName(c, GroupMaster), c.Namespace),
-		"--election="+election,
+		// The Lease election with one master too: the template does not change with the number
+		// of masters, so a master added to a single one is a standby, never a second active
+		// master beside one that elects itself (--election=none).
+		"--election=kubernetes", "--lease-name="+LeaseName(c), "--lease-namespace=$(POD_NAMESPACE)",
 	)
-	if election == "kubernetes" {
-		args = append(args, "--lease-name="+LeaseName(c), "--lease-namespace=$(POD_NAMESPACE)")
-	}
 	args = append(args, "--hedge-delay="+spec.HedgeDelayDuration().String())
 	args = append(args, backupArgs(c)...)
 	if w := walArchive(c); w != nil {
