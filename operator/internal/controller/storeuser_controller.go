@@ -37,11 +37,11 @@ const (
 	ReasonInvalidACL             = "InvalidACL"
 	// ReasonReservedIdentity: a StoreUser in one of the cluster's own groups, or named as one of
 	// its own Secrets (made before the CRD refused them).
-	ReasonReservedIdentity = "ReservedIdentity"
-	ReasonApplied                = "Applied"
-	userResync                   = 10 * time.Minute
-	tokenSecretKey               = "token"
-	storeUserFieldOwnerBase      = "cellstore-operator/storeuser-"
+	ReasonReservedIdentity  = "ReservedIdentity"
+	ReasonApplied           = "Applied"
+	userResync              = 10 * time.Minute
+	tokenSecretKey          = "token"
+	storeUserFieldOwnerBase = "cellstore-operator/storeuser-"
 )
 
 // StoreUserReconciler makes a StoreUser's credential, grants its ACLs and sets its quotas through
