@@ -527,6 +527,13 @@ func (r *AssignmentReconciler) advanceMaster(ctx context.Context, a *assignState
 	a.busy = true
 	pod := findPod(a.pods[resources.GroupMaster], st.Pod)
 	switch {
+	case pod == nil && sts != nil && sts.Spec.Replicas != nil && int32(podOrdinal(st.Pod)) >= *sts.Spec.Replicas:
+		// spec.master.replicas went down while it restarted: the StatefulSet keeps it no more.
+		if err := r.setRollout(ctx, a, resources.GroupMaster, nil); err != nil {
+			return Errored("RecordRolloutFailed", err), false
+		}
+		r.event(c, corev1.EventTypeNormal, "RestartCancelled", "master pod %s is not coming back: the masters are %d now", st.Pod, *sts.Spec.Replicas)
+		return Done(), true
 	case pod == nil:
 		return Waiting(ReasonRollingRestart, "waiting for master pod %s to be recreated", st.Pod), false
 	case pod.UID == st.UID:

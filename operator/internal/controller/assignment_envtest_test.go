@@ -126,6 +126,22 @@ var _ = Describe("Rolling restart", func() {
 		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("restarting active master pod " + active)))
 	})
 
+	It("ends a master's restart when the masters were scaled in while it restarted", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 2 }))
+		waitRunning(c)
+		// A restart recorded for the third master, which spec.master.replicas 2 no longer keeps
+		// (lowered from 3 while it restarted): the StatefulSet never recreates it.
+		gone := resources.PodName(c, resources.GroupMaster, 2)
+		sts := statefulSet(c, resources.GroupMaster)
+		patch := client.MergeFrom(sts.DeepCopy())
+		sts.Annotations[resources.AnnotationRollout] = fmt.Sprintf(`{"pod":%q,"uid":"gone","action":"Restart","step":"WaitingReady","since":%q,"reason":"test"}`,
+			gone, time.Now().UTC().Format(time.RFC3339))
+		Expect(k8s.Patch(suiteCtx, sts, patch)).To(Succeed())
+		Eventually(func() map[string]string { return statefulSet(c, resources.GroupMaster).Annotations }, timeout, poll).ShouldNot(HaveKey(resources.AnnotationRollout))
+		Eventually(eventsOf(c, "RestartCancelled"), timeout, poll).Should(ContainElement(ContainSubstring("master pod " + gone + " is not coming back")))
+	})
+
 	It("restarts only the masters for spec.master.config, only the region servers for spec.regionServers.config", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 }))
