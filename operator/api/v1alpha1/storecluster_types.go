@@ -787,6 +787,11 @@ type RecoveryStatus struct {
 	// Restored lists the snapshots already restored (one per table).
 	// +optional
 	Restored []string `json:"restored,omitempty"`
+	// Restoring is the snapshot whose import and restore began (recorded before they begin): its
+	// table, once it exists, is this recovery's; another table of a backed-up name found in the
+	// cluster was made by someone else, and the recovery stops at it.
+	// +optional
+	Restoring string `json:"restoring,omitempty"`
 	// CompletedAt is when every table was restored.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`

@@ -75,6 +75,7 @@ var _ = Describe("Backups", func() {
 		fake.SetTables("default:t1", "sales:t2")
 		fake.FailCopies(1)
 		fake.SetCopyCalls(2)
+		fake.FailSnapshotDeletes(1) // after the first copy: its snapshot is deleted later
 
 		// The masters get the backup location and its keys (never the values).
 		args := statefulSet(c, resources.GroupMaster).Spec.Template.Spec.Containers[0].Args
@@ -276,6 +277,25 @@ var _ = Describe("Backups", func() {
 		Eventually(condition(c4, v1alpha1.ConditionDegraded), timeout, poll).Should(
 			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTargetBeforeBackup, "name an earlier backup"))
 		Expect(fakeOf(c4).Restored()).To(BeEmpty())
+
+		// A backed-up table that exists in the new cluster before the recovery reaches it (an
+		// application made it) is not counted restored: the recovery stops there, saying so,
+		// and restores it once it is dropped.
+		c5 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-first"}, Spec: *c.Spec.DeepCopy()}
+		c5.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
+		fake5 := fakeOf(c5)
+		for name, table := range fakeOf(c).Backups() {
+			fake5.PutBackup(name, table)
+		}
+		fake5.SetTables("default:users")
+		create(c5)
+		Eventually(condition(c5, v1alpha1.ConditionDegraded), 2*timeout, poll).Should(
+			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTableExists, "table default:users exists in the cluster but was not restored by this recovery"))
+		Expect(fake5.Restored()).To(Equal([]string{"b1.default.orders"}))
+		Expect(get(c5).Status.Recovery.CompletedAt).To(BeNil())
+		fake5.SetTables("default:orders") // users dropped
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c5).Status.Recovery }, 2*timeout, poll).Should(HaveField("CompletedAt", Not(BeNil())))
+		Expect(fake5.Restored()).To(Equal([]string{"b1.default.orders", "b1.default.users"}))
 
 		// bootstrap cannot change afterwards, nor be added to a cluster that exists.
 		cur := get(c2)

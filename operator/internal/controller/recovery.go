@@ -22,6 +22,9 @@ const (
 	ReasonRecovering                  = "Recovering"
 	ReasonRecoveryTargetBeforeBackup  = "RecoveryTargetBeforeBackup"
 	ReasonRecoveryRefused             = "RecoveryRefused"
+	// ReasonRecoveryTableExists: a table the backup holds exists in the cluster, not made by the
+	// recovery (an application or a person made it before the recovery reached it).
+	ReasonRecoveryTableExists = "RecoveryTableExists"
 )
 
 // taskRecovery bootstraps a new cluster from a StoreBackup (spec.bootstrap.recovery), once its
@@ -83,7 +86,20 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 		if slices.Contains(st.Restored, sn.Snapshot) {
 			continue
 		}
-		if !slices.Contains(tables, sn.Table) {
+		exists := slices.Contains(tables, sn.Table)
+		if st.Restoring != sn.Snapshot {
+			if exists {
+				// Not this recovery's table: counting it restored would report a recovery
+				// whose table holds none of the backup's data.
+				return Failed(ReasonRecoveryTableExists, "table %s exists in the cluster but was not restored by this recovery (an application or a person made it before the recovery reached it): "+
+					"drop it (disable_table, drop_table) and the recovery restores it from StoreBackup %s", sn.Table, name)
+			}
+			// Recorded (the status written) before the import and restore begin, so that the
+			// table, once it exists, is known to be this recovery's.
+			st.Restoring = sn.Snapshot
+			return Waiting(ReasonRecovering, "restoring table %s (%d of %d) from StoreBackup %s: starting", sn.Table, i+1, len(b.Status.Snapshots), name)
+		}
+		if !exists {
 			cctx, cancel := call()
 			cs, err := mc.CopySnapshot(cctx, sn.Snapshot, false)
 			cancel()
@@ -127,7 +143,7 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 		if err != nil {
 			return Waiting(ReasonRecovering, "deleting the imported snapshot %s: %v", sn.Snapshot, err)
 		}
-		st.Restored = append(st.Restored, sn.Snapshot)
+		st.Restored, st.Restoring = append(st.Restored, sn.Snapshot), ""
 	}
 	now := metav1.NewTime(r.Options.Now().Truncate(time.Second))
 	st.CompletedAt = &now

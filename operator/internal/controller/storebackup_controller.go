@@ -227,6 +227,17 @@ func (r *StoreBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return save(v1alpha1.BackupRunning, metav1.ConditionFalse, ReasonMasterUnreachable, "deleting the cluster's snapshot %s: %v", sn.Snapshot, err)
 		}
 	}
+	// Once more for every table (deleting a deleted snapshot is no error): a deletion that failed
+	// after its copy was recorded would otherwise leave the snapshot, and the compacted files it
+	// keeps in the cluster's archive, until the StoreBackup is deleted.
+	for _, sn := range b.Status.Snapshots {
+		cctx, cancel := call()
+		err := mc.DeleteSnapshot(cctx, sn.Snapshot)
+		cancel()
+		if err != nil {
+			return save(v1alpha1.BackupRunning, metav1.ConditionFalse, ReasonMasterUnreachable, "deleting the cluster's snapshot %s: %v", sn.Snapshot, err)
+		}
+	}
 	b.Status.Files, b.Status.Bytes = 0, 0
 	for _, sn := range b.Status.Snapshots {
 		b.Status.Files += sn.Files

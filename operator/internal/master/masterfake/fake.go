@@ -81,9 +81,11 @@ type Fake struct {
 	copies     map[string]int
 	copyCalls  int
 	failCopies int
-	restored   []string
-	disabled   map[string]bool
-	external   map[string]string
+	// failSnapshotDeletes fails that many DeleteSnapshot calls.
+	failSnapshotDeletes int
+	restored            []string
+	disabled            map[string]bool
+	external            map[string]string
 	// externalUnimpl: the external-address calls answer Unimplemented (an older engine).
 	externalUnimpl bool
 }
@@ -512,6 +514,13 @@ func (f *Fake) FailCopies(n int) {
 	f.failCopies = n
 }
 
+// FailSnapshotDeletes makes the next n DeleteSnapshot calls fail (a master that went away).
+func (f *Fake) FailSnapshotDeletes(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSnapshotDeletes = n
+}
+
 // Snapshots are the snapshots in the cluster (name → table); Backups those at the backup location.
 func (f *Fake) Snapshots() map[string]string {
 	f.mu.Lock()
@@ -616,6 +625,10 @@ func (c client) RestoreSnapshot(_ context.Context, name string, until time.Time)
 func (c client) DeleteSnapshot(_ context.Context, name string) error {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
+	if c.f.failSnapshotDeletes > 0 {
+		c.f.failSnapshotDeletes--
+		return fmt.Errorf("deleting snapshot %s: injected failure", name)
+	}
 	delete(c.f.snapshots, name)
 	delete(c.f.copies, "export/"+name)
 	delete(c.f.copies, "import/"+name)
