@@ -231,6 +231,35 @@ var _ = Describe("Backups", func() {
 		}, timeout, poll).Should(Succeed())
 	})
 
+	It("keeps a backup a cluster is being recovered from until its recovery completes", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, withBackupLocation))
+		waitRunning(c)
+		fakeOf(c).SetTables("default:orders")
+		b := newBackup(ns, "b1", c.Name)
+		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
+		c2 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored"}, Spec: *c.Spec.DeepCopy()}
+		c2.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
+		fake2 := fakeOf(c2)
+		for name, table := range fakeOf(c).Backups() {
+			fake2.PutBackup(name, table)
+		}
+		fake2.SetCopyCalls(1 << 30) // the import never ends
+		create(c2)
+		Eventually(condition(c2, v1alpha1.ConditionProgressing), timeout, poll).Should(
+			haveCondition(metav1.ConditionTrue, controller.ReasonRecovering, "importing table default:orders"))
+
+		Expect(k8s.Delete(suiteCtx, b)).To(Succeed())
+		Eventually(objectEvents(ns, "StoreBackup", "b1", "BackupInUse"), timeout, poll).Should(ContainElement(ContainSubstring("StoreCluster restored is being recovered from this backup")))
+		Expect(backupNow(b)()).NotTo(BeNil(), "deleted while a recovery reads it")
+		Expect(fakeOf(c).Backups()).To(HaveKey("b1.default.orders"), "its copies stay")
+
+		// Once nothing recovers from it, it goes.
+		Expect(k8s.Delete(suiteCtx, get(c2))).To(Succeed())
+		Eventually(backupNow(b), timeout, poll).Should(BeNil())
+		Expect(fakeOf(c).Backups()).NotTo(HaveKey("b1.default.orders"))
+	})
+
 	It("bootstraps a new cluster from a completed backup and says where it came from", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, withBackupLocation))

@@ -143,6 +143,11 @@ func (r *ScheduledBackupReconciler) applyRetention(ctx context.Context, sb *v1al
 		tooMany := ret.Count > 0 && i >= int(ret.Count)
 		tooOld := ret.MaxAge != nil && now.Sub(b.CreationTimestamp.Time) > ret.MaxAge.Duration
 		if (tooMany || tooOld) && !newestCompleted {
+			if by, err := recoveringFrom(ctx, r.Client, b.Namespace, b.Name); err != nil {
+				return err
+			} else if by != "" {
+				continue // kept while StoreCluster by recovers from it
+			}
 			if err := r.Client.Delete(ctx, &b); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}

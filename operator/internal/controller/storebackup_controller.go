@@ -91,6 +91,12 @@ func (r *StoreBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if !controllerutil.ContainsFinalizer(b, StoreBackupFinalizer) {
 			return ctrl.Result{}, nil
 		}
+		if by, err := recoveringFrom(ctx, r.Client, b.Namespace, b.Name); err != nil {
+			return ctrl.Result{}, err
+		} else if by != "" {
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, "BackupInUse", "StoreCluster %s is being recovered from this backup: its copies stay until that recovery completes (or that StoreCluster is deleted)", by)
+			return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
+		}
 		if clusterFound && len(b.Status.Snapshots) > 0 {
 			if err := r.deleteCopies(ctx, b, cluster); err != nil {
 				r.Recorder.Eventf(b, corev1.EventTypeWarning, "DeleteFailed", "cannot delete the backup's snapshots yet: %v", err)
@@ -302,4 +308,21 @@ func backupsOf(ctx context.Context, c client.Reader, sb *v1alpha1.StoreScheduled
 		return strings.Compare(b.Name, a.Name)
 	})
 	return out, nil
+}
+
+// recoveringFrom names a StoreCluster of the namespace whose recovery from StoreBackup name
+// (spec.bootstrap.recovery) has not completed, "" when none: that backup's copies must stay, or
+// the recovery fails half done.
+func recoveringFrom(ctx context.Context, c client.Reader, ns, name string) (string, error) {
+	list := &v1alpha1.StoreClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return "", err
+	}
+	for _, sc := range list.Items {
+		if bs := sc.Spec.Bootstrap; bs != nil && bs.Recovery != nil && bs.Recovery.Backup.Name == name && sc.DeletionTimestamp.IsZero() &&
+			(sc.Status.Recovery == nil || sc.Status.Recovery.CompletedAt == nil) {
+			return sc.Name, nil
+		}
+	}
+	return "", nil
 }
