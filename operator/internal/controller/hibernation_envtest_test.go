@@ -48,7 +48,19 @@ var _ = Describe("Hibernation", func() {
 		Expect(fake.Disabled("default:a") && fake.Disabled("sales:b")).To(BeTrue(), "tables disabled before the pods stopped")
 		Eventually(eventsOf(c, controller.ReasonHibernated), timeout, poll).ShouldNot(BeEmpty())
 
+		// A task that fails while the cluster sleeps needs a person all the same (here, certificates
+		// of our own that do not exist), and a wake it stops says so instead of "remove the
+		// annotation".
+		spec := get(c).Spec.Security.DeepCopy()
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.Security.TLS = v1alpha1.TLSProvided
+			c.Spec.Security.Certificates = &v1alpha1.ProvidedCertificates{ServerSecretName: "ours", ClientSecretName: "ours-client"}
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonTLSSecretMissing))
+		Expect(get(c).Status.Phase).To(Equal(v1alpha1.PhaseDegraded))
 		update(c, func(c *v1alpha1.StoreCluster) { delete(c.Annotations, v1alpha1.AnnotationHibernation) })
+		Eventually(condition(c, v1alpha1.ConditionAvailable), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonHibernated, "waking", "task certificates goes first"))
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Security = *spec })
 		waitRunning(c)
 		Eventually(func() *v1alpha1.HibernationStatus { return get(c).Status.Hibernation }, timeout, poll).Should(BeNil())
 		Expect(fake.Disabled("default:a") || fake.Disabled("sales:b")).To(BeFalse(), "the recorded tables are enabled again")

@@ -246,11 +246,20 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	}
 
 	if h := st.Hibernation; h != nil && h.State == v1alpha1.HibernationHibernated {
-		// Stopped on purpose: not Available, nothing wrong, nothing in progress once the pods are gone.
+		// Stopped on purpose: not Available, nothing wrong (unless a task failed: a person is
+		// needed, hibernated or not), nothing in progress once the pods are gone.
 		since := h.Since.UTC().Format(time.RFC3339)
-		set(v1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonHibernated,
-			fmt.Sprintf("hibernated since %s (annotation %s=on): the data stays in storage; remove the annotation to wake the cluster", since, v1alpha1.AnnotationHibernation))
-		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention (hibernated)")
+		msg := fmt.Sprintf("hibernated since %s (annotation %s=on): the data stays in storage; remove the annotation to wake the cluster", since, v1alpha1.AnnotationHibernation)
+		if !hibernationWanted(c) {
+			msg = fmt.Sprintf("hibernated since %s; waking (annotation %s removed)", since, v1alpha1.AnnotationHibernation)
+			if rep.Blocked != "" {
+				msg += fmt.Sprintf(": task %s goes first (%s)", rep.Blocked, rep.Result.Message)
+			}
+		}
+		set(v1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonHibernated, msg)
+		if rep.Result.Outcome != Fail && blocked == nil {
+			set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention (hibernated)")
+		}
 		if left := st.Masters.Replicas + st.RegionServers.Replicas; left > 0 {
 			set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonHibernating, fmt.Sprintf("task hibernation: %d pods still stopping", left))
 			next = min(next, r.Options.PollInterval)
@@ -261,10 +270,10 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 
 	avail := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionAvailable)
 	switch {
-	case st.Hibernation != nil && st.Hibernation.State == v1alpha1.HibernationHibernated:
-		st.Phase = v1alpha1.PhaseHibernated
 	case meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded):
 		st.Phase = v1alpha1.PhaseDegraded
+	case st.Hibernation != nil && st.Hibernation.State == v1alpha1.HibernationHibernated:
+		st.Phase = v1alpha1.PhaseHibernated
 	case !avail:
 		st.Phase = v1alpha1.PhaseProvisioning
 	case meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionProgressing):
