@@ -89,7 +89,29 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		last = sb.Status.LastScheduleTime.Time
 	}
 	due := sched.Next(last)
+	var running string // a backup of this schedule not finished yet
 	if !sb.Spec.Suspend && !now.Before(due) {
+		// Read fresh: one made at the last tick may not be in the cache yet.
+		backups, err := backupsOf(ctx, r.APIReader, sb)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, b := range backups {
+			if b.DeletionTimestamp.IsZero() && b.Status.Phase != v1alpha1.BackupCompleted && b.Status.Phase != v1alpha1.BackupFailed {
+				running = b.Name
+				break
+			}
+		}
+	}
+	if running != "" {
+		// One backup of a cluster at a time: another beside it would copy the same files again
+		// (and, while the cluster's master is down, one more would pile up at each tick).
+		r.Recorder.Eventf(sb, corev1.EventTypeWarning, "BackupSkipped", "the backup due %s is skipped: StoreBackup %s of this schedule has not finished",
+			due.UTC().Format(time.RFC3339), running)
+		t := metav1.NewTime(due)
+		sb.Status.LastScheduleTime = &t
+		due = sched.Next(now)
+	} else if !sb.Spec.Suspend && !now.Before(due) {
 		name := fmt.Sprintf("%s-%s", sb.Name, due.UTC().Format("20060102150405"))
 		b := &v1alpha1.StoreBackup{
 			// No owner: deleting the schedule keeps its backups (CloudNativePG's default too).
