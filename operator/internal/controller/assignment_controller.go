@@ -113,6 +113,9 @@ func (r *AssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	mc, err := r.Options.Masters(c)
 	if err != nil {
 		logger.V(1).Info("no master client", "error", err.Error())
+		if err := r.restartUnreadyMasters(ctx, a); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
 	}
 	defer func() { _ = mc.Close() }()
@@ -120,6 +123,12 @@ func (r *AssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if a.st, err = r.status(ctx, a); err != nil {
 		// Reported by the StoreCluster controller's status (Degraded/Available: MasterUnreachable).
 		logger.V(1).Info("master status", "error", err.Error())
+		// A master pod that is not Ready and runs an outdated template (say an image that cannot
+		// be pulled, since fixed) is restarted all the same: it serves nothing, and the rollout
+		// that would restart it waits for a master to answer.
+		if err := r.restartUnreadyMasters(ctx, a); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
 	}
 	_, prob := checkSpec(c)
@@ -520,6 +529,26 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 	}
 	r.event(c, corev1.EventTypeNormal, "RollingRestart", "restarting %s master pod %s: %s", role, pick.Name, st.Reason)
 	return Waiting(ReasonRollingRestart, "restarting master pod %s", pick.Name), true
+}
+
+// restartUnreadyMasters deletes the master pods that are not Ready and run an outdated pod
+// template, while no master answers (the StatefulSet makes them again from the current one).
+func (r *AssignmentReconciler) restartUnreadyMasters(ctx context.Context, a *assignState) error {
+	sts := a.sts[resources.GroupMaster]
+	if !revisionKnown(sts) {
+		return nil
+	}
+	for _, p := range outdatedPods(a.pods[resources.GroupMaster], sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1)) {
+		if podReady(p) {
+			continue
+		}
+		if err := r.deletePod(ctx, a.c, p.Name, p.UID); err != nil {
+			return err
+		}
+		r.event(a.c, corev1.EventTypeNormal, "RollingRestart", "restarting master pod %s, which is not Ready, while no master answers: %s", p.Name,
+			restartReason(sts, p.Annotations[resources.AnnotationTemplateHash]))
+	}
+	return nil
 }
 
 func (r *AssignmentReconciler) advanceMaster(ctx context.Context, a *assignState, st *rolloutState) (Result, bool) {

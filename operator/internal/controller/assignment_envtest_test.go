@@ -3,6 +3,7 @@
 package controller_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,6 +125,39 @@ var _ = Describe("Rolling restart", func() {
 		Expect(stopped[2]).To(Equal("stopped "+active), "the active master restarts last")
 		Expect(f.Count("Drain")).To(BeZero(), "masters hold no regions: nothing to drain")
 		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("restarting active master pod " + active)))
+	})
+
+	It("restarts a master pod that is not Ready while no master answers, and says why a pod cannot start", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 1 }))
+		waitRunning(c)
+		f := fakeOf(c)
+		name := resources.PodName(c, resources.GroupMaster, 0)
+		kubelet.holdNotReady(ns, name, true)
+		// Its image cannot be pulled (as after a spec.version naming a tag that does not exist).
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"cellstore/engine:nope\""}}}}
+		Expect(k8s.Status().Update(suiteCtx, pod)).To(Succeed())
+		f.SetUnreachable(errors.New("connection refused"))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonPodFailing,
+			"pod "+name+": container engine is waiting: ImagePullBackOff", "cellstore/engine:nope"))
+
+		// The spec is fixed: the pod is restarted although no master answers.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.HedgeDelay = &metav1.Duration{Duration: 20 * time.Millisecond} })
+		Eventually(func() types.UID {
+			cur := &corev1.Pod{}
+			if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
+				return pod.UID
+			}
+			return cur.UID
+		}, timeout, poll).ShouldNot(Equal(pod.UID))
+		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("while no master answers")))
+		kubelet.holdNotReady(ns, name, false)
+		f.SetUnreachable(nil)
+		waitRunning(c)
 	})
 
 	It("ends a master's restart when the masters were scaled in while it restarted", func() {

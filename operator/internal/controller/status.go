@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,35 @@ func (r *StoreClusterReconciler) observe(ctx context.Context, s *clusterState) (
 		o.masterErr = fmt.Errorf("no master pod exists yet")
 	}
 	return o, nil
+}
+
+// ReasonPodFailing: a pod's container cannot start (its image cannot be pulled, it keeps
+// crashing, its configuration is refused): waiting does not help.
+const ReasonPodFailing = "PodFailing"
+
+// failingContainer are the reasons of a waiting container that waiting will not end.
+var failingContainer = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError"}
+
+// failingPod describes the first pod (masters first) whose container waits for a reason that
+// waiting will not end, "" when none.
+func failingPod(pods map[resources.Group][]*corev1.Pod) string {
+	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
+		for _, p := range pods[g] {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				if w := cs.State.Waiting; w != nil && slices.Contains(failingContainer, w.Reason) {
+					msg := fmt.Sprintf("pod %s: container %s is waiting: %s", p.Name, cs.Name, w.Reason)
+					if w.Message != "" {
+						msg += ": " + w.Message
+					}
+					return msg + " (fix spec.image or spec.version, or what the pod's events say; kubectl describe pod " + p.Name + ")"
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func countReady(pods []*corev1.Pod) (n int32) {
@@ -178,6 +208,9 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 		next = r.Options.PollInterval
 	case o.masterErr != nil && st.Masters.Ready > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonMasterUnreachable, fmt.Sprintf("task status: the master does not answer: %v", o.masterErr))
+		next = r.Options.PollInterval
+	case failingPod(o.pods) != "":
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failingPod(o.pods))
 		next = r.Options.PollInterval
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention")
