@@ -1,7 +1,9 @@
 package master
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path"
@@ -26,6 +28,10 @@ type bucketCatalog struct {
 	dir  string
 	log  *wal.ObjectLog
 	etag string // of the snapshot this master read or wrote ("" when there is none)
+	// unsure is the SHA-256 of a snapshot whose Put failed without saying whether it landed (an
+	// answer lost), and unsureSeq what it covers: found in place later, it is this master's own.
+	unsure    []byte
+	unsureSeq uint64
 
 	relMu   sync.Mutex
 	covered uint64   // the highest sequence id a written snapshot covers
@@ -309,19 +315,38 @@ func (c *bucketCatalog) lastSeq() uint64 { return c.log.LastSeq() }
 func (c *bucketCatalog) writeSnapshot(b []byte, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	cond := storage.Condition{IfMatch: c.etag, IfNoneMatch: c.etag == ""}
-	etag, err := c.b.Put(ctx, path.Join(c.dir, "snapshot"), b, cond)
+	key := path.Join(c.dir, "snapshot")
+	etag, err := c.b.Put(ctx, key, b, storage.Condition{IfMatch: c.etag, IfNoneMatch: c.etag == ""})
+	if errors.Is(err, storage.ErrPrecondition) && c.unsure != nil {
+		// The snapshot changed since this master's last known one: it may be the one whose
+		// answer was lost. If so it is this master's, and nobody else's write came between.
+		cur, info, gerr := c.b.Get(ctx, key)
+		if gerr != nil {
+			return fmt.Errorf("catalog: reading the snapshot after a write whose answer was lost: %w", gerr)
+		}
+		if sum := sha256.Sum256(cur); bytes.Equal(sum[:], c.unsure) {
+			c.adopt(info.ETag, c.unsureSeq)
+			etag, err = c.b.Put(ctx, key, b, storage.Condition{IfMatch: c.etag})
+		}
+	}
 	if errors.Is(err, storage.ErrPrecondition) {
 		return fmt.Errorf("catalog: another master replaced the snapshot: this one is no longer active: %w", err)
 	}
 	if err != nil {
+		sum := sha256.Sum256(b)
+		c.unsure, c.unsureSeq = sum[:], seq
 		return err
 	}
-	c.etag = etag
+	c.adopt(etag, seq)
+	return nil
+}
+
+// adopt records a snapshot this master wrote: its ETag, and what it covers.
+func (c *bucketCatalog) adopt(etag string, seq uint64) {
+	c.etag, c.unsure = etag, nil
 	c.relMu.Lock()
 	c.covered = max(c.covered, seq)
 	c.relMu.Unlock()
-	return nil
 }
 
 // release drops what the snapshots written so far cover. Catalog.release runs one at a time.

@@ -387,3 +387,42 @@ func TestWarmStandbyAfterAnIdleMasterClosed(t *testing.T) {
 
 // dirBucket is a directory bucket in the test's temporary directory, closed when the test ends.
 func dirBucket(t *testing.T) *storage.DirBucket { return buckettest.Dir(t) }
+
+// A snapshot whose Put landed but whose answer was lost is recognised as this master's own at the
+// next snapshot (the master went on as active); one written by another master still deposes it.
+func TestSnapshotWhoseAnswerWasLost(t *testing.T) {
+	dir := dirBucket(t)
+	b := &buckettest.FailingPuts{Bucket: dir, Err: fmt.Errorf("%w: s3: put: timeout", storage.ErrUnavailable), Landed: true}
+	c, err := OpenBucketCatalog(b, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Apply(CatalogChange{Key: "a", Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	b.Failures.Store(1)
+	if err := c.Snapshot(); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("the snapshot whose answer was lost: %v", err)
+	}
+	if err := c.Apply(CatalogChange{Key: "b", Value: []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Snapshot(); err != nil {
+		t.Fatalf("the next snapshot, over the one whose answer was lost: %v (the master took its own write for another master's)", err)
+	}
+	// Another master's snapshot in between still deposes this one.
+	if err := c.Apply(CatalogChange{Key: "c", Value: []byte("3")}); err != nil {
+		t.Fatal(err)
+	}
+	b.Failures.Store(1)
+	if err := c.Snapshot(); err == nil {
+		t.Fatal("a failing snapshot succeeded")
+	}
+	if _, err := dir.Put(context.Background(), "meta/snapshot", []byte("another master's"), storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Snapshot(); err == nil || !strings.Contains(err.Error(), "no longer active") {
+		t.Fatalf("a snapshot after another master's: %v, want this master deposed", err)
+	}
+}

@@ -14,11 +14,19 @@ type FailingPuts struct {
 	storage.Bucket
 	Failures atomic.Int64
 	Err      error
+	// Landed: the failing Puts write first, then answer Err (the store wrote; its answer was
+	// lost).
+	Landed bool
 }
 
 // Put implements storage.Bucket.
 func (f *FailingPuts) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
 	if f.Failures.Add(-1) >= 0 {
+		if f.Landed {
+			if _, err := f.Bucket.Put(ctx, key, body, c); err != nil {
+				return "", err
+			}
+		}
 		return "", f.Err
 	}
 	return f.Bucket.Put(ctx, key, body, c)
