@@ -118,6 +118,7 @@ func (a *Adapter) selfString() string {
 // goroutine, before the call's buffers are reused).
 func (k *call) lean(method pb.Method, req proto.Message, cells []byte, done func(msg proto.Message, cells [][]byte)) {
 	k.c.fc.Call(uint32(method), req, cells, k.c.id, k.timeout, func(msg proto.Message, fail *pb.ErrorDetail, cells [][]byte) {
+		defer k.recover() // (the region server's handler would recover it, but not answer this call)
 		if fail != nil {
 			k.fail(fromDetail(fail))
 			return

@@ -212,6 +212,7 @@ func copyFile(ctx context.Context, src, dst region.Storage, p string, want int64
 		return n, false, fmt.Errorf("copying %s to %s: %w", from, to, err)
 	}
 	if n != size {
+		_ = dst.DeleteObject(to) // this copy's (there was none before it): a later copy writes it whole
 		return n, false, fmt.Errorf("copying %s: read %d bytes of %d", from, n, size)
 	}
 	// Read back what the destination holds.

@@ -67,10 +67,9 @@ func SplitObjectLog(ctx context.Context, opts SplitObjectLogOptions) (*SplitResu
 		}
 		res.Files = append(res.Files, key)
 		buffered -= len(o.buf) - headerSize
-		if cap(o.buf) > opts.MaxObjectBytes*2 {
-			o.buf = nil
-		}
-		o.buf = appendHeader(o.buf[:0], kindRecovered, 0)
+		// A new buffer: one kept at its capacity (up to twice MaxObjectBytes) by every region
+		// would hold what the bound lets go.
+		o.buf = appendHeader(nil, kindRecovered, 0)
 		return nil
 	}
 	var rec []byte

@@ -19,7 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="a StoreUser's name is the user's name in the store and its Secret's: lowercase letters, digits, '-' and '.'"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !(self.metadata.name in [self.spec.cluster + '-ca', self.spec.cluster + '-server-tls', self.spec.cluster + '-admin-tls', self.spec.cluster + '-tokens'])",message="a StoreUser's Secret takes its name, and CLUSTER-ca, CLUSTER-server-tls, CLUSTER-admin-tls and CLUSTER-tokens are the cluster's own Secrets: choose another name"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.spec) || !(self.metadata.name in [self.spec.cluster + '-ca', self.spec.cluster + '-server-tls', self.spec.cluster + '-admin-tls', self.spec.cluster + '-tokens'])",message="a StoreUser's Secret takes its name, and CLUSTER-ca, CLUSTER-server-tls, CLUSTER-admin-tls and CLUSTER-tokens are the cluster's own Secrets: choose another name",optionalOldSelf=true
 type StoreUser struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -213,6 +213,8 @@ var _ = Describe("StoreCluster validation", func() {
 			set("master.config", "{backup-s3-bucket: b}")),
 		Entry("config of the WAL archive's flags", "config must not set flags the operator manages",
 			set("regionServers.config", "{wal-archive-interval: 1s}")),
+		Entry("config of a backup directory", "config must not set flags the operator manages",
+			set("config", "{backup-dir: /x}")),
 		Entry("config of the token file", "config must not set flags the operator manages",
 			set("config", "{token-file: /tmp/t}")),
 		Entry("config key syntax", "config keys are engine flag names without the leading '--'", set("config", "{'--flush-size': '1'}")),

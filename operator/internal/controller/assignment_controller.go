@@ -531,24 +531,40 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 	return Waiting(ReasonRollingRestart, "restarting master pod %s", pick.Name), true
 }
 
-// restartUnreadyMasters deletes the master pods that are not Ready and run an outdated pod
-// template, while no master answers (the StatefulSet makes them again from the current one).
+// unreadyMasterGrace is how long a master pod must have been not Ready before restartUnreadyMasters
+// restarts it: a master just elected is not Ready while it loads the catalog.
+const unreadyMasterGrace = 2 * time.Minute
+
+// restartUnreadyMasters deletes a master pod that has not been Ready for unreadyMasterGrace and
+// runs an outdated pod template, while no master answers (the StatefulSet makes it again from the
+// current one); one at a time.
 func (r *AssignmentReconciler) restartUnreadyMasters(ctx context.Context, a *assignState) error {
 	sts := a.sts[resources.GroupMaster]
 	if !revisionKnown(sts) {
 		return nil
 	}
 	for _, p := range outdatedPods(a.pods[resources.GroupMaster], sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1)) {
-		if podReady(p) {
+		if podReady(p) || a.now.Sub(notReadySince(p)) < unreadyMasterGrace {
 			continue
 		}
 		if err := r.deletePod(ctx, a.c, p.Name, p.UID); err != nil {
 			return err
 		}
-		r.event(a.c, corev1.EventTypeNormal, "RollingRestart", "restarting master pod %s, which is not Ready, while no master answers: %s", p.Name,
-			restartReason(sts, p.Annotations[resources.AnnotationTemplateHash]))
+		r.event(a.c, corev1.EventTypeNormal, "RollingRestart", "restarting master pod %s, not Ready for %s, while no master answers: %s", p.Name,
+			humanDuration(a.now.Sub(notReadySince(p))), restartReason(sts, p.Annotations[resources.AnnotationTemplateHash]))
+		return nil
 	}
 	return nil
+}
+
+// notReadySince is when the pod last became not Ready (its creation when it never said).
+func notReadySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
 }
 
 func (r *AssignmentReconciler) advanceMaster(ctx context.Context, a *assignState, st *rolloutState) (Result, bool) {

@@ -137,7 +137,9 @@ var _ = Describe("Rolling restart", func() {
 		// Its image cannot be pulled (as after a spec.version naming a tag that does not exist).
 		pod := &corev1.Pod{}
 		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		// Not Ready for ten minutes (a master not Ready for less may be loading the catalog).
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute))}}
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", State: corev1.ContainerState{
 			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"cellstore/engine:nope\""}}}}
 		Expect(k8s.Status().Update(suiteCtx, pod)).To(Succeed())

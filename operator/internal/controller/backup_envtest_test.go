@@ -238,14 +238,16 @@ var _ = Describe("Backups", func() {
 		fakeOf(c).SetTables("default:t1")
 		fakeOf(c).SetCopyCalls(1 << 30) // the first backup's copy never ends
 		sb := &v1alpha1.StoreScheduledBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "often"},
-			Spec: v1alpha1.StoreScheduledBackupSpec{Cluster: c.Name, Schedule: "@every 1s"}}
+			Spec: v1alpha1.StoreScheduledBackupSpec{Cluster: c.Name, Schedule: "@every 3s"}}
 		Expect(k8s.Create(suiteCtx, sb)).To(Succeed())
 		Eventually(objectEvents(ns, "StoreScheduledBackup", "often", "BackupSkipped"), 20*time.Second, poll).Should(
 			ContainElement(ContainSubstring("has not finished")))
 		Expect(objectEvents(ns, "StoreScheduledBackup", "often", "BackupCreated")()).To(HaveLen(1))
+		// Unfinished for two periods, it is stuck: the schedule goes on beside it.
+		Eventually(objectEvents(ns, "StoreScheduledBackup", "often", "BackupCreated"), 20*time.Second, poll).Should(HaveLen(2))
 		var list v1alpha1.StoreBackupList
 		Expect(k8s.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
+		Expect(list.Items).To(HaveLen(2))
 	})
 
 	It("keeps a backup a cluster is being recovered from until its recovery completes", func() {

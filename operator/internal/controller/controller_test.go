@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/resources"
@@ -157,6 +158,41 @@ func TestReservedIdentity(t *testing.T) {
 		got := reservedIdentity(u, c)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s in %v: %q, want %q", tc.name, tc.groups, got, tc.want)
+		}
+	}
+}
+
+// A pod that cannot start or keeps crashing, also while it runs between two crashes; not one
+// that crashed long ago, nor a single refused pull.
+func TestFailingPod(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	pod := func(cs corev1.ContainerStatus) map[resources.Group][]*corev1.Pod {
+		cs.Name = "engine"
+		return map[resources.Group][]*corev1.Pod{resources.GroupRegionServer: {{ObjectMeta: metav1.ObjectMeta{Name: "rs-0"},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}}}
+	}
+	crashed := func(restarts int32, ago time.Duration) corev1.ContainerStatus {
+		return corev1.ContainerStatus{RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(now.Add(-ago))}}}
+	}
+	waiting := func(reason string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cs   corev1.ContainerStatus
+		want string
+	}{
+		{"image", waiting("ImagePullBackOff"), "pod rs-0: container engine is waiting: ImagePullBackOff: m"},
+		{"one refused pull", waiting("ErrImagePull"), ""},
+		{"starting", waiting("ContainerCreating"), ""},
+		{"crash loop, waiting", waiting("CrashLoopBackOff"), "CrashLoopBackOff"},
+		{"crash loop, running between crashes", crashed(5, time.Minute), "restarted 5 times"},
+		{"crashed long ago", crashed(5, time.Hour), ""},
+		{"restarted twice", crashed(2, time.Minute), ""},
+	} {
+		if got := failingPod(pod(tc.cs), now); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

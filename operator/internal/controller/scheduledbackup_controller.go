@@ -96,8 +96,12 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		// A backup unfinished for two of the schedule's periods is stuck (its master broken):
+		// the next one goes ahead, so that one stuck backup does not end the schedule.
+		period := sched.Next(due).Sub(due)
 		for _, b := range backups {
-			if b.DeletionTimestamp.IsZero() && b.Status.Phase != v1alpha1.BackupCompleted && b.Status.Phase != v1alpha1.BackupFailed {
+			if b.DeletionTimestamp.IsZero() && b.Status.Phase != v1alpha1.BackupCompleted && b.Status.Phase != v1alpha1.BackupFailed &&
+				now.Sub(b.CreationTimestamp.Time) < 2*period {
 				running = b.Name
 				break
 			}
@@ -106,8 +110,8 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if running != "" {
 		// One backup of a cluster at a time: another beside it would copy the same files again
 		// (and, while the cluster's master is down, one more would pile up at each tick).
-		r.Recorder.Eventf(sb, corev1.EventTypeWarning, "BackupSkipped", "the backup due %s is skipped: StoreBackup %s of this schedule has not finished",
-			due.UTC().Format(time.RFC3339), running)
+		r.Recorder.Eventf(sb, corev1.EventTypeWarning, "BackupSkipped", "the backup due %s is skipped: StoreBackup %s of this schedule has not finished "+
+			"(one unfinished for two of the schedule's periods no longer holds the next back)", due.UTC().Format(time.RFC3339), running)
 		t := metav1.NewTime(due)
 		sb.Status.LastScheduleTime = &t
 		due = sched.Next(now)

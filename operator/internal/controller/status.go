@@ -65,24 +65,39 @@ func (r *StoreClusterReconciler) observe(ctx context.Context, s *clusterState) (
 // crashing, its configuration is refused): waiting does not help.
 const ReasonPodFailing = "PodFailing"
 
-// failingContainer are the reasons of a waiting container that waiting will not end.
-var failingContainer = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError"}
+// failingContainer are the reasons of a waiting container that waiting will not end (a single
+// ErrImagePull may be a registry's passing refusal: ImagePullBackOff follows a repeated one).
+var failingContainer = []string{"ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError"}
 
-// failingPod describes the first pod (masters first) whose container waits for a reason that
-// waiting will not end, "" when none.
-func failingPod(pods map[resources.Group][]*corev1.Pod) string {
+// crashLoop: a container restarted at least this many times, the last time within crashRecent, is
+// crash-looping also while it runs between two crashes (its state says CrashLoopBackOff only while
+// it waits).
+const (
+	crashLoop   = 3
+	crashRecent = 10 * time.Minute
+)
+
+// failingPod describes the first pod (masters first) whose container cannot start or keeps
+// crashing, "" when none.
+func failingPod(pods map[resources.Group][]*corev1.Pod, now time.Time) string {
 	for _, g := range []resources.Group{resources.GroupMaster, resources.GroupRegionServer} {
 		for _, p := range pods[g] {
 			if p.DeletionTimestamp != nil {
 				continue
 			}
 			for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				var msg string
 				if w := cs.State.Waiting; w != nil && slices.Contains(failingContainer, w.Reason) {
-					msg := fmt.Sprintf("pod %s: container %s is waiting: %s", p.Name, cs.Name, w.Reason)
+					msg = fmt.Sprintf("pod %s: container %s is waiting: %s", p.Name, cs.Name, w.Reason)
 					if w.Message != "" {
 						msg += ": " + w.Message
 					}
-					return msg + " (fix spec.image or spec.version, or what the pod's events say; kubectl describe pod " + p.Name + ")"
+				} else if t := cs.LastTerminationState.Terminated; t != nil && cs.RestartCount >= crashLoop && now.Sub(t.FinishedAt.Time) < crashRecent {
+					msg = fmt.Sprintf("pod %s: container %s restarted %d times, last at %s (%s, exit code %d)", p.Name, cs.Name, cs.RestartCount,
+						t.FinishedAt.UTC().Format(time.RFC3339), t.Reason, t.ExitCode)
+				}
+				if msg != "" {
+					return msg + " (fix spec.image or spec.version, or what the pod's events and logs say; kubectl describe pod " + p.Name + ")"
 				}
 			}
 		}
@@ -209,8 +224,8 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	case o.masterErr != nil && st.Masters.Ready > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonMasterUnreachable, fmt.Sprintf("task status: the master does not answer: %v", o.masterErr))
 		next = r.Options.PollInterval
-	case failingPod(o.pods) != "":
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failingPod(o.pods))
+	case failingPod(o.pods, now.Time) != "":
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failingPod(o.pods, now.Time))
 		next = r.Options.PollInterval
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention")
@@ -290,7 +305,7 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 			}
 		}
 		set(v1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonHibernated, msg)
-		if rep.Result.Outcome != Fail && blocked == nil {
+		if rep.Result.Outcome != Fail { // (a rollout blocked before the cluster slept waits for it to wake)
 			set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention (hibernated)")
 		}
 		if left := st.Masters.Replicas + st.RegionServers.Replicas; left > 0 {
