@@ -726,9 +726,7 @@ func (panickyBackend) Region(*pb.TableName, uint64, int32) (string, bool) {
 	return names[3], true
 }
 func (panickyBackend) Master(context.Context, func(context.Context, pb.MasterClient) error) error {
-	var m map[string]int
-	m["x"]++
-	return nil
+	panic("a check missed this")
 }
 
 // A call whose serving panics is answered with an exception (and logged); the connection and
