@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -652,25 +651,32 @@ type archiveCursor struct {
 // fill reads the object's next window, or more when n bytes (from buf[0]) are needed — but never
 // more than the object has left, whatever a damaged record's length says.
 func (c *archiveCursor) fill(n int) error {
-	left := int(c.size - c.read)
-	if c.size <= 0 {
-		left = math.MaxInt // a store that lists no sizes
-	}
-	want := max(c.window, min(n-len(c.buf), left))
-	if cap(c.buf)-len(c.buf) < want {
-		// Move what is not yet decoded to the front (the edit given last is no longer used).
-		if size := len(c.buf) + want; cap(c.arr) < size {
-			c.arr = make([]byte, size)
+	want := max(c.window, n-len(c.buf))
+	if c.size > 0 { // (a store that lists no sizes: read until a short answer)
+		want = min(want, int(c.size-c.read))
+		if want <= 0 {
+			c.eof = true
+			return nil
 		}
-		c.buf = c.arr[:copy(c.arr, c.buf)]
 	}
 	data, err := c.b.GetRange(c.ctx, c.key, c.read, int64(want))
 	if err != nil {
 		return fmt.Errorf("wal: reading the archive: %s: %w", c.key, err)
 	}
-	c.buf = append(c.buf, data...)
 	c.read += int64(len(data))
 	c.eof = len(data) < want || (c.size > 0 && c.read >= c.size)
+	if len(c.buf) == 0 {
+		c.arr, c.buf = data, data // (the edit given last is no longer used)
+		return nil
+	}
+	if cap(c.buf)-len(c.buf) < len(data) {
+		// Move what is not yet decoded to the front of a buffer with room for the rest.
+		if size := len(c.buf) + len(data); cap(c.arr) < size {
+			c.arr = make([]byte, size)
+		}
+		c.buf = c.arr[:copy(c.arr, c.buf)]
+	}
+	c.buf = append(c.buf, data...)
 	return nil
 }
 
