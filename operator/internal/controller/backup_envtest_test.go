@@ -18,12 +18,26 @@ import (
 
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/controller"
+	"github.com/cellstore/cellstore/operator/internal/master/masterfake"
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
 func withBackupLocation(c *v1alpha1.StoreCluster) {
 	c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "http://minio:9000", Bucket: "backups", Prefix: "prod",
 		PathStyle: true, CredentialsSecret: &corev1.LocalObjectReference{Name: "backup-keys"}}}
+}
+
+// recovering is a StoreCluster like from, bootstrapped from StoreBackup backup (to target, when
+// set), whose master reads from's backup location (from's backups are put in its fake); it is not
+// made yet, so that a test may set its fake up first.
+func recovering(from *v1alpha1.StoreCluster, name, backup string, target *metav1.Time) (*v1alpha1.StoreCluster, *masterfake.Fake) {
+	c := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: from.Namespace, Name: name}, Spec: *from.Spec.DeepCopy()}
+	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: backup}, TargetTime: target}}
+	fake := fakeOf(c)
+	for name, table := range fakeOf(from).Backups() {
+		fake.PutBackup(name, table)
+	}
+	return c, fake
 }
 
 func newBackup(ns, name, cluster string, tables ...string) *v1alpha1.StoreBackup {
@@ -257,12 +271,7 @@ var _ = Describe("Backups", func() {
 		fakeOf(c).SetTables("default:orders")
 		b := newBackup(ns, "b1", c.Name)
 		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
-		c2 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored"}, Spec: *c.Spec.DeepCopy()}
-		c2.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
-		fake2 := fakeOf(c2)
-		for name, table := range fakeOf(c).Backups() {
-			fake2.PutBackup(name, table)
-		}
+		c2, fake2 := recovering(c, "restored", "b1", nil)
 		fake2.SetCopyCalls(1 << 30) // the import never ends
 		create(c2)
 		Eventually(condition(c2, v1alpha1.ConditionProgressing), timeout, poll).Should(
@@ -287,13 +296,7 @@ var _ = Describe("Backups", func() {
 		b := newBackup(ns, "b1", c.Name)
 		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
 
-		c2 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored"}, Spec: *c.Spec.DeepCopy()}
-		c2.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
-		// The new cluster's master reads the same backup location.
-		fake2 := fakeOf(c2)
-		for name, table := range fakeOf(c).Backups() {
-			fake2.PutBackup(name, table)
-		}
+		c2, fake2 := recovering(c, "restored", "b1", nil)
 		create(c2)
 		Eventually(func() *v1alpha1.RecoveryStatus { return get(c2).Status.Recovery }, 2*timeout, poll).Should(And(Not(BeNil()),
 			HaveField("CompletedAt", Not(BeNil())), HaveField("Backup", "b1"), HaveField("Cluster", c.Name)))
@@ -307,20 +310,14 @@ var _ = Describe("Backups", func() {
 		bk := &v1alpha1.StoreBackup{}
 		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "b1"}, bk)).To(Succeed())
 		target := metav1.NewTime(bk.Status.StartedAt.Add(90 * time.Second).UTC().Truncate(time.Second))
-		c3 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pitr"}, Spec: *c.Spec.DeepCopy()}
-		c3.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}, TargetTime: &target}}
-		fake3 := fakeOf(c3)
-		for name, table := range fakeOf(c).Backups() {
-			fake3.PutBackup(name, table)
-		}
+		c3, fake3 := recovering(c, "pitr", "b1", &target)
 		create(c3)
 		Eventually(func() *v1alpha1.RecoveryStatus { return get(c3).Status.Recovery }, 2*timeout, poll).Should(And(Not(BeNil()),
 			HaveField("CompletedAt", Not(BeNil())), HaveField("TargetTime", Not(BeNil()))))
 		Expect(get(c3).Status.Recovery.TargetTime.Equal(&target)).To(BeTrue())
 		Expect(fake3.Journal()).To(ContainElement("restore b1.default.orders until " + target.UTC().Format(time.RFC3339)))
 		early := metav1.NewTime(bk.Status.StartedAt.Add(-time.Hour))
-		c4 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "too-early"}, Spec: *c.Spec.DeepCopy()}
-		c4.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}, TargetTime: &early}}
+		c4, _ := recovering(c, "too-early", "b1", &early)
 		create(c4)
 		Eventually(condition(c4, v1alpha1.ConditionDegraded), timeout, poll).Should(
 			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTargetBeforeBackup, "name an earlier backup"))
@@ -329,12 +326,7 @@ var _ = Describe("Backups", func() {
 		// A backed-up table that exists in the new cluster before the recovery reaches it (an
 		// application made it) is not counted restored: the recovery stops there, saying so,
 		// and restores it once it is dropped.
-		c5 := &v1alpha1.StoreCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-first"}, Spec: *c.Spec.DeepCopy()}
-		c5.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: &v1alpha1.RecoverySpec{Backup: corev1.LocalObjectReference{Name: "b1"}}}
-		fake5 := fakeOf(c5)
-		for name, table := range fakeOf(c).Backups() {
-			fake5.PutBackup(name, table)
-		}
+		c5, fake5 := recovering(c, "app-first", "b1", nil)
 		fake5.SetTables("default:users")
 		create(c5)
 		Eventually(condition(c5, v1alpha1.ConditionDegraded), 2*timeout, poll).Should(

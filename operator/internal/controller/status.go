@@ -211,6 +211,7 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	}
 
 	// Degraded: a person is needed.
+	failing := failingPod(o.pods, now.Time)
 	wantM, wantR := c.Spec.MasterReplicas(), c.Spec.RegionServerReplicas()
 	switch {
 	case rep.Result.Outcome == Fail:
@@ -224,8 +225,8 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	case o.masterErr != nil && st.Masters.Ready > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonMasterUnreachable, fmt.Sprintf("task status: the master does not answer: %v", o.masterErr))
 		next = r.Options.PollInterval
-	case failingPod(o.pods, now.Time) != "":
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failingPod(o.pods, now.Time))
+	case failing != "":
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failing)
 		next = r.Options.PollInterval
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention")
