@@ -89,45 +89,31 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		last = sb.Status.LastScheduleTime.Time
 	}
 	due := sched.Next(last)
-	var running string // a backup of this schedule not finished yet
 	if !sb.Spec.Suspend && !now.Before(due) {
-		// Read fresh: one made at the last tick may not be in the cache yet.
-		backups, err := backupsOf(ctx, r.APIReader, sb)
+		running, err := r.unfinished(ctx, sb, now, sched.Next(due).Sub(due))
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		// A backup unfinished for two of the schedule's periods is stuck (its master broken):
-		// the next one goes ahead, so that one stuck backup does not end the schedule.
-		period := sched.Next(due).Sub(due)
-		for _, b := range backups {
-			if b.DeletionTimestamp.IsZero() && b.Status.Phase != v1alpha1.BackupCompleted && b.Status.Phase != v1alpha1.BackupFailed &&
-				now.Sub(b.CreationTimestamp.Time) < 2*period {
-				running = b.Name
-				break
+		if running != "" {
+			// One backup of a cluster at a time: another beside it would copy the same files
+			// again (and, while the cluster's master is down, one more would pile up at each tick).
+			r.Recorder.Eventf(sb, corev1.EventTypeWarning, "BackupSkipped", "the backup due %s is skipped: StoreBackup %s of this schedule has not finished "+
+				"(one unfinished for two of the schedule's periods no longer holds the next back)", due.UTC().Format(time.RFC3339), running)
+		} else {
+			name := fmt.Sprintf("%s-%s", sb.Name, due.UTC().Format("20060102150405"))
+			b := &v1alpha1.StoreBackup{
+				// No owner: deleting the schedule keeps its backups (CloudNativePG's default too).
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sb.Namespace, Labels: map[string]string{labelScheduledBackup: sb.Name}},
+				Spec:       v1alpha1.StoreBackupSpec{Cluster: sb.Spec.Cluster, Tables: sb.Spec.Tables},
 			}
+			if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+				return ctrl.Result{}, err
+			}
+			r.Recorder.Eventf(sb, corev1.EventTypeNormal, "BackupCreated", "StoreBackup %s made (due %s)", name, due.UTC().Format(time.RFC3339))
+			sb.Status.LastBackup = name
 		}
-	}
-	if running != "" {
-		// One backup of a cluster at a time: another beside it would copy the same files again
-		// (and, while the cluster's master is down, one more would pile up at each tick).
-		r.Recorder.Eventf(sb, corev1.EventTypeWarning, "BackupSkipped", "the backup due %s is skipped: StoreBackup %s of this schedule has not finished "+
-			"(one unfinished for two of the schedule's periods no longer holds the next back)", due.UTC().Format(time.RFC3339), running)
 		t := metav1.NewTime(due)
 		sb.Status.LastScheduleTime = &t
-		due = sched.Next(now)
-	} else if !sb.Spec.Suspend && !now.Before(due) {
-		name := fmt.Sprintf("%s-%s", sb.Name, due.UTC().Format("20060102150405"))
-		b := &v1alpha1.StoreBackup{
-			// No owner: deleting the schedule keeps its backups (CloudNativePG's default too).
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sb.Namespace, Labels: map[string]string{labelScheduledBackup: sb.Name}},
-			Spec:       v1alpha1.StoreBackupSpec{Cluster: sb.Spec.Cluster, Tables: sb.Spec.Tables},
-		}
-		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, err
-		}
-		r.Recorder.Eventf(sb, corev1.EventTypeNormal, "BackupCreated", "StoreBackup %s made (due %s)", name, due.UTC().Format(time.RFC3339))
-		t := metav1.NewTime(due)
-		sb.Status.LastScheduleTime, sb.Status.LastBackup = &t, name
 		// A schedule that fell behind (the operator was down) makes one backup, not one per
 		// missed time.
 		due = sched.Next(now)
@@ -147,6 +133,28 @@ func (r *ScheduledBackupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: max(time.Second, due.Sub(now))}, nil
 }
 
+// backupFinished: the backup completed or failed.
+func backupFinished(b *v1alpha1.StoreBackup) bool {
+	return b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed
+}
+
+// unfinished names a backup of the schedule that has not finished ("" when none), read fresh (one
+// made at the last tick may not be in the cache yet). One unfinished for two of the schedule's
+// periods is stuck (its master broken) and is not named: one stuck backup must not end the
+// schedule.
+func (r *ScheduledBackupReconciler) unfinished(ctx context.Context, sb *v1alpha1.StoreScheduledBackup, now time.Time, period time.Duration) (string, error) {
+	backups, err := backupsOf(ctx, r.APIReader, sb)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range backups {
+		if b.DeletionTimestamp.IsZero() && !backupFinished(&b) && now.Sub(b.CreationTimestamp.Time) < 2*period {
+			return b.Name, nil
+		}
+	}
+	return "", nil
+}
+
 // applyRetention deletes the finished backups beyond the count and those older than the max age,
 // always keeping the newest completed one; running backups are never deleted. The count is of
 // the newest backups, running ones included; backups already being deleted do not count.
@@ -159,7 +167,7 @@ func (r *ScheduledBackupReconciler) applyRetention(ctx context.Context, sb *v1al
 	ret := sb.Spec.Retention
 	keptCompleted := false
 	for i, b := range backups {
-		if finished := b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed; !finished {
+		if !backupFinished(&b) {
 			continue
 		}
 		newestCompleted := b.Status.Phase == v1alpha1.BackupCompleted && !keptCompleted
