@@ -18,6 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// ReasonStorageExpansionRefused: the shared claim could not grow to spec.storage.volume.size; the
+// cluster goes on with the claim as it is.
+const ReasonStorageExpansionRefused = "StorageExpansionRefused"
+
 // Condition reasons.
 const (
 	ReasonAsExpected           = "AsExpected"

@@ -228,6 +228,9 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	case failing != "":
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonPodFailing, "task status: "+failing)
 		next = r.Options.PollInterval
+	case s.storageWarning != nil:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, s.storageWarning.reason, "task storage: "+s.storageWarning.message)
+		next = r.Options.PollInterval
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "nothing needs attention")
 	}
@@ -236,6 +239,8 @@ func (r *StoreClusterReconciler) updateStatus(ctx context.Context, s *clusterSta
 	switch {
 	case !s.storage.checked:
 		set(v1alpha1.ConditionStorageReady, metav1.ConditionUnknown, ReasonNotChecked, fmt.Sprintf("not checked: task %s stopped the reconcile first", rep.Blocked))
+	case s.storage.ready && s.storageWarning != nil:
+		set(v1alpha1.ConditionStorageReady, metav1.ConditionTrue, s.storageWarning.reason, s.storageWarning.message)
 	case s.storage.ready:
 		set(v1alpha1.ConditionStorageReady, metav1.ConditionTrue, s.storage.reason, storageReadyMessage(c))
 	default:

@@ -76,6 +76,9 @@ type clusterState struct {
 	monitoring string
 	// storage is what the storage task found (StorageReady); zero when it did not run.
 	storage storageReport
+	// storageWarning is a storage problem the cluster goes on despite (a refused expansion):
+	// Degraded, but no task waits for it.
+	storageWarning *storageReport
 }
 
 // storageReport is the storage task's finding: ready, or why not.
@@ -208,11 +211,14 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 		existing := &corev1.PersistentVolumeClaim{}
 		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.SharedClaimName(c)}, existing)
 		missing := apierrors.IsNotFound(err)
+		var grow *resource.Quantity // the claim's size, when the spec asks for more
 		switch {
 		case err == nil:
 			// Never ask for less than the claim has (it may have been expanded by hand).
 			if cur, ok := existing.Spec.Resources.Requests[corev1.ResourceStorage]; ok && cur.Cmp(size) > 0 {
 				size = cur
+			} else if ok && cur.Cmp(size) < 0 {
+				grow = &cur
 			}
 		case !missing:
 			return Errored(ReasonApplyFailed, fmt.Errorf("read PersistentVolumeClaim %s: %w", resources.SharedClaimName(c), err))
@@ -224,7 +230,19 @@ func (r *StoreClusterReconciler) checkStorage(ctx context.Context, s *clusterSta
 				return res
 			}
 		}
-		if res := r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion)); res.Outcome != Complete {
+		res := r.applyAll(ctx, c, resources.SharedClaim(c, size, r.Options.OperatorVersion))
+		if res.Outcome != Complete && grow != nil && (apierrors.IsForbidden(res.Err) || apierrors.IsInvalid(res.Err)) {
+			// The API server refuses to expand this claim (its class does not allow expansion, or
+			// it is not bound yet): the data is safe on the claim as it is, so the cluster goes on
+			// with it — the rest of the reconcile must not wait for a size it cannot get — and
+			// the status says so until the spec or the class changes.
+			s.storageWarning = &storageReport{reason: ReasonStorageExpansionRefused, message: fmt.Sprintf(
+				"spec.storage.volume.size asks %s, but PersistentVolumeClaim %s has %s and the API server refused to expand it: %v. "+
+					"The cluster goes on with %s; if the claim's provisioner can expand volumes, set allowVolumeExpansion: true on its StorageClass and the operator expands it at its next look",
+				size.String(), resources.SharedClaimName(c), grow.String(), res.Err, grow.String())}
+			res = r.applyAll(ctx, c, resources.SharedClaim(c, *grow, r.Options.OperatorVersion))
+		}
+		if res.Outcome != Complete {
 			return res
 		}
 		if missing {

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -304,6 +305,63 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		}, timeout, poll).Should(Succeed())
 		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageReady))
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
+	})
+
+	It("goes on with the shared claim as it is when its class refuses to expand it, and expands it once the class allows", func() {
+		ns := newNamespace()
+		class := ns + "-fixed"
+		Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "example.com/nfs"})).To(Succeed())
+		DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}) })
+		c := create(&v1alpha1.StoreCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fixed"},
+			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
+				Size: "10Gi", StorageClassName: &class}}},
+		})
+		pvc := &corev1.PersistentVolumeClaim{}
+		Eventually(func() error { return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "fixed-shared"}, pvc) }, timeout, poll).Should(Succeed())
+		// envtest runs no provisioner: the test binds the claim (only a bound claim can grow).
+		Eventually(func() error {
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+				return err
+			}
+			pvc.Status.Phase = corev1.ClaimBound
+			return k8s.Status().Update(suiteCtx, pvc)
+		}, timeout, poll).Should(Succeed())
+		Eventually(func() error {
+			return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "fixed-regionserver"}, &appsv1.StatefulSet{})
+		}, timeout, poll).Should(Succeed())
+
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Storage.Volume.Size = "20Gi" })
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonStorageExpansionRefused, "task storage: spec.storage.volume.size asks 20Gi, but PersistentVolumeClaim fixed-shared has 10Gi",
+			"refused to expand it", "allowVolumeExpansion: true"))
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageExpansionRefused))
+		Eventually(eventsOf(c, controller.ReasonStorageExpansionRefused), timeout, poll).Should(ContainElement(HavePrefix("Warning: task storage:")))
+		// The tasks after storage still run: a change to the region servers reaches their StatefulSet.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 4 })
+		Eventually(func() int32 {
+			return ptr.Deref(statefulSet(c, resources.GroupRegionServer).Spec.Replicas, 0)
+		}, timeout, poll).Should(Equal(int32(4)), "a refused expansion must not stop the rest of the reconcile")
+		Expect(k8s.Get(suiteCtx, client.ObjectKeyFromObject(pvc), pvc)).To(Succeed())
+		Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("10Gi"))
+
+		// The administrator allows expansion: the claim grows and the condition clears.
+		Eventually(func() error {
+			sc := &storagev1.StorageClass{}
+			if err := k8s.Get(suiteCtx, client.ObjectKey{Name: class}, sc); err != nil {
+				return err
+			}
+			sc.AllowVolumeExpansion = ptr.To(true)
+			return k8s.Update(suiteCtx, sc)
+		}, timeout, poll).Should(Succeed())
+		Eventually(func() string {
+			if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+				return err.Error()
+			}
+			return pvc.Spec.Resources.Requests.Storage().String()
+		}, timeout, poll).Should(Equal("20Gi"))
+		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonStorageReady))
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(Not(haveCondition(metav1.ConditionTrue, controller.ReasonStorageExpansionRefused)))
 	})
 
 	It("refuses memory that does not fit, changes nothing, and recovers when fixed", func() {
