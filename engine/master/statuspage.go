@@ -178,11 +178,8 @@ func (m *Master) statusData(ctx context.Context, table string) *statusPage {
 			p.Error = fmt.Sprintf("There is no table %s.", tableKey)
 		} else {
 			p.Table = tableKey
-			for _, cr := range m.st.regions {
+			for _, cr := range m.st.tableRegions(tableKey) {
 				info := cr.GetInfo()
-				if layout.TableKey(info.GetTable()) != tableKey {
-					continue
-				}
 				sr := statusRegion{Name: info.GetName(), State: strings.TrimPrefix(cr.GetState().String(), "REGION_STATE_"),
 					Server: cr.GetServer(), Start: telemetry.PrintableKey(info.GetStartKey()), End: telemetry.PrintableKey(info.GetEndKey()), Replica: info.GetReplicaId()}
 				if pr := m.st.procs[info.GetName()]; pr != nil {
