@@ -341,10 +341,10 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 			sr := string(req.Scan.StartRow)
 			if req.Scan.Reversed {
 				in = in && (sr == "" || r < sr || (r == sr && !req.Scan.ExcludeStartRow))
-				in = in && (len(req.Scan.StopRow) == 0 || r > string(req.Scan.StopRow))
+				in = in && (len(req.Scan.StopRow) == 0 || r > string(req.Scan.StopRow) || r == string(req.Scan.StopRow) && req.Scan.IncludeStopRow)
 			} else {
 				in = in && (r > sr || (r == sr && !req.Scan.ExcludeStartRow))
-				in = in && (len(req.Scan.StopRow) == 0 || r < string(req.Scan.StopRow))
+				in = in && (len(req.Scan.StopRow) == 0 || r < string(req.Scan.StopRow) || r == string(req.Scan.StopRow) && req.Scan.IncludeStopRow)
 			}
 			if in {
 				rows = append(rows, r)
@@ -661,6 +661,18 @@ func TestScanAcrossRegions(t *testing.T) {
 	}
 	if sc.Err() != nil || fmt.Sprint(rows) != "[a c i k q z]" {
 		t.Errorf("scan across a lost scanner = %v, err %v", rows, sc.Err())
+	}
+
+	// An inclusive stop row that is a region's end key is the next region's first row.
+	put(t, tb, "p", "1")
+	if got := scanRows(t, tb, &pb.Scan{StartRow: []byte("i"), StopRow: []byte("p"), IncludeStopRow: true}); fmt.Sprint(got) != "[i:2 k:2 p:1]" {
+		t.Errorf("scan to an inclusive stop row at a region's end = %v", got)
+	}
+	if got := scanRows(t, tb, &pb.Scan{StartRow: []byte("i"), StopRow: []byte("p")}); fmt.Sprint(got) != "[i:2 k:2]" {
+		t.Errorf("scan to an exclusive stop row at a region's end = %v", got)
+	}
+	if got := scanRows(t, tb, &pb.Scan{Reversed: true, StartRow: []byte("q"), StopRow: []byte("p"), IncludeStopRow: true}); fmt.Sprint(got) != "[q:2 p:1]" {
+		t.Errorf("reversed scan to an inclusive stop row at a region's start = %v", got)
 	}
 }
 

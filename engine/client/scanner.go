@@ -285,7 +285,9 @@ func (s *Scanner) lastRegion(loc *location) bool {
 	if s.scan.Reversed {
 		return len(loc.start) == 0 || (len(s.scan.StopRow) > 0 && bytes.Compare(s.scan.StopRow, loc.start) >= 0)
 	}
-	return len(loc.end) == 0 || (len(s.scan.StopRow) > 0 && bytes.Compare(s.scan.StopRow, loc.end) <= 0)
+	// A stop row that is the region's end key is in the next region: an inclusive one goes on there.
+	c := bytes.Compare(s.scan.StopRow, loc.end)
+	return len(loc.end) == 0 || (len(s.scan.StopRow) > 0 && (c < 0 || c == 0 && !s.scan.IncludeStopRow))
 }
 
 // nextRegionAfter points the scan at the region after loc (before it, for reversed scans).

@@ -615,6 +615,7 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 				break
 			}
 		}
+		rowFrom := size
 		st := s.processRow(&b, &size, deadline)
 		if s.err != nil {
 			return ScanBatch{}, s.err
@@ -627,7 +628,12 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 		if st == rowSizeLimit {
 			break
 		}
-		s.finishRow(&b, &size)
+		if !s.finishRow(&b, &size) {
+			// A row the filter dropped counts for nothing: with its size counted, a filter
+			// dropping rows ended batches with no result and no heartbeat, which HBase's client
+			// reads as the region's end, skipping the rest of it.
+			size = rowFrom
+		}
 		if s.err != nil {
 			return ScanBatch{}, s.err
 		}
@@ -826,7 +832,9 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 			default:
 				s.seekNextFamily(k)
 			}
-			if s.s.MaxResultSize > 0 && *size >= s.s.MaxResultSize && s.s.AllowPartialResults && !s.rowFilter {
+			// A partial result only when the row has more cells (HBase's moreCellsInRow): a row
+			// whose last cell crosses the size ends with a whole result, and the batch ends after it.
+			if s.s.MaxResultSize > 0 && *size >= s.s.MaxResultSize && s.s.AllowPartialResults && !s.rowFilter && s.moreInRow() {
 				s.emitPartial(b)
 				return rowSizeLimit
 			}
@@ -845,6 +853,12 @@ func (s *RegionScanner) processRow(b *ScanBatch, size *int64, deadline time.Time
 		}
 	}
 	return rowEnded
+}
+
+// moreInRow says whether the iterator is still on the current row (in reversed mode it holds
+// only the current row's cells).
+func (s *RegionScanner) moreInRow() bool {
+	return s.it.valid() && (s.s.Reversed || bytes.Equal(s.it.key().Row(), s.row))
 }
 
 func (s *RegionScanner) include(b *ScanBatch, k cell.Key, v, tags []byte, seq uint64, size *int64) {
@@ -899,7 +913,8 @@ func (s *RegionScanner) emit(b *ScanBatch, partial bool) {
 	b.Results = append(b.Results, s.makeResult(partial))
 }
 
-func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
+// finishRow ends the current row's result; it says whether the row returned any cell.
+func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) bool {
 	s.inRow = false
 	if s.s.Reversed {
 		s.needPrev = true
@@ -920,7 +935,7 @@ func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
 	}
 	if s.observer != nil {
 		if s.observeRow(false); s.err != nil {
-			return
+			return false
 		}
 	}
 	emitted := s.pendingCells() > 0
@@ -935,8 +950,13 @@ func (s *RegionScanner) finishRow(b *ScanBatch, size *int64) {
 		if s.s.Limit > 0 && s.rowsDone >= s.s.Limit {
 			s.done = true
 		}
+		return true
 	}
+	return false
 }
+
+// RowsDone is the number of rows the scanner has returned cells of (whole or in part).
+func (s *RegionScanner) RowsDone() int64 { return int64(s.rowsDone) }
 
 // addJoined adds the cells of the non-essential families to the row the filter kept (HBase's
 // populateFromJoinedHeap): the joined sources seek to the row and the row's cells go through

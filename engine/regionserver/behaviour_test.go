@@ -618,6 +618,44 @@ func TestScanPartialResults(t *testing.T) {
 	}
 }
 
+// TestScanStopRowAtRegionEnd: a forward scan whose inclusive stop row is its region's end key goes
+// on into the next region (that row is its first); an exclusive one ends at the region.
+func TestScanStopRowAtRegionEnd(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "se", [][]byte{[]byte("h")})
+	tbl := c.client.Table("se")
+	for _, r := range []string{"a", "h"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "se", []byte("a"))
+	for _, incl := range []bool{true, false} {
+		var resp pb.ScanResponse
+		if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Scan: &pb.Scan{StopRow: []byte("h"), IncludeStopRow: incl}, NumberOfRows: 100, CloseScanner: false}, nil, &resp, nil); err != nil {
+			t.Fatal(err)
+		}
+		if resp.MoreResultsInRegion || resp.MoreResults != incl {
+			t.Errorf("stop row h (inclusive %v) at the region's end: more in region %v, more results %v; want false, %v",
+				incl, resp.MoreResultsInRegion, resp.MoreResults, incl)
+		}
+	}
+	var rows []string
+	sc := tbl.Scan(ctx, &pb.Scan{StopRow: []byte("h"), IncludeStopRow: true})
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		rows = append(rows, string(r.Row))
+	}
+	if sc.Err() != nil || fmt.Sprint(rows) != "[a h]" {
+		t.Fatalf("scan to inclusive stop row h = %v, %v", rows, sc.Err())
+	}
+}
+
 // handlerPanicked reports whether err is the answer of a handler that panicked (Server.safe).
 func handlerPanicked(err error) bool {
 	d, ok := pb.DetailOf(err)

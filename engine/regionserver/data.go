@@ -892,14 +892,17 @@ type scanner struct {
 	rs   *region.RegionScanner
 	// What moreAfterRegion needs of the Scan (not the Scan: its attributes and filter would stay
 	// for the scanner's life).
-	limit    int32
-	stopRow  []byte
-	reversed bool
-	nextSeq  uint64
-	rows     int64
-	lastUsed time.Time // under mu
-	closed   bool
-	owner    string // the user who opened it: only they may go on (Config.Authorization)
+	limit   int32
+	stopRow []byte
+	// includeStop: the stop row is in the scan (a forward scan whose stop row is this region's
+	// end key goes on into the next region, where that row is).
+	includeStop bool
+	reversed    bool
+	nextSeq     uint64
+	rows        int64
+	lastUsed    time.Time // under mu
+	closed      bool
+	owner       string // the user who opened it: only they may go on (Config.Authorization)
 }
 
 func (sc *scanner) close() {
@@ -1017,7 +1020,7 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 			s.m.staleReads.Add(1)
 		}
 		sc = &scanner{open: &s.openScanners, id: s.scannerID.Add(1), or: or, rs: rs, limit: req.GetScan().GetLimit(),
-			stopRow: req.GetScan().GetStopRow(), reversed: req.GetScan().GetReversed(), lastUsed: time.Now(), owner: c.User}
+			stopRow: req.GetScan().GetStopRow(), includeStop: req.GetScan().GetIncludeStopRow(), reversed: req.GetScan().GetReversed(), lastUsed: time.Now(), owner: c.User}
 		sc.mu.Lock()
 		s.scanners.Store(sc.id, sc)
 	} else {
@@ -1097,12 +1100,12 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 	resp.CellsPerResult, resp.PartialFlagPerResult = batch.CellsPerResult, batch.PartialPerResult
 	block := batch.Block
 	cells := int64(0)
-	for i, n := range batch.CellsPerResult {
+	for _, n := range batch.CellsPerResult {
 		cells += int64(n)
-		if !batch.PartialPerResult[i] {
-			sc.rows++
-		}
 	}
+	// The region scanner's count: a row whose last result was flagged partial (cells that
+	// turned out to be the row's last) still counts towards the limit.
+	sc.rows = sc.rs.RowsDone()
 	size := int64(len(block)) - cells*cell.KeyValueHeaderLen // keys and values, as resultSize counts
 	s.limiters.Charge(quota.Request{User: c.User, Table: sc.or.tkey, Namespace: sc.or.ns}, size)
 	if batch.Heartbeat {
@@ -1150,7 +1153,7 @@ func (s *Server) moreAfterRegion(sc *scanner) bool {
 		if len(end) == 0 {
 			return false
 		}
-		if len(stop) > 0 && bytes.Compare(stop, end) <= 0 {
+		if c := bytes.Compare(stop, end); len(stop) > 0 && (c < 0 || c == 0 && !sc.includeStop) {
 			return false
 		}
 		return true
