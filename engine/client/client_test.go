@@ -100,8 +100,9 @@ type fakeServer struct {
 	// dropResult makes the next multi leave its last region action's last action (a mutation,
 	// applied) unanswered: a faulty server.
 	dropResult atomic.Bool
-	// partialRows sends each scanned row as two partial results.
-	partialRows bool
+	// partialRows sends each scanned row as two partial results; cutRows sends them in two
+	// answers.
+	partialRows, cutRows bool
 	// heartbeats: each scanner answers this many heartbeats before each batch of rows (a filter
 	// that skips rows for longer than the call's time limit); timeLimits records what clients
 	// asked for.
@@ -119,6 +120,7 @@ type fakeScanner struct {
 	rows   []string
 	pos    int
 	beats  int
+	half   bool // cutRows: the row at pos had its first cell sent
 }
 
 func (s *fakeServer) name() *pb.ServerName {
@@ -371,6 +373,25 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 	var out []byte
 	for n := 0; n < int(req.NumberOfRows) && sc.pos < len(sc.rows); n++ {
 		cells := s.rows[sc.rows[sc.pos]]
+		if s.cutRows && len(cells) > 1 {
+			first := !sc.half
+			part := cells[1:]
+			if first {
+				part = cells[:1]
+			} else {
+				sc.pos++
+			}
+			sc.half = first
+			for j := range part {
+				out = part[j].AppendKeyValue(out)
+			}
+			resp.CellsPerResult = append(resp.CellsPerResult, int32(len(part)))
+			resp.PartialFlagPerResult = append(resp.PartialFlagPerResult, first)
+			if first {
+				break
+			}
+			continue
+		}
 		sc.pos++
 		parts := [][]cell.Cell{cells}
 		if s.partialRows && len(cells) > 1 {
@@ -661,6 +682,39 @@ func TestScanAcrossRegions(t *testing.T) {
 	}
 	if sc.Err() != nil || fmt.Sprint(rows) != "[a c i k q z]" {
 		t.Errorf("scan across a lost scanner = %v, err %v", rows, sc.Err())
+	}
+
+	// A scanner lost in the middle of a row whose first part was returned (AllowPartialResults)
+	// reopens at that row and returns only the cells after it.
+	for _, s := range ss {
+		s.cutRows = true
+	}
+	sc = tb.Scan(context.Background(), &pb.Scan{Caching: 1, AllowPartialResults: true})
+	defer sc.Close()
+	var got []string
+	dropped := false
+	for {
+		r, ok := sc.Next()
+		if !ok {
+			break
+		}
+		for _, c := range r.Cells {
+			got = append(got, string(c.Row)+"/"+string(c.Qualifier))
+		}
+		if string(r.Row) == "c" && r.Partial && !dropped {
+			dropped = true
+			for _, s := range ss {
+				s.mu.Lock()
+				s.scanners = map[uint64]*fakeScanner{}
+				s.mu.Unlock()
+			}
+		}
+	}
+	if want := "[a/q1 a/q2 c/q1 c/q2 i/q1 i/q2 k/q1 k/q2 q/q1 q/q2 z/q1 z/q2]"; sc.Err() != nil || fmt.Sprint(got) != want {
+		t.Errorf("partial scan across a lost scanner = %v, err %v; want %s", got, sc.Err(), want)
+	}
+	for _, s := range ss {
+		s.cutRows = false
 	}
 
 	// An inclusive stop row that is a region's end key is the next region's first row.

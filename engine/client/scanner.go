@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/rpc"
 )
 
@@ -40,9 +42,12 @@ type Scanner struct {
 	// Where to reopen: after the last whole row received (exclusive), or at a region boundary.
 	resume          []byte
 	resumeExclusive bool
-	rows            int
-	done            bool
-	err             error
+	// partKey is the key of the last cell returned of a row still partial (AllowPartialResults):
+	// the scan reopens at that row and drops its cells up to this one, as HBase's client does.
+	partKey []byte
+	rows    int
+	done    bool
+	err     error
 }
 
 // Scan starts a scan; nothing is sent until the first Next.
@@ -225,9 +230,23 @@ func (s *Scanner) take(resp *pb.ScanResponse, block []byte) error {
 		partial := i < len(resp.PartialFlagPerResult) && resp.PartialFlagPerResult[i]
 		r := &Result{Row: cells[0].Row, Cells: cells, Stale: resp.Stale, Partial: partial}
 		if s.scan.AllowPartialResults {
-			s.queue = append(s.queue, r)
-			if !partial {
+			if s.partKey != nil && bytes.Equal(cell.Key(s.partKey).Row(), r.Row) {
+				// The row's first cells were returned before the scanner was reopened.
+				r.Cells = slices.DeleteFunc(r.Cells, func(c cell.Cell) bool {
+					return cell.Compare(c.AppendKey(nil), s.partKey) <= 0
+				})
+			}
+			if partial {
+				if len(r.Cells) > 0 {
+					s.partKey = r.Cells[len(r.Cells)-1].AppendKey(s.partKey[:0])
+				}
+				s.resume, s.resumeExclusive = r.Row, false
+			} else {
+				s.partKey = nil
 				s.resume, s.resumeExclusive = r.Row, true
+			}
+			if len(r.Cells) > 0 {
+				s.queue = append(s.queue, r)
 			}
 			continue
 		}
