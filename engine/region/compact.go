@@ -129,17 +129,20 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	res := CompactionResult{FilesIn: len(sel), Major: isMajor}
 	scanners := make([]cell.Scanner, 0, len(sel))
 	var expected int64
-	minTs := int64(math.MaxInt64)
+	// The earliest put of the files compacted (HBase's earliestPutTs): a major compaction
+	// keeping deleted cells drops a delete marker older than it, which has nothing left to
+	// mask. A file that does not record it (an older one) may hold puts as old as any.
+	earliestPut := int64(math.MaxInt64)
 	for _, f := range sel {
 		scanners = append(scanners, f.newScanner(false, false))
 		res.BytesIn += f.size
 		expected += f.meta.EntryCount
-		minTs = min(minTs, f.meta.MinTimestamp)
+		earliestPut = min(earliestPut, f.meta.EarliestPutTimestamp)
 	}
 	it := newMergeIter(scanners, false)
 	defer it.close()
 	fam := &r.fams[fi]
-	c := newCompactor(fam, isMajor, r.nowMs(), minTs)
+	c := newCompactor(fam, isMajor, r.nowMs(), earliestPut)
 	fw, err := r.newFileWriter(fi, int(expected))
 	if err != nil {
 		return res, err
@@ -232,7 +235,8 @@ type compactor struct {
 	oldest     int64
 	now        int64
 	kdc        KeepDeletedCells
-	earliestTs int64
+	// earliestPut is the earliest timestamp of a put in the files compacted.
+	earliestPut int64
 
 	row, fam []byte
 	dt       deleteTracker
@@ -244,9 +248,9 @@ type compactor struct {
 	lastType cell.Type
 }
 
-func newCompactor(f *Family, major bool, now, earliestTs int64) *compactor {
+func newCompactor(f *Family, major bool, now, earliestPut int64) *compactor {
 	c := &compactor{major: major, maxV: f.maxVersions(), minV: f.MinVersions, kdc: f.KeepDeletedCells,
-		oldest: math.MinInt64, earliestTs: earliestTs, now: now}
+		oldest: math.MinInt64, earliestPut: earliestPut, now: now}
 	if ttl := f.ttlMillis(); ttl > 0 {
 		c.oldest = now - ttl
 	}
@@ -276,8 +280,12 @@ func (c *compactor) keep(k cell.Key, tags []byte) bool {
 			c.dt.add(k, tags)
 			return false
 		}
-		if ts < c.earliestTs {
-			return false // older than every cell: masks nothing
+		// Kept deleted cells (TRUE, or TTL before the marker expires): the marker goes only
+		// when older than every put of the files, masking nothing (HBase's
+		// DropDeletesCompactionScanQueryMatcher.tryDropDelete; its later cells in the column
+		// are markers as old, dropped alike).
+		if ts < c.earliestPut {
+			return false
 		}
 		// Kept; markers do not count as versions.
 		c.column(k.Qualifier())

@@ -211,8 +211,14 @@ func (m *model) famNames() []string {
 	return out
 }
 
-// majorCompact applies the major compaction rules to rows in [lo, hi).
-func (m *model) majorCompact(lo, hi string, now int64, fams ...string) {
+// majorCompact applies the major compaction rules to rows in [lo, hi). earliest is, per family,
+// the earliest put of the files compacted (HBase's earliestPutTs: with deleted cells kept, a
+// marker older than it goes). The files are not modelled (a daughter's references hold the
+// parent's files, other rows too; a flush leaves out cells expired by then), so the caller takes
+// it from the files' metadata; majorCompact checks it against the model: no later than any put
+// the files must still hold (the live ones of the rows compacted), which would drop markers
+// that still mask.
+func (m *model) majorCompact(lo, hi string, now int64, earliest map[string]int64, fams ...string) error {
 	var keep []mcell
 	var affected []mcell
 	for _, c := range m.cells {
@@ -222,10 +228,10 @@ func (m *model) majorCompact(lo, hi string, now int64, fams ...string) {
 			keep = append(keep, c)
 		}
 	}
-	earliest := map[string]int64{}
 	for _, c := range affected {
-		if e, ok := earliest[c.fam]; !ok || c.ts < e {
-			earliest[c.fam] = c.ts
+		f := m.fams[c.fam]
+		if c.typ == cell.Put && !c.cellExpired(now) && !(f.MinVersions == 0 && c.ts < m.oldest(f, now)) && c.ts < earliest[c.fam] {
+			return fmt.Errorf("the files' earliest put of family %s is %d, after the put %v they hold", c.fam, earliest[c.fam], fmtM(c))
 		}
 	}
 	type rf struct{ row, fam string }
@@ -269,7 +275,7 @@ func (m *model) majorCompact(lo, hi string, now int64, fams ...string) {
 					continue
 				}
 				if d.ts < earliest[d.fam] {
-					continue
+					continue // older than every put: masks nothing
 				}
 				if count <= f.maxVersions() {
 					keep = append(keep, d)
@@ -293,6 +299,21 @@ func (m *model) majorCompact(lo, hi string, now int64, fams ...string) {
 		}
 	}
 	m.cells = keep
+	return nil
+}
+
+// filesEarliestPut is, for each family of r, the earliest put timestamp of its files (as a
+// major compaction of them all reads it).
+func filesEarliestPut(r *Region) map[string]int64 {
+	out := map[string]int64{}
+	for fi, fs := range r.files.Load().byFamily {
+		e := int64(math.MaxInt64)
+		for _, f := range fs {
+			e = min(e, f.meta.EarliestPutTimestamp)
+		}
+		out[r.fams[fi].Name] = e
+	}
+	return out
 }
 
 // Operations.
@@ -594,11 +615,14 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 						refFams = append(refFams, r.fams[fi].Name)
 					}
 				}
+				earliest := filesEarliestPut(r)
 				if err := r.compactAllMinor(); err != nil {
 					return fail("%v", err)
 				}
 				if refFams != nil {
-					m.majorCompact(string(r.info.StartKey), string(r.info.EndKey), now(), refFams...)
+					if err := m.majorCompact(string(r.info.StartKey), string(r.info.EndKey), now(), earliest, refFams...); err != nil {
+						return fail("%v", err)
+					}
 				}
 			}
 		case "major":
@@ -606,10 +630,13 @@ func modelRun(t testing.TB, ops []mop) (failure string) {
 				if _, err := r.Flush(); err != nil {
 					return fail("%v", err)
 				}
+				earliest := filesEarliestPut(r)
 				if _, err := r.Compact(true); err != nil {
 					return fail("%v", err)
 				}
-				m.majorCompact(string(r.info.StartKey), string(r.info.EndKey), now())
+				if err := m.majorCompact(string(r.info.StartKey), string(r.info.EndKey), now(), earliest); err != nil {
+					return fail("%v", err)
+				}
 			}
 		case "reopen":
 			for i, r := range regions {

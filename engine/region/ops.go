@@ -260,7 +260,7 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 		return false, err
 	}
 	defer func() { r.unlockRows(locks) }() // locks is cleared once they are released early
-	ok, err := r.checkCondition(cm)
+	ok, cellTs, err := r.checkCondition(cm)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -272,9 +272,14 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 		req.durability = editDurability(cm.Mutations)
 	}
 	now := r.nowMs()
+	// The puts the server stamps get max(now, the checked cell's timestamp), so that they are
+	// not hidden behind the cell the condition read when the clock is behind it (HBase's
+	// checkAndMutateInternal, HBASE-14054). Puts with a client timestamp keep theirs; deletes
+	// are stamped as any delete is.
+	putTs := max(now, cellTs)
 	sl := newCellSlab(cm.Mutations...)
 	for _, m := range cm.Mutations {
-		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
+		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now, putTs)
 		if err != nil {
 			return false, err
 		}
@@ -289,43 +294,53 @@ func (r *Region) CheckAndMutate(cm *CheckAndMutate) (bool, error) {
 	return true, nil
 }
 
-func (r *Region) checkCondition(cm *CheckAndMutate) (bool, error) {
+// checkCondition evaluates cm's condition under the row lock. With it, it returns the timestamp
+// of the cell the condition read (the first one a filter let through, or the checked column's
+// newest version; 0 when there is none), which the mutation's puts must not fall behind.
+func (r *Region) checkCondition(cm *CheckAndMutate) (bool, int64, error) {
 	if cm.Filter != nil {
 		res, err := r.get(&Get{Row: cm.Row, Filter: cm.Filter, TimeRange: cm.TimeRange, CellCheck: cm.CellCheck}, true)
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
-		return len(res.Cells) > 0, nil
+		if len(res.Cells) == 0 {
+			return false, 0, nil
+		}
+		return true, res.Cells[0].Timestamp(), nil
 	}
 	res, err := r.get(&Get{Row: cm.Row, Columns: []Column{{Family: cm.Family, Qualifier: nonNil(cm.Qualifier)}}, TimeRange: cm.TimeRange, CellCheck: cm.CellCheck}, true)
 	if err != nil {
-		return false, err
+		return false, 0, err
+	}
+	var cellTs int64
+	if len(res.Cells) > 0 {
+		cellTs = res.Cells[0].Timestamp()
 	}
 	// No expected value (nil or empty, as in HBase): any operator but NOT_EQUAL holds when the
 	// cell is missing or its value is empty, NOT_EQUAL when it holds a non-empty value.
 	if len(cm.Value) == 0 {
 		empty := len(res.Cells) == 0 || len(res.Cells[0].Value) == 0
-		return empty == (cm.Op != filter.NotEqual), nil
+		return empty == (cm.Op != filter.NotEqual), cellTs, nil
 	}
 	if len(res.Cells) == 0 || cm.Op == filter.NoOp {
-		return false, nil
+		return false, 0, nil
 	}
 	// HBase compares the expected value with the stored one: "Value Op
 	// stored", so LESS passes when Value < stored.
 	c := bytes.Compare(cm.Value, res.Cells[0].Value)
 	switch cm.Op {
 	case filter.Less:
-		return c < 0, nil
+		return c < 0, cellTs, nil
 	case filter.LessOrEqual:
-		return c <= 0, nil
+		return c <= 0, cellTs, nil
 	case filter.Equal:
-		return c == 0, nil
+		return c == 0, cellTs, nil
 	case filter.NotEqual:
-		return c != 0, nil
+		return c != 0, cellTs, nil
 	case filter.GreaterOrEqual:
-		return c >= 0, nil
+		return c >= 0, cellTs, nil
 	case filter.Greater:
-		return c > 0, nil
+		return c > 0, cellTs, nil
 	}
-	return false, fmt.Errorf("%w: compare operator %v", ErrInvalid, cm.Op)
+	return false, 0, fmt.Errorf("%w: compare operator %v", ErrInvalid, cm.Op)
 }

@@ -302,7 +302,7 @@ func (r *Region) resolveMutations(ms []*Mutation) (*writeReq, error) {
 		if !ok {
 			req.rows = append(req.rows, rowEdit{row: m.Row})
 		}
-		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now)
+		cells, err := r.resolveOps(sl, m.Row, m.Ops, m.TTL, m.Tags, m.Visibility, now, now)
 		if err != nil {
 			return nil, err
 		}
@@ -346,10 +346,10 @@ func opsSize(row []byte, ops []Op, ttl int64, extra, vis []byte) int {
 	return size
 }
 
-// resolveOps turns ops into cells: "now" timestamps, delete-row
-// expansion, Delete-latest-version lookups, TTL tags (ttl: the
-// mutation's) and the mutation's extra tags on puts. Called under the row lock.
-func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra, vis []byte, now int64) ([]cell.KeyValue, error) {
+// resolveOps turns ops into cells: "now" timestamps (putTs for puts: now but where a
+// check-and-mutate raises it), delete-row expansion, Delete-latest-version lookups, TTL tags
+// (ttl: the mutation's) and the mutation's extra tags on puts. Called under the row lock.
+func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra, vis []byte, now, putTs int64) ([]cell.KeyValue, error) {
 	buf, first := sl.buf, len(sl.out)
 	out := sl.out
 	defer func() { sl.buf, sl.out = buf, out }()
@@ -376,6 +376,9 @@ func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra
 		}
 		out = append(out, cell.KeyValue(buf[start:len(buf):len(buf)]))
 	}
+	// latestDeletes counts the deletes of the newest version per column so far: the nth of a
+	// column deletes its nth newest version.
+	var latestDeletes map[string]int
 	for _, op := range ops {
 		ts := op.Timestamp
 		if op.Type == cell.DeleteFamily && len(op.Family) == 0 {
@@ -393,13 +396,22 @@ func (r *Region) resolveOps(sl *cellSlab, row []byte, ops []Op, ttl int64, extra
 		}
 		if ts == cell.LatestTimestamp {
 			ts = now
-			if op.Type == cell.Delete {
-				// Delete the newest visible version (HBase's
-				// prepareDeleteTimestamps): look it up.
-				if latest, ok, err := r.latestTimestamp(row, op.Family, op.Qualifier, vis); err != nil {
+			switch op.Type {
+			case cell.Put:
+				ts = putTs
+			case cell.Delete:
+				// Delete the newest visible version (HBase's prepareDeleteTimestamps): the nth
+				// such delete of a column in the mutation deletes its nth newest version, and
+				// one beyond the versions there are gets now (deleting nothing).
+				if latestDeletes == nil {
+					latestDeletes = map[string]int{}
+				}
+				col := string(cell.AppendKey(nil, nil, op.Family, op.Qualifier, 0, cell.Delete))
+				latestDeletes[col]++
+				if nth, ok, err := r.nthLatestTimestamp(row, op.Family, op.Qualifier, vis, latestDeletes[col]); err != nil {
 					return nil, err
 				} else if ok {
-					ts = latest
+					ts = nth
 				}
 			}
 		}
@@ -415,8 +427,11 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func (r *Region) latestTimestamp(row, fam, q, vis []byte) (int64, bool, error) {
-	g := &Get{Row: row, Columns: []Column{{Family: fam, Qualifier: nonNil(q)}}}
+// nthLatestTimestamp returns the timestamp of the nth (from 1) newest visible version of a
+// column (of the same visibility as vis), reading n versions as HBase's
+// updateDeleteLatestVersionTimestamp does; false when there are fewer.
+func (r *Region) nthLatestTimestamp(row, fam, q, vis []byte, n int) (int64, bool, error) {
+	g := &Get{Row: row, Columns: []Column{{Family: fam, Qualifier: nonNil(q)}}, MaxVersions: n}
 	if len(vis) > 0 || r.labelsInUse.Load() {
 		g.CellCheck = func(_ cell.Key, tags []byte) bool { return cell.SameVisibility(tags, vis) }
 	}
@@ -424,10 +439,10 @@ func (r *Region) latestTimestamp(row, fam, q, vis []byte) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	if len(res.Cells) == 0 {
+	if len(res.Cells) < n {
 		return 0, false, nil
 	}
-	return res.Cells[0].Timestamp(), true, nil
+	return res.Cells[n-1].Timestamp(), true, nil
 }
 
 func nonNil(b []byte) []byte {
@@ -693,7 +708,8 @@ func (r *Region) MutateRows(ms []*Mutation, conds []*CheckAndMutate) (bool, erro
 	}
 	defer func() { r.unlockRows(locks) }() // locks is cleared once they are released early
 	for _, c := range conds {
-		ok, err := r.checkCondition(c)
+		// As HBase's MultiRowMutationEndpoint, the conditions do not raise the puts' timestamps.
+		ok, _, err := r.checkCondition(c)
 		if err != nil || !ok {
 			return false, err
 		}

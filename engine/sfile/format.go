@@ -237,6 +237,11 @@ type fileInfo struct {
 	midLeaf           blockHandle
 	midEntry          uint64
 	info              map[string][]byte
+
+	// earliestPutTs is the smallest timestamp of a Put cell (math.MaxInt64: none), known when
+	// hasEarliestPut: files written before the field existed lack it.
+	earliestPutTs  int64
+	hasEarliestPut bool
 }
 
 const fileInfoMajorCompacted = 1
@@ -268,6 +273,10 @@ func (fi *fileInfo) encode() []byte {
 	b = binary.AppendUvarint(b, fi.midLeaf.off)
 	b = binary.AppendUvarint(b, fi.midLeaf.size)
 	b = binary.AppendUvarint(b, fi.midEntry)
+	// Fields added later follow, each optional: a reader of an older version skips them.
+	if fi.hasEarliestPut {
+		b = binary.AppendVarint(b, fi.earliestPutTs)
+	}
 
 	out := binary.AppendUvarint(nil, uint64(len(b)))
 	out = append(out, b...)
@@ -371,6 +380,14 @@ func decodeFileInfo(b []byte) (fileInfo, string) {
 		if _, err := cell.ParseKey(fi.lastKey); err != nil {
 			return fi, fmt.Sprintf("file info: last key: %v", err)
 		}
+	}
+	// Optional fields, absent from the files of older versions.
+	if j < len(bb) {
+		fi.earliestPutTs = s()
+		if bad {
+			return fi, "file info: truncated earliest put timestamp"
+		}
+		fi.hasEarliestPut = true
 	}
 	// Fields a later version appends to the builtin section are skipped.
 

@@ -239,4 +239,10 @@ type Meta struct {
 	BloomFPRate float64
 	// BloomKeys counts the keys (rows or columns) in the bloom filter.
 	BloomKeys int64
+
+	// EarliestPutTimestamp is the smallest timestamp of a Put cell in the file (HBase's
+	// EARLIEST_PUT_TS; delete markers do not count): math.MaxInt64 when the file holds no put,
+	// math.MinInt64 when unknown (a file written before the field was recorded), which a
+	// reader must take as "puts as old as can be".
+	EarliestPutTimestamp int64
 }

@@ -213,12 +213,19 @@ func checkMeta(t *testing.T, written, read Meta, cells []tcell, opts WriterOptio
 	minSeq, maxSeq := uint64(math.MaxUint64), uint64(0)
 	minTs, maxTs := int64(math.MaxInt64), int64(math.MinInt64)
 	var df int64
+	earliestPut := int64(math.MaxInt64)
 	for _, c := range cells {
 		minSeq, maxSeq = min(minSeq, c.seq), max(maxSeq, c.seq)
 		minTs, maxTs = min(minTs, c.key.Timestamp()), max(maxTs, c.key.Timestamp())
 		if c.key.Type() == cell.DeleteFamily {
 			df++
 		}
+		if c.key.Type() == cell.Put {
+			earliestPut = min(earliestPut, c.key.Timestamp())
+		}
+	}
+	if m.EarliestPutTimestamp != earliestPut || written.EarliestPutTimestamp != earliestPut {
+		t.Errorf("earliest put timestamp %d (writer said %d), want %d", m.EarliestPutTimestamp, written.EarliestPutTimestamp, earliestPut)
 	}
 	if m.EntryCount != int64(len(cells)) || m.MinSeq != minSeq || m.MaxSeq != maxSeq || m.MinTimestamp != minTs ||
 		m.MaxTimestamp != maxTs || m.DeleteFamilyCount != df {
@@ -360,5 +367,44 @@ func TestFileInfo(t *testing.T) {
 	}
 	if m.CreatedAt.IsZero() || !m.CreatedAt.Equal(wm.CreatedAt) {
 		t.Fatalf("created %v, writer said %v", m.CreatedAt, wm.CreatedAt)
+	}
+}
+
+// TestEarliestPutTimestamp: the file info records the earliest put's timestamp (delete markers
+// do not count; none: MaxInt64), and a file info without it (an older file) reads as
+// MinInt64, "puts as old as can be".
+func TestEarliestPutTimestamp(t *testing.T) {
+	fs := storage.NewMem()
+	m := writeFile(t, fs, "p", WriterOptions{}, []tcell{
+		{key: mkKey("r", "f", "a", 9, cell.Put), value: []byte("v"), seq: 1},
+		{key: mkKey("r", "f", "a", 3, cell.DeleteColumn), seq: 2},
+		{key: mkKey("r", "f", "b", 7, cell.Put), value: []byte("v"), seq: 1},
+	})
+	if m.EarliestPutTimestamp != 7 {
+		t.Fatalf("earliest put %d, want 7", m.EarliestPutTimestamp)
+	}
+	r, err := Open(fs, "p", ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Meta().EarliestPutTimestamp; got != 7 {
+		t.Fatalf("read earliest put %d, want 7", got)
+	}
+	r.Close()
+	if m := writeFile(t, fs, "d", WriterOptions{}, []tcell{{key: mkKey("r", "f", "a", 3, cell.DeleteColumn), seq: 2}}); m.EarliestPutTimestamp != math.MaxInt64 {
+		t.Fatalf("earliest put of a file of markers %d, want MaxInt64", m.EarliestPutTimestamp)
+	}
+
+	fi := fileInfo{entryCount: 1, firstKey: mkKey("r", "f", "a", 3, cell.Put), lastKey: mkKey("r", "f", "a", 3, cell.Put)}
+	old, reason := decodeFileInfo(fi.encode())
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	if old.hasEarliestPut || metaOf(&old, &trailer{}, 0).EarliestPutTimestamp != math.MinInt64 {
+		t.Fatalf("a file info without the earliest put reads %v %d", old.hasEarliestPut, metaOf(&old, &trailer{}, 0).EarliestPutTimestamp)
+	}
+	fi.earliestPutTs, fi.hasEarliestPut = 3, true
+	if got, reason := decodeFileInfo(fi.encode()); reason != "" || !got.hasEarliestPut || got.earliestPutTs != 3 {
+		t.Fatalf("decoded %v %d %q", got.hasEarliestPut, got.earliestPutTs, reason)
 	}
 }

@@ -110,6 +110,7 @@ func NewWriter(f storage.File, opts WriterOptions) (*Writer, error) {
 	}
 	w.cow = opts.Cache != nil && opts.Cache.CacheOnWrite()
 	w.fi.minTs, w.fi.maxTs = math.MaxInt64, math.MinInt64
+	w.fi.earliestPutTs, w.fi.hasEarliestPut = math.MaxInt64, true
 	w.fi.minSeq = math.MaxUint64
 	if opts.Bloom != BloomNone {
 		w.bloomBPK, w.bloomK = bloomParams(opts.BloomFPRate)
@@ -169,7 +170,10 @@ func (w *Writer) AppendTagged(key cell.Key, value, tags []byte, seq uint64) erro
 	fi.minSeq, fi.maxSeq = min(fi.minSeq, seq), max(fi.maxSeq, seq)
 	ts := k.Timestamp()
 	fi.minTs, fi.maxTs = min(fi.minTs, ts), max(fi.maxTs, ts)
-	if k.Type() == cell.DeleteFamily {
+	switch k.Type() {
+	case cell.Put:
+		fi.earliestPutTs = min(fi.earliestPutTs, ts)
+	case cell.DeleteFamily:
 		fi.deleteFamilyCount++
 	}
 
@@ -485,6 +489,10 @@ func metaOf(fi *fileInfo, tr *trailer, size int64) Meta {
 		Info:              fi.info,
 		BlockSize:         int(fi.blockSize),
 		BloomFPRate:       fi.bloomFPRate,
+	}
+	m.EarliestPutTimestamp = math.MinInt64 // unknown: an older file
+	if fi.hasEarliestPut {
+		m.EarliestPutTimestamp = fi.earliestPutTs
 	}
 	if fi.entryCount > 0 {
 		m.FirstKey = slices.Clip(cell.Key(fi.firstKey))
