@@ -213,9 +213,10 @@ type SecuritySpec struct {
 	// +optional
 	Superusers []string `json:"superusers,omitempty"`
 
-	// NetworkPolicy: a NetworkPolicy lets only the cluster's own pods and the operator reach the
-	// region servers' Admin port (clients keep the data port, everyone the HTTP port). It takes
-	// effect where the network plugin enforces NetworkPolicies. Default true.
+	// NetworkPolicy: a NetworkPolicy lets only the cluster's own pods reach the region servers'
+	// Admin port (clients keep the data port, everyone the HTTP port; the operator talks to the
+	// masters only). It takes effect where the network plugin enforces NetworkPolicies. Default
+	// true.
 	// +kubebuilder:default=true
 	// +optional
 	NetworkPolicy *bool `json:"networkPolicy,omitempty"`

@@ -96,7 +96,7 @@ var _ = Describe("StoreCluster controller: certificates", func() {
 })
 
 var _ = Describe("StoreCluster controller: network policy", func() {
-	It("lets only the cluster's pods and the operator reach the region servers' Admin port, and removes the policy when turned off", func() {
+	It("lets only the cluster's own pods reach the region servers' Admin port, and removes the policy when turned off", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns))
 		waitRunning(c)
@@ -113,7 +113,8 @@ var _ = Describe("StoreCluster controller: network policy", func() {
 			}
 		}
 		Expect(admin).NotTo(BeNil())
-		Expect(admin.From).To(HaveLen(2))
+		Expect(admin.From).To(HaveLen(1), "only the cluster's pods: the operator dials the masters, never a region server")
+		Expect(admin.From[0].NamespaceSelector).To(BeNil())
 		update(c, func(cl *v1alpha1.StoreCluster) { cl.Spec.Security.NetworkPolicy = ptr.To(false) })
 		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(suiteCtx, key, &networkingv1.NetworkPolicy{})) }, timeout, poll).Should(BeTrue())
 	})

@@ -8,14 +8,13 @@ import (
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 )
 
-// OperatorPodLabels select the operator's pods (the chart's Deployment) in any namespace.
-var OperatorPodLabels = map[string]string{LabelName: "cellstore-operator"}
-
 // RegionServerNetworkPolicy admits to the region servers clients on the data port (any pod: the
 // data path authenticates every connection), anyone on the HTTP port (probes, Prometheus,
-// /prestop answers only the loopback), and only the cluster's own pods and the operator on the
-// Admin port (the master's orders, replication between region servers). The masters need no
-// policy of their own: their one gRPC port serves clients and servers alike.
+// /prestop answers only the loopback), and only the cluster's own pods on the Admin port (the
+// master's orders, replication between region servers). The operator never dials a region server
+// (it talks to the masters only), so it is not admitted there. The masters need no policy of
+// their own: their one gRPC port serves clients, servers and the operator alike, from any
+// namespace.
 func RegionServerNetworkPolicy(c *v1alpha1.StoreCluster, operatorVersion string) *networkingv1.NetworkPolicy {
 	port := func(p int32) []networkingv1.NetworkPolicyPort {
 		return []networkingv1.NetworkPolicyPort{{Port: ptrIntOrString(p)}}
@@ -31,7 +30,6 @@ func RegionServerNetworkPolicy(c *v1alpha1.StoreCluster, operatorVersion string)
 				{Ports: port(RegionServerHTTPPort)},
 				{Ports: port(RegionServerAdmin), From: []networkingv1.NetworkPolicyPeer{
 					{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelName: AppName, LabelInstance: c.Name}}},
-					{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: OperatorPodLabels}},
 				}},
 			},
 		},

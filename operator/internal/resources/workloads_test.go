@@ -3,6 +3,7 @@ package resources
 import (
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -593,8 +594,19 @@ func TestRegionServerNetworkPolicy(t *testing.T) {
 	for _, r := range np.Spec.Ingress {
 		p := r.Ports[0].Port.IntValue()
 		open[p] = len(r.From) == 0
-		if p == int(RegionServerAdmin) && (len(r.From) != 2 || r.From[0].PodSelector.MatchLabels[LabelInstance] != c.Name) {
-			t.Errorf("admin port admits %+v, want the cluster's pods and the operator", r.From)
+		if p != int(RegionServerAdmin) {
+			continue
+		}
+		// Only the cluster's own pods, in its namespace: the operator dials the masters, never a
+		// region server, so no peer outside the namespace (nor the operator's pods) is admitted.
+		if len(r.From) != 1 || r.From[0].NamespaceSelector != nil || r.From[0].IPBlock != nil || r.From[0].PodSelector == nil ||
+			!maps.Equal(r.From[0].PodSelector.MatchLabels, map[string]string{LabelName: AppName, LabelInstance: c.Name}) {
+			t.Errorf("admin port admits %+v, want only the cluster's pods", r.From)
+		}
+		for _, peer := range r.From {
+			if peer.PodSelector != nil && peer.PodSelector.MatchLabels[LabelName] == "cellstore-operator" {
+				t.Errorf("admin port admits the operator's pods: %+v", peer)
+			}
 		}
 	}
 	if !open[int(RegionServerDataPort)] || !open[int(RegionServerHTTPPort)] || open[int(RegionServerAdmin)] {
