@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,7 +61,14 @@ func render(t *testing.T, sets ...string) map[string]*unstructured.Unstructured 
 // renderRelease renders the chart as release name in namespace ns, CRDs included.
 func renderRelease(t *testing.T, name, ns string, sets ...string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	args := []string{"template", name, chart, "--namespace", ns, "--include-crds", "--kube-version", kubeVersion}
+	return renderChart(t, chart, name, ns, nil, sets...)
+}
+
+// renderChart renders the chart in dir as release name in namespace ns, CRDs included, with extra
+// helm flags.
+func renderChart(t *testing.T, dir, name, ns string, flags []string, sets ...string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	args := append([]string{"template", name, dir, "--namespace", ns, "--include-crds", "--kube-version", kubeVersion}, flags...)
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -323,8 +331,36 @@ func TestCRDUpgradeHook(t *testing.T) {
 		t.Errorf("the Job must come after its account and role: weights %v", weights)
 	}
 	rules, _, _ := unstructured.NestedSlice(get(t, objs, "ClusterRole/ops-cellstore-operator-cellstore-system-crds").Object, "rules")
-	if len(rules) != 1 || !reflect.DeepEqual(toStrings(rules[0].(map[string]any)["resources"]), []string{"customresourcedefinitions"}) {
-		t.Errorf("the hook's role grants %v", rules)
+	// create on any CRD (RBAC cannot limit it by name), get and patch only on the chart's own.
+	var shipped []string
+	files, _ := filepath.Glob(filepath.Join(chart, "crds", "*.yaml"))
+	for _, f := range files {
+		name, _, _ := unstructured.NestedString(readYAML(t, f), "metadata", "name")
+		shipped = append(shipped, name)
+	}
+	slices.Sort(shipped)
+	granted := map[string][]string{} // verb -> resourceNames ("*": any)
+	for _, r := range rules {
+		r := r.(map[string]any)
+		if !reflect.DeepEqual(toStrings(r["apiGroups"]), []string{"apiextensions.k8s.io"}) ||
+			!reflect.DeepEqual(toStrings(r["resources"]), []string{"customresourcedefinitions"}) {
+			t.Errorf("the hook's role grants %v", r)
+			continue
+		}
+		names := []string{"*"}
+		if r["resourceNames"] != nil {
+			names = slices.Sorted(slices.Values(toStrings(r["resourceNames"])))
+		}
+		for _, v := range toStrings(r["verbs"]) {
+			if _, dup := granted[v]; dup {
+				t.Errorf("verb %s granted twice: %v", v, rules)
+			}
+			granted[v] = names
+		}
+	}
+	want := map[string][]string{"create": {"*"}, "get": shipped, "patch": shipped}
+	if len(shipped) < 4 || !reflect.DeepEqual(granted, want) {
+		t.Errorf("the hook's role grants %v, want %v", granted, want)
 	}
 	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
 	c := containers[0].(map[string]any)
@@ -342,10 +378,127 @@ func TestCRDUpgradeHook(t *testing.T) {
 }
 
 func TestSchemaRejectsBadValues(t *testing.T) {
-	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}", "rbac.clusterReads=maybe", "rbac.nosuch=1", "crds.upgrade=1"} {
+	for _, set := range []string{"image.tag=latest", "replicaCount=0", "logLevel=chatty", "nosuch=1", "watchNamespaces={Bad_NS}", "rbac.clusterReads=maybe", "rbac.nosuch=1", "crds.upgrade=1",
+		// Without leader election every replica is an active manager.
+		"leaderElection=false", "leaderElection=false,replicaCount=3",
+		// Typos under metrics and dashboards.
+		"metrics.service.enable=false", "metrics.serviceMonitor.intervall=1m", "dashboards.label.a=b",
+		// A ServiceMonitor without the Service it selects.
+		"metrics.serviceMonitor.enabled=true,metrics.service.enabled=false",
+		// A pod label replacing a selector label.
+		`podLabels.app\.kubernetes\.io/instance=other`, `podLabels.app\.kubernetes\.io/component=x`} {
 		out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", set)
 		if err == nil || !strings.Contains(out, "don't meet the specifications of the schema") {
 			t.Errorf("--set %s: want a schema error, got:\n%.300s", set, out)
+		}
+	}
+}
+
+// What the rules of TestSchemaRejectsBadValues refuse only together is accepted apart.
+func TestSchemaAcceptsRelatedValues(t *testing.T) {
+	for _, set := range []string{"leaderElection=false,replicaCount=1", "metrics.service.enabled=false",
+		"metrics.serviceMonitor.enabled=true,metrics.service.enabled=true", "podLabels.team=db"} {
+		if out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", set); err != nil {
+			t.Errorf("--set %s: %.300s", set, out)
+		}
+	}
+}
+
+// GOMEMLIMIT is 90% of the manager's memory limit (resourceFieldRef can only give all of it), and
+// absent without a limit.
+func TestGoMemLimit(t *testing.T) {
+	env := func(sets ...string) []any {
+		d := get(t, render(t, sets...), "Deployment/ops-cellstore-operator")
+		containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		e, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+		return e
+	}
+	for limit, want := range map[string]string{
+		"":                                   "483183820", // the default 512Mi
+		"resources.limits.memory=1Gi":        "966367641",
+		"resources.limits.memory=1.5Gi":      "1449551462",
+		"resources.limits.memory=500M":       "450000000",
+		"resources.limits.memory=1000000000": "900000000",
+	} {
+		var sets []string
+		if limit != "" {
+			sets = append(sets, limit)
+		}
+		e := env(sets...)
+		want := []any{map[string]any{"name": "GOMEMLIMIT", "value": want}}
+		if !reflect.DeepEqual(e, want) {
+			t.Errorf("%q: env %v, want %v", limit, e, want)
+		}
+	}
+	if e := env("resources.limits=null"); len(e) != 0 {
+		t.Errorf("without a memory limit: env %v", e)
+	}
+	if out, err := run(t, "template", "ops", chart, "--kube-version", kubeVersion, "--set", "resources.limits.memory=lots"); err == nil ||
+		!strings.Contains(out, "resources.limits.memory") {
+		t.Errorf("an unreadable memory limit renders:\n%.300s", out)
+	}
+}
+
+// podLabels add to the pod's labels but never replace the selector's, even past the schema (which
+// refuses them): a template the selector does not match is refused by the API server.
+func TestPodLabelsKeepSelector(t *testing.T) {
+	for _, flags := range [][]string{nil, {"--skip-schema-validation"}} {
+		sets := []string{"podLabels.team=db"}
+		if flags != nil {
+			sets = append(sets, `podLabels.app\.kubernetes\.io/instance=other`, `podLabels.app\.kubernetes\.io/name=x`)
+		}
+		d := get(t, renderChart(t, chart, "ops", "cellstore-system", flags, sets...), "Deployment/ops-cellstore-operator")
+		sel, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+		labels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+		if len(sel) != 3 {
+			t.Fatalf("selector %v", sel)
+		}
+		for k, v := range sel {
+			if labels[k] != v {
+				t.Errorf("%v: pod label %s=%q, the selector wants %q", sets, k, labels[k], v)
+			}
+		}
+		if labels["team"] != "db" {
+			t.Errorf("%v: podLabels not applied: %v", sets, labels)
+		}
+	}
+}
+
+// The notes' example commands name the namespace they act in: a watched one in a namespaced install
+// (a StoreCluster elsewhere is left alone). helm template does not print NOTES.txt, so a copy of
+// the chart renders it into a ConfigMap.
+func TestNotesNamespace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), chart)
+	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	notes := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: {{ include (print $.Template.BasePath \"/NOTES.txt\") . | toJson }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-notes.yaml"), []byte(notes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for watch, ns := range map[string]string{"": "default", "watchNamespaces={team-a,team-b}": "team-a"} {
+		var sets []string
+		if watch != "" {
+			sets = append(sets, watch)
+		}
+		text, _, _ := unstructured.NestedString(get(t, renderChart(t, dir, "ops", "cellstore-system", nil, sets...), "ConfigMap/notes").Object, "data", "notes")
+		var cmds int
+		for _, line := range strings.Split(text, "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "kubectl ") {
+				continue
+			}
+			cmds++
+			want := "kubectl -n " + ns + " "
+			if strings.Contains(line, " get deploy ") {
+				want = "kubectl -n cellstore-system "
+			}
+			if !strings.HasPrefix(line, want) {
+				t.Errorf("%q: %q does not start with %q", watch, line, want)
+			}
+		}
+		if cmds != 4 {
+			t.Errorf("%q: %d kubectl commands in the notes:\n%s", watch, cmds, text)
 		}
 	}
 }
