@@ -1,6 +1,9 @@
 package filter
 
 import (
+	"bytes"
+	"slices"
+
 	"github.com/cellstore/cellstore/engine/cell"
 )
 
@@ -25,6 +28,16 @@ type FilterList struct {
 	Filters  []Filter
 
 	hint cell.Key
+	// MustPassOne keeps, per filter, what it last answered in the row (HBase's FilterListWithOR
+	// prevFilterRCList and prevCellList): a filter that asked to pass over a column, a family or
+	// up to its hint is not asked again before the scan gets there, so its state (counts,
+	// offsets) sees what it would see alone. prevKey is kept for those verdicts only, prevHint
+	// for SeekNextUsingHint; included says which filters included the last cell (only their
+	// TransformCell applies).
+	prevRC   []ReturnCode
+	prevKey  [][]byte
+	prevHint []cell.Key
+	included []bool
 }
 
 func (*FilterList) Name() string { return "FilterList" }
@@ -32,6 +45,9 @@ func (*FilterList) Name() string { return "FilterList" }
 func (l *FilterList) Reset() {
 	for _, f := range l.Filters {
 		f.Reset()
+	}
+	for i := range l.prevKey {
+		l.prevKey[i], l.prevHint[i] = l.prevKey[i][:0], nil
 	}
 }
 
@@ -80,9 +96,13 @@ func (l *FilterList) FilterRowKey(row []byte) bool {
 	if len(l.Filters) == 0 {
 		return false
 	}
-	// Every filter sees the key (they keep per-row state from it).
+	// Every filter sees the key (they keep per-row state from it); with MustPassOne a filter
+	// done with the scan has no say (HBase's FilterListWithOR.filterRowKey).
 	any, all := false, true
 	for _, f := range l.Filters {
+		if l.Operator == MustPassOne && f.FilterAllRemaining() {
+			continue
+		}
 		if f.FilterRowKey(row) {
 			any = true
 		} else {
@@ -146,49 +166,159 @@ func (l *FilterList) FilterCell(k cell.Key, v []byte) ReturnCode {
 		}
 		return res
 	}
-	// MustPassOne.
-	included := false
-	allHints, allNextRow, allNextColOrRow := true, true, true
-	incNextCol := true
-	for _, f := range l.Filters {
-		rc := f.FilterCell(k, v)
-		switch {
-		case rc.Includes():
-			included = true
-			if rc != IncludeAndNextCol && rc != IncludeAndSeekNextRow {
-				incNextCol = false
+	return l.filterCellOr(k, v)
+}
+
+// filterCellOr is MustPassOne as HBase's FilterListWithOR: a filter whose last verdict in the row
+// still covers this cell (passed tells) is not asked again and counts with that verdict; the
+// verdicts merge into the least restrictive (mergeOr); the list seeks by hint when every filter
+// asks for one (to the nearest).
+func (l *FilterList) filterCellOr(k cell.Key, v []byte) ReturnCode {
+	if len(l.prevRC) != len(l.Filters) {
+		l.prevRC = make([]ReturnCode, len(l.Filters))
+		l.prevKey = make([][]byte, len(l.Filters))
+		l.prevHint = make([]cell.Key, len(l.Filters))
+		l.included = make([]bool, len(l.Filters))
+	}
+	var rc ReturnCode
+	merged := false
+	for i, f := range l.Filters {
+		l.included[i] = false
+		if f.FilterAllRemaining() {
+			continue
+		}
+		local, covered := l.passed(i, k)
+		if !covered {
+			local = f.FilterCell(k, v)
+			l.prevRC[i], l.prevKey[i], l.prevHint[i] = local, l.prevKey[i][:0], nil
+			switch local {
+			case Include, Skip:
+			case SeekNextUsingHint:
+				l.prevKey[i] = append(l.prevKey[i], k...)
+				if h := f.NextCellHint(k); h != nil {
+					l.prevHint[i] = append(cell.Key(nil), h...)
+				}
+			default:
+				l.prevKey[i] = append(l.prevKey[i], k...)
 			}
-			allHints, allNextRow, allNextColOrRow = false, false, false
-		case rc == SeekNextUsingHint:
-			h := f.NextCellHint(k)
+		}
+		if !merged {
+			rc, merged = local, true
+		} else {
+			rc = mergeOr(rc, local)
+		}
+		l.included[i] = local.Includes()
+	}
+	if !merged {
+		return Skip // every filter is done with the scan
+	}
+	if rc == SeekNextUsingHint {
+		// The nearest hint; a filter without one means none (the region steps to the next cell).
+		for i, f := range l.Filters {
+			if f.FilterAllRemaining() {
+				continue
+			}
+			h := l.prevHint[i]
 			if h == nil {
-				allHints = false
-			} else if l.hint == nil || cell.Compare(h, l.hint) < 0 {
+				l.hint = nil
+				return Skip
+			}
+			if l.hint == nil || l.before(h, l.hint) {
 				l.hint = h
 			}
-			allNextRow, allNextColOrRow = false, false
-		case rc == NextRow:
-			allHints = false
-		case rc == NextCol:
-			allHints, allNextRow = false, false
-		default: // Skip
-			allHints, allNextRow, allNextColOrRow = false, false, false
-			incNextCol = false
 		}
 	}
-	switch {
-	case included && incNextCol:
-		return IncludeAndNextCol
-	case included:
-		return Include
-	case allHints && l.hint != nil:
-		return SeekNextUsingHint
-	case allNextRow:
-		return NextRow
-	case allNextColOrRow:
-		return NextCol
+	return rc
+}
+
+// passed gives the verdict filter i's last one in the row implies for k, without asking it
+// (covered): after NextCol (or IncludeAndNextCol) NextCol until the next column, after NextRow
+// (or IncludeAndSeekNextRow) NextRow until the next family (they act per family), after a hint
+// the hint until it is reached.
+func (l *FilterList) passed(i int, k cell.Key) (rc ReturnCode, covered bool) {
+	prev := cell.Key(l.prevKey[i])
+	if len(prev) == 0 {
+		return 0, false
 	}
-	return Skip
+	switch l.prevRC[i] {
+	case SeekNextUsingHint:
+		if h := l.prevHint[i]; h != nil && l.before(k, h) {
+			return SeekNextUsingHint, true
+		}
+	case NextCol, IncludeAndNextCol:
+		if cell.SameColumn(prev, k) {
+			return NextCol, true
+		}
+	case NextRow, IncludeAndSeekNextRow:
+		if bytes.Equal(prev.Family(), k.Family()) {
+			return NextRow, true
+		}
+	}
+	return 0, false
+}
+
+// before says whether a sorts before b in the scan's order (rows in reverse for reversed scans).
+func (l *FilterList) before(a, b cell.Key) bool {
+	if l.reversed {
+		if c := bytes.Compare(a.Row(), b.Row()); c != 0 {
+			return c > 0
+		}
+	}
+	return cell.Compare(a, b) < 0
+}
+
+// mergeOr merges the verdict of one more filter into a MustPassOne list's (HBase's
+// FilterListWithOR.mergeReturnCode): the least restrictive wins, and a skip-ahead survives only
+// as far as every verdict allows.
+func mergeOr(rc, local ReturnCode) ReturnCode {
+	in := func(codes ...ReturnCode) bool { return slices.Contains(codes, rc) }
+	switch local {
+	case Include:
+		return Include
+	case IncludeAndNextCol:
+		if in(IncludeAndNextCol, IncludeAndSeekNextRow, NextCol, NextRow) {
+			return IncludeAndNextCol
+		}
+		return Include
+	case IncludeAndSeekNextRow:
+		switch {
+		case in(IncludeAndNextCol, NextCol):
+			return IncludeAndNextCol
+		case in(IncludeAndSeekNextRow, NextRow):
+			return IncludeAndSeekNextRow
+		}
+		return Include
+	case Skip:
+		if in(Include, IncludeAndNextCol, IncludeAndSeekNextRow) {
+			return Include
+		}
+		return Skip
+	case NextCol:
+		switch {
+		case in(Include):
+			return Include
+		case in(NextCol, NextRow):
+			return NextCol
+		case in(IncludeAndNextCol, IncludeAndSeekNextRow):
+			return IncludeAndNextCol
+		}
+		return Skip
+	case NextRow:
+		switch rc {
+		case Skip, SeekNextUsingHint:
+			return Skip
+		}
+		return rc
+	case SeekNextUsingHint:
+		switch {
+		case in(Include, IncludeAndNextCol, IncludeAndSeekNextRow):
+			return Include
+		case in(SeekNextUsingHint):
+			return SeekNextUsingHint
+		}
+		return Skip
+	}
+	return rc
 }
 
 func mergeAnd(a, b ReturnCode) ReturnCode {
@@ -224,8 +354,13 @@ func mergeAnd(a, b ReturnCode) ReturnCode {
 	return ex
 }
 
+// TransformCell applies the transforms of the filters that included the cell: all of them with
+// MustPassAll, with MustPassOne only those that did (HBase's subFiltersIncludedCell).
 func (l *FilterList) TransformCell(k cell.Key, v []byte) []byte {
-	for _, f := range l.Filters {
+	for i, f := range l.Filters {
+		if l.Operator == MustPassOne && (i >= len(l.included) || !l.included[i]) {
+			continue
+		}
 		v = f.TransformCell(k, v)
 	}
 	return v
