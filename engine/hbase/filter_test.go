@@ -80,3 +80,23 @@ func TestVisibilityAndACLAttributes(t *testing.T) {
 		t.Fatal("an HBase cell ACL was accepted")
 	}
 }
+
+// TestTimeRanges: HBase's [t, t) is an empty range (not all time, nor an error), and its "all
+// time" upper bound is Cellstore's unbounded To.
+func TestTimeRanges(t *testing.T) {
+	const maxTs = int64(^uint64(0) >> 1)
+	for _, c := range []struct {
+		from, to         uint64
+		wantFrom, wantTo int64
+	}{
+		{5, 5, maxTs, maxTs},
+		{0, 0, maxTs, maxTs},
+		{0, uint64(maxTs), 0, 0},
+		{3, 9, 3, 9},
+	} {
+		got := leanTimeRange(&hb.TimeRange{From: proto.Uint64(c.from), To: proto.Uint64(c.to)})
+		if got.GetFrom() != c.wantFrom || got.GetTo() != c.wantTo {
+			t.Errorf("[%d, %d) = [%d, %d), want [%d, %d)", c.from, c.to, got.GetFrom(), got.GetTo(), c.wantFrom, c.wantTo)
+		}
+	}
+}

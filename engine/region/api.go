@@ -100,7 +100,7 @@ func (m *Mutation) DeleteRow(ts int64) *Mutation {
 }
 
 // TimeRange is a half-open timestamp range [Min, Max). The zero value is
-// "all time".
+// "all time"; [t, t) (t > 0) is empty.
 type TimeRange struct {
 	Min int64
 	Max int64 // 0 means unbounded (math.MaxInt64)

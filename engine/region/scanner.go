@@ -352,7 +352,8 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	if scan.StoreLimit < 0 || scan.StoreOffset < 0 {
 		return nil, fmt.Errorf("%w: store limit %d, offset %d", ErrInvalid, scan.StoreLimit, scan.StoreOffset)
 	}
-	if scan.TimeRange.Min < 0 || scan.TimeRange.max() <= scan.TimeRange.Min {
+	// [t, t) is empty, not an error (HBase's TimeRange): the scan returns nothing.
+	if scan.TimeRange.Min < 0 || scan.TimeRange.max() < scan.TimeRange.Min {
 		return nil, fmt.Errorf("%w: time range [%d, %d)", ErrInvalid, scan.TimeRange.Min, scan.TimeRange.Max)
 	}
 	s.trMin, s.trMax = scan.TimeRange.Min, scan.TimeRange.max()

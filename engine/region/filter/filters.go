@@ -342,7 +342,9 @@ func (f *ColumnPaginationFilter) FilterCell(k cell.Key, _ []byte) ReturnCode {
 		if f.count >= f.Limit {
 			return NextRow
 		}
-		if bytes.Compare(k.Qualifier(), f.ColumnOffset) < 0 {
+		// Only before the row's first column counted (HBase): the offset places the page's start,
+		// so a later family's columns below it belong to the page.
+		if f.count == 0 && bytes.Compare(k.Qualifier(), f.ColumnOffset) < 0 {
 			return SeekNextUsingHint
 		}
 		f.count++
@@ -656,7 +658,9 @@ func (*SkipFilter) Name() string { return "SkipFilter" }
 func (f *SkipFilter) Reset()     { f.Filter.Reset(); f.skip = false }
 func (f *SkipFilter) FilterCell(k cell.Key, v []byte) ReturnCode {
 	rc := f.Filter.FilterCell(k, v)
-	if !rc.Includes() {
+	if rc != Include {
+		// As HBase's SkipFilter: anything but a plain include drops the row, an include that
+		// skips ahead too (the cells it skips are not known to pass).
 		f.skip = true
 	}
 	return rc
