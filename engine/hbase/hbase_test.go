@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -755,5 +757,69 @@ func TestPanicsAreAnswered(t *testing.T) {
 	}
 	if _, msg, _ := m.call("IsMasterRunning", &hb.IsMasterRunningRequest{}, nil); msg == nil {
 		t.Fatal("the master connection did not go on")
+	}
+}
+
+// listingMaster answers ListTables and GetTableRegions with one table "t" of three regions.
+type listingMaster struct{ pb.UnimplementedMasterServer }
+
+func (listingMaster) ListTables(context.Context, *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	return &pb.ListTablesResponse{Tables: []*pb.TableSummary{{Table: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"}}}}}, nil
+}
+
+func (listingMaster) GetTableRegions(context.Context, *pb.TableRequest) (*pb.GetTableRegionsResponse, error) {
+	var locs []*pb.RegionLocation
+	bounds := []string{"", "h", "p", ""}
+	for i := range 3 {
+		locs = append(locs, &pb.RegionLocation{Region: &pb.RegionInfo{RegionId: uint64(i + 1), Name: fmt.Sprintf("r%d", i+1),
+			Table: &pb.TableName{Namespace: "default", Name: "t"}, StartKey: []byte(bounds[i]), EndKey: []byte(bounds[i+1])},
+			Server: &pb.ServerName{Host: "127.0.0.1", Port: 1, StartCode: 7}})
+	}
+	return &pb.GetTableRegionsResponse{Locations: locs}, nil
+}
+
+type listingBackend struct {
+	fakeBackend
+	client pb.MasterClient
+}
+
+func (b listingBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return fn(ctx, b.client)
+}
+
+// TestMetaScanOpenAndClose: an hbase:meta scan that opens and closes in one call (HBase 1.x's
+// small scans, which its clients locate regions with) answers its rows and keeps no scanner.
+func TestMetaScanOpenAndClose(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServer(srv, listingMaster{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	a := New(listingBackend{client: pb.NewMasterClient(cc)}, nil)
+	for _, c := range []struct {
+		rows uint32
+		want int
+		more bool
+	}{{2, 2, true}, {100, 4, false}} { // the table's state row and its three regions
+		resp, _, err := a.metaScan(context.Background(), &hb.ScanRequest{Scan: &hb.Scan{}, NumberOfRows: proto.Uint32(c.rows), CloseScanner: proto.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetCellsPerResult()) != c.want || resp.GetMoreResultsInRegion() != c.more {
+			t.Errorf("open and close for %d rows: %d results, more %v; want %d, %v", c.rows, len(resp.GetCellsPerResult()), resp.GetMoreResultsInRegion(), c.want, c.more)
+		}
+	}
+	a.metaScanners.mu.Lock()
+	defer a.metaScanners.mu.Unlock()
+	if len(a.metaScanners.open) != 0 {
+		t.Fatalf("%d hbase:meta scanners left open", len(a.metaScanners.open))
 	}
 }

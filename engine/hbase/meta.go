@@ -567,7 +567,7 @@ func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanRe
 		}
 	}
 	resp := &hb.ScanResponse{ScannerId: proto.Uint64(id), Ttl: proto.Uint32(uint32(metaScannerTTL.Milliseconds()))}
-	if req.GetCloseScanner() {
+	if req.GetCloseScanner() && req.GetScannerId() != 0 {
 		a.metaScanners.drop(id)
 		resp.MoreResults = proto.Bool(false)
 		return resp, nil, nil
@@ -590,9 +590,10 @@ func (a *Adapter) metaScan(ctx context.Context, req *hb.ScanRequest) (*hb.ScanRe
 	more := len(ms.rows) > 0
 	resp.MoreResultsInRegion = proto.Bool(more)
 	resp.MoreResults = proto.Bool(more)
-	if more {
+	if more && !req.GetCloseScanner() {
 		a.metaScanners.put(id, ms)
 	} else {
+		// (An open that also closes — HBase 1.x's small scans — answers one batch and closes.)
 		a.metaScanners.drop(id)
 	}
 	return resp, block, nil

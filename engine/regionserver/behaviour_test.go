@@ -656,6 +656,38 @@ func TestScanStopRowAtRegionEnd(t *testing.T) {
 	}
 }
 
+// TestScanOpenAndClose: an open that also closes (HBase 1.x's small scans) answers its first
+// batch and leaves no scanner open.
+func TestScanOpenAndClose(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "oc", nil)
+	tbl := c.client.Table("oc")
+	for _, r := range []string{"a", "b"} {
+		if err := tbl.Put(ctx, client.NewPut([]byte(r)).Add("f", "q", cell.LatestTimestamp, []byte(r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, conn := locate(t, c, "oc", []byte("a"))
+	open := func(rows int32) *pb.ScanResponse {
+		var resp pb.ScanResponse
+		if _, err := conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Scan: &pb.Scan{}, NumberOfRows: rows, CloseScanner: true}, nil, &resp, nil); err != nil {
+			t.Fatal(err)
+		}
+		return &resp
+	}
+	if resp := open(1); len(resp.CellsPerResult) != 1 || resp.ScannerId != 0 || !resp.MoreResultsInRegion {
+		t.Fatalf("open and close for one row: %v", resp)
+	}
+	if resp := open(10); len(resp.CellsPerResult) != 2 || resp.ScannerId != 0 || resp.MoreResultsInRegion {
+		t.Fatalf("open and close for every row: %v", resp)
+	}
+	if n := c.servers[0].openScanners.Load(); n != 0 {
+		t.Fatalf("%d scanners left open", n)
+	}
+}
+
 // handlerPanicked reports whether err is the answer of a handler that panicked (Server.safe).
 func handlerPanicked(err error) bool {
 	d, ok := pb.DetailOf(err)

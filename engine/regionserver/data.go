@@ -958,11 +958,14 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 		return
 	}
 	var sc *scanner
+	// An open that also closes (HBase 1.x's small scans) answers one batch, then closes.
+	closeAfter := false
 	if req.GetScannerId() == 0 {
-		if req.GetCloseScanner() {
+		if req.GetCloseScanner() && req.GetScan() == nil {
 			reply(c, &answered, &pb.ScanResponse{})
 			return
 		}
+		closeAfter = req.GetCloseScanner()
 		name := req.GetRegion().GetName()
 		or, r, d := s.lookupUntil(name, openingDeadline(ctx), true)
 		if d == nil {
@@ -1116,6 +1119,8 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 	resp.MoreResults = true
 	if !batch.More {
 		resp.MoreResults = s.moreAfterRegion(sc)
+	}
+	if !batch.More || closeAfter {
 		s.scanners.Delete(sc.id)
 		// Closing leaves the batch's memory alone (only a Get's region
 		// scanners are recycled), so block is still valid for reply.
@@ -1123,7 +1128,7 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 		resp.ScannerId = 0
 	}
 	reply(c, &answered, resp, block)
-	if batch.More {
+	if batch.More && !closeAfter {
 		// The answer is copied out: an idle scanner keeps no batch memory.
 		sc.rs.ReleaseBatch()
 	}
