@@ -570,8 +570,18 @@ func ReadArchiveSince(ctx context.Context, b storage.Bucket, since, until time.T
 	if err != nil {
 		return st, err
 	}
+	// The last unit of each log's objects left out as older than since: the first object read
+	// must follow it, or the objects between are lost (a gap found only between two objects
+	// read missed a loss just after since — the edits a recovery from a backup needs first).
+	skipped := map[string]uint64{}
 	if !since.IsZero() {
-		objs = slices.DeleteFunc(objs, func(o archivedObject) bool { return !o.modTime.IsZero() && o.modTime.Before(since) })
+		objs = slices.DeleteFunc(objs, func(o archivedObject) bool {
+			old := !o.modTime.IsZero() && o.modTime.Before(since)
+			if old {
+				skipped[o.log] = max(skipped[o.log], o.last)
+			}
+			return old
+		})
 	}
 	byLog := map[string][]archivedObject{}
 	var logs []string
@@ -589,7 +599,7 @@ func ReadArchiveSince(ctx context.Context, b storage.Bucket, since, until time.T
 	}
 	h := &cursorHeap{}
 	for _, l := range logs {
-		c := &archiveCursor{ctx: ctx, b: b, log: l, objs: byLog[l], window: window, until: untilNs}
+		c := &archiveCursor{ctx: ctx, b: b, log: l, objs: byLog[l], window: window, until: untilNs, through: skipped[l]}
 		ok, err := c.next()
 		if err != nil {
 			return st, err

@@ -549,3 +549,47 @@ func TestReadArchiveRefusesAGap(t *testing.T) {
 		t.Fatalf("read past the gap: %v, want an ArchiveGapError", err)
 	}
 }
+
+// agedBucket lists the objects in old as last modified at then.
+type agedBucket struct {
+	storage.Bucket
+	old  map[string]bool
+	then time.Time
+}
+
+func (a *agedBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]storage.ObjectInfo, error) {
+	objs, err := a.Bucket.List(ctx, prefix, startAfter, limit)
+	for i := range objs {
+		if a.old[objs[i].Key] {
+			objs[i].ModTime = a.then
+		}
+	}
+	return objs, err
+}
+
+// A read from a time on (a recovery from a backup) finds the objects lost just after that time:
+// the first object it reads must follow the last one it left out as older.
+func TestReadArchiveSinceRefusesALeadingGap(t *testing.T) {
+	dst := dirBucket(t)
+	base := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixNano()
+	packEdits(t, dst, "a_1", 1, base, []uint64{1, 2, 3}, nil)
+	packEdits(t, dst, "a_1", 4, base, []uint64{4, 5}, nil)
+	packEdits(t, dst, "a_1", 6, base, []uint64{6, 7}, nil)
+	since := time.Now().Add(-time.Hour)
+	b := &agedBucket{Bucket: dst, old: map[string]bool{ArchiveKey("a_1", 1, 3): true}, then: since.Add(-time.Hour)}
+	var seqs []uint64
+	if _, err := ReadArchiveSince(context.Background(), b, since, time.Time{}, func(_ string, e *Edit) error {
+		seqs = append(seqs, e.Seq)
+		return nil
+	}); err != nil || fmt.Sprint(seqs) != "[4 5 6 7]" {
+		t.Fatalf("read since the old object left out: %v, %v; want [4 5 6 7]", seqs, err)
+	}
+	if err := dst.Delete(context.Background(), ArchiveKey("a_1", 4, 5)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadArchiveSince(context.Background(), b, since, time.Time{}, func(string, *Edit) error { return nil })
+	var gap *ArchiveGapError
+	if !errors.As(err, &gap) || gap.Log != "a_1" || gap.From != 4 || gap.To != 5 {
+		t.Fatalf("read since with the first object after it lost = %v, want units 4-5 of a_1 missing", err)
+	}
+}
