@@ -47,7 +47,7 @@ func (r *AssignmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options = r.Options.withDefaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("regionassignment").
-		WithOptions(controllerOptions(r.Options)).
+		WithOptions(controllerOptions(r.Options, clusterWorkers)).
 		For(&v1alpha1.StoreCluster{}).
 		Owns(&appsv1.StatefulSet{}).
 		Watches(&corev1.Pod{}, podToCluster()).

@@ -74,8 +74,15 @@ func DefaultOptions() Options {
 	return Options{MonitoringRecheck: 60 * time.Second}
 }
 
-func controllerOptions(o Options) controller.Options {
-	c := controller.Options{MaxConcurrentReconciles: 1}
+// clusterWorkers is how many StoreClusters the storecluster and regionassignment controllers
+// reconcile at once: a reconcile may wait on a cluster's master for a minute (waking a
+// hibernated cluster enables its tables one by one), which must not hold up every other
+// cluster. controller-runtime never reconciles one StoreCluster in two workers at once; the
+// other controllers keep one worker (StoreUsers of one cluster share its tokens Secret).
+const clusterWorkers = 4
+
+func controllerOptions(o Options, workers int) controller.Options {
+	c := controller.Options{MaxConcurrentReconciles: workers}
 	if o.SkipNameValidation {
 		t := true
 		c.SkipNameValidation = &t

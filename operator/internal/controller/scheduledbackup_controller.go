@@ -46,7 +46,7 @@ func (r *ScheduledBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options = r.Options.withDefaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storescheduledbackup").
-		WithOptions(controllerOptions(r.Options)).
+		WithOptions(controllerOptions(r.Options, 1)).
 		For(&v1alpha1.StoreScheduledBackup{}).
 		Watches(&v1alpha1.StoreBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if name := o.GetLabels()[labelScheduledBackup]; name != "" {

@@ -52,7 +52,7 @@ func (r *StoreBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options = r.Options.withDefaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storebackup").
-		WithOptions(controllerOptions(r.Options)).
+		WithOptions(controllerOptions(r.Options, 1)).
 		For(&v1alpha1.StoreBackup{}).
 		Complete(r)
 }

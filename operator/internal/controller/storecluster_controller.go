@@ -53,7 +53,7 @@ func (r *StoreClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options = r.Options.withDefaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storecluster").
-		WithOptions(controllerOptions(r.Options)).
+		WithOptions(controllerOptions(r.Options, clusterWorkers)).
 		For(&v1alpha1.StoreCluster{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).

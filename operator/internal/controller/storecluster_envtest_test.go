@@ -307,6 +307,22 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonAsExpected))
 	})
 
+	It("reconciles other clusters while one waits on its master", func() {
+		slow := create(newCluster(newNamespace()))
+		waitRunning(slow)
+		release := masters.For(client.ObjectKeyFromObject(slow)).HoldStatus()
+		DeferCleanup(release)
+		// A change makes the slow cluster reconcile: it reaches the master, which does not answer.
+		update(slow, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 4 })
+		Eventually(func() int { return masters.For(client.ObjectKeyFromObject(slow)).HeldStatus() }, timeout, poll).Should(BeNumerically(">", 0))
+		other := create(newCluster(newNamespace()))
+		Eventually(func() error {
+			return k8s.Get(suiteCtx, client.ObjectKey{Namespace: other.Namespace, Name: resources.StatefulSetName(other, resources.GroupRegionServer)}, &appsv1.StatefulSet{})
+		}, timeout, poll).Should(Succeed(), "a cluster waiting on its master must not hold up the others' reconciles")
+		release()
+		waitRunning(other)
+	})
+
 	It("goes on with the shared claim as it is when its class refuses to expand it, and expands it once the class allows", func() {
 		ns := newNamespace()
 		class := ns + "-fixed"

@@ -58,7 +58,7 @@ func (r *StoreUserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options = r.Options.withDefaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storeuser").
-		WithOptions(controllerOptions(r.Options)).
+		WithOptions(controllerOptions(r.Options, 1)).
 		For(&v1alpha1.StoreUser{}).
 		Complete(r)
 }

@@ -88,6 +88,36 @@ type Fake struct {
 	external            map[string]string
 	// externalUnimpl: the external-address calls answer Unimplemented (an older engine).
 	externalUnimpl bool
+	// statusGate, when set, holds ClusterStatus calls until it is closed (a master that takes
+	// long to answer); heldStatus counts the calls it holds.
+	statusGate chan struct{}
+	heldStatus int
+}
+
+// HoldStatus makes ClusterStatus calls wait until release is called (once or more).
+func (f *Fake) HoldStatus() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gate := make(chan struct{})
+	f.statusGate = gate
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.statusGate == gate {
+				f.statusGate = nil
+			}
+			close(gate)
+		})
+	}
+}
+
+// HeldStatus is the number of ClusterStatus calls HoldStatus holds now.
+func (f *Fake) HeldStatus() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heldStatus
 }
 
 // New makes a fake master with no servers.
@@ -318,6 +348,13 @@ type client struct{ f *Fake }
 func (c client) ClusterStatus(context.Context) (*master.ClusterStatus, error) {
 	f := c.f
 	f.mu.Lock()
+	if gate := f.statusGate; gate != nil {
+		f.heldStatus++
+		f.mu.Unlock()
+		<-gate
+		f.mu.Lock()
+		f.heldStatus--
+	}
 	defer f.mu.Unlock()
 	f.statusCalls++
 	st := &master.ClusterStatus{ActiveMaster: f.active, RegionsInTransition: f.inTransit, DefaultRegionReplication: f.replication,
