@@ -103,6 +103,9 @@ type fakeServer struct {
 	// partialRows sends each scanned row as two partial results; cutRows sends them in two
 	// answers.
 	partialRows, cutRows bool
+	// throttleNexts answers that many nexts of open scanners THROTTLED; opens counts scanners
+	// opened.
+	throttleNexts, opens int
 	// heartbeats: each scanner answers this many heartbeats before each batch of rows (a filter
 	// that skips rows for longer than the call's time limit); timeLimits records what clients
 	// asked for.
@@ -320,6 +323,19 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 	s.mu.Unlock()
 	if req.ScannerId != 0 && sc == nil {
 		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER, Message: "no such scanner"})
+		return
+	}
+	s.mu.Lock()
+	throttle := req.ScannerId != 0 && !req.CloseScanner && s.throttleNexts > 0
+	if throttle {
+		s.throttleNexts--
+	}
+	if req.ScannerId == 0 {
+		s.opens++
+	}
+	s.mu.Unlock()
+	if throttle {
+		c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, Message: "over quota", Retryable: true, RetryAfterMs: 1})
 		return
 	}
 	if req.CloseScanner {
@@ -715,6 +731,23 @@ func TestScanAcrossRegions(t *testing.T) {
 	}
 	for _, s := range ss {
 		s.cutRows = false
+	}
+
+	// A next over a read quota is sent again on the same scanner, after the wait.
+	for _, s := range ss {
+		s.mu.Lock()
+		s.throttleNexts, s.opens = 2, 0
+		s.mu.Unlock()
+	}
+	if got := scanRows(t, tb, &pb.Scan{Caching: 1}); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("scan with throttled nexts = %v, want %v", got, want)
+	}
+	for i, s := range ss {
+		s.mu.Lock()
+		if s.opens != len(s.regions) || s.throttleNexts != 0 {
+			t.Errorf("server %d: %d scanners opened for %d regions, %d throttles left; want one each region and none left", i, s.opens, len(s.regions), s.throttleNexts)
+		}
+		s.mu.Unlock()
 	}
 
 	// An inclusive stop row that is a region's end key is the next region's first row.

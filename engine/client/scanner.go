@@ -126,6 +126,13 @@ func (s *Scanner) fetch() error {
 			// The server lost the scanner (lease expired, region moved, a retried next): reopen.
 		case typed && !retryable(d):
 			return d
+		case typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_THROTTLED:
+			// Over a read quota: the server keeps the scanner, and the same call goes again
+			// after the wait.
+			if err := c.backoff(ctx, attempt, lastErr); err != nil {
+				return fmt.Errorf("client: scan of %s gave up: %w (last error: %v)", s.t.name, err, lastErr)
+			}
+			continue
 		case typed:
 			if s.loc != nil {
 				c.noteRegionError(s.t, s.loc, d)

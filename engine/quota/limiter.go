@@ -78,6 +78,9 @@ type Request struct {
 	Write     bool
 	// Size is the bytes a write carries. Reads are charged their size afterwards (Charge).
 	Size int64
+	// Count is the operations the request carries (a multi's mutations, a bulk delete's batch),
+	// each taken from the number quotas as HBase counts a batch's; 0 counts one.
+	Count int
 }
 
 // Throttled is the answer to a request over quota.
@@ -345,6 +348,7 @@ func (l *Limiters) Check(r Request) *Throttled {
 		n float64
 	}
 	var takes []take
+	ops := float64(max(r.Count, 1))
 	for _, subj := range [...]struct{ kind, name string }{{SubjectUser, r.User}, {SubjectTable, r.Table}, {SubjectNamespace, r.Namespace}} {
 		if subj.name == "" {
 			continue
@@ -357,9 +361,9 @@ func (l *Limiters) Check(r Request) *Throttled {
 			}
 			if !counted { // the request counts in the subject's demand, admitted or not
 				counted = true
-				l.noteDemand(SubjectID(subj.kind, subj.name), 1, float64(r.Size))
+				l.noteDemand(SubjectID(subj.kind, subj.name), ops, float64(r.Size))
 			}
-			n := 1.0
+			n := ops
 			if isSize(tt) {
 				n = float64(r.Size)
 				if !r.Write {

@@ -539,6 +539,111 @@ func TestQuotaThrottles(t *testing.T) {
 	}
 }
 
+// TestQuotaCountsEveryOperation: a scanner's every next, each mutation of a multi and each row a
+// bulk delete deletes count against the number quotas, as HBase counts them.
+func TestQuotaCountsEveryOperation(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "qc", nil)
+	tbl := c.client.Table("qc")
+	for i := range 20 {
+		if err := tbl.Put(ctx, client.NewPut([]byte(fmt.Sprintf("r%02d", i))).Add("f", "q", cell.LatestTimestamp, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regionName, _ := locate(t, c, "qc", []byte("a"))
+	region := &pb.RegionSpecifier{Name: regionName}
+	setQuota := func(user string, tt pb.ThrottleType, limit int64) {
+		if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: user}, Type: tt, Limit: limit, TimeUnitSeconds: 3600}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.servers[0]
+	setQuota("bob", pb.ThrottleType_THROTTLE_TYPE_READ_NUMBER, 3)
+	setQuota("carol", pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER, 5)
+	setQuota("dave", pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER, 5)
+	var version uint64
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		list, err := m.ListQuotas(ctx, &pb.ListQuotasRequest{})
+		version = list.GetVersion()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "quota refresh from a heartbeat", 10*time.Second, func() bool { return s.limiters.Version() >= version })
+	dial := func(user string) *rpc.Conn {
+		conn, err := rpc.Dial(ctx, s.DataAddr(), rpc.ClientOptions{User: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+
+	// bob: an open and two nexts use the three reads; the next one waits, and the scanner stays.
+	bob := dial("bob")
+	var open pb.ScanResponse
+	if _, err := bob.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: region, Scan: &pb.Scan{}, NumberOfRows: 1}, nil, &open, nil); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	seq := uint64(1)
+	for range 10 {
+		var resp pb.ScanResponse
+		if _, last = bob.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{ScannerId: open.ScannerId, NextCallSeq: seq, NumberOfRows: 1}, nil, &resp, nil); last != nil {
+			break
+		}
+		seq++
+	}
+	wantCode(t, "a scanner's next over the read quota", last, pb.ErrorCode_ERROR_CODE_THROTTLED)
+	if seq != 3 {
+		t.Errorf("throttled at next %d, want the third (the open and two nexts take the three reads)", seq)
+	}
+	if _, err := bob.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{ScannerId: open.ScannerId, NextCallSeq: seq, Renew: true}, nil, &pb.ScanResponse{}, nil); err != nil {
+		t.Fatalf("the throttled scanner is gone: %v", err)
+	}
+
+	// carol: a multi of ten puts takes ten writes (the first may overdraw a full bucket); the next
+	// write waits.
+	carol := dial("carol")
+	multi := func(n int) error {
+		ra := &pb.RegionAction{Region: region}
+		var block []byte
+		for i := range n {
+			cl := cell.Cell{Row: []byte(fmt.Sprintf("m%02d", i)), Family: []byte("f"), Qualifier: []byte("q"), Timestamp: cell.LatestTimestamp, Type: cell.Put, Value: []byte("v")}
+			block = cl.AppendKeyValue(block)
+			ra.Actions = append(ra.Actions, &pb.Action{Index: uint32(i), Mutation: &pb.MutationProto{Row: cl.Row, Type: pb.MutationProto_TYPE_PUT, CellCount: 1}})
+		}
+		var resp pb.MultiResponse
+		if _, err := carol.Call(ctx, pb.Method_METHOD_MULTI, &pb.MultiRequest{RegionActions: []*pb.RegionAction{ra}}, block, &resp, nil); err != nil {
+			return err
+		}
+		if e := resp.GetResults()[0].GetException(); e != nil {
+			return e
+		}
+		return nil
+	}
+	if err := multi(10); err != nil {
+		t.Fatalf("the first multi: %v", err)
+	}
+	wantCode(t, "a multi after one of ten puts over a quota of five", multi(1), pb.ErrorCode_ERROR_CODE_THROTTLED)
+
+	// dave: a bulk delete of twenty rows in batches of two takes a write per row, so it stops
+	// after the quota's rows, answering how far it got.
+	dave := dial("dave")
+	var bd pb.BulkDeleteResponse
+	if _, err := dave.Call(ctx, pb.Method_METHOD_BULK_DELETE, &pb.BulkDeleteRequest{Region: region, Scan: &pb.Scan{StartRow: []byte("r")},
+		DeleteType: pb.BulkDeleteRequest_DELETE_TYPE_ROW, RowsPerBatch: 2}, nil, &bd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if bd.RowsDeleted >= 20 || len(bd.ResumeRow) == 0 {
+		t.Fatalf("a bulk delete over a write quota of five deleted %d rows (resume %q): want it stopped early with a resume row", bd.RowsDeleted, bd.ResumeRow)
+	}
+}
+
 // TestReincarnation: when the master no longer knows the process (unknown_server), the server
 // drops its regions unflushed and registers again under a new start code and WAL directory; the
 // master recovers the old process's log and every acknowledged write is back.

@@ -208,7 +208,12 @@ const maxParallelRegions = 8
 
 // admit applies the quotas.
 func (s *Server) admit(c *rpc.Call, or *onlineRegion, write bool, size int64) *pb.ErrorDetail {
-	if th := s.limiters.Check(quota.Request{User: c.User, Table: or.tkey, Namespace: or.ns, Write: write, Size: size}); th != nil {
+	return s.admitN(c, or, write, size, 1)
+}
+
+// admitN is admit for a request of count operations (each counts against the number quotas).
+func (s *Server) admitN(c *rpc.Call, or *onlineRegion, write bool, size int64, count int) *pb.ErrorDetail {
+	if th := s.limiters.Check(quota.Request{User: c.User, Table: or.tkey, Namespace: or.ns, Write: write, Size: size, Count: count}); th != nil {
 		s.m.throttled.Add(1)
 		return s.errDetail(th, or.name)
 	}
@@ -711,22 +716,24 @@ func (s *Server) regionAction(c *rpc.Call, until time.Time, ra *pb.RegionAction,
 		rar.Exception = d
 		return rar, out
 	}
-	hasWrite := false
+	writes := 0
 	var size int64
 	for _, pa := range acts {
 		if pa.a.GetMutation() != nil {
-			hasWrite = true
+			writes++
 			for _, cl := range pa.cells {
 				size += int64(cl.EncodedLen())
 			}
 		}
 	}
-	if hasWrite {
+	if writes > 0 {
 		if d := s.checkWrite(or); d != nil {
 			rar.Exception = d
 			return rar, out
 		}
-		if d := s.admit(c, or, true, size); d != nil {
+		// Each mutation counts against the number quotas (HBase's batch quota): a multi of
+		// thousands of puts is not one request.
+		if d := s.admitN(c, or, true, size, writes); d != nil {
 			rar.Exception = d
 			return rar, out
 		}
@@ -1079,6 +1086,17 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 			sc.mu.Unlock()
 			fail(c, &answered, d)
 			return
+		}
+		if !req.GetRenew() {
+			// Every next counts against the read quotas, not only the open (HBase checks each
+			// scan call): a scanner read a table at full speed past a read quota. The scanner
+			// stays, and the same call may be sent again after the wait.
+			if d := s.admit(c, sc.or, false, 0); d != nil {
+				sc.lastUsed = time.Now()
+				sc.mu.Unlock()
+				fail(c, &answered, d)
+				return
+			}
 		}
 		if req.GetRenew() {
 			sc.lastUsed = time.Now()

@@ -226,6 +226,11 @@ func (s *Server) handleBulkDelete(ctx context.Context, c *rpc.Call) {
 		if len(pending) == 0 {
 			return nil
 		}
+		// Each batch's rows count against the write quotas (a bulk delete is many writes);
+		// throttled after a batch, the call answers how far it got (below).
+		if d := s.admitN(c, or, true, 0, len(pending)); d != nil {
+			return d
+		}
 		s.m.writeRequests.Add(int64(len(pending)))
 		for _, err := range r.Batch(pending) {
 			if err != nil {
@@ -238,10 +243,12 @@ func (s *Server) handleBulkDelete(ctx context.Context, c *rpc.Call) {
 		pending, versions = pending[:0], 0
 		return nil
 	}
+	var read int64
 	resume, d, err := scanFor(rs, deadline, func(res *region.Result) *pb.ErrorDetail {
 		if len(res.Cells) == 0 {
 			return nil
 		}
+		read += resultSize(res)
 		m := &region.Mutation{Row: bytes.Clone(res.Row), Durability: dur}
 		switch typ {
 		case pb.BulkDeleteRequest_DELETE_TYPE_ROW:
@@ -287,6 +294,7 @@ func (s *Server) handleBulkDelete(ctx context.Context, c *rpc.Call) {
 	if d == nil {
 		d = apply()
 	}
+	s.limiters.Charge(quota.Request{User: c.User, Table: or.tkey, Namespace: or.ns}, read) // what it scanned
 	if fd := s.fenceClosed(or.name); fd != nil {
 		d = fd // applied, but the lease may have run out meanwhile: acknowledge nothing
 	} else if d != nil && d.GetRetryable() && done != nil {
