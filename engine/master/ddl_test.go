@@ -358,6 +358,21 @@ func TestQuotasConfigAndHeartbeats(t *testing.T) {
 	if len(list.GetQuotas()) != 1 || list.GetVersion() != v0+4 {
 		t.Errorf("after replace and remove: %v", list)
 	}
+	// A removal takes every type it lists (the shell's LIMIT => NONE), and only that subject's.
+	for _, tt := range []pb.ThrottleType{pb.ThrottleType_THROTTLE_TYPE_READ_SIZE, pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER} {
+		if _, err := c.mc.SetQuota(c.ctx(), &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: "carl"}, Type: tt, Limit: 10, TimeUnitSeconds: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.mc.SetQuota(c.ctx(), &pb.SetQuotaRequest{Quota: &pb.Quota{Subject: &pb.Quota_User{User: "carl"}, Type: pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER},
+		Remove: true, RemoveTypes: []pb.ThrottleType{pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER, pb.ThrottleType_THROTTLE_TYPE_READ_SIZE,
+			pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER}}); err != nil {
+		t.Fatal(err)
+	}
+	list, _ = c.mc.ListQuotas(c.ctx(), &pb.ListQuotasRequest{})
+	if len(list.GetQuotas()) != 1 || list.GetQuotas()[0].GetTable() == nil {
+		t.Errorf("after removing every type of carl's quotas: %v, want only the table's", list.GetQuotas())
+	}
 	// Cluster config overrides the flags, and an empty value resets.
 	if _, err := c.mc.SetClusterConfig(c.ctx(), &pb.SetClusterConfigRequest{Config: map[string]string{
 		layout.ConfigDefaultRegionReplication: "2", layout.ConfigQuotasEnabled: "false"}}); err != nil {

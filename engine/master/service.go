@@ -721,9 +721,19 @@ func (m *Master) SetQuota(_ context.Context, req *pb.SetQuotaRequest) (*pb.SetQu
 	cur := m.st.quotas
 	nq := &pb.CatalogQuotas{Version: cur.GetVersion() + 1}
 	changed := false
+	// A removal takes the subject's quotas of quota.type and of every type in remove_types
+	// (LIMIT => NONE removes them all).
+	remove := map[pb.ThrottleType]bool{q.GetType(): true}
+	for _, t := range req.GetRemoveTypes() {
+		remove[t] = true
+	}
 	for _, old := range cur.GetQuotas() {
-		if sameQuotaKey(old, q) {
-			changed = changed || req.GetRemove() || !proto.Equal(old, q)
+		if req.GetRemove() && remove[old.GetType()] && sameQuotaSubject(old, q) {
+			changed = true
+			continue
+		}
+		if !req.GetRemove() && sameQuotaKey(old, q) {
+			changed = changed || !proto.Equal(old, q)
 			continue
 		}
 		nq.Quotas = append(nq.Quotas, old)
@@ -803,9 +813,11 @@ func checkQuota(q *pb.Quota, remove bool) (*pb.Quota, error) {
 
 // sameQuotaKey: same subject and throttle type.
 func sameQuotaKey(a, b *pb.Quota) bool {
-	if a.GetType() != b.GetType() {
-		return false
-	}
+	return a.GetType() == b.GetType() && sameQuotaSubject(a, b)
+}
+
+// sameQuotaSubject says whether two quotas are of one user, table or namespace.
+func sameQuotaSubject(a, b *pb.Quota) bool {
 	switch {
 	case a.GetUser() != "" || b.GetUser() != "":
 		return a.GetUser() == b.GetUser()

@@ -219,6 +219,15 @@ func (l *Limiters) Update(version uint64, enabled bool, quotas []*pb.Quota, shar
 	return nil
 }
 
+// SetEnabled turns the quotas in force on or off (the cluster setting quotas_enabled), at once:
+// not only with the next change of the quotas.
+func (l *Limiters) SetEnabled(enabled bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enabled = enabled
+	l.active.Store(enabled && len(l.buckets) > 0)
+}
+
 // SetShares applies the master's shares of the quotas (by ShareKey; subjects not listed get the
 // default share). Buckets keep what they hold, up to their new size: a share that grows gives no
 // burst.

@@ -520,6 +520,26 @@ func TestQuotaThrottles(t *testing.T) {
 		t.Fatalf("THROTTLED without retry_after_ms: %v", d)
 	}
 
+	// Quotas turned off cluster-wide take effect at the next heartbeat, and on again too (with no
+	// change to the quotas themselves).
+	setEnabled := func(on string) {
+		if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.SetClusterConfig(ctx, &pb.SetClusterConfigRequest{Config: map[string]string{layout.ConfigQuotasEnabled: on}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() error {
+		_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
+		return err
+	}
+	setEnabled("false")
+	waitFor(t, "quotas turned off", 10*time.Second, func() bool { return get() == nil })
+	setEnabled("true")
+	waitFor(t, "quotas turned on again", 10*time.Second, func() bool { return get() != nil })
+	wantCode(t, "get over the quota once quotas are on again", get(), pb.ErrorCode_ERROR_CODE_THROTTLED)
+
 	// Removing the quota takes effect within the refresh period (the next heartbeat).
 	version := s.limiters.Version()
 	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {

@@ -306,6 +306,7 @@ func (s *Server) advertisedHTTP() string {
 func (s *Server) applyClusterConfig(cc map[string]string) {
 	if v, ok := cc[layout.ConfigQuotasEnabled]; ok {
 		s.quotasEnabled.Store(v != "false")
+		s.limiters.SetEnabled(v != "false")
 	}
 }
 

@@ -1386,6 +1386,14 @@ func (s *Shell) setQuota(ctx context.Context, args []Value) error {
 		return usage("only TYPE => THROTTLE quotas exist")
 	}
 	q := &pb.Quota{}
+	if h.Map["USER"].Text() != "" && (h.Map["TABLE"].Text() != "" || h.Map["NAMESPACE"].Text() != "") {
+		// HBase's quota of a user on a table or namespace: Cellstore's quotas have one subject,
+		// and taking the user alone would throttle them everywhere.
+		return usage("set_quota takes one of USER, TABLE or NAMESPACE: a user's quota on one table or namespace is not supported")
+	}
+	if h.Map["TABLE"].Text() != "" && h.Map["NAMESPACE"].Text() != "" {
+		return usage("set_quota takes one of USER, TABLE or NAMESPACE")
+	}
 	switch {
 	case h.Map["USER"].Text() != "":
 		q.Subject = &pb.Quota_User{User: h.Map["USER"].Text()}
