@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -864,4 +865,107 @@ func TestCloseFlushesAgainWhenTheStoreIsUnavailable(t *testing.T) {
 		t.Fatalf("close against a store that denies the PUT: %v, want the denial", err)
 	}
 	e.r = nil
+}
+
+// A replica's store files on a bucket stay readable after the primary's compaction moves them to
+// archive/ and before the replica applies that change (replication lag): a read that finds the
+// data/ key gone continues at archive/<key>, as HBase's FileLink does — gets, new scans and a scan
+// already under way, with no file cache and with one whose entries are gone (a read falls through
+// it to the bucket).
+func TestReplicaOnBucketReadsFilesArchivedUnderIt(t *testing.T) {
+	for _, withCache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("filecache=%v", withCache), func(t *testing.T) {
+			forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+				e := bucketEnv(t, b)
+				e.clock.tick.Store(1)
+				cacheDir := t.TempDir()
+				if withCache {
+					cache, err := filecache.Open(filecache.Config{Dir: cacheDir, Capacity: 64 << 20, PrefetchBelow: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					e.cfg.FileCache = cache
+				}
+				if err := e.r.EnableReplication(ReplicationOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				rep := e.openReplica()
+				sh := newShipper(t, e.r, rep)
+				sh.drain()
+				val := strings.Repeat("x", 1000) // many blocks per file: reads go on after the open
+				putRows(t, e.r, 0, 300, val)
+				if _, err := e.r.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				putRows(t, e.r, 300, 600, val)
+				if _, err := e.r.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				sh.drain() // the replica opens both files
+				famDir := path.Join(e.info.Dir(), "f")
+				files := keysUnder(t, b, famDir+"/")
+				if len(files) != 2 || len(rep.files.Load().byFamily[0]) != 2 {
+					t.Fatalf("after two flushes the family holds %v, the replica %d files", files, len(rep.files.Load().byFamily[0]))
+				}
+				for _, i := range []int{0, 299, 300, 599} {
+					if got := getVal(t, rep, i); got != val {
+						t.Fatalf("row %d on the replica before the compaction: %.10q", i, got)
+					}
+				}
+				sc, err := rep.Scanner(&Scan{Caching: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sc.Close()
+				first, err := sc.Next()
+				if err != nil || len(first.Results) != 10 || !first.More {
+					t.Fatalf("first batch of the replica's scan: %d rows, more %v, %v", len(first.Results), first.More, err)
+				}
+
+				// The primary compacts and archives both files; the replica does not hear of it.
+				if _, err := e.r.Compact(true); err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range files {
+					if slices.Contains(keysUnder(t, b, famDir+"/"), k) || !slices.Contains(keysUnder(t, b, "archive/"+famDir+"/"), "archive/"+k) {
+						t.Fatalf("%s was not moved to archive/ by the compaction", k)
+					}
+				}
+				if len(rep.files.Load().byFamily[0]) != 2 {
+					t.Fatal("the replica learned of the compaction: the test ships nothing")
+				}
+				if withCache {
+					// Whatever the replica's reads cached is gone: reads go to the bucket.
+					if err := os.RemoveAll(cacheDir); err != nil {
+						t.Fatal(err)
+					}
+				}
+
+				for _, i := range []int{0, 150, 299, 300, 450, 599} {
+					if got := getVal(t, rep, i); got != val {
+						t.Fatalf("row %d on the replica after the primary archived its file: %.10q", i, got)
+					}
+				}
+				rows := len(first.Results)
+				for more := first.More; more; {
+					b, err := sc.Next()
+					if err != nil {
+						t.Fatalf("the replica's scan under way, after %d rows: %v", rows, err)
+					}
+					rows += len(b.Results)
+					more = b.More
+				}
+				if rows != 600 {
+					t.Fatalf("the replica's scan under way returned %d rows, want 600", rows)
+				}
+				if n := countRows(t, rep); n != 600 {
+					t.Fatalf("a new scan of the replica returned %d rows, want 600", n)
+				}
+				sh.drain()
+				if want, got := rawDump(t, e.r), rawDump(t, rep); !slices.Equal(want, got) {
+					t.Fatalf("replica differs after catching up\nprimary: %d cells\nreplica: %d cells", len(want), len(got))
+				}
+			})
+		})
+	}
 }

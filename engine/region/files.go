@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/storage/filecache"
@@ -133,7 +135,7 @@ func (f fsFiles) list(dir string) ([]string, error) {
 }
 
 func (f fsFiles) archive(p string) error {
-	dst := path.Join("archive", p)
+	dst := archivePath(p)
 	if err := f.fsys.MkdirAll(path.Dir(dst)); err != nil {
 		return err
 	}
@@ -191,6 +193,11 @@ func (f bucketFiles) newStoreFile(_ string, p string) (storage.File, func() erro
 }
 
 func (f bucketFiles) open(p string) (storage.ReadableFile, error) {
+	return f.link(p)(f.openObject(p))
+}
+
+// openObject opens the object at p, without link's move to the archive.
+func (f bucketFiles) openObject(p string) (storage.ReadableFile, error) {
 	if f.cache != nil {
 		return f.cache.OpenObject(context.Background(), f.b, p)
 	}
@@ -199,9 +206,9 @@ func (f bucketFiles) open(p string) (storage.ReadableFile, error) {
 
 func (f bucketFiles) openSized(p string, size int64) (storage.ReadableFile, error) {
 	if f.cache != nil {
-		return f.cache.OpenSmall(context.Background(), f.b, p, size)
+		return f.link(p)(f.cache.OpenSmall(context.Background(), f.b, p, size))
 	}
-	return storage.OpenObject(context.Background(), f.b, p)
+	return f.open(p)
 }
 
 func (f bucketFiles) openWritten(file storage.File, p string) (storage.ReadableFile, error) {
@@ -214,9 +221,106 @@ func (f bucketFiles) openWritten(file storage.File, p string) (storage.ReadableF
 	case !written:
 		return nil, fmt.Errorf("region: store file %s was not written", p)
 	case f.cache != nil:
-		return f.cache.OpenWritten(context.Background(), f.b, info, data)
+		return f.link(p)(f.cache.OpenWritten(context.Background(), f.b, info, data))
 	}
-	return storage.OpenWrittenObject(f.b, info), nil
+	return f.link(p)(storage.OpenWrittenObject(f.b, info), nil)
+}
+
+// link returns what makes a store file opened at p (with err) a fileLink: one that reads its
+// archived copy once its object is gone. Files already in the archive, and any not under data/,
+// are returned as they are.
+func (f bucketFiles) link(p string) func(storage.ReadableFile, error) (storage.ReadableFile, error) {
+	return func(rf storage.ReadableFile, err error) (storage.ReadableFile, error) {
+		if err != nil || !strings.HasPrefix(p, "data/") {
+			return rf, err
+		}
+		size, err := rf.Size()
+		if err != nil {
+			_ = rf.Close()
+			return nil, err
+		}
+		l := &fileLink{files: f, key: p, size: size, orig: rf}
+		l.cur.Store(&linkTarget{f: rf})
+		return l, nil
+	}
+}
+
+// fileLink reads a store file of a bucket at its data/ key and, from the first read that finds that
+// object gone, at archive/<key> (HBase's FileLink). The primary moves a file a compaction replaced
+// to the archive once it no longer reads it itself; a replica that opened the same object reads it
+// until it applies that compaction, and its scanners opened before then read it after; a
+// reference's (a daughter's, a clone's) file is archived by the region that owns it. Object stores
+// have no rename an open reader survives, so the reader follows the file. A read that finds the
+// object costs no more than before (no HEAD first); the move is made once, by the first read that
+// misses, and every read after goes to the archive. With a file cache, reads of the data/ key are
+// served from its entries under that key until one misses them; the archived copy is then read
+// through the cache under its own key.
+type fileLink struct {
+	files bucketFiles
+	key   string // the data/ key
+	size  int64
+	orig  storage.ReadableFile // what was opened at key
+
+	cur atomic.Pointer[linkTarget] // orig, then the archived copy
+	mu  sync.Mutex                 // moving to the archive; Close
+}
+
+type linkTarget struct {
+	f        storage.ReadableFile
+	archived bool
+}
+
+// objectGone reports whether a read failed because the object is not there.
+func objectGone(err error) bool {
+	return errors.Is(err, storage.ErrNoObject) || errors.Is(err, fs.ErrNotExist)
+}
+
+func (l *fileLink) ReadAt(p []byte, off int64) (int, error) {
+	t := l.cur.Load()
+	n, err := t.f.ReadAt(p, off)
+	if err == nil || t.archived || !objectGone(err) {
+		return n, err
+	}
+	a, aerr := l.toArchive(t)
+	if aerr != nil {
+		return n, fmt.Errorf("%w (nor is it in the archive: %v)", err, aerr)
+	}
+	return a.f.ReadAt(p, off)
+}
+
+// toArchive makes the archived copy what l reads, unless a read did since seen was current.
+func (l *fileLink) toArchive(seen *linkTarget) (*linkTarget, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.cur.Load(); t != seen {
+		return t, nil
+	}
+	f, err := l.files.openObject(archivePath(l.key))
+	if err != nil {
+		return nil, err
+	}
+	if size, err := f.Size(); err != nil || size != l.size {
+		_ = f.Close()
+		if err == nil {
+			err = fmt.Errorf("region: %s holds %d bytes, the store file %d", archivePath(l.key), size, l.size)
+		}
+		return nil, err
+	}
+	t := &linkTarget{f: f, archived: true}
+	l.cur.Store(t)
+	return t, nil
+}
+
+func (l *fileLink) Size() (int64, error) { return l.size, nil }
+
+func (l *fileLink) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.orig.Close()
+	if t := l.cur.Load(); t.archived {
+		err = errors.Join(err, t.f.Close())
+	}
+	return err
 }
 
 func (f bucketFiles) readFile(p string) ([]byte, error) {
@@ -270,8 +374,11 @@ func (f bucketFiles) list(dir string) ([]string, error) {
 // archive copies the object to archive/<key> (create-only: a retry finds its own copy) and
 // deletes it. Object stores have no rename; the copy goes through this process.
 func (f bucketFiles) archive(p string) error {
-	return storage.MoveObject(context.Background(), f.b, p, path.Join("archive", p))
+	return storage.MoveObject(context.Background(), f.b, p, archivePath(p))
 }
+
+// archivePath is where the file at p goes when it is archived: archive/<p>.
+func archivePath(p string) string { return path.Join("archive", p) }
 
 func (f bucketFiles) mkdirs(...string) error { return nil }
 func (f bucketFiles) cleanTemp(string)       {}

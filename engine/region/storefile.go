@@ -166,7 +166,7 @@ func (r *Region) openStoreFile(fam int, mf manifestFile, written storage.File) (
 		// The primary compacted the file away after naming it (a replica), or the file a
 		// reference names was compacted away or dropped with its table (a region cloned from a
 		// snapshot): it is read from the archive, where it keeps its path (HBase's FileLink).
-		rd, err = openFile(r.store, path.Join("archive", dataPath), opts)
+		rd, err = openFile(r.store, archivePath(dataPath), opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("region %s: opening store file %s: %w", r.name, dataPath, err)
