@@ -67,7 +67,8 @@ type Expr struct {
 }
 
 // ParseVisibility parses a visibility expression: labels (letters, digits and _-:/. unquoted, or
-// anything in double quotes with \" and \\ escapes), ! binding tightest, then &, then |, and
+// anything in double quotes with \" and \\ escapes), ! binding tightest, & and | with one
+// precedence read left to right as HBase's ExpressionParser reads them (a|b&c is (a|b)&c), and
 // parentheses.
 func ParseVisibility(s string) (*Expr, error) {
 	if len(s) > maxExpressionLength {
@@ -96,34 +97,30 @@ func (p *exprParser) space() {
 	}
 }
 
+// or parses operands joined by & and |, left to right with no precedence between them (HBase's
+// rule: each operator takes what is left of it whole). A run of one operator makes one node.
 func (p *exprParser) or(depth int) (*Expr, error) {
-	return p.binary(depth, '|', p.and)
-}
-
-func (p *exprParser) and(depth int) (*Expr, error) {
-	return p.binary(depth, '&', p.unary)
-}
-
-func (p *exprParser) binary(depth int, op byte, operand func(int) (*Expr, error)) (*Expr, error) {
-	first, err := operand(depth)
+	e, err := p.unary(depth)
 	if err != nil {
 		return nil, err
 	}
-	e := first
+	joined := false // e is a node this loop made (not a parenthesised one, kept whole)
 	for {
 		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != op {
+		if p.i >= len(p.s) || (p.s[p.i] != '&' && p.s[p.i] != '|') {
 			return e, nil
 		}
+		op := p.s[p.i]
 		p.i++
-		next, err := operand(depth)
+		next, err := p.unary(depth)
 		if err != nil {
 			return nil, err
 		}
-		if e == first {
-			e = &Expr{op: op, kids: []*Expr{first}}
+		if joined && e.op == op {
+			e.kids = append(e.kids, next)
+			continue
 		}
-		e.kids = append(e.kids, next)
+		e, joined = &Expr{op: op, kids: []*Expr{e, next}}, true
 	}
 }
 
@@ -220,10 +217,11 @@ func (e *Expr) String() string {
 		}
 		return "!" + k
 	}
+	// & and | read left to right with one precedence: every & or | inside another is bracketed.
 	parts := make([]string, len(e.kids))
 	for i, k := range e.kids {
 		parts[i] = k.String()
-		if k.op == '|' && e.op == '&' || k.op == e.op {
+		if k.op == '|' || k.op == '&' {
 			parts[i] = "(" + parts[i] + ")"
 		}
 	}

@@ -86,7 +86,11 @@ func TestVisibilityAgainstReference(t *testing.T) {
 func TestVisibilityParse(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"secret", "secret"},
-		{" secret & !pii | topsecret ", "secret&!pii|topsecret"},
+		{" secret & !pii | topsecret ", "(secret&!pii)|topsecret"},
+		// & and | have one precedence, read left to right (HBase's ExpressionParser).
+		{"secret|public&eu", "(secret|public)&eu"},
+		{"a&b|c&d", "((a&b)|c)&d"},
+		{"a&(b|c)&d", "a&(b|c)&d"},
 		{"secret & (pii | eu)", "secret&(pii|eu)"},
 		{"!!secret", "!!secret"},
 		{`"a b" | "q\"x"`, `"a b"|"q\"x"`},
@@ -106,6 +110,10 @@ func TestVisibilityParse(t *testing.T) {
 		if e, err := ParseVisibility(bad); err == nil {
 			t.Errorf("%.40q parsed as %s, want an error", bad, e)
 		}
+	}
+	// What HBase hides from a reader holding only "secret", this does too.
+	if e, err := ParseVisibility("secret|public&eu"); err != nil || e.Eval(func(l string) bool { return l == "secret" }) {
+		t.Fatalf("secret|public&eu (%v) is visible with only secret: HBase reads it (secret|public)&eu", err)
 	}
 	// A product that blows up is refused, not expanded.
 	e, err := ParseVisibility(strings.Repeat("(a|b|c)&", 9) + "(a|b)")
