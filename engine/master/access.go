@@ -188,10 +188,14 @@ func (m *Master) need(ck *access.Checker, id security.Identity, method string, r
 func needAdminAt(ck *access.Checker, id security.Identity, p *pb.Permission) *pb.ErrorDetail {
 	switch {
 	case p.GetTable().GetName() != "":
-		if ck.Table(id, p.GetTable().GetNamespace(), p.GetTable().GetName())&access.Admin != 0 {
+		ns := p.GetTable().GetNamespace()
+		if ns == "" {
+			ns = DefaultNamespace // where the grant lands (as the handlers read it)
+		}
+		if ck.Table(id, ns, p.GetTable().GetName())&access.Admin != 0 {
 			return nil
 		}
-		return access.Denied(id, access.Admin, access.TableScope(p.GetTable().GetNamespace(), p.GetTable().GetName(), nil, nil))
+		return access.Denied(id, access.Admin, access.TableScope(ns, p.GetTable().GetName(), nil, nil))
 	case p.GetNamespace() != "":
 		if ck.Namespace(id, p.GetNamespace())&access.Admin != 0 {
 			return nil

@@ -64,3 +64,22 @@ func TestInactiveMasterRunsNoUncheckedCall(t *testing.T) {
 		t.Errorf("GetExternalAddresses, which every master answers: reached %v, %v", reached, err)
 	}
 }
+
+// A grant on a table named without its namespace is checked where it lands, the default
+// namespace: a user with ADMIN on default:orders may grant on it either way.
+func TestGrantChecksTheTableItLandsOn(t *testing.T) {
+	ck := access.NewChecker(1, []*pb.Permission{
+		{User: "erin", Table: &pb.TableName{Namespace: "default", Name: "orders"}, Actions: uint32(access.Admin)},
+	}, nil)
+	m := &Master{}
+	for _, ns := range []string{"", "default"} {
+		req := &pb.GrantRequest{Permission: &pb.Permission{User: "frank", Table: &pb.TableName{Namespace: ns, Name: "orders"}, Actions: uint32(access.Read)}}
+		if d := m.need(ck, security.Identity{User: "erin"}, "Grant", req); d != nil {
+			t.Errorf("a grant on orders in namespace %q by its ADMIN was refused: %v", ns, d)
+		}
+	}
+	req := &pb.GrantRequest{Permission: &pb.Permission{User: "frank", Table: &pb.TableName{Namespace: "other", Name: "orders"}, Actions: uint32(access.Read)}}
+	if d := m.need(ck, security.Identity{User: "erin"}, "Grant", req); d == nil {
+		t.Error("a grant on other:orders by default:orders's ADMIN was allowed")
+	}
+}
