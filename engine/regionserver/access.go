@@ -138,10 +138,18 @@ func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column, a
 // visibility expression only when the labels it holds — narrowed to those it asks for in the
 // read's access.AuthorizationsAttribute — satisfy it. Labels apply with security off too, to the
 // user the caller names.
+//
+// Until the server has loaded the labels once (they come with the permissions, at the first
+// heartbeat after it registers; a region may open and serve before), a read fetches them first,
+// and while they cannot be had it fails closed: a cell with a visibility expression is shown to
+// no one but superusers.
 func (s *Server) withVisibility(c *rpc.Call, check region.CellCheck, attrs map[string][]byte) region.CellCheck {
+	if !s.aclLoaded.Load() {
+		s.recheck()
+	}
 	ck := s.acl.Load()
 	labels := ck.Labels()
-	if !labels.Defined() {
+	if !labels.Defined() && s.aclLoaded.Load() {
 		return check
 	}
 	id := identityOf(c)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cellstore/cellstore/engine/access"
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/client"
@@ -661,6 +662,63 @@ func TestQuotaCountsEveryOperation(t *testing.T) {
 	}
 	if bd.RowsDeleted >= 20 || len(bd.ResumeRow) == 0 {
 		t.Fatalf("a bulk delete over a write quota of five deleted %d rows (resume %q): want it stopped early with a resume row", bd.RowsDeleted, bd.ResumeRow)
+	}
+}
+
+// TestLabelsBeforeTheFirstFetch: a server that has not loaded the labels yet (a region can serve
+// before the first heartbeat brings them) fetches them before a read, and while it cannot, shows
+// a cell with a visibility expression to no one.
+func TestLabelsBeforeTheFirstFetch(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "lv", nil)
+	if err := c.client.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.AddLabels(ctx, &pb.AddLabelsRequest{Labels: []string{"secret"}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := c.client.Table("lv")
+	put := client.NewPut([]byte("r")).Add("f", "q", cell.LatestTimestamp, []byte("hidden"))
+	put.Visibility = "secret"
+	if err := tbl.Put(ctx, put); err != nil {
+		t.Fatal(err)
+	}
+	s := c.servers[0]
+	regionName, _ := locate(t, c, "lv", []byte("r"))
+	conn, err := rpc.Dial(ctx, s.DataAddr(), rpc.ClientOptions{User: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cellsSeen := func() int {
+		var resp pb.GetResponse
+		if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("r")}}, nil, &resp, nil); err != nil {
+			t.Fatal(err)
+		}
+		return int(resp.GetResult().GetCellCount())
+	}
+	if n := cellsSeen(); n != 0 {
+		t.Fatalf("bob, without the label, sees %d cells", n)
+	}
+	// As a server just started: nothing loaded.
+	fresh := func(fetchedNow bool) {
+		s.acl.Store(access.NewChecker(0, nil, nil))
+		s.aclLoaded.Store(false)
+		s.aclMu.Lock()
+		s.aclFetched = time.Time{}
+		if fetchedNow {
+			s.aclFetched = time.Now() // a fetch just tried: the next waits a second
+		}
+		s.aclMu.Unlock()
+	}
+	fresh(true)
+	if n := cellsSeen(); n != 0 {
+		t.Fatalf("before the labels could be loaded, bob sees %d cells: want none (fail closed)", n)
+	}
+	fresh(false)
+	if n := cellsSeen(); n != 0 || !s.aclLoaded.Load() {
+		t.Fatalf("on a server that had not loaded the labels, bob sees %d cells (loaded since: %v)", n, s.aclLoaded.Load())
 	}
 }
 

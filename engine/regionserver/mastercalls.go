@@ -570,6 +570,7 @@ func (s *Server) refreshACL() {
 	}
 	labels := access.NewLabels(resp.GetLabels(), resp.GetAuths())
 	s.acl.Store(access.NewChecker(resp.GetVersion(), resp.GetPermissions(), s.cfg.Superusers).WithLabels(labels))
+	s.aclLoaded.Store(true)
 	s.regions.Range(func(_, v any) bool {
 		if r := v.(*onlineRegion).r.Load(); r != nil {
 			r.SetLabelsInUse(labels.Defined())

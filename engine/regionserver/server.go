@@ -396,7 +396,9 @@ type Server struct {
 	aclMu         sync.Mutex
 	aclFetched    time.Time
 	quotasEnabled atomic.Bool
-	hbEvery       atomic.Int64 // heartbeat interval, ns
+	// aclLoaded: the permissions and labels were fetched from the master once (withVisibility).
+	aclLoaded atomic.Bool
+	hbEvery   atomic.Int64 // heartbeat interval, ns
 
 	mmu        sync.Mutex
 	masterAddr string
