@@ -261,8 +261,9 @@ type fileLink struct {
 	size  int64
 	orig  storage.ReadableFile // what was opened at key
 
-	cur atomic.Pointer[linkTarget] // orig, then the archived copy
-	mu  sync.Mutex                 // moving to the archive; Close
+	cur    atomic.Pointer[linkTarget] // orig, then the archived copy
+	mu     sync.Mutex                 // moving to the archive; Close
+	closed bool                       // under mu
 }
 
 type linkTarget struct {
@@ -292,6 +293,9 @@ func (l *fileLink) ReadAt(p []byte, off int64) (int, error) {
 func (l *fileLink) toArchive(seen *linkTarget) (*linkTarget, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil, fs.ErrClosed
+	}
 	if t := l.cur.Load(); t != seen {
 		return t, nil
 	}
@@ -316,6 +320,10 @@ func (l *fileLink) Size() (int64, error) { return l.size, nil }
 func (l *fileLink) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true // (no read after this opens the archived copy)
 	err := l.orig.Close()
 	if t := l.cur.Load(); t.archived {
 		err = errors.Join(err, t.f.Close())

@@ -36,6 +36,46 @@ func (s *Server) recheck() bool {
 	return s.acl.Load().Version() != before
 }
 
+// aclLoadWait is how long a read waits for the server's first load of the permissions and labels;
+// aclLoadRetry how long after a failed load the next may start.
+const (
+	aclLoadWait  = 2 * time.Second
+	aclLoadRetry = time.Second
+)
+
+// ensureACL loads the permissions and labels unless they were loaded once: one load at a time,
+// shared by every caller, who waits at most aclLoadWait for it (a slow or failing master does not
+// hold reads up for its timeout); after a failed load the next starts no sooner than
+// aclLoadRetry.
+func (s *Server) ensureACL() {
+	if s.aclLoaded.Load() {
+		return
+	}
+	s.aclLoadMu.Lock()
+	ch := s.aclLoading
+	if ch == nil && time.Since(s.aclLoadTried) >= aclLoadRetry {
+		ch = make(chan struct{})
+		s.aclLoading = ch
+		go func() {
+			s.refreshACL()
+			s.aclLoadMu.Lock()
+			s.aclLoading, s.aclLoadTried = nil, time.Now()
+			s.aclLoadMu.Unlock()
+			close(ch)
+		}()
+	}
+	s.aclLoadMu.Unlock()
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(aclLoadWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
 // denied runs check, and when it denies, checks again with fresh permissions (recheck).
 func (s *Server) denied(check func(ck *access.Checker) *pb.ErrorDetail) *pb.ErrorDetail {
 	d := check(s.acl.Load())
@@ -139,13 +179,13 @@ func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column, a
 // read's access.AuthorizationsAttribute — satisfy it. Labels apply with security off too, to the
 // user the caller names.
 //
-// Until the server has loaded the labels once (they come with the permissions, at the first
-// heartbeat after it registers; a region may open and serve before), a read fetches them first,
-// and while they cannot be had it fails closed: a cell with a visibility expression is shown to
-// no one but superusers.
+// Until the server has loaded the labels once (they come with the permissions, fetched when it
+// registers; a region may open and serve before that answer), a read waits a little for that
+// load (ensureACL), and while they cannot be had it fails closed: a cell with a visibility
+// expression is shown to no one but superusers.
 func (s *Server) withVisibility(c *rpc.Call, check region.CellCheck, attrs map[string][]byte) region.CellCheck {
 	if !s.aclLoaded.Load() {
-		s.recheck()
+		s.ensureACL()
 	}
 	ck := s.acl.Load()
 	labels := ck.Labels()

@@ -200,7 +200,7 @@ func (s *Server) handleBulkDelete(ctx context.Context, c *rpc.Call) {
 		d = s.mayWrite(c, or, nil) // table-wide WRITE: what is deleted is known only while scanning
 	}
 	if d == nil {
-		d = s.admit(c, or, true, 0)
+		d = s.admit(c, or, false, 0) // it scans first: a read; each batch of deletes is admitted as writes (apply)
 	}
 	if d != nil {
 		fail(c, &answered, d)

@@ -276,6 +276,7 @@ func (s *Server) register(ctx context.Context) error {
 			a := resp.GetMasterHttpAddress()
 			s.masterHTTP.Store(&a)
 			s.registered.Store(true)
+			go s.ensureACL() // the labels, before a region opens if the master is quick
 			return nil
 		}
 		s.log.Warn("registering with the master failed; retrying", "error", err, "attempt", attempt)

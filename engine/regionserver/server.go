@@ -396,9 +396,13 @@ type Server struct {
 	aclMu         sync.Mutex
 	aclFetched    time.Time
 	quotasEnabled atomic.Bool
-	// aclLoaded: the permissions and labels were fetched from the master once (withVisibility).
-	aclLoaded atomic.Bool
-	hbEvery   atomic.Int64 // heartbeat interval, ns
+	// aclLoaded: the permissions and labels were fetched from the master once (withVisibility);
+	// aclLoading is the first load under way (ensureACL), aclLoadTried when the last one ended.
+	aclLoaded    atomic.Bool
+	aclLoadMu    sync.Mutex
+	aclLoading   chan struct{}
+	aclLoadTried time.Time
+	hbEvery      atomic.Int64 // heartbeat interval, ns
 
 	mmu        sync.Mutex
 	masterAddr string

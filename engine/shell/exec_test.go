@@ -42,7 +42,7 @@ func TestUsageErrors(t *testing.T) {
 		`set_quota TYPE => SPACE, USER => 'u', LIMIT => '1G/sec'`:                     "only TYPE => THROTTLE",
 		`set_quota TYPE => THROTTLE, USER => 'u', LIMIT => '10 per sec'`:              "bad limit",
 		`set_quota TYPE => THROTTLE, USER => 'u', TABLE => 't', LIMIT => '10req/sec'`: "a user's quota on one table or namespace is not supported",
-		`get 't', 'r', {TIMERANGE => [5, 1]}`:                                         "is empty",
+		`get 't', 'r', {TIMERANGE => [5, 1]}`:                                         "ends before it starts",
 		`put 't', 'r', ':q', 'v'`:                                                     "bad column",
 		`put 't', 'r', 'f:q', 'v', {TTL => 0}`:                                        "TTL must be a positive",
 		`put 't', 'r', 'f:q', 'v', 5, {COLOUR => 'x'}`:                                "put does not know COLOUR",

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,20 @@ func TestHashRawKeys(t *testing.T) {
 	}
 	if _, err := cellACL(Value{Kind: Hash, Keys: []string{"X"}, RawKeys: []string{"x"}, Map: map[string]Value{"X": {Kind: String, Str: "Q"}}}); err == nil {
 		t.Error("a bad permission letter was accepted")
+	}
+}
+
+// TIMERANGE [t, t] is empty (as in HBase's shell): sent as a range past every timestamp, since a
+// To of 0 means unbounded.
+func TestEmptyTimeRange(t *testing.T) {
+	for _, line := range []string{`get 't', 'r', {TIMERANGE => [5, 5]}`, `get 't', 'r', {TIMERANGE => [0, 0]}`} {
+		cmd, err := Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := timeRange(cmd.Args[2].Map["TIMERANGE"])
+		if err != nil || tr.GetFrom() != math.MaxInt64 || tr.GetTo() != math.MaxInt64 {
+			t.Errorf("%s: %v, %v; want [MaxInt64, MaxInt64)", line, tr, err)
+		}
 	}
 }

@@ -573,6 +573,9 @@ func ReadArchiveSince(ctx context.Context, b storage.Bucket, since, until time.T
 	// The last unit of each log's objects left out as older than since: the first object read
 	// must follow it, or the objects between are lost (a gap found only between two objects
 	// read missed a loss just after since — the edits a recovery from a backup needs first).
+	// Objects lost between ones older than since do not count: only the newest of those is
+	// compared. A lost object right after it may have held only older edits; it is an error all
+	// the same, since what it held cannot be known.
 	skipped := map[string]uint64{}
 	if !since.IsZero() {
 		objs = slices.DeleteFunc(objs, func(o archivedObject) bool {
