@@ -53,12 +53,18 @@ func (b refusingMaster) Master(ctx context.Context, fn func(context.Context, pb.
 
 func startRefusingMaster(tb testing.TB) pb.MasterClient {
 	tb.Helper()
+	return startMasterServer(tb, pb.UnimplementedMasterServer{})
+}
+
+// startMasterServer serves m over a real gRPC socket and returns a client of it.
+func startMasterServer(tb testing.TB, m pb.MasterServer) pb.MasterClient {
+	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	pb.RegisterMasterServer(srv, pb.UnimplementedMasterServer{})
+	pb.RegisterMasterServer(srv, m)
 	go func() { _ = srv.Serve(lis) }()
 	tb.Cleanup(srv.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

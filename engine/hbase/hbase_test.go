@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -790,20 +788,7 @@ func (b listingBackend) Master(ctx context.Context, fn func(context.Context, pb.
 // TestMetaScanOpenAndClose: an hbase:meta scan that opens and closes in one call (HBase 1.x's
 // small scans, which its clients locate regions with) answers its rows and keeps no scanner.
 func TestMetaScanOpenAndClose(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServer(srv, listingMaster{})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	a := New(listingBackend{client: pb.NewMasterClient(cc)}, nil)
+	a := New(listingBackend{client: startMasterServer(t, listingMaster{})}, nil)
 	for _, c := range []struct {
 		rows uint32
 		want int

@@ -246,9 +246,7 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 
 	It("refuses a StorageClass that makes only ReadWriteOnce volumes, or none, before making a claim", func() {
 		ns := newNamespace()
-		class := ns + "-ebs"
-		Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "ebs.csi.aws.com"})).To(Succeed())
-		DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}) })
+		class := storageClass(ns+"-ebs", "ebs.csi.aws.com")
 		c := create(&v1alpha1.StoreCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ebs"},
 			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
@@ -325,9 +323,7 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 
 	It("goes on with the shared claim as it is when its class refuses to expand it, and expands it once the class allows", func() {
 		ns := newNamespace()
-		class := ns + "-fixed"
-		Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "example.com/nfs"})).To(Succeed())
-		DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}}) })
+		class := storageClass(ns+"-fixed", "example.com/nfs")
 		c := create(&v1alpha1.StoreCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fixed"},
 			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
@@ -409,3 +405,10 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 })
 
 func ptrSize(s string) *v1alpha1.ByteSize { b := v1alpha1.ByteSize(s); return &b }
+
+// storageClass makes a StorageClass (removed after the spec) and returns its name.
+func storageClass(name, provisioner string) string {
+	Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner})).To(Succeed())
+	DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	return name
+}
