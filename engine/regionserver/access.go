@@ -57,7 +57,7 @@ func (s *Server) ensureACL() {
 		ch = make(chan struct{})
 		s.aclLoading = ch
 		go func() {
-			s.refreshACL()
+			s.fetchACL(false)
 			s.aclLoadMu.Lock()
 			s.aclLoading, s.aclLoadTried = nil, time.Now()
 			s.aclLoadMu.Unlock()

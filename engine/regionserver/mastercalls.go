@@ -554,10 +554,16 @@ func (s *Server) registerAgain() {
 }
 
 // refreshACL loads the permissions the master holds (the version its heartbeat announced).
-func (s *Server) refreshACL() {
+func (s *Server) refreshACL() { s.fetchACL(true) }
+
+// fetchACL is refreshACL; limited says the fetch counts for recheck's one-a-second limit (the
+// first load, ensureACL's, does not: a request denied right after a grant must still fetch).
+func (s *Server) fetchACL(limited bool) {
 	s.aclMu.Lock()
 	defer s.aclMu.Unlock()
-	s.aclFetched = time.Now()
+	if limited {
+		s.aclFetched = time.Now()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var resp *pb.GetUserPermissionsResponse
