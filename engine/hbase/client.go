@@ -283,9 +283,7 @@ func leanTimeRange(tr *hb.TimeRange) *pb.TimeRange {
 	if tr.To != nil && int64(tr.GetTo()) != int64(^uint64(0)>>1) {
 		out.To = int64(tr.GetTo())
 		if out.To == out.From {
-			// HBase's [t, t) is empty, [0, 0) too; Cellstore's To 0 is "unbounded", so an empty
-			// range is sent as one past every timestamp.
-			out.From, out.To = int64(^uint64(0)>>1), int64(^uint64(0)>>1)
+			return pb.EmptyTimeRange() // HBase's [t, t) is empty, [0, 0) too
 		}
 	}
 	return out

@@ -184,9 +184,7 @@ func (s *Server) readable(c *rpc.Call, or *onlineRegion, cols []region.Column, a
 // load (ensureACL), and while they cannot be had it fails closed: a cell with a visibility
 // expression is shown to no one but superusers.
 func (s *Server) withVisibility(c *rpc.Call, check region.CellCheck, attrs map[string][]byte) region.CellCheck {
-	if !s.aclLoaded.Load() {
-		s.ensureACL()
-	}
+	s.ensureACL()
 	ck := s.acl.Load()
 	labels := ck.Labels()
 	if !labels.Defined() && s.aclLoaded.Load() {

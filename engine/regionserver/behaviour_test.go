@@ -509,10 +509,13 @@ func TestQuotaThrottles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	get := func() error {
+		_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
+		return err
+	}
 	var last error
 	for range 10 {
-		_, last = conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
-		if last != nil {
+		if last = get(); last != nil {
 			break
 		}
 	}
@@ -530,10 +533,6 @@ func TestQuotaThrottles(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	get := func() error {
-		_, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil)
-		return err
 	}
 	setEnabled("false")
 	waitFor(t, "quotas turned off", 10*time.Second, func() bool { return get() == nil })
@@ -554,7 +553,7 @@ func TestQuotaThrottles(t *testing.T) {
 	waitFor(t, "quota removal refreshed", 10*time.Second, func() bool { return s.limiters.Version() > version })
 	t.Logf("quota removal applied %v after SetQuota (heartbeat every 200 ms)", time.Since(removed))
 	for i := range 20 {
-		if _, err := conn.Call(ctx, pb.Method_METHOD_GET, &pb.GetRequest{Region: &pb.RegionSpecifier{Name: regionName}, Get: &pb.Get{Row: []byte("a")}}, nil, &pb.GetResponse{}, nil); err != nil {
+		if err := get(); err != nil {
 			t.Fatalf("get %d after the quota was removed: %v", i, err)
 		}
 	}

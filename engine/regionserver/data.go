@@ -1087,23 +1087,21 @@ func (s *Server) handleScan(ctx context.Context, c *rpc.Call) {
 			fail(c, &answered, d)
 			return
 		}
-		if !req.GetRenew() {
-			// Every next counts against the read quotas, not only the open (HBase checks each
-			// scan call): a scanner read a table at full speed past a read quota. The scanner
-			// stays, and the same call may be sent again after the wait.
-			if d := s.admit(c, sc.or, false, 0); d != nil {
-				sc.lastUsed = time.Now()
-				sc.mu.Unlock()
-				fail(c, &answered, d)
-				return
-			}
-		}
 		if req.GetRenew() {
 			sc.lastUsed = time.Now()
 			sc.nextSeq++ // a renew uses up its call number, as HBase's (its client counts it)
 			sc.mu.Unlock()
 			reply(c, &answered, &pb.ScanResponse{ScannerId: sc.id, MoreResultsInRegion: true, MoreResults: true,
 				TtlMs: s.cfg.ScannerLease.Milliseconds()})
+			return
+		}
+		// Every next counts against the read quotas, not only the open (HBase checks each scan
+		// call): a scanner read a table at full speed past a read quota. The scanner stays, and
+		// the same call may be sent again after the wait.
+		if d := s.admit(c, sc.or, false, 0); d != nil {
+			sc.lastUsed = time.Now()
+			sc.mu.Unlock()
+			fail(c, &answered, d)
 			return
 		}
 	}

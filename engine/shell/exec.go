@@ -261,9 +261,7 @@ func timeRange(v Value) (*pb.TimeRange, error) {
 		return nil, usage("TIMERANGE [%d, %d] ends before it starts", from, to)
 	}
 	if to == from {
-		// [t, t) holds nothing (HBase's shell reads nothing); a To of 0 would be "unbounded", so
-		// the empty range is sent as one past every timestamp.
-		return &pb.TimeRange{From: math.MaxInt64, To: math.MaxInt64}, nil
+		return pb.EmptyTimeRange(), nil // [t, t) holds nothing (HBase's shell reads nothing)
 	}
 	return &pb.TimeRange{From: from, To: to}, nil
 }

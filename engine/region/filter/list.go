@@ -191,15 +191,13 @@ func (l *FilterList) filterCellOr(k cell.Key, v []byte) ReturnCode {
 		if !covered {
 			local = f.FilterCell(k, v)
 			l.prevRC[i], l.prevKey[i], l.prevHint[i] = local, l.prevKey[i][:0], nil
-			switch local {
-			case Include, Skip:
-			case SeekNextUsingHint:
+			if local != Include && local != Skip { // (after those the next cell is asked anyway)
 				l.prevKey[i] = append(l.prevKey[i], k...)
+			}
+			if local == SeekNextUsingHint {
 				if h := f.NextCellHint(k); h != nil {
 					l.prevHint[i] = append(cell.Key(nil), h...)
 				}
-			default:
-				l.prevKey[i] = append(l.prevKey[i], k...)
 			}
 		}
 		if !merged {

@@ -247,11 +247,7 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 	It("refuses a StorageClass that makes only ReadWriteOnce volumes, or none, before making a claim", func() {
 		ns := newNamespace()
 		class := storageClass(ns+"-ebs", "ebs.csi.aws.com")
-		c := create(&v1alpha1.StoreCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ebs"},
-			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
-				Size: "10Gi", StorageClassName: &class}}},
-		})
+		c := create(volumeCluster(ns, "ebs", class))
 		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
 			controller.ReasonStorageNotShared, "StorageClass "+class+" (provisioner ebs.csi.aws.com, AWS EBS) makes only ReadWriteOnce volumes", "no claim was made"))
 		Eventually(condition(c, v1alpha1.ConditionStorageReady), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonStorageNotShared))
@@ -324,11 +320,7 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 	It("goes on with the shared claim as it is when its class refuses to expand it, and expands it once the class allows", func() {
 		ns := newNamespace()
 		class := storageClass(ns+"-fixed", "example.com/nfs")
-		c := create(&v1alpha1.StoreCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fixed"},
-			Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
-				Size: "10Gi", StorageClassName: &class}}},
-		})
+		c := create(volumeCluster(ns, "fixed", class))
 		pvc := &corev1.PersistentVolumeClaim{}
 		Eventually(func() error { return k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "fixed-shared"}, pvc) }, timeout, poll).Should(Succeed())
 		// envtest runs no provisioner: the test binds the claim (only a bound claim can grow).
@@ -411,4 +403,13 @@ func storageClass(name, provisioner string) string {
 	Expect(k8s.Create(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner})).To(Succeed())
 	DeferCleanup(func() { _ = k8s.Delete(suiteCtx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
 	return name
+}
+
+// volumeCluster is a StoreCluster on a 10Gi shared volume of the StorageClass class.
+func volumeCluster(ns, name, class string) *v1alpha1.StoreCluster {
+	return &v1alpha1.StoreCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.StoreClusterSpec{Image: "x", Storage: v1alpha1.StorageSpec{Volume: &v1alpha1.VolumeStorage{
+			Size: "10Gi", StorageClassName: &class}}},
+	}
 }
