@@ -67,6 +67,17 @@ func doNotRetry(format string, args ...any) *exception {
 	return &exception{class: classDoNotRetry, msg: fmt.Sprintf(format, args...), doNotRetry: true}
 }
 
+// throttleMessages are the types of RpcThrottlingException, as its message names them (the client
+// parses the type from it).
+var throttleMessages = map[pb.ThrottleType]string{
+	pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER: "number of requests exceeded",
+	pb.ThrottleType_THROTTLE_TYPE_REQUEST_SIZE:   "request size limit exceeded",
+	pb.ThrottleType_THROTTLE_TYPE_READ_NUMBER:    "number of read requests exceeded",
+	pb.ThrottleType_THROTTLE_TYPE_READ_SIZE:      "read size limit exceeded",
+	pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER:   "number of write requests exceeded",
+	pb.ThrottleType_THROTTLE_TYPE_WRITE_SIZE:     "write size limit exceeded",
+}
+
 // fromDetail maps an engine error to the exception HBase's client expects for it.
 func fromDetail(d *pb.ErrorDetail) *exception {
 	msg := d.GetMessage()
@@ -95,7 +106,7 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classMultiResultTooLarge, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_THROTTLED:
 		// The client reads the wait from the message: "<what> exceeded - wait <time>".
-		return &exception{class: classThrottling, msg: fmt.Sprintf("number of requests exceeded - wait %s", javaDuration(d.GetRetryAfterMs()))}
+		return &exception{class: classThrottling, msg: fmt.Sprintf("%s - wait %s", throttleMessages[d.GetThrottleType()], javaDuration(d.GetRetryAfterMs()))}
 	case pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER:
 		return &exception{class: classUnknownScanner, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT:

@@ -541,6 +541,18 @@ func TestFromDetail(t *testing.T) {
 	if want := "Region moved to: hostname=rs-1 port=16020 startCode=42. As of locationSeqNum=7."; e.class != classRegionMoved || e.msg != want {
 		t.Errorf("REGION_MOVED: %s %q, want %s %q", e.class, e.msg, classRegionMoved, want)
 	}
+	// THROTTLED names the quota's type as RpcThrottlingException's message does: the client parses
+	// the type and the wait from it.
+	for tt, want := range map[pb.ThrottleType]string{
+		pb.ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER: "number of requests exceeded - wait 1sec, 500ms",
+		pb.ThrottleType_THROTTLE_TYPE_READ_SIZE:      "read size limit exceeded - wait 1sec, 500ms",
+		pb.ThrottleType_THROTTLE_TYPE_WRITE_NUMBER:   "number of write requests exceeded - wait 1sec, 500ms",
+	} {
+		e := fromDetail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, ThrottleType: tt, RetryAfterMs: 1500})
+		if e.class != classThrottling || e.msg != want {
+			t.Errorf("THROTTLED %s: %s %q, want %s %q", tt, e.class, e.msg, classThrottling, want)
+		}
+	}
 }
 
 // IN_MEMORY_COMPACTION travels both ways (HBase's MemoryCompactionPolicy names); ADAPTIVE and

@@ -79,7 +79,7 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 	var th *quota.Throttled
 	if errors.As(err, &th) {
 		return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_THROTTLED, Message: th.Error(), Region: regionName,
-			RetryAfterMs: max(th.RetryAfter.Milliseconds(), 1), Retryable: true}
+			RetryAfterMs: max(th.RetryAfter.Milliseconds(), 1), Retryable: true, ThrottleType: th.Type}
 	}
 	mk := func(code pb.ErrorCode, retry bool) *pb.ErrorDetail {
 		return &pb.ErrorDetail{Code: code, Message: err.Error(), Region: regionName, Retryable: retry}

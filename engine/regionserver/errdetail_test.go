@@ -3,8 +3,10 @@ package regionserver
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/quota"
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -50,5 +52,16 @@ func TestBusyFunctionIsRetryableItsRefusalIsNot(t *testing.T) {
 		if d.GetCode() != c.code || d.GetRetryable() != c.retry {
 			t.Errorf("%v answered %s (retryable %v), want %s (retryable %v)", c.err, d.GetCode(), d.GetRetryable(), c.code, c.retry)
 		}
+	}
+}
+
+// A throttled request's answer names the kind of quota it went over, which HBase's client reads
+// as the RpcThrottlingException's type.
+func TestThrottledAnswerNamesTheQuota(t *testing.T) {
+	s := &Server{nameStr: "rs1"}
+	err := fmt.Errorf("region r1: %w", &quota.Throttled{Subject: "user=u", Type: pb.ThrottleType_THROTTLE_TYPE_WRITE_SIZE, RetryAfter: 1500 * time.Millisecond})
+	d := s.errDetail(err, "r1")
+	if d.GetCode() != pb.ErrorCode_ERROR_CODE_THROTTLED || d.GetThrottleType() != pb.ThrottleType_THROTTLE_TYPE_WRITE_SIZE || d.GetRetryAfterMs() != 1500 {
+		t.Errorf("answered %s %s after %d ms, want THROTTLED WRITE_SIZE after 1500 ms", d.GetCode(), d.GetThrottleType(), d.GetRetryAfterMs())
 	}
 }

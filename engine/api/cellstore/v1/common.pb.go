@@ -588,6 +588,65 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
+// ThrottleType is a quota's kind (HBase's ThrottleType): what it counts, and of which requests.
+type ThrottleType int32
+
+const (
+	ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER ThrottleType = 0
+	ThrottleType_THROTTLE_TYPE_REQUEST_SIZE   ThrottleType = 1
+	ThrottleType_THROTTLE_TYPE_READ_NUMBER    ThrottleType = 2
+	ThrottleType_THROTTLE_TYPE_READ_SIZE      ThrottleType = 3
+	ThrottleType_THROTTLE_TYPE_WRITE_NUMBER   ThrottleType = 4
+	ThrottleType_THROTTLE_TYPE_WRITE_SIZE     ThrottleType = 5
+)
+
+// Enum value maps for ThrottleType.
+var (
+	ThrottleType_name = map[int32]string{
+		0: "THROTTLE_TYPE_REQUEST_NUMBER",
+		1: "THROTTLE_TYPE_REQUEST_SIZE",
+		2: "THROTTLE_TYPE_READ_NUMBER",
+		3: "THROTTLE_TYPE_READ_SIZE",
+		4: "THROTTLE_TYPE_WRITE_NUMBER",
+		5: "THROTTLE_TYPE_WRITE_SIZE",
+	}
+	ThrottleType_value = map[string]int32{
+		"THROTTLE_TYPE_REQUEST_NUMBER": 0,
+		"THROTTLE_TYPE_REQUEST_SIZE":   1,
+		"THROTTLE_TYPE_READ_NUMBER":    2,
+		"THROTTLE_TYPE_READ_SIZE":      3,
+		"THROTTLE_TYPE_WRITE_NUMBER":   4,
+		"THROTTLE_TYPE_WRITE_SIZE":     5,
+	}
+)
+
+func (x ThrottleType) Enum() *ThrottleType {
+	p := new(ThrottleType)
+	*p = x
+	return p
+}
+
+func (x ThrottleType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThrottleType) Descriptor() protoreflect.EnumDescriptor {
+	return file_cellstore_v1_common_proto_enumTypes[9].Descriptor()
+}
+
+func (ThrottleType) Type() protoreflect.EnumType {
+	return &file_cellstore_v1_common_proto_enumTypes[9]
+}
+
+func (x ThrottleType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThrottleType.Descriptor instead.
+func (ThrottleType) EnumDescriptor() ([]byte, []int) {
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
 type CompareOp int32
 
 const (
@@ -633,11 +692,11 @@ func (x CompareOp) String() string {
 }
 
 func (CompareOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[9].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[10].Descriptor()
 }
 
 func (CompareOp) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[9]
+	return &file_cellstore_v1_common_proto_enumTypes[10]
 }
 
 func (x CompareOp) Number() protoreflect.EnumNumber {
@@ -646,7 +705,7 @@ func (x CompareOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompareOp.Descriptor instead.
 func (CompareOp) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_cellstore_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 type FilterList_Operator int32
@@ -679,11 +738,11 @@ func (x FilterList_Operator) String() string {
 }
 
 func (FilterList_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_common_proto_enumTypes[10].Descriptor()
+	return file_cellstore_v1_common_proto_enumTypes[11].Descriptor()
 }
 
 func (FilterList_Operator) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_common_proto_enumTypes[10]
+	return &file_cellstore_v1_common_proto_enumTypes[11]
 }
 
 func (x FilterList_Operator) Number() protoreflect.EnumNumber {
@@ -1349,8 +1408,11 @@ type ErrorDetail struct {
 	// (RegionLocation.seq), 0 when unknown. HBase's clients take a moved hint only when its number
 	// is above that of the location they hold.
 	NewLocationSeq uint64 `protobuf:"varint,8,opt,name=new_location_seq,json=newLocationSeq,proto3" json:"new_location_seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With THROTTLED: the kind of quota the request went over (HBase's client names it in
+	// RpcThrottlingException's type).
+	ThrottleType  ThrottleType `protobuf:"varint,9,opt,name=throttle_type,json=throttleType,proto3,enum=cellstore.v1.ThrottleType" json:"throttle_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -1437,6 +1499,13 @@ func (x *ErrorDetail) GetNewLocationSeq() uint64 {
 		return x.NewLocationSeq
 	}
 	return 0
+}
+
+func (x *ErrorDetail) GetThrottleType() ThrottleType {
+	if x != nil {
+		return x.ThrottleType
+	}
+	return ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER
 }
 
 type Comparator struct {
@@ -3232,7 +3301,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x06module\x18\b \x01(\fR\x06module\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf7\x02\n" +
 	"\vErrorDetail\x12+\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x17.cellstore.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -3242,7 +3311,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\n" +
 	"new_master\x18\x06 \x01(\tR\tnewMaster\x12\x1c\n" +
 	"\tretryable\x18\a \x01(\bR\tretryable\x12(\n" +
-	"\x10new_location_seq\x18\b \x01(\x04R\x0enewLocationSeq\"\xb9\x01\n" +
+	"\x10new_location_seq\x18\b \x01(\x04R\x0enewLocationSeq\x12?\n" +
+	"\rthrottle_type\x18\t \x01(\x0e2\x1a.cellstore.v1.ThrottleTypeR\fthrottleType\"\xb9\x01\n" +
 	"\n" +
 	"Comparator\x12\x18\n" +
 	"\x06binary\x18\x01 \x01(\fH\x00R\x06binary\x12%\n" +
@@ -3435,7 +3505,14 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b\x12#\n" +
 	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c\x12\x1e\n" +
 	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d\x12\x1f\n" +
-	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e*\xbd\x01\n" +
+	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e*\xca\x01\n" +
+	"\fThrottleType\x12 \n" +
+	"\x1cTHROTTLE_TYPE_REQUEST_NUMBER\x10\x00\x12\x1e\n" +
+	"\x1aTHROTTLE_TYPE_REQUEST_SIZE\x10\x01\x12\x1d\n" +
+	"\x19THROTTLE_TYPE_READ_NUMBER\x10\x02\x12\x1b\n" +
+	"\x17THROTTLE_TYPE_READ_SIZE\x10\x03\x12\x1e\n" +
+	"\x1aTHROTTLE_TYPE_WRITE_NUMBER\x10\x04\x12\x1c\n" +
+	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x05*\xbd\x01\n" +
 	"\tCompareOp\x12\x13\n" +
 	"\x0fCOMPARE_OP_LESS\x10\x00\x12\x1c\n" +
 	"\x18COMPARE_OP_LESS_OR_EQUAL\x10\x01\x12\x14\n" +
@@ -3457,7 +3534,7 @@ func file_cellstore_v1_common_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_common_proto_rawDescData
 }
 
-var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_cellstore_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
 var file_cellstore_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_cellstore_v1_common_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: cellstore.v1.Consistency
@@ -3469,99 +3546,101 @@ var file_cellstore_v1_common_proto_goTypes = []any{
 	(InMemoryCompaction)(0),            // 6: cellstore.v1.InMemoryCompaction
 	(TableState)(0),                    // 7: cellstore.v1.TableState
 	(ErrorCode)(0),                     // 8: cellstore.v1.ErrorCode
-	(CompareOp)(0),                     // 9: cellstore.v1.CompareOp
-	(FilterList_Operator)(0),           // 10: cellstore.v1.FilterList.Operator
-	(*TableName)(nil),                  // 11: cellstore.v1.TableName
-	(*ServerName)(nil),                 // 12: cellstore.v1.ServerName
-	(*RegionInfo)(nil),                 // 13: cellstore.v1.RegionInfo
-	(*TimeRange)(nil),                  // 14: cellstore.v1.TimeRange
-	(*ColumnFamilyDescriptor)(nil),     // 15: cellstore.v1.ColumnFamilyDescriptor
-	(*TableDescriptor)(nil),            // 16: cellstore.v1.TableDescriptor
-	(*TableFunction)(nil),              // 17: cellstore.v1.TableFunction
-	(*ErrorDetail)(nil),                // 18: cellstore.v1.ErrorDetail
-	(*Comparator)(nil),                 // 19: cellstore.v1.Comparator
-	(*RowRange)(nil),                   // 20: cellstore.v1.RowRange
-	(*FuzzyKey)(nil),                   // 21: cellstore.v1.FuzzyKey
-	(*Filter)(nil),                     // 22: cellstore.v1.Filter
-	(*PrefixFilter)(nil),               // 23: cellstore.v1.PrefixFilter
-	(*CompareFilter)(nil),              // 24: cellstore.v1.CompareFilter
-	(*SingleColumnValueFilter)(nil),    // 25: cellstore.v1.SingleColumnValueFilter
-	(*KeyOnlyFilter)(nil),              // 26: cellstore.v1.KeyOnlyFilter
-	(*FirstKeyOnlyFilter)(nil),         // 27: cellstore.v1.FirstKeyOnlyFilter
-	(*PageFilter)(nil),                 // 28: cellstore.v1.PageFilter
-	(*ColumnPrefixFilter)(nil),         // 29: cellstore.v1.ColumnPrefixFilter
-	(*MultipleColumnPrefixFilter)(nil), // 30: cellstore.v1.MultipleColumnPrefixFilter
-	(*ColumnRangeFilter)(nil),          // 31: cellstore.v1.ColumnRangeFilter
-	(*ColumnPaginationFilter)(nil),     // 32: cellstore.v1.ColumnPaginationFilter
-	(*ColumnCountGetFilter)(nil),       // 33: cellstore.v1.ColumnCountGetFilter
-	(*TimestampsFilter)(nil),           // 34: cellstore.v1.TimestampsFilter
-	(*FuzzyRowFilter)(nil),             // 35: cellstore.v1.FuzzyRowFilter
-	(*MultiRowRangeFilter)(nil),        // 36: cellstore.v1.MultiRowRangeFilter
-	(*InclusiveStopFilter)(nil),        // 37: cellstore.v1.InclusiveStopFilter
-	(*SkipFilter)(nil),                 // 38: cellstore.v1.SkipFilter
-	(*WhileMatchFilter)(nil),           // 39: cellstore.v1.WhileMatchFilter
-	(*DependentColumnFilter)(nil),      // 40: cellstore.v1.DependentColumnFilter
-	(*FilterList)(nil),                 // 41: cellstore.v1.FilterList
-	(*ConfigurationReport)(nil),        // 42: cellstore.v1.ConfigurationReport
-	nil,                                // 43: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
-	nil,                                // 44: cellstore.v1.TableDescriptor.AttributesEntry
-	nil,                                // 45: cellstore.v1.TableFunction.ArgsEntry
+	(ThrottleType)(0),                  // 9: cellstore.v1.ThrottleType
+	(CompareOp)(0),                     // 10: cellstore.v1.CompareOp
+	(FilterList_Operator)(0),           // 11: cellstore.v1.FilterList.Operator
+	(*TableName)(nil),                  // 12: cellstore.v1.TableName
+	(*ServerName)(nil),                 // 13: cellstore.v1.ServerName
+	(*RegionInfo)(nil),                 // 14: cellstore.v1.RegionInfo
+	(*TimeRange)(nil),                  // 15: cellstore.v1.TimeRange
+	(*ColumnFamilyDescriptor)(nil),     // 16: cellstore.v1.ColumnFamilyDescriptor
+	(*TableDescriptor)(nil),            // 17: cellstore.v1.TableDescriptor
+	(*TableFunction)(nil),              // 18: cellstore.v1.TableFunction
+	(*ErrorDetail)(nil),                // 19: cellstore.v1.ErrorDetail
+	(*Comparator)(nil),                 // 20: cellstore.v1.Comparator
+	(*RowRange)(nil),                   // 21: cellstore.v1.RowRange
+	(*FuzzyKey)(nil),                   // 22: cellstore.v1.FuzzyKey
+	(*Filter)(nil),                     // 23: cellstore.v1.Filter
+	(*PrefixFilter)(nil),               // 24: cellstore.v1.PrefixFilter
+	(*CompareFilter)(nil),              // 25: cellstore.v1.CompareFilter
+	(*SingleColumnValueFilter)(nil),    // 26: cellstore.v1.SingleColumnValueFilter
+	(*KeyOnlyFilter)(nil),              // 27: cellstore.v1.KeyOnlyFilter
+	(*FirstKeyOnlyFilter)(nil),         // 28: cellstore.v1.FirstKeyOnlyFilter
+	(*PageFilter)(nil),                 // 29: cellstore.v1.PageFilter
+	(*ColumnPrefixFilter)(nil),         // 30: cellstore.v1.ColumnPrefixFilter
+	(*MultipleColumnPrefixFilter)(nil), // 31: cellstore.v1.MultipleColumnPrefixFilter
+	(*ColumnRangeFilter)(nil),          // 32: cellstore.v1.ColumnRangeFilter
+	(*ColumnPaginationFilter)(nil),     // 33: cellstore.v1.ColumnPaginationFilter
+	(*ColumnCountGetFilter)(nil),       // 34: cellstore.v1.ColumnCountGetFilter
+	(*TimestampsFilter)(nil),           // 35: cellstore.v1.TimestampsFilter
+	(*FuzzyRowFilter)(nil),             // 36: cellstore.v1.FuzzyRowFilter
+	(*MultiRowRangeFilter)(nil),        // 37: cellstore.v1.MultiRowRangeFilter
+	(*InclusiveStopFilter)(nil),        // 38: cellstore.v1.InclusiveStopFilter
+	(*SkipFilter)(nil),                 // 39: cellstore.v1.SkipFilter
+	(*WhileMatchFilter)(nil),           // 40: cellstore.v1.WhileMatchFilter
+	(*DependentColumnFilter)(nil),      // 41: cellstore.v1.DependentColumnFilter
+	(*FilterList)(nil),                 // 42: cellstore.v1.FilterList
+	(*ConfigurationReport)(nil),        // 43: cellstore.v1.ConfigurationReport
+	nil,                                // 44: cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	nil,                                // 45: cellstore.v1.TableDescriptor.AttributesEntry
+	nil,                                // 46: cellstore.v1.TableFunction.ArgsEntry
 }
 var file_cellstore_v1_common_proto_depIdxs = []int32{
-	11, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
+	12, // 0: cellstore.v1.RegionInfo.table:type_name -> cellstore.v1.TableName
 	2,  // 1: cellstore.v1.ColumnFamilyDescriptor.keep_deleted_cells:type_name -> cellstore.v1.KeepDeletedCells
 	3,  // 2: cellstore.v1.ColumnFamilyDescriptor.bloom_filter:type_name -> cellstore.v1.BloomType
 	4,  // 3: cellstore.v1.ColumnFamilyDescriptor.compression:type_name -> cellstore.v1.Compression
 	5,  // 4: cellstore.v1.ColumnFamilyDescriptor.data_block_encoding:type_name -> cellstore.v1.DataBlockEncoding
-	43, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
+	44, // 5: cellstore.v1.ColumnFamilyDescriptor.configuration:type_name -> cellstore.v1.ColumnFamilyDescriptor.ConfigurationEntry
 	6,  // 6: cellstore.v1.ColumnFamilyDescriptor.in_memory_compaction:type_name -> cellstore.v1.InMemoryCompaction
-	11, // 7: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
-	15, // 8: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
+	12, // 7: cellstore.v1.TableDescriptor.name:type_name -> cellstore.v1.TableName
+	16, // 8: cellstore.v1.TableDescriptor.families:type_name -> cellstore.v1.ColumnFamilyDescriptor
 	1,  // 9: cellstore.v1.TableDescriptor.durability:type_name -> cellstore.v1.Durability
-	44, // 10: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
-	17, // 11: cellstore.v1.TableDescriptor.functions:type_name -> cellstore.v1.TableFunction
-	45, // 12: cellstore.v1.TableFunction.args:type_name -> cellstore.v1.TableFunction.ArgsEntry
+	45, // 10: cellstore.v1.TableDescriptor.attributes:type_name -> cellstore.v1.TableDescriptor.AttributesEntry
+	18, // 11: cellstore.v1.TableDescriptor.functions:type_name -> cellstore.v1.TableFunction
+	46, // 12: cellstore.v1.TableFunction.args:type_name -> cellstore.v1.TableFunction.ArgsEntry
 	8,  // 13: cellstore.v1.ErrorDetail.code:type_name -> cellstore.v1.ErrorCode
-	12, // 14: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
-	23, // 15: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
-	24, // 16: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
-	24, // 17: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
-	24, // 18: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
-	24, // 19: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
-	25, // 20: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
-	26, // 21: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
-	27, // 22: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
-	28, // 23: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
-	29, // 24: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
-	30, // 25: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
-	31, // 26: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
-	32, // 27: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
-	33, // 28: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
-	34, // 29: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
-	35, // 30: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
-	36, // 31: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
-	37, // 32: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
-	38, // 33: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
-	39, // 34: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
-	40, // 35: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
-	41, // 36: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
-	9,  // 37: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
-	19, // 38: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
-	9,  // 39: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
-	19, // 40: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
-	21, // 41: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
-	20, // 42: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
-	22, // 43: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
-	22, // 44: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
-	9,  // 45: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
-	19, // 46: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
-	10, // 47: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
-	22, // 48: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	13, // 14: cellstore.v1.ErrorDetail.new_location:type_name -> cellstore.v1.ServerName
+	9,  // 15: cellstore.v1.ErrorDetail.throttle_type:type_name -> cellstore.v1.ThrottleType
+	24, // 16: cellstore.v1.Filter.prefix:type_name -> cellstore.v1.PrefixFilter
+	25, // 17: cellstore.v1.Filter.row:type_name -> cellstore.v1.CompareFilter
+	25, // 18: cellstore.v1.Filter.family:type_name -> cellstore.v1.CompareFilter
+	25, // 19: cellstore.v1.Filter.qualifier:type_name -> cellstore.v1.CompareFilter
+	25, // 20: cellstore.v1.Filter.value:type_name -> cellstore.v1.CompareFilter
+	26, // 21: cellstore.v1.Filter.single_column_value:type_name -> cellstore.v1.SingleColumnValueFilter
+	27, // 22: cellstore.v1.Filter.key_only:type_name -> cellstore.v1.KeyOnlyFilter
+	28, // 23: cellstore.v1.Filter.first_key_only:type_name -> cellstore.v1.FirstKeyOnlyFilter
+	29, // 24: cellstore.v1.Filter.page:type_name -> cellstore.v1.PageFilter
+	30, // 25: cellstore.v1.Filter.column_prefix:type_name -> cellstore.v1.ColumnPrefixFilter
+	31, // 26: cellstore.v1.Filter.multiple_column_prefix:type_name -> cellstore.v1.MultipleColumnPrefixFilter
+	32, // 27: cellstore.v1.Filter.column_range:type_name -> cellstore.v1.ColumnRangeFilter
+	33, // 28: cellstore.v1.Filter.column_pagination:type_name -> cellstore.v1.ColumnPaginationFilter
+	34, // 29: cellstore.v1.Filter.column_count_get:type_name -> cellstore.v1.ColumnCountGetFilter
+	35, // 30: cellstore.v1.Filter.timestamps:type_name -> cellstore.v1.TimestampsFilter
+	36, // 31: cellstore.v1.Filter.fuzzy_row:type_name -> cellstore.v1.FuzzyRowFilter
+	37, // 32: cellstore.v1.Filter.multi_row_range:type_name -> cellstore.v1.MultiRowRangeFilter
+	38, // 33: cellstore.v1.Filter.inclusive_stop:type_name -> cellstore.v1.InclusiveStopFilter
+	39, // 34: cellstore.v1.Filter.skip:type_name -> cellstore.v1.SkipFilter
+	40, // 35: cellstore.v1.Filter.while_match:type_name -> cellstore.v1.WhileMatchFilter
+	41, // 36: cellstore.v1.Filter.dependent_column:type_name -> cellstore.v1.DependentColumnFilter
+	42, // 37: cellstore.v1.Filter.list:type_name -> cellstore.v1.FilterList
+	10, // 38: cellstore.v1.CompareFilter.op:type_name -> cellstore.v1.CompareOp
+	20, // 39: cellstore.v1.CompareFilter.comparator:type_name -> cellstore.v1.Comparator
+	10, // 40: cellstore.v1.SingleColumnValueFilter.op:type_name -> cellstore.v1.CompareOp
+	20, // 41: cellstore.v1.SingleColumnValueFilter.comparator:type_name -> cellstore.v1.Comparator
+	22, // 42: cellstore.v1.FuzzyRowFilter.keys:type_name -> cellstore.v1.FuzzyKey
+	21, // 43: cellstore.v1.MultiRowRangeFilter.ranges:type_name -> cellstore.v1.RowRange
+	23, // 44: cellstore.v1.SkipFilter.filter:type_name -> cellstore.v1.Filter
+	23, // 45: cellstore.v1.WhileMatchFilter.filter:type_name -> cellstore.v1.Filter
+	10, // 46: cellstore.v1.DependentColumnFilter.op:type_name -> cellstore.v1.CompareOp
+	20, // 47: cellstore.v1.DependentColumnFilter.comparator:type_name -> cellstore.v1.Comparator
+	11, // 48: cellstore.v1.FilterList.operator:type_name -> cellstore.v1.FilterList.Operator
+	23, // 49: cellstore.v1.FilterList.filters:type_name -> cellstore.v1.Filter
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_cellstore_v1_common_proto_init() }
@@ -3606,7 +3685,7 @@ func file_cellstore_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_common_proto_rawDesc), len(file_cellstore_v1_common_proto_rawDesc)),
-			NumEnums:      11,
+			NumEnums:      12,
 			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -141,64 +141,6 @@ func (RegionTransition) EnumDescriptor() ([]byte, []int) {
 	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{1}
 }
 
-type ThrottleType int32
-
-const (
-	ThrottleType_THROTTLE_TYPE_REQUEST_NUMBER ThrottleType = 0
-	ThrottleType_THROTTLE_TYPE_REQUEST_SIZE   ThrottleType = 1
-	ThrottleType_THROTTLE_TYPE_READ_NUMBER    ThrottleType = 2
-	ThrottleType_THROTTLE_TYPE_READ_SIZE      ThrottleType = 3
-	ThrottleType_THROTTLE_TYPE_WRITE_NUMBER   ThrottleType = 4
-	ThrottleType_THROTTLE_TYPE_WRITE_SIZE     ThrottleType = 5
-)
-
-// Enum value maps for ThrottleType.
-var (
-	ThrottleType_name = map[int32]string{
-		0: "THROTTLE_TYPE_REQUEST_NUMBER",
-		1: "THROTTLE_TYPE_REQUEST_SIZE",
-		2: "THROTTLE_TYPE_READ_NUMBER",
-		3: "THROTTLE_TYPE_READ_SIZE",
-		4: "THROTTLE_TYPE_WRITE_NUMBER",
-		5: "THROTTLE_TYPE_WRITE_SIZE",
-	}
-	ThrottleType_value = map[string]int32{
-		"THROTTLE_TYPE_REQUEST_NUMBER": 0,
-		"THROTTLE_TYPE_REQUEST_SIZE":   1,
-		"THROTTLE_TYPE_READ_NUMBER":    2,
-		"THROTTLE_TYPE_READ_SIZE":      3,
-		"THROTTLE_TYPE_WRITE_NUMBER":   4,
-		"THROTTLE_TYPE_WRITE_SIZE":     5,
-	}
-)
-
-func (x ThrottleType) Enum() *ThrottleType {
-	p := new(ThrottleType)
-	*p = x
-	return p
-}
-
-func (x ThrottleType) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (ThrottleType) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_master_proto_enumTypes[2].Descriptor()
-}
-
-func (ThrottleType) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_master_proto_enumTypes[2]
-}
-
-func (x ThrottleType) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use ThrottleType.Descriptor instead.
-func (ThrottleType) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
-}
-
 // The bits of Permission.actions: HBase's R, W, X, C, A.
 type PermissionAction int32
 
@@ -242,11 +184,11 @@ func (x PermissionAction) String() string {
 }
 
 func (PermissionAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_master_proto_enumTypes[3].Descriptor()
+	return file_cellstore_v1_master_proto_enumTypes[2].Descriptor()
 }
 
 func (PermissionAction) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_master_proto_enumTypes[3]
+	return &file_cellstore_v1_master_proto_enumTypes[2]
 }
 
 func (x PermissionAction) Number() protoreflect.EnumNumber {
@@ -255,7 +197,7 @@ func (x PermissionAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PermissionAction.Descriptor instead.
 func (PermissionAction) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{2}
 }
 
 type CopyState int32
@@ -294,11 +236,11 @@ func (x CopyState) String() string {
 }
 
 func (CopyState) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_master_proto_enumTypes[4].Descriptor()
+	return file_cellstore_v1_master_proto_enumTypes[3].Descriptor()
 }
 
 func (CopyState) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_master_proto_enumTypes[4]
+	return &file_cellstore_v1_master_proto_enumTypes[3]
 }
 
 func (x CopyState) Number() protoreflect.EnumNumber {
@@ -307,7 +249,7 @@ func (x CopyState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CopyState.Descriptor instead.
 func (CopyState) EnumDescriptor() ([]byte, []int) {
-	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{4}
+	return file_cellstore_v1_master_proto_rawDescGZIP(), []int{3}
 }
 
 type FlushCompactRequest_Kind int32
@@ -343,11 +285,11 @@ func (x FlushCompactRequest_Kind) String() string {
 }
 
 func (FlushCompactRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_cellstore_v1_master_proto_enumTypes[5].Descriptor()
+	return file_cellstore_v1_master_proto_enumTypes[4].Descriptor()
 }
 
 func (FlushCompactRequest_Kind) Type() protoreflect.EnumType {
-	return &file_cellstore_v1_master_proto_enumTypes[5]
+	return &file_cellstore_v1_master_proto_enumTypes[4]
 }
 
 func (x FlushCompactRequest_Kind) Number() protoreflect.EnumNumber {
@@ -5856,14 +5798,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x18REGION_TRANSITION_OPENED\x10\x00\x12!\n" +
 	"\x1dREGION_TRANSITION_FAILED_OPEN\x10\x01\x12\x1c\n" +
 	"\x18REGION_TRANSITION_CLOSED\x10\x02\x12!\n" +
-	"\x1dREGION_TRANSITION_SPLIT_READY\x10\x03*\xca\x01\n" +
-	"\fThrottleType\x12 \n" +
-	"\x1cTHROTTLE_TYPE_REQUEST_NUMBER\x10\x00\x12\x1e\n" +
-	"\x1aTHROTTLE_TYPE_REQUEST_SIZE\x10\x01\x12\x1d\n" +
-	"\x19THROTTLE_TYPE_READ_NUMBER\x10\x02\x12\x1b\n" +
-	"\x17THROTTLE_TYPE_READ_SIZE\x10\x03\x12\x1e\n" +
-	"\x1aTHROTTLE_TYPE_WRITE_NUMBER\x10\x04\x12\x1c\n" +
-	"\x18THROTTLE_TYPE_WRITE_SIZE\x10\x05*\xbe\x01\n" +
+	"\x1dREGION_TRANSITION_SPLIT_READY\x10\x03*\xbe\x01\n" +
 	"\x10PermissionAction\x12\x1a\n" +
 	"\x16PERMISSION_ACTION_NONE\x10\x00\x12\x1a\n" +
 	"\x16PERMISSION_ACTION_READ\x10\x01\x12\x1b\n" +
@@ -5944,287 +5879,287 @@ func file_cellstore_v1_master_proto_rawDescGZIP() []byte {
 	return file_cellstore_v1_master_proto_rawDescData
 }
 
-var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_cellstore_v1_master_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_cellstore_v1_master_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_cellstore_v1_master_proto_goTypes = []any{
 	(RegionState)(0),                           // 0: cellstore.v1.RegionState
 	(RegionTransition)(0),                      // 1: cellstore.v1.RegionTransition
-	(ThrottleType)(0),                          // 2: cellstore.v1.ThrottleType
-	(PermissionAction)(0),                      // 3: cellstore.v1.PermissionAction
-	(CopyState)(0),                             // 4: cellstore.v1.CopyState
-	(FlushCompactRequest_Kind)(0),              // 5: cellstore.v1.FlushCompactRequest.Kind
-	(*SetExternalAddressesRequest)(nil),        // 6: cellstore.v1.SetExternalAddressesRequest
-	(*SetExternalAddressesResponse)(nil),       // 7: cellstore.v1.SetExternalAddressesResponse
-	(*GetExternalAddressesRequest)(nil),        // 8: cellstore.v1.GetExternalAddressesRequest
-	(*GetExternalAddressesResponse)(nil),       // 9: cellstore.v1.GetExternalAddressesResponse
-	(*ArchiveClusterWALRequest)(nil),           // 10: cellstore.v1.ArchiveClusterWALRequest
-	(*ArchiveClusterWALResponse)(nil),          // 11: cellstore.v1.ArchiveClusterWALResponse
-	(*CreateTableRequest)(nil),                 // 12: cellstore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                // 13: cellstore.v1.CreateTableResponse
-	(*ModifyTableRequest)(nil),                 // 14: cellstore.v1.ModifyTableRequest
-	(*ModifyTableResponse)(nil),                // 15: cellstore.v1.ModifyTableResponse
-	(*TableRequest)(nil),                       // 16: cellstore.v1.TableRequest
-	(*TableResponse)(nil),                      // 17: cellstore.v1.TableResponse
-	(*TruncateTableRequest)(nil),               // 18: cellstore.v1.TruncateTableRequest
-	(*ListTablesRequest)(nil),                  // 19: cellstore.v1.ListTablesRequest
-	(*TableSummary)(nil),                       // 20: cellstore.v1.TableSummary
-	(*ListTablesResponse)(nil),                 // 21: cellstore.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),              // 22: cellstore.v1.DescribeTableResponse
-	(*RegionLocation)(nil),                     // 23: cellstore.v1.RegionLocation
-	(*LocateRegionRequest)(nil),                // 24: cellstore.v1.LocateRegionRequest
-	(*RefusedLocation)(nil),                    // 25: cellstore.v1.RefusedLocation
-	(*LocateRegionResponse)(nil),               // 26: cellstore.v1.LocateRegionResponse
-	(*GetTableRegionsResponse)(nil),            // 27: cellstore.v1.GetTableRegionsResponse
-	(*RegisterServerRequest)(nil),              // 28: cellstore.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),             // 29: cellstore.v1.RegisterServerResponse
-	(*RegionLoad)(nil),                         // 30: cellstore.v1.RegionLoad
-	(*ServerLoad)(nil),                         // 31: cellstore.v1.ServerLoad
-	(*QuotaDemand)(nil),                        // 32: cellstore.v1.QuotaDemand
-	(*HeartbeatRequest)(nil),                   // 33: cellstore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                  // 34: cellstore.v1.HeartbeatResponse
-	(*ReportRegionTransitionRequest)(nil),      // 35: cellstore.v1.ReportRegionTransitionRequest
-	(*ReportRegionTransitionResponse)(nil),     // 36: cellstore.v1.ReportRegionTransitionResponse
-	(*SetServerZoneRequest)(nil),               // 37: cellstore.v1.SetServerZoneRequest
-	(*SetServerZoneResponse)(nil),              // 38: cellstore.v1.SetServerZoneResponse
-	(*FlushCompactRequest)(nil),                // 39: cellstore.v1.FlushCompactRequest
-	(*FlushCompactResponse)(nil),               // 40: cellstore.v1.FlushCompactResponse
-	(*MoveRegionRequest)(nil),                  // 41: cellstore.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),                 // 42: cellstore.v1.MoveRegionResponse
-	(*SplitRegionRequest)(nil),                 // 43: cellstore.v1.SplitRegionRequest
-	(*SplitRegionResponse)(nil),                // 44: cellstore.v1.SplitRegionResponse
-	(*UpdateClusterConfigurationRequest)(nil),  // 45: cellstore.v1.UpdateClusterConfigurationRequest
-	(*UpdateClusterConfigurationResponse)(nil), // 46: cellstore.v1.UpdateClusterConfigurationResponse
-	(*MergeRegionsRequest)(nil),                // 47: cellstore.v1.MergeRegionsRequest
-	(*MergeRegionsResponse)(nil),               // 48: cellstore.v1.MergeRegionsResponse
-	(*DrainServerRequest)(nil),                 // 49: cellstore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),                // 50: cellstore.v1.DrainServerResponse
-	(*BalanceRequest)(nil),                     // 51: cellstore.v1.BalanceRequest
-	(*BalanceResponse)(nil),                    // 52: cellstore.v1.BalanceResponse
-	(*SetBalancerRunningRequest)(nil),          // 53: cellstore.v1.SetBalancerRunningRequest
-	(*NormalizeRequest)(nil),                   // 54: cellstore.v1.NormalizeRequest
-	(*NormalizeResponse)(nil),                  // 55: cellstore.v1.NormalizeResponse
-	(*SetBalancerRunningResponse)(nil),         // 56: cellstore.v1.SetBalancerRunningResponse
-	(*ServerStatus)(nil),                       // 57: cellstore.v1.ServerStatus
-	(*RegionInTransition)(nil),                 // 58: cellstore.v1.RegionInTransition
-	(*ClusterStatusRequest)(nil),               // 59: cellstore.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),              // 60: cellstore.v1.ClusterStatusResponse
-	(*SetClusterConfigRequest)(nil),            // 61: cellstore.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),           // 62: cellstore.v1.SetClusterConfigResponse
-	(*Quota)(nil),                              // 63: cellstore.v1.Quota
-	(*SetQuotaRequest)(nil),                    // 64: cellstore.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                   // 65: cellstore.v1.SetQuotaResponse
-	(*Permission)(nil),                         // 66: cellstore.v1.Permission
-	(*GrantRequest)(nil),                       // 67: cellstore.v1.GrantRequest
-	(*GrantResponse)(nil),                      // 68: cellstore.v1.GrantResponse
-	(*RevokeRequest)(nil),                      // 69: cellstore.v1.RevokeRequest
-	(*RevokeResponse)(nil),                     // 70: cellstore.v1.RevokeResponse
-	(*GetUserPermissionsRequest)(nil),          // 71: cellstore.v1.GetUserPermissionsRequest
-	(*GetUserPermissionsResponse)(nil),         // 72: cellstore.v1.GetUserPermissionsResponse
-	(*VisibilityLabel)(nil),                    // 73: cellstore.v1.VisibilityLabel
-	(*LabelAuths)(nil),                         // 74: cellstore.v1.LabelAuths
-	(*AddLabelsRequest)(nil),                   // 75: cellstore.v1.AddLabelsRequest
-	(*AddLabelsResponse)(nil),                  // 76: cellstore.v1.AddLabelsResponse
-	(*ListLabelsRequest)(nil),                  // 77: cellstore.v1.ListLabelsRequest
-	(*ListLabelsResponse)(nil),                 // 78: cellstore.v1.ListLabelsResponse
-	(*SetAuthsRequest)(nil),                    // 79: cellstore.v1.SetAuthsRequest
-	(*SetAuthsResponse)(nil),                   // 80: cellstore.v1.SetAuthsResponse
-	(*GetAuthsRequest)(nil),                    // 81: cellstore.v1.GetAuthsRequest
-	(*GetAuthsResponse)(nil),                   // 82: cellstore.v1.GetAuthsResponse
-	(*ClearAuthsRequest)(nil),                  // 83: cellstore.v1.ClearAuthsRequest
-	(*ClearAuthsResponse)(nil),                 // 84: cellstore.v1.ClearAuthsResponse
-	(*ListQuotasRequest)(nil),                  // 85: cellstore.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                 // 86: cellstore.v1.ListQuotasResponse
-	(*ReportStandbyRequest)(nil),               // 87: cellstore.v1.ReportStandbyRequest
-	(*ReportStandbyResponse)(nil),              // 88: cellstore.v1.ReportStandbyResponse
-	(*SnapshotRequest)(nil),                    // 89: cellstore.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),                   // 90: cellstore.v1.SnapshotResponse
-	(*SnapshotDescription)(nil),                // 91: cellstore.v1.SnapshotDescription
-	(*ListSnapshotsRequest)(nil),               // 92: cellstore.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),              // 93: cellstore.v1.ListSnapshotsResponse
-	(*SnapshotNameRequest)(nil),                // 94: cellstore.v1.SnapshotNameRequest
-	(*SnapshotNameResponse)(nil),               // 95: cellstore.v1.SnapshotNameResponse
-	(*CloneSnapshotRequest)(nil),               // 96: cellstore.v1.CloneSnapshotRequest
-	(*CloneSnapshotResponse)(nil),              // 97: cellstore.v1.CloneSnapshotResponse
-	(*CopySnapshotRequest)(nil),                // 98: cellstore.v1.CopySnapshotRequest
-	(*CopySnapshotResponse)(nil),               // 99: cellstore.v1.CopySnapshotResponse
-	nil,                                        // 100: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	nil,                                        // 101: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	nil,                                        // 102: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	nil,                                        // 103: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	nil,                                        // 104: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	nil,                                        // 105: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	nil,                                        // 106: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	nil,                                        // 107: cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	nil,                                        // 108: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	(*TableDescriptor)(nil),                    // 109: cellstore.v1.TableDescriptor
-	(*RegionInfo)(nil),                         // 110: cellstore.v1.RegionInfo
-	(*TableName)(nil),                          // 111: cellstore.v1.TableName
-	(TableState)(0),                            // 112: cellstore.v1.TableState
-	(*ServerName)(nil),                         // 113: cellstore.v1.ServerName
-	(*ConfigurationReport)(nil),                // 114: cellstore.v1.ConfigurationReport
+	(PermissionAction)(0),                      // 2: cellstore.v1.PermissionAction
+	(CopyState)(0),                             // 3: cellstore.v1.CopyState
+	(FlushCompactRequest_Kind)(0),              // 4: cellstore.v1.FlushCompactRequest.Kind
+	(*SetExternalAddressesRequest)(nil),        // 5: cellstore.v1.SetExternalAddressesRequest
+	(*SetExternalAddressesResponse)(nil),       // 6: cellstore.v1.SetExternalAddressesResponse
+	(*GetExternalAddressesRequest)(nil),        // 7: cellstore.v1.GetExternalAddressesRequest
+	(*GetExternalAddressesResponse)(nil),       // 8: cellstore.v1.GetExternalAddressesResponse
+	(*ArchiveClusterWALRequest)(nil),           // 9: cellstore.v1.ArchiveClusterWALRequest
+	(*ArchiveClusterWALResponse)(nil),          // 10: cellstore.v1.ArchiveClusterWALResponse
+	(*CreateTableRequest)(nil),                 // 11: cellstore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                // 12: cellstore.v1.CreateTableResponse
+	(*ModifyTableRequest)(nil),                 // 13: cellstore.v1.ModifyTableRequest
+	(*ModifyTableResponse)(nil),                // 14: cellstore.v1.ModifyTableResponse
+	(*TableRequest)(nil),                       // 15: cellstore.v1.TableRequest
+	(*TableResponse)(nil),                      // 16: cellstore.v1.TableResponse
+	(*TruncateTableRequest)(nil),               // 17: cellstore.v1.TruncateTableRequest
+	(*ListTablesRequest)(nil),                  // 18: cellstore.v1.ListTablesRequest
+	(*TableSummary)(nil),                       // 19: cellstore.v1.TableSummary
+	(*ListTablesResponse)(nil),                 // 20: cellstore.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),              // 21: cellstore.v1.DescribeTableResponse
+	(*RegionLocation)(nil),                     // 22: cellstore.v1.RegionLocation
+	(*LocateRegionRequest)(nil),                // 23: cellstore.v1.LocateRegionRequest
+	(*RefusedLocation)(nil),                    // 24: cellstore.v1.RefusedLocation
+	(*LocateRegionResponse)(nil),               // 25: cellstore.v1.LocateRegionResponse
+	(*GetTableRegionsResponse)(nil),            // 26: cellstore.v1.GetTableRegionsResponse
+	(*RegisterServerRequest)(nil),              // 27: cellstore.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),             // 28: cellstore.v1.RegisterServerResponse
+	(*RegionLoad)(nil),                         // 29: cellstore.v1.RegionLoad
+	(*ServerLoad)(nil),                         // 30: cellstore.v1.ServerLoad
+	(*QuotaDemand)(nil),                        // 31: cellstore.v1.QuotaDemand
+	(*HeartbeatRequest)(nil),                   // 32: cellstore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                  // 33: cellstore.v1.HeartbeatResponse
+	(*ReportRegionTransitionRequest)(nil),      // 34: cellstore.v1.ReportRegionTransitionRequest
+	(*ReportRegionTransitionResponse)(nil),     // 35: cellstore.v1.ReportRegionTransitionResponse
+	(*SetServerZoneRequest)(nil),               // 36: cellstore.v1.SetServerZoneRequest
+	(*SetServerZoneResponse)(nil),              // 37: cellstore.v1.SetServerZoneResponse
+	(*FlushCompactRequest)(nil),                // 38: cellstore.v1.FlushCompactRequest
+	(*FlushCompactResponse)(nil),               // 39: cellstore.v1.FlushCompactResponse
+	(*MoveRegionRequest)(nil),                  // 40: cellstore.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),                 // 41: cellstore.v1.MoveRegionResponse
+	(*SplitRegionRequest)(nil),                 // 42: cellstore.v1.SplitRegionRequest
+	(*SplitRegionResponse)(nil),                // 43: cellstore.v1.SplitRegionResponse
+	(*UpdateClusterConfigurationRequest)(nil),  // 44: cellstore.v1.UpdateClusterConfigurationRequest
+	(*UpdateClusterConfigurationResponse)(nil), // 45: cellstore.v1.UpdateClusterConfigurationResponse
+	(*MergeRegionsRequest)(nil),                // 46: cellstore.v1.MergeRegionsRequest
+	(*MergeRegionsResponse)(nil),               // 47: cellstore.v1.MergeRegionsResponse
+	(*DrainServerRequest)(nil),                 // 48: cellstore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),                // 49: cellstore.v1.DrainServerResponse
+	(*BalanceRequest)(nil),                     // 50: cellstore.v1.BalanceRequest
+	(*BalanceResponse)(nil),                    // 51: cellstore.v1.BalanceResponse
+	(*SetBalancerRunningRequest)(nil),          // 52: cellstore.v1.SetBalancerRunningRequest
+	(*NormalizeRequest)(nil),                   // 53: cellstore.v1.NormalizeRequest
+	(*NormalizeResponse)(nil),                  // 54: cellstore.v1.NormalizeResponse
+	(*SetBalancerRunningResponse)(nil),         // 55: cellstore.v1.SetBalancerRunningResponse
+	(*ServerStatus)(nil),                       // 56: cellstore.v1.ServerStatus
+	(*RegionInTransition)(nil),                 // 57: cellstore.v1.RegionInTransition
+	(*ClusterStatusRequest)(nil),               // 58: cellstore.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),              // 59: cellstore.v1.ClusterStatusResponse
+	(*SetClusterConfigRequest)(nil),            // 60: cellstore.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),           // 61: cellstore.v1.SetClusterConfigResponse
+	(*Quota)(nil),                              // 62: cellstore.v1.Quota
+	(*SetQuotaRequest)(nil),                    // 63: cellstore.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                   // 64: cellstore.v1.SetQuotaResponse
+	(*Permission)(nil),                         // 65: cellstore.v1.Permission
+	(*GrantRequest)(nil),                       // 66: cellstore.v1.GrantRequest
+	(*GrantResponse)(nil),                      // 67: cellstore.v1.GrantResponse
+	(*RevokeRequest)(nil),                      // 68: cellstore.v1.RevokeRequest
+	(*RevokeResponse)(nil),                     // 69: cellstore.v1.RevokeResponse
+	(*GetUserPermissionsRequest)(nil),          // 70: cellstore.v1.GetUserPermissionsRequest
+	(*GetUserPermissionsResponse)(nil),         // 71: cellstore.v1.GetUserPermissionsResponse
+	(*VisibilityLabel)(nil),                    // 72: cellstore.v1.VisibilityLabel
+	(*LabelAuths)(nil),                         // 73: cellstore.v1.LabelAuths
+	(*AddLabelsRequest)(nil),                   // 74: cellstore.v1.AddLabelsRequest
+	(*AddLabelsResponse)(nil),                  // 75: cellstore.v1.AddLabelsResponse
+	(*ListLabelsRequest)(nil),                  // 76: cellstore.v1.ListLabelsRequest
+	(*ListLabelsResponse)(nil),                 // 77: cellstore.v1.ListLabelsResponse
+	(*SetAuthsRequest)(nil),                    // 78: cellstore.v1.SetAuthsRequest
+	(*SetAuthsResponse)(nil),                   // 79: cellstore.v1.SetAuthsResponse
+	(*GetAuthsRequest)(nil),                    // 80: cellstore.v1.GetAuthsRequest
+	(*GetAuthsResponse)(nil),                   // 81: cellstore.v1.GetAuthsResponse
+	(*ClearAuthsRequest)(nil),                  // 82: cellstore.v1.ClearAuthsRequest
+	(*ClearAuthsResponse)(nil),                 // 83: cellstore.v1.ClearAuthsResponse
+	(*ListQuotasRequest)(nil),                  // 84: cellstore.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                 // 85: cellstore.v1.ListQuotasResponse
+	(*ReportStandbyRequest)(nil),               // 86: cellstore.v1.ReportStandbyRequest
+	(*ReportStandbyResponse)(nil),              // 87: cellstore.v1.ReportStandbyResponse
+	(*SnapshotRequest)(nil),                    // 88: cellstore.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),                   // 89: cellstore.v1.SnapshotResponse
+	(*SnapshotDescription)(nil),                // 90: cellstore.v1.SnapshotDescription
+	(*ListSnapshotsRequest)(nil),               // 91: cellstore.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),              // 92: cellstore.v1.ListSnapshotsResponse
+	(*SnapshotNameRequest)(nil),                // 93: cellstore.v1.SnapshotNameRequest
+	(*SnapshotNameResponse)(nil),               // 94: cellstore.v1.SnapshotNameResponse
+	(*CloneSnapshotRequest)(nil),               // 95: cellstore.v1.CloneSnapshotRequest
+	(*CloneSnapshotResponse)(nil),              // 96: cellstore.v1.CloneSnapshotResponse
+	(*CopySnapshotRequest)(nil),                // 97: cellstore.v1.CopySnapshotRequest
+	(*CopySnapshotResponse)(nil),               // 98: cellstore.v1.CopySnapshotResponse
+	nil,                                        // 99: cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	nil,                                        // 100: cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	nil,                                        // 101: cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	nil,                                        // 102: cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	nil,                                        // 103: cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	nil,                                        // 104: cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	nil,                                        // 105: cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	nil,                                        // 106: cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	nil,                                        // 107: cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	(*TableDescriptor)(nil),                    // 108: cellstore.v1.TableDescriptor
+	(*RegionInfo)(nil),                         // 109: cellstore.v1.RegionInfo
+	(*TableName)(nil),                          // 110: cellstore.v1.TableName
+	(TableState)(0),                            // 111: cellstore.v1.TableState
+	(*ServerName)(nil),                         // 112: cellstore.v1.ServerName
+	(*ConfigurationReport)(nil),                // 113: cellstore.v1.ConfigurationReport
+	(ThrottleType)(0),                          // 114: cellstore.v1.ThrottleType
 }
 var file_cellstore_v1_master_proto_depIdxs = []int32{
-	100, // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
-	101, // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
-	109, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	110, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
-	109, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
-	111, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
-	111, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
-	109, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
-	112, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
-	20,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
-	109, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
-	112, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
-	110, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
-	113, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
+	99,  // 0: cellstore.v1.SetExternalAddressesRequest.addresses:type_name -> cellstore.v1.SetExternalAddressesRequest.AddressesEntry
+	100, // 1: cellstore.v1.GetExternalAddressesResponse.addresses:type_name -> cellstore.v1.GetExternalAddressesResponse.AddressesEntry
+	108, // 2: cellstore.v1.CreateTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	109, // 3: cellstore.v1.CreateTableResponse.regions:type_name -> cellstore.v1.RegionInfo
+	108, // 4: cellstore.v1.ModifyTableRequest.table:type_name -> cellstore.v1.TableDescriptor
+	110, // 5: cellstore.v1.TableRequest.table:type_name -> cellstore.v1.TableName
+	110, // 6: cellstore.v1.TruncateTableRequest.table:type_name -> cellstore.v1.TableName
+	108, // 7: cellstore.v1.TableSummary.table:type_name -> cellstore.v1.TableDescriptor
+	111, // 8: cellstore.v1.TableSummary.state:type_name -> cellstore.v1.TableState
+	19,  // 9: cellstore.v1.ListTablesResponse.tables:type_name -> cellstore.v1.TableSummary
+	108, // 10: cellstore.v1.DescribeTableResponse.table:type_name -> cellstore.v1.TableDescriptor
+	111, // 11: cellstore.v1.DescribeTableResponse.state:type_name -> cellstore.v1.TableState
+	109, // 12: cellstore.v1.RegionLocation.region:type_name -> cellstore.v1.RegionInfo
+	112, // 13: cellstore.v1.RegionLocation.server:type_name -> cellstore.v1.ServerName
 	0,   // 14: cellstore.v1.RegionLocation.state:type_name -> cellstore.v1.RegionState
-	111, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
-	25,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
-	23,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
-	23,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
-	112, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
-	113, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
-	102, // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
-	30,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
-	32,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
-	113, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
-	31,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
-	103, // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
-	104, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
-	113, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
-	110, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
+	110, // 15: cellstore.v1.LocateRegionRequest.table:type_name -> cellstore.v1.TableName
+	24,  // 16: cellstore.v1.LocateRegionRequest.refused:type_name -> cellstore.v1.RefusedLocation
+	22,  // 17: cellstore.v1.LocateRegionResponse.locations:type_name -> cellstore.v1.RegionLocation
+	22,  // 18: cellstore.v1.GetTableRegionsResponse.locations:type_name -> cellstore.v1.RegionLocation
+	111, // 19: cellstore.v1.GetTableRegionsResponse.state:type_name -> cellstore.v1.TableState
+	112, // 20: cellstore.v1.RegisterServerRequest.server:type_name -> cellstore.v1.ServerName
+	101, // 21: cellstore.v1.RegisterServerResponse.cluster_config:type_name -> cellstore.v1.RegisterServerResponse.ClusterConfigEntry
+	29,  // 22: cellstore.v1.ServerLoad.regions:type_name -> cellstore.v1.RegionLoad
+	31,  // 23: cellstore.v1.ServerLoad.quota_demand:type_name -> cellstore.v1.QuotaDemand
+	112, // 24: cellstore.v1.HeartbeatRequest.server:type_name -> cellstore.v1.ServerName
+	30,  // 25: cellstore.v1.HeartbeatRequest.load:type_name -> cellstore.v1.ServerLoad
+	102, // 26: cellstore.v1.HeartbeatResponse.cluster_config:type_name -> cellstore.v1.HeartbeatResponse.ClusterConfigEntry
+	103, // 27: cellstore.v1.HeartbeatResponse.quota_shares:type_name -> cellstore.v1.HeartbeatResponse.QuotaSharesEntry
+	112, // 28: cellstore.v1.ReportRegionTransitionRequest.server:type_name -> cellstore.v1.ServerName
+	109, // 29: cellstore.v1.ReportRegionTransitionRequest.region:type_name -> cellstore.v1.RegionInfo
 	1,   // 30: cellstore.v1.ReportRegionTransitionRequest.transition:type_name -> cellstore.v1.RegionTransition
-	110, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
-	111, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
-	5,   // 33: cellstore.v1.FlushCompactRequest.kind:type_name -> cellstore.v1.FlushCompactRequest.Kind
-	114, // 34: cellstore.v1.UpdateClusterConfigurationResponse.reports:type_name -> cellstore.v1.ConfigurationReport
-	111, // 35: cellstore.v1.NormalizeRequest.tables:type_name -> cellstore.v1.TableName
-	113, // 36: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
-	31,  // 37: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
+	109, // 31: cellstore.v1.ReportRegionTransitionRequest.daughters:type_name -> cellstore.v1.RegionInfo
+	110, // 32: cellstore.v1.FlushCompactRequest.table:type_name -> cellstore.v1.TableName
+	4,   // 33: cellstore.v1.FlushCompactRequest.kind:type_name -> cellstore.v1.FlushCompactRequest.Kind
+	113, // 34: cellstore.v1.UpdateClusterConfigurationResponse.reports:type_name -> cellstore.v1.ConfigurationReport
+	110, // 35: cellstore.v1.NormalizeRequest.tables:type_name -> cellstore.v1.TableName
+	112, // 36: cellstore.v1.ServerStatus.server:type_name -> cellstore.v1.ServerName
+	30,  // 37: cellstore.v1.ServerStatus.load:type_name -> cellstore.v1.ServerLoad
 	0,   // 38: cellstore.v1.RegionInTransition.state:type_name -> cellstore.v1.RegionState
-	57,  // 39: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
-	58,  // 40: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
-	105, // 41: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
-	106, // 42: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
-	107, // 43: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
-	111, // 44: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
-	2,   // 45: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
-	63,  // 46: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
-	2,   // 47: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
-	111, // 48: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
-	66,  // 49: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
-	66,  // 50: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
-	111, // 51: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
-	66,  // 52: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
-	73,  // 53: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
-	74,  // 54: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
-	63,  // 55: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
-	108, // 56: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
-	111, // 57: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
-	91,  // 58: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
-	111, // 59: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
-	91,  // 60: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
-	111, // 61: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
-	4,   // 62: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
-	12,  // 63: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
-	14,  // 64: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
-	16,  // 65: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 66: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
-	16,  // 67: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
-	18,  // 68: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
-	19,  // 69: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
-	16,  // 70: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
-	24,  // 71: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
-	16,  // 72: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
-	28,  // 73: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
-	33,  // 74: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
-	35,  // 75: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
-	37,  // 76: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
-	41,  // 77: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
-	43,  // 78: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
-	47,  // 79: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
-	45,  // 80: cellstore.v1.Master.UpdateConfiguration:input_type -> cellstore.v1.UpdateClusterConfigurationRequest
-	39,  // 81: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
-	49,  // 82: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
-	49,  // 83: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
-	51,  // 84: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
-	53,  // 85: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	54,  // 86: cellstore.v1.Master.Normalize:input_type -> cellstore.v1.NormalizeRequest
-	53,  // 87: cellstore.v1.Master.SetNormalizerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
-	59,  // 88: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
-	87,  // 89: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
-	61,  // 90: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
-	64,  // 91: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
-	85,  // 92: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
-	67,  // 93: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
-	69,  // 94: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
-	71,  // 95: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
-	75,  // 96: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
-	77,  // 97: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
-	79,  // 98: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
-	81,  // 99: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
-	83,  // 100: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
-	89,  // 101: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
-	92,  // 102: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
-	94,  // 103: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	96,  // 104: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
-	94,  // 105: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
-	98,  // 106: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	98,  // 107: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
-	94,  // 108: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
-	10,  // 109: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
-	6,   // 110: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
-	8,   // 111: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
-	13,  // 112: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
-	15,  // 113: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
-	17,  // 114: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 115: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
-	17,  // 116: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
-	17,  // 117: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
-	21,  // 118: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
-	22,  // 119: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
-	26,  // 120: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
-	27,  // 121: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
-	29,  // 122: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
-	34,  // 123: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
-	36,  // 124: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
-	38,  // 125: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
-	42,  // 126: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
-	44,  // 127: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
-	48,  // 128: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
-	46,  // 129: cellstore.v1.Master.UpdateConfiguration:output_type -> cellstore.v1.UpdateClusterConfigurationResponse
-	40,  // 130: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
-	50,  // 131: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
-	50,  // 132: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
-	52,  // 133: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
-	56,  // 134: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	55,  // 135: cellstore.v1.Master.Normalize:output_type -> cellstore.v1.NormalizeResponse
-	56,  // 136: cellstore.v1.Master.SetNormalizerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
-	60,  // 137: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
-	88,  // 138: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
-	62,  // 139: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
-	65,  // 140: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
-	86,  // 141: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
-	68,  // 142: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
-	70,  // 143: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
-	72,  // 144: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
-	76,  // 145: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
-	78,  // 146: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
-	80,  // 147: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
-	82,  // 148: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
-	84,  // 149: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
-	90,  // 150: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
-	93,  // 151: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
-	95,  // 152: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	97,  // 153: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
-	95,  // 154: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
-	99,  // 155: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	99,  // 156: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
-	95,  // 157: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
-	11,  // 158: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
-	7,   // 159: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
-	9,   // 160: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
+	56,  // 39: cellstore.v1.ClusterStatusResponse.servers:type_name -> cellstore.v1.ServerStatus
+	57,  // 40: cellstore.v1.ClusterStatusResponse.regions_in_transition:type_name -> cellstore.v1.RegionInTransition
+	104, // 41: cellstore.v1.ClusterStatusResponse.cluster_config:type_name -> cellstore.v1.ClusterStatusResponse.ClusterConfigEntry
+	105, // 42: cellstore.v1.ClusterStatusResponse.master_versions:type_name -> cellstore.v1.ClusterStatusResponse.MasterVersionsEntry
+	106, // 43: cellstore.v1.SetClusterConfigRequest.config:type_name -> cellstore.v1.SetClusterConfigRequest.ConfigEntry
+	110, // 44: cellstore.v1.Quota.table:type_name -> cellstore.v1.TableName
+	114, // 45: cellstore.v1.Quota.type:type_name -> cellstore.v1.ThrottleType
+	62,  // 46: cellstore.v1.SetQuotaRequest.quota:type_name -> cellstore.v1.Quota
+	114, // 47: cellstore.v1.SetQuotaRequest.remove_types:type_name -> cellstore.v1.ThrottleType
+	110, // 48: cellstore.v1.Permission.table:type_name -> cellstore.v1.TableName
+	65,  // 49: cellstore.v1.GrantRequest.permission:type_name -> cellstore.v1.Permission
+	65,  // 50: cellstore.v1.RevokeRequest.permission:type_name -> cellstore.v1.Permission
+	110, // 51: cellstore.v1.GetUserPermissionsRequest.table:type_name -> cellstore.v1.TableName
+	65,  // 52: cellstore.v1.GetUserPermissionsResponse.permissions:type_name -> cellstore.v1.Permission
+	72,  // 53: cellstore.v1.GetUserPermissionsResponse.labels:type_name -> cellstore.v1.VisibilityLabel
+	73,  // 54: cellstore.v1.GetUserPermissionsResponse.auths:type_name -> cellstore.v1.LabelAuths
+	62,  // 55: cellstore.v1.ListQuotasResponse.quotas:type_name -> cellstore.v1.Quota
+	107, // 56: cellstore.v1.ReportStandbyResponse.external_addresses:type_name -> cellstore.v1.ReportStandbyResponse.ExternalAddressesEntry
+	110, // 57: cellstore.v1.SnapshotRequest.table:type_name -> cellstore.v1.TableName
+	90,  // 58: cellstore.v1.SnapshotResponse.snapshot:type_name -> cellstore.v1.SnapshotDescription
+	110, // 59: cellstore.v1.SnapshotDescription.table:type_name -> cellstore.v1.TableName
+	90,  // 60: cellstore.v1.ListSnapshotsResponse.snapshots:type_name -> cellstore.v1.SnapshotDescription
+	110, // 61: cellstore.v1.CloneSnapshotRequest.table:type_name -> cellstore.v1.TableName
+	3,   // 62: cellstore.v1.CopySnapshotResponse.state:type_name -> cellstore.v1.CopyState
+	11,  // 63: cellstore.v1.Master.CreateTable:input_type -> cellstore.v1.CreateTableRequest
+	13,  // 64: cellstore.v1.Master.ModifyTable:input_type -> cellstore.v1.ModifyTableRequest
+	15,  // 65: cellstore.v1.Master.EnableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 66: cellstore.v1.Master.DisableTable:input_type -> cellstore.v1.TableRequest
+	15,  // 67: cellstore.v1.Master.DeleteTable:input_type -> cellstore.v1.TableRequest
+	17,  // 68: cellstore.v1.Master.TruncateTable:input_type -> cellstore.v1.TruncateTableRequest
+	18,  // 69: cellstore.v1.Master.ListTables:input_type -> cellstore.v1.ListTablesRequest
+	15,  // 70: cellstore.v1.Master.DescribeTable:input_type -> cellstore.v1.TableRequest
+	23,  // 71: cellstore.v1.Master.LocateRegion:input_type -> cellstore.v1.LocateRegionRequest
+	15,  // 72: cellstore.v1.Master.GetTableRegions:input_type -> cellstore.v1.TableRequest
+	27,  // 73: cellstore.v1.Master.RegisterServer:input_type -> cellstore.v1.RegisterServerRequest
+	32,  // 74: cellstore.v1.Master.Heartbeat:input_type -> cellstore.v1.HeartbeatRequest
+	34,  // 75: cellstore.v1.Master.ReportRegionTransition:input_type -> cellstore.v1.ReportRegionTransitionRequest
+	36,  // 76: cellstore.v1.Master.SetServerZone:input_type -> cellstore.v1.SetServerZoneRequest
+	40,  // 77: cellstore.v1.Master.MoveRegion:input_type -> cellstore.v1.MoveRegionRequest
+	42,  // 78: cellstore.v1.Master.SplitRegion:input_type -> cellstore.v1.SplitRegionRequest
+	46,  // 79: cellstore.v1.Master.MergeRegions:input_type -> cellstore.v1.MergeRegionsRequest
+	44,  // 80: cellstore.v1.Master.UpdateConfiguration:input_type -> cellstore.v1.UpdateClusterConfigurationRequest
+	38,  // 81: cellstore.v1.Master.FlushCompact:input_type -> cellstore.v1.FlushCompactRequest
+	48,  // 82: cellstore.v1.Master.DrainServer:input_type -> cellstore.v1.DrainServerRequest
+	48,  // 83: cellstore.v1.Master.UndrainServer:input_type -> cellstore.v1.DrainServerRequest
+	50,  // 84: cellstore.v1.Master.Balance:input_type -> cellstore.v1.BalanceRequest
+	52,  // 85: cellstore.v1.Master.SetBalancerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	53,  // 86: cellstore.v1.Master.Normalize:input_type -> cellstore.v1.NormalizeRequest
+	52,  // 87: cellstore.v1.Master.SetNormalizerRunning:input_type -> cellstore.v1.SetBalancerRunningRequest
+	58,  // 88: cellstore.v1.Master.ClusterStatus:input_type -> cellstore.v1.ClusterStatusRequest
+	86,  // 89: cellstore.v1.Master.ReportStandby:input_type -> cellstore.v1.ReportStandbyRequest
+	60,  // 90: cellstore.v1.Master.SetClusterConfig:input_type -> cellstore.v1.SetClusterConfigRequest
+	63,  // 91: cellstore.v1.Master.SetQuota:input_type -> cellstore.v1.SetQuotaRequest
+	84,  // 92: cellstore.v1.Master.ListQuotas:input_type -> cellstore.v1.ListQuotasRequest
+	66,  // 93: cellstore.v1.Master.Grant:input_type -> cellstore.v1.GrantRequest
+	68,  // 94: cellstore.v1.Master.Revoke:input_type -> cellstore.v1.RevokeRequest
+	70,  // 95: cellstore.v1.Master.GetUserPermissions:input_type -> cellstore.v1.GetUserPermissionsRequest
+	74,  // 96: cellstore.v1.Master.AddLabels:input_type -> cellstore.v1.AddLabelsRequest
+	76,  // 97: cellstore.v1.Master.ListLabels:input_type -> cellstore.v1.ListLabelsRequest
+	78,  // 98: cellstore.v1.Master.SetAuths:input_type -> cellstore.v1.SetAuthsRequest
+	80,  // 99: cellstore.v1.Master.GetAuths:input_type -> cellstore.v1.GetAuthsRequest
+	82,  // 100: cellstore.v1.Master.ClearAuths:input_type -> cellstore.v1.ClearAuthsRequest
+	88,  // 101: cellstore.v1.Master.Snapshot:input_type -> cellstore.v1.SnapshotRequest
+	91,  // 102: cellstore.v1.Master.ListSnapshots:input_type -> cellstore.v1.ListSnapshotsRequest
+	93,  // 103: cellstore.v1.Master.DeleteSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	95,  // 104: cellstore.v1.Master.CloneSnapshot:input_type -> cellstore.v1.CloneSnapshotRequest
+	93,  // 105: cellstore.v1.Master.RestoreSnapshot:input_type -> cellstore.v1.SnapshotNameRequest
+	97,  // 106: cellstore.v1.Master.ExportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	97,  // 107: cellstore.v1.Master.ImportSnapshot:input_type -> cellstore.v1.CopySnapshotRequest
+	93,  // 108: cellstore.v1.Master.DeleteBackup:input_type -> cellstore.v1.SnapshotNameRequest
+	9,   // 109: cellstore.v1.Master.ArchiveClusterWAL:input_type -> cellstore.v1.ArchiveClusterWALRequest
+	5,   // 110: cellstore.v1.Master.SetExternalAddresses:input_type -> cellstore.v1.SetExternalAddressesRequest
+	7,   // 111: cellstore.v1.Master.GetExternalAddresses:input_type -> cellstore.v1.GetExternalAddressesRequest
+	12,  // 112: cellstore.v1.Master.CreateTable:output_type -> cellstore.v1.CreateTableResponse
+	14,  // 113: cellstore.v1.Master.ModifyTable:output_type -> cellstore.v1.ModifyTableResponse
+	16,  // 114: cellstore.v1.Master.EnableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 115: cellstore.v1.Master.DisableTable:output_type -> cellstore.v1.TableResponse
+	16,  // 116: cellstore.v1.Master.DeleteTable:output_type -> cellstore.v1.TableResponse
+	16,  // 117: cellstore.v1.Master.TruncateTable:output_type -> cellstore.v1.TableResponse
+	20,  // 118: cellstore.v1.Master.ListTables:output_type -> cellstore.v1.ListTablesResponse
+	21,  // 119: cellstore.v1.Master.DescribeTable:output_type -> cellstore.v1.DescribeTableResponse
+	25,  // 120: cellstore.v1.Master.LocateRegion:output_type -> cellstore.v1.LocateRegionResponse
+	26,  // 121: cellstore.v1.Master.GetTableRegions:output_type -> cellstore.v1.GetTableRegionsResponse
+	28,  // 122: cellstore.v1.Master.RegisterServer:output_type -> cellstore.v1.RegisterServerResponse
+	33,  // 123: cellstore.v1.Master.Heartbeat:output_type -> cellstore.v1.HeartbeatResponse
+	35,  // 124: cellstore.v1.Master.ReportRegionTransition:output_type -> cellstore.v1.ReportRegionTransitionResponse
+	37,  // 125: cellstore.v1.Master.SetServerZone:output_type -> cellstore.v1.SetServerZoneResponse
+	41,  // 126: cellstore.v1.Master.MoveRegion:output_type -> cellstore.v1.MoveRegionResponse
+	43,  // 127: cellstore.v1.Master.SplitRegion:output_type -> cellstore.v1.SplitRegionResponse
+	47,  // 128: cellstore.v1.Master.MergeRegions:output_type -> cellstore.v1.MergeRegionsResponse
+	45,  // 129: cellstore.v1.Master.UpdateConfiguration:output_type -> cellstore.v1.UpdateClusterConfigurationResponse
+	39,  // 130: cellstore.v1.Master.FlushCompact:output_type -> cellstore.v1.FlushCompactResponse
+	49,  // 131: cellstore.v1.Master.DrainServer:output_type -> cellstore.v1.DrainServerResponse
+	49,  // 132: cellstore.v1.Master.UndrainServer:output_type -> cellstore.v1.DrainServerResponse
+	51,  // 133: cellstore.v1.Master.Balance:output_type -> cellstore.v1.BalanceResponse
+	55,  // 134: cellstore.v1.Master.SetBalancerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	54,  // 135: cellstore.v1.Master.Normalize:output_type -> cellstore.v1.NormalizeResponse
+	55,  // 136: cellstore.v1.Master.SetNormalizerRunning:output_type -> cellstore.v1.SetBalancerRunningResponse
+	59,  // 137: cellstore.v1.Master.ClusterStatus:output_type -> cellstore.v1.ClusterStatusResponse
+	87,  // 138: cellstore.v1.Master.ReportStandby:output_type -> cellstore.v1.ReportStandbyResponse
+	61,  // 139: cellstore.v1.Master.SetClusterConfig:output_type -> cellstore.v1.SetClusterConfigResponse
+	64,  // 140: cellstore.v1.Master.SetQuota:output_type -> cellstore.v1.SetQuotaResponse
+	85,  // 141: cellstore.v1.Master.ListQuotas:output_type -> cellstore.v1.ListQuotasResponse
+	67,  // 142: cellstore.v1.Master.Grant:output_type -> cellstore.v1.GrantResponse
+	69,  // 143: cellstore.v1.Master.Revoke:output_type -> cellstore.v1.RevokeResponse
+	71,  // 144: cellstore.v1.Master.GetUserPermissions:output_type -> cellstore.v1.GetUserPermissionsResponse
+	75,  // 145: cellstore.v1.Master.AddLabels:output_type -> cellstore.v1.AddLabelsResponse
+	77,  // 146: cellstore.v1.Master.ListLabels:output_type -> cellstore.v1.ListLabelsResponse
+	79,  // 147: cellstore.v1.Master.SetAuths:output_type -> cellstore.v1.SetAuthsResponse
+	81,  // 148: cellstore.v1.Master.GetAuths:output_type -> cellstore.v1.GetAuthsResponse
+	83,  // 149: cellstore.v1.Master.ClearAuths:output_type -> cellstore.v1.ClearAuthsResponse
+	89,  // 150: cellstore.v1.Master.Snapshot:output_type -> cellstore.v1.SnapshotResponse
+	92,  // 151: cellstore.v1.Master.ListSnapshots:output_type -> cellstore.v1.ListSnapshotsResponse
+	94,  // 152: cellstore.v1.Master.DeleteSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	96,  // 153: cellstore.v1.Master.CloneSnapshot:output_type -> cellstore.v1.CloneSnapshotResponse
+	94,  // 154: cellstore.v1.Master.RestoreSnapshot:output_type -> cellstore.v1.SnapshotNameResponse
+	98,  // 155: cellstore.v1.Master.ExportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	98,  // 156: cellstore.v1.Master.ImportSnapshot:output_type -> cellstore.v1.CopySnapshotResponse
+	94,  // 157: cellstore.v1.Master.DeleteBackup:output_type -> cellstore.v1.SnapshotNameResponse
+	10,  // 158: cellstore.v1.Master.ArchiveClusterWAL:output_type -> cellstore.v1.ArchiveClusterWALResponse
+	6,   // 159: cellstore.v1.Master.SetExternalAddresses:output_type -> cellstore.v1.SetExternalAddressesResponse
+	8,   // 160: cellstore.v1.Master.GetExternalAddresses:output_type -> cellstore.v1.GetExternalAddressesResponse
 	112, // [112:161] is the sub-list for method output_type
 	63,  // [63:112] is the sub-list for method input_type
 	63,  // [63:63] is the sub-list for extension type_name
@@ -6248,7 +6183,7 @@ func file_cellstore_v1_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cellstore_v1_master_proto_rawDesc), len(file_cellstore_v1_master_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      5,
 			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
