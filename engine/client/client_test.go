@@ -791,6 +791,35 @@ func TestTimelineGetHedgesToReplica(t *testing.T) {
 	}
 }
 
+// A replica that moved is looked up again: with the primary hung, a TIMELINE get whose cached
+// replica location is stale finds the replica's new server (it tried the old one until the
+// operation's time ran out).
+func TestTimelineGetFollowsAMovedReplica(t *testing.T) {
+	m, ss, c := newCluster(t, 1)
+	old, moved := newFakeServer(t), newFakeServer(t)
+	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
+	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
+	old.regions["r1_1"] = rinfo
+	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: old})
+	tb := c.Table("t")
+	put(t, tb, "a", "primary") // caches the region's location, the replica's on old
+	moved.stale = true
+	moved.regions["r1_1"] = rinfo
+	moved.rows["a"] = []cell.Cell{{Row: []byte("a"), Family: []byte("f"), Qualifier: []byte("q"), Timestamp: 1, Type: cell.Put, Value: []byte("replica")}}
+	delete(old.regions, "r1_1")
+	m.setServer("r1_1", moved)
+
+	ss[0].block = make(chan struct{})
+	defer close(ss[0].block)
+	r, err := tb.Get(context.Background(), &pb.Get{Row: []byte("a"), Consistency: pb.Consistency_CONSISTENCY_TIMELINE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Value("f", "q")) != "replica" || !r.Stale {
+		t.Errorf("hung primary, moved replica: got %q stale=%v, want the moved replica's stale answer", r.Value("f", "q"), r.Stale)
+	}
+}
+
 func TestDeadServerIsRetriedElsewhere(t *testing.T) {
 	m, ss, c := newCluster(t, 2, "m")
 	tb := c.Table("t")

@@ -97,18 +97,26 @@ func (t *Table) timelineGet(ctx context.Context, g *pb.Get) (*Result, error) {
 			return nil
 		}
 		var out []func(context.Context) (*Result, error)
-		for i, r := range loc.replicas {
+		for i := range loc.replicas {
 			req := proto.Clone(g).(*pb.Get)
 			req.ReplicaId = int32(i + 1)
-			out = append(out, func(ctx context.Context) (*Result, error) { return c.replicaGet(ctx, r, req) })
+			out = append(out, func(ctx context.Context) (*Result, error) { return c.replicaGet(ctx, t, loc, i, req) })
 		}
 		return out
 	}, nil)
 }
 
-// replicaGet reads from one replica, retrying while the operation has time: replicas move too.
-func (c *Client) replicaGet(ctx context.Context, r replica, g *pb.Get) (*Result, error) {
+// replicaGet reads from replica i+1 of loc's region, retrying while the operation has time:
+// replicas move too, so a try that finds the replica gone (or its server unreachable) looks the
+// region up again and the next goes where the replica is now.
+func (c *Client) replicaGet(ctx context.Context, t *Table, loc *location, i int, g *pb.Get) (*Result, error) {
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if l, err := c.locate(ctx, t, g.Row, false, false); err == nil && l.region == loc.region && i < len(l.replicas) {
+				loc = l
+			}
+		}
+		r := loc.replicas[i]
 		conn, err := c.conn(ctx, r.addr)
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
@@ -120,8 +128,12 @@ func (c *Client) replicaGet(ctx context.Context, r replica, g *pb.Get) (*Result,
 				return res, nil
 			}
 		}
-		if d, ok := pb.DetailOf(err); ok && !retryable(d) {
+		d, ok := pb.DetailOf(err)
+		if ok && !retryable(d) {
 			return nil, d
+		}
+		if !ok || d.GetCode() == pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION || d.GetCode() == pb.ErrorCode_ERROR_CODE_REGION_MOVED {
+			c.cache.invalidate(t.name, loc.region) // the next try looks the replica up again
 		}
 		if berr := c.backoff(ctx, attempt, err); berr != nil {
 			return nil, errors.Join(berr, err)
