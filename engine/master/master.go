@@ -316,6 +316,9 @@ type Master struct {
 	nextNormalize time.Time
 	nextSweep     time.Time
 	busyTables    map[string]bool // tables whose delete or archive runs
+	// restoreFailed: clones and restores whose last writing of the regions failed, by table: the
+	// next try waits (backoff), and ListTables names the error.
+	restoreFailed map[string]*restoreFailure
 	// Splits: parents whose cleanup runs, when the janitor runs next, and regions whose last
 	// split was rolled back (not split again by the size policy before the time).
 	cleaning    map[string]bool
@@ -717,7 +720,7 @@ func (m *Master) activate(ctx context.Context) error {
 	m.stoppingSrv = map[string]int64{}
 	m.standbys = map[string]time.Time{}
 	m.moveQueue, m.queued = nil, map[string]bool{}
-	m.busyTables = map[string]bool{}
+	m.busyTables, m.restoreFailed = map[string]bool{}, map[string]*restoreFailure{}
 	m.cleaning, m.splitHold, m.splitChecks, m.nextJanitor = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, now
 	m.nextBalance = now.Add(m.cfg.BalancerInterval)
 	m.nextNormalize = now.Add(m.cfg.NormalizerInterval)

@@ -13,6 +13,7 @@ import (
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/layout"
+	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -36,9 +37,36 @@ const (
 	recoveredBufferBytes = 64 << 20
 )
 
-// archiveSkew is how much older than a flushed snapshot an archive object may be and still hold
-// edits its files lack (the flush runs before the snapshot's time is taken; clocks differ).
+// archiveSkew is how much older than a flushed snapshot's first flush an archive object may be
+// and still hold edits its files lack (clocks differ).
 const archiveSkew = 10 * time.Minute
+
+// replayFrom is the time a point-in-time recovery from man replays the archive from: the start of
+// its flushes (a region flushed first misses the edits made while the others flush), or, in a
+// manifest of an older master, its time.
+func replayFrom(man *pb.SnapshotManifest) time.Time {
+	if ms := man.GetFlushStartedMs(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.UnixMilli(man.GetCreatedMs())
+}
+
+// checkArchiveKept refuses a point-in-time recovery from man when the WAL archive was pruned past
+// the edits it replays (from archiveSkew before replayFrom): replayed with a gap, writes would be
+// lost and deleted rows come back from the snapshot's files. The replay checks again once it has
+// read the archive: a prune advances the mark before it deletes.
+func checkArchiveKept(ctx context.Context, bucket storage.Bucket, man *pb.SnapshotManifest) error {
+	pruned, err := wal.ArchivePrunedThrough(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	if from := replayFrom(man).Add(-archiveSkew); !pruned.IsZero() && !pruned.Before(from) {
+		return errPrecondition("the WAL archive at the backup location was pruned through %s, and snapshot %s was taken at %s: edits made between the two are gone. "+
+			"Recover from a snapshot taken after %s, and keep the archive at least as long as the backups (--wal-archive-retention)",
+			pruned.UTC().Format(time.RFC3339), man.GetName(), replayFrom(man).UTC().Format(time.RFC3339), pruned.Add(archiveSkew).UTC().Format(time.RFC3339))
+	}
+	return nil
+}
 
 // headerLen is the size of an empty recovered-edits buffer.
 func headerLen(*pitrTarget) int { return len(wal.RecoveredEditsHeader(nil)) }
@@ -107,12 +135,12 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		return nil
 	}
 	untilNs := (untilMs + 1) * int64(time.Millisecond) // every edit of the target's millisecond
-	fromNs := man.GetCreatedMs() * int64(time.Millisecond)
+	fromNs := replayFrom(man).UnixNano()
 	// Archive objects written well before a flushed snapshot hold only edits its files have
 	// (not so for SKIP_FLUSH: edits then in memstores are only in the log).
 	var since time.Time
 	if !man.GetSkipFlush() {
-		since = time.UnixMilli(man.GetCreatedMs()).Add(-archiveSkew)
+		since = replayFrom(man).Add(-archiveSkew)
 	}
 	// What the regions' buffers hold together is bounded: past it, the largest is written.
 	var buffered int
@@ -179,6 +207,11 @@ func (m *Master) replayArchive(ctx context.Context, man *pb.SnapshotManifest, in
 		return nil
 	})
 	if err != nil {
+		return 0, err
+	}
+	// Pruned while it was read (here, or at a cluster sharing the location)? Objects it needed may
+	// have gone before the listing, leaving no gap to see.
+	if err := checkArchiveKept(ctx, m.cfg.Backup, man); err != nil {
 		return 0, err
 	}
 	for _, t := range targets {

@@ -411,6 +411,29 @@ func TestDropCancelsAFailingClone(t *testing.T) {
 	if err == nil {
 		t.Fatal("the clone finished without its region directories")
 	}
+	// The failure is listed with the table, and tried again after a growing wait, not at every
+	// pass of the master's loop (each try writes every region again, and may read the archive).
+	var why string
+	c.waitFor("the clone's failure listed", 10*time.Second, func() (bool, string) {
+		resp, err := c.mc.ListTables(c.ctx(), &pb.ListTablesRequest{})
+		for _, ts := range resp.GetTables() {
+			if ts.GetTable().GetName().GetName() == "c1" {
+				why = ts.GetRestoreError()
+			}
+		}
+		return why != "", fmt.Sprint(err)
+	})
+	if !strings.Contains(why, "c1") {
+		t.Errorf("the clone's failure listed as %q", why)
+	}
+	tries := ffs.Count(faultfs.OpMkdirAll)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // a rate over a time: fewer tries on a slow machine, never more
+	}
+	if n := ffs.Count(faultfs.OpMkdirAll) - tries; n > 4 {
+		t.Errorf("the failing clone made %d directories in 1.5 s: it is tried again at every pass of the loop", n)
+	}
 	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("c1")}); err == nil {
 		t.Fatal("a clone under way was disabled")
 	}

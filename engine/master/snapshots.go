@@ -115,6 +115,7 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 		}
 		return key, proto.CloneOf(t.GetTable()), out, nil
 	}
+	flushStarted := m.clock().UnixMilli()
 	key, td, targets, err := regionsNow()
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 				name, tg.info.GetName(), n)
 		}
 	}
-	man := &pb.SnapshotManifest{Name: name, Table: td, CreatedMs: m.clock().UnixMilli(), SkipFlush: req.GetSkipFlush()}
+	man := &pb.SnapshotManifest{Name: name, Table: td, CreatedMs: m.clock().UnixMilli(), SkipFlush: req.GetSkipFlush(), FlushStartedMs: flushStarted}
 	for _, tg := range targets {
 		sr, err := snapshot.RegionOf(st, tg.info)
 		if err != nil {
@@ -289,13 +290,6 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		case untilMs > m.clock().UnixMilli():
 			return errInvalid("the target time %s is in the future", time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
 		}
-		// The archive must still hold every edit made since the snapshot (from a little before
-		// it, as the replay reads: archiveSkew): one pruned past that would be replayed with a
-		// gap — lost writes, and deleted rows back from the snapshot's files.
-		pruned, err := wal.ArchivePrunedThrough(ctx, m.cfg.Backup)
-		if err != nil {
-			return err
-		}
 		// Nor may the source table have been truncated, dropped or restored in between: the
 		// replay would merge the edits of its regions from before and after (truncated rows back).
 		src := layout.TableKey(man.GetTable().GetName())
@@ -304,16 +298,15 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 			return err
 		}
 		for _, r := range resets {
-			if r.At.After(time.UnixMilli(man.GetCreatedMs())) && r.At.Before(time.UnixMilli(untilMs+1)) {
+			if r.At.After(replayFrom(man)) && r.At.Before(time.UnixMilli(untilMs+1)) {
 				return errPrecondition("table %s had a %s at %s, between snapshot %s (%s) and the target time %s: the recovery cannot replay across it. "+
 					"Recover to a time before it, or from a snapshot taken after it",
 					src, r.What, r.At.UTC().Format(time.RFC3339Nano), name, time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339), time.UnixMilli(untilMs).UTC().Format(time.RFC3339Nano))
 			}
 		}
-		if from := time.UnixMilli(man.GetCreatedMs()).Add(-archiveSkew); !pruned.IsZero() && !pruned.Before(from) {
-			return errPrecondition("the WAL archive at the backup location was pruned through %s, and snapshot %s was taken at %s: edits made between the two are gone. "+
-				"Recover from a snapshot taken after %s, and keep the archive at least as long as the backups (--wal-archive-retention)",
-				pruned.UTC().Format(time.RFC3339), name, time.UnixMilli(man.GetCreatedMs()).UTC().Format(time.RFC3339), pruned.Add(archiveSkew).UTC().Format(time.RFC3339))
+		// The archive must still hold every edit made since the snapshot.
+		if err := checkArchiveKept(ctx, m.cfg.Backup, man); err != nil {
+			return err
 		}
 	}
 	td := proto.CloneOf(man.GetTable())
@@ -410,10 +403,25 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 	return nil
 }
 
+// restoreFailure is the last failure of a clone or restore's writing of its regions (a replay of
+// the archive that found a gap, a bucket refusing): retried after a wait that doubles with each
+// failure up to restoreRetryMax, not at every pass of the table loop.
+type restoreFailure struct {
+	link  string // the restore's (its link manifest)
+	tries int
+	next  time.Time
+	err   string
+}
+
+const restoreRetryMax = time.Minute
+
 // progressRestoreLocked writes the region directories of a clone or restore under way, then
 // commits: the regions are assigned (clone) or left closed (restore). Called by the table loop.
 func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 	if m.busyTables[key] {
+		return
+	}
+	if f := m.restoreFailed[key]; f != nil && f.link == t.GetRestore().GetLinkManifest() && m.clock().Before(f.next) {
 		return
 	}
 	rs := t.GetRestore()
@@ -448,9 +456,20 @@ func (m *Master) progressRestoreLocked(key string, t *pb.CatalogTable) {
 	}, func(err error) {
 		delete(m.busyTables, key)
 		if err != nil {
-			m.log.Error("writing the regions of a snapshot restore failed: retrying (drop the table to cancel it)", "table", key, "snapshot", rs.GetSnapshot(), "err", err)
+			f := m.restoreFailed[key]
+			if f == nil || f.link != rs.GetLinkManifest() {
+				f = &restoreFailure{link: rs.GetLinkManifest()}
+				m.restoreFailed[key] = f
+			}
+			f.tries++
+			f.err = err.Error()
+			wait := min(time.Second<<min(f.tries-1, 6), restoreRetryMax)
+			f.next = m.clock().Add(wait)
+			m.log.Error("writing the regions of a snapshot restore failed: retrying (drop the table to cancel it)", "table", key, "snapshot", rs.GetSnapshot(),
+				"tries", f.tries, "retry_in", wait, "err", err)
 			return
 		}
+		delete(m.restoreFailed, key)
 		cur := m.st.tables[key]
 		if cur == nil || cur.GetDeleting() || !proto.Equal(cur.GetRestore(), rs) {
 			return // dropped (the restore cancelled) or replaced meanwhile

@@ -491,8 +491,11 @@ func (m *Master) listTables(req *pb.ListTablesRequest) (*pb.ListTablesResponse, 
 		if t == nil || t.GetDeleting() { // dropped meanwhile
 			continue
 		}
-		resp.Tables = append(resp.Tables, &pb.TableSummary{Table: proto.CloneOf(t.GetTable()), State: t.GetState(),
-			Regions: int32(len(m.st.index[k]))})
+		ts := &pb.TableSummary{Table: proto.CloneOf(t.GetTable()), State: t.GetState(), Regions: int32(len(m.st.index[k]))}
+		if f := m.restoreFailed[k]; f != nil && t.GetRestore() != nil && f.link == t.GetRestore().GetLinkManifest() {
+			ts.RestoreError = f.err
+		}
+		resp.Tables = append(resp.Tables, ts)
 	}
 	return resp, nil
 }

@@ -288,6 +288,25 @@ var _ = Describe("Backups", func() {
 		Expect(fakeOf(c).Backups()).NotTo(HaveKey("b1.default.orders"))
 	})
 
+	It("says why a table's restore fails at the master, and completes once it succeeds", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, withBackupLocation))
+		waitRunning(c)
+		fakeOf(c).SetTables("default:orders")
+		b := newBackup(ns, "b1", c.Name)
+		Eventually(backupPhase(b), timeout, poll).Should(Equal(v1alpha1.BackupCompleted))
+		c2, fake2 := recovering(c, "restored", "b1", nil)
+		fake2.FailRestoreForTest("default:orders", "the WAL archive has a gap")
+		create(c2)
+		Eventually(condition(c2, v1alpha1.ConditionProgressing), timeout, poll).Should(
+			haveCondition(metav1.ConditionTrue, controller.ReasonRecovering, "fails at the master, which retries: the WAL archive has a gap"))
+		Eventually(eventsOf(c2, "RestoreFailing"), timeout, poll).Should(ContainElement(ContainSubstring("the WAL archive has a gap")))
+		Expect(get(c2).Status.Recovery).To(Or(BeNil(), HaveField("CompletedAt", BeNil())))
+		fake2.FailRestoreForTest("default:orders", "")
+		Eventually(func() *v1alpha1.RecoveryStatus { return get(c2).Status.Recovery }, 2*timeout, poll).Should(
+			HaveField("CompletedAt", Not(BeNil())))
+	})
+
 	It("bootstraps a new cluster from a completed backup and says where it came from", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, withBackupLocation))

@@ -126,10 +126,17 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 		// The table is listed while its regions are being made (and, to a target time, the
 		// archived WAL replayed into them): done only once it is ENABLED.
 		cctx, cancel := call()
-		ready, err := mc.TableEnabled(cctx, sn.Table)
+		ready, why, err := mc.TableEnabled(cctx, sn.Table)
 		cancel()
 		if err != nil {
 			return Waiting(ReasonMasterUnreachable, "recovery waits for the master: %v", err)
+		}
+		if !ready && why != "" {
+			// The master retries it (with a growing wait); whether it can succeed, its error says
+			// (a WAL archive pruned past the snapshot cannot: recover from a later backup).
+			r.event(c, corev1.EventTypeWarning, "RestoreFailing", "restoring table %s from %s fails at the master, retrying: %s", sn.Table, sn.Snapshot, why)
+			return Waiting(ReasonRecovering, "restoring table %s (%d of %d) from StoreBackup %s fails at the master, which retries: %s",
+				sn.Table, i+1, len(b.Status.Snapshots), name, why)
 		}
 		if !ready {
 			return Waiting(ReasonRecovering, "restoring table %s (%d of %d) from StoreBackup %s: its regions are being written and opened",

@@ -468,8 +468,9 @@ func (e *engineClient) EnabledTables(ctx context.Context) ([]string, error) {
 	return e.tables(ctx, true)
 }
 
-func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, error) {
+func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, string, error) {
 	var enabled bool
+	var why string
 	err := e.call(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.ListTables(ctx, &pb.ListTablesRequest{})
 		if err != nil {
@@ -477,12 +478,12 @@ func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, er
 		}
 		for _, t := range resp.GetTables() {
 			if layout.TableKey(t.GetTable().GetName()) == table {
-				enabled = t.GetState() == pb.TableState_TABLE_STATE_ENABLED
+				enabled, why = t.GetState() == pb.TableState_TABLE_STATE_ENABLED, t.GetRestoreError()
 			}
 		}
 		return nil
 	})
-	return enabled, err
+	return enabled, why, err
 }
 
 // IsInvalid says whether err is the master's refusal of a request as invalid (a retry cannot help).

@@ -69,8 +69,9 @@ type Client interface {
 	//
 	// EnabledTables lists the enabled tables ("namespace:table").
 	EnabledTables(ctx context.Context) ([]string, error)
-	// TableEnabled says whether a table is ENABLED (not ENABLING: a clone or restore under way).
-	TableEnabled(ctx context.Context, table string) (bool, error)
+	// TableEnabled says whether a table is ENABLED (not ENABLING: a clone or restore under way)
+	// and, for a clone or restore under way whose last try failed at the master, why.
+	TableEnabled(ctx context.Context, table string) (enabled bool, restoreErr string, err error)
 	// DisableTable disables a table (its regions flush and close); a disabled or missing table
 	// is no error.
 	DisableTable(ctx context.Context, table string) error

@@ -1159,14 +1159,17 @@ func (x *CatalogMasterState) GetNormalizerOff() bool {
 // the same path while any snapshot names them. Stored as this message's bytes followed by their
 // CRC32C (4 bytes, big-endian).
 type SnapshotManifest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Table         *TableDescriptor       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
-	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
-	SkipFlush     bool                   `protobuf:"varint,4,opt,name=skip_flush,json=skipFlush,proto3" json:"skip_flush,omitempty"`
-	Regions       []*SnapshotRegion      `protobuf:"bytes,5,rep,name=regions,proto3" json:"regions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Table     *TableDescriptor       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	CreatedMs int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	SkipFlush bool                   `protobuf:"varint,4,opt,name=skip_flush,json=skipFlush,proto3" json:"skip_flush,omitempty"`
+	Regions   []*SnapshotRegion      `protobuf:"bytes,5,rep,name=regions,proto3" json:"regions,omitempty"`
+	// When the snapshot began flushing its regions (created_ms is when the last had flushed): a
+	// point-in-time recovery replays the WAL archive from here. 0 in snapshots of older masters.
+	FlushStartedMs int64 `protobuf:"varint,6,opt,name=flush_started_ms,json=flushStartedMs,proto3" json:"flush_started_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotManifest) Reset() {
@@ -1232,6 +1235,13 @@ func (x *SnapshotManifest) GetRegions() []*SnapshotRegion {
 		return x.Regions
 	}
 	return nil
+}
+
+func (x *SnapshotManifest) GetFlushStartedMs() int64 {
+	if x != nil {
+		return x.FlushStartedMs
+	}
+	return 0
 }
 
 type SnapshotRegion struct {
@@ -1506,7 +1516,7 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\x0elast_region_id\x18\x01 \x01(\x04R\flastRegionId\x12*\n" +
 	"\x11last_procedure_id\x18\x02 \x01(\x04R\x0flastProcedureId\x12!\n" +
 	"\fbalancer_off\x18\x03 \x01(\bR\vbalancerOff\x12%\n" +
-	"\x0enormalizer_off\x18\x04 \x01(\bR\rnormalizerOff\"\xd1\x01\n" +
+	"\x0enormalizer_off\x18\x04 \x01(\bR\rnormalizerOff\"\xfb\x01\n" +
 	"\x10SnapshotManifest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x05table\x18\x02 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12\x1d\n" +
@@ -1514,7 +1524,8 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
 	"skip_flush\x18\x04 \x01(\bR\tskipFlush\x126\n" +
-	"\aregions\x18\x05 \x03(\v2\x1c.cellstore.v1.SnapshotRegionR\aregions\"\x95\x01\n" +
+	"\aregions\x18\x05 \x03(\v2\x1c.cellstore.v1.SnapshotRegionR\aregions\x12(\n" +
+	"\x10flush_started_ms\x18\x06 \x01(\x03R\x0eflushStartedMs\"\x95\x01\n" +
 	"\x0eSnapshotRegion\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\x04R\bregionId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +

@@ -916,10 +916,13 @@ func (x *ListTablesRequest) GetPattern() string {
 }
 
 type TableSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	State         TableState             `protobuf:"varint,2,opt,name=state,proto3,enum=cellstore.v1.TableState" json:"state,omitempty"`
-	Regions       int32                  `protobuf:"varint,3,opt,name=regions,proto3" json:"regions,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Table   *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	State   TableState             `protobuf:"varint,2,opt,name=state,proto3,enum=cellstore.v1.TableState" json:"state,omitempty"`
+	Regions int32                  `protobuf:"varint,3,opt,name=regions,proto3" json:"regions,omitempty"`
+	// A clone or restore under way whose last try to write the table's regions failed: why (it is
+	// tried again, with a growing wait, until it succeeds or the table is dropped).
+	RestoreError  string `protobuf:"bytes,4,opt,name=restore_error,json=restoreError,proto3" json:"restore_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -973,6 +976,13 @@ func (x *TableSummary) GetRegions() int32 {
 		return x.Regions
 	}
 	return 0
+}
+
+func (x *TableSummary) GetRestoreError() string {
+	if x != nil {
+		return x.RestoreError
+	}
+	return ""
 }
 
 type ListTablesResponse struct {
@@ -5464,11 +5474,12 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\x12'\n" +
 	"\x0fpreserve_splits\x18\x02 \x01(\bR\x0epreserveSplits\"-\n" +
 	"\x11ListTablesRequest\x12\x18\n" +
-	"\apattern\x18\x01 \x01(\tR\apattern\"\x8d\x01\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\"\xb2\x01\n" +
 	"\fTableSummary\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\x12\x18\n" +
-	"\aregions\x18\x03 \x01(\x05R\aregions\"H\n" +
+	"\aregions\x18\x03 \x01(\x05R\aregions\x12#\n" +
+	"\rrestore_error\x18\x04 \x01(\tR\frestoreError\"H\n" +
 	"\x12ListTablesResponse\x122\n" +
 	"\x06tables\x18\x01 \x03(\v2\x1a.cellstore.v1.TableSummaryR\x06tables\"|\n" +
 	"\x15DescribeTableResponse\x123\n" +

@@ -85,6 +85,7 @@ type Fake struct {
 	failSnapshotDeletes int
 	restored            []string
 	disabled            map[string]bool
+	restoreErrors       map[string]string // tables whose restore fails at the master, with why
 	external            map[string]string
 	// externalUnimpl: the external-address calls answer Unimplemented (an older engine).
 	externalUnimpl bool
@@ -123,15 +124,16 @@ func (f *Fake) HeldStatus() int {
 // New makes a fake master with no servers.
 func New() *Fake {
 	return &Fake{
-		servers:     map[string]*server{},
-		draining:    map[string]bool{},
-		quotas:      map[master.QuotaKey]master.Quota{},
-		replication: 1,
-		snapshots:   map[string]string{},
-		backups:     map[string]string{},
-		copies:      map[string]int{},
-		copyCalls:   1,
-		disabled:    map[string]bool{},
+		servers:       map[string]*server{},
+		draining:      map[string]bool{},
+		quotas:        map[master.QuotaKey]master.Quota{},
+		replication:   1,
+		snapshots:     map[string]string{},
+		backups:       map[string]string{},
+		copies:        map[string]int{},
+		copyCalls:     1,
+		disabled:      map[string]bool{},
+		restoreErrors: map[string]string{},
 	}
 }
 
@@ -696,11 +698,26 @@ func (f *Fake) DisableForTest(table string) {
 	f.disabled[table] = true
 }
 
-func (c client) TableEnabled(_ context.Context, table string) (bool, error) {
+// FailRestoreForTest makes the restore of table fail at the master, as its writing of the regions
+// does (a gap in the WAL archive): the table stays ENABLING, its error listed; "" ends it.
+func (f *Fake) FailRestoreForTest(table, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if why == "" {
+		delete(f.restoreErrors, table)
+	} else {
+		f.restoreErrors[table] = why
+	}
+}
+
+func (c client) TableEnabled(_ context.Context, table string) (bool, string, error) {
 	f := c.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Contains(f.tables, table) && !f.disabled[table], nil
+	if why := f.restoreErrors[table]; why != "" && slices.Contains(f.tables, table) {
+		return false, why, nil
+	}
+	return slices.Contains(f.tables, table) && !f.disabled[table], "", nil
 }
 
 func (c client) EnabledTables(context.Context) ([]string, error) {
