@@ -75,3 +75,64 @@ func TestCloseServesReadsUntilItsFlushIsDone(t *testing.T) {
 	}
 	e.r = nil
 }
+
+// An abort does not wait for a flush or compaction under way: one that finishes after it commits
+// nothing. (It committed a manifest made from the empty file set the abort left, naming only its
+// own new file: the region reopened without every older file, its cells gone.)
+func TestAbortDuringAFlushOrCompactionKeepsTheFiles(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(map[bool]string{false: "flush", true: "compaction"}[compact], func(t *testing.T) {
+			e := newEnv(t, fam("f"))
+			ffs := faultfs.New(e.fs)
+			e.cfg.FS = ffs
+			e.reopen()
+			for _, row := range []string{"a", "b"} {
+				if err := e.r.Put(NewMutation([]byte(row)).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, []byte("v-"+row))); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.r.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.r.Put(NewMutation([]byte("c")).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, []byte("v-c"))); err != nil {
+				t.Fatal(err)
+			}
+			writing, release := make(chan struct{}), make(chan struct{})
+			ffs.AddRule(faultfs.Rule{Ops: faultfs.OpCreate, Nth: 1, Action: faultfs.Call, Fn: func() {
+				close(writing)
+				<-release
+			}})
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if compact {
+					_, err = e.r.Compact(true)
+				} else {
+					_, err = e.r.Flush()
+				}
+				done <- err
+			}()
+			select {
+			case <-writing:
+			case err := <-done:
+				t.Fatalf("finished (%v) without writing a file", err)
+			case <-time.After(30 * time.Second):
+				close(release)
+				t.Fatal("never wrote its file")
+			}
+			e.r.Abort()
+			close(release)
+			if err := <-done; !errors.Is(err, ErrClosed) {
+				t.Errorf("after the abort it answered %v; want ErrClosed", err)
+			}
+			ffs.ClearRules()
+			e.open()
+			for _, row := range []string{"a", "b", "c"} {
+				res, err := e.r.Get(&Get{Row: []byte(row)})
+				if err != nil || len(res.Cells) != 1 || string(res.Cells[0].Value) != "v-"+row {
+					t.Errorf("row %s after the abort and reopen: %v, %v", row, res, err)
+				}
+			}
+		})
+	}
+}

@@ -484,6 +484,12 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	}
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
+	if r.filesReleased {
+		// Aborted while it wrote (an abort waits for no flush or compaction): what it wrote is
+		// in no manifest, left to the cleaner.
+		closeOpened()
+		return fmt.Errorf("%w: %s", ErrClosed, r.name)
+	}
 	m := &manifest{Version: 1, FlushedSeq: r.man.FlushedSeq, MaxSeq: r.man.MaxSeq, Families: map[string][]manifestFile{},
 		FamilyFlushedSeq: maps.Clone(r.man.FamilyFlushedSeq), Handoff: r.man.Handoff}
 	cur := r.files.Load()

@@ -45,3 +45,9 @@ func (s *RegionScanner) checkVisible(seq uint64) {
 		panic(fmt.Sprintf("region: invariant violated: cell with sequence id %d returned at read point %d", seq, s.readPoint))
 	}
 }
+
+// storeFileOverReleased panics: a store file was released more often than retained (its reader
+// would have been closed, or it archived, under a holder).
+func storeFileOverReleased(f *storeFile) {
+	panic(fmt.Sprintf("region: invariant violated: store file %s released past its last reference", f.path))
+}

@@ -58,11 +58,15 @@ type Region struct {
 	updatesLock sync.RWMutex
 	// viewMu: scanners open under it shared; flush and compaction commits
 	// swap the file set and clear the snapshot under it exclusively.
-	viewMu     sync.RWMutex
-	files      atomic.Pointer[fileSet]
-	filesMu    sync.Mutex // manifest changes
-	man        *manifest  // under filesMu
-	manVersion string     // under filesMu: the manifest's version on a bucket (its ETag)
+	viewMu  sync.RWMutex
+	files   atomic.Pointer[fileSet]
+	filesMu sync.Mutex // manifest changes
+	// filesReleased (under filesMu): the region let go of its files (closed or aborted); no
+	// manifest may be committed or applied after it, least of all one made from the empty set a
+	// flush or compaction racing an Abort would find (it would name only its own new files).
+	filesReleased bool
+	man           *manifest // under filesMu
+	manVersion    string    // under filesMu: the manifest's version on a bucket (its ETag)
 
 	flushMu sync.Mutex
 	// pending is a flush whose snapshots were taken and not committed (under flushMu): the next
@@ -785,9 +789,12 @@ func (r *Region) releaseAll() {
 			c.Close()
 		}
 	}
+	r.filesMu.Lock()
+	r.filesReleased = true
 	r.viewMu.Lock()
 	set := r.files.Swap(&fileSet{byFamily: make([][]*storeFile, len(r.fams))})
 	r.viewMu.Unlock()
+	r.filesMu.Unlock()
 	if set != nil {
 		for _, fs := range set.byFamily {
 			for _, f := range fs {

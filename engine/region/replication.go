@@ -640,6 +640,9 @@ func (r *Region) applyManifest(b []byte, flushCommit bool) error {
 	}
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
+	if r.filesReleased {
+		return fmt.Errorf("%w: %s", ErrClosed, r.name)
+	}
 	cur := r.files.Load()
 	have := map[string]*storeFile{}
 	for _, fs := range cur.byFamily {

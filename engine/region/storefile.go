@@ -74,6 +74,7 @@ func (f *storeFile) release() {
 	}
 	if n < 0 {
 		f.refs.Add(1)
+		storeFileOverReleased(f)
 		return
 	}
 	_ = f.reader.Close()
