@@ -380,7 +380,23 @@ func (m *Master) moveRegion(ctx context.Context, req *pb.MoveRegionRequest) erro
 		return d
 	}
 	if m.st.procs[name] == nil && r.GetServer() == "" && m.tableWantsOpenLocked(r) {
-		// Not on any server (FAILED_OPEN, or offline): "move" assigns it (HBase's assign).
+		// Not on any server (FAILED_OPEN, or offline): "move" assigns it (HBase's assign) — only
+		// a region that should be served: not a split parent (its daughters serve its rows), a
+		// replica closed for its primary's split or merge, or a region of a table whose restore
+		// has not written it yet.
+		switch st := r.GetState(); {
+		case r.GetInfo().GetSplit() || st == stateSplit:
+			return errPrecondition("region %s was split: its daughters serve its rows, it is not assigned again", name)
+		case st != stateOffline && st != stateClosed && st != stateFailedOpen:
+			return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Retryable: true,
+				Message: "region is " + st.String() + ": move it when it is open"}
+		case m.splitBlocksLocked(name) || m.mergeBlocksLocked(name):
+			return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Region: name, Retryable: true,
+				Message: "its primary is being split or merged: the replica is assigned with what that makes"}
+		}
+		if err := errRestoring(layout.TableKey(r.GetInfo().GetTable()), m.st.tables[layout.TableKey(r.GetInfo().GetTable())]); err != nil {
+			return err
+		}
 		return m.assignTo(ctx, r, dest)
 	}
 	if m.st.procs[name] != nil || r.GetState() != stateOpen {

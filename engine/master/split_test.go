@@ -173,6 +173,25 @@ func TestSplitProcedure(t *testing.T) {
 	if !closedParent || !closedReplica {
 		t.Errorf("parent closed with a flush: %v, its replica closed: %v", closedParent, closedReplica)
 	}
+	// The split parent is not assigned again by a move (it would serve its pre-split rows beside
+	// its daughters, and take writes they never see).
+	opens := func() (n int) {
+		for _, s := range c.servers {
+			for _, call := range s.Calls() {
+				if call.Open && call.Region == pname {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := opens()
+	if _, err := c.mc.MoveRegion(c.ctx(), &pb.MoveRegionRequest{Region: pname}); errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION {
+		t.Errorf("a move of the split parent: %v, want FAILED_PRECONDITION", err)
+	}
+	if after := opens(); after != before {
+		t.Errorf("the split parent was opened %d times after its split", after-before)
+	}
 	// Each daughter reads its half of the parent's files.
 	lo, hi := daughters[0].GetRegion(), daughters[1].GetRegion()
 	rf.with(lo, func(r *region.Region) {
