@@ -526,6 +526,19 @@ func (a *Adapter) mutate(k *call, req *hb.MutateRequest) {
 func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 	rc := newRequestCells(k, k.cells)
 	out := &hb.MultiResponse{RegionActionResult: make([]*hb.RegionActionResult, len(req.GetRegionAction()))}
+	// Clients before HBase 2.4 send a conditional RowMutations with its condition on the request
+	// (and read the answer's processed there): it is that one region action's condition.
+	oldCond := req.GetCondition()
+	if oldCond != nil && len(req.GetRegionAction()) != 1 {
+		k.fail(doNotRetry("a MultiRequest's condition applies to one region action, %d given", len(req.GetRegionAction())))
+		return
+	}
+	condOf := func(ra *hb.RegionAction) *hb.Condition {
+		if c := ra.GetCondition(); c != nil {
+			return c
+		}
+		return oldCond
+	}
 	lreq := &pb.MultiRequest{NonceGroup: req.GetNonceGroup()}
 	var lcells []byte
 	var sent []int // the HBase region action of each lean one
@@ -541,7 +554,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			name, replica, e = a.region(ra.GetRegion())
 		}
 		// A conditional region action (CheckAndMutate in a batch) is applied as one.
-		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic() || ra.GetCondition() != nil}
+		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic() || condOf(ra) != nil}
 		var mine []byte
 		for pos, act := range ra.GetAction() {
 			// Actions of a RowMutations carry no index: their results are numbered by position,
@@ -575,8 +588,8 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			}
 			lra.Actions = append(lra.Actions, la)
 		}
-		if ra.GetCondition() != nil {
-			cond, err := leanCondition(ra.GetCondition())
+		if condOf(ra) != nil {
+			cond, err := leanCondition(condOf(ra))
 			if err != nil && e == nil {
 				e = fromError(err)
 			}
@@ -606,8 +619,11 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			if lrr.GetException() != nil {
 				rr.Exception = fromDetail(lrr.GetException()).pair()
 			}
-			if ra := req.GetRegionAction()[sent[j]]; ra.GetCondition() != nil || ra.GetAtomic() {
+			if ra := req.GetRegionAction()[sent[j]]; condOf(ra) != nil || ra.GetAtomic() {
 				rr.Processed = proto.Bool(lrr.GetProcessed())
+			}
+			if oldCond != nil {
+				out.Processed = proto.Bool(lrr.GetProcessed())
 			}
 			for _, roe := range lrr.GetResults() {
 				x := &hb.ResultOrException{Index: proto.Uint32(roe.GetIndex())}

@@ -114,6 +114,11 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 	case pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND:
 		return &exception{class: classTableNotFound, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_TABLE_EXISTS:
+		if d.GetRetryable() {
+			// A table still being dropped: a create goes through shortly (HBase's would wait
+			// behind the drop's table lock), so the client's retry does.
+			return &exception{class: classIOException, msg: msg}
+		}
 		return &exception{class: classTableExists, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_TABLE_DISABLED:
 		return &exception{class: classTableNotEnabled, msg: msg, doNotRetry: true}
@@ -131,7 +136,14 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classCallTimeout, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_ACCESS_DENIED, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:
 		return &exception{class: classAccessDenied, msg: msg, doNotRetry: true}
-	case pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, pb.ErrorCode_ERROR_CODE_BAD_VALUE, pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION,
+	case pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION:
+		if d.GetRetryable() {
+			// A precondition that passes by itself (regions in transition, a procedure under way):
+			// HBase queues such a call behind its table's lock; its client retries an IOException.
+			return &exception{class: classIOException, msg: msg}
+		}
+		return &exception{class: classDoNotRetry, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, pb.ErrorCode_ERROR_CODE_BAD_VALUE,
 		pb.ErrorCode_ERROR_CODE_CORRUPTION, pb.ErrorCode_ERROR_CODE_FUNCTION_FAILED: // a coprocessor's refusal, as HBase's
 		return &exception{class: classDoNotRetry, msg: msg, doNotRetry: true}
 	}

@@ -534,6 +534,20 @@ func TestFromDetail(t *testing.T) {
 			t.Errorf("%v: %s (doNotRetry %v), want %s (%v)", code, e.class, e.doNotRetry, want.class, want.doNotRetry)
 		}
 	}
+	// Preconditions the master says pass by themselves are retried by the client; the others not.
+	for _, c := range []struct {
+		d          *pb.ErrorDetail
+		doNotRetry bool
+	}{
+		{&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Retryable: true}, false},
+		{&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION}, true},
+		{&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TABLE_EXISTS, Retryable: true}, false},
+		{&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_TABLE_EXISTS}, true},
+	} {
+		if e := fromDetail(c.d); e.doNotRetry != c.doNotRetry {
+			t.Errorf("%v: %s (doNotRetry %v), want doNotRetry %v", c.d, e.class, e.doNotRetry, c.doNotRetry)
+		}
+	}
 	// REGION_MOVED in the form the client parses, with the location's sequence number (which it
 	// must find above the one it holds to take the hint).
 	e := fromDetail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, NewLocationSeq: 7,
@@ -677,6 +691,47 @@ func TestMultiCarriesWritePressure(t *testing.T) {
 	st := multi().GetRegionStatistics()
 	if len(st.GetRegion()) != 1 || len(st.GetStat()) != 1 || !bytes.Equal(st.GetRegion()[0].GetValue(), region.GetValue()) || st.GetStat()[0].GetMemStoreLoad() != 42 {
 		t.Fatalf("region statistics with 42 %% pressure: %v", st)
+	}
+}
+
+// Clients before HBase 2.4 send a conditional RowMutations with the condition on the MultiRequest
+// and read whether it applied from the answer's processed: the condition goes with the region
+// action (it was dropped, and the mutations applied whatever the cell held).
+func TestMultiRequestConditionOfOlderClients(t *testing.T) {
+	var got atomic.Pointer[pb.RegionAction]
+	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
+		req, err := rpc.Request[pb.MultiRequest](c)
+		if err != nil || len(req.GetRegionActions()) != 1 {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		got.Store(req.GetRegionActions()[0])
+		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{{Processed: false}}})
+	}}
+	c := dial(t, serveHandlers(t, handlers))
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	kv := cell.AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
+	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	put := &hb.Action{Mutation: &hb.MutationProto{Row: []byte("row"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}}
+	cond := &hb.Condition{Row: []byte("row"), Family: []byte("f"), Qualifier: []byte("q"), CompareType: hb.CompareType_EQUAL.Enum()}
+	req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Atomic: proto.Bool(true), Action: []*hb.Action{put}}}, Condition: cond}
+	h, msg, _ := c.call("Multi", req, block)
+	var resp hb.MultiResponse
+	if h.GetException() != nil || proto.Unmarshal(msg, &resp) != nil {
+		t.Fatalf("multi: %v", h)
+	}
+	ra := got.Load()
+	if ra == nil || !ra.GetAtomic() || ra.GetCondition() == nil || string(ra.GetCondition().GetRow()) != "row" {
+		t.Fatalf("the region action sent: %v; want it atomic under the request's condition", ra)
+	}
+	if resp.Processed == nil || resp.GetProcessed() {
+		t.Errorf("the answer's processed = %v, want false (the condition failed)", resp.Processed)
+	}
+	// A condition over several region actions is refused.
+	req.RegionAction = append(req.RegionAction, req.RegionAction[0])
+	if h, _, _ := c.call("Multi", req, append(block, block...)); h.GetException() == nil {
+		t.Error("a request condition over two region actions was taken")
 	}
 }
 

@@ -2501,9 +2501,8 @@ type MultiRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	RegionAction []*RegionAction        `protobuf:"bytes,1,rep,name=regionAction" json:"regionAction,omitempty"`
 	NonceGroup   *uint64                `protobuf:"varint,2,opt,name=nonceGroup" json:"nonceGroup,omitempty"`
-	// Superseded by RegionAction.condition; still decoded for older clients.
-	//
-	// Deprecated: Marked as deprecated in hbase/v2/client.proto.
+	// Superseded by RegionAction.condition; clients before HBase 2.4 send a conditional
+	// RowMutations' condition here (not marked deprecated: the adapter reads it).
 	Condition     *Condition `protobuf:"bytes,3,opt,name=condition" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2553,7 +2552,6 @@ func (x *MultiRequest) GetNonceGroup() uint64 {
 	return 0
 }
 
-// Deprecated: Marked as deprecated in hbase/v2/client.proto.
 func (x *MultiRequest) GetCondition() *Condition {
 	if x != nil {
 		return x.Condition
@@ -2564,9 +2562,7 @@ func (x *MultiRequest) GetCondition() *Condition {
 type MultiResponse struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	RegionActionResult []*RegionActionResult  `protobuf:"bytes,1,rep,name=regionActionResult" json:"regionActionResult,omitempty"`
-	// Superseded by RegionActionResult.processed.
-	//
-	// Deprecated: Marked as deprecated in hbase/v2/client.proto.
+	// Superseded by RegionActionResult.processed; read by clients before HBase 2.4.
 	Processed        *bool                 `protobuf:"varint,2,opt,name=processed" json:"processed,omitempty"`
 	RegionStatistics *MultiRegionLoadStats `protobuf:"bytes,3,opt,name=regionStatistics" json:"regionStatistics,omitempty"`
 	unknownFields    protoimpl.UnknownFields
@@ -2610,7 +2606,6 @@ func (x *MultiResponse) GetRegionActionResult() []*RegionActionResult {
 	return nil
 }
 
-// Deprecated: Marked as deprecated in hbase/v2/client.proto.
 func (x *MultiResponse) GetProcessed() bool {
 	if x != nil && x.Processed != nil {
 		return *x.Processed
@@ -2979,16 +2974,16 @@ const file_hbase_v2_client_proto_rawDesc = "" +
 	"\x12RegionActionResult\x12S\n" +
 	"\x11resultOrException\x18\x01 \x03(\v2%.cellstore.hbase.v2.ResultOrExceptionR\x11resultOrException\x12?\n" +
 	"\texception\x18\x02 \x01(\v2!.cellstore.hbase.v2.NameBytesPairR\texception\x12\x1c\n" +
-	"\tprocessed\x18\x03 \x01(\bR\tprocessed\"\xb5\x01\n" +
+	"\tprocessed\x18\x03 \x01(\bR\tprocessed\"\xb1\x01\n" +
 	"\fMultiRequest\x12D\n" +
 	"\fregionAction\x18\x01 \x03(\v2 .cellstore.hbase.v2.RegionActionR\fregionAction\x12\x1e\n" +
 	"\n" +
 	"nonceGroup\x18\x02 \x01(\x04R\n" +
-	"nonceGroup\x12?\n" +
-	"\tcondition\x18\x03 \x01(\v2\x1d.cellstore.hbase.v2.ConditionB\x02\x18\x01R\tcondition\"\xdf\x01\n" +
+	"nonceGroup\x12;\n" +
+	"\tcondition\x18\x03 \x01(\v2\x1d.cellstore.hbase.v2.ConditionR\tcondition\"\xdb\x01\n" +
 	"\rMultiResponse\x12V\n" +
-	"\x12regionActionResult\x18\x01 \x03(\v2&.cellstore.hbase.v2.RegionActionResultR\x12regionActionResult\x12 \n" +
-	"\tprocessed\x18\x02 \x01(\bB\x02\x18\x01R\tprocessed\x12T\n" +
+	"\x12regionActionResult\x18\x01 \x03(\v2&.cellstore.hbase.v2.RegionActionResultR\x12regionActionResult\x12\x1c\n" +
+	"\tprocessed\x18\x02 \x01(\bR\tprocessed\x12T\n" +
 	"\x10regionStatistics\x18\x03 \x01(\v2(.cellstore.hbase.v2.MultiRegionLoadStatsR\x10regionStatistics*'\n" +
 	"\vConsistency\x12\n" +
 	"\n" +
