@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/region"
@@ -392,6 +393,45 @@ func TestSnapshotRefusesAClosedRegionWithHandedOffEdits(t *testing.T) {
 		t.Fatalf("snapshot of a disabled table whose region holds handed-off edits: %v, want FAILED_PRECONDITION", err)
 	}
 	rf.with(ri, func(*region.Region) {}) // opened (the edits replayed) and closed with a flush
+	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Likewise a closed region with recovered edits above its files (a point-in-time recovery's,
+// into a restored table, which stays disabled): a snapshot of it would miss them. Stale ones (at
+// or below what its files hold) do not count.
+func TestSnapshotRefusesAClosedRegionWithRecoveredEdits(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	rf := newRegionFiles(t, c.fs)
+	c.createTable("t1", 1, 0)
+	ri := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0].GetRegion()
+	rf.with(ri, func(r *region.Region) {
+		if err := r.Mutate(region.NewMutation([]byte("a")).Put([]byte("f"), []byte("q"), 1, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	recovered := func(seq uint64) {
+		t.Helper()
+		buf, err := wal.AppendEditRecord(wal.RecoveredEditsHeader(nil), &wal.Edit{Region: []byte(ri.GetName()), Seq: seq,
+			Cells: []cell.KeyValue{cell.AppendKeyValue(nil, []byte("b"), []byte("f"), []byte("q"), 1, cell.Put, []byte("v"))}})
+		if err == nil {
+			err = region.Storage{FS: c.fs}.WriteObject(path.Join(layout.RecoveredEditsDir(ri), wal.RecoveredEditsName(1)), buf, false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	recovered(1_000_000)
+	_, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1"})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), "recovered edits") {
+		t.Fatalf("snapshot of a disabled table whose region has recovered edits: %v, want FAILED_PRECONDITION", err)
+	}
+	rf.with(ri, func(*region.Region) {}) // opened (the edits replayed and flushed) and closed
+	recovered(1)                         // stale: below what the files hold
 	if _, err := c.mc.Snapshot(c.ctx(), &pb.SnapshotRequest{Table: tableName("t1"), Name: "s1"}); err != nil {
 		t.Fatal(err)
 	}

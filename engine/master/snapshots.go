@@ -143,6 +143,16 @@ func (m *Master) takeSnapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb
 				"snapshot %s: region %s holds %d edits that are in no store file yet (a move's close left them in its manifest): enable the table and disable it again (its regions open and flush them), then retry",
 				name, tg.info.GetName(), n)
 		}
+		// Nor edits recovered for it (split from a dead server's log, or a point-in-time
+		// recovery's replay into a restored table, which stays disabled): the snapshot would say
+		// it holds the table without them.
+		if n, err := region.PendingRecoveredEdits(st, layout.StorageInfo(tg.info)); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", name, err)
+		} else if n > 0 {
+			return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, false,
+				"snapshot %s: region %s has %d recovered edits that are in no store file yet (they are applied when it opens): enable the table, then snapshot it (or disable it again first)",
+				name, tg.info.GetName(), n)
+		}
 	}
 	man := &pb.SnapshotManifest{Name: name, Table: td, CreatedMs: m.clock().UnixMilli(), SkipFlush: req.GetSkipFlush(), FlushStartedMs: flushStarted}
 	for _, tg := range targets {

@@ -2,9 +2,11 @@ package region
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"time"
 
@@ -191,6 +193,48 @@ func (m *manifest) checkNoHandoff(region string, kind error) error {
 	}
 	return fmt.Errorf("%w: region %s holds %d edits that a move's close left in its manifest and no store file has yet: open the region (its first flush writes them) and try again",
 		kind, region, len(m.Handoff))
+}
+
+// PendingRecoveredEdits is the number of edits in a closed region's recovered edits (split from
+// a dead server's log, or written by a point-in-time recovery) above what its store files hold:
+// they reach its files only when it next opens.
+func PendingRecoveredEdits(st Storage, info Info) (int, error) {
+	dir := path.Join(info.Dir(), "recovered.edits")
+	n := 0
+	var flushed uint64
+	count := func(e *wal.Edit) error {
+		if e.Seq > flushed {
+			n++
+		}
+		return nil
+	}
+	found := false
+	if err := st.WalkFiles(dir, func(string) error { found = true; return nil }); err != nil || !found {
+		return 0, err // most regions have none: one listing
+	}
+	man, _, _, err := readManifest(st.files(), info.Dir())
+	if err != nil {
+		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	flushed = man.FlushedSeq
+	if st.Bucket != nil {
+		if _, err := wal.ReadRecoveredEdits(context.Background(), st.Bucket, dir, count); err != nil {
+			return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+		}
+		return n, nil
+	}
+	rd, err := wal.NewRecoveredEditsReader(st.FS, dir, wal.ReplayOptions{FromSeq: flushed + 1})
+	if err != nil {
+		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	defer rd.Close()
+	for rd.Next() {
+		_ = count(rd.Edit())
+	}
+	if err := rd.Err(); err != nil {
+		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
+	}
+	return n, nil
 }
 
 // HandedOffEdits is the number of edits a move's close left in the region's manifest on storage
