@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -310,6 +311,35 @@ func (m *Master) archiveClusterWAL(ctx context.Context) (*pb.ArchiveClusterWALRe
 		return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "archiving the WAL failed on %d of %d servers (retry): %s",
 			len(failed), len(live), strings.Join(failed, "; "))
 	}
-	m.log.Info("archived the WAL of every live region server", "servers", len(live), "units", resp.Units)
+	// The logs of servers that died or stopped (a rolling restart stops each) are archived by
+	// their recovery, at its last step: until then their last writes are in no archive.
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var dead []string
+	for dir := range m.st.dead {
+		dead = append(dead, dir)
+	}
+	recovered := func() bool {
+		for _, dir := range dead {
+			if m.st.dead[dir] != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if done, _ := m.waitFor(ctx, recovered); !done {
+		var left []string
+		for _, dir := range dead {
+			if d := m.st.dead[dir]; d != nil {
+				left = append(left, d.d.GetServer())
+			}
+		}
+		slices.Sort(left)
+		return nil, errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true,
+			"the live servers archived their WAL, but the logs of servers that stopped or died (%s) are archived when their recovery ends: retry", strings.Join(left, ", "))
+	}
+	m.log.Info("archived the WAL of every live region server", "servers", len(live), "units", resp.Units, "recovered_servers", len(dead))
 	return resp, nil
 }

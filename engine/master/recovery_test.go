@@ -290,6 +290,44 @@ func TestDeadServerRegionsReassignedInSeveralWrites(t *testing.T) {
 // The recovery of a dead server resumes after a master restart at whichever step it was: the
 // fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
 // for the reassigned regions to open (their new servers hung).
+// archive_wal answers that every acknowledged write can be recovered to only once the logs of
+// servers that died or stopped are archived too (their recovery does it at its end): with one
+// held at its fence, it says which server it waits for; once it is done, it succeeds.
+func TestArchiveClusterWALWaitsForDeadServersLogs(t *testing.T) {
+	backup, err := storage.NewDirBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ffs := faultfs.New(storage.NewMem())
+	c := newClusterOn(t, ffs, 2, func(mc *master.Config) { mc.Backup, mc.WALArchive = backup, true })
+	c.createTable("t1", 2, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	victim := c.servers[0]
+	w, err := wal.Open(wal.Options{FS: ffs, Dir: layout.WALDir(victim.Name(), victim.StartCode())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	ffs.AddRule(faultfs.Rule{Ops: faultfs.OpRename, Path: "wal/*"})
+	victim.Kill()
+	c.waitFor("the recovery held at its fence", 20*time.Second, func() (bool, string) {
+		return slices.Contains(c.status().GetDeadServers(), victim.Name()) && ffs.Count(faultfs.OpRename) > 0, "not yet"
+	})
+	ctx, cancel := context.WithTimeout(c.ctx(), 2*time.Second)
+	_, err = c.mc.ArchiveClusterWAL(ctx, &pb.ArchiveClusterWALRequest{})
+	cancel()
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), victim.Name()) {
+		t.Fatalf("archive_wal with a dead server's log unarchived: %v, want FAILED_PRECONDITION naming it", err)
+	}
+	ffs.ClearRules()
+	if _, err := c.mc.ArchiveClusterWAL(c.ctx(), &pb.ArchiveClusterWALRequest{}); err != nil {
+		t.Fatalf("archive_wal once the recovery can end: %v", err)
+	}
+	if dead := c.status().GetDeadServers(); len(dead) != 0 {
+		t.Fatalf("archive_wal answered with dead servers still recovering: %v", dead)
+	}
+}
+
 func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 	for _, step := range []string{"fence", "split", "wait"} {
 		t.Run(step, func(t *testing.T) {

@@ -668,6 +668,11 @@ func (s *FakeServer) FlushRegion(_ context.Context, req *pb.RegionRequest) (*pb.
 	return &pb.RegionResponse{}, nil
 }
 
+// ArchiveWAL archives nothing (the fake keeps no log) and answers like a region server.
+func (s *FakeServer) ArchiveWAL(context.Context, *pb.ArchiveWALRequest) (*pb.ArchiveWALResponse, error) {
+	return &pb.ArchiveWALResponse{}, nil
+}
+
 // OpenRegion implements pb.AdminServer: it answers at once and reports later.
 func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*pb.OpenRegionResponse, error) {
 	name := req.GetRegion().GetName()
