@@ -313,6 +313,21 @@ func (c *BucketCache) Get(key Key) (BlockRef, bool) {
 	return BlockRef{data: e.data, e: e, cache: c, tok: newRefToken(e)}, true
 }
 
+// Acquire is Get for a block the caller has just put (PutFrom) and now reads: its first read is
+// no hit, and does not make it a block accessed more than once (which would leave the
+// single-access group, and its scan resistance, always empty).
+func (c *BucketCache) Acquire(key Key) (BlockRef, bool) {
+	sh := c.shard(key)
+	sh.mu.RLock()
+	e := sh.m[key]
+	sh.mu.RUnlock()
+	if e == nil || !e.acquire() {
+		return BlockRef{}, false
+	}
+	verifyBlock(e, "Acquire")
+	return BlockRef{data: e.data, e: e, cache: c, tok: newRefToken(e)}, true
+}
+
 // Contains reports whether key is cached (without counting a hit or miss).
 func (c *BucketCache) Contains(key Key) bool {
 	sh := c.shard(key)

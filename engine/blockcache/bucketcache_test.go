@@ -471,3 +471,30 @@ func TestBucketCacheConcurrent(t *testing.T) {
 		t.Fatalf("Close: %v, budget %d", err, budget.Used())
 	}
 }
+
+// Acquire reads a block just put without counting a hit or making it a multi-access block; a Get
+// does both.
+func TestAcquireIsNoAccess(t *testing.T) {
+	c, _ := newCache(t, 4<<20, 0, nil)
+	k := Key{File: 1}
+	mustPut(t, c, k, 1000, PrioritySingle)
+	prio := func() Priority {
+		sh := c.shard(k)
+		sh.mu.RLock()
+		defer sh.mu.RUnlock()
+		return Priority(sh.m[k].prio.Load())
+	}
+	ref, ok := c.Acquire(k)
+	if !ok {
+		t.Fatal("Acquire missed a block just put")
+	}
+	ref.Release()
+	if st := c.Stats(); st.Hits != 0 || st.Misses != 0 || prio() != PrioritySingle {
+		t.Fatalf("after Acquire: %d hits, %d misses, priority %v; want none and single", st.Hits, st.Misses, prio())
+	}
+	ref, _ = c.Get(k)
+	ref.Release()
+	if st := c.Stats(); st.Hits != 1 || prio() != PriorityMulti {
+		t.Fatalf("after Get: %d hits, priority %v; want 1 and multi", st.Hits, prio())
+	}
+}

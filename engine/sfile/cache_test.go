@@ -340,3 +340,26 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per scan", allocs)
 	}
 }
+
+// A block read for the first time and put into the L2 is no hit there: a file scanned once shows
+// only misses, and scanned again only hits. (The read after the put counted a hit and made every
+// block a multi-access one, which left the single-access group, and scan resistance, empty.)
+func TestFirstReadOfABlockIsNoL2Hit(t *testing.T) {
+	cells := userCells(3000, 100)
+	fs := storage.NewMem()
+	m := writeFile(t, fs, "z", WriterOptions{BlockSize: 8 << 10}, cells)
+	cache := newCache(t, 16<<20, false)
+	r, err := Open(fs, "z", ReaderOptions{Cache: cache, FileID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for pass, want := range []struct{ hits, misses int64 }{{0, int64(m.DataBlocks)}, {int64(m.DataBlocks), int64(m.DataBlocks)}} {
+		s := r.NewScanner(ScanOptions{CacheBlocks: true})
+		scanAll(t, s)
+		s.Close()
+		if st := cache.L2.Stats(); st.Hits != want.hits || st.Misses != want.misses {
+			t.Errorf("after scan %d of %d blocks: %d hits, %d misses; want %d and %d", pass+1, m.DataBlocks, st.Hits, st.Misses, want.hits, want.misses)
+		}
+	}
+}

@@ -427,7 +427,7 @@ func (s *scanner) fetchData(h blockHandle, sequential bool) ([]byte, error) {
 			return nil, corruptf(r.path, int64(h.off), "data block: %s", reason)
 		}
 		if err == nil {
-			if ref, ok := r.l2.Get(key); ok {
+			if ref, ok := r.l2.Acquire(key); ok {
 				s.ref, s.hasRef = ref, true
 				return ref.Bytes(), nil
 			}
