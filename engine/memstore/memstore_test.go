@@ -388,3 +388,28 @@ func TestChunksOnlyWhileWritten(t *testing.T) {
 		m.Close()
 	}
 }
+
+// A reservation the pool cannot give gives back what it took: an empty memstore whose write was
+// refused holds no chunk (it held them as spares, which no flush of an empty memstore frees).
+func TestFailedReservationKeepsNoChunk(t *testing.T) {
+	p := testPool(t, 64<<10, 256<<10) // four chunks
+	m, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Reserve(3 << 20); !errors.Is(err, ErrFull) {
+		t.Fatalf("a reservation of 3 MiB from four 64 KiB chunks: %v, want ErrFull", err)
+	}
+	if n := p.Stats().InUse; n != 0 {
+		t.Fatalf("%d chunks held after the refused reservation", n)
+	}
+	if st := m.Stats(); st.ChunkBytes != 0 {
+		t.Fatalf("the memstore counts %d chunk bytes after the refused reservation", st.ChunkBytes)
+	}
+	k := key("r", "q", 1, cell.Put)
+	if err := m.Reserve(EncodedCellSize(len(k), 10)); err != nil {
+		t.Fatalf("a small reservation after it: %v", err)
+	}
+	m.Unreserve(EncodedCellSize(len(k), 10))
+}

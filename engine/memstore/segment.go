@@ -272,9 +272,18 @@ func (s *Segment) reserve(n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	need := s.pending + n
+	had := len(s.spare)
 	for int64(len(s.spare))*int64(s.chunkSize) < 2*need {
 		c, err := s.getChunkLocked()
 		if err != nil {
+			// The chunks taken for this reservation go back: kept as spares of a segment that
+			// may get no cell (and so no flush), they would be held from every other writer.
+			for _, c := range s.spare[had:] {
+				c.Release()
+				s.chunkBytes.Add(-int64(s.chunkSize))
+			}
+			clear(s.spare[had:])
+			s.spare = s.spare[:had]
 			return err
 		}
 		s.spare = append(s.spare, c)

@@ -130,7 +130,9 @@ func (s *Server) relievePressure() {
 	s.regions.Range(func(_, v any) bool {
 		or := v.(*onlineRegion)
 		if r := or.r.Load(); r != nil && or.live() {
-			b := r.MemstoreStats().ChunkBytes
+			// Cells too large for a chunk are kept on the Go heap: memory all the same.
+			ms := r.MemstoreStats()
+			b := ms.ChunkBytes + ms.HeapBytes
 			total += b
 			regions = append(regions, held{or, r, b})
 		}

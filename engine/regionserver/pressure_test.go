@@ -91,3 +91,30 @@ func TestWritePressureSlowsWriters(t *testing.T) {
 		t.Fatalf("the held-back write reached the region: %v, %v", r, err)
 	}
 }
+
+// Cells too large for a memstore chunk (kept on the Go heap) count towards the server's memstore
+// budget: writes of such cells to a region far below its flush size are flushed by the budget's
+// pressure (they were not counted: the heap grew by a flush size per region).
+func TestLargeCellsCountTowardsTheMemstoreBudget(t *testing.T) {
+	c := startClusterWith(t, 0, nil, nil)
+	c.tune = func(cfg *Config) { cfg.MemstoreBytes = 16 << 20 }
+	srv := c.startServer()
+	ctx := context.Background()
+	td := &pb.TableDescriptor{Name: client.ParseTableName("big"), MemstoreFlushSize: 1 << 30,
+		Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}}}
+	if _, err := c.client.CreateTable(ctx, td, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOpen("big", 1, "", 30*time.Second)
+	tbl := c.client.Table("big")
+	value := make([]byte, 1<<20) // above a chunk's inline limit
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; srv.m.pressureFlushes.Load() == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pressure flush after %d MiB of large cells against a 16 MiB budget", i)
+		}
+		if err := tbl.Put(ctx, client.NewPut([]byte{byte(i), byte(i >> 8)}).Add("f", "q", cell.LatestTimestamp, value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
