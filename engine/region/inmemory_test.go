@@ -3,10 +3,13 @@
 package region
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
 )
@@ -148,5 +151,54 @@ func TestInMemoryCompactionEager(t *testing.T) {
 	}
 	if got := observedScan(t, e.r, &Scan{Raw: true, StopRow: []byte("row001")}); strings.Join(got, " ") != "row000/f:q@1000000=v10" {
 		t.Fatalf("stored: %q", got)
+	}
+}
+
+// A read that opens while an EAGER family's in-memory merge swaps in its result sees the column:
+// it took its read point before it held the memstore's segments, so a merge that ran in between
+// (keeping only the version newer than that point) left it neither (it read nothing). The read
+// is held at the view lock, where it waited between the two.
+func TestEagerMergeDuringAReadsOpen(t *testing.T) {
+	e := newEnv(t, inMemFamily("f", InMemoryEager, 1))
+	put := func(v string) {
+		t.Helper()
+		if err := e.r.Put(NewMutation([]byte("r")).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, []byte(v))); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.r.InMemoryFlush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("v1")
+	e.r.viewMu.Lock()
+	got := make(chan string, 1)
+	go func() {
+		res, err := e.r.Get(&Get{Row: []byte("r")})
+		switch {
+		case err != nil:
+			got <- err.Error()
+		case len(res.Cells) != 1:
+			got <- fmt.Sprintf("%d cells", len(res.Cells))
+		default:
+			got <- string(res.Cells[0].Value)
+		}
+	}()
+	// Wait until the read waits for the view lock (its goroutine's stack shows it).
+	deadline := time.Now().Add(10 * time.Second)
+	for buf := make([]byte, 1<<20); ; {
+		n := runtime.Stack(buf, true)
+		if bytes.Contains(buf[:n], []byte("RLock")) && bytes.Contains(buf[:n], []byte("region.(*Region).Get")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.r.viewMu.Unlock()
+			t.Fatal("the read never waited for the view lock")
+		}
+		runtime.Gosched()
+	}
+	put("v2") // a merge keeps v2 only
+	e.r.viewMu.Unlock()
+	if v := <-got; v != "v1" && v != "v2" {
+		t.Fatalf("a read opened across an EAGER merge read %s; want a version", v)
 	}
 }

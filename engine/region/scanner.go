@@ -411,18 +411,35 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 		}
 	}
 	s.single = getRow != nil
-	s.readPoint = r.mvcc.readPoint.Load()
 	s.labels = r.labelsInUse.Load()
-	if scan.ReadUncommitted {
-		s.readPoint = math.MaxUint64
-	}
 
 	// Sources: the selected families' memstore segments and files.
 	r.viewMu.RLock()
-	scanners, err := r.mem.scanners(s.readPoint, s.fams, make([]cell.Scanner, 0, 8))
+	scanners, err := r.mem.scanners(s.fams, make([]cell.Scanner, 0, 8))
 	if err != nil {
 		r.viewMu.RUnlock()
 		return nil, memstoreReadErr(r.name, err)
+	}
+	var jmem []cell.Scanner
+	if joinedFams != nil {
+		if jmem, err = r.mem.scanners(joinedFams, make([]cell.Scanner, 0, 4)); err != nil {
+			r.viewMu.RUnlock()
+			for _, sc := range scanners {
+				sc.Close()
+			}
+			return nil, memstoreReadErr(r.name, err)
+		}
+	}
+	// The read point is taken once every memstore's segments are held: an EAGER family's
+	// in-memory merge drops the versions hidden at the read point it took before its swap, so
+	// segments held from after a swap are read at a later point, which sees what it kept (taken
+	// before, a merge swapped in meanwhile could have dropped a version this scan needs).
+	s.readPoint = r.mvcc.readPoint.Load()
+	if scan.ReadUncommitted {
+		s.readPoint = math.MaxUint64
+	}
+	for _, sc := range slices.Concat(scanners, jmem) {
+		sc.(*memstore.Scanner).SetReadPoint(s.readPoint)
 	}
 	set := r.files.Load()
 	var keyLo, keyHi []byte // row range that can matter
@@ -476,17 +493,7 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	if joinedFams != nil {
 		// The joined families' own sources: their memstores (at the same read point) and their
 		// files.
-		jscanners, err := r.mem.scanners(s.readPoint, joinedFams, make([]cell.Scanner, 0, 4))
-		if err != nil {
-			r.viewMu.RUnlock()
-			for _, sc := range scanners {
-				sc.Close()
-			}
-			for _, f := range s.files {
-				f.release()
-			}
-			return nil, memstoreReadErr(r.name, err)
-		}
+		jscanners := jmem
 		addFiles(joinedFams, &jscanners)
 		s.joined = &joinedFamilies{fams: joinedFams, it: newMergeIter(jscanners, false)}
 	}
