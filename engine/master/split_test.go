@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/layout"
 	"github.com/cellstore/cellstore/engine/master"
 	"github.com/cellstore/cellstore/engine/offheap"
@@ -305,7 +306,12 @@ func TestRolledBackSplitArchivesItsDaughters(t *testing.T) {
 		if err := mem.MkdirAll(path.Join(pdir, "recovered.edits")); err != nil {
 			t.Error(err)
 		}
-		if err := storage.WriteFile(mem, path.Join(pdir, "recovered.edits", "0000000000000000001"), []byte("edits")); err != nil {
+		edits, err := wal.AppendEditRecord(wal.RecoveredEditsHeader(nil), &wal.Edit{Region: []byte(parent.GetName()), Seq: 1 << 40,
+			Cells: []cell.KeyValue{cell.AppendKeyValue(nil, []byte("row001"), []byte("f"), []byte("q"), 1, cell.Put, []byte("v"))}})
+		if err == nil {
+			err = storage.WriteFile(mem, path.Join(pdir, "recovered.edits", wal.RecoveredEditsName(1)), edits)
+		}
+		if err != nil {
 			t.Error(err)
 		}
 	}})

@@ -17,6 +17,7 @@ import (
 	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/sfile"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/cellstore/cellstore/engine/wal"
 )
 
 // A flipped byte in a store file's data block is reported as an error
@@ -323,6 +324,25 @@ func TestSplitRowOfAndSplitClosed(t *testing.T) {
 	e.r = nil
 	lo := Info{Namespace: "default", Table: "t", ID: 5, Name: "lo"}
 	hi := Info{Namespace: "default", Table: "t", ID: 6, Name: "hi"}
+	// Recovered edits above the files were never replayed: no split. Stale ones (a log split
+	// writes a region's edits whatever it flushed since, as for one that moved or stopped) do not
+	// stop it.
+	recovered := func(seq uint64) {
+		t.Helper()
+		buf, err := wal.AppendEditRecord(wal.RecoveredEditsHeader(nil), &wal.Edit{Region: []byte(e.info.EncodedName()), Seq: seq,
+			Cells: []cell.KeyValue{cell.AppendKeyValue(nil, []byte("row001"), []byte("f"), []byte("q"), 1, cell.Put, []byte("v"))}})
+		if err == nil {
+			err = Storage{FS: e.fs}.WriteObject(path.Join(e.info.Dir(), "recovered.edits", wal.RecoveredEditsName(1)), buf, false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	recovered(1 << 40)
+	if _, err := SplitClosed(Storage{FS: e.fs}, e.info, lo, hi, nil); !errors.Is(err, ErrCannotSplit) || !strings.Contains(err.Error(), "not replayed") {
+		t.Fatalf("SplitClosed with recovered edits never replayed: %v", err)
+	}
+	recovered(1)
 	for range 2 { // a resumed split writes the same daughters again
 		got, err := SplitClosed(Storage{FS: e.fs}, e.info, lo, hi, nil)
 		if err != nil || string(got) != string(row) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path"
 	"slices"
@@ -199,42 +200,72 @@ func (m *manifest) checkNoHandoff(region string, kind error) error {
 // a dead server's log, or written by a point-in-time recovery) above what its store files hold:
 // they reach its files only when it next opens.
 func PendingRecoveredEdits(st Storage, info Info) (int, error) {
-	dir := path.Join(info.Dir(), "recovered.edits")
-	n := 0
-	var flushed uint64
-	count := func(e *wal.Edit) error {
-		if e.Seq > flushed {
-			n++
-		}
-		return nil
-	}
-	found := false
-	if err := st.WalkFiles(dir, func(string) error { found = true; return nil }); err != nil || !found {
+	files := st.files()
+	dir := info.Dir()
+	if found, err := hasRecoveredEdits(files, dir); err != nil || !found {
 		return 0, err // most regions have none: one listing
 	}
-	man, _, _, err := readManifest(st.files(), info.Dir())
+	man, _, _, err := readManifest(files, dir)
 	if err != nil {
 		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
-	flushed = man.FlushedSeq
-	if st.Bucket != nil {
-		if _, err := wal.ReadRecoveredEdits(context.Background(), st.Bucket, dir, count); err != nil {
-			return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
-		}
-		return n, nil
-	}
-	rd, err := wal.NewRecoveredEditsReader(st.FS, dir, wal.ReplayOptions{FromSeq: flushed + 1})
+	n, err := recoveredAbove(files, dir, man.FlushedSeq)
 	if err != nil {
-		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
-	}
-	defer rd.Close()
-	for rd.Next() {
-		_ = count(rd.Edit())
-	}
-	if err := rd.Err(); err != nil {
 		return 0, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}
 	return n, nil
+}
+
+// hasRecoveredEdits says whether the region at dir has recovered-edits files or objects.
+func hasRecoveredEdits(files regionFiles, dir string) (bool, error) {
+	names, err := files.list(path.Join(dir, "recovered.edits"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return len(names) > 0, err
+}
+
+// checkRecoveredReplayed refuses (refusal) a closed region whose recovered edits hold edits its
+// files do not: they were never replayed. Stale ones — at or below its flushed sequence id, as a
+// log split leaves for a region that moved or stopped with a flush — do not count.
+func checkRecoveredReplayed(files regionFiles, dir string, man *manifest, name string, refusal error) error {
+	if found, err := hasRecoveredEdits(files, dir); err != nil || !found {
+		return err
+	}
+	n, err := recoveredAbove(files, dir, man.FlushedSeq)
+	if err != nil {
+		return fmt.Errorf("region %s: %w", name, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: region %s has %d recovered edits that were not replayed: open it first", refusal, name, n)
+	}
+	return nil
+}
+
+// recoveredAbove counts the edits of the region at dir's recovered edits with a sequence id above
+// flushed (those at or below it are in its files: a log split writes a region's edits whatever
+// it flushed since, and a move or stop leaves them behind).
+func recoveredAbove(files regionFiles, dir string, flushed uint64) (int, error) {
+	rdir := path.Join(dir, "recovered.edits")
+	n := 0
+	if b, ok := files.(bucketFiles); ok {
+		_, err := wal.ReadRecoveredEdits(context.Background(), b.b, rdir, func(e *wal.Edit) error {
+			if e.Seq > flushed {
+				n++
+			}
+			return nil
+		})
+		return n, err
+	}
+	rd, err := wal.NewRecoveredEditsReader(files.fs(), rdir, wal.ReplayOptions{FromSeq: flushed + 1})
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	for rd.Next() {
+		n++
+	}
+	return n, rd.Err()
 }
 
 // HandedOffEdits is the number of edits a move's close left in the region's manifest on storage

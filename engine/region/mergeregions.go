@@ -2,10 +2,7 @@ package region
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
-	"path"
 )
 
 // MergeClosed writes the region merged from two closed adjacent regions a and b (a's end key is
@@ -43,9 +40,7 @@ func MergeClosed(st Storage, a, b, merged Info) (Info, error) {
 		if err := man.checkNoHandoff(p.EncodedName(), ErrCannotMerge); err != nil {
 			return Info{}, err
 		}
-		if names, err := files.list(path.Join(dir, "recovered.edits")); err == nil && len(names) > 0 {
-			return Info{}, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotMerge, p.EncodedName())
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := checkRecoveredReplayed(files, dir, man, p.EncodedName(), ErrCannotMerge); err != nil {
 			return Info{}, err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path"
 
@@ -122,9 +121,7 @@ func splitClosed(files regionFiles, parent Info, lo, hi Info, splitRow []byte) (
 	if err := src.man.checkNoHandoff(parent.EncodedName(), ErrCannotSplit); err != nil {
 		return nil, err
 	}
-	if names, err := files.list(path.Join(src.dir, "recovered.edits")); err == nil && len(names) > 0 {
-		return nil, fmt.Errorf("%w: region %s has recovered edits that were not replayed: open it first", ErrCannotSplit, parent.EncodedName())
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := checkRecoveredReplayed(files, src.dir, src.man, parent.EncodedName(), ErrCannotSplit); err != nil {
 		return nil, err
 	}
 	if splitRow == nil {
