@@ -598,12 +598,16 @@ func (m *Master) reportLocked(b *batch, server string, startCode int64, req *pb.
 			m.closeLocked(b, nr, kindUnassign, closeOpts{})
 		}
 	case pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN:
-		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen {
+		if !here || r.GetState() != stateOpening || p == nil || p.p.GetStep() != stepOpen || staleReport(req, p) {
 			return "", nil // stale
 		}
 		m.failedOpenLocked(b, r, p.p, req.GetError())
 	case pb.RegionTransition_REGION_TRANSITION_CLOSED:
 		switch {
+		case staleReport(req, p):
+			// A repeat of an earlier close's report (its first try timed out, and was applied
+			// after all): the region may have opened again since, on this server or another.
+			return "", nil
 		case here && r.GetState() == stateClosing:
 			var pp *pb.RegionProcedure
 			if p != nil {
@@ -617,7 +621,9 @@ func (m *Master) reportLocked(b *batch, server string, startCode int64, req *pb.
 				return name, nil
 			}
 		case here && r.GetState() == stateOpen && p == nil:
-			// The server closed it on its own (it is stopping, or it failed): open it again somewhere.
+			// The server closed it on its own (it is stopping, or it failed; a report of an
+			// ordered close names its procedure, which is not in flight: staleReport above):
+			// open it again somewhere.
 			if _, stopping := m.stoppingSrv[server]; stopping && req.GetError() == "" {
 				m.log.Info("stopping region server closed a region: reassigning it", "region", name, "server", server)
 			} else {
@@ -633,4 +639,13 @@ func (m *Master) reportLocked(b *batch, server string, startCode int64, req *pb.
 		return "", errInvalid("unknown transition %v", req.GetTransition())
 	}
 	return "", nil
+}
+
+// staleReport says whether a transition report answers an order of a procedure other than the
+// region's current one (p, nil when none is in flight). Reports name the procedure of the order
+// they answer; one that names none (a close the server made on its own, or a server of an earlier
+// release) is never stale by this test.
+func staleReport(req *pb.ReportRegionTransitionRequest, p *proc) bool {
+	id := req.GetProcedureId()
+	return id != 0 && (p == nil || p.p.GetId() != id)
 }

@@ -2,6 +2,7 @@ package master_test
 
 import (
 	"bytes"
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/layout"
@@ -476,4 +478,52 @@ func TestCreateBeyondCapacityRefused(t *testing.T) {
 		t.Fatal("the refused table exists")
 	}
 	c.createTable("b", 6, 1) // 20 of 20
+}
+
+// A close's report that comes again after the region reopened (its first try timed out at the
+// server and was applied after all) is not taken for a close the server made on its own: the
+// region stays open where it is, and is not opened on another server beside it.
+func TestRepeatedCloseReportOfAReopenedRegion(t *testing.T) {
+	c := newCluster(t, 2, nil, nil)
+	c.createTable("t1", 1, 0)
+	loc := primaryLocs(c.waitAllOpen("t1", 10*time.Second))[0]
+	name := loc.GetRegion().GetName()
+	x := c.server(layout.ServerName(loc.GetServer()))
+	td := descriptor("t1", 0)
+	td.Families = append(td.Families, &pb.ColumnFamilyDescriptor{Name: []byte("g"), MaxVersions: 1})
+	if _, err := c.mc.ModifyTable(c.ctx(), &pb.ModifyTableRequest{Table: td}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the region reopened", 10*time.Second, func() (bool, string) {
+		l := primaryLocs(c.regions("t1"))[0]
+		return l.GetSeq() == 2 && l.GetState() == pb.RegionState_REGION_STATE_OPEN, fmt.Sprint(l)
+	})
+	var closeProc uint64
+	for _, call := range x.Calls() {
+		if !call.Open && call.Region == name {
+			closeProc = call.ProcedureID
+		}
+	}
+	if closeProc == 0 {
+		t.Fatalf("no close of %s with a procedure on %s: %v", name, x.Name(), x.Calls())
+	}
+	server := proto.CloneOf(loc.GetServer())
+	server.StartCode = x.StartCode()
+	if _, err := c.mc.ReportRegionTransition(c.ctx(), &pb.ReportRegionTransitionRequest{Server: server, Region: loc.GetRegion(),
+		Transition: pb.RegionTransition_REGION_TRANSITION_CLOSED, ProcedureId: closeProc}); err != nil {
+		t.Fatal(err)
+	}
+	if l := primaryLocs(c.regions("t1"))[0]; l.GetState() != pb.RegionState_REGION_STATE_OPEN || layout.ServerName(l.GetServer()) != x.Name() {
+		t.Fatalf("after the repeated close report the region is %s on %v; want open on %s", l.GetState(), l.GetServer(), x.Name())
+	}
+	for _, s := range c.servers {
+		if s == x {
+			continue
+		}
+		for _, call := range s.Calls() {
+			if call.Open && call.Region == name {
+				t.Fatalf("the region was opened on %s beside %s", s.Name(), x.Name())
+			}
+		}
+	}
 }

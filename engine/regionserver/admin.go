@@ -96,6 +96,7 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 	// assigns as soon as it registered the server, so they are accepted while registering.
 	or := &onlineRegion{name: ri.GetName(), info: ri, table: req.GetTable(), tkey: layout.TableKey(ri.GetTable()), ns: ri.GetTable().GetNamespace(),
 		settled: make(chan struct{}), closeDone: make(chan struct{})}
+	or.openProc.Store(req.GetProcedureId())
 	or.lat, or.calls = s.tm.latencyOf(or.tkey), s.tm.newRegionCalls()
 	if v, ok := s.regions.Load(ri.GetName()); ok {
 		if ex := v.(*onlineRegion); ex.closing.Load() {
@@ -122,12 +123,13 @@ func (a *adminService) OpenRegion(ctx context.Context, req *pb.OpenRegionRequest
 	}
 	if v, loaded := s.regions.LoadOrStore(ri.GetName(), or); loaded {
 		ex := v.(*onlineRegion)
+		ex.openProc.Store(req.GetProcedureId()) // the master's latest order: its reports answer it
 		if ex.state.Load() == stateOpen {
 			r := ex.r.Load()
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				_ = s.report(ctx, ex.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), "")
+				_ = s.report(ctx, ex.info, pb.RegionTransition_REGION_TRANSITION_OPENED, r.ReadPoint(), req.GetProcedureId(), "")
 			}()
 		}
 		return &pb.OpenRegionResponse{}, nil // opening: it reports when done
@@ -164,10 +166,10 @@ func (s *Server) openRegion(or *onlineRegion) {
 		s.log.Warn("opening region failed", "region", or.name, "error", err)
 		s.m.failedOpens.Add(1)
 		if or.cancel.Load() {
-			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, or.cancelProc.Load(), "")
 			return
 		}
-		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN, 0, err.Error())
+		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN, 0, or.openProc.Load(), err.Error())
 		return
 	}
 	r.SetLabelsInUse(s.acl.Load().Labels().Defined())
@@ -175,7 +177,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 	if or.cancel.Load() {
 		r.Abort()
 		s.regions.CompareAndDelete(or.name, or)
-		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+		_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, or.cancelProc.Load(), "")
 		return
 	}
 	// Serve from here on, while the OPENED report is on its way (HBase's region servers serve a
@@ -189,7 +191,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 	or.settle()
 	reportStart := time.Now()
 	servingAfter := reportStart.Sub(start)
-	err = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, openSeq, "")
+	err = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_OPENED, openSeq, or.openProc.Load(), "")
 	if took := time.Since(start); took >= slowOpen {
 		// Requests for the region wait (REGION_OPENING) until it serves: what took it.
 		s.log.Info("slow open", "region", or.name, "took", took.Round(time.Millisecond),
@@ -221,7 +223,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 	// it may have been written to) and report CLOSED, which the order waits for.
 	if !or.state.CompareAndSwap(stateOpening, stateOpen) {
 		if or.cancel.Load() {
-			req := &pb.CloseRegionRequest{Region: or.name, Flush: true}
+			req := &pb.CloseRegionRequest{Region: or.name, Flush: true, ProcedureId: or.cancelProc.Load()}
 			s.beginClose(or, req)
 			s.closeRegion(or, req)
 			return
@@ -232,7 +234,7 @@ func (s *Server) openRegion(or *onlineRegion) {
 		// stop's CLOSED report may have reached the master before this OPENED (and been taken
 		// for a stale one): report CLOSED again now that the master has it open here.
 		if cerr := r.Close(); cerr == nil || errors.Is(cerr, region.ErrClosed) {
-			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+			_ = s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, 0, "")
 		}
 		return
 	}
@@ -406,6 +408,7 @@ func (a *adminService) CloseRegion(_ context.Context, req *pb.CloseRegionRequest
 		if req.GetDestination() != nil {
 			s.rememberMoved(name, req.GetDestination(), req.GetDestinationSeq(), nil)
 		}
+		or.cancelProc.Store(req.GetProcedureId())
 		or.cancel.Store(true)
 	}
 	switch {
@@ -485,7 +488,7 @@ func (s *Server) closeRegion(or *onlineRegion, req *pb.CloseRegionRequest) {
 	}
 	s.regions.CompareAndDelete(name, or)
 	reportStart := time.Now()
-	err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+	err := s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, req.GetProcedureId(), "")
 	if took := time.Since(start); took >= slowOpen {
 		// Writes for the region wait all this time (the region's own "slow close" says what its
 		// flush took): the CLOSED report is answered once the master has written it and sent the

@@ -658,11 +658,11 @@ func (s *Server) refreshQuotas() {
 
 // report sends a region transition to the master, retrying transport failures until the server
 // stops. It returns the master's typed answer, if any.
-func (s *Server) report(ctx context.Context, info *pb.RegionInfo, tr pb.RegionTransition, openSeq uint64, msg string) error {
+func (s *Server) report(ctx context.Context, info *pb.RegionInfo, tr pb.RegionTransition, openSeq, procID uint64, msg string) error {
 	for attempt := 0; ; attempt++ {
 		err := s.callMaster(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			_, err := m.ReportRegionTransition(ctx, &pb.ReportRegionTransitionRequest{Server: s.serverName(), Region: info,
-				Transition: tr, OpenSeq: openSeq, Error: msg})
+				Transition: tr, OpenSeq: openSeq, Error: msg, ProcedureId: procID})
 			return err
 		})
 		if err == nil {

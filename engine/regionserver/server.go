@@ -265,16 +265,19 @@ const (
 
 // onlineRegion is a region this server holds or is opening.
 type onlineRegion struct {
-	name   string
-	info   *pb.RegionInfo
-	table  *pb.TableDescriptor
-	tkey   string // namespace:name
-	ns     string
-	lat    *tableLatency            // the table's latency histograms
-	calls  *[numCallOps]regionCalls // the region's own latency (nil without per-region series): a count and a sum per operation, on a line of their own
-	state  atomic.Int32
-	r      atomic.Pointer[region.Region]
-	cancel atomic.Bool // a close arrived while opening
+	name       string
+	info       *pb.RegionInfo
+	table      *pb.TableDescriptor
+	tkey       string // namespace:name
+	ns         string
+	lat        *tableLatency            // the table's latency histograms
+	calls      *[numCallOps]regionCalls // the region's own latency (nil without per-region series): a count and a sum per operation, on a line of their own
+	state      atomic.Int32
+	r          atomic.Pointer[region.Region]
+	cancel     atomic.Bool   // a close arrived while opening
+	cancelProc atomic.Uint64 // the master's procedure of that close
+	// openProc: the master's procedure of the latest order to open it (echoed in its reports).
+	openProc atomic.Uint64
 	// preClosing: a flushing close was ordered; the region is pre-flushed while it still serves.
 	preClosing atomic.Bool
 
@@ -1039,7 +1042,7 @@ func (s *Server) shutdown(graceful bool) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, "")
+			s.report(ctx, or.info, pb.RegionTransition_REGION_TRANSITION_CLOSED, 0, 0, "") // closed on its own
 		}()
 	}
 	wg.Wait()

@@ -649,7 +649,8 @@ func (s *FakeServer) opened(req *pb.OpenRegionRequest) {
 	}
 	s.regions[name] = proto.CloneOf(req.GetRegion())
 	s.mu.Unlock()
-	err := s.report(&pb.ReportRegionTransitionRequest{Region: req.GetRegion(), Transition: pb.RegionTransition_REGION_TRANSITION_OPENED, OpenSeq: 1})
+	err := s.report(&pb.ReportRegionTransitionRequest{Region: req.GetRegion(), Transition: pb.RegionTransition_REGION_TRANSITION_OPENED, OpenSeq: 1,
+		ProcedureId: req.GetProcedureId()})
 	if err != nil {
 		// The master refused: the region must not be served here.
 		s.log.Debug("OPENED report refused: closing the region", "region", name, "err", err)
@@ -703,7 +704,7 @@ func (s *FakeServer) OpenRegion(_ context.Context, req *pb.OpenRegionRequest) (*
 	case fail && !open:
 		go func() {
 			_ = s.report(&pb.ReportRegionTransitionRequest{Region: req.GetRegion(), Transition: pb.RegionTransition_REGION_TRANSITION_FAILED_OPEN,
-				Error: "injected open failure"})
+				Error: "injected open failure", ProcedureId: req.GetProcedureId()})
 		}()
 	default:
 		req = proto.CloneOf(req)
@@ -739,7 +740,7 @@ func (s *FakeServer) CloseRegion(_ context.Context, req *pb.CloseRegionRequest) 
 		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION, Region: name, Message: "not on this server"}).Status()
 	}
 	go func() {
-		_ = s.report(&pb.ReportRegionTransitionRequest{Region: info, Transition: pb.RegionTransition_REGION_TRANSITION_CLOSED})
+		_ = s.report(&pb.ReportRegionTransitionRequest{Region: info, Transition: pb.RegionTransition_REGION_TRANSITION_CLOSED, ProcedureId: req.GetProcedureId()})
 	}()
 	return &pb.CloseRegionResponse{}, nil
 }

@@ -2009,7 +2009,12 @@ type ReportRegionTransitionRequest struct {
 	OpenSeq    uint64                 `protobuf:"varint,4,opt,name=open_seq,json=openSeq,proto3" json:"open_seq,omitempty"`
 	Error      string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// Daughters of a split.
-	Daughters     []*RegionInfo `protobuf:"bytes,6,rep,name=daughters,proto3" json:"daughters,omitempty"`
+	Daughters []*RegionInfo `protobuf:"bytes,6,rep,name=daughters,proto3" json:"daughters,omitempty"`
+	// The procedure of the open or close order the report answers (OpenRegionRequest's or
+	// CloseRegionRequest's procedure_id); 0 for a close the server made on its own (it stops, or a
+	// flush failed). A repeated report of an earlier procedure's close is told from one of the
+	// region's current instance by it.
+	ProcedureId   uint64 `protobuf:"varint,7,opt,name=procedure_id,json=procedureId,proto3" json:"procedure_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2084,6 +2089,13 @@ func (x *ReportRegionTransitionRequest) GetDaughters() []*RegionInfo {
 		return x.Daughters
 	}
 	return nil
+}
+
+func (x *ReportRegionTransitionRequest) GetProcedureId() uint64 {
+	if x != nil {
+		return x.ProcedureId
+	}
+	return 0
 }
 
 type ReportRegionTransitionResponse struct {
@@ -5566,7 +5578,7 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10QuotaSharesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xac\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xcf\x02\n" +
 	"\x1dReportRegionTransitionRequest\x120\n" +
 	"\x06server\x18\x01 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x120\n" +
 	"\x06region\x18\x02 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x12>\n" +
@@ -5575,7 +5587,8 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"transition\x12\x19\n" +
 	"\bopen_seq\x18\x04 \x01(\x04R\aopenSeq\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x126\n" +
-	"\tdaughters\x18\x06 \x03(\v2\x18.cellstore.v1.RegionInfoR\tdaughters\" \n" +
+	"\tdaughters\x18\x06 \x03(\v2\x18.cellstore.v1.RegionInfoR\tdaughters\x12!\n" +
+	"\fprocedure_id\x18\a \x01(\x04R\vprocedureId\" \n" +
 	"\x1eReportRegionTransitionResponse\"B\n" +
 	"\x14SetServerZoneRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
