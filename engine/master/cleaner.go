@@ -52,7 +52,7 @@ func (m *Master) cleanerLocked(now time.Time) error {
 	m.runIO(func() (err error) {
 		if ttl >= 0 {
 			var n int
-			n, err = m.cleanArchive(now, ttl)
+			n, err = m.cleanArchive(now, ttl, false)
 			if n > 0 {
 				m.log.Info("archive cleaner deleted files", "files", n)
 			}
@@ -81,11 +81,20 @@ func (m *Master) CleanArchive() (int, error) {
 	m.mu.Lock()
 	ttl := m.cfg.ArchiveTTL
 	m.mu.Unlock()
-	return m.cleanArchive(m.clock(), ttl)
+	return m.cleanArchive(m.clock(), ttl, true)
 }
 
-func (m *Master) cleanArchive(now time.Time, ttl time.Duration) (int, error) {
-	m.snapGuard.Lock() // no snapshot, clone or restore is recording files meanwhile
+// cleanArchive runs a pass of the archive cleaner while no snapshot, clone, restore or import is
+// recording files. The periodic pass (wait false) skips when one is: waiting for the guard would
+// hold every new snapshot, clone and restore behind it (a waiting writer blocks new readers) for
+// as long as an import copies.
+func (m *Master) cleanArchive(now time.Time, ttl time.Duration, wait bool) (int, error) {
+	if wait {
+		m.snapGuard.Lock()
+	} else if !m.snapGuard.TryLock() {
+		m.log.Debug("archive cleaner: a snapshot, clone, restore or import records files: the next pass cleans")
+		return 0, nil
+	}
 	defer m.snapGuard.Unlock()
 	m.cleaner.mu.Lock()
 	defer m.cleaner.mu.Unlock()

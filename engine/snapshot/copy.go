@@ -227,8 +227,12 @@ func copyFile(ctx context.Context, src, dst region.Storage, p string, want int64
 		return n, false, fmt.Errorf("verifying %s: %w", to, err)
 	}
 	if m != size || h.Sum32() != h2.Sum32() {
-		_ = dst.DeleteObject(to)
-		return n, false, fmt.Errorf("%w: %s: %d bytes CRC32C %08x read, %d bytes CRC32C %08x at the destination", ErrVerify, p, size, h.Sum32(), m, h2.Sum32())
+		err := fmt.Errorf("%w: %s: %d bytes CRC32C %08x read, %d bytes CRC32C %08x at the destination", ErrVerify, p, size, h.Sum32(), m, h2.Sum32())
+		if derr := dst.DeleteObject(to); derr != nil {
+			// Left in place, a later copy would find a file of the right size there and skip it.
+			return n, false, fmt.Errorf("%w; deleting the damaged copy failed too, delete %s at the destination by hand before copying again: %w", err, to, derr)
+		}
+		return n, false, err
 	}
 	return n, false, nil
 }
