@@ -19,40 +19,113 @@ import (
 
 // MasterService: the HBase client calls the server GetActiveMaster named — this one — and each
 // call is forwarded to Cellstore's active master. HBase runs DDL as procedures the client polls
-// (GetProcedureResult); Cellstore's master calls return when done, so a forwarded call runs to
-// its end first and its procedure is then reported FINISHED (a failure is the call's own error).
+// (GetProcedureResult); a forwarded call runs as far as the master's answer first (a failure is
+// the call's own error), and its procedure is FINISHED then — or, for a table's create, enable,
+// disable, truncate and delete, whose master calls answer after a bounded wait, once the table
+// is as the call leaves it (RUNNING until then).
 
 // procedures remembers the procedures handed out, for GetProcedureResult.
 type procedures struct {
 	mu    sync.Mutex
 	next  uint64
-	done  map[uint64]time.Time
+	procs map[uint64]*procedure
 	order []uint64
 }
+
+// procedure is an HBase procedure id handed out for a master call. Most calls are done when the
+// master answers; a table's create, enable, disable, truncate and delete are done once the table
+// is as they leave it: the master answers them after a bounded wait, and may still be at it (a
+// disable of a large table), where HBase's client must keep waiting (RUNNING), not go on to a
+// drop that would be refused.
+type procedure struct {
+	submitted time.Time
+	table     *pb.TableName // nil: done at submission
+	goal      tableGoal
+	done      time.Time // when the goal was seen reached
+}
+
+// tableGoal is what a procedure leaves its table as.
+type tableGoal int
+
+const (
+	goalEnabled tableGoal = iota + 1
+	goalDisabled
+	goalGone
+)
 
 // maxProcedures bounds the procedures remembered (the oldest are forgotten: NOT_FOUND).
 const maxProcedures = 10000
 
-func (p *procedures) init() { p.done = map[uint64]time.Time{} }
+func (p *procedures) init() { p.procs = map[uint64]*procedure{} }
 
-func (p *procedures) finished() uint64 {
+func (p *procedures) finished() uint64 { return p.add(&procedure{}) }
+
+// started hands out the id of a procedure done once table reaches goal.
+func (p *procedures) started(table *pb.TableName, goal tableGoal) uint64 {
+	return p.add(&procedure{table: table, goal: goal})
+}
+
+func (p *procedures) add(pr *procedure) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next++
-	p.done[p.next] = time.Now()
+	pr.submitted = time.Now()
+	if pr.table == nil {
+		pr.done = pr.submitted
+	}
+	p.procs[p.next] = pr
 	p.order = append(p.order, p.next)
 	if len(p.order) > maxProcedures {
-		delete(p.done, p.order[0])
+		delete(p.procs, p.order[0])
 		p.order = p.order[1:]
 	}
 	return p.next
 }
 
-func (p *procedures) lookup(id uint64) (time.Time, bool) {
+func (p *procedures) lookup(id uint64) (procedure, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t, ok := p.done[id]
-	return t, ok
+	pr, ok := p.procs[id]
+	if !ok {
+		return procedure{}, false
+	}
+	return *pr, true
+}
+
+func (p *procedures) markDone(id uint64, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr := p.procs[id]; pr != nil && pr.done.IsZero() {
+		pr.done = at
+	}
+}
+
+// reached says whether a table is as goal wants it (false, with no error, while it is not yet;
+// an error when the master cannot say).
+func (a *Adapter) reached(ctx context.Context, table *pb.TableName, goal tableGoal) (bool, error) {
+	var state pb.TableState
+	gone := false
+	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.DescribeTable(ctx, &pb.TableRequest{Table: table})
+		if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_TABLE_NOT_FOUND {
+			gone = true
+			return nil
+		}
+		state = resp.GetState()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	switch goal {
+	case goalGone:
+		return gone, nil
+	case goalEnabled:
+		return !gone && state == pb.TableState_TABLE_STATE_ENABLED, nil
+	case goalDisabled:
+		return !gone && state == pb.TableState_TABLE_STATE_DISABLED, nil
+	}
+	return true, nil
 }
 
 func (a *Adapter) master(k *call) {
@@ -94,7 +167,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}); err != nil {
 			return nil, err
 		}
-		return &hb.CreateTableResponse{ProcId: proc()}, nil
+		return &hb.CreateTableResponse{ProcId: proto.Uint64(a.procs.started(td.GetName(), goalEnabled))}, nil
 	case *hb.DeleteTableRequest:
 		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
 			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: t})
@@ -102,7 +175,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}); err != nil {
 			return nil, err
 		}
-		return &hb.DeleteTableResponse{ProcId: proc()}, nil
+		return &hb.DeleteTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalGone))}, nil
 	case *hb.EnableTableRequest:
 		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
 			_, err := m.EnableTable(ctx, &pb.TableRequest{Table: t})
@@ -110,7 +183,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}); err != nil {
 			return nil, err
 		}
-		return &hb.EnableTableResponse{ProcId: proc()}, nil
+		return &hb.EnableTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalEnabled))}, nil
 	case *hb.DisableTableRequest:
 		if err := a.tableOp(ctx, r.GetTableName(), func(ctx context.Context, m pb.MasterClient, t *pb.TableName) error {
 			_, err := m.DisableTable(ctx, &pb.TableRequest{Table: t})
@@ -118,7 +191,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}); err != nil {
 			return nil, err
 		}
-		return &hb.DisableTableResponse{ProcId: proc()}, nil
+		return &hb.DisableTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalDisabled))}, nil
 	case *hb.FlushTableRequest:
 		if len(r.GetColumnFamily()) > 0 {
 			return nil, doNotRetry("flushing some column families is not supported: every family is flushed (leave them out)")
@@ -137,7 +210,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}); err != nil {
 			return nil, err
 		}
-		return &hb.TruncateTableResponse{ProcId: proc()}, nil
+		return &hb.TruncateTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalEnabled))}, nil
 	case *hb.ModifyTableRequest:
 		td, err := tableDescriptor(r.GetTableSchema())
 		if err != nil {
@@ -264,12 +337,23 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 	case *hb.SnapshotRequest, *hb.IsSnapshotDoneRequest, *hb.GetCompletedSnapshotsRequest, *hb.DeleteSnapshotRequest, *hb.RestoreSnapshotRequest:
 		return a.snapshotCall(ctx, req, proc)
 	case *hb.GetProcedureResultRequest:
-		t, ok := a.procs.lookup(r.GetProcId())
+		pr, ok := a.procs.lookup(r.GetProcId())
 		if !ok {
 			return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_NOT_FOUND.Enum()}, nil
 		}
-		ms := proto.Uint64(uint64(t.UnixMilli()))
-		return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_FINISHED.Enum(), SubmittedTime: ms, LastUpdate: ms}, nil
+		submitted := proto.Uint64(uint64(pr.submitted.UnixMilli()))
+		if pr.done.IsZero() {
+			// Asked again while the table is not there yet (or the master cannot say): RUNNING,
+			// and the client polls again.
+			if done, err := a.reached(ctx, pr.table, pr.goal); err != nil || !done {
+				return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_RUNNING.Enum(), SubmittedTime: submitted,
+					LastUpdate: proto.Uint64(uint64(time.Now().UnixMilli()))}, nil
+			}
+			pr.done = time.Now()
+			a.procs.markDone(r.GetProcId(), pr.done)
+		}
+		return &hb.GetProcedureResultResponse{State: hb.GetProcedureResultResponse_FINISHED.Enum(), SubmittedTime: submitted,
+			LastUpdate: proto.Uint64(uint64(pr.done.UnixMilli()))}, nil
 	case *hb.GetTableDescriptorsRequest:
 		tables, err := a.listTables(ctx, r.GetRegex(), r.GetNamespace(), r.GetTableNames())
 		if err != nil {

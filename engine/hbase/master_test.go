@@ -2,6 +2,7 @@ package hbase
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -109,5 +110,63 @@ func TestClusterStatusMasters(t *testing.T) {
 				t.Fatalf("standbys %q, options %v: %d backup masters, want %d", c.standbys, o.options, got, o.backups)
 			}
 		}
+	}
+}
+
+// ddlMaster is a Cellstore master whose DisableTable answers at once while the table stays in the
+// state set (as the master answers after its bounded wait while a large table still disables).
+type ddlMaster struct {
+	pb.MasterClient
+	state *atomic.Int32
+}
+
+func (m ddlMaster) DisableTable(context.Context, *pb.TableRequest, ...grpc.CallOption) (*pb.TableResponse, error) {
+	return &pb.TableResponse{}, nil
+}
+
+func (m ddlMaster) DescribeTable(context.Context, *pb.TableRequest, ...grpc.CallOption) (*pb.DescribeTableResponse, error) {
+	return &pb.DescribeTableResponse{State: pb.TableState(m.state.Load())}, nil
+}
+
+type ddlBackend struct {
+	fakeBackend
+	master ddlMaster
+}
+
+func (b ddlBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+	return fn(ctx, b.master)
+}
+
+// A disable's procedure is RUNNING until the table is disabled (HBase's client waits on it, then
+// drops the table: reported finished while the table still disabled, the drop was refused).
+func TestDisableProcedureRunsUntilTheTableIsDisabled(t *testing.T) {
+	var state atomic.Int32
+	state.Store(int32(pb.TableState_TABLE_STATE_DISABLING))
+	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc.hello("MasterService")
+	h, msg, _ := mc.call("DisableTable", &hb.DisableTableRequest{TableName: &hb.TableName{Namespace: []byte("default"), Qualifier: []byte("t")}}, nil)
+	var dr hb.DisableTableResponse
+	if err := proto.Unmarshal(msg, &dr); h.GetException() != nil || err != nil || dr.ProcId == nil {
+		t.Fatalf("DisableTable: %v %v %v", h.GetException(), err, &dr)
+	}
+	result := func() hb.GetProcedureResultResponse_State {
+		t.Helper()
+		h, msg, _ := mc.call("getProcedureResult", &hb.GetProcedureResultRequest{ProcId: dr.ProcId}, nil)
+		var resp hb.GetProcedureResultResponse
+		if err := proto.Unmarshal(msg, &resp); h.GetException() != nil || err != nil {
+			t.Fatalf("GetProcedureResult: %v %v", h.GetException(), err)
+		}
+		return resp.GetState()
+	}
+	if s := result(); s != hb.GetProcedureResultResponse_RUNNING {
+		t.Fatalf("the disable's procedure with the table disabling: %v, want RUNNING", s)
+	}
+	state.Store(int32(pb.TableState_TABLE_STATE_DISABLED))
+	if s := result(); s != hb.GetProcedureResultResponse_FINISHED {
+		t.Fatalf("the disable's procedure with the table disabled: %v, want FINISHED", s)
+	}
+	state.Store(int32(pb.TableState_TABLE_STATE_ENABLED)) // enabled again later: the disable stays done
+	if s := result(); s != hb.GetProcedureResultResponse_FINISHED {
+		t.Fatalf("a finished procedure asked again: %v, want FINISHED", s)
 	}
 }
