@@ -155,6 +155,16 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 
 // fromError maps an error of a master call (a gRPC status carrying an ErrorDetail) or of the
 // adapter itself.
+// notDisabled is err, or for the master's lasting refusal of a call that needs the table disabled
+// (enabling an enabled table, dropping or truncating one that is not disabled) HBase's
+// TableNotDisabledException, which applications catch by its class.
+func notDisabled(err error) error {
+	if d, ok := pb.DetailOf(err); ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION && !d.GetRetryable() {
+		return &exception{class: classTableNotDisabled, msg: d.GetMessage(), doNotRetry: true}
+	}
+	return err
+}
+
 func fromError(err error) *exception {
 	var e *exception
 	if errors.As(err, &e) {

@@ -597,6 +597,39 @@ func TestFamilyInMemoryCompaction(t *testing.T) {
 	}
 }
 
+// Settings Cellstore does not have are refused when they ask for something (HBase's defaults
+// pass): accepted and ignored, SPLIT_ENABLED => false left a table splitting.
+func TestUnsupportedDescriptorSettingsAreRefused(t *testing.T) {
+	table := func(k, v string) *hb.TableSchema {
+		return &hb.TableSchema{TableName: &hb.TableName{Namespace: []byte("default"), Qualifier: []byte("t")},
+			Attributes: []*hb.BytesBytesPair{pair(k, v)}, ColumnFamilies: []*hb.ColumnFamilySchema{{Name: []byte("f")}}}
+	}
+	for _, k := range []string{"SPLIT_ENABLED", "MERGE_ENABLED", "COMPACTION_ENABLED"} {
+		if _, err := tableDescriptor(table(k, "false")); err == nil {
+			t.Errorf("%s => false accepted", k)
+		}
+		if _, err := tableDescriptor(table(k, "true")); err != nil {
+			t.Errorf("%s => true: %v", k, err)
+		}
+	}
+	family := func(k, v string) *hb.ColumnFamilySchema {
+		return &hb.ColumnFamilySchema{Name: []byte("f"), Attributes: []*hb.BytesBytesPair{pair(k, v)}}
+	}
+	for _, c := range []struct {
+		k, v string
+		ok   bool
+	}{
+		{"BLOOMFILTER", "ROW", true}, {"BLOOMFILTER", "ROWPREFIX_FIXED_LENGTH", false},
+		{"REPLICATION_SCOPE", "0", true}, {"REPLICATION_SCOPE", "1", false},
+		{"NEW_VERSION_BEHAVIOR", "false", true}, {"NEW_VERSION_BEHAVIOR", "true", false},
+		{"IS_MOB", "true", false},
+	} {
+		if _, err := familyDescriptor(family(c.k, c.v)); (err == nil) != c.ok {
+			t.Errorf("%s => %s: %v", c.k, c.v, err)
+		}
+	}
+}
+
 // slowBackend finds every call slow.
 type slowBackend struct{ fakeBackend }
 

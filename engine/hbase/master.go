@@ -173,7 +173,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			_, err := m.DeleteTable(ctx, &pb.TableRequest{Table: t})
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, notDisabled(err)
 		}
 		return &hb.DeleteTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalGone))}, nil
 	case *hb.EnableTableRequest:
@@ -181,7 +181,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			_, err := m.EnableTable(ctx, &pb.TableRequest{Table: t})
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, notDisabled(err)
 		}
 		return &hb.EnableTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalEnabled))}, nil
 	case *hb.DisableTableRequest:
@@ -208,7 +208,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			_, err := m.TruncateTable(ctx, &pb.TruncateTableRequest{Table: t, PreserveSplits: r.GetPreserveSplits()})
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, notDisabled(err)
 		}
 		return &hb.TruncateTableResponse{ProcId: proto.Uint64(a.procs.started(pbTableName(r.GetTableName()), goalEnabled))}, nil
 	case *hb.ModifyTableRequest:
@@ -761,7 +761,13 @@ func tableDescriptor(s *hb.TableSchema) (*pb.TableDescriptor, error) {
 				}
 				td.Attributes[k] = "true"
 			}
-		case "IS_META", "COMPACTION_ENABLED", "SPLIT_ENABLED", "MERGE_ENABLED", "PRIORITY", "REGION_MEMSTORE_REPLICATION":
+		case "COMPACTION_ENABLED", "SPLIT_ENABLED", "MERGE_ENABLED":
+			// Cellstore splits, merges and compacts every table: turning one off is refused, not
+			// accepted and ignored.
+			if !strings.EqualFold(v, "true") {
+				return nil, doNotRetry("%s => %s is not supported: Cellstore cannot turn splits, merges or compactions off for a table (leave it out)", k, v)
+			}
+		case "IS_META", "PRIORITY", "REGION_MEMSTORE_REPLICATION":
 			// HBase writes these with their defaults; nothing to keep.
 		default:
 			if td.Attributes == nil {
@@ -819,6 +825,17 @@ func familyDescriptor(cf *hb.ColumnFamilySchema) (*pb.ColumnFamilyDescriptor, er
 				fd.BloomFilter = pb.BloomType_BLOOM_TYPE_NONE
 			case "ROWCOL":
 				fd.BloomFilter = pb.BloomType_BLOOM_TYPE_ROWCOL
+			case "ROW":
+			default:
+				return nil, doNotRetry("BLOOMFILTER %q of family %s is not supported: use NONE, ROW or ROWCOL", v, cf.GetName())
+			}
+		case "REPLICATION_SCOPE":
+			if v != "0" {
+				return nil, doNotRetry("REPLICATION_SCOPE %s of family %s is not supported: Cellstore has no cluster replication (leave it 0)", v, cf.GetName())
+			}
+		case "NEW_VERSION_BEHAVIOR", "IS_MOB":
+			if !strings.EqualFold(v, "false") {
+				return nil, doNotRetry("%s => %s of family %s is not supported (leave it out)", k, v, cf.GetName())
 			}
 		case "COMPRESSION":
 			c, ok := pb.Compression_value["COMPRESSION_"+strings.ToUpper(v)]

@@ -170,3 +170,19 @@ func TestDisableProcedureRunsUntilTheTableIsDisabled(t *testing.T) {
 		t.Fatalf("a finished procedure asked again: %v, want FINISHED", s)
 	}
 }
+
+func (m ddlMaster) EnableTable(context.Context, *pb.TableRequest, ...grpc.CallOption) (*pb.TableResponse, error) {
+	return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Message: "table default:t is already enabled"}).Status()
+}
+
+// Enabling a table that is not disabled answers HBase's TableNotDisabledException, which
+// applications catch by its class (a DoNotRetryIOException before).
+func TestEnableOfAnEnabledTableIsTableNotDisabled(t *testing.T) {
+	var state atomic.Int32
+	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc.hello("MasterService")
+	h, _, _ := mc.call("EnableTable", &hb.EnableTableRequest{TableName: &hb.TableName{Namespace: []byte("default"), Qualifier: []byte("t")}}, nil)
+	if e := h.GetException(); e.GetExceptionClassName() != classTableNotDisabled || !e.GetDoNotRetry() {
+		t.Fatalf("EnableTable of an enabled table: %v, want %s", e, classTableNotDisabled)
+	}
+}
