@@ -72,6 +72,10 @@ type BackupSnapshot struct {
 	// Snapshot is the snapshot's name (in the cluster while it is copied, then at the backup
 	// location).
 	Snapshot string `json:"snapshot"`
+	// TakenAt: when the master had taken the snapshot (a point-in-time recovery from the backup
+	// can reach no earlier than the last of its tables' snapshots).
+	// +optional
+	TakenAt *metav1.Time `json:"takenAt,omitempty"`
 	// Copied: the snapshot is complete at the backup location.
 	// +optional
 	Copied bool `json:"copied,omitempty"`

@@ -341,6 +341,16 @@ var _ = Describe("Backups", func() {
 		Eventually(condition(c4, v1alpha1.ConditionDegraded), timeout, poll).Should(
 			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTargetBeforeBackup, "name an earlier backup"))
 		Expect(fakeOf(c4).Restored()).To(BeEmpty())
+		// A target after the backup started but before its last table's snapshot was taken is
+		// refused too, before any table is restored (the master would refuse that table's
+		// restore with the tables before it already restored).
+		Expect(bk.Status.Snapshots).To(HaveEach(HaveField("TakenAt", Not(BeNil()))))
+		mid := metav1.NewTime(bk.Status.StartedAt.Add(time.Second))
+		c6, _ := recovering(c, "mid-backup", "b1", &mid)
+		create(c6)
+		Eventually(condition(c6, v1alpha1.ConditionDegraded), timeout, poll).Should(
+			haveCondition(metav1.ConditionTrue, controller.ReasonRecoveryTargetBeforeBackup, "had taken its snapshots"))
+		Expect(fakeOf(c6).Restored()).To(BeEmpty())
 
 		// A backed-up table that exists in the new cluster before the recovery reaches it (an
 		// application made it) is not counted restored: the recovery stops there, saying so,

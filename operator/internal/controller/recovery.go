@@ -56,9 +56,11 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 	var target time.Time
 	if t := c.Spec.Bootstrap.Recovery.TargetTime; t != nil {
 		target = t.Time
-		if b.Status.StartedAt != nil && !target.After(b.Status.StartedAt.Time) {
-			return Failed(ReasonRecoveryTargetBeforeBackup, "spec.bootstrap.recovery.targetTime %s is not after StoreBackup %s was taken (%s): name an earlier backup",
-				target.UTC().Format(time.RFC3339), name, b.Status.StartedAt.UTC().Format(time.RFC3339))
+		// Checked before any table is restored: every table's snapshot must precede the target
+		// (they are taken one after another, the last maybe long after the backup started).
+		if taken := backupTakenBy(b); !taken.IsZero() && !target.After(taken) {
+			return Failed(ReasonRecoveryTargetBeforeBackup, "spec.bootstrap.recovery.targetTime %s is not after StoreBackup %s had taken its snapshots (by %s): name an earlier backup, or a later target",
+				target.UTC().Format(time.RFC3339), name, taken.UTC().Format(time.RFC3339))
 		}
 	}
 	if c.Status.Recovery == nil {
@@ -163,4 +165,29 @@ func phaseOr(p v1alpha1.BackupPhase) string {
 		return "new"
 	}
 	return string(p)
+}
+
+// backupTakenBy is when a completed backup had taken the last of its tables' snapshots: the
+// latest TakenAt, or, for a backup of an operator that did not record them, when it stopped
+// (StartedAt when neither is known).
+func backupTakenBy(b *v1alpha1.StoreBackup) time.Time {
+	var last time.Time
+	for _, sn := range b.Status.Snapshots {
+		if sn.TakenAt == nil {
+			last = time.Time{}
+			break
+		}
+		if sn.TakenAt.After(last) {
+			last = sn.TakenAt.Time
+		}
+	}
+	switch {
+	case !last.IsZero():
+		return last
+	case b.Status.StoppedAt != nil:
+		return b.Status.StoppedAt.Time
+	case b.Status.StartedAt != nil:
+		return b.Status.StartedAt.Time
+	}
+	return time.Time{}
 }

@@ -204,6 +204,12 @@ func (r *StoreBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 			return save(v1alpha1.BackupRunning, metav1.ConditionFalse, ReasonMasterUnreachable, "snapshot of %s: %v", sn.Table, err)
 		}
+		if sn.TakenAt == nil {
+			// The tables are snapshotted one after another, each once the last is copied: a
+			// recovery to a point in time needs the last of them taken before it.
+			now := metav1.NewTime(r.Options.Now().Truncate(time.Second).Add(time.Second))
+			sn.TakenAt = &now
+		}
 		cctx, cancel = call()
 		st, err := mc.CopySnapshot(cctx, sn.Snapshot, true)
 		cancel()
