@@ -317,6 +317,29 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		return &hb.IsNormalizerEnabledResponse{Enabled: proto.Bool(st.GetNormalizerOn())}, nil
 	case *hb.GetClusterStatusRequest:
 		return a.clusterStatus(ctx, r.GetOptions())
+	case *hb.SetBalancerRunningRequest:
+		var prev bool
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.SetBalancerRunning(ctx, &pb.SetBalancerRunningRequest{On: r.GetOn()})
+			prev = resp.GetPrevious()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.SetBalancerRunningResponse{PrevBalanceValue: proto.Bool(prev)}, nil
+	case *hb.BalanceRequest:
+		if r.GetDryRun() {
+			return nil, doNotRetry("a dry run of the balancer is not supported: Cellstore's balancer moves what it plans")
+		}
+		var moves int32
+		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.Balance(ctx, &pb.BalanceRequest{})
+			moves = resp.GetMoves()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &hb.BalanceResponse{BalancerRan: proto.Bool(true), MovesCalculated: proto.Uint32(uint32(moves)), MovesExecuted: proto.Uint32(uint32(moves))}, nil
 	case *hb.IsBalancerEnabledRequest:
 		st, err := a.masterStatus(ctx)
 		if err != nil {

@@ -186,3 +186,28 @@ func TestEnableOfAnEnabledTableIsTableNotDisabled(t *testing.T) {
 		t.Fatalf("EnableTable of an enabled table: %v, want %s", e, classTableNotDisabled)
 	}
 }
+
+func (m ddlMaster) SetBalancerRunning(_ context.Context, req *pb.SetBalancerRunningRequest, _ ...grpc.CallOption) (*pb.SetBalancerRunningResponse, error) {
+	return &pb.SetBalancerRunningResponse{Previous: !req.GetOn()}, nil
+}
+
+func (m ddlMaster) Balance(context.Context, *pb.BalanceRequest, ...grpc.CallOption) (*pb.BalanceResponse, error) {
+	return &pb.BalanceResponse{Moves: 3}, nil
+}
+
+// The shell's balance_switch and balancer reach the master (they answered UnknownProtocolException).
+func TestBalancerCalls(t *testing.T) {
+	var state atomic.Int32
+	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc.hello("MasterService")
+	h, msg, _ := mc.call("SetBalancerRunning", &hb.SetBalancerRunningRequest{On: proto.Bool(false)}, nil)
+	var sr hb.SetBalancerRunningResponse
+	if err := proto.Unmarshal(msg, &sr); h.GetException() != nil || err != nil || !sr.GetPrevBalanceValue() {
+		t.Fatalf("SetBalancerRunning: %v %v %v", h.GetException(), err, &sr)
+	}
+	h, msg, _ = mc.call("Balance", &hb.BalanceRequest{}, nil)
+	var br hb.BalanceResponse
+	if err := proto.Unmarshal(msg, &br); h.GetException() != nil || err != nil || !br.GetBalancerRan() || br.GetMovesExecuted() != 3 {
+		t.Fatalf("Balance: %v %v %v", h.GetException(), err, &br)
+	}
+}
