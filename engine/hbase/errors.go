@@ -17,6 +17,7 @@ const (
 	classIOException            = "java.io.IOException"
 	classDoNotRetry             = "org.apache.hadoop.hbase.DoNotRetryIOException"
 	classFatalConnection        = "org.apache.hadoop.hbase.ipc.FatalConnectionException"
+	classRequestTooBig          = "org.apache.hadoop.hbase.exceptions.RequestTooBigException"
 	classBadAuth                = "org.apache.hadoop.hbase.ipc.BadAuthException"
 	classUnsupportedCellCodec   = "org.apache.hadoop.hbase.ipc.UnsupportedCellCodecException"
 	classUnsupportedCompression = "org.apache.hadoop.hbase.ipc.UnsupportedCompressionCodecException"

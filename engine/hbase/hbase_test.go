@@ -412,6 +412,25 @@ func TestHostileConnections(t *testing.T) {
 	fatal("compression", append([]byte("HBas\x00\x50"), frame(h)...), classUnsupportedCompression)
 	hello, _ := proto.Marshal(&hb.ConnectionHeader{ServiceName: proto.String("ClientService")})
 	fatal("oversized frame", append(append([]byte("HBas\x00\x50"), frame(hello)...), 0x7f, 0xff, 0xff, 0xff), classDoNotRetry)
+	// An oversized request whose header came with its length is answered on its call id, as
+	// HBase's server does (the client fails that call; an answer on the connection's id it skips,
+	// and sends the whole request again on a new connection).
+	{
+		c := dial(t, addr)
+		c.hello("ClientService")
+		hdr, _ := proto.Marshal(&hb.RequestHeader{CallId: proto.Uint32(7), MethodName: proto.String("Multi"), RequestParam: proto.Bool(true)})
+		big := append(binary.BigEndian.AppendUint32(nil, 2<<20), appendDelimited(nil, hdr)...)
+		if _, err := c.nc.Write(big); err != nil {
+			t.Fatal(err)
+		}
+		h, _, _ := c.read()
+		if h.GetCallId() != 7 || h.GetException().GetExceptionClassName() != classRequestTooBig || !h.GetException().GetDoNotRetry() {
+			t.Errorf("oversized request with its header: %v, want call 7 answered %s", h, classRequestTooBig)
+		}
+		if !c.closed() {
+			t.Error("the connection stayed open after an oversized request")
+		}
+	}
 	fatal("a header that is not protobuf", append(append([]byte("HBas\x00\x50"), frame(hello)...), frame([]byte{5, 0xff, 0xff, 0xff, 0xff, 0xff})...), classFatalConnection)
 
 	// Random bytes after a good connection header: answered or closed, nothing else.

@@ -132,6 +132,27 @@ func (c *conn) fatal(class, msg string) error {
 	return errors.New(msg)
 }
 
+// peekCallID reads the call id from the header of a request of n bytes without consuming it (the
+// header is small and comes first; what the reader's buffer does not hold is not waited for).
+func (c *conn) peekCallID(n int64) (uint32, bool) {
+	r := c.fc.Reader
+	avail := int(min(n, int64(r.Buffered())))
+	head, _ := r.Peek(min(avail, 10))
+	hlen, k := protowire.ConsumeVarint(head)
+	if k <= 0 || hlen > 4096 || k+int(hlen) > avail {
+		return 0, false
+	}
+	b, err := r.Peek(k + int(hlen))
+	if err != nil {
+		return 0, false
+	}
+	var h hb.RequestHeader
+	if proto.Unmarshal(b[k:], &h) != nil || h.CallId == nil {
+		return 0, false
+	}
+	return h.GetCallId(), true
+}
+
 // fatalCallID is the call id of connection-level answers (-1 as HBase's int).
 const fatalCallID = ^uint32(0)
 
@@ -214,7 +235,18 @@ func (c *conn) serveCalls() error {
 		n := int64(lenBuf[0])<<24 | int64(lenBuf[1])<<16 | int64(lenBuf[2])<<8 | int64(lenBuf[3])
 		if n > int64(c.opts.MaxFrame) {
 			<-c.slots
-			return c.fatal(classDoNotRetry, fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes; send smaller batches or values", n, c.opts.MaxFrame))
+			msg := fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes; send smaller batches or values", n, c.opts.MaxFrame)
+			// Answered on the call's own id when its header can be read (as HBase's server does):
+			// the client fails that call for good, where an answer on the connection's id was
+			// skipped and the connection's close had it send the whole request again.
+			if id, ok := c.peekCallID(n); ok {
+				c.send(id, nil, nil, &hb.ExceptionResponse{ExceptionClassName: proto.String(classRequestTooBig), StackTrace: proto.String(msg), DoNotRetry: proto.Bool(true)})
+				c.wmu.Lock()
+				c.fc.HalfClose()
+				c.wmu.Unlock()
+				return errors.New(msg)
+			}
+			return c.fatal(classDoNotRetry, msg)
 		}
 		body, err := c.fc.ReadBody(n, nil)
 		if err != nil {
