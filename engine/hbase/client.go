@@ -367,19 +367,22 @@ var mutationTypes = map[hb.MutationProto_MutationType]pb.MutationProto_Type{
 // leanMutation converts a mutation and its cells (from the cell block, or its column_value
 // list when it carries no cells).
 func leanMutation(m *hb.MutationProto, rc *requestCells) (*pb.MutationProto, []byte, error) {
-	t, ok := mutationTypes[m.GetMutateType()]
-	if !ok {
-		return nil, nil, doNotRetry("unknown mutation type %v", m.GetMutateType())
-	}
 	var cells []byte
 	var n int
 	if m.AssociatedCellCount != nil {
+		// Taken first, whatever else is wrong with the mutation: the next mutation's cells
+		// follow these in the cell block.
 		var err error
 		if cells, err = rc.take(int(m.GetAssociatedCellCount())); err != nil {
 			return nil, nil, err
 		}
 		n = int(m.GetAssociatedCellCount())
-	} else {
+	}
+	t, ok := mutationTypes[m.GetMutateType()]
+	if !ok {
+		return nil, nil, doNotRetry("unknown mutation type %v", m.GetMutateType())
+	}
+	if m.AssociatedCellCount == nil {
 		var err error
 		if cells, n, err = columnValueCells(m, t, rc); err != nil {
 			return nil, nil, err
@@ -543,6 +546,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 	var lcells []byte
 	var sent []int // the HBase region action of each lean one
 	existenceOnly := map[[2]uint32]bool{}
+	badActions := map[int][]*hb.ResultOrException{} // by HBase region action: the actions failed here
 	for i, ra := range req.GetRegionAction() {
 		fail := func(e *exception) {
 			out.RegionActionResult[i] = &hb.RegionActionResult{Exception: e.pair()}
@@ -555,6 +559,19 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 		}
 		// A conditional region action (CheckAndMutate in a batch) is applied as one.
 		lra := &pb.RegionAction{Region: &pb.RegionSpecifier{Name: name}, Atomic: ra.GetAtomic() || condOf(ra) != nil}
+		// An action the adapter cannot take fails alone in a region action that is not applied
+		// as one (HBase answers it with its own exception; the others are applied), and fails
+		// the whole of one that is.
+		var bad []*hb.ResultOrException
+		actionFailed := func(index uint32, err error) {
+			if lra.Atomic {
+				if e == nil {
+					e = fromError(err)
+				}
+				return
+			}
+			bad = append(bad, &hb.ResultOrException{Index: proto.Uint32(index), Exception: fromError(err).pair()})
+		}
 		var mine []byte
 		for pos, act := range ra.GetAction() {
 			// Actions of a RowMutations carry no index: their results are numbered by position,
@@ -567,9 +584,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			case act.GetMutation() != nil:
 				m, cells, err := leanMutation(act.GetMutation(), rc)
 				if err != nil {
-					if e == nil {
-						e = fromError(err)
-					}
+					actionFailed(la.Index, err)
 					continue
 				}
 				la.Mutation = m
@@ -577,14 +592,14 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			case act.GetGet() != nil:
 				existenceOnly[[2]uint32{uint32(i), la.Index}] = act.GetGet().GetExistenceOnly()
 				g, err := leanGet(act.GetGet(), replica)
-				if err != nil && e == nil {
-					e = fromError(err)
+				if err != nil {
+					actionFailed(la.Index, err)
+					continue
 				}
 				la.Get = g
 			case act.GetServiceCall() != nil:
-				if e == nil {
-					e = &exception{class: classUnknownProtocol, msg: "coprocessor service " + act.GetServiceCall().GetServiceName() + " is not available in a batch (Cellstore loads no coprocessors; AggregateService and MultiRowMutationService are served through ExecService)", doNotRetry: true}
-				}
+				actionFailed(la.Index, &exception{class: classUnknownProtocol, msg: "coprocessor service " + act.GetServiceCall().GetServiceName() + " is not available in a batch (Cellstore loads no coprocessors; AggregateService and MultiRowMutationService are served through ExecService)", doNotRetry: true})
+				continue
 			}
 			lra.Actions = append(lra.Actions, la)
 		}
@@ -599,9 +614,14 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 			fail(e)
 			continue
 		}
+		if len(lra.Actions) == 0 && len(bad) > 0 {
+			out.RegionActionResult[i] = &hb.RegionActionResult{ResultOrException: bad}
+			continue
+		}
 		lreq.RegionActions = append(lreq.RegionActions, lra)
 		lcells = append(lcells, mine...)
 		sent = append(sent, i)
+		badActions[i] = bad
 	}
 	if len(lreq.RegionActions) == 0 {
 		k.reply(out, nil)
@@ -636,6 +656,7 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 				}
 				rr.ResultOrException = append(rr.ResultOrException, x)
 			}
+			rr.ResultOrException = append(rr.ResultOrException, badActions[sent[j]]...)
 			out.RegionActionResult[sent[j]] = rr
 			if p := lrr.GetPressure().GetPercent(); p > 0 {
 				// HBase's clients back off by these when hbase.client.backpressure.enabled.

@@ -787,6 +787,55 @@ func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 	}
 }
 
+// An action the adapter cannot take (a filter it does not know) fails alone in a batch that is
+// not applied as one: the other actions of its region are sent and answered (the whole region's
+// actions failed with it).
+func TestOneBadActionFailsAlone(t *testing.T) {
+	var got atomic.Pointer[pb.RegionAction]
+	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
+		req, err := rpc.Request[pb.MultiRequest](c)
+		if err != nil || len(req.GetRegionActions()) != 1 {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		ra := req.GetRegionActions()[0]
+		got.Store(ra)
+		rar := &pb.RegionActionResult{}
+		for _, a := range ra.GetActions() {
+			rar.Results = append(rar.Results, &pb.ResultOrException{Index: a.GetIndex(), Result: &pb.Result{}})
+		}
+		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
+	}}
+	c := dial(t, serveHandlers(t, handlers))
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	kv := cell.AppendKeyValue(nil, []byte("r1"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
+	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Action: []*hb.Action{
+		{Index: proto.Uint32(0), Get: &hb.Get{Row: []byte("r2"), Filter: &hb.Filter{Name: proto.String("org.example.MyFilter")}}},
+		{Index: proto.Uint32(1), Mutation: &hb.MutationProto{Row: []byte("r1"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}},
+	}}}}
+	h, msg, _ := c.call("Multi", req, block)
+	var resp hb.MultiResponse
+	if h.GetException() != nil || proto.Unmarshal(msg, &resp) != nil || len(resp.GetRegionActionResult()) != 1 {
+		t.Fatalf("multi: %v", h)
+	}
+	rr := resp.GetRegionActionResult()[0]
+	if rr.GetException() != nil {
+		t.Fatalf("the region action failed whole: %v", rr.GetException())
+	}
+	byIndex := map[uint32]*hb.ResultOrException{}
+	for _, roe := range rr.GetResultOrException() {
+		byIndex[roe.GetIndex()] = roe
+	}
+	if byIndex[0].GetException() == nil || byIndex[1].GetResult() == nil || byIndex[1].GetException() != nil {
+		t.Fatalf("answers %v; want the get failed and the put applied", rr.GetResultOrException())
+	}
+	if ra := got.Load(); ra == nil || len(ra.GetActions()) != 1 || ra.GetActions()[0].GetMutation() == nil {
+		t.Fatalf("sent %v; want the put alone", ra)
+	}
+}
+
 // A mutation sent as column values makes one cell per value, each repeating the row: a small
 // request of a long row and many empty values is refused at the server's request limit, before
 // its cells are made, and a normal one goes through.
