@@ -118,8 +118,8 @@ func (r *Registry) Expel(name string, startCode int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.servers[name]
-	if s == nil || !s.Live || s.StartCode != startCode {
-		return false
+	if s == nil || !s.Live || s.StartCode != startCode || s.Expelled {
+		return false // (expelled already: said once)
 	}
 	s.Expelled = true
 	return true
