@@ -447,6 +447,13 @@ func (m *Master) janitorLocked(now time.Time) error {
 		return nil
 	}
 	m.nextJanitor = now.Add(m.cfg.JanitorInterval)
+	for name, until := range m.splitHold {
+		// Holds that ran out, or of regions gone (split by hand, merged, dropped): the size
+		// policy deletes a hold only when it looks at that region again.
+		if now.After(until) || m.st.regions[name] == nil {
+			delete(m.splitHold, name)
+		}
+	}
 	m.checkLinksLocked()
 	m.mergeJanitorLocked()
 	for name, r := range m.st.regions {
