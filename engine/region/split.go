@@ -44,6 +44,11 @@ func (r *Region) SplitPoint() ([]byte, error) {
 	if best == nil {
 		return nil, fmt.Errorf("%w: region %s has no store files", ErrCannotSplit, r.name)
 	}
+	// Held while read: a compaction's commit may release the set's reference meanwhile.
+	if !best.retain() {
+		return nil, fmt.Errorf("%w: region %s's files changed (a compaction): try again", ErrCannotSplit, r.name)
+	}
+	defer best.release()
 	row, err := midRowOf(best.reader)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCannotSplit, err)
