@@ -80,7 +80,9 @@ func (r *StoreUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if !controllerutil.ContainsFinalizer(u, StoreUserFinalizer) {
 			return ctrl.Result{}, nil
 		}
-		if clusterFound && cluster.Spec.TLSEnabled() {
+		// Whatever the cluster's security now: a user deleted while it is off keeps no token and
+		// no grant for when it is on again.
+		if clusterFound {
 			if err := r.takeBack(ctx, u, cluster); err != nil {
 				r.Recorder.Eventf(u, corev1.EventTypeWarning, "RevokeFailed", "cannot take back the user's grants and quotas yet: %v", err)
 				return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
@@ -406,6 +408,9 @@ func userQuotaSpecs(u *v1alpha1.StoreUser) []v1alpha1.QuotaSpec {
 func (r *StoreUserReconciler) takeBack(ctx context.Context, u *v1alpha1.StoreUser, cluster *v1alpha1.StoreCluster) error {
 	if msg := r.tokenLine(ctx, u, cluster, ""); msg != "" {
 		return fmt.Errorf("%s", msg)
+	}
+	if len(u.Status.AppliedACLs) == 0 && len(u.Status.AppliedQuotas) == 0 {
+		return nil
 	}
 	mc, err := r.Options.Masters(cluster)
 	if err != nil {

@@ -119,6 +119,35 @@ var _ = Describe("StoreUser controller", func() {
 		Expect(tokens.Data).NotTo(HaveKey("bob"))
 	})
 
+	It("takes back a user deleted while its cluster's security is off", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		fake := fakeOf(c)
+		bob := newUser(ns, "bob", c.Name, func(u *v1alpha1.StoreUser) {
+			u.Spec.Authentication.Type = "token"
+			u.Spec.ACLs = []v1alpha1.UserACL{{Table: "orders", Actions: "R"}}
+		})
+		Eventually(userReady(bob), timeout, poll).Should(haveCondition(metav1.ConditionTrue, controller.ReasonApplied))
+		Expect(fake.Grants()).To(Equal([]string{"bob table=default:orders: R"}))
+		Eventually(func() error {
+			cur := get(c)
+			cur.Spec.Security.TLS = v1alpha1.TLSDisabled
+			return k8s.Update(suiteCtx, cur)
+		}, timeout, poll).Should(Succeed())
+		Eventually(userReady(bob), timeout, poll).Should(haveCondition(metav1.ConditionFalse, controller.ReasonSecurityDisabled))
+		Expect(k8s.Delete(suiteCtx, bob)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(bob), &v1alpha1.StoreUser{}))
+		}, timeout, poll).Should(BeTrue())
+		// Security on again would not bring bob back: no grant, no token line.
+		Expect(fake.Grants()).To(BeEmpty())
+		tokens := &corev1.Secret{}
+		if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.TokensSecretName(c)}, tokens); err == nil {
+			Expect(tokens.Data).NotTo(HaveKey("bob"))
+		}
+	})
+
 	It("says when its cluster does not exist, and refuses two ACLs at one scope", func() {
 		ns := newNamespace()
 		lost := newUser(ns, "lost", "nowhere", nil)
