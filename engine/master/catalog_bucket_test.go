@@ -81,7 +81,7 @@ type countingBucket struct {
 }
 
 func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
-	if strings.HasPrefix(key, "meta/log/") {
+	if strings.HasPrefix(key, "meta/log/") && !strings.HasSuffix(key, "/fenced") { // (a fence's completion record is no log object)
 		c.logGets.Add(1)
 	}
 	return c.Bucket.Get(ctx, key)

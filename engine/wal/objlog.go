@@ -909,10 +909,12 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
-		// Markers on every free number below the top, down to MaxFenceWindow below the highest
-		// object: only the last numbers below it can still be in flight (a writer has at most
-		// MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted.
-		first, have, err := takenBelow(ctx, b, prefix, highest)
+		// Markers on every free number below the top, down to MaxFenceWindow below the writer's
+		// highest object: only the last numbers below it can still be in flight (a writer has at
+		// most MaxFenceWindow/2 PUTs under way); lower gaps are objects MarkFlushed deleted. The
+		// writer's highest, not the highest object: markers an interrupted fence left may lie far
+		// above the writer, with free numbers between it and them.
+		first, have, _, err := fenceWindow(ctx, b, prefix, highest, top)
 		if err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		}
@@ -929,6 +931,9 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		if more, err := has(top, 0); err != nil {
 			return 0, fmt.Errorf("wal: fence %s: %w", prefix, err)
 		} else if !more {
+			if err := markFenced(ctx, b, prefix, top); err != nil {
+				return 0, err
+			}
 			return top, nil
 		}
 		seen = top
@@ -975,9 +980,12 @@ func putMarkers(numbers []uint64, put func(uint64) (bool, error)) error {
 
 // fencedBefore returns the highest object and whether the log was fenced completely before (a
 // fence places its top marker first: a crash mid-way leaves gaps below it): its highest object is
-// a marker and every number of the window below it is taken, so the writer can get past none.
-// Fencing it again adds nothing.
+// a marker and every number from MaxFenceWindow below the writer's highest object up to it is
+// taken, so the writer can get past none. Fencing it again adds nothing.
 func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func(n, limit uint64) (bool, error)) (uint64, bool, error) {
+	if top, ok, err := readFenced(ctx, b, prefix); err != nil || ok {
+		return top, ok, err // a fence completed (nothing is read of the log: it may be deleted)
+	}
 	lo, bound, err := searchUp(0, func(n uint64) (bool, error) { return has(n, 0) })
 	if err != nil || bound == 0 {
 		return 0, false, err
@@ -986,45 +994,169 @@ func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func
 	if err != nil || highest == 0 {
 		return 0, false, err
 	}
-	first, have, err := takenBelow(ctx, b, prefix, highest)
+	if marker, err := isFenceMarker(ctx, b, prefix, highest); err != nil || !marker {
+		return highest, false, err
+	}
+	first, have, writer, err := fenceWindow(ctx, b, prefix, highest, highest+1)
 	if err != nil {
 		return 0, false, err
 	}
 	for n := first; n <= highest; n++ {
 		if !have[n] {
-			return highest, false, nil
+			// Not fenced: the new fence searches up from the writer's highest object (an earlier
+			// fence's markers above it are not the writer's).
+			return writer, false, nil
 		}
 	}
-	head, err := b.GetRange(ctx, objectKey(prefix, highest), 0, headerSize)
+	// Fenced completely (by a release that recorded no completion): recorded now, so that the
+	// next master's fence of it reads one object.
+	return highest, true, markFenced(ctx, b, prefix, highest)
+}
+
+// fencedKey is where a fence that completed records it (not a numbered object: listings of the
+// log skip it). A fence that finds it has nothing to do; one that does not (an interrupted fence,
+// which may have left markers far above the writer with free numbers between) fences anew.
+func fencedKey(prefix string) string { return path.Join(prefix, "fenced") }
+
+func markFenced(ctx context.Context, b storage.Bucket, prefix string, top uint64) error {
+	if _, err := b.Put(ctx, fencedKey(prefix), strconv.AppendUint(nil, top, 10), storage.Condition{}); err != nil {
+		return fmt.Errorf("wal: fence %s: recording it complete: %w", prefix, err)
+	}
+	return nil
+}
+
+func readFenced(ctx context.Context, b storage.Bucket, prefix string) (uint64, bool, error) {
+	data, _, err := b.Get(ctx, fencedKey(prefix))
+	if errors.Is(err, storage.ErrNoObject) {
+		return 0, false, nil
+	}
 	if err != nil {
 		return 0, false, err
 	}
-	kind, _, herr := checkHeader(head)
-	return highest, herr == nil && kind == kindFence, nil
+	top, perr := strconv.ParseUint(string(data), 10, 64)
+	if perr != nil {
+		return 0, false, &CorruptionError{File: fencedKey(prefix), Reason: fmt.Sprintf("not a number: %q", data)}
+	}
+	return top, true, nil
 }
 
-// takenBelow lists the MaxFenceWindow numbers up to highest: the first of them and which hold an
-// object.
-func takenBelow(ctx context.Context, b storage.Bucket, prefix string, highest uint64) (uint64, map[uint64]bool, error) {
+// isFenceMarker says whether object n of the log is a fence marker.
+func isFenceMarker(ctx context.Context, b storage.Bucket, prefix string, n uint64) (bool, error) {
+	head, err := b.GetRange(ctx, objectKey(prefix, n), 0, headerSize)
+	if err != nil {
+		return false, err
+	}
+	kind, _, herr := checkHeader(head)
+	return herr == nil && kind == kindFence, nil
+}
+
+// fenceWindow returns the numbers a fence must hold below top: from MaxFenceWindow below the
+// writer's highest object (the highest at or below highest that is not a marker; highest when
+// there is none), which of them up to top-1 hold an object, and that writer's highest.
+func fenceWindow(ctx context.Context, b storage.Bucket, prefix string, highest, top uint64) (uint64, map[uint64]bool, uint64, error) {
+	writer, have, err := writerHighest(ctx, b, prefix, highest)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if writer == 0 {
+		// Only markers (a log whose objects were deleted after its split, or one its writer
+		// never wrote to): the window below the highest of them.
+		writer = highest
+	}
 	first := uint64(1)
-	if highest > MaxFenceWindow {
-		first = highest - MaxFenceWindow + 1
+	if writer > MaxFenceWindow {
+		first = writer - MaxFenceWindow + 1
 	}
-	after := ""
-	if first > 1 {
-		after = objectKey(prefix, first-1)
+	for n := range have {
+		if n < first || n >= top {
+			delete(have, n)
+		}
 	}
-	window, err := b.List(ctx, prefix+"/", after, 4*MaxFenceWindow)
+	return first, have, writer, nil
+}
+
+// writerHighest returns the writer's highest object at or below highest — the highest that is
+// not a fence marker (0: none, only markers or nothing) — and the numbers up to highest that hold
+// an object. The log's keys are listed (few: MarkFlushed deletes flushed objects) and their
+// headers read from the top down, a batch at a time, to the first that is not a marker.
+func writerHighest(ctx context.Context, b storage.Bucket, prefix string, highest uint64) (uint64, map[uint64]bool, error) {
+	taken, err := takenIn(ctx, b, prefix, 1, highest)
 	if err != nil {
 		return 0, nil, err
 	}
-	have := map[uint64]bool{}
-	for _, o := range window {
-		if n, ok := parseObjectKey(prefix, o.Key); ok && n <= highest {
-			have[n] = true
+	nums := make([]uint64, 0, len(taken))
+	for n := range taken {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	slices.Reverse(nums)
+	for len(nums) > 0 {
+		batch := nums[:min(len(nums), MaxFenceWindow)]
+		nums = nums[len(batch):]
+		marker := make([]bool, len(batch))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var firstErr error
+		sem := make(chan struct{}, fenceParallelism)
+		for i, n := range batch {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				m, err := isFenceMarker(ctx, b, prefix, n)
+				if errors.Is(err, storage.ErrNoObject) {
+					m, err = true, nil // deleted meanwhile (a split's DeleteObjectLog): not the writer's
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				marker[i] = m
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return 0, nil, firstErr
+		}
+		for i, n := range batch { // highest first
+			if !marker[i] {
+				return n, taken, nil
+			}
 		}
 	}
-	return first, have, nil
+	return 0, taken, nil
+}
+
+// takenIn lists the numbers from lo to hi that hold an object.
+func takenIn(ctx context.Context, b storage.Bucket, prefix string, lo, hi uint64) (map[uint64]bool, error) {
+	have := map[uint64]bool{}
+	after := ""
+	if lo > 1 {
+		after = objectKey(prefix, lo-1)
+	}
+	for {
+		page, err := b.List(ctx, prefix+"/", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page {
+			n, ok := parseObjectKey(prefix, o.Key)
+			if !ok {
+				continue
+			}
+			if n > hi {
+				return have, nil
+			}
+			if n >= lo {
+				have[n] = true
+			}
+		}
+		if len(page) < 1000 {
+			return have, nil
+		}
+		after = page[len(page)-1].Key
+	}
 }
 
 // searchUp finds, from seen, numbers lo < hi with an object after lo and none after hi, in steps

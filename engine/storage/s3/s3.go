@@ -295,8 +295,10 @@ func (b *Bucket) Put(ctx context.Context, key string, body []byte, cond storage.
 }
 
 // holds says whether the object at key is body, and its ETag. A single-part PUT's ETag is the
-// body's MD5 (AWS without SSE-KMS, MinIO); another form (SSE-KMS, multipart) is checked by reading.
-// A missing key does not hold it; an error says the key could not be read (nothing is known).
+// body's MD5 (AWS without SSE-KMS, MinIO); an ETag that is not is checked by reading — also one
+// of 32 hex digits, which SSE-KMS and SSE-C give without being an MD5 of the data (taken for the
+// MD5 of other bytes, this process's own landed write was called someone else's). A missing key
+// does not hold it; an error says the key could not be read (nothing is known).
 func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bool, error) {
 	info, err := b.Stat(ctx, key)
 	if errors.Is(err, storage.ErrNoObject) {
@@ -312,9 +314,6 @@ func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bo
 	if strings.Trim(info.ETag, `"`) == hex.EncodeToString(sum[:]) {
 		return info.ETag, true, nil
 	}
-	if t := strings.Trim(info.ETag, `"`); len(t) == 32 && isHex(t) {
-		return "", false, nil // an MD5 of other bytes
-	}
 	data, got, err := b.Get(ctx, key)
 	if errors.Is(err, storage.ErrNoObject) {
 		return "", false, nil
@@ -328,10 +327,6 @@ func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bo
 	return got.ETag, true, nil
 }
 
-func isHex(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
 
 // Get implements storage.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {

@@ -216,6 +216,24 @@ func TestAnUnknownOutcomeIsNotAFailedCondition(t *testing.T) {
 	}
 }
 
+// On a bucket whose ETags are not the objects' MD5 yet are 32 hex digits (SSE-KMS, SSE-C), a
+// conditional create whose answer was lost is still known for this writer's by reading it back
+// (it was taken for another writer's: a WAL object's own write fenced its server).
+func TestLostAnswerOnAnEncryptedBucket(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "kms")
+	ctx := context.Background()
+	proxy.Inject(s3test.LoseAnswer, "PUT", 1, 0)
+	proxy.Inject(s3test.OpaqueETag, "HEAD", 5, 0)
+	if _, err := b.Put(ctx, "wal/0001", []byte("edits"), storage.Condition{IfNoneMatch: true}); err != nil {
+		t.Fatalf("the create took effect but Put says %v", err)
+	}
+	proxy.Clear()
+	proxy.Inject(s3test.OpaqueETag, "HEAD", 5, 0)
+	if _, err := b.Put(ctx, "wal/0001", []byte("other"), storage.Condition{IfNoneMatch: true}); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("another writer's create: %v, want ErrPrecondition", err)
+	}
+}
+
 // A conditional create whose answer is lost after the store took it is retried by the SDK; the
 // retry fails its own condition, and Put must still report the write as done — the writer won.
 // Another writer's create of the key still fails.

@@ -158,6 +158,9 @@ const (
 	// WholeObject answers a GET 200 with the rule's body and no Content-Range without forwarding:
 	// what a store (or proxy) that ignores Range answers a ranged GET (AnswerWholeObject).
 	WholeObject
+	// OpaqueETag forwards the request and answers with an ETag of 32 hex digits that is not the
+	// MD5 of the object, as a bucket with SSE-KMS or SSE-C encryption does.
+	OpaqueETag
 )
 
 type proxyRule struct {
@@ -203,6 +206,17 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MissingContentMD5</Code><Message>Missing required header for this request: Content-Md5.</Message></Error>`)
+		case rule.fault == OpaqueETag:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			if w.Header().Get("ETag") != "" {
+				w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
 		case rule.fault == WholeObject:
 			w.Header().Set("Content-Length", fmt.Sprint(len(rule.body)))
 			w.WriteHeader(http.StatusOK)
