@@ -504,7 +504,16 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 	}
 	a.busy = true
 	active := resources.PodOfServer(c, resources.GroupMaster, a.st.ActiveMaster)
-	pick := firstNotReady(outdated) // a pod that is not Ready serves nothing: restart it first
+	// A standby that is not Ready serves nothing: restart it first. Not the active master, which
+	// answers (that is how it is known) while its readiness probe may fail a moment: it goes last,
+	// once every master is Ready, as ever — unless it is the only master.
+	var standbys []*corev1.Pod
+	for _, p := range outdated {
+		if p.Name != active || replicas == 1 {
+			standbys = append(standbys, p)
+		}
+	}
+	pick := firstNotReady(standbys)
 	if pick == nil {
 		if p := firstNotReady(a.pods[resources.GroupMaster]); p != nil || int32(len(a.pods[resources.GroupMaster])) < replicas {
 			return Waiting(ReasonWaitingForPods, "waiting for every master to be Ready before restarting the next"), true

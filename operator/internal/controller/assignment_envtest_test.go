@@ -127,6 +127,29 @@ var _ = Describe("Rolling restart", func() {
 		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("restarting active master pod " + active)))
 	})
 
+	It("does not restart the active master first because its readiness failed a moment", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 2 }))
+		waitRunning(c)
+		f := fakeOf(c)
+		active := get(c).Status.Masters.Active
+		Expect(active).NotTo(BeEmpty())
+		mark := len(f.Journal())
+		kubelet.holdNotReady(ns, active, true)
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: active}, pod)).To(Succeed())
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		Expect(k8s.Status().Update(suiteCtx, pod)).To(Succeed())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.HedgeDelay = &metav1.Duration{Duration: 20 * time.Millisecond} })
+		Eventually(eventsOf(c, "RestartRequired"), timeout, poll).ShouldNot(BeEmpty())
+		// The active master answers: it is not restarted while it is not Ready (nor anything
+		// else while a master is not Ready).
+		Consistently(func() []string { return journalFrom(f, mark, "stopped store-master") }, 3*time.Second, poll).Should(BeEmpty())
+		kubelet.holdNotReady(ns, active, false)
+		Eventually(func() []string { return journalFrom(f, mark, "stopped store-master") }, 2*timeout, poll).Should(HaveLen(2))
+		Expect(journalFrom(f, mark, "stopped store-master")[1]).To(Equal("stopped "+active), "the active master restarts last")
+	})
+
 	It("restarts a master pod that is not Ready while no master answers, and says why a pod cannot start", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 1 }))
