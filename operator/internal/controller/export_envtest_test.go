@@ -27,3 +27,10 @@ func ApplyRegionServersAs(ctx context.Context, cl client.Client, c *v1alpha1.Sto
 	res := r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
 	return res.Outcome.String(), res.Reason
 }
+
+// CredentialsHashOf is the hash of the S3 keys c's pods get from Secrets, as the StoreCluster
+// controller puts it on their template.
+func CredentialsHashOf(ctx context.Context, cl client.Client, c *v1alpha1.StoreCluster) (string, error) {
+	r := &StoreClusterReconciler{Client: cl, APIReader: cl}
+	return r.credentialsHash(ctx, c)
+}

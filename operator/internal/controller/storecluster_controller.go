@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -493,8 +495,12 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 	if res := r.checkUpgrade(ctx, c); res.Outcome != Complete {
 		return res
 	}
+	credentials, err := r.credentialsHash(ctx, c)
+	if err != nil {
+		return Errored(ReasonApplyFailed, err)
+	}
 	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory,
-		Hibernated: hibernated(c)}
+		Hibernated: hibernated(c), CredentialsHash: credentials}
 	if res := r.applyStatefulSet(ctx, s, resources.GroupMaster, resources.MasterStatefulSet(c, in)); res.Outcome != Complete {
 		return res
 	}
@@ -504,6 +510,42 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 		in.Replicas = 0
 	}
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
+}
+
+// credentialsHash hashes the S3 keys the pods get from Secrets (spec.storage.s3's and
+// spec.backup.s3's credentials): "" when none is given that way. A Secret that is missing or
+// lacks a key is left out (the storage task says so).
+func (r *StoreClusterReconciler) credentialsHash(ctx context.Context, c *v1alpha1.StoreCluster) (string, error) {
+	var refs []*corev1.LocalObjectReference
+	if c.Spec.Storage.S3 != nil {
+		refs = append(refs, c.Spec.Storage.S3.CredentialsSecret)
+	}
+	if c.Spec.Backup != nil {
+		refs = append(refs, c.Spec.Backup.S3.CredentialsSecret)
+	}
+	h := sha256.New()
+	found := false
+	for _, ref := range refs {
+		if ref == nil {
+			continue
+		}
+		sec := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", fmt.Errorf("read Secret %s: %w", ref.Name, err)
+		}
+		found = true
+		for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
+			fmt.Fprintf(h, "%s/%s=%d:", ref.Name, k, len(sec.Data[k]))
+			h.Write(sec.Data[k])
+		}
+	}
+	if !found {
+		return "", nil
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // checkUpgrade refuses an engine version (spec.version, else the image's tag) that cannot be rolled

@@ -191,7 +191,18 @@ var _ = Describe("StoreCluster controller: refused specs", func() {
 			for _, v := range sts.Spec.Template.Spec.Volumes {
 				Expect(v.PersistentVolumeClaim).To(BeNil(), "no shared claim on S3")
 			}
+			// The keys' hash is on the template: new keys in the Secret restart the pods (they
+			// read them only when they start).
+			Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(resources.AnnotationCredentialsHash, Not(BeEmpty())))
 		}
+		By("new keys in the Secret change the hash the templates carry")
+		before, err := controller.CredentialsHashOf(suiteCtx, k8s, get(c))
+		Expect(err).NotTo(HaveOccurred())
+		sec.Data["AWS_SECRET_ACCESS_KEY"] = []byte("rotated")
+		Expect(k8s.Update(suiteCtx, sec)).To(Succeed())
+		after, err := controller.CredentialsHashOf(suiteCtx, k8s, get(c))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).NotTo(Equal(before))
 	})
 
 	It("waits for a missing existing claim and goes on once it exists", func() {

@@ -45,6 +45,9 @@ const (
 	// AnnotationConfigHash is on pod templates: the hash of the engine configuration file, so that
 	// a configuration change is a pod template change with a recorded reason.
 	AnnotationConfigHash = "cellstore.io/config-hash"
+	// AnnotationCredentialsHash is on pod templates: a hash of the S3 keys given to the pods from
+	// Secrets (WorkloadInputs.CredentialsHash).
+	AnnotationCredentialsHash = "cellstore.io/credentials-hash"
 	// AnnotationRenderedTemplate is on StatefulSets: the pod template as the operator rendered it
 	// (before the API server's defaulting), the base of the field-level diff of the next change.
 	AnnotationRenderedTemplate = "cellstore.io/rendered-template"

@@ -29,6 +29,10 @@ type WorkloadInputs struct {
 	OperatorVersion string
 	// Memory is the region servers' memory plan.
 	Memory MemoryPlan
+	// CredentialsHash is a hash of the S3 keys the pods are given from Secrets (as environment
+	// variables, read only when a container starts): new keys in a Secret restart the pods, drain
+	// first, rather than leave them on keys that may have been revoked.
+	CredentialsHash string
 }
 
 // MasterStatefulSet is the masters' StatefulSet.
@@ -63,7 +67,7 @@ func MasterStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv1.Stat
 	}, MasterHTTPPort, (masterGracePeriod - 10))
 	backupVols, backupMounts := backupVolumes(c)
 	ctr.VolumeMounts = append(ctr.VolumeMounts, backupMounts...)
-	tpl := podTemplate(c, GroupMaster, ctr, backupVols, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash)
+	tpl := podTemplate(c, GroupMaster, ctr, backupVols, spec.Master.Scheduling, masterGracePeriod, in.ConfigHash, in.CredentialsHash)
 	tpl.Spec.ServiceAccountName = MasterAccountName(c)
 	setTemplateHash(&tpl)
 	replicas := spec.MasterReplicas()
@@ -140,7 +144,7 @@ func RegionServerStatefulSet(c *v1alpha1.StoreCluster, in WorkloadInputs) *appsv
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volumeFileCache, MountPath: FileCachePath})
 		ctr.Args = append(ctr.Args, "--file-cache-dir="+FileCachePath, "--file-cache-size="+FormatBytes(n))
 	}
-	tpl := podTemplate(c, GroupRegionServer, ctr, extra, spec.RegionServers.Scheduling, RegionServerGracePeriod(c), in.ConfigHash)
+	tpl := podTemplate(c, GroupRegionServer, ctr, extra, spec.RegionServers.Scheduling, RegionServerGracePeriod(c), in.ConfigHash, in.CredentialsHash)
 	// Region servers do not call the Kubernetes API.
 	tpl.Spec.AutomountServiceAccountToken = ptr.To(false)
 	setTemplateHash(&tpl)
@@ -235,7 +239,7 @@ func engineContainer(c *v1alpha1.StoreCluster, args []string, env []corev1.EnvVa
 	}
 }
 
-func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraVolumes []corev1.Volume, sched v1alpha1.Scheduling, grace int64, configHash string) corev1.PodTemplateSpec {
+func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraVolumes []corev1.Volume, sched v1alpha1.Scheduling, grace int64, configHash, credentialsHash string) corev1.PodTemplateSpec {
 	spec := &c.Spec
 	overrides := v1alpha1.PodTemplateOverrides{}
 	if spec.PodTemplate != nil {
@@ -250,6 +254,9 @@ func podTemplate(c *v1alpha1.StoreCluster, g Group, ctr corev1.Container, extraV
 	annotations["kubectl.kubernetes.io/default-container"] = EngineContainer
 	if configHash != "" {
 		annotations[AnnotationConfigHash] = configHash
+	}
+	if credentialsHash != "" {
+		annotations[AnnotationCredentialsHash] = credentialsHash
 	}
 	if v := c.Annotations[v1alpha1.AnnotationRestartedAt]; v != "" {
 		annotations[v1alpha1.AnnotationRestartedAt] = v
