@@ -829,7 +829,23 @@ func (r *AssignmentReconciler) advanceRegionServer(ctx context.Context, a *assig
 		return clear("Restarted", "region server pod %s is Ready and serving again; undrained it and asked the master to balance", st.Pod)
 
 	case StepRemoving:
+		ord := int32(podOrdinal(st.Pod))
 		if pod != nil {
+			switch {
+			case c.Spec.RegionServerReplicas() > ord && ptr.Deref(sts.Spec.Replicas, 0) > ord && pod.DeletionTimestamp == nil:
+				// Raised again while it was removed: the StatefulSet keeps (or made anew) the
+				// pod, which would stay drained, and the rollout wait for its removal for ever.
+				if err := r.undrainAndBalance(ctx, a, server, true); err != nil {
+					return Errored(ReasonMasterUnreachable, err), false
+				}
+				return clear("ScaleInCancelled", "region server pod %s stays: spec.regionServers.replicas is %d again; undrained it", st.Pod, c.Spec.RegionServerReplicas())
+			case c.Spec.RegionServerReplicas() <= ord && ptr.Deref(sts.Spec.Replicas, 0) > ord:
+				// The step was recorded but the StatefulSet not lowered (a conflict, an operator
+				// that stopped in between): lower it now.
+				if err := r.lowerReplicas(ctx, sts, ord); err != nil {
+					return Errored("ScaleFailed", err), false
+				}
+			}
 			return Waiting(ReasonScalingIn, "waiting for region server pod %s to be removed", st.Pod), false
 		}
 		if err := r.undrainAndBalance(ctx, a, server, true); err != nil {
@@ -846,6 +862,19 @@ func (r *AssignmentReconciler) advanceRegionServer(ctx context.Context, a *assig
 	return clear("RolloutReset", "forgot an unknown rollout step %q of pod %s", st.Step, st.Pod)
 }
 
+// lowerReplicas lowers the region servers' StatefulSet to n replicas (if it has more).
+func (r *AssignmentReconciler) lowerReplicas(ctx context.Context, sts *appsv1.StatefulSet, n int32) error {
+	if ptr.Deref(sts.Spec.Replicas, 0) <= n {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	sts.Spec.Replicas = ptr.To(n)
+	if err := r.Client.Patch(ctx, sts, patch, client.FieldOwner(AssignmentFieldOwner)); err != nil {
+		return fmt.Errorf("lower StatefulSet %s to %d replicas: %w", sts.Name, n, err)
+	}
+	return nil
+}
+
 // drained moves a drained (or forced) region server on: a restart deletes the pod, a scale-in lowers
 // the StatefulSet's replicas.
 func (r *AssignmentReconciler) drained(ctx context.Context, a *assignState, st *rolloutState, why string) (Result, bool) {
@@ -857,12 +886,8 @@ func (r *AssignmentReconciler) drained(ctx context.Context, a *assignState, st *
 			return Errored("RecordRolloutFailed", err), false
 		}
 		ord := int32(podOrdinal(st.Pod))
-		if ptr.Deref(sts.Spec.Replicas, 0) > ord {
-			patch := client.MergeFromWithOptions(sts.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			sts.Spec.Replicas = ptr.To(ord)
-			if err := r.Client.Patch(ctx, sts, patch, client.FieldOwner(AssignmentFieldOwner)); err != nil {
-				return Errored("ScaleFailed", fmt.Errorf("lower StatefulSet %s to %d replicas: %w", sts.Name, ord, err)), false
-			}
+		if err := r.lowerReplicas(ctx, sts, ord); err != nil {
+			return Errored("ScaleFailed", err), false
 		}
 		r.event(c, corev1.EventTypeNormal, "ScalingIn", "region server pod %s is drained (%s); StatefulSet %s lowered to %d replicas", st.Pod, why, sts.Name, ord)
 		return Waiting(ReasonScalingIn, "removing region server pod %s", st.Pod), false

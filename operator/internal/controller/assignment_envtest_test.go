@@ -359,6 +359,54 @@ var _ = Describe("Scaling", func() {
 		Expect(get(c).Status.RegionServers.Replicas).To(BeEquivalentTo(2))
 	})
 
+	// removing puts the scale-in of store-regionserver-2 at its Removing step, as an operator
+	// that stopped between recording the step and lowering the StatefulSet leaves it.
+	removing := func(c *v1alpha1.StoreCluster) {
+		GinkgoHelper()
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: c.Namespace, Name: rsPod(c, 2)}, pod)).To(Succeed())
+		Eventually(func() error {
+			sts := statefulSet(c, resources.GroupRegionServer)
+			patch := client.MergeFrom(sts.DeepCopy())
+			sts.Annotations[resources.AnnotationRollout] = fmt.Sprintf(`{"pod":%q,"uid":%q,"action":"ScaleIn","step":"Removing","since":%q,"reason":"test"}`,
+				pod.Name, pod.UID, time.Now().UTC().Format(time.RFC3339))
+			return k8s.Patch(suiteCtx, sts, patch)
+		}, timeout, poll).Should(Succeed())
+	}
+
+	It("finishes a scale-in whose StatefulSet was not lowered when its Removing step was recorded", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 3)
+		f.SetManualDrain(true)
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		f.MoveRegionsAway(rsServer(c, 2))
+		removing(c)
+		Eventually(func() int32 { return *statefulSet(c, resources.GroupRegionServer).Spec.Replicas }, timeout, poll).Should(BeEquivalentTo(2))
+		Eventually(eventsOf(c, "ScaledIn"), timeout, poll).ShouldNot(BeEmpty())
+		waitRunning(c)
+	})
+
+	It("cancels a scale-in at its Removing step when the replicas are raised again", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 3)
+		f.SetManualDrain(true)
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		removing(c)
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
+		Eventually(func() map[string]string { return statefulSet(c, resources.GroupRegionServer).Annotations }, 2*timeout, poll).ShouldNot(HaveKey(resources.AnnotationRollout))
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeFalse(), "the server that stays is undrained")
+		Eventually(func() int32 { return *statefulSet(c, resources.GroupRegionServer).Spec.Replicas }, timeout, poll).Should(BeEquivalentTo(3))
+		waitRunning(c)
+	})
+
 	It("scales through the scale subresource (kubectl scale, an HPA) by the same drain-first path", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns))
