@@ -362,7 +362,12 @@ func (f bucketFiles) readManifest(p string) ([]byte, string, error) {
 func (f bucketFiles) commitManifest(p string, b []byte, version string) (string, error) {
 	cond := storage.Condition{IfMatch: version, IfNoneMatch: version == ""}
 	etag, err := f.b.Put(context.Background(), p, b, cond)
-	if errors.Is(err, storage.ErrPrecondition) {
+	switch {
+	case errors.Is(err, storage.ErrConflict):
+		// Another conditional write of the key under way, perhaps this one's own earlier
+		// attempt: an unknown outcome, not a fence; the caller asks again.
+		return "", fmt.Errorf("%w: %s in %s: %w", storage.ErrUnavailable, p, f.b.Describe(), err)
+	case errors.Is(err, storage.ErrPrecondition):
 		return "", fmt.Errorf("%w: %s in %s: %w", ErrFenced, p, f.b.Describe(), err)
 	}
 	return etag, err

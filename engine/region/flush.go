@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -528,7 +529,23 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	b, err := encodeChecked(m)
 	var version string
 	if err == nil {
-		version, err = r.store.commitManifest(path.Join(r.dir, manifestName), b, r.manVersion)
+		manPath := path.Join(r.dir, manifestName)
+		version, err = r.store.commitManifest(manPath, b, r.manVersion)
+		if errors.Is(err, ErrFenced) && r.unsureManifest != nil {
+			// The last commit's outcome was unknown (the store's answer lost): if it landed, the
+			// manifest is that body — this region's own, not another server's. This one replaces
+			// it (what that commit added is written again here, or its flush's snapshot would
+			// still be in memory).
+			if cur, etag, rerr := r.store.readManifest(manPath); rerr == nil && bytes.Equal(cur, r.unsureManifest) {
+				version, err = r.store.commitManifest(manPath, b, etag)
+			}
+		}
+		switch {
+		case err == nil:
+			r.unsureManifest = nil
+		case errors.Is(err, storage.ErrUnavailable):
+			r.unsureManifest = b
+		}
 	}
 	if err != nil {
 		closeOpened()
