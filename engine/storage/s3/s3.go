@@ -327,7 +327,6 @@ func (b *Bucket) holds(ctx context.Context, key string, body []byte) (string, bo
 	return got.ETag, true, nil
 }
 
-
 // Get implements storage.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInfo, error) {
 	if err := storage.CheckKey(key); err != nil {

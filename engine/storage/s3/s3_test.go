@@ -262,6 +262,29 @@ func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
 	}
 }
 
+// A store that answers a Complete that took effect with NoSuchUpload (a retried one, whose first
+// attempt completed the upload) gets the upload's own object recognised: the check ran on the
+// explained error, which had lost the store's code, and the upload was aborted as failed.
+func TestMultipartCompleteAnsweredNoSuchUpload(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "nosuchupload")
+	ctx := context.Background()
+	up, err := b.StartUpload(ctx, "data/f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.WritePart(ctx, []byte("the only part")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Inject(s3test.NoSuchUploadAfter, "POST", 1, 0)
+	etag, err := up.Complete(ctx)
+	if err != nil {
+		t.Fatalf("the upload completed but Complete says %v", err)
+	}
+	if info, err := b.Stat(ctx, "data/f2"); err != nil || info.ETag != etag {
+		t.Fatalf("stat %+v %v, want ETag %s", info, err, etag)
+	}
+}
+
 // A multipart Complete whose answer was lost is retried, finds its own object at the key and
 // succeeds with that object's ETag: the one S3 computes from the parts' MD5s, which the upload
 // takes from the parts' answers.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/cellstore/cellstore/engine/storage"
 )
@@ -104,6 +105,7 @@ func (u *upload) Complete(ctx context.Context) (string, error) {
 	}
 	u.done = true
 	var etag string
+	noSuchUpload := false
 	err := u.b.call(ctx, "complete-upload", u.key, func(ctx context.Context) error {
 		out, err := u.b.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: &u.b.cfg.Bucket,
 			Key: aws.String(u.b.key(u.key)), UploadId: &u.id, IfNoneMatch: aws.String("*"),
@@ -111,6 +113,9 @@ func (u *upload) Complete(ctx context.Context) (string, error) {
 		if err == nil {
 			etag = aws.ToString(out.ETag)
 		}
+		// (Read from the store's own answer: call's explanation keeps only what it maps to.)
+		var ae smithy.APIError
+		noSuchUpload = errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
 		return err
 	})
 	if err == nil {
@@ -118,7 +123,7 @@ func (u *upload) Complete(ctx context.Context) (string, error) {
 	}
 	// A retry of a Complete whose answer was lost finds the upload gone (NoSuchUpload) or the
 	// key taken (its own object): the object with this upload's ETag and size is its own.
-	if errors.Is(err, storage.ErrPrecondition) || strings.Contains(err.Error(), "NoSuchUpload") {
+	if errors.Is(err, storage.ErrPrecondition) || noSuchUpload {
 		if info, serr := u.b.Stat(ctx, u.key); serr == nil && strings.Trim(info.ETag, `"`) == u.multipartETag() {
 			return info.ETag, nil
 		}

@@ -161,6 +161,10 @@ const (
 	// OpaqueETag forwards the request and answers with an ETag of 32 hex digits that is not the
 	// MD5 of the object, as a bucket with SSE-KMS or SSE-C encryption does.
 	OpaqueETag
+	// NoSuchUploadAfter forwards the request, lets the server act on it, and answers 404
+	// NoSuchUpload: what a store answers a retried multipart Complete whose first attempt
+	// completed the upload.
+	NoSuchUploadAfter
 )
 
 type proxyRule struct {
@@ -206,6 +210,11 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MissingContentMD5</Code><Message>Missing required header for this request: Content-Md5.</Message></Error>`)
+		case rule.fault == NoSuchUploadAfter:
+			rp.ServeHTTP(httptest.NewRecorder(), r) // the server acts on it
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified multipart upload does not exist.</Message></Error>`)
 		case rule.fault == OpaqueETag:
 			rec := httptest.NewRecorder()
 			rp.ServeHTTP(rec, r)
