@@ -334,7 +334,7 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInf
 	}
 	var data []byte
 	var info storage.ObjectInfo
-	err := b.call(ctx, "get", key, func(ctx context.Context) error {
+	err := b.getWithRetries(ctx, key, func(ctx context.Context) error {
 		out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key))})
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, storage.ObjectInf
 		defer out.Body.Close()
 		data, err = io.ReadAll(out.Body)
 		info = storage.ObjectInfo{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag), ModTime: aws.ToTime(out.LastModified)}
-		return err
+		return bodyErr(err)
 	})
 	if err != nil {
 		return nil, storage.ObjectInfo{}, err
@@ -364,7 +364,7 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 		return []byte{}, err
 	}
 	var data []byte
-	err := b.call(ctx, "get", key, func(ctx context.Context) error {
+	err := b.getWithRetries(ctx, key, func(ctx context.Context) error {
 		out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.cfg.Bucket, Key: aws.String(b.key(key)),
 			Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))})
 		if err != nil {
@@ -375,7 +375,7 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 			return fmt.Errorf("%w (answering %s of %s)", err, fmt.Sprintf("bytes=%d-%d", off, off+n-1), b.Describe())
 		}
 		data, err = io.ReadAll(io.LimitReader(out.Body, n))
-		return err
+		return bodyErr(err)
 	})
 	var ae smithy.APIError
 	if err != nil && errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange" {
@@ -386,6 +386,38 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 	}
 	b.metrics.bytesIn.Add(float64(len(data)))
 	return data, nil
+}
+
+// getAttempts bounds the GETs a read makes when the answer's body breaks off: the SDK retries a
+// request that fails, not the reading of a body it handed over.
+const getAttempts = 3
+
+// getWithRetries runs a GET (call's "get") again, after a backoff, while it fails as unavailable —
+// a body cut short or reset included (bodyErr).
+func (b *Bucket) getWithRetries(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	bo := storage.Backoff{First: firstBackoff, Max: b.cfg.MaxBackoff}
+	for attempt := 1; ; attempt++ {
+		err := b.call(ctx, "get", key, fn)
+		if err == nil || attempt >= getAttempts || !errors.Is(err, storage.ErrUnavailable) {
+			return err
+		}
+		t := time.NewTimer(bo.Jittered(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// bodyErr is a failure to read an answer's body: the store was reached, the answer broke off (a
+// reset, a body shorter than its length) — unavailable for now, as a failed request is.
+func bodyErr(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: reading the answer: %w", storage.ErrUnavailable, err)
 }
 
 // checkContentRange checks that the answer to a ranged GET starts at off: a store (or a proxy)

@@ -1,6 +1,7 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -260,6 +261,30 @@ func TestConditionalCreateWhoseAnswerWasLost(t *testing.T) {
 	if _, err := b.Put(ctx, "fence/0007", []byte("server rs-1 epoch 9"), storage.Condition{IfMatch: etag}); err != nil {
 		t.Fatalf("the replace took effect but Put says %v", err)
 	}
+}
+
+// A GET whose answer breaks off (a body shorter than its length) is made again; one that keeps
+// breaking off is unavailable, not some other error (it failed the read of a store file at once).
+func TestGetWhoseBodyBreaksOff(t *testing.T) {
+	b, proxy := bucketViaProxy(t, "shortbody")
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("0123456789"), 1000)
+	if _, err := b.Put(ctx, "k", body, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Inject(s3test.TruncatedBody, "GET", 1, 0)
+	if got, _, err := b.Get(ctx, "k"); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("a get whose first answer broke off: %d bytes, %v", len(got), err)
+	}
+	proxy.Inject(s3test.TruncatedBody, "GET", 1, 0)
+	if got, err := b.GetRange(ctx, "k", 100, 5000); err != nil || !bytes.Equal(got, body[100:5100]) {
+		t.Fatalf("a ranged get whose first answer broke off: %d bytes, %v", len(got), err)
+	}
+	proxy.Inject(s3test.TruncatedBody, "GET", 10, 0)
+	if _, _, err := b.Get(ctx, "k"); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("a get whose answers keep breaking off: %v, want ErrUnavailable", err)
+	}
+	proxy.Clear()
 }
 
 // A store that answers a Complete that took effect with NoSuchUpload (a retried one, whose first

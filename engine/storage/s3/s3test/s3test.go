@@ -165,6 +165,9 @@ const (
 	// NoSuchUpload: what a store answers a retried multipart Complete whose first attempt
 	// completed the upload.
 	NoSuchUploadAfter
+	// TruncatedBody forwards the request and answers with the whole answer's length but half its
+	// body, then closes the connection.
+	TruncatedBody
 )
 
 type proxyRule struct {
@@ -210,6 +213,31 @@ func (s *Server) StartProxy(t testing.TB) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MissingContentMD5</Code><Message>Missing required header for this request: Content-Md5.</Message></Error>`)
+		case rule.fault == TruncatedBody:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				panic("s3test: the proxy's ResponseWriter cannot be hijacked")
+			}
+			conn, buf, err := hj.Hijack()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", rec.Code, http.StatusText(rec.Code))
+			for k, vs := range rec.Header() {
+				if k == "Content-Length" {
+					continue
+				}
+				for _, v := range vs {
+					fmt.Fprintf(buf, "%s: %s\r\n", k, v)
+				}
+			}
+			fmt.Fprintf(buf, "Content-Length: %d\r\n\r\n", len(body))
+			_, _ = buf.Write(body[:len(body)/2])
+			_ = buf.Flush()
+			conn.Close()
 		case rule.fault == NoSuchUploadAfter:
 			rp.ServeHTTP(httptest.NewRecorder(), r) // the server acts on it
 			w.Header().Set("Content-Type", "application/xml")
