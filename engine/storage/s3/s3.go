@@ -392,13 +392,13 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte
 // request that fails, not the reading of a body it handed over.
 const getAttempts = 3
 
-// getWithRetries runs a GET (call's "get") again, after a backoff, while it fails as unavailable —
-// a body cut short or reset included (bodyErr).
+// getWithRetries runs a GET (call's "get") again, after a backoff, while its answer's body breaks
+// off (bodyErr); a failed request was retried by the SDK already.
 func (b *Bucket) getWithRetries(ctx context.Context, key string, fn func(ctx context.Context) error) error {
 	bo := storage.Backoff{First: firstBackoff, Max: b.cfg.MaxBackoff}
 	for attempt := 1; ; attempt++ {
 		err := b.call(ctx, "get", key, fn)
-		if err == nil || attempt >= getAttempts || !errors.Is(err, storage.ErrUnavailable) {
+		if err == nil || attempt >= getAttempts || !errors.Is(err, errBodyBroken) {
 			return err
 		}
 		t := time.NewTimer(bo.Jittered(attempt))
@@ -417,8 +417,10 @@ func bodyErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return err
 	}
-	return fmt.Errorf("%w: reading the answer: %w", storage.ErrUnavailable, err)
+	return fmt.Errorf("%w: %w: %w", storage.ErrUnavailable, errBodyBroken, err)
 }
+
+var errBodyBroken = errors.New("the answer's body broke off")
 
 // checkContentRange checks that the answer to a ranged GET starts at off: a store (or a proxy)
 // that ignores Range answers the whole object, whose first bytes would be taken for those at off.
