@@ -86,7 +86,8 @@ func (r *AssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() || c.Status.Hibernation != nil {
+	waking := c.Status.Hibernation != nil && c.Status.Hibernation.State == v1alpha1.HibernationWaking
+	if !c.DeletionTimestamp.IsZero() || c.Status.Hibernation != nil && !waking {
 		// A hibernating cluster is stopped and started by the StoreCluster controller; rollouts,
 		// scale-ins and balancing wait until it is awake.
 		return ctrl.Result{RequeueAfter: r.Options.ResyncInterval}, nil
@@ -130,6 +131,11 @@ func (r *AssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.Options.PollInterval}, nil
+	}
+	if waking {
+		// Waking: masters stuck on a bad template are restarted above (the wake needs a master
+		// to enable the tables); the rest waits until it is awake.
+		return ctrl.Result{RequeueAfter: r.Options.ResyncInterval}, nil
 	}
 	_, prob := checkSpec(c)
 	a.specOK = prob == nil
