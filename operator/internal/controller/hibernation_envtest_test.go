@@ -115,6 +115,7 @@ var _ = Describe("Hibernation", func() {
 			}
 			return cur.UID
 		}, timeout, poll).ShouldNot(Equal(pod.UID))
+		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("while no master answers")))
 		kubelet.holdNotReady(ns, name, false)
 		fake.SetUnreachable(nil)
 		waitRunning(c)
