@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/cellstore/cellstore/engine/cell"
 )
@@ -52,6 +53,14 @@ type Keep func(key cell.Key, seq uint64) bool
 // no-op. Scanners already open keep reading the old segments. It reports the cells it read and
 // kept; a failure (chunk memory refused) leaves the pipeline as it was.
 func (m *Memstore) MergePipeline(keep Keep) (read, kept int64, err error) {
+	return m.MergePipelineGuarded(keep, nil)
+}
+
+// MergePipelineGuarded is MergePipeline whose swap of the merged segment in is made holding guard
+// (when not nil): a reader that takes its read point and the memstore's segments under the same
+// guard sees either the segments before the swap or the merged one with a read point at least
+// the one keep was made for (an EAGER merge drops versions hidden at that point).
+func (m *Memstore) MergePipelineGuarded(keep Keep, guard sync.Locker) (read, kept int64, err error) {
 	m.mu.RLock()
 	segs := append([]*Segment(nil), m.pipeline...)
 	m.mu.RUnlock()
@@ -110,10 +119,16 @@ func (m *Memstore) MergePipeline(keep Keep) (read, kept int64, err error) {
 		valid[best] = sc.Next()
 	}
 	freeze(merged)
+	if guard != nil {
+		guard.Lock()
+	}
 	m.mu.Lock()
 	n := len(m.pipeline)
 	if m.closed || n < len(segs) || !samePointers(m.pipeline[n-len(segs):], segs) {
 		m.mu.Unlock()
+		if guard != nil {
+			guard.Unlock()
+		}
 		merged.release()
 		return read, kept, nil
 	}
@@ -124,6 +139,9 @@ func (m *Memstore) MergePipeline(keep Keep) (read, kept int64, err error) {
 	}
 	m.pipelineBytes.Add(delta)
 	m.mu.Unlock()
+	if guard != nil {
+		guard.Unlock()
+	}
 	for _, s := range segs {
 		s.release()
 	}

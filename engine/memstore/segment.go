@@ -634,10 +634,6 @@ func (s *Segment) Stats() Stats {
 // Empty reports whether the segment holds no cell.
 func (s *Segment) Empty() bool { return s.cells.Load() == 0 }
 
-// SetReadPoint sets the scanner's read point before its first use (a reader that opens several
-// memstores' scanners and only then takes its read point).
-func (s *Scanner) SetReadPoint(readPoint uint64) { s.readPoint = readPoint }
-
 // NewScanner returns a scanner over the segment that skips cells with a
 // sequence id above readPoint. It holds a reference on the segment until
 // Close. It returns an error if the segment was already released.

@@ -110,7 +110,9 @@ func (r *Region) inMemoryFlush(all bool) error {
 		if eager {
 			keep = r.eagerKeep(f.maxVersions())
 		}
-		if _, _, err := m.MergePipeline(keep); err != nil {
+		// Swapped in under the view lock, under which a scan takes its read point and the
+		// memstores' segments: no scan reads the merged segment at a point below keep's.
+		if _, _, err := m.MergePipelineGuarded(keep, &r.viewMu); err != nil {
 			return err
 		}
 		r.metrics.InMemoryMerges.Add(1)

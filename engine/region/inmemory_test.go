@@ -154,10 +154,10 @@ func TestInMemoryCompactionEager(t *testing.T) {
 	}
 }
 
-// A read that opens while an EAGER family's in-memory merge swaps in its result sees the column:
-// it took its read point before it held the memstore's segments, so a merge that ran in between
-// (keeping only the version newer than that point) left it neither (it read nothing). The read
-// is held at the view lock, where it waited between the two.
+// A read that opens while an EAGER family's in-memory merge swaps in its result sees the column.
+// It took its read point before it waited for the view lock, and the merge swapped in a segment
+// keeping only the version newer than that point: the read found neither (nothing). The read point
+// is taken under the view lock, and the merge swaps under it.
 func TestEagerMergeDuringAReadsOpen(t *testing.T) {
 	e := newEnv(t, inMemFamily("f", InMemoryEager, 1))
 	put := func(v string) {
@@ -165,11 +165,11 @@ func TestEagerMergeDuringAReadsOpen(t *testing.T) {
 		if err := e.r.Put(NewMutation([]byte("r")).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, []byte(v))); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.r.InMemoryFlush(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	put("v1")
+	if err := e.r.InMemoryFlush(); err != nil {
+		t.Fatal(err)
+	}
 	e.r.viewMu.Lock()
 	got := make(chan string, 1)
 	go func() {
@@ -183,11 +183,17 @@ func TestEagerMergeDuringAReadsOpen(t *testing.T) {
 			got <- string(res.Cells[0].Value)
 		}
 	}()
-	// Wait until the read waits for the view lock (its goroutine's stack shows it).
+	// Wait until the read waits for the view lock (one goroutine's stack shows both).
 	deadline := time.Now().Add(10 * time.Second)
 	for buf := make([]byte, 1<<20); ; {
 		n := runtime.Stack(buf, true)
-		if bytes.Contains(buf[:n], []byte("RLock")) && bytes.Contains(buf[:n], []byte("region.(*Region).Get")) {
+		waiting := false
+		for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+			if bytes.Contains(g, []byte("RLock")) && bytes.Contains(g, []byte("region.(*Region).Get")) {
+				waiting = true
+			}
+		}
+		if waiting {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -196,9 +202,22 @@ func TestEagerMergeDuringAReadsOpen(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	put("v2") // a merge keeps v2 only
+	put("v2")
+	merged := make(chan error, 1)
+	go func() { merged <- e.r.InMemoryFlush() }() // a merge keeping v2 only
+	select {
+	case err := <-merged:
+		// (Swapped in without the view lock: the fault this test is about.)
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(200 * time.Millisecond): // waits for the view lock: released below
+	}
 	e.r.viewMu.Unlock()
 	if v := <-got; v != "v1" && v != "v2" {
 		t.Fatalf("a read opened across an EAGER merge read %s; want a version", v)
+	}
+	if err := <-merged; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -58,9 +58,9 @@ func (ms memstores) close() {
 
 // scanners opens scanners at readPoint over the memstores of the families a scan reads,
 // appending them to to.
-func (ms memstores) scanners(fams []*famScan, to []cell.Scanner) ([]cell.Scanner, error) {
+func (ms memstores) scanners(readPoint uint64, fams []*famScan, to []cell.Scanner) ([]cell.Scanner, error) {
 	add := func(m *memstore.Memstore) error {
-		scs, err := m.Scanners(0) // the caller sets the read point (SetReadPoint)
+		scs, err := m.Scanners(readPoint)
 		if err != nil {
 			return err
 		}

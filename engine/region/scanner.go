@@ -413,33 +413,32 @@ func (r *Region) newScanner(scan *Scan, getRow []byte) (*RegionScanner, error) {
 	s.single = getRow != nil
 	s.labels = r.labelsInUse.Load()
 
-	// Sources: the selected families' memstore segments and files.
+	// Sources: the selected families' memstore segments and files. The read point is taken under
+	// the view lock, before the segments: an EAGER family's in-memory merge swaps its result in
+	// under that lock, and drops only versions hidden at a read point it took before, so segments
+	// held from after a swap are read at a point that sees what it kept (taken outside the lock,
+	// a merge swapped in meanwhile could leave this scan no version of a column). Taken before
+	// the segments, no edit above it is seen in one family and not another (a flush may swap a
+	// family's segments between two families' captures).
 	r.viewMu.RLock()
-	scanners, err := r.mem.scanners(s.fams, make([]cell.Scanner, 0, 8))
+	s.readPoint = r.mvcc.readPoint.Load()
+	if scan.ReadUncommitted {
+		s.readPoint = math.MaxUint64
+	}
+	scanners, err := r.mem.scanners(s.readPoint, s.fams, make([]cell.Scanner, 0, 8))
 	if err != nil {
 		r.viewMu.RUnlock()
 		return nil, memstoreReadErr(r.name, err)
 	}
 	var jmem []cell.Scanner
 	if joinedFams != nil {
-		if jmem, err = r.mem.scanners(joinedFams, make([]cell.Scanner, 0, 4)); err != nil {
+		if jmem, err = r.mem.scanners(s.readPoint, joinedFams, make([]cell.Scanner, 0, 4)); err != nil {
 			r.viewMu.RUnlock()
 			for _, sc := range scanners {
 				sc.Close()
 			}
 			return nil, memstoreReadErr(r.name, err)
 		}
-	}
-	// The read point is taken once every memstore's segments are held: an EAGER family's
-	// in-memory merge drops the versions hidden at the read point it took before its swap, so
-	// segments held from after a swap are read at a later point, which sees what it kept (taken
-	// before, a merge swapped in meanwhile could have dropped a version this scan needs).
-	s.readPoint = r.mvcc.readPoint.Load()
-	if scan.ReadUncommitted {
-		s.readPoint = math.MaxUint64
-	}
-	for _, sc := range slices.Concat(scanners, jmem) {
-		sc.(*memstore.Scanner).SetReadPoint(s.readPoint)
 	}
 	set := r.files.Load()
 	var keyLo, keyHi []byte // row range that can matter
