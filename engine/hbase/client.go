@@ -652,7 +652,12 @@ func (a *Adapter) multi(k *call, req *hb.MultiRequest) {
 				} else {
 					var n int
 					block, n = r.take(block, int(roe.GetResult().GetCellCount()))
-					x.Result = hbResult(roe.GetResult(), n, existenceOnly[[2]uint32{uint32(sent[j]), roe.GetIndex()}])
+					if oldCond == nil {
+						x.Result = hbResult(roe.GetResult(), n, existenceOnly[[2]uint32{uint32(sent[j]), roe.GetIndex()}])
+					}
+					// (Under a request's condition the answer is an index alone, as HBase 2.3's
+					// server gives: those clients read the outcome from processed only when an
+					// action has no result, and fail on a result whose exists is unset.)
 				}
 				rr.ResultOrException = append(rr.ResultOrException, x)
 			}

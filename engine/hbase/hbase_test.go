@@ -758,7 +758,11 @@ func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 			return
 		}
 		got.Store(req.GetRegionActions()[0])
-		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{{Processed: false}}})
+		rar := &pb.RegionActionResult{Processed: false}
+		for _, a := range req.GetRegionActions()[0].GetActions() { // as the region server: a result per action
+			rar.Results = append(rar.Results, &pb.ResultOrException{Index: a.GetIndex(), Result: &pb.Result{}})
+		}
+		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
 	}}
 	c := dial(t, serveHandlers(t, handlers))
 	c.hello("ClientService")
@@ -779,6 +783,11 @@ func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 	}
 	if resp.Processed == nil || resp.GetProcessed() {
 		t.Errorf("the answer's processed = %v, want false (the condition failed)", resp.Processed)
+	}
+	// One answer per action, an index alone: those clients take the outcome from processed only
+	// for an action with no result (one with a result has exists unset, which they cannot read).
+	if rr := resp.GetRegionActionResult(); len(rr) != 1 || len(rr[0].GetResultOrException()) != 1 || rr[0].GetResultOrException()[0].GetResult() != nil {
+		t.Errorf("the region action's answers %v; want one, with no result", rr)
 	}
 	// A condition over several region actions is refused.
 	req.RegionAction = append(req.RegionAction, req.RegionAction[0])
