@@ -976,9 +976,14 @@ func TestReplicaOnBucketReadsFilesArchivedUnderIt(t *testing.T) {
 type manifestAnswerLost struct {
 	storage.Bucket
 	n atomic.Int64
+	// unwritten: the next manifests after those fail without being written.
+	unwritten atomic.Int64
 }
 
 func (m *manifestAnswerLost) Put(ctx context.Context, key string, body []byte, c storage.Condition) (string, error) {
+	if strings.HasSuffix(key, "/"+manifestName) && m.n.Load() <= 0 && m.unwritten.Add(-1) >= 0 {
+		return "", fmt.Errorf("%w: no answer", storage.ErrUnavailable)
+	}
 	if strings.HasSuffix(key, "/"+manifestName) && m.n.Add(-1) >= 0 {
 		if _, err := m.Bucket.Put(ctx, key, body, c); err != nil {
 			return "", err
@@ -1001,6 +1006,10 @@ func TestManifestCommitOfUnknownOutcome(t *testing.T) {
 		t.Fatalf("a flush whose manifest answer was lost: %v, want ErrUnavailable", err)
 	}
 	putRows(t, e.r, 50, 100, "v")
+	b.unwritten.Store(1) // and the next commit does not land either: its body is not the manifest
+	if _, err := e.r.Flush(); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("a flush whose manifest did not land: %v, want ErrUnavailable", err)
+	}
 	if _, err := e.r.Flush(); err != nil {
 		t.Fatalf("the next flush: %v", err)
 	}

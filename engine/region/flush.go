@@ -531,20 +531,24 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 	if err == nil {
 		manPath := path.Join(r.dir, manifestName)
 		version, err = r.store.commitManifest(manPath, b, r.manVersion)
-		if errors.Is(err, ErrFenced) && r.unsureManifest != nil {
-			// The last commit's outcome was unknown (the store's answer lost): if it landed, the
-			// manifest is that body — this region's own, not another server's. This one replaces
-			// it (what that commit added is written again here, or its flush's snapshot would
-			// still be in memory).
-			if cur, etag, rerr := r.store.readManifest(manPath); rerr == nil && bytes.Equal(cur, r.unsureManifest) {
+		if errors.Is(err, ErrFenced) && len(r.unsureManifests) > 0 {
+			// Commits since the last known version had unknown outcomes (the store's answer
+			// lost): all were conditioned on that version, so at most one landed, and if one did
+			// the manifest is its body — this region's own, not another server's. This one
+			// replaces it (what that commit added is written again here, or its flush's snapshot
+			// would still be in memory).
+			if cur, etag, rerr := r.store.readManifest(manPath); rerr == nil && slices.ContainsFunc(r.unsureManifests, func(u []byte) bool { return bytes.Equal(cur, u) }) {
 				version, err = r.store.commitManifest(manPath, b, etag)
 			}
 		}
 		switch {
 		case err == nil:
-			r.unsureManifest = nil
+			r.unsureManifests = nil
 		case errors.Is(err, storage.ErrUnavailable):
-			r.unsureManifest = b
+			if len(r.unsureManifests) == maxUnsureManifests {
+				r.unsureManifests = r.unsureManifests[1:]
+			}
+			r.unsureManifests = append(r.unsureManifests, b)
 		}
 	}
 	if err != nil {
@@ -577,3 +581,7 @@ func (r *Region) commitFiles(written []*fileWriter, replaced []*storeFile, fam i
 }
 
 var _ = storage.Exists
+
+// maxUnsureManifests bounds the manifest bodies of unknown outcome a region remembers (a close
+// retries its flush for up to 30 s while the store is unavailable).
+const maxUnsureManifests = 64

@@ -67,9 +67,10 @@ type Region struct {
 	filesReleased bool
 	man           *manifest // under filesMu
 	manVersion    string    // under filesMu: the manifest's version on a bucket (its ETag)
-	// unsureManifest (under filesMu): the body of the last manifest commit whose outcome is not
-	// known (the store's answer was lost, or another attempt was under way); nil when known.
-	unsureManifest []byte
+	// unsureManifests (under filesMu): the bodies of the manifest commits since the last known
+	// version whose outcome is not known (the store's answer was lost, or another attempt was
+	// under way); nil when the last commit's outcome is known.
+	unsureManifests [][]byte
 
 	flushMu sync.Mutex
 	// pending is a flush whose snapshots were taken and not committed (under flushMu): the next
