@@ -32,5 +32,5 @@ func ApplyRegionServersAs(ctx context.Context, cl client.Client, c *v1alpha1.Sto
 // controller puts it on their template.
 func CredentialsHashOf(ctx context.Context, cl client.Client, c *v1alpha1.StoreCluster) (string, error) {
 	r := &StoreClusterReconciler{Client: cl, APIReader: cl}
-	return r.credentialsHash(ctx, c)
+	return r.credentialsHash(ctx, c, true)
 }

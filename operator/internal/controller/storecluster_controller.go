@@ -495,16 +495,22 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 	if res := r.checkUpgrade(ctx, c); res.Outcome != Complete {
 		return res
 	}
-	credentials, err := r.credentialsHash(ctx, c)
+	// The masters get the backup location's keys; the region servers only when they archive
+	// their WAL there.
+	masterKeys, err := r.credentialsHash(ctx, c, c.Spec.Backup != nil)
+	if err != nil {
+		return Errored(ReasonApplyFailed, err)
+	}
+	serverKeys, err := r.credentialsHash(ctx, c, c.Spec.Backup != nil && c.Spec.Backup.WALArchive != nil)
 	if err != nil {
 		return Errored(ReasonApplyFailed, err)
 	}
 	in := resources.WorkloadInputs{ConfigHash: s.configHash[resources.GroupMaster], OperatorVersion: r.Options.OperatorVersion, Memory: s.memory,
-		Hibernated: hibernated(c), CredentialsHash: credentials}
+		Hibernated: hibernated(c), CredentialsHash: masterKeys}
 	if res := r.applyStatefulSet(ctx, s, resources.GroupMaster, resources.MasterStatefulSet(c, in)); res.Outcome != Complete {
 		return res
 	}
-	in.ConfigHash = s.configHash[resources.GroupRegionServer]
+	in.ConfigHash, in.CredentialsHash = s.configHash[resources.GroupRegionServer], serverKeys
 	in.Replicas = c.Spec.RegionServerReplicas()
 	if in.Hibernated {
 		in.Replicas = 0
@@ -512,15 +518,15 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
 }
 
-// credentialsHash hashes the S3 keys the pods get from Secrets (spec.storage.s3's and
-// spec.backup.s3's credentials): "" when none is given that way. A Secret that is missing or
-// lacks a key is left out (the storage task says so).
-func (r *StoreClusterReconciler) credentialsHash(ctx context.Context, c *v1alpha1.StoreCluster) (string, error) {
+// credentialsHash hashes the S3 keys a group's pods get from Secrets (spec.storage.s3's, and with
+// backup spec.backup.s3's): "" when none is given that way. A Secret that is missing or lacks a
+// key is left out (the storage task says so).
+func (r *StoreClusterReconciler) credentialsHash(ctx context.Context, c *v1alpha1.StoreCluster, backup bool) (string, error) {
 	var refs []*corev1.LocalObjectReference
 	if c.Spec.Storage.S3 != nil {
 		refs = append(refs, c.Spec.Storage.S3.CredentialsSecret)
 	}
-	if c.Spec.Backup != nil {
+	if backup && c.Spec.Backup != nil {
 		refs = append(refs, c.Spec.Backup.S3.CredentialsSecret)
 	}
 	h := sha256.New()
