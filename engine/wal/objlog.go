@@ -867,6 +867,9 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 		}
 		// Taken: by the writer, or by an earlier fence's marker (which stops the writer as well).
 		head, gerr := b.GetRange(ctx, objectKey(prefix, n), 0, headerSize)
+		if errors.Is(gerr, storage.ErrNoObject) {
+			return false, nil // the writer's, deleted since (flushed): it writes no number twice
+		}
 		if gerr != nil {
 			return false, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, gerr)
 		}
@@ -994,7 +997,9 @@ func fencedBefore(ctx context.Context, b storage.Bucket, prefix string, has func
 	if err != nil || highest == 0 {
 		return 0, false, err
 	}
-	if marker, err := isFenceMarker(ctx, b, prefix, highest); err != nil || !marker {
+	if marker, err := isFenceMarker(ctx, b, prefix, highest); errors.Is(err, storage.ErrNoObject) {
+		return highest, false, nil // deleted since it was listed (flushed): not a marker
+	} else if err != nil || !marker {
 		return highest, false, err
 	}
 	first, have, writer, err := fenceWindow(ctx, b, prefix, highest, highest+1)
@@ -1054,7 +1059,7 @@ func isFenceMarker(ctx context.Context, b storage.Bucket, prefix string, n uint6
 // writer's highest object (the highest at or below highest that is not a marker; highest when
 // there is none), which of them up to top-1 hold an object, and that writer's highest.
 func fenceWindow(ctx context.Context, b storage.Bucket, prefix string, highest, top uint64) (uint64, map[uint64]bool, uint64, error) {
-	writer, have, err := writerHighest(ctx, b, prefix, highest)
+	writer, err := writerHighest(ctx, b, prefix, highest)
 	if err != nil {
 		return 0, nil, 0, err
 	}
@@ -1067,65 +1072,73 @@ func fenceWindow(ctx context.Context, b storage.Bucket, prefix string, highest, 
 	if writer > MaxFenceWindow {
 		first = writer - MaxFenceWindow + 1
 	}
-	for n := range have {
-		if n < first || n >= top {
-			delete(have, n)
-		}
+	have, err := takenIn(ctx, b, prefix, first, top-1)
+	if err != nil {
+		return 0, nil, 0, err
 	}
 	return first, have, writer, nil
 }
 
 // writerHighest returns the writer's highest object at or below highest — the highest that is
-// not a fence marker (0: none, only markers or nothing) — and the numbers up to highest that hold
-// an object. The log's keys are listed (few: MarkFlushed deletes flushed objects) and their
-// headers read from the top down, a batch at a time, to the first that is not a marker.
-func writerHighest(ctx context.Context, b storage.Bucket, prefix string, highest uint64) (uint64, map[uint64]bool, error) {
-	taken, err := takenIn(ctx, b, prefix, 1, highest)
-	if err != nil {
-		return 0, nil, err
-	}
-	nums := make([]uint64, 0, len(taken))
-	for n := range taken {
-		nums = append(nums, n)
-	}
-	slices.Sort(nums)
-	slices.Reverse(nums)
-	for len(nums) > 0 {
-		batch := nums[:min(len(nums), MaxFenceWindow)]
-		nums = nums[len(batch):]
-		marker := make([]bool, len(batch))
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		sem := make(chan struct{}, fenceParallelism)
-		for i, n := range batch {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				m, err := isFenceMarker(ctx, b, prefix, n)
-				if errors.Is(err, storage.ErrNoObject) {
-					m, err = true, nil // deleted meanwhile (a split's DeleteObjectLog): not the writer's
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				marker[i] = m
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-			}()
+// not a fence marker (0: none, only markers or nothing). It looks down from highest a window at a
+// time (MaxFenceWindow numbers, twice as many each further window: an interrupted fence's markers
+// may lie far above the writer), reading the headers of the objects there from the top, the first
+// alone (mostly the writer's), then a batch at a time.
+func writerHighest(ctx context.Context, b storage.Bucket, prefix string, highest uint64) (uint64, error) {
+	size := uint64(MaxFenceWindow)
+	for hi := highest; hi > 0; size *= 2 {
+		lo := uint64(1)
+		if hi > size {
+			lo = hi - size + 1
 		}
-		wg.Wait()
-		if firstErr != nil {
-			return 0, nil, firstErr
+		taken, err := takenIn(ctx, b, prefix, lo, hi)
+		if err != nil {
+			return 0, err
 		}
-		for i, n := range batch { // highest first
-			if !marker[i] {
-				return n, taken, nil
+		nums := make([]uint64, 0, len(taken))
+		for n := range taken {
+			nums = append(nums, n)
+		}
+		slices.Sort(nums)
+		slices.Reverse(nums)
+		for batch := 1; len(nums) > 0; batch = MaxFenceWindow {
+			these := nums[:min(len(nums), batch)]
+			nums = nums[len(these):]
+			marker := make([]bool, len(these))
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var firstErr error
+			sem := make(chan struct{}, fenceParallelism)
+			for i, n := range these {
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					m, err := isFenceMarker(ctx, b, prefix, n)
+					if errors.Is(err, storage.ErrNoObject) {
+						m, err = true, nil // deleted meanwhile (a split's DeleteObjectLog): not the writer's
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					marker[i] = m
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+				}()
+			}
+			wg.Wait()
+			if firstErr != nil {
+				return 0, firstErr
+			}
+			for i, n := range these { // highest first
+				if !marker[i] {
+					return n, nil
+				}
 			}
 		}
+		hi = lo - 1
 	}
-	return 0, taken, nil
+	return 0, nil
 }
 
 // takenIn lists the numbers from lo to hi that hold an object.
