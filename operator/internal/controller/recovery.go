@@ -118,7 +118,7 @@ func (r *StoreClusterReconciler) taskRecovery(ctx context.Context, s *clusterSta
 			cctx, cancel = call()
 			err = mc.RestoreSnapshot(cctx, sn.Snapshot, target)
 			cancel()
-			if master.IsInvalid(err) || master.IsRefused(err) {
+			if master.IsInvalid(err) {
 				return Failed(ReasonRecoveryRefused, "the master refuses to restore table %s from %s: %v", sn.Table, sn.Snapshot, err)
 			}
 			if err != nil {

@@ -489,14 +489,6 @@ func (e *engineClient) TableEnabled(ctx context.Context, table string) (bool, st
 // IsInvalid says whether err is the master's refusal of a request as invalid (a retry cannot help).
 func IsInvalid(err error) bool { return isCode(err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT) }
 
-// IsRefused says whether err is the master's lasting refusal of a request in the cluster's
-// present state (FAILED_PRECONDITION it does not mark retryable: a WAL archive pruned past what a
-// recovery needs, a table reset between a snapshot and the target): retrying as it is cannot help.
-func IsRefused(err error) bool {
-	d, ok := pb.DetailOf(err)
-	return ok && d.GetCode() == pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION && !d.GetRetryable()
-}
-
 // IsUnimplemented says whether err is a master's answer to a call its engine version does not
 // have (an engine older than the operator).
 func IsUnimplemented(err error) bool { return status.Code(err) == codes.Unimplemented }

@@ -212,21 +212,3 @@ func retry(ctx context.Context, fn func() error) error {
 		time.Sleep(20 * time.Millisecond) // the master said retry
 	}
 }
-
-// A recovery stops at the master's lasting refusals (a WAL archive pruned past the snapshot), and
-// waits at the ones it marks retryable.
-func TestIsRefused(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Message: "the WAL archive was pruned"}).Status(), true},
-		{(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, Retryable: true, Message: "regions in transition"}).Status(), false},
-		{(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER}).Status(), false},
-		{errors.New("connection refused"), false},
-	} {
-		if got := IsRefused(c.err); got != c.want {
-			t.Errorf("IsRefused(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
-}
