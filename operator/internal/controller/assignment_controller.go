@@ -520,6 +520,15 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 		}
 	}
 	pick := firstNotReady(standbys)
+	if pick == nil && replicas > 1 {
+		// The active master not Ready for long while every standby is (it answers, but its
+		// readiness keeps failing): restarted, or the rollout would wait for it for ever.
+		for _, p := range outdated {
+			if p.Name == active && !podReady(p) && a.now.Sub(notReadySince(p)) >= unreadyMasterGrace && firstNotReady(standbysOf(a.pods[resources.GroupMaster], active)) == nil {
+				pick = p
+			}
+		}
+	}
 	if pick == nil {
 		if p := firstNotReady(a.pods[resources.GroupMaster]); p != nil || int32(len(a.pods[resources.GroupMaster])) < replicas {
 			return Waiting(ReasonWaitingForPods, "waiting for every master to be Ready before restarting the next"), true
@@ -544,6 +553,17 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 	}
 	r.event(c, corev1.EventTypeNormal, "RollingRestart", "restarting %s master pod %s: %s", role, pick.Name, st.Reason)
 	return Waiting(ReasonRollingRestart, "restarting master pod %s", pick.Name), true
+}
+
+// standbysOf is the master pods but the active one.
+func standbysOf(pods []*corev1.Pod, active string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Name != active {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // unreadyMasterGrace is how long a master pod must have been not Ready before restartUnreadyMasters

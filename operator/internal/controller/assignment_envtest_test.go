@@ -150,6 +150,25 @@ var _ = Describe("Rolling restart", func() {
 		Expect(journalFrom(f, mark, "stopped store-master")[1]).To(Equal("stopped "+active), "the active master restarts last")
 	})
 
+	It("restarts an active master not Ready for long once every standby is Ready", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 2 }))
+		waitRunning(c)
+		f := fakeOf(c)
+		active := get(c).Status.Masters.Active
+		mark := len(f.Journal())
+		kubelet.holdNotReady(ns, active, true)
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: active}, pod)).To(Succeed())
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute))}}
+		Expect(k8s.Status().Update(suiteCtx, pod)).To(Succeed())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.HedgeDelay = &metav1.Duration{Duration: 20 * time.Millisecond} })
+		Eventually(func() []string { return journalFrom(f, mark, "stopped store-master") }, timeout, poll).Should(ContainElement("stopped " + active))
+		kubelet.holdNotReady(ns, active, false)
+		waitRunning(c)
+	})
+
 	It("restarts a master pod that is not Ready while no master answers, and says why a pod cannot start", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 1 }))
