@@ -287,9 +287,6 @@ func TestDeadServerRegionsReassignedInSeveralWrites(t *testing.T) {
 	c.waitAllOpen("t1", 20*time.Second)
 }
 
-// The recovery of a dead server resumes after a master restart at whichever step it was: the
-// fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
-// for the reassigned regions to open (their new servers hung).
 // archive_wal answers that every acknowledged write can be recovered to only once the logs of
 // servers that died or stopped are archived too (their recovery does it at its end): with one
 // held at its fence, it says which server it waits for; once it is done, it succeeds.
@@ -313,7 +310,7 @@ func TestArchiveClusterWALWaitsForDeadServersLogs(t *testing.T) {
 	c.waitFor("the recovery held at its fence", 20*time.Second, func() (bool, string) {
 		return slices.Contains(c.status().GetDeadServers(), victim.Name()) && ffs.Count(faultfs.OpRename) > 0, "not yet"
 	})
-	ctx, cancel := context.WithTimeout(c.ctx(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx(), 5*time.Second) // (the master answers a tenth before it ends)
 	_, err = c.mc.ArchiveClusterWAL(ctx, &pb.ArchiveClusterWALRequest{})
 	cancel()
 	if errCode(err) != pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION || !strings.Contains(fmt.Sprint(err), victim.Name()) {
@@ -328,6 +325,9 @@ func TestArchiveClusterWALWaitsForDeadServersLogs(t *testing.T) {
 	}
 }
 
+// The recovery of a dead server resumes after a master restart at whichever step it was: the
+// fence (its rename kept failing), the split (writing recovered edits kept failing) or the wait
+// for the reassigned regions to open (their new servers hung).
 func TestDeadServerRecoveryResumesAfterMasterRestart(t *testing.T) {
 	for _, step := range []string{"fence", "split", "wait"} {
 		t.Run(step, func(t *testing.T) {

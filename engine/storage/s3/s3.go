@@ -417,6 +417,11 @@ func bodyErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return err
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The call's time ran out while the body came (a slow store, a large object): not a
+		// break to try again at the same timeout.
+		return fmt.Errorf("%w: reading the answer: %w", storage.ErrUnavailable, err)
+	}
 	return fmt.Errorf("%w: %w: %w", storage.ErrUnavailable, errBodyBroken, err)
 }
 
