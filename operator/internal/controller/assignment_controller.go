@@ -555,6 +555,17 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 	return Waiting(ReasonRollingRestart, "restarting master pod %s", pick.Name), true
 }
 
+// othersServe says whether a live region server other than server, not draining, could take
+// regions.
+func (r *AssignmentReconciler) othersServe(a *assignState, server string) bool {
+	for _, sv := range a.st.Servers {
+		if sv.Name != server && sv.State == master.ServerOnline && !sv.Draining {
+			return true
+		}
+	}
+	return false
+}
+
 // standbysOf is the master pods but the active one.
 func standbysOf(pods []*corev1.Pod, active string) []*corev1.Pod {
 	var out []*corev1.Pod
@@ -777,6 +788,11 @@ func (r *AssignmentReconciler) advanceRegionServer(ctx context.Context, a *assig
 		}
 		if regions == 0 {
 			return r.drained(ctx, a, st, "it holds no regions")
+		}
+		if st.Action == ActionRestart && !r.othersServe(a, server) {
+			// No other live, undrained server could take its regions (a cluster of one region
+			// server): they stay until it stops, flushed, as its own stop does (cellstore prestop).
+			return r.drained(ctx, a, st, "no other region server can take its regions")
 		}
 		forced := c.Annotations[v1alpha1.AnnotationForceRestart] == st.Pod
 		if forced {

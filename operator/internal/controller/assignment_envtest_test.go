@@ -150,6 +150,24 @@ var _ = Describe("Rolling restart", func() {
 		Expect(journalFrom(f, mark, "stopped store-master")[1]).To(Equal("stopped "+active), "the active master restarts last")
 	})
 
+	It("restarts a lone region server without waiting for a drain nothing can take", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 1 }))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 3)
+		f.SetManualDrain(true) // its regions would never move: there is nowhere to
+		mark := len(f.Journal())
+		update(c, func(c *v1alpha1.StoreCluster) {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[v1alpha1.AnnotationRestartedAt] = time.Now().UTC().Format(time.RFC3339)
+		})
+		Eventually(func() []string { return journalFrom(f, mark, "stopped store-regionserver") }, timeout, poll).Should(HaveLen(1))
+		Eventually(eventsOf(c, "Restarting"), timeout, poll).Should(ContainElement(ContainSubstring("no other region server can take its regions")))
+	})
+
 	It("restarts an active master not Ready for long once every standby is Ready", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 2 }))
