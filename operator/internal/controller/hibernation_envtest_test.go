@@ -3,14 +3,10 @@
 package controller_test
 
 import (
-	"errors"
-	"time"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,55 +66,5 @@ var _ = Describe("Hibernation", func() {
 		Expect(fake.Disabled("default:a") || fake.Disabled("sales:b")).To(BeFalse(), "the recorded tables are enabled again")
 		Expect(fake.Disabled("default:off")).To(BeTrue(), "a table that was disabled before stays disabled")
 		Eventually(eventsOf(c, "Woken"), timeout, poll).ShouldNot(BeEmpty())
-	})
-
-	It("restarts a master stuck on a bad template while the cluster wakes", func() {
-		ns := newNamespace()
-		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Master.Replicas = 1 }))
-		waitRunning(c)
-		fake := fakeOf(c)
-		fake.SetTables("default:a")
-		update(c, func(c *v1alpha1.StoreCluster) {
-			if c.Annotations == nil {
-				c.Annotations = map[string]string{}
-			}
-			c.Annotations[v1alpha1.AnnotationHibernation] = "on"
-		})
-		Eventually(func() v1alpha1.ClusterPhase { return get(c).Status.Phase }, timeout, poll).Should(Equal(v1alpha1.PhaseHibernated))
-		name := resources.PodName(c, resources.GroupMaster, 0)
-		kubelet.holdNotReady(ns, name, true)
-		fake.SetUnreachable(errors.New("connection refused"))
-		update(c, func(c *v1alpha1.StoreCluster) { delete(c.Annotations, v1alpha1.AnnotationHibernation) })
-		pod := &corev1.Pod{}
-		Eventually(func() error {
-			if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-				return err
-			}
-			if pod.DeletionTimestamp != nil {
-				return errors.New("the hibernated pod is still there")
-			}
-			return nil
-		}, timeout, poll).Should(Succeed())
-		// Its image cannot be pulled, for ten minutes now.
-		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse,
-			LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute))}}
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", State: corev1.ContainerState{
-			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
-		Expect(k8s.Status().Update(suiteCtx, pod)).To(Succeed())
-		Expect(get(c).Status.Hibernation).NotTo(BeNil(), "still waking")
-		// The spec is fixed: the pod is restarted although the cluster is still waking.
-		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.HedgeDelay = &metav1.Duration{Duration: 20 * time.Millisecond} })
-		Eventually(func() types.UID {
-			cur := &corev1.Pod{}
-			if err := k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
-				return pod.UID
-			}
-			return cur.UID
-		}, timeout, poll).ShouldNot(Equal(pod.UID))
-		Eventually(eventsOf(c, "RollingRestart"), timeout, poll).Should(ContainElement(ContainSubstring("while no master answers")))
-		kubelet.holdNotReady(ns, name, false)
-		fake.SetUnreachable(nil)
-		waitRunning(c)
-		Eventually(func() *v1alpha1.HibernationStatus { return get(c).Status.Hibernation }, timeout, poll).Should(BeNil())
 	})
 })
