@@ -703,6 +703,17 @@ func TestSlowCallsAreLogged(t *testing.T) {
 	}
 }
 
+// clientOfRegion connects an HBase client (ClientService) to a server of these handlers and gives
+// region 1 of table t and a cell block of one cell of row.
+func clientOfRegion(t *testing.T, handlers map[uint32]rpc.Handler, row string) (*client, *hb.RegionSpecifier, []byte) {
+	t.Helper()
+	c := dial(t, serveHandlers(t, handlers))
+	c.hello("ClientService")
+	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
+	kv := cell.AppendKeyValue(nil, []byte(row), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
+	return c, region, append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+}
+
 // TestMultiCarriesWritePressure: the write pressure a region server reports with a multi's region
 // action reaches HBase's clients as the answer's region statistics (what their backoff reads when
 // hbase.client.backpressure.enabled), for that region; none when none is reported.
@@ -720,11 +731,7 @@ func TestMultiCarriesWritePressure(t *testing.T) {
 		}
 		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
 	}}
-	c := dial(t, serveHandlers(t, handlers))
-	c.hello("ClientService")
-	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
-	kv := cell.AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
-	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	c, region, block := clientOfRegion(t, handlers, "row")
 	multi := func() *hb.MultiResponse {
 		t.Helper()
 		req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Action: []*hb.Action{{Index: proto.Uint32(0),
@@ -764,11 +771,7 @@ func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 		}
 		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
 	}}
-	c := dial(t, serveHandlers(t, handlers))
-	c.hello("ClientService")
-	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
-	kv := cell.AppendKeyValue(nil, []byte("row"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
-	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	c, region, block := clientOfRegion(t, handlers, "row")
 	put := &hb.Action{Mutation: &hb.MutationProto{Row: []byte("row"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}}
 	cond := &hb.Condition{Row: []byte("row"), Family: []byte("f"), Qualifier: []byte("q"), CompareType: hb.CompareType_EQUAL.Enum()}
 	req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Atomic: proto.Bool(true), Action: []*hb.Action{put}}}, Condition: cond}
@@ -815,11 +818,7 @@ func TestOneBadActionFailsAlone(t *testing.T) {
 		}
 		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
 	}}
-	c := dial(t, serveHandlers(t, handlers))
-	c.hello("ClientService")
-	region := &hb.RegionSpecifier{Type: hb.RegionSpecifier_REGION_NAME.Enum(), Value: regionName(&pb.TableName{Namespace: "default", Name: "t"}, nil, 1, 0)}
-	kv := cell.AppendKeyValue(nil, []byte("r1"), []byte("f"), []byte("q"), 5, cell.Put, []byte("v"))
-	block := append(binary.BigEndian.AppendUint32(nil, uint32(len(kv))), kv...)
+	c, region, block := clientOfRegion(t, handlers, "r1")
 	req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Action: []*hb.Action{
 		{Index: proto.Uint32(0), Get: &hb.Get{Row: []byte("r2"), Filter: &hb.Filter{Name: proto.String("org.example.MyFilter")}}},
 		{Index: proto.Uint32(1), Mutation: &hb.MutationProto{Row: []byte("r1"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}},

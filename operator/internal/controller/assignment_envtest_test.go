@@ -20,6 +20,7 @@ import (
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/controller"
 	"github.com/cellstore/cellstore/operator/internal/master"
+	"github.com/cellstore/cellstore/operator/internal/master/masterfake"
 	"github.com/cellstore/cellstore/operator/internal/resources"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -396,6 +397,20 @@ var _ = Describe("Scaling", func() {
 		Expect(get(c).Status.RegionServers.Replicas).To(BeEquivalentTo(2))
 	})
 
+	// scalingIn makes a cluster of three region servers holding regions and lowers it to two: the
+	// third is being drained (its regions move only when the test says).
+	scalingIn := func() (*v1alpha1.StoreCluster, *masterfake.Fake) {
+		GinkgoHelper()
+		c := create(newCluster(newNamespace()))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 3)
+		f.SetManualDrain(true)
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		return c, f
+	}
+
 	// removing puts the scale-in of store-regionserver-2 at its Removing step, as an operator
 	// that stopped between recording the step and lowering the StatefulSet leaves it.
 	removing := func(c *v1alpha1.StoreCluster) {
@@ -412,14 +427,7 @@ var _ = Describe("Scaling", func() {
 	}
 
 	It("finishes a scale-in whose StatefulSet was not lowered when its Removing step was recorded", func() {
-		ns := newNamespace()
-		c := create(newCluster(ns))
-		waitRunning(c)
-		f := fakeOf(c)
-		seedRegions(c, 3)
-		f.SetManualDrain(true)
-		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
-		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		c, f := scalingIn()
 		f.MoveRegionsAway(rsServer(c, 2))
 		removing(c)
 		Eventually(func() int32 { return *statefulSet(c, resources.GroupRegionServer).Spec.Replicas }, timeout, poll).Should(BeEquivalentTo(2))
@@ -428,14 +436,7 @@ var _ = Describe("Scaling", func() {
 	})
 
 	It("cancels a scale-in at its Removing step when the replicas are raised again", func() {
-		ns := newNamespace()
-		c := create(newCluster(ns))
-		waitRunning(c)
-		f := fakeOf(c)
-		seedRegions(c, 3)
-		f.SetManualDrain(true)
-		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 2 })
-		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		c, f := scalingIn()
 		removing(c)
 		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 3 })
 		Eventually(func() map[string]string { return statefulSet(c, resources.GroupRegionServer).Annotations }, 2*timeout, poll).ShouldNot(HaveKey(resources.AnnotationRollout))
