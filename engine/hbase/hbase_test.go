@@ -703,6 +703,25 @@ func TestSlowCallsAreLogged(t *testing.T) {
 	}
 }
 
+// recordingMulti serves MULTI calls of one region action as a region server does (a result per
+// action, the region action not processed) and keeps the region action it was sent in got.
+func recordingMulti(got *atomic.Pointer[pb.RegionAction]) map[uint32]rpc.Handler {
+	return map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
+		req, err := rpc.Request[pb.MultiRequest](c)
+		if err != nil || len(req.GetRegionActions()) != 1 {
+			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
+			return
+		}
+		ra := req.GetRegionActions()[0]
+		got.Store(ra)
+		rar := &pb.RegionActionResult{}
+		for _, a := range ra.GetActions() {
+			rar.Results = append(rar.Results, &pb.ResultOrException{Index: a.GetIndex(), Result: &pb.Result{}})
+		}
+		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
+	}}
+}
+
 // clientOfRegion connects an HBase client (ClientService) to a server of these handlers and gives
 // region 1 of table t and a cell block of one cell of row.
 func clientOfRegion(t *testing.T, handlers map[uint32]rpc.Handler, row string) (*client, *hb.RegionSpecifier, []byte) {
@@ -758,19 +777,7 @@ func TestMultiCarriesWritePressure(t *testing.T) {
 // action (it was dropped, and the mutations applied whatever the cell held).
 func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 	var got atomic.Pointer[pb.RegionAction]
-	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
-		req, err := rpc.Request[pb.MultiRequest](c)
-		if err != nil || len(req.GetRegionActions()) != 1 {
-			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
-			return
-		}
-		got.Store(req.GetRegionActions()[0])
-		rar := &pb.RegionActionResult{Processed: false}
-		for _, a := range req.GetRegionActions()[0].GetActions() { // as the region server: a result per action
-			rar.Results = append(rar.Results, &pb.ResultOrException{Index: a.GetIndex(), Result: &pb.Result{}})
-		}
-		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
-	}}
+	handlers := recordingMulti(&got)
 	c, region, block := clientOfRegion(t, handlers, "row")
 	put := &hb.Action{Mutation: &hb.MutationProto{Row: []byte("row"), MutateType: hb.MutationProto_PUT.Enum(), AssociatedCellCount: proto.Int32(1)}}
 	cond := &hb.Condition{Row: []byte("row"), Family: []byte("f"), Qualifier: []byte("q"), CompareType: hb.CompareType_EQUAL.Enum()}
@@ -804,20 +811,7 @@ func TestMultiRequestConditionOfOlderClients(t *testing.T) {
 // actions failed with it).
 func TestOneBadActionFailsAlone(t *testing.T) {
 	var got atomic.Pointer[pb.RegionAction]
-	handlers := map[uint32]rpc.Handler{uint32(pb.Method_METHOD_MULTI): func(_ context.Context, c *rpc.Call) {
-		req, err := rpc.Request[pb.MultiRequest](c)
-		if err != nil || len(req.GetRegionActions()) != 1 {
-			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Message: "bad request"})
-			return
-		}
-		ra := req.GetRegionActions()[0]
-		got.Store(ra)
-		rar := &pb.RegionActionResult{}
-		for _, a := range ra.GetActions() {
-			rar.Results = append(rar.Results, &pb.ResultOrException{Index: a.GetIndex(), Result: &pb.Result{}})
-		}
-		c.Reply(&pb.MultiResponse{Results: []*pb.RegionActionResult{rar}})
-	}}
+	handlers := recordingMulti(&got)
 	c, region, block := clientOfRegion(t, handlers, "r1")
 	req := &hb.MultiRequest{RegionAction: []*hb.RegionAction{{Region: region, Action: []*hb.Action{
 		{Index: proto.Uint32(0), Get: &hb.Get{Row: []byte("r2"), Filter: &hb.Filter{Name: proto.String("org.example.MyFilter")}}},

@@ -27,13 +27,13 @@ func (m statusMaster) ListTables(context.Context, *pb.ListTablesRequest, ...grpc
 	return &pb.ListTablesResponse{}, nil
 }
 
-// statusBackend is fakeBackend whose master is a statusMaster.
-type statusBackend struct {
+// masterBackend is fakeBackend whose master is a fake MasterClient.
+type masterBackend struct {
 	fakeBackend
-	master statusMaster
+	master pb.MasterClient
 }
 
-func (b statusBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
+func (b masterBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
 	return fn(ctx, b.master)
 }
 
@@ -54,7 +54,7 @@ func TestClusterStatusMasters(t *testing.T) {
 	} {
 		st := &pb.ClusterStatusResponse{ActiveMaster: "10.0.0.1:16000", StandbyMasters: c.standbys, BalancerOn: true,
 			Servers: []*pb.ServerStatus{{Server: self, Live: true}, {Server: &pb.ServerName{Host: "127.0.0.2", Port: 2, StartCode: 9}}}}
-		addr := startServerOf(t, statusBackend{master: statusMaster{status: st}}, nil)
+		addr := startServerOf(t, masterBackend{master: statusMaster{status: st}}, nil)
 
 		mc := dial(t, addr)
 		mc.hello("MasterService")
@@ -128,21 +128,12 @@ func (m ddlMaster) DescribeTable(context.Context, *pb.TableRequest, ...grpc.Call
 	return &pb.DescribeTableResponse{State: pb.TableState(m.state.Load())}, nil
 }
 
-type ddlBackend struct {
-	fakeBackend
-	master ddlMaster
-}
-
-func (b ddlBackend) Master(ctx context.Context, fn func(context.Context, pb.MasterClient) error) error {
-	return fn(ctx, b.master)
-}
-
 // A disable's procedure is RUNNING until the table is disabled (HBase's client waits on it, then
 // drops the table: reported finished while the table still disabled, the drop was refused).
 func TestDisableProcedureRunsUntilTheTableIsDisabled(t *testing.T) {
 	var state atomic.Int32
 	state.Store(int32(pb.TableState_TABLE_STATE_DISABLING))
-	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc := dial(t, startServerOf(t, masterBackend{master: ddlMaster{state: &state}}, nil))
 	mc.hello("MasterService")
 	h, msg, _ := mc.call("DisableTable", &hb.DisableTableRequest{TableName: &hb.TableName{Namespace: []byte("default"), Qualifier: []byte("t")}}, nil)
 	var dr hb.DisableTableResponse
@@ -179,7 +170,7 @@ func (m ddlMaster) EnableTable(context.Context, *pb.TableRequest, ...grpc.CallOp
 // applications catch by its class (a DoNotRetryIOException before).
 func TestEnableOfAnEnabledTableIsTableNotDisabled(t *testing.T) {
 	var state atomic.Int32
-	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc := dial(t, startServerOf(t, masterBackend{master: ddlMaster{state: &state}}, nil))
 	mc.hello("MasterService")
 	h, _, _ := mc.call("EnableTable", &hb.EnableTableRequest{TableName: &hb.TableName{Namespace: []byte("default"), Qualifier: []byte("t")}}, nil)
 	if e := h.GetException(); e.GetExceptionClassName() != classTableNotDisabled || !e.GetDoNotRetry() {
@@ -198,7 +189,7 @@ func (m ddlMaster) Balance(context.Context, *pb.BalanceRequest, ...grpc.CallOpti
 // The shell's balance_switch and balancer reach the master (they answered UnknownProtocolException).
 func TestBalancerCalls(t *testing.T) {
 	var state atomic.Int32
-	mc := dial(t, startServerOf(t, ddlBackend{master: ddlMaster{state: &state}}, nil))
+	mc := dial(t, startServerOf(t, masterBackend{master: ddlMaster{state: &state}}, nil))
 	mc.hello("MasterService")
 	h, msg, _ := mc.call("SetBalancerRunning", &hb.SetBalancerRunningRequest{On: proto.Bool(false)}, nil)
 	var sr hb.SetBalancerRunningResponse
