@@ -951,13 +951,22 @@ const fenceParallelism = 16
 // putMarkers places markers at the numbers given (highest first), fenceParallelism at a time, and
 // returns the first error.
 func putMarkers(numbers []uint64, put func(uint64) (bool, error)) error {
+	return eachParallel(len(numbers), func(i int) error {
+		_, err := put(numbers[i])
+		return err
+	})
+}
+
+// eachParallel calls fn(0..n-1), fenceParallelism at a time, starts no call after one failed, and
+// returns the first error.
+func eachParallel(n int, fn func(i int) error) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 	)
 	sem := make(chan struct{}, fenceParallelism)
-	for _, n := range numbers {
+	for i := range n {
 		mu.Lock()
 		failed := firstErr != nil
 		mu.Unlock()
@@ -968,7 +977,7 @@ func putMarkers(numbers []uint64, put func(uint64) (bool, error)) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if _, err := put(n); err != nil {
+			if err := fn(i); err != nil {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = err
@@ -1105,30 +1114,15 @@ func writerHighest(ctx context.Context, b storage.Bucket, prefix string, highest
 			these := nums[:min(len(nums), batch)]
 			nums = nums[len(these):]
 			marker := make([]bool, len(these))
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var firstErr error
-			sem := make(chan struct{}, fenceParallelism)
-			for i, n := range these {
-				sem <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					m, err := isFenceMarker(ctx, b, prefix, n)
-					if errors.Is(err, storage.ErrNoObject) {
-						m, err = true, nil // deleted meanwhile (a split's DeleteObjectLog): not the writer's
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					marker[i] = m
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-				}()
-			}
-			wg.Wait()
-			if firstErr != nil {
-				return 0, firstErr
+			if err := eachParallel(len(these), func(i int) error {
+				m, err := isFenceMarker(ctx, b, prefix, these[i])
+				if errors.Is(err, storage.ErrNoObject) {
+					m, err = true, nil // deleted meanwhile (a split's DeleteObjectLog): not the writer's
+				}
+				marker[i] = m
+				return err
+			}); err != nil {
+				return 0, err
 			}
 			for i, n := range these { // highest first
 				if !marker[i] {
