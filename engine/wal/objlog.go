@@ -866,15 +866,14 @@ func FenceObjectLog(ctx context.Context, b storage.Bucket, prefix, by string) (u
 			return false, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, err)
 		}
 		// Taken: by the writer, or by an earlier fence's marker (which stops the writer as well).
-		head, gerr := b.GetRange(ctx, objectKey(prefix, n), 0, headerSize)
+		marker, gerr := isFenceMarker(ctx, b, prefix, n)
 		if errors.Is(gerr, storage.ErrNoObject) {
 			return false, nil // the writer's, deleted since (flushed): it writes no number twice
 		}
 		if gerr != nil {
 			return false, fmt.Errorf("wal: fence %s at %d: %w", prefix, n, gerr)
 		}
-		kind, _, herr := checkHeader(head)
-		return herr == nil && kind == kindFence, nil
+		return marker, nil
 	}
 
 	highest0, fenced, err := fencedBefore(ctx, b, prefix, has)
