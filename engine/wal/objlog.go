@@ -812,11 +812,11 @@ func DeleteObjectLog(ctx context.Context, b storage.Bucket, prefix string) error
 	}
 	var del []string
 	for _, o := range objs {
-		head, err := b.GetRange(ctx, o.key, 0, headerSize)
+		marker, err := isFenceMarker(ctx, b, prefix, o.n)
 		if err != nil {
 			return fmt.Errorf("wal: delete %s: %w", o.key, err)
 		}
-		if kind, _, herr := checkHeader(head); herr == nil && kind == kindFence {
+		if marker {
 			continue
 		}
 		del = append(del, o.key)
