@@ -447,14 +447,26 @@ func (r *AssignmentReconciler) undrainAndBalance(ctx context.Context, a *assignS
 // taskRollout advances the rolling restart or scale-in: at most one pod of the whole cluster is
 // drained, restarted or removed at a time. A region server step under way is finished first (a
 // server is never left drained), then masters (standbys first, the active one last), then region
-// servers (scale-in from the highest ordinal, then restarts from the highest ordinal).
+// servers (scale-in from the highest ordinal, then restarts from the highest ordinal). The masters
+// go first also when a restarted region server does not serve while they wait for a restart (an
+// upgrade made during a region server's restart: older masters refuse a newer server).
 func (r *AssignmentReconciler) taskRollout(ctx context.Context, a *assignState) Result {
 	for range 8 { // a finished step may let the next one start at once
 		var res Result
 		var again bool
-		switch {
-		case parseRollout(a.sts[resources.GroupRegionServer]) != nil:
-			res, again = r.advanceRegionServer(ctx, a, parseRollout(a.sts[resources.GroupRegionServer]))
+		switch rs := parseRollout(a.sts[resources.GroupRegionServer]); {
+		case rs != nil && r.serverWaitsForMasters(a, rs):
+			// The restarted region server does not serve while masters wait to be restarted:
+			// a new minor version's server is refused by older masters (masters first), so
+			// waiting for it would wait for ever. The masters go now; the server's step goes
+			// on (and undrains it) once it serves.
+			if m := parseRollout(a.sts[resources.GroupMaster]); m != nil {
+				res, again = r.advanceMaster(ctx, a, m)
+			} else {
+				res, _ = r.startMaster(ctx, a)
+			}
+		case rs != nil:
+			res, again = r.advanceRegionServer(ctx, a, rs)
 		case parseRollout(a.sts[resources.GroupMaster]) != nil:
 			res, again = r.advanceMaster(ctx, a, parseRollout(a.sts[resources.GroupMaster]))
 		default:
@@ -469,6 +481,23 @@ func (r *AssignmentReconciler) taskRollout(ctx context.Context, a *assignState) 
 	}
 	a.busy = true
 	return Done()
+}
+
+// serverWaitsForMasters says whether a region server's restart waits on a pod that came back and
+// does not serve while the masters have a restart of their own under way or pending.
+func (r *AssignmentReconciler) serverWaitsForMasters(a *assignState, st *rolloutState) bool {
+	if st.Action != ActionRestart || st.Step != StepWaitingReady {
+		return false
+	}
+	pod := findPod(a.pods[resources.GroupRegionServer], st.Pod)
+	if pod == nil || pod.UID == st.UID || pod.DeletionTimestamp != nil || r.serving(a, pod) {
+		return false
+	}
+	msts := a.sts[resources.GroupMaster]
+	if parseRollout(msts) != nil {
+		return true
+	}
+	return revisionKnown(msts) && len(outdatedPods(a.pods[resources.GroupMaster], msts.Status.UpdateRevision, ptr.Deref(msts.Spec.Replicas, 1))) > 0
 }
 
 func outdatedPods(pods []*corev1.Pod, rev string, limit int32) []*corev1.Pod {

@@ -151,6 +151,40 @@ var _ = Describe("Rolling restart", func() {
 		Expect(journalFrom(f, mark, "stopped store-master")[1]).To(Equal("stopped "+active), "the active master restarts last")
 	})
 
+	It("lets the masters go first when an upgrade comes during a region server's restart (older masters refuse a newer server)", func() {
+		ns := newNamespace()
+		const repo = "registry.example:5000/cellstore/engine"
+		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.3.2" }))
+		waitRunning(c)
+		f := fakeOf(c)
+		seedRegions(c, 6)
+		f.SetManualDrain(true)
+		mark := len(f.Journal())
+		oldMasters, oldServers := templateHash(c, resources.GroupMaster), templateHash(c, resources.GroupRegionServer)
+
+		// A region-server-only change starts their restart; the upgrade comes while the first
+		// one drains.
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Memory.Limit = ptrSize("3Gi") })
+		Eventually(func() bool { return f.Draining(rsServer(c, 2)) }, timeout, poll).Should(BeTrue())
+		update(c, func(c *v1alpha1.StoreCluster) { c.Spec.Image = repo + ":v1.4.0" })
+		Eventually(func() string {
+			return resources.EngineImage(&statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec)
+		}, timeout, poll).
+			Should(Equal(repo + ":v1.4.0"))
+		f.SetManualDrain(false)
+		f.MoveRegionsAway(rsServer(c, 2))
+
+		// The server comes back on v1.4.0, which the v1.3.2 masters refuse: the masters restart
+		// while it waits, and then it serves and the rollout goes on.
+		allUpdated(c, resources.GroupMaster, oldMasters)
+		allUpdated(c, resources.GroupRegionServer, oldServers)
+		stopped := journalFrom(f, mark, "stopped store-")
+		Expect(stopped).To(HaveLen(5))
+		Expect(stopped[0]).To(HavePrefix("stopped " + rsPod(c, 2)))
+		Expect(stopped[1:3]).To(ConsistOf("stopped store-master-0", "stopped store-master-1"))
+		Expect(f.Draining(rsServer(c, 2))).To(BeFalse(), "undrained once it serves")
+	})
+
 	It("restarts a lone region server without waiting for a drain nothing can take", func() {
 		ns := newNamespace()
 		c := create(newCluster(ns, func(c *v1alpha1.StoreCluster) { c.Spec.RegionServers.Replicas = 1 }))

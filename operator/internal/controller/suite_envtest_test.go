@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cellstore/cellstore/engine/version"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/controller"
 	"github.com/cellstore/cellstore/operator/internal/master/masterfake"
@@ -291,6 +292,11 @@ func (s *simulator) newPod(sts *appsv1.StatefulSet, name string, ord int, rev st
 }
 
 func (s *simulator) markReady(ctx context.Context, fake *masterfake.Fake, c *v1alpha1.StoreCluster, g resources.Group, p *corev1.Pod) error {
+	if g == resources.GroupRegionServer && s.refused(ctx, fake, c, p) {
+		// As the engine: the active master refuses a region server of a newer minor version,
+		// which then never becomes Ready.
+		return nil
+	}
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 	if err := s.c.Status().Update(ctx, p); err != nil {
@@ -302,6 +308,23 @@ func (s *simulator) markReady(ctx context.Context, fake *masterfake.Fake, c *v1a
 		fake.SetActiveMaster(resources.MasterServerName(c, p.Name))
 	}
 	return nil
+}
+
+// refused says whether the active master (by its pod's image tag) refuses region server pod p's
+// version (engine/version.CheckServer).
+func (s *simulator) refused(ctx context.Context, fake *masterfake.Fake, c *v1alpha1.StoreCluster, p *corev1.Pod) bool {
+	active := fake.ActiveMaster()
+	pods := &corev1.PodList{}
+	if active == "" || s.c.List(ctx, pods, client.InNamespace(p.Namespace), client.MatchingLabels(resources.SelectorLabels(c, resources.GroupMaster))) != nil {
+		return false
+	}
+	for i := range pods.Items {
+		m := &pods.Items[i]
+		if resources.MasterServerName(c, m.Name) == active {
+			return version.CheckServer(resources.ImageTag(resources.EngineImage(&m.Spec)), resources.ImageTag(resources.EngineImage(&p.Spec))) != nil
+		}
+	}
+	return false
 }
 
 // podGone finishes a pod's deletion as the kubelet would, and tells the fake master.
