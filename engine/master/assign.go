@@ -114,18 +114,27 @@ func (m *Master) placerLocked() *balancerState {
 
 // chooseTargetLocked picks where to open a region: the procedure's target if it can take the
 // region, else the least loaded fitting server, avoiding the servers it failed on while others
-// exist.
-func (m *Master) chooseTargetLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure) string {
+// exist. A primary that fits nowhere takes the place of one of its secondaries (displaced names
+// it; balancerState.displacing).
+func (m *Master) chooseTargetLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure) (target, displaced string) {
 	br := &BalancerRegion{Name: r.GetInfo().GetName(), Group: layout.PrimaryName(r.GetInfo().GetName())}
 	if t := p.GetTarget(); t != "" && pl.fits(br, t) {
-		return t
+		return t, ""
 	}
 	tried := p.GetTried()
-	t := pl.pickAvoiding(br, func(s string) bool { return slices.Contains(tried, s) })
+	avoid := func(s string) bool { return slices.Contains(tried, s) }
+	t := pl.pickAvoiding(br, avoid)
 	if t == "" && len(tried) > 0 {
 		t = pl.pick(br, "")
 	}
-	return t
+	if t != "" {
+		return t, ""
+	}
+	t, displaced = pl.displacing(br, p.GetTarget(), avoid)
+	if t == "" && len(tried) > 0 {
+		t, displaced = pl.displacing(br, p.GetTarget(), nil)
+	}
+	return t, displaced
 }
 
 // advanceProcsLocked moves every procedure on: picks targets, sends orders, retries and applies
@@ -170,7 +179,7 @@ func (m *Master) advanceProcsLocked(now time.Time) error {
 				pl = m.placerLocked()
 			}
 			nr, np := proto.CloneOf(r), proto.CloneOf(p.p)
-			if !m.placeLocked(pl, nr, np, now) {
+			if !m.placeLocked(&b, pl, nr, np, now) {
 				continue // no server can take it now: retried every tick
 			}
 			b.putRegion(nr)
@@ -268,10 +277,16 @@ func (m *Master) placerForLocked(r *pb.CatalogRegion, p *pb.RegionProcedure) *ba
 
 // placeLocked picks the server an offline region opens on and makes r OPENING there and p's
 // target that server (r and p are the caller's copies). False: no server can take it now.
-func (m *Master) placeLocked(pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure, now time.Time) bool {
-	target := m.chooseTargetLocked(pl, r, p)
+func (m *Master) placeLocked(b *batch, pl *balancerState, r *pb.CatalogRegion, p *pb.RegionProcedure, now time.Time) bool {
+	target, displaced := m.chooseTargetLocked(pl, r, p)
 	if target == "" {
 		return false
+	}
+	if d := m.st.regions[displaced]; d != nil && d.GetState() == stateOpen && m.st.procs[displaced] == nil && !b.touchesProc(displaced) {
+		// The secondary closes; its open waits for a server it fits (the next to come back).
+		m.log.Info("primary region fits no server: it takes the place of its secondary", "region", r.GetInfo().GetName(),
+			"server", target, "secondary", displaced)
+		m.closeLocked(b, d, kindMove, closeOpts{})
 	}
 	s, _ := m.reg.Get(target)
 	r.State, r.Server, r.ServerStartCode, r.StateSinceMs = stateOpening, target, s.StartCode, now.UnixMilli()
@@ -617,7 +632,7 @@ func (m *Master) reportLocked(b *batch, server string, startCode int64, req *pb.
 			// A move's region opens at its destination in the same catalog write as its
 			// close: clients wait for the region from the close to the open, and each write
 			// is a round trip to storage (an object PUT on a bucket).
-			if nr, np := m.closedLocked(b, r, pp); np != nil && m.placeLocked(m.placerForLocked(nr, np), nr, np, m.clock()) {
+			if nr, np := m.closedLocked(b, r, pp); np != nil && m.placeLocked(b, m.placerForLocked(nr, np), nr, np, m.clock()) {
 				return name, nil
 			}
 		case here && r.GetState() == stateOpen && p == nil:

@@ -188,11 +188,67 @@ func (b *balancerState) pickAvoiding(r *BalancerRegion, avoid func(string) bool)
 		switch {
 		case best == "",
 			free && !bestFree,
-			free == bestFree && len(b.on[s]) < len(b.on[best]):
+			free == bestFree && len(b.on[s]) < len(b.on[best]),
+			// A primary goes where fewer primaries are (they take the writes): replicas
+			// placed in name order would otherwise put every primary on the first server.
+			free == bestFree && len(b.on[s]) == len(b.on[best]) && r.Name == r.Group && b.primaries(s) < b.primaries(best):
 			best, bestFree = s, free
 		}
 	}
 	return best
+}
+
+// primaries counts the primaries on server s.
+func (b *balancerState) primaries(s string) int {
+	n := 0
+	for _, o := range b.on[s] {
+		if o.Name == o.Group {
+			n++
+		}
+	}
+	return n
+}
+
+// displacing is where a primary no server fits (every live, non-draining server holds a replica
+// of its group: as many replicas as servers, and one of them draining or dead) may open all the
+// same: the least loaded such server whose only replica of the group is a secondary, which gives
+// up its place (the primary takes writes; the secondary waits for a server it fits). prefer is
+// taken when it qualifies; avoid may be nil. ("", "") when r is not a primary or none qualifies.
+func (b *balancerState) displacing(r *BalancerRegion, prefer string, avoid func(string) bool) (server, secondary string) {
+	if r.Name != r.Group {
+		return "", ""
+	}
+	only := func(s string) string {
+		srv := b.servers[s]
+		if srv == nil || srv.Draining {
+			return ""
+		}
+		found := ""
+		for _, o := range b.on[s] {
+			if o.Group != r.Group || o.Name == r.Name {
+				continue
+			}
+			if found != "" || o.Name == o.Group {
+				return ""
+			}
+			found = o.Name
+		}
+		return found
+	}
+	if prefer != "" && (avoid == nil || !avoid(prefer)) {
+		if sec := only(prefer); sec != "" {
+			return prefer, sec
+		}
+	}
+	for _, s := range b.order {
+		if avoid != nil && avoid(s) {
+			continue
+		}
+		if sec := only(s); sec != "" && (server == "" || len(b.on[s]) < len(b.on[server])) {
+			server, secondary = s, sec
+		}
+	}
+	return server, secondary
 }
 
 func (b *balancerState) pickOtherZone(r *BalancerRegion) string {

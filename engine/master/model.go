@@ -370,6 +370,16 @@ func (b *batch) putProc(p *pb.RegionProcedure) {
 	b.apply = append(b.apply, func(m *model, now time.Time) { m.setProc(p, now) })
 }
 
+// touchesProc says whether the batch writes or deletes the procedure of region name.
+func (b *batch) touchesProc(name string) bool {
+	for _, c := range b.changes {
+		if c.key == rowProc+name {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *batch) deleteProc(name string) {
 	b.changes = append(b.changes, rowChange{key: rowProc + name})
 	b.apply = append(b.apply, func(m *model, _ time.Time) { m.deleteProc(name) })

@@ -314,6 +314,21 @@ func (m *Master) startMovesLocked(time.Time) error {
 			to = pl.pick(br, mv.from)
 		}
 		if to == "" {
+			// Every server it could go to holds a replica of its region (as many replicas as
+			// servers): a primary takes a secondary's place there (placeLocked closes that one
+			// when the primary opens); a secondary closes, and opens again once a server
+			// can take it (the drained one back from its restart, say).
+			to, _ = pl.displacing(br, "", func(s string) bool { return s == mv.from })
+			if to == "" && layout.PrimaryName(mv.region) != mv.region {
+				delete(m.queued, mv.region)
+				m.log.Info("drain closes a region replica no other server can take; it opens again when one can", "region", mv.region, "server", mv.from)
+				m.closeLocked(&b, r, kindMove, closeOpts{})
+				perServer[mv.from]++
+				started = append(started, mv.region)
+				continue
+			}
+		}
+		if to == "" {
 			delete(m.queued, mv.region)
 			continue // nowhere to go now; a drain queues it again
 		}

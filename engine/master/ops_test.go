@@ -697,3 +697,114 @@ func TestMoveHandsOffOnlyWhileEveryServerReadsHandedOffEdits(t *testing.T) {
 		return got.Handoff, fmt.Sprintf("%+v", got)
 	})
 }
+
+// checkReplicasApart fails when a live fake server serves two replicas of one region.
+func checkReplicasApart(c *cluster) (bool, string) {
+	for _, s := range c.servers {
+		seen := map[string]string{}
+		for _, name := range s.Regions() {
+			g := layout.PrimaryName(name)
+			if o, ok := seen[g]; ok {
+				return false, fmt.Sprintf("%s serves %s and %s", s.Name(), o, name)
+			}
+			seen[g] = name
+		}
+	}
+	return true, ""
+}
+
+// primaryHolder is the server of the first primary in locs.
+func primaryHolder(locs []*pb.RegionLocation) string {
+	for _, l := range locs {
+		if l.GetRegion().GetReplicaId() == 0 {
+			return layout.ServerName(l.GetServer())
+		}
+	}
+	return ""
+}
+
+// primariesOpenOff: every primary of table is OPEN on a server other than off (and served there).
+func primariesOpenOff(c *cluster, table, off string) (bool, string) {
+	for _, l := range c.regions(table) {
+		if l.GetRegion().GetReplicaId() != 0 {
+			continue
+		}
+		srv := layout.ServerName(l.GetServer())
+		if l.GetState() != pb.RegionState_REGION_STATE_OPEN || srv == off || c.server(srv) == nil || !slices.Contains(c.server(srv).Regions(), l.GetRegion().GetName()) {
+			return false, fmt.Sprintf("primary %s is %s on %q", l.GetRegion().GetName(), l.GetState(), srv)
+		}
+	}
+	return true, ""
+}
+
+// With as many replicas as servers every other server holds a replica of each region: a drain
+// (a rolling restart's) still empties the server — a primary takes the place of its secondary on
+// another server, a secondary waits closed — and the undrained server gets the waiting ones back.
+// (Before, nothing could move and the drain never finished.)
+func TestDrainWithAsManyReplicasAsServers(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 3, 3)
+	locs := c.waitAllOpen("t1", 10*time.Second)
+	if len(locs) != 9 {
+		t.Fatalf("%d replicas, want 9", len(locs))
+	}
+	target := c.server(primaryHolder(locs))
+	if _, err := c.mc.DrainServer(c.ctx(), &pb.DrainServerRequest{Server: target.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the drained server empty, every primary open elsewhere, no two replicas together", 15*time.Second, func() (bool, string) {
+		if s := c.serverStatus(target.Name()); s.GetRegions() != 0 || len(target.Regions()) != 0 {
+			return false, fmt.Sprintf("the drained server holds %v", target.Regions())
+		}
+		if ok, why := primariesOpenOff(c, "t1", target.Name()); !ok {
+			return ok, why
+		}
+		return checkReplicasApart(c)
+	})
+	if _, err := c.mc.UndrainServer(c.ctx(), &pb.DrainServerRequest{Server: target.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	locs = c.waitAllOpen("t1", 15*time.Second)
+	if counts := perServer(locs); len(locs) != 9 || counts[target.Name()] != 3 {
+		t.Errorf("after the undrain: %d replicas open, per server %v", len(locs), counts)
+	}
+	if ok, why := checkReplicasApart(c); !ok {
+		t.Error(why)
+	}
+}
+
+// A dead server's primary opens on a survivor in its secondary's place when every survivor holds
+// a replica of it (before, it stayed unassigned until the server came back: no writes).
+func TestDeadServersPrimaryTakesASecondarysPlace(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 3, 3)
+	victim := c.server(primaryHolder(c.waitAllOpen("t1", 10*time.Second)))
+	victim.Kill()
+	c.waitFor("every primary open on a survivor, no two replicas together", 20*time.Second, func() (bool, string) {
+		if ok, why := primariesOpenOff(c, "t1", victim.Name()); !ok {
+			return ok, why
+		}
+		return checkReplicasApart(c)
+	})
+}
+
+// The primaries of a table with replicas spread over the servers (placed in name order, each
+// primary before its replicas, they all went to the first server).
+func TestPrimariesSpreadOverServers(t *testing.T) {
+	c := newCluster(t, 3, nil, nil)
+	c.createTable("t1", 6, 3)
+	counts := map[string]int{}
+	for _, l := range c.waitAllOpen("t1", 10*time.Second) {
+		if l.GetRegion().GetReplicaId() == 0 {
+			counts[layout.ServerName(l.GetServer())]++
+		}
+	}
+	if len(counts) != 3 {
+		t.Errorf("primaries per server: %v, want 2 on each of 3", counts)
+	}
+	for s, n := range counts {
+		if n != 2 {
+			t.Errorf("primaries per server: %v, want 2 on each (%s)", counts, s)
+		}
+	}
+}
