@@ -287,9 +287,11 @@ func (c *compactor) keep(k cell.Key, tags []byte) bool {
 		if ts < c.earliestPut {
 			return false
 		}
-		// Kept; markers do not count as versions.
+		// Kept; markers do not count as versions. A column's marker goes with the column's
+		// versions past VERSIONS (it hides only older ones); a family marker, in the empty
+		// qualifier's column, hides cells of every column and stays whatever that column holds.
 		c.column(k.Qualifier())
-		return c.count <= c.maxV
+		return c.count <= c.maxV || t == cell.DeleteFamily || t == cell.DeleteFamilyVersion
 	}
 	switch c.dt.isDeleted(k, tags) {
 	case familyDeleted, columnDeleted, versionDeleted, familyVersionDeleted:
