@@ -45,7 +45,7 @@ func (m *Memstore) PipelineLen() int {
 
 // Keep decides, cell by cell in store order (key, then newest sequence first), which cells a
 // merge keeps.
-type Keep func(key cell.Key, seq uint64) bool
+type Keep func(key cell.Key, seq uint64, tags []byte) bool
 
 // MergePipeline merges the pipeline's segments into one, keeping the cells keep keeps (nil:
 // all). It runs beside writers, readers and in-memory flushes: segments frozen meanwhile stay
@@ -109,7 +109,7 @@ func (m *Memstore) MergePipelineGuarded(keep Keep, guard sync.Locker) (read, kep
 		}
 		sc := scs[best]
 		read++
-		if keep == nil || keep(sc.Key(), sc.Seq()) {
+		if keep == nil || keep(sc.Key(), sc.Seq(), sc.Tags()) {
 			if err := merged.add(sc.Key(), sc.Value(), sc.Tags(), sc.Seq()); err != nil {
 				merged.release()
 				return 0, 0, err
@@ -165,6 +165,9 @@ func samePointers(a, b []*Segment) bool {
 type VersionKeep struct {
 	MaxVersions int
 	ReadPoint   uint64
+	// Now (Unix ms) is the time against which cells' own TTLs expire: an expired put is dropped
+	// and not counted (reads skip it before counting versions, so an older version shows).
+	Now int64
 
 	row, fam, col []byte
 	famDeleted    bool
@@ -175,7 +178,7 @@ type VersionKeep struct {
 }
 
 // Keep decides for one cell of the family.
-func (v *VersionKeep) Keep(key cell.Key, seq uint64) bool {
+func (v *VersionKeep) Keep(key cell.Key, seq uint64, tags []byte) bool {
 	row, fam, q := key.Row(), key.Family(), key.Qualifier()
 	if !bytes.Equal(row, v.row) || !bytes.Equal(fam, v.fam) {
 		v.row = append(v.row[:0], row...)
@@ -195,6 +198,8 @@ func (v *VersionKeep) Keep(key cell.Key, seq uint64) bool {
 	case t.IsDelete():
 		v.colDeleted = true
 		return true
+	case tags != nil && cell.TTLExpired(tags, key.Timestamp(), v.Now):
+		return false
 	case v.famDeleted || v.colDeleted || seq > v.ReadPoint:
 		return true
 	}

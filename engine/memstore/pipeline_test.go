@@ -209,7 +209,7 @@ func TestVersionKeep(t *testing.T) {
 	}
 	v := &VersionKeep{MaxVersions: 1, ReadPoint: 20}
 	for i, x := range cases {
-		if got := v.Keep(x.k, x.seq); got != x.want {
+		if got := v.Keep(x.k, x.seq, nil); got != x.want {
 			t.Fatalf("cell %d (%s seq %d): keep %v, want %v", i, x.k, x.seq, got, x.want)
 		}
 	}
@@ -217,7 +217,7 @@ func TestVersionKeep(t *testing.T) {
 	v = &VersionKeep{MaxVersions: 1, ReadPoint: 20}
 	fam := cell.AppendKey(nil, []byte("d"), []byte("f"), nil, 9, cell.DeleteFamily)
 	for _, x := range []c{{fam, 2, true}, {put("d", "q", 9), 3, true}, {put("d", "q", 8), 1, true}} {
-		if got := v.Keep(x.k, x.seq); got != x.want {
+		if got := v.Keep(x.k, x.seq, nil); got != x.want {
 			t.Fatalf("%s: keep %v, want %v", x.k, got, x.want)
 		}
 	}

@@ -123,9 +123,9 @@ func (r *Region) inMemoryFlush(all bool) error {
 // eagerKeep is the Keep of an EAGER family's merge: versions beyond VERSIONS that readers at the
 // current read point do not see go.
 func (r *Region) eagerKeep(versions int) memstore.Keep {
-	vk := &memstore.VersionKeep{MaxVersions: versions, ReadPoint: r.mvcc.readPoint.Load()}
-	return func(key cell.Key, seq uint64) bool {
-		if !vk.Keep(key, seq) {
+	vk := &memstore.VersionKeep{MaxVersions: versions, ReadPoint: r.mvcc.readPoint.Load(), Now: r.nowMs()}
+	return func(key cell.Key, seq uint64, tags []byte) bool {
+		if !vk.Keep(key, seq, tags) {
 			r.metrics.InMemoryDroppedCells.Add(1)
 			return false
 		}

@@ -221,3 +221,36 @@ func TestEagerMergeDuringAReadsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An EAGER merge skips a put past its own TTL without counting it as a version, as reads do: the
+// older version shows (it was dropped as beyond VERSIONS 1, and the column read nothing).
+func TestEagerMergeSkipsExpiredCellTTL(t *testing.T) {
+	e := newEnv(t, inMemFamily("f", InMemoryEager, 1))
+	e.clock.now.Store(1_000_000)
+	put := func(ts, ttl int64, v string) {
+		t.Helper()
+		m := NewMutation([]byte("r")).Put([]byte("f"), []byte("q"), ts, []byte(v))
+		m.TTL = ttl
+		if err := e.r.Mutate(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(999_000, 0, "v1")
+	put(999_500, 1000, "v2") // expires at 1_000_500
+	e.clock.now.Store(1_000_600)
+	read := func(when string) {
+		t.Helper()
+		if got := strings.Join(observedScan(t, e.r, &Scan{}), " "); got != "r/f:q@999000=v1" {
+			t.Fatalf("%s: read %q, want v1 (v2 expired)", when, got)
+		}
+	}
+	read("before the merge")
+	if err := e.r.InMemoryFlush(); err != nil {
+		t.Fatal(err)
+	}
+	read("after the in-memory merge")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	read("after the flush")
+}
