@@ -54,6 +54,9 @@ func TestCellTTLDroppedFromFiles(t *testing.T) {
 	if n := entries(); n != 22 {
 		t.Fatalf("minor compaction kept %d cells, want 22", n)
 	}
+	if f := e.r.files.Load().byFamily[0][0]; f.meta.MajorCompacted {
+		t.Fatalf("the minor compaction's file %s says it is the output of a major one", f)
+	}
 	e.clock.now.Store(1_001_002) // the a* cells expired
 	if got := countRows(t, e.r); got != 12 {
 		t.Fatalf("%d rows visible, want 12 (b0..b9, d, e)", got)
@@ -63,6 +66,9 @@ func TestCellTTLDroppedFromFiles(t *testing.T) {
 	}
 	if n := entries(); n != 12 {
 		t.Fatalf("major compaction kept %d cells, want 12", n)
+	}
+	if f := e.r.files.Load().byFamily[0][0]; !f.meta.MajorCompacted {
+		t.Fatalf("the major compaction's file %s does not say so (sfile dump's majorCompacted)", f)
 	}
 	e.clock.now.Store(1_005_003) // d and e expired too: their tags survived both rewrites
 	if got := countRows(t, e.r); got != 10 {

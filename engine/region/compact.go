@@ -147,6 +147,7 @@ func (r *Region) compactFamily(fi int, major bool) (CompactionResult, error) {
 	if err != nil {
 		return res, err
 	}
+	fw.w.SetMajorCompacted(isMajor)
 	cc := r.compactionConfig()
 	limiter := newThrottle(cc.ThroughputLimit, cc.Sleep)
 	var n, seen int64
