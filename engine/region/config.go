@@ -117,6 +117,9 @@ type Config struct {
 	Prepared *Prepared
 	// NonceTTL is how long a nonce's result is remembered (default 30 min).
 	NonceTTL time.Duration
+	// NonceTableBytes bounds the memory of the remembered nonces (default 4 MiB; the oldest go
+	// first).
+	NonceTableBytes int
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -164,6 +167,9 @@ func (c *Config) fill() error {
 	}
 	if c.NonceTTL <= 0 {
 		c.NonceTTL = 30 * time.Minute
+	}
+	if c.NonceTableBytes <= 0 {
+		c.NonceTableBytes = 4 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

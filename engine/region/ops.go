@@ -14,63 +14,121 @@ import (
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
-// nonceTable remembers the results of recent nonce'd operations so that a
-// retried Increment or Append is not applied twice (HBase's
-// ServerNonceManager). Entries expire after the TTL; WAL replay restores
-// them from the edits' nonces.
+// nonceTable remembers the cells written by recent nonce'd operations so that a retried
+// Increment or Append is not applied twice (HBase's ServerNonceManager). Entries expire after the
+// TTL and the table holds at most maxBytes (the oldest go first: a client retries within its
+// operation timeout, long before); WAL replay restores them from the edits' nonces. An entry keeps
+// the cells as one encoded buffer; a large result (an Append's growing value) keeps only the
+// cells' keys, and a retry is then answered with the columns' current values, as HBase's server
+// answers every retry.
 type nonceTable struct {
-	ttl   time.Duration
-	mu    sync.Mutex
-	m     map[[2]uint64]nonceEntry
-	order [][2]uint64
+	ttl      time.Duration
+	maxBytes int
+	mu       sync.Mutex
+	m        map[[2]uint64]*nonceEntry
+	order    [][2]uint64 // oldest first
+	bytes    int
 }
 
 type nonceEntry struct {
-	res *Result
-	at  time.Time
+	kvs    []byte // each written cell: a uvarint length, then the KeyValue
+	seq    uint64
+	at     time.Time
+	values bool // kvs holds the values (else the keys only)
 }
 
-func newNonceTable(ttl time.Duration) *nonceTable {
-	return &nonceTable{ttl: ttl, m: map[[2]uint64]nonceEntry{}}
+// nonceEntryOverhead is what an entry costs besides its buffer: the map slot, the order slot and
+// the entry itself.
+const nonceEntryOverhead = 96
+
+// nonceValueBytes is the most value bytes an entry keeps; a larger result keeps its keys only.
+const nonceValueBytes = 512
+
+func newNonceTable(ttl time.Duration, maxBytes int) *nonceTable {
+	return &nonceTable{ttl: ttl, maxBytes: maxBytes, m: map[[2]uint64]*nonceEntry{}}
 }
 
-func (t *nonceTable) get(group, nonce uint64) (*Result, bool) {
+// get returns the cells the operation wrote (their values when values), and its sequence id.
+func (t *nonceTable) get(group, nonce uint64, now time.Time) (kvs []cell.KeyValue, seq uint64, values, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.expireLocked(now)
 	e, ok := t.m[[2]uint64{group, nonce}]
-	return e.res, ok
+	if !ok {
+		return nil, 0, false, false
+	}
+	for b := e.kvs; len(b) > 0; {
+		n, w := binary.Uvarint(b)
+		b = b[w:]
+		kvs = append(kvs, cell.KeyValue(bytes.Clone(b[:n])))
+		b = b[n:]
+	}
+	return kvs, e.seq, e.values, true
 }
 
-func (t *nonceTable) put(group, nonce uint64, res *Result, now time.Time) {
+func (t *nonceTable) put(group, nonce uint64, kvs []cell.KeyValue, seq uint64, now time.Time) {
+	valueBytes := 0
+	for _, kv := range kvs {
+		valueBytes += len(kv.Value())
+	}
+	e := &nonceEntry{seq: seq, at: now, values: valueBytes <= nonceValueBytes}
+	for _, kv := range kvs {
+		if !e.values {
+			kv = cell.KeyValue(cell.AppendKeyValueFromKey(nil, kv.Key(), nil))
+		}
+		e.kvs = binary.AppendUvarint(e.kvs, uint64(len(kv)))
+		e.kvs = append(e.kvs, kv...)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := [2]uint64{group, nonce}
-	if _, ok := t.m[k]; !ok {
+	if old, ok := t.m[k]; ok {
+		t.bytes -= len(old.kvs) + nonceEntryOverhead
+	} else {
 		t.order = append(t.order, k)
 	}
-	t.m[k] = nonceEntry{res: res, at: now}
-	// Expire old entries (amortised).
+	t.m[k] = e
+	t.bytes += len(e.kvs) + nonceEntryOverhead
+	t.expireLocked(now)
+}
+
+// expireLocked drops the oldest entries while they are past the TTL or the table is too large.
+func (t *nonceTable) expireLocked(now time.Time) {
 	for len(t.order) > 0 {
-		e, ok := t.m[t.order[0]]
-		if ok && now.Sub(e.at) < t.ttl {
+		k := t.order[0]
+		e, ok := t.m[k]
+		if ok && now.Sub(e.at) < t.ttl && t.bytes <= t.maxBytes {
 			break
 		}
-		delete(t.m, t.order[0])
+		if ok {
+			t.bytes -= len(e.kvs) + nonceEntryOverhead
+			delete(t.m, k)
+		}
 		t.order = t.order[1:]
+	}
+	if len(t.order) == 0 {
+		t.order = nil // let the drained array go
 	}
 }
 
-// resultFromKVs builds a Result from logged cells (nonce replay).
-func resultFromKVs(kvs []cell.KeyValue, seq uint64) *Result {
+// size returns the entries and the bytes they are counted at.
+func (t *nonceTable) size() (entries, bytes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m), t.bytes
+}
+
+// nonceResult is the Result of the cells a nonce'd operation wrote (kvs are the caller's).
+func nonceResult(kvs []cell.KeyValue, seq uint64) *Result {
 	res := &Result{}
 	for _, kv := range kvs {
-		kv = cell.KeyValue(bytes.Clone(kv))
 		k := kv.Key()
 		if res.Row == nil {
 			res.Row = k.Row()
 		}
 		res.Cells = append(res.Cells, KV{Key: k, Value: kv.Value(), Tags: kv.Tags(), Seq: seq})
 	}
+	slices.SortFunc(res.Cells, func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
 	return res
 }
 
@@ -137,12 +195,20 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 	}
 	defer r.unlockRows(locks)
 	if nonce != 0 {
-		if res, ok := r.nonces.get(group, nonce); ok {
+		if kvs, seq, values, ok := r.nonces.get(group, nonce, r.cfg.Clock()); ok {
 			r.metrics.NonceDuplicates.Add(1)
-			if noResults {
+			switch {
+			case noResults:
 				return &Result{Row: row}, nil
+			case values:
+				return nonceResult(kvs, seq), nil
 			}
-			return res, nil
+			// Too large to keep: the columns' current values (HBase answers every retry so).
+			var columns []Column
+			for _, kv := range kvs {
+				columns = append(columns, Column{Family: kv.Key().Family(), Qualifier: nonNil(kv.Key().Qualifier())})
+			}
+			return r.get(&Get{Row: row, Columns: columns}, true)
 		}
 	}
 	// Current values, reading uncommitted cells (we hold the row lock).
@@ -223,7 +289,7 @@ func (r *Region) readModifyWrite(row []byte, cols []rmwColumn, increment bool, o
 	// client's Result finds a column by binary search).
 	slices.SortFunc(res.Cells, func(a, b KV) int { return cell.Compare(a.Key, b.Key) })
 	if nonce != 0 {
-		r.nonces.put(group, nonce, res, r.cfg.Clock())
+		r.nonces.put(group, nonce, req.rows[0].cells, seq, r.cfg.Clock())
 	}
 	if noResults {
 		return &Result{Row: row}, nil

@@ -407,7 +407,7 @@ func regionShell(cfg Config, info Info, replica bool) (*Region, error) {
 		r.log = r.log.With("replica", true)
 	}
 	r.blockCond = sync.NewCond(&r.blockMu)
-	r.nonces = newNonceTable(cfg.NonceTTL)
+	r.nonces = newNonceTable(cfg.NonceTTL, cfg.NonceTableBytes)
 	for _, f := range r.fams {
 		r.famNames = append(r.famNames, []byte(f.Name))
 	}
@@ -569,7 +569,7 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 	apply := func(e *wal.Edit) error {
 		if e.Seq <= flushed {
 			if e.HasNonce {
-				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+				r.nonces.put(e.NonceGroup, e.Nonce, e.Cells, e.Seq, r.cfg.Clock())
 			}
 			return nil
 		}
@@ -580,7 +580,7 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 			// The same edit in recovered edits and a WAL, or handed off by a move's close
 			// (without its nonce) and recovered from the closing server's log.
 			if e.HasNonce {
-				r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+				r.nonces.put(e.NonceGroup, e.Nonce, e.Cells, e.Seq, r.cfg.Clock())
 			}
 			return nil
 		}
@@ -610,7 +610,7 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 			return err
 		}
 		if e.HasNonce {
-			r.nonces.put(e.NonceGroup, e.Nonce, resultFromKVs(e.Cells, e.Seq), r.cfg.Clock())
+			r.nonces.put(e.NonceGroup, e.Nonce, e.Cells, e.Seq, r.cfg.Clock())
 		}
 		n++
 		return nil
