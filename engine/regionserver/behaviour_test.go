@@ -1481,3 +1481,85 @@ func TestClientSentTags(t *testing.T) {
 		Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte("acl"), CellCount: 1}}, block, &pb.MutateResponse{}, nil)
 	wantCode(t, "a put with an ACL tag", err, pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT)
 }
+
+// fenceAfterWrite closes its server's fence for good (a fence whose clock runs a day ahead stays
+// closed whatever heartbeats renew) once an armed mutation is applied: the lease lapsing between
+// a write and its answer.
+type fenceAfterWrite struct {
+	s     *Server
+	armed atomic.Bool
+}
+
+func (o *fenceAfterWrite) Hooks() region.ObserverHooks      { return region.ObserverHooks{PostMutate: true} }
+func (o *fenceAfterWrite) PreMutate(*region.Mutation) error { return nil }
+func (o *fenceAfterWrite) PostMutate(*region.Mutation) {
+	if o.armed.CompareAndSwap(true, false) {
+		o.s.fence.Store(lease.NewFence(lease.Config{Lease: time.Second}, func() time.Time { return time.Now().Add(24 * time.Hour) }))
+	}
+}
+func (o *fenceAfterWrite) FilterRead([]byte, []region.KV, bool) (bool, []region.KV, error) {
+	return true, nil, nil
+}
+func (o *fenceAfterWrite) FilterFile(region.FileWrite, bool, []byte, []region.KV, []bool) {}
+
+// A conditional write applied while the lease lapsed is answered OUTCOME_UNKNOWN, not retried: it
+// was answered LEASE_EXPIRED (retryable), the client sent it again once the lease was renewed,
+// and the retry found the write's own effect and answered "condition failed" — a client that
+// took a lock by check-and-put was told someone else held it.
+func TestAppliedConditionalWriteAfterTheFenceClosedIsNotRetried(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	createTable(t, c, "oc", nil)
+	s := c.servers[0]
+	regionName, conn := locate(t, c, "oc", []byte("lock"))
+	_, r, d := s.lookup(regionName)
+	if d != nil {
+		t.Fatal(d)
+	}
+	obs := &fenceAfterWrite{s: s}
+	r.SetObserver(obs)
+	tbl := c.client.Table("oc")
+	absent := &pb.Condition{Row: []byte("lock"), Family: []byte("f"), Qualifier: []byte("owner"), Op: pb.CompareOp_COMPARE_OP_EQUAL}
+	take := func(who string) *client.Mutation {
+		return client.NewPut([]byte("lock")).Add("f", "owner", cell.LatestTimestamp, []byte(who))
+	}
+	// With the defect the client retries until the deadline: a short one.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+
+	// One check-and-mutate.
+	saved := s.fence.Load()
+	obs.armed.Store(true)
+	ok, err := tbl.CheckAndMutate(ctx, absent, take("a"))
+	s.fence.Store(saved)
+	if d, _ := pb.DetailOf(err); ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN {
+		t.Fatalf("check-and-mutate applied while the fence closed: processed %v, error %v; want OUTCOME_UNKNOWN", ok, err)
+	}
+
+	// A conditional RowMutations in a batch.
+	obs.armed.Store(true)
+	absentB := &pb.Condition{Row: []byte("lock2"), Family: []byte("f"), Qualifier: []byte("owner"), Op: pb.CompareOp_COMPARE_OP_EQUAL}
+	res := tbl.Batch(ctx, []client.BatchOp{
+		{RowMutations: []*client.Mutation{client.NewPut([]byte("lock2")).Add("f", "owner", cell.LatestTimestamp, []byte("b"))}, Condition: absentB},
+	})
+	s.fence.Store(saved)
+	if d, _ := pb.DetailOf(res[0].Err); d.GetCode() != pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN {
+		t.Fatalf("conditional RowMutations applied while the fence closed: %+v; want OUTCOME_UNKNOWN", res[0])
+	}
+	// A check-and-mutate by MUTATE (as HBase's client sends checkAndPut).
+	obs.armed.Store(true)
+	block := cell.AppendKeyValue(nil, []byte("lock3"), []byte("f"), []byte("owner"), cell.LatestTimestamp, cell.Put, []byte("c"))
+	_, err = conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
+		Mutation:  &pb.MutationProto{Row: []byte("lock3"), CellCount: 1},
+		Condition: &pb.Condition{Row: []byte("lock3"), Family: []byte("f"), Qualifier: []byte("owner"), Op: pb.CompareOp_COMPARE_OP_EQUAL}},
+		block, &pb.MutateResponse{}, nil)
+	s.fence.Store(saved)
+	wantCode(t, "a conditional MUTATE applied while the fence closed", err, pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN)
+	// The writes were applied once.
+	for _, row := range []string{"lock", "lock2", "lock3"} {
+		got, err := tbl.Get(ctx, &pb.Get{Row: []byte(row), MaxVersions: 10})
+		if err != nil || len(got.Cells) != 1 {
+			t.Fatalf("%s after the unknown outcome: %v %v; want one version", row, got, err)
+		}
+	}
+}

@@ -124,6 +124,42 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 	return mk(pb.ErrorCode_ERROR_CODE_UNKNOWN, false)
 }
 
+// outcomeUnknown answers a conditional write that was applied while the server could not
+// acknowledge it: a retry would find its own effect (the condition failing, or applied twice).
+func outcomeUnknown(regionName string) *pb.ErrorDetail {
+	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN, Region: regionName, Retryable: false,
+		Message: "the conditional write was applied, but this server's lease at the master may have expired meanwhile, so it cannot be acknowledged: " +
+			"whether it stays is not known; read the row to know (not retried: a retry would see its own effect)"}
+}
+
+// unknownOutcomes rewrites a multi's answer when the fence closed after its writes: when a
+// conditional region action was applied, every region action is answered on its own — that one
+// outcomeUnknown, the others fenced (retryable) — and true; else false (the whole call is
+// answered fenced).
+func unknownOutcomes(ras []*pb.RegionAction, resp *pb.MultiResponse, fenced *pb.ErrorDetail) bool {
+	conditional := func(ra *pb.RegionAction) bool { return ra.GetCondition() != nil || len(ra.GetConditions()) > 0 }
+	applied := false
+	for i, ra := range ras {
+		if r := resp.Results[i]; conditional(ra) && r.GetException() == nil && r.GetProcessed() {
+			applied = true
+		}
+	}
+	if !applied {
+		return false
+	}
+	for i, ra := range ras {
+		name := ra.GetRegion().GetName()
+		if r := resp.Results[i]; conditional(ra) && r.GetException() == nil && r.GetProcessed() {
+			resp.Results[i] = &pb.RegionActionResult{Exception: outcomeUnknown(name)}
+			continue
+		}
+		d := proto.CloneOf(fenced)
+		d.Region = name
+		resp.Results[i] = &pb.RegionActionResult{Exception: d}
+	}
+	return true
+}
+
 // walBroken is the answer to writes while the WAL cannot be written: retryable, since the server
 // hands its regions back to the master once storage takes a new WAL.
 func walBroken(regionName string, err error) *pb.ErrorDetail {
@@ -405,6 +441,9 @@ func (s *Server) handleMutate(ctx context.Context, c *rpc.Call) {
 	}
 	if d := s.fenceClosed(or.name); d != nil {
 		// The write is in the WAL but the lease may have run out meanwhile: do not acknowledge it.
+		if req.GetCondition() != nil && resp.Processed {
+			d = outcomeUnknown(or.name)
+		}
 		failed(d)
 		return
 	}
@@ -691,8 +730,11 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 	}
 	if hasWrites(req.GetRegionActions()) {
 		if d := s.fenceClosed(""); d != nil {
-			fail(c, &answered, d)
-			return
+			if !unknownOutcomes(req.GetRegionActions(), resp, d) {
+				fail(c, &answered, d)
+				return
+			}
+			out = nil
 		}
 	}
 	reply(c, &answered, resp, out)

@@ -489,6 +489,11 @@ const (
 	// A multi's answer reached the server's limit on an answer's cells before this action was
 	// served (HBase's MultiActionResultTooLarge): send the action again at once, in a new request.
 	ErrorCode_ERROR_CODE_RESULT_TOO_LARGE ErrorCode = 30
+	// A conditional write whose condition held was applied, but the server cannot acknowledge it
+	// (its lease at the master may have expired meanwhile): whether it stays is not known. Not
+	// retried — a retry would find the write's own effect and answer that the condition failed, or
+	// apply it twice: read the row to know.
+	ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN ErrorCode = 31
 )
 
 // Enum value maps for ErrorCode.
@@ -525,6 +530,7 @@ var (
 		28: "ERROR_CODE_WRONG_SERVER_PROCESS",
 		29: "ERROR_CODE_FUNCTION_FAILED",
 		30: "ERROR_CODE_RESULT_TOO_LARGE",
+		31: "ERROR_CODE_OUTCOME_UNKNOWN",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -558,6 +564,7 @@ var (
 		"ERROR_CODE_WRONG_SERVER_PROCESS":      28,
 		"ERROR_CODE_FUNCTION_FAILED":           29,
 		"ERROR_CODE_RESULT_TOO_LARGE":          30,
+		"ERROR_CODE_OUTCOME_UNKNOWN":           31,
 	}
 )
 
@@ -3472,7 +3479,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xd5\a\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\xf5\a\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3505,7 +3512,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1aERROR_CODE_SNAPSHOT_EXISTS\x10\x1b\x12#\n" +
 	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c\x12\x1e\n" +
 	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d\x12\x1f\n" +
-	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e*\xca\x01\n" +
+	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e\x12\x1e\n" +
+	"\x1aERROR_CODE_OUTCOME_UNKNOWN\x10\x1f*\xca\x01\n" +
 	"\fThrottleType\x12 \n" +
 	"\x1cTHROTTLE_TYPE_REQUEST_NUMBER\x10\x00\x12\x1e\n" +
 	"\x1aTHROTTLE_TYPE_REQUEST_SIZE\x10\x01\x12\x1d\n" +
