@@ -140,6 +140,16 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 				defer mu.Unlock()
 				if err != nil {
 					lastErr = err
+					if finalCallError(ctx, err) {
+						// Sending again fails the same way (credentials refused, a request
+						// the server refuses): the actions fail now, not at the deadline.
+						for _, sa := range sent {
+							for _, i := range sa.idx {
+								results[i].Err = err
+							}
+						}
+						return
+					}
 					for _, sa := range sent {
 						retry = append(retry, sa.idx...)
 					}
@@ -186,6 +196,19 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 		}
 	}
 	return results
+}
+
+// finalCallError says whether a multi call's error (not an action's) would come back if the call
+// were sent again: a typed answer that is not retryable, or an error neither transient nor one
+// attempt's timeout.
+func finalCallError(ctx context.Context, err error) bool {
+	if d, ok := pb.DetailOf(err); ok {
+		return !retryable(d)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return false
+	}
+	return !transient(err)
 }
 
 func isRetryable(err error) bool {

@@ -1,10 +1,16 @@
 package client
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"testing"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
+	"github.com/cellstore/cellstore/engine/rpc"
+	"github.com/cellstore/cellstore/engine/security"
 )
 
 // Results match their actions by index whatever order the server answers in: in order, shuffled,
@@ -40,5 +46,33 @@ func TestActionFinder(t *testing.T) {
 	}
 	if f := newActionFinder(nil); f.find(0) != nil {
 		t.Fatal("found an action among none")
+	}
+}
+
+// A batch's call error ends its actions at once when sending again fails the same way (it resent
+// them until the operation's deadline: a minute for credentials the server refuses).
+func TestFinalCallError(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(live)
+	cancel()
+	cases := []struct {
+		what  string
+		ctx   context.Context
+		err   error
+		final bool
+	}{
+		{"refused credentials", live, fmt.Errorf("dial: %w", security.ErrUnauthenticated), true},
+		{"a malformed answer", live, errors.New("client: server answered 1 region results for 2 region actions"), true},
+		{"the caller's cancel", done, context.Canceled, true},
+		{"a refused connection", live, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false},
+		{"a closed connection", live, fmt.Errorf("call: %w", rpc.ErrConnClosed), false},
+		{"one attempt's timeout", live, context.DeadlineExceeded, false},
+		{"a fenced server", live, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, Retryable: true}, false},
+		{"a refused request", live, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT}, true},
+	}
+	for _, c := range cases {
+		if got := finalCallError(c.ctx, c.err); got != c.final {
+			t.Errorf("%s (%v): final %v, want %v", c.what, c.err, got, c.final)
+		}
 	}
 }
