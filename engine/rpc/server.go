@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -472,6 +473,8 @@ type serverConn struct {
 	// token is what the connection authenticated with (empty: none): checked again when the
 	// token file changes (checkTokens).
 	token string
+	// tokenGen is the token file's generation the connection's identity was last checked at.
+	tokenGen uint64
 
 	// Admission: calls read and not yet answered on the wire, and answer bytes not yet written
 	// (under mu; the reader waits on cond for room). A call counts until its answer is written,
@@ -825,24 +828,31 @@ func (c *serverConn) handshake(r *bufio.Reader) error {
 	if err := proto.Unmarshal(f.msg, &ch); err != nil {
 		return fmt.Errorf("bad connection header: %w", err)
 	}
+	// The token file's generation before the lookup: a reload meanwhile is checked again by
+	// checkTokens (the lookup may have read the file before it).
+	var gen uint64
+	if a := c.srv.opts.Auth; a != nil && a.Tokens != nil && ch.Token != "" {
+		gen = a.Tokens.Generation()
+	}
 	id, err := c.srv.opts.Auth.Authenticate(cs, ch.Token, ch.User)
 	if err != nil {
 		return authError{err}
 	}
 	c.id = id
 	c.srv.mu.Lock()
-	c.token = ch.Token
+	c.token, c.tokenGen = ch.Token, gen
 	c.srv.mu.Unlock()
 	return nil
 }
 
-// checkTokens closes, once a second, the connections whose token the token file no longer
-// admits: revoking a token ends the sessions it opened within seconds, not at their next
-// connection.
+// checkTokens closes, once a second, the connections whose token the token file no longer admits
+// as the identity they were opened with: revoking a token, or changing its user's groups, ends the
+// sessions it opened within seconds, not at their next connection (the client connects again
+// with the identity the file now gives). Each connection is checked against every reload after
+// the one its handshake read.
 func (s *Server) checkTokens(tokens *security.Tokens) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	var seen uint64
 	for {
 		select {
 		case <-s.quit:
@@ -850,23 +860,25 @@ func (s *Server) checkTokens(tokens *security.Tokens) {
 		case <-t.C:
 		}
 		gen := tokens.Generation()
-		if gen == seen {
-			continue
-		}
-		seen = gen
 		s.mu.Lock()
-		var revoked []*serverConn
+		var stale []*serverConn
+		var why []string
 		for c := range s.conns {
-			if c.token == "" {
+			if c.token == "" || c.tokenGen == gen {
 				continue
 			}
-			if _, ok := tokens.Lookup(c.token); !ok {
-				revoked = append(revoked, c)
+			c.tokenGen = gen
+			id, ok := tokens.Lookup(c.token)
+			switch {
+			case !ok:
+				stale, why = append(stale, c), append(why, "its token was revoked")
+			case id.User != c.id.User || !slices.Equal(id.Groups, c.id.Groups):
+				stale, why = append(stale, c), append(why, "its token's user or groups changed")
 			}
 		}
 		s.mu.Unlock()
-		for _, c := range revoked {
-			s.opts.Logger.Info("rpc: closing a connection whose token was revoked", "remote", c.nc.RemoteAddr(), "user", c.id.User)
+		for i, c := range stale {
+			s.opts.Logger.Info("rpc: closing a connection: "+why[i], "remote", c.nc.RemoteAddr(), "user", c.id.User)
 			c.close()
 		}
 	}

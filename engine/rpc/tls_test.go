@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,4 +396,59 @@ func TestPendingBytesSeesThroughTLS(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestTLSTokenGroupChangeClosesItsConnections: a token whose user's groups change in the file
+// closes the connections opened with the old groups (they kept the groups, and the grants to them,
+// while active); the client connects again with the new ones.
+func TestTLSTokenGroupChangeClosesItsConnections(t *testing.T) {
+	p := newPKI(t)
+	serverCerts, _ := p.certs("server", localhost)
+	tok, line, _ := security.NewToken("bob", []string{"analysts"})
+	path := filepath.Join(p.dir, "tokens")
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := security.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := func(_ context.Context, c *Call) {
+		c.Reply(&pb.PingResponse{Payload: []byte(strings.Join(c.Groups, ","))})
+	}
+	_, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): groups},
+		ServerOptions{TLS: serverCerts, Auth: &security.Authenticator{Required: true, Tokens: tokens}})
+	caOnly := p.caOnly()
+	c, got, err := ping(addr, ClientOptions{TLS: caOnly, Token: tok})
+	if err != nil || got != "analysts" {
+		t.Fatalf("first call: groups %q, %v", got, err)
+	}
+	defer c.Close()
+
+	if err := os.WriteFile(path, []byte(security.TokenLine(tok, "bob", nil)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := pingOn(c)
+		if err != nil {
+			break // closed: the client connects again
+		}
+		if got != "analysts" {
+			t.Fatalf("the open connection answers groups %q", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection still has the removed group after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c2, got, err := ping(addr, ClientOptions{TLS: caOnly, Token: tok})
+	if err != nil || got != "" {
+		t.Fatalf("a new connection: groups %q, %v; want none", got, err)
+	}
+	c2.Close()
 }
