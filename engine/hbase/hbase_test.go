@@ -978,3 +978,28 @@ func TestMetaScanOpenAndClose(t *testing.T) {
 		t.Fatalf("%d hbase:meta scanners left open", len(a.metaScanners.open))
 	}
 }
+
+// A connection that keeps asking for the cluster id without ever authenticating is closed at its
+// second registry preamble (it held a connection slot for ever, writing "Regist" every read
+// timeout; the handshake's deadline now also bounds the preambles and header together).
+func TestRegistryPreambleCannotHoldAConnection(t *testing.T) {
+	addr := serveOptions(t, regionOneGets(), rpc.ServerOptions{Foreign: New(fakeBackend{}, nil), ReadTimeout: time.Second})
+	c := dial(t, addr)
+	for i := range 2 {
+		if _, err := c.nc.Write([]byte("Regist")); err != nil {
+			t.Fatal(err)
+		}
+		h, msg, _ := c.read()
+		var reg hb.GetConnectionRegistryResponse
+		answered := h.GetException() == nil && proto.Unmarshal(msg, &reg) == nil && reg.GetClusterId() != ""
+		if i == 0 && !answered {
+			t.Fatalf("the first registry preamble: %v", h)
+		}
+		if i == 1 && answered {
+			t.Fatal("a second registry preamble on one connection was answered")
+		}
+	}
+	if !c.closed() {
+		t.Fatal("the connection stayed open after a second registry preamble")
+	}
+}

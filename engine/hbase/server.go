@@ -156,10 +156,16 @@ func (c *conn) peekCallID(n int64) (uint32, bool) {
 // fatalCallID is the call id of connection-level answers (-1 as HBase's int).
 const fatalCallID = ^uint32(0)
 
+// handshakeTimeout bounds a connection's handshake, preambles and header together: one that does
+// not authenticate in that time is closed (a client that kept asking for the cluster id held a
+// connection slot for ever without authenticating).
+const handshakeTimeout = 10 * time.Second
+
 func (c *conn) handshake() error {
 	r := c.fc.Reader
+	_ = c.fc.Conn.SetReadDeadline(time.Now().Add(min(c.opts.ReadTimeout, handshakeTimeout)))
+	registry := false
 	for {
-		_ = c.fc.Conn.SetReadDeadline(time.Now().Add(c.opts.ReadTimeout))
 		pre, err := r.Peek(len(registryPreamble))
 		if err != nil {
 			return err
@@ -167,7 +173,11 @@ func (c *conn) handshake() error {
 		switch {
 		case bytes.Equal(pre, registryPreamble):
 			// The client asks for the cluster id before anything else; it may go on with a
-			// connection preamble on the same connection, or close.
+			// connection preamble on the same connection, or close. Once.
+			if registry {
+				return c.fatal(classFatalConnection, "the cluster id was asked for twice on one connection")
+			}
+			registry = true
 			_, _ = r.Discard(len(pre))
 			c.send(fatalCallID, &hb.GetConnectionRegistryResponse{ClusterId: proto.String(c.a.b.ClusterID())}, nil, nil)
 			continue
