@@ -34,11 +34,16 @@ type Issued struct {
 
 // NewCA makes a self-signed CA valid for validity from a minute ago (clocks differ).
 func NewCA(commonName string, validity time.Duration) (*CA, *Issued, error) {
+	return NewCAFrom(commonName, time.Now().Add(-time.Minute), validity)
+}
+
+// NewCAFrom makes a self-signed CA valid for validity from notBefore.
+func NewCAFrom(commonName string, notBefore time.Time, validity time.Duration) (*CA, *Issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now().Add(-time.Minute)
+	now := notBefore
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: commonName},

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +66,15 @@ func (r *StoreClusterReconciler) taskCertificates(ctx context.Context, s *cluste
 	return Done()
 }
 
+// ensureCA returns the cluster's issuing CA and the PEM of the CAs its certificates are checked
+// against (resources.TrustBundle). A renewal overlaps: when a third of the CA's life is left a
+// next CA is made and trusted beside it (every ca.crt and the CA bundle carry both) while the
+// current one still issues; resources.CAOverlap later the next one issues (every certificate is
+// issued again) and the previous one stays trusted until it expires — no connection breaks at
+// either step, whatever order the pods see the new files in. A missing CA Secret (deleted to
+// revoke every certificate) or an expired CA is replaced at once.
 func (r *StoreClusterReconciler) ensureCA(ctx context.Context, c *v1alpha1.StoreCluster) (*security.CA, []byte, Result) {
+	now := r.Options.Now()
 	sec := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CASecretName(c)}, sec)
 	switch {
@@ -75,10 +84,58 @@ func (r *StoreClusterReconciler) ensureCA(ctx context.Context, c *v1alpha1.Store
 			return nil, nil, Failed(ReasonCertificatesFailed, "Secret %s does not hold a usable CA (%v): restore it, or delete it to have a new CA made (every certificate is then issued again)",
 				sec.Name, perr)
 		}
-		if !resources.NeedsRenewal(ca.Cert.NotBefore, ca.Cert.NotAfter, r.Options.Now()) {
-			return ca, sec.Data[resources.KeyCACert], Done()
+		if now.After(ca.Cert.NotAfter) {
+			r.event(c, corev1.EventTypeWarning, "CARenewed", "the CA in Secret %s expired %s: a new CA is made and every certificate issued again", sec.Name, ca.Cert.NotAfter.Format("2006-01-02"))
+			break
 		}
-		r.event(c, corev1.EventTypeWarning, "CARenewed", "the CA in Secret %s expires %s: a new CA is made and every certificate issued again", sec.Name, ca.Cert.NotAfter.Format("2006-01-02"))
+		data := maps.Clone(sec.Data)
+		changed := false
+		var next *security.CA
+		if len(data[resources.KeyNextCACert]) > 0 {
+			if next, perr = security.ParseCA(data[resources.KeyNextCACert], data[resources.KeyNextCAKey]); perr != nil {
+				return nil, nil, Failed(ReasonCertificatesFailed, "Secret %s holds an unusable next CA (%v): remove its keys %s and %s to have another made",
+					sec.Name, perr, resources.KeyNextCACert, resources.KeyNextCAKey)
+			}
+		}
+		switch {
+		case next != nil && !now.Before(next.Cert.NotBefore.Add(resources.CAOverlap)):
+			// The next CA has been trusted for the overlap: it issues from now on.
+			data[resources.KeyPreviousCACert] = data[resources.KeyCACert]
+			data[resources.KeyCACert], data[resources.KeyCAKey] = data[resources.KeyNextCACert], data[resources.KeyNextCAKey]
+			delete(data, resources.KeyNextCACert)
+			delete(data, resources.KeyNextCAKey)
+			ca, changed = next, true
+			r.event(c, corev1.EventTypeNormal, "CARenewed", "the CA made %s issues from now on (every certificate is issued again); the previous one stays trusted until it expires %s",
+				next.Cert.NotBefore.Format("2006-01-02 15:04"), ca.Cert.NotAfter.Format("2006-01-02"))
+		case next == nil && resources.NeedsRenewal(ca.Cert.NotBefore, ca.Cert.NotAfter, now):
+			_, is, err := security.NewCA(c.Namespace+"/"+c.Name+" cellstore CA", resources.CAValidity)
+			if err != nil {
+				return nil, nil, Errored(ReasonCertificatesFailed, err)
+			}
+			data[resources.KeyNextCACert], data[resources.KeyNextCAKey] = is.CertPEM, is.KeyPEM
+			changed = true
+			r.event(c, corev1.EventTypeNormal, "CARenewalStarted", "the CA in Secret %s expires %s: a new CA is trusted beside it from now on, and issues from %s",
+				sec.Name, ca.Cert.NotAfter.Format("2006-01-02"), now.Add(resources.CAOverlap).Format("2006-01-02 15:04"))
+		}
+		if _, ok := data[resources.KeyPreviousCACert]; ok && len(resources.TrustBundle(map[string][]byte{resources.KeyPreviousCACert: data[resources.KeyPreviousCACert]}, now)) == 0 {
+			delete(data, resources.KeyPreviousCACert) // expired: nothing it issued is valid
+			changed = true
+		}
+		if changed {
+			// The whole data replaced (an apply would keep keys another manager wrote, such as a
+			// next CA someone put there by hand, and promote it again and again), by a patch (the
+			// operator may not update Secrets).
+			// A merge patch: keys left out are removed (null), under the version read.
+			patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			sec.Data = data
+			if err := r.Client.Patch(ctx, sec, patch, client.FieldOwner(FieldOwner)); err != nil {
+				if apierrors.IsConflict(err) {
+					return nil, nil, conflict(sec, r.Options.PollInterval)
+				}
+				return nil, nil, Errored(ReasonApplyFailed, fmt.Errorf("update Secret %s: %w", sec.Name, err))
+			}
+		}
+		return ca, resources.TrustBundle(data, now), Done()
 	case !apierrors.IsNotFound(err):
 		return nil, nil, Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", resources.CASecretName(c), err))
 	}
@@ -124,8 +181,11 @@ func certStale(sec *corev1.Secret, ca *security.CA, caPEM []byte, req security.R
 	if err != nil {
 		return "its certificate does not parse"
 	}
-	if !bytes.Equal(sec.Data[resources.KeyCACert], caPEM) || cert.CheckSignatureFrom(ca.Cert) != nil {
+	if cert.CheckSignatureFrom(ca.Cert) != nil {
 		return "the CA changed"
+	}
+	if !bytes.Equal(sec.Data[resources.KeyCACert], caPEM) {
+		return "the trusted CAs changed"
 	}
 	if !slices.Equal(cert.DNSNames, req.DNSNames) || cert.Subject.CommonName != req.CommonName || !slices.Equal(cert.Subject.Organization, req.Organizations) {
 		return "the names it must hold changed"

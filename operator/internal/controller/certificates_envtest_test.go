@@ -84,6 +84,70 @@ var _ = Describe("StoreCluster controller: certificates", func() {
 		Expect(secret(resources.CASecretName(c)).Data).To(Equal(caSec.Data), "the CA is kept")
 	})
 
+	It("renews the CA with an overlap: the next CA is trusted before it issues, the previous one after", func() {
+		ns := newNamespace()
+		cl := newCluster(ns)
+		// A cluster made seven years ago: its CA (valid ten) has less than a third of its life left.
+		oldCA, oldIs, err := security.NewCAFrom("old", time.Now().Add(-7*365*24*time.Hour), resources.CAValidity)
+		Expect(err).NotTo(HaveOccurred())
+		caName := resources.CASecretName(cl)
+		Expect(k8s.Create(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: caName},
+			Data: map[string][]byte{resources.KeyCACert: oldIs.CertPEM, resources.KeyCAKey: oldIs.KeyPEM}})).To(Succeed())
+		// A client certificate of the old CA, handed out before the renewal.
+		oldClient, err := oldCA.Issue(security.Request{CommonName: "alice", Client: true, Validity: time.Hour})
+		Expect(err).NotTo(HaveOccurred())
+		c := create(cl)
+		waitRunning(c)
+
+		secret := func(name string) *corev1.Secret {
+			GinkgoHelper()
+			s := &corev1.Secret{}
+			Expect(k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed(), name)
+			return s
+		}
+		verifies := func(cert *x509.Certificate, bundle []byte, usage x509.ExtKeyUsage) error {
+			roots := x509.NewCertPool()
+			Expect(roots.AppendCertsFromPEM(bundle)).To(BeTrue())
+			_, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}})
+			return err
+		}
+		// 1. A next CA is trusted beside the old one, which still issues.
+		Eventually(func() []byte { return secret(caName).Data[resources.KeyNextCACert] }, timeout, poll).ShouldNot(BeEmpty())
+		ca := secret(caName)
+		Expect(ca.Data[resources.KeyCACert]).To(Equal(oldIs.CertPEM), "the old CA still issues")
+		nextPEM := ca.Data[resources.KeyNextCACert]
+		Eventually(func() []byte { return secret(resources.ServerTLSSecretName(c)).Data[resources.KeyCACert] }, timeout, poll).
+			Should(And(ContainSubstring(string(oldIs.CertPEM)), ContainSubstring(string(nextPEM))))
+		server := secret(resources.ServerTLSSecretName(c))
+		Expect(certIn(server).CheckSignatureFrom(oldCA.Cert)).To(Succeed(), "the servers' certificate is still the old CA's")
+		Expect(verifies(oldClient.Cert, server.Data[resources.KeyCACert], x509.ExtKeyUsageClientAuth)).To(Succeed())
+		bundle := &corev1.ConfigMap{}
+		Eventually(func() string {
+			_ = k8s.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: resources.CABundleName(c)}, bundle)
+			return bundle.Data[resources.KeyCACert]
+		}, timeout, poll).Should(ContainSubstring(string(nextPEM)))
+		Eventually(eventsOf(c, "CARenewalStarted"), timeout, poll).ShouldNot(BeEmpty())
+
+		// 2. A day later (a next CA made 25 hours ago stands in): it issues, the old one stays trusted.
+		_, dayOld, err := security.NewCAFrom("next", time.Now().Add(-25*time.Hour), resources.CAValidity)
+		Expect(err).NotTo(HaveOccurred())
+		ca = secret(caName)
+		ca.Data[resources.KeyNextCACert], ca.Data[resources.KeyNextCAKey] = dayOld.CertPEM, dayOld.KeyPEM
+		Expect(k8s.Update(suiteCtx, ca)).To(Succeed())
+		Eventually(func() []byte { return secret(caName).Data[resources.KeyCACert] }, timeout, poll).Should(Equal(dayOld.CertPEM))
+		ca = secret(caName)
+		Expect(ca.Data).NotTo(HaveKey(resources.KeyNextCACert))
+		Expect(ca.Data[resources.KeyPreviousCACert]).To(Equal(oldIs.CertPEM))
+		Eventually(func() error { return certIn(secret(resources.ServerTLSSecretName(c))).CheckSignatureFrom(dayOld.Cert) }, timeout, poll).
+			Should(Succeed(), "the servers' certificate is issued again by the new CA")
+		server = secret(resources.ServerTLSSecretName(c))
+		Expect(verifies(oldClient.Cert, server.Data[resources.KeyCACert], x509.ExtKeyUsageClientAuth)).To(Succeed(),
+			"a certificate of the previous CA is still accepted")
+		Expect(verifies(certIn(server), oldIs.CertPEM, x509.ExtKeyUsageServerAuth)).NotTo(Succeed(), "the new certificate is the new CA's")
+		Eventually(eventsOf(c, "CARenewed"), timeout, poll).ShouldNot(BeEmpty())
+		waitRunning(c)
+	})
+
 	It("makes no certificate with tls Disabled", func() {
 		ns := newNamespace()
 		cl := newCluster(ns)

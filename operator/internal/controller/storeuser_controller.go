@@ -272,12 +272,12 @@ func (r *StoreUserReconciler) clusterCA(ctx context.Context, cluster *v1alpha1.S
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, caSec); err != nil {
 		return nil, nil, fmt.Sprintf("the cluster's CA (Secret %s) is not there yet: %v", resources.CASecretName(cluster), err)
 	}
-	caPEM := caSec.Data[resources.KeyCACert]
-	ca, err := security.ParseCA(caPEM, caSec.Data[resources.KeyCAKey])
+	ca, err := security.ParseCA(caSec.Data[resources.KeyCACert], caSec.Data[resources.KeyCAKey])
 	if err != nil {
 		return nil, nil, fmt.Sprintf("the cluster's CA (Secret %s) is not usable: %v", caSec.Name, err)
 	}
-	return ca, caPEM, ""
+	// The CAs the servers' certificates are checked against (during a renewal, two).
+	return ca, resources.TrustBundle(caSec.Data, r.Options.Now()), ""
 }
 
 func (r *StoreUserReconciler) putSecret(ctx context.Context, sec *corev1.Secret) error {

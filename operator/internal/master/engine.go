@@ -81,7 +81,7 @@ func (e *engineFactory) certsFor(cluster *v1alpha1.StoreCluster) (*security.Cert
 	if err := e.reader.Get(ctx, ctrlclient.ObjectKey{Namespace: cluster.Namespace, Name: resources.CASecretName(cluster)}, sec); err != nil {
 		return nil, fmt.Errorf("the cluster's CA (Secret %s): %w", resources.CASecretName(cluster), err)
 	}
-	caPEM := sec.Data[resources.KeyCACert]
+	caPEM := resources.TrustBundle(sec.Data, time.Now()) // during a CA renewal, two
 	key := cluster.Namespace + "/" + cluster.Name
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -90,7 +90,7 @@ func (e *engineFactory) certsFor(cluster *v1alpha1.StoreCluster) (*security.Cert
 			return oc.certs, nil
 		}
 	}
-	ca, err := security.ParseCA(caPEM, sec.Data[resources.KeyCAKey])
+	ca, err := security.ParseCA(sec.Data[resources.KeyCACert], sec.Data[resources.KeyCAKey])
 	if err != nil {
 		return nil, fmt.Errorf("the cluster's CA (Secret %s): %w", sec.Name, err)
 	}

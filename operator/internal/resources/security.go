@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"net"
 	"strings"
 	"time"
@@ -35,7 +37,36 @@ const (
 	// Secret keys, those of a kubernetes.io/tls Secret plus the CA.
 	KeyCACert = "ca.crt"
 	KeyCAKey  = "ca.key"
+	// The CA Secret's keys of a renewal: the next CA, trusted before it issues, and the
+	// previous one, trusted while certificates it issued may be in use.
+	KeyNextCACert     = "next-ca.crt"
+	KeyNextCAKey      = "next-ca.key"
+	KeyPreviousCACert = "previous-ca.crt"
+	// CAOverlap is how long a renewed CA is trusted beside the current one before it issues: time
+	// for every pod's Secret volume, the CA bundle's readers and the StoreUsers' Secrets to get it.
+	CAOverlap = 24 * time.Hour
 )
+
+// TrustBundle is the PEM of the CAs a cluster's generated certificates are checked against: the
+// issuing CA of the CA Secret's data, the next one and the previous one, those not expired (the
+// issuing one always).
+func TrustBundle(data map[string][]byte, now time.Time) []byte {
+	out := append([]byte(nil), data[KeyCACert]...)
+	for _, k := range []string{KeyNextCACert, KeyPreviousCACert} {
+		b, _ := pem.Decode(data[k])
+		if b == nil {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(b.Bytes); err != nil || now.After(cert.NotAfter) {
+			continue
+		}
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		out = append(out, data[k]...)
+	}
+	return out
+}
 
 // CASecretName holds the cluster's CA (ca.crt, ca.key).
 func CASecretName(c *v1alpha1.StoreCluster) string { return c.Name + "-ca" }
