@@ -398,6 +398,12 @@ func (r *Reader) closeFile() {
 		r.cur = nil
 	}
 	r.idx++
+	if r.kind == kindRecovered {
+		// Sequence ids rise within a recovered-edits file, not from one to the next: the edits
+		// of two stints of a region on one dead server, split into one file, span those of a
+		// stint on another between them (its own file). The region skips edits it has.
+		r.haveSeq = false
+	}
 }
 
 // badRecord describes bytes that do not hold a valid record.
