@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/offheap"
 )
 
 func inMemFamily(name string, p InMemoryCompaction, versions int) Family {
@@ -253,4 +254,60 @@ func TestEagerMergeSkipsExpiredCellTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	read("after the flush")
+}
+
+// A region whose log holds more than the server's memstore memory opens all the same: replay
+// writes store files at the flush size, as HBase's does. An EAGER family's overwrites kept its
+// memstore small (the in-memory merges dropped the old versions, so it never reached the flush
+// size), while the log kept every version: replaying them all into memory failed for want of
+// memory, on every server, for good.
+func TestReplayLargerThanTheMemstoreMemory(t *testing.T) {
+	e := newEnv(t, inMemFamily("f", InMemoryEager, 1))
+	// 24 MiB of memstore memory for the whole "server"; a 4 MiB flush size.
+	e.close()
+	b, _ := offheap.NewBudget("memstore", 24<<20, nil)
+	pool, err := offheap.NewChunkPool(offheap.ChunkPoolOptions{Name: "memstore", ChunkSize: 256 << 10, SlabSize: 4 << 20,
+		Hugepages: offheap.HugepagesOff, Budget: b, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pool, e.cfg.Pool, e.cfg.FlushSize = pool, pool, 4<<20
+	e.openWAL()
+	e.open()
+	value := bytes.Repeat([]byte("v"), 8<<10)
+	const rows, rounds = 10, 600 // 48 MiB of puts, twice the memory
+	for round := range rounds {
+		for i := range rows {
+			v := append(fmt.Appendf(nil, "%04d:", round), value...)
+			if err := e.r.Put(NewMutation(fmt.Appendf(nil, "row%02d", i)).Put([]byte("f"), []byte("q"), cell.LatestTimestamp, v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%20 == 19 {
+			if err := e.r.InMemoryFlush(); err != nil { // the merge the background would run
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := e.r.FlushedSeq(); got != 0 {
+		t.Fatalf("flushed to %d before the crash: the test needs all of it in the log only", got)
+	}
+	e.r.Abort() // the server dies
+	e.r = nil
+	e.open() // on another server: replay from the log
+	for i := range rows {
+		res, err := e.r.Get(&Get{Row: fmt.Appendf(nil, "row%02d", i)})
+		if err != nil || len(res.Cells) != 1 || !bytes.HasPrefix(res.Cells[0].Value, fmt.Appendf(nil, "%04d:", rounds-1)) {
+			t.Fatalf("row %d after the replay: %v %v", i, res, err)
+		}
+	}
+	if e.r.FlushedSeq() == 0 {
+		t.Fatal("the replayed edits are not recorded flushed")
+	}
+	// Opened again from its files alone: the same.
+	e.reopen()
+	got := observedScan(t, e.r, &Scan{})
+	if len(got) != rows || !strings.Contains(got[0], fmt.Sprintf("=%04d:", rounds-1)) {
+		t.Fatalf("a scan after the reopen: %d cells, first %.40q", len(got), got[0])
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cellstore/cellstore/engine/cell"
+	"github.com/cellstore/cellstore/engine/memstore"
 	"github.com/cellstore/cellstore/engine/storage"
 	"github.com/cellstore/cellstore/engine/wal"
 )
@@ -107,8 +108,11 @@ type Region struct {
 	// replica: a read replica (OpenReplica) with its replication state;
 	// repl: a primary's change queue (EnableReplication).
 	replica bool
-	rs      *replicaState
-	repl    atomic.Pointer[replQueue]
+	// replayFlushes counts the flushes replay made on its way (the open then records every
+	// replayed edit flushed).
+	replayFlushes int
+	rs            *replicaState
+	repl          atomic.Pointer[replQueue]
 
 	blockMu   sync.Mutex
 	blockCond *sync.Cond
@@ -275,16 +279,33 @@ func Open(cfg Config, info Info) (*Region, error) {
 		r.releaseAll()
 		return nil, err
 	}
+	replayMax := maxSeq
 	maxSeq = max(maxSeq, r.man.MaxSeq, r.man.FlushedSeq)
 	r.wal.AdvanceSeq(maxSeq)
 	r.mvcc.advanceTo(maxSeq)
 	// Edits a move's close handed off in the manifest stay there until a flush takes them: the
 	// region serves without flushing them first. Edits recovered from a WAL are flushed now, so
 	// that their recovered edits can go.
-	if replayed > 0 {
+	if replayed > 0 || r.replayFlushes > 0 {
 		if _, err := r.Flush(); err != nil {
 			r.releaseAll()
 			return nil, fmt.Errorf("region %s: flushing replayed edits: %w", r.name, err)
+		}
+	}
+	if r.replayFlushes > 0 {
+		// Every replayed edit is in the files now (replayFlush left the flushed sequence ids
+		// below what it wrote, and the flush above took only what it found in memory).
+		if err := r.commitFiles(nil, nil, -1, false, false, func(m *manifest) {
+			m.FlushedSeq = max(m.FlushedSeq, replayMax)
+			m.MaxSeq = max(m.MaxSeq, replayMax)
+			for f, v := range m.FamilyFlushedSeq {
+				if v <= m.FlushedSeq {
+					delete(m.FamilyFlushedSeq, f)
+				}
+			}
+		}, nil); err != nil {
+			r.releaseAll()
+			return nil, fmt.Errorf("region %s: recording the replayed edits flushed: %w", r.name, err)
 		}
 	}
 	if err := r.removeRecoveredEdits(recovered); err != nil {
@@ -601,10 +622,26 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 		if err := r.memSizes(cells, sizes); err != nil {
 			return err
 		}
-		if err := r.reserveMem(sizes); err != nil {
+		if r.mem.unflushedDataBytes() >= r.cfg.FlushSize {
+			// As HBase's replay: written out at the flush size, so that a backlog larger than
+			// the memory there is (an EAGER family's overwrites, compacted away in memory but all
+			// in the log) does not keep the region from opening.
+			if err := r.replayFlush(maxSeq); err != nil {
+				return err
+			}
+		}
+		err := r.reserveMem(sizes)
+		if err != nil && r.mem.unflushedDataBytes() > 0 {
+			// The server's memstore memory is short: this region's replayed cells go first.
+			if ferr := r.replayFlush(maxSeq); ferr != nil {
+				return ferr
+			}
+			err = r.reserveMem(sizes)
+		}
+		if err != nil {
 			return fmt.Errorf("region %s: replaying edit %d: %w", r.name, e.Seq, err)
 		}
-		err := r.insertMem(cells, e.Seq)
+		err = r.insertMem(cells, e.Seq)
 		r.unreserveMem(sizes)
 		if err != nil {
 			return err
@@ -671,6 +708,43 @@ func (r *Region) replay() (maxSeq uint64, n, handedOff int, recovered []string, 
 		}
 	}
 	return maxSeq, n, handedOff, nil, nil
+}
+
+// replayFlush writes what replay put in the memstores so far to store files and commits them,
+// leaving the flushed sequence ids as they were: replay reads its sources one after another, not
+// in sequence order, so an edit below what was written may still come. A crash before the open
+// ends replays everything again (a cell then in a file and in memory is one cell to reads and
+// compactions: same key, same sequence id); once replay is done and the rest flushed, the open
+// records every replayed edit as flushed (Open). maxSeq is the highest sequence id replayed.
+func (r *Region) replayFlush(maxSeq uint64) error {
+	snaps := make([]*memstore.Frozen, len(r.fams))
+	release := func() {
+		for i, s := range snaps {
+			if s != nil {
+				r.mem[i].ClearSnapshot(s)
+			}
+		}
+	}
+	for i, m := range r.mem {
+		if m.UnflushedStats().Cells == 0 {
+			continue
+		}
+		snap, err := m.Snapshot()
+		if err != nil {
+			return fmt.Errorf("region %s: flushing during replay: %w", r.name, err)
+		}
+		snaps[i] = snap
+	}
+	written, err := r.writeSegment(snaps)
+	if err == nil {
+		err = r.commitFiles(written, nil, -1, true, false, func(m *manifest) { m.MaxSeq = max(m.MaxSeq, maxSeq) }, release)
+	}
+	if err != nil {
+		return fmt.Errorf("region %s: flushing during replay: %w", r.name, err)
+	}
+	r.replayFlushes++
+	r.metrics.Flushes.Add(1)
+	return nil
 }
 
 // removeRecoveredEdits deletes the recovered edits once flushed: on a bucket the objects the
