@@ -208,3 +208,29 @@ var _ = sync.Mutex{}
 var _ atomic.Int64
 var _ = path.Join
 var _ = sfile.ErrCorruption
+
+// A replayed edit both in a file (a flush during a replay that crashed) and in memory again (the
+// next replay) is one cell to reads: same key, same sequence id.
+func TestReplayedCellInAFileAndInMemoryIsOneCell(t *testing.T) {
+	f := fam("f")
+	f.MaxVersions = 5
+	e := newEnv(t, f)
+	if err := e.r.Put(NewMutation([]byte("r")).Put([]byte("f"), []byte("q"), 10, []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	seq := e.r.mvcc.readPoint.Load()
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	kv := cell.KeyValue(cell.AppendKeyValue(nil, []byte("r"), []byte("f"), []byte("q"), 10, cell.Put, []byte("v")))
+	if err := e.r.insertMem([]cell.KeyValue{kv}, seq); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.r.Get(&Get{Row: []byte("r"), MaxVersions: 5})
+	if err != nil || len(res.Cells) != 1 {
+		t.Fatalf("get: %d cells, %v; want one", len(res.Cells), err)
+	}
+	if got := observedScan(t, e.r, &Scan{MaxVersions: 5}); len(got) != 1 {
+		t.Fatalf("scan: %q; want one cell", got)
+	}
+}
