@@ -51,10 +51,17 @@ func (s *Server) drainSelf(ctx context.Context) string {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	lastAnswer, nextCheck := time.Now(), time.Now().Add(drainFirstCheck)
+	progress := drainProgress{stall: drainStall}
 	for {
 		n := len(s.OnlineRegions())
 		if n == 0 {
 			return fmt.Sprintf("%s drained: no regions left", s.Name())
+		}
+		if progress.stalled(n, time.Now()) {
+			// Nothing moves (the regions cannot go anywhere, or the operator restarts the pod
+			// anyway: kubectl annotate ... force-restart, onDrainTimeout: Proceed): the rest of the
+			// timeout would only delay the restart.
+			return fmt.Sprintf("%s holds %d regions and none has left for %s: stopping with them (they are flushed)", s.Name(), n, drainStall)
 		}
 		if now := time.Now(); now.After(nextCheck) {
 			nextCheck = now.Add(time.Second)
@@ -75,6 +82,27 @@ func (s *Server) drainSelf(ctx context.Context) string {
 		}
 	}
 }
+
+// drainProgress tells a drain that has stopped making progress: no region has left for stall.
+type drainProgress struct {
+	stall time.Duration
+	least int       // the fewest regions seen
+	since time.Time // when that was first seen
+}
+
+// stalled records that the server holds n regions at now and says whether none has left for the
+// stall time.
+func (p *drainProgress) stalled(n int, now time.Time) bool {
+	if p.since.IsZero() || n < p.least {
+		p.least, p.since = n, now
+		return false
+	}
+	return now.Sub(p.since) >= p.stall
+}
+
+// drainStall is how long a drain may go without a region leaving before the hook stops waiting
+// (a variable for tests).
+var drainStall = 2 * time.Minute
 
 // masterSilence is how long a draining server waits for an unreachable master (a variable for
 // tests).

@@ -188,3 +188,30 @@ func TestHeartbeatsContinueThroughASlowGracefulStop(t *testing.T) {
 		}
 	}
 }
+
+// A drain is stalled once no region has left for the stall time: the count falling restarts the
+// wait, the count standing (or rising: a region opening here) does not.
+func TestDrainProgress(t *testing.T) {
+	p := drainProgress{stall: time.Minute}
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		n     int
+		at    time.Duration
+		stall bool
+	}{
+		{10, 0, false},
+		{10, 59 * time.Second, false},
+		{9, 60 * time.Second, false}, // one left: the wait starts again
+		{9, 119 * time.Second, false},
+		{11, 110 * time.Second, false}, // a region opened here: not progress
+		{11, 120 * time.Second, true},
+		{3, 121 * time.Second, false},
+		{3, 180 * time.Second, false},
+		{3, 181 * time.Second, true},
+	}
+	for i, s := range steps {
+		if got := p.stalled(s.n, t0.Add(s.at)); got != s.stall {
+			t.Fatalf("step %d (%d regions at %s): stalled %v, want %v", i, s.n, s.at, got, s.stall)
+		}
+	}
+}
