@@ -130,11 +130,18 @@ func (m *Master) chooseTargetLocked(pl *balancerState, r *pb.CatalogRegion, p *p
 	if t != "" {
 		return t, ""
 	}
-	t, displaced = pl.displacing(br, p.GetTarget(), avoid)
+	t, displaced = pl.displacing(br, p.GetTarget(), avoid, m.displaceableLocked)
 	if t == "" && len(tried) > 0 {
-		t, displaced = pl.displacing(br, p.GetTarget(), nil)
+		t, displaced = pl.displacing(br, p.GetTarget(), nil, m.displaceableLocked)
 	}
 	return t, displaced
+}
+
+// displaceableLocked says whether a secondary can give its primary its place now: OPEN, with no
+// procedure under way (one opening or closing would stay beside the primary).
+func (m *Master) displaceableLocked(name string) bool {
+	r := m.st.regions[name]
+	return r != nil && r.GetState() == stateOpen && m.st.procs[name] == nil
 }
 
 // advanceProcsLocked moves every procedure on: picks targets, sends orders, retries and applies
@@ -282,7 +289,7 @@ func (m *Master) placeLocked(b *batch, pl *balancerState, r *pb.CatalogRegion, p
 	if target == "" {
 		return false
 	}
-	if d := m.st.regions[displaced]; d != nil && d.GetState() == stateOpen && m.st.procs[displaced] == nil && !b.touchesProc(displaced) {
+	if d := m.st.regions[displaced]; d != nil && m.displaceableLocked(displaced) && !b.touchesProc(displaced) {
 		// The secondary closes; its open waits for a server it fits (the next to come back).
 		m.log.Info("primary region fits no server: it takes the place of its secondary", "region", r.GetInfo().GetName(),
 			"server", target, "secondary", displaced)

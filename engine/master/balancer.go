@@ -213,8 +213,9 @@ func (b *balancerState) primaries(s string) int {
 // of its group: as many replicas as servers, and one of them draining or dead) may open all the
 // same: the least loaded such server whose only replica of the group is a secondary, which gives
 // up its place (the primary takes writes; the secondary waits for a server it fits). prefer is
-// taken when it qualifies; avoid may be nil. ("", "") when r is not a primary or none qualifies.
-func (b *balancerState) displacing(r *BalancerRegion, prefer string, avoid func(string) bool) (server, secondary string) {
+// taken when it qualifies; avoid may be nil; movable says whether a secondary can give up its
+// place now (open, nothing else under way). ("", "") when r is not a primary or none qualifies.
+func (b *balancerState) displacing(r *BalancerRegion, prefer string, avoid, movable func(string) bool) (server, secondary string) {
 	if r.Name != r.Group {
 		return "", ""
 	}
@@ -228,7 +229,7 @@ func (b *balancerState) displacing(r *BalancerRegion, prefer string, avoid func(
 			if o.Group != r.Group || o.Name == r.Name {
 				continue
 			}
-			if found != "" || o.Name == o.Group {
+			if found != "" || o.Name == o.Group || !movable(o.Name) {
 				return ""
 			}
 			found = o.Name

@@ -318,7 +318,7 @@ func (m *Master) startMovesLocked(time.Time) error {
 			// servers): a primary takes a secondary's place there (placeLocked closes that one
 			// when the primary opens); a secondary closes, and opens again once a server
 			// can take it (the drained one back from its restart, say).
-			to, _ = pl.displacing(br, "", func(s string) bool { return s == mv.from })
+			to, _ = pl.displacing(br, "", func(s string) bool { return s == mv.from }, m.displaceableLocked)
 			if to == "" && layout.PrimaryName(mv.region) != mv.region {
 				delete(m.queued, mv.region)
 				m.log.Info("drain closes a region replica no other server can take; it opens again when one can", "region", mv.region, "server", mv.from)
@@ -364,13 +364,27 @@ func (m *Master) balancerTickLocked(now time.Time) error {
 		return nil
 	}
 	m.nextBalance = now.Add(m.cfg.BalancerInterval)
-	if len(m.st.procs) > 0 || len(m.st.dead) > 0 || len(m.moveQueue) > 0 {
+	if busy := m.busyProcsLocked(); busy > 0 || len(m.st.dead) > 0 || len(m.moveQueue) > 0 {
 		m.log.Info("balancer skipped: regions in transition or servers being recovered",
-			"procedures", len(m.st.procs), "dead_servers", len(m.st.dead))
+			"procedures", busy, "dead_servers", len(m.st.dead))
 		return nil
 	}
 	m.balanceLocked()
 	return nil
+}
+
+// busyProcsLocked counts the procedures under way, leaving out opens waiting for a server that
+// can take their region (a replica beyond the servers there are: it may wait for ever, and the
+// balancer would never run again).
+func (m *Master) busyProcsLocked() int {
+	n := 0
+	for name, p := range m.st.procs {
+		if p.p.GetStep() == stepOpen && m.st.regions[name].GetServer() == "" {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // balanceLocked runs Balance over the live servers and queues its moves; it returns how many.

@@ -808,3 +808,22 @@ func TestPrimariesSpreadOverServers(t *testing.T) {
 		}
 	}
 }
+
+// A replica waiting for a server that can take it (more replicas than servers) does not stop the
+// periodic balancer: it counted as a region in transition, and the balancer never ran again.
+func TestBalancerRunsBesideAReplicaWaitingForAServer(t *testing.T) {
+	c := newCluster(t, 1, nil, func(cfg *master.Config) { cfg.BalancerInterval = 200 * time.Millisecond })
+	c.createTable("t1", 4, 0)
+	c.waitAllOpen("t1", 10*time.Second)
+	c.createTable("rep", 1, 3) // three replicas: one waits for a third server for good
+	added := c.addServer("")
+	c.waitFor("the balancer to give the new server its share", 20*time.Second, func() (bool, string) {
+		n := 0
+		for _, l := range c.regions("t1") {
+			if layout.ServerName(l.GetServer()) == added.Name() && l.GetState() == pb.RegionState_REGION_STATE_OPEN {
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("%d regions of t1 on the new server", n)
+	})
+}
