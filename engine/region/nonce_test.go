@@ -60,21 +60,31 @@ func TestNonceTableStaysSmall(t *testing.T) {
 	}
 }
 
-// The table holds at most NonceTableBytes: the oldest entries go first.
+// The table holds at most NonceTableBytes of entries older than nonceMinAge: the oldest go first,
+// but none a retry may still come for (a hot counter's table evicted entries seconds old, and a
+// retried increment was applied twice).
 func TestNonceTableBounded(t *testing.T) {
 	tab := newNonceTable(time.Hour, 64<<10)
-	now := time.Unix(1000, 0)
+	start := time.Unix(1000, 0)
 	for i := range 10_000 {
-		tab.put(1, uint64(i+1), nil, uint64(i+1), now)
+		tab.put(1, uint64(i+1), nil, uint64(i+1), start)
 	}
+	if entries, _ := tab.size(); entries != 10_000 {
+		t.Fatalf("%d entries within the minimum age, want all 10000", entries)
+	}
+	if _, _, _, ok := tab.get(1, 1, start.Add(nonceMinAge-time.Second)); !ok {
+		t.Fatal("a nonce younger than the minimum age was dropped for the table's size")
+	}
+	later := start.Add(nonceMinAge)
+	tab.put(1, 20_000, nil, 20_000, later)
 	entries, size := tab.size()
 	if size > 64<<10 || entries == 0 || entries >= 10_000 {
-		t.Fatalf("%d entries in %d bytes, want at most 64 KiB", entries, size)
+		t.Fatalf("%d entries in %d bytes once past the minimum age, want at most 64 KiB", entries, size)
 	}
-	if _, _, _, ok := tab.get(1, 1, now); ok {
+	if _, _, _, ok := tab.get(1, 1, later); ok {
 		t.Error("the oldest nonce is still there")
 	}
-	if _, _, _, ok := tab.get(1, 10_000, now); !ok {
+	if _, _, _, ok := tab.get(1, 20_000, later); !ok {
 		t.Error("the newest nonce is gone")
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 // nonceTable remembers the cells written by recent nonce'd operations so that a retried
 // Increment or Append is not applied twice (HBase's ServerNonceManager). Entries expire after the
-// TTL and the table holds at most maxBytes (the oldest go first: a client retries within its
-// operation timeout, long before); WAL replay restores them from the edits' nonces. An entry keeps
+// TTL, and the oldest go first while the table holds more than maxBytes — but none younger than
+// nonceMinAge, within which a client retries; WAL replay restores them from the edits' nonces. An entry keeps
 // the cells as one encoded buffer; a large result (an Append's growing value) keeps only the
 // cells' keys, and a retry is then answered with the columns' current values, as HBase's server
 // answers every retry.
@@ -92,12 +92,18 @@ func (t *nonceTable) put(group, nonce uint64, kvs []cell.KeyValue, seq uint64, n
 	t.expireLocked(now)
 }
 
-// expireLocked drops the oldest entries while they are past the TTL or the table is too large.
+// nonceMinAge is how long an entry is kept whatever the table's size: a retry comes within the
+// client's RPC timeout and backoff (HBase's client: 60 s), and applying an increment twice is
+// worse than the memory of a few minutes' increments.
+const nonceMinAge = 5 * time.Minute
+
+// expireLocked drops the oldest entries while they are past the TTL, or the table is too large
+// and they are older than nonceMinAge.
 func (t *nonceTable) expireLocked(now time.Time) {
 	for len(t.order) > 0 {
 		k := t.order[0]
 		e, ok := t.m[k]
-		if ok && now.Sub(e.at) < t.ttl && t.bytes <= t.maxBytes {
+		if ok && now.Sub(e.at) < t.ttl && (t.bytes <= t.maxBytes || now.Sub(e.at) < nonceMinAge) {
 			break
 		}
 		if ok {
