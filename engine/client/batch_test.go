@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -66,6 +67,7 @@ func TestFinalCallError(t *testing.T) {
 		{"the caller's cancel", done, context.Canceled, true},
 		{"a refused connection", live, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false},
 		{"a closed connection", live, fmt.Errorf("call: %w", rpc.ErrConnClosed), false},
+		{"a connection closed in the handshake", live, fmt.Errorf("rpc: TLS handshake with 10.0.0.1:16020: %w", io.EOF), false},
 		{"one attempt's timeout", live, context.DeadlineExceeded, false},
 		{"a fenced server", live, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_LEASE_EXPIRED, Retryable: true}, false},
 		{"a refused request", live, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT}, true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -484,7 +485,10 @@ func transient(err error) bool {
 	if security.IsAuthFailure(err) {
 		return false // retrying with the same credentials fails the same way
 	}
-	if errors.Is(err, rpc.ErrConnClosed) || errors.Is(err, errNoExternalAddress) {
+	if errors.Is(err, rpc.ErrConnClosed) || errors.Is(err, errNoExternalAddress) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// EOF: the server closed the connection (at its connection limit, stopping) before
+		// or during the handshake.
 		return true
 	}
 	var ne net.Error
