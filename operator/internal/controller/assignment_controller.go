@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/version"
 	"github.com/cellstore/cellstore/operator/api/v1alpha1"
 	"github.com/cellstore/cellstore/operator/internal/master"
 	"github.com/cellstore/cellstore/operator/internal/resources"
@@ -484,7 +485,10 @@ func (r *AssignmentReconciler) taskRollout(ctx context.Context, a *assignState) 
 }
 
 // serverWaitsForMasters says whether a region server's restart waits on a pod that came back and
-// does not serve while the masters have a restart of their own under way or pending.
+// does not serve while the masters have a restart of their own under way or pending, and the
+// masters are why: the active master's version refuses the server's (engine/version.CheckServer,
+// by the pods' image tags), or — versions not known, an image by digest — it has not served for
+// unreadyMasterGrace. A server merely starting up keeps the masters waiting (one pod at a time).
 func (r *AssignmentReconciler) serverWaitsForMasters(a *assignState, st *rolloutState) bool {
 	if st.Action != ActionRestart || st.Step != StepWaitingReady {
 		return false
@@ -494,10 +498,21 @@ func (r *AssignmentReconciler) serverWaitsForMasters(a *assignState, st *rollout
 		return false
 	}
 	msts := a.sts[resources.GroupMaster]
-	if parseRollout(msts) != nil {
-		return true
+	pending := parseRollout(msts) != nil ||
+		revisionKnown(msts) && len(outdatedPods(a.pods[resources.GroupMaster], msts.Status.UpdateRevision, ptr.Deref(msts.Spec.Replicas, 1))) > 0
+	if !pending {
+		return false
 	}
-	return revisionKnown(msts) && len(outdatedPods(a.pods[resources.GroupMaster], msts.Status.UpdateRevision, ptr.Deref(msts.Spec.Replicas, 1))) > 0
+	server := resources.ImageTag(resources.EngineImage(&pod.Spec))
+	if active := findPod(a.pods[resources.GroupMaster], resources.PodOfServer(a.c, resources.GroupMaster, a.st.ActiveMaster)); active != nil {
+		master := resources.ImageTag(resources.EngineImage(&active.Spec))
+		if _, ok := version.Parse(master); ok {
+			if _, ok := version.Parse(server); ok {
+				return version.CheckServer(master, server) != nil
+			}
+		}
+	}
+	return a.now.Sub(pod.CreationTimestamp.Time) >= unreadyMasterGrace
 }
 
 func outdatedPods(pods []*corev1.Pod, rev string, limit int32) []*corev1.Pod {
