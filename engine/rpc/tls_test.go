@@ -271,6 +271,19 @@ func TestTLSServerCertificateRotation(t *testing.T) {
 	}
 }
 
+// rewriteTokens replaces the token file, its modification time a second ahead so that the server's
+// look at it (at most once a second, by size and time) sees the change.
+func rewriteTokens(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTLSRevokedTokenClosesItsConnections: removing a token from the file ends the connections it
 // opened within seconds, and new ones are refused.
 func TestTLSRevokedTokenClosesItsConnections(t *testing.T) {
@@ -300,13 +313,7 @@ func TestTLSRevokedTokenClosesItsConnections(t *testing.T) {
 	}
 	defer dropped.Close()
 
-	if err := os.WriteFile(path, []byte(keepLine+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	later := time.Now().Add(time.Second)
-	if err := os.Chtimes(path, later, later); err != nil {
-		t.Fatal(err)
-	}
+	rewriteTokens(t, path, keepLine+"\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := pingOn(dropped); err != nil {
@@ -425,13 +432,7 @@ func TestTLSTokenGroupChangeClosesItsConnections(t *testing.T) {
 	}
 	defer c.Close()
 
-	if err := os.WriteFile(path, []byte(security.TokenLine(tok, "bob", nil)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	later := time.Now().Add(time.Second)
-	if err := os.Chtimes(path, later, later); err != nil {
-		t.Fatal(err)
-	}
+	rewriteTokens(t, path, security.TokenLine(tok, "bob", nil)+"\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, err := pingOn(c)
