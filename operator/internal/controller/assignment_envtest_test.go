@@ -171,6 +171,12 @@ var _ = Describe("Rolling restart", func() {
 			return resources.EngineImage(&statefulSet(c, resources.GroupRegionServer).Spec.Template.Spec)
 		}, timeout, poll).
 			Should(Equal(repo + ":v1.4.0"))
+		// The StatefulSet controller has seen that template (else it may make the pod again from
+		// the one before, which its cache still holds: the server would come back on v1.3.2).
+		Eventually(func() bool {
+			sts := statefulSet(c, resources.GroupRegionServer)
+			return sts.Status.UpdateRevision == revisionOf(sts)
+		}, timeout, poll).Should(BeTrue())
 		f.SetManualDrain(false)
 		f.MoveRegionsAway(rsServer(c, 2))
 
