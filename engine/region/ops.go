@@ -17,10 +17,10 @@ import (
 // nonceTable remembers the cells written by recent nonce'd operations so that a retried
 // Increment or Append is not applied twice (HBase's ServerNonceManager). Entries expire after the
 // TTL, and the oldest go first while the table holds more than maxBytes — but none younger than
-// nonceMinAge, within which a client retries; WAL replay restores them from the edits' nonces. An entry keeps
-// the cells as one encoded buffer; a large result (an Append's growing value) keeps only the
-// cells' keys, and a retry is then answered with the columns' current values, as HBase's server
-// answers every retry.
+// nonceMinAge, within which a client retries; WAL replay restores them from the edits' nonces.
+// An entry keeps the cells as one encoded buffer; a large result (an Append's growing value) keeps
+// only the cells' keys, and a retry is then answered with the columns' current values, as HBase's
+// server answers every retry.
 type nonceTable struct {
 	ttl      time.Duration
 	maxBytes int
