@@ -117,22 +117,21 @@ func (r *StoreClusterReconciler) ensureCA(ctx context.Context, c *v1alpha1.Store
 			r.event(c, corev1.EventTypeNormal, "CARenewalStarted", "the CA in Secret %s expires %s: a new CA is trusted beside it from now on, and issues from %s",
 				sec.Name, ca.Cert.NotAfter.Format("2006-01-02"), now.Add(resources.CAOverlap).Format("2006-01-02 15:04"))
 		}
-		if _, ok := data[resources.KeyPreviousCACert]; ok && len(resources.TrustBundle(map[string][]byte{resources.KeyPreviousCACert: data[resources.KeyPreviousCACert]}, now)) == 0 {
+		if _, ok := data[resources.KeyPreviousCACert]; ok && !resources.CAValid(data[resources.KeyPreviousCACert], now) {
 			delete(data, resources.KeyPreviousCACert) // expired: nothing it issued is valid
 			changed = true
 		}
 		if changed {
-			// The whole data replaced (an apply would keep keys another manager wrote, such as a
-			// next CA someone put there by hand, and promote it again and again), by a patch (the
-			// operator may not update Secrets).
-			// A merge patch: keys left out are removed (null), under the version read.
+			// The whole data replaced by a merge patch under the version read (keys left out are
+			// removed; an apply would keep keys another manager wrote, such as a next CA put
+			// there by hand, and promote it again and again; the operator may not update Secrets).
 			patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			sec.Data = data
 			if err := r.Client.Patch(ctx, sec, patch, client.FieldOwner(FieldOwner)); err != nil {
 				if apierrors.IsConflict(err) {
 					return nil, nil, conflict(sec, r.Options.PollInterval)
 				}
-				return nil, nil, Errored(ReasonApplyFailed, fmt.Errorf("update Secret %s: %w", sec.Name, err))
+				return nil, nil, Errored(ReasonApplyFailed, fmt.Errorf("patch Secret %s: %w", sec.Name, err))
 			}
 		}
 		return ca, resources.TrustBundle(data, now), Done()

@@ -53,11 +53,7 @@ const (
 func TrustBundle(data map[string][]byte, now time.Time) []byte {
 	out := append([]byte(nil), data[KeyCACert]...)
 	for _, k := range []string{KeyNextCACert, KeyPreviousCACert} {
-		b, _ := pem.Decode(data[k])
-		if b == nil {
-			continue
-		}
-		if cert, err := x509.ParseCertificate(b.Bytes); err != nil || now.After(cert.NotAfter) {
+		if !CAValid(data[k], now) {
 			continue
 		}
 		if len(out) > 0 && out[len(out)-1] != '\n' {
@@ -66,6 +62,16 @@ func TrustBundle(data map[string][]byte, now time.Time) []byte {
 		out = append(out, data[k]...)
 	}
 	return out
+}
+
+// CAValid says whether certPEM holds a certificate not expired at now.
+func CAValid(certPEM []byte, now time.Time) bool {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	return err == nil && !now.After(cert.NotAfter)
 }
 
 // CASecretName holds the cluster's CA (ca.crt, ca.key).
