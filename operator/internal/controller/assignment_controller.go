@@ -497,22 +497,29 @@ func (r *AssignmentReconciler) serverWaitsForMasters(a *assignState, st *rollout
 	if pod == nil || pod.UID == st.UID || pod.DeletionTimestamp != nil || r.serving(a, pod) {
 		return false
 	}
-	msts := a.sts[resources.GroupMaster]
-	pending := parseRollout(msts) != nil ||
-		revisionKnown(msts) && len(outdatedPods(a.pods[resources.GroupMaster], msts.Status.UpdateRevision, ptr.Deref(msts.Spec.Replicas, 1))) > 0
-	if !pending {
+	if parseRollout(a.sts[resources.GroupMaster]) == nil && len(outdatedMasters(a)) == 0 {
 		return false
 	}
-	server := resources.ImageTag(resources.EngineImage(&pod.Spec))
 	if active := findPod(a.pods[resources.GroupMaster], resources.PodOfServer(a.c, resources.GroupMaster, a.st.ActiveMaster)); active != nil {
 		master := resources.ImageTag(resources.EngineImage(&active.Spec))
-		if _, ok := version.Parse(master); ok {
-			if _, ok := version.Parse(server); ok {
-				return version.CheckServer(master, server) != nil
-			}
+		server := resources.ImageTag(resources.EngineImage(&pod.Spec))
+		_, masterKnown := version.Parse(master)
+		_, serverKnown := version.Parse(server)
+		if masterKnown && serverKnown {
+			return version.CheckServer(master, server) != nil
 		}
 	}
 	return a.now.Sub(pod.CreationTimestamp.Time) >= unreadyMasterGrace
+}
+
+// outdatedMasters are the master pods that do not run the StatefulSet's current template (none
+// while its revision is not known), highest ordinal first.
+func outdatedMasters(a *assignState) []*corev1.Pod {
+	sts := a.sts[resources.GroupMaster]
+	if !revisionKnown(sts) {
+		return nil
+	}
+	return outdatedPods(a.pods[resources.GroupMaster], sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1))
 }
 
 func outdatedPods(pods []*corev1.Pod, rev string, limit int32) []*corev1.Pod {
@@ -548,7 +555,7 @@ func (r *AssignmentReconciler) startMaster(ctx context.Context, a *assignState) 
 		return Waiting(ReasonRestartPending, "waiting for the StatefulSet controller to observe %s", sts.Name), true
 	}
 	replicas := ptr.Deref(sts.Spec.Replicas, 1)
-	outdated := outdatedPods(a.pods[resources.GroupMaster], sts.Status.UpdateRevision, replicas)
+	outdated := outdatedMasters(a)
 	if len(outdated) == 0 {
 		return Done(), false
 	}
@@ -630,10 +637,7 @@ const unreadyMasterGrace = 2 * time.Minute
 // current one); one at a time.
 func (r *AssignmentReconciler) restartUnreadyMasters(ctx context.Context, a *assignState) error {
 	sts := a.sts[resources.GroupMaster]
-	if !revisionKnown(sts) {
-		return nil
-	}
-	for _, p := range outdatedPods(a.pods[resources.GroupMaster], sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1)) {
+	for _, p := range outdatedMasters(a) {
 		if podReady(p) || a.now.Sub(notReadySince(p)) < unreadyMasterGrace {
 			continue
 		}
