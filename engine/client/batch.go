@@ -140,16 +140,6 @@ func (t *Table) Batch(ctx context.Context, ops []BatchOp) []BatchResult {
 				defer mu.Unlock()
 				if err != nil {
 					lastErr = err
-					if finalCallError(ctx, err) {
-						// Sending again fails the same way (credentials refused, a request
-						// the server refuses): the actions fail now, not at the deadline.
-						for _, sa := range sent {
-							for _, i := range sa.idx {
-								results[i].Err = err
-							}
-						}
-						return
-					}
 					for _, sa := range sent {
 						retry = append(retry, sa.idx...)
 					}
@@ -321,29 +311,38 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	if err := c.writeBackoff(ctx, writes...); err != nil {
 		return nil, err
 	}
+	// failed answers a call that failed: one that would fail the same way if sent again
+	// (credentials refused, a request the server refuses) fails its actions now, not at the
+	// deadline; the caller sends the others again.
+	failed := func(err error) ([]int, error) {
+		if !finalCallError(ctx, err) {
+			return nil, err
+		}
+		if d, ok := pb.DetailOf(err); ok {
+			err = d
+		}
+		for _, sa := range sent {
+			for _, i := range sa.idx {
+				results[i].Err = err
+			}
+		}
+		return nil, nil
+	}
 	// The connection after the hold: one taken before it may have been replaced meanwhile.
 	conn, err := c.conn(ctx, addr)
 	if err != nil {
 		c.cache.invalidateServer(addr)
-		return nil, err
+		return failed(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
 	defer cancel()
 	var resp pb.MultiResponse
 	cells, err := conn.Call(actx, pb.Method_METHOD_MULTI, req, block, &resp, nil)
 	if err != nil {
-		if d, ok := pb.DetailOf(err); ok && !retryable(d) {
-			for _, sa := range sent {
-				for _, i := range sa.idx {
-					results[i].Err = d
-				}
-			}
-			return nil, nil
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
+		if d, typed := pb.DetailOf(err); (!typed || retryable(d)) && !errors.Is(err, context.DeadlineExceeded) {
 			c.cache.invalidateServer(addr)
 		}
-		return nil, err
+		return failed(err)
 	}
 	if len(resp.Results) != len(req.RegionActions) {
 		return nil, fmt.Errorf("client: server %s answered %d region results for %d region actions", addr, len(resp.Results), len(req.RegionActions))
