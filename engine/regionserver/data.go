@@ -137,19 +137,20 @@ func outcomeUnknown(regionName string) *pb.ErrorDetail {
 // outcomeUnknown, the others fenced (retryable) — and true; else false (the whole call is
 // answered fenced).
 func unknownOutcomes(ras []*pb.RegionAction, resp *pb.MultiResponse, fenced *pb.ErrorDetail) bool {
-	conditional := func(ra *pb.RegionAction) bool { return ra.GetCondition() != nil || len(ra.GetConditions()) > 0 }
-	applied := false
-	for i, ra := range ras {
-		if r := resp.Results[i]; conditional(ra) && r.GetException() == nil && r.GetProcessed() {
-			applied = true
-		}
+	applied := func(i int) bool {
+		ra, r := ras[i], resp.Results[i]
+		return (ra.GetCondition() != nil || len(ra.GetConditions()) > 0) && r.GetException() == nil && r.GetProcessed()
 	}
-	if !applied {
+	some := false
+	for i := range ras {
+		some = some || applied(i)
+	}
+	if !some {
 		return false
 	}
 	for i, ra := range ras {
 		name := ra.GetRegion().GetName()
-		if r := resp.Results[i]; conditional(ra) && r.GetException() == nil && r.GetProcessed() {
+		if applied(i) {
 			resp.Results[i] = &pb.RegionActionResult{Exception: outcomeUnknown(name)}
 			continue
 		}

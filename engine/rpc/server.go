@@ -860,9 +860,12 @@ func (s *Server) checkTokens(tokens *security.Tokens) {
 		case <-t.C:
 		}
 		gen := tokens.Generation()
+		type staleConn struct {
+			c   *serverConn
+			why string
+		}
+		var stale []staleConn
 		s.mu.Lock()
-		var stale []*serverConn
-		var why []string
 		for c := range s.conns {
 			if c.token == "" || c.tokenGen == gen {
 				continue
@@ -871,15 +874,15 @@ func (s *Server) checkTokens(tokens *security.Tokens) {
 			id, ok := tokens.Lookup(c.token)
 			switch {
 			case !ok:
-				stale, why = append(stale, c), append(why, "its token was revoked")
+				stale = append(stale, staleConn{c, "its token was revoked"})
 			case id.User != c.id.User || !slices.Equal(id.Groups, c.id.Groups):
-				stale, why = append(stale, c), append(why, "its token's user or groups changed")
+				stale = append(stale, staleConn{c, "its token's user or groups changed"})
 			}
 		}
 		s.mu.Unlock()
-		for i, c := range stale {
-			s.opts.Logger.Info("rpc: closing a connection: "+why[i], "remote", c.nc.RemoteAddr(), "user", c.id.User)
-			c.close()
+		for _, st := range stale {
+			s.opts.Logger.Info("rpc: closing a connection: "+st.why, "remote", st.c.nc.RemoteAddr(), "user", st.c.id.User)
+			st.c.close()
 		}
 	}
 }
