@@ -99,14 +99,7 @@ func TestTLSAuthenticatesTheDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(p.dir, "tokens")
-	if err := os.WriteFile(tokenFile, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := security.LoadTokens(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tokens := writeTokens(t, p.dir, line+"\n")
 	srv, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo},
 		ServerOptions{TLS: serverCerts, Auth: &security.Authenticator{Required: true, Tokens: tokens}})
 	carl, _ := p.certs("carl", security.Request{CommonName: "carl", Client: true})
@@ -271,6 +264,20 @@ func TestTLSServerCertificateRotation(t *testing.T) {
 	}
 }
 
+// writeTokens writes a token file of content in dir and loads it.
+func writeTokens(t *testing.T, dir, content string) (string, *security.Tokens) {
+	t.Helper()
+	path := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := security.LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, tokens
+}
+
 // rewriteTokens replaces the token file, its modification time a second ahead so that the server's
 // look at it (at most once a second, by size and time) sees the change.
 func rewriteTokens(t *testing.T, path, content string) {
@@ -291,14 +298,7 @@ func TestTLSRevokedTokenClosesItsConnections(t *testing.T) {
 	serverCerts, _ := p.certs("server", localhost)
 	keep, keepLine, _ := security.NewToken("keep", nil)
 	drop, dropLine, _ := security.NewToken("drop", nil)
-	path := filepath.Join(p.dir, "tokens")
-	if err := os.WriteFile(path, []byte(keepLine+"\n"+dropLine+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := security.LoadTokens(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tokens := writeTokens(t, p.dir, keepLine+"\n"+dropLine+"\n")
 	_, addr := startWith(t, map[uint32]Handler{uint32(pb.Method_METHOD_PING): echo},
 		ServerOptions{TLS: serverCerts, Auth: &security.Authenticator{Required: true, Tokens: tokens}})
 	caOnly := p.caOnly()
@@ -412,14 +412,7 @@ func TestTLSTokenGroupChangeClosesItsConnections(t *testing.T) {
 	p := newPKI(t)
 	serverCerts, _ := p.certs("server", localhost)
 	tok, line, _ := security.NewToken("bob", []string{"analysts"})
-	path := filepath.Join(p.dir, "tokens")
-	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := security.LoadTokens(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tokens := writeTokens(t, p.dir, line+"\n")
 	groups := func(_ context.Context, c *Call) {
 		c.Reply(&pb.PingResponse{Payload: []byte(strings.Join(c.Groups, ","))})
 	}
