@@ -26,6 +26,10 @@ var (
 	// memstore; the region refuses further work and must be reopened
 	// (which replays the WAL).
 	ErrBroken = errors.New("region: broken by a WAL failure; reopen it")
+	// ErrUnsynced: the write is in the WAL but the WAL's sync (or its object's PUT) failed, so
+	// it was not acknowledged and it may or may not survive the region's recovery; the region is
+	// broken (ErrBroken). The error wraps the WAL's too.
+	ErrUnsynced = errors.New("region: the write's WAL sync failed: it may or may not survive")
 	// ErrWrongRegion: the row is outside the region's key range.
 	ErrWrongRegion = errors.New("region: row not in region")
 	// ErrNoSuchFamily: the mutation or read names an unknown family.

@@ -547,7 +547,7 @@ func (r *Region) write(req *writeReq, wait bool) (uint64, error) {
 	if d == wal.SyncWAL || d == wal.FsyncWAL {
 		if err := r.wal.WaitDurable(seq); err != nil {
 			r.markBroken(err)
-			return 0, fmt.Errorf("region %s: wal sync: %w", r.name, err)
+			return 0, fmt.Errorf("%w: region %s: %w", ErrUnsynced, r.name, err)
 		}
 	}
 	r.mvcc.complete(we)

@@ -127,9 +127,24 @@ func (s *Server) errDetail(err error, regionName string) *pb.ErrorDetail {
 // outcomeUnknown answers a conditional write that was applied while the server could not
 // acknowledge it: a retry would find its own effect (the condition failing, or applied twice).
 func outcomeUnknown(regionName string) *pb.ErrorDetail {
+	return unknownOutcome(regionName, "this server's lease at the master may have expired meanwhile")
+}
+
+// unknownOutcome is outcomeUnknown with why the write cannot be acknowledged.
+func unknownOutcome(regionName, why string) *pb.ErrorDetail {
 	return &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN, Region: regionName, Retryable: false,
-		Message: "the conditional write was applied, but this server's lease at the master may have expired meanwhile, so it cannot be acknowledged: " +
+		Message: "the conditional write was applied, but " + why + ", so it cannot be acknowledged: " +
 			"whether it stays is not known; read the row to know (not retried: a retry would see its own effect)"}
+}
+
+// conditionalWriteErr answers a conditional write's error: one whose WAL sync failed after it was
+// applied is outcomeUnknown (its edit may be in the log and recovered with the region), any other
+// is errDetail's (the write was refused before it reached the log).
+func (s *Server) conditionalWriteErr(err error, regionName string) *pb.ErrorDetail {
+	if errors.Is(err, region.ErrUnsynced) {
+		return unknownOutcome(regionName, "its WAL write failed ("+err.Error()+"); the region moves once storage recovers")
+	}
+	return s.errDetail(err, regionName)
 }
 
 // unknownOutcomes rewrites a multi's answer when the fence closed after its writes: when a
@@ -548,7 +563,7 @@ func (s *Server) checkAndMutate(c *rpc.Call, r *region.Region, or *onlineRegion,
 	s.m.writeRequests.Add(1)
 	ok, err := r.CheckAndMutate(cm)
 	if err != nil {
-		return false, s.errDetail(err, or.name)
+		return false, s.conditionalWriteErr(err, or.name)
 	}
 	return ok, nil
 }
@@ -643,6 +658,9 @@ func (s *Server) mutateRows(c *rpc.Call, r *region.Region, or *onlineRegion, ra 
 	s.m.writeRequests.Add(int64(len(ms)))
 	ok, err := r.MutateRows(ms, cms)
 	if err != nil {
+		if len(cms) > 0 {
+			return false, s.conditionalWriteErr(err, or.name)
+		}
 		return false, s.errDetail(err, or.name)
 	}
 	return ok, nil

@@ -133,3 +133,64 @@ func TestAdminPortFailureIsNotSilent(t *testing.T) {
 		t.Fatalf("Ready after the admin port died: %v", err)
 	}
 }
+
+// TestConditionalWriteWhoseSyncFailedIsNotRetried: a check-and-mutate applied when the WAL's sync
+// then fails is answered OUTCOME_UNKNOWN, not a retryable WRITES_BLOCKED. Its edit is in the log
+// and comes back with the region, so a retry would find its own effect: a check-and-put lock
+// reported as held by someone else. A conditional write the broken WAL refused before it reached
+// the log stays retryable.
+func TestConditionalWriteWhoseSyncFailedIsNotRetried(t *testing.T) {
+	c := startClusterWith(t, 0, nil, nil)
+	var ffs *faultfs.FS
+	c.tune = func(cfg *Config) { ffs = faultfs.New(cfg.FS); cfg.FS = ffs }
+	s := c.startServer()
+	createTable(t, c, "us", nil)
+	tbl := c.client.Table("us")
+	ctx := context.Background()
+	absent := func(row string) *pb.Condition {
+		return &pb.Condition{Row: []byte(row), Family: []byte("f"), Qualifier: []byte("owner"), Op: pb.CompareOp_COMPARE_OP_EQUAL}
+	}
+	recoverStorage := func() {
+		t.Helper()
+		ffs.ClearRules()
+		waitFor(t, "the server to be ready again", 30*time.Second, func() bool { return s.Ready() == nil })
+		c.waitOpen("us", 1, "", 30*time.Second)
+	}
+	fail := faultfs.Rule{Ops: faultfs.OpSync, Path: "wal/*/*", Action: faultfs.Fail, Err: syscall.EIO}
+
+	// A check-and-mutate by MUTATE (as HBase's client sends checkAndPut).
+	regionName, conn := locate(t, c, "us", []byte("lock"))
+	ffs.AddRule(fail)
+	checkAndPut := func(row string) error {
+		block := cell.AppendKeyValue(nil, []byte(row), []byte("f"), []byte("owner"), cell.LatestTimestamp, cell.Put, []byte("a"))
+		_, err := conn.Call(ctx, pb.Method_METHOD_MUTATE, &pb.MutateRequest{Region: &pb.RegionSpecifier{Name: regionName},
+			Mutation: &pb.MutationProto{Type: pb.MutationProto_TYPE_PUT, Row: []byte(row), CellCount: 1}, Condition: absent(row)},
+			block, &pb.MutateResponse{}, nil)
+		return err
+	}
+	wantCode(t, "a check-and-put whose WAL sync failed", checkAndPut("lock"), pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN)
+	err := checkAndPut("lock-refused")
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_WRITES_BLOCKED || !d.GetRetryable() {
+		t.Fatalf("a check-and-put the broken WAL refused: %v; want a retryable WRITES_BLOCKED", err)
+	}
+	recoverStorage()
+
+	// A conditional RowMutations in a batch.
+	ffs.AddRule(fail)
+	res := tbl.Batch(ctx, []client.BatchOp{
+		{RowMutations: []*client.Mutation{client.NewPut([]byte("lock2")).Add("f", "owner", cell.LatestTimestamp, []byte("b"))}, Condition: absent("lock2")},
+	})
+	if d, _ := pb.DetailOf(res[0].Err); d.GetCode() != pb.ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN {
+		t.Fatalf("a conditional RowMutations whose WAL sync failed: %+v; want OUTCOME_UNKNOWN", res[0])
+	}
+	recoverStorage()
+
+	// The synced-but-unacknowledged edits came back with their regions, once each: a retry would
+	// have failed its condition.
+	for _, row := range []string{"lock", "lock2"} {
+		got, err := tbl.Get(ctx, &pb.Get{Row: []byte(row), MaxVersions: 10})
+		if err != nil || len(got.Cells) != 1 {
+			t.Fatalf("%s after the unknown outcome: %v %v; want one version", row, got, err)
+		}
+	}
+}
