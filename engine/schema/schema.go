@@ -142,8 +142,8 @@ func Descriptor(td *pb.TableDescriptor) error {
 			return fmt.Errorf("column family %s: VERSIONS %d is negative", Key(f.GetName()), f.GetMaxVersions())
 		case f.GetMinVersions() < 0:
 			return fmt.Errorf("column family %s: MIN_VERSIONS %d is negative", Key(f.GetName()), f.GetMinVersions())
-		case f.GetMaxVersions() > 0 && f.GetMinVersions() > f.GetMaxVersions():
-			return fmt.Errorf("column family %s: MIN_VERSIONS %d exceeds VERSIONS %d", Key(f.GetName()), f.GetMinVersions(), f.GetMaxVersions())
+		case f.GetMinVersions() > max(f.GetMaxVersions(), 1): // VERSIONS 0 is the default, 1
+			return fmt.Errorf("column family %s: MIN_VERSIONS %d exceeds VERSIONS %d", Key(f.GetName()), f.GetMinVersions(), max(f.GetMaxVersions(), 1))
 		case f.GetTtlSeconds() < 0:
 			return fmt.Errorf("column family %s: TTL %d is negative", Key(f.GetName()), f.GetTtlSeconds())
 		case f.GetBlockSize() < 0:

@@ -81,19 +81,26 @@ func TestDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*pb.TableDescriptor){
-		"no families":    func(td *pb.TableDescriptor) { td.Families = nil },
-		"twice":          func(td *pb.TableDescriptor) { td.Families = append(td.Families, td.Families[0]) },
-		"min>max":        func(td *pb.TableDescriptor) { td.Families[0].MinVersions = 4 },
-		"negative ttl":   func(td *pb.TableDescriptor) { td.Families[0].TtlSeconds = -1 },
-		"replication 17": func(td *pb.TableDescriptor) { td.RegionReplication = MaxReplication + 1 },
-		"bad family":     func(td *pb.TableDescriptor) { td.Families[0].Name = []byte("a:b") },
-		"no name":        func(td *pb.TableDescriptor) { td.Name = nil },
+		"no families": func(td *pb.TableDescriptor) { td.Families = nil },
+		"twice":       func(td *pb.TableDescriptor) { td.Families = append(td.Families, td.Families[0]) },
+		"min>max":     func(td *pb.TableDescriptor) { td.Families[0].MinVersions = 4 },
+		// VERSIONS unset is 1: the regions refused it, so every open failed after the master took it.
+		"min>default max": func(td *pb.TableDescriptor) { td.Families[0].MaxVersions, td.Families[0].MinVersions = 0, 2 },
+		"negative ttl":    func(td *pb.TableDescriptor) { td.Families[0].TtlSeconds = -1 },
+		"replication 17":  func(td *pb.TableDescriptor) { td.RegionReplication = MaxReplication + 1 },
+		"bad family":      func(td *pb.TableDescriptor) { td.Families[0].Name = []byte("a:b") },
+		"no name":         func(td *pb.TableDescriptor) { td.Name = nil },
 	} {
 		td := ok()
 		mutate(td)
 		if err := Descriptor(td); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	td := ok()
+	td.Families[0].MaxVersions, td.Families[0].MinVersions = 0, 1
+	if err := Descriptor(td); err != nil {
+		t.Errorf("MIN_VERSIONS 1 with the default VERSIONS: %v", err)
 	}
 	if err := Descriptor(nil); err == nil {
 		t.Error("nil descriptor accepted")
