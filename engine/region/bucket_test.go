@@ -1020,3 +1020,55 @@ func TestManifestCommitOfUnknownOutcome(t *testing.T) {
 		}
 	}
 }
+
+// A family an alter dropped leaves the manifest when the region next opens, its files archived
+// (HBase deletes the family's directory): re-adding the family does not bring its old cells back.
+func TestDroppedFamilysFilesGo(t *testing.T) {
+	forEachBucket(t, func(t *testing.T, b storage.Bucket) {
+		e := bucketEnv(t, b)
+		reopenWith := func(fams ...Family) {
+			t.Helper()
+			if err := e.r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.cfg
+			cfg.Descriptor = &TableDescriptor{Namespace: "default", Name: "t", Families: fams}
+			r, err := Open(cfg, e.info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.r = r
+		}
+		reopenWith(fam("f"), fam("g")) // an alter adds g
+		for _, family := range []string{"f", "g"} {
+			if err := e.r.Mutate(NewMutation([]byte("row")).Put([]byte(family), []byte("q"), cell.LatestTimestamp, []byte("old "+family))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		gDir := path.Join(e.info.Dir(), "g")
+		written := keysUnder(t, b, gDir+"/")
+		if len(written) != 1 {
+			t.Fatalf("g holds %v after a flush", written)
+		}
+
+		reopenWith(fam("f")) // an alter drops g
+		if _, listed := e.r.man.Families["g"]; listed {
+			t.Fatalf("the manifest still lists the dropped family: %v", e.r.man.Families["g"])
+		}
+		if slices.Contains(keysUnder(t, b, gDir+"/"), written[0]) || !slices.Contains(keysUnder(t, b, "archive/"+gDir+"/"), "archive/"+written[0]) {
+			t.Fatal("the dropped family's file was not archived")
+		}
+
+		reopenWith(fam("f"), fam("g")) // and adds it again
+		res, err := e.r.Get(&Get{Row: []byte("row")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Cells) != 1 || string(res.Cells[0].Family()) != "f" {
+			t.Fatalf("the row after g was dropped and added again: %v; want only f's cell", res.Cells)
+		}
+	})
+}

@@ -292,20 +292,34 @@ func Open(cfg Config, info Info) (*Region, error) {
 			return nil, fmt.Errorf("region %s: flushing replayed edits: %w", r.name, err)
 		}
 	}
-	if r.replayFlushes > 0 {
+	// The files of families the table no longer has (an alter dropped them) leave the manifest
+	// now and go to the archive, as HBase deletes a dropped family's directory: else re-adding
+	// the family would bring its old cells back, and a merge or a snapshot would find files of a
+	// family the table does not have.
+	dropped := r.droppedFamilies()
+	if r.replayFlushes > 0 || len(dropped) > 0 {
 		// Every replayed edit is in the files now (replayFlush left the flushed sequence ids
-		// below what it wrote, and the flush above took only what it found in memory).
+		// below what it wrote, and the flush above took only what it found in memory). The
+		// commit writes the families of r.fams only.
 		if err := r.commitFiles(nil, nil, -1, false, false, func(m *manifest) {
-			m.FlushedSeq = max(m.FlushedSeq, replayMax)
-			m.MaxSeq = max(m.MaxSeq, replayMax)
+			if r.replayFlushes > 0 {
+				m.FlushedSeq = max(m.FlushedSeq, replayMax)
+				m.MaxSeq = max(m.MaxSeq, replayMax)
+			}
 			for f, v := range m.FamilyFlushedSeq {
-				if v <= m.FlushedSeq {
+				if _, gone := dropped[f]; gone || v <= m.FlushedSeq {
 					delete(m.FamilyFlushedSeq, f)
 				}
 			}
 		}, nil); err != nil {
 			r.releaseAll()
-			return nil, fmt.Errorf("region %s: recording the replayed edits flushed: %w", r.name, err)
+			return nil, fmt.Errorf("region %s: recording the replayed edits flushed and the dropped families gone: %w", r.name, err)
+		}
+		for fam, files := range dropped {
+			for _, mf := range files {
+				r.archivePath(path.Join(r.dir, fam, mf.Name), fam, mf.Name)
+			}
+			r.log.Info("archived the files of a dropped family", "family", fam, "files", len(files))
 		}
 	}
 	if err := r.removeRecoveredEdits(recovered); err != nil {
@@ -470,6 +484,21 @@ func (r *Region) loadFiles(p *Prepared) error {
 		}
 	}
 	return nil
+}
+
+// droppedFamilies returns the manifest's files of families the region's descriptor does not have.
+func (r *Region) droppedFamilies() map[string][]manifestFile {
+	var dropped map[string][]manifestFile
+	for fam, files := range r.man.Families {
+		if r.familyIndex([]byte(fam)) >= 0 {
+			continue
+		}
+		if dropped == nil {
+			dropped = map[string][]manifestFile{}
+		}
+		dropped[fam] = files
+	}
+	return dropped
 }
 
 // takeManifest reads the region's manifest (or takes the read newRegion started) into r.man.
