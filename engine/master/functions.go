@@ -42,6 +42,17 @@ func (m *Master) storeFunctions(ctx context.Context, td *pb.TableDescriptor) err
 			if err != nil {
 				return err
 			}
+			// Its limits may have changed (MEMORY_MB): the stored module must still fit them.
+			wasm, err := st.ReadObject(key)
+			if errors.Is(err, fs.ErrNotExist) {
+				wasm, err = st.ReadObject(path.Join("archive", key))
+			}
+			if err != nil {
+				return err
+			}
+			if err := function.CheckModule(ctx, f, wasm); err != nil {
+				return errInvalid("table %s: %v", layout.TableKey(td.GetName()), err)
+			}
 			f.Size = size
 			continue
 		}

@@ -69,6 +69,9 @@ type Hooks struct {
 	Endpoints                                 []string
 	// endpoints: the module exports the endpoint hooks (their names come from running it).
 	endpoints bool
+	// minPages is the least memory the module declares (64 KiB pages): an instance limited to
+	// less cannot start.
+	minPages uint32
 }
 
 // Check validates a table's functions as a CreateTable or ModifyTable request sends them and
@@ -114,9 +117,24 @@ func Check(ctx context.Context, fns []*pb.TableFunction) error {
 		if len(f.GetSha256()) > 0 && !bytes.Equal(f.GetSha256(), sum[:]) {
 			return fmt.Errorf("function %q: the module's SHA-256 is %x, not %x", f.GetName(), sum, f.GetSha256())
 		}
-		if _, err := Inspect(ctx, f.GetModule()); err != nil {
-			return fmt.Errorf("function %q: %w", f.GetName(), err)
+		if err := CheckModule(ctx, f, f.GetModule()); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// CheckModule checks a function's module (given, or stored under its digest) against the
+// function's limits: it compiles and imports only what the sandbox offers (Inspect), and it fits
+// in MEMORY_MB — else every region of the table would fail to open on every server.
+func CheckModule(ctx context.Context, spec *pb.TableFunction, wasm []byte) error {
+	h, err := Inspect(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("function %q: %w", spec.GetName(), err)
+	}
+	if mem, _, _ := limits(spec); h.minPages > uint32(mem)*16 {
+		return fmt.Errorf("function %q: the module declares at least %d KiB of memory, more than its MEMORY_MB %d: raise MEMORY_MB to %d or more",
+			spec.GetName(), h.minPages*64, mem, (h.minPages+15)/16)
 	}
 	return nil
 }
@@ -164,6 +182,14 @@ var hookSig = map[string][2]int{ // export: params, results
 }
 
 func exportedHooks(cm wazero.CompiledModule) (Hooks, error) {
+	if ms := cm.ImportedMemories(); len(ms) > 0 {
+		mod, name, _ := ms[0].Import()
+		return Hooks{}, fmt.Errorf("imports its memory (%s.%s): a function must define its own", mod, name)
+	}
+	var minPages uint32
+	for _, m := range cm.ExportedMemories() {
+		minPages = max(minPages, m.Min())
+	}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		switch mod {
@@ -196,7 +222,8 @@ func exportedHooks(cm wazero.CompiledModule) (Hooks, error) {
 	}
 	has := func(n string) bool { _, ok := exp[n]; return ok }
 	h := Hooks{PreMutate: has(abi.ExportPreMutate), PostMutate: has(abi.ExportPostMutate), FilterRow: has(abi.ExportFilterRow),
-		FileRow: has(abi.ExportFileRow), endpoints: has(abi.ExportEndpointBegin) && has(abi.ExportEndpointRow) && has(abi.ExportEndpointEnd)}
+		FileRow: has(abi.ExportFileRow), endpoints: has(abi.ExportEndpointBegin) && has(abi.ExportEndpointRow) && has(abi.ExportEndpointEnd),
+		minPages: minPages}
 	if !h.PreMutate && !h.PostMutate && !h.FilterRow && !h.FileRow && !h.endpoints {
 		return Hooks{}, errors.New("exports no hook (docs/functions.md lists them)")
 	}
@@ -498,6 +525,11 @@ func (rt *Runtime) load(ctx context.Context, table string, spec *pb.TableFunctio
 	if f.cm, err = r.CompileModule(ctx, wasm); err != nil {
 		return fail(fmt.Errorf("compiling: %w", err))
 	}
+	compiled := fail
+	fail = func(err error) (*Function, error) {
+		_ = f.cm.Close(ctx) // (closing the runtime leaves it compiled in the cache)
+		return compiled(err)
+	}
 	if f.hooks, err = exportedHooks(f.cm); err != nil {
 		return fail(err)
 	}
@@ -599,6 +631,11 @@ func (f *Function) close() {
 	ctx := context.Background()
 	for _, p := range []*pool{&f.hookPool, &f.endpointPool} {
 		closeAll(p.shut())
+	}
+	if f.cm != nil {
+		// With a compilation cache, closing the runtime leaves the machine code compiled: only
+		// the compiled module's Close frees it.
+		_ = f.cm.Close(ctx)
 	}
 	_ = f.r.Close(ctx)
 }
@@ -801,7 +838,7 @@ func (p *pool) start(ctx context.Context) (in *instance, started bool, err error
 	if p.closed {
 		p.mu.Unlock()
 		rt.mu.Unlock()
-		return nil, true, errors.New("the function was unloaded here (its table altered, or its regions closed): retry")
+		return nil, true, errUnloaded
 	}
 	if p.live >= p.max {
 		p.mu.Unlock()
@@ -968,12 +1005,23 @@ func (f *Function) callOn(ctx context.Context, p *pool, run func(call func(expor
 		return fmt.Errorf("%w %q of %s: %w: %w (%d instances): retry later", region.ErrFunction, f.name, f.table, region.ErrFunctionBusy, err, p.max)
 	}
 	if err != nil {
+		if d := f.notItsFailure(ctx, p, err); d != nil {
+			return d
+		}
 		return f.failed(err) // its start failed
 	}
 	broken := false
+	var tooLarge error
 	err = run(func(export string, input []byte) (int32, []byte, error) {
 		if broken {
 			return 0, nil, errors.New("the instance failed")
+		}
+		if int64(len(input)) > f.memory/2 {
+			// The module could not take it in (its allocator would fail): the caller's doing,
+			// not the module's, so it is refused without counting against the function.
+			tooLarge = fmt.Errorf("%w: %s of function %q of %s: its input of %d bytes is over half the function's memory (MEMORY_MB %d): "+
+				"raise MEMORY_MB or send less at once", region.ErrInvalid, export, f.name, f.table, len(input), f.memory>>20)
+			return 0, nil, tooLarge
 		}
 		st, out, err := in.call(ctx, f.timeout, export, input)
 		if err != nil {
@@ -991,10 +1039,42 @@ func (f *Function) callOn(ctx context.Context, p *pool, run func(call func(expor
 		p.put(in)
 	}
 	if err != nil {
+		if tooLarge != nil && errors.Is(err, tooLarge) {
+			return err
+		}
+		if d := f.notItsFailure(ctx, p, err); d != nil {
+			return d
+		}
 		return f.failed(err)
 	}
 	f.consecutive.Store(0)
 	return nil
+}
+
+// notItsFailure returns the error to answer when a call failed for a reason of the caller or of
+// the server rather than the module's — the caller's context ended (its deadline, or it went
+// away: the instance was stopped mid-call), or the function was unloaded (its regions closed) —
+// and nil when the failure is the module's. Those are not counted: else a client could switch off
+// a table's read filter and write checks (MAX_FAILURES) by calling with a short deadline.
+func (f *Function) notItsFailure(ctx context.Context, p *pool, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w %q of %s: %w: the call's deadline passed or its caller went away: %w", region.ErrFunction, f.name, f.table,
+			region.ErrFunctionBusy, ctx.Err())
+	case p.isClosed():
+		return fmt.Errorf("function %q of %s: %w", f.name, f.table, errUnloaded)
+	}
+	return nil
+}
+
+// errUnloaded is the error of a call on a function its regions released meanwhile: the region
+// closed (a move, an alter), so the client finds it again (NOT_SERVING).
+var errUnloaded = fmt.Errorf("%w: the function was unloaded here (its table altered, or its regions closed): retry", region.ErrClosed)
+
+func (p *pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 func (f *Function) failed(err error) error {

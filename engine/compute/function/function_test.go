@@ -284,6 +284,9 @@ func TestCheck(t *testing.T) {
 		{"not wasm", []*pb.TableFunction{{Name: "a", Module: []byte("hello")}}, "not a WebAssembly module"},
 		{"no alloc", []*pb.TableFunction{{Name: "a", Module: emptyModule}}, "exports no cellstore_alloc"},
 		{"imports", []*pb.TableFunction{{Name: "a", Module: importsEnvFunc}}, "imports env.f"},
+		// A Go module declares its data and a megabyte more as its least memory: no instance of
+		// it could start with less, on any server.
+		{"memory under the module's", []*pb.TableFunction{{Name: "a", Module: wasm, MemoryMb: 1}}, "raise MEMORY_MB"},
 	} {
 		err := function.Check(ctx, c.fns)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -471,5 +474,53 @@ func TestMemoryBudgetConcurrentLoadsShareOne(t *testing.T) {
 	}
 	if st := rt.Stats(); len(st) != 1 {
 		t.Errorf("%d functions loaded, want 1: %+v", len(st), st)
+	}
+}
+
+// What a caller does wrong is not the module's failure: calls whose caller gave up (a short
+// deadline: the instance is stopped mid-call) and inputs too large for the module's memory are
+// refused without counting, so no client can switch off a table's read filter and write checks
+// (MAX_FAILURES) by calling that way.
+func TestCallersFailuresDoNotDisable(t *testing.T) {
+	rt, set := open(t, &pb.TableFunction{Name: "tg", MemoryMb: 8, MaxFailures: 3})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		_, err := set.RunEndpoint(cancelled, "tg", "count", nil, func(*function.Endpoint) error { return nil })
+		if !errors.Is(err, region.ErrFunctionBusy) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("an endpoint call whose caller gave up: %v, want a retryable error saying so", err)
+		}
+	}
+	big := strings.Repeat("x", 5<<20) // over half of MEMORY_MB 8
+	for range 5 {
+		if err := set.PreMutate(put("row", big)); !errors.Is(err, region.ErrInvalid) || !strings.Contains(err.Error(), "MEMORY_MB") {
+			t.Fatalf("a mutation too large for the module: %v, want an invalid-argument error naming MEMORY_MB", err)
+		}
+	}
+	if st := rt.Stats(); st[0].Failures != 0 || st[0].Disabled {
+		t.Fatalf("stats %+v: the callers' failures were counted against the function", st[0])
+	}
+	if keep, _, err := set.FilterRead([]byte("r1"), kvs("r1", "a", "hidden"), false); keep || err != nil {
+		t.Fatalf("the read filter after the callers' failures: keep %v, %v; want the row hidden", keep, err)
+	}
+	if err := set.PreMutate(put("row", "refuse")); !errors.Is(err, region.ErrFunction) {
+		t.Fatalf("the write check after the callers' failures: %v; want a refusal", err)
+	}
+}
+
+// A set its region released (a scan running through the region's close) fails its hooks with
+// region.ErrClosed, so the client finds the region again: it never lets a row through unfiltered,
+// or a write unchecked.
+func TestClosedSetFailsClosed(t *testing.T) {
+	_, set := open(t, &pb.TableFunction{Name: "tg"})
+	set.Close()
+	if keep, _, err := set.FilterRead([]byte("r1"), kvs("r1", "a", "hidden"), false); !errors.Is(err, region.ErrClosed) {
+		t.Fatalf("FilterRead after Close: keep %v, %v; want region.ErrClosed", keep, err)
+	}
+	if err := set.PreMutate(put("r1", "refuse")); !errors.Is(err, region.ErrClosed) {
+		t.Fatalf("PreMutate after Close: %v; want region.ErrClosed", err)
+	}
+	if _, err := set.RunEndpoint(context.Background(), "tg", "count", nil, func(*function.Endpoint) error { return nil }); !errors.Is(err, region.ErrClosed) {
+		t.Fatalf("RunEndpoint after Close: %v; want region.ErrClosed", err)
 	}
 }

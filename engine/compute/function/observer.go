@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/cell"
@@ -16,8 +17,12 @@ import (
 // run in the table's order, each seeing what the one before made.
 type Set struct {
 	table string
-	fns   []*Function
+	fns   []*Function // never changed once open (hooks read it while Close runs)
 	hooks region.ObserverHooks
+	// closed: the region released the set. A hook called after that (a scan running through a
+	// close) fails with region.ErrClosed rather than running without the functions, so a read
+	// filter is never skipped; the client finds the region again.
+	closed atomic.Bool
 }
 
 // Open loads a table's functions (read fetches a module by digest).
@@ -41,10 +46,21 @@ func (rt *Runtime) Open(ctx context.Context, table string, specs []*pb.TableFunc
 
 // Close releases the functions.
 func (s *Set) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
 	for _, f := range s.fns {
 		f.Release()
 	}
-	s.fns = nil
+}
+
+// closedErr is the error of a hook called after Close, or of one whose call failed because the
+// set closed meanwhile (its instance stopped with the function): nil while it is open.
+func (s *Set) closedErr() error {
+	if !s.closed.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: the functions of table %s were released (the region closed): retry", region.ErrClosed, s.table)
 }
 
 // Function returns the function named name, or nil.
@@ -80,6 +96,9 @@ var validTypes = map[byte]bool{abi.TypePut: true, abi.TypeDelete: true, abi.Type
 // reason, StatusReplace applies the output row's cells instead (client tags and per-cell TTLs
 // of the original ops do not carry over).
 func (s *Set) PreMutate(m *region.Mutation) error {
+	if err := s.closedErr(); err != nil {
+		return err
+	}
 	for _, f := range s.fns {
 		if !f.hooks.PreMutate || f.Disabled() {
 			continue
@@ -116,6 +135,9 @@ func (s *Set) PreMutate(m *region.Mutation) error {
 			return fmt.Errorf("pre_mutate answered status %d", st)
 		})
 		if err != nil {
+			if cerr := s.closedErr(); cerr != nil {
+				return cerr
+			}
 			return err
 		}
 		if refused != nil {
@@ -129,7 +151,7 @@ func (s *Set) PreMutate(m *region.Mutation) error {
 func (s *Set) PostMutate(m *region.Mutation) {
 	var in []byte // the same for every function
 	for _, f := range s.fns {
-		if !f.hooks.PostMutate || f.Disabled() {
+		if !f.hooks.PostMutate || f.Disabled() || s.closed.Load() {
 			continue
 		}
 		if in == nil {
@@ -152,6 +174,9 @@ func kvCells(kvs []region.KV) []abi.Cell {
 
 // FilterRead implements region.Observer.
 func (s *Set) FilterRead(row []byte, kvs []region.KV, partial bool) (bool, []region.KV, error) {
+	if err := s.closedErr(); err != nil {
+		return false, nil, err
+	}
 	var replaced []region.KV
 	for _, f := range s.fns {
 		if !f.hooks.FilterRow || f.Disabled() {
@@ -190,6 +215,9 @@ func (s *Set) FilterRead(row []byte, kvs []region.KV, partial bool) (bool, []reg
 			return fmt.Errorf("filter_row answered status %d", st)
 		})
 		if err != nil {
+			if cerr := s.closedErr(); cerr != nil {
+				return false, nil, cerr
+			}
 			return false, nil, err
 		}
 		if !keep {
@@ -215,7 +243,7 @@ func (s *Set) FilterFile(kind region.FileWrite, continued bool, row []byte, kvs 
 	}
 	var in []byte
 	for _, f := range s.fns {
-		if !f.hooks.FileRow || f.Disabled() {
+		if !f.hooks.FileRow || f.Disabled() || s.closed.Load() {
 			continue
 		}
 		if in == nil {
@@ -271,6 +299,9 @@ func (e *Endpoint) Row(row []byte, kvs []region.KV) (stop bool, err error) {
 // RunEndpoint runs endpoint of function fn: begin with arg, rows (run hands them over with
 // Row), end; it returns the end hook's output.
 func (s *Set) RunEndpoint(ctx context.Context, fn, endpoint string, arg []byte, rows func(e *Endpoint) error) ([]byte, error) {
+	if err := s.closedErr(); err != nil {
+		return nil, err
+	}
 	f := s.Function(fn)
 	if f == nil {
 		return nil, fmt.Errorf("%w: table %s has no function %q", ErrNoEndpoint, s.table, fn)
@@ -302,6 +333,11 @@ func (s *Set) RunEndpoint(ctx context.Context, fn, endpoint string, arg []byte, 
 	})
 	if readErr != nil {
 		return nil, readErr
+	}
+	if err != nil {
+		if cerr := s.closedErr(); cerr != nil {
+			return nil, cerr
+		}
 	}
 	return out, err
 }
