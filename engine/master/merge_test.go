@@ -173,3 +173,55 @@ func TestMergeProcedure(t *testing.T) {
 		t.Fatalf("after the rollback: %v", locs)
 	}
 }
+
+// A truncate of a table whose merged region still reads its parents' files archives the parents'
+// directories too: the merge janitor would have, from the merged region's row, which the
+// truncate deletes (they stayed under data/ until the table was dropped).
+func TestTruncateArchivesMergedParents(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	rf := newRegionFiles(t, c.fs)
+	if _, err := c.mc.CreateTable(c.ctx(), &pb.CreateTableRequest{Table: descriptor("t1", 1),
+		SplitKeys: [][]byte{[]byte("row030")}}); err != nil {
+		t.Fatal(err)
+	}
+	locs := primaryLocs(c.waitAllOpen("t1", 10*time.Second))
+	a, b := locs[0].GetRegion(), locs[1].GetRegion()
+	for _, p := range []*pb.RegionInfo{a, b} {
+		rf.with(p, func(r *region.Region) {
+			for _, row := range [][]byte{[]byte("row010"), []byte("row040")} {
+				if info := r.Info(); !info.ContainsRow(row) {
+					continue
+				}
+				if err := r.Mutate(region.NewMutation(row).Put([]byte("f"), []byte("q"), 1, row)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	if _, err := c.merge(c.ctx(), a.GetName(), b.GetName()); err != nil {
+		t.Fatal(err)
+	}
+	if locs := primaryLocs(c.waitAllOpen("t1", 10*time.Second)); len(locs) != 1 {
+		t.Fatalf("after the merge: %v", locs)
+	}
+	if _, err := c.mc.DisableTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.TruncateTable(c.ctx(), &pb.TruncateTableRequest{Table: tableName("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the merged parents archived", 10*time.Second, func() (bool, string) {
+		var left []string
+		for _, p := range []*pb.RegionInfo{a, b} {
+			if ok, _ := storage.Exists(c.fs, layout.RegionDir(p)); ok {
+				left = append(left, p.GetName())
+			}
+		}
+		return len(left) == 0, fmt.Sprint("still under data/: ", left)
+	})
+	for _, p := range []*pb.RegionInfo{a, b} {
+		if ok, _ := storage.Exists(c.fs, path.Join("archive", layout.RegionDir(p))); !ok {
+			t.Errorf("parent %s is not in archive/", p.GetName())
+		}
+	}
+}

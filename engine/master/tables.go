@@ -418,14 +418,18 @@ func (m *Master) truncateTable(ctx context.Context, req *pb.TruncateTableRequest
 }
 
 // dropRegionsLocked takes every region of table key out of the catalog (replicas and split parents
-// included) and names their directories in nt.ArchiveDirs, which the table loop moves to archive/
-// (truncate and restore_snapshot replace a table's regions so).
+// included) and names their directories (and merged regions' parents') in nt.ArchiveDirs, which the
+// table loop moves to archive/ (truncate and restore_snapshot replace a table's regions so).
 func (m *Master) dropRegionsLocked(b *batch, nt *pb.CatalogTable, key string) {
 	for _, p := range m.st.index[key] {
 		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
 	}
 	for _, r := range m.st.tableRegions(key) {
 		b.deleteRegion(r.GetInfo().GetName())
+		// A merged region's parents: the merge janitor archives them from this row, which goes.
+		for _, p := range r.GetMergeParents() {
+			nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(&pb.RegionInfo{Table: r.GetInfo().GetTable(), Name: p}))
+		}
 	}
 	for _, r := range m.st.splitParents(key) {
 		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
