@@ -409,7 +409,19 @@ func regionShell(cfg Config, info Info, replica bool) (*Region, error) {
 			manifestCh <- manifestRead{m, version, err}
 		}()
 	}
-	onDisk, table, err := regionInfoFor(store, info, cfg.Descriptor)
+	var onDisk Info
+	var table TableDescriptor
+	var err error
+	if replica && cfg.Descriptor != nil {
+		// A read replica takes the table's descriptor from its open order, not from the
+		// primary's .regioninfo, which an alter's reopen of the primary may not have rewritten
+		// yet: it would serve the old families and settings until its next open. It writes
+		// nothing.
+		onDisk, _, err = readRegionInfo(store, dir)
+		table = *cfg.Descriptor
+	} else {
+		onDisk, table, err = regionInfoFor(store, info, cfg.Descriptor)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", info.EncodedName(), err)
 	}

@@ -453,3 +453,32 @@ func BenchmarkReplicationOverhead(b *testing.B) {
 		})
 	}
 }
+
+// A read replica opened after an alter takes the descriptor of its open order, not the primary's
+// .regioninfo, which the primary's own reopen may not have rewritten yet: else it would serve the
+// old families and settings (and fail every shipped cell of a new family) until its next open.
+// It writes nothing to the primary's directory.
+func TestReplicaOpensWithTheOrdersDescriptor(t *testing.T) {
+	e := newEnv(t, fam("cf"))
+	putRow(t, e.r, "r1", "v")
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.WAL = nil
+	cfg.Descriptor = &TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("cf"), fam("x")}}
+	r, err := OpenReplica(cfg, e.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if fams := r.Families(); len(fams) != 2 || fams[1].Name != "x" {
+		t.Fatalf("the replica's families %v, want cf and x", fams)
+	}
+	if res, err := r.Get(&Get{Row: []byte("r1")}); err != nil || len(res.Cells) != 1 || string(res.Cells[0].Value) != "v" {
+		t.Fatalf("the replica reads r1 as %v, %v", res, err)
+	}
+	if _, table, err := readRegionInfo(filesOf(e.fs, nil), e.info.Dir()); err != nil || len(table.Families) != 1 {
+		t.Fatalf("the primary's .regioninfo after the replica's open: %v %v, want it untouched", table, err)
+	}
+}

@@ -306,7 +306,9 @@ func (s *Server) openStorage(or *onlineRegion, ot *openTimes) (*region.Region, e
 			}
 			time.Sleep(100 * time.Millisecond) // polling the shared storage for the primary's directory
 		}
-		return region.OpenReplica(s.regionConfig(or.table, or.name), info)
+		cfg := s.regionConfig(or.table, or.name)
+		cfg.Descriptor = &td // the master's, which the primary's .regioninfo may not have yet (an alter)
+		return region.OpenReplica(cfg, info)
 	}
 	// The open writes the directory when new and refreshes .regioninfo (atomically) with the
 	// master's table descriptor, so a reopen after ModifyTable sees the new families.
