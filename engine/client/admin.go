@@ -79,24 +79,46 @@ func (c *Client) RemoveFunction(ctx context.Context, table, name string) error {
 }
 
 func (c *Client) alterFunctions(ctx context.Context, table string, change func([]*pb.TableFunction) ([]*pb.TableFunction, error)) error {
-	tn := ParseTableName(table)
-	var td *pb.TableDescriptor
-	if err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		d, err := m.DescribeTable(ctx, &pb.TableRequest{Table: tn})
-		td = d.GetTable()
-		return err
-	}); err != nil {
-		return err
-	}
-	fns, err := change(td.GetFunctions())
-	if err != nil {
-		return err
-	}
-	td.Functions = fns
-	// The master compiles the modules it is sent and the regions reopen: one attempt may take
-	// the whole operation timeout.
-	return c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
+	return c.AlterTable(ctx, table, func(td *pb.TableDescriptor) error {
+		fns, err := change(td.GetFunctions())
+		td.Functions = fns
 		return err
 	})
+}
+
+// maxAlterAttempts bounds how often AlterTable describes the table again after other alters
+// landed first.
+const maxAlterAttempts = 10
+
+// AlterTable changes table's descriptor: change edits the descriptor the master describes, and
+// the master takes the result only if no other alter landed meanwhile
+// (ModifyTableRequest.expect_version). When one did, the table is described again and change
+// applied to that, so two alters made at once both take effect rather than the later undoing
+// the earlier (HBase refuses the later with ConcurrentTableModificationException).
+func (c *Client) AlterTable(ctx context.Context, table string, change func(*pb.TableDescriptor) error) error {
+	tn := ParseTableName(table)
+	for attempt := 1; ; attempt++ {
+		var desc *pb.DescribeTableResponse
+		if err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			d, err := m.DescribeTable(ctx, &pb.TableRequest{Table: tn})
+			desc = d
+			return err
+		}); err != nil {
+			return err
+		}
+		td := desc.GetTable()
+		if err := change(td); err != nil {
+			return err
+		}
+		version := desc.GetVersion()
+		// The master compiles the modules it is sent and the regions reopen: one attempt may take
+		// the whole operation timeout.
+		err := c.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td, ExpectVersion: &version})
+			return err
+		})
+		if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == maxAlterAttempts {
+			return err
+		}
+	}
 }

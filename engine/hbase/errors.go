@@ -34,6 +34,7 @@ const (
 	classTableNotDisabled       = "org.apache.hadoop.hbase.TableNotDisabledException"
 	classNamespaceNotFound      = "org.apache.hadoop.hbase.NamespaceNotFoundException"
 	classNoSuchFamily           = "org.apache.hadoop.hbase.regionserver.NoSuchColumnFamilyException"
+	classConcurrentModification = "org.apache.hadoop.hbase.ConcurrentTableModificationException"
 	classServerNotRunning       = "org.apache.hadoop.hbase.ipc.ServerNotRunningYetException"
 	classPleaseHold             = "org.apache.hadoop.hbase.PleaseHoldException"
 	classAccessDenied           = "org.apache.hadoop.hbase.security.AccessDeniedException"
@@ -131,6 +132,8 @@ func fromDetail(d *pb.ErrorDetail) *exception {
 		return &exception{class: classNamespaceNotFound, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_NO_SUCH_FAMILY:
 		return &exception{class: classNoSuchFamily, msg: msg, doNotRetry: true}
+	case pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION:
+		return &exception{class: classConcurrentModification, msg: msg, doNotRetry: true}
 	case pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER:
 		return &exception{class: classPleaseHold, msg: msg}
 	case pb.ErrorCode_ERROR_CODE_TIMEOUT:

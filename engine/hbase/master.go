@@ -700,44 +700,14 @@ func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func(
 		tn = r.GetTableName()
 	}
 	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: pbTableName(tn)})
-		if err != nil {
-			return err
-		}
-		td := cur.GetTable()
-		switch r := req.(type) {
-		case *hb.AddColumnRequest, *hb.ModifyColumnRequest:
-			var cf *hb.ColumnFamilySchema
-			if x, ok := r.(*hb.AddColumnRequest); ok {
-				cf = x.GetColumnFamilies()
-			} else {
-				cf = r.(*hb.ModifyColumnRequest).GetColumnFamilies()
-			}
-			fd, err := familyDescriptor(cf)
-			if err != nil {
+		// The change applies to the descriptor as the master has it when it lands: described
+		// again when another alter landed in between (expect_version), a few times.
+		for attempt := 1; ; attempt++ {
+			err := alterFamilyOnce(ctx, m, tn, req)
+			if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == 10 {
 				return err
 			}
-			i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(fd.GetName()) })
-			if _, add := r.(*hb.AddColumnRequest); add {
-				if i >= 0 {
-					return doNotRetry("column family %s already exists in %s", fd.GetName(), tableString(td.GetName()))
-				}
-				td.Families = append(td.Families, fd)
-			} else {
-				if i < 0 {
-					return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", fd.GetName(), tableString(td.GetName())), doNotRetry: true}
-				}
-				td.Families[i] = fd
-			}
-		case *hb.DeleteColumnRequest:
-			i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(r.GetColumnName()) })
-			if i < 0 {
-				return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", r.GetColumnName(), tableString(td.GetName())), doNotRetry: true}
-			}
-			td.Families = slices.Delete(td.Families, i, i+1)
 		}
-		_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
-		return err
 	})
 	if err != nil {
 		return nil, err
@@ -749,6 +719,49 @@ func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func(
 		return &hb.ModifyColumnResponse{ProcId: proc()}, nil
 	}
 	return &hb.DeleteColumnResponse{ProcId: proc()}, nil
+}
+
+// alterFamilyOnce describes the table and changes it as req says, at the version described.
+func alterFamilyOnce(ctx context.Context, m pb.MasterClient, tn *hb.TableName, req proto.Message) error {
+	cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: pbTableName(tn)})
+	if err != nil {
+		return err
+	}
+	td := cur.GetTable()
+	switch r := req.(type) {
+	case *hb.AddColumnRequest, *hb.ModifyColumnRequest:
+		var cf *hb.ColumnFamilySchema
+		if x, ok := r.(*hb.AddColumnRequest); ok {
+			cf = x.GetColumnFamilies()
+		} else {
+			cf = r.(*hb.ModifyColumnRequest).GetColumnFamilies()
+		}
+		fd, err := familyDescriptor(cf)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(fd.GetName()) })
+		if _, add := r.(*hb.AddColumnRequest); add {
+			if i >= 0 {
+				return doNotRetry("column family %s already exists in %s", fd.GetName(), tableString(td.GetName()))
+			}
+			td.Families = append(td.Families, fd)
+		} else {
+			if i < 0 {
+				return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", fd.GetName(), tableString(td.GetName())), doNotRetry: true}
+			}
+			td.Families[i] = fd
+		}
+	case *hb.DeleteColumnRequest:
+		i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.GetName()) == string(r.GetColumnName()) })
+		if i < 0 {
+			return &exception{class: classNoSuchFamily, msg: fmt.Sprintf("column family %s does not exist in %s", r.GetColumnName(), tableString(td.GetName())), doNotRetry: true}
+		}
+		td.Families = slices.Delete(td.Families, i, i+1)
+	}
+	version := cur.GetVersion()
+	_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td, ExpectVersion: &version})
+	return err
 }
 
 // ---- descriptors ----

@@ -527,3 +527,46 @@ func TestRepeatedCloseReportOfAReopenedRegion(t *testing.T) {
 		}
 	}
 }
+
+// A ModifyTable naming the version it changed is refused, changing nothing, once another alter
+// landed after that version was described: two alters made from one describe cannot undo each
+// other's change (HBase's ConcurrentTableModificationException).
+func TestModifyTableAtAVersion(t *testing.T) {
+	c := newCluster(t, 1, nil, nil)
+	c.createTable("t1", 1, 1)
+	c.waitAllOpen("t1", 10*time.Second)
+	describe := func() *pb.DescribeTableResponse {
+		t.Helper()
+		d, err := c.mc.DescribeTable(c.ctx(), &pb.TableRequest{Table: tableName("t1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := describe()
+	withFamily := func(name string) *pb.TableDescriptor {
+		td := proto.CloneOf(before.GetTable())
+		td.Families = append(td.Families, &pb.ColumnFamilyDescriptor{Name: []byte(name)})
+		return td
+	}
+	v := before.GetVersion()
+	if _, err := c.mc.ModifyTable(c.ctx(), &pb.ModifyTableRequest{Table: withFamily("a"), ExpectVersion: &v}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllOpen("t1", 10*time.Second)
+	_, err := c.mc.ModifyTable(c.ctx(), &pb.ModifyTableRequest{Table: withFamily("b"), ExpectVersion: &v})
+	if errCode(err) != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION {
+		t.Fatalf("a modify of a version altered since: %v, want CONCURRENT_MODIFICATION", err)
+	}
+	after := describe()
+	if after.GetVersion() != v+1 || len(after.GetTable().GetFamilies()) != 2 || string(after.GetTable().GetFamilies()[1].GetName()) != "a" {
+		t.Fatalf("after the refused modify: version %d (want %d), families %v", after.GetVersion(), v+1, after.GetTable().GetFamilies())
+	}
+	// Without a version the change applies, as before.
+	if _, err := c.mc.ModifyTable(c.ctx(), &pb.ModifyTableRequest{Table: withFamily("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe().GetVersion(); got != v+2 {
+		t.Fatalf("version %d after a second modify, want %d", got, v+2)
+	}
+}

@@ -381,6 +381,7 @@ func (m *Master) restoreFrom(ctx context.Context, man *pb.SnapshotManifest, tn *
 		}
 		nt = proto.CloneOf(t)
 		nt.Table = td
+		nt.Version++
 		m.dropRegionsLocked(&batch, nt, key)
 	}
 	var keys [][]byte

@@ -191,6 +191,11 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	if m.tableRegionsBusyLocked(key) {
 		return errDetail(pb.ErrorCode_ERROR_CODE_FAILED_PRECONDITION, true, "regions of table %s are in transition: retry when they settle", key)
 	}
+	if req.ExpectVersion != nil && req.GetExpectVersion() != t.GetVersion() {
+		return errDetail(pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION, false,
+			"table %s was altered since it was described (version %d, not %d): describe it again and apply the change to that", key,
+			t.GetVersion(), req.GetExpectVersion())
+	}
 	old := t.GetTable()
 	if td.GetRegionReplication() == 0 {
 		td.RegionReplication = old.GetRegionReplication()
@@ -204,6 +209,7 @@ func (m *Master) modifyTable(ctx context.Context, req *pb.ModifyTableRequest) er
 	var b batch
 	nt := proto.CloneOf(t)
 	nt.Table = td
+	nt.Version++
 	b.putTable(nt)
 	now := m.clock().UnixMilli()
 	for _, p := range m.st.index[key] {
@@ -510,7 +516,7 @@ func (m *Master) describeTable(req *pb.TableRequest) (*pb.DescribeTableResponse,
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	return &pb.DescribeTableResponse{Table: proto.CloneOf(t.GetTable()), State: t.GetState()}, nil
+	return &pb.DescribeTableResponse{Table: proto.CloneOf(t.GetTable()), State: t.GetState(), Version: t.GetVersion()}, nil
 }
 
 // locationLocked is a region's location as clients see it: the server only while it is OPEN.

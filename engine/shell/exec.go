@@ -836,15 +836,14 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 	if err != nil {
 		return err
 	}
-	var desc *pb.DescribeTableResponse
-	if err := s.master(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		desc, err = m.DescribeTable(ctx, &pb.TableRequest{Table: client.ParseTableName(t)})
-		return err
-	}); err != nil {
-		return err
-	}
-	td := desc.GetTable()
-	for _, a := range args[1:] {
+	// The changes apply to the descriptor as the master has it when they land: described again
+	// if another alter landed in between.
+	return s.Client.AlterTable(ctx, t, func(td *pb.TableDescriptor) error { return alterDescriptor(t, td, args[1:]) })
+}
+
+// alterDescriptor applies alter's arguments to td.
+func alterDescriptor(t string, td *pb.TableDescriptor, args []Value) error {
+	for _, a := range args {
 		if a.Kind == String {
 			a = Value{Kind: Hash, Keys: []string{"NAME"}, Map: map[string]Value{"NAME": a}}
 		}
@@ -898,12 +897,7 @@ func (s *Shell) alter(ctx context.Context, args []Value) error {
 	if err := schema.Descriptor(td); err != nil {
 		return usage("%v", err)
 	}
-	// The master may compile a function's module and the regions reopen: one attempt may take
-	// the whole operation timeout.
-	return s.Client.MasterWait(ctx, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
-		return err
-	})
+	return nil
 }
 
 func tableOp(op string) func(*Shell, context.Context, []Value) error {

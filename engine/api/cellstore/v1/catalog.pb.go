@@ -219,6 +219,8 @@ type CatalogTable struct {
 	// table still link to: the archive cleaner keeps those files until the regions compacted
 	// their links away, even when the snapshot itself is deleted.
 	LinkManifests []string `protobuf:"bytes,8,rep,name=link_manifests,json=linkManifests,proto3" json:"link_manifests,omitempty"`
+	// The descriptor's version: raised by each change of it (DescribeTableResponse.version).
+	Version       uint64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +309,13 @@ func (x *CatalogTable) GetLinkManifests() []string {
 		return x.LinkManifests
 	}
 	return nil
+}
+
+func (x *CatalogTable) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // SnapshotRestore is a clone_snapshot or restore_snapshot under way: the regions whose directories
@@ -1418,7 +1427,7 @@ var File_cellstore_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x1acellstore/v1/catalog.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\x1a\x19cellstore/v1/master.proto\"\xd7\x02\n" +
+	"\x1acellstore/v1/catalog.proto\x12\fcellstore.v1\x1a\x19cellstore/v1/common.proto\x1a\x19cellstore/v1/master.proto\"\xf1\x02\n" +
 	"\fCatalogTable\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\x12\x1d\n" +
@@ -1428,7 +1437,8 @@ const file_cellstore_v1_catalog_proto_rawDesc = "" +
 	"\farchive_dirs\x18\x05 \x03(\tR\varchiveDirs\x12$\n" +
 	"\x0estate_since_ms\x18\x06 \x01(\x03R\fstateSinceMs\x127\n" +
 	"\arestore\x18\a \x01(\v2\x1d.cellstore.v1.SnapshotRestoreR\arestore\x12%\n" +
-	"\x0elink_manifests\x18\b \x03(\tR\rlinkManifests\"\x9f\x01\n" +
+	"\x0elink_manifests\x18\b \x03(\tR\rlinkManifests\x12\x18\n" +
+	"\aversion\x18\t \x01(\x04R\aversion\"\x9f\x01\n" +
 	"\x0fSnapshotRestore\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\tR\bsnapshot\x12#\n" +
 	"\rlink_manifest\x18\x02 \x01(\tR\flinkManifest\x12\x18\n" +

@@ -494,6 +494,10 @@ const (
 	// retried — a retry would find the write's own effect and answer that the condition failed, or
 	// apply it twice: read the row to know.
 	ErrorCode_ERROR_CODE_OUTCOME_UNKNOWN ErrorCode = 31
+	// A ModifyTable that names the descriptor version it changed found the table altered since
+	// (another alter between its describe and its modify): nothing was changed. Describe the table
+	// again and apply the change to what it says (HBase's ConcurrentTableModificationException).
+	ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION ErrorCode = 32
 )
 
 // Enum value maps for ErrorCode.
@@ -531,6 +535,7 @@ var (
 		29: "ERROR_CODE_FUNCTION_FAILED",
 		30: "ERROR_CODE_RESULT_TOO_LARGE",
 		31: "ERROR_CODE_OUTCOME_UNKNOWN",
+		32: "ERROR_CODE_CONCURRENT_MODIFICATION",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNKNOWN":                   0,
@@ -565,6 +570,7 @@ var (
 		"ERROR_CODE_FUNCTION_FAILED":           29,
 		"ERROR_CODE_RESULT_TOO_LARGE":          30,
 		"ERROR_CODE_OUTCOME_UNKNOWN":           31,
+		"ERROR_CODE_CONCURRENT_MODIFICATION":   32,
 	}
 )
 
@@ -3479,7 +3485,7 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x13TABLE_STATE_ENABLED\x10\x00\x12\x18\n" +
 	"\x14TABLE_STATE_DISABLED\x10\x01\x12\x18\n" +
 	"\x14TABLE_STATE_ENABLING\x10\x02\x12\x19\n" +
-	"\x15TABLE_STATE_DISABLING\x10\x03*\xf5\a\n" +
+	"\x15TABLE_STATE_DISABLING\x10\x03*\x9d\b\n" +
 	"\tErrorCode\x12\x16\n" +
 	"\x12ERROR_CODE_UNKNOWN\x10\x00\x12!\n" +
 	"\x1dERROR_CODE_NOT_SERVING_REGION\x10\x01\x12\x1b\n" +
@@ -3513,7 +3519,8 @@ const file_cellstore_v1_common_proto_rawDesc = "" +
 	"\x1fERROR_CODE_WRONG_SERVER_PROCESS\x10\x1c\x12\x1e\n" +
 	"\x1aERROR_CODE_FUNCTION_FAILED\x10\x1d\x12\x1f\n" +
 	"\x1bERROR_CODE_RESULT_TOO_LARGE\x10\x1e\x12\x1e\n" +
-	"\x1aERROR_CODE_OUTCOME_UNKNOWN\x10\x1f*\xca\x01\n" +
+	"\x1aERROR_CODE_OUTCOME_UNKNOWN\x10\x1f\x12&\n" +
+	"\"ERROR_CODE_CONCURRENT_MODIFICATION\x10 *\xca\x01\n" +
 	"\fThrottleType\x12 \n" +
 	"\x1cTHROTTLE_TYPE_REQUEST_NUMBER\x10\x00\x12\x1e\n" +
 	"\x1aTHROTTLE_TYPE_REQUEST_SIZE\x10\x01\x12\x1d\n" +

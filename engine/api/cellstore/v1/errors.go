@@ -52,6 +52,7 @@ var grpcCodes = map[ErrorCode]codes.Code{
 	ErrorCode_ERROR_CODE_WRONG_REGION:              codes.InvalidArgument,
 	ErrorCode_ERROR_CODE_UNAUTHENTICATED:           codes.Unauthenticated,
 	ErrorCode_ERROR_CODE_ACCESS_DENIED:             codes.PermissionDenied,
+	ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION:   codes.Aborted,
 }
 
 // Status converts d into a gRPC status error carrying d as a detail.

@@ -659,8 +659,12 @@ func (x *CreateTableResponse) GetRegions() []*RegionInfo {
 }
 
 type ModifyTableRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// When set, the change applies only if the table's descriptor is still at this version (the
+	// one DescribeTable answered); else CONCURRENT_MODIFICATION and nothing changes, so two alters
+	// made from one describe cannot undo each other's change.
+	ExpectVersion *uint64 `protobuf:"varint,2,opt,name=expect_version,json=expectVersion,proto3,oneof" json:"expect_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -700,6 +704,13 @@ func (x *ModifyTableRequest) GetTable() *TableDescriptor {
 		return x.Table
 	}
 	return nil
+}
+
+func (x *ModifyTableRequest) GetExpectVersion() uint64 {
+	if x != nil && x.ExpectVersion != nil {
+		return *x.ExpectVersion
+	}
+	return 0
 }
 
 type ModifyTableResponse struct {
@@ -1030,9 +1041,12 @@ func (x *ListTablesResponse) GetTables() []*TableSummary {
 }
 
 type DescribeTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	State         TableState             `protobuf:"varint,2,opt,name=state,proto3,enum=cellstore.v1.TableState" json:"state,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table *TableDescriptor       `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	State TableState             `protobuf:"varint,2,opt,name=state,proto3,enum=cellstore.v1.TableState" json:"state,omitempty"`
+	// The descriptor's version: each ModifyTable (and restore_snapshot) raises it
+	// (ModifyTableRequest.expect_version).
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1079,6 +1093,13 @@ func (x *DescribeTableResponse) GetState() TableState {
 		return x.State
 	}
 	return TableState_TABLE_STATE_ENABLED
+}
+
+func (x *DescribeTableResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // RegionLocation is where a region (one replica of it) is served, with the address of the
@@ -5475,9 +5496,11 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\vnum_regions\x18\x03 \x01(\x05R\n" +
 	"numRegions\"I\n" +
 	"\x13CreateTableResponse\x122\n" +
-	"\aregions\x18\x01 \x03(\v2\x18.cellstore.v1.RegionInfoR\aregions\"I\n" +
+	"\aregions\x18\x01 \x03(\v2\x18.cellstore.v1.RegionInfoR\aregions\"\x88\x01\n" +
 	"\x12ModifyTableRequest\x123\n" +
-	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\"\x15\n" +
+	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12*\n" +
+	"\x0eexpect_version\x18\x02 \x01(\x04H\x00R\rexpectVersion\x88\x01\x01B\x11\n" +
+	"\x0f_expect_version\"\x15\n" +
 	"\x13ModifyTableResponse\"=\n" +
 	"\fTableRequest\x12-\n" +
 	"\x05table\x18\x01 \x01(\v2\x17.cellstore.v1.TableNameR\x05table\"\x0f\n" +
@@ -5493,10 +5516,11 @@ const file_cellstore_v1_master_proto_rawDesc = "" +
 	"\aregions\x18\x03 \x01(\x05R\aregions\x12#\n" +
 	"\rrestore_error\x18\x04 \x01(\tR\frestoreError\"H\n" +
 	"\x12ListTablesResponse\x122\n" +
-	"\x06tables\x18\x01 \x03(\v2\x1a.cellstore.v1.TableSummaryR\x06tables\"|\n" +
+	"\x06tables\x18\x01 \x03(\v2\x1a.cellstore.v1.TableSummaryR\x06tables\"\x96\x01\n" +
 	"\x15DescribeTableResponse\x123\n" +
 	"\x05table\x18\x01 \x01(\v2\x1d.cellstore.v1.TableDescriptorR\x05table\x12.\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\"\xdc\x01\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cellstore.v1.TableStateR\x05state\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\xdc\x01\n" +
 	"\x0eRegionLocation\x120\n" +
 	"\x06region\x18\x01 \x01(\v2\x18.cellstore.v1.RegionInfoR\x06region\x120\n" +
 	"\x06server\x18\x02 \x01(\v2\x18.cellstore.v1.ServerNameR\x06server\x12/\n" +
@@ -6197,6 +6221,7 @@ func file_cellstore_v1_master_proto_init() {
 		return
 	}
 	file_cellstore_v1_common_proto_init()
+	file_cellstore_v1_master_proto_msgTypes[8].OneofWrappers = []any{}
 	file_cellstore_v1_master_proto_msgTypes[57].OneofWrappers = []any{
 		(*Quota_User)(nil),
 		(*Quota_Table)(nil),
