@@ -77,9 +77,11 @@ func (s *Server) endpointScan(c *rpc.Call, or *onlineRegion, r *region.Region, p
 	return rs, nil
 }
 
-// scanFor runs rs until the region is done or deadline passes, handing every whole row to each.
-// It returns the row to resume from (nil: the region is done).
-func scanFor(rs *region.RegionScanner, deadline time.Time, each func(res *region.Result) *pb.ErrorDetail) ([]byte, *pb.ErrorDetail, error) {
+// scanFor runs rs, which starts at row start, until the region is done or deadline passes,
+// handing every whole row to each. It returns the row to resume from (nil: the region is done),
+// never start itself: a call that could not finish its first row in time reads on, or the next
+// call would start at that row again, and time out in it again, for ever.
+func scanFor(rs *region.RegionScanner, start []byte, deadline time.Time, each func(res *region.Result) *pb.ErrorDetail) ([]byte, *pb.ErrorDetail, error) {
 	var last []byte
 	for {
 		b, err := rs.Next()
@@ -96,7 +98,7 @@ func scanFor(rs *region.RegionScanner, deadline time.Time, each func(res *region
 			return nil, nil, nil
 		}
 		if time.Now().After(deadline) {
-			if b.Heartbeat && len(b.Cursor) > 0 {
+			if b.Heartbeat && len(b.Cursor) > 0 && !bytes.Equal(b.Cursor, start) {
 				// The cursor row was not returned: start again at it.
 				return slices.Clone(b.Cursor), nil, nil
 			}
@@ -139,7 +141,7 @@ func (s *Server) handleAggregate(ctx context.Context, c *rpc.Call) {
 	}
 	defer rs.Close()
 	var read int64
-	resume, d, err := scanFor(rs, deadline, func(res *region.Result) *pb.ErrorDetail {
+	resume, d, err := scanFor(rs, req.GetScan().GetStartRow(), deadline, func(res *region.Result) *pb.ErrorDetail {
 		if len(res.Cells) > 0 {
 			fold.Row()
 		}
@@ -244,7 +246,7 @@ func (s *Server) handleBulkDelete(ctx context.Context, c *rpc.Call) {
 		return nil
 	}
 	var read int64
-	resume, d, err := scanFor(rs, deadline, func(res *region.Result) *pb.ErrorDetail {
+	resume, d, err := scanFor(rs, req.GetScan().GetStartRow(), deadline, func(res *region.Result) *pb.ErrorDetail {
 		if len(res.Cells) == 0 {
 			return nil
 		}

@@ -165,7 +165,7 @@ func TestAggregationEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resume, d, err := scanFor(rs, time.Now().Add(-time.Second), func(res *region.Result) *pb.ErrorDetail {
+		resume, d, err := scanFor(rs, from, time.Now().Add(-time.Second), func(res *region.Result) *pb.ErrorDetail {
 			rowsRead++
 			return nil
 		})
@@ -690,5 +690,58 @@ func TestFlushCompactThroughTheMaster(t *testing.T) {
 	}
 	if r, err := tbl.Get(ctx, &pb.Get{Row: []byte("z")}); err != nil || string(r.Value("f", "q")) != "v1" {
 		t.Fatalf("after the compactions: %v %v", r, err)
+	}
+}
+
+// A row wider than an endpoint call's time budget: the call that could not finish it in time
+// reads on rather than answer its own start row as where to resume, which the next call would
+// start at and time out in again, for ever (the client gave up: "resume row is not past").
+func TestEndpointCallFinishesARowWiderThanItsBudget(t *testing.T) {
+	c := startCluster(t, 1)
+	createTable(t, c, "wide", nil)
+	regionName, _ := locate(t, c, "wide", []byte("w"))
+	r := c.regionOnAny(regionName)
+	const cells = 20000
+	for batch := range cells / 1000 {
+		m := region.NewMutation([]byte("w"))
+		for i := range 1000 {
+			m.Put([]byte("f"), []byte(fmt.Sprintf("q%06d", batch*1000+i)), 1, []byte("v"))
+		}
+		if err := r.Mutate(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Mutate(region.NewMutation([]byte("x")).Put([]byte("f"), []byte("q"), 1, []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	var from []byte = []byte("w")
+	var rows []string
+	for calls := 0; ; calls++ {
+		if calls > 10 {
+			t.Fatalf("no end after %d calls (resuming at %q)", calls, from)
+		}
+		// A budget that runs out within the first row: its scanner stops mid-row with a cursor.
+		rs, err := r.Scanner(&region.Scan{StartRow: from, TimeLimit: time.Microsecond, Caching: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resume, d, err := scanFor(rs, from, time.Now().Add(-time.Second), func(res *region.Result) *pb.ErrorDetail {
+			rows = append(rows, fmt.Sprintf("%s:%d", res.Row, len(res.Cells)))
+			return nil
+		})
+		rs.Close()
+		if err != nil || d != nil {
+			t.Fatal(err, d)
+		}
+		if resume == nil {
+			break
+		}
+		if bytes.Equal(resume, from) {
+			t.Fatalf("the call started at %q answers it as where to resume: no progress", from)
+		}
+		from = resume
+	}
+	if want := []string{fmt.Sprintf("w:%d", cells), "x:1"}; !slices.Equal(rows, want) {
+		t.Fatalf("rows %v, want %v", rows, want)
 	}
 }

@@ -78,7 +78,7 @@ func (s *Server) handleCallFunction(ctx context.Context, c *rpc.Call) {
 	var resp pb.CallFunctionResponse
 	var read int64
 	out, err := set.RunEndpoint(ctx, req.GetFunction(), req.GetEndpoint(), req.GetArgument(), func(e *function.Endpoint) error {
-		resume, d, err := scanFor(rs, deadline, func(res *region.Result) *pb.ErrorDetail {
+		resume, d, err := scanFor(rs, req.GetScan().GetStartRow(), deadline, func(res *region.Result) *pb.ErrorDetail {
 			resp.Rows++
 			for i := range res.Cells {
 				read += int64(len(res.Cells[i].Key) + len(res.Cells[i].Value))
