@@ -145,7 +145,7 @@ func (c *functionCollector) Collect(ch chan<- prometheus.Metric) {
 	used, limit := c.s.functions.Memory()
 	ch <- prometheus.MustNewConstMetric(functionMemoryDesc, prometheus.GaugeValue, float64(used))
 	ch <- prometheus.MustNewConstMetric(functionMemoryLimitDesc, prometheus.GaugeValue, float64(limit))
-	for _, st := range c.s.functions.Stats() {
+	for _, st := range functionSeries(c.s.functions.Stats()) {
 		ch <- prometheus.MustNewConstMetric(functionCallsDesc, prometheus.CounterValue, float64(st.Calls), st.Table, st.Name)
 		ch <- prometheus.MustNewConstMetric(functionFailuresDesc, prometheus.CounterValue, float64(st.Failures), st.Table, st.Name)
 		disabled := 0.0
@@ -154,4 +154,31 @@ func (c *functionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(functionDisabledDesc, prometheus.GaugeValue, disabled, st.Table, st.Name)
 	}
+}
+
+// functionSeries merges the loaded versions of each table function into one: while an alter
+// changing a function's module or its ARGS or limits reaches the table's regions, regions here
+// hold different versions of it under the same table and name, and two series with the same
+// labels would fail the whole scrape. Their calls and failures add up; the function counts as
+// disabled when any version of it is.
+func functionSeries(stats []function.Stats) []function.Stats {
+	type key struct{ table, name string }
+	at := make(map[key]int, len(stats))
+	out := make([]function.Stats, 0, len(stats))
+	for _, st := range stats {
+		k := key{st.Table, st.Name}
+		i, seen := at[k]
+		if !seen {
+			at[k] = len(out)
+			out = append(out, st)
+			continue
+		}
+		m := &out[i]
+		m.Calls += st.Calls
+		m.Failures += st.Failures
+		m.Disabled = m.Disabled || st.Disabled
+		m.Instances += st.Instances
+		m.Active += st.Active
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package regionserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/cellstore/cellstore/engine/region"
 	"github.com/cellstore/cellstore/engine/rpc"
 	"github.com/cellstore/cellstore/engine/storage"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const examples = "github.com/cellstore/cellstore/engine/compute/function/examples/"
@@ -313,3 +316,73 @@ const testGuest = "github.com/cellstore/cellstore/engine/compute/function/testda
 // generous is the time limit of the tests' function calls: the default 100 ms is short for a
 // call on a machine as busy as a test run's (-race, packages in parallel).
 const generous = 5000
+
+// While an alter changing a function's limits reaches a table's regions, two regions here hold
+// two loaded versions of it, with the same table and name: /metrics still answers, one series
+// per function with the versions' calls added up and disabled if one of them is.
+func TestFunctionMetricsTwoVersions(t *testing.T) {
+	wasm := functiontest.Build(t, "github.com/cellstore/cellstore/engine/compute/function/testdata/testguest")
+	sum := sha256.Sum256(wasm)
+	read := func(sha []byte) ([]byte, error) { return wasm, nil }
+	rt := function.NewRuntime(slog.New(slog.DiscardHandler))
+	t.Cleanup(rt.Close)
+	open := func(timeoutMs, maxFailures int32) *function.Set {
+		t.Helper()
+		spec := &pb.TableFunction{Name: "tg", Sha256: sum[:], TimeoutMs: timeoutMs, MaxFailures: maxFailures}
+		set, err := rt.Open(context.Background(), "default:t", []*pb.TableFunction{spec}, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(set.Close)
+		return set
+	}
+	old, altered := open(5000, 1), open(6000, 5)
+	put := func(set *function.Set, value string) error {
+		m := region.NewMutation([]byte("row1"))
+		m.Put([]byte("f"), []byte("q"), 5, []byte(value))
+		return set.PreMutate(m)
+	}
+	for range 2 {
+		if err := put(old, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := put(old, "trap"); err == nil { // its one failure allowed: disabled
+		t.Fatal("a trap did not fail")
+	}
+	for range 3 {
+		if err := put(altered, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := rt.Stats(); len(st) != 2 {
+		t.Fatalf("stats %+v: want two loaded versions", st)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&functionCollector{s: &Server{functions: rt}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering with two versions of a function loaded: %v", err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = fmt.Sprint(v)
+		}
+	}
+	for name, want := range map[string]string{
+		"cellstore_regionserver_function_calls_total{function=tg,table=default:t}":    "6",
+		"cellstore_regionserver_function_failures_total{function=tg,table=default:t}": "1",
+		"cellstore_regionserver_function_disabled{function=tg,table=default:t}":       "1",
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %q, want %s (all: %v)", name, got[name], want, got)
+		}
+	}
+}
