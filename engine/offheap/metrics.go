@@ -13,9 +13,9 @@ var (
 	descBudgetLimit = prometheus.NewDesc("cellstore_offheap_budget_limit_bytes",
 		"Limit of an off-heap budget.", []string{"budget"}, nil)
 	descBudgetUsed = prometheus.NewDesc("cellstore_offheap_budget_used_bytes",
-		"Bytes reserved in an off-heap budget.", []string{"budget"}, nil)
+		"Bytes reserved in an off-heap budget: arenas mapped, which stay reserved while mapped (the block cache's from the start, the memstore chunk pool's after a flush, for reuse), so mostly a high-water mark, not bytes in use.", []string{"budget"}, nil)
 	descBudgetRefused = prometheus.NewDesc("cellstore_offheap_budget_refused_count",
-		"Reservations an off-heap budget refused.", []string{"budget"}, nil)
+		"Reservations an off-heap budget refused (for the memstore: writers waited for a flush).", []string{"budget"}, nil)
 	descPoolChunks = prometheus.NewDesc("cellstore_memstore_chunk_pool_chunks",
 		"Memstore chunks by state (in_use, free).", []string{"pool", "state"}, nil)
 	descPoolData = prometheus.NewDesc("cellstore_memstore_chunk_data_bytes",

@@ -194,7 +194,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		&lagCollector{s: s},
 		&functionCollector{s: s},
 		blockcache.NewCollector(s.l1, s.l2),
-		offheap.NewCollector([]*offheap.Budget{s.budget}, s.pool),
+		offheap.NewCollector(s.budgets, s.pool),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

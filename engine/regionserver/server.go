@@ -348,6 +348,8 @@ type Server struct {
 	l1     *blockcache.LRU
 	l2     *blockcache.BucketCache
 	cache  *blockcache.Combined
+	// budgets are budget and the budgets under it (memstore, and blockcache with an L2), exported.
+	budgets []*offheap.Budget
 
 	walMu  sync.RWMutex
 	wal    serverLog
@@ -467,6 +469,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.budgets = []*offheap.Budget{s.budget, msBudget}
 	if s.pool, err = offheap.NewChunkPool(offheap.ChunkPoolOptions{Name: "memstore", ChunkSize: cfg.ChunkSize,
 		Hugepages: cfg.Hugepages, Budget: msBudget, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("regionserver: memstore chunk pool: %w", err)
@@ -481,6 +484,7 @@ func New(cfg Config) (*Server, error) {
 			s.pool.Close()
 			return nil, err
 		}
+		s.budgets = append(s.budgets, cacheBudget)
 		if s.l2, err = blockcache.NewBucketCache(blockcache.BucketCacheOptions{Capacity: cfg.BlockCacheOffheap,
 			Hugepages: cfg.Hugepages, Budget: cacheBudget, Logger: cfg.Logger}); err != nil {
 			s.pool.Close()

@@ -78,12 +78,15 @@ func TestAlertRules(t *testing.T) {
 			"cellstore_regionserver_compaction_queue_length" + rsSel(rs0): "25x45",
 			"cellstore_regionserver_compaction_queue_length" + rsSel(rs1): "5x45",
 		}, map[string][]map[string]string{"20m": nil, "40m": {rsLabels("prod-regionserver-0")}}},
-		{"CellstoreOffheapBudgetNearLimit", map[string]string{
-			`cellstore_offheap_budget_used_bytes{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="offheap"}`:  "96x25",
-			`cellstore_offheap_budget_limit_bytes{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="offheap"}`: "100x25",
-			`cellstore_offheap_budget_used_bytes{namespace="db", service="prod-master", pod="prod-master-0", budget="offheap"}`:              "50x25",
-			`cellstore_offheap_budget_limit_bytes{namespace="db", service="prod-master", pod="prod-master-0", budget="offheap"}`:             "100x25",
-		}, map[string][]map[string]string{"10m": nil, "20m": {{"namespace": "db", "service": "prod-regionserver", "pod": "prod-regionserver-0", "budget": "offheap"}}}},
+		{"CellstoreOffheapBudgetNearLimit", map[string]string{ // reserved up to the limit, nothing refused: silent
+			`cellstore_offheap_budget_used_bytes{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="offheap"}`:    "100x25",
+			`cellstore_offheap_budget_limit_bytes{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="offheap"}`:   "100x25",
+			`cellstore_offheap_budget_refused_count{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="offheap"}`: "3x25",
+		}, map[string][]map[string]string{"10m": nil, "20m": nil}},
+		{"CellstoreOffheapBudgetNearLimit", map[string]string{ // refusals that keep coming
+			`cellstore_offheap_budget_refused_count{namespace="db", service="prod-regionserver", pod="prod-regionserver-0", budget="memstore"}`: "0 0 0 1+1x25",
+			`cellstore_offheap_budget_refused_count{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", budget="memstore"}`: "4x28",
+		}, map[string][]map[string]string{"10m": nil, "25m": {{"namespace": "db", "service": "prod-regionserver", "pod": "prod-regionserver-0", "budget": "memstore"}}}},
 		{"CellstoreRequestsThrottled", map[string]string{
 			"cellstore_regionserver_throttled_request_count_total" + rsSel(rs0): "0+10x30",
 			"cellstore_regionserver_throttled_request_count_total" + rsSel(rs1): "4x30",

@@ -31,8 +31,7 @@ const (
 	MetricWALSyncCount       = "cellstore_regionserver_wal_sync_count"
 	MetricWALFailures        = "cellstore_regionserver_wal_failure_total"
 	MetricCompactionQueue    = "cellstore_regionserver_compaction_queue_length"
-	MetricOffheapUsed        = "cellstore_offheap_budget_used_bytes"
-	MetricOffheapLimit       = "cellstore_offheap_budget_limit_bytes"
+	MetricOffheapRefused     = "cellstore_offheap_budget_refused_count"
 	MetricReplicationLag     = "cellstore_regionserver_replication_lag_seconds"
 	MetricCertificateExpiry  = "cellstore_tls_certificate_expiry_timestamp_seconds"
 	MetricS3Requests         = "cellstore_s3_requests_total"
@@ -146,10 +145,12 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 					fmt.Sprintf(`%s{%s} > 20`, MetricCompactionQueue, rs), "30m", "warning",
 					"Cellstore compactions fall behind",
 					who+": {{ $value }} regions of {{ $labels.pod }} have been waiting for a compaction for 30 minutes; reads slow down and writes block at too many store files."),
+				// A budget's used bytes are a high-water mark (arenas stay mapped: the block cache's
+				// from the start, the memstore pool's after a flush), so the alert watches refusals.
 				rule("CellstoreOffheapBudgetNearLimit",
-					fmt.Sprintf(`%s{%s} / %s{%s} > 0.95`, MetricOffheapUsed, all, MetricOffheapLimit, all), "15m", "warning",
-					"A Cellstore off-heap budget is nearly used up",
-					who+": budget {{ $labels.budget }} of {{ $labels.pod }} is above 95%; reservations beyond it are refused. Give the role more memory."),
+					fmt.Sprintf(`increase(%s{%s}[5m]) > 0`, MetricOffheapRefused, all), "15m", "warning",
+					"A Cellstore off-heap budget keeps refusing reservations",
+					who+": budget {{ $labels.budget }} of {{ $labels.pod }} has been refusing reservations for 15 minutes (memstore: writes waited for flushes). Give the role more memory or raise the budget."),
 				rule("CellstoreRequestsThrottled",
 					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s}[5m])) > 0`, MetricThrottledRequests, rs), "15m", "info",
 					"Cellstore requests are throttled by quotas",
