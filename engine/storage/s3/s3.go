@@ -186,16 +186,7 @@ func (b *Bucket) call(ctx context.Context, op, key string, fn func(ctx context.C
 
 // explain maps the store's answer to the storage errors and says what to do.
 func (b *Bucket) explain(op, key string, err error) error {
-	var ae smithy.APIError
-	code := ""
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	var re *awshttp.ResponseError
-	status := 0
-	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
-	}
+	code, status := answer(err)
 	where := fmt.Sprintf("%s %s (bucket %s", op, key, b.cfg.Bucket)
 	if b.cfg.Endpoint != "" {
 		where += " at " + b.cfg.Endpoint

@@ -58,7 +58,16 @@ func TestCheckConditionalWrites(t *testing.T) {
 	if err != nil || len(left) != 0 {
 		t.Fatalf("the check left objects behind: %v %v", left, err)
 	}
-	// The requests were counted, the refused conditional ones under the store's code.
+	// The requests were counted, the refused conditional ones as such (not failures).
+	results := requestResults(t, reg)
+	if results["put/ok"] < 1 || results["put/precondition"] < 1 || results["put/PreconditionFailed"] != 0 {
+		t.Errorf("request metrics %v: want put/ok and put/precondition", results)
+	}
+}
+
+// requestResults gathers cellstore_s3_requests_total into "op/result" → count.
+func requestResults(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +90,70 @@ func TestCheckConditionalWrites(t *testing.T) {
 			results[op+"/"+result] += m.GetCounter().GetValue()
 		}
 	}
-	if results["put/ok"] < 1 || results["put/PreconditionFailed"] < 1 {
-		t.Errorf("request metrics %v: want put/ok and put/PreconditionFailed", results)
+	return results
+}
+
+// The answers a caller asks for are counted as what they are, not as failures of the store
+// (CellstoreStorageErrors): a HEAD or GET of a missing key (a standby master probes for the
+// catalog's snapshot every second), a conditional put that lost its race (fencing), a ranged read
+// past the end and a request its caller canceled. A missing bucket still counts under its code.
+func TestRequestResults(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "results")
+	ctx := context.Background()
+	open := func(bucket string) (*s3.Bucket, *prometheus.Registry) {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		cfg := srv.Config(bucket)
+		cfg.Registerer = reg
+		b, err := s3.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, reg
+	}
+	b, reg := open("results")
+	if _, err := b.Stat(ctx, "missing"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("stat of a missing key: %v", err)
+	}
+	if _, _, err := b.Get(ctx, "missing"); !errors.Is(err, storage.ErrNoObject) {
+		t.Fatalf("get of a missing key: %v", err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("first"), storage.Condition{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "k", []byte("second"), storage.Condition{IfNoneMatch: true}); !errors.Is(err, storage.ErrPrecondition) {
+		t.Fatalf("a create of an existing key: %v", err)
+	}
+	if got, err := b.GetRange(ctx, "k", 100, 10); err != nil || len(got) != 0 {
+		t.Fatalf("a read past the end: %q %v", got, err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := b.Get(canceled, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a get whose context was canceled: %v", err)
+	}
+	got := requestResults(t, reg)
+	for op, want := range map[string]float64{
+		"head/not_found": 1, "get/not_found": 1, "put/ok": 1, "put/precondition": 1, "get/out_of_range": 1, "get/canceled": 1,
+	} {
+		if got[op] < want {
+			t.Errorf("%s = %v, want %v (all: %v)", op, got[op], want, got)
+		}
+	}
+	for op := range got {
+		if r := op[strings.Index(op, "/")+1:]; r != "ok" && r != "not_found" && r != "precondition" && r != "out_of_range" && r != "canceled" {
+			t.Errorf("%s = %v: counted as a failure (all: %v)", op, got[op], got)
+		}
+	}
+
+	// (A HEAD's answer has no body to name the bucket missing: it reads as a missing key.)
+	nb, nreg := open("no-such-bucket")
+	if _, _, err := nb.Get(ctx, "k"); err == nil {
+		t.Fatal("a get in a missing bucket worked")
+	}
+	if got := requestResults(t, nreg); got["get/NoSuchBucket"] != 1 || len(got) != 1 {
+		t.Errorf("a GET in a missing bucket counted as %v, want get/NoSuchBucket", got)
 	}
 }
 

@@ -70,6 +70,15 @@ func TestAlertRules(t *testing.T) {
 			`cellstore_s3_requests_total{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", op="put", result="ok"}`:       "0+100x30",
 			`cellstore_s3_requests_total{namespace="db", service="prod-regionserver", pod="prod-regionserver-1", op="put", result="SlowDown"}`: "0+1x30",
 		}, map[string][]map[string]string{"8m": nil, "20m": {byPod("prod-regionserver-0")}}},
+		{"CellstoreStorageErrors", map[string]string{ // missing keys probed for (a standby master's catalog): not failures
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-1", op="head", result="ok"}`:          "0+120x30",
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-1", op="head", result="not_found"}`:   "0+60x30",
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-1", op="put", result="precondition"}`: "0+10x30",
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-1", op="get", result="canceled"}`:     "0+10x30",
+			// an engine of an earlier release, which counted them under the store's codes
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-2", op="head", result="ok"}`:       "0+120x30",
+			`cellstore_s3_requests_total{namespace="db", service="prod-master", pod="prod-master-2", op="head", result="NotFound"}`: "0+60x30",
+		}, map[string][]map[string]string{"8m": nil, "20m": nil}},
 		{"CellstoreStorageErrors", map[string]string{ // the shared volume: errors that keep coming
 			"cellstore_storage_volume_errors_total" + rsSel(rs0): "0 0 0 1+1x25",
 			"cellstore_storage_volume_errors_total" + rsSel(rs1): "2x28",

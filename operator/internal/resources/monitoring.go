@@ -38,6 +38,13 @@ const (
 	MetricVolumeErrors       = "cellstore_storage_volume_errors_total"
 )
 
+// S3ResultsNotFailures are the results of cellstore_s3_requests_total that are answers the
+// servers ask for, not failures of the store (engine/storage/s3/metrics.go): a key probed for and
+// missing, a conditional write refused (fencing), a ranged read past the end, a request its caller
+// canceled. Engines of earlier releases counted the first three under the store's codes.
+const S3ResultsNotFailures = "ok|not_found|precondition|out_of_range|canceled" +
+	"|NotFound|NoSuchKey|PreconditionFailed|ConditionalRequestConflict|InvalidRange"
+
 // Runbook is where each alert's runbook is in the project's documentation (an anchor per alert
 // name, lower-cased), given in the alert's "runbook" annotation.
 const Runbook = "docs/alerts.md"
@@ -136,9 +143,9 @@ func PrometheusRule(c *v1alpha1.StoreCluster, operatorVersion string) *unstructu
 					"Cellstore WAL writes failed",
 					who+": {{ $labels.pod }} could not write its WAL (disk full, I/O or object store errors) and re-registered; writes failed meanwhile."),
 				rule("CellstoreStorageErrors",
-					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s, result!="ok"}[5m])) / sum by (namespace, pod) (rate(%s{%s}[5m])) > 0.05`+
+					fmt.Sprintf(`sum by (namespace, pod) (rate(%s{%s, result!~"%s"}[5m])) / sum by (namespace, pod) (rate(%s{%s}[5m])) > 0.05`+
 						` or sum by (namespace, pod) (increase(%s{%s}[5m])) > 0`,
-						MetricS3Requests, all, MetricS3Requests, all, MetricVolumeErrors, all), "10m", "warning",
+						MetricS3Requests, all, S3ResultsNotFailures, MetricS3Requests, all, MetricVolumeErrors, all), "10m", "warning",
 					"Cellstore storage fails",
 					who+": more than 5% of {{ $labels.pod }}'s requests to the bucket fail, or its shared volume keeps answering with errors (I/O, full, read-only, permission, a lost mount); see cellstore_s3_requests_total by result, cellstore_storage_volume_errors_total and the pod's log."),
 				rule("CellstoreCompactionQueue",
