@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,18 @@ func (s *Server) handlers() map[uint32]rpc.Handler {
 // missed cannot take the server down.
 func (s *Server) safe(c *rpc.Call, answered *bool) {
 	if p := recover(); p != nil {
-		s.log.Error("panic serving a call", "method", c.Method, "panic", p)
+		s.logPanic("panic serving a call", p, "method", c.Method)
 		if !*answered {
 			*answered = true
 			c.Fail(&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN, Message: "internal error serving the request"})
 		}
 	}
+}
+
+// logPanic logs a recovered panic p with where it happened: called in the deferred function that
+// recovered it, the stack still holds the panicking frames.
+func (s *Server) logPanic(msg string, p any, args ...any) {
+	s.log.Error(msg, append(args, "panic", p, "stack", string(debug.Stack()))...)
 }
 
 func fail(c *rpc.Call, answered *bool, d *pb.ErrorDetail) {
@@ -724,7 +731,7 @@ func (s *Server) handleMulti(ctx context.Context, c *rpc.Call) {
 				defer func() { <-sem }()
 				defer func() { // as safe does for the handler's own goroutine
 					if p := recover(); p != nil {
-						s.log.Error("panic serving a multi's region actions", "method", c.Method, "region", ras[g[0]].GetRegion().GetName(), "panic", p)
+						s.logPanic("panic serving a multi's region actions", p, "method", c.Method, "region", ras[g[0]].GetRegion().GetName())
 						for _, i := range g {
 							if resp.Results[i] == nil {
 								resp.Results[i], outs[i] = &pb.RegionActionResult{Exception: &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_UNKNOWN,
