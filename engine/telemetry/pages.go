@@ -28,7 +28,7 @@ nav a { margin-right: 1em; }
 </style>
 </head>{{end}}{{define "tail"}}<h2>Recent warnings and errors</h2>
 {{if .}}<table id="recent"><tr><th>Time</th><th>Level</th><th>Message</th><th>Details</th></tr>
-{{range .}}<tr><td>{{time .Time}}</td><td>{{.Level}}</td><td>{{.Message}}</td><td>{{.Attrs}}</td></tr>{{end}}
+{{range .}}<tr><td>{{time .Time}}</td><td>{{.Level}}</td><td>{{.Message}}{{if gt .Count 1}} <span class="muted">(&times;{{.Count}})</span>{{end}}</td><td>{{.Attrs}}</td></tr>{{end}}
 </table>{{else}}<p class="muted" id="recent">None since the process started.</p>{{end}}
 </body>
 </html>{{end}}`

@@ -10,24 +10,29 @@ import (
 
 // Recent keeps the last warnings and errors a process logged, for its status page ("recent
 // errors"): a slog.Handler in front of the process's own, which keeps a copy of each record at
-// Warn or above in a ring of fixed size.
+// Warn or above in a ring of fixed size. A record with the level and message of one kept replaces
+// it, counted: a storm of one warning (a client sending malformed requests, a failing peer)
+// takes one place and does not push the other records out.
 type Recent struct {
 	mu   sync.Mutex
-	ring []RecentRecord
-	next int
-	full bool
+	n    int
+	kept []RecentRecord // oldest first
 }
 
 // RecentRecord is one kept record.
 type RecentRecord struct {
-	Time    time.Time
+	Time    time.Time // of the last time it was logged
 	Level   slog.Level
 	Message string
-	Attrs   string
+	Attrs   string // of the last time
+	Count   int    // how many times it was logged since it was kept
 }
 
 // NewRecent keeps the last n records.
-func NewRecent(n int) *Recent { return &Recent{ring: make([]RecentRecord, max(n, 1))} }
+func NewRecent(n int) *Recent {
+	n = max(n, 1)
+	return &Recent{n: n, kept: make([]RecentRecord, 0, n)}
+}
 
 // Records returns the kept records, newest first.
 func (r *Recent) Records() []RecentRecord {
@@ -36,13 +41,9 @@ func (r *Recent) Records() []RecentRecord {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := r.next
-	if r.full {
-		n = len(r.ring)
-	}
-	out := make([]RecentRecord, 0, n)
-	for i := 1; i <= n; i++ {
-		out = append(out, r.ring[(r.next-i+len(r.ring))%len(r.ring)])
+	out := make([]RecentRecord, 0, len(r.kept))
+	for i := len(r.kept) - 1; i >= 0; i-- {
+		out = append(out, r.kept[i])
 	}
 	return out
 }
@@ -50,11 +51,18 @@ func (r *Recent) Records() []RecentRecord {
 func (r *Recent) keep(rec RecentRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ring[r.next] = rec
-	r.next++
-	if r.next == len(r.ring) {
-		r.next, r.full = 0, true
+	rec.Count = 1
+	for i, k := range r.kept {
+		if k.Level == rec.Level && k.Message == rec.Message {
+			rec.Count = k.Count + 1
+			r.kept = append(r.kept[:i], r.kept[i+1:]...)
+			break
+		}
 	}
+	if len(r.kept) == r.n {
+		r.kept = append(r.kept[:0], r.kept[1:]...)
+	}
+	r.kept = append(r.kept, rec)
 }
 
 // Handler wraps h: every record goes to h, and those at Warn or above are also kept.
