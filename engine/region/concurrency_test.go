@@ -178,6 +178,28 @@ func TestWritesBlockedUntilFlush(t *testing.T) {
 	}
 }
 
+// A write that waits for a flush counts once, however many times it looks again (HBase's
+// blockedRequestsCount), in the region's metrics and in the server's count (Config.BlockedWrites),
+// which outlives the region.
+func TestBlockedWriteCountedOnce(t *testing.T) {
+	e := newEnv(t, fam("f"))
+	var server atomic.Int64
+	e.r.cfg.BlockedWrites = &server
+	e.r.cfg.FlushSize = 4 << 10
+	e.r.cfg.BlockingMultiplier = 2
+	e.r.cfg.BlockingWait = 300 * time.Millisecond // several looks, no flush
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = e.r.Mutate(NewMutation(fmt.Appendf(nil, "r%d", i)).Put([]byte("f"), []byte("q"), 1, make([]byte, 200)))
+	}
+	if !errors.Is(err, ErrWritesBlocked) {
+		t.Fatalf("want ErrWritesBlocked, got %v", err)
+	}
+	if got := e.r.Metrics().BlockedWrites.Load(); got != 1 || server.Load() != 1 {
+		t.Fatalf("one blocked write counted %d times by the region, %d by the server; want once each", got, server.Load())
+	}
+}
+
 // TestWritePressure: a region's write pressure is 0 under its flush size, rises with its memstore
 // between the flush size and the blocking size, is 100 where writes block, and falls back to 0
 // once a flush empties the memstore.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellstore/cellstore/engine/blockcache"
@@ -126,6 +127,9 @@ type Config struct {
 	NonceTableBytes int
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
+	// BlockedWrites, when set, counts the region's writes that waited for a flush beside its own
+	// Metrics().BlockedWrites: the server's total, which does not drop when the region closes.
+	BlockedWrites *atomic.Int64
 }
 
 // CompactionConfig tunes compaction selection (HBase's exploring policy)

@@ -596,8 +596,12 @@ func (r *Region) reserve(sizes []int64) error {
 			}
 		}
 		// Blocked: ask for a flush and wait for one to finish.
-		r.metrics.BlockedWrites.Add(1)
 		if deadline.IsZero() {
+			// Counted once however many flushes it waits for (HBase's blockedRequestsCount).
+			r.metrics.BlockedWrites.Add(1)
+			if r.cfg.BlockedWrites != nil {
+				r.cfg.BlockedWrites.Add(1)
+			}
 			deadline = time.Now().Add(r.cfg.BlockingWait)
 			r.blockedWriters.Add(1) // before the request: the flush must not find it unneeded
 		}

@@ -27,6 +27,7 @@ type metrics struct {
 	walArchivedUnits, walArchiveErrors           atomic.Int64
 	aggregates, bulkDeletes, bulkDeletedRows     atomic.Int64
 	functionCalls                                atomic.Int64
+	blockedWrites                                atomic.Int64 // writes that waited for a flush (region.Config.BlockedWrites)
 	// read replicas
 	staleReads, replicatedEdits             atomic.Int64
 	replicationResyncs, replicationSessions atomic.Int64
@@ -165,7 +166,9 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		gauge("in_memory_flush_count", "In-memory flushes of compacting memstores (IN_MEMORY_COMPACTION BASIC or EAGER) of the regions here.", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryFlushes.Load() })),
 		gauge("in_memory_merge_count", "Merges of compacting memstores' pipelines of the regions here.", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryMerges.Load() })),
 		gauge("in_memory_dropped_cells", "Cells EAGER in-memory merges of the regions here left out (versions no read sees).", sumRegions(func(r *region.Region) int64 { return r.Metrics().InMemoryDroppedCells.Load() })),
-		gauge("blocked_request_count", "Writes that waited for a flush (HBase blockedRequestCount).", sumRegions(func(r *region.Region) int64 { return r.Metrics().BlockedWrites.Load() })),
+		// Counted by the server, not summed over the regions open now: a region that closes
+		// (a split, a move) must not take its count away, or a delta over it hides new blocks.
+		gauge("blocked_request_count", "Writes that waited for a flush since the server started (HBase blockedRequestCount).", func() float64 { return float64(m.blockedWrites.Load()) }),
 		gauge("wal_sync_count", "WAL syncs (HBase syncTime_num_ops).", walStat(func(w walStats) float64 { return float64(w.syncs) })),
 		gauge("wal_sync_seconds", "Time spent in WAL syncs.", walStat(func(w walStats) float64 { return float64(w.syncNanos) / 1e9 })),
 		gauge("wal_append_count", "WAL appends (HBase appendCount).", walStat(func(w walStats) float64 { return float64(w.appends) })),

@@ -946,7 +946,8 @@ func (s *Server) regionConfig(table *pb.TableDescriptor, regionName string) regi
 	}
 	return region.Config{FS: s.cfg.FS, Bucket: s.cfg.Bucket, FileCache: s.cfg.FileCache, WAL: logFor(s.currentWAL(), regionName), Pool: s.pool, Cache: s.cache, FlushSize: flush,
 		FlushPolicy: policy,
-		Logger:      s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load()}
+		Logger:      s.cfg.Logger, DisableAutoCompaction: s.cfg.DisableAutoCompaction, Compaction: *s.compaction.Load(),
+		BlockedWrites: &s.m.blockedWrites}
 }
 
 // Stop shuts the server down gracefully: it tells the master it is stopping, closes every region
