@@ -93,6 +93,12 @@ type tableMetrics struct {
 	last     map[*region.Region]regionCounts
 	departed map[string]regionCounts
 	folded   map[string]bool
+	// gone: since when a departed table has had no region here; past departedRetention it is
+	// forgotten (its series go, and a folded one's counts stay in otherGone, which "_other"
+	// keeps), else every table ever served here (dropped ones, moved ones) kept its series and
+	// its slot against --table-metrics-max for good.
+	gone      map[string]time.Time
+	otherGone regionCounts
 
 	tReads, tWrites, tFlushes, tCompactions      *prometheus.Desc
 	tRegions, tMemstore, tFiles, tFileBytes      *prometheus.Desc
@@ -113,6 +119,7 @@ func newTableMetrics(s *Server, maxTables, topRegions int) *tableMetrics {
 			Buckets: prometheus.ExponentialBuckets(100e-6, 4, 9)}, []string{"table", "op"}),
 		latencies: map[string]*tableLatency{},
 		last:      map[*region.Region]regionCounts{}, departed: map[string]regionCounts{}, folded: map[string]bool{},
+		gone:         map[string]time.Time{},
 		tReads:       d("table_read_requests_total", "Gets and scanners opened on the table's regions here (HBase readRequestCount per table).", t...),
 		tWrites:      d("table_write_requests_total", "Writes applied to the table's regions here (HBase writeRequestCount per table).", t...),
 		tFlushes:     d("table_flushes_total", "Flushes of the table's regions here.", t...),
@@ -134,6 +141,47 @@ func newTableMetrics(s *Server, maxTables, topRegions int) *tableMetrics {
 		tablesFolded: d("table_metrics_folded_tables", "Tables beyond --table-metrics-max, summed under table=\"_other\"."),
 		regionsNotExported: d("region_metrics_omitted_regions",
 			"Regions here without series of their own (beyond --region-metrics-top)."),
+	}
+}
+
+// departedRetention is how long a table with no region here keeps its series.
+var departedRetention = time.Hour
+
+// forgetDeparted forgets the tables that have had no region here for departedRetention: their
+// counters, their latency series, their place among the named tables.
+func (m *tableMetrics) forgetDeparted(regions []regionSample) {
+	here := map[string]bool{}
+	for _, rs := range regions {
+		here[rs.table] = true
+	}
+	now := time.Now()
+	for t, d := range m.departed {
+		if here[t] {
+			delete(m.gone, t)
+			continue
+		}
+		since, ok := m.gone[t]
+		if !ok {
+			m.gone[t] = now
+			continue
+		}
+		if now.Sub(since) < departedRetention {
+			continue
+		}
+		if m.folded[t] {
+			m.otherGone.add(d) // "_other" does not go down
+			delete(m.folded, t)
+		}
+		delete(m.departed, t)
+		delete(m.gone, t)
+		m.latencyMu.Lock()
+		if l := m.latencies[t]; l != nil && l != m.latencies[otherTables] {
+			for _, op := range []string{"get", "mutate", "scan"} {
+				m.latency.DeleteLabelValues(t, op)
+			}
+		}
+		delete(m.latencies, t)
+		m.latencyMu.Unlock()
 	}
 }
 
@@ -213,6 +261,7 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.last = live
+	m.forgetDeparted(regions)
 
 	tables := map[string]*tableSample{}
 	get := func(t string) *tableSample {
@@ -260,6 +309,7 @@ func (m *tableMetrics) Collect(ch chan<- prometheus.Metric) {
 	folded := 0
 	if len(m.folded) > 0 {
 		other := &tableSample{}
+		other.add(m.otherGone)
 		for t := range m.folded {
 			ts := tables[t]
 			if ts == nil {

@@ -189,3 +189,50 @@ func TestOrdersForAnotherProcessAreRefused(t *testing.T) {
 	_, err = a.CloseRegion(ctx, &pb.CloseRegionRequest{Region: "0000000000000001", ServerStartCode: s.serverName().GetStartCode()})
 	wantCode(t, "close of a region it does not have", err, pb.ErrorCode_ERROR_CODE_NOT_SERVING_REGION)
 }
+
+// Tables gone from a server (dropped, or moved away) lose their series once they have had no
+// region there for a while: they no longer hold the named slots, so a new busy table gets its
+// own series rather than "_other", and their latency series go too.
+func TestDepartedTablesAreForgotten(t *testing.T) {
+	saved := departedRetention
+	departedRetention = 0
+	t.Cleanup(func() { departedRetention = saved })
+	reg := prometheus.NewRegistry()
+	c := startTunedCluster(t, 1, func(cfg *Config) { cfg.Registerer, cfg.TableMetricsMax = reg, 2 })
+	ctx := context.Background()
+	use := func(name string) {
+		t.Helper()
+		createTable(t, c, name, nil)
+		for i := range 5 {
+			if err := c.client.Table(name).Put(ctx, client.NewPut(rowKey(i)).Add("f", "q", cell.LatestTimestamp, []byte("v"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	use("a")
+	use("b")
+	series(t, reg)
+	for _, name := range []string{"a", "b"} {
+		if err := c.client.DeleteTable(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	series(t, reg) // the tables' regions are gone: their last counts are kept a while (here: one scrape)
+	series(t, reg)
+	use("c")
+	s := series(t, reg)
+	for k := range s {
+		if strings.Contains(k, "table=default:a") || strings.Contains(k, "table=default:b") {
+			t.Errorf("a series of a dropped table: %s", k)
+		}
+	}
+	if s[`cellstore_regionserver_table_write_requests_total{table=default:c}`] != 5 {
+		var writes []string
+		for k, v := range s {
+			if strings.HasPrefix(k, "cellstore_regionserver_table_write_requests_total") {
+				writes = append(writes, fmt.Sprint(k, " ", v))
+			}
+		}
+		t.Fatalf("the new table's writes are not under its own name: %v", writes)
+	}
+}
