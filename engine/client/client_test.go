@@ -93,6 +93,8 @@ type fakeServer struct {
 	fail  *pb.ErrorDetail
 	failN int
 	block chan struct{} // when set, GETs wait on it (a hung server)
+	// nextBlock, when set, makes nexts of open scanners wait on it (closes do not).
+	nextBlock chan struct{}
 	// multiGate, when set, makes multis wait on it; multis counts them, and inMulti and
 	// maxInMulti how many were under way at once.
 	multiGate                   chan struct{}
@@ -344,6 +346,9 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 		s.mu.Unlock()
 		c.Reply(&pb.ScanResponse{})
 		return
+	}
+	if req.ScannerId != 0 && s.nextBlock != nil {
+		<-s.nextBlock
 	}
 	ri, d := s.check(req.Region.Name)
 	if d != nil {
@@ -1100,5 +1105,89 @@ func TestTriesAreLogged(t *testing.T) {
 	}
 	if !connected || !failed {
 		t.Fatalf("records %q: want the connection to %s and the failed try there", rec.lines, ss[0].addr)
+	}
+}
+
+// A call whose operation deadline passed, or that a hedge cancelled, says nothing of where the
+// region is: the cached locations stay (a cancelled replica call of every hedged TIMELINE get,
+// and every get past its caller's deadline, sent the next calls to the master), and a scanner
+// given up on is closed at the server rather than left there until its lease ends.
+func TestGivingUpKeepsLocationsAndClosesScanners(t *testing.T) {
+	m, ss, c := newCluster(t, 1)
+	tb := c.Table("t")
+	put(t, tb, "a", "1")
+	put(t, tb, "b", "2")
+	before := m.locates.Load()
+
+	// A get past its caller's deadline.
+	ss[0].block = make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := tb.Get(ctx, &pb.Get{Row: []byte("a")})
+	cancel()
+	close(ss[0].block)
+	ss[0].block = nil
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a get past its deadline: %v", err)
+	}
+	if c.cache.lookup("t", []byte("a")) == nil {
+		t.Error("a get past its caller's deadline dropped the server's cached locations")
+	}
+
+	// A replica call the hedge cancels.
+	replica := newFakeServer(t)
+	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
+	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
+	replica.regions["r1_1"] = rinfo
+	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	c.cache.invalidate("t", "r1")
+	loc, err := c.locate(context.Background(), tb, []byte("a"), false, false)
+	if err != nil || len(loc.replicas) != 1 {
+		t.Fatalf("locate with a replica: %v %v", loc, err)
+	}
+	replica.block = make(chan struct{})
+	defer close(replica.block)
+	calls := replica.calls.Load()
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		for replica.calls.Load() == calls { // the replica has the call: the primary answered first
+			time.Sleep(time.Millisecond) // polling the fake server's call count
+		}
+		cancel()
+	}()
+	if _, err := c.replicaGet(ctx, tb, loc, 0, &pb.Get{Row: []byte("a")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled replica get: %v", err)
+	}
+	if c.cache.lookup("t", []byte("a")) == nil {
+		t.Error("a replica call the hedge cancelled dropped its region's cached location")
+	}
+
+	// A scan past its caller's deadline.
+	ss[0].nextBlock = make(chan struct{})
+	defer close(ss[0].nextBlock)
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	sc := tb.Scan(ctx, &pb.Scan{Caching: 1})
+	if _, ok := sc.Next(); !ok {
+		t.Fatalf("the scan's first row: %v", sc.Err())
+	}
+	if _, ok := sc.Next(); ok || !errors.Is(sc.Err(), context.DeadlineExceeded) {
+		t.Fatalf("a next past the deadline: %v", sc.Err())
+	}
+	sc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ss[0].mu.Lock()
+		open := len(ss[0].scanners)
+		ss[0].mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scanners still open at the server after the client gave up", open)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the fake server's scanners
+	}
+	if n := m.locates.Load() - before; n != 1 {
+		t.Errorf("%d locates, want the one made to see the replica", n)
 	}
 }

@@ -106,6 +106,22 @@ func (s *Scanner) closeRemote() {
 	s.scannerID, s.conn, s.region = 0, nil, ""
 }
 
+// closeRemoteAsync closes the server's scanner in the background (a fetch giving up on it must
+// not wait for a server that may not answer), and forgets it: else it stays open there until its
+// lease ends, holding one of the server's scanner slots.
+func (s *Scanner) closeRemoteAsync() {
+	if s.scannerID != 0 && s.conn != nil {
+		conn, region, id, timeout := s.conn, s.region, s.scannerID, s.t.c.cfg.RPCTimeout
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_, _ = conn.Call(ctx, pb.Method_METHOD_SCAN, &pb.ScanRequest{Region: &pb.RegionSpecifier{Name: region},
+				ScannerId: id, CloseScanner: true}, nil, nil, nil)
+		}()
+	}
+	s.scannerID, s.conn, s.region = 0, nil, ""
+}
+
 // fetch gets the next batch of results, opening a scanner on the right region when needed and
 // retrying what can be retried until the context's deadline.
 func (s *Scanner) fetch() error {
@@ -138,6 +154,12 @@ func (s *Scanner) fetch() error {
 				c.noteRegionError(s.t, s.loc, d)
 			}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			s.closeRemoteAsync() // the attempt timed out: the scanner may still be open there
+		case ctx.Err() != nil:
+			// The operation's deadline passed (or its caller went away): the server's cached
+			// regions stay, and its scanner is closed rather than left to its lease.
+			s.closeRemoteAsync()
+			return fmt.Errorf("client: scan of %s: %w (last error: %v)", s.t.name, ctx.Err(), lastErr)
 		case !transient(err):
 			return err
 		default:

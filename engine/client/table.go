@@ -477,10 +477,11 @@ func (c *Client) withRegionTries(ctx context.Context, t *Table, row []byte, writ
 				}
 			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 				// One attempt timed out; the operation has time left.
+			case ctx.Err() != nil:
+				// The operation's deadline passed (or its caller went away): says nothing of the
+				// server, whose cached regions stay.
+				return fmt.Errorf("client: %w (last error: %v)", ctx.Err(), lastErr)
 			case !transient(err):
-				if ctx.Err() != nil {
-					return fmt.Errorf("client: %w (last error: %v)", ctx.Err(), lastErr)
-				}
 				return err
 			default:
 				c.cache.invalidateServer(loc.addr)

@@ -128,6 +128,11 @@ func (c *Client) replicaGet(ctx context.Context, t *Table, loc *location, i int,
 				return res, nil
 			}
 		}
+		if ctx.Err() != nil {
+			// Another answer came first (the hedge cancelled this one), or the caller gave up:
+			// says nothing of where the replica is.
+			return nil, err
+		}
 		d, ok := pb.DetailOf(err)
 		if ok && !retryable(d) {
 			return nil, d
