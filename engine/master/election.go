@@ -90,7 +90,47 @@ type KubernetesElection struct {
 
 	mu    sync.Mutex
 	le    *leaderelection.LeaderElector
+	lock  *renewTimedLock // le's
 	token string
+}
+
+// renewTimedLock is the election's Lease lock, noting when each successful renewal of this
+// master's record was sent: client-go's own record of it is when the answer arrived, which a slow
+// answer (up to the request timeout) moves past what the lease's margin allows for.
+type renewTimedLock struct {
+	resourcelock.Interface
+	mu   sync.Mutex
+	sent time.Time // of the last Create or Update of this master's record that succeeded
+}
+
+func (l *renewTimedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	t := time.Now()
+	err := l.Interface.Create(ctx, ler)
+	l.note(t, ler, err)
+	return err
+}
+
+func (l *renewTimedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	t := time.Now()
+	err := l.Interface.Update(ctx, ler)
+	l.note(t, ler, err)
+	return err
+}
+
+func (l *renewTimedLock) note(sent time.Time, ler resourcelock.LeaderElectionRecord, err error) {
+	if err != nil || ler.HolderIdentity != l.Identity() {
+		return // (a release writes no holder)
+	}
+	l.mu.Lock()
+	l.sent = sent
+	l.mu.Unlock()
+}
+
+// renewed is when the last renewal that succeeded was sent (zero: none yet).
+func (l *renewTimedLock) renewed() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent
 }
 
 // holderAddress is the address in a Lease holder identity (address#token).
@@ -135,7 +175,7 @@ func (e *KubernetesElection) log() *slog.Logger {
 
 // Validate checks the settings and builds the elector (so a bad setting fails at start-up).
 func (e *KubernetesElection) Validate() error {
-	_, err := e.elector(ElectionCallbacks{Elected: func(context.Context) {}})
+	_, _, err := e.elector(ElectionCallbacks{Elected: func(context.Context) {}})
 	return err
 }
 
@@ -150,20 +190,20 @@ func (e *KubernetesElection) leaseClient(timeout time.Duration) (*kubernetes.Cli
 // holderID is this process's identity in the Lease: its address and a token of this process.
 func (e *KubernetesElection) holderID() string { return e.Identity + "#" + e.token }
 
-func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.LeaderElector, error) {
+func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.LeaderElector, *renewTimedLock, error) {
 	if err := e.fill(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cs, err := e.leaseClient(max(time.Second, e.RenewDeadline/2))
 	if err != nil {
-		return nil, fmt.Errorf("master: kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("master: kubernetes client: %w", err)
 	}
-	lock := &resourcelock.LeaseLock{
+	lock := &renewTimedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.holderID()},
-	}
-	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	}}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		LeaseDuration: e.LeaseDuration,
 		RenewDeadline: e.RenewDeadline,
@@ -182,6 +222,7 @@ func (e *KubernetesElection) elector(cb ElectionCallbacks) (*leaderelection.Lead
 			},
 		},
 	})
+	return le, lock, err
 }
 
 // Run implements Elector. Besides client-go's polling (every RetryPeriod), a standby watches the
@@ -218,7 +259,7 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 			close(elected)
 			cb.Elected(lctx)
 		}
-		le, err := e.elector(wrapped)
+		le, lock, err := e.elector(wrapped)
 		if err != nil {
 			// Validate was called at start-up; this cannot fail later except for the same reasons.
 			acancel()
@@ -226,7 +267,7 @@ func (e *KubernetesElection) Run(ctx context.Context, cb ElectionCallbacks) {
 			return
 		}
 		e.mu.Lock()
-		e.le = le
+		e.le, e.lock = le, lock
 		e.mu.Unlock()
 		stop := make(chan struct{})
 		go func() {
@@ -355,16 +396,24 @@ func (e *KubernetesElection) watchReleases(ctx context.Context, released chan<- 
 	}
 }
 
-// Check implements Elector: it fails once RenewDeadline has passed since the last renewal.
+// Check implements Elector: it fails once this master has seen another holder of the Lease, and
+// once RenewDeadline has passed since its last successful renewal was sent. (client-go's own
+// Check passes as soon as the elector has read a successor's record — a master that resumes
+// after a pause finds that on its first renewal attempt, and stays active until the attempt's
+// deadline — and it measures from the renewal's answer.)
 func (e *KubernetesElection) Check() error {
 	e.mu.Lock()
-	le := e.le
+	le, lock := e.le, e.lock
 	e.mu.Unlock()
 	if le == nil {
 		return nil
 	}
-	if err := le.Check(e.RenewDeadline - e.LeaseDuration); err != nil {
-		return fmt.Errorf("%w: %v", ErrNotActive, err)
+	if !le.IsLeader() {
+		return fmt.Errorf("%w: the Lease %s/%s is held by %s", ErrNotActive, e.Namespace, e.Name, le.GetLeader())
+	}
+	if sent := lock.renewed(); sent.IsZero() || time.Since(sent) > e.RenewDeadline {
+		return fmt.Errorf("%w: the Lease %s/%s was last renewed %v ago, past the renew deadline %v", ErrNotActive, e.Namespace, e.Name,
+			time.Since(sent).Round(time.Millisecond), e.RenewDeadline)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/cellstore/cellstore/engine/master"
@@ -246,5 +247,59 @@ func waitLeader(t *testing.T, leaders <-chan string, want string) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the candidate never learned the leader")
+	}
+}
+
+// An active master that finds another holder in the Lease (it was paused past its lease, and a
+// standby took over) fails its Check at once, while its election is still winding down: client-go's
+// own check passed from that moment on, for up to the renew deadline, and the deposed master could
+// commit.
+func TestKubernetesElectionCheckFailsOnceAnotherHoldsTheLease(t *testing.T) {
+	cfg := startAPIServer(t)
+	e := &master.KubernetesElection{Config: cfg, Namespace: "default", Name: "deposed", Identity: "m-0:16000",
+		LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	elected := make(chan context.Context, 1)
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		e.Run(ctx, master.ElectionCallbacks{Elected: func(lctx context.Context) { elected <- lctx; <-lctx.Done() }})
+	}()
+	var lctx context.Context
+	select {
+	case lctx = <-elected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not elected")
+	}
+	if err := e.Check(); err != nil {
+		t.Fatalf("Check of the elected master: %v", err)
+	}
+	// Another master takes the Lease (as after this one's pause).
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	leases := cs.CoordinationV1().Leases("default")
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // (it renews meanwhile)
+		l, err := leases.Get(context.Background(), "deposed", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		other := "m-1:16000#x"
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &other, &now, &now
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second) // well within the renew deadline
+	for e.Check() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Check still passes 5 s after another master took the Lease")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the elector's renewals
+	}
+	if lctx.Err() != nil {
+		t.Fatal("the election had already ended: the check proves nothing")
 	}
 }

@@ -83,3 +83,17 @@ func TestNotActiveAnswers(t *testing.T) {
 type lapsedElection struct{ NoElection }
 
 func (lapsedElection) Check() error { return errors.New("the last renewal is too old") }
+
+// An active master whose leadership lapsed (its election's Check fails) renews no server's lease:
+// the servers would go on acknowledging writes after its successor took them for dead.
+func TestLapsedMasterRefusesHeartbeats(t *testing.T) {
+	const self = "m-0:16000"
+	m := &Master{cfg: Config{Address: self, Election: lapsedElection{}}}
+	m.status.Store(stateActive)
+	l := self
+	m.leader.Store(&l)
+	_, err := m.heartbeat(&pb.HeartbeatRequest{Server: &pb.ServerName{Host: "rs-0", Port: 16020, StartCode: 1}})
+	if d, ok := pb.DetailOf(err); !ok || d.GetCode() != pb.ErrorCode_ERROR_CODE_NOT_ACTIVE_MASTER {
+		t.Fatalf("a heartbeat to a master whose leadership lapsed: %v, want NOT_ACTIVE_MASTER", err)
+	}
+}

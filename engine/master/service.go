@@ -227,7 +227,9 @@ func (m *Master) heartbeat(req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, err
 		return nil, err
 	}
 	sc := req.GetServer().GetStartCode()
-	if m.status.Load() != stateActive {
+	if m.status.Load() != stateActive || m.cfg.Election.Check() != nil {
+		// (A master whose leadership lapsed must not renew servers' leases: they would go on
+		// acknowledging writes after its successor took them for dead.)
 		return nil, m.notActive()
 	}
 	// Renew first, outside the master's lock: the lease is measured from the receipt.
