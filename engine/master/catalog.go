@@ -59,6 +59,11 @@ type Catalog struct {
 	released  sync.WaitGroup
 	// snapshotPending: the opening read earlier logs that a snapshot would let go.
 	snapshotPending bool
+	// broken: a log write failed (fenced, the store failing): the log may have handed out a
+	// sequence id nothing durable holds, which a successor's first change takes, so nothing
+	// more is written — no change, no snapshot claiming that id (the master stops on the
+	// failure and a new activation opens the catalog afresh).
+	broken error
 }
 
 // catalogStore is where the catalog lives: a directory tree (a snapshot file and a segment WAL,
@@ -185,7 +190,13 @@ func (c *Catalog) Apply(changes ...CatalogChange) error {
 	if c.closed {
 		return errors.New("catalog: closed")
 	}
+	if c.broken != nil {
+		return fmt.Errorf("catalog: broken by an earlier failed write: %w", c.broken)
+	}
 	if err := c.store.append(e); err != nil {
+		if !errors.Is(err, wal.ErrRecordTooLarge) { // (refused before anything was written)
+			c.broken = err
+		}
 		return fmt.Errorf("catalog: %w", err)
 	}
 	c.applyEdit(e)
@@ -253,6 +264,9 @@ func (c *Catalog) Snapshot() error {
 }
 
 func (c *Catalog) snapshotLocked() error {
+	if c.broken != nil {
+		return fmt.Errorf("catalog: no snapshot after a failed write: %w", c.broken)
+	}
 	seq := c.store.lastSeq()
 	keys := make([]string, 0, len(c.rows))
 	for k := range c.rows {

@@ -748,6 +748,9 @@ func (m *Master) activate(ctx context.Context) error {
 	m.activeWG.Add(1)
 	go func() {
 		defer m.activeWG.Done()
+		if m.cfg.Election.Check() != nil {
+			return // (a deposed master writes no snapshot: its successor has read the catalog)
+		}
 		if err := cat.SnapshotIfPending(); err != nil && actx.Err() == nil {
 			m.log.Warn("the snapshot after taking over failed: the next takeover reads the earlier logs again", "err", err)
 		}
