@@ -72,10 +72,20 @@ func OpenBucketCatalogFrom(b storage.Bucket, dir, who string, f *CatalogFollower
 			return nil, err
 		}
 		if current {
-			break
+			// The generation is claimed before anything is written to it: a log of no objects
+			// lists as nothing, so the next opening would take the same generation, fence
+			// nothing of this one's, and the two would write one log.
+			claimed, err := claimGeneration(ctx, b, dir, next, who)
+			if err != nil {
+				return nil, err
+			}
+			if claimed {
+				break
+			}
+			// Another opening claimed it meanwhile: read again, fencing it.
 		}
 		if attempt == 2 {
-			return nil, errors.New("catalog: the snapshot was replaced during each of three openings: another master is writing it")
+			return nil, errors.New("catalog: the snapshot was replaced, or the next generation claimed, during each of three openings: another master is opening or writing it")
 		}
 		f = nil
 	}
@@ -280,6 +290,24 @@ func catalogLogPrefix(dir string, gen uint64) string {
 	return path.Join(dir, "log", fmt.Sprintf("%020d", gen))
 }
 
+// claimKey is the object that claims a generation for one opening (beside its log's prefix, which
+// a log opens empty; it sorts before the log's objects and is listed with them).
+func claimKey(dir string, gen uint64) string { return catalogLogPrefix(dir, gen) + claimSuffix }
+
+const claimSuffix = ".claim"
+
+// claimGeneration claims generation gen for who, reporting false when another opening has.
+func claimGeneration(ctx context.Context, b storage.Bucket, dir string, gen uint64, who string) (bool, error) {
+	_, err := b.Put(ctx, claimKey(dir, gen), []byte("claimed by "+who), storage.Condition{IfNoneMatch: true})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, storage.ErrPrecondition):
+		return false, nil
+	}
+	return false, fmt.Errorf("catalog: claim log generation %d in %s: %w", gen, b.Describe(), err)
+}
+
 // catalogGenerations lists the generations after retired that have a log, in order. A listing
 // starts after the retired generations' keys: each keeps its fence markers for good.
 func catalogGenerations(ctx context.Context, b storage.Bucket, dir string, retired uint64) ([]uint64, error) {
@@ -291,6 +319,7 @@ func catalogGenerations(ctx context.Context, b storage.Bucket, dir string, retir
 	var gens []uint64
 	err := storage.WalkAfter(ctx, b, root, after, func(o storage.ObjectInfo) error {
 		g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, root), "/")
+		g = strings.TrimSuffix(g, claimSuffix) // a claimed generation whose log holds nothing yet
 		if n, err := strconv.ParseUint(g, 10, 64); err == nil && n > retired && (len(gens) == 0 || gens[len(gens)-1] != n) {
 			gens = append(gens, n)
 		}

@@ -471,3 +471,38 @@ func TestDeposedMastersPendingSnapshotIsNotWritten(t *testing.T) {
 		t.Fatalf("after reopening: k1=%q k2=%q stale=%q; want k1 and k2, not stale", m3.Get("k1"), m3.Get("k2"), m3.Get("stale"))
 	}
 }
+
+// A generation opened but never written is claimed: the next opening takes the one after it and
+// fences it, so the deposed master's first write fails, not its successor's. (Before, the next
+// opening saw no log there, took the same generation, and whichever wrote first won: the
+// rightful master could be the one stopped.)
+func TestAnEmptyGenerationIsNotTakenAgain(t *testing.T) {
+	b := dirBucket(t)
+	m0, err := OpenBucketCatalog(b, "meta", "m0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m0.Apply(CatalogChange{Key: "x", Value: []byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	m0.Close()
+	m1, err := OpenBucketCatalog(b, "meta", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	if err := m1.SnapshotIfPending(); err != nil { // m0's generation retired; m1's holds nothing
+		t.Fatal(err)
+	}
+	m2, err := OpenBucketCatalog(b, "meta", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if err := m1.Apply(CatalogChange{Key: "stale", Value: []byte("1")}); !errors.Is(err, wal.ErrFenced) {
+		t.Fatalf("the deposed master's first change: %v, want it fenced", err)
+	}
+	if err := m2.Apply(CatalogChange{Key: "k", Value: []byte("2")}); err != nil {
+		t.Fatalf("the new master's first change: %v", err)
+	}
+}
