@@ -57,6 +57,7 @@ type Fence struct {
 
 	mu    sync.Mutex
 	until time.Time
+	sent  time.Time // of the acknowledged heartbeat until comes from (zero: none, or closed since)
 	// untilNs mirrors until for Open, which every read and write calls: no lock.
 	untilNs atomic.Int64
 }
@@ -76,9 +77,40 @@ func (f *Fence) Renewed(sentAt time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if t := sentAt.Add(f.cfg.Lease - f.cfg.SelfFenceMargin); t.After(f.until) {
-		f.until = t
+		f.until, f.sent = t, sentAt
 		f.untilNs.Store(int64(t.Sub(f.base)))
 	}
+}
+
+// Adopt takes the master's lease timing, which a new active master may have changed (its
+// heartbeat answers say its lease): the fence time becomes what the last acknowledged heartbeat
+// gives under it — earlier at once when the lease shrank, so the server stops acknowledging writes
+// before this master can declare it dead. A margin not under the lease is a quarter of it.
+func (f *Fence) Adopt(lease, margin time.Duration) {
+	if lease <= 0 {
+		return
+	}
+	if margin <= 0 || margin >= lease {
+		margin = lease / 4
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if lease == f.cfg.Lease && margin == f.cfg.SelfFenceMargin {
+		return
+	}
+	f.cfg.Lease, f.cfg.SelfFenceMargin = lease, margin
+	if f.sent.IsZero() {
+		return // closed, or never renewed
+	}
+	f.until = f.sent.Add(lease - margin)
+	f.untilNs.Store(int64(f.until.Sub(f.base)))
+}
+
+// Timing is the lease timing the fence uses now.
+func (f *Fence) Timing() (lease, margin time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.Lease, f.cfg.SelfFenceMargin
 }
 
 // Open says whether writes may be acknowledged now.
@@ -90,6 +122,6 @@ func (f *Fence) Open() bool {
 func (f *Fence) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.until = time.Time{}
+	f.until, f.sent = time.Time{}, time.Time{}
 	f.untilNs.Store(math.MinInt64)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -265,6 +266,9 @@ func (s *Server) register(ctx context.Context) error {
 			if hb := time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond; hb > 0 {
 				lc.HeartbeatInterval = hb
 			}
+			if ms, err := strconv.ParseInt(resp.GetClusterConfig()[layout.ConfigSelfFenceMarginMS], 10, 64); err == nil && ms > 0 {
+				lc.SelfFenceMargin = time.Duration(ms) * time.Millisecond // the master's --self-fence-margin
+			}
 			if lc.SelfFenceMargin >= lc.Lease {
 				lc.SelfFenceMargin = lc.Lease / 4
 			}
@@ -432,6 +436,12 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 		return resp, nil
 	}
 	if f := s.fence.Load(); f != nil {
+		// The answering master's lease (a new active master may run another): taken before
+		// the renewal, so a shorter one fences this server in time for that master's clock.
+		if l := time.Duration(resp.GetLeaseMs()) * time.Millisecond; l > 0 {
+			_, margin := f.Timing()
+			f.Adopt(l, margin)
+		}
 		f.Renewed(sent)
 	}
 	s.applyClusterConfig(resp.GetClusterConfig())

@@ -226,3 +226,13 @@ func TestMasterAddressLookup(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A region server takes the master's self-fence margin (--self-fence-margin), not the default
+// one: the margin is the clock skew it tolerates against the master.
+func TestServerTakesTheMastersLeaseTiming(t *testing.T) {
+	c := startCluster(t, 1) // lease 1 s, margin 300 ms
+	waitFor(t, "the server registered", 10*time.Second, func() bool { return c.servers[0].fence.Load() != nil })
+	if l, m := c.servers[0].fence.Load().Timing(); l != time.Second || m != 300*time.Millisecond {
+		t.Fatalf("the server's lease timing %v with a margin of %v, want the master's 1s and 300ms", l, m)
+	}
+}
