@@ -23,7 +23,6 @@ import (
 //
 //	meta/wal/       the catalog's write-ahead log (engine/wal segments, one edit per change)
 //	meta/snapshot   every row as of a sequence id, written atomically; the log after it replays
-//	meta/archive/   log segments older than the snapshot
 //
 // Each Apply is one WAL edit synced before it returns, so a batch of row changes is atomic and
 // durable. The rows are also held in memory (the catalog is small), and Snapshot bounds replay.
@@ -83,7 +82,7 @@ type catalogStore interface {
 	close() error
 }
 
-// fsCatalog: meta/snapshot and the segment WAL meta/wal (archived to meta/archive).
+// fsCatalog: meta/snapshot and the segment WAL meta/wal (the segments a snapshot covers deleted).
 type fsCatalog struct {
 	fs  storage.FS
 	dir string
@@ -148,7 +147,16 @@ func OpenCatalog(fs storage.FS, dir string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: replay: %w", err)
 	}
-	log, err := wal.Open(wal.Options{FS: fs, Dir: path.Join(dir, "wal"), ArchiveDir: path.Join(dir, "archive"), InitialSeq: last})
+	// Segments the snapshot covers are deleted: nothing reads them again (they were moved to
+	// meta/archive, which grew by a segment a snapshot for good; what an earlier release left
+	// there goes now).
+	if old, err := fs.List(path.Join(dir, "archive")); err == nil {
+		for _, n := range old {
+			_ = fs.Remove(path.Join(dir, "archive", n))
+		}
+		_ = fs.Remove(path.Join(dir, "archive"))
+	}
+	log, err := wal.Open(wal.Options{FS: fs, Dir: path.Join(dir, "wal"), InitialSeq: last})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open log: %w", err)
 	}
