@@ -361,18 +361,17 @@ func (c *Cache) OpenObject(ctx context.Context, b storage.Bucket, key string) (s
 		c.mu.Lock()
 		_, cached := c.entries[r.whole]
 		c.mu.Unlock()
-		if cached {
-			c.m.hits.Inc()
-		} else {
+		// A cached object counts nothing here: each ReadAt counts its own hit.
+		if !cached {
 			data, got, err := b.Get(ctx, key)
 			if err != nil {
 				return nil, storage.NotExist(err)
 			}
+			c.fetchedWhole(len(data)) // fetched, cached or not
 			if got.ETag != info.ETag && got.ETag != "" && info.ETag != "" {
 				// Replaced between the Stat and the Get (store files never are): do not cache.
 				r.whole = ""
 			} else {
-				c.fetchedWhole(len(data))
 				c.put(r.whole, data)
 			}
 		}

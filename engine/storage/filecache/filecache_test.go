@@ -395,3 +395,46 @@ func TestSmallEntriesCountWholeBlocks(t *testing.T) {
 		t.Fatalf("%d entries using %d bytes, want 40 whole blocks", c.Len(), c.Used())
 	}
 }
+
+// newETag answers Stat with an older version's ETag: the object is replaced between the Stat and
+// the Get of OpenObject's prefetch.
+type newETag struct{ *counting }
+
+func (b newETag) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	info, err := b.counting.Stat(ctx, key)
+	info.ETag = "an-older-version"
+	return info, err
+}
+
+// The metrics count reads: opening a cached small object reads nothing (its one ReadAt is the one
+// hit), and a prefetch whose object changed under it is still a miss that fetched the object.
+func TestOpenCountsWhatItReads(t *testing.T) {
+	b := newBucket(t)
+	obj := body(10_000, 4)
+	if _, err := b.Put(ctx, "data/s", obj, storage.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, t.TempDir(), 64<<20)
+	if _, err := c.OpenObject(ctx, b, "data/s"); err != nil { // prefetched: a miss
+		t.Fatal(err)
+	}
+	f, err := c.OpenObject(ctx, b, "data/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAt(t, f, 100, 50, obj[100:150])
+	if h, m, fb := value(c.m.hits), value(c.m.misses), value(c.m.fetched); h != 1 || m != 1 || fb != 10_000 {
+		t.Fatalf("hits %v, misses %v, fetched bytes %v; want 1, 1 and 10000", h, m, fb)
+	}
+
+	c2 := open(t, t.TempDir(), 64<<20)
+	f, err = c2.OpenObject(ctx, newETag{b}, "data/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, m, fb := value(c2.m.hits), value(c2.m.misses), value(c2.m.fetched); h != 0 || m != 1 || fb != 10_000 || c2.Len() != 0 {
+		t.Fatalf("a changed object's prefetch: hits %v, misses %v, fetched bytes %v, %d entries; want 0, 1, 10000 and none cached",
+			h, m, fb, c2.Len())
+	}
+	readAt(t, f, 100, 50, obj[100:150])
+}
