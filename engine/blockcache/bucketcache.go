@@ -665,9 +665,9 @@ func (c *BucketCache) evictColdestBucketLocked(cls *sizeClass) bool {
 	return c.buckets[best].class == -1
 }
 
-// evictLocked marks e evicted, removes it from the map and frees its slot
-// unless a reader holds it (then the last Release frees it). It reports
-// whether this call evicted e.
+// evictLocked evicts e to make room: it marks e evicted, removes it from the
+// map and frees its slot unless a reader holds it (then the last Release
+// frees it), and counts an eviction. It reports whether this call evicted e.
 func (c *BucketCache) evictLocked(e *entry) bool {
 	if !c.markEvictedLocked(e) {
 		return false
@@ -676,7 +676,9 @@ func (c *BucketCache) evictLocked(e *entry) bool {
 	return true
 }
 
-// markEvictedLocked is evictLocked without the eviction count.
+// markEvictedLocked is evictLocked without the eviction count: for blocks
+// dropped because they are no longer wanted (Evict, EvictFile, Close), not
+// for room.
 func (c *BucketCache) markEvictedLocked(e *entry) bool {
 	old := e.state.Or(evictedBit)
 	if old&evictedBit != 0 {
@@ -746,7 +748,8 @@ func deleteValue(s []int32, v int32) []int32 {
 }
 
 // Evict removes a block. It reports whether the block was cached. A
-// reader holding the block keeps its bytes until it releases them.
+// reader holding the block keeps its bytes until it releases them. It is
+// not counted in Stats.Evictions (nor is EvictFile).
 func (c *BucketCache) Evict(key Key) bool {
 	sh := c.shard(key)
 	sh.mu.RLock()
@@ -756,7 +759,7 @@ func (c *BucketCache) Evict(key Key) bool {
 		return false
 	}
 	c.allocMu.Lock()
-	ok := c.evictLocked(e)
+	ok := c.markEvictedLocked(e)
 	c.allocMu.Unlock()
 	return ok
 }
@@ -778,7 +781,7 @@ func (c *BucketCache) EvictFile(file uint64) int {
 	n := 0
 	c.allocMu.Lock()
 	for _, e := range victims {
-		if c.evictLocked(e) {
+		if c.markEvictedLocked(e) {
 			n++
 		}
 	}
@@ -799,7 +802,7 @@ func (c *BucketCache) Close() error {
 		for _, bi := range slices.Clone(k.buckets) {
 			for _, e := range slices.Clone(c.buckets[bi].entries) {
 				if e != nil {
-					c.evictLocked(e)
+					c.markEvictedLocked(e)
 				}
 			}
 		}
@@ -841,7 +844,11 @@ type ClassStats struct {
 
 // Stats is a snapshot of cache counters, read from atomics without locks.
 type Stats struct {
-	Hits, Misses, Evictions int64
+	Hits, Misses int64
+	// Evictions counts blocks evicted to make room for others (memory
+	// pressure); blocks removed by Evict or EvictFile (their file closed or
+	// compacted away) are not counted, in either tier.
+	Evictions int64
 	// FailedPuts counts Puts refused because every candidate was in use.
 	FailedPuts int64
 	Blocks     int64 // cached blocks (including evicted ones still referenced)

@@ -127,7 +127,7 @@ func TestBucketCacheEvictWhileReferenced(t *testing.T) {
 	if _, ok := c.Get(k); ok {
 		t.Fatal("hit on an evicted block")
 	}
-	if s := c.Stats(); s.PendingFree != 1 || s.Evictions != 1 {
+	if s := c.Stats(); s.PendingFree != 1 || s.Evictions != 0 { // removed, not evicted for room
 		t.Fatalf("stats %+v", s)
 	}
 	// Pressure: cycle far more blocks than fit through every slot.

@@ -140,3 +140,48 @@ func value(m *dto.Metric) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// Both tiers count as evictions only the blocks evicted to make room: dropping a closed or
+// compacted file's blocks (EvictFile, Evict) is not memory pressure.
+func TestEvictionsCountOnlyRoomMade(t *testing.T) {
+	blk := 1000
+	l1, err := NewLRU(LRUOptions{Capacity: 4 * (int64(blk) + lruEntryOverhead), Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := newCache(t, 1<<20, 256<<10, []int{16 << 10, 64 << 10}) // 4 buckets of 16 slots
+	c := NewCombined(l1, l2)
+	put := func(file uint64, i int) {
+		t.Helper()
+		idx, data := Key{File: file, Offset: int64(2 * i)}, Key{File: file, Offset: int64(2*i + 1)}
+		if err := c.Put(idx, KindIndex, block(idx, blk), PrioritySingle); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Put(data, KindData, block(data, 10<<10), PrioritySingle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		put(1, i)
+	}
+	if !l1.Evict(Key{File: 1, Offset: 0}) || !l2.Evict(Key{File: 1, Offset: 1}) {
+		t.Fatal("Evict found nothing")
+	}
+	if n := c.EvictFile(1); n != 6 {
+		t.Fatalf("EvictFile removed %d blocks, want 6", n)
+	}
+	s1, s2 := l1.Stats(), l2.Stats()
+	if s1.Blocks != 0 || s2.Blocks != 0 || s1.Evictions != 0 || s2.Evictions != 0 {
+		t.Fatalf("after removing a file: l1 %d blocks, %d evictions; l2 %d blocks, %d evictions; want none",
+			s1.Blocks, s1.Evictions, s2.Blocks, s2.Evictions)
+	}
+	// Pressure: more blocks than either tier holds.
+	for i := range 100 {
+		put(2, i)
+	}
+	s1, s2 = l1.Stats(), l2.Stats()
+	if s1.Evictions != 100-4 || s2.Evictions == 0 || s2.Evictions+s2.Blocks != 100 {
+		t.Fatalf("under pressure: l1 %d evictions (want 96), l2 %d evictions with %d blocks cached (want 100 in all)",
+			s1.Evictions, s2.Evictions, s2.Blocks)
+	}
+}

@@ -125,7 +125,8 @@ func (c *LRU) Put(key Key, block []byte) error {
 	return nil
 }
 
-// Evict removes a block and reports whether it was cached.
+// Evict removes a block and reports whether it was cached (not counted as
+// an eviction: Stats.Evictions counts those made for room).
 func (c *LRU) Evict(key Key) bool {
 	s := c.shard(key)
 	s.mu.Lock()

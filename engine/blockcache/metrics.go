@@ -12,7 +12,7 @@ var (
 	descMisses = prometheus.NewDesc("cellstore_block_cache_miss_count",
 		"Block cache misses (HBase blockCacheMissCount).", []string{"tier"}, nil)
 	descEvictions = prometheus.NewDesc("cellstore_block_cache_eviction_count",
-		"Blocks evicted (HBase blockCacheEvictionCount).", []string{"tier"}, nil)
+		"Blocks evicted to make room (HBase blockCacheEvictionCount); blocks of closed or compacted files are not counted.", []string{"tier"}, nil)
 	descBlocks = prometheus.NewDesc("cellstore_block_cache_count",
 		"Blocks cached (HBase blockCacheCount).", []string{"tier"}, nil)
 	descSize = prometheus.NewDesc("cellstore_block_cache_size_bytes",
