@@ -48,3 +48,13 @@ type Scanner interface {
 type Current interface {
 	Current() (key Key, value, tags []byte, seq uint64)
 }
+
+// Parker is implemented by scanners that can give back what they hold between uses: Park
+// releases the block (or other shared memory) the current cell lies in and keeps a private copy
+// of the cell, so Key, Value, Tags, Seq (and Current) still return it; the next call that moves
+// the scanner picks up where it was (loading the block again if it needs it). Slices returned
+// before Park are invalid after it, as after a move. A merge holds its sources' current cells
+// between calls, so an idle merge can park every source (HBase's KeyValueScanner.shipped).
+type Parker interface {
+	Park()
+}

@@ -82,7 +82,7 @@ func TestZeroCopyAndReferences(t *testing.T) {
 					t.Fatal("value changed after eviction while referenced")
 				}
 				// Moving through the rest of the file releases each block
-				// in turn; at the end one block is held.
+				// in turn; past the last cell none is held.
 				n := 0
 				for s.Next() {
 					n++

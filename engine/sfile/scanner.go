@@ -2,6 +2,7 @@ package sfile
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/cellstore/cellstore/engine/blockcache"
@@ -13,7 +14,8 @@ const defaultPrefetchBytes = 1 << 20
 // NewScanner returns a scanner over the file's cells (cell.Scanner). Key
 // and Value point into the current data block: with a cache, straight
 // into the off-heap L2 slot (no copy); the scanner holds the block's
-// reference until it moves to another block or is closed.
+// reference until it moves to another block, passes the file's last cell,
+// is parked (cell.Parker) or is closed.
 func (r *Reader) NewScanner(opts ScanOptions) cell.Scanner {
 	if opts.PrefetchBytes <= 0 {
 		opts.PrefetchBytes = defaultPrefetchBytes
@@ -52,6 +54,11 @@ type scanner struct {
 	blkOff    uint64
 	ref       blockcache.BlockRef
 	hasRef    bool
+	// parked: Park released the block; the current cell is a copy in
+	// parkBuf, and it.off and it.next still say where it is in the block
+	// at blkOff (the leaf of path), to be loaded again by the next Next.
+	parked  bool
+	parkBuf []byte
 
 	valid  bool
 	err    error
@@ -73,7 +80,10 @@ type indexCursor struct {
 	buf []byte // block memory when there is no L1 cache
 }
 
-var _ cell.Scanner = (*scanner)(nil)
+var (
+	_ cell.Scanner = (*scanner)(nil)
+	_ cell.Parker  = (*scanner)(nil)
+)
 
 var errBadBlock = errors.New("sfile: bad block")
 
@@ -111,6 +121,7 @@ var scannerPool = sync.Pool{New: func() any { return new(scanner) }}
 // ready starts a positioning call: false after Close or an error.
 func (s *scanner) ready() bool {
 	s.valid = false
+	s.parked = false // a seek finds its block itself
 	if s.closed {
 		if s.err == nil {
 			s.err = ErrClosed
@@ -132,8 +143,52 @@ func (s *scanner) releaseBlock() {
 		s.ref.Release()
 		s.ref, s.hasRef = blockcache.BlockRef{}, false
 	}
-	s.blkLoaded = false
+	s.blkLoaded, s.parked = false, false
 	s.it.data, s.it.key, s.it.val, s.it.tags = nil, nil, nil, nil
+}
+
+// Park implements cell.Parker: it gives the current block's cache
+// reference back (an idle scanner pins no L2 slot) and keeps a copy of the
+// current cell. Next loads the block again (usually a cache hit) and goes
+// on from the same entry; a seek finds its block as always. A scanner on a
+// block of its own (not cached) keeps it: there is nothing to give back.
+func (s *scanner) Park() {
+	if s.closed || s.err != nil || !s.hasRef {
+		return
+	}
+	if !s.valid {
+		s.releaseBlock() // only a seek can position it again
+		return
+	}
+	it := &s.it
+	buf := append(append(append(s.parkBuf[:0], it.key...), it.val...), it.tags...)
+	kl, ve := len(it.key), len(it.key)+len(it.val)
+	it.key, it.val = buf[:kl:kl], buf[kl:ve:ve]
+	if it.tags != nil {
+		it.tags = buf[ve:len(buf):len(buf)]
+	}
+	s.parkBuf = buf
+	s.ref.Release()
+	s.ref, s.hasRef = blockcache.BlockRef{}, false
+	s.blkLoaded, s.parked = false, true
+	it.data = nil
+}
+
+// unpark loads the parked block again and restores the position in it,
+// so that decoding goes on from it.next (PREFIX and DIFF decoding needs
+// only the state the iterator kept: keyBuf and the DIFF fields).
+func (s *scanner) unpark() error {
+	s.parked = false
+	h := s.leafHandle()
+	if h.off != s.blkOff {
+		return fmt.Errorf("sfile: %s: a parked scanner's index path is at block %d, its block at %d", s.r.path, h.off, s.blkOff)
+	}
+	off, next := s.it.off, s.it.next
+	if err := s.loadData(h, false); err != nil {
+		return err
+	}
+	s.it.off, s.it.next = off, next
+	return nil
 }
 
 // Seek positions the scanner at the first cell at or after key.
@@ -162,6 +217,7 @@ func (s *scanner) SeekToPreviousRow(key cell.Key) bool {
 		return s.fail(err)
 	}
 	if !found {
+		s.releaseBlock() // before the first row: nothing to hold
 		return false
 	}
 	s.seekBuf = cell.AppendFirstOnRow(s.seekBuf[:0], s.rowBuf)
@@ -182,6 +238,12 @@ func (s *scanner) Next() bool {
 	if !s.valid {
 		return false
 	}
+	if s.parked && s.it.next < s.it.end {
+		if err := s.unpark(); err != nil {
+			return s.fail(err)
+		}
+	}
+	s.parked = false // at the block's end: the next block needs nothing of it
 	if it := &s.it; it.next < it.end {
 		if it.enc == EncodingNone {
 			it.decodeNone(it.next)
@@ -318,7 +380,8 @@ func (s *scanner) nextBlock() bool {
 		}
 	}
 	if l < 0 {
-		return false // past the last block
+		s.releaseBlock() // past the last block: nothing to hold
+		return false
 	}
 	for ; l < s.leaf; l++ {
 		if err := s.loadChild(l); err != nil {
