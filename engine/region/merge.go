@@ -304,6 +304,18 @@ func cellRowCompare(a, b []byte) int {
 	return 0
 }
 
+// park lets the sources give back what they hold while the scan is idle
+// (cell.Parker: a store file's current block); they keep their positions and
+// their current cells, which the top is read from again.
+func (m *mergeIter) park() {
+	for i := range m.srcs {
+		if p, ok := m.srcs[i].s.(cell.Parker); ok {
+			p.Park()
+		}
+	}
+	m.setTop()
+}
+
 func (m *mergeIter) close() {
 	for i := range m.srcs {
 		m.srcs[i].s.Close()

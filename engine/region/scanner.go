@@ -671,12 +671,21 @@ func (s *RegionScanner) Next() (ScanBatch, error) {
 var blockArenas sync.Pool // *[]byte
 
 // ReleaseBatch says the caller is done with the last batch and the scanner
-// may sit idle (a scanner held for a client between calls): with CellBlock
+// may sit idle (a scanner held for a client between calls). Its store-file
+// sources give back their current blocks (mergeIter.park), so an idle
+// scanner pins no L2 slot; the next Next loads them again. With CellBlock
 // and ReuseResults its batch memory goes back to a pool shared by all
 // scanners, so open scanners cost memory only while a call uses them. The
-// next Next takes memory from the pool. It does nothing while cells of a
-// row are pending.
+// next Next takes memory from the pool. Batch memory stays while cells of
+// a row are pending.
 func (s *RegionScanner) ReleaseBatch() {
+	if s.closed {
+		return
+	}
+	s.it.park()
+	if s.joined != nil {
+		s.joined.it.park()
+	}
 	if !s.s.CellBlock || !s.s.ReuseResults || s.arena == nil || len(s.arena) > s.blockRowStart {
 		return
 	}

@@ -261,6 +261,13 @@ func (h *halfScanner) Seq() uint64   { return h.s.Seq() }
 func (h *halfScanner) Err() error    { return h.s.Err() }
 func (h *halfScanner) Close() error  { return h.s.Close() }
 
+// Park implements cell.Parker.
+func (h *halfScanner) Park() {
+	if p, ok := h.s.(cell.Parker); ok {
+		p.Park()
+	}
+}
+
 // manifest is the durable list of a region's store files, one JSON file
 // ("MANIFEST", with a checksum line) replaced atomically by
 // storage.WriteFile. A store file is part of the region exactly when the
