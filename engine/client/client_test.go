@@ -93,8 +93,9 @@ type fakeServer struct {
 	fail  *pb.ErrorDetail
 	failN int
 	block chan struct{} // when set, GETs wait on it (a hung server)
-	// nextBlock, when set, makes nexts of open scanners wait on it (closes do not).
-	nextBlock chan struct{}
+	// nextBlock, when set, makes nexts of open scanners wait on it (closes do not); openBlock
+	// the same for scanner opens.
+	nextBlock, openBlock chan struct{}
 	// multiGate, when set, makes multis wait on it; multis counts them, and inMulti and
 	// maxInMulti how many were under way at once.
 	multiGate                   chan struct{}
@@ -349,6 +350,9 @@ func (s *fakeServer) scan(_ context.Context, c *rpc.Call) {
 	}
 	if req.ScannerId != 0 && s.nextBlock != nil {
 		<-s.nextBlock
+	}
+	if req.ScannerId == 0 && s.openBlock != nil {
+		<-s.openBlock
 	}
 	ri, d := s.check(req.Region.Name)
 	if d != nil {
@@ -1189,5 +1193,44 @@ func TestGivingUpKeepsLocationsAndClosesScanners(t *testing.T) {
 	}
 	if n := m.locates.Load() - before; n != 1 {
 		t.Errorf("%d locates, want the one made to see the replica", n)
+	}
+}
+
+// A read replica serving a TIMELINE scan answers REGION_MOVED: that is the replica's move, not the
+// primary's. The primary's cached location must not take the replica's new server (every strong
+// read and write of the region would then go there first, and be refused).
+func TestReplicaErrorsLeaveThePrimarysLocation(t *testing.T) {
+	m, ss, c := newCluster(t, 1)
+	replica, elsewhere := newFakeServer(t), newFakeServer(t)
+	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
+	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
+	replica.regions["r1_1"] = rinfo
+	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	tb := c.Table("t")
+	for _, row := range []string{"a", "b", "c"} {
+		put(t, tb, row, "1")
+		replica.rows[row] = ss[0].rows[row]
+	}
+	ss[0].openBlock = make(chan struct{}) // the primary's scanner opens hang: the replica serves
+	defer close(ss[0].openBlock)
+	sc := tb.Scan(context.Background(), &pb.Scan{Caching: 1, Consistency: pb.Consistency_CONSISTENCY_TIMELINE})
+	defer sc.Close()
+	if _, ok := sc.Next(); !ok {
+		t.Fatalf("the scan's first row: %v", sc.Err())
+	}
+	replica.failNext(1, &pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_REGION_MOVED, Region: "r1_1", NewLocation: elsewhere.name(), Retryable: true})
+	for {
+		if _, ok := sc.Next(); !ok {
+			break
+		}
+	}
+	if sc.Err() != nil {
+		t.Fatal(sc.Err())
+	}
+	if loc := c.cache.lookup("t", []byte("a")); loc != nil && loc.addr != ss[0].addr {
+		t.Errorf("the primary's cached location is %s after its replica moved, want %s", loc.addr, ss[0].addr)
+	}
+	if n := elsewhere.calls.Load(); n != 0 {
+		t.Errorf("%d calls went to the replica's new server as if the primary were there", n)
 	}
 }

@@ -136,7 +136,13 @@ func (s *Scanner) fetch() error {
 		}
 		lastErr = err
 		d, typed := pb.DetailOf(err)
+		// A read replica served this region (TIMELINE): its errors say nothing of the primary's
+		// location, which is all s.loc names; the region is looked up again, replicas with it.
+		replica := s.loc != nil && s.region != "" && s.region != s.loc.region
 		switch {
+		case replica && (typed && retryable(d) && d.GetCode() != pb.ErrorCode_ERROR_CODE_THROTTLED || !typed && transient(err) && ctx.Err() == nil):
+			c.cache.invalidate(s.t.name, s.loc.region)
+			s.closeRemoteAsync()
 		case typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_UNKNOWN_SCANNER,
 			typed && d.GetCode() == pb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SCANNER_NEXT:
 			// The server lost the scanner (lease expired, region moved, a retried next): reopen.
