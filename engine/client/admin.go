@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
 	"github.com/cellstore/cellstore/engine/schema"
@@ -120,5 +123,37 @@ func (c *Client) AlterTable(ctx context.Context, table string, change func(*pb.T
 		if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == maxAlterAttempts {
 			return err
 		}
+		// A retry of a modify whose answer was lost (a master failover) is refused too: the
+		// first one raised the version. When the table now reads as what was sent, it was.
+		if applied, derr := c.alteredTo(ctx, tn, td); derr == nil && applied {
+			return nil
+		}
 	}
+}
+
+// alteredTo says whether table tn's descriptor is td as a ModifyTable stores it (function modules
+// by digest, REGION_REPLICATION 0 taking the table's).
+func (c *Client) alteredTo(ctx context.Context, tn *pb.TableName, td *pb.TableDescriptor) (bool, error) {
+	var cur *pb.TableDescriptor
+	if err := c.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
+		d, err := m.DescribeTable(ctx, &pb.TableRequest{Table: tn})
+		cur = d.GetTable()
+		return err
+	}); err != nil {
+		return false, err
+	}
+	sent, stored := proto.CloneOf(td), proto.CloneOf(cur)
+	if sent.GetRegionReplication() == 0 {
+		sent.RegionReplication = stored.GetRegionReplication()
+	}
+	for _, d := range []*pb.TableDescriptor{sent, stored} {
+		for _, f := range d.GetFunctions() {
+			if len(f.GetModule()) > 0 {
+				sum := sha256.Sum256(f.GetModule())
+				f.Sha256, f.Module = sum[:], nil
+			}
+			f.Size = 0
+		}
+	}
+	return proto.Equal(sent, stored), nil
 }

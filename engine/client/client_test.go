@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/cellstore/cellstore/engine/api/cellstore/v1"
@@ -1232,5 +1234,67 @@ func TestReplicaErrorsLeaveThePrimarysLocation(t *testing.T) {
 	}
 	if n := elsewhere.calls.Load(); n != 0 {
 		t.Errorf("%d calls went to the replica's new server as if the primary were there", n)
+	}
+}
+
+// alterMaster is a master holding one table's descriptor whose first ModifyTable is applied but
+// answered as lost (a master failover mid-call): the client's retry finds the version raised.
+type alterMaster struct {
+	*fakeMaster
+	mu      sync.Mutex
+	td      *pb.TableDescriptor
+	version uint64
+	lost    bool
+}
+
+func (m *alterMaster) DescribeTable(context.Context, *pb.TableRequest) (*pb.DescribeTableResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &pb.DescribeTableResponse{Table: proto.CloneOf(m.td), Version: m.version}, nil
+}
+
+func (m *alterMaster) ModifyTable(_ context.Context, req *pb.ModifyTableRequest) (*pb.ModifyTableResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if req.ExpectVersion != nil && req.GetExpectVersion() != m.version {
+		return nil, (&pb.ErrorDetail{Code: pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION, Message: "altered since"}).Status()
+	}
+	m.td, m.version = proto.CloneOf(req.GetTable()), m.version+1
+	if !m.lost {
+		m.lost = true
+		return nil, status.Error(codes.Unavailable, "the answer was lost")
+	}
+	return &pb.ModifyTableResponse{}, nil
+}
+
+// An alter whose first ModifyTable was applied but whose answer was lost succeeds: its retry is
+// refused (the version rose), and the table reads as what was sent. Before, the change was applied
+// again to the altered table, and one that is not idempotent (dropping a family) failed.
+func TestAlterWhoseAnswerWasLost(t *testing.T) {
+	am := &alterMaster{fakeMaster: &fakeMaster{}, td: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"},
+		Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}, {Name: []byte("g")}}}, version: 7}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterMasterServer(gs, am)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	c, err := New(Config{Masters: []string{lis.Addr().String()}, Pause: 5 * time.Millisecond, RPCTimeout: 2 * time.Second, OperationTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	err = c.AlterTable(context.Background(), "t", func(td *pb.TableDescriptor) error {
+		i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.Name) == "g" })
+		if i < 0 {
+			return errors.New("table t has no family g")
+		}
+		td.Families = slices.Delete(td.Families, i, i+1)
+		return nil
+	})
+	if err != nil || len(am.td.GetFamilies()) != 1 || am.version != 8 {
+		t.Fatalf("an alter whose answer was lost: %v (families %v, version %d); want it applied once", err, am.td.GetFamilies(), am.version)
 	}
 }
