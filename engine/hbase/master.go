@@ -218,14 +218,20 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 		}
 		if err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 			// HBase's descriptors cannot say which table functions (docs/functions.md) a table
-			// runs: an HBase client's modify keeps them.
-			cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: td.GetName()})
-			if err != nil {
-				return err
+			// runs: an HBase client's modify keeps them — those of the version it replaces, so
+			// a function set meanwhile is not dropped (described again when one was).
+			for attempt := 1; ; attempt++ {
+				cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: td.GetName()})
+				if err != nil {
+					return err
+				}
+				td.Functions = cur.GetTable().GetFunctions()
+				version := cur.GetVersion()
+				_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td, ExpectVersion: &version})
+				if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == 10 {
+					return err
+				}
 			}
-			td.Functions = cur.GetTable().GetFunctions()
-			_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td})
-			return err
 		}); err != nil {
 			return nil, err
 		}
