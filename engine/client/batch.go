@@ -331,7 +331,9 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	// The connection after the hold: one taken before it may have been replaced meanwhile.
 	conn, err := c.conn(ctx, addr)
 	if err != nil {
-		c.cache.invalidateServer(addr)
+		if ctx.Err() == nil { // (a dial given up by the caller says nothing of the server)
+			c.cache.invalidateServer(addr)
+		}
 		return failed(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
@@ -339,7 +341,7 @@ func (c *Client) sendMulti(ctx context.Context, t *Table, addr string, req *pb.M
 	var resp pb.MultiResponse
 	cells, err := conn.Call(actx, pb.Method_METHOD_MULTI, req, block, &resp, nil)
 	if err != nil {
-		if d, typed := pb.DetailOf(err); (!typed || retryable(d)) && !errors.Is(err, context.DeadlineExceeded) {
+		if d, typed := pb.DetailOf(err); (!typed || retryable(d)) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			c.cache.invalidateServer(addr)
 		}
 		return failed(err)

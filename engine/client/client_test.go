@@ -1139,6 +1139,25 @@ func TestGivingUpKeepsLocationsAndClosesScanners(t *testing.T) {
 		t.Error("a get past its caller's deadline dropped the server's cached locations")
 	}
 
+	// A batch its caller cancels while the server holds it.
+	ss[0].multiGate = make(chan struct{})
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		for ss[0].inMulti.Load() == 0 {
+			time.Sleep(time.Millisecond) // polling the fake server's multis under way
+		}
+		cancel()
+	}()
+	res := tb.Batch(ctx, []BatchOp{{Mutation: NewPut([]byte("a")).Add("f", "q", 1, []byte("2"))}})
+	close(ss[0].multiGate)
+	ss[0].multiGate = nil
+	if res[0].Err == nil {
+		t.Fatal("a batch its caller cancelled succeeded")
+	}
+	if c.cache.lookup("t", []byte("a")) == nil {
+		t.Error("a batch its caller cancelled dropped the server's cached locations")
+	}
+
 	// A replica call the hedge cancels.
 	replica := newFakeServer(t)
 	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)

@@ -447,7 +447,7 @@ func (c *Client) withRegionTries(ctx context.Context, t *Table, row []byte, writ
 				if err == nil {
 					return nil
 				}
-			} else {
+			} else if ctx.Err() == nil { // (a dial given up by the caller says nothing of the server)
 				c.cache.invalidateServer(loc.addr)
 			}
 			lastErr = err
