@@ -430,16 +430,21 @@ func (m *Master) dropRegionsLocked(b *batch, nt *pb.CatalogTable, key string) {
 	for _, p := range m.st.index[key] {
 		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(p.GetInfo()))
 	}
-	for _, r := range m.st.tableRegions(key) {
-		b.deleteRegion(r.GetInfo().GetName())
-		// A merged region's parents: the merge janitor archives them from this row, which goes.
+	// A merged region's parents: the merge janitor archives them from its row, which goes (a
+	// split parent may be a merged region too).
+	mergeParents := func(r *pb.CatalogRegion) {
 		for _, p := range r.GetMergeParents() {
 			nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(&pb.RegionInfo{Table: r.GetInfo().GetTable(), Name: p}))
 		}
 	}
+	for _, r := range m.st.tableRegions(key) {
+		b.deleteRegion(r.GetInfo().GetName())
+		mergeParents(r)
+	}
 	for _, r := range m.st.splitParents(key) {
 		nt.ArchiveDirs = append(nt.ArchiveDirs, layout.RegionDir(r.GetInfo()))
 		b.deleteRegion(r.GetInfo().GetName())
+		mergeParents(r)
 	}
 }
 
