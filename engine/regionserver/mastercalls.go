@@ -441,6 +441,12 @@ func (s *Server) heartbeat(ctx context.Context, stopping bool) (*pb.HeartbeatRes
 		if l := time.Duration(resp.GetLeaseMs()) * time.Millisecond; l > 0 {
 			_, margin := f.Timing()
 			f.Adopt(l, margin)
+			// Heartbeats at least twice within what the fence gives each one, or it closes
+			// between them (the interval came with the registration, for its master's lease).
+			lease, margin := f.Timing()
+			if most := (lease - margin) / 2; most > 0 && time.Duration(s.hbEvery.Load()) > most {
+				s.hbEvery.Store(int64(most))
+			}
 		}
 		f.Renewed(sent)
 	}
