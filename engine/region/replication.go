@@ -3,10 +3,12 @@ package region
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cellstore/cellstore/engine/cell"
 	"github.com/cellstore/cellstore/engine/wal"
 )
 
@@ -572,6 +574,7 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 		if e.Edit == nil || string(e.Edit.Region) != r.name {
 			return fmt.Errorf("%w: replicated edit for another region", ErrInvalid)
 		}
+		e.Edit.Cells = r.knownFamilies(e.Edit.Cells)
 		if err := r.memSizes(e.Edit.Cells, sizes); err != nil {
 			return fmt.Errorf("replicated cell: %w", err)
 		}
@@ -596,16 +599,34 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 	return nil
 }
 
+// knownFamilies leaves out cells of families this replica's descriptor lacks: an alter reopens the
+// replica and its primary one after the other, and until the primary has, it may write a family
+// the replica dropped (failing the batch would start a new session, each costing the primary a
+// flush, until then).
+func (r *Region) knownFamilies(cells []cell.KeyValue) []cell.KeyValue {
+	for i := range cells {
+		if r.familyIndex(cells[i].Key().Family()) >= 0 {
+			continue
+		}
+		out := slices.Clone(cells[:i])
+		for _, c := range cells[i+1:] {
+			if r.familyIndex(c.Key().Family()) >= 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	return cells
+}
+
 // replicaFlushStart freezes the memstores of the families the primary's flush writes (all when
 // none is named): they hold exactly the cells the primary froze.
 func (r *Region) replicaFlushStart(families []string) error {
 	pick := make([]bool, len(r.fams))
 	for _, name := range families {
-		i := r.familyIndex([]byte(name))
-		if i < 0 {
-			return fmt.Errorf("%w: a flush of family %q", ErrNoSuchFamily, name)
-		}
-		pick[i] = true
+		if i := r.familyIndex([]byte(name)); i >= 0 {
+			pick[i] = true
+		} // (a family this replica's descriptor dropped: knownFamilies)
 	}
 	// A session restart while an earlier flush never committed: its cells are in the primary's
 	// files by the next FILES.

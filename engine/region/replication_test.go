@@ -482,3 +482,40 @@ func TestReplicaOpensWithTheOrdersDescriptor(t *testing.T) {
 		t.Fatalf("the primary's .regioninfo after the replica's open: %v %v, want it untouched", table, err)
 	}
 }
+
+// A replica reopened by an alter that dropped a family, while its primary still runs the old
+// descriptor, leaves that family's replicated cells and flushes out instead of failing the batch:
+// each failure started a new session, which costs the primary a flush, until the primary reopened.
+func TestReplicaLeavesOutAFamilyItDropped(t *testing.T) {
+	e := newEnv(t, fam("cf"), fam("gone"))
+	if err := e.r.EnableReplication(ReplicationOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.WAL = nil
+	cfg.Descriptor = &TableDescriptor{Namespace: "default", Name: "t", Families: []Family{fam("cf")}}
+	rep, err := OpenReplica(cfg, e.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	sh := newShipper(t, e.r, rep)
+	sh.drain()
+	for i := range 5 {
+		row := []byte(fmt.Sprintf("r%d", i))
+		if err := e.r.Put(NewMutation(row).Put([]byte("cf"), []byte("q"), 1, []byte("v")).Put([]byte("gone"), []byte("q"), 1, []byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	putRow(t, e.r, "after", "v")
+	sh.drain()
+	if sh.sessions != 1 {
+		t.Fatalf("%d replication sessions, want 1: the dropped family's cells restarted it", sh.sessions)
+	}
+	if got := visibleDump(t, rep); len(got) != 6 {
+		t.Fatalf("the replica reads %v, want the 6 cells of cf", got)
+	}
+}
