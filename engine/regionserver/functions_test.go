@@ -361,28 +361,39 @@ func TestFunctionMetricsTwoVersions(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&functionCollector{s: &Server{functions: rt}})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gathering with two versions of a function loaded: %v", err)
-	}
-	got := map[string]string{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
+	gather := func(when string, want map[string]string) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("gathering %s: %v", when, err)
+		}
+		got := map[string]string{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetName()+"="+l.GetValue())
+				}
+				v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = fmt.Sprint(v)
 			}
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = fmt.Sprint(v)
+		}
+		for name, want := range want {
+			if got[name] != want {
+				t.Errorf("%s: %s = %q, want %s (all: %v)", when, name, got[name], want, got)
+			}
 		}
 	}
-	for name, want := range map[string]string{
+	gather("with two versions of a function loaded", map[string]string{
 		"cellstore_regionserver_function_calls_total{function=tg,table=default:t}":    "6",
 		"cellstore_regionserver_function_failures_total{function=tg,table=default:t}": "1",
 		"cellstore_regionserver_function_disabled{function=tg,table=default:t}":       "1",
-	} {
-		if got[name] != want {
-			t.Errorf("%s = %q, want %s (all: %v)", name, got[name], want, got)
-		}
-	}
+	})
+	// The old version unloads (the last region holding it reopened): the counters keep its calls.
+	old.Close()
+	gather("after the old version unloaded", map[string]string{
+		"cellstore_regionserver_function_calls_total{function=tg,table=default:t}":    "6",
+		"cellstore_regionserver_function_failures_total{function=tg,table=default:t}": "1",
+		"cellstore_regionserver_function_disabled{function=tg,table=default:t}":       "0",
+	})
 }

@@ -239,6 +239,11 @@ type Runtime struct {
 	mu      sync.Mutex
 	loaded  map[string]*Function     // by table, name, digest and limits
 	loading map[string]chan struct{} // keys being loaded: closed when done
+	// retired: by table and name, the calls and failures of versions unloaded while another
+	// version of the function is loaded (an alter reaching the table's regions one after the
+	// other), which Stats adds to a loaded version's so that the function's counters do not go
+	// down.
+	retired map[[2]string]Stats
 	// budget bounds what the instances' memories may reach together (0: no bound); reserved is
 	// what is counted against it. Every pool in use keeps one instance's memory reserved from its
 	// function's load to its close, so a call always gets an instance of each function it needs
@@ -372,7 +377,7 @@ func NewRuntime(log *slog.Logger) *Runtime {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runtime{log: log, cache: compiled, loaded: map[string]*Function{}, loading: map[string]chan struct{}{}}
+	return &Runtime{log: log, cache: compiled, loaded: map[string]*Function{}, loading: map[string]chan struct{}{}, retired: map[[2]string]Stats{}}
 }
 
 // Close closes every function.
@@ -414,6 +419,14 @@ func (rt *Runtime) Stats() []Stats {
 			p.mu.Unlock()
 		}
 		out = append(out, s)
+	}
+	for k, r := range rt.retired {
+		if i := slices.IndexFunc(out, func(s Stats) bool { return s.Table == k[0] && s.Name == k[1] }); i >= 0 {
+			out[i].Calls += r.Calls // (one of its loaded versions carries the unloaded ones' counts)
+			out[i].Failures += r.Failures
+		} else {
+			delete(rt.retired, k) // no version left: the function, or its table, went
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Table != out[j].Table {
@@ -620,6 +633,12 @@ func (f *Function) Release() {
 	last := f.refs == 0 && rt.loaded[f.key] == f
 	if last {
 		delete(rt.loaded, f.key)
+		k := [2]string{f.table, f.name}
+		r := rt.retired[k]
+		r.Table, r.Name = f.table, f.name
+		r.Calls += f.calls.Load()
+		r.Failures += f.failures.Load()
+		rt.retired[k] = r
 	}
 	rt.mu.Unlock()
 	if last {
