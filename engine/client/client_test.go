@@ -455,6 +455,12 @@ func newCluster(t *testing.T, servers int, splits ...string) (*fakeMaster, []*fa
 		s.regions[info.Name] = info
 		m.regions = append(m.regions, &fakeRegion{info: info, server: s})
 	}
+	return m, ss, clientOf(t, m)
+}
+
+// clientOf serves m as the master and returns a client of it.
+func clientOf(t *testing.T, m pb.MasterServer) *Client {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +474,7 @@ func newCluster(t *testing.T, servers int, splits ...string) (*fakeMaster, []*fa
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return m, ss, c
+	return c
 }
 
 func put(t *testing.T, tb *Table, row, value string) {
@@ -1292,20 +1298,8 @@ func (m *alterMaster) ModifyTable(_ context.Context, req *pb.ModifyTableRequest)
 func TestAlterWhoseAnswerWasLost(t *testing.T) {
 	am := &alterMaster{fakeMaster: &fakeMaster{}, td: &pb.TableDescriptor{Name: &pb.TableName{Namespace: "default", Name: "t"},
 		Families: []*pb.ColumnFamilyDescriptor{{Name: []byte("f")}, {Name: []byte("g")}}}, version: 7}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	pb.RegisterMasterServer(gs, am)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	c, err := New(Config{Masters: []string{lis.Addr().String()}, Pause: 5 * time.Millisecond, RPCTimeout: 2 * time.Second, OperationTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	err = c.AlterTable(context.Background(), "t", func(td *pb.TableDescriptor) error {
+	c := clientOf(t, am)
+	err := c.AlterTable(context.Background(), "t", func(td *pb.TableDescriptor) error {
 		i := slices.IndexFunc(td.Families, func(f *pb.ColumnFamilyDescriptor) bool { return string(f.Name) == "g" })
 		if i < 0 {
 			return errors.New("table t has no family g")

@@ -432,14 +432,7 @@ func TestSnapshotWhoseAnswerWasLost(t *testing.T) {
 // its successor's first change takes: the next opening would skip that change.
 func TestDeposedMastersPendingSnapshotIsNotWritten(t *testing.T) {
 	b := dirBucket(t)
-	m0, err := OpenBucketCatalog(b, "meta", "m0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m0.Apply(CatalogChange{Key: "x", Value: []byte("0")}); err != nil {
-		t.Fatal(err)
-	}
-	m0.Close()
+	activatedOnce(t, b, "m0")
 	m1, err := OpenBucketCatalog(b, "meta", "m1") // its snapshot is pending (m0's log to let go)
 	if err != nil {
 		t.Fatal(err)
@@ -478,14 +471,7 @@ func TestDeposedMastersPendingSnapshotIsNotWritten(t *testing.T) {
 // rightful master could be the one stopped.)
 func TestAnEmptyGenerationIsNotTakenAgain(t *testing.T) {
 	b := dirBucket(t)
-	m0, err := OpenBucketCatalog(b, "meta", "m0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m0.Apply(CatalogChange{Key: "x", Value: []byte("0")}); err != nil {
-		t.Fatal(err)
-	}
-	m0.Close()
+	activatedOnce(t, b, "m0")
 	m1, err := OpenBucketCatalog(b, "meta", "m1")
 	if err != nil {
 		t.Fatal(err)
@@ -505,4 +491,18 @@ func TestAnEmptyGenerationIsNotTakenAgain(t *testing.T) {
 	if err := m2.Apply(CatalogChange{Key: "k", Value: []byte("2")}); err != nil {
 		t.Fatalf("the new master's first change: %v", err)
 	}
+}
+
+// activatedOnce is an earlier master's activation: it opens the catalog, writes a change and
+// closes, leaving its generation's log for the next opening to fence, read and let go.
+func activatedOnce(t *testing.T, b storage.Bucket, who string) {
+	t.Helper()
+	c, err := OpenBucketCatalog(b, "meta", who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(CatalogChange{Key: "by/" + who, Value: []byte(who)}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
