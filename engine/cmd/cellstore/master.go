@@ -138,6 +138,10 @@ func runMaster(ctx context.Context, f *masterFlags, cf *configFile) error {
 	var bucket storage.Bucket
 	switch {
 	case f.bucket.set():
+		if f.storageDir != "" {
+			// Else one would be ignored: a cluster pointed at an empty place loses its catalog.
+			return errors.New("--storage-dir and a bucket (--s3-bucket, --bucket-dir) both given: choose one")
+		}
 		if bucket, err = f.bucket.open(ctx, tel.Registry); err != nil {
 			return err
 		}

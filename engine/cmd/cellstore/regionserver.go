@@ -361,6 +361,10 @@ func runRegionServer(ctx context.Context, f *regionServerFlags, cf *configFile) 
 	var bucket storage.Bucket
 	switch {
 	case f.bucket.set():
+		if f.storageDir != "" {
+			// Else one would be ignored: a cluster pointed at an empty place loses its catalog.
+			return errors.New("--storage-dir and a bucket (--s3-bucket, --bucket-dir) both given: choose one")
+		}
 		if bucket, err = f.bucket.open(ctx, nil); err != nil {
 			return err
 		}

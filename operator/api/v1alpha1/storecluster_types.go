@@ -276,7 +276,7 @@ type ByteSize string
 // EngineConfig maps engine flag names (without "--") to values.
 // +kubebuilder:validation:MaxProperties=64
 // +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]{0,62}$'))",message="config keys are engine flag names without the leading '--': lowercase letters, digits and '-', e.g. flush-size"
-// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication', 'file-cache-dir', 'file-cache-size', 'security', 'tls-cert-file', 'tls-key-file', 'tls-ca-file', 'superusers', 'token-file'] || k.startsWith('s3-') || k.startsWith('backup-') || k.startsWith('wal-archive')))",message="config must not set flags the operator manages (storage-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication, file-cache-dir, file-cache-size, security, tls-cert-file, tls-key-file, tls-ca-file, superusers, token-file, s3-*, backup-*, wal-archive*): use the matching spec fields instead (storage.s3, backup.s3, backup.walArchive, security)"
+// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['storage-dir', 'config', 'http-addr', 'grpc-addr', 'data-addr', 'admin-addr', 'advertise-host', 'masters', 'election', 'lease-name', 'lease-namespace', 'heap-limit', 'memstore-offheap-size', 'blockcache-offheap-size', 'blockcache-onheap-size', 'memory-overhead', 'hugepages', 'hedge-delay', 'default-region-replication', 'file-cache-dir', 'file-cache-size', 'security', 'tls-cert-file', 'tls-key-file', 'tls-ca-file', 'superusers', 'token-file', 'bucket-dir'] || k.startsWith('s3-') || k.startsWith('backup-') || k.startsWith('wal-archive')))",message="config must not set flags the operator manages (storage-dir, bucket-dir, config, http-addr, grpc-addr, data-addr, admin-addr, advertise-host, masters, election, lease-name, lease-namespace, heap-limit, memstore-offheap-size, blockcache-offheap-size, blockcache-onheap-size, memory-overhead, hugepages, hedge-delay, default-region-replication, file-cache-dir, file-cache-size, security, tls-cert-file, tls-key-file, tls-ca-file, superusers, token-file, s3-*, backup-*, wal-archive*): use the matching spec fields instead (storage.s3, backup.s3, backup.walArchive, security)"
 type EngineConfig map[string]ConfigValue
 
 // ConfigValue is the value of one engine flag.
@@ -343,6 +343,9 @@ const (
 )
 
 // S3Storage is an S3-compatible bucket.
+//
+// +kubebuilder:validation:XValidation:rule="self.bucket == oldSelf.bucket",message="storage.s3.bucket cannot change: the data lives there; copy it and make a new StoreCluster to use another bucket"
+// +kubebuilder:validation:XValidation:rule="has(self.prefix) == has(oldSelf.prefix) && (!has(self.prefix) || self.prefix == oldSelf.prefix)",message="storage.s3.prefix cannot change: the data lives there; copy it and make a new StoreCluster to use another prefix"
 type S3Storage struct {
 	S3Location `json:",inline"`
 	// FileCacheSize is each region server's local file cache: ranges of store files read from

@@ -213,6 +213,9 @@ var _ = Describe("StoreCluster validation", func() {
 			set("master.config", "{backup-s3-bucket: b}")),
 		Entry("config of the WAL archive's flags", "config must not set flags the operator manages",
 			set("regionServers.config", "{wal-archive-interval: 1s}")),
+		// The engine took --bucket-dir over the operator's --storage-dir: an empty place.
+		Entry("config of a bucket directory", "config must not set flags the operator manages",
+			set("config", "{bucket-dir: /tmp/b}")),
 		Entry("config of a backup directory", "config must not set flags the operator manages",
 			set("config", "{backup-dir: /x}")),
 		Entry("config of the token file", "config must not set flags the operator manages",
@@ -276,7 +279,21 @@ var _ = Describe("StoreCluster validation", func() {
 		Entry("claim", "{existingClaim: {claimName: a}}", "{existingClaim: {claimName: b}}", "storage.existingClaim.claimName cannot change"),
 		Entry("shrink", "{volume: {size: 2Gi}}", "{volume: {size: 1Gi}}", "storage.volume.size can only grow"),
 		Entry("class", "{volume: {size: 1Gi, storageClassName: a}}", "{volume: {size: 1Gi, storageClassName: b}}", "storage.volume.storageClassName cannot change"),
+		// A master elected on another bucket or prefix finds no catalog: every table gone.
+		Entry("bucket", "{s3: {endpoint: 'https://s3.example.com', bucket: abc}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abd}}",
+			"storage.s3.bucket cannot change"),
+		Entry("prefix", "{s3: {endpoint: 'https://s3.example.com', bucket: abc}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: x}}",
+			"storage.s3.prefix cannot change"),
+		Entry("prefix changed", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: x}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: y}}",
+			"storage.s3.prefix cannot change"),
 	)
+
+	It("lets the rest of an S3 location change: its endpoint, region, credentials", func() {
+		u := cluster(set("storage", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: p}}"))
+		Expect(env.Client.Create(ctx, u)).To(Succeed())
+		set("storage", "{s3: {endpoint: 'https://s3.eu-west-1.amazonaws.com', region: eu-west-1, bucket: abc, prefix: p, credentialsSecret: {name: k}}}")(u.Object["spec"].(map[string]any))
+		Expect(env.Client.Update(ctx, u)).To(Succeed())
+	})
 
 	It("installs: config/default renders and the API server accepts every object", func() {
 		root, err := testenv.RepoRoot()

@@ -25,6 +25,17 @@ import (
 func withBackupLocation(c *v1alpha1.StoreCluster) {
 	c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "http://minio:9000", Bucket: "backups", Prefix: "prod",
 		PathStyle: true, CredentialsSecret: &corev1.LocalObjectReference{Name: "backup-keys"}}}
+	backupKeys(c.Namespace)
+}
+
+// backupKeys makes the Secret withBackupLocation names (the operator waits for it).
+func backupKeys(ns string) *corev1.Secret {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backup-keys"},
+		Data: map[string][]byte{resources.S3AccessKeyIDKey: []byte("id"), resources.S3SecretAccessKeyKey: []byte("secret")}}
+	if err := k8s.Create(suiteCtx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return sec
 }
 
 // recovering is a StoreCluster like from, bootstrapped from StoreBackup backup (to target, when
@@ -125,6 +136,40 @@ var _ = Describe("Backups", func() {
 			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(b), &v1alpha1.StoreBackup{}))
 		}, timeout, poll).Should(BeTrue())
 		Expect(fake.Backups()).To(BeEmpty())
+	})
+
+	It("waits for the backup location's Secrets before changing the pods, and restarts them when its CA changes", func() {
+		ns := newNamespace()
+		c := create(newCluster(ns))
+		waitRunning(c)
+		masterArgs := func() []string { return statefulSet(c, resources.GroupMaster).Spec.Template.Spec.Containers[0].Args }
+		By("a backup location whose Secret does not exist yet: the pods stay as they are")
+		update(c, func(c *v1alpha1.StoreCluster) {
+			c.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3Location{Endpoint: "http://minio:9000", Bucket: "backups",
+				CredentialsSecret: &corev1.LocalObjectReference{Name: "late-keys"},
+				EndpointCA:        &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "backup-ca"}, Key: "ca.crt"}}}
+		})
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonBackupCredentialsMissing, "Secret late-keys (spec.backup.s3.credentialsSecret) does not exist"))
+		Consistently(masterArgs, 2*time.Second, poll).ShouldNot(ContainElement(HavePrefix("--backup-s3-bucket")))
+		By("the keys exist, the CA not yet")
+		Expect(k8s.Create(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-keys"},
+			Data: map[string][]byte{resources.S3AccessKeyIDKey: []byte("id"), resources.S3SecretAccessKeyKey: []byte("secret")}})).To(Succeed())
+		Eventually(condition(c, v1alpha1.ConditionDegraded), timeout, poll).Should(haveCondition(metav1.ConditionTrue,
+			controller.ReasonBackupCredentialsMissing, "Secret backup-ca (spec.backup.s3.endpointCA) does not exist"))
+		By("both exist: the masters get the backup location")
+		ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backup-ca"}, Data: map[string][]byte{"ca.crt": []byte("first CA")}}
+		Expect(k8s.Create(suiteCtx, ca)).To(Succeed())
+		Eventually(masterArgs, timeout, poll).Should(ContainElement("--backup-s3-bucket=backups"))
+		hash := func() string {
+			return statefulSet(c, resources.GroupMaster).Spec.Template.Annotations[resources.AnnotationCredentialsHash]
+		}
+		Eventually(hash, timeout, poll).ShouldNot(BeEmpty())
+		before := hash()
+		By("a new CA in its Secret: the engine reads it at start, so the pods restart")
+		ca.Data["ca.crt"] = []byte("second CA")
+		Expect(k8s.Update(suiteCtx, ca)).To(Succeed())
+		Eventually(hash, timeout, poll).ShouldNot(Equal(before))
 	})
 
 	It("fails a backup of a cluster without a backup location, with what to do", func() {

@@ -19,11 +19,52 @@ import (
 	"github.com/cellstore/cellstore/operator/internal/resources"
 )
 
-// Reasons of StorageReady for spec.storage.s3.
+// Reasons of StorageReady for spec.storage.s3 and spec.backup.s3.
 const (
 	ReasonStorageCredentialsMissing = "StorageCredentialsMissing"
 	ReasonStorageUnreachable        = "StorageUnreachable"
+	ReasonBackupCredentialsMissing  = "BackupCredentialsMissing"
 )
+
+// checkBackupSecrets checks that the Secrets spec.backup.s3 names exist with their keys: the pods
+// get them as environment variables and files, and one missing would keep a restarted master (or a
+// region server archiving its WAL) from starting. (The bucket itself is not probed here: the
+// masters' start check and the backups report it.)
+func (r *StoreClusterReconciler) checkBackupSecrets(ctx context.Context, c *v1alpha1.StoreCluster) Result {
+	if c.Spec.Backup == nil {
+		return Done()
+	}
+	loc := &c.Spec.Backup.S3
+	need := func(field, name string, keys ...string) Result {
+		sec := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return r.failedPolling(ReasonBackupCredentialsMissing,
+					"Secret %s (%s) does not exist in namespace %s: create it with keys %s; the pods stay as they are meanwhile",
+					name, field, c.Namespace, strings.Join(keys, " and "))
+			}
+			return Errored(ReasonApplyFailed, fmt.Errorf("read Secret %s: %w", name, err))
+		}
+		for _, k := range keys {
+			if len(sec.Data[k]) == 0 {
+				return r.failedPolling(ReasonBackupCredentialsMissing,
+					"Secret %s (%s) has no key %s: it needs %s; the pods stay as they are meanwhile", name, field, k, strings.Join(keys, " and "))
+			}
+		}
+		return Done()
+	}
+	if ref := loc.CredentialsSecret; ref != nil {
+		if res := need("spec.backup.s3.credentialsSecret", ref.Name, resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey); res.Outcome != Complete {
+			return res
+		}
+	}
+	if ref := loc.EndpointCA; ref != nil {
+		if res := need("spec.backup.s3.endpointCA", ref.Name, ref.Key); res.Outcome != Complete {
+			return res
+		}
+	}
+	return Done()
+}
 
 // bucketProbes remembers the last check of each cluster's bucket, so that a reconcile (many are
 // triggered by pod events) does not send requests to the store each time.

@@ -189,6 +189,12 @@ func (r *StoreClusterReconciler) taskValidate(_ context.Context, s *clusterState
 
 func (r *StoreClusterReconciler) taskStorage(ctx context.Context, s *clusterState) Result {
 	res := r.checkStorage(ctx, s)
+	if res.Outcome == Complete {
+		// The backup location is a start dependency too (masters, and region servers archiving
+		// their WAL, open it at start): a missing Secret stops the chain before a template
+		// changes, rather than restart pods into a failure.
+		res = r.checkBackupSecrets(ctx, s.c)
+	}
 	s.storage = storageReport{checked: true, ready: res.Outcome == Complete, reason: res.Reason, message: res.Message}
 	if res.Outcome == Complete && s.storage.reason == "" {
 		s.storage.reason = ReasonStorageReady
@@ -518,33 +524,44 @@ func (r *StoreClusterReconciler) taskStatefulSets(ctx context.Context, s *cluste
 	return r.applyStatefulSet(ctx, s, resources.GroupRegionServer, resources.RegionServerStatefulSet(c, in))
 }
 
-// credentialsHash hashes the S3 keys a group's pods get from Secrets (spec.storage.s3's, and with
-// backup spec.backup.s3's): "" when none is given that way. A Secret that is missing or lacks a
-// key is left out (the storage task says so).
+// credentialsHash hashes what a group's pods read once from Secrets for the object store — the S3
+// keys (spec.storage.s3's, and with backup spec.backup.s3's) and the endpoints' CA bundles, which
+// the engine loads at start: a change restarts the pods (a reissued CA of a self-hosted store
+// would otherwise break every request while the operator's own check passed). "" when none is
+// given that way. A Secret that is missing or lacks a key is left out (the storage task says so).
 func (r *StoreClusterReconciler) credentialsHash(ctx context.Context, c *v1alpha1.StoreCluster, backup bool) (string, error) {
-	var refs []*corev1.LocalObjectReference
+	type secretKeys struct {
+		name string
+		keys []string
+	}
+	var refs []secretKeys
+	add := func(loc *v1alpha1.S3Location) {
+		if ref := loc.CredentialsSecret; ref != nil {
+			refs = append(refs, secretKeys{ref.Name, []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey}})
+		}
+		if ref := loc.EndpointCA; ref != nil {
+			refs = append(refs, secretKeys{ref.Name, []string{ref.Key}})
+		}
+	}
 	if c.Spec.Storage.S3 != nil {
-		refs = append(refs, c.Spec.Storage.S3.CredentialsSecret)
+		add(&c.Spec.Storage.S3.S3Location)
 	}
 	if backup && c.Spec.Backup != nil {
-		refs = append(refs, c.Spec.Backup.S3.CredentialsSecret)
+		add(&c.Spec.Backup.S3)
 	}
 	h := sha256.New()
 	found := false
 	for _, ref := range refs {
-		if ref == nil {
-			continue
-		}
 		sec := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, sec); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return "", fmt.Errorf("read Secret %s: %w", ref.Name, err)
+			return "", fmt.Errorf("read Secret %s: %w", ref.name, err)
 		}
 		found = true
-		for _, k := range []string{resources.S3AccessKeyIDKey, resources.S3SecretAccessKeyKey} {
-			fmt.Fprintf(h, "%s/%s=%d:", ref.Name, k, len(sec.Data[k]))
+		for _, k := range ref.keys {
+			fmt.Fprintf(h, "%s/%s=%d:", ref.name, k, len(sec.Data[k]))
 			h.Write(sec.Data[k])
 		}
 	}
