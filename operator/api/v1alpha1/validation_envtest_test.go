@@ -282,9 +282,9 @@ var _ = Describe("StoreCluster validation", func() {
 		// A master elected on another bucket or prefix finds no catalog: every table gone.
 		Entry("bucket", "{s3: {endpoint: 'https://s3.example.com', bucket: abc}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abd}}",
 			"storage.s3.bucket cannot change"),
-		Entry("prefix", "{s3: {endpoint: 'https://s3.example.com', bucket: abc}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: x}}",
+		Entry("prefix", "{s3: {endpoint: 'https://s3.example.com', bucket: abc}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: p1}}",
 			"storage.s3.prefix cannot change"),
-		Entry("prefix changed", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: x}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: y}}",
+		Entry("prefix changed", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: p1}}", "{s3: {endpoint: 'https://s3.example.com', bucket: abc, prefix: p2}}",
 			"storage.s3.prefix cannot change"),
 	)
 
