@@ -570,12 +570,15 @@ func (r *Region) applyEntries(entries []*ReplicationEntry) error {
 // applyEdits adds a run of edits to the replica's memstores.
 func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 	sizes := make([]int64, len(r.fams))
-	for _, e := range entries {
+	// The entries' cells of this replica's families (copies where some are left out: the entries
+	// may be shared, with the primary's queue in one process).
+	cells := make([][]cell.KeyValue, len(entries))
+	for i, e := range entries {
 		if e.Edit == nil || string(e.Edit.Region) != r.name {
 			return fmt.Errorf("%w: replicated edit for another region", ErrInvalid)
 		}
-		e.Edit.Cells = r.knownFamilies(e.Edit.Cells)
-		if err := r.memSizes(e.Edit.Cells, sizes); err != nil {
+		cells[i] = r.knownFamilies(e.Edit.Cells)
+		if err := r.memSizes(cells[i], sizes); err != nil {
 			return fmt.Errorf("replicated cell: %w", err)
 		}
 	}
@@ -590,8 +593,8 @@ func (r *Region) applyEdits(entries []*ReplicationEntry) error {
 		return err
 	}
 	defer r.unreserveMem(sizes)
-	for _, e := range entries {
-		if err := r.insertMem(e.Edit.Cells, e.Seq); err != nil {
+	for i, e := range entries {
+		if err := r.insertMem(cells[i], e.Seq); err != nil {
 			return err
 		}
 	}
