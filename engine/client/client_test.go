@@ -784,10 +784,7 @@ func TestTimelineGetHedgesToReplica(t *testing.T) {
 	m, ss, c := newCluster(t, 1)
 	replica := newFakeServer(t)
 	replica.stale = true
-	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
-	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
-	replica.regions["r1_1"] = rinfo
-	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	addReplica(m, ss[0], replica)
 	tb := c.Table("t")
 	put(t, tb, "a", "primary")
 	replica.rows["a"] = []cell.Cell{{Row: []byte("a"), Family: []byte("f"), Qualifier: []byte("q"), Timestamp: 1, Type: cell.Put, Value: []byte("replica")}}
@@ -814,10 +811,7 @@ func TestTimelineGetHedgesToReplica(t *testing.T) {
 func TestTimelineGetFollowsAMovedReplica(t *testing.T) {
 	m, ss, c := newCluster(t, 1)
 	old, moved := newFakeServer(t), newFakeServer(t)
-	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
-	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
-	old.regions["r1_1"] = rinfo
-	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: old})
+	rinfo := addReplica(m, ss[0], old)
 	tb := c.Table("t")
 	put(t, tb, "a", "primary") // caches the region's location, the replica's on old
 	moved.stale = true
@@ -1164,10 +1158,7 @@ func TestGivingUpKeepsLocationsAndClosesScanners(t *testing.T) {
 
 	// A replica call the hedge cancels.
 	replica := newFakeServer(t)
-	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
-	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
-	replica.regions["r1_1"] = rinfo
-	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	addReplica(m, ss[0], replica)
 	c.cache.invalidate("t", "r1")
 	loc, err := c.locate(context.Background(), tb, []byte("a"), false, false)
 	if err != nil || len(loc.replicas) != 1 {
@@ -1227,10 +1218,7 @@ func TestGivingUpKeepsLocationsAndClosesScanners(t *testing.T) {
 func TestReplicaErrorsLeaveThePrimarysLocation(t *testing.T) {
 	m, ss, c := newCluster(t, 1)
 	replica, elsewhere := newFakeServer(t), newFakeServer(t)
-	rinfo := proto.Clone(ss[0].regions["r1"]).(*pb.RegionInfo)
-	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
-	replica.regions["r1_1"] = rinfo
-	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: replica})
+	addReplica(m, ss[0], replica)
 	tb := c.Table("t")
 	for _, row := range []string{"a", "b", "c"} {
 		put(t, tb, row, "1")
@@ -1308,4 +1296,13 @@ func TestAlterWhoseAnswerWasLost(t *testing.T) {
 	if err != nil || len(am.td.GetFamilies()) != 1 || am.version != 8 {
 		t.Fatalf("an alter whose answer was lost: %v (families %v, version %d); want it applied once", err, am.td.GetFamilies(), am.version)
 	}
+}
+
+// addReplica makes server on hold replica 1 of region r1 of primary, as the master says.
+func addReplica(m *fakeMaster, primary, on *fakeServer) *pb.RegionInfo {
+	rinfo := proto.Clone(primary.regions["r1"]).(*pb.RegionInfo)
+	rinfo.ReplicaId, rinfo.Name = 1, "r1_1"
+	on.regions["r1_1"] = rinfo
+	m.regions = append(m.regions, &fakeRegion{info: rinfo, server: on})
+	return rinfo
 }
