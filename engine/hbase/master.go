@@ -220,7 +220,7 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 			// HBase's descriptors cannot say which table functions (docs/functions.md) a table
 			// runs: an HBase client's modify keeps them — those of the version it replaces, so
 			// a function set meanwhile is not dropped (described again when one was).
-			for attempt := 1; ; attempt++ {
+			return untilNotConcurrent(func() error {
 				cur, err := m.DescribeTable(ctx, &pb.TableRequest{Table: td.GetName()})
 				if err != nil {
 					return err
@@ -228,10 +228,8 @@ func (a *Adapter) masterCall(ctx context.Context, method string, req proto.Messa
 				td.Functions = cur.GetTable().GetFunctions()
 				version := cur.GetVersion()
 				_, err = m.ModifyTable(ctx, &pb.ModifyTableRequest{Table: td, ExpectVersion: &version})
-				if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == 10 {
-					return err
-				}
-			}
+				return err
+			})
 		}); err != nil {
 			return nil, err
 		}
@@ -708,12 +706,7 @@ func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func(
 	err := a.b.Master(ctx, func(ctx context.Context, m pb.MasterClient) error {
 		// The change applies to the descriptor as the master has it when it lands: described
 		// again when another alter landed in between (expect_version), a few times.
-		for attempt := 1; ; attempt++ {
-			err := alterFamilyOnce(ctx, m, tn, req)
-			if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == 10 {
-				return err
-			}
-		}
+		return untilNotConcurrent(func() error { return alterFamilyOnce(ctx, m, tn, req) })
 	})
 	if err != nil {
 		return nil, err
@@ -725,6 +718,17 @@ func (a *Adapter) alterFamily(ctx context.Context, req proto.Message, proc func(
 		return &hb.ModifyColumnResponse{ProcId: proc()}, nil
 	}
 	return &hb.DeleteColumnResponse{ProcId: proc()}, nil
+}
+
+// untilNotConcurrent runs alter (a describe and a modify at the version described) again while
+// the master answers that another alter landed in between, up to 10 times.
+func untilNotConcurrent(alter func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := alter()
+		if d, _ := pb.DetailOf(err); d.GetCode() != pb.ErrorCode_ERROR_CODE_CONCURRENT_MODIFICATION || attempt == 10 {
+			return err
+		}
+	}
 }
 
 // alterFamilyOnce describes the table and changes it as req says, at the version described.
